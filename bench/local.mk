@@ -1,0 +1,1 @@
+# bench/local.mk -- hoop-bench and the peer comparison scripts.

@@ -1,0 +1,33 @@
+/*
+ * hoop/hoop.h -- umbrella header: distributed data-parallel training in C.
+ *
+ * hoop is one library with layers: transports (TCP, InfiniBand verbs), collectives
+ * (ring all-reduce and friends), a tape-based autograd engine, and DDP. Each concept
+ * has its own header; this one includes them all.
+ *
+ * Conventions used by every header:
+ *   - every fallible call returns hoop_status (HOOP_OK == 0) and leaves a message in
+ *     hoop_last_error() of the calling thread; nothing aborts the process;
+ *   - sizes in bytes are size_t *_bytes, element counts are size_t count, times are
+ *     int64_t milliseconds (*_ms) unless the name says otherwise;
+ *   - objects that own threads or sockets use _init/_destroy, plain values _new/_free;
+ *     destroy functions accept NULL.
+ *
+ * A worked example (a two-rank rendezvous through the store), run under hooprun:
+ *
+ *     hoop_store *st;
+ *     if (hoop_store_init_env(&st) != HOOP_OK) {
+ *         fprintf(stderr, "%s\n", hoop_last_error());
+ *         return 2;
+ *     }
+ *     hoop_store_barrier(st, "start", -1);
+ *     hoop_store_destroy(st);
+ */
+#ifndef HOOP_HOOP_H
+#define HOOP_HOOP_H
+
+#include "hoop/status.h"
+#include "hoop/log.h"
+#include "hoop/store.h"
+
+#endif /* HOOP_HOOP_H */

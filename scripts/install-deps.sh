@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs what hoop needs to build, test and train on Debian 12 (idempotent: only
+# the missing packages are installed). Run as root, or with sudo available.
+set -e
+PKGS="build-essential autoconf automake libtool pkg-config git check libopenblas-dev
+zlib1g-dev libhwloc-dev libibverbs-dev ibverbs-utils dataset-fashion-mnist iproute2 clang-format
+python3 procps"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "install-deps: installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing

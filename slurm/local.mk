@@ -1,0 +1,1 @@
+# slurm/local.mk -- sbatch scripts and the one-machine Slurm rig.

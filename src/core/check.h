@@ -1,0 +1,88 @@
+/*
+ * src/core/check.h -- error origin and propagation macros (internal).
+ *
+ * HOOP_ERROR sets the thread's message once, where an error arises, and evaluates to
+ * the status. The CHECK macros propagate a status upwards, leaving a TRACE-level line
+ * per frame ("file:line -> HOOP_ERR_X") so HOOP_DEBUG=TRACE shows an error backtrace.
+ * All are statement macros that evaluate their argument exactly once.
+ */
+#ifndef HOOP_CORE_CHECK_H
+#define HOOP_CORE_CHECK_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "hoop/status.h"
+
+/* Records "file:line: message" as the calling thread's last error; returns st. */
+hoop_status hoop__set_error(hoop_status st, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Keeps the current message but notes that a caller propagated st (TRACE only). */
+void hoop__trace_status(hoop_status st, const char *file, int line);
+
+#define HOOP_ERROR(st, ...) hoop__set_error((st), __FILE__, __LINE__, __VA_ARGS__)
+
+#define HOOP_CHECK(call)                                      \
+    do {                                                      \
+        hoop_status hoop_st_ = (call);                        \
+        if (hoop_st_ != HOOP_OK) {                            \
+            hoop__trace_status(hoop_st_, __FILE__, __LINE__); \
+            return hoop_st_;                                  \
+        }                                                     \
+    } while (0)
+
+#define HOOP_CHECK_GOTO(call, st, label)                  \
+    do {                                                  \
+        (st) = (call);                                    \
+        if ((st) != HOOP_OK) {                            \
+            hoop__trace_status((st), __FILE__, __LINE__); \
+            goto label;                                   \
+        }                                                 \
+    } while (0)
+
+/* For destroy paths: run every step, keep the first error in st. */
+#define HOOP_CHECK_KEEP(call, st)                                    \
+    do {                                                             \
+        hoop_status hoop_st_ = (call);                               \
+        if (hoop_st_ != HOOP_OK && (st) == HOOP_OK) (st) = hoop_st_; \
+    } while (0)
+
+/* For -1/errno system calls: retries on EINTR; fails with HOOP_ERR_SYSTEM naming what. */
+#define HOOP_SYSCHECK(expr, what)                                                         \
+    do {                                                                                  \
+        int hoop_rc_;                                                                     \
+        do {                                                                              \
+            hoop_rc_ = (int)(expr);                                                       \
+        } while (hoop_rc_ == -1 && errno == EINTR);                                       \
+        if (hoop_rc_ == -1)                                                               \
+            return HOOP_ERROR(HOOP_ERR_SYSTEM, "%s failed: %s", (what), strerror(errno)); \
+    } while (0)
+
+/* pthread calls return the error number instead of setting errno. */
+#define HOOP_PTHREAD_CHECK(call, what)                                                       \
+    do {                                                                                     \
+        int hoop_rc_ = (call);                                                               \
+        if (hoop_rc_ != 0)                                                                   \
+            return HOOP_ERROR(HOOP_ERR_SYSTEM, "%s failed: %s", (what), strerror(hoop_rc_)); \
+    } while (0)
+
+#define HOOP_INTERNAL_ERROR(...) HOOP_ERROR(HOOP_ERR_INTERNAL, "internal error: " __VA_ARGS__)
+
+/* Typed, zeroed, checked allocation: HOOP_CHECK(hoop__calloc(&p, n)). */
+hoop_status hoop__calloc_bytes(void **out, size_t n, size_t size, const char *file, int line);
+#define hoop__calloc(pp, n) \
+    hoop__calloc_bytes((void **)(pp), (n), sizeof(**(pp)), __FILE__, __LINE__)
+
+/* Checked realloc of *pp to n elements of size; *pp is unchanged on failure. */
+hoop_status hoop__realloc_bytes(void **pp, size_t n, size_t size, const char *file, int line);
+#define hoop__realloc(pp, n) \
+    hoop__realloc_bytes((void **)(pp), (n), sizeof(**(pp)), __FILE__, __LINE__)
+
+#define HOOP_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define HOOP_CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+#endif /* HOOP_CORE_CHECK_H */

@@ -1,0 +1,278 @@
+/*
+ * src/core/env.c -- the HOOP_* settings table and strict env / flag parsing.
+ *
+ * Owns nothing but constant data. Reads the environment with getenv() on demand;
+ * callers parse once at init and keep the values in their config. Thread-safe as long
+ * as nobody calls setenv() concurrently (as for getenv() itself).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/check.h"
+#include "core/env.h"
+
+extern char **environ;
+
+#define KIB 1024LL
+#define MIB (1024LL * 1024)
+#define GIB (1024LL * 1024 * 1024)
+
+const hoop_env_param hoop__env_params[] = {
+    {"HOOP_DEBUG", HOOP_ENV_CHOICE, "WARN", 0, 0, "NONE|WARN|INFO|DEBUG|TRACE|VERSION",
+     "log level"},
+    {"HOOP_DEBUG_SUBSYS", HOOP_ENV_STRING, "INIT,ENV", 0, 0, NULL,
+     "subsystems to log: comma list of INIT,BOOT,NET,TCP,IB,COLL,CUDA,ALLOC,AUTOGRAD,DDP,ENV,"
+     "DATA,LAUNCH,ALL; ^ excludes"},
+    {"HOOP_DEBUG_FILE", HOOP_ENV_STRING, NULL, 0, 0, NULL,
+     "write logs to this file instead of stderr (%h = host, %p = pid)"},
+    {"HOOP_TIMEOUT", HOOP_ENV_SECONDS, "300", 0, 0, NULL,
+     "deadline in seconds for every blocking wait (rendezvous, collectives)"},
+    {"HOOP_TOKEN", HOOP_ENV_STRING, NULL, 0, 0, NULL,
+     "shared secret every connection must present; hooprun sets 128 random bits"},
+    {"HOOP_TRANSPORT", HOOP_ENV_CHOICE, "auto", 0, 0, "auto|tcp|ib",
+     "transport between ranks; auto = ib when a usable HCA exists"},
+    {"HOOP_SOCKET_IFNAME", HOOP_ENV_STRING, NULL, 0, 0, NULL,
+     "interface name or prefix for TCP listen addresses (default: routes to MASTER_ADDR)"},
+    {"HOOP_TCP_NSOCKS", HOOP_ENV_INT, "2", 1, 16, NULL, "TCP streams per link"},
+    {"HOOP_CHUNK_BYTES", HOOP_ENV_BYTES, "512K", 4 * KIB, 64 * MIB, NULL,
+     "bytes a ring step moves per chunk (K/M/G suffixes)"},
+    {"HOOP_ALGO", HOOP_ENV_CHOICE, "auto", 0, 0, NULL, "all-reduce algorithm: see hoop-bench -a"},
+    {"HOOP_IB_HCA", HOOP_ENV_STRING, NULL, 0, 0, NULL,
+     "verbs device[:port] to use (e.g. mlx5_0:1)"},
+    {"HOOP_IB_GID_INDEX", HOOP_ENV_INT, "-1", -1, 255, NULL,
+     "GID index for RoCE (-1 = pick the IPv4 RoCE v2 GID)"},
+    {"HOOP_TRACE_FILE", HOOP_ENV_STRING, NULL, 0, 0, NULL,
+     "write a Chrome trace of DDP steps to this file (merged by rank 0)"},
+    {NULL, 0, NULL, 0, 0, NULL, NULL},
+};
+
+static const hoop_env_param *lookup(const char *name)
+{
+    for (const hoop_env_param *p = hoop__env_params; p->name; p++)
+        if (strcmp(p->name, name) == 0) return p;
+    return NULL;
+}
+
+static const char *value_of(const hoop_env_param *p)
+{
+    const char *v = getenv(p->name);
+    return (v && *v) ? v : p->def;
+}
+
+hoop_status hoop__parse_int(const char *what, const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    char *end;
+    if (s == NULL || *s == '\0')
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s is empty; expected an integer in [%" PRId64 ", %" PRId64 "]", what,
+                          min, max);
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0' || isspace((unsigned char)s[0]))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not an integer", what, s);
+    if (v < min || v > max)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s=%s is out of range [%" PRId64 ", %" PRId64 "]",
+                          what, s, min, max);
+    *out = v;
+    return HOOP_OK;
+}
+
+hoop_status hoop__parse_bytes(const char *what, const char *s, int64_t min, int64_t max,
+                              int64_t *out)
+{
+    char *end;
+    if (s == NULL || *s == '\0' || !isdigit((unsigned char)s[0]))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a size in bytes (e.g. 4096, 512K, 8M)",
+                          what, s ? s : "");
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    long long mult = 1;
+    switch (toupper((unsigned char)*end)) {
+    case 'K':
+        mult = KIB;
+        end++;
+        break;
+    case 'M':
+        mult = MIB;
+        end++;
+        break;
+    case 'G':
+        mult = GIB;
+        end++;
+        break;
+    default: break;
+    }
+    if (*end == 'B' || *end == 'b') end++;
+    if (errno != 0 || *end != '\0' || v > (unsigned long long)INT64_MAX / (unsigned long long)mult)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a size in bytes (e.g. 4096, 512K, 8M)",
+                          what, s);
+    int64_t b = (int64_t)v * mult;
+    if (b < min || b > max)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s=%s is out of range [%" PRId64 ", %" PRId64 "] bytes", what, s, min,
+                          max);
+    *out = b;
+    return HOOP_OK;
+}
+
+hoop_status hoop__parse_seconds_ms(const char *what, const char *s, int64_t *out_ms)
+{
+    char *end;
+    errno = 0;
+    double v = (s && *s) ? strtod(s, &end) : -1;
+    if (s == NULL || *s == '\0' || errno != 0 || *end != '\0' || !isfinite(v) || v < 0 || v > 1e9)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a number of seconds", what, s ? s : "");
+    *out_ms = (int64_t)llround(v * 1000.0);
+    return HOOP_OK;
+}
+
+hoop_status hoop__env_int(const char *name, int64_t *out)
+{
+    const hoop_env_param *p = lookup(name);
+    if (p == NULL || (p->type != HOOP_ENV_INT && p->type != HOOP_ENV_BYTES))
+        return HOOP_INTERNAL_ERROR("%s is not an integer setting in the env table", name);
+    const char *v = value_of(p);
+    if (p->type == HOOP_ENV_BYTES) return hoop__parse_bytes(name, v, p->min, p->max, out);
+    return hoop__parse_int(name, v, p->min, p->max, out);
+}
+
+hoop_status hoop__env_ms(const char *name, int64_t *out_ms)
+{
+    const hoop_env_param *p = lookup(name);
+    if (p == NULL || p->type != HOOP_ENV_SECONDS)
+        return HOOP_INTERNAL_ERROR("%s is not a seconds setting in the env table", name);
+    return hoop__parse_seconds_ms(name, value_of(p), out_ms);
+}
+
+/* Is word one of the '|'-separated choices? */
+static int in_choices(const char *choices, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *c = choices; *c;) {
+        size_t len = strcspn(c, "|");
+        if (len == n && strncasecmp(c, word, n) == 0) return 1;
+        c += len + (c[len] == '|');
+    }
+    return 0;
+}
+
+hoop_status hoop__env_str(const char *name, const char **out)
+{
+    const hoop_env_param *p = lookup(name);
+    if (p == NULL || (p->type != HOOP_ENV_STRING && p->type != HOOP_ENV_CHOICE))
+        return HOOP_INTERNAL_ERROR("%s is not a text setting in the env table", name);
+    const char *v = value_of(p);
+    if (p->type == HOOP_ENV_CHOICE && p->choices && v && !in_choices(p->choices, v))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not one of %s", name, v, p->choices);
+    *out = v;
+    return HOOP_OK;
+}
+
+static hoop_status check_one(const hoop_env_param *p)
+{
+    int64_t i;
+    const char *s;
+    switch (p->type) {
+    case HOOP_ENV_INT:
+    case HOOP_ENV_BYTES: return hoop__env_int(p->name, &i);
+    case HOOP_ENV_SECONDS: return hoop__env_ms(p->name, &i);
+    case HOOP_ENV_STRING:
+    case HOOP_ENV_CHOICE: return hoop__env_str(p->name, &s);
+    }
+    return HOOP_OK;
+}
+
+hoop_status hoop__env_check_all(void)
+{
+    for (const hoop_env_param *p = hoop__env_params; p->name; p++) {
+        const char *v = getenv(p->name);
+        if (v == NULL || *v == '\0') continue;
+        HOOP_CHECK(check_one(p));
+        if (strcmp(p->name, "HOOP_TOKEN") == 0) v = "(hidden)";
+        HOOP_INFO(ENV, "%s set by environment to %s", p->name, v);
+    }
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "HOOP_", 5) != 0) continue;
+        char name[128];
+        size_t len = strcspn(*e, "=");
+        snprintf(name, sizeof(name), "%.*s", (int)len, *e);
+        if (lookup(name) == NULL)
+            HOOP_WARN("%s is not a hoop setting (hooprun --help-env lists them); ignored", name);
+    }
+    return HOOP_OK;
+}
+
+static const char *type_name(hoop_env_type t)
+{
+    static const char *names[] = {"int", "bytes", "seconds", "string", "choice"};
+    return names[t];
+}
+
+void hoop__env_print_help(FILE *f)
+{
+    fprintf(f, "%-20s %-8s %-10s %-22s %s\n", "variable", "type", "default", "range",
+            "description");
+    for (const hoop_env_param *p = hoop__env_params; p->name; p++) {
+        char range[64] = "";
+        if (p->type == HOOP_ENV_INT || p->type == HOOP_ENV_BYTES)
+            snprintf(range, sizeof(range), "%" PRId64 "..%" PRId64, p->min, p->max);
+        else if (p->type == HOOP_ENV_CHOICE && p->choices)
+            snprintf(range, sizeof(range), "%s", p->choices);
+        else if (p->type == HOOP_ENV_SECONDS)
+            snprintf(range, sizeof(range), ">= 0");
+        fprintf(f, "%-20s %-8s %-10s %-22s %s\n", p->name, type_name(p->type),
+                p->def ? p->def : "-", range, p->desc);
+    }
+}
+
+/* Reads a required integer variable of the dist contract. */
+static hoop_status dist_int(const char *name, int64_t min, int64_t max, int required, int64_t def,
+                            int *out)
+{
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0') {
+        if (required)
+            return HOOP_ERROR(HOOP_ERR_INVALID,
+                              "%s is not set (hint: start workers with hooprun, "
+                              "or set MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE)",
+                              name);
+        *out = (int)def;
+        return HOOP_OK;
+    }
+    int64_t x;
+    HOOP_CHECK(hoop__parse_int(name, v, min, max, &x));
+    *out = (int)x;
+    return HOOP_OK;
+}
+
+hoop_status hoop__env_dist(hoop_dist_env *out)
+{
+    memset(out, 0, sizeof(*out));
+    const char *addr = getenv("MASTER_ADDR");
+    if (addr == NULL || *addr == '\0')
+        return HOOP_ERROR(HOOP_ERR_INVALID, "MASTER_ADDR is not set (hint: start workers with "
+                                            "hooprun, or export MASTER_ADDR=<host of rank 0>)");
+    if (strlen(addr) >= sizeof(out->master_addr))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "MASTER_ADDR is longer than %zu characters",
+                          sizeof(out->master_addr) - 1);
+    strcpy(out->master_addr, addr);
+    HOOP_CHECK(dist_int("MASTER_PORT", 1, 65535, 1, 0, &out->master_port));
+    HOOP_CHECK(dist_int("WORLD_SIZE", 1, 1 << 20, 1, 0, &out->world_size));
+    HOOP_CHECK(dist_int("RANK", 0, INT32_MAX, 1, 0, &out->rank));
+    if (out->rank >= out->world_size)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "RANK=%d is not below WORLD_SIZE=%d", out->rank,
+                          out->world_size);
+    HOOP_CHECK(dist_int("LOCAL_WORLD_SIZE", 1, out->world_size, 0, out->world_size,
+                        &out->local_world_size));
+    HOOP_CHECK(dist_int("LOCAL_RANK", 0, INT32_MAX, 0, out->rank % out->local_world_size,
+                        &out->local_rank));
+    if (out->local_rank >= out->local_world_size)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "LOCAL_RANK=%d is not below LOCAL_WORLD_SIZE=%d",
+                          out->local_rank, out->local_world_size);
+    return HOOP_OK;
+}

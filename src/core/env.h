@@ -1,0 +1,75 @@
+/*
+ * src/core/env.h -- the table of HOOP_* settings and the distributed env contract.
+ *
+ * Every HOOP_* knob is declared once in env.c with its type, default, range and a
+ * one-line description; `hooprun --help-env` prints that table. Readers validate the
+ * value and fail with HOOP_ERR_INVALID naming the variable (tools exit 2 on it).
+ */
+#ifndef HOOP_CORE_ENV_H
+#define HOOP_CORE_ENV_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "hoop/status.h"
+
+typedef enum hoop_env_type {
+    HOOP_ENV_INT,     /* decimal integer in [min, max] */
+    HOOP_ENV_BYTES,   /* integer with optional K/M/G suffix (powers of 1024), in [min, max] */
+    HOOP_ENV_SECONDS, /* non-negative decimal seconds ("30", "0.5"), read back as ms */
+    HOOP_ENV_STRING,  /* free text */
+    HOOP_ENV_CHOICE,  /* one of the '|'-separated words in choices */
+} hoop_env_type;
+
+typedef struct hoop_env_param {
+    const char *name;
+    hoop_env_type type;
+    const char *def; /* default, as text; NULL = unset */
+    int64_t min, max;
+    const char *choices; /* for HOOP_ENV_CHOICE, e.g. "ring|rd|rhd|auto" */
+    const char *desc;
+} hoop_env_param;
+
+/* The table, terminated by an entry with name == NULL. */
+extern const hoop_env_param hoop__env_params[];
+
+/* Reads an INT or BYTES knob (default when unset or empty). HOOP_ERR_INVALID when the
+ * value is malformed or out of range; HOOP_ERR_INTERNAL for a name not in the table. */
+hoop_status hoop__env_int(const char *name, int64_t *out);
+
+/* Reads a SECONDS knob as milliseconds. */
+hoop_status hoop__env_ms(const char *name, int64_t *out_ms);
+
+/* Reads a STRING or CHOICE knob; *out is the default (possibly NULL) when unset.
+ * CHOICE values are checked against the table. */
+hoop_status hoop__env_str(const char *name, const char **out);
+
+/* Validates every HOOP_* variable that is set and, at INFO on INIT/ENV, logs
+ * "HOOP_X set by environment to V". Unknown HOOP_* names only warn. */
+hoop_status hoop__env_check_all(void);
+
+/* Prints the table (name, type, default, range, description) for --help-env. */
+void hoop__env_print_help(FILE *f);
+
+/* Strict parsers shared with the tools: whole string, no junk, range-checked.
+ * what names the culprit in the message ("MASTER_PORT", "--nproc-per-node"). */
+hoop_status hoop__parse_int(const char *what, const char *s, int64_t min, int64_t max,
+                            int64_t *out);
+hoop_status hoop__parse_bytes(const char *what, const char *s, int64_t min, int64_t max,
+                              int64_t *out);
+hoop_status hoop__parse_seconds_ms(const char *what, const char *s, int64_t *out_ms);
+
+/* The PyTorch env:// contract: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE (the last two default to RANK and WORLD_SIZE's values when unset). */
+typedef struct hoop_dist_env {
+    char master_addr[256];
+    int master_port;
+    int rank, world_size;
+    int local_rank, local_world_size;
+} hoop_dist_env;
+
+/* Reads and validates the contract. HOOP_ERR_INVALID names the variable and the rule
+ * it breaks ("RANK=4 is not below WORLD_SIZE=4"); a missing variable is named too. */
+hoop_status hoop__env_dist(hoop_dist_env *out);
+
+#endif /* HOOP_CORE_ENV_H */

@@ -1,0 +1,25 @@
+# src/core/local.mk -- status, logging, env, clocks (included by Makefile.am).
+libhoopcore_la_SOURCES += \
+	%reldir%/status.c \
+	%reldir%/log.c \
+	%reldir%/env.c
+noinst_HEADERS += \
+	%reldir%/check.h \
+	%reldir%/log.h \
+	%reldir%/env.h \
+	%reldir%/clock.h
+hoopinclude_HEADERS += \
+	include/hoop/export.h \
+	include/hoop/hoop.h \
+	include/hoop/status.h \
+	include/hoop/log.h \
+	include/hoop/store.h
+
+check_PROGRAMS += tests/check_status tests/check_env
+tests_check_status_SOURCES = tests/check_status.c
+tests_check_status_CFLAGS = $(TEST_CFLAGS)
+tests_check_status_LDADD = $(TEST_LDADD)
+tests_check_env_SOURCES = tests/check_env.c
+tests_check_env_CFLAGS = $(TEST_CFLAGS)
+tests_check_env_LDADD = $(TEST_LDADD)
+TESTS += tests/check_status tests/check_env

@@ -1,0 +1,96 @@
+/*
+ * src/core/status.c -- status strings and the thread-local last-error message.
+ *
+ * Owns one message buffer per thread. hoop__set_error() formats "file:line: message"
+ * into it; hoop_last_error() returns it. Thread-safe by construction (thread-local).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/check.h"
+
+#define HOOP_ERRMSG_MAX 1024
+
+static _Thread_local char last_error[HOOP_ERRMSG_MAX];
+
+HOOP_API const char *hoop_status_str(hoop_status s)
+{
+    switch (s) {
+#define X(name, val, str) \
+    case HOOP_##name: return str;
+        HOOP_STATUS_MAP(X)
+#undef X
+    }
+    return "unknown status";
+}
+
+HOOP_API const char *hoop_status_name(hoop_status s)
+{
+    switch (s) {
+#define X(name, val, str) \
+    case HOOP_##name: return "HOOP_" #name;
+        HOOP_STATUS_MAP(X)
+#undef X
+    }
+    return "HOOP_UNKNOWN";
+}
+
+HOOP_API const char *hoop_last_error(void)
+{
+    return last_error;
+}
+
+/* Strips the directories from __FILE__ so messages read "tcp.c:120". */
+static const char *base_name(const char *file)
+{
+    const char *slash = strrchr(file, '/');
+    return slash ? slash + 1 : file;
+}
+
+hoop_status hoop__set_error(hoop_status st, const char *file, int line, const char *fmt, ...)
+{
+    int n = snprintf(last_error, sizeof(last_error), "%s:%d: ", base_name(file), line);
+    if (n < 0 || n >= (int)sizeof(last_error) / 2) n = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error + n, sizeof(last_error) - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (hoop__log_on(HOOP_LOG_DEBUG, HOOP_LOG_ALL))
+        hoop__log(HOOP_LOG_DEBUG, HOOP_LOG_ALL, file, line, "%s: %s", hoop_status_name(st),
+                  last_error + n);
+    return st;
+}
+
+void hoop__trace_status(hoop_status st, const char *file, int line)
+{
+    if (hoop__log_on(HOOP_LOG_TRACE, HOOP_LOG_ALL))
+        hoop__log(HOOP_LOG_TRACE, HOOP_LOG_ALL, file, line, "-> %s", hoop_status_name(st));
+}
+
+hoop_status hoop__calloc_bytes(void **out, size_t n, size_t size, const char *file, int line)
+{
+    *out = NULL;
+    if (n == 0) n = 1;
+    if (size != 0 && n > SIZE_MAX / size)
+        return hoop__set_error(HOOP_ERR_NOMEM, file, line,
+                               "allocation of %zu x %zu bytes overflows", n, size);
+    void *p = calloc(n, size);
+    if (p == NULL)
+        return hoop__set_error(HOOP_ERR_NOMEM, file, line, "calloc of %zu bytes failed", n * size);
+    *out = p;
+    return HOOP_OK;
+}
+
+hoop_status hoop__realloc_bytes(void **pp, size_t n, size_t size, const char *file, int line)
+{
+    if (n == 0) n = 1;
+    if (size != 0 && n > SIZE_MAX / size)
+        return hoop__set_error(HOOP_ERR_NOMEM, file, line,
+                               "allocation of %zu x %zu bytes overflows", n, size);
+    void *p = realloc(*pp, n * size);
+    if (p == NULL)
+        return hoop__set_error(HOOP_ERR_NOMEM, file, line, "realloc to %zu bytes failed", n * size);
+    *pp = p;
+    return HOOP_OK;
+}
