@@ -7,7 +7,8 @@ noinst_HEADERS += \
 	%reldir%/check.h \
 	%reldir%/log.h \
 	%reldir%/env.h \
-	%reldir%/clock.h
+	%reldir%/clock.h \
+	%reldir%/rng.h
 hoopinclude_HEADERS += \
 	include/hoop/export.h \
 	include/hoop/hoop.h \
