@@ -24,3 +24,10 @@ tests_check_env_SOURCES = tests/check_env.c
 tests_check_env_CFLAGS = $(TEST_CFLAGS)
 tests_check_env_LDADD = $(TEST_LDADD)
 TESTS += tests/check_status tests/check_env
+
+# Links the installed-style shared library, not the convenience library.
+check_PROGRAMS += tests/check_public
+tests_check_public_SOURCES = tests/check_public.c
+tests_check_public_CFLAGS = $(TEST_CFLAGS)
+tests_check_public_LDADD = libhoop.la $(CHECK_LIBS) -ldl
+TESTS += tests/check_public
