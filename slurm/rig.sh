@@ -35,6 +35,7 @@
 #                    different NAME, NET and DIR can run side by side
 #   HOOP_RIG_NODES   node count when `up` gets no N [2]
 #   HOOP_RIG_CPUS    CPUs declared per node      [nproc]
+#   HOOP_RIG_UP_TIMEOUT  seconds `up` waits for the nodes to be idle [30]
 #
 # Needs root, iproute2 (ip netns, bridge, veth), util-linux (nsenter, unshare), munge,
 # slurmctld, slurmd and slurm-client. Debian 12 (Slurm 22.05) is what it was tested on.
@@ -224,8 +225,10 @@ healthy() {
 }
 
 cmd_up() {
-	local n=${1:-${HOOP_RIG_NODES:-2}} cpus=${HOOP_RIG_CPUS:-$(nproc)} t0
+	local n=${1:-${HOOP_RIG_NODES:-2}} cpus=${HOOP_RIG_CPUS:-$(nproc)} up_s=${HOOP_RIG_UP_TIMEOUT:-30} t0
 	case "$n" in '' | *[!0-9]* | 0) die "node count must be a positive integer, got '$n'" ;; esac
+	case "$cpus" in '' | *[!0-9]* | 0) die "HOOP_RIG_CPUS must be a positive integer, got '$cpus'" ;; esac
+	case "$up_s" in '' | *[!0-9]* | 0) die "HOOP_RIG_UP_TIMEOUT must be positive seconds, got '$up_s'" ;; esac
 	[ "$n" -le 200 ] || die "at most 200 nodes (addresses $NET.11-$NET.210)"
 	[ "$(id -u)" = 0 ] || die "must run as root"
 	t0=$(date +%s%N)
@@ -234,14 +237,15 @@ cmd_up() {
 		return 0
 	fi
 	cmd_down >/dev/null
+	rm -f "$RIG"/log/*.log # each rig starts with fresh logs
 	write_config "$n" "$cpus"
 	start_munged || { cmd_down; die "munged failed; see $RIG/log/munged.log"; }
 	make_network "$n" || { cmd_down; die "could not create the namespaces or bridge"; }
 	start_daemons "$n" || { cmd_down; die "a Slurm daemon failed to start; see $RIG/log/"; }
-	if ! wait_idle "$n" 30; then
+	if ! wait_idle "$n" "$up_s"; then
 		SLURM_CONF=$CONF timeout 5 sinfo -N >&2
 		cmd_down
-		die "nodes did not become idle in 30 s; see $RIG/log/"
+		die "nodes did not become idle in $up_s s; see $RIG/log/"
 	fi
 	say "up: $n nodes in $(elapsed_ms "$t0") ms; export SLURM_CONF=$CONF"
 }

@@ -39,7 +39,14 @@ export SLURM_CONF="$HOOP_RIG_DIR/etc/slurm.conf"
 # One test rig at a time on this machine (two build trees may run make check at once).
 mkdir -p /run/lock
 exec 9>/run/lock/hoop-slurm-rig-test.lock
-flock -w 30 9 || skip "another slurm_rig test held the rig lock for 30 s"
+flock -w 15 9 || skip "another slurm_rig test held the rig lock for 15 s"
+
+# Everything below shares one 40 s budget, so a stuck step cannot hold make check.
+deadline=$(($(date +%s) + 40))
+left() {
+	l=$((deadline - $(date +%s)))
+	[ $l -gt 1 ] && echo $l || echo 1
+}
 
 fail=0
 ok() { echo "ok: $*"; }
@@ -57,15 +64,15 @@ cleanup() {
 		done
 	fi
 	bash "$RIG_SH" down
-	left=$(ip netns list | grep -c '^hsrt-')
-	[ "$left" = 0 ] || echo "FAIL: $left rig namespaces left behind"
+	nleft=$(ip netns list | grep -c '^hsrt-')
+	[ "$nleft" = 0 ] || echo "FAIL: $nleft rig namespaces left behind"
 	rm -rf "$work" "$HOOP_RIG_DIR"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
 t0=$(date +%s%N)
-bash "$RIG_SH" up 2 || {
+HOOP_RIG_UP_TIMEOUT=15 bash "$RIG_SH" up 2 || {
 	echo "FAIL: rig.sh up"
 	exit 1
 }
@@ -78,7 +85,7 @@ cat >"$work/job.sh" <<'EOF'
 echo "batch host=$(hostname) hosts=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | tr '\n' ,)"
 srun sh -c 'echo "task nodeid=$SLURM_NODEID nnodes=$SLURM_NNODES host=$(hostname) list=$SLURM_JOB_NODELIST hosts=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | tr "\n" ,) node1=$(getent hosts node1 | cut -d" " -f1)"'
 EOF
-(cd "$work" && timeout 40 sbatch -N 2 --wait -o "$work/job.out" "$work/job.sh") ||
+(cd "$work" && timeout "$(left)" sbatch -N 2 --wait -o "$work/job.out" "$work/job.sh") ||
 	bad "sbatch -N 2 --wait returned $?"
 t2=$(date +%s%N)
 echo "--- job output"
@@ -96,7 +103,7 @@ want "$work/job.out" "task nodeid=1 nnodes=2 host=node2 list=node[1-2] hosts=nod
 # Part 2: hoop.sbatch -> srun -> hooprun -> 2 workers per node.
 hooprun=${HOOP_TEST_HOOPRUN:-$builddir/tools/hooprun}
 if [ -x "$hooprun" ]; then
-	(cd "$work" && GPUS_PER_NODE=2 HOOPRUN=$hooprun timeout 40 sbatch -N 2 --wait \
+	(cd "$work" && GPUS_PER_NODE=2 HOOPRUN=$hooprun timeout "$(left)" sbatch -N 2 --wait \
 		-o "$work/hoop.out" "$srcdir/slurm/hoop.sbatch" sh -c \
 		'echo "rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE master=$MASTER_ADDR host=$(hostname) port=$MASTER_PORT tok=$(printf %s "$HOOP_TOKEN" | cksum | cut -d" " -f1)"') ||
 		bad "sbatch hoop.sbatch returned $?"
@@ -124,4 +131,6 @@ ms() { echo $((($2 - $1) / 1000000)); }
 echo "times: up $(ms "$t0" "$t1") ms, node job $(ms "$t1" "$t2") ms," \
 	"hoop.sbatch $(ms "$t2" "$t3") ms, down $(ms "$t3" "$t4") ms"
 [ "$(ip netns list | grep -c '^hsrt-')" = 0 ] || bad "namespaces left after down"
+# The daemons name the rig directory on their command lines (looked at, never killed).
+if pgrep -af "$HOOP_RIG_DIR/"; then bad "rig processes still running after down"; fi
 exit $fail
