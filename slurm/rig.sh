@@ -26,33 +26,33 @@
 # shows the namespace's own network devices), move the cgroup tree back under it, set
 # the hostname and bind a private /etc/hosts that names every node.
 #
-# All state (config, keys, logs, spool, pid files) lives in $HOOP_RIG_DIR.
+# All state (config, keys, logs, spool, pid files) lives in $HOOPRIG_DIR.
 #
-# Environment:
-#   HOOP_RIG_DIR     state directory             [/tmp/hoop-slurm-rig]
-#   HOOP_RIG_NET     first three octets of the /24 [10.77.0]
-#   HOOP_RIG_NAME    prefix of namespaces, bridge and veths [hsr]; two rigs with
-#                    different NAME, NET and DIR can run side by side
-#   HOOP_RIG_NODES   node count when `up` gets no N [2]
-#   HOOP_RIG_CPUS    CPUs declared per node      [nproc]
-#   HOOP_RIG_UP_TIMEOUT  seconds `up` waits for the nodes to be idle [30]
+# Environment (not HOOP_*: hoop warns about HOOP_ variables it does not know):
+#   HOOPRIG_DIR         state directory [/tmp/hoop-slurm-rig]
+#   HOOPRIG_NET         first three octets of the private /24 [10.77.0]
+#   HOOPRIG_NAME        prefix of namespaces, bridge and veths [hsr]; two rigs with
+#                       different NAME, NET and DIR can run side by side
+#   HOOPRIG_NODES       node count when `up` gets no N [2]
+#   HOOPRIG_CPUS        CPUs declared per node [nproc]
+#   HOOPRIG_UP_TIMEOUT  seconds `up` waits for the nodes to be idle [30]
 #
 # Needs root, iproute2 (ip netns, bridge, veth), util-linux (nsenter, unshare), munge,
 # slurmctld, slurmd and slurm-client. Debian 12 (Slurm 22.05) is what it was tested on.
 
 set -u
 
-RIG=${HOOP_RIG_DIR:-/tmp/hoop-slurm-rig}
-case "$RIG" in /?*) ;; *) echo "rig.sh: HOOP_RIG_DIR must be an absolute path, got '$RIG'" >&2 && exit 2 ;; esac
+RIG=${HOOPRIG_DIR:-/tmp/hoop-slurm-rig}
+case "$RIG" in /?*) ;; *) echo "rig.sh: HOOPRIG_DIR must be an absolute path, got '$RIG'" >&2 && exit 2 ;; esac
 # munged's socket path must fit in sockaddr_un (108 bytes).
-[ ${#RIG} -le 80 ] || { echo "rig.sh: HOOP_RIG_DIR is longer than 80 characters" >&2 && exit 2; }
-NET=${HOOP_RIG_NET:-10.77.0}
-NAME=${HOOP_RIG_NAME:-hsr}
-case "$NAME" in *[!a-z0-9]* | '' | ?????????*) echo "rig.sh: HOOP_RIG_NAME must be 1-8 of [a-z0-9]" >&2 && exit 2 ;; esac
+[ ${#RIG} -le 80 ] || { echo "rig.sh: HOOPRIG_DIR is longer than 80 characters" >&2 && exit 2; }
+NET=${HOOPRIG_NET:-10.77.0}
+NAME=${HOOPRIG_NAME:-hsr}
+case "$NAME" in *[!a-z0-9]* | '' | ?????????*) echo "rig.sh: HOOPRIG_NAME must be 1-8 of [a-z0-9]" >&2 && exit 2 ;; esac
 NS_PREFIX=$NAME-
 BRIDGE=${NAME}br0
 if ! [[ $NET =~ ^(10\.[0-9]{1,3}|172\.(1[6-9]|2[0-9]|3[01])|192\.168)\.[0-9]{1,3}$ ]]; then
-	echo "rig.sh: HOOP_RIG_NET must be a private /24 (10.a.b, 172.16-31.b, 192.168.b), got '$NET'" >&2
+	echo "rig.sh: HOOPRIG_NET must be a private /24 (10.a.b, 172.16-31.b, 192.168.b), got '$NET'" >&2
 	exit 2
 fi
 CTL_NS=${NS_PREFIX}ctl
@@ -162,7 +162,7 @@ make_network() {
 	local n=$1 i ns addr
 	# Our bridge is gone by now, so anything else on this /24 belongs to someone else.
 	if [ -n "$(ip -4 route show "$NET.0/24")" ] || ip -4 -o addr show | grep -qF " $NET."; then
-		echo "rig.sh: $NET.0/24 is already in use on this machine; pick another HOOP_RIG_NET" >&2
+		echo "rig.sh: $NET.0/24 is already in use on this machine; pick another HOOPRIG_NET" >&2
 		return 1
 	fi
 	ip link add "$BRIDGE" type bridge || return 1
@@ -225,10 +225,10 @@ healthy() {
 }
 
 cmd_up() {
-	local n=${1:-${HOOP_RIG_NODES:-2}} cpus=${HOOP_RIG_CPUS:-$(nproc)} up_s=${HOOP_RIG_UP_TIMEOUT:-30} t0
+	local n=${1:-${HOOPRIG_NODES:-2}} cpus=${HOOPRIG_CPUS:-$(nproc)} up_s=${HOOPRIG_UP_TIMEOUT:-30} t0
 	case "$n" in '' | *[!0-9]* | 0) die "node count must be a positive integer, got '$n'" ;; esac
-	case "$cpus" in '' | *[!0-9]* | 0) die "HOOP_RIG_CPUS must be a positive integer, got '$cpus'" ;; esac
-	case "$up_s" in '' | *[!0-9]* | 0) die "HOOP_RIG_UP_TIMEOUT must be positive seconds, got '$up_s'" ;; esac
+	case "$cpus" in '' | *[!0-9]* | 0) die "HOOPRIG_CPUS must be a positive integer, got '$cpus'" ;; esac
+	case "$up_s" in '' | *[!0-9]* | 0) die "HOOPRIG_UP_TIMEOUT must be positive seconds, got '$up_s'" ;; esac
 	[ "$n" -le 200 ] || die "at most 200 nodes (addresses $NET.11-$NET.210)"
 	[ "$(id -u)" = 0 ] || die "must run as root"
 	t0=$(date +%s%N)
@@ -250,17 +250,26 @@ cmd_up() {
 	say "up: $n nodes in $(elapsed_ms "$t0") ms; export SLURM_CONF=$CONF"
 }
 
-# stop PIDS... -- TERM, wait up to 5 s, then KILL what is left; echo how many were left.
+# alive PID -- true while PID runs (a zombie waiting for init to reap it does not count).
+alive() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	stat=${stat##*) }
+	[ "${stat%% *}" != Z ]
+}
+
+# stop_pids PIDS... -- TERM, wait up to 3 s, then KILL what is left.
 stop_pids() {
-	local pids="$*" left i
+	local pids="$*" left p
 	[ -n "$pids" ] || return 0
 	kill -TERM $pids 2>/dev/null
-	for i in $(seq 50); do
+	for _ in $(seq 30); do
 		left=
-		for p in $pids; do [ -d "/proc/$p" ] && left="$left $p"; done
+		for p in $pids; do alive "$p" && left="$left $p"; done
 		[ -z "$left" ] && return 0
 		sleep 0.1
 	done
+	echo "rig.sh: still running 3 s after SIGTERM, killing:$left" >&2
 	kill -KILL $left 2>/dev/null
 	return 0
 }

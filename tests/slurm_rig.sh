@@ -2,12 +2,13 @@
 # tests/slurm_rig.sh -- slurm/rig.sh brings up a real 2-node Slurm cluster on this
 # machine; a 2-node batch job sees the right SLURM_NODEID, SLURM_JOB_NODELIST and
 # `scontrol show hostnames` on each node; and, when hooprun is built, slurm/hoop.sbatch
-# starts 2 nodes x 2 workers with ranks 0..3, WORLD_SIZE 4 and MASTER_ADDR node1.
+# starts 2 nodes x 2 workers with ranks 0..3, WORLD_SIZE 4 and MASTER_ADDR node1, and a
+# job whose rank 3 fails ends at once with a non-zero status.
 #
 # Skips (77) unless run as root with munged, slurmctld, slurmd and the Slurm clients
 # installed and network namespaces usable. The rig uses its own names (hsrt-*), its own
 # /24 (10.77.1.0/24) and its own state directory, so it does not disturb a rig started
-# by hand, and it is always taken down on exit. Runs take about 10 s.
+# by hand, and it is always taken down on exit. Runs take about 10-15 s.
 
 top_srcdir=${top_srcdir:-.}
 top_builddir=${top_builddir:-.}
@@ -30,11 +31,11 @@ probe=hsrt-probe$$
 ip netns add "$probe" 2>/dev/null || skip "cannot create network namespaces here"
 ip netns del "$probe"
 
-HOOP_RIG_NAME=hsrt
-HOOP_RIG_NET=10.77.1
-HOOP_RIG_DIR=/tmp/hoop-slurm-rig-test
-export HOOP_RIG_NAME HOOP_RIG_NET HOOP_RIG_DIR
-export SLURM_CONF="$HOOP_RIG_DIR/etc/slurm.conf"
+HOOPRIG_NAME=hsrt
+HOOPRIG_NET=10.77.1
+HOOPRIG_DIR=/tmp/hoop-slurm-rig-test
+export HOOPRIG_NAME HOOPRIG_NET HOOPRIG_DIR
+export SLURM_CONF="$HOOPRIG_DIR/etc/slurm.conf"
 
 # One test rig at a time on this machine (two build trees may run make check at once).
 mkdir -p /run/lock
@@ -59,20 +60,20 @@ work=$(mktemp -d /tmp/hoop-slurm-test.XXXXXX)
 cleanup() {
 	rc=$?
 	if [ $fail -ne 0 ] || [ $rc -ne 0 ]; then
-		for f in "$HOOP_RIG_DIR"/log/*; do
+		for f in "$HOOPRIG_DIR"/log/*; do
 			[ -f "$f" ] && echo "--- $f (last lines)" && tail -n 15 "$f"
 		done
 	fi
 	bash "$RIG_SH" down
 	nleft=$(ip netns list | grep -c '^hsrt-')
 	[ "$nleft" = 0 ] || echo "FAIL: $nleft rig namespaces left behind"
-	rm -rf "$work" "$HOOP_RIG_DIR"
+	rm -rf "$work" "$HOOPRIG_DIR"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
 t0=$(date +%s%N)
-HOOP_RIG_UP_TIMEOUT=15 bash "$RIG_SH" up 2 || {
+HOOPRIG_UP_TIMEOUT=15 bash "$RIG_SH" up 2 || {
 	echo "FAIL: rig.sh up"
 	exit 1
 }
@@ -101,7 +102,7 @@ want "$work/job.out" "task nodeid=1 nnodes=2 host=node2 list=node[1-2] hosts=nod
 [ "$(grep -c '^task ' "$work/job.out")" = 2 ] || bad "expected exactly 2 task lines"
 
 # Part 2: hoop.sbatch -> srun -> hooprun -> 2 workers per node.
-hooprun=${HOOP_TEST_HOOPRUN:-$builddir/tools/hooprun}
+hooprun=${TEST_HOOPRUN:-$builddir/tools/hooprun}
 if [ -x "$hooprun" ]; then
 	(cd "$work" && GPUS_PER_NODE=2 HOOPRUN=$hooprun timeout "$(left)" sbatch -N 2 --wait \
 		-o "$work/hoop.out" "$srcdir/slurm/hoop.sbatch" sh -c \
@@ -120,6 +121,20 @@ if [ -x "$hooprun" ]; then
 	[ "$(sed 's/.* port=//' "$work/ranks" | sort -u | wc -l)" = 1 ] ||
 		bad "workers disagree on MASTER_PORT or HOOP_TOKEN"
 	grep -q "tok=$(printf '' | cksum | cut -d' ' -f1)\$" "$work/ranks" && bad "HOOP_TOKEN is empty"
+
+	# Part 3: rank 3 (on node2) fails; the job must end at once, non-zero, instead of
+	# waiting for the other ranks' 30 s sleep.
+	f0=$(date +%s)
+	(cd "$work" && GPUS_PER_NODE=2 HOOPRUN=$hooprun timeout "$(left)" sbatch -N 2 --wait \
+		-o "$work/fail.out" "$srcdir/slurm/hoop.sbatch" sh -c \
+		'if [ "$RANK" = 3 ]; then echo "rank 3 fails"; exit 3; fi; sleep 30')
+	frc=$? fs=$(($(date +%s) - f0))
+	echo "--- hoop.sbatch with a failing rank (sbatch exit $frc after $fs s)"
+	cat "$work/fail.out"
+	[ $frc -ne 0 ] && [ $frc -ne 124 ] && ok "failing job exits non-zero ($frc)" ||
+		bad "failing job: sbatch exit $frc"
+	[ $fs -lt 20 ] && ok "failing job ended in $fs s" || bad "failing job took $fs s"
+	grep -q "rank 3 fails" "$work/fail.out" || bad "the failing rank's output is missing"
 else
 	echo "hoop.sbatch part skipped: $hooprun is not built"
 fi
@@ -129,8 +144,8 @@ bash "$RIG_SH" down
 t4=$(date +%s%N)
 ms() { echo $((($2 - $1) / 1000000)); }
 echo "times: up $(ms "$t0" "$t1") ms, node job $(ms "$t1" "$t2") ms," \
-	"hoop.sbatch $(ms "$t2" "$t3") ms, down $(ms "$t3" "$t4") ms"
+	"hoop.sbatch jobs $(ms "$t2" "$t3") ms, down $(ms "$t3" "$t4") ms"
 [ "$(ip netns list | grep -c '^hsrt-')" = 0 ] || bad "namespaces left after down"
 # The daemons name the rig directory on their command lines (looked at, never killed).
-if pgrep -af "$HOOP_RIG_DIR/"; then bad "rig processes still running after down"; fi
+if pgrep -af "$HOOPRIG_DIR/"; then bad "rig processes still running after down"; fi
 exit $fail
