@@ -22,14 +22,21 @@ skip() {
 }
 
 [ "$(id -u)" = 0 ] || skip "needs root (network namespaces and Slurm daemons)"
-for c in munged slurmctld slurmd scontrol sbatch sinfo srun nsenter unshare ip flock timeout; do
+for c in bash munged slurmctld slurmd scontrol sbatch sinfo srun nsenter unshare ip flock timeout; do
 	command -v "$c" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin command -v "$c" >/dev/null 2>&1 ||
 		skip "$c is not installed (Debian: munge slurmctld slurmd slurm-client)"
 done
 PATH=$PATH:/usr/sbin:/sbin
+# What the rig needs of the kernel: namespaces, bridge + veth, a fresh sysfs mount.
 probe=hsrt-probe$$
 ip netns add "$probe" 2>/dev/null || skip "cannot create network namespaces here"
+why=
+ip -n "$probe" link add hsrtpb type bridge 2>/dev/null || why="no bridge links"
+ip -n "$probe" link add hsrtpa type veth peer name hsrtpv 2>/dev/null || why="no veth links"
+nsenter --net="/run/netns/$probe" unshare --mount --propagation slave \
+	mount -t sysfs sysfs /sys 2>/dev/null || why="cannot mount sysfs in a namespace"
 ip netns del "$probe"
+[ -z "$why" ] || skip "$why"
 
 HOOPRIG_NAME=hsrt
 HOOPRIG_NET=10.77.1
