@@ -7,3 +7,12 @@ tests_check_sampler_SOURCES = tests/check_sampler.c
 tests_check_sampler_CFLAGS = $(TEST_CFLAGS)
 tests_check_sampler_LDADD = $(TEST_LDADD)
 TESTS += tests/check_sampler
+libhoopcore_la_SOURCES += %reldir%/ddp.c %reldir%/trace.c
+noinst_HEADERS += %reldir%/ddp_internal.h
+hoopinclude_HEADERS += include/hoop/ddp.h
+
+check_PROGRAMS += tests/check_ddp
+tests_check_ddp_SOURCES = tests/check_ddp.c
+tests_check_ddp_CFLAGS = $(TEST_CFLAGS)
+tests_check_ddp_LDADD = $(TEST_LDADD)
+TESTS += tests/check_ddp

@@ -1,0 +1,417 @@
+/*
+ * src/ddp/ddp.c -- the DDP reducer: buckets, grad-ready hooks, in-order launches.
+ *
+ * Owns the bucket buffers (parameters' gradients are views into them), the per-parameter
+ * hook contexts and the step state. All of it is driven by the thread that calls
+ * hoop_ddp_backward(); the all-reduces themselves run on the communicator's progress
+ * thread. Bucketing and in-order launching follow PyTorch DDP's reducer (Li et al.,
+ * "PyTorch Distributed: Experiences on Accelerating Data Parallel Training", VLDB 2020).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/check.h"
+#include "core/clock.h"
+#include "ddp/ddp_internal.h"
+#include "hoop/collectives.h"
+
+#define DDP_ALIGN_FLOATS 16 /* 64 bytes: each gradient view starts on a cache line */
+#define DDP_DEFAULT_CAP (25u << 20)
+#define DDP_DEFAULT_FIRST (1u << 20)
+
+HOOP_API int64_t hoop_ddp_now_us(void)
+{
+    return hoop__now_ns() / 1000;
+}
+
+// ----------------------------------------------------------------- construction
+
+/* Every rank must hold the same number of parameters with the same shapes. */
+static hoop_status check_shapes(hoop_ddp *ddp)
+{
+    int ws = hoop_comm_world_size(ddp->comm);
+    size_t n = ddp->nparams, per = 1 + HOOP_TENSOR_MAX_DIMS;
+    int64_t mine = (int64_t)n, *counts = NULL, *sig = NULL, *all = NULL;
+    hoop_status st;
+    HOOP_CHECK(hoop__calloc(&counts, (size_t)ws));
+    HOOP_CHECK_GOTO(hoop_allgather(ddp->comm, &mine, counts, 1, HOOP_DTYPE_I64, NULL), st, out);
+    for (int r = 0; r < ws; r++) {
+        if (counts[r] != counts[0]) {
+            st = HOOP_ERROR(HOOP_ERR_MISMATCH,
+                            "DDP: rank 0 has %lld parameters but rank %d has %lld",
+                            (long long)counts[0], r, (long long)counts[r]);
+            goto out;
+        }
+    }
+    HOOP_CHECK_GOTO(hoop__calloc(&sig, n * per), st, out);
+    HOOP_CHECK_GOTO(hoop__calloc(&all, n * per * (size_t)ws), st, out);
+    for (size_t i = 0; i < n; i++) {
+        sig[i * per] = hoop_tensor_ndim(ddp->params[i]);
+        for (int d = 0; d < HOOP_TENSOR_MAX_DIMS; d++)
+            sig[i * per + 1 + (size_t)d] = hoop_tensor_dim(ddp->params[i], d);
+    }
+    HOOP_CHECK_GOTO(hoop_allgather(ddp->comm, sig, all, n * per, HOOP_DTYPE_I64, NULL), st, out);
+    for (int r = 1; r < ws; r++) {
+        for (size_t i = 0; i < n; i++) {
+            const int64_t *a = all + i * per, *b = all + ((size_t)r * n + i) * per;
+            if (memcmp(a, b, per * sizeof(int64_t)) == 0) continue;
+            st = HOOP_ERROR(HOOP_ERR_MISMATCH,
+                            "DDP: parameter %zu ('%s') has shape (%lld, %lld, %lld, %lld)[:%lld] "
+                            "on rank 0 but (%lld, %lld, %lld, %lld)[:%lld] on rank %d",
+                            i, hoop_tensor_name(ddp->params[i]), (long long)a[1], (long long)a[2],
+                            (long long)a[3], (long long)a[4], (long long)a[0], (long long)b[1],
+                            (long long)b[2], (long long)b[3], (long long)b[4], (long long)b[0], r);
+            goto out;
+        }
+    }
+    st = HOOP_OK;
+out:
+    free(counts);
+    free(sig);
+    free(all);
+    return st;
+}
+
+static hoop_status broadcast_params(hoop_ddp *ddp)
+{
+    for (size_t i = 0; i < ddp->nparams; i++) {
+        float *d = hoop_tensor_data(ddp->params[i]);
+        size_t n = hoop_tensor_count(ddp->params[i]);
+        HOOP_CHECK(hoop_broadcast(ddp->comm, d, d, n, HOOP_DTYPE_F32, 0, NULL));
+    }
+    return HOOP_OK;
+}
+
+static size_t padded(size_t count)
+{
+    return (count + DDP_ALIGN_FLOATS - 1) / DDP_ALIGN_FLOATS * DDP_ALIGN_FLOATS;
+}
+
+/* Groups parameters in reverse registration order: a bucket is closed once it reaches its
+ * cap (the first bucket's cap is smaller, so the first all-reduce starts early). */
+static hoop_status plan_buckets(hoop_ddp *ddp)
+{
+    size_t n = ddp->nparams, cap = ddp->cfg.first_bucket_bytes, fill = 0;
+    HOOP_CHECK(hoop__calloc(&ddp->buckets, n));
+    ddp->nbuckets = 0;
+    for (size_t k = 0; k < n; k++) {
+        int p = (int)(n - 1 - k);
+        ddp->order[k] = p;
+        if (fill == 0) ddp->buckets[ddp->nbuckets++].first = (int)k;
+        ddp_bucket *b = &ddp->buckets[ddp->nbuckets - 1];
+        ddp->bucket_of[p] = ddp->nbuckets - 1;
+        ddp->offset[p] = b->count;
+        b->count += padded(hoop_tensor_count(ddp->params[p]));
+        b->nparams++;
+        fill = b->count * sizeof(float);
+        if (fill >= cap) {
+            fill = 0;
+            cap = ddp->cfg.bucket_cap_bytes;
+        }
+    }
+    return HOOP_OK;
+}
+
+/* Allocates each bucket and moves the parameters' gradients into it (values kept). */
+static hoop_status attach_buckets(hoop_ddp *ddp)
+{
+    for (int b = 0; b < ddp->nbuckets; b++) {
+        ddp_bucket *bk = &ddp->buckets[b];
+        size_t bytes = bk->count * sizeof(float);
+        if (posix_memalign((void **)&bk->buf, 64, bytes ? bytes : 64) != 0)
+            return HOOP_ERROR(HOOP_ERR_NOMEM, "DDP: bucket %d of %zu bytes", b, bytes);
+        memset(bk->buf, 0, bytes);
+        for (int j = 0; j < bk->nparams; j++) {
+            int p = ddp->order[bk->first + j];
+            HOOP_CHECK(hoop_tensor_set_grad_buffer(ddp->params[p], bk->buf + ddp->offset[p]));
+        }
+    }
+    return HOOP_OK;
+}
+
+static void on_grad_ready(hoop_tensor *param, void *user);
+
+static hoop_status attach_hooks(hoop_ddp *ddp)
+{
+    for (size_t i = 0; i < ddp->nparams; i++) {
+        ddp->hooks[i] = (ddp_hook_ctx){.ddp = ddp, .param = (int)i};
+        HOOP_CHECK(hoop_tensor_set_grad_hook(ddp->params[i], on_grad_ready, &ddp->hooks[i]));
+    }
+    return HOOP_OK;
+}
+
+static hoop_status check_args(hoop_ddp **out, hoop_comm *comm, hoop_tensor *const *params,
+                              size_t count)
+{
+    if (!out || !comm || !params)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_init: out, comm and params must be set");
+    if (count == 0) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_init: no parameters");
+    for (size_t i = 0; i < count; i++) {
+        if (!params[i] || !hoop_tensor_requires_grad(params[i]))
+            return HOOP_ERROR(HOOP_ERR_INVALID,
+                              "hoop_ddp_init: parameter %zu ('%s') is not a tensor with "
+                              "requires_grad",
+                              i, params[i] ? hoop_tensor_name(params[i]) : "NULL");
+    }
+    return HOOP_OK;
+}
+
+static hoop_status ddp_alloc(hoop_ddp *ddp, hoop_tensor *const *params, size_t n)
+{
+    HOOP_CHECK(hoop__calloc(&ddp->params, n));
+    memcpy(ddp->params, params, n * sizeof(*params));
+    HOOP_CHECK(hoop__calloc(&ddp->order, n));
+    HOOP_CHECK(hoop__calloc(&ddp->bucket_of, n));
+    HOOP_CHECK(hoop__calloc(&ddp->offset, n));
+    HOOP_CHECK(hoop__calloc(&ddp->ready, n));
+    HOOP_CHECK(hoop__calloc(&ddp->hooks, n));
+    return HOOP_OK;
+}
+
+HOOP_API hoop_status hoop_ddp_init(hoop_ddp **out, hoop_comm *comm, hoop_tensor *const *params,
+                                   size_t count, const hoop_ddp_config *cfg)
+{
+    HOOP_CHECK(check_args(out, comm, params, count));
+    *out = NULL;
+    hoop_ddp *ddp;
+    hoop_status st;
+    HOOP_CHECK(hoop__calloc(&ddp, 1));
+    hoop_ddp_config def = HOOP_DDP_CONFIG_INIT;
+    ddp->cfg = cfg ? *cfg : def;
+    if (ddp->cfg.bucket_cap_bytes == 0) ddp->cfg.bucket_cap_bytes = DDP_DEFAULT_CAP;
+    if (ddp->cfg.first_bucket_bytes == 0) ddp->cfg.first_bucket_bytes = DDP_DEFAULT_FIRST;
+    ddp->comm = comm;
+    ddp->nparams = count;
+    ddp->sync = 1;
+    HOOP_CHECK_GOTO(ddp_alloc(ddp, params, count), st, fail);
+    HOOP_CHECK_GOTO(check_shapes(ddp), st, fail);
+    if (ddp->cfg.broadcast_params) HOOP_CHECK_GOTO(broadcast_params(ddp), st, fail);
+    HOOP_CHECK_GOTO(plan_buckets(ddp), st, fail);
+    HOOP_CHECK_GOTO(attach_buckets(ddp), st, fail);
+    HOOP_CHECK_GOTO(attach_hooks(ddp), st, fail);
+    for (int b = 0; b < ddp->nbuckets; b++) {
+        ddp->buckets[b].pending = ddp->buckets[b].nparams;
+        ddp->stats.bucket_bytes += ddp->buckets[b].count * sizeof(float);
+    }
+    ddp->stats.nbuckets = ddp->nbuckets;
+    const char *trace = getenv("HOOP_TRACE_FILE");
+    if (trace && *trace) HOOP_CHECK_GOTO(hoop_ddp_trace_enable(ddp, trace), st, fail);
+    HOOP_INFO(DDP, "DDP: %zu parameters in %d buckets (%zu bytes), world_size %d", count,
+              ddp->nbuckets, ddp->stats.bucket_bytes, hoop_comm_world_size(comm));
+    *out = ddp;
+    return HOOP_OK;
+fail:
+    hoop_ddp_destroy(ddp);
+    return st;
+}
+
+HOOP_API hoop_status hoop_ddp_destroy(hoop_ddp *ddp)
+{
+    if (!ddp) return HOOP_OK;
+    hoop_status st = HOOP_OK;
+    for (int b = 0; ddp->buckets && b < ddp->nbuckets; b++)
+        if (ddp->buckets[b].req) HOOP_CHECK_KEEP(hoop_wait(ddp->buckets[b].req, -1), st);
+    for (size_t i = 0; ddp->params && i < ddp->nparams; i++) {
+        if (ddp->hooks && ddp->hooks[i].ddp) hoop_tensor_set_grad_hook(ddp->params[i], NULL, NULL);
+        if (ddp->buckets && ddp->buckets[ddp->bucket_of[i]].buf)
+            HOOP_CHECK_KEEP(hoop_tensor_set_grad_buffer(ddp->params[i], NULL), st);
+    }
+    for (int b = 0; ddp->buckets && b < ddp->nbuckets; b++) free(ddp->buckets[b].buf);
+    free(ddp->buckets);
+    free(ddp->params);
+    free(ddp->order);
+    free(ddp->bucket_of);
+    free(ddp->offset);
+    free(ddp->ready);
+    free(ddp->hooks);
+    free(ddp->events);
+    free(ddp->trace_path);
+    free(ddp);
+    return st;
+}
+
+// ----------------------------------------------------------------- the step
+
+static void hook_fail(hoop_ddp *ddp, hoop_status st)
+{
+    if (ddp->hook_st != HOOP_OK) return;
+    ddp->hook_st = st;
+    snprintf(ddp->hook_msg, sizeof(ddp->hook_msg), "%s", hoop_last_error());
+}
+
+/* Notes completion times of in-flight buckets without blocking. */
+static void poll_inflight(hoop_ddp *ddp)
+{
+    for (int b = 0; b < ddp->next_launch; b++) {
+        ddp_bucket *bk = &ddp->buckets[b];
+        if (!bk->req) continue;
+        int done = 0;
+        hoop_status st = hoop_test(bk->req, &done);
+        if (done || st != HOOP_OK) {
+            bk->req = NULL;
+            bk->t_done_us = hoop_ddp_now_us();
+            if (st != HOOP_OK) hook_fail(ddp, st);
+        }
+    }
+}
+
+/* Launches every ready bucket from next_launch on, in index order. */
+static void launch_ready(hoop_ddp *ddp)
+{
+    while (ddp->next_launch < ddp->nbuckets && ddp->buckets[ddp->next_launch].pending == 0) {
+        ddp_bucket *bk = &ddp->buckets[ddp->next_launch++];
+        bk->t_launch_us = hoop_ddp_now_us();
+        bk->t_done_us = 0;
+        hoop_status st = hoop_allreduce(ddp->comm, bk->buf, bk->buf, bk->count, HOOP_DTYPE_F32,
+                                        HOOP_OP_AVG, &bk->req);
+        if (st != HOOP_OK) {
+            bk->req = NULL;
+            bk->t_done_us = bk->t_launch_us;
+            hook_fail(ddp, st);
+        }
+    }
+}
+
+static void mark_ready(hoop_ddp *ddp, int p)
+{
+    if (ddp->ready[p]) return;
+    ddp->ready[p] = 1;
+    ddp->buckets[ddp->bucket_of[p]].pending--;
+    launch_ready(ddp);
+}
+
+static void on_grad_ready(hoop_tensor *param, void *user)
+{
+    (void)param;
+    ddp_hook_ctx *h = user;
+    if (!h->ddp->sync) return;
+    mark_ready(h->ddp, h->param);
+    poll_inflight(h->ddp);
+}
+
+/* Marks parameters that backward did not reach; with error_on_unused, names them. */
+static hoop_status mark_unused(hoop_ddp *ddp, hoop_tape *tape)
+{
+    char names[400] = "";
+    size_t unused = 0;
+    for (size_t i = 0; i < ddp->nparams; i++) {
+        if (ddp->ready[i] || hoop_tape_grad_was_ready(tape, ddp->params[i])) continue;
+        if (unused++ < 8) {
+            size_t len = strlen(names);
+            snprintf(names + len, sizeof(names) - len, "%s'%s'", len ? ", " : "",
+                     hoop_tensor_name(ddp->params[i]));
+        }
+        mark_ready(ddp, (int)i);
+    }
+    /* Parameters whose hook fired are already ready; any left (hooks off) become ready. */
+    for (size_t i = 0; i < ddp->nparams; i++) mark_ready(ddp, (int)i);
+    if (unused && ddp->cfg.error_on_unused)
+        return HOOP_ERROR(HOOP_ERR_USAGE,
+                          "DDP: %zu parameter(s) took no part in the loss: %s%s (their "
+                          "gradients were reduced as zeros)",
+                          unused, names, unused > 8 ? ", ..." : "");
+    return HOOP_OK;
+}
+
+/* Length of the union of bucket intervals, and of its part inside [lo, hi]. */
+static void overlap_us(const hoop_ddp *ddp, int64_t lo, int64_t hi, double *total, double *inside)
+{
+    int64_t cur_b = 0, cur_e = -1;
+    *total = *inside = 0;
+    /* Buckets launch in index order, so start times are sorted. */
+    for (int b = 0; b <= ddp->nbuckets; b++) {
+        const ddp_bucket *bk = b < ddp->nbuckets ? &ddp->buckets[b] : NULL;
+        if (bk && bk->t_launch_us <= cur_e) {
+            if (bk->t_done_us > cur_e) cur_e = bk->t_done_us;
+            continue;
+        }
+        if (cur_e > cur_b) {
+            *total += (double)(cur_e - cur_b);
+            int64_t a = cur_b > lo ? cur_b : lo, z = cur_e < hi ? cur_e : hi;
+            if (z > a) *inside += (double)(z - a);
+        }
+        if (bk) {
+            cur_b = bk->t_launch_us;
+            cur_e = bk->t_done_us;
+        }
+    }
+}
+
+static hoop_status wait_all(hoop_ddp *ddp)
+{
+    hoop_status st = HOOP_OK;
+    for (int b = 0; b < ddp->nbuckets; b++) {
+        ddp_bucket *bk = &ddp->buckets[b];
+        if (!bk->req) continue;
+        HOOP_CHECK_KEEP(hoop_wait(bk->req, -1), st);
+        bk->req = NULL;
+        bk->t_done_us = hoop_ddp_now_us();
+    }
+    return st;
+}
+
+static void record_step(hoop_ddp *ddp, int64_t bwd_b, int64_t bwd_e, int64_t wait_e)
+{
+    double total, inside;
+    overlap_us(ddp, bwd_b, bwd_e, &total, &inside);
+    ddp->stats.steps++;
+    ddp->stats.backward_ms += (double)(bwd_e - bwd_b) / 1e3;
+    ddp->stats.wait_ms += (double)(wait_e - bwd_e) / 1e3;
+    ddp->stats.comm_ms += total / 1e3;
+    ddp->stats.hidden_ms += inside / 1e3;
+    if (!ddp->tracing) return;
+    hoop__ddp_trace_add(ddp, "backward", bwd_b, bwd_e, 0);
+    for (int b = 0; b < ddp->nbuckets; b++) {
+        char name[40];
+        snprintf(name, sizeof(name), "allreduce bucket %d", b);
+        hoop__ddp_trace_add(ddp, name, ddp->buckets[b].t_launch_us, ddp->buckets[b].t_done_us, 1);
+    }
+}
+
+static void reset_step(hoop_ddp *ddp)
+{
+    memset(ddp->ready, 0, ddp->nparams);
+    for (int b = 0; b < ddp->nbuckets; b++) ddp->buckets[b].pending = ddp->buckets[b].nparams;
+    ddp->next_launch = 0;
+    ddp->hook_st = HOOP_OK;
+}
+
+HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *loss)
+{
+    if (!ddp || !tape || !loss)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_backward: ddp, tape and loss must be set");
+    if (!ddp->sync) return hoop_backward(tape, loss);
+    reset_step(ddp);
+    int64_t bwd_b = hoop_ddp_now_us();
+    hoop_status st = hoop_backward(tape, loss);
+    int64_t bwd_e = hoop_ddp_now_us();
+    /* Even when backward failed, launch every bucket so no peer waits for this rank. */
+    hoop_status unused_st = mark_unused(ddp, tape);
+    hoop_status wait_st = wait_all(ddp);
+    record_step(ddp, bwd_b, bwd_e, hoop_ddp_now_us());
+    if (st != HOOP_OK) return st;
+    if (ddp->hook_st != HOOP_OK)
+        return HOOP_ERROR(ddp->hook_st, "DDP bucket all-reduce failed: %s", ddp->hook_msg);
+    if (wait_st != HOOP_OK) return wait_st;
+    return unused_st;
+}
+
+HOOP_API void hoop_ddp_set_sync(hoop_ddp *ddp, int sync)
+{
+    if (ddp) ddp->sync = sync != 0;
+}
+
+HOOP_API void hoop_ddp_get_stats(const hoop_ddp *ddp, hoop_ddp_stats *stats)
+{
+    *stats = ddp->stats;
+}
+
+HOOP_API void hoop_ddp_reset_stats(hoop_ddp *ddp)
+{
+    int nb = ddp->stats.nbuckets;
+    size_t bytes = ddp->stats.bucket_bytes;
+    memset(&ddp->stats, 0, sizeof(ddp->stats));
+    ddp->stats.nbuckets = nb;
+    ddp->stats.bucket_bytes = bytes;
+}

@@ -1,0 +1,125 @@
+/*
+ * src/ddp/trace.c -- per-rank DDP events, merged by rank 0 into one Chrome trace.
+ *
+ * Owns the event buffer of a hoop_ddp. Events are fixed-size records, so flushing is
+ * two all-gathers (counts, then records padded to the largest count). The output is the
+ * Trace Event Format's JSON object form ("traceEvents", complete events "ph":"X" with
+ * microsecond "ts"/"dur"), read by chrome://tracing and Perfetto; pid = rank, tid 0 =
+ * compute, tid 1 = communication. Single-threaded, like the hoop_ddp that owns it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/check.h"
+#include "ddp/ddp_internal.h"
+#include "hoop/collectives.h"
+
+#define TRACE_MAX_EVENTS (1u << 16)
+
+void hoop__ddp_trace_add(struct hoop_ddp *ddp, const char *name, int64_t b, int64_t e, int lane)
+{
+    if (!ddp->tracing) return;
+    if (ddp->nevents == ddp->cap_events) {
+        size_t cap = ddp->cap_events ? ddp->cap_events * 2 : 256;
+        if (cap > TRACE_MAX_EVENTS) return; /* full: drop */
+        ddp_event *ev = realloc(ddp->events, cap * sizeof(*ev));
+        if (!ev) return;
+        ddp->events = ev;
+        ddp->cap_events = cap;
+    }
+    ddp_event *ev = &ddp->events[ddp->nevents++];
+    memset(ev, 0, sizeof(*ev));
+    snprintf(ev->name, sizeof(ev->name), "%s", name);
+    ev->begin_us = b;
+    ev->end_us = e > b ? e : b;
+    ev->lane = lane;
+}
+
+HOOP_API void hoop_ddp_trace_event(hoop_ddp *ddp, const char *name, int64_t begin_us,
+                                   int64_t end_us)
+{
+    if (ddp && name) hoop__ddp_trace_add(ddp, name, begin_us, end_us, 0);
+}
+
+HOOP_API hoop_status hoop_ddp_trace_enable(hoop_ddp *ddp, const char *path)
+{
+    if (!ddp) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_trace_enable: ddp is NULL");
+    free(ddp->trace_path);
+    ddp->trace_path = NULL;
+    ddp->tracing = path != NULL;
+    if (path && !(ddp->trace_path = strdup(path)))
+        return HOOP_ERROR(HOOP_ERR_NOMEM, "trace path of %zu bytes", strlen(path));
+    return HOOP_OK;
+}
+
+/* JSON-escapes the few characters event names could contain. */
+static void put_name(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        if ((unsigned char)*s >= 0x20) fputc(*s, f);
+    }
+}
+
+static hoop_status write_json(const char *path, const ddp_event *all, const int64_t *counts,
+                              int ws, size_t stride)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return HOOP_ERROR(HOOP_ERR_SYSTEM, "HOOP_TRACE_FILE '%s': %s", tmp, strerror(errno));
+    fputs("{\"traceEvents\":[\n", f);
+    int first = 1;
+    for (int r = 0; r < ws; r++) {
+        fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}",
+                first ? "" : ",\n", r, r);
+        first = 0;
+        for (int64_t i = 0; i < counts[r]; i++) {
+            const ddp_event *ev = &all[(size_t)r * stride + (size_t)i];
+            fputs(",\n{\"name\":\"", f);
+            put_name(f, ev->name);
+            fprintf(f, "\",\"ph\":\"X\",\"ts\":%lld,\"dur\":%lld,\"pid\":%d,\"tid\":%d}",
+                    (long long)ev->begin_us, (long long)(ev->end_us - ev->begin_us), r, ev->lane);
+        }
+    }
+    fputs("\n],\"displayTimeUnit\":\"ms\"}\n", f);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        unlink(tmp);
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "HOOP_TRACE_FILE '%s': write failed", path);
+    }
+    if (rename(tmp, path) != 0) {
+        hoop_status st = HOOP_ERROR(HOOP_ERR_SYSTEM, "HOOP_TRACE_FILE '%s': rename: %s", path,
+                                    strerror(errno));
+        unlink(tmp);
+        return st;
+    }
+    return HOOP_OK;
+}
+
+HOOP_API hoop_status hoop_ddp_trace_flush(hoop_ddp *ddp)
+{
+    if (!ddp || !ddp->tracing) return HOOP_OK;
+    int ws = hoop_comm_world_size(ddp->comm), rank = hoop_comm_rank(ddp->comm);
+    int64_t mine = (int64_t)ddp->nevents, *counts = NULL, maxc = 0;
+    ddp_event *pad = NULL, *all = NULL;
+    hoop_status st;
+    HOOP_CHECK(hoop__calloc(&counts, (size_t)ws));
+    HOOP_CHECK_GOTO(hoop_allgather(ddp->comm, &mine, counts, 1, HOOP_DTYPE_I64, NULL), st, out);
+    for (int r = 0; r < ws; r++) maxc = counts[r] > maxc ? counts[r] : maxc;
+    size_t stride = (size_t)maxc;
+    HOOP_CHECK_GOTO(hoop__calloc(&pad, stride), st, out);
+    HOOP_CHECK_GOTO(hoop__calloc(&all, stride * (size_t)ws), st, out);
+    if (ddp->nevents) memcpy(pad, ddp->events, ddp->nevents * sizeof(*pad));
+    HOOP_CHECK_GOTO(hoop_allgather(ddp->comm, pad, all, stride * sizeof(*pad), HOOP_DTYPE_U8, NULL),
+                    st, out);
+    st = rank == 0 ? write_json(ddp->trace_path, all, counts, ws, stride) : HOOP_OK;
+    ddp->nevents = 0;
+out:
+    free(counts);
+    free(pad);
+    free(all);
+    return st;
+}
