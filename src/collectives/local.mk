@@ -1,1 +1,28 @@
 # src/collectives/local.mk -- sources and tests of the collectives layer (included by Makefile.am).
+libhoopcore_la_SOURCES += \
+	%reldir%/algo.c \
+	%reldir%/chain.c \
+	%reldir%/collectives.c \
+	%reldir%/comm.c \
+	%reldir%/exec.c \
+	%reldir%/progress.c \
+	%reldir%/rd.c \
+	%reldir%/reduce.c \
+	%reldir%/rendezvous.c \
+	%reldir%/rhd.c \
+	%reldir%/ring.c
+noinst_HEADERS += \
+	%reldir%/coll.h \
+	%reldir%/comm.h \
+	%reldir%/exec.h \
+	%reldir%/rendezvous.h
+hoopinclude_HEADERS += include/hoop/comm.h include/hoop/collectives.h
+
+check_PROGRAMS += tests/check_collectives tests/check_ring
+tests_check_collectives_SOURCES = tests/check_collectives.c tests/coll_harness.h
+tests_check_collectives_CFLAGS = $(TEST_CFLAGS)
+tests_check_collectives_LDADD = $(TEST_LDADD)
+tests_check_ring_SOURCES = tests/check_ring.c tests/coll_harness.h
+tests_check_ring_CFLAGS = $(TEST_CFLAGS)
+tests_check_ring_LDADD = $(TEST_LDADD)
+TESTS += tests/check_collectives tests/check_ring

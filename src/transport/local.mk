@@ -1,1 +1,9 @@
 # src/transport/local.mk -- sources and tests of the transport layer (included by Makefile.am).
+libhoopcore_la_SOURCES += %reldir%/tcp.c
+noinst_HEADERS += %reldir%/transport.h
+
+check_PROGRAMS += tests/check_tcp
+tests_check_tcp_SOURCES = tests/check_tcp.c
+tests_check_tcp_CFLAGS = $(TEST_CFLAGS)
+tests_check_tcp_LDADD = $(TEST_LDADD)
+TESTS += tests/check_tcp

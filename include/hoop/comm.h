@@ -1,0 +1,144 @@
+/*
+ * hoop/comm.h -- the communicator: a group of ranks, its links and its progress thread.
+ *
+ * A hoop_comm connects world_size ranks (one per process, or one per thread in tests),
+ * owns the transport links between them and ONE progress thread that runs the
+ * collectives (include/hoop/collectives.h) in the order they were called. Every rank
+ * must call the same collectives in the same order, as in MPI and NCCL.
+ *
+ * Example, under hooprun (which sets MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, ...):
+ *
+ *     hoop_comm *comm;
+ *     if (hoop_comm_init_env(&comm) != HOOP_OK) {
+ *         fprintf(stderr, "%s\n", hoop_last_error());
+ *         return 2;
+ *     }
+ *     float x[4] = {1, 2, 3, 4};
+ *     hoop_allreduce(comm, x, x, 4, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);  // blocking
+ *     hoop_comm_destroy(comm);
+ *
+ * Ranks that are threads of one process meet through a hoop_rendezvous instead of the
+ * TCP store: create one with hoop_rendezvous_new(&rv, world_size), set cfg.rendezvous
+ * in each thread's config and call hoop_comm_init(&comm, &cfg) from every thread.
+ *
+ * Failure model: a closed or reset link fails the running collective with
+ * HOOP_ERR_REMOTE naming the peer; the rank then tells its ring neighbour and closes its
+ * own links, so every rank fails within milliseconds. After a failure every call on the
+ * comm returns the same error; destroy it and start again.
+ */
+#ifndef HOOP_COMM_H
+#define HOOP_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hoop/export.h"
+#include "hoop/status.h"
+#include "hoop/store.h"
+
+HOOP_EXTERN_C_BEGIN
+
+typedef struct hoop_comm hoop_comm;
+typedef struct hoop_request hoop_request;
+typedef struct hoop_rendezvous hoop_rendezvous;
+
+/* All-reduce algorithms (HOOP_ALGO). AUTO picks by size and world size from an
+ * alpha-beta-gamma cost model (src/collectives/algo.c). */
+typedef enum hoop_algo {
+    HOOP_ALGO_AUTO = 0,
+    HOOP_ALGO_RING = 1, /* reduce-scatter + all-gather ring (Patarasuk & Yuan 2009) */
+    HOOP_ALGO_RD = 2,   /* recursive doubling (Thakur, Rabenseifner & Gropp 2005) */
+    HOOP_ALGO_RHD = 3,  /* recursive halving-doubling, Rabenseifner's algorithm (same) */
+} hoop_algo;
+
+#define HOOP_COMM_CONFIG_VERSION 1
+
+typedef struct hoop_comm_config {
+    size_t size;                 /* sizeof(hoop_comm_config), set by the initializer */
+    int version;                 /* HOOP_COMM_CONFIG_VERSION */
+    int rank;                    /* 0..world_size-1 */
+    int world_size;              /* >= 1 */
+    int local_rank;              /* -1 = rank */
+    hoop_store *store;           /* rendezvous through this store (not owned) ... */
+    hoop_rendezvous *rendezvous; /* ... or through this in-process table (not owned) */
+    const char *token;           /* shared secret; NULL = HOOP_TOKEN */
+    const char *master_addr;     /* listen on the interface routing here; NULL = loopback */
+    int64_t timeout_ms;          /* deadline of every wait; < 0 = HOOP_TIMEOUT */
+    int nsocks;                  /* TCP streams per link; 0 = HOOP_TCP_NSOCKS */
+    size_t chunk_bytes;          /* bytes per pipelined chunk; 0 = HOOP_CHUNK_BYTES */
+    hoop_algo algo;              /* all-reduce algorithm; AUTO = HOOP_ALGO, else cost model */
+} hoop_comm_config;
+
+#define HOOP_COMM_CONFIG_INIT                                                                \
+    {                                                                                        \
+        .size = sizeof(hoop_comm_config), .version = HOOP_COMM_CONFIG_VERSION, .rank = -1,   \
+        .world_size = 0, .local_rank = -1, .store = NULL, .rendezvous = NULL, .token = NULL, \
+        .master_addr = NULL, .timeout_ms = -1, .nsocks = 0, .chunk_bytes = 0,                \
+        .algo = HOOP_ALGO_AUTO                                                               \
+    }
+
+/* Creates an in-process meeting point for world_size ranks that are threads of one
+ * process (tests, single-process experiments). Errors: HOOP_ERR_INVALID (world_size <
+ * 1), HOOP_ERR_NOMEM. Thread-safe once created; free it after every comm is built. */
+HOOP_API hoop_status hoop_rendezvous_new(hoop_rendezvous **out, int world_size);
+
+/* Frees a rendezvous. Accepts NULL. */
+HOOP_API void hoop_rendezvous_free(hoop_rendezvous *rv);
+
+/* Builds a communicator from cfg: opens a listening endpoint, publishes it through
+ * cfg->store or cfg->rendezvous, connects to the peers its algorithms need (ring
+ * neighbours and recursive-doubling partners), authenticating with the token, and
+ * starts the progress thread. Blocks until every link is up or the deadline.
+ * Errors: HOOP_ERR_INVALID (bad config, naming the field), HOOP_ERR_TIMEOUT (a peer
+ * never showed up), HOOP_ERR_REMOTE (a peer refused the token or closed),
+ * HOOP_ERR_SYSTEM. Thread-safe (each call builds its own comm). */
+HOOP_API hoop_status hoop_comm_init(hoop_comm **out, const hoop_comm_config *cfg);
+
+/* Builds a communicator from the env:// contract: MASTER_ADDR, MASTER_PORT, RANK,
+ * WORLD_SIZE, LOCAL_RANK, HOOP_TOKEN, HOOP_TIMEOUT. Rank 0 serves the rendezvous
+ * store at MASTER_ADDR:MASTER_PORT; the comm owns the store client. Errors as
+ * hoop_comm_init, and HOOP_ERR_INVALID naming a malformed variable. */
+HOOP_API hoop_status hoop_comm_init_env(hoop_comm **out);
+
+/* Stops the progress thread, fails collectives still queued with HOOP_ERR_USAGE,
+ * says goodbye to the peers and closes every link. Requests not yet waited stay valid
+ * until waited. Accepts NULL. Call from one thread, after the last collective. */
+HOOP_API hoop_status hoop_comm_destroy(hoop_comm *comm);
+
+/* Fails the communicator now: the running and queued collectives return
+ * HOOP_ERR_REMOTE, the peers are told this rank aborted (they fail within milliseconds,
+ * naming it) and the links are closed. destroy must still be called. Thread-safe. */
+HOOP_API hoop_status hoop_comm_abort(hoop_comm *comm);
+
+HOOP_API int hoop_comm_rank(const hoop_comm *comm);
+HOOP_API int hoop_comm_world_size(const hoop_comm *comm);
+HOOP_API int hoop_comm_local_rank(const hoop_comm *comm);
+
+/* Chooses the all-reduce algorithm for the collectives called after this one (AUTO =
+ * cost model). Every rank must make the same choice; a difference is reported as
+ * HOOP_ERR_MISMATCH. Call from the thread that issues collectives. */
+HOOP_API hoop_status hoop_comm_set_algo(hoop_comm *comm, hoop_algo algo);
+
+/* Total payload bytes this rank has sent to peers (collective data only, not headers).
+ * Thread-safe; for byte-count tests and benchmarks. */
+HOOP_API uint64_t hoop_comm_bytes_sent(const hoop_comm *comm);
+
+/* "ring", "rd", "rhd", "auto". */
+HOOP_API const char *hoop_algo_name(hoop_algo algo);
+
+/* Parses an algorithm name (as HOOP_ALGO). HOOP_ERR_INVALID names the bad word. */
+HOOP_API hoop_status hoop_algo_from_name(const char *name, hoop_algo *out);
+
+/* Reports whether req has finished. When it has, *done = 1, the request is released
+ * and the collective's status is returned (HOOP_OK, or the error that failed it);
+ * otherwise *done = 0 and HOOP_OK. Thread-safe with respect to the progress thread. */
+HOOP_API hoop_status hoop_test(hoop_request *req, int *done);
+
+/* Waits for req until it finishes or timeout_ms passes (< 0 = the comm's timeout,
+ * HOOP_TIMEOUT). On completion releases the request and returns the collective's
+ * status. HOOP_ERR_TIMEOUT leaves the request valid: wait again or destroy the comm. */
+HOOP_API hoop_status hoop_wait(hoop_request *req, int64_t timeout_ms);
+
+HOOP_EXTERN_C_END
+
+#endif /* HOOP_COMM_H */

@@ -1,0 +1,145 @@
+/*
+ * src/collectives/algo.c -- the all-reduce algorithm table, its cost model, and
+ * schedule storage.
+ *
+ * Each algorithm is a row { name, id, schedule function, cost function }. AUTO picks
+ * the row with the smallest modelled time, using the alpha-beta-gamma model of Thakur,
+ * Rabenseifner & Gropp 2005: alpha = latency per message, beta = seconds per byte on a
+ * link, gamma = seconds per byte reduced. N = message bytes, n = world size,
+ * p = largest power of two <= n; folding a non-power-of-two world costs rd and rhd
+ * an extra 2 alpha + 2 N beta + N gamma.
+ *   ring: 2(n-1) alpha + 2 (n-1)/n N beta + (n-1)/n N gamma
+ *   rd:   lg p alpha + lg p N beta + lg p N gamma
+ *   rhd:  2 lg p alpha + 2 (p-1)/p N beta + (p-1)/p N gamma
+ * The constants below are loopback-TCP figures of a small machine; only their ratios
+ * matter for the choice.
+ *
+ * Owns nothing. Thread-safe (constant data, pure functions).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "collectives/coll.h"
+#include "core/check.h"
+
+static const hoop__cost_params default_cost = {
+    .alpha = 25e-6,      /* s per message */
+    .beta = 1.0 / 2.0e9, /* s per byte on a link */
+    .gamma = 1.0 / 4.0e9 /* s per byte reduced */
+};
+
+static double lg(int p)
+{
+    double l = 0;
+    while (p > 1) p >>= 1, l += 1;
+    return l;
+}
+
+static double fold_cost(int n, double N, const hoop__cost_params *c)
+{
+    int p = 1;
+    while (p * 2 <= n) p *= 2;
+    return p == n ? 0 : 2 * c->alpha + 2 * N * c->beta + N * c->gamma;
+}
+
+static double cost_ring(int n, size_t bytes, const hoop__cost_params *c)
+{
+    double N = (double)bytes, f = (double)(n - 1) / n;
+    return 2 * (n - 1) * c->alpha + 2 * f * N * c->beta + f * N * c->gamma;
+}
+
+static double cost_rd(int n, size_t bytes, const hoop__cost_params *c)
+{
+    double N = (double)bytes, l = lg(n);
+    return l * (c->alpha + N * c->beta + N * c->gamma) + fold_cost(n, N, c);
+}
+
+static double cost_rhd(int n, size_t bytes, const hoop__cost_params *c)
+{
+    double N = (double)bytes, l = lg(n), p = 1 << (int)l, f = (p - 1) / p;
+    return 2 * l * c->alpha + 2 * f * N * c->beta + f * N * c->gamma + fold_cost(n, N, c);
+}
+
+const hoop__algo_entry hoop__allreduce_algos[] = {
+    {"ring", HOOP_ALGO_RING, hoop__allreduce_ring, cost_ring},
+    {"rd", HOOP_ALGO_RD, hoop__allreduce_rd, cost_rd},
+    {"rhd", HOOP_ALGO_RHD, hoop__allreduce_rhd, cost_rhd},
+    {NULL, HOOP_ALGO_AUTO, NULL, NULL},
+};
+
+hoop_algo hoop__algo_pick(hoop_algo requested, int world_size, size_t bytes)
+{
+    if (requested != HOOP_ALGO_AUTO) return requested;
+    hoop_algo best = HOOP_ALGO_RING;
+    double best_t = 0;
+    for (const hoop__algo_entry *e = hoop__allreduce_algos; e->name; e++) {
+        double t = e->cost(world_size, bytes, &default_cost);
+        if (e == hoop__allreduce_algos || t < best_t) best = e->id, best_t = t;
+    }
+    return best;
+}
+
+void hoop__algo_peers(int rank, int n, unsigned char *need)
+{
+    int p, rem, me;
+    memset(need, 0, (size_t)n);
+    if (n == 1) return;
+    need[(rank + 1) % n] = need[(rank + n - 1) % n] = 1;
+    hoop__fold(rank, n, &p, &rem, &me);
+    if (rank < 2 * rem) need[rank ^ 1] = 1;
+    if (me < 0) return;
+    for (int mask = 1; mask < p; mask <<= 1) need[hoop__unfold(me ^ mask, rem)] = 1;
+}
+
+const char *hoop_algo_name(hoop_algo algo)
+{
+    if (algo == HOOP_ALGO_AUTO) return "auto";
+    for (const hoop__algo_entry *e = hoop__allreduce_algos; e->name; e++)
+        if (e->id == algo) return e->name;
+    return "?";
+}
+
+hoop_status hoop_algo_from_name(const char *name, hoop_algo *out)
+{
+    if (name && strcasecmp(name, "auto") == 0) {
+        *out = HOOP_ALGO_AUTO;
+        return HOOP_OK;
+    }
+    for (const hoop__algo_entry *e = hoop__allreduce_algos; name && e->name; e++)
+        if (strcasecmp(e->name, name) == 0) {
+            *out = e->id;
+            return HOOP_OK;
+        }
+    return HOOP_ERROR(HOOP_ERR_INVALID, "algorithm '%s' is not one of ring|rd|rhd|auto",
+                      name ? name : "(null)");
+}
+
+// ----------------------------------------------------------------- schedules
+
+int32_t hoop__sched_add(hoop__sched *s, hoop__step st)
+{
+    if (s->err != HOOP_OK) return -1;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        hoop_status rc = hoop__realloc(&s->steps, cap);
+        if (rc != HOOP_OK) {
+            s->err = rc;
+            return -1;
+        }
+        s->cap = cap;
+    }
+    if (s->n >= INT32_MAX) {
+        s->err = HOOP_ERROR(HOOP_ERR_INVALID, "collective needs more than 2^31 steps; raise "
+                                              "HOOP_CHUNK_BYTES");
+        return -1;
+    }
+    s->steps[s->n] = st;
+    return (int32_t)s->n++;
+}
+
+void hoop__sched_free(hoop__sched *s)
+{
+    free(s->steps);
+    memset(s, 0, sizeof(*s));
+}

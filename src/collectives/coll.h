@@ -1,0 +1,183 @@
+/*
+ * src/collectives/coll.h -- internals shared by the collectives layer.
+ *
+ * A collective is compiled into a schedule: an ordered list of steps for THIS rank
+ * (send a byte range to a peer, receive a byte range from a peer, receive into a slot
+ * and reduce, copy locally), each with up to two dependencies on earlier steps. The
+ * algorithm files (ring.c, rd.c, rhd.c, chain.c) only emit steps; the executor
+ * (exec.c) moves the bytes over any transport with several chunks in flight. This is
+ * the "algorithms become data" direction of DESIGN.md: a simulator can run the same
+ * schedules on an alpha-beta-gamma model.
+ *
+ * Ordering rule the executor relies on: the k-th SEND to peer p in p's schedule order
+ * matches the k-th RECV/RECV_REDUCE from this rank in p's schedule, with equal bytes.
+ * Dependencies always point to earlier steps.
+ *
+ * Thread-safety: schedules and executors belong to the progress thread.
+ */
+#ifndef HOOP_COLLECTIVES_COLL_H
+#define HOOP_COLLECTIVES_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hoop/collectives.h"
+#include "hoop/comm.h"
+#include "hoop/status.h"
+
+/* Which collective (also carried in the header). */
+typedef enum hoop__coll {
+    HOOP__COLL_ALLREDUCE = 1,
+    HOOP__COLL_BROADCAST,
+    HOOP__COLL_REDUCE,
+    HOOP__COLL_ALLGATHER,
+    HOOP__COLL_REDUCE_SCATTER,
+    HOOP__COLL_BARRIER,
+} hoop__coll;
+
+/* Buffers a step can name. */
+enum { HOOP__BUF_SEND = 0, HOOP__BUF_RECV, HOOP__BUF_SCRATCH, HOOP__BUF_TOKEN, HOOP__NBUF };
+
+typedef enum hoop__step_kind {
+    HOOP__STEP_SEND,        /* send buf[off, off+bytes) to peer */
+    HOOP__STEP_RECV,        /* receive bytes from peer straight into buf[off] */
+    HOOP__STEP_RECV_REDUCE, /* receive into a slot; then buf[off] = slot (op) src_buf[src_off] */
+    HOOP__STEP_COPY,        /* buf[off] = src_buf[src_off] (local) */
+} hoop__step_kind;
+
+typedef struct hoop__step {
+    uint8_t kind;    /* hoop__step_kind */
+    uint8_t buf;     /* destination (RECV*, COPY) or source (SEND) */
+    uint8_t src_buf; /* RECV_REDUCE / COPY operand */
+    uint8_t final;   /* RECV_REDUCE: last combination of these elements (avg divides) */
+    int32_t peer;
+    int32_t dep[2]; /* indices of earlier steps that must be done first; -1 = none */
+    size_t off, src_off, bytes;
+} hoop__step;
+
+typedef struct hoop__sched {
+    hoop__step *steps;
+    size_t n, cap;
+    size_t scratch_bytes; /* scratch buffer the schedule needs */
+    hoop_status err;      /* first allocation failure while emitting */
+} hoop__sched;
+
+/* What a schedule is built from. */
+typedef struct hoop__coll_args {
+    hoop__coll coll;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count; /* elements (per rank block for all-gather / reduce-scatter) */
+    hoop_dtype dtype;
+    hoop_op op;
+    int root;
+    hoop_algo algo;
+    int rank, world_size;
+    size_t elem;        /* bytes per element */
+    size_t chunk_bytes; /* pipelining unit, a multiple of elem */
+} hoop__coll_args;
+
+/* Appends a step; returns its index, or -1 after recording HOOP_ERR_NOMEM in s->err. */
+int32_t hoop__sched_add(hoop__sched *s, hoop__step st);
+void hoop__sched_free(hoop__sched *s);
+
+/* Balanced partition of count elements into parts: part i starts at the returned
+ * element index (i in 0..parts). Safe for counts near SIZE_MAX / parts. */
+static inline size_t hoop__part_start(size_t count, size_t parts, size_t i)
+{
+    return (count / parts) * i + (i < count % parts ? i : count % parts);
+}
+
+/* Folding a non-power-of-two world for rd / rhd (Thakur, Rabenseifner & Gropp 2005):
+ * p = largest power of two <= n, rem = n - p. Ranks below 2 x rem pair up: the even one
+ * hands its data to the odd one and waits (newrank -1); the odd one plays newrank r/2.
+ * Ranks from 2 x rem up play newrank r - rem. */
+static inline void hoop__fold(int rank, int n, int *p, int *rem, int *newrank)
+{
+    int q = 1;
+    while (q * 2 <= n) q *= 2;
+    *p = q;
+    *rem = n - q;
+    if (rank < 2 * *rem)
+        *newrank = rank % 2 ? rank / 2 : -1;
+    else
+        *newrank = rank - *rem;
+}
+static inline int hoop__unfold(int newrank, int rem)
+{
+    return newrank < rem ? newrank * 2 + 1 : newrank + rem;
+}
+
+/* Steps over a fixed grid of cells (chunk_bytes each) of the element range [0, count),
+ * for algorithms whose ranges change size from step to step (rd, rhd): each emitted
+ * piece lies inside one cell, and the cell remembers the last step that wrote it
+ * (last) and the last step that sent from it (sent), which become dependencies. */
+typedef struct hoop__cells {
+    int32_t *last, *sent;
+    size_t cell; /* elements per cell */
+    size_t elem; /* bytes per element */
+} hoop__cells;
+hoop_status hoop__cells_init(hoop__cells *g, const hoop__coll_args *a);
+void hoop__cells_free(hoop__cells *g);
+/* SEND elements [lo, hi) of buf to peer, each piece after the last write of its cell. */
+void hoop__cells_send(hoop__sched *s, hoop__cells *g, int peer, int buf, size_t lo, size_t hi);
+/* RECV_REDUCE elements [lo, hi) from peer into recvbuf, combined with src_buf. */
+void hoop__cells_reduce(hoop__sched *s, hoop__cells *g, int peer, int src_buf, size_t lo, size_t hi,
+                        int final);
+/* RECV elements [lo, hi) from peer straight into recvbuf. */
+void hoop__cells_recv(hoop__sched *s, hoop__cells *g, int peer, size_t lo, size_t hi);
+
+/* An algorithm: fills s with this rank's steps for the call a. */
+typedef hoop_status (*hoop__sched_fn)(const hoop__coll_args *a, hoop__sched *s);
+
+/* Cost-model parameters: time = alpha per message + beta per byte sent + gamma per
+ * byte reduced (seconds). */
+typedef struct hoop__cost_params {
+    double alpha, beta, gamma;
+} hoop__cost_params;
+typedef double (*hoop__cost_fn)(int world_size, size_t bytes, const hoop__cost_params *p);
+
+typedef struct hoop__algo_entry {
+    const char *name;
+    hoop_algo id;
+    hoop__sched_fn fn;
+    hoop__cost_fn cost;
+} hoop__algo_entry;
+
+/* The all-reduce algorithm table (algo.c), terminated by name == NULL. */
+extern const hoop__algo_entry hoop__allreduce_algos[];
+
+/* Picks an algorithm for an all-reduce of bytes on world_size ranks (never AUTO). */
+hoop_algo hoop__algo_pick(hoop_algo requested, int world_size, size_t bytes);
+
+/* Marks in need[0..world_size) the peers this rank exchanges data with under any
+ * algorithm (ring neighbours, recursive-doubling partners). Symmetric. */
+void hoop__algo_peers(int rank, int world_size, unsigned char *need);
+
+/* Schedules (ring.c, rd.c, rhd.c, chain.c). */
+hoop_status hoop__allreduce_ring(const hoop__coll_args *a, hoop__sched *s);
+hoop_status hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s);
+hoop_status hoop__allreduce_rhd(const hoop__coll_args *a, hoop__sched *s);
+hoop_status hoop__reduce_scatter_ring(const hoop__coll_args *a, hoop__sched *s);
+hoop_status hoop__allgather_ring(const hoop__coll_args *a, hoop__sched *s);
+hoop_status hoop__broadcast_chain(const hoop__coll_args *a, hoop__sched *s);
+hoop_status hoop__reduce_chain(const hoop__coll_args *a, hoop__sched *s);
+hoop_status hoop__barrier_ring(const hoop__coll_args *a, hoop__sched *s);
+
+/* Number of chunks of chunk_bytes needed for bytes (0 for 0 bytes). */
+size_t hoop__nchunks(size_t bytes, size_t chunk_bytes);
+
+// ----------------------------------------------------------------- reduction kernels
+
+/* dst[i] = a[i] (op) b[i] for i < count; dst may alias a or b. When divisor > 0 the
+ * result is divided by it before the single rounding (the last step of an average).
+ * AVG combines as SUM. f16/bf16 are combined in f32 and rounded once (nearest even). */
+void hoop__reduce(hoop_dtype dtype, hoop_op op, void *dst, const void *a, const void *b,
+                  size_t count, int divisor);
+
+float hoop__f16_to_f32(uint16_t h);
+uint16_t hoop__f32_to_f16(float f);
+float hoop__bf16_to_f32(uint16_t h);
+uint16_t hoop__f32_to_bf16(float f);
+
+#endif /* HOOP_COLLECTIVES_COLL_H */

@@ -1,0 +1,275 @@
+/*
+ * src/collectives/collectives.c -- the public collective calls and requests.
+ *
+ * Each call validates its arguments on the caller's thread (bad input fails at once
+ * with HOOP_ERR_INVALID naming the argument), fills a request with the call and its
+ * 32-byte header, queues it for the progress thread and either returns the request or
+ * waits for it. Requests are reference-counted: one reference for the caller (dropped
+ * when hoop_test / hoop_wait report completion), one for the progress thread.
+ *
+ * Thread-safety: one issuing thread per comm; hoop_test / hoop_wait from any thread.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collectives/comm.h"
+#include "core/check.h"
+#include "core/clock.h"
+
+#define WAIT_SPIN_NS (20 * 1000) /* check the done flag this long before sleeping */
+
+size_t hoop_dtype_size(hoop_dtype dtype)
+{
+    static const size_t sizes[] = {4, 8, 2, 2, 4, 8, 1};
+    return (unsigned)dtype < HOOP_DTYPE_COUNT_ ? sizes[dtype] : 0;
+}
+
+const char *hoop_dtype_name(hoop_dtype dtype)
+{
+    static const char *names[] = {"f32", "f64", "f16", "bf16", "i32", "i64", "u8"};
+    return (unsigned)dtype < HOOP_DTYPE_COUNT_ ? names[dtype] : "?";
+}
+
+const char *hoop_op_name(hoop_op op)
+{
+    static const char *names[] = {"sum", "prod", "min", "max", "avg"};
+    return (unsigned)op < HOOP_OP_COUNT_ ? names[op] : "?";
+}
+
+// ----------------------------------------------------------------- requests
+
+void hoop__request_release(struct hoop_request *req)
+{
+    if (atomic_fetch_sub(&req->refs, 1) != 1) return;
+    pthread_mutex_destroy(&req->mu);
+    pthread_cond_destroy(&req->cv);
+    free(req);
+}
+
+void hoop__request_complete(struct hoop_request *req, hoop_status st, const char *msg)
+{
+    pthread_mutex_lock(&req->mu);
+    req->status = st;
+    snprintf(req->msg, sizeof(req->msg), "%s", msg ? msg : "");
+    atomic_store(&req->done, 1);
+    pthread_cond_broadcast(&req->cv);
+    pthread_mutex_unlock(&req->mu);
+    hoop__request_release(req);
+}
+
+/* Reports a finished request's status in the caller's thread and releases it. */
+static hoop_status collect(hoop_request *req)
+{
+    hoop_status st = req->status;
+    if (st != HOOP_OK) HOOP_ERROR(st, "%s", req->msg);
+    hoop__request_release(req);
+    return st;
+}
+
+hoop_status hoop_test(hoop_request *req, int *done)
+{
+    if (!req || !done) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_test: req or done is NULL");
+    *done = atomic_load(&req->done);
+    return *done ? collect(req) : HOOP_OK;
+}
+
+hoop_status hoop_wait(hoop_request *req, int64_t timeout_ms)
+{
+    if (!req) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_wait: req is NULL");
+    int64_t start = hoop__now_ns();
+    int64_t deadline = hoop__deadline_ns(timeout_ms < 0 ? req->timeout_ms : timeout_ms);
+    while (!atomic_load(&req->done) && hoop__now_ns() - start < WAIT_SPIN_NS) sched_yield();
+    pthread_mutex_lock(&req->mu);
+    while (!atomic_load(&req->done)) {
+        struct timespec ts = {.tv_sec = deadline / 1000000000LL,
+                              .tv_nsec = deadline % 1000000000LL};
+        if (deadline == INT64_MAX) {
+            pthread_cond_wait(&req->cv, &req->mu);
+        } else if (pthread_cond_timedwait(&req->cv, &req->mu, &ts) != 0 &&
+                   hoop__now_ns() >= deadline && !atomic_load(&req->done)) {
+            pthread_mutex_unlock(&req->mu);
+            return HOOP_ERROR(HOOP_ERR_TIMEOUT,
+                              "hoop_wait: the collective did not finish "
+                              "within %lld ms",
+                              (long long)(timeout_ms < 0 ? req->timeout_ms : timeout_ms));
+        }
+    }
+    pthread_mutex_unlock(&req->mu);
+    return collect(req);
+}
+
+// ----------------------------------------------------------------- enqueue
+
+static hoop_status new_request(hoop_comm *comm, const hoop__coll_args *a, hoop_request **out)
+{
+    hoop_request *r;
+    HOOP_CHECK(hoop__calloc(&r, 1));
+    r->args = *a;
+    r->timeout_ms = comm->timeout_ms;
+    atomic_store(&r->refs, 2);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    r->hdr = (hoop__hdr){.kind = HOOP__REC_HDR,
+                         .count = a->count,
+                         .coll = (uint8_t)a->coll,
+                         .dtype = (uint8_t)a->dtype,
+                         .op = (uint8_t)a->op,
+                         .algo = (uint8_t)a->algo,
+                         .root = a->root};
+    *out = r;
+    return HOOP_OK;
+}
+
+static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **req)
+{
+    hoop_request *r;
+    a->rank = comm->rank;
+    a->world_size = comm->world_size;
+    a->elem = hoop_dtype_size(a->dtype);
+    a->chunk_bytes = comm->chunk_bytes;
+    HOOP_CHECK(new_request(comm, a, &r));
+    pthread_mutex_lock(&comm->mu);
+    r->hdr.seq = comm->next_seq++;
+    if (comm->q_tail)
+        comm->q_tail->next = r;
+    else
+        comm->q_head = r;
+    comm->q_tail = r;
+    pthread_mutex_unlock(&comm->mu);
+    uint64_t one = 1;
+    if (write(comm->wake_fd, &one, sizeof(one)) < 0) { /* the counter cannot overflow here */
+    }
+    if (req) {
+        *req = r;
+        return HOOP_OK;
+    }
+    return hoop_wait(r, -1);
+}
+
+static hoop_status check_common(const char *fn, hoop_comm *comm, size_t count, hoop_dtype dtype,
+                                hoop_op op, int reduces)
+{
+    if (!comm) return HOOP_ERROR(HOOP_ERR_INVALID, "%s: comm is NULL", fn);
+    if ((unsigned)dtype >= HOOP_DTYPE_COUNT_)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s: dtype %d is unknown", fn, (int)dtype);
+    if (count > SIZE_MAX / 8 / (size_t)comm->world_size)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s: count=%zu is too large", fn, count);
+    if (!reduces) return HOOP_OK;
+    if ((unsigned)op >= HOOP_OP_COUNT_)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s: op %d is unknown", fn, (int)op);
+    if (op == HOOP_OP_AVG && dtype != HOOP_DTYPE_F32 && dtype != HOOP_DTYPE_F64 &&
+        dtype != HOOP_DTYPE_F16 && dtype != HOOP_DTYPE_BF16)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s: HOOP_OP_AVG is not defined for integer dtype %s; use "
+                          "HOOP_OP_SUM and divide",
+                          fn, hoop_dtype_name(dtype));
+    return HOOP_OK;
+}
+
+static hoop_status check_buf(const char *fn, const char *what, const void *p, size_t count)
+{
+    if (count > 0 && !p) return HOOP_ERROR(HOOP_ERR_INVALID, "%s: %s is NULL", fn, what);
+    return HOOP_OK;
+}
+
+static hoop_status check_root(const char *fn, hoop_comm *comm, int root)
+{
+    if (root < 0 || root >= comm->world_size)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s: root=%d is not in [0, %d)", fn, root,
+                          comm->world_size);
+    return HOOP_OK;
+}
+
+hoop_status hoop_allreduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                           hoop_dtype dtype, hoop_op op, hoop_request **req)
+{
+    HOOP_CHECK(check_common("hoop_allreduce", comm, count, dtype, op, 1));
+    HOOP_CHECK(check_buf("hoop_allreduce", "sendbuf", sendbuf, count));
+    HOOP_CHECK(check_buf("hoop_allreduce", "recvbuf", recvbuf, count));
+    hoop__coll_args a = {.coll = HOOP__COLL_ALLREDUCE,
+                         .sendbuf = sendbuf,
+                         .recvbuf = recvbuf,
+                         .count = count,
+                         .dtype = dtype,
+                         .op = op};
+    a.algo = hoop__algo_pick((hoop_algo)atomic_load(&comm->algo), comm->world_size,
+                             count * hoop_dtype_size(dtype));
+    return enqueue(comm, &a, req);
+}
+
+hoop_status hoop_broadcast(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                           hoop_dtype dtype, int root, hoop_request **req)
+{
+    HOOP_CHECK(check_common("hoop_broadcast", comm, count, dtype, HOOP_OP_SUM, 0));
+    HOOP_CHECK(check_root("hoop_broadcast", comm, root));
+    if (comm->rank == root) HOOP_CHECK(check_buf("hoop_broadcast", "sendbuf", sendbuf, count));
+    HOOP_CHECK(check_buf("hoop_broadcast", "recvbuf", recvbuf, count));
+    hoop__coll_args a = {.coll = HOOP__COLL_BROADCAST,
+                         .sendbuf = sendbuf,
+                         .recvbuf = recvbuf,
+                         .count = count,
+                         .dtype = dtype,
+                         .root = root};
+    return enqueue(comm, &a, req);
+}
+
+hoop_status hoop_reduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                        hoop_dtype dtype, hoop_op op, int root, hoop_request **req)
+{
+    HOOP_CHECK(check_common("hoop_reduce", comm, count, dtype, op, 1));
+    HOOP_CHECK(check_root("hoop_reduce", comm, root));
+    HOOP_CHECK(check_buf("hoop_reduce", "sendbuf", sendbuf, count));
+    if (comm->rank == root) HOOP_CHECK(check_buf("hoop_reduce", "recvbuf", recvbuf, count));
+    hoop__coll_args a = {.coll = HOOP__COLL_REDUCE,
+                         .sendbuf = sendbuf,
+                         .recvbuf = recvbuf,
+                         .count = count,
+                         .dtype = dtype,
+                         .op = op,
+                         .root = root};
+    return enqueue(comm, &a, req);
+}
+
+hoop_status hoop_allgather(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                           hoop_dtype dtype, hoop_request **req)
+{
+    HOOP_CHECK(check_common("hoop_allgather", comm, count, dtype, HOOP_OP_SUM, 0));
+    HOOP_CHECK(check_buf("hoop_allgather", "sendbuf", sendbuf, count));
+    HOOP_CHECK(check_buf("hoop_allgather", "recvbuf", recvbuf, count));
+    hoop__coll_args a = {.coll = HOOP__COLL_ALLGATHER,
+                         .sendbuf = sendbuf,
+                         .recvbuf = recvbuf,
+                         .count = count,
+                         .dtype = dtype};
+    if (comm->world_size == 1) a.recvbuf = recvbuf;
+    return enqueue(comm, &a, req);
+}
+
+hoop_status hoop_reduce_scatter(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                hoop_dtype dtype, hoop_op op, hoop_request **req)
+{
+    HOOP_CHECK(check_common("hoop_reduce_scatter", comm, count, dtype, op, 1));
+    HOOP_CHECK(check_buf("hoop_reduce_scatter", "sendbuf", sendbuf, count));
+    HOOP_CHECK(check_buf("hoop_reduce_scatter", "recvbuf", recvbuf, count));
+    hoop__coll_args a = {.coll = HOOP__COLL_REDUCE_SCATTER,
+                         .sendbuf = sendbuf,
+                         .recvbuf = recvbuf,
+                         .count = count,
+                         .dtype = dtype,
+                         .op = op};
+    return enqueue(comm, &a, req);
+}
+
+hoop_status hoop_barrier(hoop_comm *comm, hoop_request **req)
+{
+    if (!comm) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_barrier: comm is NULL");
+    hoop__coll_args a = {.coll = HOOP__COLL_BARRIER, .dtype = HOOP_DTYPE_U8};
+    return enqueue(comm, &a, req);
+}

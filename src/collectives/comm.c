@@ -1,0 +1,360 @@
+/*
+ * src/collectives/comm.c -- communicator set-up and tear-down.
+ *
+ * hoop_comm_init resolves the configuration (explicit fields, else HOOP_* variables),
+ * opens a transport endpoint, exchanges endpoints with every rank through the store or
+ * an in-process rendezvous, connects the links its algorithms need (data links to the
+ * ring neighbours and recursive-doubling partners, plus one control link to the next
+ * rank for headers and failure records), then starts the progress thread (progress.c).
+ *
+ * Owns: the transport context, links, slots, scratch, the progress thread and, for
+ * hoop_comm_init_env, the store client. Thread-safety: init/destroy from one thread;
+ * accessors, abort and bytes_sent from any thread.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "collectives/comm.h"
+#include "collectives/rendezvous.h"
+#include "core/check.h"
+#include "core/clock.h"
+#include "core/env.h"
+
+/* 1 once the rendezvous store (src/bootstrap) is part of the build. */
+#ifndef HOOP_COMM_WITH_STORE
+#define HOOP_COMM_WITH_STORE 0
+#endif
+
+#define COMM_DEPTH 8                /* chunks in flight per peer and direction */
+#define COMM_SLOT_BUDGET (32 << 20) /* bytes of staging slots per comm, at most */
+
+/* Values from cfg, or from the environment where cfg leaves them unset. */
+typedef struct comm_settings {
+    int64_t timeout_ms, nsocks, chunk;
+    const char *token, *ifname;
+    hoop_algo algo;
+} comm_settings;
+
+static hoop_status read_settings(const hoop_comm_config *cfg, comm_settings *s)
+{
+    const char *algo = NULL;
+    s->timeout_ms = cfg->timeout_ms;
+    if (s->timeout_ms < 0) HOOP_CHECK(hoop__env_ms("HOOP_TIMEOUT", &s->timeout_ms));
+    s->nsocks = cfg->nsocks;
+    if (s->nsocks <= 0) HOOP_CHECK(hoop__env_int("HOOP_TCP_NSOCKS", &s->nsocks));
+    s->chunk = (int64_t)cfg->chunk_bytes;
+    if (s->chunk <= 0) HOOP_CHECK(hoop__env_int("HOOP_CHUNK_BYTES", &s->chunk));
+    if (s->chunk < 64 || s->chunk > (64 << 20))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "chunk_bytes=%lld is out of range [64, 64M]",
+                          (long long)s->chunk);
+    s->chunk &= ~(int64_t)7; /* a multiple of every element size */
+    s->token = cfg->token;
+    if (!s->token) HOOP_CHECK(hoop__env_str("HOOP_TOKEN", &s->token));
+    HOOP_CHECK(hoop__env_str("HOOP_SOCKET_IFNAME", &s->ifname));
+    s->algo = cfg->algo;
+    if (s->algo == HOOP_ALGO_AUTO) {
+        HOOP_CHECK(hoop__env_str("HOOP_ALGO", &algo));
+        if (algo) HOOP_CHECK(hoop_algo_from_name(algo, &s->algo));
+    }
+    return HOOP_OK;
+}
+
+static hoop_status check_config(const hoop_comm_config *cfg)
+{
+    if (!cfg || cfg->size != sizeof(hoop_comm_config) || cfg->version != HOOP_COMM_CONFIG_VERSION)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "hoop_comm_init: config is NULL or not from HOOP_COMM_CONFIG_INIT");
+    if (cfg->world_size < 1)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_comm_init: world_size=%d must be >= 1",
+                          cfg->world_size);
+    if (cfg->rank < 0 || cfg->rank >= cfg->world_size)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_comm_init: rank=%d is not in [0, %d)", cfg->rank,
+                          cfg->world_size);
+    if (cfg->world_size > 1 && !cfg->store == !cfg->rendezvous)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "hoop_comm_init: set exactly one of config.store and config.rendezvous");
+    if (cfg->rendezvous && hoop__rendezvous_world_size(cfg->rendezvous) != cfg->world_size)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "hoop_comm_init: the rendezvous is for %d ranks, world_size is %d",
+                          hoop__rendezvous_world_size(cfg->rendezvous), cfg->world_size);
+    if ((unsigned)cfg->algo > HOOP_ALGO_RHD)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_comm_init: algo=%d is unknown", (int)cfg->algo);
+    return HOOP_OK;
+}
+
+// ----------------------------------------------------------------- connecting
+
+static hoop_status exchange(hoop_comm *comm, const hoop_comm_config *cfg, const void *mine,
+                            unsigned char *all, int64_t deadline)
+{
+    if (cfg->rendezvous)
+        return hoop__rendezvous_allgather(cfg->rendezvous, comm->rank, mine, all, deadline);
+#if HOOP_COMM_WITH_STORE
+    static atomic_int generation;
+    char name[64];
+    snprintf(name, sizeof(name), "hoop.comm.%d", atomic_fetch_add(&generation, 1));
+    return hoop_store_allgather(cfg->store, name, mine, HOOP_TP_HANDLE_MAX, all,
+                                hoop__ms_left(deadline));
+#else
+    return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "hoop_comm_init: the TCP store is not built in yet; "
+                                            "use config.rendezvous");
+#endif
+}
+
+/* Files one accepted link; anything unexpected is refused. */
+static hoop_status file_accepted(hoop_comm *comm, const unsigned char *need, struct hoop_tp_comm *c)
+{
+    int p = c->peer;
+    if (c->channel == 0 && p >= 0 && p < comm->world_size && need[p] && !comm->recv[p]) {
+        comm->recv[p] = c;
+        return HOOP_OK;
+    }
+    if (c->channel == 1 && p == comm->prev && !comm->ctl_recv) {
+        comm->ctl_recv = c;
+        return HOOP_OK;
+    }
+    comm->tp->close(c);
+    return HOOP_ERROR(HOOP_ERR_REMOTE, "rank %d: unexpected link from rank %d (channel %d)",
+                      comm->rank, p, c->channel);
+}
+
+static int links_missing(hoop_comm *comm, const unsigned char *need, char *list, size_t cap)
+{
+    int missing = 0;
+    size_t len = 0;
+    list[0] = '\0';
+    for (int p = 0; p < comm->world_size; p++) {
+        if (!need[p] || (comm->send[p] && comm->recv[p])) continue;
+        missing++;
+        if (len + 12 < cap) len += (size_t)snprintf(list + len, cap - len, " %d", p);
+    }
+    missing += !comm->ctl_send + !comm->ctl_recv;
+    return missing;
+}
+
+/* Drives connects and accepts until every needed link is up or the deadline. */
+static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm *listen,
+                                unsigned char *handles, const unsigned char *need, int64_t deadline)
+{
+    const struct hoop_transport *tp = comm->tp;
+    unsigned char ctl_handle[HOOP_TP_HANDLE_MAX];
+    char list[200];
+    memcpy(ctl_handle, handles + (size_t)comm->next * HOOP_TP_HANDLE_MAX, HOOP_TP_HANDLE_MAX);
+    for (;;) {
+        struct hoop_tp_comm *c;
+        for (int p = 0; p < comm->world_size; p++)
+            if (need[p] && !comm->send[p])
+                HOOP_CHECK(tp->connect(comm->tctx, handles + (size_t)p * HOOP_TP_HANDLE_MAX, 0,
+                                       &comm->send[p]));
+        if (!comm->ctl_send) HOOP_CHECK(tp->connect(comm->tctx, ctl_handle, 1, &comm->ctl_send));
+        do {
+            HOOP_CHECK(tp->accept(listen, &c));
+            if (c) HOOP_CHECK(file_accepted(comm, need, c));
+        } while (c);
+        if (links_missing(comm, need, list, sizeof(list)) == 0) return HOOP_OK;
+        if (hoop__now_ns() > deadline)
+            return HOOP_ERROR(HOOP_ERR_TIMEOUT,
+                              "rank %d: links to ranks%s (or the control ring) not up within "
+                              "the timeout",
+                              comm->rank, list);
+        struct pollfd pfd[1];
+        int n = tp->pollfds ? tp->pollfds(listen, pfd, 1) : 0;
+        poll(pfd, (nfds_t)n, 1);
+    }
+}
+
+static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, const comm_settings *s)
+{
+    const struct hoop_transport *tp = &hoop__transport_tcp;
+    const char *missing;
+    struct hoop_tp_comm *listen = NULL;
+    unsigned char mine[HOOP_TP_HANDLE_MAX], *handles = NULL, *need = NULL;
+    hoop_status st;
+    if (!hoop__transport_complete(tp, &missing))
+        return HOOP_INTERNAL_ERROR("transport %s lacks slot %s", tp->name, missing);
+    comm->tp = tp;
+    struct hoop_tp_config tcfg = {.rank = comm->rank,
+                                  .token = s->token,
+                                  .ifname = s->ifname,
+                                  .master_addr = cfg->master_addr,
+                                  .nsocks = (int)s->nsocks};
+    HOOP_CHECK(tp->init(&tcfg, &comm->tctx));
+    HOOP_CHECK(tp->listen(comm->tctx, mine, &listen));
+    int64_t deadline = hoop__deadline_ns(s->timeout_ms);
+    HOOP_CHECK_GOTO(hoop__calloc(&handles, (size_t)comm->world_size * HOOP_TP_HANDLE_MAX), st, out);
+    HOOP_CHECK_GOTO(hoop__calloc(&need, (size_t)comm->world_size), st, out);
+    HOOP_CHECK_GOTO(hoop__calloc(&comm->send, (size_t)comm->world_size), st, out);
+    HOOP_CHECK_GOTO(hoop__calloc(&comm->recv, (size_t)comm->world_size), st, out);
+    HOOP_CHECK_GOTO(exchange(comm, cfg, mine, handles, deadline), st, out);
+    hoop__algo_peers(comm->rank, comm->world_size, need);
+    st = connect_loop(comm, listen, handles, need, deadline);
+out:
+    tp->close(listen);
+    free(handles);
+    free(need);
+    return st;
+}
+
+// ----------------------------------------------------------------- init / destroy
+
+static hoop_status comm_start(hoop_comm *comm, const comm_settings *s)
+{
+    comm->chunk_bytes = (size_t)s->chunk;
+    comm->slot_bytes = (size_t)s->chunk;
+    comm->depth = COMM_DEPTH;
+    comm->nslots = COMM_DEPTH;
+    while (comm->nslots > 2 && (size_t)comm->nslots * comm->slot_bytes > COMM_SLOT_BUDGET)
+        comm->nslots--;
+    if (comm->world_size > 1)
+        HOOP_CHECK(hoop__calloc(&comm->slots, (size_t)comm->nslots * comm->slot_bytes));
+    comm->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (comm->wake_fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "eventfd: %s", strerror(errno));
+    HOOP_PTHREAD_CHECK(pthread_create(&comm->thread, NULL, hoop__progress_main, comm),
+                       "pthread_create (progress thread)");
+    comm->started = 1;
+    return HOOP_OK;
+}
+
+hoop_status hoop_comm_init(hoop_comm **out, const hoop_comm_config *cfg)
+{
+    hoop_comm *comm;
+    comm_settings s;
+    hoop_status st;
+    if (!out) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_comm_init: out is NULL");
+    *out = NULL;
+    HOOP_CHECK(check_config(cfg));
+    HOOP_CHECK(read_settings(cfg, &s));
+    HOOP_CHECK(hoop__calloc(&comm, 1));
+    comm->rank = cfg->rank;
+    comm->world_size = cfg->world_size;
+    comm->local_rank = cfg->local_rank >= 0 ? cfg->local_rank : cfg->rank;
+    comm->next = (cfg->rank + 1) % cfg->world_size;
+    comm->prev = (cfg->rank + cfg->world_size - 1) % cfg->world_size;
+    comm->timeout_ms = s.timeout_ms;
+    comm->wake_fd = -1;
+    atomic_store(&comm->algo, (int)s.algo);
+    pthread_mutex_init(&comm->mu, NULL);
+    if (comm->world_size > 1) HOOP_CHECK_GOTO(connect_all(comm, cfg, &s), st, fail);
+    HOOP_CHECK_GOTO(comm_start(comm, &s), st, fail);
+    HOOP_INFO(INIT, "rank %d of %d: communicator ready (chunk %zu bytes, algo %s)", comm->rank,
+              comm->world_size, comm->chunk_bytes, hoop_algo_name(s.algo));
+    *out = comm;
+    return HOOP_OK;
+fail:
+    hoop_comm_destroy(comm);
+    return st;
+}
+
+hoop_status hoop_comm_init_env(hoop_comm **out)
+{
+    hoop_dist_env d;
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    hoop_store *store = NULL;
+    hoop_status st;
+    if (!out) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_comm_init_env: out is NULL");
+    *out = NULL;
+    HOOP_CHECK(hoop__env_check_all());
+    HOOP_CHECK(hoop__env_dist(&d));
+    cfg.rank = d.rank;
+    cfg.world_size = d.world_size;
+    cfg.local_rank = d.local_rank;
+    cfg.master_addr = d.master_addr;
+#if HOOP_COMM_WITH_STORE
+    if (d.world_size > 1) HOOP_CHECK(hoop_store_init_env(&store));
+#else
+    if (d.world_size > 1)
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                          "hoop_comm_init_env: the TCP store is not built in yet");
+#endif
+    cfg.store = store;
+    st = hoop_comm_init(out, &cfg);
+    if (st != HOOP_OK) {
+#if HOOP_COMM_WITH_STORE
+        hoop_store_destroy(store);
+#endif
+        return st;
+    }
+    (*out)->owned_store = store;
+    return HOOP_OK;
+}
+
+hoop_status hoop_comm_destroy(hoop_comm *comm)
+{
+    hoop_status st = HOOP_OK;
+    if (!comm) return HOOP_OK;
+    if (comm->started) {
+        atomic_store(&comm->stop, 1);
+        uint64_t one = 1;
+        if (write(comm->wake_fd, &one, sizeof(one)) < 0) st = HOOP_ERR_SYSTEM;
+        HOOP_CHECK_KEEP((hoop_status)(pthread_join(comm->thread, NULL) ? HOOP_ERR_SYSTEM : 0), st);
+    }
+    hoop__comm_close_links(comm);
+    if (comm->tp && comm->tctx) HOOP_CHECK_KEEP(comm->tp->finalize(comm->tctx), st);
+    if (comm->wake_fd >= 0) close(comm->wake_fd);
+#if HOOP_COMM_WITH_STORE
+    HOOP_CHECK_KEEP(hoop_store_destroy(comm->owned_store), st);
+#endif
+    pthread_mutex_destroy(&comm->mu);
+    free(comm->send);
+    free(comm->recv);
+    free(comm->slots);
+    free(comm->scratch);
+    free(comm->hq);
+    free(comm);
+    return st;
+}
+
+/* Asks the progress thread to fail the comm (how = 1 abort, 2 kill) and waits for it. */
+static hoop_status request_abort(hoop_comm *comm, int how)
+{
+    if (!comm) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_comm_abort: comm is NULL");
+    if (!comm->started) return HOOP_OK;
+    atomic_store(&comm->abort_req, how);
+    uint64_t one = 1;
+    if (write(comm->wake_fd, &one, sizeof(one)) < 0)
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "abort: cannot wake the progress thread");
+    int64_t deadline = hoop__deadline_ns(2000);
+    while (atomic_load(&comm->state) != HOOP__CS_FAILED && hoop__now_ns() < deadline) usleep(200);
+    return HOOP_OK;
+}
+
+hoop_status hoop_comm_abort(hoop_comm *comm)
+{
+    return request_abort(comm, 1);
+}
+hoop_status hoop__comm_kill(hoop_comm *comm)
+{
+    return request_abort(comm, 2);
+}
+
+int hoop_comm_rank(const hoop_comm *comm)
+{
+    return comm ? comm->rank : -1;
+}
+int hoop_comm_world_size(const hoop_comm *comm)
+{
+    return comm ? comm->world_size : 0;
+}
+int hoop_comm_local_rank(const hoop_comm *comm)
+{
+    return comm ? comm->local_rank : -1;
+}
+
+uint64_t hoop_comm_bytes_sent(const hoop_comm *comm)
+{
+    return comm ? atomic_load(&((hoop_comm *)comm)->bytes_sent) : 0;
+}
+
+hoop_status hoop_comm_set_algo(hoop_comm *comm, hoop_algo algo)
+{
+    if (!comm || (unsigned)algo > HOOP_ALGO_RHD)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_comm_set_algo: bad comm or algo %d", (int)algo);
+    atomic_store(&comm->algo, (int)algo);
+    return HOOP_OK;
+}

@@ -1,0 +1,105 @@
+/*
+ * src/collectives/comm.h -- the communicator's internals (shared by comm.c, progress.c
+ * and collectives.c).
+ *
+ * Threads: the issuing thread (the user's) pushes requests onto the queue under mu and
+ * wakes the progress thread through wake_fd; everything below "progress thread only"
+ * is touched by the progress thread alone (and by init/destroy while it is not running).
+ */
+#ifndef HOOP_COLLECTIVES_COMM_H
+#define HOOP_COLLECTIVES_COMM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "collectives/coll.h"
+#include "collectives/exec.h"
+#include "transport/transport.h"
+
+/* The 32-byte record every collective sends to the next rank first, and the records
+ * that carry failures and goodbyes on the same control link. */
+enum { HOOP__REC_HDR = 1, HOOP__REC_ABORT = 2, HOOP__REC_BYE = 3 };
+typedef struct hoop__hdr {
+    uint64_t seq;   /* HDR: call number on this comm; ABORT: culprit rank (or -1) */
+    uint64_t count; /* elements */
+    uint8_t kind, coll, dtype, op, algo, pad[3];
+    int32_t root;
+    int32_t aux; /* ABORT: hoop_status; the two records after an ABORT are the calls */
+} hoop__hdr;
+_Static_assert(sizeof(hoop__hdr) == 32, "the collective header is 32 bytes");
+
+enum { HOOP__CS_RUNNING = 0, HOOP__CS_FAILING, HOOP__CS_FAILED };
+
+struct hoop_request {
+    struct hoop_request *next;
+    hoop__coll_args args;
+    hoop__hdr hdr;
+    int64_t timeout_ms;
+    atomic_int done;
+    atomic_int refs;
+    hoop_status status;
+    char msg[512];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+struct hoop_comm {
+    int rank, world_size, local_rank, prev, next;
+    int64_t timeout_ms;
+    size_t chunk_bytes;
+    atomic_int algo;
+    hoop_store *owned_store;
+
+    const struct hoop_transport *tp;
+    void *tctx;
+    struct hoop_tp_comm **send, **recv; /* data links, per peer */
+    struct hoop_tp_comm *ctl_send, *ctl_recv;
+
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    int wake_fd;
+    struct hoop_request *q_head, *q_tail;
+    uint64_t next_seq;
+    atomic_int stop, abort_req, state;
+    atomic_uint_least64_t bytes_sent;
+
+    /* progress thread only */
+    struct hoop_request *cur;
+    hoop__sched sched;
+    hoop__exec *exec;
+    void *hdr_req;
+    int hdr_ok;
+    int64_t cur_deadline;
+    hoop__hdr ctl_in, abort_rec[3];
+    void *ctl_req;
+    int abort_tail, prev_bye, ctl_eof;
+    hoop__hdr *hq; /* headers received ahead of their call (FIFO) */
+    size_t hq_head, hq_len, hq_cap;
+    hoop_status fail_st;
+    char fail_msg[512];
+    hoop__hdr fail_rec[3];
+    int64_t failing_deadline;
+    char *slots;
+    size_t slot_bytes;
+    int nslots, depth;
+    void *scratch;
+    size_t scratch_cap;
+    char token[2];
+};
+
+/* progress.c */
+void *hoop__progress_main(void *arg);
+void hoop__comm_close_links(hoop_comm *comm);
+/* Describes a call for messages: "allreduce(count=10, f32, sum, algo=ring) #3". */
+void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap);
+
+/* collectives.c: releases one reference to req. */
+void hoop__request_release(struct hoop_request *req);
+/* Completes req with st and msg (NULL = "") and drops the progress thread's reference. */
+void hoop__request_complete(struct hoop_request *req, hoop_status st, const char *msg);
+
+/* Test-only: closes every link without telling anyone, as a crashed process would. */
+hoop_status hoop__comm_kill(hoop_comm *comm);
+
+#endif /* HOOP_COLLECTIVES_COMM_H */

@@ -1,0 +1,267 @@
+/*
+ * src/collectives/exec.c -- the executor: runs one rank's schedule over a transport.
+ *
+ * The executor knows nothing about algorithms. It walks the schedule with one cursor
+ * per (peer, direction) -- sends to a peer leave in schedule order and receives from a
+ * peer are posted in schedule order, which is what keeps unframed streams matched --
+ * and starts a step as soon as its dependencies are done, keeping up to `depth` steps
+ * in flight per peer and direction. RECV_REDUCE steps land in one of the comm's slots
+ * (chunk-sized staging buffers) and are reduced into their destination by this thread
+ * once their dependencies allow; slots are granted in schedule order, so the earliest
+ * unfinished reduction can always get one (no deadlock however small the pool).
+ *
+ * Owns: its bookkeeping arrays; borrows the schedule, buffers, slots and links.
+ * Thread-safety: used by the communicator's progress thread only.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/exec.h"
+#include "core/check.h"
+
+enum { ST_WAIT = 0, ST_POSTED, ST_RECEIVED, ST_DONE };
+
+struct lane { /* one (peer, direction) cursor over a CSR slice of step indices */
+    int peer;
+    size_t cur, end;
+    int inflight;
+};
+
+struct hoop__exec {
+    const hoop__sched *s;
+    hoop__exec_env env;
+    uint8_t *state;
+    void **req;
+    int16_t *slot;
+    int32_t *order; /* step indices grouped by lane (CSR) */
+    struct lane *lanes;
+    int nlanes, nsend_lanes;
+    int32_t *rr; /* RECV_REDUCE steps in schedule order */
+    size_t nrr, rr_cur;
+    int32_t *local; /* COPY steps */
+    size_t nlocal, local_cur;
+    int32_t *active;
+    size_t nactive, ndone;
+    int *free_slots, nfree;
+};
+
+static int deps_ok(const hoop__exec *x, const hoop__step *st)
+{
+    for (int i = 0; i < 2; i++)
+        if (st->dep[i] >= 0 && x->state[st->dep[i]] != ST_DONE) return 0;
+    return 1;
+}
+
+/* Groups the step indices by (direction, peer) into lanes. */
+static hoop_status build_lanes(hoop__exec *x)
+{
+    const hoop__sched *s = x->s;
+    int n = x->env.world_size;
+    size_t *cnt;
+    HOOP_CHECK(hoop__calloc(&cnt, 2 * (size_t)n + 1));
+    for (size_t i = 0; i < s->n; i++) {
+        const hoop__step *st = &s->steps[i];
+        if (st->kind == HOOP__STEP_COPY) {
+            x->local[x->nlocal++] = (int32_t)i;
+            continue;
+        }
+        if (st->kind == HOOP__STEP_RECV_REDUCE) x->rr[x->nrr++] = (int32_t)i;
+        cnt[(st->kind == HOOP__STEP_SEND ? 0 : n) + st->peer]++;
+    }
+    size_t pos = 0;
+    for (int k = 0; k < 2 * n; k++) {
+        if (cnt[k] == 0) continue;
+        x->lanes[x->nlanes++] = (struct lane){.peer = k % n, .cur = pos, .end = pos};
+        if (k < n) x->nsend_lanes++;
+        pos += cnt[k];
+        cnt[k] = (size_t)x->nlanes; /* lane number + 1 */
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        const hoop__step *st = &s->steps[i];
+        if (st->kind == HOOP__STEP_COPY) continue;
+        struct lane *l = &x->lanes[cnt[(st->kind == HOOP__STEP_SEND ? 0 : n) + st->peer] - 1];
+        x->order[l->end++] = (int32_t)i;
+    }
+    free(cnt);
+    return HOOP_OK;
+}
+
+hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop__exec_env *env)
+{
+    hoop__exec *x;
+    hoop_status st = HOOP_OK;
+    size_t n = s->n + 1;
+    HOOP_CHECK(hoop__calloc(&x, 1));
+    x->s = s;
+    x->env = *env;
+    x->env.failed_peer = -1;
+    HOOP_CHECK_GOTO(hoop__calloc(&x->state, n), st, fail);
+    HOOP_CHECK_GOTO(hoop__calloc(&x->req, n), st, fail);
+    HOOP_CHECK_GOTO(hoop__calloc(&x->slot, n), st, fail);
+    HOOP_CHECK_GOTO(hoop__calloc(&x->order, n), st, fail);
+    HOOP_CHECK_GOTO(hoop__calloc(&x->rr, n), st, fail);
+    HOOP_CHECK_GOTO(hoop__calloc(&x->local, n), st, fail);
+    HOOP_CHECK_GOTO(hoop__calloc(&x->active, n), st, fail);
+    HOOP_CHECK_GOTO(hoop__calloc(&x->lanes, 2 * (size_t)env->world_size + 1), st, fail);
+    HOOP_CHECK_GOTO(hoop__calloc(&x->free_slots, (size_t)env->nslots + 1), st, fail);
+    for (int i = 0; i < env->nslots; i++) x->free_slots[x->nfree++] = i;
+    HOOP_CHECK_GOTO(build_lanes(x), st, fail);
+    *out = x;
+    return HOOP_OK;
+fail:
+    hoop__exec_free(x);
+    return st;
+}
+
+void hoop__exec_free(hoop__exec *x)
+{
+    if (!x) return;
+    free(x->state);
+    free(x->req);
+    free(x->slot);
+    free(x->order);
+    free(x->rr);
+    free(x->local);
+    free(x->active);
+    free(x->lanes);
+    free(x->free_slots);
+    free(x);
+}
+
+static char *at(const hoop__exec *x, int buf, size_t off)
+{
+    return (char *)x->env.bufs[buf] + off;
+}
+
+static void finish(hoop__exec *x, int32_t i)
+{
+    x->state[i] = ST_DONE;
+    x->ndone++;
+}
+
+static void run_locals(hoop__exec *x, int *progressed)
+{
+    while (x->local_cur < x->nlocal) {
+        int32_t i = x->local[x->local_cur];
+        const hoop__step *st = &x->s->steps[i];
+        if (!deps_ok(x, st)) return;
+        memmove(at(x, st->buf, st->off), at(x, st->src_buf, st->src_off), st->bytes);
+        finish(x, i);
+        x->local_cur++;
+        *progressed = 1;
+    }
+}
+
+/* Posts the next steps of one lane; stops at the first that cannot start. */
+static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int *progressed)
+{
+    while (l->cur < l->end && l->inflight < x->env.depth) {
+        int32_t i = x->order[l->cur];
+        const hoop__step *st = &x->s->steps[i];
+        struct hoop_tp_comm *c = is_send ? x->env.send[st->peer] : x->env.recv[st->peer];
+        void *req = NULL;
+        if (!c) return HOOP_INTERNAL_ERROR("no link to rank %d for this schedule", st->peer);
+        x->env.failed_peer = st->peer;
+        if (is_send) {
+            if (!deps_ok(x, st)) return HOOP_OK;
+            HOOP_CHECK(c->tp->isend(c, at(x, st->buf, st->off), st->bytes, 0, NULL, &req));
+        } else if (st->kind == HOOP__STEP_RECV) {
+            if (!deps_ok(x, st)) return HOOP_OK;
+            HOOP_CHECK(c->tp->irecv(c, at(x, st->buf, st->off), st->bytes, 0, NULL, &req));
+        } else {
+            if (x->rr[x->rr_cur] != i || x->nfree == 0) return HOOP_OK;
+            int slot = x->free_slots[x->nfree - 1];
+            HOOP_CHECK(c->tp->irecv(c, x->env.slots + (size_t)slot * x->env.slot_bytes, st->bytes,
+                                    0, NULL, &req));
+            if (req) {
+                x->nfree--;
+                x->slot[i] = (int16_t)slot;
+                x->rr_cur++;
+            }
+        }
+        x->env.failed_peer = -1;
+        if (!req) return HOOP_OK;
+        x->req[i] = req;
+        x->state[i] = ST_POSTED;
+        x->active[x->nactive++] = i;
+        l->inflight++;
+        l->cur++;
+        *progressed = 1;
+    }
+    return HOOP_OK;
+}
+
+static struct lane *lane_of(hoop__exec *x, const hoop__step *st)
+{
+    int send = st->kind == HOOP__STEP_SEND;
+    for (int k = send ? 0 : x->nsend_lanes; k < (send ? x->nsend_lanes : x->nlanes); k++)
+        if (x->lanes[k].peer == st->peer) return &x->lanes[k];
+    return NULL;
+}
+
+/* Tests one active step; returns 1 when it left the active set. */
+static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed)
+{
+    const hoop__step *st = &x->s->steps[i];
+    *left = 0;
+    if (x->state[i] == ST_POSTED) {
+        struct hoop_tp_comm *c =
+            st->kind == HOOP__STEP_SEND ? x->env.send[st->peer] : x->env.recv[st->peer];
+        int done = 0;
+        hoop_status rc = c->tp->test(x->req[i], &done, NULL);
+        if (rc != HOOP_OK) x->req[i] = NULL, x->env.failed_peer = st->peer;
+        HOOP_CHECK(rc);
+        if (!done) return HOOP_OK;
+        x->req[i] = NULL;
+        lane_of(x, st)->inflight--;
+        *progressed = 1;
+        if (st->kind == HOOP__STEP_SEND) x->env.bytes_sent += st->bytes;
+        if (st->kind != HOOP__STEP_RECV_REDUCE) {
+            finish(x, i);
+            *left = 1;
+            return HOOP_OK;
+        }
+        x->state[i] = ST_RECEIVED;
+    }
+    if (x->state[i] == ST_RECEIVED && deps_ok(x, st)) {
+        char *slot = x->env.slots + (size_t)x->slot[i] * x->env.slot_bytes;
+        hoop__reduce(x->env.dtype, x->env.op, at(x, st->buf, st->off), slot,
+                     at(x, st->src_buf, st->src_off), st->bytes / x->env.elem,
+                     st->final ? x->env.world_size : 0);
+        x->free_slots[x->nfree++] = x->slot[i];
+        finish(x, i);
+        *left = 1;
+        *progressed = 1;
+    }
+    return HOOP_OK;
+}
+
+hoop_status hoop__exec_progress(hoop__exec *x, int allow_recv, int *progressed, int *done)
+{
+    *progressed = 0;
+    run_locals(x, progressed);
+    for (int k = 0; k < x->nlanes; k++)
+        if (k < x->nsend_lanes || allow_recv)
+            HOOP_CHECK(post_lane(x, &x->lanes[k], k < x->nsend_lanes, progressed));
+    for (size_t j = 0; j < x->nactive;) {
+        int left;
+        HOOP_CHECK(test_one(x, x->active[j], &left, progressed));
+        if (left)
+            x->active[j] = x->active[--x->nactive];
+        else
+            j++;
+    }
+    run_locals(x, progressed);
+    *done = x->ndone == x->s->n;
+    return HOOP_OK;
+}
+
+uint64_t hoop__exec_bytes_sent(const hoop__exec *x)
+{
+    return x->env.bytes_sent;
+}
+
+int hoop__exec_failed_peer(const hoop__exec *x)
+{
+    return x->env.failed_peer;
+}

@@ -1,0 +1,41 @@
+/*
+ * src/collectives/exec.h -- the schedule executor (internal; see exec.c).
+ */
+#ifndef HOOP_COLLECTIVES_EXEC_H
+#define HOOP_COLLECTIVES_EXEC_H
+
+#include "collectives/coll.h"
+#include "transport/transport.h"
+
+typedef struct hoop__exec hoop__exec;
+
+/* What the executor borrows from the communicator for one collective. */
+typedef struct hoop__exec_env {
+    int world_size;
+    struct hoop_tp_comm **send, **recv; /* per peer; NULL where not connected */
+    void *bufs[HOOP__NBUF];             /* indexed by HOOP__BUF_* */
+    char *slots;                        /* nslots x slot_bytes staging buffers */
+    size_t slot_bytes;
+    int nslots, depth; /* slots, and steps in flight per peer and direction */
+    hoop_dtype dtype;
+    hoop_op op;
+    size_t elem;
+    uint64_t bytes_sent; /* payload bytes of completed sends (output) */
+    int failed_peer;     /* the peer whose link failed (output; -1 = none) */
+} hoop__exec_env;
+
+hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop__exec_env *env);
+
+/* Starts and completes as many steps as possible without blocking. allow_recv = 0
+ * holds back receives (until the collective's header has been checked). *done = 1 when
+ * every step is done. Errors come from the transport (HOOP_ERR_REMOTE naming a peer). */
+hoop_status hoop__exec_progress(hoop__exec *x, int allow_recv, int *progressed, int *done);
+
+/* Bytes sent so far by this execution. */
+uint64_t hoop__exec_bytes_sent(const hoop__exec *x);
+/* The peer whose link failed the last progress call, or -1. */
+int hoop__exec_failed_peer(const hoop__exec *x);
+
+void hoop__exec_free(hoop__exec *x);
+
+#endif /* HOOP_COLLECTIVES_EXEC_H */

@@ -1,0 +1,477 @@
+/*
+ * src/collectives/progress.c -- the communicator's progress thread.
+ *
+ * One thread per communicator runs the queued collectives one at a time, in call order:
+ *   1. it sends the call's 32-byte header to the next rank on the control link and
+ *      compiles the call into a schedule (coll.h) run by the executor (exec.c);
+ *   2. sends start at once, receives only after the header from the previous rank has
+ *      matched ours, so a mismatched call never writes into the wrong buffer;
+ *   3. it always keeps a receive posted on the control link from the previous rank, so
+ *      headers that arrive early are queued and failure records are seen at once.
+ *
+ * Failure travels round the ring: a rank that detects a failure (a link error, a header
+ * mismatch, its own deadline) sends an ABORT record (culprit, status, the two calls) to
+ * the next rank, then closes all its links. Each rank forwards exactly one ABORT. A
+ * rank that saw a link error first waits briefly for its predecessor's record, so every
+ * rank reports the original cause (a mismatch stays a mismatch). A goodbye record (BYE)
+ * before a graceful close tells the next rank that the EOF that follows is no failure.
+ *
+ * Owns: the thread's view of the comm (see comm.h). Thread-safety: internal.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collectives/comm.h"
+#include "core/check.h"
+#include "core/clock.h"
+
+#define FAIL_GRACE_MS 1000  /* wait this long for the predecessor's ABORT record */
+#define FLUSH_MS 200        /* best-effort time to push a last record out */
+#define SPIN_NS (30 * 1000) /* poll without sleeping this long after progress */
+#define MAX_POLL 256
+
+static const char *coll_name(int c)
+{
+    static const char *names[] = {"?",         "allreduce",      "broadcast", "reduce",
+                                  "allgather", "reduce_scatter", "barrier"};
+    return c >= 1 && c <= 6 ? names[c] : "?";
+}
+
+void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s(count=%llu, %s, %s, root=%d, algo=%s) #%llu", coll_name(h->coll),
+             (unsigned long long)h->count, hoop_dtype_name((hoop_dtype)h->dtype),
+             hoop_op_name((hoop_op)h->op), (int)h->root, hoop_algo_name((hoop_algo)h->algo),
+             (unsigned long long)h->seq);
+}
+
+static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg);
+
+// ----------------------------------------------------------------- links
+
+void hoop__comm_close_links(hoop_comm *comm)
+{
+    const struct hoop_transport *tp = comm->tp;
+    if (!tp) return;
+    for (int p = 0; p < comm->world_size; p++) {
+        if (comm->send && comm->send[p]) tp->close(comm->send[p]);
+        if (comm->recv && comm->recv[p]) tp->close(comm->recv[p]);
+        if (comm->send) comm->send[p] = NULL;
+        if (comm->recv) comm->recv[p] = NULL;
+    }
+    if (comm->ctl_send) tp->close(comm->ctl_send);
+    if (comm->ctl_recv) tp->close(comm->ctl_recv);
+    comm->ctl_send = comm->ctl_recv = NULL;
+    comm->ctl_req = comm->hdr_req = NULL; /* released by close */
+}
+
+/* Sends records on the control link and waits up to FLUSH_MS for them to leave. */
+static void ctl_flush(hoop_comm *comm, const hoop__hdr *recs, int n)
+{
+    const struct hoop_transport *tp = comm->tp;
+    void *reqs[4] = {0};
+    int64_t deadline = hoop__deadline_ns(FLUSH_MS);
+    if (!comm->ctl_send) return;
+    for (int i = 0; i < n; i++) {
+        while (tp->isend(comm->ctl_send, &recs[i], sizeof(recs[i]), 0, NULL, &reqs[i]) == HOOP_OK &&
+               !reqs[i] && hoop__now_ns() < deadline)
+            usleep(100);
+        if (!reqs[i]) return;
+    }
+    for (int i = 0; i < n; i++) {
+        int done = 0;
+        while (reqs[i] && !done && hoop__now_ns() < deadline) {
+            if (tp->test(reqs[i], &done, NULL) != HOOP_OK) return;
+            if (!done) usleep(100);
+        }
+    }
+}
+
+// ----------------------------------------------------------------- failure
+
+/* Final step of a failure: tell the next rank, close everything, fail every call. */
+static void fail_finalize(hoop_comm *comm)
+{
+    if (atomic_load(&comm->state) == HOOP__CS_FAILED) return;
+    if (comm->hdr_req) { /* a half-sent header would garble the record stream */
+        int done = 0;
+        int64_t deadline = hoop__deadline_ns(FLUSH_MS);
+        while (comm->hdr_req && !done && hoop__now_ns() < deadline)
+            if (comm->tp->test(comm->hdr_req, &done, NULL) != HOOP_OK) break;
+        comm->hdr_req = NULL;
+    }
+    ctl_flush(comm, comm->fail_rec, 3);
+    hoop__comm_close_links(comm);
+    atomic_store(&comm->state, HOOP__CS_FAILED);
+    HOOP_INFO(COLL, "rank %d: communicator failed: %s", comm->rank, comm->fail_msg);
+    ops_fail_all(comm, comm->fail_st, comm->fail_msg);
+}
+
+/* Records a cause detected here. MISMATCH and aborts are final at once; link errors
+ * wait for the predecessor's record (which may carry the original cause). */
+static void fail_local(hoop_comm *comm, hoop_status st, int culprit, const hoop__hdr *mine,
+                       const hoop__hdr *theirs, const char *msg, int final)
+{
+    if (atomic_load(&comm->state) != HOOP__CS_RUNNING) return;
+    comm->fail_st = st;
+    snprintf(comm->fail_msg, sizeof(comm->fail_msg), "%s", msg);
+    comm->fail_rec[0] = (hoop__hdr){.kind = HOOP__REC_ABORT,
+                                    .seq = (uint64_t)(int64_t)culprit,
+                                    .root = comm->rank,
+                                    .aux = (int32_t)st};
+    memset(&comm->fail_rec[1], 0, 2 * sizeof(hoop__hdr));
+    if (mine) comm->fail_rec[1] = *mine;
+    if (theirs) comm->fail_rec[2] = *theirs;
+    atomic_store(&comm->state, HOOP__CS_FAILING);
+    comm->failing_deadline = hoop__deadline_ns(FAIL_GRACE_MS);
+    if (final || comm->ctl_eof || comm->prev_bye || !comm->ctl_recv) fail_finalize(comm);
+}
+
+/* Adopts the cause carried by the predecessor's ABORT record and passes it on. */
+static void fail_adopt(hoop_comm *comm)
+{
+    const hoop__hdr *r = comm->abort_rec;
+    int origin = r[0].root, culprit = (int)(int64_t)r[0].seq;
+    hoop_status st = (hoop_status)r[0].aux;
+    char a[160], b[160];
+    if (atomic_load(&comm->state) == HOOP__CS_FAILED) return;
+    hoop__hdr_describe(&r[1], a, sizeof(a));
+    hoop__hdr_describe(&r[2], b, sizeof(b));
+    comm->fail_st = st;
+    if (st == HOOP_ERR_MISMATCH)
+        snprintf(comm->fail_msg, sizeof(comm->fail_msg),
+                 "collective mismatch: rank %d called %s but rank %d called %s", origin, a,
+                 (origin + comm->world_size - 1) % comm->world_size, b);
+    else if (culprit == origin)
+        snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d aborted its communicator",
+                 origin);
+    else if (culprit >= 0)
+        snprintf(comm->fail_msg, sizeof(comm->fail_msg),
+                 "rank %d failed or closed its links (%s, detected by rank %d)", culprit,
+                 hoop_status_name(st), origin);
+    else
+        snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d failed: %s during %s", origin,
+                 hoop_status_name(st), a);
+    memcpy(comm->fail_rec, r, sizeof(comm->fail_rec));
+    fail_finalize(comm);
+}
+
+// ----------------------------------------------------------------- control link
+
+static void hq_push(hoop_comm *comm, const hoop__hdr *h)
+{
+    if (comm->hq_len == comm->hq_cap) {
+        size_t cap = comm->hq_cap ? comm->hq_cap * 2 : 16;
+        hoop__hdr *q;
+        if (hoop__calloc(&q, cap) != HOOP_OK) return; /* dropped header -> mismatch later */
+        for (size_t i = 0; i < comm->hq_len; i++)
+            q[i] = comm->hq[(comm->hq_head + i) % comm->hq_cap];
+        free(comm->hq);
+        comm->hq = q;
+        comm->hq_head = 0;
+        comm->hq_cap = cap;
+    }
+    comm->hq[(comm->hq_head + comm->hq_len++) % comm->hq_cap] = *h;
+}
+
+static void ctl_record(hoop_comm *comm, const hoop__hdr *h)
+{
+    if (comm->abort_tail > 0) {
+        comm->abort_rec[3 - comm->abort_tail] = *h;
+        if (--comm->abort_tail == 0) fail_adopt(comm);
+        return;
+    }
+    if (h->kind == HOOP__REC_HDR) hq_push(comm, h);
+    if (h->kind == HOOP__REC_BYE) comm->prev_bye = 1;
+    if (h->kind == HOOP__REC_ABORT) {
+        comm->abort_rec[0] = *h;
+        comm->abort_tail = 2;
+    }
+}
+
+/* Reads every record the predecessor has sent so far. */
+static void ctl_progress(hoop_comm *comm, int *progressed)
+{
+    const struct hoop_transport *tp = comm->tp;
+    while (comm->ctl_recv && !comm->ctl_eof) {
+        int done = 0;
+        if (!comm->ctl_req && (tp->irecv(comm->ctl_recv, &comm->ctl_in, sizeof(comm->ctl_in), 0,
+                                         NULL, &comm->ctl_req) != HOOP_OK ||
+                               !comm->ctl_req))
+            return;
+        hoop_status st = tp->test(comm->ctl_req, &done, NULL);
+        if (st != HOOP_OK) {
+            char msg[300];
+            comm->ctl_req = NULL;
+            comm->ctl_eof = 1;
+            *progressed = 1;
+            snprintf(msg, sizeof(msg), "rank %d closed its link without notice (%s)", comm->prev,
+                     hoop_last_error());
+            if (!comm->prev_bye) fail_local(comm, HOOP_ERR_REMOTE, comm->prev, NULL, NULL, msg, 1);
+            if (atomic_load(&comm->state) == HOOP__CS_FAILING) fail_finalize(comm);
+            return;
+        }
+        if (!done) return;
+        comm->ctl_req = NULL;
+        *progressed = 1;
+        ctl_record(comm, &comm->ctl_in);
+    }
+}
+
+// ----------------------------------------------------------------- running calls
+
+static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg)
+{
+    if (comm->cur) {
+        atomic_fetch_add(&comm->bytes_sent, comm->exec ? hoop__exec_bytes_sent(comm->exec) : 0);
+        hoop__exec_free(comm->exec);
+        hoop__sched_free(&comm->sched);
+        comm->exec = NULL;
+        hoop__request_complete(comm->cur, st, msg);
+        comm->cur = NULL;
+    }
+    pthread_mutex_lock(&comm->mu);
+    struct hoop_request *q = comm->q_head;
+    comm->q_head = comm->q_tail = NULL;
+    pthread_mutex_unlock(&comm->mu);
+    while (q) {
+        struct hoop_request *next = q->next;
+        hoop__request_complete(q, st, msg);
+        q = next;
+    }
+}
+
+static hoop__sched_fn sched_fn(const hoop__coll_args *a)
+{
+    switch (a->coll) {
+    case HOOP__COLL_ALLREDUCE:
+        for (const hoop__algo_entry *e = hoop__allreduce_algos; e->name; e++)
+            if (e->id == a->algo) return e->fn;
+        return hoop__allreduce_ring;
+    case HOOP__COLL_BROADCAST: return hoop__broadcast_chain;
+    case HOOP__COLL_REDUCE: return hoop__reduce_chain;
+    case HOOP__COLL_ALLGATHER: return hoop__allgather_ring;
+    case HOOP__COLL_REDUCE_SCATTER: return hoop__reduce_scatter_ring;
+    default: return hoop__barrier_ring;
+    }
+}
+
+/* world_size 1: every collective is a copy (or nothing). */
+static void run_local(struct hoop_request *r)
+{
+    const hoop__coll_args *a = &r->args;
+    size_t bytes = a->count * a->elem;
+    if (a->coll != HOOP__COLL_BARRIER && bytes > 0 && a->sendbuf != a->recvbuf && a->recvbuf)
+        memmove(a->recvbuf, a->sendbuf, bytes);
+}
+
+static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
+{
+    const hoop__coll_args *a = &r->args;
+    comm->cur_deadline = hoop__deadline_ns(comm->timeout_ms);
+    comm->hdr_ok = 0;
+    HOOP_CHECK(sched_fn(a)(a, &comm->sched));
+    if (comm->sched.scratch_bytes > comm->scratch_cap) {
+        free(comm->scratch);
+        comm->scratch = NULL;
+        comm->scratch_cap = 0;
+        HOOP_CHECK(hoop__calloc((char **)&comm->scratch, comm->sched.scratch_bytes));
+        comm->scratch_cap = comm->sched.scratch_bytes;
+    }
+    hoop__exec_env env = {.world_size = comm->world_size,
+                          .send = comm->send,
+                          .recv = comm->recv,
+                          .bufs = {(void *)a->sendbuf, a->recvbuf, comm->scratch, comm->token},
+                          .slots = comm->slots,
+                          .slot_bytes = comm->slot_bytes,
+                          .nslots = comm->nslots,
+                          .depth = comm->depth,
+                          .dtype = a->dtype,
+                          .op = a->op,
+                          .elem = a->elem};
+    HOOP_CHECK(hoop__exec_start(&comm->exec, &comm->sched, &env));
+    return comm->tp->isend(comm->ctl_send, &r->hdr, sizeof(r->hdr), 0, NULL, &comm->hdr_req);
+}
+
+static int hdr_equal(const hoop__hdr *a, const hoop__hdr *b)
+{
+    return a->seq == b->seq && a->count == b->count && a->coll == b->coll && a->dtype == b->dtype &&
+           a->op == b->op && a->algo == b->algo && a->root == b->root;
+}
+
+/* Checks the predecessor's header against ours once it has arrived. */
+static void check_header(hoop_comm *comm)
+{
+    struct hoop_request *r = comm->cur;
+    if (comm->hq_len == 0) {
+        if (comm->prev_bye || comm->ctl_eof) {
+            char msg[200];
+            snprintf(msg, sizeof(msg), "rank %d has left (destroyed its communicator)", comm->prev);
+            fail_local(comm, HOOP_ERR_REMOTE, comm->prev, &r->hdr, NULL, msg, 1);
+        }
+        return;
+    }
+    hoop__hdr h = comm->hq[comm->hq_head];
+    comm->hq_head = (comm->hq_head + 1) % comm->hq_cap;
+    comm->hq_len--;
+    if (hdr_equal(&h, &r->hdr)) {
+        comm->hdr_ok = 1;
+        return;
+    }
+    char a[160], b[160], msg[400];
+    hoop__hdr_describe(&r->hdr, a, sizeof(a));
+    hoop__hdr_describe(&h, b, sizeof(b));
+    snprintf(msg, sizeof(msg), "collective mismatch: rank %d called %s but rank %d called %s",
+             comm->rank, a, comm->prev, b);
+    fail_local(comm, HOOP_ERR_MISMATCH, -1, &r->hdr, &h, msg, 1);
+}
+
+static void finish_op(hoop_comm *comm)
+{
+    atomic_fetch_add(&comm->bytes_sent, hoop__exec_bytes_sent(comm->exec));
+    hoop__exec_free(comm->exec);
+    hoop__sched_free(&comm->sched);
+    comm->exec = NULL;
+    hoop__request_complete(comm->cur, HOOP_OK, NULL);
+    comm->cur = NULL;
+}
+
+/* Advances the current call; takes the next one from the queue when idle. */
+static void op_progress(hoop_comm *comm, int *progressed)
+{
+    if (!comm->cur) {
+        pthread_mutex_lock(&comm->mu);
+        comm->cur = comm->q_head;
+        if (comm->cur && !(comm->q_head = comm->cur->next)) comm->q_tail = NULL;
+        pthread_mutex_unlock(&comm->mu);
+        if (!comm->cur) return;
+        *progressed = 1;
+        if (comm->world_size == 1) {
+            run_local(comm->cur);
+            hoop__request_complete(comm->cur, HOOP_OK, NULL);
+            comm->cur = NULL;
+            return;
+        }
+        hoop_status st = start_op(comm, comm->cur);
+        if (st != HOOP_OK) {
+            fail_local(comm, st, -1, &comm->cur->hdr, NULL, hoop_last_error(), 1);
+            return;
+        }
+    }
+    int done = 0, moved = 0;
+    if (comm->hdr_req) {
+        if (comm->tp->test(comm->hdr_req, &done, NULL) != HOOP_OK) {
+            comm->hdr_req = NULL;
+            fail_local(comm, HOOP_ERR_REMOTE, comm->next, &comm->cur->hdr, NULL, hoop_last_error(),
+                       0);
+            return;
+        }
+        if (done) comm->hdr_req = NULL, *progressed = 1;
+    }
+    if (!comm->hdr_ok) check_header(comm);
+    if (atomic_load(&comm->state) != HOOP__CS_RUNNING) return;
+    if (hoop__exec_progress(comm->exec, comm->hdr_ok, &moved, &done) != HOOP_OK) {
+        int peer = hoop__exec_failed_peer(comm->exec);
+        fail_local(comm, HOOP_ERR_REMOTE, peer, &comm->cur->hdr, NULL, hoop_last_error(), 0);
+        return;
+    }
+    *progressed |= moved;
+    if (done && comm->hdr_ok && !comm->hdr_req) {
+        finish_op(comm);
+        *progressed = 1;
+    } else if (hoop__now_ns() > comm->cur_deadline) {
+        char d[160], msg[300];
+        hoop__hdr_describe(&comm->cur->hdr, d, sizeof(d));
+        snprintf(msg, sizeof(msg), "rank %d: %s did not finish within HOOP_TIMEOUT (%lld ms)",
+                 comm->rank, d, (long long)comm->timeout_ms);
+        fail_local(comm, HOOP_ERR_TIMEOUT, -1, &comm->cur->hdr, NULL, msg, 1);
+    }
+}
+
+// ----------------------------------------------------------------- the loop
+
+static int add_fds(struct hoop_tp_comm *c, struct pollfd *fds, int n, int always)
+{
+    if (!c || !c->tp->pollfds) return n;
+    int k = c->tp->pollfds(c, fds + n, MAX_POLL - n);
+    for (int i = 0; i < k; i++) {
+        if (always) fds[n + i].events |= POLLIN;
+        if (fds[n + i].events == 0) fds[n + i].fd = -1; /* idle: not worth waking for */
+    }
+    return n + k;
+}
+
+/* Sleeps until a link, the wake fd or a deadline needs attention. */
+static void wait_events(hoop_comm *comm)
+{
+    struct pollfd fds[MAX_POLL];
+    int n = 0;
+    fds[n++] = (struct pollfd){.fd = comm->wake_fd, .events = POLLIN};
+    if (!comm->ctl_eof) n = add_fds(comm->ctl_recv, fds, n, 1);
+    n = add_fds(comm->ctl_send, fds, n, 0);
+    for (int p = 0; comm->cur && p < comm->world_size && n < MAX_POLL - 16; p++) {
+        if (comm->send) n = add_fds(comm->send[p], fds, n, 0);
+        if (comm->recv) n = add_fds(comm->recv[p], fds, n, 0);
+    }
+    int64_t until = INT64_MAX;
+    if (comm->cur) until = comm->cur_deadline;
+    if (atomic_load(&comm->state) == HOOP__CS_FAILING && comm->failing_deadline < until)
+        until = comm->failing_deadline;
+    int ms = hoop__ms_left(until);
+    if (ms > 1000) ms = 1000;
+    if (poll(fds, (nfds_t)n, ms) > 0 && (fds[0].revents & POLLIN)) {
+        uint64_t v;
+        if (read(comm->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN) usleep(100);
+    }
+}
+
+static void shutdown_links(hoop_comm *comm)
+{
+    if (atomic_load(&comm->state) == HOOP__CS_RUNNING) {
+        hoop__hdr bye = {.kind = HOOP__REC_BYE, .root = comm->rank};
+        ctl_flush(comm, &bye, 1);
+    }
+    ops_fail_all(comm, HOOP_ERR_USAGE, "the communicator was destroyed before this call ran");
+}
+
+static void handle_abort(hoop_comm *comm, int how)
+{
+    char msg[200];
+    if (how == 2) { /* test hook: vanish like a crashed process */
+        hoop__comm_close_links(comm);
+        comm->fail_st = HOOP_ERR_REMOTE;
+        snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d was killed", comm->rank);
+        atomic_store(&comm->state, HOOP__CS_FAILED);
+        ops_fail_all(comm, comm->fail_st, comm->fail_msg);
+        return;
+    }
+    snprintf(msg, sizeof(msg), "rank %d aborted its communicator", comm->rank);
+    fail_local(comm, HOOP_ERR_REMOTE, comm->rank, comm->cur ? &comm->cur->hdr : NULL, NULL, msg, 1);
+}
+
+void *hoop__progress_main(void *arg)
+{
+    hoop_comm *comm = arg;
+    int64_t last_progress = 0;
+    while (!atomic_load(&comm->stop)) {
+        int progressed = 0, how = atomic_exchange(&comm->abort_req, 0);
+        if (how) handle_abort(comm, how);
+        ctl_progress(comm, &progressed);
+        int state = atomic_load(&comm->state);
+        if (state == HOOP__CS_FAILING && hoop__now_ns() >= comm->failing_deadline)
+            fail_finalize(comm);
+        if (state == HOOP__CS_RUNNING) op_progress(comm, &progressed);
+        if (atomic_load(&comm->state) == HOOP__CS_FAILED)
+            ops_fail_all(comm, comm->fail_st, comm->fail_msg);
+        int64_t now = hoop__now_ns();
+        if (progressed) last_progress = now;
+        if (!progressed && (!comm->cur || now - last_progress > SPIN_NS)) wait_events(comm);
+    }
+    shutdown_links(comm);
+    return NULL;
+}

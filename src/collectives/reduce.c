@@ -1,0 +1,177 @@
+/*
+ * src/collectives/reduce.c -- elementwise reduction kernels on the CPU.
+ *
+ * Plain loops over contiguous arrays that the compiler vectorises (-O2 -ftree-vectorize
+ * or -O3). Integer sums and products are computed in the unsigned type of the same width
+ * so they wrap without undefined behaviour. f16 and bf16 are widened to f32, combined,
+ * optionally divided (the last step of an average) and rounded once to nearest even.
+ *
+ * Owns nothing. Thread-safe (pure functions).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "collectives/coll.h"
+
+// ----------------------------------------------------------------- half conversions
+
+float hoop__f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13); /* inf / nan */
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    } else if (man == 0) {
+        bits = sign;
+    } else { /* subnormal: normalise */
+        int e = -1;
+        do {
+            e++;
+            man <<= 1;
+        } while ((man & 0x400) == 0);
+        bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ff) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t hoop__f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000;
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) /* inf or nan (keep a quiet nan) */
+        return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* rounds to inf */
+    if (ax < 0x38800000u) { /* result is subnormal or zero: scale and round */
+        float a;
+        memcpy(&a, &ax, 4);
+        /* a * 2^24 is the subnormal mantissa; rintf rounds to nearest even. */
+        return (uint16_t)(sign | (uint32_t)rintf(a * 16777216.0f));
+    }
+    uint32_t mant = ax + 0xc8000fffu + ((ax >> 13) & 1); /* rebias 127->15, round half even */
+    return (uint16_t)(sign | (mant >> 13));
+}
+
+float hoop__bf16_to_f32(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t hoop__f32_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet nan */
+    x += 0x7fffu + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
+// ----------------------------------------------------------------- kernels
+
+#define COMBINE(op, x, y)                            \
+    ((op) == HOOP_OP_PROD  ? (x) * (y)               \
+     : (op) == HOOP_OP_MIN ? ((y) < (x) ? (y) : (x)) \
+     : (op) == HOOP_OP_MAX ? ((y) > (x) ? (y) : (x)) \
+                           : (x) + (y))
+
+/* One loop per (type, op) so each one vectorises without a branch inside. */
+#define DEF_KERNEL(NAME, T)                                                            \
+    static void NAME(hoop_op op, T *dst, const T *a, const T *b, size_t n)             \
+    {                                                                                  \
+        switch (op) {                                                                  \
+        case HOOP_OP_PROD:                                                             \
+            for (size_t i = 0; i < n; i++) dst[i] = COMBINE(HOOP_OP_PROD, a[i], b[i]); \
+            break;                                                                     \
+        case HOOP_OP_MIN:                                                              \
+            for (size_t i = 0; i < n; i++) dst[i] = COMBINE(HOOP_OP_MIN, a[i], b[i]);  \
+            break;                                                                     \
+        case HOOP_OP_MAX:                                                              \
+            for (size_t i = 0; i < n; i++) dst[i] = COMBINE(HOOP_OP_MAX, a[i], b[i]);  \
+            break;                                                                     \
+        default:                                                                       \
+            for (size_t i = 0; i < n; i++) dst[i] = COMBINE(HOOP_OP_SUM, a[i], b[i]);  \
+            break;                                                                     \
+        }                                                                              \
+    }
+
+DEF_KERNEL(k_f32, float)
+DEF_KERNEL(k_f64, double)
+DEF_KERNEL(k_i32, int32_t)
+DEF_KERNEL(k_i64, int64_t)
+DEF_KERNEL(k_u8, uint8_t)
+
+/* Wrapping arithmetic for signed integers: sum and product in the unsigned type. */
+#define DEF_WRAP(NAME, T, U)                                                \
+    static void NAME(hoop_op op, T *dst, const T *a, const T *b, size_t n)  \
+    {                                                                       \
+        if (op == HOOP_OP_SUM || op == HOOP_OP_AVG) {                       \
+            for (size_t i = 0; i < n; i++) dst[i] = (T)((U)a[i] + (U)b[i]); \
+        } else if (op == HOOP_OP_PROD) {                                    \
+            for (size_t i = 0; i < n; i++) dst[i] = (T)((U)a[i] * (U)b[i]); \
+        } else {                                                            \
+            k_##T(op, dst, a, b, n);                                        \
+        }                                                                   \
+    }
+#define k_int32_t k_i32
+#define k_int64_t k_i64
+DEF_WRAP(w_i32, int32_t, uint32_t)
+DEF_WRAP(w_i64, int64_t, uint64_t)
+
+static void k_u8w(hoop_op op, uint8_t *dst, const uint8_t *a, const uint8_t *b, size_t n)
+{
+    if (op == HOOP_OP_PROD) {
+        for (size_t i = 0; i < n; i++) dst[i] = (uint8_t)((unsigned)a[i] * b[i]);
+    } else if (op == HOOP_OP_SUM || op == HOOP_OP_AVG) {
+        for (size_t i = 0; i < n; i++) dst[i] = (uint8_t)(a[i] + b[i]);
+    } else {
+        k_u8(op, dst, a, b, n);
+    }
+}
+
+/* Half types: widen, combine, (divide), round once. */
+static void k_half(int bf, hoop_op op, uint16_t *dst, const uint16_t *a, const uint16_t *b,
+                   size_t n, int divisor)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = bf ? hoop__bf16_to_f32(a[i]) : hoop__f16_to_f32(a[i]);
+        float y = bf ? hoop__bf16_to_f32(b[i]) : hoop__f16_to_f32(b[i]);
+        float r = COMBINE(op, x, y);
+        if (divisor > 0) r /= (float)divisor;
+        dst[i] = bf ? hoop__f32_to_bf16(r) : hoop__f32_to_f16(r);
+    }
+}
+
+void hoop__reduce(hoop_dtype dtype, hoop_op op, void *dst, const void *a, const void *b,
+                  size_t count, int divisor)
+{
+    if (op != HOOP_OP_AVG) divisor = 0;
+    switch (dtype) {
+    case HOOP_DTYPE_F32:
+        k_f32(op, dst, a, b, count);
+        if (divisor > 0) {
+            float *d = dst;
+            for (size_t i = 0; i < count; i++) d[i] /= (float)divisor;
+        }
+        break;
+    case HOOP_DTYPE_F64:
+        k_f64(op, dst, a, b, count);
+        if (divisor > 0) {
+            double *d = dst;
+            for (size_t i = 0; i < count; i++) d[i] /= (double)divisor;
+        }
+        break;
+    case HOOP_DTYPE_F16: k_half(0, op, dst, a, b, count, divisor); break;
+    case HOOP_DTYPE_BF16: k_half(1, op, dst, a, b, count, divisor); break;
+    case HOOP_DTYPE_I32: w_i32(op, dst, a, b, count); break;
+    case HOOP_DTYPE_I64: w_i64(op, dst, a, b, count); break;
+    case HOOP_DTYPE_U8: k_u8w(op, dst, a, b, count); break;
+    default: break;
+    }
+}

@@ -1,0 +1,686 @@
+/*
+ * src/transport/tcp.c -- the TCP transport: non-blocking sockets, several streams per link.
+ *
+ * A link (send comm -> recv comm) is nsocks TCP connections. A message of `bytes` is cut
+ * into up to nsocks pieces of at least TCP_MIN_PIECE bytes; piece j of the k-th message
+ * goes to stream (first + j) % nsocks where `first` advances by the number of pieces,
+ * so both ends stripe identically without any framing. Each stream keeps a FIFO of
+ * pieces and moves them with partial send()/recv() calls; a request completes when all
+ * its pieces have moved.
+ *
+ * Connections are authenticated: the connector sends a hello (magic, version, rank,
+ * channel, stream index, nonce, token) and waits for a one-byte verdict. The acceptor
+ * compares the token in constant time and refuses strangers (logged, never returned).
+ *
+ * Errors on an established link (EOF, EPIPE, ECONNRESET, any other errno) fail the comm
+ * with HOOP_ERR_REMOTE naming the peer; every pending request then fails with it.
+ *
+ * Owns: sockets and requests of its comms. Thread-safety: one thread per comm.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/check.h"
+#include "core/clock.h"
+#include "transport/transport.h"
+
+#define TCP_MAGIC 0x686f6f70u /* "hoop" */
+#define TCP_VERSION 1
+#define TCP_MAX_SOCKS 16
+#define TCP_MIN_PIECE (64u << 10) /* bytes: smaller messages stay on one stream */
+#define TCP_SOCKBUF (4 << 20)     /* bytes asked for SO_SNDBUF / SO_RCVBUF */
+
+struct tcp_ctx {
+    int rank, nsocks;
+    char token[HOOP_TP_TOKEN_MAX];
+    struct sockaddr_in addr; /* listen address (port 0) */
+};
+
+/* What a rank publishes; `pending` is the connector's progress, NULL when published. */
+struct tcp_handle {
+    uint32_t magic;
+    uint32_t addr; /* IPv4, network order */
+    uint16_t port; /* network order */
+    uint16_t pad;
+    int32_t rank;
+    struct tcp_comm *pending;
+};
+_Static_assert(sizeof(struct tcp_handle) <= HOOP_TP_HANDLE_MAX, "tcp handle too large");
+
+struct tcp_hello {
+    uint32_t magic;
+    uint16_t version, nsocks;
+    int32_t rank, channel, idx;
+    uint32_t nonce;
+    char token[HOOP_TP_TOKEN_MAX];
+};
+
+struct tcp_req;
+struct tcp_piece {
+    struct tcp_req *req;
+    char *ptr;
+    size_t left;
+    struct tcp_piece *next;
+};
+
+struct tcp_req {
+    struct tcp_comm *comm;
+    int parts_left;
+    size_t bytes;
+    struct tcp_req *all_prev, *all_next; /* every live request of the comm */
+    struct tcp_piece piece[TCP_MAX_SOCKS];
+};
+
+enum tcp_conn_state { TCS_START, TCS_CONNECTING, TCS_HELLO, TCS_ACK, TCS_DONE };
+enum tcp_kind { TK_LISTEN, TK_SEND, TK_RECV };
+
+struct tcp_stream {
+    int fd;
+    struct tcp_piece *head, *tail;
+    enum tcp_conn_state state; /* connector only */
+    size_t off;                /* hello bytes sent (connector) or read (acceptor) */
+};
+
+/* An accepted socket whose hello is still being read. */
+struct tcp_pend {
+    int fd;
+    size_t off;
+    struct tcp_hello hello;
+};
+
+struct tcp_comm {
+    struct hoop_tp_comm base;
+    struct tcp_ctx *ctx;
+    enum tcp_kind kind;
+    int nsocks;
+    unsigned next_stream;
+    struct tcp_stream s[TCP_MAX_SOCKS];
+    struct tcp_req *all;
+    hoop_status failed;
+    char why[200];
+    /* connector */
+    struct sockaddr_in raddr;
+    struct tcp_hello hello;
+    /* listener: sockets reading their hello, and groups of streams being assembled */
+    struct tcp_pend *pend;
+    int npend;
+    struct tcp_comm **groups;
+    int ngroups;
+    uint32_t group_nonce[64];
+};
+
+static const struct hoop_transport *self_tp(void);
+
+// ----------------------------------------------------------------- addresses
+
+static hoop_status addr_from_ifname(const char *prefix, struct in_addr *out)
+{
+    struct ifaddrs *ifs, *i;
+    int exact = prefix[0] == '=';
+    if (exact) prefix++;
+    HOOP_SYSCHECK(getifaddrs(&ifs), "getifaddrs");
+    for (i = ifs; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+        int match = exact ? strcmp(i->ifa_name, prefix) == 0
+                          : strncmp(i->ifa_name, prefix, strlen(prefix)) == 0;
+        if (match) break;
+    }
+    if (i) *out = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+    freeifaddrs(ifs);
+    if (!i)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "HOOP_SOCKET_IFNAME=%s%s matches no interface with an IPv4 address",
+                          exact ? "=" : "", prefix);
+    return HOOP_OK;
+}
+
+/* The local address the kernel would use to reach host (UDP connect + getsockname). */
+static hoop_status addr_routing_to(const char *host, struct in_addr *out)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *ai;
+    int rc = getaddrinfo(host, "9", &hints, &ai);
+    if (rc != 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "MASTER_ADDR=%s cannot be resolved: %s", host,
+                          gai_strerror(rc));
+    struct in_addr dst = ((struct sockaddr_in *)ai->ai_addr)->sin_addr;
+    if ((ntohl(dst.s_addr) >> 24) == 127) {
+        freeaddrinfo(ai);
+        out->s_addr = htonl(INADDR_LOOPBACK);
+        return HOOP_OK;
+    }
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in me;
+    socklen_t len = sizeof(me);
+    int ok = fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+             getsockname(fd, (struct sockaddr *)&me, &len) == 0;
+    int err = errno;
+    if (fd >= 0) close(fd);
+    freeaddrinfo(ai);
+    if (!ok)
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "no route to MASTER_ADDR=%s: %s", host, strerror(err));
+    if ((ntohl(me.sin_addr.s_addr) >> 24) == 127)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "the route to MASTER_ADDR=%s leaves through loopback; set "
+                          "HOOP_SOCKET_IFNAME",
+                          host);
+    *out = me.sin_addr;
+    return HOOP_OK;
+}
+
+// ----------------------------------------------------------------- context
+
+static hoop_status tcp_init(const struct hoop_tp_config *cfg, void **tctx)
+{
+    struct tcp_ctx *ctx;
+    if (cfg->nsocks < 1 || cfg->nsocks > TCP_MAX_SOCKS)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "HOOP_TCP_NSOCKS=%d is out of range [1, %d]",
+                          cfg->nsocks, TCP_MAX_SOCKS);
+    if (cfg->token && strlen(cfg->token) >= HOOP_TP_TOKEN_MAX)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "HOOP_TOKEN is longer than %d characters",
+                          HOOP_TP_TOKEN_MAX - 1);
+    struct in_addr a = {.s_addr = htonl(INADDR_LOOPBACK)};
+    if (cfg->ifname && *cfg->ifname)
+        HOOP_CHECK(addr_from_ifname(cfg->ifname, &a));
+    else if (cfg->master_addr && *cfg->master_addr)
+        HOOP_CHECK(addr_routing_to(cfg->master_addr, &a));
+    HOOP_CHECK(hoop__calloc(&ctx, 1));
+    ctx->rank = cfg->rank;
+    ctx->nsocks = cfg->nsocks;
+    if (cfg->token) strcpy(ctx->token, cfg->token);
+    ctx->addr.sin_family = AF_INET;
+    ctx->addr.sin_addr = a;
+    *tctx = ctx;
+    return HOOP_OK;
+}
+
+static hoop_status tcp_finalize(void *tctx)
+{
+    free(tctx);
+    return HOOP_OK;
+}
+
+static void set_sockopts(int fd)
+{
+    int one = 1, buf = TCP_SOCKBUF;
+    /* Best effort: a refused option only costs speed. */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+}
+
+static hoop_status comm_new(struct tcp_ctx *ctx, enum tcp_kind kind, int nsocks, int peer,
+                            struct tcp_comm **out)
+{
+    struct tcp_comm *c;
+    HOOP_CHECK(hoop__calloc(&c, 1));
+    c->base.tp = self_tp();
+    c->base.peer = peer;
+    c->ctx = ctx;
+    c->kind = kind;
+    c->nsocks = nsocks;
+    for (int i = 0; i < TCP_MAX_SOCKS; i++) c->s[i].fd = -1;
+    *out = c;
+    return HOOP_OK;
+}
+
+// ----------------------------------------------------------------- listen / accept
+
+static hoop_status tcp_listen(void *tctx, void *handle, struct hoop_tp_comm **out)
+{
+    struct tcp_ctx *ctx = tctx;
+    struct tcp_comm *c;
+    struct sockaddr_in a = ctx->addr;
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "socket: %s", strerror(errno));
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 256) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        int err = errno;
+        close(fd);
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "listen on %s: %s", inet_ntoa(ctx->addr.sin_addr),
+                          strerror(err));
+    }
+    hoop_status st = comm_new(ctx, TK_LISTEN, 1, -1, &c);
+    if (st != HOOP_OK) {
+        close(fd);
+        return st;
+    }
+    c->s[0].fd = fd;
+    struct tcp_handle h = {
+        .magic = TCP_MAGIC, .addr = a.sin_addr.s_addr, .port = a.sin_port, .rank = ctx->rank};
+    memset(handle, 0, HOOP_TP_HANDLE_MAX);
+    memcpy(handle, &h, sizeof(h));
+    HOOP_DEBUGF(NET, "TCP: rank %d listening on %s:%d", ctx->rank, inet_ntoa(a.sin_addr),
+                ntohs(a.sin_port));
+    *out = &c->base;
+    return HOOP_OK;
+}
+
+static int token_equal(const char *a, const char *b)
+{
+    unsigned char diff = 0;
+    for (int i = 0; i < HOOP_TP_TOKEN_MAX; i++) diff |= (unsigned char)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+/* Reads more of p's hello; returns 1 when complete, 0 when not yet, -1 when dead. */
+static int pend_read(struct tcp_pend *p)
+{
+    ssize_t n = recv(p->fd, (char *)&p->hello + p->off, sizeof(p->hello) - p->off, MSG_DONTWAIT);
+    if (n == 0) return -1;
+    if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -1;
+    p->off += (size_t)n;
+    return p->off == sizeof(p->hello);
+}
+
+/* Files a verified stream into its group; returns the group when it is complete. */
+static hoop_status group_add(struct tcp_comm *l, const struct tcp_hello *h, int fd,
+                             struct tcp_comm **done)
+{
+    struct tcp_comm *g = NULL;
+    int gi;
+    for (gi = 0; gi < l->ngroups; gi++) {
+        struct tcp_comm *x = l->groups[gi];
+        if (x->base.peer == h->rank && x->base.channel == h->channel &&
+            l->group_nonce[gi % 64] == h->nonce) {
+            g = x;
+            break;
+        }
+    }
+    if (!g) {
+        if (l->ngroups >= 64) return HOOP_ERROR(HOOP_ERR_INTERNAL, "too many half-open links");
+        HOOP_CHECK(comm_new(l->ctx, TK_RECV, h->nsocks, h->rank, &g));
+        g->base.channel = h->channel;
+        HOOP_CHECK(hoop__realloc(&l->groups, (size_t)l->ngroups + 1));
+        gi = l->ngroups++;
+        l->groups[gi] = g;
+        l->group_nonce[gi] = h->nonce;
+    }
+    g->s[h->idx].fd = fd;
+    for (int i = 0; i < g->nsocks; i++)
+        if (g->s[i].fd < 0) return HOOP_OK;
+    l->groups[gi] = l->groups[--l->ngroups];
+    l->group_nonce[gi] = l->group_nonce[l->ngroups];
+    *done = g;
+    return HOOP_OK;
+}
+
+/* Judges a complete hello: refuses strangers, files friends. */
+static hoop_status pend_judge(struct tcp_comm *l, struct tcp_pend *p, struct tcp_comm **done)
+{
+    const struct tcp_hello *h = &p->hello;
+    int ok = h->magic == TCP_MAGIC && h->version == TCP_VERSION && h->nsocks >= 1 &&
+             h->nsocks <= TCP_MAX_SOCKS && h->idx >= 0 && h->idx < h->nsocks;
+    if (ok && !token_equal(h->token, l->ctx->token)) {
+        HOOP_WARN("TCP: refused a connection claiming rank %d: wrong HOOP_TOKEN", h->rank);
+        ok = 0;
+    } else if (!ok) {
+        HOOP_WARN("TCP: refused a connection that is not a hoop peer (bad hello)");
+    }
+    char verdict = ok ? 1 : 0;
+    if (send(p->fd, &verdict, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) ok = 0;
+    if (!ok) {
+        close(p->fd);
+        return HOOP_OK;
+    }
+    set_sockopts(p->fd);
+    return group_add(l, h, p->fd, done);
+}
+
+static hoop_status tcp_accept(struct hoop_tp_comm *lc, struct hoop_tp_comm **out)
+{
+    struct tcp_comm *l = HOOP_CONTAINER_OF(lc, struct tcp_comm, base);
+    struct tcp_comm *done = NULL;
+    *out = NULL;
+    for (;;) {
+        int fd = accept4(l->s[0].fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) break;
+        HOOP_CHECK(hoop__realloc(&l->pend, (size_t)l->npend + 1));
+        l->pend[l->npend++] = (struct tcp_pend){.fd = fd};
+    }
+    for (int i = 0; i < l->npend && !done;) {
+        int r = pend_read(&l->pend[i]);
+        if (r == 0) {
+            i++;
+            continue;
+        }
+        struct tcp_pend p = l->pend[i];
+        l->pend[i] = l->pend[--l->npend];
+        if (r < 0)
+            close(p.fd);
+        else
+            HOOP_CHECK(pend_judge(l, &p, &done));
+    }
+    if (done) {
+        HOOP_DEBUGF(NET, "TCP: rank %d accepted rank %d channel %d, %d streams", l->ctx->rank,
+                    done->base.peer, done->base.channel, done->nsocks);
+        *out = &done->base;
+    }
+    return HOOP_OK;
+}
+
+// ----------------------------------------------------------------- connect
+
+/* Advances one stream of a connecting comm; sets *done when its verdict arrived. */
+static hoop_status conn_step(struct tcp_comm *c, int i, int *done)
+{
+    struct tcp_stream *s = &c->s[i];
+    int peer = c->base.peer, err = 0;
+    socklen_t len = sizeof(err);
+    ssize_t n;
+    char verdict;
+    struct pollfd pfd = {.fd = s->fd, .events = POLLOUT};
+    switch (s->state) {
+    case TCS_START:
+        s->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (s->fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "socket: %s", strerror(errno));
+        set_sockopts(s->fd);
+        if (connect(s->fd, (struct sockaddr *)&c->raddr, sizeof(c->raddr)) != 0 &&
+            errno != EINPROGRESS)
+            goto fail;
+        s->state = TCS_CONNECTING;
+        return HOOP_OK;
+    case TCS_CONNECTING:
+        if (poll(&pfd, 1, 0) <= 0) return HOOP_OK;
+        if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) goto fail;
+        if (err != 0) {
+            errno = err;
+            goto fail;
+        }
+        s->state = TCS_HELLO;
+        /* fall through */
+    case TCS_HELLO:
+        c->hello.idx = i;
+        n = send(s->fd, (char *)&c->hello + s->off, sizeof(c->hello) - s->off,
+                 MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return HOOP_OK;
+        if (n < 0) goto fail;
+        s->off += (size_t)n;
+        if (s->off < sizeof(c->hello)) return HOOP_OK;
+        s->state = TCS_ACK;
+        /* fall through */
+    case TCS_ACK:
+        n = recv(s->fd, &verdict, 1, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return HOOP_OK;
+        if (n != 1 || verdict != 1)
+            return HOOP_ERROR(HOOP_ERR_REMOTE,
+                              "rank %d (%s:%d) refused the connection (wrong HOOP_TOKEN?)", peer,
+                              inet_ntoa(c->raddr.sin_addr), ntohs(c->raddr.sin_port));
+        s->state = TCS_DONE;
+        /* fall through */
+    case TCS_DONE: *done = 1; return HOOP_OK;
+    }
+fail:
+    return HOOP_ERROR(HOOP_ERR_REMOTE, "cannot connect to rank %d at %s:%d: %s", peer,
+                      inet_ntoa(c->raddr.sin_addr), ntohs(c->raddr.sin_port), strerror(errno));
+}
+
+static hoop_status tcp_connect(void *tctx, void *handle, int channel, struct hoop_tp_comm **out)
+{
+    struct tcp_ctx *ctx = tctx;
+    struct tcp_handle *h = handle;
+    struct tcp_comm *c = h->pending;
+    *out = NULL;
+    if (h->magic != TCP_MAGIC)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "connect: not a TCP endpoint handle");
+    if (!c) {
+        HOOP_CHECK(comm_new(ctx, TK_SEND, ctx->nsocks, h->rank, &c));
+        c->base.channel = channel;
+        c->raddr.sin_family = AF_INET;
+        c->raddr.sin_addr.s_addr = h->addr;
+        c->raddr.sin_port = h->port;
+        c->hello = (struct tcp_hello){.magic = TCP_MAGIC,
+                                      .version = TCP_VERSION,
+                                      .nsocks = (uint16_t)ctx->nsocks,
+                                      .rank = ctx->rank,
+                                      .channel = channel,
+                                      .nonce = (uint32_t)hoop__now_ns() ^ (uint32_t)(uintptr_t)c};
+        memcpy(c->hello.token, ctx->token, HOOP_TP_TOKEN_MAX);
+        h->pending = c;
+    }
+    int ndone = 0;
+    for (int i = 0; i < c->nsocks; i++) {
+        int done = 0;
+        hoop_status st = conn_step(c, i, &done);
+        if (st != HOOP_OK) {
+            h->pending = NULL;
+            c->base.tp->close(&c->base);
+            return st;
+        }
+        ndone += done;
+    }
+    if (ndone == c->nsocks) {
+        h->pending = NULL;
+        HOOP_DEBUGF(NET, "TCP: rank %d connected to rank %d channel %d, %d streams", ctx->rank,
+                    h->rank, channel, c->nsocks);
+        *out = &c->base;
+    }
+    return HOOP_OK;
+}
+
+// ----------------------------------------------------------------- data path
+
+static hoop_status comm_fail(struct tcp_comm *c, const char *what, int err)
+{
+    if (c->failed == HOOP_OK) {
+        c->failed = HOOP_ERR_REMOTE;
+        if (err == 0)
+            snprintf(c->why, sizeof(c->why), "rank %d closed the connection (%s)", c->base.peer,
+                     what);
+        else
+            snprintf(c->why, sizeof(c->why), "link to rank %d failed (%s: %s)", c->base.peer, what,
+                     strerror(err));
+    }
+    return HOOP_ERROR(c->failed, "%s", c->why);
+}
+
+/* Moves bytes on one stream until it would block. */
+static hoop_status stream_progress(struct tcp_comm *c, struct tcp_stream *s)
+{
+    while (s->head) {
+        struct tcp_piece *p = s->head;
+        ssize_t n;
+        if (p->left > 0) {
+            if (c->kind == TK_SEND)
+                n = send(s->fd, p->ptr, p->left, MSG_NOSIGNAL | MSG_DONTWAIT);
+            else
+                n = recv(s->fd, p->ptr, p->left, MSG_DONTWAIT);
+            if (n == 0 && c->kind == TK_RECV) return comm_fail(c, "recv", 0);
+            if (n < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return HOOP_OK;
+                if (errno == EPIPE || errno == ECONNRESET)
+                    return comm_fail(c, c->kind == TK_SEND ? "send" : "recv", 0);
+                return comm_fail(c, c->kind == TK_SEND ? "send" : "recv", errno);
+            }
+            p->ptr += n;
+            p->left -= (size_t)n;
+            if (p->left > 0) return HOOP_OK;
+        }
+        s->head = p->next;
+        if (!s->head) s->tail = NULL;
+        p->req->parts_left--;
+    }
+    return HOOP_OK;
+}
+
+static void req_release(struct tcp_req *r)
+{
+    struct tcp_comm *c = r->comm;
+    if (r->all_prev)
+        r->all_prev->all_next = r->all_next;
+    else
+        c->all = r->all_next;
+    if (r->all_next) r->all_next->all_prev = r->all_prev;
+    free(r);
+}
+
+static hoop_status post(struct tcp_comm *c, void *buf, size_t bytes, void **out)
+{
+    struct tcp_req *r;
+    *out = NULL;
+    if (c->failed != HOOP_OK) return HOOP_ERROR(c->failed, "%s", c->why);
+    HOOP_CHECK(hoop__calloc(&r, 1));
+    r->comm = c;
+    r->bytes = bytes;
+    size_t np = bytes / TCP_MIN_PIECE;
+    if (np < 1) np = 1;
+    if (np > (size_t)c->nsocks) np = (size_t)c->nsocks;
+    size_t base = bytes / np, extra = bytes % np;
+    char *ptr = buf;
+    unsigned first = c->next_stream;
+    for (size_t j = 0; j < np; j++) {
+        struct tcp_piece *p = &r->piece[j];
+        struct tcp_stream *s = &c->s[(c->next_stream + j) % (unsigned)c->nsocks];
+        p->req = r;
+        p->ptr = ptr;
+        p->left = base + (j < extra);
+        ptr += p->left;
+        if (s->tail)
+            s->tail->next = p;
+        else
+            s->head = p;
+        s->tail = p;
+    }
+    c->next_stream = (c->next_stream + (unsigned)np) % (unsigned)c->nsocks;
+    r->parts_left = (int)np;
+    r->all_next = c->all;
+    if (c->all) c->all->all_prev = r;
+    c->all = r;
+    /* Try at once: small messages often complete here, saving a poll round. */
+    for (size_t j = 0; j < np; j++)
+        (void)stream_progress(c, &c->s[(first + j) % (unsigned)c->nsocks]);
+    *out = r;
+    return HOOP_OK;
+}
+
+static hoop_status tcp_isend(struct hoop_tp_comm *tc, const void *buf, size_t bytes, uint32_t tag,
+                             void *mr, void **req)
+{
+    (void)tag, (void)mr;
+    struct tcp_comm *c = HOOP_CONTAINER_OF(tc, struct tcp_comm, base);
+    if (c->kind != TK_SEND) return HOOP_ERROR(HOOP_ERR_USAGE, "isend on a recv comm");
+    return post(c, (void *)buf, bytes, req);
+}
+
+static hoop_status tcp_irecv(struct hoop_tp_comm *tc, void *buf, size_t bytes, uint32_t tag,
+                             void *mr, void **req)
+{
+    (void)tag, (void)mr;
+    struct tcp_comm *c = HOOP_CONTAINER_OF(tc, struct tcp_comm, base);
+    if (c->kind != TK_RECV) return HOOP_ERROR(HOOP_ERR_USAGE, "irecv on a send comm");
+    return post(c, buf, bytes, req);
+}
+
+static hoop_status tcp_test(void *req, int *done, size_t *bytes)
+{
+    struct tcp_req *r = req;
+    struct tcp_comm *c = r->comm;
+    *done = 0;
+    for (int j = 0; j < c->nsocks && r->parts_left > 0 && c->failed == HOOP_OK; j++)
+        if (c->s[j].head) (void)stream_progress(c, &c->s[j]);
+    if (r->parts_left == 0) {
+        *done = 1;
+        if (bytes) *bytes = r->bytes;
+        req_release(r);
+        return HOOP_OK;
+    }
+    if (c->failed != HOOP_OK) {
+        req_release(r);
+        return HOOP_ERROR(c->failed, "%s", c->why);
+    }
+    return HOOP_OK;
+}
+
+static int tcp_pollfds(struct hoop_tp_comm *tc, struct pollfd *fds, int cap)
+{
+    struct tcp_comm *c = HOOP_CONTAINER_OF(tc, struct tcp_comm, base);
+    int n = 0;
+    for (int i = 0; i < c->nsocks && n < cap; i++) {
+        if (c->s[i].fd < 0) continue;
+        short ev = 0;
+        if (c->kind == TK_LISTEN) ev = POLLIN;
+        if (c->s[i].head) ev = c->kind == TK_SEND ? POLLOUT : POLLIN;
+        fds[n++] = (struct pollfd){.fd = c->s[i].fd, .events = ev};
+    }
+    return n;
+}
+
+static hoop_status tcp_close(struct hoop_tp_comm *tc)
+{
+    if (!tc) return HOOP_OK;
+    struct tcp_comm *c = HOOP_CONTAINER_OF(tc, struct tcp_comm, base);
+    for (int i = 0; i < TCP_MAX_SOCKS; i++)
+        if (c->s[i].fd >= 0) close(c->s[i].fd);
+    while (c->all) req_release(c->all);
+    for (int i = 0; i < c->npend; i++) close(c->pend[i].fd);
+    for (int i = 0; i < c->ngroups; i++) tcp_close(&c->groups[i]->base);
+    free(c->pend);
+    free(c->groups);
+    free(c);
+    return HOOP_OK;
+}
+
+const struct hoop_transport hoop__transport_tcp = {
+    .name = "tcp",
+    .api_version = HOOP_TRANSPORT_API_VERSION,
+    .init = tcp_init,
+    .listen = tcp_listen,
+    .connect = tcp_connect,
+    .accept = tcp_accept,
+    .reg_mr = NULL, /* (optional) TCP reads and writes any host memory */
+    .dereg_mr = NULL,
+    .isend = tcp_isend,
+    .irecv = tcp_irecv,
+    .test = tcp_test,
+    .pollfds = tcp_pollfds,
+    .close = tcp_close,
+    .finalize = tcp_finalize,
+};
+
+static const struct hoop_transport *self_tp(void)
+{
+    return &hoop__transport_tcp;
+}
+
+int hoop__transport_complete(const struct hoop_transport *tp, const char **missing)
+{
+    const char *m = NULL;
+    if (!tp->name)
+        m = "name";
+    else if (tp->api_version != HOOP_TRANSPORT_API_VERSION)
+        m = "api_version";
+    else if (!tp->init)
+        m = "init";
+    else if (!tp->listen)
+        m = "listen";
+    else if (!tp->connect)
+        m = "connect";
+    else if (!tp->accept)
+        m = "accept";
+    else if (!tp->isend)
+        m = "isend";
+    else if (!tp->irecv)
+        m = "irecv";
+    else if (!tp->test)
+        m = "test";
+    else if (!tp->close)
+        m = "close";
+    else if (!tp->finalize)
+        m = "finalize";
+    else if ((tp->reg_mr == NULL) != (tp->dereg_mr == NULL))
+        m = "reg_mr/dereg_mr pair";
+    if (missing) *missing = m;
+    return m == NULL;
+}

@@ -1,0 +1,97 @@
+/*
+ * src/transport/transport.h -- the versioned transport vtable (internal).
+ *
+ * A transport moves bytes between two ranks; the collectives never know which one runs
+ * under them. The shape follows a network plugin: a listening endpoint publishes a
+ * handle (at most HOOP_TP_HANDLE_MAX bytes) through the rendezvous; peers connect to it
+ * and the owner accepts; data then flows over one-directional comms (a send comm on the
+ * connecting side, a recv comm on the accepting side) with non-blocking isend / irecv /
+ * test. There is no framing: the k-th isend on a send comm is received by the k-th
+ * irecv on the matching recv comm, and both must name the same number of bytes.
+ *
+ * Blocking rules: no slot ever blocks. connect and accept are resumable state machines
+ * (return HOOP_OK with *out == NULL until done, call again before the caller's
+ * deadline); isend / irecv return *req == NULL when they would block; test makes
+ * progress on the request's comm and reports completion.
+ *
+ * Thread-safety: a comm (and its requests) is used by one thread at a time (in hoop,
+ * the communicator's progress thread). Different comms may be used concurrently.
+ */
+#ifndef HOOP_TRANSPORT_TRANSPORT_H
+#define HOOP_TRANSPORT_TRANSPORT_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hoop/status.h"
+
+#define HOOP_TRANSPORT_API_VERSION 1
+#define HOOP_TP_HANDLE_MAX 128 /* bytes exchanged through the bootstrap store */
+#define HOOP_TP_TOKEN_MAX 64   /* longest accepted HOOP_TOKEN, bytes */
+
+/* Memory kinds for reg_mr. */
+enum { HOOP_TP_MEM_HOST = 0, HOOP_TP_MEM_PINNED = 1, HOOP_TP_MEM_CUDA = 2 };
+
+/* Settings for a transport context; the communicator fills them from its config. */
+struct hoop_tp_config {
+    int rank;                /* this rank, presented to peers when connecting */
+    const char *token;       /* shared secret (HOOP_TOKEN); NULL or "" = none */
+    const char *ifname;      /* interface name or prefix for the listen address; NULL = auto */
+    const char *master_addr; /* the auto choice routes towards this host; NULL = loopback */
+    int nsocks;              /* streams per link (HOOP_TCP_NSOCKS) */
+};
+
+/* Embedded first in each implementation's comm and recovered with HOOP_CONTAINER_OF. */
+struct hoop_tp_comm {
+    const struct hoop_transport *tp;
+    int peer;    /* the rank at the other end (-1 for a listen comm) */
+    int channel; /* the connector's channel number, seen by the acceptor */
+};
+
+/*
+ * Slot contract (every slot returns hoop_status; HOOP_ERR_REMOTE names the peer):
+ *   init      creates a context from cfg.
+ *   listen    opens a listening endpoint and fills handle (<= HOOP_TP_HANDLE_MAX bytes).
+ *   connect   non-blocking: *send_comm == NULL until connected; the transport keeps its
+ *             progress in the caller's copy of handle, so pass the same copy again.
+ *             channel is shown to the acceptor. A refused token fails HOOP_ERR_REMOTE.
+ *   accept    non-blocking: *recv_comm == NULL until a peer has connected and proved
+ *             the token; strangers are refused and logged, never returned.
+ *   reg_mr    (optional) NULL when the transport needs no registration (tcp).
+ *   dereg_mr  (optional) pairs with reg_mr.
+ *   isend     queues bytes from buf; *req == NULL means "would block, retry".
+ *   irecv     queues a receive of exactly bytes into buf; *req == NULL as for isend.
+ *   test      progresses the request's comm; *done = 1 when finished, and then the
+ *             request is released. A failed comm fails every pending request.
+ *   pollfds   (optional) lists up to cap pollfds a caller may sleep on for this comm;
+ *             NULL for transports that are only polled by test.
+ *   close     closes a comm (safe on half-open comms); pending requests are released.
+ *   finalize  destroys the context.
+ */
+struct hoop_transport {
+    const char *name; /* "tcp", "ib": for logs and HOOP_TRANSPORT */
+    int api_version;
+    hoop_status (*init)(const struct hoop_tp_config *cfg, void **tctx);
+    hoop_status (*listen)(void *tctx, void *handle, struct hoop_tp_comm **listen_comm);
+    hoop_status (*connect)(void *tctx, void *handle, int channel, struct hoop_tp_comm **send_comm);
+    hoop_status (*accept)(struct hoop_tp_comm *listen_comm, struct hoop_tp_comm **recv_comm);
+    hoop_status (*reg_mr)(struct hoop_tp_comm *c, void *buf, size_t bytes, int kind, void **mr);
+    hoop_status (*dereg_mr)(struct hoop_tp_comm *c, void *mr);
+    hoop_status (*isend)(struct hoop_tp_comm *c, const void *buf, size_t bytes, uint32_t tag,
+                         void *mr, void **req);
+    hoop_status (*irecv)(struct hoop_tp_comm *c, void *buf, size_t bytes, uint32_t tag, void *mr,
+                         void **req);
+    hoop_status (*test)(void *req, int *done, size_t *bytes);
+    int (*pollfds)(struct hoop_tp_comm *c, struct pollfd *fds, int cap);
+    hoop_status (*close)(struct hoop_tp_comm *c);
+    hoop_status (*finalize)(void *tctx);
+};
+
+extern const struct hoop_transport hoop__transport_tcp;
+
+/* Returns 1 when every required slot of tp is set and the version matches, else 0 and
+ * the name of the first missing slot in *missing (for the unit test and at init). */
+int hoop__transport_complete(const struct hoop_transport *tp, const char **missing);
+
+#endif /* HOOP_TRANSPORT_TRANSPORT_H */

@@ -1,0 +1,525 @@
+/*
+ * tests/check_collectives.c -- every collective x dtype x op on 1..8 thread-ranks.
+ *
+ * Data are small integers chosen so that the exact result is known whatever the order
+ * of reduction (sums <= 40, products of 1s and 2s); the reference is computed here in
+ * int64 / double and converted once to the dtype. Results are asserted equal element by
+ * element (reporting #wrong and the first bad index) and, for data whose sum depends on
+ * the order, bitwise identical across ranks. The "errors" suite covers bad arguments,
+ * collective mismatches, a killed or aborting peer (HOOP_ERR_REMOTE within 2 s) and
+ * wait deadlines.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collectives/coll.h"
+#include "collectives/comm.h"
+#include "core/clock.h"
+#include "coll_harness.h"
+
+#define BIG_COUNT 1000003
+
+// ----------------------------------------------------------------- data
+
+static int is_float(hoop_dtype t)
+{
+    return t == HOOP_DTYPE_F32 || t == HOOP_DTYPE_F64 || t == HOOP_DTYPE_F16 ||
+           t == HOOP_DTYPE_BF16;
+}
+
+/* Value rank r contributes at element i. */
+static int64_t val(hoop_op op, hoop_dtype t, int r, size_t i)
+{
+    if (op == HOOP_OP_PROD) return 1 + (((size_t)r + i) % 3 == 0);
+    int64_t v = (int64_t)((size_t)r * 3 + i) % 5 + 1;
+    return t == HOOP_DTYPE_U8 ? v : v - 2; /* -1..3 for signed and floating types */
+}
+
+static void put(hoop_dtype t, void *buf, size_t i, double v)
+{
+    switch (t) {
+    case HOOP_DTYPE_F32: ((float *)buf)[i] = (float)v; break;
+    case HOOP_DTYPE_F64: ((double *)buf)[i] = v; break;
+    case HOOP_DTYPE_F16: ((uint16_t *)buf)[i] = hoop__f32_to_f16((float)v); break;
+    case HOOP_DTYPE_BF16: ((uint16_t *)buf)[i] = hoop__f32_to_bf16((float)v); break;
+    case HOOP_DTYPE_I32: ((int32_t *)buf)[i] = (int32_t)(int64_t)v; break;
+    case HOOP_DTYPE_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    default: ((uint8_t *)buf)[i] = (uint8_t)(int64_t)v; break;
+    }
+}
+
+/* Exact expected result of op over ranks at element i, converted once to t. */
+static void expect(hoop_op op, hoop_dtype t, int n, size_t i, void *out)
+{
+    int64_t acc = val(op, t, 0, i);
+    for (int r = 1; r < n; r++) {
+        int64_t v = val(op, t, r, i);
+        if (op == HOOP_OP_PROD)
+            acc *= v;
+        else if (op == HOOP_OP_MIN)
+            acc = v < acc ? v : acc;
+        else if (op == HOOP_OP_MAX)
+            acc = v > acc ? v : acc;
+        else
+            acc += v;
+    }
+    if (op == HOOP_OP_AVG) {
+        float q = (float)acc / (float)n; /* the documented avg: f32 sum / n, rounded once */
+        if (t == HOOP_DTYPE_F64) {
+            put(t, out, 0, (double)acc / n);
+            return;
+        }
+        put(t, out, 0, q);
+        return;
+    }
+    if (t == HOOP_DTYPE_U8) acc &= 0xff;
+    put(t, out, 0, (double)acc);
+}
+
+/* Counts elements of got that differ from the reference; returns the first bad one. */
+static size_t count_wrong(hoop_op op, hoop_dtype t, int n, const void *got, size_t off,
+                          size_t count, size_t *first)
+{
+    size_t es = hoop_dtype_size(t), wrong = 0;
+    unsigned char want[8];
+    *first = SIZE_MAX;
+    for (size_t i = 0; i < count; i++) {
+        expect(op, t, n, off + i, want);
+        if (memcmp((const char *)got + i * es, want, es) != 0) {
+            if (!wrong) *first = i;
+            wrong++;
+        }
+    }
+    return wrong;
+}
+
+/* For copies (broadcast, all-gather): element g must be what rank g / block (or src when
+ * block is 0) contributed there. */
+static size_t count_wrong_copy(hoop_dtype t, const void *got, size_t count, size_t block, int src,
+                               size_t *first)
+{
+    size_t es = hoop_dtype_size(t), wrong = 0;
+    unsigned char want[8];
+    *first = SIZE_MAX;
+    for (size_t g = 0; g < count; g++) {
+        int r = block ? (int)(g / block) : src;
+        put(t, want, 0, (double)val(HOOP_OP_SUM, t, r, g));
+        if (memcmp((const char *)got + g * es, want, es) != 0) {
+            if (!wrong) *first = g;
+            wrong++;
+        }
+    }
+    return wrong;
+}
+
+static void fill(hoop_op op, hoop_dtype t, int r, void *buf, size_t off, size_t count)
+{
+    for (size_t i = 0; i < count; i++) put(t, buf, i, (double)val(op, t, r, off + i));
+}
+
+// ----------------------------------------------------------------- one case
+
+typedef struct tcase_args {
+    hoop__coll coll;
+    hoop_dtype t;
+    hoop_op op;
+    size_t count;
+    int inplace, root;
+    hoop_algo algo;
+} tcase_args;
+
+static void describe(const tcase_args *c, char *buf, size_t cap)
+{
+    static const char *names[] = {"?",         "allreduce",      "broadcast", "reduce",
+                                  "allgather", "reduce_scatter", "barrier"};
+    snprintf(buf, cap, "%s %s %s count=%zu %s root=%d algo=%s", names[c->coll],
+             hoop_dtype_name(c->t), hoop_op_name(c->op), c->count,
+             c->inplace ? "in-place" : "out-of-place", c->root, hoop_algo_name(c->algo));
+}
+
+static hoop_status issue(h_rank *h, const tcase_args *c, void *send, void *recv)
+{
+    hoop_comm *comm = h->comm;
+    hoop_request *req = NULL;
+    hoop_status st;
+    hoop_comm_set_algo(comm, c->algo);
+    switch (c->coll) {
+    case HOOP__COLL_ALLREDUCE:
+        st = hoop_allreduce(comm, send, recv, c->count, c->t, c->op, &req);
+        break;
+    case HOOP__COLL_BROADCAST:
+        st = hoop_broadcast(comm, send, recv, c->count, c->t, c->root, NULL);
+        break;
+    case HOOP__COLL_REDUCE:
+        st = hoop_reduce(comm, send, recv, c->count, c->t, c->op, c->root, NULL);
+        break;
+    case HOOP__COLL_ALLGATHER: st = hoop_allgather(comm, send, recv, c->count, c->t, NULL); break;
+    default: st = hoop_reduce_scatter(comm, send, recv, c->count, c->t, c->op, NULL); break;
+    }
+    if (st == HOOP_OK && req) st = hoop_wait(req, -1);
+    return st;
+}
+
+/* Prepares buffers for one case, runs it and checks the result on this rank. */
+static void run_case(h_rank *h, const tcase_args *c)
+{
+    int n = h->n, r = h->rank;
+    size_t es = hoop_dtype_size(c->t), total = c->count;
+    int blocks = c->coll == HOOP__COLL_ALLGATHER || c->coll == HOOP__COLL_REDUCE_SCATTER;
+    if (blocks) total = c->count * (size_t)n;
+    char *a = calloc(total + 1, es), *b = calloc(total + 1, es), desc[200];
+    void *send = a, *recv = c->inplace ? a : b;
+    size_t check_off = 0, check_count = c->count, wrong, first;
+    int copy = c->coll == HOOP__COLL_BROADCAST || c->coll == HOOP__COLL_ALLGATHER;
+    hoop_op op = copy ? HOOP_OP_SUM : c->op;
+    if (c->coll == HOOP__COLL_ALLGATHER) { /* rank r contributes block r */
+        if (c->inplace) send = a + (size_t)r * c->count * es;
+        fill(op, c->t, r, send, (size_t)r * c->count, c->count);
+    } else if (c->coll == HOOP__COLL_REDUCE_SCATTER) {
+        fill(c->op, c->t, r, a, 0, total);
+        if (c->inplace) recv = a + (size_t)r * c->count * es;
+        check_off = (size_t)r * c->count;
+    } else if (c->coll == HOOP__COLL_BROADCAST) {
+        if (r == c->root) fill(op, c->t, r, a, 0, c->count);
+    } else {
+        fill(c->op, c->t, r, a, 0, c->count);
+    }
+    describe(c, desc, sizeof(desc));
+    hoop_status st = issue(h, c, send, recv);
+    if (st != HOOP_OK) {
+        h_fail(h, "%s: %s: %s", desc, hoop_status_name(st), hoop_last_error());
+    } else if (c->coll != HOOP__COLL_REDUCE || r == c->root) {
+        if (copy)
+            wrong = count_wrong_copy(c->t, recv, total, blocks ? c->count : 0, c->root, &first);
+        else
+            wrong = count_wrong(op, c->t, n, recv, check_off, check_count, &first);
+        if (wrong) h_fail(h, "%s: %zu wrong, first at %zu", desc, wrong, first);
+    }
+    free(a);
+    free(b);
+}
+
+// ----------------------------------------------------------------- the sweep
+
+static const size_t *counts_for(int n, size_t *k)
+{
+    static size_t c[6];
+    size_t m = 0;
+    c[m++] = 0;
+    c[m++] = 1;
+    if (n > 2) c[m++] = (size_t)n - 1;
+    if (n > 1) c[m++] = (size_t)n;
+    c[m++] = (size_t)n + 1;
+    c[m++] = 37; /* a prime above every world size */
+    *k = m;
+    return c;
+}
+
+static void sweep(h_rank *h)
+{
+    size_t nc;
+    const size_t *counts = counts_for(h->n, &nc);
+    for (int t = 0; t < HOOP_DTYPE_COUNT_; t++)
+        for (size_t ci = 0; ci < nc; ci++)
+            for (int inplace = 0; inplace < 2; inplace++) {
+                tcase_args c = {.t = (hoop_dtype)t,
+                                .count = counts[ci],
+                                .inplace = inplace,
+                                .algo = HOOP_ALGO_RING};
+                c.coll = HOOP__COLL_BROADCAST, c.root = h->n - 1;
+                run_case(h, &c);
+                c.coll = HOOP__COLL_ALLGATHER, c.root = 0;
+                run_case(h, &c);
+                for (int op = 0; op < HOOP_OP_COUNT_; op++) {
+                    if (op == HOOP_OP_AVG && !is_float((hoop_dtype)t)) continue;
+                    c.op = (hoop_op)op;
+                    c.coll = HOOP__COLL_ALLREDUCE;
+                    for (int al = HOOP_ALGO_RING; al <= HOOP_ALGO_RHD; al++) {
+                        c.algo = (hoop_algo)al;
+                        run_case(h, &c);
+                    }
+                    c.algo = HOOP_ALGO_RING;
+                    c.coll = HOOP__COLL_REDUCE, c.root = h->n / 2;
+                    run_case(h, &c);
+                    c.coll = HOOP__COLL_REDUCE_SCATTER, c.root = 0;
+                    run_case(h, &c);
+                }
+            }
+    if (hoop_barrier(h->comm, NULL) != HOOP_OK) h_fail(h, "barrier: %s", hoop_last_error());
+}
+
+START_TEST(test_sweep)
+{
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    cfg.chunk_bytes = 64; /* tiny chunks: many pipelined steps even for small counts */
+    run_ranks(_i, &cfg, sweep, NULL);
+}
+END_TEST
+
+/* The big prime count on a few world sizes and algorithms, with the default chunk. */
+static void big(h_rank *h)
+{
+    for (int al = HOOP_ALGO_RING; al <= HOOP_ALGO_RHD; al++) {
+        tcase_args c = {.coll = HOOP__COLL_ALLREDUCE,
+                        .t = HOOP_DTYPE_F32,
+                        .op = HOOP_OP_SUM,
+                        .count = BIG_COUNT,
+                        .inplace = al != HOOP_ALGO_RD,
+                        .algo = (hoop_algo)al};
+        run_case(h, &c);
+    }
+    tcase_args c = {.coll = HOOP__COLL_REDUCE_SCATTER,
+                    .t = HOOP_DTYPE_BF16,
+                    .op = HOOP_OP_SUM,
+                    .count = BIG_COUNT / 4};
+    run_case(h, &c);
+    c = (tcase_args){.coll = HOOP__COLL_ALLGATHER, .t = HOOP_DTYPE_I32, .count = BIG_COUNT / 4};
+    run_case(h, &c);
+    c = (tcase_args){.coll = HOOP__COLL_BROADCAST, .t = HOOP_DTYPE_F64, .count = BIG_COUNT / 2};
+    run_case(h, &c);
+}
+
+START_TEST(test_big)
+{
+    static const int sizes[] = {1, 2, 3, 5, 8};
+    run_ranks(sizes[_i], NULL, big, NULL);
+}
+END_TEST
+
+/* Order-dependent float sums must still agree bitwise on every rank. */
+static void bitwise(h_rank *h)
+{
+    size_t count = 4099;
+    for (int al = HOOP_ALGO_RING; al <= HOOP_ALGO_RHD; al++) {
+        float *x = malloc(count * sizeof(float));
+        uint32_t s = 2654435761u * (uint32_t)(h->rank + 1);
+        for (size_t i = 0; i < count; i++) {
+            s = s * 1664525u + 1013904223u;
+            x[i] = (float)(s >> 8) / 16777216.0f * 3.7f - 1.1f;
+        }
+        hoop_comm_set_algo(h->comm, (hoop_algo)al);
+        if (hoop_allreduce(h->comm, x, x, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL) != HOOP_OK)
+            h_fail(h, "allreduce: %s", hoop_last_error());
+        h->shared[h->rank] = x;
+        pthread_barrier_wait(h->bar);
+        for (int r = 0; r < h->n; r++)
+            if (memcmp(h->shared[r], x, count * sizeof(float)) != 0)
+                h_fail(h, "algo %s: result differs bitwise from rank %d", hoop_algo_name(al), r);
+        pthread_barrier_wait(h->bar);
+        free(x);
+    }
+}
+
+START_TEST(test_bitwise)
+{
+    run_ranks(_i, NULL, bitwise, NULL);
+}
+END_TEST
+
+// ----------------------------------------------------------------- errors
+
+static void mismatch(h_rank *h)
+{
+    float x[16] = {0};
+    size_t count = h->rank == 1 ? 10 : 11;
+    hoop_status st = hoop_allreduce(h->comm, x, x, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    if (st != HOOP_ERR_MISMATCH)
+        h_fail(h, "want HOOP_ERR_MISMATCH, got %s: %s", hoop_status_name(st), hoop_last_error());
+    else if (!strstr(hoop_last_error(), "count=10") || !strstr(hoop_last_error(), "count=11"))
+        h_fail(h, "message does not name both calls: %s", hoop_last_error());
+    /* The comm stays failed: later calls fail at once with the same cause. */
+    st = hoop_barrier(h->comm, NULL);
+    if (st != HOOP_ERR_MISMATCH)
+        h_fail(h, "after a mismatch barrier gave %s", hoop_status_name(st));
+}
+
+START_TEST(test_mismatch)
+{
+    run_ranks(3 + _i, NULL, mismatch, NULL);
+}
+END_TEST
+
+static void root_mismatch(h_rank *h)
+{
+    float x[4] = {0};
+    hoop_status st = hoop_broadcast(h->comm, x, x, 4, HOOP_DTYPE_F32, h->rank == 0 ? 1 : 0, NULL);
+    if (st != HOOP_ERR_MISMATCH || !strstr(hoop_last_error(), "root=1"))
+        h_fail(h, "want HOOP_ERR_MISMATCH naming root=1, got %s: %s", hoop_status_name(st),
+               hoop_last_error());
+}
+
+START_TEST(test_root_mismatch)
+{
+    run_ranks(2, NULL, root_mismatch, NULL);
+}
+END_TEST
+
+/* Rank 2 dies (killed, or aborts) while the others are inside an all-reduce. */
+static void dead_peer(h_rank *h)
+{
+    int kill = *(int *)h->user;
+    size_t count = 1 << 20;
+    float *x = calloc(count, sizeof(float));
+    if (h->rank == 2) {
+        usleep(100 * 1000);
+        if (kill)
+            hoop__comm_kill(h->comm);
+        else
+            hoop_comm_abort(h->comm);
+        free(x);
+        return;
+    }
+    int64_t t0 = hoop__now_ns();
+    hoop_status st = hoop_allreduce(h->comm, x, x, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    double secs = (double)(hoop__now_ns() - t0) / 1e9;
+    if (st != HOOP_ERR_REMOTE)
+        h_fail(h, "want HOOP_ERR_REMOTE, got %s: %s", hoop_status_name(st), hoop_last_error());
+    else if (!strstr(hoop_last_error(), "rank 2"))
+        h_fail(h, "the message does not name rank 2: %s", hoop_last_error());
+    else if (secs > 2.0)
+        h_fail(h, "took %.2f s to notice the dead peer", secs);
+    free(x);
+}
+
+START_TEST(test_dead_peer)
+{
+    int kill = _i;
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    cfg.timeout_ms = 20000;
+    run_ranks(5, &cfg, dead_peer, &kill);
+}
+END_TEST
+
+/* hoop_wait honours its own deadline and leaves the request usable. */
+static void wait_deadline(h_rank *h)
+{
+    float x[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    hoop_request *req;
+    if (h->rank == 1) usleep(300 * 1000);
+    if (hoop_allreduce(h->comm, x, x, 8, HOOP_DTYPE_F32, HOOP_OP_SUM, &req) != HOOP_OK) {
+        h_fail(h, "allreduce: %s", hoop_last_error());
+        return;
+    }
+    if (h->rank == 0) {
+        int64_t t0 = hoop__now_ns();
+        hoop_status st = hoop_wait(req, 50);
+        double ms = (double)(hoop__now_ns() - t0) / 1e6;
+        if (st != HOOP_ERR_TIMEOUT || ms < 45 || ms > 250)
+            h_fail(h, "wait(50 ms) gave %s after %.1f ms", hoop_status_name(st), ms);
+    }
+    int done = 0;
+    if (hoop_wait(req, -1) != HOOP_OK) h_fail(h, "wait: %s", hoop_last_error());
+    if (x[0] != 2.0f) h_fail(h, "sum %g, want 2", x[0]);
+    (void)done;
+}
+
+START_TEST(test_wait_deadline)
+{
+    run_ranks(2, NULL, wait_deadline, NULL);
+}
+END_TEST
+
+static void bad_args(h_rank *h)
+{
+    int32_t v[4] = {0};
+    hoop_comm *c = h->comm;
+    if (hoop_allreduce(c, v, v, 4, HOOP_DTYPE_I32, HOOP_OP_AVG, NULL) != HOOP_ERR_INVALID ||
+        !strstr(hoop_last_error(), "AVG"))
+        h_fail(h, "avg of i32 was not rejected: %s", hoop_last_error());
+    if (hoop_broadcast(c, v, v, 4, HOOP_DTYPE_I32, h->n, NULL) != HOOP_ERR_INVALID ||
+        !strstr(hoop_last_error(), "root"))
+        h_fail(h, "bad root was not rejected");
+    if (hoop_allreduce(c, NULL, v, 4, HOOP_DTYPE_I32, HOOP_OP_SUM, NULL) != HOOP_ERR_INVALID)
+        h_fail(h, "NULL sendbuf was not rejected");
+    if (hoop_allreduce(c, v, v, 4, (hoop_dtype)99, HOOP_OP_SUM, NULL) != HOOP_ERR_INVALID)
+        h_fail(h, "bad dtype was not rejected");
+    if (hoop_allreduce(NULL, v, v, 4, HOOP_DTYPE_I32, HOOP_OP_SUM, NULL) != HOOP_ERR_INVALID)
+        h_fail(h, "NULL comm was not rejected");
+    /* Rejected calls were never queued: the comm still works. */
+    v[0] = 1;
+    if (hoop_allreduce(c, v, v, 1, HOOP_DTYPE_I32, HOOP_OP_SUM, NULL) != HOOP_OK || v[0] != h->n)
+        h_fail(h, "comm unusable after rejected calls");
+}
+
+START_TEST(test_bad_args)
+{
+    run_ranks(2, NULL, bad_args, NULL);
+}
+END_TEST
+
+START_TEST(test_bad_config)
+{
+    hoop_comm *comm = NULL;
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    hoop_rendezvous *rv;
+    ck_assert_int_eq(hoop_comm_init(&comm, NULL), HOOP_ERR_INVALID);
+    cfg.rank = 0;
+    ck_assert_int_eq(hoop_comm_init(&comm, &cfg), HOOP_ERR_INVALID); /* world_size 0 */
+    ck_assert_ptr_null(strstr(hoop_last_error(), "xyz"));
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "world_size"));
+    cfg.world_size = 2;
+    ck_assert_int_eq(hoop_comm_init(&comm, &cfg), HOOP_ERR_INVALID); /* no rendezvous */
+    ck_assert_int_eq(hoop_rendezvous_new(&rv, 3), HOOP_OK);
+    cfg.rendezvous = rv;
+    ck_assert_int_eq(hoop_comm_init(&comm, &cfg), HOOP_ERR_INVALID); /* size differs */
+    hoop_rendezvous_free(rv);
+    ck_assert_int_eq(hoop_rendezvous_new(&rv, 2), HOOP_OK);
+    cfg.rendezvous = rv;
+    cfg.timeout_ms = 200; /* rank 1 never comes */
+    ck_assert_int_eq(hoop_comm_init(&comm, &cfg), HOOP_ERR_TIMEOUT);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "1"));
+    ck_assert_ptr_null(comm);
+    hoop_rendezvous_free(rv);
+    ck_assert_int_eq(hoop_comm_destroy(NULL), HOOP_OK);
+}
+END_TEST
+
+/* Algorithm names and the cost model's choices. */
+START_TEST(test_algo_table)
+{
+    hoop_algo a;
+    ck_assert_int_eq(hoop_algo_from_name("rhd", &a), HOOP_OK);
+    ck_assert_int_eq(a, HOOP_ALGO_RHD);
+    ck_assert_int_eq(hoop_algo_from_name("bogus", &a), HOOP_ERR_INVALID);
+    ck_assert_str_eq(hoop_algo_name(HOOP_ALGO_RING), "ring");
+    /* Tiny messages: latency dominates, so recursive doubling; huge ones: not rd. */
+    ck_assert_int_eq(hoop__algo_pick(HOOP_ALGO_AUTO, 8, 8), HOOP_ALGO_RD);
+    ck_assert_int_ne(hoop__algo_pick(HOOP_ALGO_AUTO, 8, 256u << 20), HOOP_ALGO_RD);
+    ck_assert_int_eq(hoop__algo_pick(HOOP_ALGO_RING, 8, 8), HOOP_ALGO_RING);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("collectives");
+    TCase *core = tcase_create("core");
+    tcase_set_timeout(core, 120);
+    tcase_add_loop_test(core, test_sweep, 1, H_MAX_RANKS + 1);
+    tcase_add_loop_test(core, test_big, 0, 5);
+    tcase_add_loop_test(core, test_bitwise, 2, 6);
+    tcase_add_test(core, test_algo_table);
+    suite_add_tcase(s, core);
+    TCase *errors = tcase_create("errors");
+    tcase_set_timeout(errors, 30);
+    tcase_add_loop_test(errors, test_mismatch, 0, 2);
+    tcase_add_test(errors, test_root_mismatch);
+    tcase_add_loop_test(errors, test_dead_peer, 0, 2);
+    tcase_add_test(errors, test_wait_deadline);
+    tcase_add_test(errors, test_bad_args);
+    tcase_add_test(errors, test_bad_config);
+    suite_add_tcase(s, errors);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

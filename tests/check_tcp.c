@@ -1,0 +1,206 @@
+/*
+ * tests/check_tcp.c -- the TCP transport on its own: vtable contract, data integrity
+ * over several streams with partial I/O, peer close -> HOOP_ERR_REMOTE, wrong token
+ * refused, listen-address choice.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "transport/transport.h"
+
+static const struct hoop_transport *tp = &hoop__transport_tcp;
+
+typedef struct pair {
+    void *ctx_a, *ctx_b;
+    struct hoop_tp_comm *listen, *send, *recv;
+} pair;
+
+static void make_ctx(void **ctx, int rank, const char *token, int nsocks)
+{
+    struct hoop_tp_config cfg = {.rank = rank, .token = token, .nsocks = nsocks};
+    ck_assert_int_eq(tp->init(&cfg, ctx), HOOP_OK);
+}
+
+/* Connects a (rank 0) to b (rank 1); returns the connect status. */
+static hoop_status connect_pair(pair *p, const char *tok_a, const char *tok_b, int nsocks)
+{
+    unsigned char handle[HOOP_TP_HANDLE_MAX];
+    hoop_status st = HOOP_OK;
+    make_ctx(&p->ctx_a, 0, tok_a, nsocks);
+    make_ctx(&p->ctx_b, 1, tok_b, nsocks);
+    ck_assert_int_eq(tp->listen(p->ctx_b, handle, &p->listen), HOOP_OK);
+    p->send = p->recv = NULL;
+    int64_t deadline = hoop__deadline_ns(5000);
+    while ((!p->send || !p->recv) && hoop__now_ns() < deadline) {
+        if (!p->send) {
+            st = tp->connect(p->ctx_a, handle, 7, &p->send);
+            if (st != HOOP_OK) break;
+        }
+        if (!p->recv) ck_assert_int_eq(tp->accept(p->listen, &p->recv), HOOP_OK);
+        usleep(100);
+    }
+    return st;
+}
+
+static void close_pair(pair *p)
+{
+    ck_assert_int_eq(tp->close(p->send), HOOP_OK);
+    ck_assert_int_eq(tp->close(p->recv), HOOP_OK);
+    ck_assert_int_eq(tp->close(p->listen), HOOP_OK);
+    ck_assert_int_eq(tp->finalize(p->ctx_a), HOOP_OK);
+    ck_assert_int_eq(tp->finalize(p->ctx_b), HOOP_OK);
+}
+
+/* Drives both requests to completion (either may be NULL). */
+static hoop_status finish(void *sreq, void *rreq)
+{
+    int sd = sreq == NULL, rd = rreq == NULL;
+    int64_t deadline = hoop__deadline_ns(10000);
+    while ((!sd || !rd) && hoop__now_ns() < deadline) {
+        if (!sd) {
+            hoop_status st = tp->test(sreq, &sd, NULL);
+            if (st != HOOP_OK) return st;
+        }
+        if (!rd) {
+            hoop_status st = tp->test(rreq, &rd, NULL);
+            if (st != HOOP_OK) return st;
+        }
+    }
+    return sd && rd ? HOOP_OK : HOOP_ERR_TIMEOUT;
+}
+
+START_TEST(test_vtable)
+{
+    const char *missing = NULL;
+    ck_assert(hoop__transport_complete(tp, &missing));
+    ck_assert_ptr_null(missing);
+    ck_assert_str_eq(tp->name, "tcp");
+    ck_assert_ptr_nonnull(tp->init);
+    ck_assert_ptr_nonnull(tp->listen);
+    ck_assert_ptr_nonnull(tp->connect);
+    ck_assert_ptr_nonnull(tp->accept);
+    ck_assert_ptr_nonnull(tp->isend);
+    ck_assert_ptr_nonnull(tp->irecv);
+    ck_assert_ptr_nonnull(tp->test);
+    ck_assert_ptr_nonnull(tp->close);
+    ck_assert_ptr_nonnull(tp->finalize);
+    struct hoop_transport broken = hoop__transport_tcp;
+    broken.test = NULL;
+    ck_assert(!hoop__transport_complete(&broken, &missing));
+    ck_assert_str_eq(missing, "test");
+}
+END_TEST
+
+/* Messages of many sizes, several in flight, over 1 and 3 streams; 24 MiB exceeds the
+ * socket buffers, so sends and receives complete in many partial pieces. */
+START_TEST(test_send_recv)
+{
+    static const size_t sizes[] = {1, 7, 4096, 65536, 65537, 1000003, 24u << 20};
+    pair p;
+    int nsocks = _i ? 3 : 1;
+    ck_assert_int_eq(connect_pair(&p, "secret", "secret", nsocks), HOOP_OK);
+    ck_assert_int_eq(p.recv->peer, 0);
+    ck_assert_int_eq(p.recv->channel, 7);
+    ck_assert_int_eq(p.send->peer, 1);
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        size_t n = sizes[k];
+        unsigned char *a = malloc(n), *b = calloc(n, 1);
+        for (size_t i = 0; i < n; i++) a[i] = (unsigned char)(i * 131 + k);
+        void *sreq = NULL, *rreq = NULL;
+        ck_assert_int_eq(tp->isend(p.send, a, n, 0, NULL, &sreq), HOOP_OK);
+        ck_assert_int_eq(tp->irecv(p.recv, b, n, 0, NULL, &rreq), HOOP_OK);
+        ck_assert_int_eq(finish(sreq, rreq), HOOP_OK);
+        ck_assert_msg(memcmp(a, b, n) == 0, "size %zu corrupted", n);
+        free(a);
+        free(b);
+    }
+    /* Several in flight at once, matched in order. */
+    enum { K = 16 };
+    uint32_t out[K], in[K];
+    void *sr[K], *rr[K];
+    for (int i = 0; i < K; i++) {
+        out[i] = 0xabc00000u + (uint32_t)i;
+        ck_assert_int_eq(tp->isend(p.send, &out[i], 4, 0, NULL, &sr[i]), HOOP_OK);
+        ck_assert_int_eq(tp->irecv(p.recv, &in[i], 4, 0, NULL, &rr[i]), HOOP_OK);
+    }
+    for (int i = K - 1; i >= 0; i--) ck_assert_int_eq(finish(sr[i], rr[i]), HOOP_OK);
+    for (int i = 0; i < K; i++) ck_assert_uint_eq(in[i], out[i]);
+    close_pair(&p);
+}
+END_TEST
+
+START_TEST(test_peer_close)
+{
+    pair p;
+    char buf[64];
+    void *rreq = NULL;
+    ck_assert_int_eq(connect_pair(&p, NULL, NULL, 2), HOOP_OK);
+    ck_assert_int_eq(tp->irecv(p.recv, buf, sizeof(buf), 0, NULL, &rreq), HOOP_OK);
+    ck_assert_int_eq(tp->close(p.send), HOOP_OK);
+    p.send = NULL;
+    int done = 0;
+    hoop_status st = HOOP_OK;
+    int64_t deadline = hoop__deadline_ns(2000);
+    while (st == HOOP_OK && !done && hoop__now_ns() < deadline) st = tp->test(rreq, &done, NULL);
+    ck_assert_int_eq(st, HOOP_ERR_REMOTE);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "rank 0"));
+    /* The comm stays failed: new requests fail at once. */
+    ck_assert_int_eq(tp->irecv(p.recv, buf, 8, 0, NULL, &rreq), HOOP_ERR_REMOTE);
+    close_pair(&p);
+}
+END_TEST
+
+START_TEST(test_wrong_token)
+{
+    pair p;
+    ck_assert_int_eq(connect_pair(&p, "intruder", "secret", 2), HOOP_ERR_REMOTE);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "refused"));
+    ck_assert_ptr_null(p.send);
+    ck_assert_ptr_null(p.recv); /* the stranger was never handed out */
+    p.send = NULL;
+    close_pair(&p);
+}
+END_TEST
+
+START_TEST(test_ifname)
+{
+    void *ctx = NULL;
+    struct hoop_tp_config cfg = {.rank = 0, .nsocks = 1, .ifname = "lo"};
+    ck_assert_int_eq(tp->init(&cfg, &ctx), HOOP_OK);
+    ck_assert_int_eq(tp->finalize(ctx), HOOP_OK);
+    cfg.ifname = "nosuchif";
+    ck_assert_int_eq(tp->init(&cfg, &ctx), HOOP_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "nosuchif"));
+    cfg.ifname = NULL;
+    cfg.master_addr = "127.0.0.1"; /* a loopback master keeps the loopback address */
+    ck_assert_int_eq(tp->init(&cfg, &ctx), HOOP_OK);
+    ck_assert_int_eq(tp->finalize(ctx), HOOP_OK);
+    cfg.nsocks = 99;
+    ck_assert_int_eq(tp->init(&cfg, &ctx), HOOP_ERR_INVALID);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tcp");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_vtable);
+    tcase_add_loop_test(tc, test_send_recv, 0, 2);
+    tcase_add_test(tc, test_ifname);
+    suite_add_tcase(s, tc);
+    TCase *err = tcase_create("errors");
+    tcase_set_timeout(err, 30);
+    tcase_add_test(err, test_peer_close);
+    tcase_add_test(err, test_wrong_token);
+    suite_add_tcase(s, err);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

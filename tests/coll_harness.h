@@ -1,0 +1,97 @@
+/*
+ * tests/coll_harness.h -- N ranks as threads of one process, meeting through an
+ * in-memory rendezvous and talking over loopback TCP (shared by the collective tests).
+ *
+ * run_ranks(n, cfg, fn, user) starts n threads; each builds a communicator, calls
+ * fn(ctx) and destroys the communicator. fn reports failures by filling ctx->err
+ * (first failure only); the main thread asserts on them, so Check's assertions never
+ * run off the main thread.
+ */
+#ifndef HOOP_TESTS_COLL_HARNESS_H
+#define HOOP_TESTS_COLL_HARNESS_H
+
+#include <check.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hoop/collectives.h"
+#include "hoop/comm.h"
+
+#define H_MAX_RANKS 8
+
+typedef struct h_rank {
+    int rank, n;
+    hoop_comm *comm;
+    void *user;
+    char err[512];
+    hoop_status init_st, destroy_st;
+    const hoop_comm_config *base;
+    hoop_rendezvous *rv;
+    void (*fn)(struct h_rank *);
+    pthread_barrier_t *bar;
+    void **shared; /* one pointer per rank, for cross-rank comparisons */
+} h_rank;
+
+static void h_fail(h_rank *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void h_fail(h_rank *h, const char *fmt, ...)
+{
+    if (h->err[0]) return;
+    int k = snprintf(h->err, sizeof(h->err), "rank %d/%d: ", h->rank, h->n);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(h->err + k, sizeof(h->err) - (size_t)k, fmt, ap);
+    va_end(ap);
+}
+
+static void *h_main(void *arg)
+{
+    h_rank *h = arg;
+    hoop_comm_config cfg = *h->base;
+    cfg.rank = h->rank;
+    cfg.world_size = h->n;
+    cfg.rendezvous = h->rv;
+    h->init_st = hoop_comm_init(&h->comm, &cfg);
+    if (h->init_st != HOOP_OK) {
+        h_fail(h, "hoop_comm_init: %s", hoop_last_error());
+        return NULL;
+    }
+    h->fn(h);
+    h->destroy_st = hoop_comm_destroy(h->comm);
+    return NULL;
+}
+
+/* Runs fn on n thread-ranks and asserts that every one of them succeeded. */
+static void run_ranks(int n, const hoop_comm_config *cfg, void (*fn)(h_rank *), void *user)
+{
+    hoop_comm_config def = HOOP_COMM_CONFIG_INIT;
+    h_rank ranks[H_MAX_RANKS];
+    pthread_t th[H_MAX_RANKS];
+    pthread_barrier_t bar;
+    void *shared[H_MAX_RANKS] = {0};
+    hoop_rendezvous *rv;
+    ck_assert_int_le(n, H_MAX_RANKS);
+    ck_assert_int_eq(hoop_rendezvous_new(&rv, n), HOOP_OK);
+    pthread_barrier_init(&bar, NULL, (unsigned)n);
+    for (int r = 0; r < n; r++) {
+        ranks[r] = (h_rank){.rank = r,
+                            .n = n,
+                            .user = user,
+                            .base = cfg ? cfg : &def,
+                            .rv = rv,
+                            .fn = fn,
+                            .bar = &bar,
+                            .shared = shared};
+        ck_assert_int_eq(pthread_create(&th[r], NULL, h_main, &ranks[r]), 0);
+    }
+    for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+    pthread_barrier_destroy(&bar);
+    hoop_rendezvous_free(rv);
+    for (int r = 0; r < n; r++) {
+        ck_assert_msg(ranks[r].err[0] == '\0', "%s", ranks[r].err);
+        ck_assert_int_eq(ranks[r].destroy_st, HOOP_OK);
+    }
+}
+
+#endif /* HOOP_TESTS_COLL_HARNESS_H */
