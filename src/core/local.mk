@@ -23,3 +23,12 @@ tests_check_env_SOURCES = tests/check_env.c
 tests_check_env_CFLAGS = $(TEST_CFLAGS)
 tests_check_env_LDADD = $(TEST_LDADD)
 TESTS += tests/check_status tests/check_env
+
+# Launcher support (hooprun): Slurm node-list expansion and rank arithmetic.
+libhoopcore_la_SOURCES += %reldir%/hostlist.c %reldir%/launch.c
+noinst_HEADERS += %reldir%/hostlist.h %reldir%/launch.h
+check_PROGRAMS += tests/check_hostlist
+tests_check_hostlist_SOURCES = tests/check_hostlist.c
+tests_check_hostlist_CFLAGS = $(TEST_CFLAGS)
+tests_check_hostlist_LDADD = $(TEST_LDADD)
+TESTS += tests/check_hostlist
