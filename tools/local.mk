@@ -9,3 +9,7 @@ tools_hooprun_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 TESTS += tests/launcher_fail.sh tests/launcher_env.sh tests/launcher_cli.sh
 EXTRA_DIST += tests/launcher_fail.sh tests/launcher_env.sh tests/launcher_cli.sh \
 	tests/launcher_lib.sh
+
+# hoop-smoke: the README's first job (barrier + store smoke through hooprun). It needs the
+# rendezvous store (src/bootstrap), so it joins the build once the store is on main.
+EXTRA_DIST += tools/hoop-smoke.c
