@@ -23,6 +23,7 @@
 
 #include "core/env.h"
 #include "core/hostlist.h"
+#include "core/log.h"
 #include "core/launch.h"
 #include "hooprun.h"
 
@@ -224,6 +225,7 @@ static int reserve_port(int *port)
         return -1;
     }
     *port = ntohs(sa.sin_port);
+    HOOP_INFO(LAUNCH, "reserved 127.0.0.1:%d for rank 0's store", *port);
     return fd;
 }
 

@@ -26,11 +26,13 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/log.h"
 #include "core/launch.h"
 #include "hooprun.h"
 
 #define LINE_MAX_BYTES (64 * 1024) /* longer lines are cut into pieces, each prefixed */
 #define REAP_EXTRA_MS 5000         /* after SIGKILL, how long we wait before giving up */
+#define DRAIN_ROUNDS 16            /* reads per stream per poll round */
 #define STOP_TICK_MS 100           /* while stopping, how often we look for new orphans */
 
 typedef struct stream {
@@ -125,20 +127,23 @@ static void close_stream(supervisor *s, const worker *w, stream *st)
     st->fd = -1;
 }
 
-/* Reads what is there; closes the stream at EOF or on a read error. */
-static void drain_stream(supervisor *s, const worker *w, stream *st)
+/* Reads what is there, at most DRAIN_ROUNDS reads so that a chatty worker cannot starve
+ * signal handling; closes the stream at EOF or on a read error. Returns 1 when it
+ * stopped with data possibly left, 0 when the pipe is empty or closed. */
+static int drain_stream(supervisor *s, const worker *w, stream *st)
 {
-    for (;;) {
+    for (int round = 0; round < DRAIN_ROUNDS; round++) {
         ssize_t k = read(st->fd, st->buf + st->len, LINE_MAX_BYTES - st->len);
         if (k < 0 && errno == EINTR) continue;
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
         if (k <= 0) {
             close_stream(s, w, st);
-            return;
+            return 0;
         }
         st->len += (size_t)k;
         emit_lines(s, w, st, 0);
     }
+    return 1;
 }
 
 static worker *find_worker(const supervisor *s, pid_t pid)
@@ -347,6 +352,8 @@ static int spawn(supervisor *s, int local_rank)
         return -1;
     }
     setpgid(pid, pid); /* also here, so no signal can reach the worker before it has a group */
+    HOOP_INFO(LAUNCH, "rank %d: pid %d, its own process group",
+              s->plan->node_rank * s->plan->nproc_per_node + local_rank, (int)pid);
     w->pid = pid;
     w->rank = s->plan->node_rank * s->plan->nproc_per_node + local_rank;
     w->running = 1;
@@ -435,8 +442,8 @@ static int run_loop(supervisor *s)
         if (s->killed && give_up == INT64_MAX) give_up = hoop__now_ns() + REAP_EXTRA_MS * 1000000LL;
     /* What is still buffered or in the pipes goes out before we exit. */
     for (int i = 0; i < s->n; i++) {
-        if (s->w[i].out.fd >= 0) drain_stream(s, &s->w[i], &s->w[i].out);
-        if (s->w[i].err.fd >= 0) drain_stream(s, &s->w[i], &s->w[i].err);
+        while (s->w[i].out.fd >= 0 && drain_stream(s, &s->w[i], &s->w[i].out)) continue;
+        while (s->w[i].err.fd >= 0 && drain_stream(s, &s->w[i], &s->w[i].err)) continue;
         close_stream(s, &s->w[i], &s->w[i].out);
         close_stream(s, &s->w[i], &s->w[i].err);
     }
