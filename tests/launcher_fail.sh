@@ -84,7 +84,29 @@ echo "sigint: rc=$rc, ${ms} ms after SIGINT"
 assert_contains "$dir/err" "forwarded it to the workers"
 TMP_SAVE=$TMP; TMP=$dir; assert_no_survivors "$TMP/pids"; TMP=$TMP_SAVE
 
-# 4. A worker killed by a signal is named with the signal.
+# 4. SIGINT when rank 0 ignores it: SIGKILL after the grace period (--grace 1); exit 130.
+dir="$TMP/sigint2"
+mkdir -p "$dir"
+"$HOOPRUN" --grace 1 --nproc-per-node 2 bash -c \
+    'trap "" INT; echo $$ >> '"$dir"'/pids; touch '"$dir"'/ready.$RANK; while :; do sleep 0.2; done' \
+    > "$dir/out" 2> "$dir/err" &
+hp=$!
+for _ in $(seq 100); do
+    [ "$(ls "$dir" | grep -c '^ready\.')" = 2 ] && break
+    sleep 0.1
+done
+t0=$(now_ms)
+kill -INT $hp
+wait $hp
+rc=$?
+ms=$(($(now_ms) - t0))
+echo "sigint, INT ignored: rc=$rc, ${ms} ms after SIGINT"
+[ "$rc" = 130 ] || fail "hooprun exited $rc after SIGINT, not 130"
+[ "$ms" -lt 4000 ] || fail "hooprun took $ms ms after SIGINT with --grace 1"
+assert_contains "$dir/err" "sending SIGKILL"
+TMP_SAVE=$TMP; TMP=$dir; assert_no_survivors "$TMP/pids"; TMP=$TMP_SAVE
+
+# 5. A worker killed by a signal is named with the signal.
 "$HOOPRUN" --nproc-per-node 2 bash -c '[ $RANK = 0 ] && kill -9 $$; sleep 30' \
     > "$TMP/k.out" 2> "$TMP/k.err"
 rc=$?
@@ -92,7 +114,7 @@ rc=$?
 assert_contains "$TMP/k.err" "hooprun: rank 0 (pid "
 assert_contains "$TMP/k.err" "was killed by signal 9 (Killed)"
 
-# 5. All workers exit 0: hooprun exits 0 and says nothing.
+# 6. All workers exit 0: hooprun exits 0 and says nothing.
 "$HOOPRUN" --nproc-per-node 3 true > "$TMP/ok.out" 2> "$TMP/ok.err" || fail "3 x true failed"
 [ -s "$TMP/ok.err" ] && fail "hooprun printed on success: $(cat "$TMP/ok.err")"
 echo "PASS"

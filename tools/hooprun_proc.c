@@ -216,9 +216,9 @@ static void worker_ended(supervisor *s, worker *w, int status)
     int code = 0;
     if (WIFEXITED(status)) code = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) code = 128 + WTERMSIG(status);
-    if (code == 0 || s->exit_code >= 0) return;
+    /* After hooprun was interrupted, workers dying of it are expected: no culprit. */
+    if (code == 0 || s->exit_code >= 0 || s->interrupted) return;
     s->exit_code = code;
-    if (s->interrupted) return; /* the user stopped the job; no need to name a culprit */
     if (WIFEXITED(status))
         fprintf(stderr, "hooprun: rank %d (pid %d) exited with code %d\n", w->rank, (int)w->pid,
                 code);
