@@ -168,14 +168,19 @@ static int signal_groups(supervisor *s, int sig)
  * orphans_only, the adopted ones alone. Returns how many were signalled. */
 static int signal_children(const supervisor *s, int sig, int orphans_only)
 {
-    char path[64], buf[4096];
+    static char buf[1 << 16]; /* pids of up to ~8000 children, space-separated */
+    char path[64];
     snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
-    ssize_t k = read(fd, buf, sizeof(buf) - 1);
+    size_t len = 0;
+    while (len < sizeof(buf) - 1) {
+        ssize_t k = read(fd, buf + len, sizeof(buf) - 1 - len);
+        if (k <= 0) break;
+        len += (size_t)k;
+    }
     close(fd);
-    if (k <= 0) return 0;
-    buf[k] = '\0';
+    buf[len] = '\0';
     int count = 0;
     for (char *p = buf, *end; *p; p = end) {
         long pid = strtol(p, &end, 10);
