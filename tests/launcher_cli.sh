@@ -57,4 +57,10 @@ rc=$?
 [ "$rc" = 127 ] || fail "an unrunnable PROG gave $rc, not 127"
 assert_contains "$TMP/e" "cannot run '$TMP/no-such-program'"
 assert_contains "$TMP/e" "hooprun: rank 0 (pid "
+# hooprun cannot start every worker (out of fds): it stops the started ones and exits 1.
+(ulimit -n 64 && exec "$HOOPRUN" --nproc-per-node 64 sleep 30) > "$TMP/o" 2> "$TMP/e"
+rc=$?
+[ "$rc" = 1 ] || fail "a failed start gave $rc, not 1"
+assert_contains "$TMP/e" "stopping the"
+grep -q "killed by signal" "$TMP/e" && fail "a failed start blamed a worker"
 echo "PASS"

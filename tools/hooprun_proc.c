@@ -471,7 +471,12 @@ int hooprun_supervise(const hooprun_plan *plan)
     fflush(NULL);
     for (int i = 0; i < plan->nproc_per_node && !spawn_failed; i++)
         spawn_failed = spawn(&s, i) != 0;
-    if (spawn_failed) begin_stop(&s);
+    if (spawn_failed) {
+        fprintf(stderr, "hooprun: could not start rank %d; stopping the %d started workers\n",
+                plan->node_rank * plan->nproc_per_node + s.n, s.n);
+        s.exit_code = 1; /* their deaths by SIGTERM are ours, not theirs */
+        begin_stop(&s);
+    }
     run_loop(&s);
     for (int i = 0; i < s.n; i++) {
         free(s.w[i].out.buf);
@@ -479,7 +484,6 @@ int hooprun_supervise(const hooprun_plan *plan)
     }
     free(s.w);
     close(s.sfd);
-    if (spawn_failed) return 1;
     if (s.exit_code > 0) return s.exit_code;
     return s.interrupted ? 128 + s.interrupted : 0;
 }
