@@ -33,6 +33,8 @@ expect_bad "--master-addr (or MASTER_ADDR) is required with --nnodes 2" --nnodes
     --nproc-per-node 1 true
 HOOP_TOKEN= expect_bad "HOOP_TOKEN must be exported with --nnodes 2" --nnodes 2 \
     --master-addr 127.0.0.1 --nproc-per-node 1 true
+HOOP_TOKEN=$(printf 'x%.0s' $(seq 200)) expect_bad "HOOP_TOKEN is longer than 128" \
+    --nproc-per-node 1 true
 MASTER_PORT=abc expect_bad "MASTER_PORT='abc' is not an integer" --nproc-per-node 1 true
 MASTER_PORT=70000 expect_bad "MASTER_PORT=70000 is out of range" --nproc-per-node 1 true
 HOOP_TIMEOUT=abc expect_bad "HOOP_TIMEOUT='abc' is not a number of seconds" \

@@ -233,6 +233,10 @@ static int make_token(const hooprun_plan *p, char *out, size_t cap)
 {
     const char *t = getenv("HOOP_TOKEN");
     if (t && *t) {
+        if (strlen(t) >= cap) {
+            fprintf(stderr, "hooprun: HOOP_TOKEN is longer than %zu characters\n", cap - 1);
+            return 2;
+        }
         snprintf(out, cap, "%s", t);
         return 0;
     }
