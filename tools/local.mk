@@ -10,6 +10,9 @@ TESTS += tests/launcher_fail.sh tests/launcher_env.sh tests/launcher_cli.sh
 EXTRA_DIST += tests/launcher_fail.sh tests/launcher_env.sh tests/launcher_cli.sh \
 	tests/launcher_lib.sh
 
-# hoop-smoke: the README's first job (barrier + store smoke through hooprun). It needs the
-# rendezvous store (src/bootstrap), so it joins the build once the store is on main.
-EXTRA_DIST += tools/hoop-smoke.c
+# hoop-smoke: the README's first job (a 4-worker barrier + store smoke through hooprun).
+bin_PROGRAMS += tools/hoop-smoke
+tools_hoop_smoke_SOURCES = tools/hoop-smoke.c
+tools_hoop_smoke_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
+TESTS += tests/launcher_smoke.sh
+EXTRA_DIST += tests/launcher_smoke.sh
