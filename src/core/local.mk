@@ -31,3 +31,12 @@ tests_check_public_SOURCES = tests/check_public.c
 tests_check_public_CFLAGS = $(TEST_CFLAGS)
 tests_check_public_LDADD = libhoop.la $(CHECK_LIBS) -ldl
 TESTS += tests/check_public
+
+# Launcher support (hooprun): Slurm node-list expansion and rank arithmetic.
+libhoopcore_la_SOURCES += %reldir%/hostlist.c %reldir%/launch.c
+noinst_HEADERS += %reldir%/hostlist.h %reldir%/launch.h
+check_PROGRAMS += tests/check_hostlist
+tests_check_hostlist_SOURCES = tests/check_hostlist.c
+tests_check_hostlist_CFLAGS = $(TEST_CFLAGS)
+tests_check_hostlist_LDADD = $(TEST_LDADD)
+TESTS += tests/check_hostlist
