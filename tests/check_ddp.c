@@ -37,7 +37,7 @@ static int32_t data_y[MAXP * B * STEPS];
 
 static void make_data(void)
 {
-    hoop_rng r = hoop__rng_seed(2024);
+    hoop__rng r = hoop__rng_seed(2024);
     for (size_t i = 0; i < sizeof(data_x) / sizeof(data_x[0]); i++)
         data_x[i] = 2.0f * hoop__rng_float(&r) - 1.0f;
     for (size_t i = 0; i < sizeof(data_y) / sizeof(data_y[0]); i++)
@@ -215,7 +215,7 @@ static void run_unused(rank_ctx *c, hoop_comm *comm)
     hoop_model_add_param(m, "w1", 2, ws_, &w1);
     hoop_model_add_param(m, "b1", 1, bs, &b1);
     hoop_model_add_param(m, "w2", 2, ws_, &w2);
-    hoop_rng r = hoop__rng_seed(99);
+    hoop__rng r = hoop__rng_seed(99);
     for (size_t i = 0; i < hoop_tensor_count(w1); i++) {
         hoop_tensor_data(w1)[i] = hoop__rng_float(&r) - 0.5f;
         hoop_tensor_data(w2)[i] = hoop__rng_float(&r) - 0.5f;

@@ -7,6 +7,7 @@
  * thread. Bucketing and in-order launching follow PyTorch DDP's reducer (Li et al.,
  * "PyTorch Distributed: Experiences on Accelerating Data Parallel Training", VLDB 2020).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
