@@ -57,8 +57,8 @@ HOOP_API hoop_status hoop_sampler_set_epoch(hoop_sampler *s, uint64_t epoch)
     if (s->cfg.shuffle) {
         /* One stream per (seed, epoch): mix the epoch in through a splitmix step so
          * that consecutive epochs give unrelated permutations. */
-        hoop_rng mix = hoop__rng_seed(epoch);
-        hoop_rng r = hoop__rng_seed(s->cfg.seed ^ hoop__rng_next(&mix));
+        hoop__rng mix = hoop__rng_seed(epoch);
+        hoop__rng r = hoop__rng_seed(s->cfg.seed ^ hoop__rng_next(&mix));
         hoop__rng_shuffle(&r, s->perm, n);
     }
     /* Position j of the padded sequence is perm[j % n]: cyclic padding, which is what
