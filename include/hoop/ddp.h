@@ -55,8 +55,11 @@ typedef struct hoop_ddp_config {
                                   no part in the loss (after reducing, so no rank hangs) */
 } hoop_ddp_config;
 
-#define HOOP_DDP_CONFIG_INIT                                                                       \
-    {.bucket_cap_bytes = 0, .first_bucket_bytes = 0, .broadcast_params = 1, .error_on_unused = 0}
+#define HOOP_DDP_CONFIG_INIT                                                   \
+    {                                                                          \
+        .bucket_cap_bytes = 0, .first_bucket_bytes = 0, .broadcast_params = 1, \
+        .error_on_unused = 0                                                   \
+    }
 
 /* Per-step timing totals since init (or hoop_ddp_reset_stats), in milliseconds. comm_ms is
  * the time during which at least one bucket all-reduce was in flight; hidden_ms the part

@@ -35,10 +35,10 @@ struct hoop_ddp {
     hoop_ddp_config cfg;
     hoop_tensor **params;
     size_t nparams;
-    int *order;      /* parameter indices in bucket order (reverse registration) */
-    int *bucket_of;  /* parameter -> bucket */
-    size_t *offset;  /* parameter -> float offset inside its bucket */
-    char *ready;     /* parameter -> ready in this step */
+    int *order;     /* parameter indices in bucket order (reverse registration) */
+    int *bucket_of; /* parameter -> bucket */
+    size_t *offset; /* parameter -> float offset inside its bucket */
+    char *ready;    /* parameter -> ready in this step */
     ddp_hook_ctx *hooks;
     ddp_bucket *buckets;
     int nbuckets;

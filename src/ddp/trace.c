@@ -63,8 +63,8 @@ static void put_name(FILE *f, const char *s)
     }
 }
 
-static hoop_status write_json(const char *path, const ddp_event *all, const int64_t *counts,
-                              int ws, size_t stride)
+static hoop_status write_json(const char *path, const ddp_event *all, const int64_t *counts, int ws,
+                              size_t stride)
 {
     char tmp[4096];
     snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
@@ -73,8 +73,10 @@ static hoop_status write_json(const char *path, const ddp_event *all, const int6
     fputs("{\"traceEvents\":[\n", f);
     int first = 1;
     for (int r = 0; r < ws; r++) {
-        fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}",
-                first ? "" : ",\n", r, r);
+        fprintf(
+            f,
+            "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}",
+            first ? "" : ",\n", r, r);
         first = 0;
         for (int64_t i = 0; i < counts[r]; i++) {
             const ddp_event *ev = &all[(size_t)r * stride + (size_t)i];
@@ -91,8 +93,8 @@ static hoop_status write_json(const char *path, const ddp_event *all, const int6
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "HOOP_TRACE_FILE '%s': write failed", path);
     }
     if (rename(tmp, path) != 0) {
-        hoop_status st = HOOP_ERROR(HOOP_ERR_SYSTEM, "HOOP_TRACE_FILE '%s': rename: %s", path,
-                                    strerror(errno));
+        hoop_status st =
+            HOOP_ERROR(HOOP_ERR_SYSTEM, "HOOP_TRACE_FILE '%s': rename: %s", path, strerror(errno));
         unlink(tmp);
         return st;
     }
