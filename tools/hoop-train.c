@@ -30,6 +30,7 @@
 #include "train_cli.h"
 
 #define BAR_WIDTH 30
+#define BAR_EVERY_NS 100000000LL
 
 typedef struct trainer {
     const train_opts *o;
@@ -44,6 +45,7 @@ typedef struct trainer {
     int64_t sample; /* floats per sample (rows x cols) */
     int64_t step;   /* optimizer steps taken so far */
     int bar;        /* 1: redraw a progress bar on stderr */
+    int64_t bar_ns; /* when the bar was last drawn (redrawn at most every BAR_EVERY_NS) */
     FILE *metrics;
     /* The hook a data-parallel wrapper fills: runs after backward, before the optimizer
      * step (wait for the gradient all-reduce there). NULL in single-process training. */
@@ -256,11 +258,13 @@ done:
 
 // ----- progress and metrics ---------------------------------------------------------------
 
-static void show_progress(const trainer *t, int64_t epoch, size_t b, size_t nb, double loss,
-                          double sps)
+static void show_progress(trainer *t, int64_t epoch, size_t b, size_t nb, double loss, double sps)
 {
     const train_opts *o = t->o;
     if (t->bar) {
+        int64_t now = hoop__now_ns();
+        if (b < nb && now - t->bar_ns < BAR_EVERY_NS) return;
+        t->bar_ns = now;
         char bar[BAR_WIDTH + 1];
         size_t fill = nb ? b * BAR_WIDTH / nb : BAR_WIDTH;
         for (size_t i = 0; i < BAR_WIDTH; i++) bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');

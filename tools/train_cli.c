@@ -23,7 +23,7 @@ static const char usage_text[] =
     "Trains an MLP (784-512-256-10, ReLU) or a small CNN on Fashion-MNIST (IDX files).\n"
     "\n"
     "  --model mlp|cnn          architecture (mlp)\n"
-    "  --epochs N               passes over the training set (mlp 10, cnn 4)\n"
+    "  --epochs N               passes over the training set (mlp 10, cnn 5)\n"
     "  --batch-size B           samples per step (128)\n"
     "  --optimizer sgd|adamw    optimizer (sgd)\n"
     "  --lr X                   peak learning rate (sgd 0.05, adamw 0.001)\n"
@@ -171,7 +171,7 @@ static hoop_status apply_flag(train_opts *o, const char *f, const char *v)
 /* Fills what the user left unset and checks combinations. */
 static hoop_status finish(train_opts *o)
 {
-    if (o->epochs < 0) o->epochs = o->model == TRAIN_MODEL_MLP ? 10 : 4;
+    if (o->epochs < 0) o->epochs = o->model == TRAIN_MODEL_MLP ? 10 : 5;
     if (isnan(o->lr)) o->lr = o->optimizer == TRAIN_OPT_SGD ? 0.05f : 0.001f;
     if (isnan(o->weight_decay)) o->weight_decay = o->optimizer == TRAIN_OPT_SGD ? 0.0f : 0.01f;
     if (strcmp(o->device, "cpu") != 0)

@@ -30,7 +30,8 @@ typedef struct hoop__idx {
 /* Reads path, which must be an unsigned-byte IDX file with exactly ndim dimensions, each
  * in 1..2^31-1, holding exactly prod(dims) data bytes. Errors: HOOP_ERR_INVALID naming
  * path and the fault (bad magic, dtype, ndim, zero dimension, too large, truncated,
- * trailing bytes, corrupt gzip stream); HOOP_ERR_SYSTEM when it cannot be opened;
+ * trailing bytes, corrupt gzip stream, no such file); HOOP_ERR_SYSTEM when it exists
+ * but cannot be opened;
  * HOOP_ERR_NOMEM. On error *out is zeroed and owns nothing. */
 hoop_status hoop__idx_read(const char *path, int ndim, hoop__idx *out);
 
