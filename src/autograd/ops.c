@@ -18,6 +18,12 @@
 #include "core/check.h"
 #include "hoop/nn.h"
 
+/* The element-wise loops must vectorise: GCC does so with an unknown trip count only from
+ * -O3 (its -O2 cost model is "very cheap"); clang vectorises at -O2 already. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
+
 hoop_status hoop__shape_error(const char *op, const char *an, const hoop_tensor *a, const char *bn,
                               const hoop_tensor *b, const char *why)
 {
