@@ -121,10 +121,7 @@ static void conv_backward_bias(hoop_tape *tape, struct hoop_node *n, const struc
     if (!acc) memset(db, 0, (size_t)g->O * sizeof(float));
     for (int64_t i = 0; i < g->N; i++)
         for (int64_t o = 0; o < g->O; o++) {
-            const float *p = n->out->grad + (i * g->O + o) * S;
-            float s = 0.0f;
-            for (int64_t k = 0; k < S; k++) s += p[k];
-            db[o] += s;
+            db[o] += hoop__sum_f32(n->out->grad + (i * g->O + o) * S, (size_t)S);
         }
 }
 
@@ -230,18 +227,21 @@ static void pool_backward(hoop_tape *tape, struct hoop_node *n)
             dx[p * in_plane + (size_t)arg[p * out_plane + k]] += y->grad[p * out_plane + k];
 }
 
-/* The common 2x2 window with stride 2, unrolled; same first-maximum rule. */
-static void pool_plane_2x2(float *y, int32_t *arg, const float *x, int64_t W, int64_t OH,
-                           int64_t OW)
+/* The common 2x2 window with stride 2, branch-free; same first-maximum rule (strict >). */
+static void pool_plane_2x2(float *restrict y, int32_t *restrict arg, const float *restrict x,
+                           int64_t W, int64_t OH, int64_t OW)
 {
-    for (int64_t oh = 0; oh < OH; oh++)
+    for (int64_t oh = 0; oh < OH; oh++) {
+        const float *r0 = x + 2 * oh * W, *r1 = r0 + W;
         for (int64_t ow = 0; ow < OW; ow++) {
-            const int64_t a = 2 * oh * W + 2 * ow, cand[3] = {a + 1, a + W, a + W + 1};
-            int64_t best = a;
-            for (int k = 0; k < 3; k++) best = x[cand[k]] > x[best] ? cand[k] : best;
-            y[oh * OW + ow] = x[best];
-            arg[oh * OW + ow] = (int32_t)best;
+            const float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+            const int64_t at = 2 * oh * W + 2 * ow;
+            const float m01 = b > a ? b : a, m23 = d > c ? d : c;
+            const int64_t i01 = b > a ? at + 1 : at, i23 = d > c ? at + W + 1 : at + W;
+            y[oh * OW + ow] = m23 > m01 ? m23 : m01;
+            arg[oh * OW + ow] = (int32_t)(m23 > m01 ? i23 : i01);
         }
+    }
 }
 
 static void pool_plane(float *y, int32_t *arg, const float *x, int64_t H, int64_t W, int64_t OH,

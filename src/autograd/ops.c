@@ -48,6 +48,18 @@ void hoop__axpy_or_copy(float *dst, const float *src, size_t n, int acc)
         memcpy(dst, src, n * sizeof(float));
 }
 
+float hoop__sum_f32(const float *p, size_t n)
+{
+    float acc[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += p[i + j];
+    float s = 0.0f;
+    for (; i < n; i++) s += p[i];
+    for (int j = 0; j < 8; j++) s += acc[j];
+    return s;
+}
+
 // ----- matmul -------------------------------------------------------------------------------
 
 static void matmul_backward(hoop_tape *tape, struct hoop_node *n)
@@ -207,10 +219,7 @@ static void bias_add_backward(hoop_tape *tape, struct hoop_node *n)
     if (!acc) memset(db, 0, C * sizeof(float));
     for (size_t i = 0; i < N; i++)
         for (size_t c = 0; c < C; c++) {
-            const float *p = dy + (i * C + c) * inner;
-            float s = 0.0f;
-            for (size_t k = 0; k < inner; k++) s += p[k];
-            db[c] += s;
+            db[c] += hoop__sum_f32(dy + (i * C + c) * inner, inner);
         }
 }
 
