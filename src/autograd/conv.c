@@ -23,7 +23,7 @@
 
 /* The element-wise loops must vectorise: GCC does so with an unknown trip count only from
  * -O3 (its -O2 cost model is "very cheap"); clang vectorises at -O2 already. */
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
 #pragma GCC optimize("O3")
 #endif
 
