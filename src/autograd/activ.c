@@ -23,8 +23,8 @@
 #endif
 
 typedef void (*unary_fwd)(float *restrict y, const float *restrict x, size_t n);
-/* g[i] = dy[i] * f'(x[i]) */
-typedef void (*unary_bwd)(float *restrict g, const float *restrict dy, const float *restrict x,
+/* g[i] = dy[i] * f'(x[i]); g may be dy (in place), so neither is restrict. */
+typedef void (*unary_bwd)(float *g, const float *dy, const float *restrict x,
                           const float *restrict y, size_t n);
 
 struct unary_op {
@@ -40,8 +40,8 @@ static void relu_fwd(float *restrict y, const float *restrict x, size_t n)
     for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-static void relu_bwd(float *restrict g, const float *restrict dy, const float *restrict x,
-                     const float *restrict y, size_t n)
+static void relu_bwd(float *g, const float *dy, const float *restrict x, const float *restrict y,
+                     size_t n)
 {
     (void)x;
     for (size_t i = 0; i < n; i++) {
@@ -61,8 +61,8 @@ static void gelu_fwd(float *restrict y, const float *restrict x, size_t n)
     }
 }
 
-static void gelu_bwd(float *restrict g, const float *restrict dy, const float *restrict x,
-                     const float *restrict y, size_t n)
+static void gelu_bwd(float *g, const float *dy, const float *restrict x, const float *restrict y,
+                     size_t n)
 {
     (void)y;
     for (size_t i = 0; i < n; i++) {
@@ -77,8 +77,8 @@ static void tanh_fwd(float *restrict y, const float *restrict x, size_t n)
     for (size_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
 }
 
-static void tanh_bwd(float *restrict g, const float *restrict dy, const float *restrict x,
-                     const float *restrict y, size_t n)
+static void tanh_bwd(float *g, const float *dy, const float *restrict x, const float *restrict y,
+                     size_t n)
 {
     (void)x;
     for (size_t i = 0; i < n; i++) g[i] = dy[i] * (1.0f - y[i] * y[i]);
@@ -93,8 +93,8 @@ static void sigmoid_fwd(float *restrict y, const float *restrict x, size_t n)
     }
 }
 
-static void sigmoid_bwd(float *restrict g, const float *restrict dy, const float *restrict x,
-                        const float *restrict y, size_t n)
+static void sigmoid_bwd(float *g, const float *dy, const float *restrict x, const float *restrict y,
+                        size_t n)
 {
     (void)x;
     for (size_t i = 0; i < n; i++) g[i] = dy[i] * y[i] * (1.0f - y[i]);
