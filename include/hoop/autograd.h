@@ -104,6 +104,9 @@ HOOP_API size_t hoop_tape_arena_bytes(const hoop_tape *tape);
  * parameter not used by any processed node does not fire; hoop_tape_grad_was_ready()
  * tells which ones, so DDP can mark them ready at the end.
  *
+ * First use is tracked per tape and step: record a given parameter on one tape at a time
+ * (between two resets), or its hook may fire once per tape.
+ *
  * Errors: HOOP_ERR_INVALID (loss NULL, not scalar, or not produced on this tape),
  * HOOP_ERR_USAGE (backward already run since the last reset, or grad mode off),
  * HOOP_ERR_NOMEM. A second backward on the same tape needs a reset and a new forward. */
