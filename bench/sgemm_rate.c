@@ -78,25 +78,36 @@ static void usage(FILE *f)
                "                  [--min-ms MS] [--json]\n");
 }
 
-int main(int argc, char **argv)
+typedef struct bench_opts {
+    int sizes[MAX_LAYERS + 1], nsizes, json;
+    int64_t batch, threads, min_ms;
+} bench_opts;
+
+/* Parses the flags; returns 0, or 2 after printing why. */
+static int parse_args(bench_opts *o, int argc, char **argv)
 {
-    int sizes[MAX_LAYERS + 1] = {784, 512, 256, 10}, nsizes = 4, json = 0;
-    int64_t batch = 128, threads = 1, min_ms = 200;
+    *o = (bench_opts){
+        .sizes = {784, 512, 256, 10}, .nsizes = 4, .batch = 128, .threads = 1, .min_ms = 200};
     for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         hoop_status st = HOOP_OK;
-        if (!strcmp(argv[i], "--json")) {
-            json = 1;
+        if (!strcmp(f, "--json")) {
+            o->json = 1;
             continue;
-        } else if (!strcmp(argv[i], "--batch") && v) {
-            st = hoop__parse_int("--batch", v, 1, 1 << 20, &batch);
-        } else if (!strcmp(argv[i], "--threads") && v) {
-            st = hoop__parse_int("--threads", v, 1, 1024, &threads);
-        } else if (!strcmp(argv[i], "--min-ms") && v) {
-            st = hoop__parse_int("--min-ms", v, 1, 60000, &min_ms);
-        } else if (!strcmp(argv[i], "--sizes") && v) {
-            nsizes = parse_sizes(v, sizes);
-            if (nsizes < 2) st = HOOP_ERROR(HOOP_ERR_INVALID, "--sizes '%s' is not n1,n2,...", v);
+        }
+        if (!v) {
+            usage(stderr);
+            return 2;
+        } else if (!strcmp(f, "--batch")) {
+            st = hoop__parse_int(f, v, 1, 1 << 20, &o->batch);
+        } else if (!strcmp(f, "--threads")) {
+            st = hoop__parse_int(f, v, 1, 1024, &o->threads);
+        } else if (!strcmp(f, "--min-ms")) {
+            st = hoop__parse_int(f, v, 1, 60000, &o->min_ms);
+        } else if (!strcmp(f, "--sizes")) {
+            o->nsizes = parse_sizes(v, o->sizes);
+            if (o->nsizes < 2)
+                st = HOOP_ERROR(HOOP_ERR_INVALID, "--sizes '%s' is not n1,n2,...", v);
         } else {
             usage(stderr);
             return 2;
@@ -107,21 +118,35 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    openblas_set_num_threads((int)threads);
+    return 0;
+}
 
-    gemm_shape g[3 * MAX_LAYERS];
-    int ng = 0, maxd = 1;
-    for (int l = 0; l + 1 < nsizes; l++) {
-        int in = sizes[l], out = sizes[l + 1], b = (int)batch;
+/* Lists the step's GEMMs into g; returns how many, and the largest dimension in *maxd. */
+static int build_shapes(const bench_opts *o, gemm_shape *g, int *maxd)
+{
+    int ng = 0, b = (int)o->batch;
+    *maxd = b;
+    for (int l = 0; l + 1 < o->nsizes; l++) {
+        int in = o->sizes[l], out = o->sizes[l + 1];
         g[ng++] = (gemm_shape){"fwd  Y=X.W^T", l + 1, CblasNoTrans, CblasTrans, b, out, in, 0};
         if (l > 0)
             g[ng++] =
                 (gemm_shape){"bwd dX=dY.W ", l + 1, CblasNoTrans, CblasNoTrans, b, in, out, 0};
         g[ng++] = (gemm_shape){"bwd dW=dY^T.X", l + 1, CblasTrans, CblasNoTrans, out, in, b, 0};
-        if (in > maxd) maxd = in;
-        if (out > maxd) maxd = out;
+        if (in > *maxd) *maxd = in;
+        if (out > *maxd) *maxd = out;
     }
-    if (batch > maxd) maxd = (int)batch;
+    return ng;
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts o;
+    gemm_shape g[3 * MAX_LAYERS];
+    int maxd, rc = parse_args(&o, argc, argv);
+    if (rc) return rc;
+    openblas_set_num_threads((int)o.threads);
+    int ng = build_shapes(&o, g, &maxd);
     size_t cap = (size_t)maxd * (size_t)maxd;
     float *a = malloc(cap * sizeof *a), *b = malloc(cap * sizeof *b), *c = malloc(cap * sizeof *c);
     if (!a || !b || !c) {
@@ -130,12 +155,12 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < cap; i++) a[i] = b[i] = (float)((i * 2654435761u) % 1000) / 1000.0f;
 
-    double flops = 0.0, secs = 0.0;
+    double flops = 0.0, secs = 0.0, batch = (double)o.batch;
     printf("# %s, core %s, %d thread(s), batch %lld\n", openblas_get_config(),
-           openblas_get_corename(), (int)threads, (long long)batch);
+           openblas_get_corename(), (int)o.threads, (long long)o.batch);
     printf("# %-5s %-14s %6s %6s %6s %10s %9s\n", "layer", "gemm", "M", "N", "K", "us", "GFLOP/s");
     for (int i = 0; i < ng; i++) {
-        g[i].best_s = time_gemm(&g[i], a, b, c, min_ms);
+        g[i].best_s = time_gemm(&g[i], a, b, c, o.min_ms);
         double f = 2.0 * g[i].m * g[i].n * g[i].k;
         flops += f;
         secs += g[i].best_s;
@@ -143,12 +168,12 @@ int main(int argc, char **argv)
                g[i].k, g[i].best_s * 1e6, f / g[i].best_s * 1e-9);
     }
     printf("# step GEMMs: %.1f MFLOP in %.1f us = %.2f GFLOP/s (ceiling %.0f samples/s)\n",
-           flops * 1e-6, secs * 1e6, flops / secs * 1e-9, (double)batch / secs);
-    if (json)
+           flops * 1e-6, secs * 1e6, flops / secs * 1e-9, batch / secs);
+    if (o.json)
         printf("{\"bench\":\"sgemm_rate\",\"threads\":%d,\"batch\":%lld,\"step_mflop\":%.3f,"
                "\"step_gemm_us\":%.1f,\"gflops\":%.3f,\"ceiling_samples_per_s\":%.0f}\n",
-               (int)threads, (long long)batch, flops * 1e-6, secs * 1e6, flops / secs * 1e-9,
-               (double)batch / secs);
+               (int)o.threads, (long long)o.batch, flops * 1e-6, secs * 1e6, flops / secs * 1e-9,
+               batch / secs);
     free(a);
     free(b);
     free(c);
