@@ -387,6 +387,7 @@ static hoop_status run(trainer *t)
            hoop_dataset_count(t->test), (long long)o->batch_size,
            o->optimizer == TRAIN_OPT_SGD ? "sgd" : "adamw", (double)o->lr, (long long)o->epochs,
            openblas_get_num_threads());
+    fflush(stdout);
     for (int64_t epoch = 0; epoch < o->epochs; epoch++) {
         epoch_stats e;
         HOOP_CHECK(run_epoch(t, epoch, &e));
