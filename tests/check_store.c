@@ -329,7 +329,7 @@ END_TEST
 // ----- barrier and all-gather with ranks as threads ---------------------------------------
 
 struct rank_arg {
-    int port, rank, ws, rounds;
+    int port, rank, ws, rounds, late_ms; /* late_ms: the last rank connects that late */
     int64_t timeout_ms;
     size_t bytes;
     hoop_status st;
@@ -354,6 +354,7 @@ static void *barrier_main(void *arg)
 {
     struct rank_arg *a = arg;
     hoop_store *h = NULL;
+    if (a->rank == a->ws - 1) msleep(a->late_ms);
     hoop_status s = connect_as(&h, a->port, TOKEN, a->rank, a->ws, 5000);
     int64_t t0 = hoop__now_ns();
     for (int r = 0; r < a->rounds && s == HOOP_OK; r++)
@@ -380,9 +381,10 @@ static void run_ranks(void *(*fn)(void *), struct rank_arg *args, int nranks, in
 
 START_TEST(test_barrier)
 {
-    struct rank_arg a[4] = {0};
+    struct rank_arg a[4] = {[3].late_ms = 300}; /* rank 3 joins late, but in time */
     run_ranks(barrier_main, a, 4, 4, 5000, 3, 0);
     for (int r = 0; r < 4; r++) ck_assert_msg(a[r].st == HOOP_OK, "rank %d: %s", r, a[r].msg);
+    ck_assert_msg(a[0].ms >= 250, "rank 0 passed the barrier after %.0f ms", a[0].ms);
     /* Reused three times; every generation cleaned up: only the entry counter is left. */
     int64_t count = -1, v = 0;
     ASSERT_OK(hoop_store_num_keys(st, &count));
