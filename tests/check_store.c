@@ -2,12 +2,11 @@
  * tests/check_store.c -- the rendezvous store (src/bootstrap/store_*.c).
  *
  * Every operation with exact values; blocking get and wait; barrier and all-gather with
- * ranks as threads, including a rank that never arrives; the token handshake; raw
- * sockets that send garbage, truncated, oversized or stalled frames while a good client
- * keeps being served; 1024 concurrent clients; port in use and restart on the same
- * port; an unresolvable host; a server that dies under a waiting client. Servers listen
- * on 127.0.0.1 port 0 (ephemeral) so parallel test runs cannot collide. Each test checks
- * that it leaves no file descriptor or thread behind.
+ * ranks as threads, a rank that never arrives; the token; raw sockets sending garbage,
+ * truncated, oversized or stalled frames while a good client is served; 1024 clients;
+ * port in use, restart; unresolvable host; a server dying under a waiting client.
+ * Servers use 127.0.0.1 port 0 (ephemeral) so parallel runs cannot collide. Each test
+ * checks that it leaves no file descriptor or thread behind.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -262,8 +261,7 @@ START_TEST(test_sizes)
     ck_assert_int_eq(hoop_store_set(st, "", "x", 1), HOOP_ERR_INVALID);
     size_t big = HOOP_STORE_VALUE_MAX, n = 0;
     unsigned char *val = malloc(big), *back = malloc(big);
-    ck_assert_ptr_nonnull(val);
-    ck_assert_ptr_nonnull(back);
+    ck_assert(val != NULL && back != NULL);
     for (size_t i = 0; i < big; i++) val[i] = (unsigned char)(i * 2654435761u >> 13);
     ASSERT_OK(hoop_store_set(st, "big", val, big));
     ASSERT_OK(hoop_store_get(st, "big", back, big, &n, 5000));
@@ -508,9 +506,7 @@ END_TEST
 START_TEST(test_port_in_use_and_restart)
 {
     int port = hoop_store_server_port(srv);
-    hoop_store_config cfg = HOOP_STORE_CONFIG_INIT;
-    cfg.host = "127.0.0.1";
-    cfg.port = port;
+    hoop_store_config cfg = {.host = "127.0.0.1", .port = port, .rank = -1, .timeout_ms = -1};
     hoop_store_server *again = NULL;
     ck_assert_int_eq(hoop_store_server_init(&again, &cfg), HOOP_ERR_SYSTEM);
     ck_assert_ptr_null(again);
@@ -541,10 +537,7 @@ END_TEST
 START_TEST(test_unresolvable)
 {
     hoop_store *h = NULL;
-    hoop_store_config cfg = HOOP_STORE_CONFIG_INIT;
-    cfg.host = "no-such-master.invalid";
-    cfg.port = 29500;
-    cfg.timeout_ms = 30000;
+    hoop_store_config cfg = {.host = "no-such-master.invalid", .port = 29500, .timeout_ms = 30000};
     int64_t t0 = hoop__now_ns();
     ck_assert_int_eq(hoop_store_init(&h, &cfg), HOOP_ERR_INVALID);
     ck_assert_double_lt(ms_since(t0), 200);
@@ -722,10 +715,11 @@ static void put_set(hoop__buf *b, const void *key, uint32_t kn, uint32_t vdecl, 
     hoop__frame_end(b, at);
 }
 
-static void put_wait(hoop__buf *b, int64_t timeout_ms, uint32_t nkeys, const char *key)
+static void put_wait(hoop__buf *b, uint8_t flags, int64_t timeout_ms, uint32_t nkeys,
+                     const char *key)
 {
     size_t at = hoop__frame_begin(b, HOOP__STORE_WAIT);
-    hoop__put_u8(b, 0);
+    hoop__put_u8(b, flags);
     hoop__put_i64(b, timeout_ms);
     hoop__put_u32(b, nkeys);
     if (key) hoop__put_str(b, key, strlen(key));
@@ -779,9 +773,9 @@ static void build_bad(hoop__buf *b, int c)
     case 12: put_set(b, "k", 1, 1000, 5); break;
     case 13: put_set(b, "k", 1, 1, 2); break;
     case 14: put_hello(b, TOKEN); break;
-    case 15: put_wait(b, 100, 0, NULL); break;
-    case 16: put_wait(b, -5, 1, "k"); break;
-    case 17: put_wait(b, 100, 1000, NULL); break;
+    case 15: put_wait(b, 0, 100, 0, NULL); break;
+    case 16: put_wait(b, 0, -5, 1, "k"); break;
+    case 17: put_wait(b, 0, 100, 1000, NULL); break;
     }
 }
 
@@ -816,17 +810,25 @@ START_TEST(test_malformed)
 }
 END_TEST
 
-/* A client that sends half a frame and stalls (and one that never says HELLO) does not
- * slow anyone down; the server closes it once its timeout (here 500 ms) passes. */
+/* A client that sends half a frame and stalls, one that never says HELLO and one that
+ * does not read its 16 MiB reply slow nobody down; the server closes each once its
+ * timeout (here 500 ms) passes. */
 START_TEST(test_stalled_client)
 {
     hoop_store_server *strict = server_at(0, 500);
     int port = hoop_store_server_port(strict);
     hoop_store *good = client(strict, 0, 1);
     ASSERT_OK(hoop_store_set(good, "k", "value", 5));
-    int silent = raw_connect(port), half = raw_connect(port);
+    unsigned char *big = calloc(1, HOOP_STORE_VALUE_MAX);
+    ASSERT_OK(hoop_store_set(good, "big", big, HOOP_STORE_VALUE_MAX));
+    free(big);
+    int silent = raw_connect(port), half = raw_connect(port), deaf = raw_connect(port);
     hoop__buf b = {0};
     put_hello(&b, TOKEN);
+    size_t hello_len = b.len;
+    put_wait(&b, HOOP__STORE_WAIT_VALUES, 0, 1, "big");
+    raw_send(deaf, &b, b.len); /* HELLO, then a get it never reads */
+    b.len = hello_len;
     put_set(&b, "k", 1, 10, 10);
     raw_send(half, &b, b.len - 6); /* HELLO, then all but the end of SET */
     hoop__buf_free(&b);
@@ -840,8 +842,11 @@ START_TEST(test_stalled_client)
     double ms = ms_since(t0);
     ck_assert_msg(ms >= 300 && ms < 1500, "stalled client closed after %.0f ms", ms);
     ck_assert(raw_closed(silent));
+    for (int k = 0; k < 200 && hoop__store_server_nclients(strict) != 1; k++) msleep(10);
+    ck_assert_int_eq(hoop__store_server_nclients(strict), 1); /* deaf is gone too */
     close(half);
     close(silent);
+    close(deaf);
     check_still_served(good); /* the half-sent SET was not applied */
     ASSERT_OK(hoop_store_destroy(good));
     ASSERT_OK(hoop_store_server_destroy(strict));
@@ -852,7 +857,7 @@ END_TEST
 
 struct crowd {
     int port;
-    pthread_barrier_t *all_connected, *all_added;
+    pthread_barrier_t *phase; /* passed twice: all connected, then all added */
     int64_t value;
     hoop_status st;
     char msg[256];
@@ -863,10 +868,10 @@ static void *crowd_main(void *arg)
     struct crowd *c = arg;
     hoop_store *h = NULL;
     c->st = connect_as(&h, c->port, TOKEN, -1, 0, 20000);
-    pthread_barrier_wait(c->all_connected); /* every client holds a connection now */
+    pthread_barrier_wait(c->phase); /* every client holds a connection now */
     if (c->st == HOOP_OK) c->st = hoop_store_add(h, "crowd", 1, &c->value);
     if (c->st != HOOP_OK) snprintf(c->msg, sizeof(c->msg), "%s", hoop_last_error());
-    pthread_barrier_wait(c->all_added);
+    pthread_barrier_wait(c->phase);
     hoop_status d = hoop_store_destroy(h);
     if (c->st == HOOP_OK) c->st = d;
     return NULL;
@@ -876,27 +881,24 @@ START_TEST(test_1024_clients)
 {
     static struct crowd cs[NCLIENTS];
     static pthread_t th[NCLIENTS];
-    pthread_barrier_t b1, b2;
-    pthread_barrier_init(&b1, NULL, NCLIENTS + 1);
-    pthread_barrier_init(&b2, NULL, NCLIENTS + 1);
+    pthread_barrier_t phase;
+    pthread_barrier_init(&phase, NULL, NCLIENTS + 1);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 << 10);
     int64_t t0 = hoop__now_ns();
     for (int i = 0; i < NCLIENTS; i++) {
-        cs[i] = (struct crowd){
-            .port = hoop_store_server_port(srv), .all_connected = &b1, .all_added = &b2};
+        cs[i] = (struct crowd){.port = hoop_store_server_port(srv), .phase = &phase};
         ck_assert_int_eq(pthread_create(&th[i], &attr, crowd_main, &cs[i]), 0);
     }
-    pthread_barrier_wait(&b1);
+    pthread_barrier_wait(&phase);
     double connect_ms = ms_since(t0);
     int held = hoop__store_server_nclients(srv);
-    pthread_barrier_wait(&b2);
+    pthread_barrier_wait(&phase);
     for (int i = 0; i < NCLIENTS; i++) pthread_join(th[i], NULL);
     double total_ms = ms_since(t0);
     pthread_attr_destroy(&attr);
-    pthread_barrier_destroy(&b1);
-    pthread_barrier_destroy(&b2);
+    pthread_barrier_destroy(&phase);
     ck_assert_int_eq(held, NCLIENTS + 1); /* the crowd and the fixture's client */
     /* Each add saw a distinct value: together exactly 1..1024. */
     static unsigned char seen[NCLIENTS + 1];

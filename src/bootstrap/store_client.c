@@ -437,8 +437,12 @@ static hoop_status decode_wait(hoop_store *st, uint8_t status, hoop__rd *rd, uin
         uint32_t n = hoop__get_u32(rd);
         if (rd->bad || n == 0 || n > nkeys || rd->left != 4ull * n) return bad_reply(st);
         HOOP_CHECK(hoop__calloc(&res->missing, n));
-        for (uint32_t i = 0; i < n; i++) res->missing[i] = hoop__get_u32(rd);
         res->nmissing = n;
+        for (uint32_t i = 0; i < n; i++) { /* strictly increasing indices into keys */
+            res->missing[i] = hoop__get_u32(rd);
+            if (res->missing[i] >= nkeys || (i > 0 && res->missing[i] <= res->missing[i - 1]))
+                return bad_reply(st);
+        }
         return HOOP_ERR_TIMEOUT;
     }
     if (status != HOOP__STORE_R_OK) return reply_error(st, status, rd, "wait");
