@@ -28,8 +28,9 @@
  * new arena tensor, in *out. The output requires grad when an input does and the tape's
  * grad mode is on. Ops allocate from the arena only, so *out dies at hoop_tape_reset().
  * On failure *out is NULL and nothing is recorded. Errors common to all ops:
- * HOOP_ERR_INVALID (NULL argument, bad shape or parameter), HOOP_ERR_NOMEM (arena growth
- * failed), HOOP_ERR_UNSUPPORTED (a tensor on a device this build cannot compute on).
+ * HOOP_ERR_INVALID (NULL argument, bad shape or parameter, a tensor of more than INT_MAX
+ * elements, as BLAS indexes with int), HOOP_ERR_NOMEM (arena growth failed),
+ * HOOP_ERR_UNSUPPORTED (a tensor on a device this build cannot compute on).
  *
  * Thread-safety: a tape and the tensors on it belong to one thread at a time. Different
  * tapes may run concurrently when they share no tensor that either writes (parameters'

@@ -102,12 +102,15 @@ static void arena_free_all(hoop_tape *tape)
     tape->arena_total = 0;
 }
 
-/* Rewinds the arena; merges several blocks into one of the high-water size. */
+/* Rewinds the arena; merges several blocks into one of the high-water size (the bytes the
+ * step used, rounded up to a MiB), so the next steps fit in one block. */
 static void arena_reset(hoop_tape *tape)
 {
     if (tape->blocks == NULL) return;
     if (tape->blocks->next != NULL) {
-        size_t total = tape->arena_total;
+        size_t total = 0;
+        for (struct arena_block *b = tape->blocks; b != NULL; b = b->next) total += b->used;
+        total = (total + ARENA_MIN_BLOCK - 1) / ARENA_MIN_BLOCK * ARENA_MIN_BLOCK;
         arena_free_all(tape);
         tape->blocks = block_new(total); /* on failure, the next alloc retries */
         if (tape->blocks != NULL) tape->arena_total = total;
