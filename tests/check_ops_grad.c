@@ -128,6 +128,10 @@ static hoop_status f_conv(hoop_tape *t, hoop_tensor **in, hoop_tensor **o)
 {
     return hoop_conv2d(t, in[0], in[1], in[2], 1, 0, o);
 }
+static hoop_status f_conv_s1p1(hoop_tape *t, hoop_tensor **in, hoop_tensor **o)
+{
+    return hoop_conv2d(t, in[0], in[1], in[2], 1, 1, o);
+}
 static hoop_status f_conv_s2p1(hoop_tape *t, hoop_tensor **in, hoop_tensor **o)
 {
     return hoop_conv2d(t, in[0], in[1], in[2], 2, 1, o);
@@ -172,6 +176,7 @@ static const struct gcase CASES[] = {
     {"flatten", f_flatten, 1, {4}, {{2, 2, 3, 2}}, 0},
     {"reuse", f_reuse, 1, {2}, {{3, 4}}, 0},
     {"conv2d", f_conv, 3, {4, 4, 1}, {{2, 2, 4, 5}, {3, 2, 3, 2}, {3}}, 0},
+    {"conv2d_s1p1", f_conv_s1p1, 3, {4, 4, 1}, {{2, 3, 4, 4}, {2, 3, 3, 3}, {2}}, 0},
     {"conv2d_s2p1", f_conv_s2p1, 3, {4, 4, 1}, {{2, 2, 5, 5}, {3, 2, 3, 3}, {3}}, 0},
     {"conv2d_nobias_s3p2", f_conv_nobias_p2, 2, {4, 4}, {{1, 2, 6, 5}, {2, 2, 2, 3}}, 0},
     {"max_pool2d", f_pool, 1, {4}, {{2, 2, 4, 6}}, 1},

@@ -28,8 +28,9 @@
  * new arena tensor, in *out. The output requires grad when an input does and the tape's
  * grad mode is on. Ops allocate from the arena only, so *out dies at hoop_tape_reset().
  * On failure *out is NULL and nothing is recorded. Errors common to all ops:
- * HOOP_ERR_INVALID (NULL argument, bad shape or parameter), HOOP_ERR_NOMEM (arena growth
- * failed), HOOP_ERR_UNSUPPORTED (a tensor on a device this build cannot compute on).
+ * HOOP_ERR_INVALID (NULL argument, bad shape or parameter, a tensor of more than INT_MAX
+ * elements, as BLAS indexes with int), HOOP_ERR_NOMEM (arena growth failed),
+ * HOOP_ERR_UNSUPPORTED (a tensor on a device this build cannot compute on).
  *
  * Thread-safety: a tape and the tensors on it belong to one thread at a time. Different
  * tapes may run concurrently when they share no tensor that either writes (parameters'
@@ -103,6 +104,9 @@ HOOP_API size_t hoop_tape_arena_bytes(const hoop_tape *tape);
  * and bias of a linear op) fire in reverse argument order (bias before weight). A
  * parameter not used by any processed node does not fire; hoop_tape_grad_was_ready()
  * tells which ones, so DDP can mark them ready at the end.
+ *
+ * First use is tracked per tape and step: record a given parameter on one tape at a time
+ * (between two resets), or its hook may fire once per tape.
  *
  * Errors: HOOP_ERR_INVALID (loss NULL, not scalar, or not produced on this tape),
  * HOOP_ERR_USAGE (backward already run since the last reset, or grad mode off),

@@ -30,5 +30,9 @@
 #include "hoop/log.h"
 #include "hoop/store.h"
 #include "hoop/sampler.h"
+#include "hoop/tensor.h"
+#include "hoop/autograd.h"
+#include "hoop/nn.h"
+#include "hoop/optim.h"
 
 #endif /* HOOP_HOOP_H */

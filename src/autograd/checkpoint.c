@@ -196,6 +196,9 @@ hoop_status hoop_checkpoint_save(const char *path, hoop_tensor *const *params, s
 {
     if (path == NULL || (params == NULL && count > 0) || (extra == NULL && extra_bytes > 0))
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_save: NULL argument");
+    for (size_t i = 0; i < count; i++)
+        if (params[i] == NULL)
+            return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_save: params[%zu] is NULL", i);
     if (opt != NULL && opt->count != count)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "hoop_checkpoint_save: the optimizer has %zu "
@@ -382,7 +385,8 @@ static hoop_status skip_optim(const struct load_args *a, struct cursor *c)
 static hoop_status parse(const struct load_args *a, const unsigned char *b, size_t len, int apply)
 {
     struct cursor c = {.buf = (unsigned char *)b, .pos = 24, .len = len - 4};
-    const uint32_t flags = *(const uint32_t *)(const void *)(b + 12);
+    uint32_t flags;
+    memcpy(&flags, b + 12, 4);
     const uint64_t nparams = get_u64(&c), extra_bytes = get_u64(&c);
     if (nparams != a->count)
         return HOOP_ERROR(HOOP_ERR_MISMATCH,
@@ -412,6 +416,9 @@ hoop_status hoop_checkpoint_load(const char *path, hoop_tensor *const *params, s
 {
     if (path == NULL || (params == NULL && count > 0))
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_load: NULL argument");
+    for (size_t i = 0; i < count; i++)
+        if (params[i] == NULL)
+            return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_load: params[%zu] is NULL", i);
     if (opt != NULL && opt->count != count)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "hoop_checkpoint_load: the optimizer has %zu "

@@ -21,6 +21,12 @@
 #include "autograd/ops.h"
 #include "core/check.h"
 
+/* The element-wise loops must vectorise: GCC does so with an unknown trip count only from
+ * -O3 (its -O2 cost model is "very cheap"); clang vectorises at -O2 already. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#pragma GCC optimize("O3")
+#endif
+
 struct conv_geom {
     int64_t N, C, H, W, O, KH, KW, OH, OW;
     int stride, padding;
@@ -45,26 +51,43 @@ static struct conv_geom conv_geom_of(const hoop_tensor *x, const hoop_tensor *w,
     return g;
 }
 
+/* The range [*lo, *hi) of output columns ow whose input column ow*s - p + kw is inside
+ * 0..W-1, so the copy loops need no per-element bounds test. */
+static void valid_cols(const struct conv_geom *g, int64_t kw, int64_t *lo, int64_t *hi)
+{
+    const int64_t s = g->stride, first = g->padding - kw, last = g->W - 1 + g->padding - kw;
+    int64_t l = first <= 0 ? 0 : (first + s - 1) / s;
+    int64_t h = last < 0 ? 0 : last / s + 1;
+    *lo = l;
+    *hi = h < g->OW ? h : g->OW;
+    if (*hi < *lo) *hi = *lo;
+}
+
 /* col[(c*KH + kh)*KW + kw][oh*OW + ow] = x[c][oh*s - p + kh][ow*s - p + kw], 0 outside. */
 static void im2col(float *restrict col, const float *restrict x, const struct conv_geom *g)
 {
-    const int64_t S = g->OH * g->OW;
+    const int64_t S = g->OH * g->OW, st = g->stride;
     for (int64_t c = 0; c < g->C; c++)
         for (int64_t kh = 0; kh < g->KH; kh++)
             for (int64_t kw = 0; kw < g->KW; kw++) {
                 float *row = col + ((c * g->KH + kh) * g->KW + kw) * S;
+                int64_t lo, hi;
+                valid_cols(g, kw, &lo, &hi);
                 for (int64_t oh = 0; oh < g->OH; oh++) {
-                    const int64_t ih = oh * g->stride - g->padding + kh;
+                    const int64_t ih = oh * st - g->padding + kh;
                     float *dst = row + oh * g->OW;
                     if (ih < 0 || ih >= g->H) {
                         memset(dst, 0, (size_t)g->OW * sizeof(float));
                         continue;
                     }
-                    const float *src = x + (c * g->H + ih) * g->W;
-                    for (int64_t ow = 0; ow < g->OW; ow++) {
-                        const int64_t iw = ow * g->stride - g->padding + kw;
-                        dst[ow] = (iw >= 0 && iw < g->W) ? src[iw] : 0.0f;
-                    }
+                    /* x index of output column ow: base + ow * st (>= 0 inside lo..hi) */
+                    const int64_t base = (c * g->H + ih) * g->W - g->padding + kw;
+                    for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
+                    if (st == 1 && hi > lo)
+                        memcpy(dst + lo, x + base + lo, (size_t)(hi - lo) * sizeof(float));
+                    else
+                        for (int64_t ow = lo; ow < hi; ow++) dst[ow] = x[base + ow * st];
+                    for (int64_t ow = hi; ow < g->OW; ow++) dst[ow] = 0.0f;
                 }
             }
 }
@@ -72,19 +95,19 @@ static void im2col(float *restrict col, const float *restrict x, const struct co
 /* The adjoint of im2col: dx[c][ih][iw] += every col entry that was read from there. */
 static void col2im(float *restrict dx, const float *restrict col, const struct conv_geom *g)
 {
-    const int64_t S = g->OH * g->OW;
+    const int64_t S = g->OH * g->OW, st = g->stride;
     for (int64_t c = 0; c < g->C; c++)
         for (int64_t kh = 0; kh < g->KH; kh++)
             for (int64_t kw = 0; kw < g->KW; kw++) {
                 const float *row = col + ((c * g->KH + kh) * g->KW + kw) * S;
+                int64_t lo, hi;
+                valid_cols(g, kw, &lo, &hi);
                 for (int64_t oh = 0; oh < g->OH; oh++) {
-                    const int64_t ih = oh * g->stride - g->padding + kh;
+                    const int64_t ih = oh * st - g->padding + kh;
                     if (ih < 0 || ih >= g->H) continue;
-                    float *dst = dx + (c * g->H + ih) * g->W;
-                    for (int64_t ow = 0; ow < g->OW; ow++) {
-                        const int64_t iw = ow * g->stride - g->padding + kw;
-                        if (iw >= 0 && iw < g->W) dst[iw] += row[oh * g->OW + ow];
-                    }
+                    const int64_t base = (c * g->H + ih) * g->W - g->padding + kw;
+                    const float *src = row + oh * g->OW;
+                    for (int64_t ow = lo; ow < hi; ow++) dx[base + ow * st] += src[ow];
                 }
             }
 }
@@ -98,10 +121,7 @@ static void conv_backward_bias(hoop_tape *tape, struct hoop_node *n, const struc
     if (!acc) memset(db, 0, (size_t)g->O * sizeof(float));
     for (int64_t i = 0; i < g->N; i++)
         for (int64_t o = 0; o < g->O; o++) {
-            const float *p = n->out->grad + (i * g->O + o) * S;
-            float s = 0.0f;
-            for (int64_t k = 0; k < S; k++) s += p[k];
-            db[o] += s;
+            db[o] += hoop__sum_f32(n->out->grad + (i * g->O + o) * S, (size_t)S);
         }
 }
 
@@ -207,9 +227,30 @@ static void pool_backward(hoop_tape *tape, struct hoop_node *n)
             dx[p * in_plane + (size_t)arg[p * out_plane + k]] += y->grad[p * out_plane + k];
 }
 
+/* The common 2x2 window with stride 2, branch-free; same first-maximum rule (strict >). */
+static void pool_plane_2x2(float *restrict y, int32_t *restrict arg, const float *restrict x,
+                           int64_t W, int64_t OH, int64_t OW)
+{
+    for (int64_t oh = 0; oh < OH; oh++) {
+        const float *r0 = x + 2 * oh * W, *r1 = r0 + W;
+        for (int64_t ow = 0; ow < OW; ow++) {
+            const float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+            const int64_t at = 2 * oh * W + 2 * ow;
+            const float m01 = b > a ? b : a, m23 = d > c ? d : c;
+            const int64_t i01 = b > a ? at + 1 : at, i23 = d > c ? at + W + 1 : at + W;
+            y[oh * OW + ow] = m23 > m01 ? m23 : m01;
+            arg[oh * OW + ow] = (int32_t)(m23 > m01 ? i23 : i01);
+        }
+    }
+}
+
 static void pool_plane(float *y, int32_t *arg, const float *x, int64_t H, int64_t W, int64_t OH,
                        int64_t OW, int kernel, int stride)
 {
+    if (kernel == 2 && stride == 2) {
+        pool_plane_2x2(y, arg, x, W, OH, OW);
+        return;
+    }
     for (int64_t oh = 0; oh < OH; oh++)
         for (int64_t ow = 0; ow < OW; ow++) {
             int64_t best = oh * stride * W + ow * stride;

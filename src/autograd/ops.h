@@ -24,6 +24,10 @@ void hoop__axpy_or_copy(float *dst, const float *src, size_t n, int acc);
 /* db(C) (+)= column sums of dy(rows, C). */
 void hoop__bias_grad_rows(float *db, const float *dy, size_t rows, size_t C, int acc);
 
+/* Sum of n floats with 8 interleaved partial sums (a fixed order, so deterministic; the
+ * compiler vectorises it, unlike one serial float accumulator). */
+float hoop__sum_f32(const float *p, size_t n);
+
 /* Records a view of x's data with a new shape (reshape, flatten, identity dropout). */
 hoop_status hoop__view_op(hoop_tape *tape, hoop_tensor *x, int ndim, const int64_t *shape,
                           const char *op, hoop_tensor **out);

@@ -6,6 +6,7 @@
  * Thread-safety: none per tensor; the functions keep no global state.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,11 @@ hoop_status hoop__check_arg(const hoop_tensor *t, const char *op, const char *wh
     if (t == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "%s: %s is NULL", op, what);
     if (t->device != HOOP_DEVICE_CPU)
         return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "%s: %s is not a CPU tensor", op, what);
+    if (t->count > (size_t)INT_MAX)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s: %s has %zu elements; ops take at most %d (BLAS "
+                          "indexes with int)",
+                          op, what, t->count, INT_MAX);
     return HOOP_OK;
 }
 
