@@ -1,12 +1,15 @@
 /*
  * tools/hoop-train.c -- the main job: trains an MLP or a small CNN on Fashion-MNIST.
  *
- * One process, one thread driving the step (OpenBLAS may use more, see --threads). A
- * step is: gather a shuffled mini-batch (hoop/data.h), forward on a tape, mean
- * cross-entropy, zero_grad, backward, [after_backward: where DDP waits for its gradient
- * all-reduce], optimizer step with the scheduled learning rate, tape reset. After each
- * epoch the test set is evaluated (no grad, eval mode) and one line is printed (and one
- * JSON line written to --metrics): loss, test accuracy, samples/s. With --bench-steps
+ * One thread drives the step (OpenBLAS may use more, see --threads). A step is: gather
+ * a mini-batch of this rank's DistributedSampler shard (hoop/data.h, hoop/sampler.h),
+ * forward on a tape, mean cross-entropy, zero_grad, backward (through DDP when started
+ * by hooprun: buckets are all-reduced while backward runs), optimizer step with the
+ * scheduled learning rate, tape reset. Rank 0 checks and loads the data first while the
+ * others wait for its verdict. After each epoch the test set is evaluated (sharded
+ * across ranks, sums all-reduced) and rank 0 prints one line (and one JSON line to
+ * --metrics): loss, test accuracy, global samples/s and the share of all-reduce time
+ * hidden behind backward; with --checkpoint rank 0 saves atomically. With --bench-steps
  * the tool instead times that many steps and prints one JSON line (bench/ uses it).
  *
  * Exit status: 0 success; 2 bad flags, a missing data directory or a corrupt data file
@@ -28,6 +31,7 @@
 #include "hoop/nn.h"
 #include "hoop/optim.h"
 #include "train_cli.h"
+#include "train_dist.h"
 
 #define BAR_WIDTH 30
 #define BAR_EVERY_NS 100000000LL
@@ -47,10 +51,9 @@ typedef struct trainer {
     int bar;        /* 1: redraw a progress bar on stderr */
     int64_t bar_ns; /* when the bar was last drawn (redrawn at most every BAR_EVERY_NS) */
     FILE *metrics;
-    /* The hook a data-parallel wrapper fills: runs after backward, before the optimizer
-     * step (wait for the gradient all-reduce there). NULL in single-process training. */
-    hoop_status (*after_backward)(void *ctx);
-    void *after_backward_ctx;
+    train_dist dist;     /* communicator, DDP and sampler (single process: no comm) */
+    int64_t start_epoch; /* first epoch to run (after --resume) */
+    size_t ntrain;       /* training samples used (--train-limit) */
 } trainer;
 
 static const char *model_name(const trainer *t)
@@ -117,23 +120,82 @@ static hoop_status build_optim(trainer *t)
     return HOOP_OK;
 }
 
+/* Rank 0 checks and loads the data while the others wait for its verdict; then they
+ * load theirs (a failure on rank 0 stops everyone with rank 0's message). */
+static hoop_status load_data_rank0_first(trainer *t)
+{
+    hoop_status st = t->dist.rank == 0 ? load_data(t) : HOOP_OK;
+    HOOP_CHECK(train_dist_root_status(&t->dist, st));
+    if (t->dist.rank != 0) HOOP_CHECK(load_data(t));
+    size_t n = hoop_dataset_count(t->train);
+    t->ntrain = t->o->train_limit > 0 && (size_t)t->o->train_limit < n ? (size_t)t->o->train_limit
+                                                                        : n;
+    return HOOP_OK;
+}
+
+/* Points the loader at this rank's shard of epoch. */
+static hoop_status select_shard(trainer *t, int64_t epoch)
+{
+    const int64_t *idx;
+    size_t n;
+    HOOP_CHECK(train_dist_shard(&t->dist, (uint64_t)epoch, &idx, &n));
+    HOOP_CHECK(hoop_loader_set_indices(t->loader, idx, n));
+    return hoop_loader_start_epoch(t->loader, (uint64_t)epoch);
+}
+
+/* --resume: continue from the checkpoint (shared from rank 0) when there is one. */
+static hoop_status maybe_resume(trainer *t)
+{
+    const train_opts *o = t->o;
+    train_ckpt_extra ex;
+    int found = 0;
+    if (!o->resume) return HOOP_OK;
+    HOOP_CHECK(train_dist_load(&t->dist, o->checkpoint, hoop_model_params(t->model),
+                               hoop_model_param_count(t->model), t->opt, &ex, &found));
+    if (!found) {
+        if (t->dist.rank == 0) printf("hoop-train: no checkpoint at %s yet; starting afresh\n",
+                                      o->checkpoint);
+        return HOOP_OK;
+    }
+    if (ex.world_size != t->dist.world_size || ex.batch_size != o->batch_size || ex.seed != o->seed)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "--resume: %s was written with world_size %lld, batch %lld, seed %lld; "
+                          "this run has %d, %lld, %lld",
+                          o->checkpoint, (long long)ex.world_size, (long long)ex.batch_size,
+                          (long long)ex.seed, t->dist.world_size, (long long)o->batch_size,
+                          (long long)o->seed);
+    t->start_epoch = ex.epochs_done;
+    t->step = ex.step;
+    if (t->dist.rank == 0)
+        printf("hoop-train: resumed from %s after epoch %lld (step %lld)\n", o->checkpoint,
+               (long long)ex.epochs_done, (long long)ex.step);
+    return HOOP_OK;
+}
+
 static hoop_status trainer_init(trainer *t, const train_opts *o)
 {
     memset(t, 0, sizeof *t);
     t->o = o;
-    HOOP_CHECK(load_data(t));
+    HOOP_CHECK(train_dist_init(&t->dist));
+    HOOP_CHECK(load_data_rank0_first(t));
     HOOP_CHECK(build_model(t));
     HOOP_CHECK(hoop_loader_new(&t->loader, t->train, (size_t)o->batch_size, (uint64_t)o->seed));
+    HOOP_CHECK(train_dist_sampler(&t->dist, t->ntrain, (uint64_t)o->seed));
+    HOOP_CHECK(select_shard(t, 0));
     HOOP_CHECK(build_optim(t));
+    HOOP_CHECK(maybe_resume(t));
+    HOOP_CHECK(train_dist_wrap(&t->dist, hoop_model_params(t->model),
+                               hoop_model_param_count(t->model), o->bucket_cap_kb,
+                               o->first_bucket_kb));
     HOOP_CHECK(hoop_tape_init(&t->tape));
-    hoop_tape_seed(t->tape, (uint64_t)o->seed);
     int64_t cap = o->batch_size > o->eval_batch_size ? o->batch_size : o->eval_batch_size;
     HOOP_CHECK(hoop__calloc(&t->x, (size_t)(cap * t->sample)));
     HOOP_CHECK(hoop__calloc(&t->y, (size_t)cap));
-    if (o->metrics && !(t->metrics = fopen(o->metrics, "w")))
+    if (o->metrics && t->dist.rank == 0 && !(t->metrics = fopen(o->metrics, "a")))
         return HOOP_ERROR(HOOP_ERR_INVALID, "--metrics: cannot open '%s': %s", o->metrics,
                           strerror(errno));
-    t->bar = o->progress == 1 || (o->progress == -1 && isatty(STDERR_FILENO));
+    t->bar = t->dist.rank == 0 &&
+             (o->progress == 1 || (o->progress == -1 && isatty(STDERR_FILENO)));
     return HOOP_OK;
 }
 
@@ -151,6 +213,7 @@ static hoop_status trainer_destroy(trainer *t)
     hoop_dataset_free(t->test);
     free(t->x);
     free(t->y);
+    HOOP_CHECK_KEEP(train_dist_destroy(&t->dist), st);
     return st;
 }
 
@@ -190,14 +253,18 @@ static hoop_status next_batch(trainer *t, hoop_tensor **x, size_t *n)
 static hoop_status train_step(trainer *t, hoop_tensor *x, float *loss)
 {
     hoop_tensor *logits, *l;
+    hoop_ddp *ddp = t->dist.ddp;
     hoop_optim_set_lr(t->opt, hoop_lr_at(&t->sched, t->step));
+    int64_t f0 = hoop_ddp_now_us();
     HOOP_CHECK(hoop_model_forward(t->model, t->tape, x, &logits));
     HOOP_CHECK(hoop_cross_entropy(t->tape, logits, t->y, 0.0f, &l));
     *loss = hoop_tensor_data(l)[0];
     hoop_optim_zero_grad(t->opt);
-    HOOP_CHECK(hoop_backward(t->tape, l));
-    if (t->after_backward) HOOP_CHECK(t->after_backward(t->after_backward_ctx));
+    if (ddp) hoop_ddp_trace_event(ddp, "forward", f0, hoop_ddp_now_us());
+    HOOP_CHECK(ddp ? hoop_ddp_backward(ddp, t->tape, l) : hoop_backward(t->tape, l));
+    int64_t o0 = hoop_ddp_now_us();
     HOOP_CHECK(hoop_optim_step(t->opt));
+    if (ddp) hoop_ddp_trace_event(ddp, "optimizer", o0, hoop_ddp_now_us());
     hoop_tape_reset(t->tape);
     t->step++;
     if (!isfinite(*loss))
@@ -227,15 +294,17 @@ static size_t count_correct(hoop_tensor *logits, const int32_t *y, size_t n)
 /* Mean loss and accuracy (fraction) over the whole test set, in evaluation mode. */
 static hoop_status evaluate(trainer *t, double *loss, double *acc)
 {
-    size_t n_all = hoop_dataset_count(t->test), correct = 0, eb = (size_t)t->o->eval_batch_size;
+    size_t n_test = hoop_dataset_count(t->test), eb = (size_t)t->o->eval_batch_size;
+    size_t ws = (size_t)t->dist.world_size, r = (size_t)t->dist.rank;
+    size_t lo = n_test * r / ws, hi = n_test * (r + 1) / ws, correct = 0;
     double sum = 0.0;
     hoop_status st = HOOP_OK;
     int64_t *idx;
     HOOP_CHECK(hoop__calloc(&idx, eb));
     hoop_tape_set_train(t->tape, 0);
     hoop_tape_set_grad_enabled(t->tape, 0);
-    for (size_t s = 0; s < n_all; s += eb) {
-        size_t n = n_all - s < eb ? n_all - s : eb;
+    for (size_t s = lo; s < hi; s += eb) {
+        size_t n = hi - s < eb ? hi - s : eb;
         hoop_tensor *x, *logits, *l;
         for (size_t i = 0; i < n; i++) idx[i] = (int64_t)(s + i);
         HOOP_CHECK_GOTO(hoop_dataset_gather(t->test, idx, n, t->x, t->y), st, done);
@@ -246,8 +315,10 @@ static hoop_status evaluate(trainer *t, double *loss, double *acc)
         correct += count_correct(logits, t->y, n);
         hoop_tape_reset(t->tape);
     }
-    *loss = sum / (double)n_all;
-    *acc = (double)correct / (double)n_all;
+    double g[2] = {sum, (double)correct};
+    HOOP_CHECK_GOTO(train_dist_sum(&t->dist, g, 2), st, done);
+    *loss = g[0] / (double)n_test;
+    *acc = g[1] / (double)n_test;
 done:
     hoop_tape_reset(t->tape);
     hoop_tape_set_grad_enabled(t->tape, 1);
@@ -281,38 +352,67 @@ static void show_progress(trainer *t, int64_t epoch, size_t b, size_t nb, double
 
 typedef struct epoch_stats {
     double train_loss, test_loss, test_acc, train_s, sps;
-    size_t samples;
+    size_t samples;         /* global: summed over ranks */
+    double comm_ms, hidden; /* per step: all-reduce time, share hidden behind backward */
 } epoch_stats;
 
 static void report_epoch(trainer *t, int64_t epoch, const epoch_stats *e)
 {
+    if (t->dist.rank != 0) return;
     if (t->bar) fprintf(stderr, "\r%*s\r", BAR_WIDTH + 60, "");
+    char comm[96] = "";
+    if (t->dist.ddp)
+        snprintf(comm, sizeof comm, ", all-reduce %.2f ms/step, %.0f%% hidden", e->comm_ms,
+                 100.0 * e->hidden);
     printf("epoch %lld/%lld loss %.4f test_loss %.4f test_acc %.2f%% %.0f samples/s "
-           "(%.1f s)\n",
+           "(%.1f s%s)\n",
            (long long)epoch + 1, (long long)t->o->epochs, e->train_loss, e->test_loss,
-           100.0 * e->test_acc, e->sps, e->train_s);
+           100.0 * e->test_acc, e->sps, e->train_s, comm);
     fflush(stdout);
     if (!t->metrics) return;
     fprintf(t->metrics,
             "{\"epoch\":%lld,\"epochs\":%lld,\"step\":%lld,\"model\":\"%s\",\"lr\":%.6g,"
             "\"train_loss\":%.6f,\"test_loss\":%.6f,\"test_acc\":%.6f,\"samples\":%zu,"
-            "\"train_s\":%.3f,\"samples_per_s\":%.1f}\n",
+            "\"train_s\":%.3f,\"samples_per_s\":%.1f,\"world_size\":%d,"
+            "\"allreduce_ms_per_step\":%.3f,\"hidden_share\":%.4f}\n",
             (long long)epoch + 1, (long long)t->o->epochs, (long long)t->step, model_name(t),
             (double)hoop_optim_lr(t->opt), e->train_loss, e->test_loss, e->test_acc, e->samples,
-            e->train_s, e->sps);
+            e->train_s, e->sps, t->dist.world_size, e->comm_ms, e->hidden);
     fflush(t->metrics);
 }
 
 // ----- loops ------------------------------------------------------------------------------
 
+/* Global loss and sample count, and this epoch's DDP timings (rank 0's view). */
+static hoop_status finish_epoch(trainer *t, epoch_stats *e, double loss_sum)
+{
+    double g[2] = {loss_sum, (double)e->samples};
+    HOOP_CHECK(train_dist_sum(&t->dist, g, 2));
+    e->train_loss = g[0] / g[1];
+    e->samples = (size_t)g[1];
+    e->sps = g[1] / e->train_s;
+    if (t->dist.ddp) {
+        hoop_ddp_stats ds;
+        hoop_ddp_get_stats(t->dist.ddp, &ds);
+        e->comm_ms = ds.steps ? ds.comm_ms / (double)ds.steps : 0.0;
+        e->hidden = ds.comm_ms > 0 ? ds.hidden_ms / ds.comm_ms : 0.0;
+        hoop_ddp_reset_stats(t->dist.ddp);
+    }
+    return HOOP_OK;
+}
+
 static hoop_status run_epoch(trainer *t, int64_t epoch, epoch_stats *e)
 {
-    size_t nb = hoop_loader_num_batches(t->loader), n, b = 0;
+    size_t nb, n, b = 0;
     double loss_sum = 0.0;
     float loss;
     int64_t t0 = hoop__now_ns();
     memset(e, 0, sizeof *e);
-    HOOP_CHECK(hoop_loader_start_epoch(t->loader, (uint64_t)epoch));
+    HOOP_CHECK(select_shard(t, epoch));
+    /* Dropout masks depend on (seed, epoch, rank) only, so a resumed run repeats them. */
+    hoop_tape_seed(t->tape, (uint64_t)t->o->seed * 1000003u + (uint64_t)epoch * 4099u +
+                                (uint64_t)t->dist.rank);
+    nb = hoop_loader_num_batches(t->loader);
     for (;;) {
         hoop_tensor *x;
         HOOP_CHECK(next_batch(t, &x, &n));
@@ -322,10 +422,9 @@ static hoop_status run_epoch(trainer *t, int64_t epoch, epoch_stats *e)
         e->samples += n;
         e->train_s = (double)(hoop__now_ns() - t0) * 1e-9;
         show_progress(t, epoch, ++b, nb, loss_sum / (double)e->samples,
-                      (double)e->samples / e->train_s);
+                      (double)e->samples * t->dist.world_size / e->train_s);
     }
-    e->train_loss = loss_sum / (double)e->samples;
-    e->sps = (double)e->samples / e->train_s;
+    HOOP_CHECK(finish_epoch(t, e, loss_sum));
     return evaluate(t, &e->test_loss, &e->test_acc);
 }
 
@@ -353,14 +452,14 @@ static hoop_status run_bench(trainer *t)
     int64_t total = o->bench_warmup + o->bench_steps, t0 = 0, epoch = 0, samples = 0;
     float loss = 0.0f;
     size_t n;
-    HOOP_CHECK(hoop_loader_start_epoch(t->loader, 0));
+    HOOP_CHECK(select_shard(t, 0));
     for (int64_t s = 0; s < total; s++) {
         if (s == o->bench_warmup) t0 = hoop__now_ns();
         hoop_tensor *x;
         HOOP_CHECK(next_batch(t, &x, &n));
         if (n < (size_t)o->batch_size) { /* keep every timed batch full-sized */
             hoop_tape_reset(t->tape);
-            HOOP_CHECK(hoop_loader_start_epoch(t->loader, (uint64_t)++epoch));
+            HOOP_CHECK(select_shard(t, ++epoch));
             HOOP_CHECK(next_batch(t, &x, &n));
         }
         HOOP_CHECK(train_step(t, x, &loss));
@@ -368,31 +467,60 @@ static hoop_status run_bench(trainer *t)
     }
     double secs = (double)(hoop__now_ns() - t0) * 1e-9;
     double flops = mlp_step_flops(t, (size_t)o->batch_size);
-    printf("{\"bench\":\"hoop_train\",\"model\":\"%s\",\"threads\":%d,\"batch_size\":%lld,"
-           "\"steps\":%lld,\"seconds\":%.4f,\"samples_per_s\":%.1f,\"step_mflop\":%.3f,"
-           "\"gflops\":%.3f,\"last_loss\":%.4f}\n",
-           model_name(t), openblas_get_num_threads(), (long long)o->batch_size,
-           (long long)o->bench_steps, secs, (double)samples / secs, flops * 1e-6,
-           flops * (double)o->bench_steps / secs * 1e-9, (double)loss);
+    epoch_stats e = {.samples = (size_t)samples, .train_s = secs};
+    HOOP_CHECK(finish_epoch(t, &e, 0.0));
+    if (t->dist.rank != 0) return HOOP_OK;
+    printf("{\"bench\":\"hoop_train\",\"model\":\"%s\",\"world_size\":%d,\"threads\":%d,"
+           "\"batch_size\":%lld,\"steps\":%lld,\"seconds\":%.4f,\"samples_per_s\":%.1f,"
+           "\"step_mflop\":%.3f,\"gflops_per_rank\":%.3f,\"allreduce_ms_per_step\":%.3f,"
+           "\"hidden_share\":%.4f,\"last_loss\":%.4f}\n",
+           model_name(t), t->dist.world_size, openblas_get_num_threads(),
+           (long long)o->batch_size, (long long)o->bench_steps, secs, e.sps, flops * 1e-6,
+           flops * (double)o->bench_steps / secs * 1e-9, e.comm_ms, e.hidden, (double)loss);
     return HOOP_OK;
+}
+
+/* Rank 0 saves parameters, optimizer state and progress after an epoch (atomic). */
+static hoop_status save_checkpoint(trainer *t, int64_t epochs_done)
+{
+    const train_opts *o = t->o;
+    if (!o->checkpoint || t->dist.rank != 0) return HOOP_OK;
+    train_ckpt_extra ex = {.magic = TRAIN_CKPT_MAGIC,
+                           .epochs_done = epochs_done,
+                           .step = t->step,
+                           .seed = o->seed,
+                           .world_size = t->dist.world_size,
+                           .batch_size = o->batch_size};
+    return hoop_checkpoint_save(o->checkpoint, hoop_model_params(t->model),
+                                hoop_model_param_count(t->model), t->opt, &ex, sizeof ex);
 }
 
 static hoop_status run(trainer *t)
 {
     const train_opts *o = t->o;
     if (o->bench_steps > 0) return run_bench(t);
-    printf("hoop-train: %s, %zu parameters, %zu train / %zu test samples, batch %lld, "
-           "%s lr %g, %lld epochs, %d OpenBLAS thread(s)\n",
-           model_name(t), hoop_model_numel(t->model), hoop_dataset_count(t->train),
-           hoop_dataset_count(t->test), (long long)o->batch_size,
-           o->optimizer == TRAIN_OPT_SGD ? "sgd" : "adamw", (double)o->lr, (long long)o->epochs,
-           openblas_get_num_threads());
-    fflush(stdout);
-    for (int64_t epoch = 0; epoch < o->epochs; epoch++) {
+    if (t->dist.rank == 0) {
+        printf("hoop-train: %s, %zu parameters, %zu train / %zu test samples, %d worker(s) x "
+               "batch %lld, %s lr %g, %lld epochs, %d OpenBLAS thread(s)\n",
+               model_name(t), hoop_model_numel(t->model), t->ntrain,
+               hoop_dataset_count(t->test), t->dist.world_size, (long long)o->batch_size,
+               o->optimizer == TRAIN_OPT_SGD ? "sgd" : "adamw", (double)o->lr,
+               (long long)o->epochs, openblas_get_num_threads());
+        fflush(stdout);
+    }
+    for (int64_t epoch = t->start_epoch; epoch < o->epochs; epoch++) {
         epoch_stats e;
         HOOP_CHECK(run_epoch(t, epoch, &e));
         report_epoch(t, epoch, &e);
+        HOOP_CHECK(save_checkpoint(t, epoch + 1));
+        if (o->exit_after_epoch > 0 && epoch + 1 >= o->exit_after_epoch) {
+            if (t->dist.rank == 0)
+                printf("hoop-train: stopping after epoch %lld (--exit-after-epoch)\n",
+                       (long long)epoch + 1);
+            break;
+        }
     }
+    if (t->dist.ddp) HOOP_CHECK(hoop_ddp_trace_flush(t->dist.ddp));
     return HOOP_OK;
 }
 
@@ -409,7 +537,7 @@ int main(int argc, char **argv)
     if (o.threads > 0) openblas_set_num_threads((int)o.threads);
     st = trainer_init(&t, &o);
     if (st != HOOP_OK) {
-        fprintf(stderr, "hoop-train: %s\n", hoop_last_error());
+        if (!t.dist.root_failed) fprintf(stderr, "hoop-train: %s\n", hoop_last_error());
         trainer_destroy(&t);
         return st == HOOP_ERR_INVALID ? 2 : 1;
     }

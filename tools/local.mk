@@ -17,9 +17,10 @@ tools_hoop_smoke_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 TESTS += tests/launcher_smoke.sh
 EXTRA_DIST += tests/launcher_smoke.sh
 
-# hoop-train: the training job (issue 4; DDP arrives with issue 5).
+# hoop-train: the main job (DDP training under hooprun, or one process).
 bin_PROGRAMS += tools/hoop-train
-tools_hoop_train_SOURCES = tools/hoop-train.c tools/train_cli.c tools/train_cli.h
+tools_hoop_train_SOURCES = tools/hoop-train.c tools/train_cli.c tools/train_cli.h \
+	tools/train_dist.c tools/train_dist.h
 tools_hoop_train_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 TESTS += tests/hoop_train.sh
 EXTRA_DIST += tests/hoop_train.sh

@@ -46,6 +46,16 @@ static const char usage_text[] =
     "  --eval-batch-size B      batch size for evaluation (1000)\n"
     "  --bench-steps N          benchmark: time N training steps, print JSON, exit\n"
     "  --bench-warmup N         untimed steps before a benchmark (20)\n"
+    "  --checkpoint PATH        save parameters and optimizer state after every epoch\n"
+    "                           (rank 0, atomically: temporary file + rename)\n"
+    "  --resume                 continue from --checkpoint if it exists\n"
+    "  --exit-after-epoch K     stop after epoch K as if interrupted (for tests)\n"
+    "  --train-limit N          train on the first N samples only (quick runs, tests)\n"
+    "  --bucket-cap-kb N        DDP bucket size cap in KiB (25600)\n"
+    "  --first-bucket-kb N      DDP first bucket cap in KiB (1024)\n"
+    "Distributed: start under hooprun (hooprun --nproc-per-node P hoop-train ...); each\n"
+    "worker trains on its DistributedSampler shard with batch B, gradients are averaged\n"
+    "by DDP, and rank 0 alone prints, writes metrics and checkpoints.\n"
     "  --help                   this text\n"
     "Exit status: 0 success, 2 bad flags or data, 1 other failures.\n";
 
@@ -148,6 +158,16 @@ static hoop_status apply_flag(train_opts *o, const char *f, const char *v)
         return hoop__parse_int(f, v, 1, INT32_MAX, &o->bench_steps);
     } else if (!strcmp(f, "--bench-warmup")) {
         return hoop__parse_int(f, v, 0, INT32_MAX, &o->bench_warmup);
+    } else if (!strcmp(f, "--exit-after-epoch")) {
+        return hoop__parse_int(f, v, 1, 100000, &o->exit_after_epoch);
+    } else if (!strcmp(f, "--train-limit")) {
+        return hoop__parse_int(f, v, 1, INT64_MAX, &o->train_limit);
+    } else if (!strcmp(f, "--bucket-cap-kb")) {
+        return hoop__parse_int(f, v, 1, 1 << 22, &o->bucket_cap_kb);
+    } else if (!strcmp(f, "--first-bucket-kb")) {
+        return hoop__parse_int(f, v, 1, 1 << 22, &o->first_bucket_kb);
+    } else if (!strcmp(f, "--checkpoint")) {
+        o->checkpoint = v;
     } else if (!strcmp(f, "--lr")) {
         return parse_float(f, v, 0.0, 100.0, &o->lr);
     } else if (!strcmp(f, "--momentum")) {
@@ -179,6 +199,8 @@ static hoop_status finish(train_opts *o)
                           "--device='%s': only cpu is implemented in this version", o->device);
     if (o->nesterov && (o->optimizer != TRAIN_OPT_SGD || o->momentum == 0.0f))
         return HOOP_ERROR(HOOP_ERR_INVALID, "--nesterov needs --optimizer sgd and --momentum > 0");
+    if (o->resume && !o->checkpoint)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "--resume needs --checkpoint PATH");
     if (o->dropout > 0.0f && o->model != TRAIN_MODEL_CNN)
         return HOOP_ERROR(HOOP_ERR_INVALID, "--dropout applies to --model cnn only");
     return HOOP_OK;
@@ -195,7 +217,10 @@ static const char *const valued_flags[] = {"--model",        "--optimizer",
                                            "--lr",           "--momentum",
                                            "--weight-decay", "--dropout",
                                            "--data",         "--device",
-                                           "--metrics",      NULL};
+                                           "--metrics",      "--checkpoint",
+                                           "--exit-after-epoch", "--train-limit",
+                                           "--bucket-cap-kb", "--first-bucket-kb",
+                                           NULL};
 
 static int is_valued(const char *f)
 {
@@ -207,7 +232,7 @@ static int is_valued(const char *f)
 /* Switches: flags that take no value. */
 static int is_switch(const char *f)
 {
-    return !strcmp(f, "--nesterov") || !strcmp(f, "--help");
+    return !strcmp(f, "--nesterov") || !strcmp(f, "--resume") || !strcmp(f, "--help");
 }
 
 hoop_status train_cli_parse(train_opts *o, int argc, char **argv)
@@ -228,7 +253,10 @@ hoop_status train_cli_parse(train_opts *o, int argc, char **argv)
         }
         if (is_switch(flag)) {
             if (eq) return HOOP_ERROR(HOOP_ERR_INVALID, "%s takes no value", flag);
-            o->nesterov = 1;
+            if (!strcmp(flag, "--resume"))
+                o->resume = 1;
+            else
+                o->nesterov = 1;
             continue;
         }
         if (!is_valued(flag))

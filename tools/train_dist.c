@@ -1,0 +1,157 @@
+/*
+ * tools/train_dist.c -- hoop-train's distributed side (see train_dist.h).
+ *
+ * Owns the communicator, the DDP wrapper, the sampler and the shard buffer. The file
+ * broadcast of a checkpoint goes through a private temporary file on each rank other
+ * than 0, removed right after loading.
+ */
+#include "train_dist.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/check.h"
+#include "hoop/collectives.h"
+
+hoop_status train_dist_init(train_dist *d)
+{
+    memset(d, 0, sizeof(*d));
+    d->world_size = 1;
+    const char *ws = getenv("WORLD_SIZE");
+    if (!ws || !*ws) return HOOP_OK;
+    HOOP_CHECK(hoop_comm_init_env(&d->comm));
+    d->rank = hoop_comm_rank(d->comm);
+    d->world_size = hoop_comm_world_size(d->comm);
+    hoop_log_set_rank(d->rank);
+    return HOOP_OK;
+}
+
+hoop_status train_dist_destroy(train_dist *d)
+{
+    hoop_status st = HOOP_OK;
+    HOOP_CHECK_KEEP(hoop_ddp_destroy(d->ddp), st);
+    HOOP_CHECK_KEEP(hoop_comm_destroy(d->comm), st);
+    hoop_sampler_free(d->sampler);
+    free(d->shard);
+    memset(d, 0, sizeof(*d));
+    return st;
+}
+
+hoop_status train_dist_root_status(train_dist *d, hoop_status st)
+{
+    if (!d->comm) return st;
+    int32_t code = (int32_t)st;
+    HOOP_CHECK(hoop_broadcast(d->comm, &code, &code, 1, HOOP_DTYPE_I32, 0, NULL));
+    if (d->rank == 0 || code == HOOP_OK) return d->rank == 0 ? st : HOOP_OK;
+    d->root_failed = 1;
+    return HOOP_ERROR((hoop_status)code, "rank 0 failed (%s); see its message",
+                      hoop_status_str((hoop_status)code));
+}
+
+hoop_status train_dist_sampler(train_dist *d, size_t n, uint64_t seed)
+{
+    hoop_sampler_config cfg = HOOP_SAMPLER_CONFIG_INIT;
+    cfg.dataset_size = n;
+    cfg.rank = d->rank;
+    cfg.world_size = d->world_size;
+    cfg.seed = seed;
+    HOOP_CHECK(hoop_sampler_new(&d->sampler, &cfg));
+    return hoop__calloc(&d->shard, hoop_sampler_num_samples(d->sampler));
+}
+
+hoop_status train_dist_shard(train_dist *d, uint64_t epoch, const int64_t **idx, size_t *count)
+{
+    HOOP_CHECK(hoop_sampler_set_epoch(d->sampler, epoch));
+    size_t n = hoop_sampler_num_samples(d->sampler);
+    const size_t *src = hoop_sampler_indices(d->sampler);
+    for (size_t i = 0; i < n; i++) d->shard[i] = (int64_t)src[i];
+    *idx = d->shard;
+    *count = n;
+    return HOOP_OK;
+}
+
+hoop_status train_dist_wrap(train_dist *d, hoop_tensor *const *params, size_t count,
+                            int64_t bucket_cap_kb, int64_t first_bucket_kb)
+{
+    if (!d->comm) return HOOP_OK;
+    hoop_ddp_config cfg = HOOP_DDP_CONFIG_INIT;
+    cfg.bucket_cap_bytes = (size_t)bucket_cap_kb << 10;
+    cfg.first_bucket_bytes = (size_t)first_bucket_kb << 10;
+    return hoop_ddp_init(&d->ddp, d->comm, params, count, &cfg);
+}
+
+hoop_status train_dist_sum(train_dist *d, double *v, size_t n)
+{
+    if (!d->comm) return HOOP_OK;
+    return hoop_allreduce(d->comm, v, v, n, HOOP_DTYPE_F64, HOOP_OP_SUM, NULL);
+}
+
+/* Rank 0: reads the whole file into *buf (*bytes); *bytes = 0 when it does not exist. */
+static hoop_status read_file(const char *path, char **buf, int64_t *bytes)
+{
+    *buf = NULL;
+    *bytes = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT) return HOOP_OK;
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "--checkpoint '%s': %s", path, strerror(errno));
+    }
+    hoop_status st = HOOP_OK;
+    if (fseek(f, 0, SEEK_END) != 0 || (*bytes = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0)
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "--checkpoint '%s': cannot size it", path);
+    if (st == HOOP_OK) st = hoop__calloc(buf, (size_t)*bytes + 1);
+    if (st == HOOP_OK && fread(*buf, 1, (size_t)*bytes, f) != (size_t)*bytes)
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "--checkpoint '%s': short read", path);
+    fclose(f);
+    return st;
+}
+
+/* Other ranks: writes buf to a private temporary file whose name goes to tmp. */
+static hoop_status write_temp(const char *buf, int64_t bytes, char *tmp, size_t cap)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(tmp, cap, "%s/hoop-ckpt-XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(tmp);
+    if (fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "mkstemp '%s': %s", tmp, strerror(errno));
+    ssize_t w = write(fd, buf, (size_t)bytes);
+    close(fd);
+    if (w != (ssize_t)bytes) {
+        unlink(tmp);
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "writing '%s' failed", tmp);
+    }
+    return HOOP_OK;
+}
+
+hoop_status train_dist_load(train_dist *d, const char *path, hoop_tensor *const *params,
+                            size_t count, hoop_optim *opt, train_ckpt_extra *extra, int *found)
+{
+    char *buf = NULL, tmp[512];
+    int64_t bytes = 0;
+    size_t got = 0;
+    hoop_status st = d->rank == 0 ? read_file(path, &buf, &bytes) : HOOP_OK;
+    if (d->comm) {
+        st = train_dist_root_status(d, st);
+        if (st == HOOP_OK)
+            st = hoop_broadcast(d->comm, &bytes, &bytes, 1, HOOP_DTYPE_I64, 0, NULL);
+        if (st == HOOP_OK && d->rank != 0) st = hoop__calloc(&buf, (size_t)bytes + 1);
+        if (st == HOOP_OK)
+            st = hoop_broadcast(d->comm, buf, buf, (size_t)bytes, HOOP_DTYPE_U8, 0, NULL);
+    }
+    *found = bytes > 0;
+    if (st != HOOP_OK || !*found) goto out;
+    const char *from = path;
+    if (d->rank != 0) {
+        HOOP_CHECK_GOTO(write_temp(buf, bytes, tmp, sizeof(tmp)), st, out);
+        from = tmp;
+    }
+    st = hoop_checkpoint_load(from, params, count, opt, extra, sizeof(*extra), &got);
+    if (d->rank != 0) unlink(tmp);
+    if (st == HOOP_OK && (got != sizeof(*extra) || extra->magic != TRAIN_CKPT_MAGIC))
+        st = HOOP_ERROR(HOOP_ERR_INVALID, "--checkpoint '%s' was not written by hoop-train", path);
+out:
+    free(buf);
+    return st;
+}

@@ -1,0 +1,65 @@
+/*
+ * tools/train_dist.h -- hoop-train's distributed side: communicator, DDP, sampler shards,
+ * global sums, and checkpoints shared from rank 0.
+ *
+ * Without WORLD_SIZE in the environment hoop-train is one process: no communicator, and
+ * every call here degrades to its local meaning (sums are identities, rank 0 of 1).
+ * Not thread-safe: used by hoop-train's main thread only.
+ */
+#ifndef HOOP_TOOLS_TRAIN_DIST_H
+#define HOOP_TOOLS_TRAIN_DIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hoop/comm.h"
+#include "hoop/ddp.h"
+#include "hoop/optim.h"
+#include "hoop/sampler.h"
+
+typedef struct train_dist {
+    hoop_comm *comm; /* NULL: single process */
+    hoop_ddp *ddp;   /* NULL until train_dist_wrap, and when single */
+    hoop_sampler *sampler;
+    int64_t *shard; /* this rank's indices for the epoch, int64 for the loader */
+    int rank, world_size;
+    int root_failed; /* set on ranks != 0 when rank 0 reported a failure (it explains) */
+} train_dist;
+
+/* What a checkpoint carries besides parameters and optimizer state. */
+typedef struct train_ckpt_extra {
+    uint64_t magic;  /* TRAIN_CKPT_MAGIC */
+    int64_t epochs_done, step;
+    int64_t seed, world_size, batch_size;
+} train_ckpt_extra;
+
+#define TRAIN_CKPT_MAGIC 0x6e69617274706f68ULL /* "hooptrain" */
+
+/* Joins the job described by the env:// contract when WORLD_SIZE is set. */
+hoop_status train_dist_init(train_dist *d);
+hoop_status train_dist_destroy(train_dist *d);
+
+/* Rank 0 shares its status st with everyone (a collective when distributed): returns st
+ * on rank 0 and, on the others, HOOP_OK or HOOP_ERR_REMOTE saying rank 0 failed. */
+hoop_status train_dist_root_status(train_dist *d, hoop_status st);
+
+/* Builds the sampler over n samples (shuffled from seed). */
+hoop_status train_dist_sampler(train_dist *d, size_t n, uint64_t seed);
+
+/* This rank's shard for epoch: *idx (count entries) valid until the next call. */
+hoop_status train_dist_shard(train_dist *d, uint64_t epoch, const int64_t **idx, size_t *count);
+
+/* Wraps the parameters in DDP (rank 0's values are broadcast). */
+hoop_status train_dist_wrap(train_dist *d, hoop_tensor *const *params, size_t count,
+                            int64_t bucket_cap_kb, int64_t first_bucket_kb);
+
+/* In-place global sum of n doubles (identity when single). */
+hoop_status train_dist_sum(train_dist *d, double *v, size_t n);
+
+/* Loads the checkpoint at path on every rank from rank 0's copy of the file: rank 0 reads
+ * the bytes and broadcasts them, so other nodes need no shared filesystem. *found = 0
+ * (and nothing loaded) when rank 0 has no file there. */
+hoop_status train_dist_load(train_dist *d, const char *path, hoop_tensor *const *params,
+                            size_t count, hoop_optim *opt, train_ckpt_extra *extra, int *found);
+
+#endif /* HOOP_TOOLS_TRAIN_DIST_H */
