@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -470,7 +471,11 @@ void *hoop__progress_main(void *arg)
             ops_fail_all(comm, comm->fail_st, comm->fail_msg);
         int64_t now = hoop__now_ns();
         if (progressed) last_progress = now;
-        if (!progressed && (!comm->cur || now - last_progress > SPIN_NS)) wait_events(comm);
+        if (progressed) continue;
+        if (now - last_progress > SPIN_NS)
+            wait_events(comm);
+        else
+            sched_yield(); /* spin politely: on a busy CPU the peer may need it */
     }
     shutdown_links(comm);
     return NULL;
