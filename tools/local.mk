@@ -1,1 +1,18 @@
 # tools/local.mk -- hooprun and hoop-train.
+
+# hooprun: the launcher (option parsing in hooprun.c, the supervisor in hooprun_proc.c).
+bin_PROGRAMS += tools/hooprun
+tools_hooprun_SOURCES = tools/hooprun.c tools/hooprun_proc.c tools/hooprun.h
+tools_hooprun_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
+
+# Launcher tests: shell scripts driving hooprun with small shell workers.
+TESTS += tests/launcher_fail.sh tests/launcher_env.sh tests/launcher_cli.sh
+EXTRA_DIST += tests/launcher_fail.sh tests/launcher_env.sh tests/launcher_cli.sh \
+	tests/launcher_lib.sh
+
+# hoop-smoke: the README's first job (a 4-worker barrier + store smoke through hooprun).
+bin_PROGRAMS += tools/hoop-smoke
+tools_hoop_smoke_SOURCES = tools/hoop-smoke.c
+tools_hoop_smoke_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
+TESTS += tests/launcher_smoke.sh
+EXTRA_DIST += tests/launcher_smoke.sh

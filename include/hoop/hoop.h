@@ -29,5 +29,6 @@
 #include "hoop/status.h"
 #include "hoop/log.h"
 #include "hoop/store.h"
+#include "hoop/sampler.h"
 
 #endif /* HOOP_HOOP_H */

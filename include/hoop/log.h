@@ -22,10 +22,11 @@ typedef enum hoop_log_level {
 } hoop_log_level;
 
 /* Subsystems, as bits of the HOOP_DEBUG_SUBSYS mask. */
-#define HOOP_LOG_SUBSYS_MAP(X)                                                               \
-    X(INIT, 0)                                                                               \
-    X(BOOT, 1) X(NET, 2) X(TCP, 3) X(IB, 4) X(COLL, 5) X(CUDA, 6) X(ALLOC, 7) X(AUTOGRAD, 8) \
-        X(DDP, 9) X(ENV, 10) X(DATA, 11) X(LAUNCH, 12)
+/* clang-format off */
+#define HOOP_LOG_SUBSYS_MAP(X) \
+    X(INIT, 0) X(BOOT, 1) X(NET, 2) X(TCP, 3) X(IB, 4) X(COLL, 5) X(CUDA, 6) \
+    X(ALLOC, 7) X(AUTOGRAD, 8) X(DDP, 9) X(ENV, 10) X(DATA, 11) X(LAUNCH, 12)
+/* clang-format on */
 
 typedef enum hoop_log_subsys {
 #define HOOP_LOG_SUBSYS_ENUM_(name, bit) HOOP_LOG_##name = 1u << (bit),

@@ -17,6 +17,8 @@
 #include "core/log.h"
 #include "hoop/status.h"
 
+HOOP_EXTERN_C_BEGIN
+
 /* Records "file:line: message" as the calling thread's last error; returns st. */
 hoop_status hoop__set_error(hoop_status st, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -84,5 +86,7 @@ hoop_status hoop__realloc_bytes(void **pp, size_t n, size_t size, const char *fi
 
 #define HOOP_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define HOOP_CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+HOOP_EXTERN_C_END
 
 #endif /* HOOP_CORE_CHECK_H */

@@ -13,6 +13,8 @@
 
 #include "hoop/status.h"
 
+HOOP_EXTERN_C_BEGIN
+
 typedef enum hoop_env_type {
     HOOP_ENV_INT,     /* decimal integer in [min, max] */
     HOOP_ENV_BYTES,   /* integer with optional K/M/G suffix (powers of 1024), in [min, max] */
@@ -71,5 +73,7 @@ typedef struct hoop_dist_env {
 /* Reads and validates the contract. HOOP_ERR_INVALID names the variable and the rule
  * it breaks ("RANK=4 is not below WORLD_SIZE=4"); a missing variable is named too. */
 hoop_status hoop__env_dist(hoop_dist_env *out);
+
+HOOP_EXTERN_C_END
 
 #endif /* HOOP_CORE_ENV_H */

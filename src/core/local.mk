@@ -7,7 +7,8 @@ noinst_HEADERS += \
 	%reldir%/check.h \
 	%reldir%/log.h \
 	%reldir%/env.h \
-	%reldir%/clock.h
+	%reldir%/clock.h \
+	%reldir%/rng.h
 hoopinclude_HEADERS += \
 	include/hoop/export.h \
 	include/hoop/hoop.h \
@@ -23,3 +24,19 @@ tests_check_env_SOURCES = tests/check_env.c
 tests_check_env_CFLAGS = $(TEST_CFLAGS)
 tests_check_env_LDADD = $(TEST_LDADD)
 TESTS += tests/check_status tests/check_env
+
+# Links the installed-style shared library, not the convenience library.
+check_PROGRAMS += tests/check_public
+tests_check_public_SOURCES = tests/check_public.c
+tests_check_public_CFLAGS = $(TEST_CFLAGS)
+tests_check_public_LDADD = libhoop.la $(CHECK_LIBS) -ldl
+TESTS += tests/check_public
+
+# Launcher support (hooprun): Slurm node-list expansion and rank arithmetic.
+libhoopcore_la_SOURCES += %reldir%/hostlist.c %reldir%/launch.c
+noinst_HEADERS += %reldir%/hostlist.h %reldir%/launch.h
+check_PROGRAMS += tests/check_hostlist
+tests_check_hostlist_SOURCES = tests/check_hostlist.c
+tests_check_hostlist_CFLAGS = $(TEST_CFLAGS)
+tests_check_hostlist_LDADD = $(TEST_LDADD)
+TESTS += tests/check_hostlist

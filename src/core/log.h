@@ -9,6 +9,8 @@
 
 #include "hoop/log.h"
 
+HOOP_EXTERN_C_BEGIN
+
 /* The cached level and mask (parsed from the environment once). */
 extern int hoop__log_level;
 extern unsigned hoop__log_mask;
@@ -41,5 +43,7 @@ int hoop__log_parse_mask(const char *spec, unsigned *mask, char *bad, int bad_le
 
 /* Parses a level name; returns -1 for an unknown one. */
 int hoop__log_parse_level(const char *name);
+
+HOOP_EXTERN_C_END
 
 #endif /* HOOP_CORE_LOG_H */

@@ -4,3 +4,12 @@ libhoopcore_la_SOURCES += %reldir%/device.cu
 endif
 EXTRA_DIST += %reldir%/device.cu
 noinst_HEADERS += %reldir%/device.h
+# nvcc objects have no automatic dependency tracking: rebuild them when any header changes.
+CUDA_HEADER_DEPS = $(noinst_HEADERS) $(hoopinclude_HEADERS)
+%reldir%/device.lo: $(CUDA_HEADER_DEPS)
+
+check_PROGRAMS += tests/check_cuda
+tests_check_cuda_SOURCES = tests/check_cuda.c
+tests_check_cuda_CFLAGS = $(TEST_CFLAGS)
+tests_check_cuda_LDADD = $(TEST_LDADD)
+TESTS += tests/check_cuda

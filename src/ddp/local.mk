@@ -1,1 +1,9 @@
 # src/ddp/local.mk -- sources and tests of the ddp layer (included by Makefile.am).
+libhoopcore_la_SOURCES += %reldir%/sampler.c
+hoopinclude_HEADERS += include/hoop/sampler.h
+
+check_PROGRAMS += tests/check_sampler
+tests_check_sampler_SOURCES = tests/check_sampler.c
+tests_check_sampler_CFLAGS = $(TEST_CFLAGS)
+tests_check_sampler_LDADD = $(TEST_LDADD)
+TESTS += tests/check_sampler

@@ -1,0 +1,571 @@
+/*
+ * src/bootstrap/store_client.c -- the rendezvous store client: connect with backoff,
+ * the token handshake, and one request/reply per call, each under a deadline.
+ *
+ * A hoop_store owns its socket, its frame buffers and, when made by
+ * hoop_store_init_env on rank 0, the server. The socket is non-blocking and every wait
+ * is a poll() bounded by the call's deadline, so nothing here blocks past it. When the
+ * server closes the connection the pending call fails at once with HOOP_ERR_REMOTE, the
+ * socket is closed and every later call fails the same way.
+ *
+ * Thread-safety: a handle is used by one thread at a time; distinct handles are
+ * independent.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bootstrap/store_proto.h"
+#include "core/check.h"
+#include "core/clock.h"
+#include "core/env.h"
+
+/* Extra time a client waits, beyond a WAIT's server-side timeout, for the server's
+ * TIMEOUT reply before it gives up on the connection itself. */
+#define WAIT_GRACE_MS 1000
+#define BACKOFF_MIN_MS 10
+#define BACKOFF_MAX_MS 1000
+
+struct hoop_store {
+    int fd;
+    int rank, world_size;
+    int64_t timeout_ms;
+    char name[300]; /* "host:port" of the server */
+    char token[HOOP__STORE_TOKEN_MAX + 1];
+    hoop__buf out;             /* the request being sent */
+    hoop__buf in;              /* the last reply's body (after the length) */
+    hoop_store_server *server; /* owned (hoop_store_init_env on rank 0), else NULL */
+    char lost[256];            /* why the connection is gone; "" while it works */
+};
+
+// ----- connection loss --------------------------------------------------------------------
+
+/* Closes the socket, remembers why, and fails with st naming the server. */
+static hoop_status lose(hoop_store *st, hoop_status code, const char *why)
+{
+    if (st->fd >= 0) close(st->fd);
+    st->fd = -1;
+    snprintf(st->lost, sizeof(st->lost), "%s", why);
+    return HOOP_ERROR(code, "store %s: %s", st->name, why);
+}
+
+static hoop_status usable(const hoop_store *st)
+{
+    if (st == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: handle is NULL");
+    if (st->fd < 0)
+        return HOOP_ERROR(HOOP_ERR_REMOTE, "store %s: the connection was lost earlier (%s)",
+                          st->name, st->lost);
+    return HOOP_OK;
+}
+
+// ----- raw I/O under a deadline ------------------------------------------------------------
+
+/* Waits for events on fd until deadline; returns >0 ready, 0 timeout, -1 error. */
+static int wait_fd(int fd, short events, int64_t deadline_ns)
+{
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = events};
+        int rc = poll(&p, 1, hoop__ms_left(deadline_ns));
+        if (rc == -1 && errno == EINTR) continue;
+        return rc;
+    }
+}
+
+/* Sends all of buf; on failure returns the status (after lose()). */
+static hoop_status send_all(hoop_store *st, const uint8_t *buf, size_t n, int64_t deadline_ns)
+{
+    size_t off = 0;
+    while (off < n) {
+        ssize_t k = send(st->fd, buf + off, n - off, MSG_NOSIGNAL);
+        if (k > 0) {
+            off += (size_t)k;
+            continue;
+        }
+        if (k == -1 && errno == EINTR) continue;
+        if (k == -1 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            char why[160];
+            snprintf(why, sizeof(why), "the server closed the connection (send: %s)",
+                     strerror(errno));
+            return lose(st, HOOP_ERR_REMOTE, why);
+        }
+        int rc = wait_fd(st->fd, POLLOUT, deadline_ns);
+        if (rc == 0) return lose(st, HOOP_ERR_TIMEOUT, "no progress sending a request");
+        if (rc < 0) return lose(st, HOOP_ERR_SYSTEM, "poll failed while sending");
+    }
+    return HOOP_OK;
+}
+
+/* Receives exactly n bytes into buf. */
+static hoop_status recv_all(hoop_store *st, uint8_t *buf, size_t n, int64_t deadline_ns)
+{
+    size_t off = 0;
+    while (off < n) {
+        ssize_t k = recv(st->fd, buf + off, n - off, 0);
+        if (k > 0) {
+            off += (size_t)k;
+            continue;
+        }
+        if (k == 0) return lose(st, HOOP_ERR_REMOTE, "the server closed the connection");
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            char why[160];
+            snprintf(why, sizeof(why), "the connection broke (recv: %s)", strerror(errno));
+            return lose(st, HOOP_ERR_REMOTE, why);
+        }
+        int rc = wait_fd(st->fd, POLLIN, deadline_ns);
+        if (rc == 0) return lose(st, HOOP_ERR_TIMEOUT, "no reply before the deadline");
+        if (rc < 0) return lose(st, HOOP_ERR_SYSTEM, "poll failed while receiving");
+    }
+    return HOOP_OK;
+}
+
+/* Sends st->out and reads one reply frame into st->in; returns the reply's status
+ * byte in *status and leaves a reader over the rest of the body in *rd. */
+static hoop_status rpc(hoop_store *st, int64_t deadline_ns, uint8_t *status, hoop__rd *rd)
+{
+    if (st->out.oom) {
+        hoop__buf_free(&st->out);
+        return HOOP_ERROR(HOOP_ERR_NOMEM, "store: out of memory building a request");
+    }
+    hoop_status s = send_all(st, st->out.data, st->out.len, deadline_ns);
+    st->out.len = 0;
+    HOOP_CHECK(s);
+    uint8_t hdr[4];
+    HOOP_CHECK(recv_all(st, hdr, 4, deadline_ns));
+    uint32_t len = hoop__get_u32_be(hdr);
+    if (len == 0 || len > HOOP__STORE_FRAME_MAX)
+        return lose(st, HOOP_ERR_REMOTE, "the server sent a malformed reply");
+    st->in.len = 0;
+    if (!hoop__buf_reserve(&st->in, len)) {
+        hoop__buf_free(&st->in);
+        return lose(st, HOOP_ERR_NOMEM, "out of memory for a reply");
+    }
+    HOOP_CHECK(recv_all(st, st->in.data, len, deadline_ns));
+    st->in.len = len;
+    *status = st->in.data[0];
+    *rd = (hoop__rd){.p = st->in.data + 1, .left = len - 1};
+    return HOOP_OK;
+}
+
+/* A reply whose payload does not parse means the peer is not our server. */
+static hoop_status bad_reply(hoop_store *st)
+{
+    return lose(st, HOOP_ERR_REMOTE, "the server sent a malformed reply");
+}
+
+/* Maps a non-OK, non-TIMEOUT reply to a status with the server's reason. */
+static hoop_status reply_error(hoop_store *st, uint8_t status, hoop__rd *rd, const char *what)
+{
+    size_t n;
+    const uint8_t *text = hoop__get_str(rd, 200, &n);
+    if (status != HOOP__STORE_R_INVALID || rd->bad) return bad_reply(st);
+    return HOOP_ERROR(HOOP_ERR_INVALID, "store %s: %s: %.*s", st->name, what, (int)n,
+                      (const char *)text);
+}
+
+// ----- connecting ---------------------------------------------------------------------------
+
+/* One non-blocking connect to a; returns the fd, or -1 with errno set. */
+static int connect_one(const struct addrinfo *a, int64_t deadline_ns)
+{
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd == -1) return -1;
+    if (hoop__store_sock_setup(fd) != HOOP_OK) goto fail;
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) return fd;
+    if (errno != EINPROGRESS) goto fail;
+    int rc = wait_fd(fd, POLLOUT, deadline_ns);
+    if (rc <= 0) {
+        errno = rc == 0 ? ETIMEDOUT : errno;
+        goto fail;
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1) goto fail;
+    if (err == 0) return fd;
+    errno = err;
+fail:;
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
+}
+
+/* Sends HELLO and reads the verdict. HOOP_ERR_REMOTE with st->lost == "" means the
+ * server went away before answering (worth retrying); a refusal sets st->lost. */
+static hoop_status handshake(hoop_store *st, int64_t deadline_ns)
+{
+    size_t at = hoop__frame_begin(&st->out, HOOP__STORE_HELLO);
+    hoop__put_u32(&st->out, HOOP__STORE_MAGIC);
+    hoop__put_bytes(&st->out, (const uint8_t[]){0, HOOP__STORE_VERSION}, 2);
+    hoop__put_u32(&st->out, (uint32_t)st->rank);
+    hoop__put_str(&st->out, st->token, strlen(st->token));
+    hoop__frame_end(&st->out, at);
+    uint8_t status;
+    hoop__rd rd;
+    HOOP_CHECK(rpc(st, deadline_ns, &status, &rd));
+    if (status == HOOP__STORE_R_OK && rd.left == 0) return HOOP_OK;
+    size_t n;
+    const uint8_t *text = hoop__get_str(&rd, 200, &n);
+    if (status != HOOP__STORE_R_REFUSED || rd.bad) return bad_reply(st);
+    char why[256];
+    snprintf(why, sizeof(why), "the server refused this client: %.*s", (int)n, (const char *)text);
+    return lose(st, HOOP_ERR_REMOTE, why);
+}
+
+/* Sleeps for the backoff step (with jitter, so a crowd of ranks spreads out), never
+ * past the deadline; doubles the step. */
+static void backoff(int *step_ms, unsigned *seed, int64_t deadline_ns)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    int ms = *step_ms * (75 + (int)((*seed >> 16) % 50)) / 100;
+    int left = hoop__ms_left(deadline_ns);
+    if (ms > left) ms = left;
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+    *step_ms = *step_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : *step_ms * 2;
+}
+
+/* Tries every address once, then the handshake; returns HOOP_OK, a final error, or
+ * HOOP_ERR_TIMEOUT meaning "try again" with the reason in last. */
+static hoop_status try_connect(hoop_store *st, const struct addrinfo *res, int64_t deadline_ns,
+                               char *last, size_t cap)
+{
+    for (const struct addrinfo *a = res; a; a = a->ai_next) {
+        st->fd = connect_one(a, deadline_ns);
+        if (st->fd < 0) {
+            snprintf(last, cap, "%s", strerror(errno));
+            continue;
+        }
+        st->lost[0] = '\0';
+        hoop_status s = handshake(st, deadline_ns);
+        if (s == HOOP_OK) return HOOP_OK;
+        if (st->lost[0] && strstr(st->lost, "refused this client")) return s;
+        snprintf(last, cap, "%s", st->lost[0] ? st->lost : hoop_last_error());
+        if (st->fd >= 0) close(st->fd);
+        st->fd = -1;
+        if (s != HOOP_ERR_REMOTE && s != HOOP_ERR_TIMEOUT) return s;
+    }
+    return HOOP_ERR_TIMEOUT;
+}
+
+static hoop_status connect_retry(hoop_store *st, const char *host, int port)
+{
+    struct addrinfo *res;
+    HOOP_CHECK(hoop__store_resolve(host, port, 0, &res));
+    int64_t deadline_ns = hoop__deadline_ns(st->timeout_ms);
+    int step_ms = BACKOFF_MIN_MS;
+    unsigned seed = (unsigned)hoop__now_ns() ^ (unsigned)(uintptr_t)st;
+    char last[256] = "no attempt";
+    hoop_status s;
+    for (;;) {
+        s = try_connect(st, res, deadline_ns, last, sizeof(last));
+        if (s != HOOP_ERR_TIMEOUT || hoop__ms_left(deadline_ns) == 0) break;
+        backoff(&step_ms, &seed, deadline_ns);
+    }
+    freeaddrinfo(res);
+    if (s == HOOP_ERR_TIMEOUT)
+        return HOOP_ERROR(HOOP_ERR_TIMEOUT,
+                          "store: nobody answered at %s within %" PRId64 " ms (last: %s)", st->name,
+                          st->timeout_ms, last);
+    return s;
+}
+
+// ----- lifetime -----------------------------------------------------------------------------
+
+int64_t hoop__store_timeout(const hoop_store *st, int64_t timeout_ms)
+{
+    int64_t t = timeout_ms >= 0 ? timeout_ms : st->timeout_ms;
+    return t > HOOP__STORE_TIMEOUT_MAX_MS ? HOOP__STORE_TIMEOUT_MAX_MS : t;
+}
+
+static hoop_status check_client_config(const hoop_store_config *cfg)
+{
+    if (cfg == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: config is NULL");
+    if (cfg->host == NULL || *cfg->host == '\0')
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: no host to connect to");
+    if (cfg->port < 1 || cfg->port > 65535)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: port %d is not in 1..65535", cfg->port);
+    if (cfg->token && strlen(cfg->token) > HOOP__STORE_TOKEN_MAX)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: HOOP_TOKEN is longer than %d bytes",
+                          HOOP__STORE_TOKEN_MAX);
+    if (cfg->world_size < 0 || (cfg->world_size > 0 && cfg->rank >= cfg->world_size))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: rank %d is not below world_size %d", cfg->rank,
+                          cfg->world_size);
+    return HOOP_OK;
+}
+
+HOOP_API hoop_status hoop_store_init(hoop_store **out, const hoop_store_config *cfg)
+{
+    if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: out is NULL");
+    *out = NULL;
+    HOOP_CHECK(check_client_config(cfg));
+    hoop_store *st;
+    HOOP_CHECK(hoop__calloc(&st, 1));
+    st->fd = -1;
+    st->rank = cfg->rank < 0 ? -1 : cfg->rank;
+    st->world_size = cfg->world_size;
+    snprintf(st->token, sizeof(st->token), "%s", cfg->token ? cfg->token : "");
+    snprintf(st->name, sizeof(st->name), strchr(cfg->host, ':') ? "[%s]:%d" : "%s:%d", cfg->host,
+             cfg->port);
+    hoop_status s = HOOP_OK;
+    st->timeout_ms = cfg->timeout_ms;
+    if (st->timeout_ms < 0) HOOP_CHECK_GOTO(hoop__env_ms("HOOP_TIMEOUT", &st->timeout_ms), s, fail);
+    st->timeout_ms = hoop__store_timeout(st, st->timeout_ms);
+    HOOP_CHECK_GOTO(connect_retry(st, cfg->host, cfg->port), s, fail);
+    HOOP_INFO(BOOT, "store: rank %d connected to %s", st->rank, st->name);
+    *out = st;
+    return HOOP_OK;
+fail:
+    hoop_store_destroy(st);
+    return s;
+}
+
+HOOP_API hoop_status hoop_store_destroy(hoop_store *st)
+{
+    if (st == NULL) return HOOP_OK;
+    hoop_status s = HOOP_OK;
+    if (st->fd >= 0) close(st->fd);
+    hoop__buf_free(&st->out);
+    hoop__buf_free(&st->in);
+    HOOP_CHECK_KEEP(hoop_store_server_destroy(st->server), s);
+    free(st);
+    return s;
+}
+
+HOOP_API int hoop_store_rank(const hoop_store *st)
+{
+    return st ? st->rank : -1;
+}
+
+HOOP_API int hoop_store_world_size(const hoop_store *st)
+{
+    return st ? st->world_size : 0;
+}
+
+int hoop__store_fd(const hoop_store *st)
+{
+    return st->fd;
+}
+
+/* Takes ownership of srv (destroyed with st). */
+void hoop__store_own_server(hoop_store *st, hoop_store_server *srv)
+{
+    st->server = srv;
+}
+
+// ----- operations -----------------------------------------------------------------------------
+
+static hoop_status check_key(const char *key)
+{
+    if (key == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: key is NULL");
+    size_t n = strlen(key);
+    if (n == 0 || n > HOOP_STORE_KEY_MAX)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: key '%.40s%s' has %zu bytes, not 1..%d", key,
+                          n > 40 ? "..." : "", n, HOOP_STORE_KEY_MAX);
+    return HOOP_OK;
+}
+
+static int64_t call_deadline(const hoop_store *st)
+{
+    return hoop__deadline_ns(st->timeout_ms);
+}
+
+HOOP_API hoop_status hoop_store_set(hoop_store *st, const char *key, const void *value,
+                                    size_t bytes)
+{
+    HOOP_CHECK(usable(st));
+    HOOP_CHECK(check_key(key));
+    if (bytes > HOOP_STORE_VALUE_MAX || (value == NULL && bytes > 0))
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "store: value for key '%s' is NULL or %zu bytes (max %u)", key, bytes,
+                          HOOP_STORE_VALUE_MAX);
+    size_t at = hoop__frame_begin(&st->out, HOOP__STORE_SET);
+    hoop__put_str(&st->out, key, strlen(key));
+    hoop__put_str(&st->out, value, bytes);
+    hoop__frame_end(&st->out, at);
+    uint8_t status;
+    hoop__rd rd;
+    HOOP_CHECK(rpc(st, call_deadline(st), &status, &rd));
+    if (status != HOOP__STORE_R_OK) return reply_error(st, status, &rd, "set");
+    return rd.left == 0 ? HOOP_OK : bad_reply(st);
+}
+
+HOOP_API hoop_status hoop_store_add(hoop_store *st, const char *key, int64_t delta, int64_t *result)
+{
+    HOOP_CHECK(usable(st));
+    HOOP_CHECK(check_key(key));
+    size_t at = hoop__frame_begin(&st->out, HOOP__STORE_ADD);
+    hoop__put_str(&st->out, key, strlen(key));
+    hoop__put_i64(&st->out, delta);
+    hoop__frame_end(&st->out, at);
+    uint8_t status;
+    hoop__rd rd;
+    HOOP_CHECK(rpc(st, call_deadline(st), &status, &rd));
+    if (status != HOOP__STORE_R_OK) {
+        char what[80];
+        snprintf(what, sizeof(what), "add to key '%.40s'", key);
+        return reply_error(st, status, &rd, what);
+    }
+    int64_t v = hoop__get_i64(&rd);
+    if (rd.bad || rd.left) return bad_reply(st);
+    if (result) *result = v;
+    return HOOP_OK;
+}
+
+void hoop__store_wait_result_free(hoop__store_wait_result *res)
+{
+    free(res->values);
+    free(res->value_bytes);
+    free(res->missing);
+    *res = (hoop__store_wait_result){0};
+}
+
+/* Decodes a WAIT reply (OK with or without values, or TIMEOUT) into res. */
+static hoop_status decode_wait(hoop_store *st, uint8_t status, hoop__rd *rd, uint32_t nkeys,
+                               int want_values, hoop__store_wait_result *res)
+{
+    if (status == HOOP__STORE_R_TIMEOUT) {
+        uint32_t n = hoop__get_u32(rd);
+        if (rd->bad || n == 0 || n > nkeys || rd->left != 4ull * n) return bad_reply(st);
+        HOOP_CHECK(hoop__calloc(&res->missing, n));
+        for (uint32_t i = 0; i < n; i++) res->missing[i] = hoop__get_u32(rd);
+        res->nmissing = n;
+        return HOOP_ERR_TIMEOUT;
+    }
+    if (status != HOOP__STORE_R_OK) return reply_error(st, status, rd, "wait");
+    if (want_values) {
+        HOOP_CHECK(hoop__calloc(&res->values, nkeys));
+        HOOP_CHECK(hoop__calloc(&res->value_bytes, nkeys));
+        for (uint32_t i = 0; i < nkeys; i++)
+            res->values[i] = hoop__get_str(rd, HOOP_STORE_VALUE_MAX, &res->value_bytes[i]);
+    }
+    return rd->bad || rd->left ? bad_reply(st) : HOOP_OK;
+}
+
+hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int nkeys,
+                                  int want_values, int64_t timeout_ms, hoop__store_wait_result *res)
+{
+    *res = (hoop__store_wait_result){0};
+    HOOP_CHECK(usable(st));
+    if (keys == NULL || nkeys < 1 || (uint32_t)nkeys > HOOP__STORE_WAIT_KEYS_MAX)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: wait needs 1..%u keys, got %d",
+                          HOOP__STORE_WAIT_KEYS_MAX, nkeys);
+    for (int i = 0; i < nkeys; i++) HOOP_CHECK(check_key(keys[i]));
+    size_t at = hoop__frame_begin(&st->out, HOOP__STORE_WAIT);
+    hoop__put_u8(&st->out, want_values ? HOOP__STORE_WAIT_VALUES : 0);
+    hoop__put_i64(&st->out, timeout_ms);
+    hoop__put_u32(&st->out, (uint32_t)nkeys);
+    for (int i = 0; i < nkeys; i++) hoop__put_str(&st->out, keys[i], strlen(keys[i]));
+    hoop__frame_end(&st->out, at);
+    if (!st->out.oom && st->out.len > HOOP__STORE_FRAME_MAX) {
+        st->out.len = 0;
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: %d keys do not fit in one request", nkeys);
+    }
+    /* The server answers at timeout_ms; the grace covers the trip back. */
+    int64_t grace = WAIT_GRACE_MS + timeout_ms / 10;
+    uint8_t status;
+    hoop__rd rd;
+    HOOP_CHECK(rpc(st, hoop__deadline_ns(timeout_ms + grace), &status, &rd));
+    hoop_status s = decode_wait(st, status, &rd, (uint32_t)nkeys, want_values, res);
+    if (s != HOOP_OK && s != HOOP_ERR_TIMEOUT) hoop__store_wait_result_free(res);
+    return s;
+}
+
+HOOP_API hoop_status hoop_store_get(hoop_store *st, const char *key, void *buf, size_t cap,
+                                    size_t *bytes, int64_t timeout_ms)
+{
+    HOOP_CHECK(usable(st));
+    HOOP_CHECK(check_key(key));
+    if (buf == NULL && cap > 0) return HOOP_ERROR(HOOP_ERR_INVALID, "store: get: buf is NULL");
+    int64_t t = hoop__store_timeout(st, timeout_ms);
+    hoop__store_wait_result res;
+    hoop_status s = hoop__store_wait_keys(st, &key, 1, 1, t, &res);
+    if (s == HOOP_ERR_TIMEOUT) {
+        hoop__store_wait_result_free(&res);
+        return HOOP_ERROR(HOOP_ERR_TIMEOUT, "store %s: key '%s' was not set within %" PRId64 " ms",
+                          st->name, key, t);
+    }
+    HOOP_CHECK(s);
+    size_t n = res.value_bytes[0];
+    if (n > 0) memcpy(buf, res.values[0], n < cap ? n : cap);
+    hoop__store_wait_result_free(&res);
+    if (bytes) *bytes = n;
+    if (n > cap)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "store: value of key '%s' has %zu bytes, more than cap %zu", key, n, cap);
+    return HOOP_OK;
+}
+
+HOOP_API hoop_status hoop_store_wait(hoop_store *st, const char *const *keys, int nkeys,
+                                     int64_t timeout_ms)
+{
+    HOOP_CHECK(usable(st));
+    int64_t t = hoop__store_timeout(st, timeout_ms);
+    hoop__store_wait_result res;
+    hoop_status s = hoop__store_wait_keys(st, keys, nkeys, 0, t, &res);
+    if (s == HOOP_ERR_TIMEOUT) {
+        char list[512] = "";
+        size_t used = 0;
+        for (uint32_t i = 0; i < res.nmissing && used + 1 < sizeof(list); i++) {
+            int k = snprintf(list + used, sizeof(list) - used, "%s'%s'", i ? ", " : "",
+                             keys[res.missing[i]]);
+            used += k > 0 ? (size_t)k : 0;
+        }
+        s = HOOP_ERROR(HOOP_ERR_TIMEOUT, "store %s: %u of %d keys missing after %" PRId64 " ms: %s",
+                       st->name, res.nmissing, nkeys, t, list);
+    }
+    hoop__store_wait_result_free(&res);
+    return s;
+}
+
+hoop_status hoop__store_delete_keys(hoop_store *st, const char *const *keys, int nkeys,
+                                    int *deleted)
+{
+    HOOP_CHECK(usable(st));
+    if (keys == NULL || nkeys < 1 || (uint32_t)nkeys > HOOP__STORE_WAIT_KEYS_MAX)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: delete needs 1..%u keys, got %d",
+                          HOOP__STORE_WAIT_KEYS_MAX, nkeys);
+    for (int i = 0; i < nkeys; i++) HOOP_CHECK(check_key(keys[i]));
+    size_t at = hoop__frame_begin(&st->out, HOOP__STORE_DELETE);
+    hoop__put_u32(&st->out, (uint32_t)nkeys);
+    for (int i = 0; i < nkeys; i++) hoop__put_str(&st->out, keys[i], strlen(keys[i]));
+    hoop__frame_end(&st->out, at);
+    uint8_t status;
+    hoop__rd rd;
+    HOOP_CHECK(rpc(st, call_deadline(st), &status, &rd));
+    if (status != HOOP__STORE_R_OK) return reply_error(st, status, &rd, "delete");
+    uint32_t n = hoop__get_u32(&rd);
+    if (rd.bad || rd.left || n > (uint32_t)nkeys) return bad_reply(st);
+    if (deleted) *deleted = (int)n;
+    return HOOP_OK;
+}
+
+HOOP_API hoop_status hoop_store_delete(hoop_store *st, const char *key, int *deleted)
+{
+    return hoop__store_delete_keys(st, &key, 1, deleted);
+}
+
+HOOP_API hoop_status hoop_store_num_keys(hoop_store *st, int64_t *count)
+{
+    HOOP_CHECK(usable(st));
+    if (count == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: num_keys: count is NULL");
+    size_t at = hoop__frame_begin(&st->out, HOOP__STORE_NUM_KEYS);
+    hoop__frame_end(&st->out, at);
+    uint8_t status;
+    hoop__rd rd;
+    HOOP_CHECK(rpc(st, call_deadline(st), &status, &rd));
+    if (status != HOOP__STORE_R_OK) return reply_error(st, status, &rd, "num_keys");
+    int64_t v = hoop__get_i64(&rd);
+    if (rd.bad || rd.left) return bad_reply(st);
+    *count = v;
+    return HOOP_OK;
+}

@@ -1,0 +1,133 @@
+/*
+ * src/bootstrap/store_proto.c -- helpers of the store's wire format shared by server and
+ * client: the growable frame buffer, key validation, constant-time token comparison,
+ * name resolution and socket set-up.
+ *
+ * Owns nothing beyond what each call returns. Thread-safe (no shared state).
+ */
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <arpa/inet.h>
+
+#include "bootstrap/store_proto.h"
+#include "core/check.h"
+
+int hoop__buf_reserve(hoop__buf *b, size_t n)
+{
+    if (b->oom) return 0;
+    if (b->cap - b->len >= n) return 1;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap - b->len < n) {
+        if (cap > SIZE_MAX / 2) {
+            b->oom = 1;
+            return 0;
+        }
+        cap *= 2;
+    }
+    uint8_t *p = realloc(b->data, cap);
+    if (p == NULL) {
+        b->oom = 1;
+        return 0;
+    }
+    b->data = p;
+    b->cap = cap;
+    return 1;
+}
+
+void hoop__buf_free(hoop__buf *b)
+{
+    free(b->data);
+    *b = (hoop__buf){0};
+}
+
+int hoop__store_key_ok(const uint8_t *key, size_t n)
+{
+    return key != NULL && n >= 1 && n <= HOOP_STORE_KEY_MAX && memchr(key, 0, n) == NULL;
+}
+
+int hoop__store_token_eq(const char *a, const char *b)
+{
+    a = a ? a : "";
+    b = b ? b : "";
+    size_t la = strlen(a), lb = strlen(b);
+    size_t n = la > lb ? la : lb;
+    /* volatile keeps the compiler from turning the loop into an early-exit memcmp. */
+    volatile unsigned diff = (unsigned)(la ^ lb);
+    for (size_t i = 0; i < n; i++) {
+        unsigned ca = i < la ? (unsigned char)a[i] : 0;
+        unsigned cb = i < lb ? (unsigned char)b[i] : 0;
+        diff |= ca ^ cb;
+    }
+    return diff == 0;
+}
+
+/* RFC 6761 section 6.4: "invalid" and names under it never resolve. */
+static int reserved_invalid(const char *host)
+{
+    size_t n = strlen(host);
+    while (n > 0 && host[n - 1] == '.') n--;
+    if (n == 7 && strncasecmp(host, "invalid", 7) == 0) return 1;
+    return n > 8 && strncasecmp(host + n - 8, ".invalid", 8) == 0;
+}
+
+hoop_status hoop__store_resolve(const char *host, int port, int passive, struct addrinfo **res)
+{
+    *res = NULL;
+    int any = host == NULL || *host == '\0';
+    if (!passive && any)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: no host to connect to (MASTER_ADDR is empty)");
+    if (port < 0 || port > 65535)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: port %d is not in 0..65535", port);
+    if (!any && reserved_invalid(host))
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "store: cannot resolve host '%s' (a reserved .invalid name)", host);
+    char serv[16];
+    snprintf(serv, sizeof(serv), "%d", port);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_protocol = IPPROTO_TCP};
+    hints.ai_family = any ? AF_INET : AF_UNSPEC;
+    hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+    int rc = getaddrinfo(any ? NULL : host, serv, &hints, res);
+    if (rc != 0) {
+        *res = NULL;
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: cannot resolve host '%s': %s", any ? "*" : host,
+                          gai_strerror(rc));
+    }
+    return HOOP_OK;
+}
+
+void hoop__store_addr_str(const struct sockaddr *sa, socklen_t len, char *out, size_t cap)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+        port = ntohs(in->sin_port);
+        snprintf(out, cap, "%s:%d", host, port);
+    } else if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+        port = ntohs(in6->sin6_port);
+        snprintf(out, cap, "[%s]:%d", host, port);
+    } else {
+        snprintf(out, cap, "(family %d)", sa->sa_family);
+    }
+}
+
+hoop_status hoop__store_sock_setup(int fd)
+{
+    int flags = fcntl(fd, F_GETFL);
+    if (flags == -1 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) == -1)
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "store: fcntl(O_NONBLOCK) failed: %s", strerror(errno));
+    int one = 1;
+    /* Requests are small and answered one at a time: Nagle would only add latency. */
+    HOOP_SYSCHECK(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)),
+                  "store: setsockopt(TCP_NODELAY)");
+    return HOOP_OK;
+}

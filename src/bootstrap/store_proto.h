@@ -1,0 +1,273 @@
+/*
+ * src/bootstrap/store_proto.h -- wire format of the rendezvous store and the helpers
+ * that encode, decode and address it (internal; shared by store_server.c and
+ * store_client.c).
+ *
+ * Wire format (version 1). Everything is a frame:
+ *
+ *     u32 length            bytes that follow, 1 .. HOOP__STORE_FRAME_MAX
+ *     u8  op / status       request: an opcode; reply: a status
+ *     ... payload           as below
+ *
+ * Integers are big-endian (network order); i64 is two's complement. A "str" is
+ * u32 n followed by n bytes (no terminator). Keys are str of 1..HOOP_STORE_KEY_MAX bytes
+ * and must not contain a NUL byte; values are str of 0..HOOP_STORE_VALUE_MAX bytes.
+ *
+ * Requests (client -> server), one at a time: a client sends the next request only
+ * after it has read the reply to the previous one.
+ *
+ *     HELLO    = 1  u32 magic 0x484F4F50 ("HOOP"), u16 version, i32 rank, str token
+ *                   (token <= HOOP__STORE_TOKEN_MAX bytes). Must be the first frame;
+ *                   until it is accepted, frames are limited to HOOP__STORE_HELLO_MAX.
+ *     SET      = 2  str key, str value
+ *     ADD      = 3  str key, i64 delta           (the value is kept as decimal text)
+ *     WAIT     = 4  u8 flags (bit 0: return the values), i64 timeout_ms (>= 0),
+ *                   u32 nkeys (1..HOOP__STORE_WAIT_KEYS_MAX), nkeys x str key
+ *     DELETE   = 5  u32 nkeys (1..HOOP__STORE_WAIT_KEYS_MAX), nkeys x str key
+ *     NUM_KEYS = 6  (no payload)
+ *
+ * Replies (server -> client), the status byte then:
+ *
+ *     OK       = 0  HELLO, SET: nothing. ADD: i64 new value. WAIT: nothing, or with
+ *                   flag bit 0, nkeys x str value in request order. DELETE: u32 number
+ *                   of keys that existed. NUM_KEYS: i64 count.
+ *     TIMEOUT  = 1  WAIT only: u32 nmissing, nmissing x u32 index (into the request's
+ *                   keys) of the keys still missing when timeout_ms passed.
+ *     REFUSED  = 2  HELLO only: str reason; the server then closes the connection.
+ *     INVALID  = 3  str reason (e.g. ADD on a value that is not an integer).
+ *
+ * A WAIT whose keys all exist is answered at once; otherwise the server parks the
+ * client (no polling) and answers when the last key is set, or with TIMEOUT at the
+ * deadline. Anything else -- a length of 0 or above the limit, an unknown opcode or
+ * magic, a key that is empty, too long or holds a NUL, a field that runs past the
+ * frame, bytes left over after the payload, a request before HELLO, a frame left
+ * half-sent for the server's timeout -- makes the server log a warning naming the peer
+ * and close that one connection.
+ */
+#ifndef HOOP_BOOTSTRAP_STORE_PROTO_H
+#define HOOP_BOOTSTRAP_STORE_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include "hoop/status.h"
+#include "hoop/store.h"
+
+#define HOOP__STORE_MAGIC 0x484F4F50u /* "HOOP" */
+#define HOOP__STORE_VERSION 1
+#define HOOP__STORE_TOKEN_MAX 256
+#define HOOP__STORE_HELLO_MAX (1 + 4 + 2 + 4 + 4 + HOOP__STORE_TOKEN_MAX)
+/* Room for a SET of the largest key and value, plus slack for headers. */
+#define HOOP__STORE_FRAME_MAX (HOOP_STORE_VALUE_MAX + 4096u)
+#define HOOP__STORE_WAIT_KEYS_MAX 65536u
+/* Timeouts are clamped to this (about 31 years), so deadlines in ns never overflow. */
+#define HOOP__STORE_TIMEOUT_MAX_MS 1000000000000LL
+
+enum hoop__store_op {
+    HOOP__STORE_HELLO = 1,
+    HOOP__STORE_SET = 2,
+    HOOP__STORE_ADD = 3,
+    HOOP__STORE_WAIT = 4,
+    HOOP__STORE_DELETE = 5,
+    HOOP__STORE_NUM_KEYS = 6,
+};
+
+enum hoop__store_reply {
+    HOOP__STORE_R_OK = 0,
+    HOOP__STORE_R_TIMEOUT = 1,
+    HOOP__STORE_R_REFUSED = 2,
+    HOOP__STORE_R_INVALID = 3,
+};
+
+#define HOOP__STORE_WAIT_VALUES 1u /* WAIT flag: return the values (GET) */
+
+// ----- growable output buffer -------------------------------------------------------
+
+/* A byte buffer that frames are built in. A failed allocation sets oom and turns later
+ * writes into no-ops, so a frame is built without a check per field. */
+typedef struct hoop__buf {
+    uint8_t *data;
+    size_t len, cap;
+    int oom;
+} hoop__buf;
+
+/* Makes room for n more bytes; returns 0 (and sets oom) when that fails. */
+int hoop__buf_reserve(hoop__buf *b, size_t n);
+void hoop__buf_free(hoop__buf *b);
+
+static inline void hoop__put_bytes(hoop__buf *b, const void *p, size_t n)
+{
+    if (n == 0 || !hoop__buf_reserve(b, n)) return;
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+}
+
+static inline void hoop__put_u8(hoop__buf *b, uint8_t v)
+{
+    hoop__put_bytes(b, &v, 1);
+}
+
+static inline void hoop__put_u32(hoop__buf *b, uint32_t v)
+{
+    uint8_t x[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+    hoop__put_bytes(b, x, 4);
+}
+
+static inline void hoop__put_i64(hoop__buf *b, int64_t v)
+{
+    hoop__put_u32(b, (uint32_t)((uint64_t)v >> 32));
+    hoop__put_u32(b, (uint32_t)(uint64_t)v);
+}
+
+static inline void hoop__put_str(hoop__buf *b, const void *p, size_t n)
+{
+    hoop__put_u32(b, (uint32_t)n);
+    hoop__put_bytes(b, p, n);
+}
+
+/* Starts a frame (length placeholder + op) and returns its offset for frame_end. */
+static inline size_t hoop__frame_begin(hoop__buf *b, uint8_t op)
+{
+    size_t at = b->len;
+    hoop__put_u32(b, 0);
+    hoop__put_u8(b, op);
+    return at;
+}
+
+/* Patches the length of the frame that starts at offset at. */
+static inline void hoop__frame_end(hoop__buf *b, size_t at)
+{
+    if (b->oom) return;
+    uint32_t n = (uint32_t)(b->len - at - 4);
+    b->data[at] = (uint8_t)(n >> 24);
+    b->data[at + 1] = (uint8_t)(n >> 16);
+    b->data[at + 2] = (uint8_t)(n >> 8);
+    b->data[at + 3] = (uint8_t)n;
+}
+
+// ----- bounds-checked reader ---------------------------------------------------------
+
+/* Reads fields from one received frame. Any read past the end sets bad and yields
+ * zeros, so a decoder checks bad once at the end. */
+typedef struct hoop__rd {
+    const uint8_t *p;
+    size_t left;
+    int bad;
+} hoop__rd;
+
+static inline uint32_t hoop__get_u32_be(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline const uint8_t *hoop__get_raw(hoop__rd *r, size_t n)
+{
+    if (r->bad || r->left < n) {
+        r->bad = 1;
+        return NULL;
+    }
+    const uint8_t *p = r->p;
+    r->p += n;
+    r->left -= n;
+    return p;
+}
+
+static inline uint8_t hoop__get_u8(hoop__rd *r)
+{
+    const uint8_t *p = hoop__get_raw(r, 1);
+    return p ? p[0] : 0;
+}
+
+static inline uint16_t hoop__get_u16(hoop__rd *r)
+{
+    const uint8_t *p = hoop__get_raw(r, 2);
+    return p ? (uint16_t)(p[0] << 8 | p[1]) : 0;
+}
+
+static inline uint32_t hoop__get_u32(hoop__rd *r)
+{
+    const uint8_t *p = hoop__get_raw(r, 4);
+    return p ? hoop__get_u32_be(p) : 0;
+}
+
+static inline int64_t hoop__get_i64(hoop__rd *r)
+{
+    uint64_t hi = hoop__get_u32(r);
+    uint64_t lo = hoop__get_u32(r);
+    return (int64_t)(hi << 32 | lo);
+}
+
+/* Reads a str of at most max bytes; sets bad (and returns NULL) when longer. */
+static inline const uint8_t *hoop__get_str(hoop__rd *r, size_t max, size_t *n)
+{
+    uint32_t len = hoop__get_u32(r);
+    if (len > max) r->bad = 1;
+    *n = r->bad ? 0 : len;
+    return r->bad ? NULL : hoop__get_raw(r, len);
+}
+
+// ----- helpers shared by client and server ------------------------------------------
+
+/* 1 when key (n bytes) is a valid store key: 1..HOOP_STORE_KEY_MAX bytes, no NUL. */
+int hoop__store_key_ok(const uint8_t *key, size_t n);
+
+/* Compares two tokens in time that depends only on their lengths, not on where they
+ * differ; NULL counts as "". Returns 1 when equal. */
+int hoop__store_token_eq(const char *a, const char *b);
+
+/* Resolves host:port for a TCP stream (passive: for bind; host NULL or "" = any IPv4
+ * address). Fails at once with HOOP_ERR_INVALID naming the host when it cannot be
+ * resolved; names under the reserved ".invalid" TLD never reach DNS (RFC 6761 6.4).
+ * Free *res with freeaddrinfo. */
+hoop_status hoop__store_resolve(const char *host, int port, int passive, struct addrinfo **res);
+
+/* Formats a socket address as "1.2.3.4:port" or "[::1]:port". */
+void hoop__store_addr_str(const struct sockaddr *sa, socklen_t len, char *out, size_t cap);
+
+/* Sets O_NONBLOCK (and, for TCP, TCP_NODELAY) on fd. */
+hoop_status hoop__store_sock_setup(int fd);
+
+// ----- client internals used by barrier and all-gather (store_sync.c) ---------------
+
+/* What a WAIT brought back. On HOOP_OK with values: values[i] / value_bytes[i] point
+ * into the client's receive buffer (valid until its next call). On HOOP_ERR_TIMEOUT:
+ * missing[0..nmissing) are the indices of the keys that did not exist, and the thread's
+ * message is not set (the caller words it). Free with hoop__store_wait_result_free. */
+typedef struct hoop__store_wait_result {
+    const uint8_t **values;
+    size_t *value_bytes;
+    uint32_t *missing;
+    uint32_t nmissing;
+} hoop__store_wait_result;
+
+/* Waits until the nkeys keys exist (server-side deadline timeout_ms >= 0), fetching
+ * their values when want_values. Errors: HOOP_ERR_TIMEOUT (res->missing set),
+ * HOOP_ERR_REMOTE, HOOP_ERR_INVALID, HOOP_ERR_NOMEM. */
+hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int nkeys,
+                                  int want_values, int64_t timeout_ms,
+                                  hoop__store_wait_result *res);
+void hoop__store_wait_result_free(hoop__store_wait_result *res);
+
+/* Deletes several keys in one request; *deleted (may be NULL) counts those that existed. */
+hoop_status hoop__store_delete_keys(hoop_store *st, const char *const *keys, int nkeys,
+                                    int *deleted);
+
+/* The timeout a call with timeout_ms uses: timeout_ms itself when >= 0, else the
+ * store's default; clamped to HOOP__STORE_TIMEOUT_MAX_MS. */
+int64_t hoop__store_timeout(const hoop_store *st, int64_t timeout_ms);
+
+/* Hands srv to st, which destroys it in hoop_store_destroy (hoop_store_init_env). */
+void hoop__store_own_server(hoop_store *st, hoop_store_server *srv);
+
+// ----- internal accessors for tests ---------------------------------------------------
+
+/* Number of connections the server holds now (authenticated or not). Thread-safe. */
+int hoop__store_server_nclients(const hoop_store_server *srv);
+
+/* The file descriptor of a client's connection (-1 when lost), for tests. */
+int hoop__store_fd(const hoop_store *st);
+
+#endif /* HOOP_BOOTSTRAP_STORE_PROTO_H */

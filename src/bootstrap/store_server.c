@@ -1,0 +1,917 @@
+/*
+ * src/bootstrap/store_server.c -- the rendezvous store server: one thread, one epoll
+ * set, many non-blocking connections.
+ *
+ * Owns the listening socket, an eventfd that wakes the thread to stop, the epoll set,
+ * every accepted connection (with its input and output buffers) and the key table.
+ * The public functions run on the caller's thread; everything else runs on the server
+ * thread, which alone touches connections and the table (so nothing there is locked).
+ *
+ * Each connection is a small state machine: unauthenticated until its HELLO carries the
+ * right token; then idle (reading requests), busy (a reply still being written, or a
+ * WAIT parked until its keys exist), or closing (a refusal being written). Requests
+ * are parsed from a per-connection buffer, so a peer that sends a frame a byte at a
+ * time, or half a frame and then nothing, never blocks anyone else. A peer that breaks
+ * the protocol (see store_proto.h) is logged and closed; the others carry on.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bootstrap/store_proto.h"
+#include "bootstrap/store_table.h"
+#include "core/check.h"
+#include "core/clock.h"
+#include "core/env.h"
+
+#define READ_CHUNK (64u << 10)
+#define SWEEP_NS (100 * 1000000LL) /* how often stalled connections are looked for */
+#define MAX_EVENTS 256
+
+typedef struct conn {
+    int fd;
+    int dead;      /* closed; freed at the end of the loop iteration */
+    int authed;    /* HELLO accepted */
+    int closing;   /* a refusal is being written; close once it is out */
+    int rank;      /* from HELLO, for messages */
+    char peer[64]; /* "ip:port" */
+    uint32_t events;
+    int64_t since_ns; /* accept time until authed; then start of a partial frame */
+    hoop__buf in;
+    size_t in_off;
+    hoop__buf out;
+    size_t out_off;
+    /* A parked WAIT: a copy of its request and where each key sits in it. */
+    int parked;
+    uint8_t *wframe;
+    uint32_t *koff, *klen, nkeys, kcur; /* kcur: first key not yet seen */
+    int want_values;
+    int64_t deadline_ns;
+    struct conn *pprev, *pnext; /* list of parked connections */
+    struct conn *prev, *next;   /* list of all connections, or the graveyard */
+    int ready;                  /* on the ready list (input left to parse) */
+    struct conn *rnext;
+} conn;
+
+struct hoop_store_server {
+    int lfd, wakefd, epfd;
+    int port;
+    char name[300]; /* "host:port" for messages */
+    char token[HOOP__STORE_TOKEN_MAX + 1];
+    int64_t timeout_ms; /* handshake and half-sent-frame limit */
+    pthread_t thread;
+    int started;
+    int listen_paused; /* accept ran out of fds; retried at the next sweep */
+    atomic_int nclients;
+    conn *all, *graveyard, *parked, *ready;
+    hoop__store_table table;
+};
+
+// ----- connection lifetime -----------------------------------------------------------
+
+static const char *peer_name(const conn *c, char *buf, size_t cap)
+{
+    if (c->authed && c->rank >= 0)
+        snprintf(buf, cap, "%s (rank %d)", c->peer, c->rank);
+    else
+        snprintf(buf, cap, "%s", c->peer);
+    return buf;
+}
+
+/* Frees the arrays of a WAIT (parked or answered at once). */
+static void wait_clear(conn *c)
+{
+    free(c->wframe);
+    free(c->koff);
+    free(c->klen);
+    c->wframe = NULL;
+    c->koff = c->klen = NULL;
+    c->nkeys = c->kcur = 0;
+}
+
+static void unpark(hoop_store_server *s, conn *c)
+{
+    if (!c->parked) return;
+    if (c->pprev)
+        c->pprev->pnext = c->pnext;
+    else
+        s->parked = c->pnext;
+    if (c->pnext) c->pnext->pprev = c->pprev;
+    c->pprev = c->pnext = NULL;
+    c->parked = 0;
+    wait_clear(c);
+}
+
+/* Closes c now and moves it to the graveyard (freed after this loop iteration, since
+ * events of the same batch may still point at it). */
+static void conn_close(hoop_store_server *s, conn *c)
+{
+    if (c->dead) return;
+    unpark(s, c);
+    epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+    c->dead = 1;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->all = c->next;
+    if (c->next) c->next->prev = c->prev;
+    c->prev = NULL;
+    c->next = s->graveyard;
+    s->graveyard = c;
+    atomic_fetch_sub(&s->nclients, 1);
+}
+
+/* Logs why a misbehaving peer is dropped (WARN) and closes it. */
+static void conn_drop(hoop_store_server *s, conn *c, const char *why)
+{
+    char who[96];
+    HOOP_WARN("store %s: closing connection from %s: %s", s->name, peer_name(c, who, sizeof(who)),
+              why);
+    conn_close(s, c);
+}
+
+static void conn_free(conn *c)
+{
+    hoop__buf_free(&c->in);
+    hoop__buf_free(&c->out);
+    wait_clear(c);
+    free(c);
+}
+
+static void bury(hoop_store_server *s)
+{
+    while (s->graveyard) {
+        conn *c = s->graveyard;
+        s->graveyard = c->next;
+        conn_free(c);
+    }
+}
+
+static int busy(const conn *c)
+{
+    return c->parked || c->closing || c->out.len > c->out_off;
+}
+
+/* Re-arms epoll for what c waits for: output to drain, or input when idle. Peer
+ * hang-ups are always reported (EPOLLRDHUP), also while a WAIT is parked. */
+static void conn_arm(hoop_store_server *s, conn *c)
+{
+    uint32_t ev = EPOLLRDHUP;
+    if (c->out.len > c->out_off)
+        ev |= EPOLLOUT;
+    else if (!busy(c))
+        ev |= EPOLLIN;
+    if (ev == c->events || c->dead) return;
+    struct epoll_event e = {.events = ev, .data.ptr = c};
+    if (epoll_ctl(s->epfd, EPOLL_CTL_MOD, c->fd, &e) == -1) {
+        conn_drop(s, c, "epoll_ctl failed");
+        return;
+    }
+    c->events = ev;
+}
+
+/* Writes what c->out holds; returns 0 when c was closed. */
+static int conn_flush(hoop_store_server *s, conn *c)
+{
+    if (c->out.oom) {
+        conn_drop(s, c, "out of memory building a reply");
+        return 0;
+    }
+    while (c->out_off < c->out.len) {
+        ssize_t n = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
+        if (n > 0) {
+            c->out_off += (size_t)n;
+        } else if (n == -1 && errno == EINTR) {
+            continue;
+        } else if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            conn_arm(s, c);
+            return !c->dead;
+        } else {
+            HOOP_INFO(BOOT, "store %s: %s went away while being answered", s->name, c->peer);
+            conn_close(s, c);
+            return 0;
+        }
+    }
+    c->out.len = c->out_off = 0;
+    if (c->out.cap > (1u << 20)) hoop__buf_free(&c->out);
+    if (c->closing) {
+        conn_close(s, c);
+        return 0;
+    }
+    conn_arm(s, c);
+    if (!c->dead && c->in.len > c->in_off && !c->ready && !busy(c)) {
+        c->ready = 1; /* parsed at the end of the iteration, never from inside a reply */
+        c->rnext = s->ready;
+        s->ready = c;
+    }
+    return !c->dead;
+}
+
+// ----- replies ------------------------------------------------------------------------
+
+static void reply_status(conn *c, uint8_t status)
+{
+    size_t at = hoop__frame_begin(&c->out, status);
+    hoop__frame_end(&c->out, at);
+}
+
+static void reply_text(conn *c, uint8_t status, const char *text)
+{
+    size_t at = hoop__frame_begin(&c->out, status);
+    hoop__put_str(&c->out, text, strlen(text));
+    hoop__frame_end(&c->out, at);
+}
+
+static void reply_i64(conn *c, int64_t v)
+{
+    size_t at = hoop__frame_begin(&c->out, HOOP__STORE_R_OK);
+    hoop__put_i64(&c->out, v);
+    hoop__frame_end(&c->out, at);
+}
+
+// ----- WAIT: keys, parking, completion -------------------------------------------------
+
+static const hoop__store_entry *wait_key(const hoop_store_server *s, const conn *c, uint32_t i)
+{
+    return hoop__store_table_find(&s->table, c->wframe + c->koff[i], c->klen[i]);
+}
+
+/* Advances c's cursor over keys that exist; returns 1 when all of them exist. Each key
+ * is looked at O(1) times per set, so a barrier of n ranks costs O(n) per arrival. */
+static int wait_done(const hoop_store_server *s, conn *c)
+{
+    while (c->kcur < c->nkeys && wait_key(s, c, c->kcur)) c->kcur++;
+    if (c->kcur < c->nkeys) return 0;
+    for (uint32_t i = 0; i < c->nkeys; i++) {
+        if (!wait_key(s, c, i)) { /* deleted since the cursor passed it */
+            c->kcur = i;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void reply_wait_ok(hoop_store_server *s, conn *c)
+{
+    if (!c->want_values) {
+        reply_status(c, HOOP__STORE_R_OK);
+        return;
+    }
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < c->nkeys; i++) total += 4 + wait_key(s, c, i)->value_bytes;
+    if (total + 1 > HOOP__STORE_FRAME_MAX) {
+        reply_text(c, HOOP__STORE_R_INVALID, "the values asked for exceed one reply frame");
+        return;
+    }
+    size_t at = hoop__frame_begin(&c->out, HOOP__STORE_R_OK);
+    for (uint32_t i = 0; i < c->nkeys; i++) {
+        const hoop__store_entry *e = wait_key(s, c, i);
+        hoop__put_str(&c->out, e->value, e->value_bytes);
+    }
+    hoop__frame_end(&c->out, at);
+}
+
+static void reply_wait_timeout(hoop_store_server *s, conn *c)
+{
+    uint32_t missing = 0;
+    for (uint32_t i = 0; i < c->nkeys; i++) missing += wait_key(s, c, i) == NULL;
+    size_t at = hoop__frame_begin(&c->out, HOOP__STORE_R_TIMEOUT);
+    hoop__put_u32(&c->out, missing);
+    for (uint32_t i = 0; i < c->nkeys; i++)
+        if (wait_key(s, c, i) == NULL) hoop__put_u32(&c->out, i);
+    hoop__frame_end(&c->out, at);
+}
+
+/* Answers every parked WAIT whose keys now all exist (after a SET or ADD). */
+static void notify_parked(hoop_store_server *s)
+{
+    conn *c = s->parked;
+    while (c) {
+        conn *next = c->pnext;
+        if (wait_done(s, c)) {
+            reply_wait_ok(s, c);
+            unpark(s, c);
+            conn_flush(s, c);
+        }
+        c = next;
+    }
+}
+
+/* Answers parked WAITs whose deadline passed; returns the earliest deadline left. */
+static int64_t expire_parked(hoop_store_server *s, int64_t now)
+{
+    int64_t next_deadline = INT64_MAX;
+    conn *c = s->parked;
+    while (c) {
+        conn *next = c->pnext;
+        if (c->deadline_ns <= now) {
+            reply_wait_timeout(s, c);
+            unpark(s, c);
+            conn_flush(s, c);
+        } else if (c->deadline_ns < next_deadline) {
+            next_deadline = c->deadline_ns;
+        }
+        c = next;
+    }
+    return next_deadline;
+}
+
+// ----- request handlers ------------------------------------------------------------------
+// Each parses its whole payload first and returns a reason when it is malformed (the
+// connection is then dropped) or NULL when it queued a reply or parked the request.
+
+static const char *payload_error(const hoop__rd *r)
+{
+    if (r->bad) return "a field runs past the end of the frame, or is too long";
+    if (r->left) return "bytes left over after the payload";
+    return NULL;
+}
+
+static const char *read_key(hoop__rd *r, const uint8_t **key, size_t *n)
+{
+    *key = hoop__get_str(r, HOOP_STORE_KEY_MAX, n);
+    if (r->bad) return "a key is longer than HOOP_STORE_KEY_MAX or runs past the frame";
+    if (!hoop__store_key_ok(*key, *n)) return "a key is empty or holds a NUL byte";
+    return NULL;
+}
+
+static const char *on_hello(hoop_store_server *s, conn *c, hoop__rd *r)
+{
+    uint32_t magic = hoop__get_u32(r);
+    uint16_t version = hoop__get_u16(r);
+    int32_t rank = (int32_t)hoop__get_u32(r);
+    size_t n;
+    const uint8_t *tok = hoop__get_str(r, HOOP__STORE_TOKEN_MAX, &n);
+    if (magic != HOOP__STORE_MAGIC) return "not a hoop store client (bad magic)";
+    const char *err = payload_error(r);
+    if (err) return err;
+    c->closing = 1; /* until accepted: a refusal closes after it is written */
+    if (version != HOOP__STORE_VERSION) {
+        HOOP_WARN("store %s: refused %s: protocol version %u, expected %u", s->name, c->peer,
+                  version, HOOP__STORE_VERSION);
+        reply_text(c, HOOP__STORE_R_REFUSED, "protocol version not supported by the server");
+        return NULL;
+    }
+    char token[HOOP__STORE_TOKEN_MAX + 1];
+    memcpy(token, tok, n);
+    token[n] = '\0';
+    if (memchr(tok, 0, n) || !hoop__store_token_eq(token, s->token)) {
+        HOOP_WARN("store %s: refused connection from %s (rank %d): wrong or missing HOOP_TOKEN",
+                  s->name, c->peer, (int)rank);
+        reply_text(c, HOOP__STORE_R_REFUSED, "wrong or missing HOOP_TOKEN");
+        return NULL;
+    }
+    c->closing = 0;
+    c->authed = 1;
+    c->rank = rank;
+    HOOP_INFO(BOOT, "store %s: client %s (rank %d) connected", s->name, c->peer, (int)rank);
+    reply_status(c, HOOP__STORE_R_OK);
+    return NULL;
+}
+
+static const char *on_set(hoop_store_server *s, conn *c, hoop__rd *r)
+{
+    const uint8_t *key, *val;
+    size_t kn, vn;
+    const char *err = read_key(r, &key, &kn);
+    if (err) return err;
+    val = hoop__get_str(r, HOOP_STORE_VALUE_MAX, &vn);
+    if ((err = payload_error(r))) return err;
+    if (hoop__store_table_set(&s->table, key, kn, val, vn) != HOOP_OK) {
+        reply_text(c, HOOP__STORE_R_INVALID, "the server ran out of memory");
+        return NULL;
+    }
+    reply_status(c, HOOP__STORE_R_OK);
+    notify_parked(s);
+    return NULL;
+}
+
+/* Parses a counter kept as decimal text; returns 0 when it is not one. */
+static int parse_counter(const uint8_t *p, size_t n, int64_t *v)
+{
+    char text[24];
+    if (n == 0 || n >= sizeof(text)) return 0;
+    memcpy(text, p, n);
+    text[n] = '\0';
+    char *end;
+    errno = 0;
+    long long x = strtoll(text, &end, 10);
+    if (errno || *end != '\0' || !(text[0] == '-' || (text[0] >= '0' && text[0] <= '9'))) return 0;
+    *v = x;
+    return 1;
+}
+
+static const char *on_add(hoop_store_server *s, conn *c, hoop__rd *r)
+{
+    const uint8_t *key;
+    size_t kn;
+    const char *err = read_key(r, &key, &kn);
+    if (err) return err;
+    int64_t delta = hoop__get_i64(r), v = 0;
+    if ((err = payload_error(r))) return err;
+    const hoop__store_entry *e = hoop__store_table_find(&s->table, key, kn);
+    if (e && !parse_counter(e->value, e->value_bytes, &v)) {
+        reply_text(c, HOOP__STORE_R_INVALID, "the key's value is not an integer counter");
+        return NULL;
+    }
+    if ((delta > 0 && v > INT64_MAX - delta) || (delta < 0 && v < INT64_MIN - delta)) {
+        reply_text(c, HOOP__STORE_R_INVALID, "the counter would overflow int64");
+        return NULL;
+    }
+    char text[24];
+    int tn = snprintf(text, sizeof(text), "%" PRId64, v + delta);
+    if (hoop__store_table_set(&s->table, key, kn, (const uint8_t *)text, (size_t)tn) != HOOP_OK) {
+        reply_text(c, HOOP__STORE_R_INVALID, "the server ran out of memory");
+        return NULL;
+    }
+    reply_i64(c, v + delta);
+    notify_parked(s);
+    return NULL;
+}
+
+/* Parses nkeys keys into c's wait arrays (offsets into frame, which starts at base). */
+static const char *read_keys(conn *c, hoop__rd *r, const uint8_t *base)
+{
+    uint32_t n = hoop__get_u32(r);
+    if (r->bad || n == 0 || n > HOOP__STORE_WAIT_KEYS_MAX) return "bad number of keys";
+    if (n > r->left / 5) return "more keys announced than the frame holds";
+    c->koff = malloc(n * sizeof(uint32_t));
+    c->klen = malloc(n * sizeof(uint32_t));
+    if (!c->koff || !c->klen) return "out of memory parsing keys";
+    c->nkeys = n;
+    for (uint32_t i = 0; i < n; i++) {
+        const uint8_t *key;
+        size_t kn;
+        const char *err = read_key(r, &key, &kn);
+        if (err) return err;
+        c->koff[i] = (uint32_t)(key - base);
+        c->klen[i] = (uint32_t)kn;
+    }
+    return payload_error(r);
+}
+
+static void park(hoop_store_server *s, conn *c, int64_t timeout_ms)
+{
+    const int64_t max_ms = INT64_MAX / 2000000; /* keeps now + timeout from overflowing */
+    c->deadline_ns = hoop__now_ns() + (timeout_ms > max_ms ? max_ms : timeout_ms) * 1000000;
+    c->parked = 1;
+    c->pprev = NULL;
+    c->pnext = s->parked;
+    if (s->parked) s->parked->pprev = c;
+    s->parked = c;
+}
+
+static const char *on_wait(hoop_store_server *s, conn *c, hoop__rd *r)
+{
+    uint8_t flags = hoop__get_u8(r);
+    int64_t timeout_ms = hoop__get_i64(r);
+    if (r->bad || timeout_ms < 0 || (flags & ~HOOP__STORE_WAIT_VALUES))
+        return "bad WAIT flags or timeout";
+    /* Keep a private copy of the request: keys are referenced until the reply. */
+    c->wframe = malloc(r->left ? r->left : 1);
+    if (c->wframe == NULL) return "out of memory parking a WAIT";
+    memcpy(c->wframe, r->p, r->left);
+    hoop__rd kr = {.p = c->wframe, .left = r->left};
+    r->p += r->left;
+    r->left = 0;
+    const char *err = read_keys(c, &kr, c->wframe);
+    c->want_values = flags & HOOP__STORE_WAIT_VALUES;
+    c->kcur = 0;
+    int done = err == NULL && wait_done(s, c);
+    if (err == NULL && !done && timeout_ms > 0) {
+        park(s, c, timeout_ms);
+        return NULL;
+    }
+    if (err == NULL && done)
+        reply_wait_ok(s, c);
+    else if (err == NULL)
+        reply_wait_timeout(s, c);
+    wait_clear(c);
+    return err;
+}
+
+static const char *on_delete(hoop_store_server *s, conn *c, hoop__rd *r)
+{
+    uint32_t n = hoop__get_u32(r);
+    if (r->bad || n == 0 || n > HOOP__STORE_WAIT_KEYS_MAX) return "bad number of keys";
+    hoop__rd check = *r;
+    for (uint32_t i = 0; i < n; i++) { /* validate everything before deleting anything */
+        const uint8_t *key;
+        size_t kn;
+        const char *err = read_key(&check, &key, &kn);
+        if (err) return err;
+    }
+    const char *err = payload_error(&check);
+    if (err) return err;
+    uint32_t deleted = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        size_t kn;
+        const uint8_t *key = hoop__get_str(r, HOOP_STORE_KEY_MAX, &kn);
+        deleted += (uint32_t)hoop__store_table_delete(&s->table, key, kn);
+    }
+    size_t at = hoop__frame_begin(&c->out, HOOP__STORE_R_OK);
+    hoop__put_u32(&c->out, deleted);
+    hoop__frame_end(&c->out, at);
+    return NULL;
+}
+
+static const char *on_num_keys(hoop_store_server *s, conn *c, hoop__rd *r)
+{
+    const char *err = payload_error(r);
+    if (err) return err;
+    reply_i64(c, (int64_t)s->table.count);
+    return NULL;
+}
+
+typedef const char *(*handler_fn)(hoop_store_server *s, conn *c, hoop__rd *r);
+
+static const handler_fn handlers[] = {
+    [HOOP__STORE_HELLO] = on_hello,   [HOOP__STORE_SET] = on_set,
+    [HOOP__STORE_ADD] = on_add,       [HOOP__STORE_WAIT] = on_wait,
+    [HOOP__STORE_DELETE] = on_delete, [HOOP__STORE_NUM_KEYS] = on_num_keys,
+};
+
+static const char *handle_frame(hoop_store_server *s, conn *c, const uint8_t *body, uint32_t len)
+{
+    hoop__rd r = {.p = body, .left = len};
+    uint8_t op = hoop__get_u8(&r);
+    if (op >= HOOP_ARRAY_SIZE(handlers) || handlers[op] == NULL) return "unknown opcode";
+    if (!c->authed && op != HOOP__STORE_HELLO) return "request before the HELLO handshake";
+    if (c->authed && op == HOOP__STORE_HELLO) return "a second HELLO";
+    return handlers[op](s, c, &r);
+}
+
+// ----- input -----------------------------------------------------------------------------
+
+/* Parses and serves every complete frame in c's input buffer while c is idle. */
+static void process_input(hoop_store_server *s, conn *c)
+{
+    while (!c->dead && !busy(c) && c->in.len - c->in_off >= 4) {
+        const uint8_t *p = c->in.data + c->in_off;
+        uint32_t len = hoop__get_u32_be(p);
+        uint32_t limit = c->authed ? HOOP__STORE_FRAME_MAX : HOOP__STORE_HELLO_MAX;
+        if (len == 0 || len > limit) {
+            char why[96];
+            snprintf(why, sizeof(why), "frame length %" PRIu32 " is not in 1..%" PRIu32, len,
+                     limit);
+            conn_drop(s, c, why);
+            return;
+        }
+        if (c->in.len - c->in_off < 4 + (size_t)len) break;
+        const char *err = handle_frame(s, c, p + 4, len);
+        if (err) {
+            conn_drop(s, c, err);
+            return;
+        }
+        c->in_off += 4 + (size_t)len;
+        if (!conn_flush(s, c)) return;
+    }
+    if (c->dead) return;
+    if (c->in_off == c->in.len) {
+        c->in.len = c->in_off = 0;
+        if (c->in.cap > (1u << 20)) hoop__buf_free(&c->in);
+    } else if (c->in_off > 0) {
+        memmove(c->in.data, c->in.data + c->in_off, c->in.len - c->in_off);
+        c->in.len -= c->in_off;
+        c->in_off = 0;
+        c->since_ns = c->authed ? hoop__now_ns() : c->since_ns; /* a new partial frame */
+    }
+}
+
+/* Reads what the peer sent (while c is idle) and serves it. */
+static void conn_read(hoop_store_server *s, conn *c)
+{
+    while (!c->dead && !busy(c)) {
+        if (!hoop__buf_reserve(&c->in, READ_CHUNK)) {
+            conn_drop(s, c, "out of memory for its input");
+            return;
+        }
+        ssize_t n = recv(c->fd, c->in.data + c->in.len, READ_CHUNK, 0);
+        if (n > 0) {
+            if (c->in.len == 0 && c->authed) c->since_ns = hoop__now_ns();
+            c->in.len += (size_t)n;
+            process_input(s, c);
+        } else if (n == 0) {
+            HOOP_INFO(BOOT, "store %s: %s disconnected", s->name, c->peer);
+            conn_close(s, c);
+        } else if (errno == EINTR) {
+            continue;
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            return;
+        } else {
+            char why[128];
+            snprintf(why, sizeof(why), "recv failed: %s", strerror(errno));
+            conn_drop(s, c, why);
+        }
+    }
+}
+
+static void on_conn_event(hoop_store_server *s, conn *c, uint32_t ev)
+{
+    if (c->dead) return;
+    if ((ev & EPOLLOUT) && !conn_flush(s, c)) return;
+    if (ev & EPOLLIN) {
+        conn_read(s, c);
+    } else if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        if (ev & EPOLLERR)
+            conn_drop(s, c, "socket error");
+        else
+            conn_close(s, c); /* hung up while its WAIT was parked: nobody to answer */
+    }
+}
+
+/* Serves connections whose input was left unparsed while they were busy. */
+static void drain_ready(hoop_store_server *s)
+{
+    while (s->ready) {
+        conn *c = s->ready;
+        s->ready = c->rnext;
+        c->ready = 0;
+        if (!c->dead) process_input(s, c);
+    }
+}
+
+// ----- accepting and sweeping -------------------------------------------------------------
+
+static void listen_pause(hoop_store_server *s, int pause)
+{
+    struct epoll_event e = {.events = pause ? 0 : EPOLLIN, .data.ptr = &s->lfd};
+    if (epoll_ctl(s->epfd, EPOLL_CTL_MOD, s->lfd, &e) == 0) s->listen_paused = pause;
+}
+
+static void add_conn(hoop_store_server *s, int fd, const struct sockaddr_storage *sa, socklen_t len)
+{
+    conn *c = calloc(1, sizeof(*c));
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    struct epoll_event e = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+    if (c == NULL || epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &e) == -1) {
+        HOOP_WARN("store %s: cannot take a new connection: %s", s->name,
+                  c ? strerror(errno) : "out of memory");
+        free(c);
+        close(fd);
+        return;
+    }
+    c->fd = fd;
+    c->rank = -1;
+    c->events = e.events;
+    c->since_ns = hoop__now_ns();
+    hoop__store_addr_str((const struct sockaddr *)sa, len, c->peer, sizeof(c->peer));
+    c->next = s->all;
+    if (s->all) s->all->prev = c;
+    s->all = c;
+    atomic_fetch_add(&s->nclients, 1);
+    HOOP_DEBUGF(BOOT, "store %s: accepted %s", s->name, c->peer);
+}
+
+static void on_accept(hoop_store_server *s)
+{
+    for (;;) {
+        struct sockaddr_storage sa;
+        socklen_t len = sizeof(sa);
+        int fd = accept4(s->lfd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            add_conn(s, fd, &sa, len);
+            continue;
+        }
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        /* Out of fds or memory: stop accepting until the next sweep instead of spinning. */
+        HOOP_WARN("store %s: accept failed: %s (pausing new connections for %d ms)", s->name,
+                  strerror(errno), (int)(SWEEP_NS / 1000000));
+        listen_pause(s, 1);
+        return;
+    }
+}
+
+/* Closes connections that did not finish the handshake, or left a frame half-sent,
+ * within the server's timeout. */
+static void sweep(hoop_store_server *s, int64_t now)
+{
+    /* A floor keeps HOOP_TIMEOUT=0 from closing every client before its handshake. */
+    const int64_t limit_ns = (s->timeout_ms < 100 ? 100 : s->timeout_ms) * 1000000;
+    if (s->listen_paused) listen_pause(s, 0);
+    conn *c = s->all;
+    while (c) {
+        conn *next = c->next;
+        if (!c->authed && now - c->since_ns > limit_ns)
+            conn_drop(s, c, "no handshake within the timeout");
+        else if (c->authed && !busy(c) && c->in.len > c->in_off && now - c->since_ns > limit_ns)
+            conn_drop(s, c, "sent part of a message and stalled past the timeout");
+        c = next;
+    }
+}
+
+// ----- the server thread ---------------------------------------------------------------------
+
+static int wait_ms(int64_t now, int64_t deadline)
+{
+    if (deadline == INT64_MAX) return -1;
+    int64_t ms = (deadline - now + 999999) / 1000000;
+    return ms < 0 ? 0 : ms > INT32_MAX ? INT32_MAX : (int)ms;
+}
+
+static void close_all(hoop_store_server *s)
+{
+    while (s->all) conn_close(s, s->all);
+    s->ready = NULL;
+    bury(s);
+}
+
+static void *server_main(void *arg)
+{
+    hoop_store_server *s = arg;
+    struct epoll_event evs[MAX_EVENTS];
+    int64_t next_sweep = hoop__now_ns() + SWEEP_NS, next_deadline = INT64_MAX;
+    for (;;) {
+        int64_t now = hoop__now_ns();
+        int64_t until = next_deadline < next_sweep ? next_deadline : next_sweep;
+        int sweeping = s->all != NULL || s->listen_paused;
+        int n =
+            epoll_wait(s->epfd, evs, MAX_EVENTS, wait_ms(now, sweeping ? until : next_deadline));
+        if (n == -1 && errno != EINTR) {
+            HOOP_WARN("store %s: epoll_wait failed: %s; the server stops", s->name,
+                      strerror(errno));
+            break;
+        }
+        int stop = 0;
+        for (int i = 0; i < n; i++) {
+            void *p = evs[i].data.ptr;
+            if (p == &s->wakefd)
+                stop = 1;
+            else if (p == &s->lfd)
+                on_accept(s);
+            else
+                on_conn_event(s, p, evs[i].events);
+        }
+        if (stop) break;
+        drain_ready(s);
+        now = hoop__now_ns();
+        next_deadline = expire_parked(s, now);
+        if (now >= next_sweep) {
+            sweep(s, now);
+            next_sweep = now + SWEEP_NS;
+        }
+        drain_ready(s);
+        bury(s);
+    }
+    /* Closing every connection here makes clients fail at once, not at their timeout. */
+    close_all(s);
+    return NULL;
+}
+
+// ----- public API ----------------------------------------------------------------------------
+
+/* Binds and listens on the first address of res that works. */
+static hoop_status bind_listen(hoop_store_server *s, const struct addrinfo *res, const char *host,
+                               int port)
+{
+    int last_errno = 0;
+    for (const struct addrinfo *a = res; a; a = a->ai_next) {
+        int fd =
+            socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+        if (fd == -1) {
+            last_errno = errno;
+            continue;
+        }
+        int one = 1;
+        /* SO_REUSEADDR: a restarted rank 0 can bind while old connections sit in
+         * TIME_WAIT. It does not allow two listeners on one port (Linux). */
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) {
+            s->lfd = fd;
+            return HOOP_OK;
+        }
+        last_errno = errno;
+        close(fd);
+    }
+    if (last_errno == EADDRINUSE)
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "store: %s:%d is already in use", host, port);
+    return HOOP_ERROR(HOOP_ERR_SYSTEM, "store: cannot listen on %s:%d: %s", host, port,
+                      strerror(last_errno));
+}
+
+static hoop_status server_open(hoop_store_server *s, const hoop_store_config *cfg)
+{
+    const char *host = cfg->host && *cfg->host ? cfg->host : "0.0.0.0";
+    struct addrinfo *res;
+    HOOP_CHECK(hoop__store_resolve(cfg->host, cfg->port, 1, &res));
+    hoop_status st = bind_listen(s, res, host, cfg->port);
+    freeaddrinfo(res);
+    HOOP_CHECK(st);
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof(sa);
+    HOOP_SYSCHECK(getsockname(s->lfd, (struct sockaddr *)&sa, &len), "store: getsockname");
+    s->port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+                                             : ((struct sockaddr_in *)&sa)->sin_port);
+    snprintf(s->name, sizeof(s->name), "%s:%d", host, s->port);
+    HOOP_SYSCHECK(s->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), "store: eventfd");
+    HOOP_SYSCHECK(s->epfd = epoll_create1(EPOLL_CLOEXEC), "store: epoll_create1");
+    struct epoll_event el = {.events = EPOLLIN, .data.ptr = &s->lfd};
+    struct epoll_event ew = {.events = EPOLLIN, .data.ptr = &s->wakefd};
+    HOOP_SYSCHECK(epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &el), "store: epoll_ctl");
+    HOOP_SYSCHECK(epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->wakefd, &ew), "store: epoll_ctl");
+    return HOOP_OK;
+}
+
+/* Starts the thread with every signal blocked, so signals go to the application. */
+static hoop_status server_start(hoop_store_server *s)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&s->thread, NULL, server_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    HOOP_PTHREAD_CHECK(rc, "store: pthread_create");
+    s->started = 1;
+    return HOOP_OK;
+}
+
+static hoop_status check_config(const hoop_store_config *cfg)
+{
+    if (cfg == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: config is NULL");
+    if (cfg->port < 0 || cfg->port > 65535)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: port %d is not in 0..65535", cfg->port);
+    if (cfg->token && strlen(cfg->token) > HOOP__STORE_TOKEN_MAX)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: HOOP_TOKEN is longer than %d bytes",
+                          HOOP__STORE_TOKEN_MAX);
+    return HOOP_OK;
+}
+
+HOOP_API hoop_status hoop_store_server_init(hoop_store_server **out, const hoop_store_config *cfg)
+{
+    if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: out is NULL");
+    *out = NULL;
+    HOOP_CHECK(check_config(cfg));
+    hoop_store_server *s;
+    HOOP_CHECK(hoop__calloc(&s, 1));
+    s->lfd = s->wakefd = s->epfd = -1;
+    snprintf(s->token, sizeof(s->token), "%s", cfg->token ? cfg->token : "");
+    hoop_status st = HOOP_OK;
+    s->timeout_ms = cfg->timeout_ms;
+    if (s->timeout_ms < 0) HOOP_CHECK_GOTO(hoop__env_ms("HOOP_TIMEOUT", &s->timeout_ms), st, fail);
+    if (s->timeout_ms > HOOP__STORE_TIMEOUT_MAX_MS) s->timeout_ms = HOOP__STORE_TIMEOUT_MAX_MS;
+    HOOP_CHECK_GOTO(server_open(s, cfg), st, fail);
+    HOOP_CHECK_GOTO(server_start(s), st, fail);
+    HOOP_INFO(BOOT, "store: serving at %s", s->name);
+    *out = s;
+    return HOOP_OK;
+fail:
+    hoop_store_server_destroy(s);
+    return st;
+}
+
+HOOP_API int hoop_store_server_port(const hoop_store_server *srv)
+{
+    return srv ? srv->port : -1;
+}
+
+int hoop__store_server_nclients(const hoop_store_server *srv)
+{
+    return atomic_load(&((hoop_store_server *)srv)->nclients);
+}
+
+HOOP_API hoop_status hoop_store_server_destroy(hoop_store_server *srv)
+{
+    if (srv == NULL) return HOOP_OK;
+    hoop_status st = HOOP_OK;
+    if (srv->started) {
+        uint64_t one = 1;
+        ssize_t n;
+        do {
+            n = write(srv->wakefd, &one, sizeof(one));
+        } while (n == -1 && errno == EINTR);
+        if (n != (ssize_t)sizeof(one))
+            st = HOOP_ERROR(HOOP_ERR_SYSTEM, "store: cannot wake the server thread: %s",
+                            strerror(errno));
+        else
+            HOOP_CHECK_KEEP(pthread_join(srv->thread, NULL) == 0
+                                ? HOOP_OK
+                                : HOOP_ERROR(HOOP_ERR_SYSTEM, "store: pthread_join failed"),
+                            st);
+    }
+    if (st != HOOP_OK) return st; /* the thread may still run: freeing would be unsafe */
+    close_all(srv);
+    hoop__store_table_clear(&srv->table);
+    if (srv->epfd >= 0) close(srv->epfd);
+    if (srv->wakefd >= 0) close(srv->wakefd);
+    if (srv->lfd >= 0) close(srv->lfd);
+    HOOP_INFO(BOOT, "store %s: stopped", srv->name);
+    free(srv);
+    return HOOP_OK;
+}

@@ -1,0 +1,311 @@
+/*
+ * src/bootstrap/store_sync.c -- barrier, all-gather and env:// start-up, built on the
+ * store's primitives (add, set, wait, delete).
+ *
+ * Keys used (name is the caller's barrier / all-gather name, g its generation):
+ *   hoop/<kind>/<name>/n          counter of entries; entry v belongs to g = (v-1)/world_size
+ *   hoop/<kind>/<name>/<g>/r<R>   rank R arrived (barrier: "1"; all-gather: R's blob)
+ *   hoop/barrier/<name>/<g>/done  set by the last rank to arrive
+ *   hoop/<kind>/<name>/<g>/left   counter of ranks done with g; the last deletes g's keys
+ * A waiting rank parks on the server (no polling); at its deadline it asks which
+ * arrival keys are missing and names those ranks in its HOOP_ERR_TIMEOUT message.
+ *
+ * Owns nothing between calls. Thread-safety: that of the hoop_store handle used.
+ */
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap/store_proto.h"
+#include "core/check.h"
+#include "core/clock.h"
+#include "core/env.h"
+
+/* Longest barrier / all-gather name: leaves room for the prefix and suffixes. */
+#define NAME_MAX_BYTES (HOOP_STORE_KEY_MAX - 80)
+#define RANK_LIST_MAX 32 /* ranks named in a timeout message before "..." */
+
+/* world_size keys "<prefix>/r<R>" plus room for extra ones, in one allocation. */
+typedef struct keyset {
+    const char **keys;
+    char *text;
+    int n;
+} keyset;
+
+static void keyset_free(keyset *ks)
+{
+    free(ks->keys);
+    free(ks->text);
+    *ks = (keyset){0};
+}
+
+/* Builds prefix/r0 .. prefix/r<ws-1>, then the extra suffixes (e.g. "done"). */
+static hoop_status keyset_init(keyset *ks, const char *prefix, int ws, const char *const *extra,
+                               int nextra)
+{
+    *ks = (keyset){0};
+    size_t each = strlen(prefix) + 24;
+    HOOP_CHECK(hoop__calloc(&ks->keys, (size_t)ws + (size_t)nextra));
+    hoop_status s = hoop__calloc(&ks->text, ((size_t)ws + (size_t)nextra) * each);
+    if (s != HOOP_OK) {
+        keyset_free(ks);
+        return s;
+    }
+    for (int i = 0; i < ws + nextra; i++) {
+        char *k = ks->text + (size_t)i * each;
+        if (i < ws)
+            snprintf(k, each, "%s/r%d", prefix, i);
+        else
+            snprintf(k, each, "%s/%s", prefix, extra[i - ws]);
+        ks->keys[i] = k;
+    }
+    ks->n = ws + nextra;
+    return HOOP_OK;
+}
+
+static hoop_status check_group(const hoop_store *st, const char *what, const char *name)
+{
+    if (st == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: %s: handle is NULL", what);
+    int ws = hoop_store_world_size(st), rank = hoop_store_rank(st);
+    if (ws <= 0 || rank < 0 || rank >= ws)
+        return HOOP_ERROR(HOOP_ERR_USAGE,
+                          "store: %s needs this client's rank and world_size (got rank %d, "
+                          "world_size %d)",
+                          what, rank, ws);
+    if (name == NULL || *name == '\0' || strlen(name) > NAME_MAX_BYTES)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: %s name must have 1..%d bytes", what,
+                          NAME_MAX_BYTES);
+    return HOOP_OK;
+}
+
+/* Counts this rank into the next generation of kind/name; writes its key prefix. */
+static hoop_status enter(hoop_store *st, const char *kind, const char *name, char *prefix,
+                         size_t cap, int64_t *entry)
+{
+    char key[HOOP_STORE_KEY_MAX + 32];
+    snprintf(key, sizeof(key), "hoop/%s/%s/n", kind, name);
+    HOOP_CHECK(hoop_store_add(st, key, 1, entry));
+    int64_t g = (*entry - 1) / hoop_store_world_size(st);
+    snprintf(prefix, cap, "hoop/%s/%s/%" PRId64, kind, name, g);
+    return HOOP_OK;
+}
+
+/* Marks this rank done with a generation; the last one deletes its keys. */
+static hoop_status leave(hoop_store *st, const char *prefix, const char *const *extra, int nextra)
+{
+    char key[HOOP_STORE_KEY_MAX + 32];
+    snprintf(key, sizeof(key), "%s/left", prefix);
+    int64_t left;
+    int ws = hoop_store_world_size(st);
+    HOOP_CHECK(hoop_store_add(st, key, 1, &left));
+    if (left != ws) return HOOP_OK;
+    keyset ks;
+    HOOP_CHECK(keyset_init(&ks, prefix, ws, extra, nextra));
+    hoop_status s = hoop__store_delete_keys(st, ks.keys, ks.n, NULL);
+    keyset_free(&ks);
+    return s;
+}
+
+/* Writes "rank 3" or "ranks 2,3" (at most RANK_LIST_MAX, then "...") into buf. */
+static void rank_list(const uint32_t *idx, uint32_t n, int ws, char *buf, size_t cap)
+{
+    size_t used = (size_t)snprintf(buf, cap, "%s ", n == 1 ? "rank" : "ranks");
+    uint32_t shown = 0;
+    for (uint32_t i = 0; i < n && used < cap; i++) {
+        if ((int)idx[i] >= ws) continue; /* an extra key, not a rank */
+        if (shown == RANK_LIST_MAX) {
+            snprintf(buf + used, cap - used, ",... (%u in all)", n);
+            return;
+        }
+        int k = snprintf(buf + used, cap - used, "%s%u", shown ? "," : "", idx[i]);
+        used += k > 0 ? (size_t)k : 0;
+        shown++;
+    }
+}
+
+static hoop_status never_arrived(const hoop_store *st, const char *what, const char *name,
+                                 const uint32_t *idx, uint32_t n, int64_t timeout_ms)
+{
+    char ranks[256];
+    rank_list(idx, n, hoop_store_world_size(st), ranks, sizeof(ranks));
+    return HOOP_ERROR(HOOP_ERR_TIMEOUT,
+                      "%s '%s': %s of %d never arrived (waited %" PRId64 " ms, rank %d)", what,
+                      name, ranks, hoop_store_world_size(st), timeout_ms, hoop_store_rank(st));
+}
+
+// ----- barrier ---------------------------------------------------------------------------
+
+/* After a barrier wait timed out: finds out which ranks are missing. Returns HOOP_OK
+ * when, at this last look, the barrier did complete. */
+static hoop_status barrier_diagnose(hoop_store *st, const char *name, const char *prefix,
+                                    int64_t timeout_ms)
+{
+    const char *const extra[] = {"done"};
+    int ws = hoop_store_world_size(st);
+    keyset ks;
+    HOOP_CHECK(keyset_init(&ks, prefix, ws, extra, 1));
+    hoop__store_wait_result res;
+    hoop_status s = hoop__store_wait_keys(st, ks.keys, ks.n, 0, 0, &res);
+    keyset_free(&ks);
+    if (s == HOOP_ERR_TIMEOUT) {
+        int done_missing = res.missing[res.nmissing - 1] == (uint32_t)ws;
+        uint32_t nranks = res.nmissing - (uint32_t)done_missing;
+        if (!done_missing)
+            s = HOOP_OK; /* completed at the last moment */
+        else if (nranks > 0)
+            s = never_arrived(st, "barrier", name, res.missing, nranks, timeout_ms);
+        else
+            s = HOOP_ERROR(HOOP_ERR_TIMEOUT,
+                           "barrier '%s': every rank arrived, but only at the "
+                           "deadline (%" PRId64 " ms)",
+                           name, timeout_ms);
+    }
+    hoop__store_wait_result_free(&res);
+    return s;
+}
+
+HOOP_API hoop_status hoop_store_barrier(hoop_store *st, const char *name, int64_t timeout_ms)
+{
+    HOOP_CHECK(check_group(st, "barrier", name));
+    int64_t t = hoop__store_timeout(st, timeout_ms), entry;
+    int64_t deadline = hoop__deadline_ns(t);
+    int ws = hoop_store_world_size(st);
+    char prefix[HOOP_STORE_KEY_MAX], key[HOOP_STORE_KEY_MAX + 32];
+    HOOP_CHECK(enter(st, "barrier", name, prefix, sizeof(prefix), &entry));
+    snprintf(key, sizeof(key), "%s/r%d", prefix, hoop_store_rank(st));
+    HOOP_CHECK(hoop_store_set(st, key, "1", 1));
+    snprintf(key, sizeof(key), "%s/done", prefix);
+    if (entry % ws == 0) HOOP_CHECK(hoop_store_set(st, key, "1", 1)); /* the last to arrive */
+    const char *done = key;
+    hoop__store_wait_result res;
+    hoop_status s = hoop__store_wait_keys(st, &done, 1, 0, hoop__ms_left(deadline), &res);
+    hoop__store_wait_result_free(&res);
+    if (s == HOOP_ERR_TIMEOUT) s = barrier_diagnose(st, name, prefix, t);
+    HOOP_CHECK(s);
+    const char *const extra[] = {"done", "left"};
+    return leave(st, prefix, extra, 2);
+}
+
+// ----- all-gather ------------------------------------------------------------------------
+
+static hoop_status check_allgather(const hoop_store *st, const void *blob, size_t bytes,
+                                   const void *out)
+{
+    if ((blob == NULL && bytes > 0) || (out == NULL && bytes > 0))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: allgather: blob or out is NULL");
+    uint64_t reply = (uint64_t)hoop_store_world_size(st) * (bytes + 4) + 1;
+    if (bytes > HOOP_STORE_VALUE_MAX || reply > HOOP__STORE_FRAME_MAX)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "store: allgather of %zu bytes x %d ranks exceeds one reply (%u bytes)",
+                          bytes, hoop_store_world_size(st), HOOP__STORE_FRAME_MAX);
+    return HOOP_OK;
+}
+
+/* Copies the gathered blobs into out; HOOP_ERR_MISMATCH names a rank whose size differs. */
+static hoop_status gather_copy(const hoop_store *st, const char *name,
+                               const hoop__store_wait_result *res, size_t bytes, void *out)
+{
+    int ws = hoop_store_world_size(st);
+    for (int r = 0; r < ws; r++) {
+        if (res->value_bytes[r] != bytes)
+            return HOOP_ERROR(HOOP_ERR_MISMATCH,
+                              "allgather '%s': rank %d gave %zu bytes, rank %d gave %zu bytes",
+                              name, r, res->value_bytes[r], hoop_store_rank(st), bytes);
+    }
+    for (int r = 0; r < ws && bytes > 0; r++)
+        memcpy((char *)out + (size_t)r * bytes, res->values[r], bytes);
+    return HOOP_OK;
+}
+
+HOOP_API hoop_status hoop_store_allgather(hoop_store *st, const char *name, const void *blob,
+                                          size_t bytes, void *out, int64_t timeout_ms)
+{
+    HOOP_CHECK(check_group(st, "allgather", name));
+    HOOP_CHECK(check_allgather(st, blob, bytes, out));
+    int64_t t = hoop__store_timeout(st, timeout_ms), entry;
+    int64_t deadline = hoop__deadline_ns(t);
+    int ws = hoop_store_world_size(st);
+    char prefix[HOOP_STORE_KEY_MAX], key[HOOP_STORE_KEY_MAX + 32];
+    HOOP_CHECK(enter(st, "allgather", name, prefix, sizeof(prefix), &entry));
+    snprintf(key, sizeof(key), "%s/r%d", prefix, hoop_store_rank(st));
+    HOOP_CHECK(hoop_store_set(st, key, blob, bytes));
+    keyset ks;
+    HOOP_CHECK(keyset_init(&ks, prefix, ws, NULL, 0));
+    hoop__store_wait_result res;
+    hoop_status s = hoop__store_wait_keys(st, ks.keys, ks.n, 1, hoop__ms_left(deadline), &res);
+    keyset_free(&ks);
+    if (s == HOOP_ERR_TIMEOUT)
+        s = never_arrived(st, "allgather", name, res.missing, res.nmissing, t);
+    else if (s == HOOP_OK)
+        s = gather_copy(st, name, &res, bytes, out);
+    hoop__store_wait_result_free(&res);
+    if (s == HOOP_ERR_TIMEOUT || (s != HOOP_OK && s != HOOP_ERR_MISMATCH)) return s;
+    const char *const extra[] = {"left"};
+    hoop_status sl = leave(st, prefix, extra, 1);
+    return s != HOOP_OK ? s : sl;
+}
+
+// ----- env:// start-up ---------------------------------------------------------------------
+
+static int is_loopback(const struct addrinfo *a)
+{
+    if (a->ai_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)a->ai_addr;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (a->ai_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)a->ai_addr;
+        return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+    }
+    return 0;
+}
+
+/* Rank 0: serves the store. When MASTER_ADDR is a loopback address the server binds to
+ * it (only this machine can reach it anyway); otherwise to every address of its
+ * family, since a host name may resolve differently here than on the other nodes. */
+static hoop_status start_rank0_server(const hoop_store_config *cfg, hoop_store_server **srv)
+{
+    struct addrinfo *res;
+    HOOP_CHECK(hoop__store_resolve(cfg->host, cfg->port, 0, &res));
+    hoop_store_config sc = *cfg;
+    if (!is_loopback(res)) sc.host = res->ai_family == AF_INET6 ? "::" : NULL;
+    freeaddrinfo(res);
+    hoop_status s = hoop_store_server_init(srv, &sc);
+    if (s != HOOP_OK) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s", hoop_last_error());
+        return HOOP_ERROR(s, "rank 0 cannot serve the store (MASTER_ADDR=%s MASTER_PORT=%d): %s",
+                          cfg->host, cfg->port, why);
+    }
+    return HOOP_OK;
+}
+
+HOOP_API hoop_status hoop_store_init_env(hoop_store **out)
+{
+    if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: out is NULL");
+    *out = NULL;
+    hoop_dist_env d;
+    const char *token;
+    int64_t timeout_ms;
+    HOOP_CHECK(hoop__env_dist(&d));
+    HOOP_CHECK(hoop__env_str("HOOP_TOKEN", &token));
+    HOOP_CHECK(hoop__env_ms("HOOP_TIMEOUT", &timeout_ms));
+    hoop_store_config cfg = {.host = d.master_addr,
+                             .port = d.master_port,
+                             .token = token,
+                             .rank = d.rank,
+                             .world_size = d.world_size,
+                             .timeout_ms = timeout_ms};
+    hoop_store_server *srv = NULL;
+    if (d.rank == 0) HOOP_CHECK(start_rank0_server(&cfg, &srv));
+    hoop_status s = hoop_store_init(out, &cfg);
+    if (s != HOOP_OK) {
+        hoop_store_server_destroy(srv);
+        return s;
+    }
+    hoop__store_own_server(*out, srv);
+    return HOOP_OK;
+}

@@ -1,0 +1,37 @@
+/*
+ * src/core/hostlist.h -- Slurm node-list expansion (internal).
+ *
+ * Expands a compressed node list such as "gpu-node-[01-03],login1" into host names, in
+ * the order `scontrol show hostnames` prints them. Owns nothing beyond the arrays it
+ * returns. Thread-safe (no shared state).
+ */
+#ifndef HOOP_CORE_HOSTLIST_H
+#define HOOP_CORE_HOSTLIST_H
+
+#include "hoop/status.h"
+
+/* Most hosts one list may expand to (Slurm caps one bracket range at 64K hosts too). */
+#define HOOP_HOSTLIST_MAX 65536
+
+/* Expands list into *hosts (an array of *count malloc'ed strings; free it with
+ * hoop__hostlist_free). Grammar, after Slurm's hostlist.c:
+ *   - tokens are separated by ',', ' ' or '\t' outside brackets; empty tokens are skipped;
+ *   - a token is a literal host, or has bracket groups "[r,r,...]" where r is N or N-M
+ *     (decimal, lo <= hi); the expanded number is zero-padded to the width of N as
+ *     written ("[08-10]" gives 08 09 10, "[1-02]" gives 1 2);
+ *   - the last bracket group must end the token ("rack[1-2]-node" is invalid, as in Slurm);
+ *   - with several groups g1..gk the last group varies fastest, then g1, g2, ..., with
+ *     g(k-1) slowest: "a[1-2]b[3-4]c[5-6]" gives a1b3c5 a1b3c6 a2b3c5 a2b3c6 a1b4c5 ...
+ *     (this is what scontrol prints; for two groups it is plain row-major order);
+ *   - duplicates are kept.
+ * Errors: HOOP_ERR_INVALID naming the list for an empty list, unbalanced or nested
+ * brackets, an empty, reversed or non-numeric range, a suffix after the last group, or
+ * more than HOOP_HOSTLIST_MAX hosts; HOOP_ERR_NOMEM. On error *hosts is NULL, *count 0.
+ * Deviation from Slurm: a stray ']' or an unclosed '[' is rejected (Slurm prints a
+ * mangled name for them). */
+hoop_status hoop__hostlist_expand(const char *list, char ***hosts, int *count);
+
+/* Frees what hoop__hostlist_expand returned. Accepts NULL. */
+void hoop__hostlist_free(char **hosts, int count);
+
+#endif /* HOOP_CORE_HOSTLIST_H */

@@ -1,0 +1,68 @@
+#!/bin/bash
+# tests/launcher_cli.sh -- bad flags and bad environment: one line naming the culprit and
+# what is allowed, exit 2; --help and --help-env exit 0; an unrunnable PROG gives 127.
+. "${top_srcdir:-.}/tests/launcher_lib.sh"
+
+# expect_bad "TEXT" ARGS...: hooprun ARGS exits 2 with one stderr line containing TEXT.
+expect_bad() {
+    local text=$1
+    shift
+    "$HOOPRUN" "$@" > "$TMP/out" 2> "$TMP/err"
+    local rc=$?
+    [ "$rc" = 2 ] || fail "hooprun $* exited $rc, not 2"
+    [ "$(wc -l < "$TMP/err")" = 1 ] || fail "hooprun $* printed $(wc -l < "$TMP/err") lines"
+    assert_contains "$TMP/err" "$text"
+    [ -s "$TMP/out" ] && fail "hooprun $* printed on stdout"
+    return 0
+}
+
+expect_bad "--nproc-per-node=0 is out of range [1, 4096]" --nproc-per-node 0 true
+expect_bad "--nproc-per-node='abc' is not an integer; allowed: an integer in 1..4096" \
+    --nproc-per-node abc true
+expect_bad "--nproc-per-node is required" true
+expect_bad "--nproc-per-node needs a value" --nproc-per-node
+expect_bad "--node-rank 3 is not in [0, 1] (--nnodes 2)" --nnodes 2 --node-rank 3 \
+    --nproc-per-node 1 --master-addr 127.0.0.1 true
+expect_bad "--nnodes=0 is out of range" --nnodes 0 --nproc-per-node 1 true
+expect_bad "--master-port=70000 is out of range [1, 65535]" --master-port 70000 \
+    --nproc-per-node 1 true
+expect_bad "missing PROG" --nproc-per-node 2
+expect_bad "unknown flag '--bogus'" --bogus --nproc-per-node 2 true
+expect_bad "--grace='soon' is not a number of seconds" --grace soon --nproc-per-node 1 true
+expect_bad "--master-addr (or MASTER_ADDR) is required with --nnodes 2" --nnodes 2 \
+    --nproc-per-node 1 true
+HOOP_TOKEN= expect_bad "HOOP_TOKEN must be exported with --nnodes 2" --nnodes 2 \
+    --master-addr 127.0.0.1 --nproc-per-node 1 true
+HOOP_TOKEN=$(printf 'x%.0s' $(seq 200)) expect_bad "HOOP_TOKEN is longer than 128" \
+    --nproc-per-node 1 true
+MASTER_PORT=abc expect_bad "MASTER_PORT='abc' is not an integer" --nproc-per-node 1 true
+MASTER_PORT=70000 expect_bad "MASTER_PORT=70000 is out of range" --nproc-per-node 1 true
+HOOP_TIMEOUT=abc expect_bad "HOOP_TIMEOUT='abc' is not a number of seconds" \
+    --nproc-per-node 1 true
+HOOP_TRANSPORT=carrier-pigeon expect_bad "HOOP_TRANSPORT='carrier-pigeon' is not one of" \
+    --nproc-per-node 1 true
+
+# Flags after PROG belong to PROG.
+"$HOOPRUN" --no-prefix --nproc-per-node 1 echo --nproc-per-node 9 > "$TMP/a" ||
+    fail "flags after PROG were not passed through"
+[ "$(cat "$TMP/a")" = "--nproc-per-node 9" ] || fail "PROG got '$(cat "$TMP/a")'"
+
+"$HOOPRUN" --help > "$TMP/help" || fail "--help did not exit 0"
+assert_contains "$TMP/help" "usage: hooprun"
+assert_contains "$TMP/help" "HOOP_TOKEN"
+"$HOOPRUN" --help-env > "$TMP/env" || fail "--help-env did not exit 0"
+assert_contains "$TMP/env" "HOOP_TIMEOUT"
+assert_contains "$TMP/env" "HOOP_CHUNK_BYTES"
+
+"$HOOPRUN" --nproc-per-node 1 "$TMP/no-such-program" > "$TMP/o" 2> "$TMP/e"
+rc=$?
+[ "$rc" = 127 ] || fail "an unrunnable PROG gave $rc, not 127"
+assert_contains "$TMP/e" "cannot run '$TMP/no-such-program'"
+assert_contains "$TMP/e" "hooprun: rank 0 (pid "
+# hooprun cannot start every worker (out of fds): it stops the started ones and exits 1.
+(ulimit -n 64 && exec "$HOOPRUN" --nproc-per-node 64 sleep 30) > "$TMP/o" 2> "$TMP/e"
+rc=$?
+[ "$rc" = 1 ] || fail "a failed start gave $rc, not 1"
+assert_contains "$TMP/e" "stopping the"
+grep -q "killed by signal" "$TMP/e" && fail "a failed start blamed a worker"
+echo "PASS"

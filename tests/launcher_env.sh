@@ -1,0 +1,90 @@
+#!/bin/bash
+# tests/launcher_env.sh -- what each worker sees (env contract, token, free port), output
+# prefixing and line buffering, --dry-run, and Slurm emulation through SLURM_* variables.
+. "${top_srcdir:-.}/tests/launcher_lib.sh"
+
+show='echo "RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE NODE_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT HOOP_TOKEN=$HOOP_TOKEN"'
+
+# 1. One node, 4 workers: ranks 0..3, loopback master, one free port, one fresh token.
+"$HOOPRUN" --no-prefix --nproc-per-node 4 bash -c "$show" | sort > "$TMP/one" ||
+    fail "hooprun --nproc-per-node 4 failed"
+[ "$(wc -l < "$TMP/one")" = 4 ] || fail "expected 4 lines: $(cat "$TMP/one")"
+port=$(sed -n 's/.*MASTER_PORT=\([0-9]*\).*/\1/p' "$TMP/one" | sort -u)
+token=$(sed -n 's/.*HOOP_TOKEN=\(.*\)$/\1/p' "$TMP/one" | sort -u)
+[ "$(echo "$port" | wc -l)" = 1 ] && [ "$port" -ge 1 ] && [ "$port" -le 65535 ] ||
+    fail "workers disagree on MASTER_PORT or it is bad: $port"
+[ "$(echo "$token" | wc -l)" = 1 ] || fail "workers got different tokens"
+echo "$token" | grep -qE '^[0-9a-f]{32}$' || fail "HOOP_TOKEN '$token' is not 32 hex digits"
+for r in 0 1 2 3; do
+    assert_contains "$TMP/one" "RANK=$r LOCAL_RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 NODE_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOOP_TOKEN=$token"
+done
+token2=$("$HOOPRUN" --no-prefix --nproc-per-node 1 bash -c 'echo $HOOP_TOKEN')
+[ "$token2" != "$token" ] || fail "two runs generated the same token"
+
+# 2. Second node of two: ranks 4..7 and the given master and token.
+HOOP_TOKEN=feedbeef "$HOOPRUN" --no-prefix --nnodes 2 --node-rank 1 --nproc-per-node 4 \
+    --master-addr 127.0.0.1 --master-port 29555 bash -c "$show" | sort > "$TMP/two" ||
+    fail "hooprun --nnodes 2 --node-rank 1 failed"
+for lr in 0 1 2 3; do
+    assert_contains "$TMP/two" "RANK=$((4 + lr)) LOCAL_RANK=$lr WORLD_SIZE=8 LOCAL_WORLD_SIZE=4 NODE_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 HOOP_TOKEN=feedbeef"
+done
+[ "$(wc -l < "$TMP/two")" = 4 ] || fail "expected 4 lines for node 1"
+
+# 3. The reserved port is free for rank 0's server (bind with SO_REUSEADDR + listen).
+if command -v python3 > /dev/null; then
+    "$HOOPRUN" --nproc-per-node 2 python3 -c '
+import os, socket
+if os.environ["RANK"] == "0":
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))); s.listen(1)
+    print("bound", os.environ["MASTER_PORT"])' > "$TMP/bind" 2>&1 ||
+        { cat "$TMP/bind"; fail "rank 0 could not listen on the port hooprun picked"; }
+    assert_contains "$TMP/bind" "[rank 0] bound "
+else
+    echo "note: python3 missing; skipped the bind check of the reserved port"
+fi
+
+# 4. Prefixes: stdout and stderr stay apart, partial lines are joined and flushed at exit.
+"$HOOPRUN" --nproc-per-node 2 bash -c \
+    'echo out-$RANK; echo err-$RANK >&2; printf "ab"; sleep 0.2; echo "cd"; printf "tail-$RANK"' \
+    > "$TMP/p.out" 2> "$TMP/p.err" || fail "prefix run failed"
+for r in 0 1; do
+    assert_contains "$TMP/p.out" "[rank $r] out-$r"
+    assert_contains "$TMP/p.out" "[rank $r] abcd"
+    assert_contains "$TMP/p.out" "[rank $r] tail-$r"
+    assert_contains "$TMP/p.err" "[rank $r] err-$r"
+done
+grep -q err "$TMP/p.out" && fail "stderr lines leaked into stdout"
+[ "$(wc -l < "$TMP/p.out")" = 6 ] || fail "expected 6 stdout lines, got: $(cat "$TMP/p.out")"
+"$HOOPRUN" --no-prefix --nproc-per-node 1 bash -c 'echo plain; printf tail' > "$TMP/np" ||
+    fail "--no-prefix run failed"
+[ "$(cat "$TMP/np")" = "$(printf 'plain\ntail')" ] || fail "--no-prefix changed the output"
+
+# 5. --dry-run prints what each worker gets and starts nothing.
+"$HOOPRUN" --dry-run --nproc-per-node 2 --master-port 29601 touch "$TMP/ran" > "$TMP/dry" ||
+    fail "--dry-run failed"
+[ -e "$TMP/ran" ] && fail "--dry-run started a worker"
+assert_contains "$TMP/dry" "[rank 1] RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 NODE_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29601 HOOP_TOKEN=(generated"
+assert_contains "$TMP/dry" "command: touch $TMP/ran"
+
+# 6. Slurm emulation: node 2 of gpu-node-[07-09]; the master is the first host.
+slurm() {
+    SLURM_JOB_NODELIST='gpu-node-[07-09]' SLURM_NNODES=3 SLURM_NODEID=2 HOOP_TOKEN=t "$@"
+}
+slurm "$HOOPRUN" --dry-run --nproc-per-node 2 prog > "$TMP/s1" || fail "Slurm dry run failed"
+assert_contains "$TMP/s1" "[rank 4] RANK=4 LOCAL_RANK=0 WORLD_SIZE=6 LOCAL_WORLD_SIZE=2 NODE_RANK=2 MASTER_ADDR=gpu-node-07 MASTER_PORT=29500"
+assert_contains "$TMP/s1" "[rank 5] RANK=5 LOCAL_RANK=1 WORLD_SIZE=6"
+MASTER_PORT=1234 slurm "$HOOPRUN" --dry-run --nproc-per-node 2 prog > "$TMP/s2"
+assert_contains "$TMP/s2" "MASTER_ADDR=gpu-node-07 MASTER_PORT=1234"
+MASTER_PORT=1234 slurm "$HOOPRUN" --dry-run --nproc-per-node 2 --master-port 4321 \
+    --master-addr 127.0.0.1 --nnodes 4 --node-rank 3 prog > "$TMP/s3"
+assert_contains "$TMP/s3" "[rank 6] RANK=6 LOCAL_RANK=0 WORLD_SIZE=8 LOCAL_WORLD_SIZE=2 NODE_RANK=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=4321"
+SLURM_JOB_NODELIST='n[3-1]' SLURM_NNODES=2 SLURM_NODEID=0 HOOP_TOKEN=t \
+    "$HOOPRUN" --dry-run --nproc-per-node 1 prog 2> "$TMP/s4"
+[ $? = 2 ] || fail "a malformed SLURM_JOB_NODELIST did not give exit 2"
+assert_contains "$TMP/s4" "SLURM_JOB_NODELIST: node list 'n[3-1]' is malformed"
+SLURM_JOB_NODELIST='n1' SLURM_NNODES=1 SLURM_NODEID=x "$HOOPRUN" --dry-run --nproc-per-node 1 \
+    prog 2> "$TMP/s5"
+[ $? = 2 ] || fail "SLURM_NODEID=x did not give exit 2"
+assert_contains "$TMP/s5" "SLURM_NODEID='x' is not an integer"
+echo "PASS"

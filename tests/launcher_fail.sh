@@ -1,0 +1,120 @@
+#!/bin/bash
+# tests/launcher_fail.sh -- a failing worker stops the job: hooprun names the rank, exits
+# with its code within 5 s and leaves no worker or grandchild behind, also when another
+# worker ignores SIGTERM; SIGINT to hooprun ends every worker.
+. "${top_srcdir:-.}/tests/launcher_lib.sh"
+
+# The worker: records its pid, its group and two grandchildren (one in its group, one
+# that left it with setsid), says it is ready, then does what $1 asks.
+cat > "$TMP/worker.sh" <<'W'
+#!/bin/bash
+d=$1 mode=$2
+[ "$mode" = ignore ] && [ "$RANK" = 2 ] && trap '' TERM
+sleep 60 &
+echo $! >> "$d/pids"
+setsid sleep 60 < /dev/null > /dev/null 2>&1 &
+echo $! >> "$d/pids"
+echo $$ >> "$d/pids"
+echo $$ > "$d/pgid.$RANK"
+touch "$d/ready.$RANK"
+if [ "$RANK" = 1 ] && [ "$mode" != sigint ]; then
+    for _ in $(seq 100); do   # wait (at most 10 s) until every worker is up
+        [ "$(ls "$d" | grep -c '^ready\.')" = "$WORLD_SIZE" ] && break
+        sleep 0.1
+    done
+    echo "rank 1 fails now"
+    exit 3
+fi
+while :; do sleep 1; done
+W
+chmod +x "$TMP/worker.sh"
+
+# run_case NAME MODE: runs 4 workers; prints hooprun's exit code and seconds after ready.
+run_case() {
+    local dir="$TMP/$1"
+    mkdir -p "$dir"
+    local t0 t1
+    t0=$(now_ms)
+    "$HOOPRUN" --nproc-per-node 4 "$TMP/worker.sh" "$dir" "$2" > "$dir/out" 2> "$dir/err"
+    echo $? > "$dir/rc"
+    t1=$(now_ms)
+    echo $((t1 - t0)) > "$dir/ms"
+}
+
+# 1. Rank 1 exits 3; everyone else is SIGTERMed at once.
+run_case plain plain
+rc=$(cat "$TMP/plain/rc") ms=$(cat "$TMP/plain/ms")
+echo "plain: rc=$rc, ${ms} ms"
+[ "$rc" = 3 ] || fail "hooprun exited $rc, not 3"
+[ "$ms" -lt 5000 ] || fail "hooprun took $ms ms (limit 5000)"
+assert_contains "$TMP/plain/err" "hooprun: rank 1 (pid "
+assert_contains "$TMP/plain/err" ") exited with code 3"
+assert_contains "$TMP/plain/out" "[rank 1] rank 1 fails now"
+TMP_SAVE=$TMP; TMP=$TMP/plain; assert_no_survivors "$TMP/pids"; TMP=$TMP_SAVE
+[ "$(wc -l < "$TMP/plain/pids")" = 12 ] || fail "expected 12 recorded pids"
+
+# 2. Rank 2 (and its children) ignore SIGTERM: SIGKILL after the 3 s grace period.
+run_case ignore ignore
+rc=$(cat "$TMP/ignore/rc") ms=$(cat "$TMP/ignore/ms")
+echo "ignore: rc=$rc, ${ms} ms"
+[ "$rc" = 3 ] || fail "hooprun exited $rc, not 3"
+[ "$ms" -lt 5000 ] || fail "hooprun took $ms ms (limit 5000)"
+[ "$ms" -ge 2900 ] || fail "hooprun took $ms ms: it cannot have waited the 3 s grace period"
+assert_contains "$TMP/ignore/err" "rank 2 (pid "
+assert_contains "$TMP/ignore/err" "sending SIGKILL"
+TMP_SAVE=$TMP; TMP=$TMP/ignore; assert_no_survivors "$TMP/pids"; TMP=$TMP_SAVE
+
+# 3. SIGINT to hooprun ends every worker (which die of it: exit 130).
+dir="$TMP/sigint"
+mkdir -p "$dir"
+"$HOOPRUN" --nproc-per-node 4 "$TMP/worker.sh" "$dir" sigint > "$dir/out" 2> "$dir/err" &
+hp=$!
+for _ in $(seq 100); do
+    [ "$(ls "$dir" | grep -c '^ready\.')" = 4 ] && break
+    sleep 0.1
+done
+t0=$(now_ms)
+kill -INT $hp
+wait $hp
+rc=$?
+ms=$(($(now_ms) - t0))
+echo "sigint: rc=$rc, ${ms} ms after SIGINT"
+[ "$rc" = 130 ] || fail "hooprun exited $rc after SIGINT, not 130"
+[ "$ms" -lt 5000 ] || fail "hooprun took $ms ms after SIGINT"
+assert_contains "$dir/err" "forwarded it to the workers"
+TMP_SAVE=$TMP; TMP=$dir; assert_no_survivors "$TMP/pids"; TMP=$TMP_SAVE
+
+# 4. SIGINT when rank 0 ignores it: SIGKILL after the grace period (--grace 1); exit 130.
+dir="$TMP/sigint2"
+mkdir -p "$dir"
+"$HOOPRUN" --grace 1 --nproc-per-node 2 bash -c \
+    'trap "" INT; echo $$ >> '"$dir"'/pids; touch '"$dir"'/ready.$RANK; while :; do sleep 0.2; done' \
+    > "$dir/out" 2> "$dir/err" &
+hp=$!
+for _ in $(seq 100); do
+    [ "$(ls "$dir" | grep -c '^ready\.')" = 2 ] && break
+    sleep 0.1
+done
+t0=$(now_ms)
+kill -INT $hp
+wait $hp
+rc=$?
+ms=$(($(now_ms) - t0))
+echo "sigint, INT ignored: rc=$rc, ${ms} ms after SIGINT"
+[ "$rc" = 130 ] || fail "hooprun exited $rc after SIGINT, not 130"
+[ "$ms" -lt 4000 ] || fail "hooprun took $ms ms after SIGINT with --grace 1"
+assert_contains "$dir/err" "sending SIGKILL"
+TMP_SAVE=$TMP; TMP=$dir; assert_no_survivors "$TMP/pids"; TMP=$TMP_SAVE
+
+# 5. A worker killed by a signal is named with the signal.
+"$HOOPRUN" --nproc-per-node 2 bash -c '[ $RANK = 0 ] && kill -9 $$; sleep 30' \
+    > "$TMP/k.out" 2> "$TMP/k.err"
+rc=$?
+[ "$rc" = 137 ] || fail "a worker killed by SIGKILL gave $rc, not 137"
+assert_contains "$TMP/k.err" "hooprun: rank 0 (pid "
+assert_contains "$TMP/k.err" "was killed by signal 9 (Killed)"
+
+# 6. All workers exit 0: hooprun exits 0 and says nothing.
+"$HOOPRUN" --nproc-per-node 3 true > "$TMP/ok.out" 2> "$TMP/ok.err" || fail "3 x true failed"
+[ -s "$TMP/ok.err" ] && fail "hooprun printed on success: $(cat "$TMP/ok.err")"
+echo "PASS"

@@ -1,0 +1,44 @@
+# tests/launcher_lib.sh -- helpers shared by the launcher tests (sourced, not run).
+#
+# Sets HOOPRUN (the built launcher) and TMP (a scratch directory removed on exit),
+# and offers fail/now_ms/assert_* helpers. Workers are small shell scripts written
+# into $TMP by each test.
+
+HOOPRUN=${top_builddir:-.}/tools/hooprun
+if [ ! -x "$HOOPRUN" ]; then
+    echo "FAIL: $HOOPRUN is not built"
+    exit 1
+fi
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/hooprun-test.XXXXXX")
+trap '[ -n "$KEEP" ] || rm -rf "$TMP"' EXIT
+unset HOOP_TOKEN MASTER_ADDR MASTER_PORT SLURM_JOB_NODELIST SLURM_NNODES SLURM_NODEID
+
+fail() {
+    echo "FAIL: $*"
+    exit 1
+}
+
+now_ms() {
+    echo $(($(date +%s%N) / 1000000))
+}
+
+# Fails when any pid listed in the files given is still alive, or when a process group
+# listed in $TMP/pgids still has a member.
+assert_no_survivors() {
+    local pid
+    for pid in $(cat "$@" 2>/dev/null); do
+        if kill -0 "$pid" 2>/dev/null; then
+            ps -o pid,pgid,stat,args -p "$pid" || true
+            fail "process $pid survived hooprun"
+        fi
+    done
+    for pid in $(cat "$TMP"/pgid.* 2>/dev/null); do
+        kill -0 -- "-$pid" 2>/dev/null && fail "process group $pid still has members"
+    done
+    return 0
+}
+
+# assert_contains FILE TEXT: FILE has a line containing TEXT.
+assert_contains() {
+    grep -qF -- "$2" "$1" || { echo "--- $1:"; cat "$1"; fail "'$2' not found in $1"; }
+}

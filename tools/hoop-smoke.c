@@ -1,0 +1,103 @@
+/*
+ * tools/hoop-smoke.c -- the README's first job: every worker meets the others through the
+ * rendezvous store and checks that barrier, add and all-gather work.
+ *
+ * Run as `hooprun --nproc-per-node 4 tools/hoop-smoke`. Each worker joins the store
+ * (hoop_store_init_env: rank 0 hosts it), passes a barrier, adds 1 to a shared counter,
+ * all-gathers its rank and checks both results against what world_size implies; rank 0
+ * prints one summary line. Exit 0 on success, 2 on a bad environment, 1 on any other
+ * failure. Single-threaded.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "hoop/status.h"
+#include "hoop/store.h"
+
+/* Prints the failure of step (with hoop's message) and returns the exit code. */
+static int failed(int rank, const char *step, hoop_status st)
+{
+    fprintf(stderr, "hoop-smoke: rank %d: %s failed: %s (%s)\n", rank, step, hoop_last_error(),
+            hoop_status_name(st));
+    return 1;
+}
+
+/* Every rank adds 1; after a barrier the counter must read world_size. */
+static int check_counter(hoop_store *st, int rank, int world_size)
+{
+    int64_t after_add = 0, total = 0;
+    hoop_status s = hoop_store_add(st, "smoke/counter", 1, &after_add);
+    if (s != HOOP_OK) return failed(rank, "add", s);
+    if (after_add < 1 || after_add > world_size) {
+        fprintf(stderr, "hoop-smoke: rank %d: add returned %lld, not in 1..%d\n", rank,
+                (long long)after_add, world_size);
+        return 1;
+    }
+    if ((s = hoop_store_barrier(st, "smoke/added", -1)) != HOOP_OK)
+        return failed(rank, "barrier after add", s);
+    if ((s = hoop_store_add(st, "smoke/counter", 0, &total)) != HOOP_OK)
+        return failed(rank, "add 0", s);
+    if (total != world_size) {
+        fprintf(stderr, "hoop-smoke: rank %d: counter is %lld after %d adds\n", rank,
+                (long long)total, world_size);
+        return 1;
+    }
+    return 0;
+}
+
+/* Every rank contributes its rank as an int32; slot r must hold r. */
+static int check_allgather(hoop_store *st, int rank, int world_size)
+{
+    int32_t mine = rank;
+    int32_t *all = calloc((size_t)world_size, sizeof(*all));
+    if (all == NULL) return failed(rank, "calloc", HOOP_ERR_NOMEM);
+    hoop_status s = hoop_store_allgather(st, "smoke/ranks", &mine, sizeof(mine), all, -1);
+    int rc = s == HOOP_OK ? 0 : failed(rank, "allgather", s);
+    for (int r = 0; rc == 0 && r < world_size; r++) {
+        if (all[r] == r) continue;
+        fprintf(stderr, "hoop-smoke: rank %d: allgather slot %d holds %d\n", rank, r, (int)all[r]);
+        rc = 1;
+    }
+    free(all);
+    return rc;
+}
+
+/* Rank 0 hosts the store, so it must outlive every other rank's last request: each
+ * rank > 0 sets "smoke/done/<rank>" as its last call, and rank 0 waits for all of them. */
+static int wait_for_others(hoop_store *st, int rank, int world_size)
+{
+    char key[64];
+    hoop_status s;
+    if (rank > 0) {
+        snprintf(key, sizeof(key), "smoke/done/%d", rank);
+        s = hoop_store_set(st, key, "1", 1);
+        return s == HOOP_OK ? 0 : failed(rank, "set done", s);
+    }
+    for (int r = 1; r < world_size; r++) {
+        snprintf(key, sizeof(key), "smoke/done/%d", r);
+        const char *keys[1] = {key};
+        if ((s = hoop_store_wait(st, keys, 1, -1)) != HOOP_OK) return failed(rank, "wait done", s);
+    }
+    return 0;
+}
+
+int main(void)
+{
+    hoop_store *st = NULL;
+    hoop_status s = hoop_store_init_env(&st);
+    if (s != HOOP_OK) {
+        fprintf(stderr, "hoop-smoke: %s\n", hoop_last_error());
+        return s == HOOP_ERR_INVALID ? 2 : 1;
+    }
+    int rank = hoop_store_rank(st), world_size = hoop_store_world_size(st);
+    int rc = 0;
+    if ((s = hoop_store_barrier(st, "smoke/start", -1)) != HOOP_OK) rc = failed(rank, "barrier", s);
+    if (rc == 0) rc = check_counter(st, rank, world_size);
+    if (rc == 0) rc = check_allgather(st, rank, world_size);
+    if (rc == 0) rc = wait_for_others(st, rank, world_size);
+    if (rc == 0 && rank == 0)
+        printf("smoke: %d ranks joined, barrier ok, allgather ok\n", world_size);
+    if ((s = hoop_store_destroy(st)) != HOOP_OK && rc == 0) rc = failed(rank, "destroy", s);
+    return rc;
+}
