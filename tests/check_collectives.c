@@ -14,6 +14,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "collectives/coll.h"
@@ -493,6 +497,65 @@ START_TEST(test_algo_table)
 }
 END_TEST
 
+// ----------------------------------------------------------------- processes
+
+static int free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* One worker process of the env:// test; returns its exit code. */
+static int env_worker(int rank, int n, int port)
+{
+    char buf[32];
+    hoop_comm *comm;
+    int32_t x[3] = {rank + 1, rank, 1};
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    snprintf(buf, sizeof(buf), "%d", port);
+    setenv("MASTER_PORT", buf, 1);
+    snprintf(buf, sizeof(buf), "%d", rank);
+    setenv("RANK", buf, 1);
+    snprintf(buf, sizeof(buf), "%d", n);
+    setenv("WORLD_SIZE", buf, 1);
+    setenv("HOOP_TOKEN", "check-collectives", 1);
+    if (hoop_comm_init_env(&comm) != HOOP_OK) {
+        fprintf(stderr, "rank %d: init: %s\n", rank, hoop_last_error());
+        return 1;
+    }
+    int ok = hoop_comm_rank(comm) == rank && hoop_comm_world_size(comm) == n;
+    if (hoop_allreduce(comm, x, x, 3, HOOP_DTYPE_I32, HOOP_OP_SUM, NULL) != HOOP_OK) {
+        fprintf(stderr, "rank %d: allreduce: %s\n", rank, hoop_last_error());
+        ok = 0;
+    }
+    ok = ok && x[0] == n * (n + 1) / 2 && x[1] == n * (n - 1) / 2 && x[2] == n;
+    return (hoop_comm_destroy(comm) == HOOP_OK && ok) ? 0 : 1;
+}
+
+/* hoop_comm_init_env: separate processes meet through rank 0's store. */
+START_TEST(test_env_processes)
+{
+    int n = 3, port = free_port();
+    pid_t pid[3];
+    for (int r = 0; r < n; r++) {
+        pid[r] = fork();
+        ck_assert_int_ge(pid[r], 0);
+        if (pid[r] == 0) _exit(env_worker(r, n, port));
+    }
+    for (int r = 0; r < n; r++) {
+        int status;
+        ck_assert_int_eq(waitpid(pid[r], &status, 0), pid[r]);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d failed", r);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("collectives");
@@ -502,6 +565,7 @@ static Suite *suite(void)
     tcase_add_loop_test(core, test_big, 0, 5);
     tcase_add_loop_test(core, test_bitwise, 2, 6);
     tcase_add_test(core, test_algo_table);
+    tcase_add_test(core, test_env_processes);
     suite_add_tcase(s, core);
     TCase *errors = tcase_create("errors");
     tcase_set_timeout(errors, 30);

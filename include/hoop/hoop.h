@@ -29,6 +29,8 @@
 #include "hoop/status.h"
 #include "hoop/log.h"
 #include "hoop/store.h"
+#include "hoop/comm.h"
+#include "hoop/collectives.h"
 #include "hoop/sampler.h"
 
 #endif /* HOOP_HOOP_H */
