@@ -232,6 +232,7 @@ hoop_status hoop_comm_init(hoop_comm **out, const hoop_comm_config *cfg)
     comm->wake_fd = -1;
     atomic_store(&comm->algo, (int)s.algo);
     pthread_mutex_init(&comm->mu, NULL);
+    pthread_mutex_init(&comm->engine, NULL);
     if (comm->world_size > 1) HOOP_CHECK_GOTO(connect_all(comm, cfg, &s), st, fail);
     HOOP_CHECK_GOTO(comm_start(comm, &s), st, fail);
     HOOP_INFO(INIT, "rank %d of %d: communicator ready (chunk %zu bytes, algo %s)", comm->rank,
@@ -283,6 +284,7 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
     if (comm->wake_fd >= 0) close(comm->wake_fd);
     HOOP_CHECK_KEEP(hoop_store_destroy(comm->owned_store), st);
     pthread_mutex_destroy(&comm->mu);
+    pthread_mutex_destroy(&comm->engine);
     free(comm->send);
     free(comm->recv);
     free(comm->slots);
