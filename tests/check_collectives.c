@@ -491,9 +491,12 @@ START_TEST(test_algo_table)
     ck_assert_int_eq(hoop_algo_from_name("bogus", &a), HOOP_ERR_INVALID);
     ck_assert_str_eq(hoop_algo_name(HOOP_ALGO_RING), "ring");
     /* Tiny messages: latency dominates, so recursive doubling; huge ones: not rd. */
-    ck_assert_int_eq(hoop__algo_pick(HOOP_ALGO_AUTO, 8, 8), HOOP_ALGO_RD);
-    ck_assert_int_ne(hoop__algo_pick(HOOP_ALGO_AUTO, 8, 256u << 20), HOOP_ALGO_RD);
-    ck_assert_int_eq(hoop__algo_pick(HOOP_ALGO_RING, 8, 8), HOOP_ALGO_RING);
+    size_t c = 512 << 10;
+    ck_assert_int_eq(hoop__algo_pick(HOOP_ALGO_AUTO, 8, 8, c), HOOP_ALGO_RD);
+    ck_assert_int_eq(hoop__algo_pick(HOOP_ALGO_AUTO, 4, 64 << 10, c), HOOP_ALGO_RHD);
+    ck_assert_int_eq(hoop__algo_pick(HOOP_ALGO_AUTO, 4, 2 << 20, c), HOOP_ALGO_RING);
+    ck_assert_int_eq(hoop__algo_pick(HOOP_ALGO_AUTO, 8, 256u << 20, c), HOOP_ALGO_RING);
+    ck_assert_int_eq(hoop__algo_pick(HOOP_ALGO_RING, 8, 8, c), HOOP_ALGO_RING);
 }
 END_TEST
 

@@ -219,7 +219,7 @@ hoop_status hoop_allreduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, 
                          .dtype = dtype,
                          .op = op};
     a.algo = hoop__algo_pick((hoop_algo)atomic_load(&comm->algo), comm->world_size,
-                             count * hoop_dtype_size(dtype));
+                             count * hoop_dtype_size(dtype), comm->chunk_bytes);
     return enqueue(comm, &a, req);
 }
 
