@@ -357,6 +357,57 @@ static void root_mismatch(h_rank *h)
                hoop_last_error());
 }
 
+static void algo_mismatch(h_rank *h)
+{
+    float x[64] = {0};
+    hoop_comm_set_algo(h->comm, h->rank == 0 ? HOOP_ALGO_RD : HOOP_ALGO_RING);
+    hoop_status st = hoop_allreduce(h->comm, x, x, 64, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    if (st != HOOP_ERR_MISMATCH || !strstr(hoop_last_error(), "algo=rd"))
+        h_fail(h, "want HOOP_ERR_MISMATCH naming algo=rd, got %s: %s", hoop_status_name(st),
+               hoop_last_error());
+}
+
+START_TEST(test_algo_mismatch)
+{
+    run_ranks(4, NULL, algo_mismatch, NULL);
+}
+END_TEST
+
+/* Several calls in flight, completed out of order, polled with hoop_test. */
+static void async_calls(h_rank *h)
+{
+    enum { K = 6 };
+    int32_t *buf[K];
+    hoop_request *req[K];
+    for (int k = 0; k < K; k++) {
+        size_t count = 1000 + 777 * (size_t)k;
+        buf[k] = malloc(count * sizeof(int32_t));
+        for (size_t i = 0; i < count; i++) buf[k][i] = (int32_t)(h->rank + k + i);
+        if (hoop_allreduce(h->comm, buf[k], buf[k], count, HOOP_DTYPE_I32, HOOP_OP_SUM, &req[k]) !=
+            HOOP_OK)
+            h_fail(h, "enqueue %d: %s", k, hoop_last_error());
+    }
+    int done = 0;
+    while (!done)
+        if (hoop_test(req[K - 1], &done) != HOOP_OK) h_fail(h, "test: %s", hoop_last_error());
+    for (int k = K - 2; k >= 0; k--)
+        if (hoop_wait(req[k], -1) != HOOP_OK) h_fail(h, "wait %d: %s", k, hoop_last_error());
+    for (int k = 0; k < K; k++) {
+        size_t count = 1000 + 777 * (size_t)k, wrong = 0;
+        int64_t n = h->n;
+        for (size_t i = 0; i < count; i++)
+            wrong += buf[k][i] != (int32_t)(n * (n - 1) / 2 + n * (int64_t)(k + i));
+        if (wrong) h_fail(h, "call %d: %zu wrong", k, wrong);
+        free(buf[k]);
+    }
+}
+
+START_TEST(test_async)
+{
+    run_ranks(_i, NULL, async_calls, NULL);
+}
+END_TEST
+
 START_TEST(test_root_mismatch)
 {
     run_ranks(2, NULL, root_mismatch, NULL);
@@ -593,12 +644,14 @@ static Suite *suite(void)
     tcase_add_loop_test(core, test_big, 0, 5);
     tcase_add_loop_test(core, test_bitwise, 2, 6);
     tcase_add_test(core, test_algo_table);
+    tcase_add_loop_test(core, test_async, 1, 5);
     tcase_add_test(core, test_env_processes);
     suite_add_tcase(s, core);
     TCase *errors = tcase_create("errors");
     tcase_set_timeout(errors, 30);
     tcase_add_loop_test(errors, test_mismatch, 0, 2);
     tcase_add_test(errors, test_root_mismatch);
+    tcase_add_test(errors, test_algo_mismatch);
     tcase_add_loop_test(errors, test_dead_peer, 0, 2);
     tcase_add_test(errors, test_wait_deadline);
     tcase_add_test(errors, test_bad_args);
