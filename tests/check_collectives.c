@@ -12,6 +12,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -590,12 +591,9 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
-/* One worker process of the env:// test; returns its exit code. */
-static int env_worker(int rank, int n, int port)
+static void set_env(int rank, int n, int port)
 {
     char buf[32];
-    hoop_comm *comm;
-    int32_t x[3] = {rank + 1, rank, 1};
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     snprintf(buf, sizeof(buf), "%d", port);
     setenv("MASTER_PORT", buf, 1);
@@ -604,6 +602,14 @@ static int env_worker(int rank, int n, int port)
     snprintf(buf, sizeof(buf), "%d", n);
     setenv("WORLD_SIZE", buf, 1);
     setenv("HOOP_TOKEN", "check-collectives", 1);
+}
+
+/* One worker process of the env:// test; returns its exit code. */
+static int env_worker(int rank, int n, int port)
+{
+    hoop_comm *comm;
+    int32_t x[3] = {rank + 1, rank, 1};
+    set_env(rank, n, port);
     if (hoop_comm_init_env(&comm) != HOOP_OK) {
         fprintf(stderr, "rank %d: init: %s\n", rank, hoop_last_error());
         return 1;
@@ -635,6 +641,51 @@ START_TEST(test_env_processes)
 }
 END_TEST
 
+/* A worker process that is SIGKILLed mid-collective: the others fail with
+ * HOOP_ERR_REMOTE naming it within 2 s. */
+static int kill_worker(int rank, int n, int port)
+{
+    hoop_comm *comm;
+    size_t count = 1 << 20;
+    set_env(rank, n, port);
+    if (hoop_comm_init_env(&comm) != HOOP_OK) return 2;
+    if (rank == 2) {
+        usleep(100 * 1000);
+        raise(SIGKILL);
+    }
+    float *x = calloc(count, sizeof(float));
+    int64_t t0 = hoop__now_ns();
+    hoop_status st = hoop_allreduce(comm, x, x, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    double secs = (double)(hoop__now_ns() - t0) / 1e9;
+    int ok = st == HOOP_ERR_REMOTE && strstr(hoop_last_error(), "rank 2") && secs < 2.0;
+    if (!ok)
+        fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank, hoop_status_name(st), secs,
+                hoop_last_error());
+    free(x);
+    hoop_comm_destroy(comm);
+    return ok ? 0 : 1;
+}
+
+START_TEST(test_killed_process)
+{
+    int n = 4, port = free_port();
+    pid_t pid[4];
+    for (int r = 0; r < n; r++) {
+        pid[r] = fork();
+        ck_assert_int_ge(pid[r], 0);
+        if (pid[r] == 0) _exit(kill_worker(r, n, port));
+    }
+    for (int r = 0; r < n; r++) {
+        int status;
+        ck_assert_int_eq(waitpid(pid[r], &status, 0), pid[r]);
+        if (r == 2)
+            ck_assert(WIFSIGNALED(status));
+        else
+            ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d failed", r);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("collectives");
@@ -657,6 +708,7 @@ static Suite *suite(void)
     tcase_add_test(errors, test_bad_args);
     tcase_add_test(errors, test_bad_config);
     tcase_add_test(errors, test_no_fd_leak);
+    tcase_add_test(errors, test_killed_process);
     suite_add_tcase(s, errors);
     return s;
 }
