@@ -211,9 +211,8 @@ static void run_case(h_rank *h, const tcase_args *c)
 
 // ----------------------------------------------------------------- the sweep
 
-static const size_t *counts_for(int n, size_t *k)
+static size_t counts_for(int n, size_t c[6])
 {
-    static size_t c[6];
     size_t m = 0;
     c[m++] = 0;
     c[m++] = 1;
@@ -221,14 +220,12 @@ static const size_t *counts_for(int n, size_t *k)
     if (n > 1) c[m++] = (size_t)n;
     c[m++] = (size_t)n + 1;
     c[m++] = 37; /* a prime above every world size */
-    *k = m;
-    return c;
+    return m;
 }
 
 static void sweep(h_rank *h)
 {
-    size_t nc;
-    const size_t *counts = counts_for(h->n, &nc);
+    size_t counts[6], nc = counts_for(h->n, counts);
     for (int t = 0; t < HOOP_DTYPE_COUNT_; t++)
         for (size_t ci = 0; ci < nc; ci++)
             for (int inplace = 0; inplace < 2; inplace++) {
