@@ -267,7 +267,6 @@ hoop_status hoop_allgather(hoop_comm *comm, const void *sendbuf, void *recvbuf, 
                          .recvbuf = recvbuf,
                          .count = count,
                          .dtype = dtype};
-    if (comm->world_size == 1) a.recvbuf = recvbuf;
     return enqueue(comm, &a, req);
 }
 

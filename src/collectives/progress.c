@@ -271,12 +271,26 @@ static void run_local(struct hoop_request *r)
         memmove(a->recvbuf, a->sendbuf, bytes);
 }
 
+/* HOOP_DEBUG=TRACE HOOP_DEBUG_SUBSYS=COLL prints every schedule, step by step. */
+static void sched_trace(const hoop_comm *comm, const hoop__sched *s)
+{
+    static const char *kinds[] = {"send", "recv", "recv+reduce", "copy"};
+    if (!hoop__log_on(HOOP_LOG_TRACE, HOOP_LOG_COLL)) return;
+    for (size_t i = 0; i < s->n; i++) {
+        const hoop__step *st = &s->steps[i];
+        HOOP_TRACE(COLL, "rank %d step %zu: %s peer %d buf %d off %zu bytes %zu deps %d,%d%s",
+                   comm->rank, i, kinds[st->kind], st->peer, st->buf, st->off, st->bytes,
+                   st->dep[0], st->dep[1], st->final ? " final" : "");
+    }
+}
+
 static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
 {
     const hoop__coll_args *a = &r->args;
     comm->cur_deadline = hoop__deadline_ns(comm->timeout_ms);
     comm->hdr_ok = 0;
     HOOP_CHECK(sched_fn(a)(a, &comm->sched));
+    sched_trace(comm, &comm->sched);
     if (comm->sched.scratch_bytes > comm->scratch_cap) {
         free(comm->scratch);
         comm->scratch = NULL;
