@@ -16,3 +16,10 @@ tools_hoop_smoke_SOURCES = tools/hoop-smoke.c
 tools_hoop_smoke_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 TESTS += tests/launcher_smoke.sh
 EXTRA_DIST += tests/launcher_smoke.sh
+
+# hoop-train: the training job (issue 4; DDP arrives with issue 5).
+bin_PROGRAMS += tools/hoop-train
+tools_hoop_train_SOURCES = tools/hoop-train.c tools/train_cli.c tools/train_cli.h
+tools_hoop_train_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
+TESTS += tests/hoop_train.sh
+EXTRA_DIST += tests/hoop_train.sh

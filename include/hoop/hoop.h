@@ -32,5 +32,9 @@
 #include "hoop/comm.h"
 #include "hoop/collectives.h"
 #include "hoop/sampler.h"
+#include "hoop/tensor.h"
+#include "hoop/autograd.h"
+#include "hoop/nn.h"
+#include "hoop/optim.h"
 
 #endif /* HOOP_HOOP_H */

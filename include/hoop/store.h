@@ -6,10 +6,24 @@
  * HOOP_STORE_KEY_MAX bytes, values byte strings of at most HOOP_STORE_VALUE_MAX bytes.
  * Every connection presents the shared token (HOOP_TOKEN); a wrong or missing token is
  * refused and logged. Every blocking call has a deadline: the per-call timeout_ms, or,
- * when that is negative, the store's own timeout (config, or HOOP_TIMEOUT).
+ * when that is negative, the store's own timeout (config, or HOOP_TIMEOUT). A waiting
+ * call is parked on the server and answered when its keys are set (no polling).
+ *
+ * Errors common to every client call: HOOP_ERR_INVALID for a bad argument (a key must
+ * have 1..HOOP_STORE_KEY_MAX bytes and no NUL), HOOP_ERR_REMOTE at once when the server
+ * closed the connection or died (the handle then stays unusable: every later call fails
+ * the same way), HOOP_ERR_TIMEOUT when no reply came before the deadline.
+ * The wire format is described in src/bootstrap/store_proto.h.
+ *
+ * Example (every rank; rank 0 also serves):
+ *     hoop_store *st;
+ *     HOOP_CHECK(hoop_store_init_env(&st));
+ *     HOOP_CHECK(hoop_store_allgather(st, "endpoints", &mine, sizeof(mine), all, -1));
+ *     HOOP_CHECK(hoop_store_barrier(st, "ready", -1));
+ *     hoop_store_destroy(st);
  *
  * Thread-safety: a hoop_store client handle may be used by one thread at a time.
- * The server runs its own thread and serves many clients at once (poll-based).
+ * The server runs its own thread and serves many clients at once (epoll-based).
  */
 #ifndef HOOP_STORE_H
 #define HOOP_STORE_H
@@ -42,26 +56,35 @@ typedef struct hoop_store_config {
         .host = NULL, .port = 0, .token = NULL, .rank = -1, .world_size = 0, .timeout_ms = -1 \
     }
 
-/* Starts a server thread listening on cfg->host:cfg->port (SO_REUSEADDR). Errors:
- * HOOP_ERR_INVALID for a bad config or an unresolvable host (named); HOOP_ERR_SYSTEM
- * when the port is in use ("127.0.0.1:29500 is already in use") or a socket call
- * fails. */
+/* Starts a server thread listening on cfg->host:cfg->port (SO_REUSEADDR, so a restart
+ * survives TIME_WAIT); a NULL or empty host means every IPv4 address. cfg->token is the
+ * token clients must present. cfg->timeout_ms (< 0: HOOP_TIMEOUT) is how long a
+ * connection may take to finish its handshake or to finish a message it has started;
+ * past that it is closed. A peer that breaks the protocol (bad length, opcode, key,
+ * truncated field) is logged at WARN with its address and closed; others are unaffected.
+ * rank, world_size are ignored. Errors: HOOP_ERR_INVALID for a bad config or an
+ * unresolvable host (named); HOOP_ERR_SYSTEM when the port is in use
+ * ("127.0.0.1:29500 is already in use") or a socket call fails. */
 HOOP_API hoop_status hoop_store_server_init(hoop_store_server **out, const hoop_store_config *cfg);
 
 /* The port the server listens on (useful with port 0). */
 HOOP_API int hoop_store_server_port(const hoop_store_server *srv);
 
-/* Stops the server thread and closes every connection. Accepts NULL. */
+/* Stops the server thread (promptly, through an eventfd), closes every connection (so
+ * waiting clients fail at once with HOOP_ERR_REMOTE) and frees everything. Accepts NULL. */
 HOOP_API hoop_status hoop_store_server_destroy(hoop_store_server *srv);
 
-/* Connects to the server at cfg->host:cfg->port, retrying with backoff until the
- * timeout. Errors: HOOP_ERR_INVALID (unresolvable host, named, fails at once),
- * HOOP_ERR_TIMEOUT (nobody answered before the deadline, naming host:port),
- * HOOP_ERR_REMOTE (the server refused the token or closed). */
+/* Connects to the server at cfg->host:cfg->port, retrying with backoff (10 ms doubling
+ * to 1 s, jittered) until cfg->timeout_ms (< 0: HOOP_TIMEOUT), which is also the default
+ * deadline of later calls. cfg->rank and cfg->world_size are needed only for barrier and
+ * all-gather. Errors: HOOP_ERR_INVALID (unresolvable host, named, fails at once; names
+ * under ".invalid" never reach DNS), HOOP_ERR_TIMEOUT (nobody answered before the
+ * deadline, naming host:port), HOOP_ERR_REMOTE (the server refused the token). */
 HOOP_API hoop_status hoop_store_init(hoop_store **out, const hoop_store_config *cfg);
 
 /* Reads the env:// contract (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, HOOP_TOKEN,
- * HOOP_TIMEOUT): rank 0 starts a server (owned by the returned handle), every rank
+ * HOOP_TIMEOUT): rank 0 starts a server (owned by the returned handle) on MASTER_ADDR
+ * when it is a loopback address, else on every address of its family; every rank
  * connects. Errors as hoop_store_server_init / hoop_store_init, and HOOP_ERR_INVALID
  * naming a malformed variable. */
 HOOP_API hoop_status hoop_store_init_env(hoop_store **out);
@@ -77,17 +100,21 @@ HOOP_API hoop_status hoop_store_set(hoop_store *st, const char *key, const void 
                                     size_t bytes);
 
 /* Waits until key exists (or the deadline: HOOP_ERR_TIMEOUT naming the key), then copies
- * up to cap bytes of its value into buf and stores the full length in *bytes.
+ * up to cap bytes of its value into buf and stores the full length in *bytes (may be
+ * NULL). buf may be NULL when cap is 0. timeout_ms 0 checks without waiting.
  * HOOP_ERR_INVALID when the value is longer than cap (nothing is lost: call again). */
 HOOP_API hoop_status hoop_store_get(hoop_store *st, const char *key, void *buf, size_t cap,
                                     size_t *bytes, int64_t timeout_ms);
 
 /* Atomically adds delta to the integer counter at key (created as 0) and returns the
- * new value in *result (may be NULL). */
+ * new value in *result (may be NULL). The value is kept as decimal text, so a get
+ * returns e.g. "-2" and a set of "40" can be added to. HOOP_ERR_INVALID when the
+ * present value is not such an integer or the sum would overflow int64. */
 HOOP_API hoop_status hoop_store_add(hoop_store *st, const char *key, int64_t delta,
                                     int64_t *result);
 
-/* Waits until every one of the nkeys keys exists. HOOP_ERR_TIMEOUT names the missing ones. */
+/* Waits until every one of the nkeys keys (1..65536) exists. HOOP_ERR_TIMEOUT names the
+ * missing ones. */
 HOOP_API hoop_status hoop_store_wait(hoop_store *st, const char *const *keys, int nkeys,
                                      int64_t timeout_ms);
 
@@ -97,15 +124,21 @@ HOOP_API hoop_status hoop_store_delete(hoop_store *st, const char *key, int *del
 /* Number of keys the server holds. */
 HOOP_API hoop_status hoop_store_num_keys(hoop_store *st, int64_t *count);
 
-/* Waits until all world_size ranks have entered the barrier called name. On timeout
- * every waiting rank fails with HOOP_ERR_TIMEOUT and a message listing the missing
- * ranks ("barrier 'start': ranks 2,3 of 4 never arrived"). Names may be reused only
- * after every rank has left the previous barrier of that name. */
+/* Waits until all world_size ranks have entered the barrier called name (1..432 bytes).
+ * On timeout every waiting rank fails with HOOP_ERR_TIMEOUT and a message listing the
+ * missing ranks ("barrier 'start': ranks 2,3 of 4 never arrived"). A name may be used
+ * again and again (each use is a new generation, whose keys the last rank out deletes),
+ * but not after a barrier of that name failed. HOOP_ERR_USAGE when the handle has no
+ * rank / world_size. Costs each rank 4 round trips to the server (the last rank in and
+ * the last rank out make one more each); keys live under "hoop/barrier/<name>/". */
 HOOP_API hoop_status hoop_store_barrier(hoop_store *st, const char *name, int64_t timeout_ms);
 
 /* All-gather of one small blob per rank: out receives world_size * bytes, rank r's blob
- * at out + r * bytes. Every rank must pass the same bytes (HOOP_ERR_MISMATCH otherwise).
- * Timeouts as hoop_store_barrier, listing the missing ranks. */
+ * at out + r * bytes. Every rank must pass the same bytes (HOOP_ERR_MISMATCH otherwise,
+ * on every rank, naming a rank that differs). world_size * (bytes + 4) must fit in one
+ * reply (about HOOP_STORE_VALUE_MAX; HOOP_ERR_INVALID otherwise). Timeouts, name rules
+ * and HOOP_ERR_USAGE as hoop_store_barrier, listing the missing ranks; keys live under
+ * "hoop/allgather/<name>/". */
 HOOP_API hoop_status hoop_store_allgather(hoop_store *st, const char *name, const void *blob,
                                           size_t bytes, void *out, int64_t timeout_ms);
 

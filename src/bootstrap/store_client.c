@@ -198,9 +198,9 @@ fail:;
     return -1;
 }
 
-/* Sends HELLO and reads the verdict. HOOP_ERR_REMOTE with st->lost == "" means the
- * server went away before answering (worth retrying); a refusal sets st->lost. */
-static hoop_status handshake(hoop_store *st, int64_t deadline_ns)
+/* Sends HELLO and reads the verdict; *refused is set when the server said no (final),
+ * as opposed to going away before answering (worth retrying). */
+static hoop_status handshake(hoop_store *st, int64_t deadline_ns, int *refused)
 {
     size_t at = hoop__frame_begin(&st->out, HOOP__STORE_HELLO);
     hoop__put_u32(&st->out, HOOP__STORE_MAGIC);
@@ -217,6 +217,7 @@ static hoop_status handshake(hoop_store *st, int64_t deadline_ns)
     if (status != HOOP__STORE_R_REFUSED || rd.bad) return bad_reply(st);
     char why[256];
     snprintf(why, sizeof(why), "the server refused this client: %.*s", (int)n, (const char *)text);
+    *refused = 1;
     return lose(st, HOOP_ERR_REMOTE, why);
 }
 
@@ -245,10 +246,10 @@ static hoop_status try_connect(hoop_store *st, const struct addrinfo *res, int64
             snprintf(last, cap, "%s", strerror(errno));
             continue;
         }
+        int refused = 0;
         st->lost[0] = '\0';
-        hoop_status s = handshake(st, deadline_ns);
-        if (s == HOOP_OK) return HOOP_OK;
-        if (st->lost[0] && strstr(st->lost, "refused this client")) return s;
+        hoop_status s = handshake(st, deadline_ns, &refused);
+        if (s == HOOP_OK || refused) return s;
         snprintf(last, cap, "%s", st->lost[0] ? st->lost : hoop_last_error());
         if (st->fd >= 0) close(st->fd);
         st->fd = -1;
@@ -437,8 +438,12 @@ static hoop_status decode_wait(hoop_store *st, uint8_t status, hoop__rd *rd, uin
         uint32_t n = hoop__get_u32(rd);
         if (rd->bad || n == 0 || n > nkeys || rd->left != 4ull * n) return bad_reply(st);
         HOOP_CHECK(hoop__calloc(&res->missing, n));
-        for (uint32_t i = 0; i < n; i++) res->missing[i] = hoop__get_u32(rd);
         res->nmissing = n;
+        for (uint32_t i = 0; i < n; i++) { /* strictly increasing indices into keys */
+            res->missing[i] = hoop__get_u32(rd);
+            if (res->missing[i] >= nkeys || (i > 0 && res->missing[i] <= res->missing[i - 1]))
+                return bad_reply(st);
+        }
         return HOOP_ERR_TIMEOUT;
     }
     if (status != HOOP__STORE_R_OK) return reply_error(st, status, rd, "wait");

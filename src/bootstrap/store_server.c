@@ -54,6 +54,7 @@ typedef struct conn {
     size_t in_off;
     hoop__buf out;
     size_t out_off;
+    int64_t out_since_ns; /* when a reply was left half-written (peer not reading) */
     /* A parked WAIT: a copy of its request and where each key sits in it. */
     int parked;
     uint8_t *wframe;
@@ -199,6 +200,7 @@ static int conn_flush(hoop_store_server *s, conn *c)
         } else if (n == -1 && errno == EINTR) {
             continue;
         } else if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (c->out_since_ns == 0) c->out_since_ns = hoop__now_ns();
             conn_arm(s, c);
             return !c->dead;
         } else {
@@ -208,6 +210,7 @@ static int conn_flush(hoop_store_server *s, conn *c)
         }
     }
     c->out.len = c->out_off = 0;
+    c->out_since_ns = 0;
     if (c->out.cap > (1u << 20)) hoop__buf_free(&c->out);
     if (c->closing) {
         conn_close(s, c);
@@ -699,8 +702,8 @@ static void on_accept(hoop_store_server *s)
     }
 }
 
-/* Closes connections that did not finish the handshake, or left a frame half-sent,
- * within the server's timeout. */
+/* Closes connections that did not finish the handshake, left a frame half-sent, or
+ * stopped reading a reply, for longer than the server's timeout. */
 static void sweep(hoop_store_server *s, int64_t now)
 {
     /* A floor keeps HOOP_TIMEOUT=0 from closing every client before its handshake. */
@@ -713,6 +716,8 @@ static void sweep(hoop_store_server *s, int64_t now)
             conn_drop(s, c, "no handshake within the timeout");
         else if (c->authed && !busy(c) && c->in.len > c->in_off && now - c->since_ns > limit_ns)
             conn_drop(s, c, "sent part of a message and stalled past the timeout");
+        else if (c->out_since_ns && now - c->out_since_ns > limit_ns)
+            conn_drop(s, c, "stopped reading its replies past the timeout");
         c = next;
     }
 }

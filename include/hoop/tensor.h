@@ -1,0 +1,125 @@
+/*
+ * hoop/tensor.h -- dense f32 tensors for the autograd engine.
+ *
+ * A hoop_tensor is an opaque handle to a contiguous, row-major f32 array of 0..4
+ * dimensions (int64_t shape), with an optional gradient buffer of the same shape, a
+ * requires_grad flag and a device (CPU now; CUDA later, without API changes).
+ *
+ * Two lifetimes exist:
+ *   - long-lived tensors (parameters, input buffers) made by hoop_tensor_new() and freed
+ *     by hoop_tensor_free(); a parameter (requires_grad = 1) owns a zeroed grad buffer
+ *     into which every backward pass accumulates (+=);
+ *   - per-step tensors (activations, tensors from hoop_tape_tensor_new()) that live in a
+ *     tape's arena and vanish at hoop_tape_reset(); they are never freed one by one.
+ *
+ * Example:
+ *
+ *     int64_t shape[2] = {128, 784};
+ *     hoop_tensor *x;
+ *     if (hoop_tensor_new(&x, 2, shape, HOOP_DEVICE_CPU, 0) != HOOP_OK)
+ *         fprintf(stderr, "%s\n", hoop_last_error());
+ *     memcpy(hoop_tensor_data(x), pixels, hoop_tensor_count(x) * sizeof(float));
+ *     hoop_tensor_free(x);
+ *
+ * Thread-safety: a tensor is not synchronised. Reading one tensor from several threads
+ * is safe; any write (data, grad, hooks) needs the caller's exclusion. A grad-ready hook
+ * runs on the thread that called hoop_backward().
+ */
+#ifndef HOOP_TENSOR_H
+#define HOOP_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hoop/export.h"
+#include "hoop/status.h"
+
+HOOP_EXTERN_C_BEGIN
+
+/* Most dimensions a tensor can have. */
+#define HOOP_TENSOR_MAX_DIMS 4
+
+/* Longest tensor name kept, including the terminating NUL (longer names are cut). */
+#define HOOP_TENSOR_NAME_MAX 64
+
+typedef struct hoop_tensor hoop_tensor;
+
+/* Where a tensor's data and grad live. Only HOOP_DEVICE_CPU is implemented so far. */
+typedef enum hoop_device {
+    HOOP_DEVICE_CPU = 0,
+    HOOP_DEVICE_CUDA = 1,
+} hoop_device;
+
+/* Called once per backward pass when param's gradient is final (see hoop_backward()).
+ * It runs on the backward thread, in the middle of the pass; it may read
+ * hoop_tensor_grad(param) (and hand it to another thread, e.g. a communicator), but must
+ * not record ops or modify param's grad until the pass has returned. */
+typedef void (*hoop_grad_hook_fn)(hoop_tensor *param, void *user);
+
+/* Creates a long-lived tensor of ndim (0..4) dimensions with the given shape (each
+ * dimension >= 1; ndim 0 is a scalar and shape may be NULL). Data is zeroed. When
+ * requires_grad is non-zero the tensor is a parameter (a leaf of the graph) and also owns
+ * a zeroed grad buffer of the same shape.
+ * Errors: HOOP_ERR_INVALID (ndim out of range, a dimension < 1, count overflow, out NULL),
+ * HOOP_ERR_UNSUPPORTED (device other than HOOP_DEVICE_CPU), HOOP_ERR_NOMEM.
+ * On failure *out is NULL. Thread-safe. */
+HOOP_API hoop_status hoop_tensor_new(hoop_tensor **out, int ndim, const int64_t *shape,
+                                     hoop_device device, int requires_grad);
+
+/* Frees a tensor made by hoop_tensor_new() with its data and owned grad buffer. NULL is
+ * a no-op. Calling it on an arena tensor (from a tape) is ignored with a warning. */
+HOOP_API void hoop_tensor_free(hoop_tensor *t);
+
+/* Shape queries. hoop_tensor_dim() returns 0 for i outside 0..ndim-1. count is the number
+ * of elements (1 for a scalar). Never fail; t must not be NULL. */
+HOOP_API int hoop_tensor_ndim(const hoop_tensor *t);
+HOOP_API int64_t hoop_tensor_dim(const hoop_tensor *t, int i);
+HOOP_API size_t hoop_tensor_count(const hoop_tensor *t);
+HOOP_API hoop_device hoop_tensor_device(const hoop_tensor *t);
+HOOP_API int hoop_tensor_requires_grad(const hoop_tensor *t);
+
+/* Writes the shape as "(128, 784)" into buf (always NUL-terminated when bytes > 0) and
+ * returns buf. Used in error messages. */
+HOOP_API char *hoop_tensor_shape_str(const hoop_tensor *t, char *buf, size_t bytes);
+
+/* The contiguous row-major data, count floats. Writable: filling an input tensor before
+ * the forward pass is the intended use. Writing the data of a tensor that an op has
+ * already consumed on the current tape makes that op's backward wrong. */
+HOOP_API float *hoop_tensor_data(hoop_tensor *t);
+
+/* The gradient, count floats, or NULL when the tensor has none (requires_grad == 0, or
+ * an activation whose gradient backward has not produced). For a parameter it holds the
+ * sum over all backward passes since the last zero_grad. */
+HOOP_API float *hoop_tensor_grad(hoop_tensor *t);
+
+/* Sets every gradient element of a parameter to 0. No-op for tensors without a grad. */
+HOOP_API void hoop_tensor_zero_grad(hoop_tensor *t);
+
+/* Copies count floats from src into t's data. Errors: HOOP_ERR_INVALID when count differs
+ * from hoop_tensor_count(t) (the message names both) or src is NULL. */
+HOOP_API hoop_status hoop_tensor_copy_from(hoop_tensor *t, const float *src, size_t count);
+
+/* Sets every data element to value. */
+HOOP_API void hoop_tensor_fill(hoop_tensor *t, float value);
+
+/* Name for messages, checkpoints and DDP logs ("fc1.weight"); "" by default. */
+HOOP_API const char *hoop_tensor_name(const hoop_tensor *t);
+HOOP_API void hoop_tensor_set_name(hoop_tensor *t, const char *name);
+
+/* Registers fn(param, user) as param's grad-ready hook, replacing any previous one; fn
+ * NULL removes it. See hoop_backward() for exactly when it fires.
+ * Errors: HOOP_ERR_INVALID when param is not a long-lived tensor with requires_grad. */
+HOOP_API hoop_status hoop_tensor_set_grad_hook(hoop_tensor *param, hoop_grad_hook_fn fn,
+                                               void *user);
+
+/* Makes param's gradient live in caller memory buf (count floats, 64-byte alignment
+ * recommended), e.g. a slice of a DDP bucket so no copy is needed before an all-reduce.
+ * The current gradient is copied into buf first; the tensor's own grad buffer is freed.
+ * buf NULL gives the tensor back a private (zeroed-then-copied) buffer. The caller keeps
+ * buf alive while param uses it. Errors: HOOP_ERR_INVALID (not a parameter),
+ * HOOP_ERR_NOMEM. */
+HOOP_API hoop_status hoop_tensor_set_grad_buffer(hoop_tensor *param, float *buf);
+
+HOOP_EXTERN_C_END
+
+#endif /* HOOP_TENSOR_H */

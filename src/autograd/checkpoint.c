@@ -1,0 +1,436 @@
+/*
+ * src/autograd/checkpoint.c -- save and load parameters, optimizer state and caller data
+ * in one checksummed file, written atomically.
+ *
+ * Layout (little-endian, no padding):
+ *   header  "HOOPCKPT" | u32 version (1) | u32 flags (bit 0: optimizer state present)
+ *           | u64 total_bytes (the whole file) | u64 nparams | u64 extra_bytes
+ *   params  nparams x { u32 name_len | name | u32 ndim | i64 shape[ndim] | f32 data[count] }
+ *   optim   (flag) u32 kind | u32 nstate | u32 nesterov | f32 lr, momentum, dampening,
+ *           weight_decay, beta1, beta2, eps | i64 steps | nparams x nstate x f32[count]
+ *   extra   extra_bytes of caller data
+ *   trailer u32 CRC-32 (zlib's crc32) of every byte before it
+ * The writer builds the image in memory, writes it to a temporary file in the same
+ * directory, fsyncs it, renames it over path and fsyncs the directory. The reader checks
+ * size, magic, version and checksum before it parses, and parses twice: once to validate
+ * against the caller's parameters, once to copy, so a bad file changes nothing.
+ *
+ * Thread-safety: the functions keep no state; callers must not modify the parameters or
+ * optimizer concurrently.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "autograd/autograd_impl.h"
+#include "autograd/optim_impl.h"
+#include "core/check.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "checkpoint.c writes the host's byte order and assumes little-endian"
+#endif
+
+#define CKPT_MAGIC "HOOPCKPT"
+#define CKPT_VERSION 1u
+#define CKPT_HEADER_BYTES 40u
+#define CKPT_OPTIM_FIXED_BYTES (3 * 4 + 7 * 4 + 8)
+
+/* A bounded cursor over a buffer; writing with buf == NULL only counts bytes. */
+struct cursor {
+    unsigned char *buf;
+    size_t pos, len;
+    int short_read; /* a read ran past len */
+};
+
+static void put(struct cursor *c, const void *src, size_t n)
+{
+    if (c->buf) memcpy(c->buf + c->pos, src, n);
+    c->pos += n;
+}
+
+static void put_u32(struct cursor *c, uint32_t v)
+{
+    put(c, &v, 4);
+}
+
+static void put_u64(struct cursor *c, uint64_t v)
+{
+    put(c, &v, 8);
+}
+
+static int get(struct cursor *c, void *dst, size_t n)
+{
+    if (c->len - c->pos < n) {
+        c->short_read = 1;
+        return 0;
+    }
+    if (dst) memcpy(dst, c->buf + c->pos, n);
+    c->pos += n;
+    return 1;
+}
+
+static uint32_t get_u32(struct cursor *c)
+{
+    uint32_t v = 0;
+    get(c, &v, 4);
+    return v;
+}
+
+static uint64_t get_u64(struct cursor *c)
+{
+    uint64_t v = 0;
+    get(c, &v, 8);
+    return v;
+}
+
+// ----- writing ------------------------------------------------------------------------------
+
+static void write_optim(struct cursor *c, const hoop_optim *o)
+{
+    const hoop_optim_config *k = &o->cfg;
+    put_u32(c, (uint32_t)k->kind);
+    put_u32(c, (uint32_t)o->nstate);
+    put_u32(c, (uint32_t)k->nesterov);
+    const float f[7] = {k->lr,    k->momentum, k->dampening, k->weight_decay,
+                        k->beta1, k->beta2,    k->eps};
+    put(c, f, sizeof(f));
+    put_u64(c, (uint64_t)o->steps);
+    for (size_t i = 0; i < o->count; i++)
+        for (int s = 0; s < o->nstate; s++)
+            put(c, o->state[i * (size_t)o->nstate + (size_t)s], o->params[i]->count * 4);
+}
+
+/* Serialises everything; with c->buf NULL it only measures. */
+static void write_image(struct cursor *c, hoop_tensor *const *params, size_t count,
+                        const hoop_optim *o, const void *extra, size_t extra_bytes, uint64_t total)
+{
+    put(c, CKPT_MAGIC, 8);
+    put_u32(c, CKPT_VERSION);
+    put_u32(c, o ? 1u : 0u);
+    put_u64(c, total);
+    put_u64(c, count);
+    put_u64(c, extra_bytes);
+    for (size_t i = 0; i < count; i++) {
+        const hoop_tensor *t = params[i];
+        const uint32_t name_len = (uint32_t)strlen(t->name);
+        put_u32(c, name_len);
+        put(c, t->name, name_len);
+        put_u32(c, (uint32_t)t->ndim);
+        put(c, t->shape, (size_t)t->ndim * 8);
+        put(c, t->data, t->count * 4);
+    }
+    if (o) write_optim(c, o);
+    if (extra_bytes) put(c, extra, extra_bytes);
+}
+
+static hoop_status write_all(int fd, const unsigned char *p, size_t n, const char *tmp)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0)
+            return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: write to '%s' failed: %s", tmp,
+                              strerror(errno));
+        p += w;
+        n -= (size_t)w;
+    }
+    return HOOP_OK;
+}
+
+static hoop_status fsync_dir(const char *path)
+{
+    char *copy = strdup(path);
+    if (copy == NULL) return HOOP_ERROR(HOOP_ERR_NOMEM, "checkpoint: strdup failed");
+    const char *dir = dirname(copy);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    hoop_status st = HOOP_OK;
+    if (fd < 0 || fsync(fd) != 0)
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: fsync of directory '%s' failed: %s", dir,
+                        strerror(errno));
+    if (fd >= 0) close(fd);
+    free(copy);
+    return st;
+}
+
+/* Temporary file beside path, write, fsync, rename over path, fsync the directory. */
+static hoop_status atomic_write(const char *path, const unsigned char *img, size_t n)
+{
+    const size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (tmp == NULL) return HOOP_ERROR(HOOP_ERR_NOMEM, "checkpoint: out of memory");
+    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    hoop_status st = HOOP_OK;
+    if (fd < 0) {
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM,
+                        "checkpoint: cannot create a temporary file beside "
+                        "'%s': %s",
+                        path, strerror(errno));
+        free(tmp);
+        return st;
+    }
+    st = write_all(fd, img, n, tmp);
+    if (st == HOOP_OK && fsync(fd) != 0)
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: fsync of '%s' failed: %s", tmp,
+                        strerror(errno));
+    if (close(fd) != 0 && st == HOOP_OK)
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: close of '%s' failed: %s", tmp,
+                        strerror(errno));
+    if (st == HOOP_OK && rename(tmp, path) != 0)
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: rename '%s' -> '%s' failed: %s", tmp, path,
+                        strerror(errno));
+    if (st != HOOP_OK) unlink(tmp);
+    free(tmp);
+    if (st == HOOP_OK) st = fsync_dir(path);
+    return st;
+}
+
+hoop_status hoop_checkpoint_save(const char *path, hoop_tensor *const *params, size_t count,
+                                 const hoop_optim *opt, const void *extra, size_t extra_bytes)
+{
+    if (path == NULL || (params == NULL && count > 0) || (extra == NULL && extra_bytes > 0))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_save: NULL argument");
+    for (size_t i = 0; i < count; i++)
+        if (params[i] == NULL)
+            return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_save: params[%zu] is NULL", i);
+    if (opt != NULL && opt->count != count)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "hoop_checkpoint_save: the optimizer has %zu "
+                          "parameters, %zu given",
+                          opt->count, count);
+    struct cursor c = {0};
+    write_image(&c, params, count, opt, extra, extra_bytes, 0);
+    const size_t total = c.pos + 4;
+    unsigned char *img = malloc(total);
+    if (img == NULL)
+        return HOOP_ERROR(HOOP_ERR_NOMEM, "hoop_checkpoint_save: cannot allocate %zu bytes", total);
+    c = (struct cursor){.buf = img, .len = total};
+    write_image(&c, params, count, opt, extra, extra_bytes, total);
+    const uint32_t crc = (uint32_t)crc32(0L, img, (uInt)(total - 4));
+    memcpy(img + total - 4, &crc, 4);
+    hoop_status st = atomic_write(path, img, total);
+    free(img);
+    return st;
+}
+
+// ----- reading ------------------------------------------------------------------------------
+
+static hoop_status read_file(const char *path, unsigned char **out, size_t *len)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': cannot open: %s", path,
+                          strerror(errno));
+    struct stat sb;
+    hoop_status st = HOOP_OK;
+    unsigned char *buf = NULL;
+    if (fstat(fd, &sb) != 0) {
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': fstat: %s", path, strerror(errno));
+        goto out;
+    }
+    buf = malloc(sb.st_size > 0 ? (size_t)sb.st_size : 1);
+    if (buf == NULL) {
+        st = HOOP_ERROR(HOOP_ERR_NOMEM, "checkpoint '%s': cannot allocate %lld bytes", path,
+                        (long long)sb.st_size);
+        goto out;
+    }
+    size_t got = 0;
+    while (got < (size_t)sb.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)sb.st_size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': read failed: %s", path,
+                            r < 0 ? strerror(errno) : "unexpected end of file");
+            goto out;
+        }
+        got += (size_t)r;
+    }
+    *out = buf;
+    *len = got;
+    buf = NULL;
+out:
+    free(buf);
+    close(fd);
+    return st;
+}
+
+/* Size, magic, version, checksum. */
+static hoop_status check_envelope(const char *path, const unsigned char *b, size_t len)
+{
+    if (len < CKPT_HEADER_BYTES + 4)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "checkpoint '%s': truncated: %zu bytes, smaller than "
+                          "a header (%u bytes)",
+                          path, len, CKPT_HEADER_BYTES + 4);
+    if (memcmp(b, CKPT_MAGIC, 8) != 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "checkpoint '%s': not a hoop checkpoint (wrong magic "
+                          "number; expected \"%s\")",
+                          path, CKPT_MAGIC);
+    uint32_t version;
+    uint64_t total;
+    memcpy(&version, b + 8, 4);
+    memcpy(&total, b + 16, 8);
+    if (version != CKPT_VERSION)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "checkpoint '%s': unsupported version %u (this build "
+                          "reads version %u)",
+                          path, version, CKPT_VERSION);
+    if (total != len)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "checkpoint '%s': truncated or extended: %zu bytes, "
+                          "the header says %llu",
+                          path, len, (unsigned long long)total);
+    uint32_t crc;
+    memcpy(&crc, b + len - 4, 4);
+    const uint32_t want = (uint32_t)crc32(0L, b, (uInt)(len - 4));
+    if (crc != want)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "checkpoint '%s': bad checksum (stored crc32 %08x, "
+                          "computed %08x): the file is corrupt",
+                          path, crc, want);
+    return HOOP_OK;
+}
+
+static hoop_status read_param(const char *path, struct cursor *c, hoop_tensor *t, size_t i,
+                              int apply)
+{
+    char name[HOOP_TENSOR_NAME_MAX] = "";
+    const uint32_t name_len = get_u32(c);
+    if (name_len >= sizeof(name) || !get(c, name, name_len))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "checkpoint '%s': parameter %zu: bad name", path, i);
+    const uint32_t ndim = get_u32(c);
+    int64_t shape[HOOP_TENSOR_MAX_DIMS] = {0};
+    if (ndim > HOOP_TENSOR_MAX_DIMS || !get(c, shape, ndim * 8u))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "checkpoint '%s': parameter %zu: bad shape", path, i);
+    if (strcmp(name, t->name) != 0)
+        return HOOP_ERROR(HOOP_ERR_MISMATCH,
+                          "checkpoint '%s': parameter %zu is '%s' in the file "
+                          "but '%s' in the model",
+                          path, i, name, t->name);
+    int same = (int)ndim == t->ndim;
+    for (uint32_t d = 0; same && d < ndim; d++) same = shape[d] == t->shape[d];
+    if (!same) {
+        char s[96];
+        return HOOP_ERROR(HOOP_ERR_MISMATCH,
+                          "checkpoint '%s': parameter '%s' has another shape "
+                          "in the file than the model's %s",
+                          path, name, hoop_tensor_shape_str(t, s, sizeof(s)));
+    }
+    if (!get(c, apply ? t->data : NULL, t->count * 4))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "checkpoint '%s': truncated in '%s'", path, name);
+    return HOOP_OK;
+}
+
+static hoop_status read_optim(const char *path, struct cursor *c, hoop_optim *o, int apply)
+{
+    hoop_optim_config k = o->cfg;
+    k.kind = (hoop_optim_kind)get_u32(c);
+    const int nstate = (int)get_u32(c);
+    k.nesterov = (int)get_u32(c);
+    float f[7];
+    get(c, f, sizeof(f));
+    const int64_t steps = (int64_t)get_u64(c);
+    if (c->short_read)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "checkpoint '%s': truncated optimizer state", path);
+    if (k.kind != o->cfg.kind || nstate != o->nstate)
+        return HOOP_ERROR(HOOP_ERR_MISMATCH,
+                          "checkpoint '%s': optimizer kind %d with %d state "
+                          "buffers in the file, %d with %d here",
+                          path, (int)k.kind, nstate, (int)o->cfg.kind, o->nstate);
+    for (size_t i = 0; i < o->count; i++)
+        for (int s = 0; s < nstate; s++) {
+            float *dst = apply ? o->state[i * (size_t)nstate + (size_t)s] : NULL;
+            if (!get(c, dst, o->params[i]->count * 4))
+                return HOOP_ERROR(HOOP_ERR_INVALID, "checkpoint '%s': truncated optimizer state",
+                                  path);
+        }
+    if (apply) {
+        k.lr = f[0], k.momentum = f[1], k.dampening = f[2], k.weight_decay = f[3];
+        k.beta1 = f[4], k.beta2 = f[5], k.eps = f[6];
+        o->cfg = k;
+        o->steps = steps;
+    }
+    return HOOP_OK;
+}
+
+struct load_args {
+    const char *path;
+    hoop_tensor *const *params;
+    size_t count;
+    hoop_optim *opt;
+    void *extra;
+    size_t extra_cap, *extra_bytes;
+};
+
+/* Steps over optimizer state the caller did not ask for, to reach the caller data. */
+static hoop_status skip_optim(const struct load_args *a, struct cursor *c)
+{
+    get_u32(c);
+    const uint32_t nstate = get_u32(c);
+    get(c, NULL, CKPT_OPTIM_FIXED_BYTES - 8);
+    for (size_t i = 0; i < a->count && nstate <= 2; i++)
+        get(c, NULL, a->params[i]->count * 4 * nstate);
+    if (c->short_read || nstate > 2)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "checkpoint '%s': truncated optimizer state", a->path);
+    return HOOP_OK;
+}
+
+static hoop_status parse(const struct load_args *a, const unsigned char *b, size_t len, int apply)
+{
+    struct cursor c = {.buf = (unsigned char *)b, .pos = 24, .len = len - 4};
+    uint32_t flags;
+    memcpy(&flags, b + 12, 4);
+    const uint64_t nparams = get_u64(&c), extra_bytes = get_u64(&c);
+    if (nparams != a->count)
+        return HOOP_ERROR(HOOP_ERR_MISMATCH,
+                          "checkpoint '%s': %llu parameters in the file, %zu "
+                          "in the model",
+                          a->path, (unsigned long long)nparams, a->count);
+    for (size_t i = 0; i < a->count; i++)
+        HOOP_CHECK(read_param(a->path, &c, a->params[i], i, apply));
+    if (a->opt != NULL && !(flags & 1u))
+        return HOOP_ERROR(HOOP_ERR_MISMATCH, "checkpoint '%s': holds no optimizer state", a->path);
+    if ((flags & 1u) && a->opt != NULL) HOOP_CHECK(read_optim(a->path, &c, a->opt, apply));
+    if ((flags & 1u) && a->opt == NULL) HOOP_CHECK(skip_optim(a, &c));
+    if (c.len - c.pos != extra_bytes)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "checkpoint '%s': %zu bytes left for %llu bytes of "
+                          "caller data",
+                          a->path, c.len - c.pos, (unsigned long long)extra_bytes);
+    if (apply && a->extra_bytes) *a->extra_bytes = (size_t)extra_bytes;
+    if (apply && a->extra)
+        memcpy(a->extra, b + c.pos, extra_bytes < a->extra_cap ? extra_bytes : a->extra_cap);
+    return HOOP_OK;
+}
+
+hoop_status hoop_checkpoint_load(const char *path, hoop_tensor *const *params, size_t count,
+                                 hoop_optim *opt, void *extra, size_t extra_cap,
+                                 size_t *extra_bytes)
+{
+    if (path == NULL || (params == NULL && count > 0))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_load: NULL argument");
+    for (size_t i = 0; i < count; i++)
+        if (params[i] == NULL)
+            return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_load: params[%zu] is NULL", i);
+    if (opt != NULL && opt->count != count)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "hoop_checkpoint_load: the optimizer has %zu "
+                          "parameters, %zu given",
+                          opt->count, count);
+    unsigned char *b = NULL;
+    size_t len = 0;
+    HOOP_CHECK(read_file(path, &b, &len));
+    const struct load_args a = {path, params, count, opt, extra, extra_cap, extra_bytes};
+    hoop_status st = check_envelope(path, b, len);
+    if (st == HOOP_OK) st = parse(&a, b, len, 0);
+    if (st == HOOP_OK) st = parse(&a, b, len, 1);
+    free(b);
+    return st;
+}

@@ -1,0 +1,23 @@
+/*
+ * src/autograd/optim_impl.h -- the optimizer struct, shared by optim.c and checkpoint.c.
+ *
+ * Thread-safety: none; an optimizer belongs to one thread at a time.
+ */
+#ifndef HOOP_AUTOGRAD_OPTIM_IMPL_H
+#define HOOP_AUTOGRAD_OPTIM_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hoop/optim.h"
+
+struct hoop_optim {
+    hoop_optim_config cfg;
+    hoop_tensor **params; /* count entries, not owned */
+    size_t count;
+    int nstate;    /* state buffers per parameter: 0 (plain SGD), 1 (SGD momentum), 2 (AdamW) */
+    float **state; /* count * nstate buffers; state[i * nstate + k] has params[i]->count floats */
+    int64_t steps; /* steps taken */
+};
+
+#endif /* HOOP_AUTOGRAD_OPTIM_IMPL_H */

@@ -1,0 +1,372 @@
+/*
+ * src/autograd/tape.c -- the tape: per-step arena, node recording, and the backward walk
+ * with grad-ready hooks.
+ *
+ * Owns: the arena blocks (activations, their gradients, nodes, saved values) and the
+ * growable array of node pointers. The arena is a bump allocator over a list of blocks;
+ * hoop_tape_reset() rewinds it and, when a step needed more than one block, replaces them
+ * by one block of the total size, so the steady state allocates nothing.
+ *
+ * Hook timing: when a node is recorded, each parameter input seen for the first time in
+ * this tape generation sets a bit in the node's ready_mask. In reverse order no node
+ * before that one (in the forward order) uses the parameter, so right after that node's
+ * backward the parameter's gradient is final and its hook fires.
+ *
+ * Thread-safety: a tape belongs to one thread at a time. The generation counters are
+ * process-wide atomics so that stamps from different tapes never collide.
+ */
+#include <cblas.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/autograd_impl.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "hoop/nn.h"
+
+#define ARENA_MIN_BLOCK ((size_t)1 << 20)
+
+struct arena_block {
+    struct arena_block *next;
+    size_t cap, used; /* bytes of data[] */
+    _Alignas(HOOP__ALIGN) unsigned char data[];
+};
+
+struct hoop_tape {
+    struct arena_block *blocks; /* head is the block being filled; older ones follow */
+    size_t arena_total;         /* sum of block capacities */
+    struct hoop_node **nodes;
+    size_t nnodes, nodes_cap;
+    uint64_t gen;    /* this step's generation (first-use stamps) */
+    uint64_t bw_gen; /* the last backward's generation (ready stamps), 0 = none */
+    int backward_done;
+    int alloc_failed; /* an arena allocation failed (checked at the end of backward) */
+    int train, grad_enabled;
+    hoop_rng rng;
+};
+
+static atomic_uint_fast64_t next_gen = 1;
+
+static uint64_t new_gen(void)
+{
+    return atomic_fetch_add(&next_gen, 1);
+}
+
+// ----- arena --------------------------------------------------------------------------------
+
+static struct arena_block *block_new(size_t cap)
+{
+    struct arena_block *b = aligned_alloc(HOOP__ALIGN, sizeof(*b) + cap);
+    if (b == NULL) return NULL;
+    b->next = NULL;
+    b->cap = cap;
+    b->used = 0;
+    return b;
+}
+
+void *hoop__arena_alloc(hoop_tape *tape, size_t bytes)
+{
+    bytes = (bytes + HOOP__ALIGN - 1) / HOOP__ALIGN * HOOP__ALIGN;
+    struct arena_block *b = tape->blocks;
+    if (b == NULL || b->cap - b->used < bytes) {
+        size_t cap = tape->arena_total > ARENA_MIN_BLOCK ? tape->arena_total : ARENA_MIN_BLOCK;
+        if (cap < bytes) cap = bytes;
+        struct arena_block *nb = block_new(cap);
+        if (nb == NULL) {
+            tape->alloc_failed = 1;
+            HOOP_ERROR(HOOP_ERR_NOMEM, "tape arena: cannot allocate a block of %zu bytes", cap);
+            return NULL;
+        }
+        nb->next = b;
+        tape->blocks = nb;
+        tape->arena_total += cap;
+        HOOP_DEBUGF(AUTOGRAD, "tape arena grows by %zu bytes to %zu", cap, tape->arena_total);
+        b = nb;
+    }
+    void *p = b->data + b->used;
+    b->used += bytes;
+    return p;
+}
+
+static void arena_free_all(hoop_tape *tape)
+{
+    struct arena_block *b = tape->blocks;
+    while (b != NULL) {
+        struct arena_block *next = b->next;
+        free(b);
+        b = next;
+    }
+    tape->blocks = NULL;
+    tape->arena_total = 0;
+}
+
+/* Rewinds the arena; merges several blocks into one of the high-water size (the bytes the
+ * step used, rounded up to a MiB), so the next steps fit in one block. */
+static void arena_reset(hoop_tape *tape)
+{
+    if (tape->blocks == NULL) return;
+    if (tape->blocks->next != NULL) {
+        size_t total = 0;
+        for (struct arena_block *b = tape->blocks; b != NULL; b = b->next) total += b->used;
+        total = (total + ARENA_MIN_BLOCK - 1) / ARENA_MIN_BLOCK * ARENA_MIN_BLOCK;
+        arena_free_all(tape);
+        tape->blocks = block_new(total); /* on failure, the next alloc retries */
+        if (tape->blocks != NULL) tape->arena_total = total;
+        return;
+    }
+    tape->blocks->used = 0;
+}
+
+hoop_status hoop__tensor_view(hoop_tape *tape, int ndim, const int64_t *shape, float *view_data,
+                              hoop_tensor **out)
+{
+    size_t count;
+    *out = NULL;
+    HOOP_CHECK(hoop__shape_check(ndim, shape, &count));
+    hoop_tensor *t = hoop__arena_alloc(tape, sizeof(*t));
+    if (t == NULL) return HOOP_ERR_NOMEM;
+    hoop__tensor_header(t, ndim, shape, count);
+    t->data = view_data;
+    *out = t;
+    return HOOP_OK;
+}
+
+hoop_status hoop__tensor_arena(hoop_tape *tape, int ndim, const int64_t *shape, hoop_tensor **out)
+{
+    HOOP_CHECK(hoop__tensor_view(tape, ndim, shape, NULL, out));
+    (*out)->data = hoop__arena_alloc(tape, (*out)->count * sizeof(float));
+    if ((*out)->data == NULL) {
+        *out = NULL;
+        return HOOP_ERR_NOMEM;
+    }
+    return HOOP_OK;
+}
+
+/* Says once which OpenBLAS kernels run the GEMMs. OpenBLAS 0.3.21 does not know AMD Zen 5
+ * and falls back to its AVX2 (Haswell) kernels on CPUs that have AVX-512; on this kind of
+ * machine OPENBLAS_CORETYPE=SkylakeX roughly doubles sgemm throughput. */
+static void log_blas_once(void)
+{
+    const char *core = openblas_get_corename();
+    HOOP_INFO(AUTOGRAD, "GEMM: %s, OpenBLAS core %s, %d thread(s)", openblas_get_config(), core,
+              openblas_get_num_threads());
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx512f") &&
+        (strcmp(core, "Haswell") == 0 || strncmp(core, "Zen", 3) == 0))
+        HOOP_INFO(AUTOGRAD,
+                  "the CPU has AVX-512 but OpenBLAS runs its %s kernels; "
+                  "OPENBLAS_CORETYPE=SkylakeX may be faster",
+                  core);
+#endif
+}
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+// ----- tape lifetime ------------------------------------------------------------------------
+
+hoop_status hoop_tape_init(hoop_tape **out)
+{
+    if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tape_init: out is NULL");
+    pthread_once(&blas_once, log_blas_once);
+    hoop_tape *tape;
+    HOOP_CHECK(hoop__calloc(&tape, 1));
+    tape->gen = new_gen();
+    tape->train = 1;
+    tape->grad_enabled = 1;
+    hoop_rng_seed(&tape->rng, 0);
+    *out = tape;
+    return HOOP_OK;
+}
+
+hoop_status hoop_tape_destroy(hoop_tape *tape)
+{
+    if (tape == NULL) return HOOP_OK;
+    arena_free_all(tape);
+    free(tape->nodes);
+    free(tape);
+    return HOOP_OK;
+}
+
+void hoop_tape_reset(hoop_tape *tape)
+{
+    arena_reset(tape);
+    tape->nnodes = 0;
+    tape->gen = new_gen();
+    tape->backward_done = 0;
+}
+
+void hoop_tape_set_train(hoop_tape *tape, int train)
+{
+    tape->train = train != 0;
+}
+
+int hoop_tape_train(const hoop_tape *tape)
+{
+    return tape->train;
+}
+
+void hoop_tape_set_grad_enabled(hoop_tape *tape, int enabled)
+{
+    tape->grad_enabled = enabled != 0;
+}
+
+void hoop_tape_seed(hoop_tape *tape, uint64_t seed)
+{
+    hoop_rng_seed(&tape->rng, seed);
+}
+
+struct hoop_rng *hoop__tape_rng(hoop_tape *tape)
+{
+    return &tape->rng;
+}
+
+size_t hoop_tape_node_count(const hoop_tape *tape)
+{
+    return tape->nnodes;
+}
+
+size_t hoop_tape_arena_bytes(const hoop_tape *tape)
+{
+    return tape->arena_total;
+}
+
+hoop_status hoop_tape_tensor_new(hoop_tape *tape, int ndim, const int64_t *shape, hoop_tensor **out)
+{
+    if (tape == NULL || out == NULL)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tape_tensor_new: tape or out is NULL");
+    return hoop__tensor_arena(tape, ndim, shape, out);
+}
+
+// ----- recording ----------------------------------------------------------------------------
+
+int hoop__tape_wants_grad(const hoop_tape *tape, hoop_tensor *const *in, int nin)
+{
+    if (!tape->grad_enabled) return 0;
+    for (int i = 0; i < nin; i++)
+        if (in[i] != NULL && in[i]->requires_grad) return 1;
+    return 0;
+}
+
+static hoop_status push_node(hoop_tape *tape, struct hoop_node *n)
+{
+    if (tape->nnodes == tape->nodes_cap) {
+        size_t cap = tape->nodes_cap ? 2 * tape->nodes_cap : 64;
+        HOOP_CHECK(hoop__realloc(&tape->nodes, cap));
+        tape->nodes_cap = cap;
+    }
+    tape->nodes[tape->nnodes++] = n;
+    return HOOP_OK;
+}
+
+hoop_status hoop__tape_record(hoop_tape *tape, const char *op, hoop__backward_fn backward,
+                              hoop_tensor *const *in, int nin, hoop_tensor *out,
+                              struct hoop_node **node)
+{
+    if (node) *node = NULL;
+    if (!hoop__tape_wants_grad(tape, in, nin)) return HOOP_OK;
+    struct hoop_node *n = hoop__arena_alloc(tape, sizeof(*n));
+    if (n == NULL) return HOOP_ERR_NOMEM;
+    memset(n, 0, sizeof(*n));
+    n->op = op;
+    n->backward = backward;
+    n->nin = nin;
+    n->out = out;
+    for (int i = 0; i < nin; i++) {
+        hoop_tensor *t = in[i];
+        n->in[i] = t;
+        if (t == NULL || !t->long_lived || !t->requires_grad || t->use_gen == tape->gen) continue;
+        t->use_gen = tape->gen;
+        n->ready_mask |= 1u << i;
+    }
+    HOOP_CHECK(push_node(tape, n));
+    out->requires_grad = 1;
+    out->node = n;
+    if (node) *node = n;
+    return HOOP_OK;
+}
+
+// ----- backward -----------------------------------------------------------------------------
+
+float *hoop__grad_for(hoop_tape *tape, hoop_tensor *t, int *accumulate)
+{
+    *accumulate = 1;
+    if (t == NULL || !t->requires_grad) return NULL;
+    if (t->long_lived) return t->grad;
+    if (t->grad_set) return t->grad;
+    if (t->grad == NULL) t->grad = hoop__arena_alloc(tape, t->count * sizeof(float));
+    if (t->grad == NULL) return NULL;
+    t->grad_set = 1;
+    *accumulate = 0;
+    return t->grad;
+}
+
+/* Fires the hooks of the parameters first used by n, in reverse argument order. */
+static void fire_ready(hoop_tape *tape, struct hoop_node *n)
+{
+    for (int i = n->nin - 1; i >= 0; i--) {
+        if (!(n->ready_mask & (1u << i))) continue;
+        hoop_tensor *p = n->in[i];
+        p->ready_gen = tape->bw_gen;
+        if (p->hook) p->hook(p, p->hook_user);
+    }
+}
+
+static hoop_status find_node(const hoop_tape *tape, const hoop_tensor *out, size_t *idx)
+{
+    if (out->node != NULL)
+        for (size_t i = tape->nnodes; i-- > 0;)
+            if (tape->nodes[i] == out->node) {
+                *idx = i;
+                return HOOP_OK;
+            }
+    return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_backward: the tensor was not produced by an op "
+                                        "recorded on this tape (grad mode off, or no input "
+                                        "requires grad?)");
+}
+
+hoop_status hoop__backward_from(hoop_tape *tape, hoop_tensor *out, const float *dy)
+{
+    if (tape == NULL || out == NULL || dy == NULL)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_backward: NULL tape or tensor");
+    if (tape->backward_done)
+        return HOOP_ERROR(HOOP_ERR_USAGE, "hoop_backward: backward already ran on this tape; "
+                                          "call hoop_tape_reset and run a new forward pass");
+    size_t last = 0;
+    HOOP_CHECK(find_node(tape, out, &last));
+    int acc;
+    float *g = hoop__grad_for(tape, out, &acc);
+    if (g == NULL) return HOOP_ERR_NOMEM;
+    memcpy(g, dy, out->count * sizeof(float));
+    tape->backward_done = 1;
+    tape->alloc_failed = 0;
+    tape->bw_gen = new_gen();
+    for (size_t i = last + 1; i-- > 0;) {
+        struct hoop_node *n = tape->nodes[i];
+        if (n->out->grad_set) n->backward(tape, n);
+        fire_ready(tape, n);
+    }
+    if (tape->alloc_failed)
+        return HOOP_ERROR(HOOP_ERR_NOMEM, "hoop_backward: the arena could not grow; gradients "
+                                          "are incomplete");
+    return HOOP_OK;
+}
+
+hoop_status hoop_backward(hoop_tape *tape, hoop_tensor *loss)
+{
+    if (loss != NULL && loss->count != 1) {
+        char s[96];
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "hoop_backward: loss has shape %s, expected a "
+                          "scalar (1 element)",
+                          hoop_tensor_shape_str(loss, s, sizeof(s)));
+    }
+    const float one = 1.0f;
+    return hoop__backward_from(tape, loss, &one);
+}
+
+int hoop_tape_grad_was_ready(const hoop_tape *tape, const hoop_tensor *param)
+{
+    return tape->bw_gen != 0 && param->ready_gen == tape->bw_gen;
+}

@@ -1,0 +1,281 @@
+/*
+ * src/autograd/tensor.c -- long-lived tensors (parameters, input buffers), shape helpers,
+ * and the portable random stream (xoshiro256** seeded by splitmix64).
+ *
+ * Owns: the data and (owned) grad buffers of tensors made by hoop_tensor_new().
+ * Thread-safety: none per tensor; the functions keep no global state.
+ */
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/autograd_impl.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "hoop/nn.h"
+
+// ----- shapes -------------------------------------------------------------------------------
+
+hoop_status hoop__shape_check(int ndim, const int64_t *shape, size_t *count)
+{
+    if (ndim < 0 || ndim > HOOP_TENSOR_MAX_DIMS)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "ndim=%d is outside 0..%d", ndim, HOOP_TENSOR_MAX_DIMS);
+    if (ndim > 0 && shape == NULL)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "shape is NULL for ndim=%d", ndim);
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 1)
+            return HOOP_ERROR(HOOP_ERR_INVALID, "dimension %d is %" PRId64 " (must be >= 1)", i,
+                              shape[i]);
+        if ((uint64_t)shape[i] > (SIZE_MAX / sizeof(float)) / n)
+            return HOOP_ERROR(HOOP_ERR_INVALID, "shape overflows size_t at dimension %d", i);
+        n *= (size_t)shape[i];
+    }
+    *count = n;
+    return HOOP_OK;
+}
+
+void hoop__tensor_header(hoop_tensor *t, int ndim, const int64_t *shape, size_t count)
+{
+    memset(t, 0, sizeof(*t));
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    t->count = count;
+    t->device = HOOP_DEVICE_CPU;
+}
+
+int hoop__same_shape(const hoop_tensor *a, const hoop_tensor *b)
+{
+    if (a->ndim != b->ndim) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return 0;
+    return 1;
+}
+
+hoop_status hoop__check_arg(const hoop_tensor *t, const char *op, const char *what)
+{
+    if (t == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "%s: %s is NULL", op, what);
+    if (t->device != HOOP_DEVICE_CPU)
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "%s: %s is not a CPU tensor", op, what);
+    if (t->count > (size_t)INT_MAX)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s: %s has %zu elements; ops take at most %d (BLAS "
+                          "indexes with int)",
+                          op, what, t->count, INT_MAX);
+    return HOOP_OK;
+}
+
+char *hoop_tensor_shape_str(const hoop_tensor *t, char *buf, size_t bytes)
+{
+    if (bytes == 0) return buf;
+    size_t used = 0;
+    buf[0] = '\0';
+    used += (size_t)snprintf(buf, bytes, "(");
+    for (int i = 0; i < t->ndim && used < bytes; i++)
+        used +=
+            (size_t)snprintf(buf + used, bytes - used, "%s%" PRId64, i ? ", " : "", t->shape[i]);
+    if (used < bytes) snprintf(buf + used, bytes - used, ")");
+    return buf;
+}
+
+// ----- long-lived tensors -------------------------------------------------------------------
+
+static float *alloc_floats(size_t count)
+{
+    size_t bytes = (count * sizeof(float) + HOOP__ALIGN - 1) / HOOP__ALIGN * HOOP__ALIGN;
+    float *p = aligned_alloc(HOOP__ALIGN, bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+hoop_status hoop_tensor_new(hoop_tensor **out, int ndim, const int64_t *shape, hoop_device device,
+                            int requires_grad)
+{
+    if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tensor_new: out is NULL");
+    *out = NULL;
+    if (device != HOOP_DEVICE_CPU)
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                          "hoop_tensor_new: device %d is not supported "
+                          "by the CPU autograd engine",
+                          (int)device);
+    size_t count;
+    HOOP_CHECK(hoop__shape_check(ndim, shape, &count));
+    hoop_tensor *t;
+    HOOP_CHECK(hoop__calloc(&t, 1));
+    hoop__tensor_header(t, ndim, shape, count);
+    t->long_lived = 1;
+    t->requires_grad = requires_grad != 0;
+    t->data = alloc_floats(count);
+    if (t->requires_grad) {
+        t->grad = alloc_floats(count);
+        t->owns_grad = 1;
+    }
+    if (t->data == NULL || (t->requires_grad && t->grad == NULL)) {
+        hoop_tensor_free(t);
+        return HOOP_ERROR(HOOP_ERR_NOMEM, "hoop_tensor_new: cannot allocate %zu floats", count);
+    }
+    *out = t;
+    return HOOP_OK;
+}
+
+void hoop_tensor_free(hoop_tensor *t)
+{
+    if (t == NULL) return;
+    if (!t->long_lived) {
+        HOOP_WARN("hoop_tensor_free: ignoring an arena tensor (it dies at hoop_tape_reset)");
+        return;
+    }
+    free(t->data);
+    if (t->owns_grad) free(t->grad);
+    free(t);
+}
+
+int hoop_tensor_ndim(const hoop_tensor *t)
+{
+    return t->ndim;
+}
+
+int64_t hoop_tensor_dim(const hoop_tensor *t, int i)
+{
+    return (i >= 0 && i < t->ndim) ? t->shape[i] : 0;
+}
+
+size_t hoop_tensor_count(const hoop_tensor *t)
+{
+    return t->count;
+}
+
+hoop_device hoop_tensor_device(const hoop_tensor *t)
+{
+    return t->device;
+}
+
+int hoop_tensor_requires_grad(const hoop_tensor *t)
+{
+    return t->requires_grad;
+}
+
+float *hoop_tensor_data(hoop_tensor *t)
+{
+    return t->data;
+}
+
+float *hoop_tensor_grad(hoop_tensor *t)
+{
+    if (t->long_lived) return t->grad;
+    return t->grad_set ? t->grad : NULL;
+}
+
+void hoop_tensor_zero_grad(hoop_tensor *t)
+{
+    if (t != NULL && t->long_lived && t->grad != NULL) memset(t->grad, 0, t->count * sizeof(float));
+}
+
+hoop_status hoop_tensor_copy_from(hoop_tensor *t, const float *src, size_t count)
+{
+    if (t == NULL || src == NULL)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tensor_copy_from: NULL tensor or source");
+    if (count != t->count) {
+        char s[96];
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "hoop_tensor_copy_from: %zu floats given for a tensor of shape %s "
+                          "(%zu elements)",
+                          count, hoop_tensor_shape_str(t, s, sizeof(s)), t->count);
+    }
+    memcpy(t->data, src, count * sizeof(float));
+    return HOOP_OK;
+}
+
+void hoop_tensor_fill(hoop_tensor *t, float value)
+{
+    for (size_t i = 0; i < t->count; i++) t->data[i] = value;
+}
+
+const char *hoop_tensor_name(const hoop_tensor *t)
+{
+    return t->name;
+}
+
+void hoop_tensor_set_name(hoop_tensor *t, const char *name)
+{
+    snprintf(t->name, sizeof(t->name), "%s", name ? name : "");
+}
+
+static hoop_status check_param(const hoop_tensor *p, const char *fn)
+{
+    if (p == NULL || !p->long_lived || !p->requires_grad)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s: the tensor is not a parameter (a hoop_tensor_new tensor with "
+                          "requires_grad)",
+                          fn);
+    return HOOP_OK;
+}
+
+hoop_status hoop_tensor_set_grad_hook(hoop_tensor *param, hoop_grad_hook_fn fn, void *user)
+{
+    HOOP_CHECK(check_param(param, "hoop_tensor_set_grad_hook"));
+    param->hook = fn;
+    param->hook_user = fn ? user : NULL;
+    return HOOP_OK;
+}
+
+hoop_status hoop_tensor_set_grad_buffer(hoop_tensor *param, float *buf)
+{
+    HOOP_CHECK(check_param(param, "hoop_tensor_set_grad_buffer"));
+    if (buf == param->grad) return HOOP_OK;
+    float *dst = buf;
+    if (dst == NULL) {
+        dst = alloc_floats(param->count);
+        if (dst == NULL)
+            return HOOP_ERROR(HOOP_ERR_NOMEM,
+                              "hoop_tensor_set_grad_buffer: cannot allocate "
+                              "%zu floats",
+                              param->count);
+    }
+    memmove(dst, param->grad, param->count * sizeof(float));
+    if (param->owns_grad) free(param->grad);
+    param->grad = dst;
+    param->owns_grad = buf == NULL;
+    return HOOP_OK;
+}
+
+// ----- random stream: xoshiro256** (Blackman & Vigna 2018) ----------------------------------
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void hoop_rng_seed(hoop_rng *rng, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++) rng->s[i] = splitmix64(&seed);
+}
+
+static inline uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+uint64_t hoop_rng_next(hoop_rng *rng)
+{
+    uint64_t *s = rng->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+float hoop_rng_uniform(hoop_rng *rng)
+{
+    return (float)(hoop_rng_next(rng) >> 40) * (1.0f / 16777216.0f);
+}

@@ -1,0 +1,329 @@
+/*
+ * tests/check_optim.c -- optimizer rules (hand-computed values), the learning-rate
+ * schedule, gradient clipping, and checkpoint save/load (bit-for-bit round trip; truncated,
+ * foreign and corrupt files rejected with messages naming the file and the fault).
+ * Multi-step agreement with PyTorch is in check_autograd_ref.c.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hoop/autograd.h"
+#include "hoop/nn.h"
+#include "hoop/optim.h"
+
+static hoop_tensor *param(int64_t n, float value, float grad)
+{
+    hoop_tensor *p;
+    ck_assert_int_eq(hoop_tensor_new(&p, 1, &n, HOOP_DEVICE_CPU, 1), HOOP_OK);
+    hoop_tensor_fill(p, value);
+    for (int64_t i = 0; i < n; i++) hoop_tensor_grad(p)[i] = grad;
+    return p;
+}
+
+static void assert_error_has(const char *a, const char *b)
+{
+    ck_assert_msg(strstr(hoop_last_error(), a) != NULL, "'%s' not in: %s", a, hoop_last_error());
+    if (b)
+        ck_assert_msg(strstr(hoop_last_error(), b) != NULL, "'%s' not in: %s", b,
+                      hoop_last_error());
+}
+
+// ----- optimizer rules ------------------------------------------------------------------------
+
+START_TEST(test_sgd_momentum_by_hand)
+{
+    hoop_tensor *p = param(3, 1.0f, 0.5f);
+    hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
+    cfg.lr = 0.1f;
+    cfg.momentum = 0.9f;
+    cfg.weight_decay = 0.1f;
+    hoop_optim *o;
+    ck_assert_int_eq(hoop_optim_new(&o, &cfg, &p, 1), HOOP_OK);
+    /* step 1: g = 0.5 + 0.1*1 = 0.6, b = 0.6, p = 1 - 0.06 = 0.94 */
+    ck_assert_int_eq(hoop_optim_step(o), HOOP_OK);
+    ck_assert_float_eq_tol(hoop_tensor_data(p)[0], 0.94f, 1e-6f);
+    /* step 2: g = 0.5 + 0.094 = 0.594, b = 0.54 + 0.594 = 1.134, p = 0.94 - 0.1134 */
+    ck_assert_int_eq(hoop_optim_step(o), HOOP_OK);
+    ck_assert_float_eq_tol(hoop_tensor_data(p)[2], 0.8266f, 1e-6f);
+    hoop_optim_zero_grad(o);
+    ck_assert_float_eq(hoop_tensor_grad(p)[1], 0.0f);
+    hoop_optim_set_lr(o, 0.5f);
+    ck_assert_float_eq(hoop_optim_lr(o), 0.5f);
+    ck_assert_int_eq(hoop_optim_step_count(o), 2);
+    hoop_optim_free(o);
+    hoop_tensor_free(p);
+}
+END_TEST
+
+START_TEST(test_adamw_first_step_by_hand)
+{
+    hoop_tensor *p = param(2, 2.0f, -0.3f);
+    hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
+    cfg.kind = HOOP_OPTIM_ADAMW;
+    cfg.lr = 0.01f;
+    cfg.weight_decay = 0.5f;
+    hoop_optim *o;
+    ck_assert_int_eq(hoop_optim_new(&o, &cfg, &p, 1), HOOP_OK);
+    ck_assert_int_eq(hoop_optim_step(o), HOOP_OK);
+    /* decay: 2 * (1 - 0.005) = 1.99; first Adam step moves by lr * sign(g) (eps aside). */
+    ck_assert_float_eq_tol(hoop_tensor_data(p)[0], 1.99f + 0.01f, 1e-6f);
+    hoop_optim_free(o);
+    hoop_tensor_free(p);
+}
+END_TEST
+
+START_TEST(test_optim_config_errors)
+{
+    hoop_tensor *p = param(2, 0.0f, 0.0f), *x;
+    const int64_t n = 2;
+    ck_assert_int_eq(hoop_tensor_new(&x, 1, &n, HOOP_DEVICE_CPU, 0), HOOP_OK);
+    hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
+    hoop_optim *o = NULL;
+    cfg.nesterov = 1;
+    ck_assert_int_eq(hoop_optim_new(&o, &cfg, &p, 1), HOOP_ERR_INVALID);
+    assert_error_has("Nesterov", NULL);
+    cfg = (hoop_optim_config)HOOP_OPTIM_CONFIG_INIT;
+    cfg.lr = -1.0f;
+    ck_assert_int_eq(hoop_optim_new(&o, &cfg, &p, 1), HOOP_ERR_INVALID);
+    cfg = (hoop_optim_config)HOOP_OPTIM_CONFIG_INIT;
+    cfg.kind = HOOP_OPTIM_ADAMW;
+    cfg.beta2 = 1.0f;
+    ck_assert_int_eq(hoop_optim_new(&o, &cfg, &p, 1), HOOP_ERR_INVALID);
+    cfg = (hoop_optim_config)HOOP_OPTIM_CONFIG_INIT;
+    ck_assert_int_eq(hoop_optim_new(&o, &cfg, &x, 1), HOOP_ERR_INVALID);
+    assert_error_has("params[0]", NULL);
+    ck_assert_ptr_null(o);
+    hoop_optim_free(NULL);
+    hoop_tensor_free(x);
+    hoop_tensor_free(p);
+}
+END_TEST
+
+START_TEST(test_lr_schedule)
+{
+    const hoop_lr_schedule s = {
+        .base_lr = 0.1f, .min_lr = 0.001f, .warmup_steps = 10, .total_steps = 110};
+    ck_assert_float_eq_tol(hoop_lr_at(&s, 0), 0.01f, 1e-7f);
+    ck_assert_float_eq_tol(hoop_lr_at(&s, 9), 0.1f, 1e-7f);
+    ck_assert_float_eq_tol(hoop_lr_at(&s, 10), 0.1f, 1e-7f);
+    ck_assert_float_eq_tol(hoop_lr_at(&s, 60), 0.0505f, 1e-6f); /* half way: the mean */
+    ck_assert_float_eq_tol(hoop_lr_at(&s, 110), 0.001f, 1e-7f);
+    ck_assert_float_eq_tol(hoop_lr_at(&s, 500), 0.001f, 1e-7f);
+    const float q = 0.001f + 0.099f * (1.0f + cosf((float)M_PI * 0.25f)) / 2.0f;
+    ck_assert_float_eq_tol(hoop_lr_at(&s, 35), q, 1e-6f);
+}
+END_TEST
+
+START_TEST(test_clip_grad_norm)
+{
+    hoop_tensor *p[2] = {param(3, 0.0f, 1.0f), param(1, 0.0f, 0.0f)};
+    hoop_tensor_grad(p[1])[0] = 1.0f; /* global norm: sqrt(4) = 2 */
+    float norm = 0.0f;
+    ck_assert_int_eq(hoop_clip_grad_norm(p, 2, 5.0f, &norm), HOOP_OK);
+    ck_assert_float_eq_tol(norm, 2.0f, 1e-6f);
+    ck_assert_float_eq(hoop_tensor_grad(p[0])[0], 1.0f); /* under the limit: untouched */
+    ck_assert_int_eq(hoop_clip_grad_norm(p, 2, 1.0f, &norm), HOOP_OK);
+    ck_assert_float_eq_tol(hoop_tensor_grad(p[0])[2], 0.5f, 1e-6f);
+    ck_assert_float_eq_tol(hoop_tensor_grad(p[1])[0], 0.5f, 1e-6f);
+    ck_assert_int_eq(hoop_clip_grad_norm(p, 2, 0.0f, NULL), HOOP_ERR_INVALID);
+    hoop_tensor_free(p[0]);
+    hoop_tensor_free(p[1]);
+}
+END_TEST
+
+// ----- checkpoints --------------------------------------------------------------------------
+
+struct fixture {
+    char dir[64], path[128];
+    hoop_model *m;
+    hoop_optim *opt;
+};
+
+/* A CNN-free small MLP trained 3 AdamW steps, so the optimizer state is non-trivial. */
+static void fixture_make(struct fixture *f, uint64_t seed)
+{
+    snprintf(f->dir, sizeof(f->dir), "/tmp/hoop_ckpt_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(f->dir));
+    snprintf(f->path, sizeof(f->path), "%s/model.ckpt", f->dir);
+    const int64_t sizes[3] = {6, 5, 3};
+    ck_assert_int_eq(hoop_model_new_mlp(&f->m, sizes, 3, seed), HOOP_OK);
+    hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
+    cfg.kind = HOOP_OPTIM_ADAMW;
+    ck_assert_int_eq(hoop_optim_new(&f->opt, &cfg, hoop_model_params(f->m), 4), HOOP_OK);
+    hoop_rng rng;
+    hoop_rng_seed(&rng, seed);
+    for (int s = 0; s < 3; s++) {
+        for (size_t i = 0; i < 4; i++) {
+            hoop_tensor *p = hoop_model_param(f->m, i);
+            for (size_t k = 0; k < hoop_tensor_count(p); k++)
+                hoop_tensor_grad(p)[k] = hoop_rng_uniform(&rng) - 0.5f;
+        }
+        ck_assert_int_eq(hoop_optim_step(f->opt), HOOP_OK);
+    }
+}
+
+static void fixture_free(struct fixture *f)
+{
+    hoop_optim_free(f->opt);
+    hoop_model_free(f->m);
+    unlink(f->path);
+    ck_assert_int_eq(rmdir(f->dir), 0); /* no temporary file left behind */
+}
+
+/* One more identical step on both sides must give identical bits (state restored). */
+static void step_both(struct fixture *a, struct fixture *b)
+{
+    for (size_t i = 0; i < 4; i++) {
+        hoop_tensor *pa = hoop_model_param(a->m, i), *pb = hoop_model_param(b->m, i);
+        for (size_t k = 0; k < hoop_tensor_count(pa); k++)
+            hoop_tensor_grad(pa)[k] = hoop_tensor_grad(pb)[k] = 0.01f * (float)k;
+    }
+    ck_assert_int_eq(hoop_optim_step(a->opt), HOOP_OK);
+    ck_assert_int_eq(hoop_optim_step(b->opt), HOOP_OK);
+}
+
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    unsigned char *buf = malloc(1 << 20);
+    *n = fread(buf, 1, 1 << 20, f);
+    fclose(f);
+    return buf;
+}
+
+START_TEST(test_checkpoint_round_trip)
+{
+    struct fixture a, b;
+    fixture_make(&a, 1);
+    fixture_make(&b, 2);
+    const char extra[] = "epoch=7";
+    ck_assert_int_eq(
+        hoop_checkpoint_save(a.path, hoop_model_params(a.m), 4, a.opt, extra, sizeof(extra)),
+        HOOP_OK);
+    char got[32] = "";
+    size_t got_bytes = 0;
+    ck_assert_int_eq(hoop_checkpoint_load(a.path, hoop_model_params(b.m), 4, b.opt, got,
+                                          sizeof(got), &got_bytes),
+                     HOOP_OK);
+    ck_assert_uint_eq(got_bytes, sizeof(extra));
+    ck_assert_str_eq(got, "epoch=7");
+    ck_assert_int_eq(hoop_optim_step_count(b.opt), 3);
+    /* Saving what was loaded reproduces the file byte for byte. */
+    char again[160];
+    snprintf(again, sizeof(again), "%s/again.ckpt", b.dir);
+    ck_assert_int_eq(
+        hoop_checkpoint_save(again, hoop_model_params(b.m), 4, b.opt, extra, sizeof(extra)),
+        HOOP_OK);
+    size_t na, nb;
+    unsigned char *fa = slurp(a.path, &na), *fb = slurp(again, &nb);
+    ck_assert_uint_eq(na, nb);
+    ck_assert_mem_eq(fa, fb, na);
+    free(fa);
+    free(fb);
+    unlink(again);
+    step_both(&a, &b);
+    for (size_t i = 0; i < 4; i++) {
+        hoop_tensor *pa = hoop_model_param(a.m, i), *pb = hoop_model_param(b.m, i);
+        ck_assert_mem_eq(hoop_tensor_data(pa), hoop_tensor_data(pb),
+                         hoop_tensor_count(pa) * sizeof(float));
+    }
+    /* Parameters only (no optimizer) load from the same file too. */
+    ck_assert_int_eq(hoop_checkpoint_load(a.path, hoop_model_params(b.m), 4, NULL, NULL, 0, NULL),
+                     HOOP_OK);
+    fixture_free(&a);
+    fixture_free(&b);
+}
+END_TEST
+
+static void rewrite(const char *path, long offset, const void *bytes, size_t n, long truncate_to)
+{
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    if (n) {
+        ck_assert_int_eq(fseek(f, offset, SEEK_SET), 0);
+        ck_assert_uint_eq(fwrite(bytes, 1, n, f), n);
+    }
+    fclose(f);
+    if (truncate_to >= 0) ck_assert_int_eq(truncate(path, truncate_to), 0);
+}
+
+/* Loading must fail with HOOP_ERR_INVALID naming path and want, leaving b untouched. */
+static void expect_rejected(struct fixture *b, const char *path, const char *want)
+{
+    hoop_tensor *p0 = hoop_model_param(b->m, 0);
+    const float before = hoop_tensor_data(p0)[0];
+    ck_assert_int_eq(hoop_checkpoint_load(path, hoop_model_params(b->m), 4, b->opt, NULL, 0, NULL),
+                     HOOP_ERR_INVALID);
+    assert_error_has(path, want);
+    ck_assert_float_eq(hoop_tensor_data(p0)[0], before);
+}
+
+START_TEST(test_checkpoint_rejects_bad_files)
+{
+    struct fixture a, b;
+    fixture_make(&a, 1);
+    fixture_make(&b, 2);
+    ck_assert_int_eq(hoop_checkpoint_save(a.path, hoop_model_params(a.m), 4, a.opt, NULL, 0),
+                     HOOP_OK);
+    rewrite(a.path, 100, "\x7f", 1, -1); /* one flipped byte in the body */
+    expect_rejected(&b, a.path, "bad checksum");
+    ck_assert_int_eq(hoop_checkpoint_save(a.path, hoop_model_params(a.m), 4, a.opt, NULL, 0),
+                     HOOP_OK);
+    rewrite(a.path, 0, "NOTHOOP!", 8, -1);
+    expect_rejected(&b, a.path, "wrong magic");
+    ck_assert_int_eq(hoop_checkpoint_save(a.path, hoop_model_params(a.m), 4, a.opt, NULL, 0),
+                     HOOP_OK);
+    rewrite(a.path, 0, NULL, 0, 200);
+    expect_rejected(&b, a.path, "truncated");
+    rewrite(a.path, 0, NULL, 0, 10);
+    expect_rejected(&b, a.path, "truncated");
+    ck_assert_int_eq(hoop_checkpoint_save(a.path, hoop_model_params(a.m), 4, a.opt, NULL, 0),
+                     HOOP_OK);
+    const uint32_t v99 = 99;
+    rewrite(a.path, 8, &v99, 4, -1);
+    expect_rejected(&b, a.path, "unsupported version 99");
+    /* A model of another shape: HOOP_ERR_MISMATCH naming the parameter. */
+    ck_assert_int_eq(hoop_checkpoint_save(a.path, hoop_model_params(a.m), 4, a.opt, NULL, 0),
+                     HOOP_OK);
+    hoop_model *other;
+    const int64_t sizes[3] = {6, 4, 3};
+    ck_assert_int_eq(hoop_model_new_mlp(&other, sizes, 3, 1), HOOP_OK);
+    ck_assert_int_eq(hoop_checkpoint_load(a.path, hoop_model_params(other), 4, NULL, NULL, 0, NULL),
+                     HOOP_ERR_MISMATCH);
+    assert_error_has("fc1.weight", "(4, 6)");
+    hoop_model_free(other);
+    char missing[160];
+    snprintf(missing, sizeof(missing), "%s/missing.ckpt", a.dir);
+    ck_assert_int_eq(hoop_checkpoint_load(missing, hoop_model_params(b.m), 4, NULL, NULL, 0, NULL),
+                     HOOP_ERR_SYSTEM);
+    assert_error_has(missing, "cannot open");
+    fixture_free(&a);
+    fixture_free(&b);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("optim");
+    TCase *core = tcase_create("core");
+    tcase_add_test(core, test_sgd_momentum_by_hand);
+    tcase_add_test(core, test_adamw_first_step_by_hand);
+    tcase_add_test(core, test_lr_schedule);
+    tcase_add_test(core, test_clip_grad_norm);
+    tcase_add_test(core, test_checkpoint_round_trip);
+    TCase *errors = tcase_create("errors");
+    tcase_add_test(errors, test_optim_config_errors);
+    tcase_add_test(errors, test_checkpoint_rejects_bad_files);
+    suite_add_tcase(s, core);
+    suite_add_tcase(s, errors);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

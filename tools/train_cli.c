@@ -1,0 +1,241 @@
+/*
+ * tools/train_cli.c -- parsing of hoop-train's flags.
+ *
+ * Flags take "--name value" or "--name=value". Numbers go through the strict parsers of
+ * src/core/env.c (integers) or train_parse_float below; choices are matched exactly.
+ * Learning rate and weight decay default per optimizer when not given (NaN = unset).
+ * Owns nothing; not thread-safe (called once from main).
+ */
+#include "train_cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "core/env.h"
+
+#define FLAG_MAX 64
+
+static const char usage_text[] =
+    "usage: hoop-train [options]\n"
+    "Trains an MLP (784-512-256-10, ReLU) or a small CNN on Fashion-MNIST (IDX files).\n"
+    "\n"
+    "  --model mlp|cnn          architecture (mlp)\n"
+    "  --epochs N               passes over the training set (mlp 10, cnn 5)\n"
+    "  --batch-size B           samples per step (128)\n"
+    "  --optimizer sgd|adamw    optimizer (sgd)\n"
+    "  --lr X                   peak learning rate (sgd 0.05, adamw 0.001)\n"
+    "  --momentum M             SGD momentum (0.9)\n"
+    "  --nesterov               Nesterov momentum (SGD)\n"
+    "  --weight-decay W         L2 (sgd, 0) or decoupled (adamw, 0.01) weight decay\n"
+    "  --schedule cosine|constant  learning-rate schedule over all steps (cosine)\n"
+    "  --warmup-steps N         linear warm-up steps before the schedule (0)\n"
+    "  --dropout P              dropout after the CNN's hidden layer (0)\n"
+    "  --normalize unit|standard  pixels in [0,1] (unit) or (x-mean)/std (unit)\n"
+    "  --seed S                 seed for initialisation, shuffling and dropout (1)\n"
+    "  --data DIR               directory of the IDX files\n"
+    "                           (/usr/share/datasets/fashion-mnist)\n"
+    "  --device cpu             where to train (cpu; cuda is not implemented yet)\n"
+    "  --threads T              OpenBLAS threads (0 = OpenBLAS's default / "
+    "OPENBLAS_NUM_THREADS)\n"
+    "  --metrics FILE           append one JSON line per epoch to FILE\n"
+    "  --progress auto|bar|plain  progress display (auto: a bar on a terminal)\n"
+    "  --log-every N            plain mode: a line every N steps (100; 0 = per epoch)\n"
+    "  --eval-batch-size B      batch size for evaluation (1000)\n"
+    "  --bench-steps N          benchmark: time N training steps, print JSON, exit\n"
+    "  --bench-warmup N         untimed steps before a benchmark (20)\n"
+    "  --help                   this text\n"
+    "Exit status: 0 success, 2 bad flags or data, 1 other failures.\n";
+
+void train_cli_usage(FILE *f)
+{
+    fputs(usage_text, f);
+}
+
+static void defaults(train_opts *o)
+{
+    *o = (train_opts){
+        .model = TRAIN_MODEL_MLP,
+        .optimizer = TRAIN_OPT_SGD,
+        .schedule = TRAIN_SCHED_COSINE,
+        .epochs = -1,
+        .batch_size = 128,
+        .eval_batch_size = 1000,
+        .seed = 1,
+        .threads = 0,
+        .lr = NAN,
+        .momentum = 0.9f,
+        .weight_decay = NAN,
+        .data = "/usr/share/datasets/fashion-mnist",
+        .device = "cpu",
+        .progress = -1,
+        .log_every = 100,
+        .bench_warmup = 20,
+    };
+}
+
+/* Strict float: whole string, finite, in [min, max]. */
+static hoop_status parse_float(const char *flag, const char *s, double min, double max, float *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*s == '\0' || *end != '\0' || errno != 0 || !isfinite(v))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a number", flag, s);
+    if (v < min || v > max)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s=%s is out of range [%g, %g]", flag, s, min, max);
+    *out = (float)v;
+    return HOOP_OK;
+}
+
+/* Index of s in the NULL-terminated list, or an error naming flag and the choices. */
+static hoop_status parse_choice(const char *flag, const char *s, const char *const *choices,
+                                int *out)
+{
+    for (int i = 0; choices[i]; i++)
+        if (strcmp(s, choices[i]) == 0) {
+            *out = i;
+            return HOOP_OK;
+        }
+    char list[128] = "";
+    for (int i = 0; choices[i]; i++) {
+        strncat(list, i ? "|" : "", sizeof list - strlen(list) - 1);
+        strncat(list, choices[i], sizeof list - strlen(list) - 1);
+    }
+    return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not one of %s", flag, s, list);
+}
+
+/* Applies one flag with value v (NULL for switches). */
+static hoop_status apply_flag(train_opts *o, const char *f, const char *v)
+{
+    static const char *const models[] = {"mlp", "cnn", NULL};
+    static const char *const opts[] = {"sgd", "adamw", NULL};
+    static const char *const scheds[] = {"cosine", "constant", NULL};
+    static const char *const norms[] = {"unit", "standard", NULL};
+    static const char *const progress[] = {"plain", "bar", "auto", NULL};
+    int c;
+    if (!strcmp(f, "--model")) {
+        HOOP_CHECK(parse_choice(f, v, models, &c));
+        o->model = (train_model)c;
+    } else if (!strcmp(f, "--optimizer")) {
+        HOOP_CHECK(parse_choice(f, v, opts, &c));
+        o->optimizer = (train_optimizer)c;
+    } else if (!strcmp(f, "--schedule")) {
+        HOOP_CHECK(parse_choice(f, v, scheds, &c));
+        o->schedule = (train_schedule)c;
+    } else if (!strcmp(f, "--normalize")) {
+        HOOP_CHECK(parse_choice(f, v, norms, &o->standardize));
+    } else if (!strcmp(f, "--progress")) {
+        HOOP_CHECK(parse_choice(f, v, progress, &c));
+        o->progress = c == 2 ? -1 : c;
+    } else if (!strcmp(f, "--epochs")) {
+        return hoop__parse_int(f, v, 1, 100000, &o->epochs);
+    } else if (!strcmp(f, "--batch-size")) {
+        return hoop__parse_int(f, v, 1, 1 << 16, &o->batch_size);
+    } else if (!strcmp(f, "--eval-batch-size")) {
+        return hoop__parse_int(f, v, 1, 1 << 16, &o->eval_batch_size);
+    } else if (!strcmp(f, "--seed")) {
+        return hoop__parse_int(f, v, 0, INT64_MAX, &o->seed);
+    } else if (!strcmp(f, "--threads")) {
+        return hoop__parse_int(f, v, 0, 1024, &o->threads);
+    } else if (!strcmp(f, "--warmup-steps")) {
+        return hoop__parse_int(f, v, 0, INT32_MAX, &o->warmup_steps);
+    } else if (!strcmp(f, "--log-every")) {
+        return hoop__parse_int(f, v, 0, INT32_MAX, &o->log_every);
+    } else if (!strcmp(f, "--bench-steps")) {
+        return hoop__parse_int(f, v, 1, INT32_MAX, &o->bench_steps);
+    } else if (!strcmp(f, "--bench-warmup")) {
+        return hoop__parse_int(f, v, 0, INT32_MAX, &o->bench_warmup);
+    } else if (!strcmp(f, "--lr")) {
+        return parse_float(f, v, 0.0, 100.0, &o->lr);
+    } else if (!strcmp(f, "--momentum")) {
+        return parse_float(f, v, 0.0, 1.0, &o->momentum);
+    } else if (!strcmp(f, "--weight-decay")) {
+        return parse_float(f, v, 0.0, 10.0, &o->weight_decay);
+    } else if (!strcmp(f, "--dropout")) {
+        return parse_float(f, v, 0.0, 0.99, &o->dropout);
+    } else if (!strcmp(f, "--data")) {
+        o->data = v;
+    } else if (!strcmp(f, "--device")) {
+        o->device = v;
+    } else if (!strcmp(f, "--metrics")) {
+        o->metrics = v;
+    } else {
+        return HOOP_ERROR(HOOP_ERR_INVALID, "unknown option '%s' (see --help)", f);
+    }
+    return HOOP_OK;
+}
+
+/* Fills what the user left unset and checks combinations. */
+static hoop_status finish(train_opts *o)
+{
+    if (o->epochs < 0) o->epochs = o->model == TRAIN_MODEL_MLP ? 10 : 5;
+    if (isnan(o->lr)) o->lr = o->optimizer == TRAIN_OPT_SGD ? 0.05f : 0.001f;
+    if (isnan(o->weight_decay)) o->weight_decay = o->optimizer == TRAIN_OPT_SGD ? 0.0f : 0.01f;
+    if (strcmp(o->device, "cpu") != 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "--device='%s': only cpu is implemented in this version", o->device);
+    if (o->nesterov && (o->optimizer != TRAIN_OPT_SGD || o->momentum == 0.0f))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "--nesterov needs --optimizer sgd and --momentum > 0");
+    if (o->dropout > 0.0f && o->model != TRAIN_MODEL_CNN)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "--dropout applies to --model cnn only");
+    return HOOP_OK;
+}
+
+/* Flags that take a value, for telling "unknown" from "needs a value". */
+static const char *const valued_flags[] = {"--model",        "--optimizer",
+                                           "--schedule",     "--normalize",
+                                           "--progress",     "--epochs",
+                                           "--batch-size",   "--eval-batch-size",
+                                           "--seed",         "--threads",
+                                           "--warmup-steps", "--log-every",
+                                           "--bench-steps",  "--bench-warmup",
+                                           "--lr",           "--momentum",
+                                           "--weight-decay", "--dropout",
+                                           "--data",         "--device",
+                                           "--metrics",      NULL};
+
+static int is_valued(const char *f)
+{
+    for (int i = 0; valued_flags[i]; i++)
+        if (!strcmp(f, valued_flags[i])) return 1;
+    return 0;
+}
+
+/* Switches: flags that take no value. */
+static int is_switch(const char *f)
+{
+    return !strcmp(f, "--nesterov") || !strcmp(f, "--help");
+}
+
+hoop_status train_cli_parse(train_opts *o, int argc, char **argv)
+{
+    defaults(o);
+    for (int i = 1; i < argc; i++) {
+        char flag[FLAG_MAX];
+        const char *a = argv[i], *eq = strchr(a, '='), *v;
+        if (strncmp(a, "--", 2) != 0)
+            return HOOP_ERROR(HOOP_ERR_INVALID, "unexpected argument '%s' (see --help)", a);
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        if (len >= FLAG_MAX) return HOOP_ERROR(HOOP_ERR_INVALID, "unknown option '%s'", a);
+        memcpy(flag, a, len);
+        flag[len] = '\0';
+        if (!strcmp(flag, "--help")) {
+            train_cli_usage(stdout);
+            return HOOP_ERR_USAGE;
+        }
+        if (is_switch(flag)) {
+            if (eq) return HOOP_ERROR(HOOP_ERR_INVALID, "%s takes no value", flag);
+            o->nesterov = 1;
+            continue;
+        }
+        if (!is_valued(flag))
+            return HOOP_ERROR(HOOP_ERR_INVALID, "unknown option '%s' (see --help)", flag);
+        v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!v) return HOOP_ERROR(HOOP_ERR_INVALID, "%s needs a value", flag);
+        HOOP_CHECK(apply_flag(o, flag, v));
+    }
+    return finish(o);
+}
