@@ -10,10 +10,16 @@
  * wait deadlines.
  */
 #include <check.h>
+#include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "collectives/coll.h"
@@ -205,9 +211,8 @@ static void run_case(h_rank *h, const tcase_args *c)
 
 // ----------------------------------------------------------------- the sweep
 
-static const size_t *counts_for(int n, size_t *k)
+static size_t counts_for(int n, size_t c[6])
 {
-    static size_t c[6];
     size_t m = 0;
     c[m++] = 0;
     c[m++] = 1;
@@ -215,14 +220,12 @@ static const size_t *counts_for(int n, size_t *k)
     if (n > 1) c[m++] = (size_t)n;
     c[m++] = (size_t)n + 1;
     c[m++] = 37; /* a prime above every world size */
-    *k = m;
-    return c;
+    return m;
 }
 
 static void sweep(h_rank *h)
 {
-    size_t nc;
-    const size_t *counts = counts_for(h->n, &nc);
+    size_t counts[6], nc = counts_for(h->n, counts);
     for (int t = 0; t < HOOP_DTYPE_COUNT_; t++)
         for (size_t ci = 0; ci < nc; ci++)
             for (int inplace = 0; inplace < 2; inplace++) {
@@ -352,6 +355,57 @@ static void root_mismatch(h_rank *h)
                hoop_last_error());
 }
 
+static void algo_mismatch(h_rank *h)
+{
+    float x[64] = {0};
+    hoop_comm_set_algo(h->comm, h->rank == 0 ? HOOP_ALGO_RD : HOOP_ALGO_RING);
+    hoop_status st = hoop_allreduce(h->comm, x, x, 64, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    if (st != HOOP_ERR_MISMATCH || !strstr(hoop_last_error(), "algo=rd"))
+        h_fail(h, "want HOOP_ERR_MISMATCH naming algo=rd, got %s: %s", hoop_status_name(st),
+               hoop_last_error());
+}
+
+START_TEST(test_algo_mismatch)
+{
+    run_ranks(4, NULL, algo_mismatch, NULL);
+}
+END_TEST
+
+/* Several calls in flight, completed out of order, polled with hoop_test. */
+static void async_calls(h_rank *h)
+{
+    enum { K = 6 };
+    int32_t *buf[K];
+    hoop_request *req[K];
+    for (int k = 0; k < K; k++) {
+        size_t count = 1000 + 777 * (size_t)k;
+        buf[k] = malloc(count * sizeof(int32_t));
+        for (size_t i = 0; i < count; i++) buf[k][i] = (int32_t)(h->rank + k + i);
+        if (hoop_allreduce(h->comm, buf[k], buf[k], count, HOOP_DTYPE_I32, HOOP_OP_SUM, &req[k]) !=
+            HOOP_OK)
+            h_fail(h, "enqueue %d: %s", k, hoop_last_error());
+    }
+    int done = 0;
+    while (!done)
+        if (hoop_test(req[K - 1], &done) != HOOP_OK) h_fail(h, "test: %s", hoop_last_error());
+    for (int k = K - 2; k >= 0; k--)
+        if (hoop_wait(req[k], -1) != HOOP_OK) h_fail(h, "wait %d: %s", k, hoop_last_error());
+    for (int k = 0; k < K; k++) {
+        size_t count = 1000 + 777 * (size_t)k, wrong = 0;
+        int64_t n = h->n;
+        for (size_t i = 0; i < count; i++)
+            wrong += buf[k][i] != (int32_t)(n * (n - 1) / 2 + n * (int64_t)(k + i));
+        if (wrong) h_fail(h, "call %d: %zu wrong", k, wrong);
+        free(buf[k]);
+    }
+}
+
+START_TEST(test_async)
+{
+    run_ranks(_i, NULL, async_calls, NULL);
+}
+END_TEST
+
 START_TEST(test_root_mismatch)
 {
     run_ranks(2, NULL, root_mismatch, NULL);
@@ -478,6 +532,30 @@ START_TEST(test_bad_config)
 }
 END_TEST
 
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    while (readdir(d)) n++;
+    closedir(d);
+    return n;
+}
+
+static void noop(h_rank *h)
+{
+    if (hoop_barrier(h->comm, NULL) != HOOP_OK) h_fail(h, "barrier: %s", hoop_last_error());
+}
+
+/* Building and destroying communicators leaves no descriptor behind. */
+START_TEST(test_no_fd_leak)
+{
+    int before = open_fds();
+    for (int i = 0; i < 3; i++) run_ranks(4, NULL, noop, NULL);
+    ck_assert_int_eq(open_fds(), before);
+}
+END_TEST
+
 /* Algorithm names and the cost model's choices. */
 START_TEST(test_algo_table)
 {
@@ -487,9 +565,121 @@ START_TEST(test_algo_table)
     ck_assert_int_eq(hoop_algo_from_name("bogus", &a), HOOP_ERR_INVALID);
     ck_assert_str_eq(hoop_algo_name(HOOP_ALGO_RING), "ring");
     /* Tiny messages: latency dominates, so recursive doubling; huge ones: not rd. */
-    ck_assert_int_eq(hoop__algo_pick(HOOP_ALGO_AUTO, 8, 8), HOOP_ALGO_RD);
-    ck_assert_int_ne(hoop__algo_pick(HOOP_ALGO_AUTO, 8, 256u << 20), HOOP_ALGO_RD);
-    ck_assert_int_eq(hoop__algo_pick(HOOP_ALGO_RING, 8, 8), HOOP_ALGO_RING);
+    size_t c = 512 << 10;
+    ck_assert_int_eq(hoop__algo_pick(HOOP_ALGO_AUTO, 8, 8, c), HOOP_ALGO_RD);
+    ck_assert_int_ne(hoop__algo_pick(HOOP_ALGO_AUTO, 4, 64 << 10, c), HOOP_ALGO_RING);
+    ck_assert_int_eq(hoop__algo_pick(HOOP_ALGO_AUTO, 4, 2 << 20, c), HOOP_ALGO_RING);
+    ck_assert_int_eq(hoop__algo_pick(HOOP_ALGO_AUTO, 8, 256u << 20, c), HOOP_ALGO_RING);
+    ck_assert_int_eq(hoop__algo_pick(HOOP_ALGO_RING, 8, 8, c), HOOP_ALGO_RING);
+}
+END_TEST
+
+// ----------------------------------------------------------------- processes
+
+static int free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static void set_env(int rank, int n, int port)
+{
+    char buf[32];
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    snprintf(buf, sizeof(buf), "%d", port);
+    setenv("MASTER_PORT", buf, 1);
+    snprintf(buf, sizeof(buf), "%d", rank);
+    setenv("RANK", buf, 1);
+    snprintf(buf, sizeof(buf), "%d", n);
+    setenv("WORLD_SIZE", buf, 1);
+    setenv("HOOP_TOKEN", "check-collectives", 1);
+}
+
+/* One worker process of the env:// test; returns its exit code. */
+static int env_worker(int rank, int n, int port)
+{
+    hoop_comm *comm;
+    int32_t x[3] = {rank + 1, rank, 1};
+    set_env(rank, n, port);
+    if (hoop_comm_init_env(&comm) != HOOP_OK) {
+        fprintf(stderr, "rank %d: init: %s\n", rank, hoop_last_error());
+        return 1;
+    }
+    int ok = hoop_comm_rank(comm) == rank && hoop_comm_world_size(comm) == n;
+    if (hoop_allreduce(comm, x, x, 3, HOOP_DTYPE_I32, HOOP_OP_SUM, NULL) != HOOP_OK) {
+        fprintf(stderr, "rank %d: allreduce: %s\n", rank, hoop_last_error());
+        ok = 0;
+    }
+    ok = ok && x[0] == n * (n + 1) / 2 && x[1] == n * (n - 1) / 2 && x[2] == n;
+    return (hoop_comm_destroy(comm) == HOOP_OK && ok) ? 0 : 1;
+}
+
+/* hoop_comm_init_env: separate processes meet through rank 0's store. */
+START_TEST(test_env_processes)
+{
+    int n = 3, port = free_port();
+    pid_t pid[3];
+    for (int r = 0; r < n; r++) {
+        pid[r] = fork();
+        ck_assert_int_ge(pid[r], 0);
+        if (pid[r] == 0) _exit(env_worker(r, n, port));
+    }
+    for (int r = 0; r < n; r++) {
+        int status;
+        ck_assert_int_eq(waitpid(pid[r], &status, 0), pid[r]);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d failed", r);
+    }
+}
+END_TEST
+
+/* A worker process that is SIGKILLed mid-collective: the others fail with
+ * HOOP_ERR_REMOTE naming it within 2 s. */
+static int kill_worker(int rank, int n, int port)
+{
+    hoop_comm *comm;
+    size_t count = 1 << 20;
+    set_env(rank, n, port);
+    if (hoop_comm_init_env(&comm) != HOOP_OK) return 2;
+    if (rank == 2) {
+        usleep(100 * 1000);
+        raise(SIGKILL);
+    }
+    float *x = calloc(count, sizeof(float));
+    int64_t t0 = hoop__now_ns();
+    hoop_status st = hoop_allreduce(comm, x, x, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    double secs = (double)(hoop__now_ns() - t0) / 1e9;
+    int ok = st == HOOP_ERR_REMOTE && strstr(hoop_last_error(), "rank 2") && secs < 2.0;
+    if (!ok)
+        fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank, hoop_status_name(st), secs,
+                hoop_last_error());
+    free(x);
+    hoop_comm_destroy(comm);
+    return ok ? 0 : 1;
+}
+
+START_TEST(test_killed_process)
+{
+    int n = 4, port = free_port();
+    pid_t pid[4];
+    for (int r = 0; r < n; r++) {
+        pid[r] = fork();
+        ck_assert_int_ge(pid[r], 0);
+        if (pid[r] == 0) _exit(kill_worker(r, n, port));
+    }
+    for (int r = 0; r < n; r++) {
+        int status;
+        ck_assert_int_eq(waitpid(pid[r], &status, 0), pid[r]);
+        if (r == 2)
+            ck_assert(WIFSIGNALED(status));
+        else
+            ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d failed", r);
+    }
 }
 END_TEST
 
@@ -502,15 +692,20 @@ static Suite *suite(void)
     tcase_add_loop_test(core, test_big, 0, 5);
     tcase_add_loop_test(core, test_bitwise, 2, 6);
     tcase_add_test(core, test_algo_table);
+    tcase_add_loop_test(core, test_async, 1, 5);
+    tcase_add_test(core, test_env_processes);
     suite_add_tcase(s, core);
     TCase *errors = tcase_create("errors");
     tcase_set_timeout(errors, 30);
     tcase_add_loop_test(errors, test_mismatch, 0, 2);
     tcase_add_test(errors, test_root_mismatch);
+    tcase_add_test(errors, test_algo_mismatch);
     tcase_add_loop_test(errors, test_dead_peer, 0, 2);
     tcase_add_test(errors, test_wait_deadline);
     tcase_add_test(errors, test_bad_args);
     tcase_add_test(errors, test_bad_config);
+    tcase_add_test(errors, test_no_fd_leak);
+    tcase_add_test(errors, test_killed_process);
     suite_add_tcase(s, errors);
     return s;
 }

@@ -56,6 +56,42 @@ START_TEST(test_schedule_bytes)
 }
 END_TEST
 
+/* Over 2^31 elements (8 GiB of f32, never allocated): offsets and sizes stay size_t,
+ * the steps reach exactly the end of the buffer, and each rank still sends and receives
+ * 2(n-1)/n x N bytes. */
+START_TEST(test_schedule_huge)
+{
+    size_t count = ((size_t)1 << 31) + 3, chunk = 16 << 20, N = count * 4;
+    int n = 3;
+    for (int r = 0; r < n; r++) {
+        hoop__coll_args a = {.coll = HOOP__COLL_ALLREDUCE,
+                             .count = count,
+                             .dtype = HOOP_DTYPE_F32,
+                             .rank = r,
+                             .world_size = n,
+                             .elem = 4,
+                             .chunk_bytes = chunk};
+        static float dummy[1];
+        a.sendbuf = a.recvbuf = dummy;
+        hoop__sched s = {0};
+        ck_assert_int_eq(hoop__allreduce_ring(&a, &s), HOOP_OK);
+        size_t sent = 0, recvd = 0, end = 0;
+        for (size_t i = 0; i < s.n; i++) {
+            const hoop__step *st = &s.steps[i];
+            if (st->off + st->bytes > end) end = st->off + st->bytes;
+            if (st->kind == HOOP__STEP_SEND)
+                sent += st->bytes;
+            else
+                recvd += st->bytes;
+        }
+        hoop__sched_free(&s);
+        ck_assert_uint_eq(end, N);
+        ck_assert(fabs((double)sent - 2.0 * (n - 1) / n * (double)N) <= (double)chunk);
+        ck_assert(fabs((double)recvd - 2.0 * (n - 1) / n * (double)N) <= (double)chunk);
+    }
+}
+END_TEST
+
 static void measure(h_rank *h)
 {
     size_t count = 1000003, N = count * 4, chunk = *(size_t *)h->user;
@@ -88,6 +124,7 @@ int main(void)
     TCase *tc = tcase_create("bytes");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_schedule_bytes);
+    tcase_add_test(tc, test_schedule_huge);
     tcase_add_loop_test(tc, test_measured_bytes, 0, 4);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

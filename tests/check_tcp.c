@@ -4,6 +4,7 @@
  * refused, listen-address choice.
  */
 #include <check.h>
+#include <dirent.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,6 +167,37 @@ START_TEST(test_wrong_token)
 }
 END_TEST
 
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    while (d && readdir(d)) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+/* A connect abandoned half-way (the peer never accepts) is cleaned up by finalize. */
+START_TEST(test_abandoned_connect)
+{
+    unsigned char handle[HOOP_TP_HANDLE_MAX];
+    void *a, *b;
+    struct hoop_tp_comm *listen, *send = NULL;
+    int before = open_fds();
+    make_ctx(&a, 0, "t", 3);
+    make_ctx(&b, 1, "t", 3);
+    ck_assert_int_eq(tp->listen(b, handle, &listen), HOOP_OK);
+    for (int i = 0; i < 20; i++) {
+        ck_assert_int_eq(tp->connect(a, handle, 0, &send), HOOP_OK);
+        usleep(200);
+    }
+    ck_assert_ptr_null(send); /* no verdict without accept */
+    ck_assert_int_eq(tp->finalize(a), HOOP_OK);
+    ck_assert_int_eq(tp->close(listen), HOOP_OK);
+    ck_assert_int_eq(tp->finalize(b), HOOP_OK);
+    ck_assert_int_eq(open_fds(), before);
+}
+END_TEST
+
 START_TEST(test_ifname)
 {
     void *ctx = NULL;
@@ -197,6 +229,7 @@ int main(void)
     tcase_set_timeout(err, 30);
     tcase_add_test(err, test_peer_close);
     tcase_add_test(err, test_wrong_token);
+    tcase_add_test(err, test_abandoned_connect);
     suite_add_tcase(s, err);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

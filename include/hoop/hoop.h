@@ -29,6 +29,8 @@
 #include "hoop/status.h"
 #include "hoop/log.h"
 #include "hoop/store.h"
+#include "hoop/comm.h"
+#include "hoop/collectives.h"
 #include "hoop/sampler.h"
 #include "hoop/tensor.h"
 #include "hoop/autograd.h"

@@ -134,6 +134,7 @@ typedef hoop_status (*hoop__sched_fn)(const hoop__coll_args *a, hoop__sched *s);
  * byte reduced (seconds). */
 typedef struct hoop__cost_params {
     double alpha, beta, gamma;
+    double chunk; /* bytes per pipelined chunk */
 } hoop__cost_params;
 typedef double (*hoop__cost_fn)(int world_size, size_t bytes, const hoop__cost_params *p);
 
@@ -147,8 +148,9 @@ typedef struct hoop__algo_entry {
 /* The all-reduce algorithm table (algo.c), terminated by name == NULL. */
 extern const hoop__algo_entry hoop__allreduce_algos[];
 
-/* Picks an algorithm for an all-reduce of bytes on world_size ranks (never AUTO). */
-hoop_algo hoop__algo_pick(hoop_algo requested, int world_size, size_t bytes);
+/* Picks an algorithm for an all-reduce of bytes on world_size ranks with the given
+ * chunk size (never returns AUTO). */
+hoop_algo hoop__algo_pick(hoop_algo requested, int world_size, size_t bytes, size_t chunk_bytes);
 
 /* Marks in need[0..world_size) the peers this rank exchanges data with under any
  * algorithm (ring neighbours, recursive-doubling partners). Symmetric. */

@@ -19,7 +19,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 
-#define WAIT_SPIN_NS (20 * 1000) /* check the done flag this long before sleeping */
+#define WAIT_SPIN_NS (50 * 1000) /* drive progress while it moves, then this long idle */
 
 size_t hoop_dtype_size(hoop_dtype dtype)
 {
@@ -40,6 +40,14 @@ const char *hoop_op_name(hoop_op op)
 }
 
 // ----------------------------------------------------------------- requests
+
+void hoop__comm_wake(hoop_comm *comm)
+{
+    uint64_t one = 1;
+    if (atomic_load(&comm->sleeping) && write(comm->wake_fd, &one, sizeof(one)) < 0) {
+        /* cannot fail: the counter is far from overflowing */
+    }
+}
 
 void hoop__request_release(struct hoop_request *req)
 {
@@ -81,7 +89,19 @@ hoop_status hoop_wait(hoop_request *req, int64_t timeout_ms)
     if (!req) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_wait: req is NULL");
     int64_t start = hoop__now_ns();
     int64_t deadline = hoop__deadline_ns(timeout_ms < 0 ? req->timeout_ms : timeout_ms);
-    while (!atomic_load(&req->done) && hoop__now_ns() - start < WAIT_SPIN_NS) sched_yield();
+    /* Drive progress ourselves for a while: no thread hand-off on the fast path. */
+    hoop_comm *comm = atomic_load(&req->done) ? NULL : req->comm;
+    if (comm) atomic_fetch_add(&comm->drivers, 1);
+    while (comm && !atomic_load(&req->done) && hoop__now_ns() - start < WAIT_SPIN_NS &&
+           hoop__now_ns() < deadline) {
+        if (pthread_mutex_trylock(&comm->engine) == 0) {
+            if (hoop__progress_pass(comm)) start = hoop__now_ns();
+            pthread_mutex_unlock(&comm->engine);
+        }
+        if (!atomic_load(&req->done)) sched_yield();
+    }
+    if (comm && atomic_fetch_sub(&comm->drivers, 1) == 1 && !atomic_load(&req->done))
+        hoop__comm_wake(comm); /* hand over to the progress thread before sleeping */
     pthread_mutex_lock(&req->mu);
     while (!atomic_load(&req->done)) {
         struct timespec ts = {.tv_sec = deadline / 1000000000LL,
@@ -108,6 +128,7 @@ static hoop_status new_request(hoop_comm *comm, const hoop__coll_args *a, hoop_r
     hoop_request *r;
     HOOP_CHECK(hoop__calloc(&r, 1));
     r->args = *a;
+    r->comm = comm;
     r->timeout_ms = comm->timeout_ms;
     atomic_store(&r->refs, 2);
     pthread_mutex_init(&r->mu, NULL);
@@ -143,10 +164,8 @@ static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **r
         comm->q_head = r;
     comm->q_tail = r;
     pthread_mutex_unlock(&comm->mu);
-    uint64_t one = 1;
-    if (write(comm->wake_fd, &one, sizeof(one)) < 0) { /* the counter cannot overflow here */
-    }
-    if (req) {
+    if (req) { /* a blocking call drives progress itself in hoop_wait */
+        hoop__comm_wake(comm);
         *req = r;
         return HOOP_OK;
     }
@@ -200,7 +219,7 @@ hoop_status hoop_allreduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, 
                          .dtype = dtype,
                          .op = op};
     a.algo = hoop__algo_pick((hoop_algo)atomic_load(&comm->algo), comm->world_size,
-                             count * hoop_dtype_size(dtype));
+                             count * hoop_dtype_size(dtype), comm->chunk_bytes);
     return enqueue(comm, &a, req);
 }
 
@@ -248,7 +267,6 @@ hoop_status hoop_allgather(hoop_comm *comm, const void *sendbuf, void *recvbuf, 
                          .recvbuf = recvbuf,
                          .count = count,
                          .dtype = dtype};
-    if (comm->world_size == 1) a.recvbuf = recvbuf;
     return enqueue(comm, &a, req);
 }
 

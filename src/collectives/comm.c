@@ -26,11 +26,6 @@
 #include "core/clock.h"
 #include "core/env.h"
 
-/* 1 once the rendezvous store (src/bootstrap) is part of the build. */
-#ifndef HOOP_COMM_WITH_STORE
-#define HOOP_COMM_WITH_STORE 0
-#endif
-
 #define COMM_DEPTH 8                /* chunks in flight per peer and direction */
 #define COMM_SLOT_BUDGET (32 << 20) /* bytes of staging slots per comm, at most */
 
@@ -95,16 +90,13 @@ static hoop_status exchange(hoop_comm *comm, const hoop_comm_config *cfg, const 
 {
     if (cfg->rendezvous)
         return hoop__rendezvous_allgather(cfg->rendezvous, comm->rank, mine, all, deadline);
-#if HOOP_COMM_WITH_STORE
+    /* Every rank creates its communicators in the same order, so the n-th one of each
+     * process meets under the same name. */
     static atomic_int generation;
     char name[64];
     snprintf(name, sizeof(name), "hoop.comm.%d", atomic_fetch_add(&generation, 1));
     return hoop_store_allgather(cfg->store, name, mine, HOOP_TP_HANDLE_MAX, all,
                                 hoop__ms_left(deadline));
-#else
-    return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "hoop_comm_init: the TCP store is not built in yet; "
-                                            "use config.rendezvous");
-#endif
 }
 
 /* Files one accepted link; anything unexpected is refused. */
@@ -240,6 +232,7 @@ hoop_status hoop_comm_init(hoop_comm **out, const hoop_comm_config *cfg)
     comm->wake_fd = -1;
     atomic_store(&comm->algo, (int)s.algo);
     pthread_mutex_init(&comm->mu, NULL);
+    pthread_mutex_init(&comm->engine, NULL);
     if (comm->world_size > 1) HOOP_CHECK_GOTO(connect_all(comm, cfg, &s), st, fail);
     HOOP_CHECK_GOTO(comm_start(comm, &s), st, fail);
     HOOP_INFO(INIT, "rank %d of %d: communicator ready (chunk %zu bytes, algo %s)", comm->rank,
@@ -265,19 +258,11 @@ hoop_status hoop_comm_init_env(hoop_comm **out)
     cfg.world_size = d.world_size;
     cfg.local_rank = d.local_rank;
     cfg.master_addr = d.master_addr;
-#if HOOP_COMM_WITH_STORE
     if (d.world_size > 1) HOOP_CHECK(hoop_store_init_env(&store));
-#else
-    if (d.world_size > 1)
-        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
-                          "hoop_comm_init_env: the TCP store is not built in yet");
-#endif
     cfg.store = store;
     st = hoop_comm_init(out, &cfg);
     if (st != HOOP_OK) {
-#if HOOP_COMM_WITH_STORE
         hoop_store_destroy(store);
-#endif
         return st;
     }
     (*out)->owned_store = store;
@@ -297,10 +282,9 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
     hoop__comm_close_links(comm);
     if (comm->tp && comm->tctx) HOOP_CHECK_KEEP(comm->tp->finalize(comm->tctx), st);
     if (comm->wake_fd >= 0) close(comm->wake_fd);
-#if HOOP_COMM_WITH_STORE
     HOOP_CHECK_KEEP(hoop_store_destroy(comm->owned_store), st);
-#endif
     pthread_mutex_destroy(&comm->mu);
+    pthread_mutex_destroy(&comm->engine);
     free(comm->send);
     free(comm->recv);
     free(comm->slots);

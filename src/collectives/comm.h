@@ -32,6 +32,7 @@ enum { HOOP__CS_RUNNING = 0, HOOP__CS_FAILING, HOOP__CS_FAILED };
 
 struct hoop_request {
     struct hoop_request *next;
+    struct hoop_comm *comm; /* valid while the request is not done */
     hoop__coll_args args;
     hoop__hdr hdr;
     int64_t timeout_ms;
@@ -57,7 +58,11 @@ struct hoop_comm {
 
     pthread_t thread;
     int started;
-    pthread_mutex_t mu;
+    pthread_mutex_t mu;     /* the queue */
+    pthread_mutex_t engine; /* everything "progress thread only" below: held by whoever
+                             * drives progress (the thread, or a caller in hoop_wait) */
+    atomic_int sleeping;    /* the progress thread is (about to be) in poll() */
+    atomic_int drivers;     /* callers driving progress from hoop_wait */
     int wake_fd;
     struct hoop_request *q_head, *q_tail;
     uint64_t next_seq;
@@ -90,10 +95,15 @@ struct hoop_comm {
 
 /* progress.c */
 void *hoop__progress_main(void *arg);
+/* One non-blocking round of progress; returns 1 when anything moved. Caller holds
+ * comm->engine. */
+int hoop__progress_pass(hoop_comm *comm);
 void hoop__comm_close_links(hoop_comm *comm);
 /* Describes a call for messages: "allreduce(count=10, f32, sum, algo=ring) #3". */
 void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap);
 
+/* collectives.c: wakes the progress thread if it sleeps in poll(). */
+void hoop__comm_wake(hoop_comm *comm);
 /* collectives.c: releases one reference to req. */
 void hoop__request_release(struct hoop_request *req);
 /* Completes req with st and msg (NULL = "") and drops the progress thread's reference. */

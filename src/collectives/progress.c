@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,12 +271,26 @@ static void run_local(struct hoop_request *r)
         memmove(a->recvbuf, a->sendbuf, bytes);
 }
 
+/* HOOP_DEBUG=TRACE HOOP_DEBUG_SUBSYS=COLL prints every schedule, step by step. */
+static void sched_trace(const hoop_comm *comm, const hoop__sched *s)
+{
+    static const char *kinds[] = {"send", "recv", "recv+reduce", "copy"};
+    if (!hoop__log_on(HOOP_LOG_TRACE, HOOP_LOG_COLL)) return;
+    for (size_t i = 0; i < s->n; i++) {
+        const hoop__step *st = &s->steps[i];
+        HOOP_TRACE(COLL, "rank %d step %zu: %s peer %d buf %d off %zu bytes %zu deps %d,%d%s",
+                   comm->rank, i, kinds[st->kind], st->peer, st->buf, st->off, st->bytes,
+                   st->dep[0], st->dep[1], st->final ? " final" : "");
+    }
+}
+
 static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
 {
     const hoop__coll_args *a = &r->args;
     comm->cur_deadline = hoop__deadline_ns(comm->timeout_ms);
     comm->hdr_ok = 0;
     HOOP_CHECK(sched_fn(a)(a, &comm->sched));
+    sched_trace(comm, &comm->sched);
     if (comm->sched.scratch_bytes > comm->scratch_cap) {
         free(comm->scratch);
         comm->scratch = NULL;
@@ -406,15 +421,17 @@ static int add_fds(struct hoop_tp_comm *c, struct pollfd *fds, int n, int always
     return n + k;
 }
 
-/* Sleeps until a link, the wake fd or a deadline needs attention. */
+/* Sleeps until a link, the wake fd or a deadline needs attention. Called with the
+ * engine lock held; releases it while asleep so a waiting caller can drive progress. */
 static void wait_events(hoop_comm *comm)
 {
     struct pollfd fds[MAX_POLL];
-    int n = 0;
+    int n = 0, driven = atomic_load(&comm->drivers) > 0;
     fds[n++] = (struct pollfd){.fd = comm->wake_fd, .events = POLLIN};
-    if (!comm->ctl_eof) n = add_fds(comm->ctl_recv, fds, n, 1);
-    n = add_fds(comm->ctl_send, fds, n, 0);
-    for (int p = 0; comm->cur && p < comm->world_size && n < MAX_POLL - 16; p++) {
+    /* While a caller drives progress, sleep until it hands over through wake_fd. */
+    if (!comm->ctl_eof && !driven) n = add_fds(comm->ctl_recv, fds, n, 1);
+    if (!driven) n = add_fds(comm->ctl_send, fds, n, 0);
+    for (int p = 0; comm->cur && !driven && p < comm->world_size && n < MAX_POLL - 16; p++) {
         if (comm->send) n = add_fds(comm->send[p], fds, n, 0);
         if (comm->recv) n = add_fds(comm->recv[p], fds, n, 0);
     }
@@ -424,10 +441,19 @@ static void wait_events(hoop_comm *comm)
         until = comm->failing_deadline;
     int ms = hoop__ms_left(until);
     if (ms > 1000) ms = 1000;
-    if (poll(fds, (nfds_t)n, ms) > 0 && (fds[0].revents & POLLIN)) {
+    /* Announce the sleep, then look at the queue once more: an enqueuer stores into the
+     * queue before it reads `sleeping`, so one of us sees the other (seq_cst). */
+    atomic_store(&comm->sleeping, 1);
+    pthread_mutex_lock(&comm->mu);
+    int queued = comm->q_head != NULL && !comm->cur;
+    pthread_mutex_unlock(&comm->mu);
+    pthread_mutex_unlock(&comm->engine);
+    if (!queued && poll(fds, (nfds_t)n, ms) > 0 && (fds[0].revents & POLLIN)) {
         uint64_t v;
         if (read(comm->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN) usleep(100);
     }
+    atomic_store(&comm->sleeping, 0);
+    pthread_mutex_lock(&comm->engine);
 }
 
 static void shutdown_links(hoop_comm *comm)
@@ -454,24 +480,39 @@ static void handle_abort(hoop_comm *comm, int how)
     fail_local(comm, HOOP_ERR_REMOTE, comm->rank, comm->cur ? &comm->cur->hdr : NULL, NULL, msg, 1);
 }
 
+int hoop__progress_pass(hoop_comm *comm)
+{
+    int progressed = 0, how = atomic_exchange(&comm->abort_req, 0);
+    if (how) handle_abort(comm, how);
+    ctl_progress(comm, &progressed);
+    int state = atomic_load(&comm->state);
+    if (state == HOOP__CS_FAILING && hoop__now_ns() >= comm->failing_deadline) fail_finalize(comm);
+    if (state == HOOP__CS_RUNNING) op_progress(comm, &progressed);
+    if (atomic_load(&comm->state) == HOOP__CS_FAILED)
+        ops_fail_all(comm, comm->fail_st, comm->fail_msg);
+    return progressed;
+}
+
 void *hoop__progress_main(void *arg)
 {
     hoop_comm *comm = arg;
     int64_t last_progress = 0;
+    pthread_mutex_lock(&comm->engine);
     while (!atomic_load(&comm->stop)) {
-        int progressed = 0, how = atomic_exchange(&comm->abort_req, 0);
-        if (how) handle_abort(comm, how);
-        ctl_progress(comm, &progressed);
-        int state = atomic_load(&comm->state);
-        if (state == HOOP__CS_FAILING && hoop__now_ns() >= comm->failing_deadline)
-            fail_finalize(comm);
-        if (state == HOOP__CS_RUNNING) op_progress(comm, &progressed);
-        if (atomic_load(&comm->state) == HOOP__CS_FAILED)
-            ops_fail_all(comm, comm->fail_st, comm->fail_msg);
         int64_t now = hoop__now_ns();
-        if (progressed) last_progress = now;
-        if (!progressed && (!comm->cur || now - last_progress > SPIN_NS)) wait_events(comm);
+        if (hoop__progress_pass(comm)) {
+            last_progress = now;
+            continue;
+        }
+        if (now - last_progress > SPIN_NS || atomic_load(&comm->drivers) > 0) {
+            wait_events(comm); /* a caller driving progress needs no competitor */
+        } else {               /* spin politely: on a busy CPU the peer (or a waiter) may need it */
+            pthread_mutex_unlock(&comm->engine);
+            sched_yield();
+            pthread_mutex_lock(&comm->engine);
+        }
     }
     shutdown_links(comm);
+    pthread_mutex_unlock(&comm->engine);
     return NULL;
 }

@@ -24,6 +24,33 @@
 
 #define RHD_MAX_LEVELS 32
 
+enum { H_SEND, H_REDUCE, H_RECV };
+
+/* Moves [a, b) (send, receive-and-reduce, or receive) in the order the receiver will
+ * forward it next: during halving, a receiver that keeps the lower half next sends the
+ * upper half first, so that half travels first now; during doubling, the half a rank
+ * already owned goes first. Both partners agree on `next_upper` (their ranks differ only
+ * in the current bit), which keeps the unframed streams matched, and the pipeline does
+ * not wait for the tail of the previous step. */
+static void halves(hoop__sched *s, hoop__cells *g, int mode, int peer, int buf, size_t a, size_t b,
+                   int next_upper, int last, int final)
+{
+    size_t m = a + (b - a) / 2;
+    size_t r[2][2] = {{a, b}, {a, a}};
+    if (!last && !next_upper) {
+        r[0][0] = m, r[0][1] = b;
+        r[1][0] = a, r[1][1] = m;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (mode == H_REDUCE)
+            hoop__cells_reduce(s, g, peer, buf, r[i][0], r[i][1], final);
+        else if (mode == H_SEND)
+            hoop__cells_send(s, g, peer, buf, r[i][0], r[i][1]);
+        else
+            hoop__cells_recv(s, g, peer, r[i][0], r[i][1]);
+    }
+}
+
 hoop_status hoop__allreduce_rhd(const hoop__coll_args *a, hoop__sched *s)
 {
     int n = a->world_size, r = a->rank, p, rem, me, level = 0;
@@ -50,8 +77,11 @@ hoop_status hoop__allreduce_rhd(const hoop__coll_args *a, hoop__sched *s)
         plo[level] = lo;
         phi[level] = hi;
         up[level] = upper;
-        hoop__cells_send(s, &g, peer, cur, upper ? lo : mid, upper ? mid : hi);
-        hoop__cells_reduce(s, &g, peer, cur, upper ? mid : lo, upper ? hi : mid, mask == 1);
+        int next_upper = mask > 1 && (me & (mask / 2)) != 0;
+        halves(s, &g, H_SEND, peer, cur, upper ? lo : mid, upper ? mid : hi, next_upper, mask == 1,
+               0);
+        halves(s, &g, H_REDUCE, peer, cur, upper ? mid : lo, upper ? hi : mid, next_upper,
+               mask == 1, mask == 1);
         if (upper)
             lo = mid;
         else
@@ -61,12 +91,12 @@ hoop_status hoop__allreduce_rhd(const hoop__coll_args *a, hoop__sched *s)
     for (int mask = 1; mask < p; mask <<= 1) {
         int peer = hoop__unfold(me ^ mask, rem);
         level--;
-        hoop__cells_send(s, &g, peer, HOOP__BUF_RECV, lo, hi);
-        if (!up[level]) { /* we own the lower half: receive the upper one */
-            hoop__cells_recv(s, &g, peer, hi, phi[level]);
-        } else {
-            hoop__cells_recv(s, &g, peer, plo[level], lo);
-        }
+        int first = mask == 1, own_upper = first ? 0 : up[level + 1];
+        halves(s, &g, H_SEND, peer, HOOP__BUF_RECV, lo, hi, !own_upper, first, 0);
+        if (!up[level]) /* we own the lower half: receive the upper one */
+            halves(s, &g, H_RECV, peer, 0, hi, phi[level], !own_upper, first, 0);
+        else
+            halves(s, &g, H_RECV, peer, 0, plo[level], lo, !own_upper, first, 0);
         lo = plo[level];
         hi = phi[level];
     }

@@ -43,6 +43,7 @@
 #define TCP_SOCKBUF (4 << 20)     /* bytes asked for SO_SNDBUF / SO_RCVBUF */
 
 struct tcp_ctx {
+    struct tcp_comm *connecting; /* half-open send comms, closed by finalize */
     int rank, nsocks;
     char token[HOOP_TP_TOKEN_MAX];
     struct sockaddr_in addr; /* listen address (port 0) */
@@ -108,6 +109,7 @@ struct tcp_comm {
     unsigned next_stream;
     struct tcp_stream s[TCP_MAX_SOCKS];
     struct tcp_req *all;
+    struct tcp_comm *next_connecting;
     hoop_status failed;
     char why[200];
     /* connector */
@@ -205,10 +207,28 @@ static hoop_status tcp_init(const struct hoop_tp_config *cfg, void **tctx)
     return HOOP_OK;
 }
 
+static hoop_status tcp_close(struct hoop_tp_comm *tc);
+
 static hoop_status tcp_finalize(void *tctx)
 {
+    struct tcp_ctx *ctx = tctx;
+    while (ctx && ctx->connecting) {
+        struct tcp_comm *c = ctx->connecting;
+        ctx->connecting = c->next_connecting;
+        tcp_close(&c->base);
+    }
     free(tctx);
     return HOOP_OK;
+}
+
+/* Removes c from the context's list of half-open comms. */
+static void unlink_connecting(struct tcp_ctx *ctx, struct tcp_comm *c)
+{
+    for (struct tcp_comm **p = &ctx->connecting; *p; p = &(*p)->next_connecting)
+        if (*p == c) {
+            *p = c->next_connecting;
+            return;
+        }
 }
 
 static void set_sockopts(int fd)
@@ -449,6 +469,8 @@ static hoop_status tcp_connect(void *tctx, void *handle, int channel, struct hoo
                                       .nonce = (uint32_t)hoop__now_ns() ^ (uint32_t)(uintptr_t)c};
         memcpy(c->hello.token, ctx->token, HOOP_TP_TOKEN_MAX);
         h->pending = c;
+        c->next_connecting = ctx->connecting;
+        ctx->connecting = c;
     }
     int ndone = 0;
     for (int i = 0; i < c->nsocks; i++) {
@@ -456,6 +478,7 @@ static hoop_status tcp_connect(void *tctx, void *handle, int channel, struct hoo
         hoop_status st = conn_step(c, i, &done);
         if (st != HOOP_OK) {
             h->pending = NULL;
+            unlink_connecting(ctx, c);
             c->base.tp->close(&c->base);
             return st;
         }
@@ -463,6 +486,7 @@ static hoop_status tcp_connect(void *tctx, void *handle, int channel, struct hoo
     }
     if (ndone == c->nsocks) {
         h->pending = NULL;
+        unlink_connecting(ctx, c);
         HOOP_DEBUGF(NET, "TCP: rank %d connected to rank %d channel %d, %d streams", ctx->rank,
                     h->rank, channel, c->nsocks);
         *out = &c->base;
