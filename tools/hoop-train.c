@@ -128,8 +128,8 @@ static hoop_status load_data_rank0_first(trainer *t)
     HOOP_CHECK(train_dist_root_status(&t->dist, st));
     if (t->dist.rank != 0) HOOP_CHECK(load_data(t));
     size_t n = hoop_dataset_count(t->train);
-    t->ntrain = t->o->train_limit > 0 && (size_t)t->o->train_limit < n ? (size_t)t->o->train_limit
-                                                                        : n;
+    t->ntrain =
+        t->o->train_limit > 0 && (size_t)t->o->train_limit < n ? (size_t)t->o->train_limit : n;
     return HOOP_OK;
 }
 
@@ -153,8 +153,8 @@ static hoop_status maybe_resume(trainer *t)
     HOOP_CHECK(train_dist_load(&t->dist, o->checkpoint, hoop_model_params(t->model),
                                hoop_model_param_count(t->model), t->opt, &ex, &found));
     if (!found) {
-        if (t->dist.rank == 0) printf("hoop-train: no checkpoint at %s yet; starting afresh\n",
-                                      o->checkpoint);
+        if (t->dist.rank == 0)
+            printf("hoop-train: no checkpoint at %s yet; starting afresh\n", o->checkpoint);
         return HOOP_OK;
     }
     if (ex.world_size != t->dist.world_size || ex.batch_size != o->batch_size || ex.seed != o->seed)
@@ -194,8 +194,8 @@ static hoop_status trainer_init(trainer *t, const train_opts *o)
     if (o->metrics && t->dist.rank == 0 && !(t->metrics = fopen(o->metrics, "a")))
         return HOOP_ERROR(HOOP_ERR_INVALID, "--metrics: cannot open '%s': %s", o->metrics,
                           strerror(errno));
-    t->bar = t->dist.rank == 0 &&
-             (o->progress == 1 || (o->progress == -1 && isatty(STDERR_FILENO)));
+    t->bar =
+        t->dist.rank == 0 && (o->progress == 1 || (o->progress == -1 && isatty(STDERR_FILENO)));
     return HOOP_OK;
 }
 
@@ -206,6 +206,8 @@ static hoop_status trainer_destroy(trainer *t)
         st = HOOP_ERROR(HOOP_ERR_SYSTEM, "--metrics: writing '%s' failed: %s", t->o->metrics,
                         strerror(errno));
     HOOP_CHECK_KEEP(hoop_tape_destroy(t->tape), st);
+    /* DDP first: it hands the gradients back to the parameters the model owns. */
+    HOOP_CHECK_KEEP(train_dist_destroy(&t->dist), st);
     hoop_optim_free(t->opt);
     hoop_model_free(t->model);
     hoop_loader_free(t->loader);
@@ -213,7 +215,6 @@ static hoop_status trainer_destroy(trainer *t)
     hoop_dataset_free(t->test);
     free(t->x);
     free(t->y);
-    HOOP_CHECK_KEEP(train_dist_destroy(&t->dist), st);
     return st;
 }
 
@@ -474,8 +475,8 @@ static hoop_status run_bench(trainer *t)
            "\"batch_size\":%lld,\"steps\":%lld,\"seconds\":%.4f,\"samples_per_s\":%.1f,"
            "\"step_mflop\":%.3f,\"gflops_per_rank\":%.3f,\"allreduce_ms_per_step\":%.3f,"
            "\"hidden_share\":%.4f,\"last_loss\":%.4f}\n",
-           model_name(t), t->dist.world_size, openblas_get_num_threads(),
-           (long long)o->batch_size, (long long)o->bench_steps, secs, e.sps, flops * 1e-6,
+           model_name(t), t->dist.world_size, openblas_get_num_threads(), (long long)o->batch_size,
+           (long long)o->bench_steps, secs, e.sps, flops * 1e-6,
            flops * (double)o->bench_steps / secs * 1e-9, e.comm_ms, e.hidden, (double)loss);
     return HOOP_OK;
 }
@@ -502,10 +503,10 @@ static hoop_status run(trainer *t)
     if (t->dist.rank == 0) {
         printf("hoop-train: %s, %zu parameters, %zu train / %zu test samples, %d worker(s) x "
                "batch %lld, %s lr %g, %lld epochs, %d OpenBLAS thread(s)\n",
-               model_name(t), hoop_model_numel(t->model), t->ntrain,
-               hoop_dataset_count(t->test), t->dist.world_size, (long long)o->batch_size,
-               o->optimizer == TRAIN_OPT_SGD ? "sgd" : "adamw", (double)o->lr,
-               (long long)o->epochs, openblas_get_num_threads());
+               model_name(t), hoop_model_numel(t->model), t->ntrain, hoop_dataset_count(t->test),
+               t->dist.world_size, (long long)o->batch_size,
+               o->optimizer == TRAIN_OPT_SGD ? "sgd" : "adamw", (double)o->lr, (long long)o->epochs,
+               openblas_get_num_threads());
         fflush(stdout);
     }
     for (int64_t epoch = t->start_epoch; epoch < o->epochs; epoch++) {

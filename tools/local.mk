@@ -24,3 +24,5 @@ tools_hoop_train_SOURCES = tools/hoop-train.c tools/train_cli.c tools/train_cli.
 tools_hoop_train_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 TESTS += tests/hoop_train.sh
 EXTRA_DIST += tests/hoop_train.sh
+TESTS += tests/ddp_train.sh
+EXTRA_DIST += tests/ddp_train.sh

@@ -207,20 +207,15 @@ static hoop_status finish(train_opts *o)
 }
 
 /* Flags that take a value, for telling "unknown" from "needs a value". */
-static const char *const valued_flags[] = {"--model",        "--optimizer",
-                                           "--schedule",     "--normalize",
-                                           "--progress",     "--epochs",
-                                           "--batch-size",   "--eval-batch-size",
-                                           "--seed",         "--threads",
-                                           "--warmup-steps", "--log-every",
-                                           "--bench-steps",  "--bench-warmup",
-                                           "--lr",           "--momentum",
-                                           "--weight-decay", "--dropout",
-                                           "--data",         "--device",
-                                           "--metrics",      "--checkpoint",
-                                           "--exit-after-epoch", "--train-limit",
-                                           "--bucket-cap-kb", "--first-bucket-kb",
-                                           NULL};
+static const char *const valued_flags[] = {"--model",         "--optimizer",        "--schedule",
+                                           "--normalize",     "--progress",         "--epochs",
+                                           "--batch-size",    "--eval-batch-size",  "--seed",
+                                           "--threads",       "--warmup-steps",     "--log-every",
+                                           "--bench-steps",   "--bench-warmup",     "--lr",
+                                           "--momentum",      "--weight-decay",     "--dropout",
+                                           "--data",          "--device",           "--metrics",
+                                           "--checkpoint",    "--exit-after-epoch", "--train-limit",
+                                           "--bucket-cap-kb", "--first-bucket-kb",  NULL};
 
 static int is_valued(const char *f)
 {

@@ -29,11 +29,11 @@ typedef struct train_opts {
     const char *data, *device, *metrics;
     int progress;      /* 1 bar, 0 plain lines, -1 auto (a bar when stderr is a terminal) */
     int64_t log_every; /* plain mode: a line every this many steps (0 = per epoch only) */
-    int64_t bench_steps, bench_warmup; /* bench_steps > 0: time steps, print JSON, exit */
-    const char *checkpoint;            /* save here (rank 0, atomically) after every epoch */
-    int resume;                        /* continue from --checkpoint when it exists */
-    int64_t exit_after_epoch;          /* > 0: stop after this epoch (simulates a crash) */
-    int64_t train_limit;               /* > 0: use only the first N training samples */
+    int64_t bench_steps, bench_warmup;      /* bench_steps > 0: time steps, print JSON, exit */
+    const char *checkpoint;                 /* save here (rank 0, atomically) after every epoch */
+    int resume;                             /* continue from --checkpoint when it exists */
+    int64_t exit_after_epoch;               /* > 0: stop after this epoch (simulates a crash) */
+    int64_t train_limit;                    /* > 0: use only the first N training samples */
     int64_t bucket_cap_kb, first_bucket_kb; /* DDP buckets; 0 = library defaults */
 } train_opts;
 

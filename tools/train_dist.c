@@ -134,8 +134,7 @@ hoop_status train_dist_load(train_dist *d, const char *path, hoop_tensor *const 
     hoop_status st = d->rank == 0 ? read_file(path, &buf, &bytes) : HOOP_OK;
     if (d->comm) {
         st = train_dist_root_status(d, st);
-        if (st == HOOP_OK)
-            st = hoop_broadcast(d->comm, &bytes, &bytes, 1, HOOP_DTYPE_I64, 0, NULL);
+        if (st == HOOP_OK) st = hoop_broadcast(d->comm, &bytes, &bytes, 1, HOOP_DTYPE_I64, 0, NULL);
         if (st == HOOP_OK && d->rank != 0) st = hoop__calloc(&buf, (size_t)bytes + 1);
         if (st == HOOP_OK)
             st = hoop_broadcast(d->comm, buf, buf, (size_t)bytes, HOOP_DTYPE_U8, 0, NULL);

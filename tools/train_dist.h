@@ -28,7 +28,7 @@ typedef struct train_dist {
 
 /* What a checkpoint carries besides parameters and optimizer state. */
 typedef struct train_ckpt_extra {
-    uint64_t magic;  /* TRAIN_CKPT_MAGIC */
+    uint64_t magic; /* TRAIN_CKPT_MAGIC */
     int64_t epochs_done, step;
     int64_t seed, world_size, batch_size;
 } train_ckpt_extra;

@@ -1,0 +1,81 @@
+#!/bin/sh
+# tests/ddp_train.sh -- hoop-train under hooprun: DDP training, silent workers,
+# checkpoint/resume equivalence, the Chrome trace, and errors with exit code 2.
+#
+# Needs the real Fashion-MNIST (Debian's dataset-fashion-mnist); skips (77) without it.
+set -u
+build=${top_builddir:-.}
+train=$build/tools/hoop-train
+run="$build/tools/hooprun --nproc-per-node 2 $train"
+data=/usr/share/datasets/fashion-mnist
+[ -r "$data/train-images-idx3-ubyte.gz" ] || {
+    echo "SKIP: Fashion-MNIST not installed ($data)"
+    exit 77
+}
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+small="--train-limit 3000 --epochs 3 --threads 1 --progress plain --log-every 0"
+bad() {
+    echo "FAIL: $*"
+    fail=1
+}
+
+# 1. Two workers train; only rank 0 speaks; metrics carry world_size 2.
+# shellcheck disable=SC2086
+$run $small --metrics "$tmp/m.jsonl" >"$tmp/out" 2>&1 || bad "2-worker training exited $?"
+grep -q '^\[rank 1\]' "$tmp/out" && bad "rank 1 printed: $(grep '^\[rank 1\]' "$tmp/out")"
+grep -q '^\[rank 0\] epoch 3/3 .*test_acc' "$tmp/out" || bad "no epoch 3 line: $(cat "$tmp/out")"
+[ "$(grep -c '"world_size":2' "$tmp/m.jsonl")" = 3 ] || bad "metrics: $(cat "$tmp/m.jsonl")"
+acc=$(sed -n 's/.*"test_acc":\([0-9.]*\).*/\1/p' "$tmp/m.jsonl" | tail -1)
+awk -v a="$acc" 'BEGIN { exit !(a > 0.6) }' || bad "test accuracy $acc after 3 small epochs"
+echo "ok: 2 workers, silent rank 1, final test_acc $acc"
+
+# 2. Interrupted after epoch 1 and resumed == uninterrupted, byte for byte.
+# shellcheck disable=SC2086
+$run $small --checkpoint "$tmp/a.ckpt" >/dev/null 2>&1 || bad "uninterrupted run failed"
+# shellcheck disable=SC2086
+$run $small --checkpoint "$tmp/b.ckpt" --exit-after-epoch 1 >/dev/null 2>&1 ||
+    bad "interrupted run failed"
+# shellcheck disable=SC2086
+$run $small --checkpoint "$tmp/b.ckpt" --resume >"$tmp/resume" 2>&1 || bad "resume failed"
+grep -q "resumed from .* after epoch 1" "$tmp/resume" || bad "no resume line: $(cat "$tmp/resume")"
+cmp -s "$tmp/a.ckpt" "$tmp/b.ckpt" || bad "resumed checkpoint differs from the uninterrupted one"
+echo "ok: checkpoint after interrupt + resume is identical to the uninterrupted run"
+
+# A resume with another world size is refused with exit 2.
+# shellcheck disable=SC2086
+$train $small --checkpoint "$tmp/a.ckpt" --resume >"$tmp/ws" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "written with world_size 2" "$tmp/ws" || bad "world_size check: rc=$rc $(cat "$tmp/ws")"
+
+# 3. The trace: both ranks, a bucket all-reduce starting before backward ends.
+# shellcheck disable=SC2086
+HOOP_TRACE_FILE="$tmp/trace.json" $run $small --epochs 1 --first-bucket-kb 256 >/dev/null 2>&1 ||
+    bad "traced run failed"
+python3 - "$tmp/trace.json" <<'PY' || fail=1
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+for rank in (0, 1):
+    mine = [e for e in ev if e.get("pid") == rank and e.get("ph") == "X"]
+    bwd = [e for e in mine if e["name"] == "backward"]
+    ar = [e for e in mine if e["name"].startswith("allreduce bucket")]
+    fwd = [e for e in mine if e["name"] == "forward"]
+    assert bwd and ar and fwd, f"rank {rank}: events missing"
+    early = sum(1 for b in bwd for a in ar
+                if b["ts"] <= a["ts"] < b["ts"] + b["dur"])
+    assert early > 0, f"rank {rank}: no all-reduce starts inside a backward"
+print(f"ok: trace has {len(ev)} events; all-reduces start inside backward on both ranks")
+PY
+
+# 4. Errors: bad flag and missing data give exit 2 and one message, from rank 0 only.
+$run --epochs x >"$tmp/e1" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "epochs='x' is not an integer" "$tmp/e1" || bad "bad flag: rc=$rc $(cat "$tmp/e1")"
+$run --data "$tmp/nowhere" >"$tmp/e2" 2>&1
+rc=$?
+[ $rc = 2 ] || bad "missing data: rc=$rc $(cat "$tmp/e2")"
+[ "$(grep -c 'nowhere' "$tmp/e2")" = 1 ] || bad "missing data should be named once: $(cat "$tmp/e2")"
+grep -q '^\[rank 1\] hoop-train' "$tmp/e2" && bad "rank 1 spoke about rank 0's failure"
+echo "ok: errors exit 2, named once"
+exit $fail
