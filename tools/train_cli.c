@@ -33,7 +33,7 @@ static const char usage_text[] =
     "  --schedule cosine|constant  learning-rate schedule over all steps (cosine)\n"
     "  --warmup-steps N         linear warm-up steps before the schedule (0)\n"
     "  --dropout P              dropout after the CNN's hidden layer (0)\n"
-    "  --normalize unit|standard  pixels in [0,1] (unit) or (x-mean)/std (unit)\n"
+    "  --normalize unit|standard  pixels in [0,1] (unit) or (x-mean)/std (standard)\n"
     "  --seed S                 seed for initialisation, shuffling and dropout (1)\n"
     "  --data DIR               directory of the IDX files\n"
     "                           (/usr/share/datasets/fashion-mnist)\n"
@@ -80,6 +80,7 @@ static void defaults(train_opts *o)
         .weight_decay = NAN,
         .data = "/usr/share/datasets/fashion-mnist",
         .device = "cpu",
+        .standardize = 1,
         .progress = -1,
         .log_every = 100,
         .bench_warmup = 20,
