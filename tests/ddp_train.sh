@@ -23,8 +23,8 @@ bad() {
 
 # 1. Two workers train; only rank 0 speaks; metrics carry world_size 2.
 # shellcheck disable=SC2086
-$run $small --metrics "$tmp/m.jsonl" >"$tmp/out" 2>&1 || bad "2-worker training exited $?"
-grep -q '^\[rank 1\]' "$tmp/out" && bad "rank 1 printed: $(grep '^\[rank 1\]' "$tmp/out")"
+$run $small --log-every 5 --metrics "$tmp/m.jsonl" >"$tmp/out" 2>&1 || bad "2-worker training exited $?"
+grep -q "^\[rank 1\]" "$tmp/out" && bad "rank 1 printed: $(grep '^\[rank 1\]' "$tmp/out")"
 grep -q '^\[rank 0\] epoch 3/3 .*test_acc' "$tmp/out" || bad "no epoch 3 line: $(cat "$tmp/out")"
 [ "$(grep -c '"world_size":2' "$tmp/m.jsonl")" = 3 ] || bad "metrics: $(cat "$tmp/m.jsonl")"
 acc=$(sed -n 's/.*"test_acc":\([0-9.]*\).*/\1/p' "$tmp/m.jsonl" | tail -1)

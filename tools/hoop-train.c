@@ -172,11 +172,23 @@ static hoop_status maybe_resume(trainer *t)
     return HOOP_OK;
 }
 
+/* Several workers on one node share its cores: unless --threads or OPENBLAS_NUM_THREADS
+ * says otherwise, each gets cores / LOCAL_WORLD_SIZE OpenBLAS threads (at least 1), as
+ * torchrun sets OMP_NUM_THREADS, instead of every worker starting one per core. */
+static void share_cores(const trainer *t)
+{
+    const char *env = getenv("OPENBLAS_NUM_THREADS"), *lws = getenv("LOCAL_WORLD_SIZE");
+    if (t->o->threads > 0 || (env && *env) || !lws || atoi(lws) <= 1) return;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN), per = cores / atoi(lws);
+    openblas_set_num_threads(per >= 1 ? (int)per : 1);
+}
+
 static hoop_status trainer_init(trainer *t, const train_opts *o)
 {
     memset(t, 0, sizeof *t);
     t->o = o;
     HOOP_CHECK(train_dist_init(&t->dist));
+    share_cores(t);
     HOOP_CHECK(load_data_rank0_first(t));
     HOOP_CHECK(build_model(t));
     HOOP_CHECK(hoop_loader_new(&t->loader, t->train, (size_t)o->batch_size, (uint64_t)o->seed));
@@ -333,6 +345,7 @@ done:
 static void show_progress(trainer *t, int64_t epoch, size_t b, size_t nb, double loss, double sps)
 {
     const train_opts *o = t->o;
+    if (t->dist.rank != 0) return; /* the other workers work silently */
     if (t->bar) {
         int64_t now = hoop__now_ns();
         if (b < nb && now - t->bar_ns < BAR_EVERY_NS) return;
