@@ -512,7 +512,10 @@ static hoop_status save_checkpoint(trainer *t, int64_t epochs_done)
 static hoop_status run(trainer *t)
 {
     const train_opts *o = t->o;
-    if (o->bench_steps > 0) return run_bench(t);
+    if (o->bench_steps > 0) {
+        HOOP_CHECK(run_bench(t));
+        return t->dist.ddp ? hoop_ddp_trace_flush(t->dist.ddp) : HOOP_OK;
+    }
     if (t->dist.rank == 0) {
         printf("hoop-train: %s, %zu parameters, %zu train / %zu test samples, %d worker(s) x "
                "batch %lld, %s lr %g, %lld epochs, %d OpenBLAS thread(s)\n",

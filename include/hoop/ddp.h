@@ -120,12 +120,15 @@ HOOP_API void hoop_ddp_trace_event(hoop_ddp *ddp, const char *name, int64_t begi
 /* Microseconds on the monotonic clock used by the trace. */
 HOOP_API int64_t hoop_ddp_now_us(void);
 
-/* Turns tracing on (path != NULL: rank 0 writes there) or off (NULL). */
+/* Turns this rank's tracing on (path != NULL; rank 0 writes the merged trace to its path,
+ * other ranks' paths are ignored and may be "") or off (NULL). hoop_ddp_init turns it on
+ * for every rank when rank 0 has HOOP_TRACE_FILE set. */
 HOOP_API hoop_status hoop_ddp_trace_enable(hoop_ddp *ddp, const char *path);
 
-/* Collective: gathers every rank's events to rank 0, which writes them as one Chrome
- * trace JSON file (chrome://tracing, Perfetto; pid = rank) atomically (temporary file +
- * rename), then clears the events. A no-op returning HOOP_OK when tracing is off.
+/* Collective (every rank must call it, tracing or not): gathers every rank's events to
+ * rank 0, which writes them as one Chrome trace JSON file (chrome://tracing, Perfetto;
+ * pid = rank, tid 0 = compute, 1 = all-reduce) atomically (temporary file + rename),
+ * then clears the events. Writes nothing when no rank recorded events.
  * Errors: HOOP_ERR_SYSTEM naming the file; the collectives' errors. */
 HOOP_API hoop_status hoop_ddp_trace_flush(hoop_ddp *ddp);
 

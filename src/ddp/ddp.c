@@ -196,8 +196,11 @@ HOOP_API hoop_status hoop_ddp_init(hoop_ddp **out, hoop_comm *comm, hoop_tensor 
         ddp->stats.bucket_bytes += ddp->buckets[b].count * sizeof(float);
     }
     ddp->stats.nbuckets = ddp->nbuckets;
+    /* Rank 0's HOOP_TRACE_FILE decides for everyone, so every rank records events. */
     const char *trace = getenv("HOOP_TRACE_FILE");
-    if (trace && *trace) HOOP_CHECK_GOTO(hoop_ddp_trace_enable(ddp, trace), st, fail);
+    int32_t on = trace && *trace;
+    HOOP_CHECK_GOTO(hoop_broadcast(comm, &on, &on, 1, HOOP_DTYPE_I32, 0, NULL), st, fail);
+    if (on) HOOP_CHECK_GOTO(hoop_ddp_trace_enable(ddp, trace && *trace ? trace : ""), st, fail);
     HOOP_INFO(DDP, "DDP: %zu parameters in %d buckets (%zu bytes), world_size %d", count,
               ddp->nbuckets, ddp->stats.bucket_bytes, hoop_comm_world_size(comm));
     *out = ddp;

@@ -103,7 +103,7 @@ static hoop_status write_json(const char *path, const ddp_event *all, const int6
 
 HOOP_API hoop_status hoop_ddp_trace_flush(hoop_ddp *ddp)
 {
-    if (!ddp || !ddp->tracing) return HOOP_OK;
+    if (!ddp) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_trace_flush: ddp is NULL");
     int ws = hoop_comm_world_size(ddp->comm), rank = hoop_comm_rank(ddp->comm);
     int64_t mine = (int64_t)ddp->nevents, *counts = NULL, maxc = 0;
     ddp_event *pad = NULL, *all = NULL;
@@ -111,13 +111,16 @@ HOOP_API hoop_status hoop_ddp_trace_flush(hoop_ddp *ddp)
     HOOP_CHECK(hoop__calloc(&counts, (size_t)ws));
     HOOP_CHECK_GOTO(hoop_allgather(ddp->comm, &mine, counts, 1, HOOP_DTYPE_I64, NULL), st, out);
     for (int r = 0; r < ws; r++) maxc = counts[r] > maxc ? counts[r] : maxc;
+    st = HOOP_OK;
+    if (maxc == 0) goto out; /* nobody traced: nothing to write */
     size_t stride = (size_t)maxc;
     HOOP_CHECK_GOTO(hoop__calloc(&pad, stride), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&all, stride * (size_t)ws), st, out);
     if (ddp->nevents) memcpy(pad, ddp->events, ddp->nevents * sizeof(*pad));
     HOOP_CHECK_GOTO(hoop_allgather(ddp->comm, pad, all, stride * sizeof(*pad), HOOP_DTYPE_U8, NULL),
                     st, out);
-    st = rank == 0 ? write_json(ddp->trace_path, all, counts, ws, stride) : HOOP_OK;
+    if (rank == 0 && ddp->trace_path && *ddp->trace_path)
+        st = write_json(ddp->trace_path, all, counts, ws, stride);
     ddp->nevents = 0;
 out:
     free(counts);
