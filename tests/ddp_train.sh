@@ -77,5 +77,17 @@ rc=$?
 [ $rc = 2 ] || bad "missing data: rc=$rc $(cat "$tmp/e2")"
 [ "$(grep -c 'nowhere' "$tmp/e2")" = 1 ] || bad "missing data should be named once: $(cat "$tmp/e2")"
 grep -q '^\[rank 1\] hoop-train' "$tmp/e2" && bad "rank 1 spoke about rank 0's failure"
+# Output paths are checked before any work; an empty checkpoint is not "no checkpoint".
+$run --checkpoint "$tmp/no/such/dir/x.ckpt" >"$tmp/e3" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "is not writable" "$tmp/e3" || bad "bad checkpoint dir: rc=$rc $(cat "$tmp/e3")"
+: >"$tmp/empty.ckpt"
+# shellcheck disable=SC2086
+$run $small --checkpoint "$tmp/empty.ckpt" --resume >"$tmp/e4" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "truncated" "$tmp/e4" || bad "empty checkpoint: rc=$rc $(cat "$tmp/e4")"
+HOOP_TRANSPORT=ib $run $small >"$tmp/e5" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "no InfiniBand verbs transport yet" "$tmp/e5" || bad "HOOP_TRANSPORT=ib: rc=$rc"
 echo "ok: errors exit 2, named once"
 exit $fail

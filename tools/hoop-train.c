@@ -120,11 +120,40 @@ static hoop_status build_optim(trainer *t)
     return HOOP_OK;
 }
 
+/* Is the directory that would hold path writable? what names the flag or variable. */
+static hoop_status check_output_dir(const char *what, const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        slash[slash == dir] = '\0';
+    if (access(dir, W_OK) != 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s '%s': directory '%s' is not writable: %s", what,
+                          path, dir, strerror(errno));
+    return HOOP_OK;
+}
+
+/* Rank 0's preparation: the data, and every output path, checked before any work. */
+static hoop_status prepare_rank0(trainer *t)
+{
+    const train_opts *o = t->o;
+    const char *trace = getenv("HOOP_TRACE_FILE");
+    if (o->checkpoint) HOOP_CHECK(check_output_dir("--checkpoint", o->checkpoint));
+    if (trace && *trace) HOOP_CHECK(check_output_dir("HOOP_TRACE_FILE", trace));
+    if (o->metrics && !(t->metrics = fopen(o->metrics, "a")))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "--metrics: cannot open '%s': %s", o->metrics,
+                          strerror(errno));
+    return load_data(t);
+}
+
 /* Rank 0 checks and loads the data while the others wait for its verdict; then they
  * load theirs (a failure on rank 0 stops everyone with rank 0's message). */
 static hoop_status load_data_rank0_first(trainer *t)
 {
-    hoop_status st = t->dist.rank == 0 ? load_data(t) : HOOP_OK;
+    hoop_status st = t->dist.rank == 0 ? prepare_rank0(t) : HOOP_OK;
     HOOP_CHECK(train_dist_root_status(&t->dist, st));
     if (t->dist.rank != 0) HOOP_CHECK(load_data(t));
     size_t n = hoop_dataset_count(t->train);
@@ -167,8 +196,9 @@ static hoop_status maybe_resume(trainer *t)
     t->start_epoch = ex.epochs_done;
     t->step = ex.step;
     if (t->dist.rank == 0)
-        printf("hoop-train: resumed from %s after epoch %lld (step %lld)\n", o->checkpoint,
-               (long long)ex.epochs_done, (long long)ex.step);
+        printf("hoop-train: resumed from %s after epoch %lld (step %lld)%s\n", o->checkpoint,
+               (long long)ex.epochs_done, (long long)ex.step,
+               ex.epochs_done >= o->epochs ? "; it already has --epochs, nothing to do" : "");
     return HOOP_OK;
 }
 
@@ -203,9 +233,6 @@ static hoop_status trainer_init(trainer *t, const train_opts *o)
     int64_t cap = o->batch_size > o->eval_batch_size ? o->batch_size : o->eval_batch_size;
     HOOP_CHECK(hoop__calloc(&t->x, (size_t)(cap * t->sample)));
     HOOP_CHECK(hoop__calloc(&t->y, (size_t)cap));
-    if (o->metrics && t->dist.rank == 0 && !(t->metrics = fopen(o->metrics, "a")))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "--metrics: cannot open '%s': %s", o->metrics,
-                          strerror(errno));
     t->bar =
         t->dist.rank == 0 && (o->progress == 1 || (o->progress == -1 && isatty(STDERR_FILENO)));
     return HOOP_OK;
@@ -554,9 +581,12 @@ int main(int argc, char **argv)
     if (o.threads > 0) openblas_set_num_threads((int)o.threads);
     st = trainer_init(&t, &o);
     if (st != HOOP_OK) {
-        if (!t.dist.root_failed) fprintf(stderr, "hoop-train: %s\n", hoop_last_error());
+        /* Rank 0 explains its own failures; the others only follow it out. */
+        if (!t.dist.root_failed && !t.dist.reported)
+            fprintf(stderr, "hoop-train: %s\n", hoop_last_error());
         trainer_destroy(&t);
-        return st == HOOP_ERR_INVALID ? 2 : 1;
+        return st == HOOP_ERR_INVALID || st == HOOP_ERR_MISMATCH || st == HOOP_ERR_UNSUPPORTED ? 2
+                                                                                               : 1;
     }
     st = run(&t);
     if (st != HOOP_OK) fprintf(stderr, "hoop-train: %s\n", hoop_last_error());

@@ -43,6 +43,11 @@ hoop_status train_dist_destroy(train_dist *d)
 hoop_status train_dist_root_status(train_dist *d, hoop_status st)
 {
     if (!d->comm) return st;
+    if (d->rank == 0 && st != HOOP_OK) {
+        fprintf(stderr, "hoop-train: %s\n", hoop_last_error());
+        fflush(stderr);
+        d->reported = 1;
+    }
     int32_t code = (int32_t)st;
     HOOP_CHECK(hoop_broadcast(d->comm, &code, &code, 1, HOOP_DTYPE_I32, 0, NULL));
     if (d->rank == 0 || code == HOOP_OK) return d->rank == 0 ? st : HOOP_OK;
@@ -89,16 +94,18 @@ hoop_status train_dist_sum(train_dist *d, double *v, size_t n)
     return hoop_allreduce(d->comm, v, v, n, HOOP_DTYPE_F64, HOOP_OP_SUM, NULL);
 }
 
-/* Rank 0: reads the whole file into *buf (*bytes); *bytes = 0 when it does not exist. */
-static hoop_status read_file(const char *path, char **buf, int64_t *bytes)
+/* Rank 0: reads the whole file into *buf (*bytes); *exists = 0 when there is none. */
+static hoop_status read_file(const char *path, char **buf, int64_t *bytes, int *exists)
 {
     *buf = NULL;
     *bytes = 0;
+    *exists = 0;
     FILE *f = fopen(path, "rb");
     if (!f) {
         if (errno == ENOENT) return HOOP_OK;
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "--checkpoint '%s': %s", path, strerror(errno));
     }
+    *exists = 1;
     hoop_status st = HOOP_OK;
     if (fseek(f, 0, SEEK_END) != 0 || (*bytes = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0)
         st = HOOP_ERROR(HOOP_ERR_SYSTEM, "--checkpoint '%s': cannot size it", path);
@@ -109,47 +116,65 @@ static hoop_status read_file(const char *path, char **buf, int64_t *bytes)
     return st;
 }
 
-/* Other ranks: writes buf to a private temporary file whose name goes to tmp. */
-static hoop_status write_temp(const char *buf, int64_t bytes, char *tmp, size_t cap)
+/* Other ranks: loads the broadcast bytes through a private temporary file that is
+ * unlinked at once (read back through /proc/self/fd), so a killed rank leaves nothing. */
+static hoop_status load_copy(const char *buf, int64_t bytes, hoop_tensor *const *params,
+                             size_t count, hoop_optim *opt, train_ckpt_extra *extra, size_t *got)
 {
+    char tmp[512], fdpath[64];
     const char *dir = getenv("TMPDIR");
-    snprintf(tmp, cap, "%s/hoop-ckpt-XXXXXX", dir && *dir ? dir : "/tmp");
+    snprintf(tmp, sizeof(tmp), "%s/hoop-ckpt-XXXXXX", dir && *dir ? dir : "/tmp");
     int fd = mkstemp(tmp);
     if (fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "mkstemp '%s': %s", tmp, strerror(errno));
+    unlink(tmp);
     ssize_t w = write(fd, buf, (size_t)bytes);
-    close(fd);
     if (w != (ssize_t)bytes) {
-        unlink(tmp);
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "writing '%s' failed", tmp);
+        close(fd);
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "writing the checkpoint copy failed");
     }
+    snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
+    hoop_status st = hoop_checkpoint_load(fdpath, params, count, opt, extra, sizeof(*extra), got);
+    close(fd);
+    return st;
+}
+
+/* Rank 0: reads and validates the file; *exists says whether there is one. */
+static hoop_status load_root(const char *path, char **buf, int64_t *bytes, int *exists,
+                             hoop_tensor *const *params, size_t count, hoop_optim *opt,
+                             train_ckpt_extra *extra)
+{
+    size_t got = 0;
+    HOOP_CHECK(read_file(path, buf, bytes, exists));
+    if (!*exists) return HOOP_OK;
+    HOOP_CHECK(hoop_checkpoint_load(path, params, count, opt, extra, sizeof(*extra), &got));
+    if (got != sizeof(*extra) || extra->magic != TRAIN_CKPT_MAGIC)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "--checkpoint '%s' was not written by hoop-train",
+                          path);
     return HOOP_OK;
 }
 
 hoop_status train_dist_load(train_dist *d, const char *path, hoop_tensor *const *params,
                             size_t count, hoop_optim *opt, train_ckpt_extra *extra, int *found)
 {
-    char *buf = NULL, tmp[512];
-    int64_t bytes = 0;
+    char *buf = NULL;
+    int64_t meta[2] = {0, 0}; /* exists, bytes */
+    int exists = 0;
     size_t got = 0;
-    hoop_status st = d->rank == 0 ? read_file(path, &buf, &bytes) : HOOP_OK;
+    hoop_status st = HOOP_OK;
+    if (d->rank == 0) st = load_root(path, &buf, &meta[1], &exists, params, count, opt, extra);
+    meta[0] = exists;
     if (d->comm) {
-        st = train_dist_root_status(d, st);
-        if (st == HOOP_OK) st = hoop_broadcast(d->comm, &bytes, &bytes, 1, HOOP_DTYPE_I64, 0, NULL);
-        if (st == HOOP_OK && d->rank != 0) st = hoop__calloc(&buf, (size_t)bytes + 1);
-        if (st == HOOP_OK)
-            st = hoop_broadcast(d->comm, buf, buf, (size_t)bytes, HOOP_DTYPE_U8, 0, NULL);
+        HOOP_CHECK_GOTO(train_dist_root_status(d, st), st, out);
+        HOOP_CHECK_GOTO(hoop_broadcast(d->comm, meta, meta, 2, HOOP_DTYPE_I64, 0, NULL), st, out);
+        if (meta[0] && d->rank != 0)
+            HOOP_CHECK_GOTO(hoop__calloc(&buf, (size_t)meta[1] + 1), st, out);
+        if (meta[0])
+            HOOP_CHECK_GOTO(
+                hoop_broadcast(d->comm, buf, buf, (size_t)meta[1], HOOP_DTYPE_U8, 0, NULL), st,
+                out);
+        if (meta[0] && d->rank != 0) st = load_copy(buf, meta[1], params, count, opt, extra, &got);
     }
-    *found = bytes > 0;
-    if (st != HOOP_OK || !*found) goto out;
-    const char *from = path;
-    if (d->rank != 0) {
-        HOOP_CHECK_GOTO(write_temp(buf, bytes, tmp, sizeof(tmp)), st, out);
-        from = tmp;
-    }
-    st = hoop_checkpoint_load(from, params, count, opt, extra, sizeof(*extra), &got);
-    if (d->rank != 0) unlink(tmp);
-    if (st == HOOP_OK && (got != sizeof(*extra) || extra->magic != TRAIN_CKPT_MAGIC))
-        st = HOOP_ERROR(HOOP_ERR_INVALID, "--checkpoint '%s' was not written by hoop-train", path);
+    *found = meta[0] != 0;
 out:
     free(buf);
     return st;

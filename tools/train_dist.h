@@ -24,6 +24,7 @@ typedef struct train_dist {
     int64_t *shard; /* this rank's indices for the epoch, int64 for the loader */
     int rank, world_size;
     int root_failed; /* set on ranks != 0 when rank 0 reported a failure (it explains) */
+    int reported;    /* rank 0 already printed its failure (before telling the others) */
 } train_dist;
 
 /* What a checkpoint carries besides parameters and optimizer state. */
@@ -40,7 +41,9 @@ hoop_status train_dist_init(train_dist *d);
 hoop_status train_dist_destroy(train_dist *d);
 
 /* Rank 0 shares its status st with everyone (a collective when distributed): returns st
- * on rank 0 and, on the others, HOOP_OK or HOOP_ERR_REMOTE saying rank 0 failed. */
+ * on rank 0 and, on the others, HOOP_OK or rank 0's status. A failing rank 0 prints its
+ * message first, so it is on the terminal before any other worker exits and the
+ * launcher stops the job. */
 hoop_status train_dist_root_status(train_dist *d, hoop_status st);
 
 /* Builds the sampler over n samples (shuffled from seed). */
@@ -57,8 +60,9 @@ hoop_status train_dist_wrap(train_dist *d, hoop_tensor *const *params, size_t co
 hoop_status train_dist_sum(train_dist *d, double *v, size_t n);
 
 /* Loads the checkpoint at path on every rank from rank 0's copy of the file: rank 0 reads
- * the bytes and broadcasts them, so other nodes need no shared filesystem. *found = 0
- * (and nothing loaded) when rank 0 has no file there. */
+ * and validates it, then broadcasts the bytes, so other nodes need no shared filesystem
+ * (they load from an unlinked private copy). *found = 0 (and nothing loaded) when rank 0
+ * has no file there; an empty or damaged file is an error. */
 hoop_status train_dist_load(train_dist *d, const char *path, hoop_tensor *const *params,
                             size_t count, hoop_optim *opt, train_ckpt_extra *extra, int *found);
 

@@ -36,5 +36,7 @@
 #include "hoop/autograd.h"
 #include "hoop/nn.h"
 #include "hoop/optim.h"
+#include "hoop/data.h"
+#include "hoop/ddp.h"
 
 #endif /* HOOP_HOOP_H */

@@ -328,6 +328,14 @@ static hoop_status read_param(const char *path, struct cursor *c, hoop_tensor *t
     return HOOP_OK;
 }
 
+/* "sgd" / "adamw" for messages. */
+static const char *kind_name(int kind)
+{
+    return kind == HOOP_OPTIM_SGD     ? "sgd"
+           : kind == HOOP_OPTIM_ADAMW ? "adamw"
+                                      : "an unknown optimizer";
+}
+
 static hoop_status read_optim(const char *path, struct cursor *c, hoop_optim *o, int apply)
 {
     hoop_optim_config k = o->cfg;
@@ -341,9 +349,10 @@ static hoop_status read_optim(const char *path, struct cursor *c, hoop_optim *o,
         return HOOP_ERROR(HOOP_ERR_INVALID, "checkpoint '%s': truncated optimizer state", path);
     if (k.kind != o->cfg.kind || nstate != o->nstate)
         return HOOP_ERROR(HOOP_ERR_MISMATCH,
-                          "checkpoint '%s': optimizer kind %d with %d state "
-                          "buffers in the file, %d with %d here",
-                          path, (int)k.kind, nstate, (int)o->cfg.kind, o->nstate);
+                          "checkpoint '%s' holds %s state (%d buffers per parameter), but this "
+                          "optimizer is %s (%d buffers)",
+                          path, kind_name((int)k.kind), nstate, kind_name((int)o->cfg.kind),
+                          o->nstate);
     for (size_t i = 0; i < o->count; i++)
         for (int s = 0; s < nstate; s++) {
             float *dst = apply ? o->state[i * (size_t)nstate + (size_t)s] : NULL;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -38,7 +39,14 @@ typedef struct comm_settings {
 
 static hoop_status read_settings(const hoop_comm_config *cfg, comm_settings *s)
 {
-    const char *algo = NULL;
+    const char *algo = NULL, *tp = NULL;
+    /* Only TCP is built so far: refuse an explicit request for verbs instead of
+     * silently running over TCP. */
+    HOOP_CHECK(hoop__env_str("HOOP_TRANSPORT", &tp));
+    if (tp && strcasecmp(tp, "ib") == 0)
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                          "HOOP_TRANSPORT=ib: this build of hoop has no InfiniBand verbs "
+                          "transport yet; use HOOP_TRANSPORT=tcp or auto");
     s->timeout_ms = cfg->timeout_ms;
     if (s->timeout_ms < 0) HOOP_CHECK(hoop__env_ms("HOOP_TIMEOUT", &s->timeout_ms));
     s->nsocks = cfg->nsocks;

@@ -31,11 +31,11 @@ const hoop_env_param hoop__env_params[] = {
     {"HOOP_DEBUG_FILE", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "write logs to this file instead of stderr (%h = host, %p = pid)"},
     {"HOOP_TIMEOUT", HOOP_ENV_SECONDS, "300", 0, 0, NULL,
-     "deadline in seconds for every blocking wait (rendezvous, collectives)"},
+     "deadline in seconds (> 0) for every blocking wait (rendezvous, collectives)"},
     {"HOOP_TOKEN", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "shared secret every connection must present; hooprun sets 128 random bits"},
     {"HOOP_TRANSPORT", HOOP_ENV_CHOICE, "auto", 0, 0, "auto|tcp|ib",
-     "transport between ranks; auto = ib when a usable HCA exists"},
+     "transport between ranks; only tcp is built so far (auto = tcp; ib is refused)"},
     {"HOOP_SOCKET_IFNAME", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "interface name or prefix for TCP listen addresses (default: routes to MASTER_ADDR)"},
     {"HOOP_TCP_NSOCKS", HOOP_ENV_INT, "2", 1, 16, NULL, "TCP streams per link"},
@@ -44,9 +44,9 @@ const hoop_env_param hoop__env_params[] = {
     {"HOOP_ALGO", HOOP_ENV_CHOICE, "auto", 0, 0, "ring|rd|rhd|auto",
      "all-reduce algorithm; auto = alpha-beta-gamma cost model by size and world size"},
     {"HOOP_IB_HCA", HOOP_ENV_STRING, NULL, 0, 0, NULL,
-     "verbs device[:port] to use (e.g. mlx5_0:1)"},
+     "verbs device[:port] to use (e.g. mlx5_0:1); for the verbs transport, not built yet"},
     {"HOOP_IB_GID_INDEX", HOOP_ENV_INT, "-1", -1, 255, NULL,
-     "GID index for RoCE (-1 = pick the IPv4 RoCE v2 GID)"},
+     "GID index for RoCE (-1 = pick the IPv4 RoCE v2 GID); for the verbs transport, not built yet"},
     {"HOOP_TRACE_FILE", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "write a Chrome trace of DDP steps to this file (merged by rank 0)"},
     {NULL, 0, NULL, 0, 0, NULL, NULL},
@@ -147,7 +147,11 @@ hoop_status hoop__env_ms(const char *name, int64_t *out_ms)
     const hoop_env_param *p = lookup(name);
     if (p == NULL || p->type != HOOP_ENV_SECONDS)
         return HOOP_INTERNAL_ERROR("%s is not a seconds setting in the env table", name);
-    return hoop__parse_seconds_ms(name, value_of(p), out_ms);
+    HOOP_CHECK(hoop__parse_seconds_ms(name, value_of(p), out_ms));
+    if (*out_ms <= 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' must be more than 0 seconds", name,
+                          value_of(p));
+    return HOOP_OK;
 }
 
 /* Is word one of the '|'-separated choices? */
@@ -225,7 +229,7 @@ void hoop__env_print_help(FILE *f)
         else if (p->type == HOOP_ENV_CHOICE && p->choices)
             snprintf(range, sizeof(range), "%s", p->choices);
         else if (p->type == HOOP_ENV_SECONDS)
-            snprintf(range, sizeof(range), ">= 0");
+            snprintf(range, sizeof(range), "> 0");
         fprintf(f, "%-20s %-8s %-10s %-22s %s\n", p->name, type_name(p->type),
                 p->def ? p->def : "-", range, p->desc);
     }

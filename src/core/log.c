@@ -6,6 +6,7 @@
  * under the stream's lock, so lines from different threads never interleave.
  * The model is NCCL's debug.cc: pre-format level check, subsystem mask, file pattern.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -119,6 +120,11 @@ static void log_init_once(void)
         if (f) {
             setvbuf(f, NULL, _IOLBF, 0);
             log_stream = f;
+        } else {
+            fprintf(stderr,
+                    "hoop WARN: HOOP_DEBUG_FILE '%s' cannot be opened (%s); logging to "
+                    "stderr\n",
+                    path, strerror(errno));
         }
     }
     const char *rank = getenv("RANK");
