@@ -283,6 +283,24 @@ static hoop_status start_rank0_server(const hoop_store_config *cfg, hoop_store_s
     return HOOP_OK;
 }
 
+/* Rank 0 publishes its WORLD_SIZE; every other rank compares its own with it, so a
+ * worker started with another WORLD_SIZE fails at once naming both values instead of
+ * waiting for links that will never come. */
+static hoop_status check_world_size(hoop_store *st, int rank, int world_size, int64_t timeout_ms)
+{
+    const char *key = "hoop/env/world_size";
+    char mine[24], theirs[24] = "";
+    size_t len = 0;
+    snprintf(mine, sizeof(mine), "%d", world_size);
+    if (rank == 0) return hoop_store_set(st, key, mine, strlen(mine));
+    HOOP_CHECK(hoop_store_get(st, key, theirs, sizeof(theirs) - 1, &len, timeout_ms));
+    theirs[len < sizeof(theirs) ? len : sizeof(theirs) - 1] = '\0';
+    if (strcmp(mine, theirs) != 0)
+        return HOOP_ERROR(HOOP_ERR_MISMATCH, "WORLD_SIZE=%s on rank %d but WORLD_SIZE=%s on rank 0",
+                          mine, rank, theirs);
+    return HOOP_OK;
+}
+
 HOOP_API hoop_status hoop_store_init_env(hoop_store **out)
 {
     if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: out is NULL");
@@ -307,5 +325,10 @@ HOOP_API hoop_status hoop_store_init_env(hoop_store **out)
         return s;
     }
     hoop__store_own_server(*out, srv);
-    return HOOP_OK;
+    s = check_world_size(*out, d.rank, d.world_size, timeout_ms);
+    if (s != HOOP_OK) {
+        hoop_store_destroy(*out);
+        *out = NULL;
+    }
+    return s;
 }
