@@ -1,5 +1,5 @@
 /*
- * tools/hoop-smoke.c -- the README's first job: every worker meets the others through the
+ * tools/hoop-smoke.c -- a rendezvous smoke test: every worker meets the others through the
  * rendezvous store and checks that barrier, add and all-gather work.
  *
  * Run as `hooprun --nproc-per-node 4 tools/hoop-smoke`. Each worker joins the store

@@ -10,7 +10,7 @@ TESTS += tests/launcher_fail.sh tests/launcher_env.sh tests/launcher_cli.sh
 EXTRA_DIST += tests/launcher_fail.sh tests/launcher_env.sh tests/launcher_cli.sh \
 	tests/launcher_lib.sh
 
-# hoop-smoke: the README's first job (a 4-worker barrier + store smoke through hooprun).
+# hoop-smoke: a rendezvous smoke test (barrier, add, all-gather through the store) under hooprun.
 bin_PROGRAMS += tools/hoop-smoke
 tools_hoop_smoke_SOURCES = tools/hoop-smoke.c
 tools_hoop_smoke_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
