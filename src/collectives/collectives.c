@@ -61,6 +61,7 @@ void hoop__request_complete(struct hoop_request *req, hoop_status st, const char
 {
     pthread_mutex_lock(&req->mu);
     req->status = st;
+    req->done_ns = hoop__now_ns();
     snprintf(req->msg, sizeof(req->msg), "%s", msg ? msg : "");
     atomic_store(&req->done, 1);
     pthread_cond_broadcast(&req->cv);
@@ -87,6 +88,16 @@ hoop_status hoop_test(hoop_request *req, int *done)
     }
     *done = atomic_load(&req->done);
     return *done ? collect(req) : HOOP_OK;
+}
+
+hoop_status hoop__wait_done_ns(hoop_request *req, int64_t timeout_ms, int64_t *done_ns)
+{
+    if (!req) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_wait: req is NULL");
+    atomic_fetch_add(&req->refs, 1); /* keeps req readable after hoop_wait releases it */
+    hoop_status st = hoop_wait(req, timeout_ms);
+    *done_ns = atomic_load(&req->done) ? req->done_ns : hoop__now_ns();
+    hoop__request_release(req);
+    return st;
 }
 
 hoop_status hoop_wait(hoop_request *req, int64_t timeout_ms)

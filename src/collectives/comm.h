@@ -39,6 +39,7 @@ struct hoop_request {
     atomic_int done;
     atomic_int refs;
     hoop_status status;
+    int64_t done_ns; /* monotonic time at completion (hoop__now_ns), for DDP's stats */
     char msg[512];
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -107,6 +108,10 @@ void hoop__comm_wake(hoop_comm *comm);
 void hoop__request_release(struct hoop_request *req);
 /* Completes req with st and msg (NULL = "") and drops the progress thread's reference. */
 void hoop__request_complete(struct hoop_request *req, hoop_status st, const char *msg);
+
+/* hoop_wait that also reports when the collective completed (monotonic ns, as
+ * hoop__now_ns), however long after that the caller came to wait. */
+hoop_status hoop__wait_done_ns(struct hoop_request *req, int64_t timeout_ms, int64_t *done_ns);
 
 /* Test-only: closes every link without telling anyone, as a crashed process would. */
 hoop_status hoop__comm_kill(hoop_comm *comm);

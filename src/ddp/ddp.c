@@ -15,6 +15,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "ddp/ddp_internal.h"
+#include "collectives/comm.h"
 #include "hoop/collectives.h"
 
 #define DDP_ALIGN_FLOATS 16 /* 64 bytes: each gradient view starts on a cache line */
@@ -244,22 +245,6 @@ static void hook_fail(hoop_ddp *ddp, hoop_status st)
     snprintf(ddp->hook_msg, sizeof(ddp->hook_msg), "%s", hoop_last_error());
 }
 
-/* Notes completion times of in-flight buckets without blocking. */
-static void poll_inflight(hoop_ddp *ddp)
-{
-    for (int b = 0; b < ddp->next_launch; b++) {
-        ddp_bucket *bk = &ddp->buckets[b];
-        if (!bk->req) continue;
-        int done = 0;
-        hoop_status st = hoop_test(bk->req, &done);
-        if (done || st != HOOP_OK) {
-            bk->req = NULL;
-            bk->t_done_us = hoop_ddp_now_us();
-            if (st != HOOP_OK) hook_fail(ddp, st);
-        }
-    }
-}
-
 /* Launches every ready bucket from next_launch on, in index order. */
 static void launch_ready(hoop_ddp *ddp)
 {
@@ -290,8 +275,9 @@ static void on_grad_ready(hoop_tensor *param, void *user)
     (void)param;
     ddp_hook_ctx *h = user;
     if (!h->ddp->sync) return;
+    /* No polling here: driving the all-reduce from the backward thread would count
+     * communication as computation. The request records its own completion time. */
     mark_ready(h->ddp, h->param);
-    poll_inflight(h->ddp);
 }
 
 /* Marks parameters that backward did not reach; with error_on_unused, names them. */
@@ -348,9 +334,10 @@ static hoop_status wait_all(hoop_ddp *ddp)
     for (int b = 0; b < ddp->nbuckets; b++) {
         ddp_bucket *bk = &ddp->buckets[b];
         if (!bk->req) continue;
-        HOOP_CHECK_KEEP(hoop_wait(bk->req, -1), st);
+        int64_t done_ns = 0;
+        HOOP_CHECK_KEEP(hoop__wait_done_ns(bk->req, -1, &done_ns), st);
         bk->req = NULL;
-        bk->t_done_us = hoop_ddp_now_us();
+        bk->t_done_us = done_ns / 1000;
     }
     return st;
 }
