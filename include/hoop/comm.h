@@ -129,9 +129,11 @@ HOOP_API const char *hoop_algo_name(hoop_algo algo);
 /* Parses an algorithm name (as HOOP_ALGO). HOOP_ERR_INVALID names the bad word. */
 HOOP_API hoop_status hoop_algo_from_name(const char *name, hoop_algo *out);
 
-/* Reports whether req has finished. When it has, *done = 1, the request is released
- * and the collective's status is returned (HOOP_OK, or the error that failed it);
- * otherwise *done = 0 and HOOP_OK. Thread-safe with respect to the progress thread. */
+/* Reports whether req has finished, after one non-blocking round of progress when no
+ * other thread is driving it. When it has, *done = 1, the request is released and the
+ * collective's status is returned (HOOP_OK, or the error that failed it); otherwise
+ * *done = 0 and HOOP_OK. Never blocks. Thread-safe with respect to the progress thread;
+ * do not destroy the comm while another thread tests one of its requests. */
 HOOP_API hoop_status hoop_test(hoop_request *req, int *done);
 
 /* Waits for req until it finishes or timeout_ms passes (< 0 = the comm's timeout,

@@ -80,6 +80,11 @@ static hoop_status collect(hoop_request *req)
 hoop_status hoop_test(hoop_request *req, int *done)
 {
     if (!req || !done) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_test: req or done is NULL");
+    hoop_comm *comm = req->comm;
+    if (!atomic_load(&req->done) && pthread_mutex_trylock(&comm->engine) == 0) {
+        hoop__progress_pass(comm); /* one non-blocking round, if nobody else is driving */
+        pthread_mutex_unlock(&comm->engine);
+    }
     *done = atomic_load(&req->done);
     return *done ? collect(req) : HOOP_OK;
 }

@@ -1,13 +1,18 @@
 /*
  * src/collectives/reduce.c -- elementwise reduction kernels on the CPU.
  *
- * Plain loops over contiguous arrays that the compiler vectorises (-O2 -ftree-vectorize
- * or -O3). Integer sums and products are computed in the unsigned type of the same width
- * so they wrap without undefined behaviour. f16 and bf16 are widened to f32, combined,
- * optionally divided (the last step of an average) and rounded once to nearest even.
+ * Plain loops over contiguous arrays that the compiler vectorises. GCC's -O2 only
+ * vectorises loops that need no run-time alias check, and dst may alias an operand
+ * here, so this file asks for the dynamic cost model (checked with -fopt-info-vec:
+ * every kernel loop is vectorised). Integer sums and products are computed in the unsigned type of
+ * the same width so they wrap without undefined behaviour. f16 and bf16 are widened to f32,
+ * combined, optionally divided (the last step of an average) and rounded once to nearest even.
  *
  * Owns nothing. Thread-safe (pure functions).
  */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
+#endif
 #include <math.h>
 #include <string.h>
 
