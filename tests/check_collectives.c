@@ -289,7 +289,10 @@ static void big(h_rank *h)
 START_TEST(test_big)
 {
     static const int sizes[] = {1, 2, 3, 5, 8};
-    run_ranks(sizes[_i], NULL, big, NULL);
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    cfg.nsocks = 3; /* chunks >= 64 KiB are striped over an odd number of streams */
+    cfg.chunk_bytes = 200 << 10;
+    run_ranks(sizes[_i], &cfg, big, NULL);
 }
 END_TEST
 

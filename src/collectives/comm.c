@@ -289,7 +289,6 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
     free(comm->recv);
     free(comm->slots);
     free(comm->scratch);
-    free(comm->hq);
     free(comm);
     return st;
 }

@@ -16,8 +16,8 @@
 #include "collectives/exec.h"
 #include "transport/transport.h"
 
-/* The 32-byte record every collective sends to the next rank first, and the records
- * that carry failures and goodbyes on the same control link. */
+/* The 32-byte header every collective sends to the next rank first (on the data link),
+ * and the same-sized records that carry failures and goodbyes on the control link. */
 enum { HOOP__REC_HDR = 1, HOOP__REC_ABORT = 2, HOOP__REC_BYE = 3 };
 typedef struct hoop__hdr {
     uint64_t seq;   /* HDR: call number on this comm; ABORT: culprit rank (or -1) */
@@ -73,14 +73,13 @@ struct hoop_comm {
     struct hoop_request *cur;
     hoop__sched sched;
     hoop__exec *exec;
-    void *hdr_req;
+    void *hdr_req, *hdr_rreq; /* our header out; the predecessor's in (into hdr_in) */
+    hoop__hdr hdr_in;
     int hdr_ok;
     int64_t cur_deadline;
     hoop__hdr ctl_in, abort_rec[3];
     void *ctl_req;
     int abort_tail, prev_bye, ctl_eof;
-    hoop__hdr *hq; /* headers received ahead of their call (FIFO) */
-    size_t hq_head, hq_len, hq_cap;
     hoop_status fail_st;
     char fail_msg[512];
     hoop__hdr fail_rec[3];

@@ -1,13 +1,15 @@
 /*
  * src/collectives/progress.c -- the communicator's progress thread.
  *
- * One thread per communicator runs the queued collectives one at a time, in call order:
- *   1. it sends the call's 32-byte header to the next rank on the control link and
+ * One thread per communicator runs the queued collectives one at a time, in call order
+ * (a caller blocked in hoop_wait may drive the same passes itself, under comm->engine):
+ *   1. it sends the call's 32-byte header to the next rank on the data link, ahead of
+ *      the call's data (a small call's header and data leave in one TCP segment), and
  *      compiles the call into a schedule (coll.h) run by the executor (exec.c);
- *   2. sends start at once, receives only after the header from the previous rank has
- *      matched ours, so a mismatched call never writes into the wrong buffer;
- *   3. it always keeps a receive posted on the control link from the previous rank, so
- *      headers that arrive early are queued and failure records are seen at once.
+ *   2. sends start at once; receives start only after the header from the previous rank
+ *      has matched ours, so a mismatched call never reads the wrong bytes;
+ *   3. it always keeps a receive posted on the control link from the previous rank, which
+ *      carries only failure (ABORT) and goodbye (BYE) records, so they are seen at once.
  *
  * Failure travels round the ring: a rank that detects a failure (a link error, a header
  * mismatch, its own deadline) sends an ABORT record (culprit, status, the two calls) to
@@ -68,7 +70,7 @@ void hoop__comm_close_links(hoop_comm *comm)
     if (comm->ctl_send) tp->close(comm->ctl_send);
     if (comm->ctl_recv) tp->close(comm->ctl_recv);
     comm->ctl_send = comm->ctl_recv = NULL;
-    comm->ctl_req = comm->hdr_req = NULL; /* released by close */
+    comm->ctl_req = comm->hdr_req = comm->hdr_rreq = NULL; /* released by close */
 }
 
 /* Sends records on the control link and waits up to FLUSH_MS for them to leave. */
@@ -99,13 +101,6 @@ static void ctl_flush(hoop_comm *comm, const hoop__hdr *recs, int n)
 static void fail_finalize(hoop_comm *comm)
 {
     if (atomic_load(&comm->state) == HOOP__CS_FAILED) return;
-    if (comm->hdr_req) { /* a half-sent header would garble the record stream */
-        int done = 0;
-        int64_t deadline = hoop__deadline_ns(FLUSH_MS);
-        while (comm->hdr_req && !done && hoop__now_ns() < deadline)
-            if (comm->tp->test(comm->hdr_req, &done, NULL) != HOOP_OK) break;
-        comm->hdr_req = NULL;
-    }
     ctl_flush(comm, comm->fail_rec, 3);
     hoop__comm_close_links(comm);
     atomic_store(&comm->state, HOOP__CS_FAILED);
@@ -164,22 +159,6 @@ static void fail_adopt(hoop_comm *comm)
 
 // ----------------------------------------------------------------- control link
 
-static void hq_push(hoop_comm *comm, const hoop__hdr *h)
-{
-    if (comm->hq_len == comm->hq_cap) {
-        size_t cap = comm->hq_cap ? comm->hq_cap * 2 : 16;
-        hoop__hdr *q;
-        if (hoop__calloc(&q, cap) != HOOP_OK) return; /* dropped header -> mismatch later */
-        for (size_t i = 0; i < comm->hq_len; i++)
-            q[i] = comm->hq[(comm->hq_head + i) % comm->hq_cap];
-        free(comm->hq);
-        comm->hq = q;
-        comm->hq_head = 0;
-        comm->hq_cap = cap;
-    }
-    comm->hq[(comm->hq_head + comm->hq_len++) % comm->hq_cap] = *h;
-}
-
 static void ctl_record(hoop_comm *comm, const hoop__hdr *h)
 {
     if (comm->abort_tail > 0) {
@@ -187,7 +166,6 @@ static void ctl_record(hoop_comm *comm, const hoop__hdr *h)
         if (--comm->abort_tail == 0) fail_adopt(comm);
         return;
     }
-    if (h->kind == HOOP__REC_HDR) hq_push(comm, h);
     if (h->kind == HOOP__REC_BYE) comm->prev_bye = 1;
     if (h->kind == HOOP__REC_ABORT) {
         comm->abort_rec[0] = *h;
@@ -310,7 +288,11 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
                           .op = a->op,
                           .elem = a->elem};
     HOOP_CHECK(hoop__exec_start(&comm->exec, &comm->sched, &env));
-    return comm->tp->isend(comm->ctl_send, &r->hdr, sizeof(r->hdr), 0, NULL, &comm->hdr_req);
+    /* The header goes first on the link to next, and its twin is read first from prev. */
+    HOOP_CHECK(
+        comm->tp->isend(comm->send[comm->next], &r->hdr, sizeof(r->hdr), 0, NULL, &comm->hdr_req));
+    return comm->tp->irecv(comm->recv[comm->prev], &comm->hdr_in, sizeof(comm->hdr_in), 0, NULL,
+                           &comm->hdr_rreq);
 }
 
 static int hdr_equal(const hoop__hdr *a, const hoop__hdr *b)
@@ -323,27 +305,28 @@ static int hdr_equal(const hoop__hdr *a, const hoop__hdr *b)
 static void check_header(hoop_comm *comm)
 {
     struct hoop_request *r = comm->cur;
-    if (comm->hq_len == 0) {
-        if (comm->prev_bye || comm->ctl_eof) {
-            char msg[200];
-            snprintf(msg, sizeof(msg), "rank %d has left (destroyed its communicator)", comm->prev);
-            fail_local(comm, HOOP_ERR_REMOTE, comm->prev, &r->hdr, NULL, msg, 1);
-        }
+    char a[160], b[160], msg[400];
+    int done = 0;
+    if (!comm->hdr_rreq) return;
+    if (comm->tp->test(comm->hdr_rreq, &done, NULL) != HOOP_OK) {
+        comm->hdr_rreq = NULL;
+        snprintf(msg, sizeof(msg), "rank %d %s (%s)", comm->prev,
+                 comm->prev_bye ? "has left (destroyed its communicator)" : "closed its link",
+                 hoop_last_error());
+        fail_local(comm, HOOP_ERR_REMOTE, comm->prev, &r->hdr, NULL, msg, 0);
         return;
     }
-    hoop__hdr h = comm->hq[comm->hq_head];
-    comm->hq_head = (comm->hq_head + 1) % comm->hq_cap;
-    comm->hq_len--;
-    if (hdr_equal(&h, &r->hdr)) {
+    if (!done) return;
+    comm->hdr_rreq = NULL;
+    if (hdr_equal(&comm->hdr_in, &r->hdr)) {
         comm->hdr_ok = 1;
         return;
     }
-    char a[160], b[160], msg[400];
     hoop__hdr_describe(&r->hdr, a, sizeof(a));
-    hoop__hdr_describe(&h, b, sizeof(b));
+    hoop__hdr_describe(&comm->hdr_in, b, sizeof(b));
     snprintf(msg, sizeof(msg), "collective mismatch: rank %d called %s but rank %d called %s",
              comm->rank, a, comm->prev, b);
-    fail_local(comm, HOOP_ERR_MISMATCH, -1, &r->hdr, &h, msg, 1);
+    fail_local(comm, HOOP_ERR_MISMATCH, -1, &r->hdr, &comm->hdr_in, msg, 1);
 }
 
 static void finish_op(hoop_comm *comm)
@@ -378,22 +361,24 @@ static void op_progress(hoop_comm *comm, int *progressed)
             return;
         }
     }
-    int done = 0, moved = 0;
+    int done = 0, moved = 0, sent = 0;
+    if (!comm->hdr_ok) check_header(comm);
+    if (atomic_load(&comm->state) != HOOP__CS_RUNNING) return;
+    /* Data sends are queued behind the header before the header's first test, so a
+     * small call's header and data leave in one segment. */
+    if (hoop__exec_progress(comm->exec, comm->hdr_ok, &moved, &done) != HOOP_OK) {
+        int peer = hoop__exec_failed_peer(comm->exec);
+        fail_local(comm, HOOP_ERR_REMOTE, peer, &comm->cur->hdr, NULL, hoop_last_error(), 0);
+        return;
+    }
     if (comm->hdr_req) {
-        if (comm->tp->test(comm->hdr_req, &done, NULL) != HOOP_OK) {
+        if (comm->tp->test(comm->hdr_req, &sent, NULL) != HOOP_OK) {
             comm->hdr_req = NULL;
             fail_local(comm, HOOP_ERR_REMOTE, comm->next, &comm->cur->hdr, NULL, hoop_last_error(),
                        0);
             return;
         }
-        if (done) comm->hdr_req = NULL, *progressed = 1;
-    }
-    if (!comm->hdr_ok) check_header(comm);
-    if (atomic_load(&comm->state) != HOOP__CS_RUNNING) return;
-    if (hoop__exec_progress(comm->exec, comm->hdr_ok, &moved, &done) != HOOP_OK) {
-        int peer = hoop__exec_failed_peer(comm->exec);
-        fail_local(comm, HOOP_ERR_REMOTE, peer, &comm->cur->hdr, NULL, hoop_last_error(), 0);
-        return;
+        if (sent) comm->hdr_req = NULL, *progressed = 1;
     }
     *progressed |= moved;
     if (done && comm->hdr_ok && !comm->hdr_req) {

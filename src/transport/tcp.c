@@ -1,10 +1,11 @@
 /*
  * src/transport/tcp.c -- the TCP transport: non-blocking sockets, several streams per link.
  *
- * A link (send comm -> recv comm) is nsocks TCP connections. A message of `bytes` is cut
- * into up to nsocks pieces of at least TCP_MIN_PIECE bytes; piece j of the k-th message
- * goes to stream (first + j) % nsocks where `first` advances by the number of pieces,
- * so both ends stripe identically without any framing. Each stream keeps a FIFO of
+ * A link (send comm -> recv comm) is nsocks TCP connections. A message of `bytes` >=
+ * TCP_MIN_PIECE is cut into up to nsocks pieces of at least TCP_MIN_PIECE bytes; piece j
+ * goes to stream (first + j) % nsocks where `first` advances by the number of pieces of
+ * each large message; smaller messages all ride stream 0. Both ends see the same
+ * sequence of sizes, so they stripe identically without any framing. Each stream keeps a FIFO of
  * pieces and moves them with partial send()/recv() calls; a request completes when all
  * its pieces have moved.
  *
@@ -30,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "core/check.h"
@@ -41,6 +43,7 @@
 #define TCP_MAX_SOCKS 16
 #define TCP_MIN_PIECE (64u << 10) /* bytes: smaller messages stay on one stream */
 #define TCP_SOCKBUF (4 << 20)     /* bytes asked for SO_SNDBUF / SO_RCVBUF */
+#define TCP_IOV 16                /* queued pieces moved per sendmsg / recvmsg */
 
 struct tcp_ctx {
     struct tcp_comm *connecting; /* half-open send comms, closed by finalize */
@@ -510,31 +513,53 @@ static hoop_status comm_fail(struct tcp_comm *c, const char *what, int err)
     return HOOP_ERROR(c->failed, "%s", c->why);
 }
 
-/* Moves bytes on one stream until it would block. */
-static hoop_status stream_progress(struct tcp_comm *c, struct tcp_stream *s)
+/* Retires n moved bytes from the head of a stream's queue. */
+static void consume(struct tcp_stream *s, size_t n)
 {
-    while (s->head) {
+    while (s->head && s->head->left <= n) {
         struct tcp_piece *p = s->head;
-        ssize_t n;
-        if (p->left > 0) {
-            if (c->kind == TK_SEND)
-                n = send(s->fd, p->ptr, p->left, MSG_NOSIGNAL | MSG_DONTWAIT);
-            else
-                n = recv(s->fd, p->ptr, p->left, MSG_DONTWAIT);
-            if (n == 0 && c->kind == TK_RECV) return comm_fail(c, "recv", 0);
-            if (n < 0) {
-                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return HOOP_OK;
-                if (errno == EPIPE || errno == ECONNRESET)
-                    return comm_fail(c, c->kind == TK_SEND ? "send" : "recv", 0);
-                return comm_fail(c, c->kind == TK_SEND ? "send" : "recv", errno);
-            }
-            p->ptr += n;
-            p->left -= (size_t)n;
-            if (p->left > 0) return HOOP_OK;
-        }
+        n -= p->left;
+        p->ptr += p->left;
+        p->left = 0;
         s->head = p->next;
         if (!s->head) s->tail = NULL;
         p->req->parts_left--;
+    }
+    if (s->head && n) {
+        s->head->ptr += n;
+        s->head->left -= n;
+    }
+}
+
+/* Moves bytes on one stream until it would block. Several queued pieces move in one
+ * sendmsg/recvmsg, so a header and the small message behind it share a TCP segment. */
+static hoop_status stream_progress(struct tcp_comm *c, struct tcp_stream *s)
+{
+    int send_side = c->kind == TK_SEND;
+    while (s->head) {
+        struct iovec iov[TCP_IOV];
+        size_t want = 0;
+        int k = 0;
+        for (struct tcp_piece *p = s->head; p && k < TCP_IOV; p = p->next) {
+            if (p->left == 0) continue;
+            iov[k++] = (struct iovec){.iov_base = p->ptr, .iov_len = p->left};
+            want += p->left;
+        }
+        ssize_t n = 0;
+        if (k > 0) {
+            struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)k};
+            n = send_side ? sendmsg(s->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT)
+                          : recvmsg(s->fd, &m, MSG_DONTWAIT);
+            if (n == 0 && !send_side) return comm_fail(c, "recv", 0);
+            if (n < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return HOOP_OK;
+                if (errno == EPIPE || errno == ECONNRESET)
+                    return comm_fail(c, send_side ? "send" : "recv", 0);
+                return comm_fail(c, send_side ? "send" : "recv", errno);
+            }
+        }
+        consume(s, (size_t)n);
+        if ((size_t)n < want) return HOOP_OK;
     }
     return HOOP_OK;
 }
@@ -558,15 +583,17 @@ static hoop_status post(struct tcp_comm *c, void *buf, size_t bytes, void **out)
     HOOP_CHECK(hoop__calloc(&r, 1));
     r->comm = c;
     r->bytes = bytes;
+    /* Small messages ride stream 0 (so they can share segments); large ones are cut
+     * into pieces of >= TCP_MIN_PIECE striped over the streams by message index. */
     size_t np = bytes / TCP_MIN_PIECE;
     if (np < 1) np = 1;
     if (np > (size_t)c->nsocks) np = (size_t)c->nsocks;
     size_t base = bytes / np, extra = bytes % np;
     char *ptr = buf;
-    unsigned first = c->next_stream;
+    unsigned first = bytes < TCP_MIN_PIECE ? 0 : c->next_stream;
     for (size_t j = 0; j < np; j++) {
         struct tcp_piece *p = &r->piece[j];
-        struct tcp_stream *s = &c->s[(c->next_stream + j) % (unsigned)c->nsocks];
+        struct tcp_stream *s = &c->s[(first + j) % (unsigned)c->nsocks];
         p->req = r;
         p->ptr = ptr;
         p->left = base + (j < extra);
@@ -577,13 +604,15 @@ static hoop_status post(struct tcp_comm *c, void *buf, size_t bytes, void **out)
             s->head = p;
         s->tail = p;
     }
-    c->next_stream = (c->next_stream + (unsigned)np) % (unsigned)c->nsocks;
+    if (bytes >= TCP_MIN_PIECE)
+        c->next_stream = (c->next_stream + (unsigned)np) % (unsigned)c->nsocks;
     r->parts_left = (int)np;
     r->all_next = c->all;
     if (c->all) c->all->all_prev = r;
     c->all = r;
-    /* Try at once: small messages often complete here, saving a poll round. */
-    for (size_t j = 0; j < np; j++)
+    /* Receives try at once (the data may be waiting). Sends wait for the next test, so
+     * messages posted together leave together. */
+    for (size_t j = 0; c->kind == TK_RECV && j < np; j++)
         (void)stream_progress(c, &c->s[(first + j) % (unsigned)c->nsocks]);
     *out = r;
     return HOOP_OK;
