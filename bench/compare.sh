@@ -96,7 +96,7 @@ if [ "${SKIP_LO:-0}" != 1 ]; then
             lo_run $k $r lat "-b 8 -e 8 -n 5000 -w 500 -c 1" "-b 8 -e 8 -r 7 -w 2 -T 20"
         done
         for k in hoop gloo mpi; do
-            lo_run $k $r bw "-b 64M -e 256M -f 2 -n 5 -w 2 -c 1" "-b 64M -e 256M -f 2 -r 5 -w 2 -T 20"
+            lo_run $k $r bw "-b 64M -e 256M -f 2 -n 10 -w 2 -c 1" "-b 64M -e 256M -f 2 -r 5 -w 2 -T 20"
         done
     done
 fi

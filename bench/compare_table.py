@@ -139,7 +139,7 @@ def loopback(raw, rounds, V):
 
     H, G, M = (load(raw, 'lo_%s_bw_r*.txt' % k, p) for k, p in
                (('hoop', parse_hoop), ('gloo', parse_peer), ('mpi', parse_peer)))
-    print('\n### busbw (GB/s; hoop: mean of 5 calls, peers: median of 5)\n')
+    print('\n### busbw (GB/s; hoop: mean of 10 calls, peers: median of 5)\n')
     print('| size | round | hoop out-of-place | hoop in-place | gloo | MPI TCP | hoop/gloo | '
           'hoop/MPI | hoop/link | hoop algo | wrong (hoop, gloo, mpi) |')
     print('|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|')

@@ -248,7 +248,7 @@ static void print_header(const bench_ctx *c)
            hoop_dtype_name(c->o.dtype), hoop_op_name(c->o.op), c->o.minb, c->o.maxb, c->o.factor,
            c->o.iters, c->o.warmup, c->o.check);
     printf("# time = mean per call over the timed iterations, max over ranks; GB/s = 1e9 B/s\n#\n");
-    printf("# %10s  %12s  %6s  %6s  %6s  %40s  %40s\n", "", "", "", "", "", "out-of-place",
+    printf("# %10s  %12s  %6s  %6s  %6s  %26s%14s  %23s\n", "", "", "", "", "", "out-of-place", "",
            "in-place");
     printf("# %10s  %12s  %6s  %6s  %6s", "size", "count", "type", "redop", "root");
     for (int p = 0; p < 2; p++) printf("  %10s  %8s  %8s  %6s", "time", "algbw", "busbw", "#wrong");
