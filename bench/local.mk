@@ -7,3 +7,15 @@ bench_sgemm_rate_SOURCES = bench/sgemm_rate.c
 bench_sgemm_rate_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 EXTRA_DIST += bench/train_throughput.sh bench/torch_mlp.py bench/torch_ddp.py \
 	bench/ddp_scaling.sh bench/ddp_netns.sh
+
+# hoop-bench (issue 3): nccl-tests-style sweeps of every collective, run under hooprun.
+bin_PROGRAMS += bench/hoop-bench
+bench_hoop_bench_SOURCES = bench/hoop-bench.c bench/bench_data.c bench/bench.h
+bench_hoop_bench_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
+TESTS += tests/hoop_bench.sh
+EXTRA_DIST += tests/hoop_bench.sh bench/compare.sh bench/compare_table.py bench/RESULTS.md
+check_PROGRAMS += tests/check_bench
+tests_check_bench_SOURCES = tests/check_bench.c bench/bench_data.c bench/bench.h
+tests_check_bench_CFLAGS = $(TEST_CFLAGS)
+tests_check_bench_LDADD = $(TEST_LDADD)
+TESTS += tests/check_bench
