@@ -93,7 +93,12 @@ static int is_quiet(void)
 
 static int bad_flag(const char *fmt, ...)
 {
-    if (is_quiet()) return 2;
+    /* A silent rank lingers a moment so that rank 0's message is out before the launcher
+     * sees this rank fail and stops everyone. */
+    if (is_quiet()) {
+        usleep(300 * 1000);
+        return 2;
+    }
     va_list ap;
     va_start(ap, fmt);
     fputs("hoop-bench: ", stderr);
