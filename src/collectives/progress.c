@@ -6,10 +6,13 @@
  *   1. it sends the call's 32-byte header to the next rank on the data link, ahead of
  *      the call's data (a small call's header and data leave in one TCP segment), and
  *      compiles the call into a schedule (coll.h) run by the executor (exec.c);
- *   2. sends start at once; receives start only after the header from the previous rank
- *      has matched ours, so a mismatched call never reads the wrong bytes;
+ *   2. sends start at once; receives into user buffers and every reduction wait until
+ *      the header from the previous rank has matched ours, so a mismatched call never
+ *      writes the wrong bytes into user memory (receives into staging slots may be
+ *      posted at once, so a small call's header and data arrive through one recvmsg);
  *   3. it always keeps a receive posted on the control link from the previous rank, which
- *      carries only failure (ABORT) and goodbye (BYE) records, so they are seen at once.
+ *      carries only failure (ABORT) and goodbye (BYE) records, so they are seen at once
+ *      (a pass that spins on a running call reads it every CTL_EVERY_NS, 20 us).
  *
  * Failure travels round the ring: a rank that detects a failure (a link error, a header
  * mismatch, its own deadline) sends an ABORT record (culprit, status, the two calls) to
@@ -340,7 +343,8 @@ static void finish_op(hoop_comm *comm)
     comm->cur = NULL;
 }
 
-/* One executor round (receives held back until the header matched); 0 on failure. */
+/* One executor round (receives into user memory and reductions held back until the
+ * header matched); 0 on failure. */
 static int exec_pass(hoop_comm *comm, int *progressed, int *done)
 {
     int moved = 0;
