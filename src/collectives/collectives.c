@@ -104,7 +104,7 @@ hoop_status hoop_wait(hoop_request *req, int64_t timeout_ms)
          comm && !atomic_load(&req->done) && now - start < WAIT_SPIN_NS && now < deadline;
          now = hoop__now_ns()) {
         if (pthread_mutex_trylock(&comm->engine) == 0) {
-            if (hoop__progress_pass(comm)) start = now;
+            if (hoop__progress_pass(comm)) start = hoop__now_ns(); /* passes may be long */
             pthread_mutex_unlock(&comm->engine);
         }
         if (!atomic_load(&req->done)) sched_yield();

@@ -626,9 +626,11 @@ static hoop_status post(struct tcp_comm *c, void *buf, size_t bytes, void **out)
     r->all_next = c->all;
     if (c->all) c->all->all_prev = r;
     c->all = r;
-    /* Nothing moves until the next test, so messages posted together move together:
-     * sends leave in one segment, and a header and the data queued behind it arrive
-     * through one recvmsg. */
+    /* Sends wait for the next test, so messages posted together leave in one segment.
+     * Small receives wait too (a header and the data queued behind it then arrive
+     * through one recvmsg); large ones try at once (the data may be waiting). */
+    for (size_t j = 0; c->kind == TK_RECV && bytes >= TCP_MIN_PIECE && j < np; j++)
+        (void)stream_progress(c, &c->s[(first + j) % (unsigned)c->nsocks]);
     *out = r;
     return HOOP_OK;
 }
