@@ -330,13 +330,18 @@ END_TEST
 
 static void mismatch(h_rank *h)
 {
-    float x[16] = {0};
+    float x[16], y[16];
+    for (int i = 0; i < 16; i++) x[i] = (float)(h->rank + 1), y[i] = -7.0f;
     size_t count = h->rank == 1 ? 10 : 11;
-    hoop_status st = hoop_allreduce(h->comm, x, x, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    hoop_status st = hoop_allreduce(h->comm, x, y, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
     if (st != HOOP_ERR_MISMATCH)
         h_fail(h, "want HOOP_ERR_MISMATCH, got %s: %s", hoop_status_name(st), hoop_last_error());
     else if (!strstr(hoop_last_error(), "count=10") || !strstr(hoop_last_error(), "count=11"))
         h_fail(h, "message does not name both calls: %s", hoop_last_error());
+    /* Ranks 1 and 2 get a mismatched header from their predecessor: nothing may have
+     * been received or reduced into their recvbuf (data into slots only). */
+    for (int i = 0; i < 16 && (h->rank == 1 || h->rank == 2); i++)
+        if (y[i] != -7.0f) h_fail(h, "recvbuf[%d] = %g was written by a mismatched call", i, y[i]);
     /* The comm stays failed: later calls fail at once with the same cause. */
     st = hoop_barrier(h->comm, NULL);
     if (st != HOOP_ERR_MISMATCH)

@@ -151,6 +151,13 @@ int32_t hoop__sched_add(hoop__sched *s, hoop__step st)
     return (int32_t)s->n++;
 }
 
+void hoop__sched_reset(hoop__sched *s)
+{
+    s->n = 0;
+    s->scratch_bytes = 0;
+    s->err = HOOP_OK;
+}
+
 void hoop__sched_free(hoop__sched *s)
 {
     free(s->steps);

@@ -79,6 +79,8 @@ typedef struct hoop__coll_args {
 
 /* Appends a step; returns its index, or -1 after recording HOOP_ERR_NOMEM in s->err. */
 int32_t hoop__sched_add(hoop__sched *s, hoop__step st);
+/* Empties a schedule but keeps its storage for the next call. */
+void hoop__sched_reset(hoop__sched *s);
 void hoop__sched_free(hoop__sched *s);
 
 /* Balanced partition of count elements into parts: part i starts at the returned

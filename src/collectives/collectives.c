@@ -62,7 +62,10 @@ void hoop__request_complete(struct hoop_request *req, hoop_status st, const char
     pthread_mutex_lock(&req->mu);
     req->status = st;
     req->done_ns = hoop__now_ns();
-    snprintf(req->msg, sizeof(req->msg), "%s", msg ? msg : "");
+    if (msg && *msg)
+        snprintf(req->msg, sizeof(req->msg), "%s", msg);
+    else
+        req->msg[0] = '\0';
     atomic_store(&req->done, 1);
     pthread_cond_broadcast(&req->cv);
     pthread_mutex_unlock(&req->mu);
@@ -108,10 +111,11 @@ hoop_status hoop_wait(hoop_request *req, int64_t timeout_ms)
     /* Drive progress ourselves for a while: no thread hand-off on the fast path. */
     hoop_comm *comm = atomic_load(&req->done) ? NULL : req->comm;
     if (comm) atomic_fetch_add(&comm->drivers, 1);
-    while (comm && !atomic_load(&req->done) && hoop__now_ns() - start < WAIT_SPIN_NS &&
-           hoop__now_ns() < deadline) {
+    for (int64_t now = start;
+         comm && !atomic_load(&req->done) && now - start < WAIT_SPIN_NS && now < deadline;
+         now = hoop__now_ns()) {
         if (pthread_mutex_trylock(&comm->engine) == 0) {
-            if (hoop__progress_pass(comm)) start = hoop__now_ns();
+            if (hoop__progress_pass(comm)) start = hoop__now_ns(); /* passes may be long */
             pthread_mutex_unlock(&comm->engine);
         }
         if (!atomic_load(&req->done)) sched_yield();

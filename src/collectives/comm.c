@@ -297,6 +297,7 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
     free(comm->recv);
     free(comm->slots);
     free(comm->scratch);
+    hoop__sched_free(&comm->sched);
     free(comm);
     return st;
 }

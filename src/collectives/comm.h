@@ -81,6 +81,7 @@ struct hoop_comm {
     hoop__hdr ctl_in, abort_rec[3];
     void *ctl_req;
     int abort_tail, prev_bye, ctl_eof;
+    int64_t ctl_due_ns; /* when a pass next reads the control link */
     hoop_status fail_st;
     char fail_msg[512];
     hoop__hdr fail_rec[3];

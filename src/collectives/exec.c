@@ -52,13 +52,11 @@ static int deps_ok(const hoop__exec *x, const hoop__step *st)
     return 1;
 }
 
-/* Groups the step indices by (direction, peer) into lanes. */
-static hoop_status build_lanes(hoop__exec *x)
+/* Groups the step indices by (direction, peer) into lanes; cnt has 2n+1 zeroed slots. */
+static void build_lanes(hoop__exec *x, size_t *cnt)
 {
     const hoop__sched *s = x->s;
     int n = x->env.world_size;
-    size_t *cnt;
-    HOOP_CHECK(hoop__calloc(&cnt, 2 * (size_t)n + 1));
     for (size_t i = 0; i < s->n; i++) {
         const hoop__step *st = &s->steps[i];
         if (st->kind == HOOP__STEP_COPY) {
@@ -82,50 +80,47 @@ static hoop_status build_lanes(hoop__exec *x)
         struct lane *l = &x->lanes[cnt[(st->kind == HOOP__STEP_SEND ? 0 : n) + st->peer] - 1];
         x->order[l->end++] = (int32_t)i;
     }
-    free(cnt);
-    return HOOP_OK;
+}
+
+/* Hands out the next `bytes` of a block being carved (8-byte aligned pieces). */
+static void *carve(char **at, size_t bytes)
+{
+    void *p = *at;
+    *at += (bytes + 7) & ~(size_t)7;
+    return p;
 }
 
 hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop__exec_env *env)
 {
-    hoop__exec *x;
-    hoop_status st = HOOP_OK;
-    size_t n = s->n + 1;
-    HOOP_CHECK(hoop__calloc(&x, 1));
+    size_t n = s->n + 1, w = 2 * (size_t)env->world_size + 1, ns = (size_t)env->nslots + 1;
+    size_t total = sizeof(hoop__exec) + 8 + n * (sizeof(void *) + 4 * sizeof(int32_t) + 16) +
+                   w * (sizeof(struct lane) + sizeof(size_t) + 16) + ns * sizeof(int) + 64;
+    char *block;
+    /* One allocation per call: the executor runs once per collective, latency counts. */
+    HOOP_CHECK(hoop__calloc(&block, total));
+    hoop__exec *x = carve(&block, sizeof(hoop__exec));
     x->s = s;
     x->env = *env;
     x->env.failed_peer = -1;
-    HOOP_CHECK_GOTO(hoop__calloc(&x->state, n), st, fail);
-    HOOP_CHECK_GOTO(hoop__calloc(&x->req, n), st, fail);
-    HOOP_CHECK_GOTO(hoop__calloc(&x->slot, n), st, fail);
-    HOOP_CHECK_GOTO(hoop__calloc(&x->order, n), st, fail);
-    HOOP_CHECK_GOTO(hoop__calloc(&x->rr, n), st, fail);
-    HOOP_CHECK_GOTO(hoop__calloc(&x->local, n), st, fail);
-    HOOP_CHECK_GOTO(hoop__calloc(&x->active, n), st, fail);
-    HOOP_CHECK_GOTO(hoop__calloc(&x->lanes, 2 * (size_t)env->world_size + 1), st, fail);
-    HOOP_CHECK_GOTO(hoop__calloc(&x->free_slots, (size_t)env->nslots + 1), st, fail);
+    x->req = carve(&block, n * sizeof(void *));
+    x->lanes = carve(&block, w * sizeof(struct lane));
+    size_t *cnt = carve(&block, w * sizeof(size_t));
+    x->order = carve(&block, n * sizeof(int32_t));
+    x->rr = carve(&block, n * sizeof(int32_t));
+    x->local = carve(&block, n * sizeof(int32_t));
+    x->active = carve(&block, n * sizeof(int32_t));
+    x->free_slots = carve(&block, ns * sizeof(int));
+    x->slot = carve(&block, n * sizeof(int16_t));
+    x->state = carve(&block, n);
     for (int i = 0; i < env->nslots; i++) x->free_slots[x->nfree++] = i;
-    HOOP_CHECK_GOTO(build_lanes(x), st, fail);
+    build_lanes(x, cnt);
     *out = x;
     return HOOP_OK;
-fail:
-    hoop__exec_free(x);
-    return st;
 }
 
 void hoop__exec_free(hoop__exec *x)
 {
-    if (!x) return;
-    free(x->state);
-    free(x->req);
-    free(x->slot);
-    free(x->order);
-    free(x->rr);
-    free(x->local);
-    free(x->active);
-    free(x->lanes);
-    free(x->free_slots);
-    free(x);
+    free(x); /* the executor's arrays live in the same block */
 }
 
 static char *at(const hoop__exec *x, int buf, size_t off)
@@ -152,8 +147,12 @@ static void run_locals(hoop__exec *x, int *progressed)
     }
 }
 
-/* Posts the next steps of one lane; stops at the first that cannot start. */
-static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int *progressed)
+/* Posts the next steps of one lane; stops at the first that cannot start. Before the
+ * header has matched (allow_recv = 0) only receives into slots may be posted: they
+ * touch no user memory, and posting them early lets the header and the data behind it
+ * arrive through one recvmsg. */
+static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int allow_recv,
+                             int *progressed)
 {
     while (l->cur < l->end && l->inflight < x->env.depth) {
         int32_t i = x->order[l->cur];
@@ -166,7 +165,7 @@ static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int *pr
             if (!deps_ok(x, st)) return HOOP_OK;
             HOOP_CHECK(c->tp->isend(c, at(x, st->buf, st->off), st->bytes, 0, NULL, &req));
         } else if (st->kind == HOOP__STEP_RECV) {
-            if (!deps_ok(x, st)) return HOOP_OK;
+            if (!allow_recv || !deps_ok(x, st)) return HOOP_OK;
             HOOP_CHECK(c->tp->irecv(c, at(x, st->buf, st->off), st->bytes, 0, NULL, &req));
         } else {
             if (x->rr[x->rr_cur] != i || x->nfree == 0) return HOOP_OK;
@@ -241,10 +240,13 @@ hoop_status hoop__exec_progress(hoop__exec *x, int allow_recv, int *progressed, 
     *progressed = 0;
     run_locals(x, progressed);
     for (int k = 0; k < x->nlanes; k++)
-        if (k < x->nsend_lanes || allow_recv)
-            HOOP_CHECK(post_lane(x, &x->lanes[k], k < x->nsend_lanes, progressed));
+        HOOP_CHECK(post_lane(x, &x->lanes[k], k < x->nsend_lanes, allow_recv, progressed));
     for (size_t j = 0; j < x->nactive;) {
         int left;
+        if (!allow_recv && x->s->steps[x->active[j]].kind != HOOP__STEP_SEND) {
+            j++; /* nothing is received or reduced before the header has matched */
+            continue;
+        }
         HOOP_CHECK(test_one(x, x->active[j], &left, progressed));
         if (left)
             x->active[j] = x->active[--x->nactive];

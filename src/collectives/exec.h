@@ -27,7 +27,8 @@ typedef struct hoop__exec_env {
 hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop__exec_env *env);
 
 /* Starts and completes as many steps as possible without blocking. allow_recv = 0
- * holds back receives (until the collective's header has been checked). *done = 1 when
+ * (until the collective's header has been checked) holds back receives into user
+ * buffers and every reduction; receives into slots may already be posted. *done = 1 when
  * every step is done. Errors come from the transport (HOOP_ERR_REMOTE naming a peer). */
 hoop_status hoop__exec_progress(hoop__exec *x, int allow_recv, int *progressed, int *done);
 

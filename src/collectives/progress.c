@@ -6,10 +6,13 @@
  *   1. it sends the call's 32-byte header to the next rank on the data link, ahead of
  *      the call's data (a small call's header and data leave in one TCP segment), and
  *      compiles the call into a schedule (coll.h) run by the executor (exec.c);
- *   2. sends start at once; receives start only after the header from the previous rank
- *      has matched ours, so a mismatched call never reads the wrong bytes;
+ *   2. sends start at once; receives into user buffers and every reduction wait until
+ *      the header from the previous rank has matched ours, so a mismatched call never
+ *      writes the wrong bytes into user memory (receives into staging slots may be
+ *      posted at once, so a small call's header and data arrive through one recvmsg);
  *   3. it always keeps a receive posted on the control link from the previous rank, which
- *      carries only failure (ABORT) and goodbye (BYE) records, so they are seen at once.
+ *      carries only failure (ABORT) and goodbye (BYE) records, so they are seen at once
+ *      (a pass that spins on a running call reads it every CTL_EVERY_NS, 20 us).
  *
  * Failure travels round the ring: a rank that detects a failure (a link error, a header
  * mismatch, its own deadline) sends an ABORT record (culprit, status, the two calls) to
@@ -37,6 +40,7 @@
 #define FLUSH_MS 200        /* best-effort time to push a last record out */
 #define SPIN_NS (30 * 1000) /* poll without sleeping this long after progress */
 #define MAX_POLL 256
+#define CTL_EVERY_NS (20 * 1000) /* a spinning pass reads the control link this often */
 
 static const char *coll_name(int c)
 {
@@ -209,7 +213,7 @@ static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg)
     if (comm->cur) {
         atomic_fetch_add(&comm->bytes_sent, comm->exec ? hoop__exec_bytes_sent(comm->exec) : 0);
         hoop__exec_free(comm->exec);
-        hoop__sched_free(&comm->sched);
+        hoop__sched_reset(&comm->sched); /* storage kept for the next call */
         comm->exec = NULL;
         hoop__request_complete(comm->cur, st, msg);
         comm->cur = NULL;
@@ -333,10 +337,24 @@ static void finish_op(hoop_comm *comm)
 {
     atomic_fetch_add(&comm->bytes_sent, hoop__exec_bytes_sent(comm->exec));
     hoop__exec_free(comm->exec);
-    hoop__sched_free(&comm->sched);
+    hoop__sched_reset(&comm->sched); /* storage kept for the next call */
     comm->exec = NULL;
     hoop__request_complete(comm->cur, HOOP_OK, NULL);
     comm->cur = NULL;
+}
+
+/* One executor round (receives into user memory and reductions held back until the
+ * header matched); 0 on failure. */
+static int exec_pass(hoop_comm *comm, int *progressed, int *done)
+{
+    int moved = 0;
+    if (hoop__exec_progress(comm->exec, comm->hdr_ok, &moved, done) != HOOP_OK) {
+        int peer = hoop__exec_failed_peer(comm->exec);
+        fail_local(comm, HOOP_ERR_REMOTE, peer, &comm->cur->hdr, NULL, hoop_last_error(), 0);
+        return 0;
+    }
+    *progressed |= moved;
+    return 1;
 }
 
 /* Advances the current call; takes the next one from the queue when idle. */
@@ -361,16 +379,16 @@ static void op_progress(hoop_comm *comm, int *progressed)
             return;
         }
     }
-    int done = 0, moved = 0, sent = 0;
-    if (!comm->hdr_ok) check_header(comm);
-    if (atomic_load(&comm->state) != HOOP__CS_RUNNING) return;
+    int done = 0, sent = 0;
     /* Data sends are queued behind the header before the header's first test, so a
-     * small call's header and data leave in one segment. */
-    if (hoop__exec_progress(comm->exec, comm->hdr_ok, &moved, &done) != HOOP_OK) {
-        int peer = hoop__exec_failed_peer(comm->exec);
-        fail_local(comm, HOOP_ERR_REMOTE, peer, &comm->cur->hdr, NULL, hoop_last_error(), 0);
-        return;
+     * small call's header and data leave in one segment; the data's receive is posted
+     * behind the predecessor's header, so both arrive through one recvmsg. */
+    if (!comm->hdr_ok) {
+        if (!exec_pass(comm, progressed, &done)) return;
+        check_header(comm);
+        if (atomic_load(&comm->state) != HOOP__CS_RUNNING) return;
     }
+    if (comm->hdr_ok && !exec_pass(comm, progressed, &done)) return;
     if (comm->hdr_req) {
         if (comm->tp->test(comm->hdr_req, &sent, NULL) != HOOP_OK) {
             comm->hdr_req = NULL;
@@ -380,7 +398,6 @@ static void op_progress(hoop_comm *comm, int *progressed)
         }
         if (sent) comm->hdr_req = NULL, *progressed = 1;
     }
-    *progressed |= moved;
     if (done && comm->hdr_ok && !comm->hdr_req) {
         finish_op(comm);
         *progressed = 1;
@@ -439,6 +456,7 @@ static void wait_events(hoop_comm *comm)
     }
     atomic_store(&comm->sleeping, 0);
     pthread_mutex_lock(&comm->engine);
+    comm->ctl_due_ns = 0; /* the wake-up may be the control link's */
 }
 
 static void shutdown_links(hoop_comm *comm)
@@ -468,9 +486,16 @@ static void handle_abort(hoop_comm *comm, int how)
 int hoop__progress_pass(hoop_comm *comm)
 {
     int progressed = 0, how = atomic_exchange(&comm->abort_req, 0);
-    if (how) handle_abort(comm, how);
-    ctl_progress(comm, &progressed);
     int state = atomic_load(&comm->state);
+    if (how) handle_abort(comm, how);
+    /* The control link carries only failures and goodbyes: a pass that spins on a
+     * running call reads it every CTL_EVERY_NS, not every time (one syscall saved). */
+    int64_t now = hoop__now_ns();
+    if (state != HOOP__CS_RUNNING || how || now >= comm->ctl_due_ns) {
+        ctl_progress(comm, &progressed);
+        comm->ctl_due_ns = now + CTL_EVERY_NS;
+    }
+    state = atomic_load(&comm->state);
     if (state == HOOP__CS_FAILING && hoop__now_ns() >= comm->failing_deadline) fail_finalize(comm);
     if (state == HOOP__CS_RUNNING) op_progress(comm, &progressed);
     if (atomic_load(&comm->state) == HOOP__CS_FAILED)

@@ -44,6 +44,7 @@
 #define TCP_MIN_PIECE (64u << 10) /* bytes: smaller messages stay on one stream */
 #define TCP_SOCKBUF (4 << 20)     /* bytes asked for SO_SNDBUF / SO_RCVBUF */
 #define TCP_IOV 16                /* queued pieces moved per sendmsg / recvmsg */
+#define TCP_SPARE 8               /* released requests a comm keeps for reuse */
 
 struct tcp_ctx {
     struct tcp_comm *connecting; /* half-open send comms, closed by finalize */
@@ -112,6 +113,8 @@ struct tcp_comm {
     unsigned next_stream;
     struct tcp_stream s[TCP_MAX_SOCKS];
     struct tcp_req *all;
+    struct tcp_req *spare; /* released requests kept for reuse (all_next chains them) */
+    int nspare;
     struct tcp_comm *next_connecting;
     hoop_status failed;
     char why[200];
@@ -572,7 +575,13 @@ static void req_release(struct tcp_req *r)
     else
         c->all = r->all_next;
     if (r->all_next) r->all_next->all_prev = r->all_prev;
-    free(r);
+    if (c->nspare >= TCP_SPARE) {
+        free(r);
+        return;
+    }
+    r->all_next = c->spare; /* a few calls per collective: no malloc on the fast path */
+    c->spare = r;
+    c->nspare++;
 }
 
 static hoop_status post(struct tcp_comm *c, void *buf, size_t bytes, void **out)
@@ -580,7 +589,14 @@ static hoop_status post(struct tcp_comm *c, void *buf, size_t bytes, void **out)
     struct tcp_req *r;
     *out = NULL;
     if (c->failed != HOOP_OK) return HOOP_ERROR(c->failed, "%s", c->why);
-    HOOP_CHECK(hoop__calloc(&r, 1));
+    if (c->spare) {
+        r = c->spare;
+        c->spare = r->all_next;
+        c->nspare--;
+        memset(r, 0, sizeof(*r));
+    } else {
+        HOOP_CHECK(hoop__calloc(&r, 1));
+    }
     r->comm = c;
     r->bytes = bytes;
     /* Small messages ride stream 0 (so they can share segments); large ones are cut
@@ -610,9 +626,10 @@ static hoop_status post(struct tcp_comm *c, void *buf, size_t bytes, void **out)
     r->all_next = c->all;
     if (c->all) c->all->all_prev = r;
     c->all = r;
-    /* Receives try at once (the data may be waiting). Sends wait for the next test, so
-     * messages posted together leave together. */
-    for (size_t j = 0; c->kind == TK_RECV && j < np; j++)
+    /* Sends wait for the next test, so messages posted together leave in one segment.
+     * Small receives wait too (a header and the data queued behind it then arrive
+     * through one recvmsg); large ones try at once (the data may be waiting). */
+    for (size_t j = 0; c->kind == TK_RECV && bytes >= TCP_MIN_PIECE && j < np; j++)
         (void)stream_progress(c, &c->s[(first + j) % (unsigned)c->nsocks]);
     *out = r;
     return HOOP_OK;
@@ -677,6 +694,11 @@ static hoop_status tcp_close(struct hoop_tp_comm *tc)
     for (int i = 0; i < TCP_MAX_SOCKS; i++)
         if (c->s[i].fd >= 0) close(c->s[i].fd);
     while (c->all) req_release(c->all);
+    while (c->spare) {
+        struct tcp_req *r = c->spare;
+        c->spare = r->all_next;
+        free(r);
+    }
     for (int i = 0; i < c->npend; i++) close(c->pend[i].fd);
     for (int i = 0; i < c->ngroups; i++) tcp_close(&c->groups[i]->base);
     free(c->pend);
