@@ -277,6 +277,7 @@ static void on_grad_ready(hoop_tensor *param, void *user)
     if (!h->ddp->sync) return;
     /* No polling here: driving the all-reduce from the backward thread would count
      * communication as computation. The request records its own completion time. */
+    h->ddp->t_last_hook_us = hoop_ddp_now_us();
     mark_ready(h->ddp, h->param);
 }
 
@@ -375,8 +376,13 @@ HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tens
     if (!ddp->sync) return hoop_backward(tape, loss);
     reset_step(ddp);
     int64_t bwd_b = hoop_ddp_now_us();
+    ddp->t_last_hook_us = 0;
     hoop_status st = hoop_backward(tape, loss);
-    int64_t bwd_e = hoop_ddp_now_us();
+    /* Backward's computation ends when the last gradient is final (the last hook). Its
+     * return can come later only because the all-reduce just launched shares the CPU
+     * (the progress thread preempts the tail of the pass); counting that tail as
+     * backward would report communication as hidden when it only competed. */
+    int64_t bwd_e = ddp->t_last_hook_us ? ddp->t_last_hook_us : hoop_ddp_now_us();
     /* Even when backward failed, launch every bucket so no peer waits for this rank. */
     hoop_status unused_st = mark_unused(ddp, tape);
     hoop_status wait_st = wait_all(ddp);

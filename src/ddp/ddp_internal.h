@@ -44,7 +44,8 @@ struct hoop_ddp {
     int nbuckets;
     int next_launch; /* buckets launch strictly in index order */
     int sync;
-    hoop_status hook_st; /* first error raised inside a hook (hooks return void) */
+    int64_t t_last_hook_us; /* when the last grad-ready hook of this step fired */
+    hoop_status hook_st;    /* first error raised inside a hook (hooks return void) */
     char hook_msg[512];
     hoop_ddp_stats stats;
     /* trace */
