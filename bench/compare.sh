@@ -52,6 +52,7 @@ PIDS=()
 cleanup() {
     for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2> /dev/null || true; done
     [ "$NETNS_UP" = 1 ] && "$P/netns_topo.sh" ring-down || true
+    rm -rf "$P" # the copy of the peers; the raw outputs stay in OUT
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
