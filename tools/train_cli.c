@@ -52,7 +52,8 @@ static const char usage_text[] =
     "  --exit-after-epoch K     stop after epoch K as if interrupted (for tests)\n"
     "  --train-limit N          train on the first N samples only (quick runs, tests)\n"
     "  --bucket-cap-kb N        DDP bucket size cap in KiB (25600)\n"
-    "  --first-bucket-kb N      DDP first bucket cap in KiB (1024)\n"
+    "  --first-bucket-kb N      DDP first bucket cap in KiB (512: the MLP's last two layers\n"
+    "                           are reduced while the first layer's backward runs)\n"
     "Distributed: start under hooprun (hooprun --nproc-per-node P hoop-train ...); each\n"
     "worker trains on its DistributedSampler shard with batch B, gradients are averaged\n"
     "by DDP, and rank 0 alone prints, writes metrics and checkpoints.\n"
@@ -81,6 +82,7 @@ static void defaults(train_opts *o)
         .data = "/usr/share/datasets/fashion-mnist",
         .device = "cpu",
         .standardize = 1,
+        .first_bucket_kb = 512,
         .progress = -1,
         .log_every = 100,
         .bench_warmup = 20,
