@@ -2,7 +2,7 @@
 if HAVE_CUDA
 libhoopcore_la_SOURCES += %reldir%/device.cu
 endif
-EXTRA_DIST += %reldir%/device.cu
+EXTRA_DIST += %reldir%/device.cu tests/gpu/run.sh
 noinst_HEADERS += %reldir%/device.h
 # nvcc objects have no automatic dependency tracking: rebuild them when any header changes.
 CUDA_HEADER_DEPS = $(noinst_HEADERS) $(hoopinclude_HEADERS)
