@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/rng.h"
 #include "hoop/data.h"
 
 struct hoop_loader {
@@ -28,35 +29,12 @@ struct hoop_loader {
 
 #define GOLDEN_GAMMA 0x9E3779B97F4A7C15ULL
 
-static uint64_t splitmix64_next(uint64_t *state)
-{
-    uint64_t z = (*state += GOLDEN_GAMMA);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-/* A uniform integer in [0, range), range >= 1, without modulo bias. */
-static uint64_t bounded(uint64_t *state, uint64_t range)
-{
-    unsigned __int128 m = (unsigned __int128)splitmix64_next(state) * range;
-    uint64_t low = (uint64_t)m;
-    if (low < range) {
-        uint64_t threshold = (0 - range) % range;
-        while (low < threshold) {
-            m = (unsigned __int128)splitmix64_next(state) * range;
-            low = (uint64_t)m;
-        }
-    }
-    return (uint64_t)(m >> 64);
-}
-
 void hoop_data_permutation(int64_t *perm, size_t n, uint64_t seed, uint64_t epoch)
 {
-    uint64_t state = seed ^ (epoch * GOLDEN_GAMMA);
+    hoop__rng r = hoop__rng_seed(seed ^ (epoch * GOLDEN_GAMMA));
     for (size_t i = 0; i < n; i++) perm[i] = (int64_t)i;
-    for (size_t i = n; i > 1; i--) {
-        size_t j = (size_t)bounded(&state, i);
+    for (size_t i = n; i > 1; i--) { /* Fisher-Yates over the shared bounded draw */
+        size_t j = (size_t)hoop__rng_below(&r, i);
         int64_t t = perm[i - 1];
         perm[i - 1] = perm[j];
         perm[j] = t;
