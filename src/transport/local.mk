@@ -1,5 +1,5 @@
 # src/transport/local.mk -- sources and tests of the transport layer (included by Makefile.am).
-libhoopcore_la_SOURCES += %reldir%/tcp.c
+libhoopcore_la_SOURCES += %reldir%/tcp.c %reldir%/shm.c
 noinst_HEADERS += %reldir%/transport.h
 
 check_PROGRAMS += tests/check_tcp

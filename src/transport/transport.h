@@ -26,7 +26,7 @@
 
 #include "hoop/status.h"
 
-#define HOOP_TRANSPORT_API_VERSION 1
+#define HOOP_TRANSPORT_API_VERSION 2
 #define HOOP_TP_HANDLE_MAX 128 /* bytes exchanged through the bootstrap store */
 #define HOOP_TP_TOKEN_MAX 64   /* longest accepted HOOP_TOKEN, bytes */
 
@@ -40,6 +40,7 @@ struct hoop_tp_config {
     const char *ifname;      /* interface name or prefix for the listen address; NULL = auto */
     const char *master_addr; /* the auto choice routes towards this host; NULL = loopback */
     int nsocks;              /* streams per link (HOOP_TCP_NSOCKS) */
+    size_t ring_bytes;       /* shm: ring bytes per link, a power of two (0 = 4 MiB) */
 };
 
 /* Embedded first in each implementation's comm and recovered with HOOP_CONTAINER_OF. */
@@ -58,6 +59,8 @@ struct hoop_tp_comm {
  *             channel is shown to the acceptor. A refused token fails HOOP_ERR_REMOTE.
  *   accept    non-blocking: *recv_comm == NULL until a peer has connected and proved
  *             the token; strangers are refused and logged, never returned.
+ *   reachable (optional) 1 when this context can connect to the peer that published
+ *             handle, 0 when not (shm: another host or network namespace); NULL = any.
  *   reg_mr    (optional) NULL when the transport needs no registration (tcp).
  *   dereg_mr  (optional) pairs with reg_mr.
  *   isend     queues bytes from buf; *req == NULL means "would block, retry".
@@ -70,12 +73,13 @@ struct hoop_tp_comm {
  *   finalize  destroys the context.
  */
 struct hoop_transport {
-    const char *name; /* "tcp", "ib": for logs and HOOP_TRANSPORT */
+    const char *name; /* "tcp", "shm", "ib": for logs and HOOP_TRANSPORT */
     int api_version;
     hoop_status (*init)(const struct hoop_tp_config *cfg, void **tctx);
     hoop_status (*listen)(void *tctx, void *handle, struct hoop_tp_comm **listen_comm);
     hoop_status (*connect)(void *tctx, void *handle, int channel, struct hoop_tp_comm **send_comm);
     hoop_status (*accept)(struct hoop_tp_comm *listen_comm, struct hoop_tp_comm **recv_comm);
+    int (*reachable)(void *tctx, const void *handle);
     hoop_status (*reg_mr)(struct hoop_tp_comm *c, void *buf, size_t bytes, int kind, void **mr);
     hoop_status (*dereg_mr)(struct hoop_tp_comm *c, void *mr);
     hoop_status (*isend)(struct hoop_tp_comm *c, const void *buf, size_t bytes, uint32_t tag,
@@ -89,6 +93,7 @@ struct hoop_transport {
 };
 
 extern const struct hoop_transport hoop__transport_tcp;
+extern const struct hoop_transport hoop__transport_shm;
 
 /* Returns 1 when every required slot of tp is set and the version matches, else 0 and
  * the name of the first missing slot in *missing (for the unit test and at init). */

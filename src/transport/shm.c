@@ -1,0 +1,762 @@
+/*
+ * src/transport/shm.c -- the shared-memory transport, for ranks on the same host.
+ *
+ * A link (send comm -> recv comm) is one single-producer / single-consumer byte ring in
+ * a memfd segment mapped by both processes. The sender copies user bytes into the ring
+ * and publishes `head` (bytes written, release); the receiver copies them out and
+ * publishes `tail` (bytes consumed). That is one copy on each side with no system call
+ * on the data path, where TCP over loopback adds the socket layer, skb allocation and a
+ * wake-up per segment. The same layout is what MPI's vader BTL and NCCL's SHM transport
+ * use between processes of one node (bounded FIFOs in shared memory).
+ *
+ * Sleeping: a side that finds nothing to do and is about to sleep (pollfds) sets its
+ * "waiting" word in the segment, re-checks the ring, and sleeps on an eventfd that the
+ * other side rings only when it sees the word set (a seq_cst fence on both sides makes
+ * one of them see the other). A spinning progress thread therefore never costs its peer
+ * a system call.
+ *
+ * Set-up and liveness: the acceptor listens on an abstract Unix socket (SOCK_SEQPACKET)
+ * named in its handle. The connector creates the segment and the two eventfds, sends a
+ * hello (magic, version, rank, channel, ring size, token) with the three descriptors
+ * (SCM_RIGHTS), and waits for a one-byte verdict. The acceptor checks the token in
+ * constant time and that the peer runs as the same user (SO_PEERCRED), then maps the
+ * segment. The socket then stays open only to detect a peer that exits: its EOF fails
+ * a request that still needs the peer, naming it (HOOP_ERR_REMOTE); bytes already in
+ * the ring can still be read after a graceful close.
+ *
+ * Reachability: abstract sockets live in a network namespace, so a handle carries the
+ * kernel's boot id and the network-namespace inode; `reachable` is true only when both
+ * match this process's.
+ *
+ * Owns: segments, eventfds, sockets and requests of its comms. Thread-safety: one
+ * thread per comm (as the vtable says); the two ends of a link run in two processes or
+ * threads and meet only through the atomics in the segment.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "core/check.h"
+#include "core/clock.h"
+#include "core/rng.h"
+#include "transport/transport.h"
+
+#define SHM_MAGIC 0x6873686du /* "hshm" */
+#define SHM_VERSION 1
+#define SHM_HDR_BYTES 4096           /* segment bytes before the ring */
+#define SHM_SPARE 8                  /* released requests a comm keeps for reuse */
+#define SHM_EOF_CHECK_NS (200 * 1000) /* a stalled comm peeks at its socket this often */
+#define SHM_NAME_MAX 40
+
+/* The segment's first page. Each side's word sits on its own cache lines. */
+struct shm_ring {
+    _Alignas(128) _Atomic uint64_t head; /* bytes written (sender) */
+    _Atomic uint32_t rx_wait;            /* the receiver sleeps on efd_data */
+    _Alignas(128) _Atomic uint64_t tail; /* bytes consumed (receiver) */
+    _Atomic uint32_t tx_wait;            /* the sender sleeps on efd_space */
+    _Alignas(128) uint64_t size;         /* ring bytes (a power of two) */
+    uint32_t magic;
+};
+_Static_assert(sizeof(struct shm_ring) <= SHM_HDR_BYTES, "ring header too large");
+
+struct shm_ctx {
+    struct shm_comm *connecting; /* half-open send comms, closed by finalize */
+    int rank;
+    size_t ring_bytes;
+    char token[HOOP_TP_TOKEN_MAX];
+    uint8_t boot_id[16];
+    uint64_t netns;
+};
+
+/* What a rank publishes; `pending` is the connector's progress, NULL when published. */
+struct shm_handle {
+    uint32_t magic;
+    int32_t rank;
+    uint8_t boot_id[16];
+    uint64_t netns;
+    char name[SHM_NAME_MAX]; /* abstract socket name (without the leading NUL) */
+    struct shm_comm *pending;
+};
+_Static_assert(sizeof(struct shm_handle) <= HOOP_TP_HANDLE_MAX, "shm handle too large");
+
+struct shm_hello {
+    uint32_t magic;
+    uint16_t version, pad;
+    int32_t rank, channel;
+    uint64_t ring_bytes;
+    char token[HOOP_TP_TOKEN_MAX];
+};
+
+struct shm_req {
+    struct shm_comm *comm;
+    char *ptr;
+    size_t left, bytes;
+    int done;
+    struct shm_req *next;                /* the comm's queue of unfinished requests */
+    struct shm_req *all_prev, *all_next; /* every live request of the comm */
+};
+
+enum shm_kind { SK_LISTEN, SK_SEND, SK_RECV };
+enum shm_conn_state { SCS_START, SCS_HELLO, SCS_ACK, SCS_DONE };
+
+struct shm_comm {
+    struct hoop_tp_comm base;
+    struct shm_ctx *ctx;
+    enum shm_kind kind;
+    int sock, memfd, efd_data, efd_space;
+    struct shm_ring *ring;
+    char *data;
+    size_t size;      /* ring bytes */
+    uint64_t pos;     /* our copy of head (sender) or tail (receiver) */
+    struct shm_req *qhead, *qtail, *all, *spare;
+    int nspare;
+    int peer_gone;          /* EOF seen on the socket */
+    int64_t eof_checked_ns; /* last peek at the socket while stalled */
+    hoop_status failed;
+    char why[200];
+    /* connector */
+    enum shm_conn_state state;
+    struct sockaddr_un raddr;
+    socklen_t raddr_len;
+    struct shm_comm *next_connecting;
+    /* listener: accepted sockets whose hello has not arrived yet */
+    int *pend;
+    int npend, cappend;
+    char name[SHM_NAME_MAX];
+};
+
+static const struct hoop_transport *self_tp(void);
+
+// ----------------------------------------------------------------- host identity
+
+static hoop_status host_identity(uint8_t boot_id[16], uint64_t *netns)
+{
+    char text[64] = {0};
+    struct stat sb;
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+    if (fd >= 0) close(fd);
+    if (n < 32)
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                          "shm transport: cannot read /proc/sys/kernel/random/boot_id");
+    memset(boot_id, 0, 16);
+    for (int i = 0, k = 0; text[i] && k < 32; i++) { /* 36 chars with dashes -> 16 bytes */
+        char ch = text[i];
+        int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        if (v < 0) continue;
+        boot_id[k / 2] |= (uint8_t)(v << (k % 2 ? 0 : 4));
+        k++;
+    }
+    if (stat("/proc/self/ns/net", &sb) != 0)
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "shm transport: cannot stat /proc/self/ns/net: %s",
+                          strerror(errno));
+    *netns = (uint64_t)sb.st_ino;
+    return HOOP_OK;
+}
+
+// ----------------------------------------------------------------- context
+
+static hoop_status shm_init(const struct hoop_tp_config *cfg, void **tctx)
+{
+    struct shm_ctx *ctx;
+    size_t ring = cfg->ring_bytes ? cfg->ring_bytes : (size_t)4 << 20;
+    if (ring < 4096 || (ring & (ring - 1)))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "shm transport: ring of %zu bytes is not a power of "
+                          "two >= 4096", ring);
+    HOOP_CHECK(hoop__calloc(&ctx, 1));
+    ctx->rank = cfg->rank;
+    ctx->ring_bytes = ring;
+    if (cfg->token) snprintf(ctx->token, sizeof(ctx->token), "%s", cfg->token);
+    hoop_status st = host_identity(ctx->boot_id, &ctx->netns);
+    if (st != HOOP_OK) {
+        free(ctx);
+        return st;
+    }
+    *tctx = ctx;
+    return HOOP_OK;
+}
+
+static hoop_status shm_close(struct hoop_tp_comm *tc);
+
+static hoop_status shm_finalize(void *tctx)
+{
+    struct shm_ctx *ctx = tctx;
+    if (!ctx) return HOOP_OK;
+    while (ctx->connecting) shm_close(&ctx->connecting->base); /* unlinks itself */
+    free(ctx);
+    return HOOP_OK;
+}
+
+static void unlink_connecting(struct shm_ctx *ctx, struct shm_comm *c)
+{
+    for (struct shm_comm **p = &ctx->connecting; *p; p = &(*p)->next_connecting)
+        if (*p == c) {
+            *p = c->next_connecting;
+            return;
+        }
+}
+
+static hoop_status comm_new(struct shm_ctx *ctx, enum shm_kind kind, int peer, int channel,
+                            struct shm_comm **out)
+{
+    struct shm_comm *c;
+    HOOP_CHECK(hoop__calloc(&c, 1));
+    c->base.tp = self_tp();
+    c->base.peer = peer;
+    c->base.channel = channel;
+    c->ctx = ctx;
+    c->kind = kind;
+    c->sock = c->memfd = c->efd_data = c->efd_space = -1;
+    *out = c;
+    return HOOP_OK;
+}
+
+static int shm_reachable(void *tctx, const void *handle)
+{
+    const struct shm_ctx *ctx = tctx;
+    const struct shm_handle *h = handle;
+    return ctx && h->magic == SHM_MAGIC && h->netns == ctx->netns &&
+           memcmp(h->boot_id, ctx->boot_id, sizeof(h->boot_id)) == 0;
+}
+
+// ----------------------------------------------------------------- listen / accept
+
+static void abstract_addr(const char *name, struct sockaddr_un *a, socklen_t *len)
+{
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    size_t n = strnlen(name, SHM_NAME_MAX);
+    memcpy(a->sun_path + 1, name, n); /* sun_path[0] = 0: the abstract namespace */
+    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+static hoop_status shm_listen(void *tctx, void *handle, struct hoop_tp_comm **out)
+{
+    struct shm_ctx *ctx = tctx;
+    struct shm_comm *c;
+    struct sockaddr_un a;
+    socklen_t alen;
+    hoop__rng rng = hoop__rng_seed((uint64_t)hoop__now_ns() ^ ((uint64_t)getpid() << 32) ^
+                                   (uintptr_t)ctx);
+    HOOP_CHECK(comm_new(ctx, SK_LISTEN, -1, -1, &c));
+    c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    for (int tries = 0; c->sock >= 0 && tries < 8; tries++) {
+        snprintf(c->name, sizeof(c->name), "hoop-shm-%d-%016llx", (int)getpid(),
+                 (unsigned long long)hoop__rng_next(&rng));
+        abstract_addr(c->name, &a, &alen);
+        if (bind(c->sock, (struct sockaddr *)&a, alen) == 0) break;
+        if (errno != EADDRINUSE) tries = 8;
+    }
+    if (c->sock < 0 || listen(c->sock, 512) != 0) {
+        int e = errno;
+        shm_close(&c->base);
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "shm transport: cannot listen on a Unix socket: %s",
+                          strerror(e));
+    }
+    struct shm_handle h = {.magic = SHM_MAGIC, .rank = ctx->rank, .netns = ctx->netns};
+    memcpy(h.boot_id, ctx->boot_id, sizeof(h.boot_id));
+    memcpy(h.name, c->name, sizeof(h.name));
+    memset(handle, 0, HOOP_TP_HANDLE_MAX);
+    memcpy(handle, &h, sizeof(h));
+    *out = &c->base;
+    return HOOP_OK;
+}
+
+static int token_equal(const char *a, const char *b)
+{
+    unsigned char diff = 0;
+    for (size_t i = 0; i < HOOP_TP_TOKEN_MAX; i++) diff |= (unsigned char)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+/* Maps a connector's segment (fd) and checks its header against the hello. */
+static hoop_status map_segment(struct shm_comm *c, int fd, uint64_t ring_bytes, int create)
+{
+    struct stat sb;
+    size_t map = SHM_HDR_BYTES + ring_bytes;
+    if (create && ftruncate(fd, (off_t)map) != 0)
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "shm transport: ftruncate(%zu): %s", map,
+                          strerror(errno));
+    if (!create && (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != map))
+        return HOOP_ERROR(HOOP_ERR_REMOTE, "shm transport: segment from rank %d has the wrong size",
+                          c->base.peer);
+    void *p = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "shm transport: mmap of %zu bytes: %s", map,
+                          strerror(errno));
+    c->ring = p;
+    c->data = (char *)p + SHM_HDR_BYTES;
+    c->size = (size_t)ring_bytes;
+    if (create) {
+        c->ring->size = ring_bytes;
+        c->ring->magic = SHM_MAGIC;
+    } else if (c->ring->magic != SHM_MAGIC || c->ring->size != ring_bytes) {
+        return HOOP_ERROR(HOOP_ERR_REMOTE, "shm transport: segment from rank %d is not a ring",
+                          c->base.peer);
+    }
+    return HOOP_OK;
+}
+
+/* Reads the hello of an accepted socket. *out = a new recv comm when the peer is
+ * accepted; the socket is consumed (closed or kept) unless its hello has not arrived. */
+static hoop_status judge(struct shm_comm *l, int fd, int *keep, struct shm_comm **out)
+{
+    struct shm_hello h;
+    int fds[3] = {-1, -1, -1}, nfds = 0;
+    char cbuf[CMSG_SPACE(sizeof(fds))];
+    struct iovec iov = {.iov_base = &h, .iov_len = sizeof(h)};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+    struct ucred cred;
+    socklen_t clen = sizeof(cred);
+    *out = NULL;
+    *keep = 0;
+    ssize_t n = recvmsg(fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        *keep = 1;
+        return HOOP_OK;
+    }
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); n >= 0 && cm; cm = CMSG_NXTHDR(&m, cm))
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+            nfds = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            if (nfds > 3) nfds = 3;
+            memcpy(fds, CMSG_DATA(cm), (size_t)nfds * sizeof(int));
+        }
+    const char *why = NULL;
+    if (n != (ssize_t)sizeof(h) || h.magic != SHM_MAGIC)
+        why = "not a hoop shm hello";
+    else if (h.version != SHM_VERSION)
+        why = "another shm protocol version";
+    else if (nfds != 3 || (m.msg_flags & MSG_CTRUNC))
+        why = "the segment and eventfds did not arrive";
+    else if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 || cred.uid != getuid())
+        why = "the peer runs as another user";
+    else if (!token_equal(h.token, l->ctx->token))
+        why = "wrong token";
+    else if (h.ring_bytes < 4096 || (h.ring_bytes & (h.ring_bytes - 1)))
+        why = "a bad ring size";
+    struct shm_comm *c = NULL;
+    hoop_status st = HOOP_OK;
+    if (!why) {
+        st = comm_new(l->ctx, SK_RECV, h.rank, h.channel, &c);
+        if (st == HOOP_OK) {
+            c->memfd = fds[0], c->efd_data = fds[1], c->efd_space = fds[2], c->sock = fd;
+            fds[0] = fds[1] = fds[2] = -1;
+            st = map_segment(c, c->memfd, h.ring_bytes, 0);
+        }
+        if (st != HOOP_OK) why = hoop_last_error();
+    }
+    char verdict = why ? 0 : 1;
+    if (send(fd, &verdict, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1 && !why) why = "the peer left";
+    for (int i = 0; i < 3; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    if (why) {
+        HOOP_WARN("shm transport: refused a connection (%s)", why);
+        if (c) {
+            c->sock = -1; /* closed below */
+            shm_close(&c->base);
+        }
+        close(fd);
+        return HOOP_OK;
+    }
+    *out = c;
+    return HOOP_OK;
+}
+
+static hoop_status shm_accept(struct hoop_tp_comm *lc, struct hoop_tp_comm **out)
+{
+    struct shm_comm *l = HOOP_CONTAINER_OF(lc, struct shm_comm, base);
+    *out = NULL;
+    for (;;) {
+        int fd = accept4(l->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) break;
+        if (l->npend == l->cappend) {
+            int cap = l->cappend ? 2 * l->cappend : 16;
+            int *p = realloc(l->pend, (size_t)cap * sizeof(int));
+            if (!p) {
+                close(fd);
+                return HOOP_ERROR(HOOP_ERR_NOMEM, "shm transport: out of memory in accept");
+            }
+            l->pend = p;
+            l->cappend = cap;
+        }
+        l->pend[l->npend++] = fd;
+    }
+    for (int i = 0; i < l->npend; i++) {
+        struct shm_comm *c;
+        int keep;
+        HOOP_CHECK(judge(l, l->pend[i], &keep, &c));
+        if (keep) continue;
+        l->pend[i--] = l->pend[--l->npend];
+        if (c) {
+            *out = &c->base;
+            return HOOP_OK;
+        }
+    }
+    return HOOP_OK;
+}
+
+// ----------------------------------------------------------------- connect
+
+static hoop_status connector_setup(struct shm_comm *c)
+{
+    c->memfd = memfd_create("hoop-shm", MFD_CLOEXEC);
+    c->efd_data = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    c->efd_space = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (c->memfd < 0 || c->efd_data < 0 || c->efd_space < 0)
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "shm transport: memfd_create/eventfd: %s",
+                          strerror(errno));
+    return map_segment(c, c->memfd, c->ctx->ring_bytes, 1);
+}
+
+static hoop_status send_hello(struct shm_comm *c, int *sent)
+{
+    struct shm_hello h = {.magic = SHM_MAGIC,
+                          .version = SHM_VERSION,
+                          .rank = c->ctx->rank,
+                          .channel = c->base.channel,
+                          .ring_bytes = c->size};
+    int fds[3] = {c->memfd, c->efd_data, c->efd_space};
+    char cbuf[CMSG_SPACE(sizeof(fds))];
+    struct iovec iov = {.iov_base = &h, .iov_len = sizeof(h)};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+    memcpy(h.token, c->ctx->token, sizeof(h.token));
+    memset(cbuf, 0, sizeof(cbuf));
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(fds));
+    memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+    *sent = 0;
+    ssize_t n = sendmsg(c->sock, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return HOOP_OK;
+    if (n != (ssize_t)sizeof(h))
+        return HOOP_ERROR(HOOP_ERR_REMOTE, "shm transport: hello to rank %d failed: %s",
+                          c->base.peer, n < 0 ? strerror(errno) : "short write");
+    *sent = 1;
+    return HOOP_OK;
+}
+
+/* One step of the connector's state machine; *done once the verdict said yes. */
+static hoop_status conn_step(struct shm_comm *c, int *done)
+{
+    *done = 0;
+    if (c->state == SCS_START) {
+        if (connect(c->sock, (struct sockaddr *)&c->raddr, c->raddr_len) != 0) {
+            if (errno == EAGAIN || errno == ECONNREFUSED || errno == ENOENT) return HOOP_OK;
+            return HOOP_ERROR(HOOP_ERR_REMOTE, "shm transport: connect to rank %d: %s",
+                              c->base.peer, strerror(errno));
+        }
+        c->state = SCS_HELLO;
+    }
+    if (c->state == SCS_HELLO) {
+        int sent;
+        HOOP_CHECK(send_hello(c, &sent));
+        if (!sent) return HOOP_OK;
+        c->state = SCS_ACK;
+    }
+    char v;
+    ssize_t n = recv(c->sock, &v, 1, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return HOOP_OK;
+    if (n != 1 || v != 1)
+        return HOOP_ERROR(HOOP_ERR_REMOTE,
+                          "shm transport: rank %d refused the connection (wrong HOOP_TOKEN, "
+                          "another user, or a failed mapping: see its log)",
+                          c->base.peer);
+    c->state = SCS_DONE;
+    *done = 1;
+    return HOOP_OK;
+}
+
+static hoop_status shm_connect(void *tctx, void *handle, int channel, struct hoop_tp_comm **out)
+{
+    struct shm_ctx *ctx = tctx;
+    struct shm_handle *h = handle;
+    struct shm_comm *c = h->pending;
+    hoop_status st;
+    *out = NULL;
+    if (!c) {
+        if (!shm_reachable(ctx, h))
+            return HOOP_ERROR(HOOP_ERR_INVALID,
+                              "shm transport: rank %d is on another host or network namespace",
+                              h->rank);
+        HOOP_CHECK(comm_new(ctx, SK_SEND, h->rank, channel, &c));
+        c->next_connecting = ctx->connecting;
+        ctx->connecting = c;
+        h->pending = c;
+        abstract_addr(h->name, &c->raddr, &c->raddr_len);
+        c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (c->sock < 0) {
+            st = HOOP_ERROR(HOOP_ERR_SYSTEM, "shm transport: socket: %s", strerror(errno));
+            goto fail;
+        }
+        HOOP_CHECK_GOTO(connector_setup(c), st, fail);
+    }
+    int done;
+    HOOP_CHECK_GOTO(conn_step(c, &done), st, fail);
+    if (!done) return HOOP_OK;
+    unlink_connecting(ctx, c);
+    h->pending = NULL;
+    *out = &c->base;
+    return HOOP_OK;
+fail:
+    h->pending = NULL;
+    shm_close(&c->base); /* also unlinks it from ctx->connecting */
+    return st;
+}
+
+// ----------------------------------------------------------------- data path
+
+static hoop_status comm_fail(struct shm_comm *c, const char *what)
+{
+    if (c->failed == HOOP_OK) {
+        c->failed = HOOP_ERR_REMOTE;
+        snprintf(c->why, sizeof(c->why), "shm link %s rank %d: %s",
+                 c->kind == SK_SEND ? "to" : "from", c->base.peer, what);
+    }
+    return HOOP_ERROR(c->failed, "%s", c->why);
+}
+
+/* A stalled comm peeks at its socket now and then: EOF means the peer has gone. */
+static hoop_status check_peer(struct shm_comm *c)
+{
+    int64_t now = hoop__now_ns();
+    if (c->peer_gone) return comm_fail(c, "the peer closed its end or exited");
+    if (now - c->eof_checked_ns < SHM_EOF_CHECK_NS) return HOOP_OK;
+    c->eof_checked_ns = now;
+    char b;
+    ssize_t n = recv(c->sock, &b, 1, MSG_DONTWAIT | MSG_PEEK);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+        c->peer_gone = 1;
+        return comm_fail(c, "the peer closed its end or exited");
+    }
+    return HOOP_OK;
+}
+
+static void ring_bell(int efd)
+{
+    uint64_t one = 1;
+    if (write(efd, &one, sizeof(one)) < 0) { /* EAGAIN: the counter is already set */
+    }
+}
+
+static void drain_bell(int efd)
+{
+    uint64_t v;
+    if (read(efd, &v, sizeof(v)) < 0) { /* EAGAIN: nothing rung */
+    }
+}
+
+/* Moves bytes between the queued requests and the ring; completed requests leave the
+ * queue (done = 1) and are released by the test that sees them. */
+static hoop_status comm_progress(struct shm_comm *c)
+{
+    struct shm_ring *r = c->ring;
+    int send = c->kind == SK_SEND;
+    if (c->failed != HOOP_OK) return HOOP_ERROR(c->failed, "%s", c->why);
+    if (!c->qhead) return HOOP_OK;
+    uint64_t other = atomic_load_explicit(send ? &r->tail : &r->head, memory_order_acquire);
+    size_t avail = send ? c->size - (size_t)(c->pos - other) : (size_t)(other - c->pos);
+    size_t moved = 0, mask = c->size - 1;
+    while (c->qhead && avail > 0) {
+        struct shm_req *q = c->qhead;
+        size_t n = q->left < avail ? q->left : avail;
+        size_t off = (size_t)(c->pos + moved) & mask, first = c->size - off;
+        if (first > n) first = n;
+        if (send) {
+            memcpy(c->data + off, q->ptr, first);
+            memcpy(c->data, q->ptr + first, n - first);
+        } else {
+            memcpy(q->ptr, c->data + off, first);
+            memcpy(q->ptr + first, c->data, n - first);
+        }
+        q->ptr += n;
+        q->left -= n;
+        avail -= n;
+        moved += n;
+        if (q->left == 0) {
+            q->done = 1;
+            if (!(c->qhead = q->next)) c->qtail = NULL;
+        }
+    }
+    if (moved) {
+        c->pos += moved;
+        atomic_store_explicit(send ? &r->head : &r->tail, c->pos, memory_order_release);
+        /* Pairs with the fence in pollfds: either the sleeper sees our position or we
+         * see its waiting word. */
+        atomic_thread_fence(memory_order_seq_cst);
+        _Atomic uint32_t *w = send ? &r->rx_wait : &r->tx_wait;
+        if (atomic_load_explicit(w, memory_order_relaxed) && atomic_exchange(w, 0))
+            ring_bell(send ? c->efd_data : c->efd_space);
+        return HOOP_OK;
+    }
+    return check_peer(c); /* stalled: is anyone still at the other end? */
+}
+
+static void req_release(struct shm_req *q)
+{
+    struct shm_comm *c = q->comm;
+    if (q->all_prev)
+        q->all_prev->all_next = q->all_next;
+    else
+        c->all = q->all_next;
+    if (q->all_next) q->all_next->all_prev = q->all_prev;
+    if (c->nspare < SHM_SPARE) {
+        q->all_next = c->spare;
+        c->spare = q;
+        c->nspare++;
+    } else {
+        free(q);
+    }
+}
+
+static hoop_status post(struct shm_comm *c, void *buf, size_t bytes, void **out)
+{
+    struct shm_req *q = c->spare;
+    *out = NULL;
+    if (c->failed != HOOP_OK) return HOOP_ERROR(c->failed, "%s", c->why);
+    if (q) {
+        c->spare = q->all_next;
+        c->nspare--;
+        memset(q, 0, sizeof(*q));
+    } else {
+        HOOP_CHECK(hoop__calloc(&q, 1));
+    }
+    q->comm = c;
+    q->ptr = buf;
+    q->left = q->bytes = bytes;
+    q->done = bytes == 0;
+    q->all_next = c->all;
+    if (c->all) c->all->all_prev = q;
+    c->all = q;
+    if (!q->done) {
+        if (c->qtail)
+            c->qtail->next = q;
+        else
+            c->qhead = q;
+        c->qtail = q;
+    }
+    *out = q;
+    return HOOP_OK;
+}
+
+static hoop_status shm_isend(struct hoop_tp_comm *tc, const void *buf, size_t bytes, uint32_t tag,
+                             void *mr, void **req)
+{
+    struct shm_comm *c = HOOP_CONTAINER_OF(tc, struct shm_comm, base);
+    (void)tag, (void)mr;
+    if (c->kind != SK_SEND) return HOOP_INTERNAL_ERROR("shm isend on a non-send comm");
+    HOOP_CHECK(post(c, (void *)buf, bytes, req));
+    return comm_progress(c); /* small messages leave at once */
+}
+
+static hoop_status shm_irecv(struct hoop_tp_comm *tc, void *buf, size_t bytes, uint32_t tag,
+                             void *mr, void **req)
+{
+    struct shm_comm *c = HOOP_CONTAINER_OF(tc, struct shm_comm, base);
+    (void)tag, (void)mr;
+    if (c->kind != SK_RECV) return HOOP_INTERNAL_ERROR("shm irecv on a non-recv comm");
+    return post(c, buf, bytes, req);
+}
+
+static hoop_status shm_test(void *req, int *done, size_t *bytes)
+{
+    struct shm_req *q = req;
+    struct shm_comm *c = q->comm;
+    *done = 0;
+    if (!q->done) {
+        hoop_status st = comm_progress(c);
+        if (st != HOOP_OK) {
+            req_release(q); /* a failed request is released, as a finished one is */
+            return st;
+        }
+    }
+    if (!q->done) return HOOP_OK;
+    if (bytes) *bytes = q->bytes;
+    *done = 1;
+    req_release(q);
+    return HOOP_OK;
+}
+
+/* Called before the caller sleeps: arms our waiting word, and rings our own bell when
+ * the ring already has what we wait for, so the sleep ends at once. */
+static int shm_pollfds(struct hoop_tp_comm *tc, struct pollfd *fds, int cap)
+{
+    struct shm_comm *c = HOOP_CONTAINER_OF(tc, struct shm_comm, base);
+    if (cap < 1) return 0;
+    if (c->kind == SK_LISTEN) {
+        fds[0] = (struct pollfd){.fd = c->sock, .events = POLLIN};
+        return 1;
+    }
+    if (!c->qhead || c->failed != HOOP_OK || cap < 2) {
+        fds[0] = (struct pollfd){.fd = c->sock, .events = 0};
+        return 1;
+    }
+    int send = c->kind == SK_SEND, efd = send ? c->efd_space : c->efd_data;
+    struct shm_ring *r = c->ring;
+    drain_bell(efd);
+    atomic_store(send ? &r->tx_wait : &r->rx_wait, 1);
+    atomic_thread_fence(memory_order_seq_cst);
+    uint64_t other = atomic_load(send ? &r->tail : &r->head);
+    if (send ? c->size - (size_t)(c->pos - other) > 0 : other != c->pos) ring_bell(efd);
+    fds[0] = (struct pollfd){.fd = efd, .events = POLLIN};
+    fds[1] = (struct pollfd){.fd = c->sock, .events = c->peer_gone ? 0 : POLLIN};
+    return 2;
+}
+
+static hoop_status shm_close(struct hoop_tp_comm *tc)
+{
+    if (!tc) return HOOP_OK;
+    struct shm_comm *c = HOOP_CONTAINER_OF(tc, struct shm_comm, base);
+    if (c->kind == SK_SEND && c->state != SCS_DONE) unlink_connecting(c->ctx, c);
+    while (c->all) {
+        struct shm_req *q = c->all;
+        c->all = q->all_next;
+        free(q);
+    }
+    while (c->spare) {
+        struct shm_req *q = c->spare;
+        c->spare = q->all_next;
+        free(q);
+    }
+    for (int i = 0; i < c->npend; i++) close(c->pend[i]);
+    free(c->pend);
+    if (c->ring) munmap(c->ring, SHM_HDR_BYTES + c->size);
+    int fds[4] = {c->sock, c->memfd, c->efd_data, c->efd_space};
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    free(c);
+    return HOOP_OK;
+}
+
+const struct hoop_transport hoop__transport_shm = {
+    .name = "shm",
+    .api_version = HOOP_TRANSPORT_API_VERSION,
+    .init = shm_init,
+    .listen = shm_listen,
+    .connect = shm_connect,
+    .accept = shm_accept,
+    .reachable = shm_reachable,
+    .isend = shm_isend,
+    .irecv = shm_irecv,
+    .test = shm_test,
+    .pollfds = shm_pollfds,
+    .close = shm_close,
+    .finalize = shm_finalize,
+};
+
+static const struct hoop_transport *self_tp(void)
+{
+    return &hoop__transport_shm;
+}
