@@ -7,13 +7,15 @@
  * element (reporting #wrong and the first bad index) and, for data whose sum depends on
  * the order, bitwise identical across ranks. The "errors" suite covers bad arguments,
  * collective mismatches, a killed or aborting peer (HOOP_ERR_REMOTE within 2 s) and
- * wait deadlines.
+ * wait deadlines. main() runs everything twice: over the tcp transport and over shm
+ * (HOOP_TRANSPORT), since thread-ranks of one process are on one host.
  */
 #include <check.h>
 #include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
@@ -564,6 +566,36 @@ START_TEST(test_no_fd_leak)
 }
 END_TEST
 
+/* Every data link uses the transport HOOP_TRANSPORT asked for (auto: shm on one host). */
+static void check_links(h_rank *h)
+{
+    const char *want = h->user;
+    for (int p = 0; p < h->n; p++) {
+        const char *got = hoop__comm_link_transport(h->comm, p);
+        if (got && strcmp(got, want) != 0) h_fail(h, "link to rank %d is %s, not %s", p, got, want);
+    }
+    if (h->n > 1 && !hoop__comm_link_transport(h->comm, (h->rank + 1) % h->n))
+        h_fail(h, "no link to the next rank");
+}
+
+START_TEST(test_transport_choice)
+{
+    const char *mode = getenv("HOOP_TRANSPORT");
+    run_ranks(4, NULL, check_links, (void *)(strcmp(mode, "tcp") == 0 ? "tcp" : "shm"));
+    setenv("HOOP_TRANSPORT", "auto", 1);
+    run_ranks(3, NULL, check_links, "shm");
+    setenv("HOOP_SHM_BYTES", "5000", 1); /* not a power of two: refused, naming it */
+    hoop_comm *comm = NULL;
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    cfg.world_size = 1;
+    cfg.rank = 0;
+    ck_assert_int_eq(hoop_comm_init(&comm, &cfg), HOOP_ERR_INVALID);
+    ck_assert_msg(strstr(hoop_last_error(), "HOOP_SHM_BYTES=5000"), "%s", hoop_last_error());
+    unsetenv("HOOP_SHM_BYTES");
+    setenv("HOOP_TRANSPORT", mode, 1);
+}
+END_TEST
+
 /* Algorithm names and the cost model's choices. */
 START_TEST(test_algo_table)
 {
@@ -700,6 +732,7 @@ static Suite *suite(void)
     tcase_add_loop_test(core, test_big, 0, 5);
     tcase_add_loop_test(core, test_bitwise, 2, 6);
     tcase_add_test(core, test_algo_table);
+    tcase_add_test(core, test_transport_choice);
     tcase_add_loop_test(core, test_async, 1, 5);
     tcase_add_test(core, test_env_processes);
     suite_add_tcase(s, core);
@@ -720,9 +753,15 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    static const char *transports[] = {"tcp", "shm"};
+    int failed = 0;
+    for (int k = 0; k < 2; k++) {
+        printf("transport %s:\n", transports[k]);
+        setenv("HOOP_TRANSPORT", transports[k], 1);
+        SRunner *sr = srunner_create(suite());
+        srunner_run_all(sr, CK_NORMAL);
+        failed += srunner_ntests_failed(sr);
+        srunner_free(sr);
+    }
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -32,21 +32,33 @@
 
 /* Values from cfg, or from the environment where cfg leaves them unset. */
 typedef struct comm_settings {
-    int64_t timeout_ms, nsocks, chunk;
+    int64_t timeout_ms, nsocks, chunk, shm_bytes;
     const char *token, *ifname;
     hoop_algo algo;
+    int mode; /* MODE_* from HOOP_TRANSPORT */
 } comm_settings;
+
+enum { MODE_AUTO = 0, MODE_TCP, MODE_SHM };
 
 static hoop_status read_settings(const hoop_comm_config *cfg, comm_settings *s)
 {
     const char *algo = NULL, *tp = NULL;
-    /* Only TCP is built so far: refuse an explicit request for verbs instead of
-     * silently running over TCP. */
     HOOP_CHECK(hoop__env_str("HOOP_TRANSPORT", &tp));
-    if (tp && strcasecmp(tp, "ib") == 0)
+    s->mode = !tp || strcasecmp(tp, "auto") == 0 ? MODE_AUTO
+              : strcasecmp(tp, "tcp") == 0       ? MODE_TCP
+              : strcasecmp(tp, "shm") == 0       ? MODE_SHM
+                                                 : -1;
+    /* Verbs are not built yet: refuse an explicit request instead of silently running
+     * over TCP. */
+    if (s->mode < 0)
         return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
-                          "HOOP_TRANSPORT=ib: this build of hoop has no InfiniBand verbs "
-                          "transport yet; use HOOP_TRANSPORT=tcp or auto");
+                          "HOOP_TRANSPORT=%s: this build of hoop has no InfiniBand verbs "
+                          "transport yet; use auto, tcp or shm",
+                          tp);
+    HOOP_CHECK(hoop__env_int("HOOP_SHM_BYTES", &s->shm_bytes));
+    if (s->shm_bytes & (s->shm_bytes - 1))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "HOOP_SHM_BYTES=%lld is not a power of two",
+                          (long long)s->shm_bytes);
     s->timeout_ms = cfg->timeout_ms;
     if (s->timeout_ms < 0) HOOP_CHECK(hoop__env_ms("HOOP_TIMEOUT", &s->timeout_ms));
     s->nsocks = cfg->nsocks;
@@ -103,7 +115,7 @@ static hoop_status exchange(hoop_comm *comm, const hoop_comm_config *cfg, const 
     static atomic_int generation;
     char name[64];
     snprintf(name, sizeof(name), "hoop.comm.%d", atomic_fetch_add(&generation, 1));
-    return hoop_store_allgather(cfg->store, name, mine, HOOP_TP_HANDLE_MAX, all,
+    return hoop_store_allgather(cfg->store, name, mine, HOOP__CARD_BYTES, all,
                                 hoop__ms_left(deadline));
 }
 
@@ -119,7 +131,7 @@ static hoop_status file_accepted(hoop_comm *comm, const unsigned char *need, str
         comm->ctl_recv = c;
         return HOOP_OK;
     }
-    comm->tp->close(c);
+    c->tp->close(c);
     return HOOP_ERROR(HOOP_ERR_REMOTE, "rank %d: unexpected link from rank %d (channel %d)",
                       comm->rank, p, c->channel);
 }
@@ -138,67 +150,147 @@ static int links_missing(hoop_comm *comm, const unsigned char *need, char *list,
     return missing;
 }
 
-/* Drives connects and accepts until every needed link is up or the deadline. */
-static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm *listen,
-                                unsigned char *handles, const unsigned char *need, int64_t deadline)
+/* The transport a link to the rank that published `card` uses: shm when both ends are on
+ * this host (and HOOP_TRANSPORT allows it), else tcp. */
+static hoop_status pick_transport(hoop_comm *comm, int mode, int peer, const unsigned char *card,
+                                  int *k)
 {
-    const struct hoop_transport *tp = comm->tp;
-    unsigned char ctl_handle[HOOP_TP_HANDLE_MAX];
-    char list[200];
-    memcpy(ctl_handle, handles + (size_t)comm->next * HOOP_TP_HANDLE_MAX, HOOP_TP_HANDLE_MAX);
-    for (;;) {
-        struct hoop_tp_comm *c;
-        for (int p = 0; p < comm->world_size; p++)
-            if (need[p] && !comm->send[p])
-                HOOP_CHECK(tp->connect(comm->tctx, handles + (size_t)p * HOOP_TP_HANDLE_MAX, 0,
-                                       &comm->send[p]));
-        if (!comm->ctl_send) HOOP_CHECK(tp->connect(comm->tctx, ctl_handle, 1, &comm->ctl_send));
-        do {
-            HOOP_CHECK(tp->accept(listen, &c));
-            if (c) HOOP_CHECK(file_accepted(comm, need, c));
-        } while (c);
-        if (links_missing(comm, need, list, sizeof(list)) == 0) return HOOP_OK;
-        if (hoop__now_ns() > deadline)
-            return HOOP_ERROR(HOOP_ERR_TIMEOUT,
-                              "rank %d: links to ranks%s (or the control ring) not up within "
-                              "the timeout",
-                              comm->rank, list);
-        struct pollfd pfd[1];
-        int n = tp->pollfds ? tp->pollfds(listen, pfd, 1) : 0;
-        poll(pfd, (nfds_t)n, 1);
-    }
+    const unsigned char *h = card + HOOP__TP_SHM * HOOP_TP_HANDLE_MAX;
+    void *shm = comm->tctxs[HOOP__TP_SHM];
+    int near = shm && comm->tps[HOOP__TP_SHM]->reachable(shm, h);
+    if (mode == MODE_SHM && !near)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "HOOP_TRANSPORT=shm, but rank %d is on another host or network "
+                          "namespace than rank %d (use auto or tcp)",
+                          peer, comm->rank);
+    *k = near ? HOOP__TP_SHM : HOOP__TP_TCP;
+    return HOOP_OK;
 }
 
-static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, const comm_settings *s)
+/* Drives connects and accepts until every needed link is up or the deadline. */
+static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen,
+                                unsigned char *cards, const unsigned char *need, int mode,
+                                int64_t deadline)
 {
-    const struct hoop_transport *tp = &hoop__transport_tcp;
+    unsigned char ctl_card[HOOP__CARD_BYTES];
+    char list[200];
+    int ctl_k, *use;
+    hoop_status st = HOOP_OK;
+    memcpy(ctl_card, cards + (size_t)comm->next * HOOP__CARD_BYTES, HOOP__CARD_BYTES);
+    HOOP_CHECK(pick_transport(comm, mode, comm->next, ctl_card, &ctl_k));
+    HOOP_CHECK(hoop__calloc(&use, (size_t)comm->world_size));
+    for (int p = 0; p < comm->world_size; p++)
+        if (need[p])
+            HOOP_CHECK_GOTO(
+                pick_transport(comm, mode, p, cards + (size_t)p * HOOP__CARD_BYTES, &use[p]), st,
+                out);
+    for (;;) {
+        struct hoop_tp_comm *c;
+        for (int p = 0; p < comm->world_size; p++) {
+            if (!need[p] || comm->send[p]) continue;
+            unsigned char *h = cards + (size_t)p * HOOP__CARD_BYTES +
+                               (size_t)use[p] * HOOP_TP_HANDLE_MAX;
+            HOOP_CHECK_GOTO(
+                comm->tps[use[p]]->connect(comm->tctxs[use[p]], h, 0, &comm->send[p]), st, out);
+        }
+        if (!comm->ctl_send)
+            HOOP_CHECK_GOTO(comm->tps[ctl_k]->connect(comm->tctxs[ctl_k],
+                                                      ctl_card + (size_t)ctl_k * HOOP_TP_HANDLE_MAX,
+                                                      1, &comm->ctl_send),
+                            st, out);
+        for (int k = 0; k < HOOP__NTP; k++) {
+            if (!listen[k]) continue;
+            do {
+                HOOP_CHECK_GOTO(comm->tps[k]->accept(listen[k], &c), st, out);
+                if (c) HOOP_CHECK_GOTO(file_accepted(comm, need, c), st, out);
+            } while (c);
+        }
+        if (links_missing(comm, need, list, sizeof(list)) == 0) break;
+        if (hoop__now_ns() > deadline) {
+            st = HOOP_ERROR(HOOP_ERR_TIMEOUT,
+                            "rank %d: links to ranks%s (or the control ring) not up within "
+                            "the timeout",
+                            comm->rank, list);
+            goto out;
+        }
+        struct pollfd pfd[HOOP__NTP];
+        int n = 0;
+        for (int k = 0; k < HOOP__NTP; k++)
+            if (listen[k] && comm->tps[k]->pollfds)
+                n += comm->tps[k]->pollfds(listen[k], pfd + n, 1);
+        poll(pfd, (nfds_t)n, 1);
+    }
+    for (int p = 0; p < comm->world_size; p++)
+        if (need[p])
+            HOOP_DEBUGF(INIT, "rank %d: link to rank %d over %s", comm->rank, p,
+                       comm->send[p]->tp->name);
+out:
+    free(use);
+    return st;
+}
+
+/* Opens this rank's endpoints: tcp always, shm unless HOOP_TRANSPORT=tcp (in auto mode a
+ * host without memfd or /proc just goes without it). */
+static hoop_status open_endpoints(hoop_comm *comm, const hoop_comm_config *cfg,
+                                  const comm_settings *s, struct hoop_tp_comm **listen,
+                                  unsigned char *mine)
+{
     const char *missing;
-    struct hoop_tp_comm *listen = NULL;
-    unsigned char mine[HOOP_TP_HANDLE_MAX], *handles = NULL, *need = NULL;
-    hoop_status st;
-    if (!hoop__transport_complete(tp, &missing))
-        return HOOP_INTERNAL_ERROR("transport %s lacks slot %s", tp->name, missing);
-    comm->tp = tp;
     struct hoop_tp_config tcfg = {.rank = comm->rank,
                                   .token = s->token,
                                   .ifname = s->ifname,
                                   .master_addr = cfg->master_addr,
-                                  .nsocks = (int)s->nsocks};
-    HOOP_CHECK(tp->init(&tcfg, &comm->tctx));
-    HOOP_CHECK(tp->listen(comm->tctx, mine, &listen));
+                                  .nsocks = (int)s->nsocks,
+                                  .ring_bytes = (size_t)s->shm_bytes};
+    comm->tps[HOOP__TP_TCP] = &hoop__transport_tcp;
+    comm->tps[HOOP__TP_SHM] = &hoop__transport_shm;
+    memset(mine, 0, HOOP__CARD_BYTES);
+    for (int k = 0; k < HOOP__NTP; k++) {
+        const struct hoop_transport *tp = comm->tps[k];
+        if (!hoop__transport_complete(tp, &missing))
+            return HOOP_INTERNAL_ERROR("transport %s lacks slot %s", tp->name, missing);
+        if (k == HOOP__TP_SHM && s->mode == MODE_TCP) continue;
+        hoop_status st = tp->init(&tcfg, &comm->tctxs[k]);
+        if (st == HOOP_OK) st = tp->listen(comm->tctxs[k], mine + k * HOOP_TP_HANDLE_MAX, &listen[k]);
+        if (st != HOOP_OK && k == HOOP__TP_SHM && s->mode == MODE_AUTO) {
+            HOOP_INFO(INIT, "rank %d: no shared-memory transport (%s); using tcp", comm->rank,
+                      hoop_last_error());
+            if (comm->tctxs[k]) tp->finalize(comm->tctxs[k]);
+            comm->tctxs[k] = NULL;
+            continue;
+        }
+        HOOP_CHECK(st);
+    }
+    return HOOP_OK;
+}
+
+static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, const comm_settings *s)
+{
+    struct hoop_tp_comm *listen[HOOP__NTP] = {0};
+    unsigned char mine[HOOP__CARD_BYTES], *cards = NULL, *need = NULL;
+    hoop_status st;
     int64_t deadline = hoop__deadline_ns(s->timeout_ms);
-    HOOP_CHECK_GOTO(hoop__calloc(&handles, (size_t)comm->world_size * HOOP_TP_HANDLE_MAX), st, out);
+    HOOP_CHECK_GOTO(open_endpoints(comm, cfg, s, listen, mine), st, out);
+    HOOP_CHECK_GOTO(hoop__calloc(&cards, (size_t)comm->world_size * HOOP__CARD_BYTES), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&need, (size_t)comm->world_size), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&comm->send, (size_t)comm->world_size), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&comm->recv, (size_t)comm->world_size), st, out);
-    HOOP_CHECK_GOTO(exchange(comm, cfg, mine, handles, deadline), st, out);
+    HOOP_CHECK_GOTO(exchange(comm, cfg, mine, cards, deadline), st, out);
     hoop__algo_peers(comm->rank, comm->world_size, need);
-    st = connect_loop(comm, listen, handles, need, deadline);
+    st = connect_loop(comm, listen, cards, need, s->mode, deadline);
 out:
-    tp->close(listen);
-    free(handles);
+    for (int k = 0; k < HOOP__NTP; k++)
+        if (listen[k]) comm->tps[k]->close(listen[k]);
+    free(cards);
     free(need);
     return st;
+}
+
+const char *hoop__comm_link_transport(const hoop_comm *comm, int peer)
+{
+    if (!comm || peer < 0 || peer >= comm->world_size || !comm->send || !comm->send[peer])
+        return NULL;
+    return comm->send[peer]->tp->name;
 }
 
 // ----------------------------------------------------------------- init / destroy
@@ -288,7 +380,8 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
         HOOP_CHECK_KEEP((hoop_status)(pthread_join(comm->thread, NULL) ? HOOP_ERR_SYSTEM : 0), st);
     }
     hoop__comm_close_links(comm);
-    if (comm->tp && comm->tctx) HOOP_CHECK_KEEP(comm->tp->finalize(comm->tctx), st);
+    for (int k = 0; k < HOOP__NTP; k++)
+        if (comm->tctxs[k]) HOOP_CHECK_KEEP(comm->tps[k]->finalize(comm->tctxs[k]), st);
     if (comm->wake_fd >= 0) close(comm->wake_fd);
     HOOP_CHECK_KEEP(hoop_store_destroy(comm->owned_store), st);
     pthread_mutex_destroy(&comm->mu);

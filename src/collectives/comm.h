@@ -45,6 +45,10 @@ struct hoop_request {
     pthread_cond_t cv;
 };
 
+enum { HOOP__TP_TCP = 0, HOOP__TP_SHM = 1, HOOP__NTP = 2 };
+/* What a rank publishes: one handle per transport, in the order above. */
+#define HOOP__CARD_BYTES (HOOP__NTP * HOOP_TP_HANDLE_MAX)
+
 struct hoop_comm {
     int rank, world_size, local_rank, prev, next;
     int64_t timeout_ms;
@@ -52,8 +56,10 @@ struct hoop_comm {
     atomic_int algo;
     hoop_store *owned_store;
 
-    const struct hoop_transport *tp;
-    void *tctx;
+    /* The transports this comm may use: [HOOP__TP_TCP] always, [HOOP__TP_SHM] unless
+     * HOOP_TRANSPORT=tcp or the host lacks it. Each link calls its own c->tp. */
+    const struct hoop_transport *tps[HOOP__NTP];
+    void *tctxs[HOOP__NTP];
     struct hoop_tp_comm **send, **recv; /* data links, per peer */
     struct hoop_tp_comm *ctl_send, *ctl_recv;
 
@@ -100,6 +106,10 @@ void *hoop__progress_main(void *arg);
  * comm->engine. */
 int hoop__progress_pass(hoop_comm *comm);
 void hoop__comm_close_links(hoop_comm *comm);
+
+/* The name of the transport ("tcp", "shm") of this rank's data link to peer, or NULL when
+ * there is none (for tests and logs). */
+const char *hoop__comm_link_transport(const hoop_comm *comm, int peer);
 /* Describes a call for messages: "allreduce(count=10, f32, sum, algo=ring) #3". */
 void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap);
 

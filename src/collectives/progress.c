@@ -63,16 +63,14 @@ static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg);
 
 void hoop__comm_close_links(hoop_comm *comm)
 {
-    const struct hoop_transport *tp = comm->tp;
-    if (!tp) return;
     for (int p = 0; p < comm->world_size; p++) {
-        if (comm->send && comm->send[p]) tp->close(comm->send[p]);
-        if (comm->recv && comm->recv[p]) tp->close(comm->recv[p]);
+        if (comm->send && comm->send[p]) comm->send[p]->tp->close(comm->send[p]);
+        if (comm->recv && comm->recv[p]) comm->recv[p]->tp->close(comm->recv[p]);
         if (comm->send) comm->send[p] = NULL;
         if (comm->recv) comm->recv[p] = NULL;
     }
-    if (comm->ctl_send) tp->close(comm->ctl_send);
-    if (comm->ctl_recv) tp->close(comm->ctl_recv);
+    if (comm->ctl_send) comm->ctl_send->tp->close(comm->ctl_send);
+    if (comm->ctl_recv) comm->ctl_recv->tp->close(comm->ctl_recv);
     comm->ctl_send = comm->ctl_recv = NULL;
     comm->ctl_req = comm->hdr_req = comm->hdr_rreq = NULL; /* released by close */
 }
@@ -80,10 +78,10 @@ void hoop__comm_close_links(hoop_comm *comm)
 /* Sends records on the control link and waits up to FLUSH_MS for them to leave. */
 static void ctl_flush(hoop_comm *comm, const hoop__hdr *recs, int n)
 {
-    const struct hoop_transport *tp = comm->tp;
     void *reqs[4] = {0};
     int64_t deadline = hoop__deadline_ns(FLUSH_MS);
     if (!comm->ctl_send) return;
+    const struct hoop_transport *tp = comm->ctl_send->tp;
     for (int i = 0; i < n; i++) {
         while (tp->isend(comm->ctl_send, &recs[i], sizeof(recs[i]), 0, NULL, &reqs[i]) == HOOP_OK &&
                !reqs[i] && hoop__now_ns() < deadline)
@@ -180,8 +178,8 @@ static void ctl_record(hoop_comm *comm, const hoop__hdr *h)
 /* Reads every record the predecessor has sent so far. */
 static void ctl_progress(hoop_comm *comm, int *progressed)
 {
-    const struct hoop_transport *tp = comm->tp;
     while (comm->ctl_recv && !comm->ctl_eof) {
+        const struct hoop_transport *tp = comm->ctl_recv->tp;
         int done = 0;
         if (!comm->ctl_req && (tp->irecv(comm->ctl_recv, &comm->ctl_in, sizeof(comm->ctl_in), 0,
                                          NULL, &comm->ctl_req) != HOOP_OK ||
@@ -293,10 +291,9 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
                           .elem = a->elem};
     HOOP_CHECK(hoop__exec_start(&comm->exec, &comm->sched, &env));
     /* The header goes first on the link to next, and its twin is read first from prev. */
-    HOOP_CHECK(
-        comm->tp->isend(comm->send[comm->next], &r->hdr, sizeof(r->hdr), 0, NULL, &comm->hdr_req));
-    return comm->tp->irecv(comm->recv[comm->prev], &comm->hdr_in, sizeof(comm->hdr_in), 0, NULL,
-                           &comm->hdr_rreq);
+    struct hoop_tp_comm *to = comm->send[comm->next], *from = comm->recv[comm->prev];
+    HOOP_CHECK(to->tp->isend(to, &r->hdr, sizeof(r->hdr), 0, NULL, &comm->hdr_req));
+    return from->tp->irecv(from, &comm->hdr_in, sizeof(comm->hdr_in), 0, NULL, &comm->hdr_rreq);
 }
 
 static int hdr_equal(const hoop__hdr *a, const hoop__hdr *b)
@@ -312,7 +309,7 @@ static void check_header(hoop_comm *comm)
     char a[160], b[160], msg[400];
     int done = 0;
     if (!comm->hdr_rreq) return;
-    if (comm->tp->test(comm->hdr_rreq, &done, NULL) != HOOP_OK) {
+    if (comm->recv[comm->prev]->tp->test(comm->hdr_rreq, &done, NULL) != HOOP_OK) {
         comm->hdr_rreq = NULL;
         snprintf(msg, sizeof(msg), "rank %d %s (%s)", comm->prev,
                  comm->prev_bye ? "has left (destroyed its communicator)" : "closed its link",
@@ -390,7 +387,7 @@ static void op_progress(hoop_comm *comm, int *progressed)
     }
     if (comm->hdr_ok && !exec_pass(comm, progressed, &done)) return;
     if (comm->hdr_req) {
-        if (comm->tp->test(comm->hdr_req, &sent, NULL) != HOOP_OK) {
+        if (comm->send[comm->next]->tp->test(comm->hdr_req, &sent, NULL) != HOOP_OK) {
             comm->hdr_req = NULL;
             fail_local(comm, HOOP_ERR_REMOTE, comm->next, &comm->cur->hdr, NULL, hoop_last_error(),
                        0);

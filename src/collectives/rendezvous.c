@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/comm.h"
 #include "collectives/rendezvous.h"
 #include "core/check.h"
 #include "core/clock.h"
@@ -22,7 +23,7 @@ struct hoop_rendezvous {
     int world_size;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    unsigned char *blobs; /* world_size x HOOP_TP_HANDLE_MAX */
+    unsigned char *blobs; /* world_size x HOOP__CARD_BYTES */
     unsigned char *present;
     int arrived, left, leaving;
 };
@@ -35,7 +36,7 @@ hoop_status hoop_rendezvous_new(hoop_rendezvous **out, int world_size)
                           world_size);
     HOOP_CHECK(hoop__calloc(&rv, 1));
     rv->world_size = world_size;
-    if (hoop__calloc(&rv->blobs, (size_t)world_size * HOOP_TP_HANDLE_MAX) != HOOP_OK ||
+    if (hoop__calloc(&rv->blobs, (size_t)world_size * HOOP__CARD_BYTES) != HOOP_OK ||
         hoop__calloc(&rv->present, (size_t)world_size) != HOOP_OK) {
         hoop_rendezvous_free(rv);
         return HOOP_ERR_NOMEM;
@@ -100,7 +101,7 @@ hoop_status hoop__rendezvous_allgather(hoop_rendezvous *rv, int rank, const void
             rv->leaving ? HOOP_ERR_TIMEOUT : HOOP_ERR_USAGE, "rendezvous: rank %d %s", rank,
             rv->leaving ? "timed out waiting for the previous round" : "joined twice in one round");
     }
-    memcpy(rv->blobs + (size_t)rank * HOOP_TP_HANDLE_MAX, blob, HOOP_TP_HANDLE_MAX);
+    memcpy(rv->blobs + (size_t)rank * HOOP__CARD_BYTES, blob, HOOP__CARD_BYTES);
     rv->present[rank] = 1;
     if (++rv->arrived == rv->world_size) {
         rv->leaving = 1;
@@ -113,7 +114,7 @@ hoop_status hoop__rendezvous_allgather(hoop_rendezvous *rv, int rank, const void
         rv->present[rank] = 0;
         rv->arrived--;
     } else {
-        memcpy(out, rv->blobs, (size_t)rv->world_size * HOOP_TP_HANDLE_MAX);
+        memcpy(out, rv->blobs, (size_t)rv->world_size * HOOP__CARD_BYTES);
         if (++rv->left == rv->world_size) {
             rv->arrived = rv->left = rv->leaving = 0;
             memset(rv->present, 0, (size_t)rv->world_size);

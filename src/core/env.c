@@ -34,8 +34,11 @@ const hoop_env_param hoop__env_params[] = {
      "deadline in seconds (> 0) for every blocking wait (rendezvous, collectives)"},
     {"HOOP_TOKEN", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "shared secret every connection must present; hooprun sets 128 random bits"},
-    {"HOOP_TRANSPORT", HOOP_ENV_CHOICE, "auto", 0, 0, "auto|tcp|ib",
-     "transport between ranks; only tcp is built so far (auto = tcp; ib is refused)"},
+    {"HOOP_TRANSPORT", HOOP_ENV_CHOICE, "auto", 0, 0, "auto|tcp|shm|ib",
+     "transport between ranks: auto = shm between ranks on one host, tcp between hosts; "
+     "ib is refused (not built yet)"},
+    {"HOOP_SHM_BYTES", HOOP_ENV_BYTES, "4M", 4 * KIB, 1 * GIB, NULL,
+     "shm transport: ring bytes per link, a power of two (K/M/G suffixes)"},
     {"HOOP_SOCKET_IFNAME", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "interface name or prefix for TCP listen addresses (default: routes to MASTER_ADDR)"},
     {"HOOP_TCP_NSOCKS", HOOP_ENV_INT, "2", 1, 16, NULL, "TCP streams per link"},

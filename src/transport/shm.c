@@ -290,7 +290,8 @@ static hoop_status map_segment(struct shm_comm *c, int fd, uint64_t ring_bytes, 
     if (!create && (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != map))
         return HOOP_ERROR(HOOP_ERR_REMOTE, "shm transport: segment from rank %d has the wrong size",
                           c->base.peer);
-    void *p = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* MAP_POPULATE: page faults now, not on the data path during the first lap. */
+    void *p = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED)
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "shm transport: mmap of %zu bytes: %s", map,
                           strerror(errno));
