@@ -7,3 +7,9 @@ tests_check_tcp_SOURCES = tests/check_tcp.c
 tests_check_tcp_CFLAGS = $(TEST_CFLAGS)
 tests_check_tcp_LDADD = $(TEST_LDADD)
 TESTS += tests/check_tcp
+
+check_PROGRAMS += tests/check_shm
+tests_check_shm_SOURCES = tests/check_shm.c
+tests_check_shm_CFLAGS = $(TEST_CFLAGS)
+tests_check_shm_LDADD = $(TEST_LDADD)
+TESTS += tests/check_shm
