@@ -168,9 +168,8 @@ static hoop_status pick_transport(hoop_comm *comm, int mode, int peer, const uns
 }
 
 /* Drives connects and accepts until every needed link is up or the deadline. */
-static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen,
-                                unsigned char *cards, const unsigned char *need, int mode,
-                                int64_t deadline)
+static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen, unsigned char *cards,
+                                const unsigned char *need, int mode, int64_t deadline)
 {
     unsigned char ctl_card[HOOP__CARD_BYTES];
     char list[200];
@@ -188,10 +187,10 @@ static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen,
         struct hoop_tp_comm *c;
         for (int p = 0; p < comm->world_size; p++) {
             if (!need[p] || comm->send[p]) continue;
-            unsigned char *h = cards + (size_t)p * HOOP__CARD_BYTES +
-                               (size_t)use[p] * HOOP_TP_HANDLE_MAX;
-            HOOP_CHECK_GOTO(
-                comm->tps[use[p]]->connect(comm->tctxs[use[p]], h, 0, &comm->send[p]), st, out);
+            unsigned char *h =
+                cards + (size_t)p * HOOP__CARD_BYTES + (size_t)use[p] * HOOP_TP_HANDLE_MAX;
+            HOOP_CHECK_GOTO(comm->tps[use[p]]->connect(comm->tctxs[use[p]], h, 0, &comm->send[p]),
+                            st, out);
         }
         if (!comm->ctl_send)
             HOOP_CHECK_GOTO(comm->tps[ctl_k]->connect(comm->tctxs[ctl_k],
@@ -223,7 +222,7 @@ static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen,
     for (int p = 0; p < comm->world_size; p++)
         if (need[p])
             HOOP_DEBUGF(INIT, "rank %d: link to rank %d over %s", comm->rank, p,
-                       comm->send[p]->tp->name);
+                        comm->send[p]->tp->name);
 out:
     free(use);
     return st;
@@ -251,7 +250,8 @@ static hoop_status open_endpoints(hoop_comm *comm, const hoop_comm_config *cfg,
             return HOOP_INTERNAL_ERROR("transport %s lacks slot %s", tp->name, missing);
         if (k == HOOP__TP_SHM && s->mode == MODE_TCP) continue;
         hoop_status st = tp->init(&tcfg, &comm->tctxs[k]);
-        if (st == HOOP_OK) st = tp->listen(comm->tctxs[k], mine + k * HOOP_TP_HANDLE_MAX, &listen[k]);
+        if (st == HOOP_OK)
+            st = tp->listen(comm->tctxs[k], mine + k * HOOP_TP_HANDLE_MAX, &listen[k]);
         if (st != HOOP_OK && k == HOOP__TP_SHM && s->mode == MODE_AUTO) {
             HOOP_INFO(INIT, "rank %d: no shared-memory transport (%s); using tcp", comm->rank,
                       hoop_last_error());
