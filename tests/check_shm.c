@@ -132,6 +132,60 @@ static int open_fds(void)
     return n;
 }
 
+/* What a consumer receive saw: its pieces must tile the message in order, each a
+ * multiple of the unit and aligned to it in memory. */
+typedef struct consumer {
+    unsigned char *out;
+    size_t unit, next, pieces, bad;
+} consumer;
+
+static void consume(void *arg, const void *piece, size_t at, size_t n)
+{
+    consumer *k = arg;
+    if (at != k->next || n == 0 || n % k->unit || (uintptr_t)piece % k->unit) k->bad++;
+    memcpy(k->out + at, piece, n);
+    k->next = at + n;
+    k->pieces++;
+}
+
+/* irecv_fn: after messages of odd sizes (so the stream is misaligned), a consumer of
+ * 2-, 4- and 8-byte units gets every byte exactly, in aligned whole-unit pieces, also
+ * across the wrap of a 4 KiB ring and while the sender fills it piece by piece. */
+START_TEST(test_consumer)
+{
+    pair p;
+    ck_assert_int_eq(connect_pair(&p, "t", "t", 4096), HOOP_OK);
+    ck_assert_ptr_nonnull(tp->irecv_fn);
+    size_t units[] = {2, 4, 8}, n = 10000 * 8;
+    unsigned char *in = malloc(n), *out = malloc(n), odd[3];
+    for (int u = 0; u < 3; u++) {
+        void *sreq, *rreq;
+        /* a 3-byte message first: the next one starts at an odd stream offset */
+        ck_assert_int_eq(tp->isend(p.send, "abc", 3, 0, NULL, &sreq), HOOP_OK);
+        ck_assert_int_eq(tp->irecv(p.recv, odd, 3, 0, NULL, &rreq), HOOP_OK);
+        ck_assert_int_eq(finish(sreq, rreq, 3), HOOP_OK);
+        ck_assert_int_eq(memcmp(odd, "abc", 3), 0);
+        size_t bytes = n - units[u] * 7;
+        fill_random(in, bytes, 77 + (uint64_t)u);
+        memset(out, 0, n);
+        consumer k = {.out = out, .unit = units[u]};
+        ck_assert_int_eq(tp->isend(p.send, in, bytes, 0, NULL, &sreq), HOOP_OK);
+        ck_assert_int_eq(tp->irecv_fn(p.recv, bytes, units[u], consume, &k, &rreq), HOOP_OK);
+        ck_assert_int_eq(finish(sreq, rreq, bytes), HOOP_OK);
+        ck_assert_uint_eq(k.bad, 0);
+        ck_assert_uint_eq(k.next, bytes);
+        ck_assert_uint_gt(k.pieces, bytes / 4096); /* the 4 KiB ring made it come in pieces */
+        ck_assert_int_eq(memcmp(in, out, bytes), 0);
+    }
+    void *req;
+    consumer k = {.out = out, .unit = 4};
+    ck_assert_int_ne(tp->irecv_fn(p.recv, 6, 4, consume, &k, &req), HOOP_OK); /* 6 % 4 != 0 */
+    free(in);
+    free(out);
+    close_pair(&p);
+}
+END_TEST
+
 START_TEST(test_vtable)
 {
     const char *missing = NULL;
@@ -707,6 +761,7 @@ int main(void)
     tcase_add_test(tc, test_vtable);
     tcase_add_loop_test(tc, test_send_recv, 0, 2);
     tcase_add_test(tc, test_init_ring);
+    tcase_add_test(tc, test_consumer);
     tcase_add_test(tc, test_reachable);
     tcase_add_loop_test(tc, test_doorbell, 0, 2);
     suite_add_tcase(s, tc);

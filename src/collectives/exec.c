@@ -9,6 +9,10 @@
  * (chunk-sized staging buffers) and are reduced into their destination by this thread
  * once their dependencies allow; slots are granted in schedule order, so the earliest
  * unfinished reduction can always get one (no deadlock however small the pool).
+ * Where the link's transport can hand over received bytes in place (irecv_fn: shm), a
+ * RECV_REDUCE whose dependencies are already done is reduced straight from the
+ * transport's memory instead, piece by piece as it arrives: one copy less per byte. One
+ * whose dependencies are pending still takes a slot, so the guarantee above holds.
  *
  * Owns: its bookkeeping arrays; borrows the schedule, buffers, slots and links.
  * Thread-safety: used by the communicator's progress thread only.
@@ -20,6 +24,11 @@
 #include "core/check.h"
 
 enum { ST_WAIT = 0, ST_POSTED, ST_RECEIVED, ST_DONE };
+
+struct fused { /* what a RECV_REDUCE reduced from the transport's memory needs */
+    struct hoop__exec *x;
+    int32_t step;
+};
 
 struct lane { /* one (peer, direction) cursor over a CSR slice of step indices */
     int peer;
@@ -43,6 +52,7 @@ struct hoop__exec {
     int32_t *active;
     size_t nactive, ndone;
     int *free_slots, nfree;
+    struct fused *fu; /* per step */
 };
 
 static int deps_ok(const hoop__exec *x, const hoop__step *st)
@@ -93,7 +103,8 @@ static void *carve(char **at, size_t bytes)
 hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop__exec_env *env)
 {
     size_t n = s->n + 1, w = 2 * (size_t)env->world_size + 1, ns = (size_t)env->nslots + 1;
-    size_t total = sizeof(hoop__exec) + 8 + n * (sizeof(void *) + 4 * sizeof(int32_t) + 16) +
+    size_t total = sizeof(hoop__exec) + 8 +
+                   n * (sizeof(void *) + 4 * sizeof(int32_t) + sizeof(struct fused) + 24) +
                    w * (sizeof(struct lane) + sizeof(size_t) + 16) + ns * sizeof(int) + 64;
     char *block;
     /* One allocation per call: the executor runs once per collective, latency counts. */
@@ -111,6 +122,7 @@ hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop_
     x->active = carve(&block, n * sizeof(int32_t));
     x->free_slots = carve(&block, ns * sizeof(int));
     x->slot = carve(&block, n * sizeof(int16_t));
+    x->fu = carve(&block, n * sizeof(struct fused));
     x->state = carve(&block, n);
     for (int i = 0; i < env->nslots; i++) x->free_slots[x->nfree++] = i;
     build_lanes(x, cnt);
@@ -126,6 +138,17 @@ void hoop__exec_free(hoop__exec *x)
 static char *at(const hoop__exec *x, int buf, size_t off)
 {
     return (char *)x->env.bufs[buf] + off;
+}
+
+/* Reduces one received piece (pos = its byte offset in the step) into the destination. */
+static void reduce_piece(void *arg, const void *piece, size_t pos, size_t n)
+{
+    const struct fused *f = arg;
+    const hoop__exec *x = f->x;
+    const hoop__step *st = &x->s->steps[f->step];
+    hoop__reduce(x->env.dtype, x->env.op, at(x, st->buf, st->off + pos), piece,
+                 at(x, st->src_buf, st->src_off + pos), n / x->env.elem,
+                 st->final ? x->env.world_size : 0);
 }
 
 static void finish(hoop__exec *x, int32_t i)
@@ -167,8 +190,18 @@ static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int all
         } else if (st->kind == HOOP__STEP_RECV) {
             if (!allow_recv || !deps_ok(x, st)) return HOOP_OK;
             HOOP_CHECK(c->tp->irecv(c, at(x, st->buf, st->off), st->bytes, 0, NULL, &req));
+        } else if (x->rr[x->rr_cur] != i) {
+            return HOOP_OK;
+        } else if (c->tp->irecv_fn && deps_ok(x, st)) {
+            if (!allow_recv) return HOOP_OK;
+            x->fu[i] = (struct fused){.x = x, .step = i};
+            HOOP_CHECK(c->tp->irecv_fn(c, st->bytes, x->env.elem, reduce_piece, &x->fu[i], &req));
+            if (req) {
+                x->slot[i] = -1; /* reduced by the transport's test, no slot */
+                x->rr_cur++;
+            }
         } else {
-            if (x->rr[x->rr_cur] != i || x->nfree == 0) return HOOP_OK;
+            if (x->nfree == 0) return HOOP_OK;
             int slot = x->free_slots[x->nfree - 1];
             HOOP_CHECK(c->tp->irecv(c, x->env.slots + (size_t)slot * x->env.slot_bytes, st->bytes,
                                     0, NULL, &req));
@@ -215,7 +248,7 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
         lane_of(x, st)->inflight--;
         *progressed = 1;
         if (st->kind == HOOP__STEP_SEND) x->env.bytes_sent += st->bytes;
-        if (st->kind != HOOP__STEP_RECV_REDUCE) {
+        if (st->kind != HOOP__STEP_RECV_REDUCE || x->slot[i] < 0) {
             finish(x, i);
             *left = 1;
             return HOOP_OK;

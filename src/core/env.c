@@ -37,7 +37,7 @@ const hoop_env_param hoop__env_params[] = {
     {"HOOP_TRANSPORT", HOOP_ENV_CHOICE, "auto", 0, 0, "auto|tcp|shm|ib",
      "transport between ranks: auto = shm between ranks on one host, tcp between hosts; "
      "ib is refused (not built yet)"},
-    {"HOOP_SHM_BYTES", HOOP_ENV_BYTES, "4M", 4 * KIB, 1 * GIB, NULL,
+    {"HOOP_SHM_BYTES", HOOP_ENV_BYTES, "4M", 64 * KIB, 1 * GIB, NULL,
      "shm transport: ring bytes per link, a power of two (K/M/G suffixes)"},
     {"HOOP_SOCKET_IFNAME", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "interface name or prefix for TCP listen addresses (default: routes to MASTER_ADDR)"},

@@ -99,7 +99,10 @@ struct shm_hello {
 
 struct shm_req {
     struct shm_comm *comm;
-    char *ptr;
+    char *ptr; /* NULL for a consumer receive */
+    hoop_tp_consume_fn fn;
+    void *arg;
+    size_t unit; /* a consumer's element size */
     size_t left, bytes;
     int done;
     struct shm_req *next;                /* the comm's queue of unfinished requests */
@@ -572,7 +575,9 @@ static void drain_bell(int efd)
 }
 
 /* Moves bytes between the queued requests and the ring; completed requests leave the
- * queue (done = 1) and are released by the test that sees them. */
+ * queue (done = 1) and are released by the test that sees them. Every message starts on
+ * an 8-byte boundary of the stream (both ends see the same sizes, so both skip the same
+ * pad), which keeps a consumer's pieces aligned for any element type. */
 static hoop_status comm_progress(struct shm_comm *c)
 {
     struct shm_ring *r = c->ring;
@@ -581,42 +586,54 @@ static hoop_status comm_progress(struct shm_comm *c)
     if (!c->qhead) return HOOP_OK;
     int gone_before = c->peer_gone;
     uint64_t other = atomic_load_explicit(send ? &r->tail : &r->head, memory_order_acquire);
-    size_t avail = send ? c->size - (size_t)(c->pos - other) : (size_t)(other - c->pos);
-    size_t moved = 0, mask = c->size - 1;
-    if (avail > c->size) return comm_fail(c, "the ring's positions are corrupt");
-    while (c->qhead && avail > 0) {
+    uint64_t pos = c->pos;
+    size_t mask = c->size - 1;
+    if ((send ? pos - other : other - pos) > c->size)
+        return comm_fail(c, "the ring's positions are corrupt");
+    while (c->qhead) {
         struct shm_req *q = c->qhead;
+        if (q->left == q->bytes) { /* a new message: skip to the next 8-byte boundary */
+            uint64_t aligned = (pos + 7) & ~(uint64_t)7;
+            if (!send && other < aligned) break; /* the sender has not started it yet */
+            pos = aligned;
+        }
+        uint64_t used = pos - other;
+        size_t avail =
+            send ? (used >= c->size ? 0 : c->size - (size_t)used) : (size_t)(other - pos);
         size_t n = q->left < avail ? q->left : avail;
-        size_t off = (size_t)(c->pos + moved) & mask, first = c->size - off;
+        if (q->fn) n -= n % q->unit; /* a consumer gets whole elements only */
+        if (n == 0) break;
+        size_t off = (size_t)pos & mask, first = c->size - off;
         if (first > n) first = n;
         if (send) {
             memcpy(c->data + off, q->ptr, first);
             memcpy(c->data, q->ptr + first, n - first);
+        } else if (q->fn) {
+            size_t at = q->bytes - q->left;
+            q->fn(q->arg, c->data + off, at, first);
+            if (n > first) q->fn(q->arg, c->data, at + first, n - first);
         } else {
             memcpy(q->ptr, c->data + off, first);
             memcpy(q->ptr + first, c->data, n - first);
         }
-        q->ptr += n;
+        if (q->ptr) q->ptr += n;
         q->left -= n;
-        avail -= n;
-        moved += n;
+        pos += n;
         if (q->left == 0) {
             q->done = 1;
             if (!(c->qhead = q->next)) c->qtail = NULL;
         }
     }
-    if (moved) {
-        c->pos += moved;
-        atomic_store_explicit(send ? &r->head : &r->tail, c->pos, memory_order_release);
-        /* Pairs with the fence in pollfds: either the sleeper sees our position or we
-         * see its waiting word. */
-        atomic_thread_fence(memory_order_seq_cst);
-        _Atomic uint32_t *w = send ? &r->rx_wait : &r->tx_wait;
-        if (atomic_load_explicit(w, memory_order_relaxed) && atomic_exchange(w, 0))
-            ring_bell(send ? c->efd_data : c->efd_space);
-        return HOOP_OK;
-    }
-    return check_peer(c, gone_before); /* stalled: is anyone still at the other end? */
+    if (pos == c->pos) return check_peer(c, gone_before); /* stalled: anyone still there? */
+    c->pos = pos;
+    atomic_store_explicit(send ? &r->head : &r->tail, pos, memory_order_release);
+    /* Pairs with the fence in pollfds: either the sleeper sees our position or we see
+     * its waiting word. */
+    atomic_thread_fence(memory_order_seq_cst);
+    _Atomic uint32_t *w = send ? &r->rx_wait : &r->tx_wait;
+    if (atomic_load_explicit(w, memory_order_relaxed) && atomic_exchange(w, 0))
+        ring_bell(send ? c->efd_data : c->efd_space);
+    return HOOP_OK;
 }
 
 static void req_release(struct shm_req *q)
@@ -684,6 +701,21 @@ static hoop_status shm_irecv(struct hoop_tp_comm *tc, void *buf, size_t bytes, u
     (void)tag, (void)mr;
     if (c->kind != SK_RECV) return HOOP_INTERNAL_ERROR("shm irecv on a non-recv comm");
     return post(c, buf, bytes, req);
+}
+
+static hoop_status shm_irecv_fn(struct hoop_tp_comm *tc, size_t bytes, size_t unit,
+                                hoop_tp_consume_fn fn, void *arg, void **req)
+{
+    struct shm_comm *c = HOOP_CONTAINER_OF(tc, struct shm_comm, base);
+    if (c->kind != SK_RECV) return HOOP_INTERNAL_ERROR("shm irecv_fn on a non-recv comm");
+    if (!fn || unit == 0 || unit > 8 || (8 % unit) || bytes % unit)
+        return HOOP_INTERNAL_ERROR("shm irecv_fn: bad consumer (unit %zu, bytes %zu)", unit, bytes);
+    HOOP_CHECK(post(c, NULL, bytes, req));
+    struct shm_req *q = *req;
+    q->fn = fn;
+    q->arg = arg;
+    q->unit = unit;
+    return HOOP_OK;
 }
 
 static hoop_status shm_test(void *req, int *done, size_t *bytes)
@@ -766,6 +798,7 @@ const struct hoop_transport hoop__transport_shm = {
     .reachable = shm_reachable,
     .isend = shm_isend,
     .irecv = shm_irecv,
+    .irecv_fn = shm_irecv_fn,
     .test = shm_test,
     .pollfds = shm_pollfds,
     .close = shm_close,

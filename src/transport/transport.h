@@ -43,6 +43,11 @@ struct hoop_tp_config {
     size_t ring_bytes;       /* shm: ring bytes per link, a power of two (0 = 4 MiB) */
 };
 
+/* A consumer of received bytes: called in order with contiguous pieces (at = the
+ * piece's byte offset in the message, n bytes, a multiple of the request's unit). The
+ * piece lives in the transport's memory and is valid only during the call. */
+typedef void (*hoop_tp_consume_fn)(void *arg, const void *piece, size_t at, size_t n);
+
 /* Embedded first in each implementation's comm and recovered with HOOP_CONTAINER_OF. */
 struct hoop_tp_comm {
     const struct hoop_transport *tp;
@@ -65,6 +70,10 @@ struct hoop_tp_comm {
  *   dereg_mr  (optional) pairs with reg_mr.
  *   isend     queues bytes from buf; *req == NULL means "would block, retry".
  *   irecv     queues a receive of exactly bytes into buf; *req == NULL as for isend.
+ *   irecv_fn  (optional) like irecv, but the bytes go to fn piece by piece, straight from
+ *             the transport's memory (shm: the ring), so a reduction needs no staging
+ *             copy; unit (1, 2, 4 or 8, dividing bytes) is the piece granularity, and
+ *             pieces are aligned to it. NULL where the transport has no such memory.
  *   test      progresses the request's comm; *done = 1 when finished, and then the
  *             request is released. A failed comm fails every pending request.
  *   pollfds   (optional) lists up to cap pollfds a caller may sleep on for this comm;
@@ -86,6 +95,8 @@ struct hoop_transport {
                          void *mr, void **req);
     hoop_status (*irecv)(struct hoop_tp_comm *c, void *buf, size_t bytes, uint32_t tag, void *mr,
                          void **req);
+    hoop_status (*irecv_fn)(struct hoop_tp_comm *c, size_t bytes, size_t unit,
+                            hoop_tp_consume_fn fn, void *arg, void **req);
     hoop_status (*test)(void *req, int *done, size_t *bytes);
     int (*pollfds)(struct hoop_tp_comm *c, struct pollfd *fds, int cap);
     hoop_status (*close)(struct hoop_tp_comm *c);
