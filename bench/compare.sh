@@ -20,6 +20,8 @@
 # printed); the markdown tables go to stdout (bench/compare_table.py).
 #
 # env: ROUNDS=2  ALGO=auto (hoop's -a)  PEERS=dir  OUT=dir  SKIP_LO=1  SKIP_NETNS=1
+#      LO_TRANSPORT=tcp|shm (loopback: hoop over TCP vs MPI's TCP BTL, the default; or hoop
+#      over shared memory vs MPI's vader BTL, Gloo staying on TCP)
 #      LINK_SECS=5  HOOP_CHUNK_BYTES / HOOP_TCP_NSOCKS pass through to hoop.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -70,14 +72,22 @@ meta() { # NAME: a header for one raw file
     echo "mpi: $(mpirun --version 2> /dev/null | head -1)"
 } > "$OUT/meta.txt"
 
+# Loopback compares TCP with TCP: hoop's two workers would otherwise meet over shared
+# memory (HOOP_TRANSPORT=auto); LO_TRANSPORT=shm measures that instead.
+LO_TRANSPORT=${LO_TRANSPORT:-tcp}
 MPI_LO="--allow-run-as-root --oversubscribe --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo"
+if [ "$LO_TRANSPORT" = shm ]; then # then MPI uses its shared-memory BTL too (Gloo has none)
+    MPI_LO="--allow-run-as-root --oversubscribe --mca pml ob1 --mca btl vader,self"
+fi
+export MPI_KIND=$([ "$LO_TRANSPORT" = shm ] && echo "MPI vader" || echo "MPI TCP")
 
 # lo_run KIND ROUND NAME HOOP_ARGS PEER_ARGS: one 2-worker run over loopback.
 lo_run() {
     local f="$OUT/lo_$1_$3_r$2.txt"
     meta "$1 $3 round $2" > "$f"
     case $1 in
-    hoop) timeout 600 "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce -a "$ALGO" $4 >> "$f" 2>&1 ;;
+    hoop) HOOP_TRANSPORT=$LO_TRANSPORT timeout 600 "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce \
+        -a "$ALGO" $4 >> "$f" 2>&1 ;;
     gloo) (cd "$P" && GLOO_SOCKET_IFNAME=lo MASTER_ADDR=127.0.0.1 OMP_NUM_THREADS=1 timeout 600 \
         /usr/bin/python3 gloo_allreduce_bench.py --launch 2 $5 -l gloo-lo) >> "$f" 2>&1 ;;
     mpi) timeout 600 mpirun $MPI_LO -np 2 "$P/build/mpi_allreduce_bench" $5 -l mpi-tcp >> "$f" 2>&1 ;;

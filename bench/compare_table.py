@@ -13,6 +13,8 @@ import os
 import re
 import sys
 
+MPI = os.environ.get('MPI_KIND', 'MPI TCP')  # or 'MPI vader' (LO_TRANSPORT=shm)
+
 MiB = 1 << 20
 
 
@@ -119,7 +121,7 @@ def loopback(raw, rounds, V):
     H, G, M = (load(raw, 'lo_%s_lat_r*.txt' % k, p) for k, p in
                (('hoop', parse_hoop), ('gloo', parse_peer), ('mpi', parse_peer)))
     print('### 8-byte latency (us; hoop: mean of 5000 calls, peers: median of 7 batches)\n')
-    print('| round | hoop out-of-place | hoop in-place | gloo | MPI TCP | hoop/gloo time | '
+    print('| round | hoop out-of-place | hoop in-place | gloo | ' + MPI + ' | hoop/gloo time | '
           'hoop/MPI time | hoop algo |')
     print('|---|---:|---:|---:|---:|---:|---:|---|')
     lat_vals, lat_ok = [], []
@@ -134,13 +136,13 @@ def loopback(raw, rounds, V):
     mh = median([get(H, r, 8, 'oop_us') for r in rounds])
     mm = median([get(M, r, 8, 'us') for r in rounds])
     lat_vals.append('median %s vs %s us' % (fmt(mh, '%.1f'), fmt(mm, '%.1f')))
-    V.add('2 workers, 8 B latency <= MPI TCP', '; '.join(lat_vals), lat_ok,
+    V.add('2 workers, 8 B latency <= ' + MPI, '; '.join(lat_vals), lat_ok,
           mh is not None and mm is not None and mh <= mm)
 
     H, G, M = (load(raw, 'lo_%s_bw_r*.txt' % k, p) for k, p in
                (('hoop', parse_hoop), ('gloo', parse_peer), ('mpi', parse_peer)))
     print('\n### busbw (GB/s; hoop: mean of 10 calls, peers: median of 5)\n')
-    print('| size | round | hoop out-of-place | hoop in-place | gloo | MPI TCP | hoop/gloo | '
+    print('| size | round | hoop out-of-place | hoop in-place | gloo | ' + MPI + ' | hoop/gloo | '
           'hoop/MPI | hoop/link | hoop algo | wrong (hoop, gloo, mpi) |')
     print('|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|')
     for s in (64 * MiB, 128 * MiB, 256 * MiB):
@@ -162,7 +164,7 @@ def loopback(raw, rounds, V):
                    median([get(M, r, s, 'bus') for r in rounds]))
         vals.append('medians: %sx gloo, %sx MPI' % (fmt(mg, '%.2f'), fmt(mm, '%.2f')))
         if s != 128 * MiB:
-            V.add('2 workers, %s: busbw >= 1.5x gloo and >= 1.5x MPI TCP' % size_name(s),
+            V.add('2 workers, %s: busbw >= 1.5x gloo and >= 1.5x %s' % (size_name(s), MPI),
                   '; '.join(vals), oks, mg is not None and mm is not None and mg >= 1.5 and mm >= 1.5)
 
 
@@ -177,7 +179,7 @@ def netns(raw, rounds, V):
           '(the link rate below).\n' % (', '.join('%.4f' % x for x in rates), fmt(link, '%.4f')))
     H, G, M = (load(raw, 'ns_%s_r*.txt' % k, p) for k, p in
                (('hoop', parse_hoop), ('gloo', parse_peer), ('mpi', parse_peer)))
-    print('| size | round | hoop out-of-place | hoop in-place | gloo | MPI TCP | hoop/gloo | '
+    print('| size | round | hoop out-of-place | hoop in-place | gloo | ' + MPI + ' | hoop/gloo | '
           'hoop/MPI | hoop/link | gloo/link | MPI/link | hoop algo |')
     print('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|')
     for s in (512 << 10, 2 * MiB, 8 * MiB, 32 * MiB):
@@ -204,7 +206,7 @@ def main():
     raw = sys.argv[1]
     meta = open(os.path.join(raw, 'meta.txt')).read().strip()
     rounds = sorted({int(m) for m in re.findall(r'_r(\d+)\.txt', ' '.join(os.listdir(raw)))})
-    print('# hoop vs Gloo vs Open MPI TCP (bench/compare.sh)\n')
+    print('# hoop vs Gloo vs Open ' + MPI + ' (bench/compare.sh)\n')
     print('```\n%s\n```' % meta)
     V = Verdicts()
     if glob.glob(os.path.join(raw, 'lo_*_r*.txt')):

@@ -41,6 +41,7 @@ struct shm_handle_view {
     uint64_t netns;
     char name[40];
     void *pending;
+    uint32_t uid;
 };
 _Static_assert(sizeof(struct shm_handle_view) <= HOOP_TP_HANDLE_MAX, "view larger than a handle");
 
@@ -577,10 +578,12 @@ START_TEST(test_reachable)
     snprintf(prefix, sizeof(prefix), "hoop-shm-%d-", (int)getpid());
     ck_assert_int_eq(strncmp(h.name, prefix, strlen(prefix)), 0);
     ck_assert_ptr_null(h.pending);
+    ck_assert_uint_eq(h.uid, (uint32_t)getuid());
     ck_assert_int_eq(tp->reachable(b, handle), 1); /* its own handle */
     ck_assert_int_eq(tp->reachable(a, handle), 1); /* another context of this process */
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         memcpy(other, handle, sizeof(other));
+        if (k == 3) other[offsetof(struct shm_handle_view, uid)] ^= 0x01; /* another user */
         if (k == 0) other[offsetof(struct shm_handle_view, boot_id) + 5] ^= 0x10;
         if (k == 1) other[offsetof(struct shm_handle_view, netns)] ^= 0x01;
         if (k == 2) other[offsetof(struct shm_handle_view, magic)] ^= 0x01;

@@ -87,4 +87,27 @@ SLURM_JOB_NODELIST='n1' SLURM_NNODES=1 SLURM_NODEID=x "$HOOPRUN" --dry-run --npr
     prog 2> "$TMP/s5"
 [ $? = 2 ] || fail "SLURM_NODEID=x did not give exit 2"
 assert_contains "$TMP/s5" "SLURM_NODEID='x' is not an integer"
+
+# 6. --bind core (the default): each worker runs on its own block of hooprun's CPUs and
+# is told which (HOOP_CPU_BIND = its Cpus_allowed_list); --bind none and more workers
+# than CPUs leave everyone on all of them.
+ncpu=$(nproc)
+mine=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
+cpus='echo "$LOCAL_RANK ${HOOP_CPU_BIND:-none} $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)"'
+if [ "$ncpu" -ge 2 ]; then
+    "$HOOPRUN" --no-prefix --nproc-per-node 2 bash -c "$cpus" | sort > "$TMP/b1" ||
+        fail "hooprun --nproc-per-node 2 (bound) failed"
+    while read -r lr said allowed; do
+        [ "$said" = "$allowed" ] || fail "rank $lr: HOOP_CPU_BIND=$said but allowed $allowed"
+        [ "$allowed" != "$mine" ] || fail "rank $lr was not bound ($allowed)"
+    done < "$TMP/b1"
+    [ "$(cut -d' ' -f3 "$TMP/b1" | sort -u | wc -l)" = 2 ] || fail "workers share CPUs: $(cat "$TMP/b1")"
+fi
+"$HOOPRUN" --no-prefix --bind none --nproc-per-node 2 bash -c "$cpus" | sort > "$TMP/b2"
+assert_contains "$TMP/b2" "0 none $mine"
+"$HOOPRUN" --no-prefix --nproc-per-node $((ncpu + 1)) bash -c "$cpus" | sort > "$TMP/b3"
+assert_contains "$TMP/b3" "0 none $mine"
+"$HOOPRUN" --bind sockets --nproc-per-node 1 true 2> "$TMP/b4"
+[ $? = 2 ] || fail "--bind sockets did not give exit 2"
+assert_contains "$TMP/b4" "--bind 'sockets' is not core or none"
 echo "PASS"

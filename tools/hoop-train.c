@@ -16,9 +16,11 @@
  * (any HOOP_ERR_INVALID before training starts); 1 any other failure. Every failure
  * prints one line "hoop-train: <message>" on stderr.
  */
+#define _GNU_SOURCE
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,8 +210,12 @@ static hoop_status maybe_resume(trainer *t)
 static void share_cores(const trainer *t)
 {
     const char *env = getenv("OPENBLAS_NUM_THREADS"), *lws = getenv("LOCAL_WORLD_SIZE");
+    const char *bound = getenv("HOOP_CPU_BIND");
+    cpu_set_t mine;
     if (t->o->threads > 0 || (env && *env) || !lws || atoi(lws) <= 1) return;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN), per = cores / atoi(lws);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (sched_getaffinity(0, sizeof(mine), &mine) == 0) cores = CPU_COUNT(&mine);
+    long per = bound && *bound ? cores : cores / atoi(lws); /* bound: the block is ours */
     openblas_set_num_threads(per >= 1 ? (int)per : 1);
 }
 

@@ -33,7 +33,8 @@
 
 static const char usage[] =
     "usage: hooprun [--nnodes N] [--node-rank K] --nproc-per-node P [--master-addr A]\n"
-    "               [--master-port Q] [--grace S] [--no-prefix] [--dry-run] PROG ARGS...\n"
+    "               [--master-port Q] [--bind core|none] [--grace S] [--no-prefix]\n"
+    "               [--dry-run] PROG ARGS...\n"
     "       hooprun --help | --help-env\n"
     "\n"
     "Starts P workers of PROG on this node. Worker i of node K gets RANK = K*P + i,\n"
@@ -47,6 +48,9 @@ static const char usage[] =
     "                      N > 1 the first host of SLURM_JOB_NODELIST; else 127.0.0.1)\n"
     "  --master-port Q     its port, 1..65535 (default: MASTER_PORT; with one node and no\n"
     "                      address or port given, a free port of 127.0.0.1; else 29500)\n"
+    "  --bind core|none    core (default): bind each worker to its own block of the CPUs\n"
+    "                      hooprun may use (hwloc's topology-aware split; nobody is bound\n"
+    "                      when there are fewer CPUs than workers); none: no binding\n"
     "  --grace S           seconds between SIGTERM and SIGKILL when stopping (default 3)\n"
     "  --no-prefix         do not prefix output lines with \"[rank N] \"\n"
     "  --dry-run           print what each worker would get, start nothing\n"
@@ -65,7 +69,7 @@ typedef struct cli {
     int nnodes, node_rank, nproc, port; /* -1 = not given */
     const char *addr;
     int64_t grace_ms;
-    int prefix, dry_run;
+    int prefix, dry_run, bind;
     char **argv;
 } cli;
 
@@ -107,7 +111,16 @@ static int parse_num(const char *what, const char *s, int64_t min, int64_t max, 
     return 0;
 }
 
-enum { OPT_NNODES = 256, OPT_NODE_RANK, OPT_NPROC, OPT_ADDR, OPT_PORT, OPT_GRACE, OPT_HELP_ENV };
+enum {
+    OPT_NNODES = 256,
+    OPT_NODE_RANK,
+    OPT_NPROC,
+    OPT_ADDR,
+    OPT_PORT,
+    OPT_GRACE,
+    OPT_BIND,
+    OPT_HELP_ENV
+};
 
 static const struct option long_opts[] = {
     {"nnodes", required_argument, NULL, OPT_NNODES},
@@ -116,6 +129,7 @@ static const struct option long_opts[] = {
     {"master-addr", required_argument, NULL, OPT_ADDR},
     {"master-port", required_argument, NULL, OPT_PORT},
     {"grace", required_argument, NULL, OPT_GRACE},
+    {"bind", required_argument, NULL, OPT_BIND},
     {"no-prefix", no_argument, NULL, 'n'},
     {"dry-run", no_argument, NULL, 'd'},
     {"help", no_argument, NULL, 'h'},
@@ -141,6 +155,11 @@ static int take_option(cli *c, int opt, const char *arg)
         if (hoop__parse_seconds_ms("--grace", arg, &c->grace_ms) != HOOP_OK)
             return bad_usage("%s; allowed: seconds >= 0", user_msg());
         return 0;
+    case OPT_BIND:
+        if (strcmp(arg, "core") != 0 && strcmp(arg, "none") != 0)
+            return bad_usage("--bind '%s' is not core or none", arg);
+        c->bind = strcmp(arg, "core") == 0;
+        return 0;
     case 'n': c->prefix = 0; return 0;
     case 'd': c->dry_run = 1; return 0;
     case 'h': fputs(usage, stdout); return -1;
@@ -157,7 +176,8 @@ static int parse_cli(int argc, char **argv, cli *c)
                .nproc = -1,
                .port = -1,
                .grace_ms = DEFAULT_GRACE_MS,
-               .prefix = 1};
+               .prefix = 1,
+               .bind = 1};
     opterr = 0;
     int opt;
     while ((opt = getopt_long(argc, argv, "+:", long_opts, NULL)) != -1) {
@@ -300,6 +320,10 @@ static int resolve(const cli *c, hooprun_plan *p, int *reserve_fd)
         return 2;
     }
     if ((rc = pick_master(c, p, reserve_fd)) != 0) return rc;
+    if (c->bind && p->nproc_per_node <= HOOPRUN_BIND_MAX) {
+        static cpu_set_t sets[HOOPRUN_BIND_MAX];
+        if (hooprun_cpu_sets(p->nproc_per_node, sets)) p->cpus = sets;
+    }
     return make_token(p, p->token, sizeof(p->token));
 }
 
@@ -314,10 +338,12 @@ static void print_dry_run(const hooprun_plan *p)
     for (int i = 0; i < p->nproc_per_node; i++) {
         hoop_launch_ids ids;
         hoop__launch_ids_of(p->nnodes, p->node_rank, p->nproc_per_node, i, &ids);
+        char cpus[256] = "(not bound)";
+        if (p->cpus) hooprun_cpu_list(&p->cpus[i], cpus, sizeof(cpus));
         printf("[rank %d] RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d LOCAL_WORLD_SIZE=%d NODE_RANK=%d "
-               "MASTER_ADDR=%s MASTER_PORT=%d HOOP_TOKEN=%s\n",
+               "MASTER_ADDR=%s MASTER_PORT=%d HOOP_TOKEN=%s CPUS=%s\n",
                ids.rank, ids.rank, ids.local_rank, ids.world_size, ids.local_world_size,
-               ids.node_rank, p->master_addr, p->master_port, token);
+               ids.node_rank, p->master_addr, p->master_port, token, cpus);
     }
 }
 

@@ -314,6 +314,12 @@ static void exec_worker(const supervisor *s, int local_rank, int out_w, int err_
     set_env_int("MASTER_PORT", p->master_port);
     setenv("MASTER_ADDR", p->master_addr, 1);
     setenv("HOOP_TOKEN", p->token, 1);
+    if (p->cpus) { /* its own block of CPUs (--bind core); a refusal leaves it unbound */
+        char list[256];
+        hooprun_cpu_list(&p->cpus[local_rank], list, sizeof(list));
+        if (sched_setaffinity(0, sizeof(cpu_set_t), &p->cpus[local_rank]) == 0)
+            setenv("HOOP_CPU_BIND", list, 1);
+    }
     execvp(p->argv[0], p->argv);
     dprintf(2, "hooprun: cannot run '%s': %s\n", p->argv[0], strerror(errno));
     _exit(127);

@@ -2,7 +2,7 @@
 
 # hooprun: the launcher (option parsing in hooprun.c, the supervisor in hooprun_proc.c).
 bin_PROGRAMS += tools/hooprun
-tools_hooprun_SOURCES = tools/hooprun.c tools/hooprun_proc.c tools/hooprun.h
+tools_hooprun_SOURCES = tools/hooprun.c tools/hooprun_proc.c tools/hooprun_bind.c tools/hooprun.h
 tools_hooprun_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 
 # Launcher tests: shell scripts driving hooprun with small shell workers.

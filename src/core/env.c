@@ -50,6 +50,8 @@ const hoop_env_param hoop__env_params[] = {
      "verbs device[:port] to use (e.g. mlx5_0:1); for the verbs transport, not built yet"},
     {"HOOP_IB_GID_INDEX", HOOP_ENV_INT, "-1", -1, 255, NULL,
      "GID index for RoCE (-1 = pick the IPv4 RoCE v2 GID); for the verbs transport, not built yet"},
+    {"HOOP_CPU_BIND", HOOP_ENV_STRING, NULL, 0, 0, NULL,
+     "set by hooprun --bind core (its default): this worker's CPUs, e.g. 0-3 (read only)"},
     {"HOOP_TRACE_FILE", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "write a Chrome trace of DDP steps to this file (merged by rank 0)"},
     {NULL, 0, NULL, 0, 0, NULL, NULL},

@@ -25,8 +25,9 @@
  * the ring can still be read after a graceful close.
  *
  * Reachability: abstract sockets live in a network namespace, so a handle carries the
- * kernel's boot id and the network-namespace inode; `reachable` is true only when both
- * match this process's.
+ * kernel's boot id, the network-namespace inode and the user id; `reachable` is true only
+ * when all three match this process's (another user would be refused, so such a peer is
+ * left to TCP).
  *
  * Owns: segments, eventfds, sockets and requests of its comms. Thread-safety: one
  * thread per comm (as the vtable says); the two ends of a link run in two processes or
@@ -76,6 +77,7 @@ struct shm_ctx {
     char token[HOOP_TP_TOKEN_MAX];
     uint8_t boot_id[16];
     uint64_t netns;
+    uint32_t uid;
 };
 
 /* What a rank publishes; `pending` is the connector's progress, NULL when published. */
@@ -86,6 +88,7 @@ struct shm_handle {
     uint64_t netns;
     char name[SHM_NAME_MAX]; /* abstract socket name (without the leading NUL) */
     struct shm_comm *pending;
+    uint32_t uid; /* the acceptor refuses other users, so they are not reachable */
 };
 _Static_assert(sizeof(struct shm_handle) <= HOOP_TP_HANDLE_MAX, "shm handle too large");
 
@@ -181,6 +184,7 @@ static hoop_status shm_init(const struct hoop_tp_config *cfg, void **tctx)
     HOOP_CHECK(hoop__calloc(&ctx, 1));
     ctx->rank = cfg->rank;
     ctx->ring_bytes = ring;
+    ctx->uid = (uint32_t)getuid();
     if (cfg->token) snprintf(ctx->token, sizeof(ctx->token), "%s", cfg->token);
     hoop_status st = host_identity(ctx->boot_id, &ctx->netns);
     if (st != HOOP_OK) {
@@ -230,7 +234,7 @@ static int shm_reachable(void *tctx, const void *handle)
 {
     const struct shm_ctx *ctx = tctx;
     const struct shm_handle *h = handle;
-    return ctx && h->magic == SHM_MAGIC && h->netns == ctx->netns &&
+    return ctx && h->magic == SHM_MAGIC && h->netns == ctx->netns && h->uid == ctx->uid &&
            memcmp(h->boot_id, ctx->boot_id, sizeof(h->boot_id)) == 0;
 }
 
@@ -268,7 +272,8 @@ static hoop_status shm_listen(void *tctx, void *handle, struct hoop_tp_comm **ou
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "shm transport: cannot listen on a Unix socket: %s",
                           strerror(e));
     }
-    struct shm_handle h = {.magic = SHM_MAGIC, .rank = ctx->rank, .netns = ctx->netns};
+    struct shm_handle h = {
+        .magic = SHM_MAGIC, .rank = ctx->rank, .netns = ctx->netns, .uid = ctx->uid};
     memcpy(h.boot_id, ctx->boot_id, sizeof(h.boot_id));
     memcpy(h.name, c->name, sizeof(h.name));
     memset(handle, 0, HOOP_TP_HANDLE_MAX);
