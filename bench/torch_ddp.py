@@ -34,6 +34,8 @@ def read_idx(path, ndim):
 
 
 def worker(rank, a, port):
+    if a.bind:  # as hooprun --bind core: rank r alone on CPU r (the same hardware for both)
+        os.sched_setaffinity(0, {rank % os.cpu_count()})
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
@@ -88,6 +90,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--port", type=int, default=29611)
+    ap.add_argument("--bind", action="store_true", help="bind rank r to CPU r")
     a = ap.parse_args()
     mp.spawn(worker, args=(a, a.port), nprocs=a.nproc, join=True)
 

@@ -45,65 +45,21 @@ struct shm_handle_view {
 };
 _Static_assert(sizeof(struct shm_handle_view) <= HOOP_TP_HANDLE_MAX, "view larger than a handle");
 
-typedef struct pair {
-    void *ctx_a, *ctx_b;
-    struct hoop_tp_comm *listen, *send, *recv;
-} pair;
+#include "tp_harness.h"
 
 static void make_ctx(void **ctx, int rank, const char *token, size_t ring_bytes)
 {
-    struct hoop_tp_config cfg = {.rank = rank, .token = token, .ring_bytes = ring_bytes};
-    ck_assert_int_eq(tp->init(&cfg, ctx), HOOP_OK);
+    tp_make_ctx(ctx, rank, token, (struct hoop_tp_config){.ring_bytes = ring_bytes});
 }
 
-/* Connects a (rank 0, channel 7) to b (rank 1); returns the connect status. */
 static hoop_status connect_pair(pair *p, const char *tok_a, const char *tok_b, size_t ring)
 {
-    unsigned char handle[HOOP_TP_HANDLE_MAX];
-    hoop_status st = HOOP_OK;
-    make_ctx(&p->ctx_a, 0, tok_a, ring);
-    make_ctx(&p->ctx_b, 1, tok_b, ring);
-    ck_assert_int_eq(tp->listen(p->ctx_b, handle, &p->listen), HOOP_OK);
-    p->send = p->recv = NULL;
-    int64_t deadline = hoop__deadline_ns(5000);
-    while ((!p->send || !p->recv) && hoop__now_ns() < deadline) {
-        if (!p->send) {
-            st = tp->connect(p->ctx_a, handle, 7, &p->send);
-            if (st != HOOP_OK) break;
-        }
-        if (!p->recv) ck_assert_int_eq(tp->accept(p->listen, &p->recv), HOOP_OK);
-        usleep(100);
-    }
-    return st;
+    return connect_pair_cfg(p, tok_a, tok_b, (struct hoop_tp_config){.ring_bytes = ring});
 }
 
-static void close_pair(pair *p)
-{
-    ck_assert_int_eq(tp->close(p->send), HOOP_OK);
-    ck_assert_int_eq(tp->close(p->recv), HOOP_OK);
-    ck_assert_int_eq(tp->close(p->listen), HOOP_OK);
-    ck_assert_int_eq(tp->finalize(p->ctx_a), HOOP_OK);
-    ck_assert_int_eq(tp->finalize(p->ctx_b), HOOP_OK);
-}
-
-/* Drives both requests to completion (either may be NULL); each must report `bytes`. */
 static hoop_status finish(void *sreq, void *rreq, size_t bytes)
 {
-    int sd = sreq == NULL, rd = rreq == NULL;
-    int64_t deadline = hoop__deadline_ns(10000);
-    while ((!sd || !rd) && hoop__now_ns() < deadline) {
-        size_t got = bytes;
-        if (!sd) {
-            hoop_status st = tp->test(sreq, &sd, &got);
-            if (st != HOOP_OK) return st;
-        }
-        if (!rd) {
-            hoop_status st = tp->test(rreq, &rd, &got);
-            if (st != HOOP_OK) return st;
-        }
-        if (got != bytes) return HOOP_ERR_INTERNAL;
-    }
-    return sd && rd ? HOOP_OK : HOOP_ERR_TIMEOUT;
+    return finish_bytes(sreq, rreq, bytes);
 }
 
 /* Tests req until it completes or fails (status), or timeout_ms passes (HOOP_ERR_TIMEOUT);
@@ -122,15 +78,6 @@ static void fill_random(unsigned char *buf, size_t n, uint64_t seed)
 {
     hoop__rng r = hoop__rng_seed(seed);
     for (size_t i = 0; i < n; i++) buf[i] = (unsigned char)(hoop__rng_next(&r) >> 56);
-}
-
-static int open_fds(void)
-{
-    int n = 0;
-    DIR *d = opendir("/proc/self/fd");
-    while (d && readdir(d)) n++;
-    if (d) closedir(d);
-    return n;
 }
 
 /* What a consumer receive saw: its pieces must tile the message in order, each a

@@ -15,63 +15,21 @@
 
 static const struct hoop_transport *tp = &hoop__transport_tcp;
 
-typedef struct pair {
-    void *ctx_a, *ctx_b;
-    struct hoop_tp_comm *listen, *send, *recv;
-} pair;
+#include "tp_harness.h"
 
 static void make_ctx(void **ctx, int rank, const char *token, int nsocks)
 {
-    struct hoop_tp_config cfg = {.rank = rank, .token = token, .nsocks = nsocks};
-    ck_assert_int_eq(tp->init(&cfg, ctx), HOOP_OK);
+    tp_make_ctx(ctx, rank, token, (struct hoop_tp_config){.nsocks = nsocks});
 }
 
-/* Connects a (rank 0) to b (rank 1); returns the connect status. */
 static hoop_status connect_pair(pair *p, const char *tok_a, const char *tok_b, int nsocks)
 {
-    unsigned char handle[HOOP_TP_HANDLE_MAX];
-    hoop_status st = HOOP_OK;
-    make_ctx(&p->ctx_a, 0, tok_a, nsocks);
-    make_ctx(&p->ctx_b, 1, tok_b, nsocks);
-    ck_assert_int_eq(tp->listen(p->ctx_b, handle, &p->listen), HOOP_OK);
-    p->send = p->recv = NULL;
-    int64_t deadline = hoop__deadline_ns(5000);
-    while ((!p->send || !p->recv) && hoop__now_ns() < deadline) {
-        if (!p->send) {
-            st = tp->connect(p->ctx_a, handle, 7, &p->send);
-            if (st != HOOP_OK) break;
-        }
-        if (!p->recv) ck_assert_int_eq(tp->accept(p->listen, &p->recv), HOOP_OK);
-        usleep(100);
-    }
-    return st;
+    return connect_pair_cfg(p, tok_a, tok_b, (struct hoop_tp_config){.nsocks = nsocks});
 }
 
-static void close_pair(pair *p)
-{
-    ck_assert_int_eq(tp->close(p->send), HOOP_OK);
-    ck_assert_int_eq(tp->close(p->recv), HOOP_OK);
-    ck_assert_int_eq(tp->close(p->listen), HOOP_OK);
-    ck_assert_int_eq(tp->finalize(p->ctx_a), HOOP_OK);
-    ck_assert_int_eq(tp->finalize(p->ctx_b), HOOP_OK);
-}
-
-/* Drives both requests to completion (either may be NULL). */
 static hoop_status finish(void *sreq, void *rreq)
 {
-    int sd = sreq == NULL, rd = rreq == NULL;
-    int64_t deadline = hoop__deadline_ns(10000);
-    while ((!sd || !rd) && hoop__now_ns() < deadline) {
-        if (!sd) {
-            hoop_status st = tp->test(sreq, &sd, NULL);
-            if (st != HOOP_OK) return st;
-        }
-        if (!rd) {
-            hoop_status st = tp->test(rreq, &rd, NULL);
-            if (st != HOOP_OK) return st;
-        }
-    }
-    return sd && rd ? HOOP_OK : HOOP_ERR_TIMEOUT;
+    return finish_bytes(sreq, rreq, SIZE_MAX);
 }
 
 START_TEST(test_vtable)
@@ -166,15 +124,6 @@ START_TEST(test_wrong_token)
     close_pair(&p);
 }
 END_TEST
-
-static int open_fds(void)
-{
-    int n = 0;
-    DIR *d = opendir("/proc/self/fd");
-    while (d && readdir(d)) n++;
-    if (d) closedir(d);
-    return n;
-}
 
 /* A connect abandoned half-way (the peer never accepts) is cleaned up by finalize. */
 START_TEST(test_abandoned_connect)

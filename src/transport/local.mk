@@ -3,13 +3,13 @@ libhoopcore_la_SOURCES += %reldir%/tcp.c %reldir%/shm.c
 noinst_HEADERS += %reldir%/transport.h
 
 check_PROGRAMS += tests/check_tcp
-tests_check_tcp_SOURCES = tests/check_tcp.c
+tests_check_tcp_SOURCES = tests/check_tcp.c tests/tp_harness.h
 tests_check_tcp_CFLAGS = $(TEST_CFLAGS)
 tests_check_tcp_LDADD = $(TEST_LDADD)
 TESTS += tests/check_tcp
 
 check_PROGRAMS += tests/check_shm
-tests_check_shm_SOURCES = tests/check_shm.c
+tests_check_shm_SOURCES = tests/check_shm.c tests/tp_harness.h
 tests_check_shm_CFLAGS = $(TEST_CFLAGS)
 tests_check_shm_LDADD = $(TEST_LDADD)
 TESTS += tests/check_shm

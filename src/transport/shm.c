@@ -318,21 +318,33 @@ static hoop_status map_segment(struct shm_comm *c, int fd, uint64_t ring_bytes, 
     return HOOP_OK;
 }
 
+/* The hello travels with three descriptors (segment, data bell, space bell). */
+struct hello_msg {
+    struct iovec iov;
+    union {
+        char buf[CMSG_SPACE(3 * sizeof(int))];
+        struct cmsghdr align;
+    } cbuf;
+};
+
+static struct msghdr hello_msg_init(struct hello_msg *x, struct shm_hello *h)
+{
+    memset(x, 0, sizeof(*x));
+    x->iov = (struct iovec){.iov_base = h, .iov_len = sizeof(*h)};
+    return (struct msghdr){.msg_iov = &x->iov,
+                           .msg_iovlen = 1,
+                           .msg_control = x->cbuf.buf,
+                           .msg_controllen = sizeof(x->cbuf.buf)};
+}
+
 /* Reads the hello of an accepted socket. *out = a new recv comm when the peer is
  * accepted; the socket is consumed (closed or kept) unless its hello has not arrived. */
 static hoop_status judge(struct shm_comm *l, int fd, int *keep, struct shm_comm **out)
 {
+    struct hello_msg x;
     struct shm_hello h;
+    struct msghdr m = hello_msg_init(&x, &h);
     int fds[3] = {-1, -1, -1}, nfds = 0;
-    union {
-        char buf[CMSG_SPACE(sizeof(fds))];
-        struct cmsghdr align;
-    } cbuf;
-    struct iovec iov = {.iov_base = &h, .iov_len = sizeof(h)};
-    struct msghdr m = {.msg_iov = &iov,
-                       .msg_iovlen = 1,
-                       .msg_control = cbuf.buf,
-                       .msg_controllen = sizeof(cbuf.buf)};
     struct ucred cred;
     socklen_t clen = sizeof(cred);
     *out = NULL;
@@ -443,17 +455,9 @@ static hoop_status send_hello(struct shm_comm *c, int *sent)
                           .channel = c->base.channel,
                           .ring_bytes = c->size};
     int fds[3] = {c->memfd, c->efd_data, c->efd_space};
-    union {
-        char buf[CMSG_SPACE(sizeof(fds))];
-        struct cmsghdr align;
-    } cbuf;
-    struct iovec iov = {.iov_base = &h, .iov_len = sizeof(h)};
-    struct msghdr m = {.msg_iov = &iov,
-                       .msg_iovlen = 1,
-                       .msg_control = cbuf.buf,
-                       .msg_controllen = sizeof(cbuf.buf)};
+    struct hello_msg x;
+    struct msghdr m = hello_msg_init(&x, &h);
     memcpy(h.token, c->ctx->token, sizeof(h.token));
-    memset(&cbuf, 0, sizeof(cbuf));
     struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;

@@ -1,0 +1,91 @@
+/*
+ * tests/tp_harness.h -- what the transport tests share: a connected pair of comms on
+ * one transport, driving requests to completion, and counting open descriptors.
+ *
+ * Include after defining `tp` (the transport under test); make_ctx's cfg argument
+ * carries the transport's own settings (nsocks, ring_bytes), rank and token are set here.
+ */
+#ifndef HOOP_TESTS_TP_HARNESS_H
+#define HOOP_TESTS_TP_HARNESS_H
+
+#include <check.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "transport/transport.h"
+
+typedef struct pair {
+    void *ctx_a, *ctx_b;
+    struct hoop_tp_comm *listen, *send, *recv;
+} pair;
+
+static void tp_make_ctx(void **ctx, int rank, const char *token, struct hoop_tp_config cfg)
+{
+    cfg.rank = rank;
+    cfg.token = token;
+    ck_assert_int_eq(tp->init(&cfg, ctx), HOOP_OK);
+}
+
+/* Connects a (rank 0, channel 7) to b (rank 1); returns the connect status. */
+static hoop_status connect_pair_cfg(pair *p, const char *tok_a, const char *tok_b,
+                                    struct hoop_tp_config cfg)
+{
+    unsigned char handle[HOOP_TP_HANDLE_MAX];
+    hoop_status st = HOOP_OK;
+    tp_make_ctx(&p->ctx_a, 0, tok_a, cfg);
+    tp_make_ctx(&p->ctx_b, 1, tok_b, cfg);
+    ck_assert_int_eq(tp->listen(p->ctx_b, handle, &p->listen), HOOP_OK);
+    p->send = p->recv = NULL;
+    int64_t deadline = hoop__deadline_ns(5000);
+    while ((!p->send || !p->recv) && hoop__now_ns() < deadline) {
+        if (!p->send) {
+            st = tp->connect(p->ctx_a, handle, 7, &p->send);
+            if (st != HOOP_OK) break;
+        }
+        if (!p->recv) ck_assert_int_eq(tp->accept(p->listen, &p->recv), HOOP_OK);
+        usleep(100);
+    }
+    return st;
+}
+
+static void close_pair(pair *p)
+{
+    ck_assert_int_eq(tp->close(p->send), HOOP_OK);
+    ck_assert_int_eq(tp->close(p->recv), HOOP_OK);
+    ck_assert_int_eq(tp->close(p->listen), HOOP_OK);
+    ck_assert_int_eq(tp->finalize(p->ctx_a), HOOP_OK);
+    ck_assert_int_eq(tp->finalize(p->ctx_b), HOOP_OK);
+}
+
+/* Drives both requests to completion (either may be NULL); each must report `bytes`
+ * (pass SIZE_MAX to skip that check). */
+static hoop_status finish_bytes(void *sreq, void *rreq, size_t bytes)
+{
+    int sd = sreq == NULL, rd = rreq == NULL;
+    int64_t deadline = hoop__deadline_ns(10000);
+    while ((!sd || !rd) && hoop__now_ns() < deadline) {
+        size_t got = bytes;
+        if (!sd) {
+            hoop_status st = tp->test(sreq, &sd, bytes == SIZE_MAX ? NULL : &got);
+            if (st != HOOP_OK) return st;
+        }
+        if (!rd) {
+            hoop_status st = tp->test(rreq, &rd, bytes == SIZE_MAX ? NULL : &got);
+            if (st != HOOP_OK) return st;
+        }
+        if (got != bytes) return HOOP_ERR_INTERNAL;
+    }
+    return sd && rd ? HOOP_OK : HOOP_ERR_TIMEOUT;
+}
+
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    while (d && readdir(d)) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+#endif /* HOOP_TESTS_TP_HARNESS_H */
