@@ -10,6 +10,6 @@ CUDA_HEADER_DEPS = $(noinst_HEADERS) $(hoopinclude_HEADERS)
 
 check_PROGRAMS += tests/check_cuda
 tests_check_cuda_SOURCES = tests/check_cuda.c
-tests_check_cuda_CFLAGS = $(TEST_CFLAGS)
-tests_check_cuda_LDADD = $(TEST_LDADD)
+tests_check_cuda_CFLAGS = $(AM_CFLAGS)
+tests_check_cuda_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 TESTS += tests/check_cuda
