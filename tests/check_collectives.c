@@ -298,6 +298,41 @@ START_TEST(test_big)
 }
 END_TEST
 
+/* Every all-reduce algorithm completes, exactly, when one step carries more than a link
+ * buffers (a 64 KiB shm ring, 1 MiB chunks): a receive that depends on a send of the
+ * same bytes must not wait for it, since that send completes only as the peer drains
+ * the link (rhd used to deadlock here until HOOP_TIMEOUT). */
+static void beyond_link(h_rank *h)
+{
+    size_t count = 600000; /* 2.4 MB */
+    float *x = malloc(count * sizeof(float));
+    for (int al = HOOP_ALGO_RING; al <= HOOP_ALGO_RHD; al++) {
+        for (size_t i = 0; i < count; i++) x[i] = (float)((h->rank + i) % 7);
+        hoop_comm_set_algo(h->comm, (hoop_algo)al);
+        hoop_status st = hoop_allreduce(h->comm, x, x, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+        if (st != HOOP_OK) h_fail(h, "%s: %s", hoop_algo_name(al), hoop_last_error());
+        size_t wrong = 0;
+        for (size_t i = 0; i < count; i++) {
+            double want = 0;
+            for (int r = 0; r < h->n; r++) want += (double)((r + i) % 7);
+            wrong += x[i] != (float)want;
+        }
+        if (wrong) h_fail(h, "%s: %zu of %zu elements wrong", hoop_algo_name(al), wrong, count);
+    }
+    free(x);
+}
+
+START_TEST(test_beyond_link)
+{
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    cfg.chunk_bytes = 1 << 20;
+    cfg.timeout_ms = 20000; /* a deadlock fails the test instead of hanging it */
+    setenv("HOOP_SHM_BYTES", "65536", 1);
+    run_ranks(_i, &cfg, beyond_link, NULL);
+    unsetenv("HOOP_SHM_BYTES");
+}
+END_TEST
+
 /* Order-dependent float sums must still agree bitwise on every rank. */
 static void bitwise(h_rank *h)
 {
@@ -731,6 +766,7 @@ static Suite *suite(void)
     tcase_add_loop_test(core, test_sweep, 1, H_MAX_RANKS + 1);
     tcase_add_loop_test(core, test_big, 0, 5);
     tcase_add_loop_test(core, test_bitwise, 2, 6);
+    tcase_add_loop_test(core, test_beyond_link, 2, 5);
     tcase_add_test(core, test_algo_table);
     tcase_add_test(core, test_transport_choice);
     tcase_add_loop_test(core, test_async, 1, 5);

@@ -134,6 +134,43 @@ START_TEST(test_consumer)
 }
 END_TEST
 
+/* A message's 8-byte alignment pad needs room in the ring like data: a message queued
+ * behind one that filled the ring to within a few bytes must wait, not publish a head
+ * past the ring (which both ends would take for a corrupt ring). */
+START_TEST(test_pad_full)
+{
+    pair p;
+    ck_assert_int_eq(connect_pair(&p, "t", "t", 4096), HOOP_OK);
+    size_t n2 = 4096 - 7; /* after a 9-byte message (padded to 16): ends 7 short of full... */
+    char m1[9] = "abcdefgh", o1[9], m3[8] = "ABCDEFG", o3[8];
+    unsigned char *m2 = malloc(n2), *o2 = malloc(n2);
+    fill_random(m2, n2, 5);
+    void *sr, *rr, *s2, *s3, *r2, *r3;
+    ck_assert_int_eq(tp->isend(p.send, m1, 9, 0, NULL, &sr), HOOP_OK);
+    ck_assert_int_eq(tp->irecv(p.recv, o1, 9, 0, NULL, &rr), HOOP_OK);
+    ck_assert_int_eq(finish(sr, rr, 9), HOOP_OK);
+    /* ...as seen from the receiver's tail (9): the ring is exactly full, and m3's pad
+     * would cross it. Both sends are queued before any receive is posted. */
+    ck_assert_int_eq(tp->isend(p.send, m2, n2, 0, NULL, &s2), HOOP_OK);
+    ck_assert_int_eq(tp->isend(p.send, m3, 8, 0, NULL, &s3), HOOP_OK);
+    for (int k = 0; k < 100; k++) { /* the sender pushes all it can first */
+        int d;
+        ck_assert_int_eq(tp->test(s3, &d, NULL), HOOP_OK);
+        ck_assert(!d);
+    }
+    ck_assert_int_eq(tp->irecv(p.recv, o2, n2, 0, NULL, &r2), HOOP_OK);
+    ck_assert_int_eq(tp->irecv(p.recv, o3, 8, 0, NULL, &r3), HOOP_OK);
+    ck_assert_int_eq(finish(s2, r2, n2), HOOP_OK);
+    ck_assert_int_eq(finish(s3, r3, 8), HOOP_OK);
+    ck_assert_int_eq(memcmp(o1, m1, 9), 0);
+    ck_assert_int_eq(memcmp(o2, m2, n2), 0);
+    ck_assert_int_eq(memcmp(o3, m3, 8), 0);
+    free(m2);
+    free(o2);
+    close_pair(&p);
+}
+END_TEST
+
 START_TEST(test_vtable)
 {
     const char *missing = NULL;
@@ -712,6 +749,7 @@ int main(void)
     tcase_add_loop_test(tc, test_send_recv, 0, 2);
     tcase_add_test(tc, test_init_ring);
     tcase_add_test(tc, test_consumer);
+    tcase_add_test(tc, test_pad_full);
     tcase_add_test(tc, test_reachable);
     tcase_add_loop_test(tc, test_doorbell, 0, 2);
     suite_add_tcase(s, tc);

@@ -107,7 +107,27 @@ fi
 assert_contains "$TMP/b2" "0 none $mine"
 "$HOOPRUN" --no-prefix --nproc-per-node $((ncpu + 1)) bash -c "$cpus" | sort > "$TMP/b3"
 assert_contains "$TMP/b3" "0 none $mine"
+# Binding stays inside hooprun's own CPUs (taskset, Slurm), and a HOOP_CPU_BIND from
+# outside never reaches a worker that hooprun did not bind.
+last=$(echo "$mine" | tr ',' '\n' | tail -1 | sed 's/.*-//')
+taskset -c "$last" "$HOOPRUN" --no-prefix --nproc-per-node 1 bash -c "$cpus" > "$TMP/b5"
+assert_contains "$TMP/b5" "0 $last $last"
+if [ "$ncpu" -ge 2 ]; then
+    taskset -c "$last" "$HOOPRUN" --no-prefix --nproc-per-node 2 bash -c "$cpus" | sort > "$TMP/b6"
+    assert_contains "$TMP/b6" "1 none $last"
+fi
+HOOP_CPU_BIND=0-99 "$HOOPRUN" --no-prefix --bind none --nproc-per-node 1 bash -c "$cpus" > "$TMP/b7"
+assert_contains "$TMP/b7" "0 none $mine"
 "$HOOPRUN" --bind sockets --nproc-per-node 1 true 2> "$TMP/b4"
 [ $? = 2 ] || fail "--bind sockets did not give exit 2"
 assert_contains "$TMP/b4" "--bind 'sockets' is not core or none"
+
+# 7. Settings a worker would refuse are refused by hooprun first: exit 2, one line.
+HOOP_SHM_BYTES=100000 "$HOOPRUN" --nproc-per-node 1 true 2> "$TMP/e1"
+[ $? = 2 ] || fail "HOOP_SHM_BYTES=100000 did not give exit 2"
+assert_contains "$TMP/e1" "HOOP_SHM_BYTES=100000 is not a power of two"
+[ "$(wc -l < "$TMP/e1")" = 1 ] || fail "more than one line: $(cat "$TMP/e1")"
+HOOP_TRANSPORT=ib "$HOOPRUN" --nproc-per-node 1 true 2> "$TMP/e2"
+[ $? = 2 ] || fail "HOOP_TRANSPORT=ib did not give exit 2"
+assert_contains "$TMP/e2" "no InfiniBand verbs transport yet"
 echo "PASS"

@@ -26,7 +26,11 @@ static int distrib_hwloc(int nproc, cpu_set_t *sets)
     hwloc_topology_t topo;
     int ok = 0;
     if (hwloc_topology_init(&topo) != 0) return 0;
-    if (hwloc_topology_load(topo) == 0) {
+    hwloc_bitmap_t mine = hwloc_bitmap_alloc();
+    /* Only the CPUs hooprun may use (taskset, Slurm's binding): restrict the topology. */
+    if (mine && hwloc_topology_load(topo) == 0 &&
+        hwloc_get_cpubind(topo, mine, HWLOC_CPUBIND_PROCESS) == 0 &&
+        hwloc_topology_restrict(topo, mine, 0) == 0) {
         hwloc_obj_t root = hwloc_get_root_obj(topo);
         hwloc_cpuset_t cs[HOOPRUN_BIND_MAX];
         int npu = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
@@ -41,6 +45,7 @@ static int distrib_hwloc(int nproc, cpu_set_t *sets)
             }
         }
     }
+    hwloc_bitmap_free(mine);
     hwloc_topology_destroy(topo);
     return ok;
 }

@@ -314,6 +314,7 @@ static void exec_worker(const supervisor *s, int local_rank, int out_w, int err_
     set_env_int("MASTER_PORT", p->master_port);
     setenv("MASTER_ADDR", p->master_addr, 1);
     setenv("HOOP_TOKEN", p->token, 1);
+    unsetenv("HOOP_CPU_BIND"); /* set below only when this hooprun bound the worker */
     if (p->cpus) { /* its own block of CPUs (--bind core); a refusal leaves it unbound */
         char list[256];
         hooprun_cpu_list(&p->cpus[local_rank], list, sizeof(list));

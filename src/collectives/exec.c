@@ -8,7 +8,9 @@
  * in flight per peer and direction. RECV_REDUCE steps land in one of the comm's slots
  * (chunk-sized staging buffers) and are reduced into their destination by this thread
  * once their dependencies allow; slots are granted in schedule order, so the earliest
- * unfinished reduction can always get one (no deadlock however small the pool).
+ * unfinished reduction can always get one (no deadlock however small the pool). A
+ * RECV that depends on another step is staged the same way when its dependency is not
+ * done yet, and copied to its destination once it is.
  * Where the link's transport can hand over received bytes in place (irecv_fn: shm), a
  * RECV_REDUCE whose dependencies are already done is reduced straight from the
  * transport's memory instead, piece by piece as it arrives: one copy less per byte. One
@@ -62,6 +64,16 @@ static int deps_ok(const hoop__exec *x, const hoop__step *st)
     return 1;
 }
 
+/* Steps that may land in a slot and wait there for their dependencies: every
+ * RECV_REDUCE, and a RECV that depends on something (typically a send of the same
+ * bytes, which may complete only once the peer has drained its link: posting such a
+ * receive only after its dependency would let two ranks wait on each other). */
+static int staged(const hoop__step *st)
+{
+    return st->kind == HOOP__STEP_RECV_REDUCE ||
+           (st->kind == HOOP__STEP_RECV && (st->dep[0] >= 0 || st->dep[1] >= 0));
+}
+
 /* Groups the step indices by (direction, peer) into lanes; cnt has 2n+1 zeroed slots. */
 static void build_lanes(hoop__exec *x, size_t *cnt)
 {
@@ -73,7 +85,7 @@ static void build_lanes(hoop__exec *x, size_t *cnt)
             x->local[x->nlocal++] = (int32_t)i;
             continue;
         }
-        if (st->kind == HOOP__STEP_RECV_REDUCE) x->rr[x->nrr++] = (int32_t)i;
+        if (staged(st)) x->rr[x->nrr++] = (int32_t)i;
         cnt[(st->kind == HOOP__STEP_SEND ? 0 : n) + st->peer]++;
     }
     size_t pos = 0;
@@ -123,6 +135,7 @@ hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop_
     x->free_slots = carve(&block, ns * sizeof(int));
     x->slot = carve(&block, n * sizeof(int16_t));
     x->fu = carve(&block, n * sizeof(struct fused));
+    for (size_t i = 0; i < n; i++) x->slot[i] = -1; /* no slot unless granted one */
     x->state = carve(&block, n);
     for (int i = 0; i < env->nslots; i++) x->free_slots[x->nfree++] = i;
     build_lanes(x, cnt);
@@ -187,12 +200,15 @@ static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int all
         if (is_send) {
             if (!deps_ok(x, st)) return HOOP_OK;
             HOOP_CHECK(c->tp->isend(c, at(x, st->buf, st->off), st->bytes, 0, NULL, &req));
-        } else if (st->kind == HOOP__STEP_RECV) {
-            if (!allow_recv || !deps_ok(x, st)) return HOOP_OK;
+        } else if (!staged(st)) {
+            if (!allow_recv) return HOOP_OK;
             HOOP_CHECK(c->tp->irecv(c, at(x, st->buf, st->off), st->bytes, 0, NULL, &req));
         } else if (x->rr[x->rr_cur] != i) {
             return HOOP_OK;
-        } else if (c->tp->irecv_fn && deps_ok(x, st)) {
+        } else if (st->kind == HOOP__STEP_RECV && allow_recv && deps_ok(x, st)) {
+            HOOP_CHECK(c->tp->irecv(c, at(x, st->buf, st->off), st->bytes, 0, NULL, &req));
+            if (req) x->rr_cur++;
+        } else if (st->kind == HOOP__STEP_RECV_REDUCE && c->tp->irecv_fn && deps_ok(x, st)) {
             if (!allow_recv) return HOOP_OK;
             x->fu[i] = (struct fused){.x = x, .step = i};
             HOOP_CHECK(c->tp->irecv_fn(c, st->bytes, x->env.elem, reduce_piece, &x->fu[i], &req));
@@ -201,7 +217,7 @@ static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int all
                 x->rr_cur++;
             }
         } else {
-            if (x->nfree == 0) return HOOP_OK;
+            if (x->nfree == 0 || st->bytes > x->env.slot_bytes) return HOOP_OK;
             int slot = x->free_slots[x->nfree - 1];
             HOOP_CHECK(c->tp->irecv(c, x->env.slots + (size_t)slot * x->env.slot_bytes, st->bytes,
                                     0, NULL, &req));
@@ -248,7 +264,7 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
         lane_of(x, st)->inflight--;
         *progressed = 1;
         if (st->kind == HOOP__STEP_SEND) x->env.bytes_sent += st->bytes;
-        if (st->kind != HOOP__STEP_RECV_REDUCE || x->slot[i] < 0) {
+        if (st->kind == HOOP__STEP_SEND || x->slot[i] < 0) {
             finish(x, i);
             *left = 1;
             return HOOP_OK;
@@ -257,9 +273,12 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
     }
     if (x->state[i] == ST_RECEIVED && deps_ok(x, st)) {
         char *slot = x->env.slots + (size_t)x->slot[i] * x->env.slot_bytes;
-        hoop__reduce(x->env.dtype, x->env.op, at(x, st->buf, st->off), slot,
-                     at(x, st->src_buf, st->src_off), st->bytes / x->env.elem,
-                     st->final ? x->env.world_size : 0);
+        if (st->kind == HOOP__STEP_RECV)
+            memcpy(at(x, st->buf, st->off), slot, st->bytes);
+        else
+            hoop__reduce(x->env.dtype, x->env.op, at(x, st->buf, st->off), slot,
+                         at(x, st->src_buf, st->src_off), st->bytes / x->env.elem,
+                         st->final ? x->env.world_size : 0);
         x->free_slots[x->nfree++] = x->slot[i];
         finish(x, i);
         *left = 1;

@@ -187,6 +187,24 @@ static hoop_status check_one(const hoop_env_param *p)
 {
     int64_t i;
     const char *s;
+    /* Two rules beyond a type and a range, checked here so that hooprun refuses them
+     * before any worker starts (the communicator checks them again). */
+    if (strcmp(p->name, "HOOP_SHM_BYTES") == 0) {
+        HOOP_CHECK(hoop__env_int(p->name, &i));
+        if (i & (i - 1))
+            return HOOP_ERROR(HOOP_ERR_INVALID, "HOOP_SHM_BYTES=%lld is not a power of two",
+                              (long long)i);
+        return HOOP_OK;
+    }
+    if (strcmp(p->name, "HOOP_TRANSPORT") == 0) {
+        HOOP_CHECK(hoop__env_str(p->name, &s));
+        if (s && strcasecmp(s, "ib") == 0)
+            return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                              "HOOP_TRANSPORT=%s: this build of hoop has no InfiniBand verbs "
+                              "transport yet; use auto, tcp or shm",
+                              s);
+        return HOOP_OK;
+    }
     switch (p->type) {
     case HOOP_ENV_INT:
     case HOOP_ENV_BYTES: return hoop__env_int(p->name, &i);

@@ -603,7 +603,8 @@ static hoop_status comm_progress(struct shm_comm *c)
         struct shm_req *q = c->qhead;
         if (q->left == q->bytes) { /* a new message: skip to the next 8-byte boundary */
             uint64_t aligned = (pos + 7) & ~(uint64_t)7;
-            if (!send && other < aligned) break; /* the sender has not started it yet */
+            if (!send && other < aligned) break;          /* the sender has not started it yet */
+            if (send && aligned - other > c->size) break; /* the pad needs room too */
             pos = aligned;
         }
         uint64_t used = pos - other;
