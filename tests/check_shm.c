@@ -706,7 +706,7 @@ END_TEST
  * verdict leave exactly the descriptors that were open before. */
 START_TEST(test_no_fd_leak)
 {
-    unsigned char handle[HOOP_TP_HANDLE_MAX], msg[5000], in[5000];
+    unsigned char msg[5000], in[5000];
     int before = open_fds();
     pair p;
     void *sreq, *rreq;
@@ -723,20 +723,7 @@ START_TEST(test_no_fd_leak)
     close_pair(&p);
     ck_assert_int_eq(open_fds(), before);
     /* Abandoned: the listener never accepts; finalize closes the half-open comm. */
-    void *a, *b;
-    struct hoop_tp_comm *listen, *send = NULL;
-    make_ctx(&a, 0, "t", 4096);
-    make_ctx(&b, 1, "t", 4096);
-    ck_assert_int_eq(tp->listen(b, handle, &listen), HOOP_OK);
-    for (int i = 0; i < 20; i++) {
-        ck_assert_int_eq(tp->connect(a, handle, 0, &send), HOOP_OK);
-        usleep(200);
-    }
-    ck_assert_ptr_null(send); /* no verdict without accept */
-    ck_assert_int_eq(tp->finalize(a), HOOP_OK);
-    ck_assert_int_eq(tp->close(listen), HOOP_OK);
-    ck_assert_int_eq(tp->finalize(b), HOOP_OK);
-    ck_assert_int_eq(open_fds(), before);
+    check_abandoned_connect((struct hoop_tp_config){.ring_bytes = 4096});
 }
 END_TEST
 

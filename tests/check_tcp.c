@@ -17,11 +17,6 @@ static const struct hoop_transport *tp = &hoop__transport_tcp;
 
 #include "tp_harness.h"
 
-static void make_ctx(void **ctx, int rank, const char *token, int nsocks)
-{
-    tp_make_ctx(ctx, rank, token, (struct hoop_tp_config){.nsocks = nsocks});
-}
-
 static hoop_status connect_pair(pair *p, const char *tok_a, const char *tok_b, int nsocks)
 {
     return connect_pair_cfg(p, tok_a, tok_b, (struct hoop_tp_config){.nsocks = nsocks});
@@ -128,22 +123,7 @@ END_TEST
 /* A connect abandoned half-way (the peer never accepts) is cleaned up by finalize. */
 START_TEST(test_abandoned_connect)
 {
-    unsigned char handle[HOOP_TP_HANDLE_MAX];
-    void *a, *b;
-    struct hoop_tp_comm *listen, *send = NULL;
-    int before = open_fds();
-    make_ctx(&a, 0, "t", 3);
-    make_ctx(&b, 1, "t", 3);
-    ck_assert_int_eq(tp->listen(b, handle, &listen), HOOP_OK);
-    for (int i = 0; i < 20; i++) {
-        ck_assert_int_eq(tp->connect(a, handle, 0, &send), HOOP_OK);
-        usleep(200);
-    }
-    ck_assert_ptr_null(send); /* no verdict without accept */
-    ck_assert_int_eq(tp->finalize(a), HOOP_OK);
-    ck_assert_int_eq(tp->close(listen), HOOP_OK);
-    ck_assert_int_eq(tp->finalize(b), HOOP_OK);
-    ck_assert_int_eq(open_fds(), before);
+    check_abandoned_connect((struct hoop_tp_config){.nsocks = 3});
 }
 END_TEST
 

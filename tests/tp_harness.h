@@ -88,4 +88,26 @@ static int open_fds(void)
     return n;
 }
 
+/* A connect abandoned half-way (the listener never accepts) gets no comm, and finalize
+ * of the connecting context cleans it up: no descriptor is left. */
+static void check_abandoned_connect(struct hoop_tp_config cfg)
+{
+    unsigned char handle[HOOP_TP_HANDLE_MAX];
+    void *a, *b;
+    struct hoop_tp_comm *listen, *send = NULL;
+    int before = open_fds();
+    tp_make_ctx(&a, 0, "t", cfg);
+    tp_make_ctx(&b, 1, "t", cfg);
+    ck_assert_int_eq(tp->listen(b, handle, &listen), HOOP_OK);
+    for (int i = 0; i < 20; i++) {
+        ck_assert_int_eq(tp->connect(a, handle, 0, &send), HOOP_OK);
+        usleep(200);
+    }
+    ck_assert_ptr_null(send); /* no verdict without accept */
+    ck_assert_int_eq(tp->finalize(a), HOOP_OK);
+    ck_assert_int_eq(tp->close(listen), HOOP_OK);
+    ck_assert_int_eq(tp->finalize(b), HOOP_OK);
+    ck_assert_int_eq(open_fds(), before);
+}
+
 #endif /* HOOP_TESTS_TP_HARNESS_H */
