@@ -16,6 +16,7 @@
 #include "hoop/nn.h"
 #include "hoop/optim.h"
 #include "ref/autograd_ref.h"
+#include "check_run.h"
 
 static const int32_t LABELS[4] = {0, 2, 1, 2};
 
@@ -223,9 +224,5 @@ int main(void)
     tcase_add_test(tc, test_sgd_dampening_matches_torch);
     tcase_add_test(tc, test_adamw_matches_torch);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "check_run.h"
 
 START_TEST(test_f16_bits)
 {
@@ -150,9 +151,5 @@ int main(void)
     tcase_add_test(tc, test_check_counts_corruption);
     tcase_add_test(tc, test_check_gather_broadcast);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

@@ -28,6 +28,7 @@
 #include "collectives/comm.h"
 #include "core/clock.h"
 #include "coll_harness.h"
+#include "check_run.h"
 
 #define BIG_COUNT 1000003
 
@@ -794,10 +795,7 @@ int main(void)
     for (int k = 0; k < 2; k++) {
         printf("transport %s:\n", transports[k]);
         setenv("HOOP_TRANSPORT", transports[k], 1);
-        SRunner *sr = srunner_create(suite());
-        srunner_run_all(sr, CK_NORMAL);
-        failed += srunner_ntests_failed(sr);
-        srunner_free(sr);
+        failed += suite_failures(suite());
     }
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -22,6 +22,7 @@
 #include "hoop/ddp.h"
 #include "hoop/nn.h"
 #include "hoop/optim.h"
+#include "check_run.h"
 
 #define MAXP 4
 #define IN 12
@@ -484,9 +485,5 @@ int main(void)
     tcase_add_test(tc, test_trace_shows_overlap);
     tcase_add_test(tc, test_shape_mismatch);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return run_suite(s);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/env.h"
+#include "check_run.h"
 
 static void clear_dist(void)
 {
@@ -152,9 +153,5 @@ int main(void)
                         (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(errs, test_dist_missing_master);
     suite_add_tcase(s, errs);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return run_suite(s);
 }

@@ -13,6 +13,7 @@
 #include "core/hostlist.h"
 #include "core/launch.h"
 #include "hoop/status.h"
+#include "check_run.h"
 
 /* Input list and the hosts scontrol printed for it, joined by single spaces. */
 static const struct {
@@ -159,9 +160,5 @@ int main(void)
                         (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(errs, test_ranks_reject);
     suite_add_tcase(s, errs);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return run_suite(s);
 }

@@ -18,6 +18,7 @@
 
 #include "data/idx.h"
 #include "hoop/data.h"
+#include "check_run.h"
 
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 
@@ -372,11 +373,7 @@ END_TEST
 
 static int run(Suite *s)
 {
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed;
+    return run_suite(s);
 }
 
 int main(void)

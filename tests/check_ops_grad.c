@@ -20,6 +20,7 @@
 #include "core/check.h"
 #include "hoop/autograd.h"
 #include "hoop/nn.h"
+#include "check_run.h"
 
 #define MAX_IN 3
 #define EPS 1e-3
@@ -307,9 +308,5 @@ int main(void)
     tcase_add_loop_test(tc, test_grad, 0, (int)(sizeof(CASES) / sizeof(CASES[0])));
     tcase_add_test(tc, test_checker_detects_wrong_gradient);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

@@ -14,6 +14,7 @@
 #include "hoop/autograd.h"
 #include "hoop/nn.h"
 #include "hoop/optim.h"
+#include "check_run.h"
 
 static hoop_tensor *param(int64_t n, float value, float grad)
 {
@@ -321,9 +322,5 @@ int main(void)
     tcase_add_test(errors, test_checkpoint_rejects_bad_files);
     suite_add_tcase(s, core);
     suite_add_tcase(s, errors);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

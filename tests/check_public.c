@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "hoop/hoop.h"
+#include "check_run.h"
 
 START_TEST(test_public_symbols_visible)
 {
@@ -30,9 +31,5 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_public_symbols_visible);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return run_suite(s);
 }

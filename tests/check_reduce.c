@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "collectives/coll.h"
+#include "check_run.h"
 
 START_TEST(test_f16_bits)
 {
@@ -143,9 +144,5 @@ int main(void)
     tcase_add_test(tc, test_kernels);
     tcase_add_test(tc, test_wrap);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

@@ -12,6 +12,7 @@
 
 #include "collectives/coll.h"
 #include "coll_harness.h"
+#include "check_run.h"
 
 static double sched_sent(hoop__sched_fn fn, hoop__coll coll, int rank, int n, size_t count,
                          size_t chunk)
@@ -127,9 +128,5 @@ int main(void)
     tcase_add_test(tc, test_schedule_huge);
     tcase_add_loop_test(tc, test_measured_bytes, 0, 4);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

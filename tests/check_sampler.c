@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "hoop/sampler.h"
+#include "check_run.h"
 
 static hoop_sampler *make(size_t n, int rank, int ws, uint64_t seed, int drop_last)
 {
@@ -133,9 +134,5 @@ int main(void)
     tcase_add_test(tc, test_epochs_differ_ranks_agree);
     tcase_add_test(tc, test_no_shuffle_and_bad_config);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return run_suite(su);
 }

@@ -46,6 +46,7 @@ struct shm_handle_view {
 _Static_assert(sizeof(struct shm_handle_view) <= HOOP_TP_HANDLE_MAX, "view larger than a handle");
 
 #include "tp_harness.h"
+#include "check_run.h"
 
 static void make_ctx(void **ctx, int rank, const char *token, size_t ring_bytes)
 {
@@ -753,9 +754,5 @@ int main(void)
     tcase_add_loop_test(err, test_wrong_token, 0, 3);
     tcase_add_test(err, test_no_fd_leak);
     suite_add_tcase(s, err);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

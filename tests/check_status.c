@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "check_run.h"
 
 START_TEST(test_status_table)
 {
@@ -152,9 +153,5 @@ int main(void)
     tcase_add_test(core, test_calloc_overflow);
     tcase_add_test(core, test_log_levels_and_mask);
     suite_add_tcase(s, core);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return run_suite(s);
 }

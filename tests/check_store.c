@@ -29,6 +29,7 @@
 #include "core/clock.h"
 #include "hoop/log.h"
 #include "hoop/store.h"
+#include "check_run.h"
 
 #define TOKEN "t0k3n-for-tests"
 #define NCLIENTS 1024
@@ -985,10 +986,7 @@ int main(void)
     TCase *limits = tcase(s, "limits", 60);
     if (crowd_ok) tcase_add_test(limits, test_1024_clients);
     tcase_add_test(limits, test_latency_report);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = suite_failures(s);
     if (failed) return EXIT_FAILURE;
     if (!crowd_ok) {
         printf("SKIP: the 1024-client test needs RLIMIT_NOFILE >= %d (hard limit too low)\n",

@@ -16,6 +16,7 @@
 static const struct hoop_transport *tp = &hoop__transport_tcp;
 
 #include "tp_harness.h"
+#include "check_run.h"
 
 static hoop_status connect_pair(pair *p, const char *tok_a, const char *tok_b, int nsocks)
 {
@@ -160,9 +161,5 @@ int main(void)
     tcase_add_test(err, test_wrong_token);
     tcase_add_test(err, test_abandoned_connect);
     suite_add_tcase(s, err);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

@@ -11,6 +11,7 @@
 #include "hoop/autograd.h"
 #include "hoop/nn.h"
 #include "hoop/optim.h"
+#include "check_run.h"
 
 static hoop_tensor *new_tensor(int ndim, const int64_t *shape, int requires_grad)
 {
@@ -413,9 +414,5 @@ int main(void)
     tcase_add_test(errors, test_shape_errors);
     suite_add_tcase(s, core);
     suite_add_tcase(s, errors);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

@@ -64,20 +64,25 @@ assert_contains "$TMP/ignore/err" "rank 2 (pid "
 assert_contains "$TMP/ignore/err" "sending SIGKILL"
 TMP_SAVE=$TMP; TMP=$TMP/ignore; assert_no_survivors "$TMP/pids"; TMP=$TMP_SAVE
 
+# sigint_when_ready PID N: once N workers have touched $dir/ready.*, sends SIGINT to
+# hooprun (PID) and waits for it; sets rc (its exit code) and ms (how long it took).
+sigint_when_ready() {
+    for _ in $(seq 100); do
+        [ "$(ls "$dir" | grep -c '^ready\.')" = "$2" ] && break
+        sleep 0.1
+    done
+    t0=$(now_ms)
+    kill -INT "$1"
+    wait "$1"
+    rc=$?
+    ms=$(($(now_ms) - t0))
+}
+
 # 3. SIGINT to hooprun ends every worker (which die of it: exit 130).
 dir="$TMP/sigint"
 mkdir -p "$dir"
 "$HOOPRUN" --nproc-per-node 4 "$TMP/worker.sh" "$dir" sigint > "$dir/out" 2> "$dir/err" &
-hp=$!
-for _ in $(seq 100); do
-    [ "$(ls "$dir" | grep -c '^ready\.')" = 4 ] && break
-    sleep 0.1
-done
-t0=$(now_ms)
-kill -INT $hp
-wait $hp
-rc=$?
-ms=$(($(now_ms) - t0))
+sigint_when_ready $! 4
 echo "sigint: rc=$rc, ${ms} ms after SIGINT"
 [ "$rc" = 130 ] || fail "hooprun exited $rc after SIGINT, not 130"
 [ "$ms" -lt 5000 ] || fail "hooprun took $ms ms after SIGINT"
@@ -90,16 +95,7 @@ mkdir -p "$dir"
 "$HOOPRUN" --grace 1 --nproc-per-node 2 bash -c \
     'trap "" INT; echo $$ >> '"$dir"'/pids; touch '"$dir"'/ready.$RANK; while :; do sleep 0.2; done' \
     > "$dir/out" 2> "$dir/err" &
-hp=$!
-for _ in $(seq 100); do
-    [ "$(ls "$dir" | grep -c '^ready\.')" = 2 ] && break
-    sleep 0.1
-done
-t0=$(now_ms)
-kill -INT $hp
-wait $hp
-rc=$?
-ms=$(($(now_ms) - t0))
+sigint_when_ready $! 2
 echo "sigint, INT ignored: rc=$rc, ${ms} ms after SIGINT"
 [ "$rc" = 130 ] || fail "hooprun exited $rc after SIGINT, not 130"
 [ "$ms" -lt 4000 ] || fail "hooprun took $ms ms after SIGINT with --grace 1"

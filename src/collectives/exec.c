@@ -47,8 +47,8 @@ struct hoop__exec {
     int32_t *order; /* step indices grouped by lane (CSR) */
     struct lane *lanes;
     int nlanes, nsend_lanes;
-    int32_t *rr; /* RECV_REDUCE steps in schedule order */
-    size_t nrr, rr_cur;
+    int32_t *stg; /* staged() steps in schedule order: they are posted in this order */
+    size_t nstg, stg_cur;
     int32_t *local; /* COPY steps */
     size_t nlocal, local_cur;
     int32_t *active;
@@ -85,7 +85,7 @@ static void build_lanes(hoop__exec *x, size_t *cnt)
             x->local[x->nlocal++] = (int32_t)i;
             continue;
         }
-        if (staged(st)) x->rr[x->nrr++] = (int32_t)i;
+        if (staged(st)) x->stg[x->nstg++] = (int32_t)i;
         cnt[(st->kind == HOOP__STEP_SEND ? 0 : n) + st->peer]++;
     }
     size_t pos = 0;
@@ -129,7 +129,7 @@ hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop_
     x->lanes = carve(&block, w * sizeof(struct lane));
     size_t *cnt = carve(&block, w * sizeof(size_t));
     x->order = carve(&block, n * sizeof(int32_t));
-    x->rr = carve(&block, n * sizeof(int32_t));
+    x->stg = carve(&block, n * sizeof(int32_t));
     x->local = carve(&block, n * sizeof(int32_t));
     x->active = carve(&block, n * sizeof(int32_t));
     x->free_slots = carve(&block, ns * sizeof(int));
@@ -203,18 +203,18 @@ static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int all
         } else if (!staged(st)) {
             if (!allow_recv) return HOOP_OK;
             HOOP_CHECK(c->tp->irecv(c, at(x, st->buf, st->off), st->bytes, 0, NULL, &req));
-        } else if (x->rr[x->rr_cur] != i) {
+        } else if (x->stg[x->stg_cur] != i) {
             return HOOP_OK;
         } else if (st->kind == HOOP__STEP_RECV && allow_recv && deps_ok(x, st)) {
             HOOP_CHECK(c->tp->irecv(c, at(x, st->buf, st->off), st->bytes, 0, NULL, &req));
-            if (req) x->rr_cur++;
+            if (req) x->stg_cur++;
         } else if (st->kind == HOOP__STEP_RECV_REDUCE && c->tp->irecv_fn && deps_ok(x, st)) {
             if (!allow_recv) return HOOP_OK;
             x->fu[i] = (struct fused){.x = x, .step = i};
             HOOP_CHECK(c->tp->irecv_fn(c, st->bytes, x->env.elem, reduce_piece, &x->fu[i], &req));
             if (req) {
                 x->slot[i] = -1; /* reduced by the transport's test, no slot */
-                x->rr_cur++;
+                x->stg_cur++;
             }
         } else {
             if (x->nfree == 0 || st->bytes > x->env.slot_bytes) return HOOP_OK;
@@ -224,7 +224,7 @@ static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int all
             if (req) {
                 x->nfree--;
                 x->slot[i] = (int16_t)slot;
-                x->rr_cur++;
+                x->stg_cur++;
             }
         }
         x->env.failed_peer = -1;

@@ -22,6 +22,35 @@ extern char **environ;
 #define MIB (1024LL * 1024)
 #define GIB (1024LL * 1024 * 1024)
 
+static hoop_status power_of_two(const char *name, const char *text, int64_t num)
+{
+    (void)text;
+    if (num & (num - 1))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s=%lld is not a power of two", name, (long long)num);
+    return HOOP_OK;
+}
+
+/* Verbs are not built yet: refuse an explicit request instead of silently running TCP. */
+static hoop_status no_verbs(const char *name, const char *text, int64_t num)
+{
+    (void)num;
+    if (text && strcasecmp(text, "ib") == 0)
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                          "%s=%s: this build of hoop has no InfiniBand verbs transport yet; use "
+                          "auto, tcp or shm",
+                          name, text);
+    return HOOP_OK;
+}
+
+/* Rules beyond type, range and choices, for the settings that have one; the getters
+ * apply them, so hooprun's check and every reader agree. */
+static hoop_status rule_of(const hoop_env_param *p, const char *text, int64_t num)
+{
+    if (strcmp(p->name, "HOOP_SHM_BYTES") == 0) return power_of_two(p->name, text, num);
+    if (strcmp(p->name, "HOOP_TRANSPORT") == 0) return no_verbs(p->name, text, num);
+    return HOOP_OK;
+}
+
 const hoop_env_param hoop__env_params[] = {
     {"HOOP_DEBUG", HOOP_ENV_CHOICE, "WARN", 0, 0, "NONE|WARN|INFO|DEBUG|TRACE|VERSION",
      "log level"},
@@ -143,8 +172,11 @@ hoop_status hoop__env_int(const char *name, int64_t *out)
     if (p == NULL || (p->type != HOOP_ENV_INT && p->type != HOOP_ENV_BYTES))
         return HOOP_INTERNAL_ERROR("%s is not an integer setting in the env table", name);
     const char *v = value_of(p);
-    if (p->type == HOOP_ENV_BYTES) return hoop__parse_bytes(name, v, p->min, p->max, out);
-    return hoop__parse_int(name, v, p->min, p->max, out);
+    if (p->type == HOOP_ENV_BYTES)
+        HOOP_CHECK(hoop__parse_bytes(name, v, p->min, p->max, out));
+    else
+        HOOP_CHECK(hoop__parse_int(name, v, p->min, p->max, out));
+    return rule_of(p, v, *out);
 }
 
 hoop_status hoop__env_ms(const char *name, int64_t *out_ms)
@@ -179,6 +211,7 @@ hoop_status hoop__env_str(const char *name, const char **out)
     const char *v = value_of(p);
     if (p->type == HOOP_ENV_CHOICE && p->choices && v && !in_choices(p->choices, v))
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not one of %s", name, v, p->choices);
+    HOOP_CHECK(rule_of(p, v, 0));
     *out = v;
     return HOOP_OK;
 }
@@ -187,24 +220,6 @@ static hoop_status check_one(const hoop_env_param *p)
 {
     int64_t i;
     const char *s;
-    /* Two rules beyond a type and a range, checked here so that hooprun refuses them
-     * before any worker starts (the communicator checks them again). */
-    if (strcmp(p->name, "HOOP_SHM_BYTES") == 0) {
-        HOOP_CHECK(hoop__env_int(p->name, &i));
-        if (i & (i - 1))
-            return HOOP_ERROR(HOOP_ERR_INVALID, "HOOP_SHM_BYTES=%lld is not a power of two",
-                              (long long)i);
-        return HOOP_OK;
-    }
-    if (strcmp(p->name, "HOOP_TRANSPORT") == 0) {
-        HOOP_CHECK(hoop__env_str(p->name, &s));
-        if (s && strcasecmp(s, "ib") == 0)
-            return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
-                              "HOOP_TRANSPORT=%s: this build of hoop has no InfiniBand verbs "
-                              "transport yet; use auto, tcp or shm",
-                              s);
-        return HOOP_OK;
-    }
     switch (p->type) {
     case HOOP_ENV_INT:
     case HOOP_ENV_BYTES: return hoop__env_int(p->name, &i);

@@ -198,13 +198,14 @@ hoop_status hoop_dataset_gather(const hoop_dataset *ds, const int64_t *idx, size
     if (!ds || (count && (!idx || !x)))
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_dataset_gather: NULL argument");
     size_t sample = (size_t)(ds->rows * ds->cols);
-    for (size_t b = 0; b < count; b++) {
+    for (size_t b = 0; b < count; b++)
         if (idx[b] < 0 || (uint64_t)idx[b] >= ds->count)
             return HOOP_ERROR(HOOP_ERR_INVALID,
                               "hoop_dataset_gather: index %lld (position %zu) is not in 0..%zu",
                               (long long)idx[b], b, ds->count - 1);
+    for (size_t b = 0; b < count; b++) {
         /* Rows are scattered over tens of MB: ask for the next one while this one converts. */
-        if (b + 1 < count && idx[b + 1] >= 0 && (uint64_t)idx[b + 1] < ds->count)
+        if (b + 1 < count)
             for (size_t k = 0; k < sample; k += 64)
                 __builtin_prefetch(ds->pixels + (size_t)idx[b + 1] * sample + k);
         convert(x + b * sample, ds->pixels + (size_t)idx[b] * sample, sample, ds->lut);
