@@ -25,14 +25,6 @@ static hoop_tensor *param(int64_t n, float value, float grad)
     return p;
 }
 
-static void assert_error_has(const char *a, const char *b)
-{
-    ck_assert_msg(strstr(hoop_last_error(), a) != NULL, "'%s' not in: %s", a, hoop_last_error());
-    if (b)
-        ck_assert_msg(strstr(hoop_last_error(), b) != NULL, "'%s' not in: %s", b,
-                      hoop_last_error());
-}
-
 // ----- optimizer rules ------------------------------------------------------------------------
 
 START_TEST(test_sgd_momentum_by_hand)

@@ -20,14 +20,6 @@ static hoop_tensor *new_tensor(int ndim, const int64_t *shape, int requires_grad
     return t;
 }
 
-static void assert_error_has(const char *a, const char *b)
-{
-    ck_assert_msg(strstr(hoop_last_error(), a) != NULL, "'%s' not in: %s", a, hoop_last_error());
-    if (b)
-        ck_assert_msg(strstr(hoop_last_error(), b) != NULL, "'%s' not in: %s", b,
-                      hoop_last_error());
-}
-
 // ----- tensors ------------------------------------------------------------------------------
 
 START_TEST(test_tensor_basics)
