@@ -16,7 +16,7 @@
 #include "hoop/nn.h"
 #include "hoop/optim.h"
 #include "ref/autograd_ref.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 static const int32_t LABELS[4] = {0, 2, 1, 2};
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 START_TEST(test_f16_bits)
 {

@@ -28,7 +28,7 @@
 #include "collectives/comm.h"
 #include "core/clock.h"
 #include "coll_harness.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 #define BIG_COUNT 1000003
 

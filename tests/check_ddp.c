@@ -22,7 +22,7 @@
 #include "hoop/ddp.h"
 #include "hoop/nn.h"
 #include "hoop/optim.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 #define MAXP 4
 #define IN 12

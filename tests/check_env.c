@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/env.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 static void clear_dist(void)
 {

@@ -13,7 +13,7 @@
 #include "core/hostlist.h"
 #include "core/launch.h"
 #include "hoop/status.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 /* Input list and the hosts scontrol printed for it, joined by single spaces. */
 static const struct {

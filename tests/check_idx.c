@@ -18,7 +18,7 @@
 
 #include "data/idx.h"
 #include "hoop/data.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 

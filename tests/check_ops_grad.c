@@ -20,7 +20,7 @@
 #include "core/check.h"
 #include "hoop/autograd.h"
 #include "hoop/nn.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 #define MAX_IN 3
 #define EPS 1e-3

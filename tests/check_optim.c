@@ -14,7 +14,7 @@
 #include "hoop/autograd.h"
 #include "hoop/nn.h"
 #include "hoop/optim.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 static hoop_tensor *param(int64_t n, float value, float grad)
 {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "hoop/hoop.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 START_TEST(test_public_symbols_visible)
 {

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "collectives/coll.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 START_TEST(test_f16_bits)
 {

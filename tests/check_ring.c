@@ -12,7 +12,7 @@
 
 #include "collectives/coll.h"
 #include "coll_harness.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 static double sched_sent(hoop__sched_fn fn, hoop__coll coll, int rank, int n, size_t count,
                          size_t chunk)

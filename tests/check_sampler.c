@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "hoop/sampler.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 static hoop_sampler *make(size_t n, int rank, int ws, uint64_t seed, int drop_last)
 {

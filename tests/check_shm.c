@@ -46,7 +46,7 @@ struct shm_handle_view {
 _Static_assert(sizeof(struct shm_handle_view) <= HOOP_TP_HANDLE_MAX, "view larger than a handle");
 
 #include "tp_harness.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 static void make_ctx(void **ctx, int rank, const char *token, size_t ring_bytes)
 {

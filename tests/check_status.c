@@ -9,7 +9,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 START_TEST(test_status_table)
 {

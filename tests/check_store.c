@@ -29,7 +29,7 @@
 #include "core/clock.h"
 #include "hoop/log.h"
 #include "hoop/store.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 #define TOKEN "t0k3n-for-tests"
 #define NCLIENTS 1024

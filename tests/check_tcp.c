@@ -16,7 +16,7 @@
 static const struct hoop_transport *tp = &hoop__transport_tcp;
 
 #include "tp_harness.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 static hoop_status connect_pair(pair *p, const char *tok_a, const char *tok_b, int nsocks)
 {

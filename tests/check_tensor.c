@@ -11,7 +11,7 @@
 #include "hoop/autograd.h"
 #include "hoop/nn.h"
 #include "hoop/optim.h"
-#include "check_run.h"
+#include "run_suite.h"
 
 static hoop_tensor *new_tensor(int ndim, const int64_t *shape, int requires_grad)
 {
