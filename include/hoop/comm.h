@@ -131,7 +131,8 @@ HOOP_API int hoop_comm_local_rank(const hoop_comm *comm);
  * the single-copy intra-node scheme of registered buffers (NCCL's user-buffer
  * registration, MPI-3's MPI_Win_allocate_shared). Anywhere else (ranks on several hosts,
  * HOOP_TRANSPORT=tcp, no /dev/shm) the memory is private and collectives on it run as on
- * any memory. Under the AUTO algorithm, direct is chosen from 64 KiB up.
+ * any memory. Under the AUTO algorithm, direct is chosen from 8 KiB up on 2 ranks and
+ * from 64 KiB up on more (measured crossovers).
  * Errors: HOOP_ERR_INVALID (NULL comm or ptr, bytes 0), HOOP_ERR_MISMATCH (ranks asked
  * for different sizes; names both), HOOP_ERR_NOMEM, HOOP_ERR_SYSTEM, or the error that
  * failed the comm. Call from the thread that issues collectives. */

@@ -19,8 +19,10 @@
 #include "core/check.h"
 #include "core/clock.h"
 
-#define WAIT_SPIN_NS (50 * 1000)    /* drive progress while it moves, then this long idle */
-#define DIRECT_MIN_BYTES (64 << 10) /* AUTO runs direct from here up (shared buffers) */
+#define WAIT_SPIN_NS (50 * 1000) /* drive progress while it moves, then this long idle */
+/* AUTO runs direct on shared buffers from here up: measured crossovers against rd on
+ * 2 ranks (one token exchange) and against ring on more (two ring barriers). */
+#define DIRECT_MIN_BYTES(n) ((n) == 2 ? (8 << 10) : (64 << 10))
 
 size_t hoop_dtype_size(hoop_dtype dtype)
 {
@@ -237,7 +239,8 @@ static const hoop__seg *direct_seg(hoop_comm *comm, hoop_algo want, const hoop__
 {
     size_t elem = hoop_dtype_size(a->dtype), bytes = a->count * elem;
     if (comm->world_size < 2 || a->sendbuf != a->recvbuf || !comm->segs) return NULL;
-    if (want != HOOP_ALGO_DIRECT && (want != HOOP_ALGO_AUTO || bytes < DIRECT_MIN_BYTES))
+    if (want != HOOP_ALGO_DIRECT &&
+        (want != HOOP_ALGO_AUTO || bytes < DIRECT_MIN_BYTES(comm->world_size)))
         return NULL;
     const hoop__seg *g = hoop__seg_find(comm, a->recvbuf, bytes);
     if (!g || !g->direct) return NULL;
