@@ -15,6 +15,9 @@
  * RECV_REDUCE whose dependencies are already done is reduced straight from the
  * transport's memory instead, piece by piece as it arrives: one copy less per byte. One
  * whose dependencies are pending still takes a slot, so the guarantee above holds.
+ * Local steps (COPY, and DIRECT, which reads and writes the peers' mapped copies of a
+ * shared buffer: direct.c) run in schedule order once their dependencies are done; a
+ * DIRECT step also waits for the header to have matched.
  *
  * Owns: its bookkeeping arrays; borrows the schedule, buffers, slots and links.
  * Thread-safety: used by the communicator's progress thread only.
