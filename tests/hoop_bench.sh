@@ -2,7 +2,7 @@
 # tests/hoop_bench.sh -- hoop-bench under hooprun: every collective on 2 and 3 ranks with
 # the exact-reference check (0 wrong, exit 0), only rank 0 prints, the arithmetic of the
 # columns (count from size, algbw = size / time, busbw = algbw x nccl-tests' factor),
-# --json / --csv, and bad flags (one line naming the flag, exit 2).
+# --json / --csv, shared buffers (-R 1, the direct all-reduce), and bad flags (one line naming the flag, exit 2).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 BENCH=${top_builddir:-.}/bench/hoop-bench
 [ -x "$BENCH" ] || fail "$BENCH is not built"
@@ -77,6 +77,24 @@ for args in "-t i32 -o max" "-t f16 -o avg -a ring" "-t u8 -o sum -a rd" "-t f64
     assert_contains "$TMP/out" "# Out of bounds values : 0 OK"
 done
 
+# Shared buffers (-R 1): in-place all-reduces from 8 KiB run direct on 2 ranks (the algo
+# column says so), checked against the exact reference like every other call; on 3 ranks
+# from 64 KiB; and every other collective still works on shared memory.
+for n in 2 3; do
+    "$HOOPRUN" --nproc-per-node $n "$BENCH" allreduce -b 1K -e 256K -f 8 -n 3 -w 1 -R 1 -t f64 \
+        -o avg > "$TMP/out" 2>&1 || { cat "$TMP/out"; fail "-R 1 on $n ranks"; }
+    sed 's/^\[rank 0\] //' "$TMP/out" > "$TMP/rows"
+    assert_contains "$TMP/rows" "shared buffers 1"
+    assert_contains "$TMP/rows" "# Out of bounds values : 0 OK"
+    check_rows "$TMP/rows" allreduce $n 8 || { cat "$TMP/rows"; fail "-R 1 columns"; }
+    min=$([ $n = 2 ] && echo 8192 || echo 65536)
+    awk -v min=$min '!/^#/ && NF { d = $NF ~ /\|direct$/; if (d != ($1 >= min)) bad = 1 }
+        END { exit bad }' "$TMP/rows" || { cat "$TMP/rows"; fail "-R 1: direct not from $min B"; }
+done
+"$HOOPRUN" --nproc-per-node 2 "$BENCH" allgather -b 64 -e 64K -f 32 -n 2 -w 0 -R 1 -a direct \
+    > "$TMP/out" 2>&1 || { cat "$TMP/out"; fail "allgather -R 1 -a direct"; }
+assert_contains "$TMP/out" "# Out of bounds values : 0 OK"
+
 # Alone (no MASTER_ADDR / WORLD_SIZE): a world of one.
 "$BENCH" reducescatter -b 64 -e 64 -n 1 -w 0 > "$TMP/out1" || fail "alone"
 assert_contains "$TMP/out1" "world_size 1"
@@ -98,6 +116,7 @@ bad "-n" allreduce -n 0
 bad "-b" allreduce -b 12Q
 bad "-f" allreduce -f 1
 bad "-c" allreduce -c 2
+bad "-R" allreduce -R 2
 bad "-e" allreduce -b 1M -e 1K
 bad "-o avg" allreduce -t i32 -o avg
 bad "--bogus" allreduce --bogus
