@@ -83,7 +83,9 @@ static void snapshot(hoop_model *m, float *out)
 typedef struct rank_ctx {
     int rank, world_size;
     hoop_rendezvous *rv;
-    int mode; /* 0 equivalence, 1 unused param, 2 no_sync, 3 trace, 4 shape mismatch */
+    int mode;            /* 0 equivalence, 1 unused param, 2 no_sync, 3 trace, 4 shape mismatch */
+    int direct;          /* equivalence: every bucket all-reduced by the direct algorithm */
+    uint64_t sent_steps; /* equivalence: bytes this rank sent during the training steps */
     int error_on_unused;
     const char *trace_path;
     hoop_status st, init_st, step_st;
@@ -117,8 +119,15 @@ static void run_equivalence(rank_ctx *c, hoop_comm *comm)
     dc.first_bucket_bytes = 256; /* several buckets even for this small model */
     dc.bucket_cap_bytes = 512;
     hoop_ddp *ddp;
+    /* direct: the buckets are shared memory, so every bucket's all-reduce skips the links */
+    if (c->direct) ck_assert_int_eq(hoop_comm_set_algo(comm, HOOP_ALGO_DIRECT), HOOP_OK);
     c->init_st = hoop_ddp_init(&ddp, comm, hoop_model_params(m), hoop_model_param_count(m), &dc);
     ck_assert_int_eq(c->init_st, HOOP_OK);
+    const char *tp = getenv("HOOP_TRANSPORT");
+    int want_shared = !(tp && strcmp(tp, "tcp") == 0);
+    ck_assert_int_eq(hoop_comm_is_shared(comm, hoop_tensor_grad(hoop_model_params(m)[0]), 4),
+                     want_shared);
+    uint64_t sent0 = hoop_comm_bytes_sent(comm);
     for (int s = 0; s < STEPS; s++) {
         size_t first = ((size_t)s * (size_t)c->world_size + (size_t)c->rank) * B;
         hoop_tensor *loss = forward_loss(m, tape, first, B);
@@ -127,6 +136,7 @@ static void run_equivalence(rank_ctx *c, hoop_comm *comm)
         ck_assert_int_eq(hoop_optim_step(opt), HOOP_OK);
         hoop_tape_reset(tape);
     }
+    c->sent_steps = hoop_comm_bytes_sent(comm) - sent0;
     hoop_ddp_get_stats(ddp, &c->stats);
     snapshot(m, c->params);
     ck_assert_int_eq(hoop_ddp_destroy(ddp), HOOP_OK);
@@ -137,7 +147,7 @@ static void run_equivalence(rank_ctx *c, hoop_comm *comm)
 
 static void *rank_main(void *arg);
 
-static void spawn(rank_ctx *ctx, int ws, int mode)
+static void spawn(rank_ctx *ctx, int ws, int mode, int direct)
 {
     pthread_t t[MAXP];
     hoop_rendezvous *rv;
@@ -147,6 +157,7 @@ static void spawn(rank_ctx *ctx, int ws, int mode)
         ctx[r].world_size = ws;
         ctx[r].rv = rv;
         ctx[r].mode = mode;
+        ctx[r].direct = direct;
         ck_assert_int_eq(pthread_create(&t[r], NULL, rank_main, &ctx[r]), 0);
     }
     for (int r = 0; r < ws; r++) pthread_join(t[r], NULL);
@@ -183,12 +194,12 @@ static size_t mlp_numel(void)
 
 START_TEST(test_equivalence)
 {
-    int ws = _i == 0 ? 2 : 4;
+    int ws = _i % 2 == 0 ? 2 : 4; /* _i >= 2: the direct all-reduce */
     size_t n = mlp_numel();
     rank_ctx ctx[MAXP];
     memset(ctx, 0, sizeof(ctx));
     for (int r = 0; r < ws; r++) ctx[r].params = calloc(n, sizeof(float));
-    spawn(ctx, ws, 0);
+    spawn(ctx, ws, 0, _i >= 2);
     float *ref = calloc(n, sizeof(float));
     reference(ws, ref);
     double maxdiff = 0;
@@ -199,6 +210,16 @@ START_TEST(test_equivalence)
                       "rank %d's parameters differ from rank 0's", r);
     ck_assert_int_ge(ctx[0].stats.nbuckets, 3);
     ck_assert_int_eq(ctx[0].stats.steps, STEPS);
+    /* Through the links every step moves at least (n-1)/n of the gradients per rank;
+     * direct sends only tokens, a few bytes per bucket and step. */
+    uint64_t grads = (uint64_t)ctx[0].stats.bucket_bytes * STEPS;
+    const char *tp = getenv("HOOP_TRANSPORT");
+    if (_i >= 2 && !(tp && strcmp(tp, "tcp") == 0))
+        ck_assert_msg(ctx[0].sent_steps < 16u * (uint64_t)ctx[0].stats.nbuckets * STEPS,
+                      "direct sent %llu bytes", (unsigned long long)ctx[0].sent_steps);
+    else
+        ck_assert_msg(ctx[0].sent_steps >= grads * (uint64_t)(ws - 1) / (uint64_t)ws,
+                      "sent %llu bytes", (unsigned long long)ctx[0].sent_steps);
     for (int r = 0; r < ws; r++) free(ctx[r].params);
     free(ref);
 }
@@ -266,7 +287,7 @@ START_TEST(test_unused_parameter)
         ctx[r].params = calloc(n, sizeof(float));
         ctx[r].error_on_unused = _i;
     }
-    spawn(ctx, 2, 1);
+    spawn(ctx, 2, 1, 0);
     ck_assert_int_eq(ctx[0].step_st, HOOP_OK);
     if (_i) {
         ck_assert_int_eq(ctx[1].step_st, HOOP_ERR_USAGE);
@@ -316,7 +337,7 @@ START_TEST(test_no_sync_accumulation)
     rank_ctx ctx[MAXP];
     memset(ctx, 0, sizeof(ctx));
     for (int r = 0; r < ws; r++) ctx[r].grads = calloc(n, sizeof(double));
-    spawn(ctx, ws, 2);
+    spawn(ctx, ws, 2, 0);
     /* Reference: plain local sums over the micro-batches, averaged over ranks in f64. */
     double *want = calloc(n, sizeof(double));
     for (int r = 0; r < ws; r++) {
@@ -407,7 +428,7 @@ START_TEST(test_trace_shows_overlap)
     rank_ctx ctx[MAXP];
     memset(ctx, 0, sizeof(ctx));
     for (int r = 0; r < 2; r++) ctx[r].trace_path = path;
-    spawn(ctx, 2, 3);
+    spawn(ctx, 2, 3, 0);
     FILE *f = fopen(path, "r");
     ck_assert_ptr_nonnull(f);
     static char json[1 << 16];
@@ -447,7 +468,7 @@ START_TEST(test_shape_mismatch)
 {
     rank_ctx ctx[MAXP];
     memset(ctx, 0, sizeof(ctx));
-    spawn(ctx, 2, 4);
+    spawn(ctx, 2, 4, 0);
     for (int r = 0; r < 2; r++) {
         ck_assert_int_eq(ctx[r].init_st, HOOP_ERR_MISMATCH);
         ck_assert_msg(strstr(ctx[r].msg, "fc1.weight") && strstr(ctx[r].msg, "rank 1"),
@@ -479,7 +500,7 @@ int main(void)
     Suite *s = suite_create("ddp");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_equivalence, 0, 2);
+    tcase_add_loop_test(tc, test_equivalence, 0, 4);
     tcase_add_loop_test(tc, test_unused_parameter, 0, 2);
     tcase_add_test(tc, test_no_sync_accumulation);
     tcase_add_test(tc, test_trace_shows_overlap);
