@@ -9,8 +9,9 @@
  * (min) whether everybody mapped everything, and each rank unlinks its own name: from
  * then on the memory lives only as long as the mappings, so nothing is left in /dev/shm
  * once the call returns, whatever happens to the processes later.
- * Where the ranks are not all on this host (or HOOP_TRANSPORT=tcp) the memory is an
- * anonymous private mapping: the same call, the same result for the caller, no direct.
+ * Where the ranks are not all on this host (or HOOP_TRANSPORT=tcp), or /dev/shm has no
+ * room, the memory is an anonymous private mapping: the same call, the same result for
+ * the caller, no direct.
  *
  * Owns: the comm's segment list (comm->segs) and its mappings. Thread-safety: the
  * issuing thread allocates, frees and looks up; the progress thread only reads the
@@ -59,7 +60,10 @@ static hoop_status create_own(hoop_comm *comm, hoop__seg *g, seg_rec *me)
         snprintf(me->name, sizeof(me->name), "/hoop-%ld-%d-%016llx", (long)getpid(), comm->rank,
                  (unsigned long long)nonce);
         fd = shm_open(me->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd >= 0 && ftruncate(fd, (off_t)g->len) != 0) {
+        /* Reserve the pages now: a full /dev/shm (64 MiB in many containers) must fail
+         * here, not raise SIGBUS at the first touch of a page. */
+        if (fd >= 0 && (ftruncate(fd, (off_t)g->len) != 0 ||
+                        (errno = posix_fallocate(fd, 0, (off_t)g->len)) != 0)) {
             close(fd);
             shm_unlink(me->name);
             fd = -1;
