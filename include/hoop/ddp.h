@@ -8,7 +8,9 @@
  * finishes their gradients), into buckets: contiguous f32 buffers of at most
  * bucket_cap_bytes (the first one first_bucket_bytes), the scheme of PyTorch DDP (Li et
  * al., "PyTorch Distributed", VLDB 2020). Each parameter's gradient becomes a view into its
- * bucket, so a bucket is all-reduced in place with no copy. When the last gradient of a
+ * bucket, so a bucket is all-reduced in place with no copy. The buckets come from
+ * hoop_comm_alloc_shared: where all ranks share a host, their all-reduces run the direct
+ * algorithm, straight from the peers' buckets. When the last gradient of a
  * bucket is final (the tape's grad-ready hook), the bucket's all-reduce (average) is
  * enqueued at once and runs on the communicator's progress thread while backward goes on.
  * Buckets are launched in index order on every rank, so the collectives match even when
