@@ -262,7 +262,7 @@ static void run_local(struct hoop_request *r)
 /* HOOP_DEBUG=TRACE HOOP_DEBUG_SUBSYS=COLL prints every schedule, step by step. */
 static void sched_trace(const hoop_comm *comm, const hoop__sched *s)
 {
-    static const char *kinds[] = {"send", "recv", "recv+reduce", "copy"};
+    static const char *kinds[] = {"send", "recv", "recv+reduce", "copy", "direct"};
     if (!hoop__log_on(HOOP_LOG_TRACE, HOOP_LOG_COLL)) return;
     for (size_t i = 0; i < s->n; i++) {
         const hoop__step *st = &s->steps[i];

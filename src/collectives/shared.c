@@ -159,6 +159,9 @@ hoop_status hoop_comm_alloc_shared(hoop_comm *comm, size_t bytes, void **ptr)
     g->len = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
     me.len = g->len;
     HOOP_CHECK_GOTO(hoop__calloc(&g->base, (size_t)comm->world_size), st, fail);
+    /* Everyone present first: a rank that waits for a late peer holds no name (a kill
+     * then leaves nothing in /dev/shm; the window left is the few ms of the swap). */
+    if (comm->world_size > 1) HOOP_CHECK_GOTO(hoop_barrier(comm, NULL), st, fail);
     HOOP_CHECK_GOTO(create_own(comm, g, &me), st, fail);
     if (comm->world_size > 1) st = share(comm, g, &me);
     if (me.named) shm_unlink(me.name);
