@@ -45,7 +45,10 @@ static const char usage[] =
     "  -n N            timed iterations per size (default 20)\n"
     "  -w N            warm-up iterations per size (default 5)\n"
     "  -c 0|1          check every size against an exact reference (default 1)\n"
-    "  -a ALGO         all-reduce algorithm: ring rd rhd auto (default: HOOP_ALGO, auto)\n"
+    "  -a ALGO         all-reduce algorithm: ring rd rhd direct auto (default: HOOP_ALGO,\n"
+    "                  auto; direct needs -R 1 and applies to the in-place calls)\n"
+    "  -R 0|1          1: buffers from hoop_comm_alloc_shared, so that in-place all-reduces\n"
+    "                  of ranks on one host may run direct (default 0)\n"
     "  --json FILE     also write the results as JSON (rank 0)\n"
     "  --csv FILE      also write the results as CSV (rank 0)\n"
     "\n"
@@ -59,7 +62,7 @@ static const char usage[] =
 
 typedef struct bench_opts {
     bench_coll coll;
-    int64_t minb, maxb, factor, iters, warmup, check, root;
+    int64_t minb, maxb, factor, iters, warmup, check, root, shared;
     hoop_dtype dtype;
     hoop_op op;
     int algo_set;
@@ -70,8 +73,9 @@ typedef struct bench_opts {
 typedef struct bench_row {
     size_t bytes, count;
     double time_us[2], algbw[2], busbw[2];
-    int64_t wrong[2]; /* -1 = not checked */
-    const char *algo; /* all-reduce under auto: the algorithm the cost model picks */
+    int64_t wrong[2];  /* -1 = not checked */
+    const char *algo;  /* all-reduce under auto: the algorithm the cost model picks */
+    char algo_buf[32]; /* "oop|in-place" when the in-place calls run direct */
 } bench_row;
 
 typedef struct bench_ctx {
@@ -148,7 +152,7 @@ static int parse_word_flag(bench_opts *o, int c, const char *arg)
         return 0;
     case 'a':
         if (hoop_algo_from_name(arg, &o->algo) != HOOP_OK)
-            return bad_flag("-a: unknown algorithm '%s' (ring rd rhd auto)", arg);
+            return bad_flag("-a: unknown algorithm '%s' (ring rd rhd direct auto)", arg);
         o->algo_set = 1;
         return 0;
     case 'J': o->json = arg; return 0;
@@ -168,6 +172,7 @@ static int parse_flag(bench_opts *o, int c, const char *arg)
     case 'n': return int_flag(c, arg, 0, 1, 1000000000, &o->iters);
     case 'w': return int_flag(c, arg, 0, 0, 1000000000, &o->warmup);
     case 'c': return int_flag(c, arg, 0, 0, 1, &o->check);
+    case 'R': return int_flag(c, arg, 0, 0, 1, &o->shared);
     default: return parse_word_flag(o, c, arg);
     }
 }
@@ -196,7 +201,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
     opterr = 0;
     optind = 2;
     int c, rc;
-    while ((c = getopt_long(argc, argv, ":b:e:f:t:o:r:n:w:c:a:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":b:e:f:t:o:r:n:w:c:a:R:h", longs, NULL)) != -1) {
         if (c == 'h') return 3;
         if (c == '?') return bad_flag("unknown option '%s'", argv[optind - 1]);
         if (c == ':') return bad_flag("%s needs a value", argv[optind - 1]);
@@ -249,9 +254,9 @@ static void print_header(const bench_ctx *c)
            env_or_default("HOOP_TCP_NSOCKS", b2, sizeof(b2)), tr && *tr ? tr : "(default)",
            ifn && *ifn ? ifn : "(default)");
     printf("# type %s  redop %s  sizes %" PRId64 "..%" PRId64 " x%" PRId64 "  iters %" PRId64
-           "  warmup %" PRId64 "  check %" PRId64 "\n",
+           "  warmup %" PRId64 "  check %" PRId64 "  shared buffers %" PRId64 "\n",
            hoop_dtype_name(c->o.dtype), hoop_op_name(c->o.op), c->o.minb, c->o.maxb, c->o.factor,
-           c->o.iters, c->o.warmup, c->o.check);
+           c->o.iters, c->o.warmup, c->o.check, c->o.shared);
     printf("# time = mean per call over the timed iterations, max over ranks; GB/s = 1e9 B/s\n#\n");
     printf("# %10s  %12s  %6s  %6s  %6s  %26s%14s  %23s\n", "", "", "", "", "", "out-of-place", "",
            "in-place");
@@ -406,6 +411,11 @@ static int run_size(bench_ctx *c, size_t size)
         (void)hoop__env_int("HOOP_CHUNK_BYTES", &chunk);
         row->algo = hoop_algo_name(
             hoop__algo_pick(HOOP_ALGO_AUTO, c->bc.world_size, L.bytes, (size_t)chunk));
+        size_t min = c->bc.world_size == 2 ? 8 << 10 : 64 << 10; /* as hoop_allreduce */
+        if (L.bytes >= min && hoop_comm_is_shared(c->comm, c->recv, L.bytes)) {
+            snprintf(row->algo_buf, sizeof(row->algo_buf), "%s|direct", row->algo);
+            row->algo = row->algo_buf;
+        }
     }
     for (int p = 0; p < 2; p++) {
         if ((st = time_calls(c, &L, p, &row->time_us[p])) != HOOP_OK)
@@ -424,6 +434,11 @@ static int alloc_buffers(bench_ctx *c)
     size_t elt = hoop_dtype_size(c->o.dtype);
     bench_layout L = bench_layout_of(c->o.coll, (size_t)c->o.maxb, elt, c->bc.world_size);
     size_t sb = L.send_elems * elt + 64, rb = L.recv_elems * elt + 64;
+    if (c->o.shared) {
+        hoop_status st = hoop_comm_alloc_shared(c->comm, sb, &c->send);
+        if (st == HOOP_OK) st = hoop_comm_alloc_shared(c->comm, rb, &c->recv);
+        return st == HOOP_OK ? 0 : failed(c, "hoop_comm_alloc_shared", st);
+    }
     if (posix_memalign(&c->send, 4096, sb) || posix_memalign(&c->recv, 4096, rb)) {
         fprintf(stderr, "hoop-bench: rank %d: cannot allocate %zu + %zu bytes\n", c->bc.rank, sb,
                 rb);
@@ -511,6 +526,11 @@ int main(int argc, char **argv)
     if (rc != 0) return rc;
     rc = setup(&ctx);
     if (rc == 0) rc = sweep(&ctx);
+    if (ctx.o.shared) { /* hoop_comm_destroy would release them too */
+        hoop_comm_free_shared(ctx.comm, ctx.send);
+        hoop_comm_free_shared(ctx.comm, ctx.recv);
+        ctx.send = ctx.recv = NULL;
+    }
     hoop_status st = hoop_comm_destroy(ctx.comm);
     if (st != HOOP_OK && rc == 0) rc = failed(&ctx, "hoop_comm_destroy", st);
     if (ctx.json && fclose(ctx.json) != 0 && rc == 0) rc = 1;

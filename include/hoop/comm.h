@@ -46,9 +46,11 @@ typedef struct hoop_rendezvous hoop_rendezvous;
  * alpha-beta-gamma cost model (src/collectives/algo.c). */
 typedef enum hoop_algo {
     HOOP_ALGO_AUTO = 0,
-    HOOP_ALGO_RING = 1, /* reduce-scatter + all-gather ring (Patarasuk & Yuan 2009) */
-    HOOP_ALGO_RD = 2,   /* recursive doubling (Thakur, Rabenseifner & Gropp 2005) */
-    HOOP_ALGO_RHD = 3,  /* recursive halving-doubling, Rabenseifner's algorithm (same) */
+    HOOP_ALGO_RING = 1,   /* reduce-scatter + all-gather ring (Patarasuk & Yuan 2009) */
+    HOOP_ALGO_RD = 2,     /* recursive doubling (Thakur, Rabenseifner & Gropp 2005) */
+    HOOP_ALGO_RHD = 3,    /* recursive halving-doubling, Rabenseifner's algorithm (same) */
+    HOOP_ALGO_DIRECT = 4, /* in-place on memory from hoop_comm_alloc_shared: each rank
+                           * reduces its share straight from its peers' copies */
 } hoop_algo;
 
 #define HOOP_COMM_CONFIG_VERSION 1
@@ -114,9 +116,42 @@ HOOP_API int hoop_comm_rank(const hoop_comm *comm);
 HOOP_API int hoop_comm_world_size(const hoop_comm *comm);
 HOOP_API int hoop_comm_local_rank(const hoop_comm *comm);
 
+/* Allocates memory that the ranks of comm on this host map into each other's address
+ * spaces, for buffers that are all-reduced again and again (DDP's gradient buckets).
+ * Collective: every rank calls it, in the same order, with the same bytes. Returns
+ * zeroed, page-aligned memory of at least bytes in *ptr.
+ * When every rank of comm is on this host and shared memory is allowed (HOOP_TRANSPORT
+ * auto or shm), an in-place all-reduce (sendbuf == recvbuf) that lies wholly inside such
+ * memory, at the same offset on every rank, runs the direct algorithm: once every rank
+ * has arrived, rank r reduces its 1/world_size share of the elements reading every
+ * rank's copy and writes the result into every copy; a token exchange then keeps each
+ * rank from returning while a peer still touches its memory. The data never passes
+ * through a transport: per rank, (n-1)/n of the bytes are read from peers and written
+ * back, against 2(n-1)/n sent and received through rings by the ring algorithm. This is
+ * the single-copy intra-node scheme of registered buffers (NCCL's user-buffer
+ * registration, MPI-3's MPI_Win_allocate_shared). Anywhere else (ranks on several hosts,
+ * HOOP_TRANSPORT=tcp, no /dev/shm) the memory is private and collectives on it run as on
+ * any memory. Under the AUTO algorithm, direct is chosen from 8 KiB up on 2 ranks and
+ * from 64 KiB up on more (measured crossovers).
+ * Errors: HOOP_ERR_INVALID (NULL comm or ptr, bytes 0), HOOP_ERR_MISMATCH (ranks asked
+ * for different sizes; names both), HOOP_ERR_NOMEM, HOOP_ERR_SYSTEM, or the error that
+ * failed the comm. Call from the thread that issues collectives. */
+HOOP_API hoop_status hoop_comm_alloc_shared(hoop_comm *comm, size_t bytes, void **ptr);
+
+/* Releases memory from hoop_comm_alloc_shared on this comm: unmaps this rank's copy and
+ * its views of the peers' copies. Local (not collective); no collective on the memory may
+ * be in flight. Accepts NULL. hoop_comm_destroy releases what is left. Errors:
+ * HOOP_ERR_INVALID when ptr is not the start of such memory. */
+HOOP_API hoop_status hoop_comm_free_shared(hoop_comm *comm, void *ptr);
+
+/* 1 when [ptr, ptr + bytes) lies inside memory from hoop_comm_alloc_shared that every
+ * rank of comm maps (so in-place all-reduces on it can run direct), else 0. */
+HOOP_API int hoop_comm_is_shared(const hoop_comm *comm, const void *ptr, size_t bytes);
+
 /* Chooses the all-reduce algorithm for the collectives called after this one (AUTO =
- * cost model). Every rank must make the same choice; a difference is reported as
- * HOOP_ERR_MISMATCH. Call from the thread that issues collectives. */
+ * cost model; DIRECT applies to buffers that allow it, see hoop_comm_alloc_shared, and
+ * other calls fall back to the cost model). Every rank must make the same choice; a difference is
+ * reported as HOOP_ERR_MISMATCH. Call from the thread that issues collectives. */
 HOOP_API hoop_status hoop_comm_set_algo(hoop_comm *comm, hoop_algo algo);
 
 /* Total payload bytes this rank has sent to peers (collective data only, not headers).

@@ -76,17 +76,21 @@ const hoop__algo_entry hoop__allreduce_algos[] = {
     {"ring", HOOP_ALGO_RING, hoop__allreduce_ring, cost_ring},
     {"rd", HOOP_ALGO_RD, hoop__allreduce_rd, cost_rd},
     {"rhd", HOOP_ALGO_RHD, hoop__allreduce_rhd, cost_rhd},
+    /* Only for buffers that every rank maps (collectives.c decides; no cost here). */
+    {"direct", HOOP_ALGO_DIRECT, hoop__allreduce_direct, NULL},
     {NULL, HOOP_ALGO_AUTO, NULL, NULL},
 };
 
 hoop_algo hoop__algo_pick(hoop_algo requested, int world_size, size_t bytes, size_t chunk_bytes)
 {
+    if (requested == HOOP_ALGO_DIRECT) requested = HOOP_ALGO_AUTO; /* the buffer is not shared */
     if (requested != HOOP_ALGO_AUTO) return requested;
     hoop_algo best = HOOP_ALGO_RING;
     hoop__cost_params c = default_cost;
     double best_t = 0;
     if (chunk_bytes) c.chunk = (double)chunk_bytes;
     for (const hoop__algo_entry *e = hoop__allreduce_algos; e->name; e++) {
+        if (!e->cost) continue;
         double t = e->cost(world_size, bytes, &c);
         if (e == hoop__allreduce_algos || t < best_t) best = e->id, best_t = t;
     }
@@ -124,7 +128,7 @@ hoop_status hoop_algo_from_name(const char *name, hoop_algo *out)
             *out = e->id;
             return HOOP_OK;
         }
-    return HOOP_ERROR(HOOP_ERR_INVALID, "algorithm '%s' is not one of ring|rd|rhd|auto",
+    return HOOP_ERROR(HOOP_ERR_INVALID, "algorithm '%s' is not one of ring|rd|rhd|direct|auto",
                       name ? name : "(null)");
 }
 

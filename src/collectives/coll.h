@@ -43,6 +43,8 @@ typedef enum hoop__step_kind {
     HOOP__STEP_RECV,        /* receive bytes from peer straight into buf[off] */
     HOOP__STEP_RECV_REDUCE, /* receive into a slot; then buf[off] = slot (op) src_buf[src_off] */
     HOOP__STEP_COPY,        /* buf[off] = src_buf[src_off] (local) */
+    HOOP__STEP_DIRECT,      /* bytes [off, off+bytes) of the call's buffer = op over every
+                             * rank's copy, written into every copy (local, direct.c) */
 } hoop__step_kind;
 
 typedef struct hoop__step {
@@ -73,8 +75,10 @@ typedef struct hoop__coll_args {
     int root;
     hoop_algo algo;
     int rank, world_size;
-    size_t elem;        /* bytes per element */
-    size_t chunk_bytes; /* pipelining unit, a multiple of elem */
+    size_t elem;           /* bytes per element */
+    size_t chunk_bytes;    /* pipelining unit, a multiple of elem */
+    char *const *seg_base; /* direct: each rank's copy of the segment, as mapped here */
+    size_t seg_off;        /* direct: the buffer's byte offset in the segment */
 } hoop__coll_args;
 
 /* Appends a step; returns its index, or -1 after recording HOOP_ERR_NOMEM in s->err. */
@@ -167,6 +171,13 @@ hoop_status hoop__allgather_ring(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__broadcast_chain(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__reduce_chain(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__barrier_ring(const hoop__coll_args *a, hoop__sched *s);
+hoop_status hoop__allreduce_direct(const hoop__coll_args *a, hoop__sched *s);
+
+/* direct.c: the elements of bytes [off, off + bytes) of the n copies bufs[q] = op over
+ * the copies, combined from rank me on in ring order (AVG divides on the last
+ * combination), reduced into bufs[me] and copied into every other copy. */
+void hoop__direct_reduce(hoop_dtype dtype, hoop_op op, char *const *bufs, int n, int me, size_t off,
+                         size_t bytes, size_t elem);
 
 /* Number of chunks of chunk_bytes needed for bytes (0 for 0 bytes). */
 size_t hoop__nchunks(size_t bytes, size_t chunk_bytes);

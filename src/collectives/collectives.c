@@ -20,6 +20,9 @@
 #include "core/clock.h"
 
 #define WAIT_SPIN_NS (50 * 1000) /* drive progress while it moves, then this long idle */
+/* AUTO runs direct on shared buffers from here up: measured crossovers against rd on
+ * 2 ranks (one token exchange) and against ring on more (two ring barriers). */
+#define DIRECT_MIN_BYTES(n) ((n) == 2 ? (8 << 10) : (64 << 10))
 
 size_t hoop_dtype_size(hoop_dtype dtype)
 {
@@ -163,7 +166,9 @@ static hoop_status new_request(hoop_comm *comm, const hoop__coll_args *a, hoop_r
                          .dtype = (uint8_t)a->dtype,
                          .op = (uint8_t)a->op,
                          .algo = (uint8_t)a->algo,
-                         .root = a->root};
+                         .root = a->root,
+                         /* direct: root is the segment, aux the element offset in it */
+                         .aux = a->algo == HOOP_ALGO_DIRECT ? (int32_t)(a->seg_off / a->elem) : 0};
     *out = r;
     return HOOP_OK;
 }
@@ -226,6 +231,23 @@ static hoop_status check_root(const char *fn, hoop_comm *comm, int root)
     return HOOP_OK;
 }
 
+/* The segment an all-reduce may run direct on: in place, wholly inside memory every rank
+ * maps, under AUTO from DIRECT_MIN_BYTES up or under DIRECT at any size. Every input is
+ * the same on every rank of a correct program, so ranks choose alike; the header carries
+ * the choice, the segment and the offset, so a program that differs fails as a mismatch. */
+static const hoop__seg *direct_seg(hoop_comm *comm, hoop_algo want, const hoop__coll_args *a)
+{
+    size_t elem = hoop_dtype_size(a->dtype), bytes = a->count * elem;
+    if (comm->world_size < 2 || a->sendbuf != a->recvbuf || !comm->segs) return NULL;
+    if (want != HOOP_ALGO_DIRECT &&
+        (want != HOOP_ALGO_AUTO || bytes < DIRECT_MIN_BYTES(comm->world_size)))
+        return NULL;
+    const hoop__seg *g = hoop__seg_find(comm, a->recvbuf, bytes);
+    if (!g || !g->direct) return NULL;
+    size_t off = (size_t)((const char *)a->recvbuf - g->base[comm->rank]);
+    return off % elem == 0 && off / elem <= INT32_MAX ? g : NULL;
+}
+
 hoop_status hoop_allreduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                            hoop_dtype dtype, hoop_op op, hoop_request **req)
 {
@@ -238,8 +260,17 @@ hoop_status hoop_allreduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, 
                          .count = count,
                          .dtype = dtype,
                          .op = op};
-    a.algo = hoop__algo_pick((hoop_algo)atomic_load(&comm->algo), comm->world_size,
-                             count * hoop_dtype_size(dtype), comm->chunk_bytes);
+    hoop_algo want = (hoop_algo)atomic_load(&comm->algo);
+    const hoop__seg *g = direct_seg(comm, want, &a);
+    if (g) {
+        a.algo = HOOP_ALGO_DIRECT;
+        a.seg_base = g->base;
+        a.seg_off = (size_t)((char *)recvbuf - g->base[comm->rank]);
+        a.root = (int)g->id;
+    } else {
+        a.algo = hoop__algo_pick(want, comm->world_size, count * hoop_dtype_size(dtype),
+                                 comm->chunk_bytes);
+    }
     return enqueue(comm, &a, req);
 }
 

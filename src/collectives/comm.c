@@ -156,6 +156,17 @@ static hoop_status pick_transport(hoop_comm *comm, int mode, int peer, const uns
     return HOOP_OK;
 }
 
+/* 1 when every rank is reachable over shm (what hoop_comm_alloc_shared's memory needs). */
+static int all_local(hoop_comm *comm, const unsigned char *cards)
+{
+    void *shm = comm->tctxs[HOOP__TP_SHM];
+    for (int p = 0; shm && p < comm->world_size; p++)
+        if (!comm->tps[HOOP__TP_SHM]->reachable(shm, cards + (size_t)p * HOOP__CARD_BYTES +
+                                                         HOOP__TP_SHM * HOOP_TP_HANDLE_MAX))
+            return 0;
+    return shm != NULL;
+}
+
 /* Drives connects and accepts until every needed link is up or the deadline. */
 static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen, unsigned char *cards,
                                 const unsigned char *need, int mode, int64_t deadline)
@@ -266,6 +277,7 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
     HOOP_CHECK_GOTO(hoop__calloc(&comm->recv, (size_t)comm->world_size), st, out);
     HOOP_CHECK_GOTO(exchange(comm, cfg, mine, cards, deadline), st, out);
     hoop__algo_peers(comm->rank, comm->world_size, need);
+    comm->all_local = all_local(comm, cards);
     st = connect_loop(comm, listen, cards, need, s->mode, deadline);
 out:
     for (int k = 0; k < HOOP__NTP; k++)
@@ -369,6 +381,7 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
         HOOP_CHECK_KEEP((hoop_status)(pthread_join(comm->thread, NULL) ? HOOP_ERR_SYSTEM : 0), st);
     }
     hoop__comm_close_links(comm);
+    hoop__comm_free_segs(comm);
     for (int k = 0; k < HOOP__NTP; k++)
         if (comm->tctxs[k]) HOOP_CHECK_KEEP(comm->tps[k]->finalize(comm->tctxs[k]), st);
     if (comm->wake_fd >= 0) close(comm->wake_fd);
@@ -427,7 +440,7 @@ uint64_t hoop_comm_bytes_sent(const hoop_comm *comm)
 
 hoop_status hoop_comm_set_algo(hoop_comm *comm, hoop_algo algo)
 {
-    if (!comm || (unsigned)algo > HOOP_ALGO_RHD)
+    if (!comm || (unsigned)algo > HOOP_ALGO_DIRECT)
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_comm_set_algo: bad comm or algo %d", (int)algo);
     atomic_store(&comm->algo, (int)algo);
     return HOOP_OK;

@@ -45,6 +45,15 @@ struct hoop_request {
     pthread_cond_t cv;
 };
 
+/* Memory from hoop_comm_alloc_shared (shared.c). */
+typedef struct hoop__seg {
+    struct hoop__seg *next;
+    uint32_t id; /* allocation number on this comm: the same on every rank */
+    int direct;  /* every rank maps every rank's copy */
+    size_t len;  /* mapped bytes (a page multiple) */
+    char **base; /* [world_size]: rank q's copy as mapped here (NULL where not mapped) */
+} hoop__seg;
+
 enum { HOOP__TP_TCP = 0, HOOP__TP_SHM = 1, HOOP__NTP = 2 };
 /* What a rank publishes: one handle per transport, in the order above. */
 #define HOOP__CARD_BYTES (HOOP__NTP * HOOP_TP_HANDLE_MAX)
@@ -75,6 +84,9 @@ struct hoop_comm {
     uint64_t next_seq;
     atomic_int stop, abort_req, state;
     atomic_uint_least64_t bytes_sent;
+    int all_local;   /* every rank is reachable over shm (set at init) */
+    hoop__seg *segs; /* hoop_comm_alloc_shared's memory; issuing thread */
+    uint32_t nsegs_made;
 
     /* progress thread only */
     struct hoop_request *cur;
@@ -123,6 +135,11 @@ void hoop__request_complete(struct hoop_request *req, hoop_status st, const char
 /* hoop_wait that also reports when the collective completed (monotonic ns, as
  * hoop__now_ns), however long after that the caller came to wait. */
 hoop_status hoop__wait_done_ns(struct hoop_request *req, int64_t timeout_ms, int64_t *done_ns);
+
+/* shared.c: the segment holding [ptr, ptr + bytes) whole, or NULL. */
+const hoop__seg *hoop__seg_find(const hoop_comm *comm, const void *ptr, size_t bytes);
+/* shared.c: unmaps every segment (destroy). */
+void hoop__comm_free_segs(hoop_comm *comm);
 
 /* Test-only: closes every link without telling anyone, as a crashed process would. */
 hoop_status hoop__comm_kill(hoop_comm *comm);

@@ -15,6 +15,9 @@
  * RECV_REDUCE whose dependencies are already done is reduced straight from the
  * transport's memory instead, piece by piece as it arrives: one copy less per byte. One
  * whose dependencies are pending still takes a slot, so the guarantee above holds.
+ * Local steps (COPY, and DIRECT, which reads and writes the peers' mapped copies of a
+ * shared buffer: direct.c) run in schedule order once their dependencies are done; a
+ * DIRECT step also waits for the header to have matched.
  *
  * Owns: its bookkeeping arrays; borrows the schedule, buffers, slots and links.
  * Thread-safety: used by the communicator's progress thread only.
@@ -49,7 +52,7 @@ struct hoop__exec {
     int nlanes, nsend_lanes;
     int32_t *stg; /* staged() steps in schedule order: they are posted in this order */
     size_t nstg, stg_cur;
-    int32_t *local; /* COPY steps */
+    int32_t *local; /* COPY and DIRECT steps */
     size_t nlocal, local_cur;
     int32_t *active;
     size_t nactive, ndone;
@@ -74,6 +77,11 @@ static int staged(const hoop__step *st)
            (st->kind == HOOP__STEP_RECV && (st->dep[0] >= 0 || st->dep[1] >= 0));
 }
 
+static int is_local(const hoop__step *st)
+{
+    return st->kind == HOOP__STEP_COPY || st->kind == HOOP__STEP_DIRECT;
+}
+
 /* Groups the step indices by (direction, peer) into lanes; cnt has 2n+1 zeroed slots. */
 static void build_lanes(hoop__exec *x, size_t *cnt)
 {
@@ -81,7 +89,7 @@ static void build_lanes(hoop__exec *x, size_t *cnt)
     int n = x->env.world_size;
     for (size_t i = 0; i < s->n; i++) {
         const hoop__step *st = &s->steps[i];
-        if (st->kind == HOOP__STEP_COPY) {
+        if (is_local(st)) {
             x->local[x->nlocal++] = (int32_t)i;
             continue;
         }
@@ -98,7 +106,7 @@ static void build_lanes(hoop__exec *x, size_t *cnt)
     }
     for (size_t i = 0; i < s->n; i++) {
         const hoop__step *st = &s->steps[i];
-        if (st->kind == HOOP__STEP_COPY) continue;
+        if (is_local(st)) continue;
         struct lane *l = &x->lanes[cnt[(st->kind == HOOP__STEP_SEND ? 0 : n) + st->peer] - 1];
         x->order[l->end++] = (int32_t)i;
     }
@@ -170,13 +178,23 @@ static void finish(hoop__exec *x, int32_t i)
     x->ndone++;
 }
 
-static void run_locals(hoop__exec *x, int *progressed)
+/* Runs local steps in schedule order; a DIRECT step (it reads and writes the peers'
+ * copies) only once the header has matched. */
+static void run_locals(hoop__exec *x, int allow_recv, int *progressed)
 {
     while (x->local_cur < x->nlocal) {
         int32_t i = x->local[x->local_cur];
         const hoop__step *st = &x->s->steps[i];
         if (!deps_ok(x, st)) return;
-        memmove(at(x, st->buf, st->off), at(x, st->src_buf, st->src_off), st->bytes);
+        char *const *seg = x->env.seg_base;
+        size_t off = x->env.seg_off + st->off;
+        if (st->kind != HOOP__STEP_COPY && !allow_recv) return;
+        if (st->kind == HOOP__STEP_DIRECT) {
+            hoop__direct_reduce(x->env.dtype, x->env.op, seg, x->env.world_size, st->peer, off,
+                                st->bytes, x->env.elem);
+        } else {
+            memmove(at(x, st->buf, st->off), at(x, st->src_buf, st->src_off), st->bytes);
+        }
         finish(x, i);
         x->local_cur++;
         *progressed = 1;
@@ -290,7 +308,7 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
 hoop_status hoop__exec_progress(hoop__exec *x, int allow_recv, int *progressed, int *done)
 {
     *progressed = 0;
-    run_locals(x, progressed);
+    run_locals(x, allow_recv, progressed);
     for (int k = 0; k < x->nlanes; k++)
         HOOP_CHECK(post_lane(x, &x->lanes[k], k < x->nsend_lanes, allow_recv, progressed));
     for (size_t j = 0; j < x->nactive;) {
@@ -305,7 +323,7 @@ hoop_status hoop__exec_progress(hoop__exec *x, int allow_recv, int *progressed, 
         else
             j++;
     }
-    run_locals(x, progressed);
+    run_locals(x, allow_recv, progressed);
     *done = x->ndone == x->s->n;
     return HOOP_OK;
 }

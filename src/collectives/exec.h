@@ -20,16 +20,18 @@ typedef struct hoop__exec_env {
     hoop_dtype dtype;
     hoop_op op;
     size_t elem;
-    uint64_t bytes_sent; /* payload bytes of completed sends (output) */
-    int failed_peer;     /* the peer whose link failed (output; -1 = none) */
+    char *const *seg_base; /* DIRECT steps: each rank's copy of the segment, mapped here */
+    size_t seg_off;        /* DIRECT steps: the call's buffer's offset in the segment */
+    uint64_t bytes_sent;   /* payload bytes of completed sends (output) */
+    int failed_peer;       /* the peer whose link failed (output; -1 = none) */
 } hoop__exec_env;
 
 hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop__exec_env *env);
 
 /* Starts and completes as many steps as possible without blocking. allow_recv = 0
  * (until the collective's header has been checked) holds back receives into user
- * buffers and every reduction; receives into slots may already be posted. *done = 1 when
- * every step is done. Errors come from the transport (HOOP_ERR_REMOTE naming a peer). */
+ * buffers, every reduction and every DIRECT step; receives into slots may already be posted. *done
+ * = 1 when every step is done. Errors come from the transport (HOOP_ERR_REMOTE naming a peer). */
 hoop_status hoop__exec_progress(hoop__exec *x, int allow_recv, int *progressed, int *done);
 
 /* Bytes sent so far by this execution. */

@@ -4,13 +4,15 @@ libhoopcore_la_SOURCES += \
 	%reldir%/chain.c \
 	%reldir%/collectives.c \
 	%reldir%/comm.c \
+	%reldir%/direct.c \
 	%reldir%/exec.c \
 	%reldir%/progress.c \
 	%reldir%/rd.c \
 	%reldir%/reduce.c \
 	%reldir%/rendezvous.c \
 	%reldir%/rhd.c \
-	%reldir%/ring.c
+	%reldir%/ring.c \
+	%reldir%/shared.c
 noinst_HEADERS += \
 	%reldir%/coll.h \
 	%reldir%/comm.h \

@@ -51,6 +51,14 @@ static const char *coll_name(int c)
 
 void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap)
 {
+    if (h->coll == HOOP__COLL_ALLREDUCE && h->algo == HOOP_ALGO_DIRECT) {
+        snprintf(buf, cap,
+                 "allreduce(count=%llu, %s, %s, algo=direct, shared buffer %d at element %d) #%llu",
+                 (unsigned long long)h->count, hoop_dtype_name((hoop_dtype)h->dtype),
+                 hoop_op_name((hoop_op)h->op), (int)h->root, (int)h->aux,
+                 (unsigned long long)h->seq);
+        return;
+    }
     snprintf(buf, cap, "%s(count=%llu, %s, %s, root=%d, algo=%s) #%llu", coll_name(h->coll),
              (unsigned long long)h->count, hoop_dtype_name((hoop_dtype)h->dtype),
              hoop_op_name((hoop_op)h->op), (int)h->root, hoop_algo_name((hoop_algo)h->algo),
@@ -288,7 +296,9 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
                           .depth = comm->depth,
                           .dtype = a->dtype,
                           .op = a->op,
-                          .elem = a->elem};
+                          .elem = a->elem,
+                          .seg_base = a->seg_base,
+                          .seg_off = a->seg_off};
     HOOP_CHECK(hoop__exec_start(&comm->exec, &comm->sched, &env));
     /* The header goes first on the link to next, and its twin is read first from prev. */
     struct hoop_tp_comm *to = comm->send[comm->next], *from = comm->recv[comm->prev];
@@ -299,7 +309,7 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
 static int hdr_equal(const hoop__hdr *a, const hoop__hdr *b)
 {
     return a->seq == b->seq && a->count == b->count && a->coll == b->coll && a->dtype == b->dtype &&
-           a->op == b->op && a->algo == b->algo && a->root == b->root;
+           a->op == b->op && a->algo == b->algo && a->root == b->root && a->aux == b->aux;
 }
 
 /* Checks the predecessor's header against ours once it has arrived. */

@@ -73,8 +73,9 @@ const hoop_env_param hoop__env_params[] = {
     {"HOOP_TCP_NSOCKS", HOOP_ENV_INT, "2", 1, 16, NULL, "TCP streams per link"},
     {"HOOP_CHUNK_BYTES", HOOP_ENV_BYTES, "512K", 4 * KIB, 64 * MIB, NULL,
      "bytes a ring step moves per chunk (K/M/G suffixes)"},
-    {"HOOP_ALGO", HOOP_ENV_CHOICE, "auto", 0, 0, "ring|rd|rhd|auto",
-     "all-reduce algorithm; auto = alpha-beta-gamma cost model by size and world size"},
+    {"HOOP_ALGO", HOOP_ENV_CHOICE, "auto", 0, 0, "ring|rd|rhd|direct|auto",
+     "all-reduce algorithm; auto = alpha-beta-gamma cost model by size and world size, and "
+     "direct on shared buffers (8 KiB up on 2 ranks, 64 KiB on more)"},
     {"HOOP_IB_HCA", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "verbs device[:port] to use (e.g. mlx5_0:1); for the verbs transport, not built yet"},
     {"HOOP_IB_GID_INDEX", HOOP_ENV_INT, "-1", -1, 255, NULL,

@@ -121,9 +121,8 @@ static hoop_status attach_buckets(hoop_ddp *ddp)
     for (int b = 0; b < ddp->nbuckets; b++) {
         ddp_bucket *bk = &ddp->buckets[b];
         size_t bytes = bk->count * sizeof(float);
-        if (posix_memalign((void **)&bk->buf, 64, bytes ? bytes : 64) != 0)
-            return HOOP_ERROR(HOOP_ERR_NOMEM, "DDP: bucket %d of %zu bytes", b, bytes);
-        memset(bk->buf, 0, bytes);
+        /* Memory the local ranks map: their all-reduces then run direct (no copies). */
+        HOOP_CHECK(hoop_comm_alloc_shared(ddp->comm, bytes ? bytes : 64, (void **)&bk->buf));
         for (int j = 0; j < bk->nparams; j++) {
             int p = ddp->order[bk->first + j];
             HOOP_CHECK(hoop_tensor_set_grad_buffer(ddp->params[p], bk->buf + ddp->offset[p]));
@@ -222,7 +221,8 @@ HOOP_API hoop_status hoop_ddp_destroy(hoop_ddp *ddp)
         if (ddp->buckets && ddp->buckets[ddp->bucket_of[i]].buf)
             HOOP_CHECK_KEEP(hoop_tensor_set_grad_buffer(ddp->params[i], NULL), st);
     }
-    for (int b = 0; ddp->buckets && b < ddp->nbuckets; b++) free(ddp->buckets[b].buf);
+    for (int b = 0; ddp->buckets && b < ddp->nbuckets; b++)
+        HOOP_CHECK_KEEP(hoop_comm_free_shared(ddp->comm, ddp->buckets[b].buf), st);
     free(ddp->buckets);
     free(ddp->params);
     free(ddp->order);

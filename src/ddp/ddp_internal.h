@@ -10,7 +10,7 @@ HOOP_EXTERN_C_BEGIN
 
 /* One bucket: a contiguous f32 buffer holding the gradients of nparams parameters. */
 typedef struct ddp_bucket {
-    float *buf;         /* count floats, 64-byte aligned; gradients are views into it */
+    float *buf;         /* count floats from hoop_comm_alloc_shared; gradients are views */
     size_t count;       /* floats, including alignment padding between parameters */
     int first, nparams; /* bucket's parameters: order[first .. first + nparams) */
     int pending;        /* parameters not yet ready in this step */
