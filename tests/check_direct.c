@@ -1001,6 +1001,48 @@ START_TEST(test_processes)
 }
 END_TEST
 
+/* Rank 0 is SIGKILLed inside alloc_shared while rank 1 is late (a launcher tearing a job
+ * down during start-up): rank 1 fails with HOOP_ERR_REMOTE, and rank 0's object must not
+ * outlive it in /dev/shm (beyond the spec's "after alloc_shared returns", but a named
+ * object that nobody unlinks holds its RAM until reboot). */
+START_TEST(test_killed_in_alloc)
+{
+    static char before[8192];
+    char path[400];
+    int port = free_port();
+    pid_t pid[2];
+    shm_names(before, sizeof(before));
+    for (int r = 0; r < 2; r++) {
+        pid[r] = fork();
+        ck_assert_int_ge(pid[r], 0);
+        if (pid[r] == 0) {
+            hoop_comm *comm;
+            void *p;
+            set_env(r, 2, port);
+            if (hoop_comm_init_env(&comm) != HOOP_OK) _exit(2);
+            if (r == 1) usleep(800 * 1000);
+            hoop_status st = hoop_comm_alloc_shared(comm, 1 << 20, &p);
+            if (st != HOOP_ERR_REMOTE)
+                fprintf(stderr, "rank %d: alloc_shared: %s\n", r, hoop_last_error());
+            hoop_comm_destroy(comm);
+            _exit(st == HOOP_ERR_REMOTE ? 0 : 1);
+        }
+    }
+    usleep(400 * 1000);
+    kill(pid[0], SIGKILL);
+    int status;
+    for (int r = 0; r < 2; r++) ck_assert_int_eq(waitpid(pid[r], &status, 0), pid[r]);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "rank 1 did not get HOOP_ERR_REMOTE");
+    const char *f = new_shm_file(before);
+    if (f) { /* clean up what the test provoked, then fail */
+        snprintf(path, sizeof(path), "/dev/shm%.*s", (int)strlen(f) - 1, f);
+        unlink(path);
+    }
+    ck_assert_msg(f == NULL, "%s left behind by a rank killed inside alloc_shared", f ? path : "");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("direct");
@@ -1031,6 +1073,7 @@ static Suite *suite(void)
     tcase_add_test(errors, test_leaks);
     tcase_add_test(errors, test_small_shm);
     tcase_add_loop_test(errors, test_processes, 0, 3);
+    tcase_add_test(errors, test_killed_in_alloc);
     suite_add_tcase(s, errors);
     return s;
 }
