@@ -20,7 +20,7 @@ noinst_HEADERS += \
 	%reldir%/rendezvous.h
 hoopinclude_HEADERS += include/hoop/comm.h include/hoop/collectives.h
 
-check_PROGRAMS += tests/check_collectives tests/check_ring tests/check_reduce
+check_PROGRAMS += tests/check_collectives tests/check_ring tests/check_reduce tests/check_direct
 tests_check_collectives_SOURCES = tests/check_collectives.c tests/coll_harness.h
 tests_check_collectives_CFLAGS = $(TEST_CFLAGS)
 tests_check_collectives_LDADD = $(TEST_LDADD)
@@ -30,4 +30,7 @@ tests_check_ring_LDADD = $(TEST_LDADD)
 tests_check_reduce_SOURCES = tests/check_reduce.c
 tests_check_reduce_CFLAGS = $(TEST_CFLAGS)
 tests_check_reduce_LDADD = $(TEST_LDADD)
-TESTS += tests/check_collectives tests/check_ring tests/check_reduce
+tests_check_direct_SOURCES = tests/check_direct.c tests/coll_harness.h tests/direct_ref.h
+tests_check_direct_CFLAGS = $(TEST_CFLAGS)
+tests_check_direct_LDADD = $(TEST_LDADD)
+TESTS += tests/check_collectives tests/check_ring tests/check_reduce tests/check_direct
