@@ -652,37 +652,12 @@ END_TEST
 
 // ----------------------------------------------------------------- processes
 
-static int free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static void set_env(int rank, int n, int port)
-{
-    char buf[32];
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    snprintf(buf, sizeof(buf), "%d", port);
-    setenv("MASTER_PORT", buf, 1);
-    snprintf(buf, sizeof(buf), "%d", rank);
-    setenv("RANK", buf, 1);
-    snprintf(buf, sizeof(buf), "%d", n);
-    setenv("WORLD_SIZE", buf, 1);
-    setenv("HOOP_TOKEN", "check-collectives", 1);
-}
-
 /* One worker process of the env:// test; returns its exit code. */
 static int env_worker(int rank, int n, int port)
 {
     hoop_comm *comm;
     int32_t x[3] = {rank + 1, rank, 1};
-    set_env(rank, n, port);
+    h_set_env(rank, n, port, "check-collectives", NULL);
     if (hoop_comm_init_env(&comm) != HOOP_OK) {
         fprintf(stderr, "rank %d: init: %s\n", rank, hoop_last_error());
         return 1;
@@ -699,7 +674,7 @@ static int env_worker(int rank, int n, int port)
 /* hoop_comm_init_env: separate processes meet through rank 0's store. */
 START_TEST(test_env_processes)
 {
-    int n = 3, port = free_port();
+    int n = 3, port = h_free_port();
     pid_t pid[3];
     for (int r = 0; r < n; r++) {
         pid[r] = fork();
@@ -720,7 +695,7 @@ static int kill_worker(int rank, int n, int port)
 {
     hoop_comm *comm;
     size_t count = 1 << 20;
-    set_env(rank, n, port);
+    h_set_env(rank, n, port, "check-collectives", NULL);
     if (hoop_comm_init_env(&comm) != HOOP_OK) return 2;
     if (rank == 2) {
         usleep(100 * 1000);
@@ -741,7 +716,7 @@ static int kill_worker(int rank, int n, int port)
 
 START_TEST(test_killed_process)
 {
-    int n = 4, port = free_port();
+    int n = 4, port = h_free_port();
     pid_t pid[4];
     for (int r = 0; r < n; r++) {
         pid[r] = fork();

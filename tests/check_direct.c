@@ -884,32 +884,6 @@ END_TEST
 
 // ----------------------------------------------------------------- processes
 
-static int free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static void set_env(int rank, int n, int port)
-{
-    char buf[32];
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    snprintf(buf, sizeof(buf), "%d", port);
-    setenv("MASTER_PORT", buf, 1);
-    snprintf(buf, sizeof(buf), "%d", rank);
-    setenv("RANK", buf, 1);
-    snprintf(buf, sizeof(buf), "%d", n);
-    setenv("WORLD_SIZE", buf, 1);
-    setenv("HOOP_TOKEN", "check-direct", 1);
-    setenv("HOOP_TIMEOUT", "20", 1);
-}
-
 /* The exact sum of iteration it at element i (rank r contributes r + i % 5 + it). */
 static float proc_sum(int n, size_t i, int it)
 {
@@ -956,7 +930,7 @@ static int worker(int rank, int n, int port, int victim, int early)
     size_t count = (size_t)1 << 20;
     void *seg = NULL;
     char line[512];
-    set_env(rank, n, port);
+    h_set_env(rank, n, port, "check-direct", "20");
     if (hoop_comm_init_env(&comm) != HOOP_OK || hoop_comm_alloc_shared(comm, count * 4, &seg)) {
         fprintf(stderr, "rank %d: %s\n", rank, hoop_last_error());
         return 2;
@@ -983,7 +957,7 @@ static int worker(int rank, int n, int port, int victim, int early)
 /* _i = 0: 3 healthy processes; 1: rank 2 of 4 killed before its call; 2: killed in it. */
 START_TEST(test_processes)
 {
-    int n = _i ? 4 : 3, port = free_port(), victim = _i ? 2 : -1;
+    int n = _i ? 4 : 3, port = h_free_port(), victim = _i ? 2 : -1;
     pid_t pid[4];
     for (int r = 0; r < n; r++) {
         pid[r] = fork();
@@ -1009,7 +983,7 @@ START_TEST(test_killed_in_alloc)
 {
     static char before[8192];
     char path[400];
-    int port = free_port();
+    int port = h_free_port();
     pid_t pid[2];
     shm_names(before, sizeof(before));
     for (int r = 0; r < 2; r++) {
@@ -1018,7 +992,7 @@ START_TEST(test_killed_in_alloc)
         if (pid[r] == 0) {
             hoop_comm *comm;
             void *p;
-            set_env(r, 2, port);
+            h_set_env(r, 2, port, "check-direct", "20");
             if (hoop_comm_init_env(&comm) != HOOP_OK) _exit(2);
             if (r == 1) usleep(800 * 1000);
             hoop_status st = hoop_comm_alloc_shared(comm, 1 << 20, &p);

@@ -1,6 +1,7 @@
 /*
  * tests/coll_harness.h -- N ranks as threads of one process, meeting through an
- * in-memory rendezvous and talking over loopback TCP (shared by the collective tests).
+ * in-memory rendezvous (shared by the collective tests), and the env:// set-up of tests
+ * whose ranks are processes (h_free_port, h_set_env).
  *
  * run_ranks(n, cfg, fn, user) starts n threads; each builds a communicator, calls
  * fn(ctx) and destroys the communicator. fn reports failures by filling ctx->err
@@ -10,11 +11,16 @@
 #ifndef HOOP_TESTS_COLL_HARNESS_H
 #define HOOP_TESTS_COLL_HARNESS_H
 
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "hoop/collectives.h"
 #include "hoop/comm.h"
@@ -92,6 +98,34 @@ static void run_ranks(int n, const hoop_comm_config *cfg, void (*fn)(h_rank *), 
         ck_assert_msg(ranks[r].err[0] == '\0', "%s", ranks[r].err);
         ck_assert_int_eq(ranks[r].destroy_st, HOOP_OK);
     }
+}
+
+/* A loopback TCP port that was free a moment ago (for env:// tests with processes). */
+static inline int h_free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* The env:// contract for rank of n at 127.0.0.1:port; timeout NULL keeps HOOP_TIMEOUT. */
+static inline void h_set_env(int rank, int n, int port, const char *token, const char *timeout)
+{
+    char buf[32];
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    snprintf(buf, sizeof(buf), "%d", port);
+    setenv("MASTER_PORT", buf, 1);
+    snprintf(buf, sizeof(buf), "%d", rank);
+    setenv("RANK", buf, 1);
+    snprintf(buf, sizeof(buf), "%d", n);
+    setenv("WORLD_SIZE", buf, 1);
+    setenv("HOOP_TOKEN", token, 1);
+    if (timeout) setenv("HOOP_TIMEOUT", timeout, 1);
 }
 
 #endif /* HOOP_TESTS_COLL_HARNESS_H */
