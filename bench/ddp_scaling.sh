@@ -2,8 +2,8 @@
 # bench/ddp_scaling.sh -- DDP training throughput: 1 worker vs 2 workers on this machine,
 # hoop vs PyTorch 1.13 DDP (Gloo), the MLP 784-512-256-10, batch 128 per worker, one
 # OpenBLAS / intra-op thread per worker, SGD momentum. hoop runs with its defaults (shared
-# memory between the workers, each bound to its own CPU) and, as controls, over loopback
-# TCP and unbound; PyTorch as it comes and with each rank bound to its own CPU. Rounds
+# memory between the workers, DDP's buckets all-reduced by the direct algorithm, each
+# worker bound to its own CPU) and, as controls, over loopback TCP and unbound; PyTorch as it comes and with each rank bound to its own CPU. Rounds
 # alternate all runs so machine noise hits them alike; the table gives medians over ROUNDS.
 #
 # Run from the build directory: ../bench/ddp_scaling.sh   (ROUNDS=5 STEPS=300 by default)
