@@ -139,13 +139,17 @@ HOOP_API int hoop_comm_local_rank(const hoop_comm *comm);
 HOOP_API hoop_status hoop_comm_alloc_shared(hoop_comm *comm, size_t bytes, void **ptr);
 
 /* Releases memory from hoop_comm_alloc_shared on this comm: unmaps this rank's copy and
- * its views of the peers' copies. Local (not collective); no collective on the memory may
- * be in flight. Accepts NULL. hoop_comm_destroy releases what is left. Errors:
- * HOOP_ERR_INVALID when ptr is not the start of such memory. */
+ * its views of the peers' copies. Local (not collective). Accepts NULL.
+ * hoop_comm_destroy releases what is left. Errors: HOOP_ERR_INVALID when ptr is not the
+ * start of such memory; HOOP_ERR_USAGE (nothing released) while a collective whose
+ * buffers lie in it is still queued or running: wait for it first. Call from the thread
+ * that issues collectives. */
 HOOP_API hoop_status hoop_comm_free_shared(hoop_comm *comm, void *ptr);
 
 /* 1 when [ptr, ptr + bytes) lies inside memory from hoop_comm_alloc_shared that every
- * rank of comm maps (so in-place all-reduces on it can run direct), else 0. */
+ * rank of comm maps, so in-place all-reduces on it can run direct; else 0 (also on a
+ * 1-rank comm, and for NULL). No errors. Call from the thread that issues collectives
+ * (it reads the list that alloc and free change). */
 HOOP_API int hoop_comm_is_shared(const hoop_comm *comm, const void *ptr, size_t bytes);
 
 /* Chooses the all-reduce algorithm for the collectives called after this one (AUTO =
@@ -158,7 +162,7 @@ HOOP_API hoop_status hoop_comm_set_algo(hoop_comm *comm, hoop_algo algo);
  * Thread-safe; for byte-count tests and benchmarks. */
 HOOP_API uint64_t hoop_comm_bytes_sent(const hoop_comm *comm);
 
-/* "ring", "rd", "rhd", "auto". */
+/* "ring", "rd", "rhd", "direct", "auto"; "?" when unknown. */
 HOOP_API const char *hoop_algo_name(hoop_algo algo);
 
 /* Parses an algorithm name (as HOOP_ALGO). HOOP_ERR_INVALID names the bad word. */

@@ -64,6 +64,8 @@ typedef struct hoop__sched {
     hoop_status err;      /* first allocation failure while emitting */
 } hoop__sched;
 
+struct hoop__seg;
+
 /* What a schedule is built from. */
 typedef struct hoop__coll_args {
     hoop__coll coll;
@@ -75,10 +77,12 @@ typedef struct hoop__coll_args {
     int root;
     hoop_algo algo;
     int rank, world_size;
-    size_t elem;           /* bytes per element */
-    size_t chunk_bytes;    /* pipelining unit, a multiple of elem */
-    char *const *seg_base; /* direct: each rank's copy of the segment, as mapped here */
-    size_t seg_off;        /* direct: the buffer's byte offset in the segment */
+    size_t elem;               /* bytes per element */
+    size_t chunk_bytes;        /* pipelining unit, a multiple of elem */
+    char *const *seg_base;     /* direct: each rank's copy of the segment, as mapped here */
+    size_t seg_off;            /* direct: the buffer's byte offset in the segment */
+    struct hoop__seg *held[2]; /* segments holding sendbuf / recvbuf: their in-flight
+                                * counts keep hoop_comm_free_shared off until completion */
 } hoop__coll_args;
 
 /* Appends a step; returns its index, or -1 after recording HOOP_ERR_NOMEM in s->err. */
@@ -174,7 +178,7 @@ hoop_status hoop__barrier_ring(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__allreduce_direct(const hoop__coll_args *a, hoop__sched *s);
 
 /* direct.c: the elements of bytes [off, off + bytes) of the n copies bufs[q] = op over
- * the copies, combined from rank me on in ring order (AVG divides on the last
+ * the copies, combined from rank me on, in ring order (AVG divides on the last
  * combination), reduced into bufs[me] and copied into every other copy. */
 void hoop__direct_reduce(hoop_dtype dtype, hoop_op op, char *const *bufs, int n, int me, size_t off,
                          size_t bytes, size_t elem);

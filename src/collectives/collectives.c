@@ -62,6 +62,8 @@ void hoop__request_release(struct hoop_request *req)
 
 void hoop__request_complete(struct hoop_request *req, hoop_status st, const char *msg)
 {
+    for (int k = 0; k < 2; k++) /* before waking anyone: a waiter may free next */
+        if (req->args.held[k]) atomic_fetch_sub(&req->args.held[k]->inflight, 1);
     pthread_mutex_lock(&req->mu);
     req->status = st;
     req->done_ns = hoop__now_ns();
@@ -180,7 +182,14 @@ static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **r
     a->world_size = comm->world_size;
     a->elem = hoop_dtype_size(a->dtype);
     a->chunk_bytes = comm->chunk_bytes;
+    if (comm->segs) { /* memory from hoop_comm_alloc_shared cannot be freed under the call */
+        a->held[0] = hoop__seg_find(comm, a->sendbuf, 1);
+        a->held[1] = hoop__seg_find(comm, a->recvbuf, 1);
+        if (a->held[1] == a->held[0]) a->held[1] = NULL;
+    }
     HOOP_CHECK(new_request(comm, a, &r));
+    for (int k = 0; k < 2; k++) /* dropped by hoop__request_complete */
+        if (a->held[k]) atomic_fetch_add(&a->held[k]->inflight, 1);
     pthread_mutex_lock(&comm->mu);
     r->hdr.seq = comm->next_seq++;
     if (comm->q_tail)
@@ -194,7 +203,11 @@ static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **r
         *req = r;
         return HOOP_OK;
     }
-    return hoop_wait(r, -1);
+    hoop_status st = hoop_wait(r, -1);
+    /* A timed-out blocking call leaves the request with the progress thread: drop the
+     * caller's reference, nobody can wait for it again. */
+    if (st == HOOP_ERR_TIMEOUT) hoop__request_release(r);
+    return st;
 }
 
 static hoop_status check_common(const char *fn, hoop_comm *comm, size_t count, hoop_dtype dtype,
@@ -235,14 +248,14 @@ static hoop_status check_root(const char *fn, hoop_comm *comm, int root)
  * maps, under AUTO from DIRECT_MIN_BYTES up or under DIRECT at any size. Every input is
  * the same on every rank of a correct program, so ranks choose alike; the header carries
  * the choice, the segment and the offset, so a program that differs fails as a mismatch. */
-static const hoop__seg *direct_seg(hoop_comm *comm, hoop_algo want, const hoop__coll_args *a)
+static hoop__seg *direct_seg(hoop_comm *comm, hoop_algo want, const hoop__coll_args *a)
 {
     size_t elem = hoop_dtype_size(a->dtype), bytes = a->count * elem;
     if (comm->world_size < 2 || a->sendbuf != a->recvbuf || !comm->segs) return NULL;
     if (want != HOOP_ALGO_DIRECT &&
         (want != HOOP_ALGO_AUTO || bytes < DIRECT_MIN_BYTES(comm->world_size)))
         return NULL;
-    const hoop__seg *g = hoop__seg_find(comm, a->recvbuf, bytes);
+    hoop__seg *g = hoop__seg_find(comm, a->recvbuf, bytes);
     if (!g || !g->direct) return NULL;
     size_t off = (size_t)((const char *)a->recvbuf - g->base[comm->rank]);
     return off % elem == 0 && off / elem <= INT32_MAX ? g : NULL;
@@ -261,7 +274,7 @@ hoop_status hoop_allreduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, 
                          .dtype = dtype,
                          .op = op};
     hoop_algo want = (hoop_algo)atomic_load(&comm->algo);
-    const hoop__seg *g = direct_seg(comm, want, &a);
+    hoop__seg *g = direct_seg(comm, want, &a);
     if (g) {
         a.algo = HOOP_ALGO_DIRECT;
         a.seg_base = g->base;

@@ -48,10 +48,11 @@ struct hoop_request {
 /* Memory from hoop_comm_alloc_shared (shared.c). */
 typedef struct hoop__seg {
     struct hoop__seg *next;
-    uint32_t id; /* allocation number on this comm: the same on every rank */
-    int direct;  /* every rank maps every rank's copy */
-    size_t len;  /* mapped bytes (a page multiple) */
-    char **base; /* [world_size]: rank q's copy as mapped here (NULL where not mapped) */
+    uint32_t id;         /* allocation number on this comm: the same on every rank */
+    int direct;          /* every rank maps every rank's copy */
+    size_t len;          /* mapped bytes (a page multiple) */
+    atomic_int inflight; /* calls on it queued or running (free refuses while > 0) */
+    char **base;         /* [world_size]: rank q's copy as mapped here (NULL where not mapped) */
 } hoop__seg;
 
 enum { HOOP__TP_TCP = 0, HOOP__TP_SHM = 1, HOOP__NTP = 2 };
@@ -137,7 +138,7 @@ void hoop__request_complete(struct hoop_request *req, hoop_status st, const char
 hoop_status hoop__wait_done_ns(struct hoop_request *req, int64_t timeout_ms, int64_t *done_ns);
 
 /* shared.c: the segment holding [ptr, ptr + bytes) whole, or NULL. */
-const hoop__seg *hoop__seg_find(const hoop_comm *comm, const void *ptr, size_t bytes);
+hoop__seg *hoop__seg_find(const hoop_comm *comm, const void *ptr, size_t bytes);
 /* shared.c: unmaps every segment (destroy). */
 void hoop__comm_free_segs(hoop_comm *comm);
 

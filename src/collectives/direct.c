@@ -3,14 +3,22 @@
  * rank maps (shared.c), each rank reduces its share of the elements straight from its
  * peers' copies and writes the result into every copy. No byte of data passes through a
  * transport; the links carry only one-byte tokens that order the ranks:
- *   1. arrival: no rank may read a peer's copy before that peer has called the
+ *   1. arrival: no rank may read a peer's copy before that peer has called this same
  *      all-reduce (its data is final). With 2 ranks the call's header, which each rank
  *      sends when it starts the call and which must have matched before any step that
  *      touches user memory runs, already proves it. With more, a token goes twice round
- *      the ring (the first lap proves everyone arrived, the second releases them).
- *   2. rank r reduces elements [part_start(r), part_start(r + 1)) over the copies in rank
- *      order (bitwise the same result whichever rank computes it) and writes it into
- *      every copy, in pieces small enough to stay in cache between the two.
+ *      the ring: the first lap proves everyone arrived, the second releases them. The
+ *      proof leans on an executor rule: a token receive has no dependency, so, like any
+ *      receive into a named buffer, it is posted only once the header from the previous
+ *      rank has matched. A rank forwards the first lap only after receiving it, so a
+ *      completed lap means every rank's header equalled its predecessor's: every rank
+ *      called the same all-reduce on the same segment and offset. (Were token receives
+ *      ever posted early, like receives into slots, a mismatched rank's memory could be
+ *      written before the mismatch is seen.)
+ *   2. rank r reduces elements [part_start(r), part_start(r + 1)) over the copies, starting
+ *      from its own and going round in ring order (each element is computed once, so
+ *      every rank gets the same bits), and writes the result into every copy, in pieces
+ *      small enough to stay in cache between the two.
  *   3. departure: no rank may return (and let its caller touch its copy) while a peer
  *      still reads or writes it: 2 ranks swap a token after their share is done; more go
  *      twice round the ring again, each rank forwarding the first lap only after its share.

@@ -2,15 +2,16 @@
  * src/collectives/shared.c -- memory the ranks of one host map into each other's address
  * spaces (hoop_comm_alloc_shared), the home of the direct all-reduce's buffers.
  *
- * Allocation is collective. Each rank creates a POSIX shared-memory object under a name
- * no one can guess ("/hoop-<pid>-<rank>-<64 random bits>", mode 0600), sizes and maps
- * it, and the ranks swap {size, name} records with a blocking all-gather on the comm.
- * Each rank then opens and maps every peer's object, the ranks agree with an all-reduce
- * (min) whether everybody mapped everything, and each rank unlinks its own name: from
- * then on the memory lives only as long as the mappings, so nothing is left in /dev/shm
- * once the call returns, whatever happens to the processes later.
- * Where the ranks are not all on this host (or HOOP_TRANSPORT=tcp), or /dev/shm has no
- * room, the memory is an anonymous private mapping: the same call, the same result for
+ * Allocation is collective. Each rank creates a memfd (an anonymous shared-memory file:
+ * no name in /dev/shm, so nothing can outlive the processes, whatever kills them),
+ * reserves its pages and maps it, and the ranks swap {size, pid, fd, inode} records with
+ * a blocking all-gather on the comm. Each rank then opens every peer's memfd through
+ * /proc/<pid>/fd/<fd> (allowed between processes of one user; the inode must match, so
+ * a same-numbered process of another PID namespace is never mapped) and maps it, and the
+ * ranks agree with an all-reduce (min) whether everybody mapped everything. Then each
+ * rank closes its memfd: the mappings keep the memory alive.
+ * Where the ranks are not all on this host (or HOOP_TRANSPORT=tcp), or /proc cannot be
+ * used, the memory is an anonymous private mapping: the same call, the same result for
  * the caller, no direct.
  *
  * Owns: the comm's segment list (comm->segs) and its mappings. Thread-safety: the
@@ -24,22 +25,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "collectives/comm.h"
 #include "core/check.h"
 
-#define NAME_MAX_ 64
-
 /* What each rank tells the others about its copy. */
 typedef struct seg_rec {
-    uint64_t bytes; /* as asked for */
-    uint64_t len;   /* as mapped (page multiple) */
-    int32_t named;  /* 1 when name is a shared-memory object the peers may open */
-    int32_t pad_;
-    char name[NAME_MAX_];
+    uint64_t bytes;    /* as asked for */
+    uint64_t len;      /* as mapped (page multiple) */
+    uint64_t dev, ino; /* the memfd's identity, checked by whoever opens it */
+    int32_t pid, fd;   /* where the peers find it: /proc/<pid>/fd/<fd>; fd -1 = private */
 } seg_rec;
 
 static void seg_unmap(hoop__seg *g, int world_size)
@@ -50,64 +47,64 @@ static void seg_unmap(hoop__seg *g, int world_size)
     free(g);
 }
 
-/* Creates and maps this rank's copy: a named object when the peers may map it, else
- * anonymous memory. */
-static hoop_status create_own(hoop_comm *comm, hoop__seg *g, seg_rec *me)
+/* Creates and maps this rank's copy: a memfd the peers may open while *fd stays open,
+ * else anonymous memory (*fd = -1). */
+static hoop_status create_own(hoop_comm *comm, hoop__seg *g, seg_rec *me, int *fd)
 {
-    uint64_t nonce = 0;
-    int fd = -1;
-    if (comm->all_local && getrandom(&nonce, sizeof(nonce), 0) == (ssize_t)sizeof(nonce)) {
-        snprintf(me->name, sizeof(me->name), "/hoop-%ld-%d-%016llx", (long)getpid(), comm->rank,
-                 (unsigned long long)nonce);
-        fd = shm_open(me->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        /* Reserve the pages now: a full /dev/shm (64 MiB in many containers) must fail
-         * here, not raise SIGBUS at the first touch of a page. */
-        if (fd >= 0 && (ftruncate(fd, (off_t)g->len) != 0 ||
-                        (errno = posix_fallocate(fd, 0, (off_t)g->len)) != 0)) {
-            close(fd);
-            shm_unlink(me->name);
-            fd = -1;
-        }
-        if (fd < 0)
-            HOOP_INFO(COLL, "rank %d: no shared-memory object for hoop_comm_alloc_shared (%s)",
-                      comm->rank, strerror(errno));
+    struct stat sb;
+    *fd = comm->all_local ? memfd_create("hoop-shared", MFD_CLOEXEC) : -1;
+    /* Reserve the pages now: running out of memory must fail here, not at the first
+     * touch of a page (SIGBUS or the OOM killer). */
+    if (*fd >= 0 &&
+        (ftruncate(*fd, (off_t)g->len) != 0 ||
+         (errno = posix_fallocate(*fd, 0, (off_t)g->len)) != 0 || fstat(*fd, &sb) != 0)) {
+        HOOP_INFO(COLL, "rank %d: hoop_comm_alloc_shared: %zu bytes stay private (%s)", comm->rank,
+                  g->len, strerror(errno));
+        close(*fd);
+        *fd = -1;
     }
     void *p = mmap(NULL, g->len, PROT_READ | PROT_WRITE,
-                   fd >= 0 ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS, fd, 0);
-    if (fd >= 0) close(fd);
+                   *fd >= 0 ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS, *fd, 0);
     if (p == MAP_FAILED) {
-        if (fd >= 0) shm_unlink(me->name);
+        if (*fd >= 0) close(*fd), *fd = -1;
         return HOOP_ERROR(HOOP_ERR_NOMEM, "hoop_comm_alloc_shared: cannot map %zu bytes: %s",
                           g->len, strerror(errno));
     }
     g->base[comm->rank] = p;
-    me->named = fd >= 0;
-    if (!me->named) me->name[0] = '\0';
+    me->pid = (int32_t)getpid();
+    me->fd = *fd;
+    if (*fd >= 0) me->dev = (uint64_t)sb.st_dev, me->ino = (uint64_t)sb.st_ino;
     return HOOP_OK;
+}
+
+/* Opens and maps rank q's copy through /proc; NULL when that is not possible (another
+ * PID namespace, a /proc that hides other processes). The identity check makes sure a
+ * process that happens to have the same pid elsewhere is never mapped by mistake. */
+static void *map_peer(const seg_rec *r, size_t len)
+{
+    char path[64];
+    struct stat sb;
+    if (r->fd < 0) return NULL;
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)r->pid, (int)r->fd);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_dev == r->dev && (uint64_t)sb.st_ino == r->ino &&
+        (uint64_t)sb.st_size == len)
+        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    return p == MAP_FAILED ? NULL : p;
 }
 
 /* Maps every peer's copy; 1 when all of them are mapped. */
 static int map_peers(hoop_comm *comm, hoop__seg *g, const seg_rec *all)
 {
     int ok = 1;
-    for (int q = 0; q < comm->world_size; q++) {
-        if (q == comm->rank) continue;
-        const seg_rec *r = &all[q];
-        struct stat sb;
-        int fd = r->named ? shm_open(r->name, O_RDWR | O_CLOEXEC, 0) : -1;
-        if (fd < 0 || fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != g->len) {
-            if (fd >= 0) close(fd);
-            ok = 0;
-            continue;
-        }
-        void *p = mmap(NULL, g->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        close(fd);
-        if (p == MAP_FAILED) {
-            ok = 0;
-            continue;
-        }
-        g->base[q] = p;
-    }
+    for (int q = 0; q < comm->world_size; q++)
+        if (q != comm->rank && !(g->base[q] = map_peer(&all[q], g->len))) ok = 0;
+    if (!ok)
+        HOOP_INFO(COLL, "rank %d: cannot map every peer's copy through /proc; no direct",
+                  comm->rank);
     return ok;
 }
 
@@ -134,8 +131,8 @@ static hoop_status share(hoop_comm *comm, hoop__seg *g, seg_rec *me)
     HOOP_CHECK(hoop__calloc(&all, (size_t)comm->world_size));
     HOOP_CHECK_GOTO(hoop_allgather(comm, me, all, sizeof(*me), HOOP_DTYPE_U8, NULL), st, out);
     HOOP_CHECK_GOTO(check_sizes(comm, all), st, out);
-    ok = me->named && map_peers(comm, g, all);
-    /* After this every peer has opened (or given up on) our name. */
+    ok = me->fd >= 0 && map_peers(comm, g, all);
+    /* After this every peer has opened (or given up on) our memfd. */
     HOOP_CHECK_GOTO(hoop_allreduce(comm, &ok, &ok, 1, HOOP_DTYPE_I32, HOOP_OP_MIN, NULL), st, out);
     g->direct = ok == 1;
 out:
@@ -153,18 +150,16 @@ hoop_status hoop_comm_alloc_shared(hoop_comm *comm, size_t bytes, void **ptr)
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_comm_alloc_shared: bytes=%zu is not in [1, %zu]",
                           bytes, SIZE_MAX / 2);
     hoop__seg *g;
-    seg_rec me = {.bytes = bytes};
+    seg_rec me = {.bytes = bytes, .fd = -1};
+    int fd = -1;
     hoop_status st = HOOP_OK;
     HOOP_CHECK(hoop__calloc(&g, 1));
     g->len = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
     me.len = g->len;
     HOOP_CHECK_GOTO(hoop__calloc(&g->base, (size_t)comm->world_size), st, fail);
-    /* Everyone present first: a rank that waits for a late peer holds no name (a kill
-     * then leaves nothing in /dev/shm; the window left is the few ms of the swap). */
-    if (comm->world_size > 1) HOOP_CHECK_GOTO(hoop_barrier(comm, NULL), st, fail);
-    HOOP_CHECK_GOTO(create_own(comm, g, &me), st, fail);
+    HOOP_CHECK_GOTO(create_own(comm, g, &me, &fd), st, fail);
     if (comm->world_size > 1) st = share(comm, g, &me);
-    if (me.named) shm_unlink(me.name);
+    if (fd >= 0) close(fd); /* the mappings keep the memory */
     if (st != HOOP_OK) goto fail;
     if (!g->direct) /* keep our copy only */
         for (int q = 0; q < comm->world_size; q++)
@@ -188,6 +183,12 @@ hoop_status hoop_comm_free_shared(hoop_comm *comm, void *ptr)
     for (hoop__seg **at = &comm->segs; *at; at = &(*at)->next) {
         hoop__seg *g = *at;
         if (g->base[comm->rank] != ptr) continue;
+        int n = atomic_load(&g->inflight);
+        if (n > 0)
+            return HOOP_ERROR(HOOP_ERR_USAGE,
+                              "hoop_comm_free_shared: %d collective(s) on %p are still in flight; "
+                              "wait for them first",
+                              n, ptr);
         *at = g->next;
         seg_unmap(g, comm->world_size);
         return HOOP_OK;
@@ -207,10 +208,10 @@ void hoop__comm_free_segs(hoop_comm *comm)
     }
 }
 
-const hoop__seg *hoop__seg_find(const hoop_comm *comm, const void *ptr, size_t bytes)
+hoop__seg *hoop__seg_find(const hoop_comm *comm, const void *ptr, size_t bytes)
 {
     const char *p = ptr;
-    for (const hoop__seg *g = comm->segs; g && p; g = g->next) {
+    for (hoop__seg *g = comm->segs; g && p; g = g->next) {
         const char *b = g->base[comm->rank];
         if (p >= b && p < b + g->len) return (size_t)(b + g->len - p) >= bytes ? g : NULL;
     }
