@@ -141,8 +141,9 @@ HOOP_API hoop_status hoop_comm_alloc_shared(hoop_comm *comm, size_t bytes, void 
 /* Releases memory from hoop_comm_alloc_shared on this comm: unmaps this rank's copy and
  * its views of the peers' copies. Local (not collective). Accepts NULL.
  * hoop_comm_destroy releases what is left. Errors: HOOP_ERR_INVALID when ptr is not the
- * start of such memory; HOOP_ERR_USAGE (nothing released) while a collective whose
- * buffers lie in it is still queued or running: wait for it first. Call from the thread
+ * start of such memory; HOOP_ERR_USAGE (nothing released) while a collective on this
+ * comm whose buffers lie in it is still queued or running: wait for it first (calls on
+ * other communicators are not tracked: do not free under them). Call from the thread
  * that issues collectives. */
 HOOP_API hoop_status hoop_comm_free_shared(hoop_comm *comm, void *ptr);
 

@@ -108,9 +108,11 @@ hoop_status hoop__wait_done_ns(hoop_request *req, int64_t timeout_ms, int64_t *d
     return st;
 }
 
-hoop_status hoop_wait(hoop_request *req, int64_t timeout_ms)
+/* hoop_wait; *collected = 1 when it reported the completion (and dropped the caller's
+ * reference), 0 when its own deadline passed first (the reference is still held). */
+static hoop_status wait_req(hoop_request *req, int64_t timeout_ms, int *collected)
 {
-    if (!req) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_wait: req is NULL");
+    *collected = 0;
     int64_t start = hoop__now_ns();
     int64_t deadline = hoop__deadline_ns(timeout_ms < 0 ? req->timeout_ms : timeout_ms);
     /* Drive progress ourselves for a while: no thread hand-off on the fast path. */
@@ -143,7 +145,15 @@ hoop_status hoop_wait(hoop_request *req, int64_t timeout_ms)
         }
     }
     pthread_mutex_unlock(&req->mu);
+    *collected = 1;
     return collect(req);
+}
+
+hoop_status hoop_wait(hoop_request *req, int64_t timeout_ms)
+{
+    int collected;
+    if (!req) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_wait: req is NULL");
+    return wait_req(req, timeout_ms, &collected);
 }
 
 // ----------------------------------------------------------------- enqueue
@@ -203,10 +213,12 @@ static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **r
         *req = r;
         return HOOP_OK;
     }
-    hoop_status st = hoop_wait(r, -1);
-    /* A timed-out blocking call leaves the request with the progress thread: drop the
-     * caller's reference, nobody can wait for it again. */
-    if (st == HOOP_ERR_TIMEOUT) hoop__request_release(r);
+    int collected;
+    hoop_status st = wait_req(r, -1, &collected);
+    /* A blocking call whose wait gave up leaves the request with the progress thread:
+     * drop the caller's reference, nobody can wait for it again. (A call that completed
+     * with HOOP_ERR_TIMEOUT, the comm's deadline, was collected like any other.) */
+    if (!collected) hoop__request_release(r);
     return st;
 }
 
