@@ -20,6 +20,7 @@
 #include "core/clock.h"
 
 #define WAIT_SPIN_NS (50 * 1000) /* drive progress while it moves, then this long idle */
+#define WAIT_GRACE_MS 500        /* see wait_req */
 /* AUTO runs direct on shared buffers from here up: measured crossovers against rd on
  * 2 ranks (one token exchange) and against ring on more (two ring barriers). */
 #define DIRECT_MIN_BYTES(n) ((n) == 2 ? (8 << 10) : (64 << 10))
@@ -114,7 +115,11 @@ static hoop_status wait_req(hoop_request *req, int64_t timeout_ms, int *collecte
 {
     *collected = 0;
     int64_t start = hoop__now_ns();
-    int64_t deadline = hoop__deadline_ns(timeout_ms < 0 ? req->timeout_ms : timeout_ms);
+    /* Under the comm's own timeout, give the progress thread a moment past it: its
+     * failure names the call and the rank it was waiting for, ours could not. */
+    int64_t deadline = hoop__deadline_ns(timeout_ms >= 0       ? timeout_ms
+                                         : req->timeout_ms < 0 ? -1
+                                                               : req->timeout_ms + WAIT_GRACE_MS);
     /* Drive progress ourselves for a while: no thread hand-off on the fast path. */
     hoop_comm *comm = atomic_load(&req->done) ? NULL : req->comm;
     if (comm) atomic_fetch_add(&comm->drivers, 1);

@@ -333,6 +333,13 @@ uint64_t hoop__exec_bytes_sent(const hoop__exec *x)
     return x->env.bytes_sent;
 }
 
+int hoop__exec_waiting_peer(const hoop__exec *x)
+{
+    for (size_t i = 0; x && i < x->s->n; i++)
+        if (x->state[i] != ST_DONE) return is_local(&x->s->steps[i]) ? -1 : x->s->steps[i].peer;
+    return -1;
+}
+
 int hoop__exec_failed_peer(const hoop__exec *x)
 {
     return x->env.failed_peer;

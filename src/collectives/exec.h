@@ -36,6 +36,9 @@ hoop_status hoop__exec_progress(hoop__exec *x, int allow_recv, int *progressed, 
 
 /* Bytes sent so far by this execution. */
 uint64_t hoop__exec_bytes_sent(const hoop__exec *x);
+/* The peer of the first step that is not done (for timeout messages), or -1 when every
+ * step is done or the first pending one is local. */
+int hoop__exec_waiting_peer(const hoop__exec *x);
 /* The peer whose link failed the last progress call, or -1. */
 int hoop__exec_failed_peer(const hoop__exec *x);
 

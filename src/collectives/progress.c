@@ -409,10 +409,16 @@ static void op_progress(hoop_comm *comm, int *progressed)
         finish_op(comm);
         *progressed = 1;
     } else if (hoop__now_ns() > comm->cur_deadline) {
-        char d[160], msg[300];
+        char d[160], why[80] = "", msg[400];
+        /* Say whom this rank was waiting for: the predecessor's header, or the peer of
+         * the first step not done (a rank that never called, or one stuck behind it). */
+        int peer = comm->hdr_rreq ? comm->prev : hoop__exec_waiting_peer(comm->exec);
+        if (peer >= 0)
+            snprintf(why, sizeof(why), "; still waiting for %s from rank %d",
+                     comm->hdr_rreq ? "the call's header" : "data", peer);
         hoop__hdr_describe(&comm->cur->hdr, d, sizeof(d));
-        snprintf(msg, sizeof(msg), "rank %d: %s did not finish within HOOP_TIMEOUT (%lld ms)",
-                 comm->rank, d, (long long)comm->timeout_ms);
+        snprintf(msg, sizeof(msg), "rank %d: %s did not finish within HOOP_TIMEOUT (%lld ms)%s",
+                 comm->rank, d, (long long)comm->timeout_ms, why);
         fail_local(comm, HOOP_ERR_TIMEOUT, -1, &comm->cur->hdr, NULL, msg, 1);
     }
 }
