@@ -242,6 +242,18 @@ static int algo_is_auto(const bench_ctx *c)
     return strcmp(algo_label(c), "auto") == 0 && c->o.coll == BENCH_ALLREDUCE;
 }
 
+static int algo_is_direct(const bench_ctx *c)
+{
+    return strcmp(algo_label(c), "direct") == 0 && c->o.coll == BENCH_ALLREDUCE;
+}
+
+/* The per-row algorithm column: under auto, and under direct (whose out-of-place calls
+ * and plain buffers fall back to the cost model). */
+static int algo_column(const bench_ctx *c)
+{
+    return algo_is_auto(c) || algo_is_direct(c);
+}
+
 static void print_header(const bench_ctx *c)
 {
     char b1[64], b2[64];
@@ -262,7 +274,7 @@ static void print_header(const bench_ctx *c)
            "in-place");
     printf("# %10s  %12s  %6s  %6s  %6s", "size", "count", "type", "redop", "root");
     for (int p = 0; p < 2; p++) printf("  %10s  %8s  %8s  %6s", "time", "algbw", "busbw", "#wrong");
-    printf("%s\n# %10s  %12s  %6s  %6s  %6s", algo_is_auto(c) ? "  algo" : "", "(B)", "(elements)",
+    printf("%s\n# %10s  %12s  %6s  %6s  %6s", algo_column(c) ? "  algo" : "", "(B)", "(elements)",
            "", "", "");
     for (int p = 0; p < 2; p++) printf("  %10s  %8s  %8s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
     printf("\n");
@@ -406,12 +418,13 @@ static int run_size(bench_ctx *c, size_t size)
     double factor = bench_bus_factor(c->o.coll, c->bc.world_size);
     hoop_status st;
     *row = (bench_row){.bytes = L.bytes, .count = L.count, .wrong = {-1, -1}};
-    if (algo_is_auto(c)) {
+    if (algo_column(c)) {
         int64_t chunk = 0;
         (void)hoop__env_int("HOOP_CHUNK_BYTES", &chunk);
         row->algo = hoop_algo_name(
             hoop__algo_pick(HOOP_ALGO_AUTO, c->bc.world_size, L.bytes, (size_t)chunk));
-        size_t min = c->bc.world_size == 2 ? 8 << 10 : 64 << 10; /* as hoop_allreduce */
+        /* as hoop_allreduce: in place on shared memory, from these sizes up under auto */
+        size_t min = algo_is_direct(c) ? 0 : c->bc.world_size == 2 ? 8 << 10 : 64 << 10;
         if (L.bytes >= min && hoop_comm_is_shared(c->comm, c->recv, L.bytes)) {
             snprintf(row->algo_buf, sizeof(row->algo_buf), "%s|direct", row->algo);
             row->algo = row->algo_buf;
