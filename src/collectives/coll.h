@@ -45,6 +45,8 @@ typedef enum hoop__step_kind {
     HOOP__STEP_COPY,        /* buf[off] = src_buf[src_off] (local) */
     HOOP__STEP_DIRECT,      /* bytes [off, off+bytes) of the call's buffer = op over every
                              * rank's copy, written into every copy (local, direct.c) */
+    HOOP__STEP_DIRECT_OWN,  /* the same, written into this rank's copy only */
+    HOOP__STEP_DIRECT_COPY, /* this rank's copy of [off, off+bytes) = rank peer's copy */
 } hoop__step_kind;
 
 typedef struct hoop__step {
@@ -176,12 +178,14 @@ hoop_status hoop__broadcast_chain(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__reduce_chain(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__barrier_ring(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__allreduce_direct(const hoop__coll_args *a, hoop__sched *s);
+hoop_status hoop__allgather_direct(const hoop__coll_args *a, hoop__sched *s);
+hoop_status hoop__reduce_scatter_direct(const hoop__coll_args *a, hoop__sched *s);
 
 /* direct.c: the elements of bytes [off, off + bytes) of the n copies bufs[q] = op over
  * the copies, combined from rank me on, in ring order (AVG divides on the last
- * combination), reduced into bufs[me] and copied into every other copy. */
+ * combination), reduced into bufs[me] and, when copy_out, copied into every other copy. */
 void hoop__direct_reduce(hoop_dtype dtype, hoop_op op, char *const *bufs, int n, int me, size_t off,
-                         size_t bytes, size_t elem);
+                         size_t bytes, size_t elem, int copy_out);
 
 /* Number of chunks of chunk_bytes needed for bytes (0 for 0 bytes). */
 size_t hoop__nchunks(size_t bytes, size_t chunk_bytes);

@@ -261,21 +261,28 @@ static hoop_status check_root(const char *fn, hoop_comm *comm, int root)
     return HOOP_OK;
 }
 
-/* The segment an all-reduce may run direct on: in place, wholly inside memory every rank
- * maps, under AUTO from DIRECT_MIN_BYTES up or under DIRECT at any size. Every input is
- * the same on every rank of a correct program, so ranks choose alike; the header carries
- * the choice, the segment and the offset, so a program that differs fails as a mismatch. */
-static hoop__seg *direct_seg(hoop_comm *comm, hoop_algo want, const hoop__coll_args *a)
+/* Makes call a run direct when it may: in place, its whole buffer (base, bytes) inside
+ * memory every rank maps, under AUTO from DIRECT_MIN_BYTES up or under DIRECT at any
+ * size. Every input is the same on every rank of a correct program, so ranks choose
+ * alike; the header carries the choice, the segment and the offset, so a program that
+ * differs fails as a mismatch. */
+static void try_direct(hoop_comm *comm, hoop__coll_args *a, const void *base, size_t bytes,
+                       int in_place)
 {
-    size_t elem = hoop_dtype_size(a->dtype), bytes = a->count * elem;
-    if (comm->world_size < 2 || a->sendbuf != a->recvbuf || !comm->segs) return NULL;
+    hoop_algo want = (hoop_algo)atomic_load(&comm->algo);
+    size_t elem = hoop_dtype_size(a->dtype);
+    if (comm->world_size < 2 || !in_place || !comm->segs) return;
     if (want != HOOP_ALGO_DIRECT &&
         (want != HOOP_ALGO_AUTO || bytes < DIRECT_MIN_BYTES(comm->world_size)))
-        return NULL;
-    hoop__seg *g = hoop__seg_find(comm, a->recvbuf, bytes);
-    if (!g || !g->direct) return NULL;
-    size_t off = (size_t)((const char *)a->recvbuf - g->base[comm->rank]);
-    return off % elem == 0 && off / elem <= INT32_MAX ? g : NULL;
+        return;
+    hoop__seg *g = hoop__seg_find(comm, base, bytes);
+    if (!g || !g->direct) return;
+    size_t off = (size_t)((const char *)base - g->base[comm->rank]);
+    if (off % elem != 0 || off / elem > INT32_MAX) return;
+    a->algo = HOOP_ALGO_DIRECT;
+    a->seg_base = g->base;
+    a->seg_off = off;
+    a->root = (int)g->id;
 }
 
 hoop_status hoop_allreduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -290,17 +297,11 @@ hoop_status hoop_allreduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, 
                          .count = count,
                          .dtype = dtype,
                          .op = op};
-    hoop_algo want = (hoop_algo)atomic_load(&comm->algo);
-    hoop__seg *g = direct_seg(comm, want, &a);
-    if (g) {
-        a.algo = HOOP_ALGO_DIRECT;
-        a.seg_base = g->base;
-        a.seg_off = (size_t)((char *)recvbuf - g->base[comm->rank]);
-        a.root = (int)g->id;
-    } else {
-        a.algo = hoop__algo_pick(want, comm->world_size, count * hoop_dtype_size(dtype),
+    size_t bytes = count * hoop_dtype_size(dtype);
+    try_direct(comm, &a, recvbuf, bytes, sendbuf == recvbuf);
+    if (a.algo != HOOP_ALGO_DIRECT)
+        a.algo = hoop__algo_pick((hoop_algo)atomic_load(&comm->algo), comm->world_size, bytes,
                                  comm->chunk_bytes);
-    }
     return enqueue(comm, &a, req);
 }
 
@@ -348,6 +349,9 @@ hoop_status hoop_allgather(hoop_comm *comm, const void *sendbuf, void *recvbuf, 
                          .recvbuf = recvbuf,
                          .count = count,
                          .dtype = dtype};
+    size_t block = count * hoop_dtype_size(dtype);
+    try_direct(comm, &a, recvbuf, block * (size_t)comm->world_size,
+               sendbuf == (const char *)recvbuf + block * (size_t)comm->rank);
     return enqueue(comm, &a, req);
 }
 
@@ -363,6 +367,9 @@ hoop_status hoop_reduce_scatter(hoop_comm *comm, const void *sendbuf, void *recv
                          .count = count,
                          .dtype = dtype,
                          .op = op};
+    size_t block = count * hoop_dtype_size(dtype);
+    try_direct(comm, &a, sendbuf, block * (size_t)comm->world_size,
+               recvbuf == (const char *)sendbuf + block * (size_t)comm->rank);
     return enqueue(comm, &a, req);
 }
 

@@ -97,8 +97,43 @@ hoop_status hoop__allreduce_direct(const hoop__coll_args *a, hoop__sched *s)
     return s->err;
 }
 
+/* In-place all-gather (block r of rank r's copy is its contribution): after arrival,
+ * each rank copies every other rank's block from that rank's copy into its own. */
+hoop_status hoop__allgather_direct(const hoop__coll_args *a, hoop__sched *s)
+{
+    int n = a->world_size, r = a->rank;
+    size_t block = a->count * a->elem;
+    int32_t last = n == 2 ? -1 : ring_barrier(s, r, n, -1);
+    for (int k = 1; k < n; k++) {
+        int q = (r + k) % n;
+        last = hoop__sched_add(s, (hoop__step){.kind = HOOP__STEP_DIRECT_COPY,
+                                               .peer = q,
+                                               .dep = {last, -1},
+                                               .off = (size_t)q * block,
+                                               .bytes = block});
+    }
+    barrier(s, r, n, last);
+    return s->err;
+}
+
+/* In-place reduce-scatter (rank r's result lands in block r of its own copy): after
+ * arrival, each rank reduces its block over every copy into its own copy only. */
+hoop_status hoop__reduce_scatter_direct(const hoop__coll_args *a, hoop__sched *s)
+{
+    int n = a->world_size, r = a->rank;
+    size_t block = a->count * a->elem;
+    int32_t arrived = n == 2 ? -1 : ring_barrier(s, r, n, -1);
+    int32_t mine = hoop__sched_add(s, (hoop__step){.kind = HOOP__STEP_DIRECT_OWN,
+                                                   .peer = r,
+                                                   .dep = {arrived, -1},
+                                                   .off = (size_t)r * block,
+                                                   .bytes = block});
+    barrier(s, r, n, mine);
+    return s->err;
+}
+
 void hoop__direct_reduce(hoop_dtype dtype, hoop_op op, char *const *bufs, int n, int me, size_t off,
-                         size_t bytes, size_t elem)
+                         size_t bytes, size_t elem, int copy_out)
 {
     for (size_t p = off; p < off + bytes; p += PIECE) {
         size_t len = off + bytes - p < PIECE ? off + bytes - p : PIECE;
@@ -106,6 +141,6 @@ void hoop__direct_reduce(hoop_dtype dtype, hoop_op op, char *const *bufs, int n,
         for (int k = 1; k < n; k++)
             hoop__reduce(dtype, op, acc, acc, bufs[(me + k) % n] + p, len / elem,
                          k == n - 1 ? n : 0);
-        for (int k = 1; k < n; k++) memcpy(bufs[(me + k) % n] + p, acc, len);
+        for (int k = 1; copy_out && k < n; k++) memcpy(bufs[(me + k) % n] + p, acc, len);
     }
 }

@@ -79,7 +79,8 @@ static int staged(const hoop__step *st)
 
 static int is_local(const hoop__step *st)
 {
-    return st->kind == HOOP__STEP_COPY || st->kind == HOOP__STEP_DIRECT;
+    return st->kind == HOOP__STEP_COPY || st->kind == HOOP__STEP_DIRECT ||
+           st->kind == HOOP__STEP_DIRECT_OWN || st->kind == HOOP__STEP_DIRECT_COPY;
 }
 
 /* Groups the step indices by (direction, peer) into lanes; cnt has 2n+1 zeroed slots. */
@@ -189,9 +190,11 @@ static void run_locals(hoop__exec *x, int allow_recv, int *progressed)
         char *const *seg = x->env.seg_base;
         size_t off = x->env.seg_off + st->off;
         if (st->kind != HOOP__STEP_COPY && !allow_recv) return;
-        if (st->kind == HOOP__STEP_DIRECT) {
-            hoop__direct_reduce(x->env.dtype, x->env.op, seg, x->env.world_size, st->peer, off,
-                                st->bytes, x->env.elem);
+        if (st->kind == HOOP__STEP_DIRECT || st->kind == HOOP__STEP_DIRECT_OWN) {
+            hoop__direct_reduce(x->env.dtype, x->env.op, seg, x->env.world_size, x->env.rank, off,
+                                st->bytes, x->env.elem, st->kind == HOOP__STEP_DIRECT);
+        } else if (st->kind == HOOP__STEP_DIRECT_COPY) {
+            memcpy(seg[x->env.rank] + off, seg[st->peer] + off, st->bytes);
         } else {
             memmove(at(x, st->buf, st->off), at(x, st->src_buf, st->src_off), st->bytes);
         }

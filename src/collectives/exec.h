@@ -11,7 +11,7 @@ typedef struct hoop__exec hoop__exec;
 
 /* What the executor borrows from the communicator for one collective. */
 typedef struct hoop__exec_env {
-    int world_size;
+    int world_size, rank;
     struct hoop_tp_comm **send, **recv; /* per peer; NULL where not connected */
     void *bufs[HOOP__NBUF];             /* indexed by HOOP__BUF_* */
     char *slots;                        /* nslots x slot_bytes staging buffers */

@@ -51,12 +51,11 @@ static const char *coll_name(int c)
 
 void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap)
 {
-    if (h->coll == HOOP__COLL_ALLREDUCE && h->algo == HOOP_ALGO_DIRECT) {
-        snprintf(buf, cap,
-                 "allreduce(count=%llu, %s, %s, algo=direct, shared buffer %d at element %d) #%llu",
-                 (unsigned long long)h->count, hoop_dtype_name((hoop_dtype)h->dtype),
-                 hoop_op_name((hoop_op)h->op), (int)h->root, (int)h->aux,
-                 (unsigned long long)h->seq);
+    if (h->algo == HOOP_ALGO_DIRECT) {
+        snprintf(
+            buf, cap, "%s(count=%llu, %s, %s, algo=direct, shared buffer %d at element %d) #%llu",
+            coll_name(h->coll), (unsigned long long)h->count, hoop_dtype_name((hoop_dtype)h->dtype),
+            hoop_op_name((hoop_op)h->op), (int)h->root, (int)h->aux, (unsigned long long)h->seq);
         return;
     }
     snprintf(buf, cap, "%s(count=%llu, %s, %s, root=%d, algo=%s) #%llu", coll_name(h->coll),
@@ -244,8 +243,11 @@ static hoop__sched_fn sched_fn(const hoop__coll_args *a)
         return hoop__allreduce_ring;
     case HOOP__COLL_BROADCAST: return hoop__broadcast_chain;
     case HOOP__COLL_REDUCE: return hoop__reduce_chain;
-    case HOOP__COLL_ALLGATHER: return hoop__allgather_ring;
-    case HOOP__COLL_REDUCE_SCATTER: return hoop__reduce_scatter_ring;
+    case HOOP__COLL_ALLGATHER:
+        return a->algo == HOOP_ALGO_DIRECT ? hoop__allgather_direct : hoop__allgather_ring;
+    case HOOP__COLL_REDUCE_SCATTER:
+        return a->algo == HOOP_ALGO_DIRECT ? hoop__reduce_scatter_direct
+                                           : hoop__reduce_scatter_ring;
     default: return hoop__barrier_ring;
     }
 }
@@ -262,7 +264,8 @@ static void run_local(struct hoop_request *r)
 /* HOOP_DEBUG=TRACE HOOP_DEBUG_SUBSYS=COLL prints every schedule, step by step. */
 static void sched_trace(const hoop_comm *comm, const hoop__sched *s)
 {
-    static const char *kinds[] = {"send", "recv", "recv+reduce", "copy", "direct"};
+    static const char *kinds[] = {
+        "send", "recv", "recv+reduce", "copy", "direct", "direct (own copy)", "direct copy"};
     if (!hoop__log_on(HOOP_LOG_TRACE, HOOP_LOG_COLL)) return;
     for (size_t i = 0; i < s->n; i++) {
         const hoop__step *st = &s->steps[i];
@@ -287,6 +290,7 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
         comm->scratch_cap = comm->sched.scratch_bytes;
     }
     hoop__exec_env env = {.world_size = comm->world_size,
+                          .rank = comm->rank,
                           .send = comm->send,
                           .recv = comm->recv,
                           .bufs = {(void *)a->sendbuf, a->recvbuf, comm->scratch, comm->token},
