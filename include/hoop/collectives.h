@@ -79,12 +79,15 @@ HOOP_API hoop_status hoop_reduce(hoop_comm *comm, const void *sendbuf, void *rec
                                  hoop_dtype dtype, hoop_op op, int root, hoop_request **req);
 
 /* recvbuf (world_size x count elements) receives rank r's sendbuf (count elements) at
- * offset r x count, on every rank. Ring, (n-1)/n x total bytes per rank. */
+ * offset r x count, on every rank. Ring, (n-1)/n x total bytes per rank; in place on
+ * memory from hoop_comm_alloc_shared, direct (each rank copies the others' blocks from
+ * their copies). */
 HOOP_API hoop_status hoop_allgather(hoop_comm *comm, const void *sendbuf, void *recvbuf,
                                     size_t count, hoop_dtype dtype, hoop_request **req);
 
 /* sendbuf holds world_size x count elements; rank r's recvbuf (count elements) receives
- * op over ranks of block r. Ring, (n-1)/n x total bytes per rank. */
+ * op over ranks of block r. Ring, (n-1)/n x total bytes per rank; in place on memory
+ * from hoop_comm_alloc_shared, direct (rank r reduces block r over every rank's copy). */
 HOOP_API hoop_status hoop_reduce_scatter(hoop_comm *comm, const void *sendbuf, void *recvbuf,
                                          size_t count, hoop_dtype dtype, hoop_op op,
                                          hoop_request **req);

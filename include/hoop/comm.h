@@ -129,10 +129,14 @@ HOOP_API int hoop_comm_local_rank(const hoop_comm *comm);
  * through a transport: per rank, (n-1)/n of the bytes are read from peers and written
  * back, against 2(n-1)/n sent and received through rings by the ring algorithm. This is
  * the single-copy intra-node scheme of registered buffers (NCCL's user-buffer
- * registration, MPI-3's MPI_Win_allocate_shared). Anywhere else (ranks on several hosts,
- * HOOP_TRANSPORT=tcp, no /dev/shm) the memory is private and collectives on it run as on
- * any memory. Under the AUTO algorithm, direct is chosen from 8 KiB up on 2 ranks and
- * from 64 KiB up on more (measured crossovers).
+ * registration, MPI-3's MPI_Win_allocate_shared). In-place all-gathers and
+ * reduce-scatters whose world_size x count elements lie in such memory run direct too:
+ * each rank copies the other ranks' blocks from their copies, or reduces its own block
+ * over every copy into its own. Anywhere else (ranks on several hosts,
+ * HOOP_TRANSPORT=tcp, /proc not usable between the processes) the memory is private and
+ * collectives on it run as on any memory. Under the AUTO algorithm, direct is chosen
+ * from 8 KiB (the whole buffer) up on 2 ranks and from 64 KiB up on more (measured
+ * crossovers); under DIRECT at any size.
  * Errors: HOOP_ERR_INVALID (NULL comm or ptr, bytes 0), HOOP_ERR_MISMATCH (ranks asked
  * for different sizes; names both), HOOP_ERR_NOMEM, HOOP_ERR_SYSTEM, or the error that
  * failed the comm. Call from the thread that issues collectives. */

@@ -26,6 +26,9 @@
  * 2(n-1)/n through rings, each byte copied in and out, for the ring algorithm. The scheme
  * is the single-copy intra-node all-reduce of registered buffers (NCCL's user-buffer
  * registration, MPI-3 shared-memory windows); the barrier is the ring barrier of chain.c.
+ * In-place all-gather and reduce-scatter follow the same three phases, with step 2 being
+ * "copy every other rank's block from its copy" or "reduce my block over every copy into
+ * my own copy".
  *
  * Owns nothing. Thread-safety: schedules are built and run by the progress thread.
  */
