@@ -539,6 +539,15 @@ static void bad_args(h_rank *h)
         h_fail(h, "bad dtype was not rejected");
     if (hoop_allreduce(NULL, v, v, 4, HOOP_DTYPE_I32, HOOP_OP_SUM, NULL) != HOOP_ERR_INVALID)
         h_fail(h, "NULL comm was not rejected");
+    /* Reductions read elements: a buffer off their alignment is refused, naming it; a
+     * byte copy (all-gather of u8) does not care. */
+    char *odd = (char *)v + 2;
+    if (hoop_allreduce(c, odd, odd, 1, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL) != HOOP_ERR_INVALID ||
+        !strstr(hoop_last_error(), "not aligned to the 4-byte elements of f32"))
+        h_fail(h, "a misaligned f32 buffer was not rejected: %s", hoop_last_error());
+    if (hoop_reduce_scatter(c, v, odd, 1, HOOP_DTYPE_I32, HOOP_OP_SUM, NULL) != HOOP_ERR_INVALID ||
+        !strstr(hoop_last_error(), "recvbuf"))
+        h_fail(h, "a misaligned reduce-scatter recvbuf was not rejected: %s", hoop_last_error());
     /* Rejected calls were never queued: the comm still works. */
     v[0] = 1;
     if (hoop_allreduce(c, v, v, 1, HOOP_DTYPE_I32, HOOP_OP_SUM, NULL) != HOOP_OK || v[0] != h->n)

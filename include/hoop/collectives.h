@@ -17,6 +17,8 @@
  *   - f16 and bf16 are combined in f32 and each combination is rounded once to the
  *     destination type (round to nearest even).
  *   - Results are bitwise identical on every rank.
+ *   - Buffers that are reduced (all-reduce, reduce, reduce-scatter) must be aligned to
+ *     their elements (as any typed access in C); others may lie at any byte.
  *   - Errors: HOOP_ERR_INVALID (bad argument, named), HOOP_ERR_MISMATCH (ranks called
  *     different collectives, counts, dtypes, ops, roots or algorithms; the message names
  *     both calls), HOOP_ERR_REMOTE (a peer died or closed; named), HOOP_ERR_TIMEOUT.

@@ -253,6 +253,20 @@ static hoop_status check_buf(const char *fn, const char *what, const void *p, si
     return HOOP_OK;
 }
 
+/* A buffer that is reduced (read as elements of dtype) must be aligned to its elements,
+ * as C requires of any typed access. */
+static hoop_status check_rbuf(const char *fn, const char *what, const void *p, size_t count,
+                              hoop_dtype dtype)
+{
+    HOOP_CHECK(check_buf(fn, what, p, count));
+    size_t elem = hoop_dtype_size(dtype);
+    if (count > 0 && (uintptr_t)p % elem != 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s: %s %p is not aligned to the %zu-byte elements of %s", fn, what, p,
+                          elem, hoop_dtype_name(dtype));
+    return HOOP_OK;
+}
+
 static hoop_status check_root(const char *fn, hoop_comm *comm, int root)
 {
     if (root < 0 || root >= comm->world_size)
@@ -289,8 +303,8 @@ hoop_status hoop_allreduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, 
                            hoop_dtype dtype, hoop_op op, hoop_request **req)
 {
     HOOP_CHECK(check_common("hoop_allreduce", comm, count, dtype, op, 1));
-    HOOP_CHECK(check_buf("hoop_allreduce", "sendbuf", sendbuf, count));
-    HOOP_CHECK(check_buf("hoop_allreduce", "recvbuf", recvbuf, count));
+    HOOP_CHECK(check_rbuf("hoop_allreduce", "sendbuf", sendbuf, count, dtype));
+    HOOP_CHECK(check_rbuf("hoop_allreduce", "recvbuf", recvbuf, count, dtype));
     hoop__coll_args a = {.coll = HOOP__COLL_ALLREDUCE,
                          .sendbuf = sendbuf,
                          .recvbuf = recvbuf,
@@ -326,8 +340,8 @@ hoop_status hoop_reduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, siz
 {
     HOOP_CHECK(check_common("hoop_reduce", comm, count, dtype, op, 1));
     HOOP_CHECK(check_root("hoop_reduce", comm, root));
-    HOOP_CHECK(check_buf("hoop_reduce", "sendbuf", sendbuf, count));
-    if (comm->rank == root) HOOP_CHECK(check_buf("hoop_reduce", "recvbuf", recvbuf, count));
+    HOOP_CHECK(check_rbuf("hoop_reduce", "sendbuf", sendbuf, count, dtype));
+    if (comm->rank == root) HOOP_CHECK(check_rbuf("hoop_reduce", "recvbuf", recvbuf, count, dtype));
     hoop__coll_args a = {.coll = HOOP__COLL_REDUCE,
                          .sendbuf = sendbuf,
                          .recvbuf = recvbuf,
@@ -359,8 +373,8 @@ hoop_status hoop_reduce_scatter(hoop_comm *comm, const void *sendbuf, void *recv
                                 hoop_dtype dtype, hoop_op op, hoop_request **req)
 {
     HOOP_CHECK(check_common("hoop_reduce_scatter", comm, count, dtype, op, 1));
-    HOOP_CHECK(check_buf("hoop_reduce_scatter", "sendbuf", sendbuf, count));
-    HOOP_CHECK(check_buf("hoop_reduce_scatter", "recvbuf", recvbuf, count));
+    HOOP_CHECK(check_rbuf("hoop_reduce_scatter", "sendbuf", sendbuf, count, dtype));
+    HOOP_CHECK(check_rbuf("hoop_reduce_scatter", "recvbuf", recvbuf, count, dtype));
     hoop__coll_args a = {.coll = HOOP__COLL_REDUCE_SCATTER,
                          .sendbuf = sendbuf,
                          .recvbuf = recvbuf,
