@@ -58,10 +58,18 @@ void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap)
             hoop_op_name((hoop_op)h->op), (int)h->root, (int)h->aux, (unsigned long long)h->seq);
         return;
     }
-    snprintf(buf, cap, "%s(count=%llu, %s, %s, root=%d, algo=%s) #%llu", coll_name(h->coll),
-             (unsigned long long)h->count, hoop_dtype_name((hoop_dtype)h->dtype),
-             hoop_op_name((hoop_op)h->op), (int)h->root, hoop_algo_name((hoop_algo)h->algo),
-             (unsigned long long)h->seq);
+    /* Only what the collective has: an op where it reduces, a root where it has one, the
+     * algorithm where there is a choice (all-reduce). */
+    char op[16] = "", root[24] = "", algo[24] = "";
+    int c = h->coll;
+    if (c == HOOP__COLL_ALLREDUCE || c == HOOP__COLL_REDUCE || c == HOOP__COLL_REDUCE_SCATTER)
+        snprintf(op, sizeof(op), ", %s", hoop_op_name((hoop_op)h->op));
+    if (c == HOOP__COLL_BROADCAST || c == HOOP__COLL_REDUCE)
+        snprintf(root, sizeof(root), ", root=%d", (int)h->root);
+    if (c == HOOP__COLL_ALLREDUCE)
+        snprintf(algo, sizeof(algo), ", algo=%s", hoop_algo_name((hoop_algo)h->algo));
+    snprintf(buf, cap, "%s(count=%llu, %s%s%s%s) #%llu", coll_name(c), (unsigned long long)h->count,
+             hoop_dtype_name((hoop_dtype)h->dtype), op, root, algo, (unsigned long long)h->seq);
 }
 
 static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg);
