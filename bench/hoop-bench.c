@@ -242,16 +242,20 @@ static int algo_is_auto(const bench_ctx *c)
     return strcmp(algo_label(c), "auto") == 0 && c->o.coll == BENCH_ALLREDUCE;
 }
 
-static int algo_is_direct(const bench_ctx *c)
+/* The algorithm is direct, or auto on shared buffers (which may pick direct). */
+static int may_direct(const bench_ctx *c)
 {
-    return strcmp(algo_label(c), "direct") == 0 && c->o.coll == BENCH_ALLREDUCE;
+    const char *a = algo_label(c);
+    return strcmp(a, "direct") == 0 || (c->o.shared && strcmp(a, "auto") == 0);
 }
 
-/* The per-row algorithm column: under auto, and under direct (whose out-of-place calls
- * and plain buffers fall back to the cost model). */
+/* The per-row algorithm column: all-reduce under auto, and every collective that can run
+ * direct (out-of-place calls and plain buffers fall back to the ring or the cost model). */
 static int algo_column(const bench_ctx *c)
 {
-    return algo_is_auto(c) || algo_is_direct(c);
+    int has = c->o.coll == BENCH_ALLREDUCE || c->o.coll == BENCH_ALLGATHER ||
+              c->o.coll == BENCH_REDUCESCATTER;
+    return algo_is_auto(c) || (has && may_direct(c));
 }
 
 static void print_header(const bench_ctx *c)
@@ -421,11 +425,15 @@ static int run_size(bench_ctx *c, size_t size)
     if (algo_column(c)) {
         int64_t chunk = 0;
         (void)hoop__env_int("HOOP_CHUNK_BYTES", &chunk);
-        row->algo = hoop_algo_name(
-            hoop__algo_pick(HOOP_ALGO_AUTO, c->bc.world_size, L.bytes, (size_t)chunk));
-        /* as hoop_allreduce: in place on shared memory, from these sizes up under auto */
-        size_t min = algo_is_direct(c) ? 0 : c->bc.world_size == 2 ? 8 << 10 : 64 << 10;
-        if (L.bytes >= min && hoop_comm_is_shared(c->comm, c->recv, L.bytes)) {
+        row->algo = c->o.coll != BENCH_ALLREDUCE
+                        ? "ring"
+                        : hoop_algo_name(hoop__algo_pick(HOOP_ALGO_AUTO, c->bc.world_size, L.bytes,
+                                                         (size_t)chunk));
+        /* as hoop_allreduce & co: in place on shared memory, from these sizes up under auto */
+        int direct = strcmp(algo_label(c), "direct") == 0;
+        size_t min = direct ? 0 : c->bc.world_size == 2 ? 8 << 10 : 64 << 10;
+        void *whole = c->o.coll == BENCH_REDUCESCATTER ? c->send : c->recv;
+        if (L.bytes >= min && hoop_comm_is_shared(c->comm, whole, L.bytes)) {
             snprintf(row->algo_buf, sizeof(row->algo_buf), "%s|direct", row->algo);
             row->algo = row->algo_buf;
         }
