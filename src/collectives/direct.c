@@ -82,22 +82,27 @@ static size_t share(const hoop__coll_args *a, int q)
     return hoop__part_start(a->count, (size_t)a->world_size, (size_t)q) * a->elem;
 }
 
-hoop_status hoop__allreduce_direct(const hoop__coll_args *a, hoop__sched *s)
+/* Arrival (2 ranks: the matched header says so), one local step on this rank's bytes
+ * [off, off + bytes), departure. */
+static hoop_status arrive_step_leave(const hoop__coll_args *a, hoop__sched *s, hoop__step_kind kind,
+                                     size_t off, size_t bytes)
 {
     int n = a->world_size, r = a->rank;
+    int32_t arrived = n == 2 ? -1 : ring_barrier(s, r, n, -1);
+    int32_t mine = hoop__sched_add(
+        s, (hoop__step){
+               .kind = (uint8_t)kind, .peer = r, .dep = {arrived, -1}, .off = off, .bytes = bytes});
+    barrier(s, r, n, mine); /* nobody still touches this rank's copy */
+    return s->err;
+}
+
+/* In-place all-reduce: this rank's share, reduced and written into every copy. */
+hoop_status hoop__allreduce_direct(const hoop__coll_args *a, hoop__sched *s)
+{
     if (a->sendbuf != a->recvbuf || !a->seg_base)
         return HOOP_INTERNAL_ERROR("direct all-reduce on a buffer that is not shared in place");
-    /* 1. everyone has arrived (2 ranks: the matched header says so) */
-    int32_t arrived = n == 2 ? -1 : ring_barrier(s, r, n, -1);
-    /* 2. this rank's share, reduced and written into every copy */
-    int32_t mine = hoop__sched_add(s, (hoop__step){.kind = HOOP__STEP_DIRECT,
-                                                   .peer = r,
-                                                   .dep = {arrived, -1},
-                                                   .off = share(a, r),
-                                                   .bytes = share(a, r + 1) - share(a, r)});
-    /* 3. nobody still touches this rank's copy */
-    barrier(s, r, n, mine);
-    return s->err;
+    size_t lo = share(a, a->rank), hi = share(a, a->rank + 1);
+    return arrive_step_leave(a, s, HOOP__STEP_DIRECT, lo, hi - lo);
 }
 
 /* In-place all-gather (block r of rank r's copy is its contribution): after arrival,
@@ -119,20 +124,12 @@ hoop_status hoop__allgather_direct(const hoop__coll_args *a, hoop__sched *s)
     return s->err;
 }
 
-/* In-place reduce-scatter (rank r's result lands in block r of its own copy): after
- * arrival, each rank reduces its block over every copy into its own copy only. */
+/* In-place reduce-scatter (rank r's result lands in block r of its own copy): each rank
+ * reduces its block over every copy into its own copy only. */
 hoop_status hoop__reduce_scatter_direct(const hoop__coll_args *a, hoop__sched *s)
 {
-    int n = a->world_size, r = a->rank;
     size_t block = a->count * a->elem;
-    int32_t arrived = n == 2 ? -1 : ring_barrier(s, r, n, -1);
-    int32_t mine = hoop__sched_add(s, (hoop__step){.kind = HOOP__STEP_DIRECT_OWN,
-                                                   .peer = r,
-                                                   .dep = {arrived, -1},
-                                                   .off = (size_t)r * block,
-                                                   .bytes = block});
-    barrier(s, r, n, mine);
-    return s->err;
+    return arrive_step_leave(a, s, HOOP__STEP_DIRECT_OWN, (size_t)a->rank * block, block);
 }
 
 void hoop__direct_reduce(hoop_dtype dtype, hoop_op op, char *const *bufs, int n, int me, size_t off,
