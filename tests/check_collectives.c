@@ -488,9 +488,7 @@ static void dead_peer(h_rank *h)
 START_TEST(test_dead_peer)
 {
     int kill = _i;
-    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
-    cfg.timeout_ms = 20000;
-    run_ranks(5, &cfg, dead_peer, &kill);
+    run_ranks_ms(5, 20000, dead_peer, &kill);
 }
 END_TEST
 

@@ -191,9 +191,7 @@ static void sweep(h_rank *h)
 
 START_TEST(test_sweep)
 {
-    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
-    cfg.timeout_ms = 20000; /* a hang fails the test instead of stalling it */
-    run_ranks(_i, &cfg, sweep, NULL);
+    run_ranks_ms(_i, 20000, sweep, NULL);
 }
 END_TEST
 
@@ -399,9 +397,7 @@ static void iterations(h_rank *h)
 
 START_TEST(test_iterations)
 {
-    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
-    cfg.timeout_ms = 20000;
-    run_ranks(_i, &cfg, iterations, NULL);
+    run_ranks_ms(_i, 20000, iterations, NULL);
 }
 END_TEST
 
@@ -461,9 +457,7 @@ static void interleave(h_rank *h)
 
 START_TEST(test_interleave)
 {
-    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
-    cfg.timeout_ms = 20000;
-    run_ranks(_i, &cfg, interleave, NULL);
+    run_ranks_ms(_i, 20000, interleave, NULL);
 }
 END_TEST
 
@@ -611,9 +605,7 @@ static void blocks(h_rank *h)
 
 START_TEST(test_blocks)
 {
-    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
-    cfg.timeout_ms = 20000;
-    run_ranks(_i, &cfg, blocks, NULL);
+    run_ranks_ms(_i, 20000, blocks, NULL);
 }
 END_TEST
 
@@ -636,9 +628,7 @@ static void block_mismatch(h_rank *h)
 
 START_TEST(test_block_mismatch)
 {
-    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
-    cfg.timeout_ms = 10000;
-    run_ranks(3, &cfg, block_mismatch, NULL);
+    run_ranks_ms(3, 10000, block_mismatch, NULL);
 }
 END_TEST
 
@@ -689,9 +679,8 @@ static void mismatch(h_rank *h)
 
 START_TEST(test_mismatch)
 {
-    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
-    cfg.timeout_ms = 10000; /* a hang fails as a timeout, not a mismatch */
-    for (int n = 2; n <= 4; n += 2) run_ranks(n, &cfg, mismatch, &_i);
+    /* a hang fails as a timeout, not a mismatch */
+    for (int n = 2; n <= 4; n += 2) run_ranks_ms(n, 10000, mismatch, &_i);
 }
 END_TEST
 
@@ -711,10 +700,8 @@ static void alloc_mismatch(h_rank *h)
 
 START_TEST(test_alloc_mismatch)
 {
-    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
-    cfg.timeout_ms = 10000;
     int before = open_fds();
-    run_ranks(3, &cfg, alloc_mismatch, NULL);
+    run_ranks_ms(3, 10000, alloc_mismatch, NULL);
     ck_assert_int_eq(open_fds(), before);
 }
 END_TEST
@@ -858,9 +845,7 @@ static void dead_peer(h_rank *h)
 START_TEST(test_dead_peer)
 {
     int mode = _i;
-    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
-    cfg.timeout_ms = 20000;
-    run_ranks(4, &cfg, dead_peer, &mode);
+    run_ranks_ms(4, 20000, dead_peer, &mode);
 }
 END_TEST
 
@@ -924,18 +909,14 @@ static void free_in_flight(h_rank *h)
 
 START_TEST(test_free_in_flight)
 {
-    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
-    cfg.timeout_ms = 20000;
-    run_ranks(2 + _i, &cfg, free_in_flight, NULL);
+    run_ranks_ms(2 + _i, 20000, free_in_flight, NULL);
 }
 END_TEST
 
 START_TEST(test_never_calls)
 {
-    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
     int late = _i;
-    cfg.timeout_ms = 500;
-    run_ranks(3, &cfg, never_calls, &late);
+    run_ranks_ms(3, 500, never_calls, &late);
 }
 END_TEST
 

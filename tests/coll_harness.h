@@ -100,6 +100,15 @@ static void run_ranks(int n, const hoop_comm_config *cfg, void (*fn)(h_rank *), 
     }
 }
 
+/* run_ranks with a default config whose every wait ends after timeout_ms (so a hang
+ * fails the test instead of stalling it). */
+static inline void run_ranks_ms(int n, int64_t timeout_ms, void (*fn)(h_rank *), void *user)
+{
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    cfg.timeout_ms = timeout_ms;
+    run_ranks(n, &cfg, fn, user);
+}
+
 /* A loopback TCP port that was free a moment ago (for env:// tests with processes). */
 static inline int h_free_port(void)
 {
