@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench/bench.h -- hoop-bench's collectives, buffer layouts and correctness check.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench/bench_data.c -- hoop-bench's layouts, input data and independent check.
  *

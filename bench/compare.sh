@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/compare.sh -- hoop vs Gloo (PyTorch 1.13) vs Open MPI (TCP BTL), f32 sum all-reduce,
 # side by side in one run on this machine. Not run by make check (several minutes, root).
 #

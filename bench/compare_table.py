@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """compare_table.py RAW_DIR -- markdown tables from bench/compare.sh's raw outputs.
 
 Reads hoop-bench outputs (lo_hoop_*, ns_hoop_*), the peers' outputs (gloo_allreduce_bench.py

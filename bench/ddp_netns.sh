@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/ddp_netns.sh -- DDP training across 4 "hosts": network namespaces on a bridge,
 # each link limited to RATE (default 1gbit) with tc tbf. One hooprun per namespace
 # (--nnodes 4, one worker each) runs hoop-train's benchmark mode on the MLP, batch 128

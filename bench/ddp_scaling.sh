@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/ddp_scaling.sh -- DDP training throughput: 1 worker vs 2 workers on this machine,
 # hoop vs PyTorch 1.13 DDP (Gloo), the MLP 784-512-256-10, batch 128 per worker, one
 # OpenBLAS / intra-op thread per worker, SGD momentum. hoop runs with its defaults (shared

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench/hoop-bench.c -- nccl-tests-style benchmark of hoop's collectives.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/local.mk -- hoop-bench and the peer comparison scripts.
 
 # Training throughput (issue 4): OpenBLAS's sgemm rate at the MLP's shapes, and the

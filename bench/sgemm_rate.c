@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench/sgemm_rate.c -- OpenBLAS's single-sgemm rate at the shapes of one MLP step.
  *

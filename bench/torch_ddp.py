@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """bench/torch_ddp.py -- PyTorch DDP (Gloo backend) training throughput, the peer of
 `hooprun --nproc-per-node P hoop-train --bench-steps N`.
 

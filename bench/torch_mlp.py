@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """bench/torch_mlp.py -- PyTorch's training throughput on the MLP hoop-train benchmarks.
 
 The same model (784-512-256-10, ReLU, nn.Linear default init), loss (mean cross-entropy),

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/train_throughput.sh -- single-core training throughput: hoop-train vs PyTorch.
 #
 # Runs, in the same invocation and alternating ROUNDS times (so machine noise hits both):

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs what hoop needs to build, test and train on Debian 12 (idempotent: only
 # the missing packages are installed). Run as root, or with sudo available.
 set -e

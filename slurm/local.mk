@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # slurm/local.mk -- sbatch scripts and the one-machine Slurm rig.
 #
 # slurm/hoop.sbatch is installed as a data file for users to copy; slurm/rig.sh stays

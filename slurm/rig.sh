@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # rig.sh -- a real Slurm cluster on one Linux machine, for testing hoop's sbatch scripts.
 #
 # Usage: rig.sh up [N] | down | status | run CMD [ARGS...]

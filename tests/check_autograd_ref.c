@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_autograd_ref.c -- end-to-end values against PyTorch 1.13.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_bench.c -- hoop-bench's own reference: half conversions against hand-worked
  * bit patterns, nccl-tests' layouts and busbw factors, and the check itself, run on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_collectives.c -- every collective x dtype x op on 1..8 thread-ranks.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_cuda.c -- the CUDA toolchain and launch path work (skips without a GPU).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_ddp.c -- DDP against single-process training, as ranks in threads.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_direct.c -- memory shared between the ranks of one host
  * (hoop_comm_alloc_shared / free_shared / is_shared) and the `direct` all-reduce that

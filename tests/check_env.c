@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_env.c -- the HOOP_* table and the env:// contract reject bad values.
  */

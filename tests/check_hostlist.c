@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_hostlist.c -- Slurm node-list expansion and the launcher's rank arithmetic.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_idx.c -- the IDX reader, the dataset and the loader (src/data/).
  *

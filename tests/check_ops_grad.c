@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_ops_grad.c -- every op's backward against central finite differences.
  *

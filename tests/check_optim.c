@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_optim.c -- optimizer rules (hand-computed values), the learning-rate
  * schedule, gradient clipping, and checkpoint save/load (bit-for-bit round trip; truncated,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_public.c -- the installed library's surface: this program includes only
  * <hoop/hoop.h> and links the shared libhoop, so it sees exactly what users see.

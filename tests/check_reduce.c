@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_reduce.c -- the CPU reduction kernels and the half-precision conversions.
  *

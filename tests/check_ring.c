@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_ring.c -- the ring moves exactly the bandwidth-optimal number of bytes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_sampler.c -- DistributedSampler shards are disjoint, cover the dataset,
  * pad cyclically, and follow the frozen reference permutation.

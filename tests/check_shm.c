@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_shm.c -- the shared-memory transport on its own: vtable contract, data
  * integrity through the ring's wrap-around (smallest and default ring), several requests

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_status.c -- status table, last-error message, CHECK macros, logging.
  */
@@ -47,8 +48,8 @@ START_TEST(test_error_message_at_origin)
 {
     ck_assert_int_eq(outer(1), HOOP_OK);
     ck_assert_int_eq(outer(-3), HOOP_ERR_INVALID);
-    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "check_status.c:"));
-    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "x=-3 must not be negative"));
+    /* The user reads the message; where it arose is for HOOP_DEBUG=DEBUG (below). */
+    ck_assert_str_eq(hoop_last_error(), "x=-3 must not be negative");
     int cleaned = 0;
     ck_assert_int_eq(with_goto(-1, &cleaned), HOOP_ERR_INVALID);
     ck_assert_int_eq(cleaned, 1);
@@ -139,6 +140,18 @@ START_TEST(test_log_levels_and_mask)
     ck_assert_ptr_null(strstr(captured, "must not appear"));
     ck_assert_ptr_nonnull(strstr(captured, "hoop WARN "));
     ck_assert_ptr_nonnull(strstr(captured, "check_status.c:"));
+
+    /* At DEBUG an error's origin is logged with its message. */
+    captured[0] = '\0';
+    hoop_log_set(capture, NULL);
+    hoop__log_level = HOOP_LOG_DEBUG;
+    hoop__log_mask = HOOP_LOG_ALL;
+    ck_assert_int_eq(outer(-4), HOOP_ERR_INVALID);
+    hoop_log_set(NULL, NULL);
+    hoop__log_level = HOOP_LOG_WARN;
+    ck_assert_ptr_nonnull(strstr(captured, "check_status.c:"));
+    ck_assert_ptr_nonnull(strstr(captured, "HOOP_ERR_INVALID: x=-4 must not be negative"));
+    ck_assert_str_eq(hoop_last_error(), "x=-4 must not be negative");
 }
 END_TEST
 

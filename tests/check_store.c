@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_store.c -- the rendezvous store (src/bootstrap/store_*.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_tcp.c -- the TCP transport on its own: vtable contract, data integrity
  * over several streams with partial I/O, peer close -> HOOP_ERR_REMOTE, wrong token

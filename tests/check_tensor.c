@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/check_tensor.c -- tensors, the tape (arena reuse, grad mode, views), grad-ready
  * hooks, shape errors, models and initialisation.

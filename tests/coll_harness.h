@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/coll_harness.h -- N ranks as threads of one process, meeting through an
  * in-memory rendezvous (shared by the collective tests), and the env:// set-up of tests

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/ddp_train.sh -- hoop-train under hooprun: DDP training, silent workers,
 # checkpoint/resume equivalence, the Chrome trace, and errors with exit code 2.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/direct_ref.h -- the references of tests/check_direct.c, independent of hoop's
  * kernels: f16/bf16 rounding written by hand, exact small-integer data and their int64

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/hoop_bench.sh -- hoop-bench under hooprun: every collective on 2 and 3 ranks with
 # the exact-reference check (0 wrong, exit 0), only rank 0 prints, the arithmetic of the
 # columns (count from size, algbw = size / time, busbw = algbw x nccl-tests' factor),

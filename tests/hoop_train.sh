@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/hoop_train.sh -- hoop-train's exit codes and messages, and that it learns.
 #
 # Bad flags, a missing data directory and corrupt data files must each give exit 2 and

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/launcher_cli.sh -- bad flags and bad environment: one line naming the culprit and
 # what is allowed, exit 2; --help and --help-env exit 0; an unrunnable PROG gives 127.
 . "${top_srcdir:-.}/tests/launcher_lib.sh"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/launcher_env.sh -- what each worker sees (env contract, token, free port), output
 # prefixing and line buffering, --dry-run, and Slurm emulation through SLURM_* variables.
 . "${top_srcdir:-.}/tests/launcher_lib.sh"

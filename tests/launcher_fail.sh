@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/launcher_fail.sh -- a failing worker stops the job: hooprun names the rank, exits
 # with its code within 5 s and leaves no worker or grandchild behind, also when another
 # worker ignores SIGTERM; SIGINT to hooprun ends every worker.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/launcher_lib.sh -- helpers shared by the launcher tests (sourced, not run).
 #
 # Sets HOOPRUN (the built launcher) and TMP (a scratch directory removed on exit),

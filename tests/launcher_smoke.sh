@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/launcher_smoke.sh -- the README's first job: 4 workers meet through the store under
 # hooprun (on the port hooprun reserved), pass a barrier, add and all-gather. Also: bad
 # env exits 2, a missing rank 0 exits 1 at about HOOP_TIMEOUT.

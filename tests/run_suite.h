@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/run_suite.h -- what every Check-based test program shares: running its suite,
  * and asserting on the text of the last hoop error.

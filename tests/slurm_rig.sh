@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/slurm_rig.sh -- slurm/rig.sh brings up a real 2-node Slurm cluster on this
 # machine; a 2-node batch job sees the right SLURM_NODEID, SLURM_JOB_NODELIST and
 # `scontrol show hostnames` on each node; and, when hooprun is built, slurm/hoop.sbatch

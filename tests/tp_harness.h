@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/tp_harness.h -- what the transport tests share: a connected pair of comms on
  * one transport, driving requests to completion, and counting open descriptors.

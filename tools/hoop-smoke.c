@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tools/hoop-smoke.c -- a rendezvous smoke test: every worker meets the others through the
  * rendezvous store and checks that barrier, add and all-gather work.

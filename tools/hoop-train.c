@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tools/hoop-train.c -- the main job: trains an MLP or a small CNN on Fashion-MNIST.
  *
@@ -134,7 +135,7 @@ static hoop_status check_output_dir(const char *what, const char *path)
         slash[slash == dir] = '\0';
     if (access(dir, W_OK) != 0)
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s '%s': directory '%s' is not writable: %s", what,
-                          path, dir, strerror(errno));
+                          path, dir, hoop__strerror(errno));
     return HOOP_OK;
 }
 
@@ -147,7 +148,7 @@ static hoop_status prepare_rank0(trainer *t)
     if (trace && *trace) HOOP_CHECK(check_output_dir("HOOP_TRACE_FILE", trace));
     if (o->metrics && !(t->metrics = fopen(o->metrics, "a")))
         return HOOP_ERROR(HOOP_ERR_INVALID, "--metrics: cannot open '%s': %s", o->metrics,
-                          strerror(errno));
+                          hoop__strerror(errno));
     return load_data(t);
 }
 
@@ -249,7 +250,7 @@ static hoop_status trainer_destroy(trainer *t)
     hoop_status st = HOOP_OK;
     if (t->metrics && fclose(t->metrics) != 0)
         st = HOOP_ERROR(HOOP_ERR_SYSTEM, "--metrics: writing '%s' failed: %s", t->o->metrics,
-                        strerror(errno));
+                        hoop__strerror(errno));
     HOOP_CHECK_KEEP(hoop_tape_destroy(t->tape), st);
     /* DDP first: it hands the gradients back to the parameters the model owns. */
     HOOP_CHECK_KEEP(train_dist_destroy(&t->dist), st);

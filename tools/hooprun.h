@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tools/hooprun.h -- what hooprun's option parser hands to its supervisor.
  *

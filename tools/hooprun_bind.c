@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tools/hooprun_bind.c -- hooprun's CPU binding: one disjoint block of CPUs per worker.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tools/hooprun_proc.c -- hooprun's supervisor: start workers, relay output and
  * signals, stop everything when one worker fails, reap everything.
@@ -25,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/check.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/launch.h"
@@ -322,7 +324,7 @@ static void exec_worker(const supervisor *s, int local_rank, int out_w, int err_
             setenv("HOOP_CPU_BIND", list, 1);
     }
     execvp(p->argv[0], p->argv);
-    dprintf(2, "hooprun: cannot run '%s': %s\n", p->argv[0], strerror(errno));
+    dprintf(2, "hooprun: cannot run '%s': %s\n", p->argv[0], hoop__strerror(errno));
     _exit(127);
 }
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # tools/local.mk -- hooprun and hoop-train.
 
 # hooprun: the launcher (option parsing in hooprun.c, the supervisor in hooprun_proc.c).

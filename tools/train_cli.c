@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tools/train_cli.c -- parsing of hoop-train's flags.
  *

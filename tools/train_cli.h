@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tools/train_cli.h -- hoop-train's command line: the options and their parser.
  *

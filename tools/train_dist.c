@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tools/train_dist.c -- hoop-train's distributed side (see train_dist.h).
  *
@@ -103,7 +104,7 @@ static hoop_status read_file(const char *path, char **buf, int64_t *bytes, int *
     FILE *f = fopen(path, "rb");
     if (!f) {
         if (errno == ENOENT) return HOOP_OK;
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "--checkpoint '%s': %s", path, strerror(errno));
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "--checkpoint '%s': %s", path, hoop__strerror(errno));
     }
     *exists = 1;
     hoop_status st = HOOP_OK;
@@ -125,7 +126,7 @@ static hoop_status load_copy(const char *buf, int64_t bytes, hoop_tensor *const 
     const char *dir = getenv("TMPDIR");
     snprintf(tmp, sizeof(tmp), "%s/hoop-ckpt-XXXXXX", dir && *dir ? dir : "/tmp");
     int fd = mkstemp(tmp);
-    if (fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "mkstemp '%s': %s", tmp, strerror(errno));
+    if (fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "mkstemp '%s': %s", tmp, hoop__strerror(errno));
     unlink(tmp);
     ssize_t w = write(fd, buf, (size_t)bytes);
     if (w != (ssize_t)bytes) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tools/train_dist.h -- hoop-train's distributed side: communicator, DDP, sampler shards,
  * global sums, and checkpoints shared from rank 0.

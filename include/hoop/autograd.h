@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hoop/autograd.h -- the tape, the differentiable ops, and the backward pass.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hoop/collectives.h -- all-reduce, broadcast, reduce, all-gather, reduce-scatter, barrier.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hoop/comm.h -- the communicator: a group of ranks, its links and its progress thread.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hoop/data.h -- image-classification datasets in the IDX format (MNIST, Fashion-MNIST)
  * and the mini-batch loader that feeds training.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hoop/ddp.h -- distributed data parallel: gradients all-reduced bucket by bucket while
  * the backward pass is still running.

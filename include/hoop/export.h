@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hoop/export.h -- the export macro shared by every public header.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hoop/hoop.h -- umbrella header: distributed data-parallel training in C.
  *

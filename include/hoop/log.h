@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hoop/log.h -- logging levels, subsystems and the redirect hook.
  *

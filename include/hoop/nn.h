@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hoop/nn.h -- layers and models: parameter containers with a forward pass.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hoop/optim.h -- optimizers, learning-rate schedule, gradient clipping, checkpoints.
  *

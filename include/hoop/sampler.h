@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hoop/sampler.h -- DistributedSampler: a disjoint shard of a dataset for each rank.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hoop/status.h -- status codes and the thread-local error message.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hoop/store.h -- the rendezvous store: a small TCP key-value server hosted by rank 0.
  *

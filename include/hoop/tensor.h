@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hoop/tensor.h -- dense f32 tensors for the autograd engine.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/autograd/activ.c -- element-wise activations (relu, gelu, tanh, sigmoid), softmax
  * and softmax cross-entropy, with their backward.

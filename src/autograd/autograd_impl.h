@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/autograd/autograd_impl.h -- internals shared by the autograd files: the tensor and
  * tape structs, the node record, the arena, and the helpers ops use to record nodes and

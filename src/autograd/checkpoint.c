@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/autograd/checkpoint.c -- save and load parameters, optimizer state and caller data
  * in one checksummed file, written atomically.
@@ -136,7 +137,7 @@ static hoop_status write_all(int fd, const unsigned char *p, size_t n, const cha
         if (w < 0 && errno == EINTR) continue;
         if (w < 0)
             return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: write to '%s' failed: %s", tmp,
-                              strerror(errno));
+                              hoop__strerror(errno));
         p += w;
         n -= (size_t)w;
     }
@@ -152,7 +153,7 @@ static hoop_status fsync_dir(const char *path)
     hoop_status st = HOOP_OK;
     if (fd < 0 || fsync(fd) != 0)
         st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: fsync of directory '%s' failed: %s", dir,
-                        strerror(errno));
+                        hoop__strerror(errno));
     if (fd >= 0) close(fd);
     free(copy);
     return st;
@@ -171,20 +172,20 @@ static hoop_status atomic_write(const char *path, const unsigned char *img, size
         st = HOOP_ERROR(HOOP_ERR_SYSTEM,
                         "checkpoint: cannot create a temporary file beside "
                         "'%s': %s",
-                        path, strerror(errno));
+                        path, hoop__strerror(errno));
         free(tmp);
         return st;
     }
     st = write_all(fd, img, n, tmp);
     if (st == HOOP_OK && fsync(fd) != 0)
         st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: fsync of '%s' failed: %s", tmp,
-                        strerror(errno));
+                        hoop__strerror(errno));
     if (close(fd) != 0 && st == HOOP_OK)
         st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: close of '%s' failed: %s", tmp,
-                        strerror(errno));
+                        hoop__strerror(errno));
     if (st == HOOP_OK && rename(tmp, path) != 0)
         st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: rename '%s' -> '%s' failed: %s", tmp, path,
-                        strerror(errno));
+                        hoop__strerror(errno));
     if (st != HOOP_OK) unlink(tmp);
     free(tmp);
     if (st == HOOP_OK) st = fsync_dir(path);
@@ -226,12 +227,12 @@ static hoop_status read_file(const char *path, unsigned char **out, size_t *len)
     int fd = open(path, O_RDONLY);
     if (fd < 0)
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': cannot open: %s", path,
-                          strerror(errno));
+                          hoop__strerror(errno));
     struct stat sb;
     hoop_status st = HOOP_OK;
     unsigned char *buf = NULL;
     if (fstat(fd, &sb) != 0) {
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': fstat: %s", path, strerror(errno));
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': fstat: %s", path, hoop__strerror(errno));
         goto out;
     }
     buf = malloc(sb.st_size > 0 ? (size_t)sb.st_size : 1);
@@ -246,7 +247,7 @@ static hoop_status read_file(const char *path, unsigned char **out, size_t *len)
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
             st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': read failed: %s", path,
-                            r < 0 ? strerror(errno) : "unexpected end of file");
+                            r < 0 ? hoop__strerror(errno) : "unexpected end of file");
             goto out;
         }
         got += (size_t)r;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/autograd/conv.c -- 2-D convolution (im2col + sgemm) and 2-D max pooling, NCHW, with
  * their backward.

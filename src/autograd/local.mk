@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # src/autograd/local.mk -- sources and tests of the autograd layer (included by Makefile.am).
 libhoopcore_la_SOURCES += \
 	%reldir%/tensor.c \

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/autograd/nn.c -- models: parameter containers in registration order, weight
  * initialisation, and the built-in MLP and CNN forward passes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/autograd/ops.c -- dense ops with their backward: matmul, linear, add, bias-add,
  * mean, sum, reshape/flatten, dropout.

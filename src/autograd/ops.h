@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/autograd/ops.h -- helpers shared by the op files (ops.c, activ.c, conv.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/autograd/optim.c -- SGD (momentum, Nesterov, weight decay) and AdamW with PyTorch
  * 1.13's update rules (see hoop/optim.h), the warm-up + cosine learning-rate schedule, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/autograd/optim_impl.h -- the optimizer struct, shared by optim.c and checkpoint.c.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/autograd/tape.c -- the tape: per-step arena, node recording, and the backward walk
  * with grad-ready hooks.

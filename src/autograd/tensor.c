@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/autograd/tensor.c -- long-lived tensors (parameters, input buffers), shape helpers,
  * and the portable random stream (xoshiro256** seeded by splitmix64).

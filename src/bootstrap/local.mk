@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # src/bootstrap/local.mk -- sources and tests of the bootstrap layer (included by Makefile.am).
 # The rendezvous store: wire format and shared helpers, key table, server, client, and
 # barrier / all-gather / env:// start-up on top of the client.

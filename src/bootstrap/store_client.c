@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/bootstrap/store_client.c -- the rendezvous store client: connect with backoff,
  * the token handshake, and one request/reply per call, each under a deadline.
@@ -93,7 +94,7 @@ static hoop_status send_all(hoop_store *st, const uint8_t *buf, size_t n, int64_
         if (k == -1 && errno != EAGAIN && errno != EWOULDBLOCK) {
             char why[160];
             snprintf(why, sizeof(why), "the server closed the connection (send: %s)",
-                     strerror(errno));
+                     hoop__strerror(errno));
             return lose(st, HOOP_ERR_REMOTE, why);
         }
         int rc = wait_fd(st->fd, POLLOUT, deadline_ns);
@@ -117,7 +118,7 @@ static hoop_status recv_all(hoop_store *st, uint8_t *buf, size_t n, int64_t dead
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) {
             char why[160];
-            snprintf(why, sizeof(why), "the connection broke (recv: %s)", strerror(errno));
+            snprintf(why, sizeof(why), "the connection broke (recv: %s)", hoop__strerror(errno));
             return lose(st, HOOP_ERR_REMOTE, why);
         }
         int rc = wait_fd(st->fd, POLLIN, deadline_ns);
@@ -243,7 +244,7 @@ static hoop_status try_connect(hoop_store *st, const struct addrinfo *res, int64
     for (const struct addrinfo *a = res; a; a = a->ai_next) {
         st->fd = connect_one(a, deadline_ns);
         if (st->fd < 0) {
-            snprintf(last, cap, "%s", strerror(errno));
+            snprintf(last, cap, "%s", hoop__strerror(errno));
             continue;
         }
         int refused = 0;

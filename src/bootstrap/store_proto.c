@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/bootstrap/store_proto.c -- helpers of the store's wire format shared by server and
  * client: the growable frame buffer, key validation, constant-time token comparison,
@@ -124,7 +125,8 @@ hoop_status hoop__store_sock_setup(int fd)
 {
     int flags = fcntl(fd, F_GETFL);
     if (flags == -1 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) == -1)
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "store: fcntl(O_NONBLOCK) failed: %s", strerror(errno));
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "store: fcntl(O_NONBLOCK) failed: %s",
+                          hoop__strerror(errno));
     int one = 1;
     /* Requests are small and answered one at a time: Nagle would only add latency. */
     HOOP_SYSCHECK(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)),

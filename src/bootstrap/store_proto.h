@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/bootstrap/store_proto.h -- wire format of the rendezvous store and the helpers
  * that encode, decode and address it (internal; shared by store_server.c and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/bootstrap/store_server.c -- the rendezvous store server: one thread, one epoll
  * set, many non-blocking connections.
@@ -618,7 +619,7 @@ static void conn_read(hoop_store_server *s, conn *c)
             return;
         } else {
             char why[128];
-            snprintf(why, sizeof(why), "recv failed: %s", strerror(errno));
+            snprintf(why, sizeof(why), "recv failed: %s", hoop__strerror(errno));
             conn_drop(s, c, why);
         }
     }
@@ -665,7 +666,7 @@ static void add_conn(hoop_store_server *s, int fd, const struct sockaddr_storage
     struct epoll_event e = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
     if (c == NULL || epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &e) == -1) {
         HOOP_WARN("store %s: cannot take a new connection: %s", s->name,
-                  c ? strerror(errno) : "out of memory");
+                  c ? hoop__strerror(errno) : "out of memory");
         free(c);
         close(fd);
         return;
@@ -696,7 +697,7 @@ static void on_accept(hoop_store_server *s)
         if (errno == EAGAIN || errno == EWOULDBLOCK) return;
         /* Out of fds or memory: stop accepting until the next sweep instead of spinning. */
         HOOP_WARN("store %s: accept failed: %s (pausing new connections for %d ms)", s->name,
-                  strerror(errno), (int)(SWEEP_NS / 1000000));
+                  hoop__strerror(errno), (int)(SWEEP_NS / 1000000));
         listen_pause(s, 1);
         return;
     }
@@ -751,7 +752,7 @@ static void *server_main(void *arg)
             epoll_wait(s->epfd, evs, MAX_EVENTS, wait_ms(now, sweeping ? until : next_deadline));
         if (n == -1 && errno != EINTR) {
             HOOP_WARN("store %s: epoll_wait failed: %s; the server stops", s->name,
-                      strerror(errno));
+                      hoop__strerror(errno));
             break;
         }
         int stop = 0;
@@ -808,7 +809,7 @@ static hoop_status bind_listen(hoop_store_server *s, const struct addrinfo *res,
     if (last_errno == EADDRINUSE)
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "store: %s:%d is already in use", host, port);
     return HOOP_ERROR(HOOP_ERR_SYSTEM, "store: cannot listen on %s:%d: %s", host, port,
-                      strerror(last_errno));
+                      hoop__strerror(last_errno));
 }
 
 static hoop_status server_open(hoop_store_server *s, const hoop_store_config *cfg)
@@ -903,7 +904,7 @@ HOOP_API hoop_status hoop_store_server_destroy(hoop_store_server *srv)
         } while (n == -1 && errno == EINTR);
         if (n != (ssize_t)sizeof(one))
             st = HOOP_ERROR(HOOP_ERR_SYSTEM, "store: cannot wake the server thread: %s",
-                            strerror(errno));
+                            hoop__strerror(errno));
         else
             HOOP_CHECK_KEEP(pthread_join(srv->thread, NULL) == 0
                                 ? HOOP_OK

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/bootstrap/store_sync.c -- barrier, all-gather and env:// start-up, built on the
  * store's primitives (add, set, wait, delete).

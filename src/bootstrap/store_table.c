@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/bootstrap/store_table.c -- the store server's hash table of keys and values.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/bootstrap/store_table.h -- the key-value table behind the store server (internal).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/collectives/algo.c -- the all-reduce algorithm table, its cost model, and
  * schedule storage.

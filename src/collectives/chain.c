@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/collectives/chain.c -- pipelined chains along the ring: broadcast, reduce, barrier.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/collectives/comm.c -- communicator set-up and tear-down.
  *
@@ -307,7 +308,7 @@ static hoop_status comm_start(hoop_comm *comm, const comm_settings *s)
     if (comm->world_size > 1)
         HOOP_CHECK(hoop__calloc(&comm->slots, (size_t)comm->nslots * comm->slot_bytes));
     comm->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (comm->wake_fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "eventfd: %s", strerror(errno));
+    if (comm->wake_fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "eventfd: %s", hoop__strerror(errno));
     HOOP_PTHREAD_CHECK(pthread_create(&comm->thread, NULL, hoop__progress_main, comm),
                        "pthread_create (progress thread)");
     comm->started = 1;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/collectives/comm.h -- the communicator's internals (shared by comm.c, progress.c
  * and collectives.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/collectives/direct.c -- the direct all-reduce: for in-place calls on memory every
  * rank maps (shared.c), each rank reduces its share of the elements straight from its

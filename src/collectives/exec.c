@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/collectives/exec.c -- the executor: runs one rank's schedule over a transport.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/collectives/exec.h -- the schedule executor (internal; see exec.c).
  */

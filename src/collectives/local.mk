@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # src/collectives/local.mk -- sources and tests of the collectives layer (included by Makefile.am).
 libhoopcore_la_SOURCES += \
 	%reldir%/algo.c \

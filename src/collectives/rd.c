@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/collectives/rd.c -- recursive-doubling all-reduce, and the cell helpers it shares
  * with rhd.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/collectives/reduce.c -- elementwise reduction kernels on the CPU.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/collectives/rendezvous.c -- an in-process meeting point for ranks that are threads.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/collectives/rendezvous.h -- in-process rendezvous (internal side; see rendezvous.c).
  */

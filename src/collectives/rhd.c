@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/collectives/rhd.c -- recursive halving-doubling all-reduce (Rabenseifner).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/collectives/ring.c -- ring all-reduce, reduce-scatter and all-gather schedules.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/collectives/shared.c -- memory the ranks of one host map into each other's address
  * spaces (hoop_comm_alloc_shared), the home of the direct all-reduce's buffers.
@@ -59,7 +60,7 @@ static hoop_status create_own(hoop_comm *comm, hoop__seg *g, seg_rec *me, int *f
         (ftruncate(*fd, (off_t)g->len) != 0 ||
          (errno = posix_fallocate(*fd, 0, (off_t)g->len)) != 0 || fstat(*fd, &sb) != 0)) {
         HOOP_INFO(COLL, "rank %d: hoop_comm_alloc_shared: %zu bytes stay private (%s)", comm->rank,
-                  g->len, strerror(errno));
+                  g->len, hoop__strerror(errno));
         close(*fd);
         *fd = -1;
     }
@@ -68,7 +69,7 @@ static hoop_status create_own(hoop_comm *comm, hoop__seg *g, seg_rec *me, int *f
     if (p == MAP_FAILED) {
         if (*fd >= 0) close(*fd), *fd = -1;
         return HOOP_ERROR(HOOP_ERR_NOMEM, "hoop_comm_alloc_shared: cannot map %zu bytes: %s",
-                          g->len, strerror(errno));
+                          g->len, hoop__strerror(errno));
     }
     g->base[comm->rank] = p;
     me->pid = (int32_t)getpid();

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/core/check.h -- error origin and propagation macros (internal).
  *
@@ -19,9 +20,13 @@
 
 HOOP_EXTERN_C_BEGIN
 
-/* Records "file:line: message" as the calling thread's last error; returns st. */
+/* Records the message as the calling thread's last error (file:line goes only to the
+ * DEBUG log, with the message); returns st. */
 hoop_status hoop__set_error(hoop_status st, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* strerror(errnum) in a thread-local buffer: thread-safe (strerror is not), never NULL. */
+const char *hoop__strerror(int errnum);
 
 /* Keeps the current message but notes that a caller propagated st (TRACE only). */
 void hoop__trace_status(hoop_status st, const char *file, int line);
@@ -54,22 +59,22 @@ void hoop__trace_status(hoop_status st, const char *file, int line);
     } while (0)
 
 /* For -1/errno system calls: retries on EINTR; fails with HOOP_ERR_SYSTEM naming what. */
-#define HOOP_SYSCHECK(expr, what)                                                         \
-    do {                                                                                  \
-        int hoop_rc_;                                                                     \
-        do {                                                                              \
-            hoop_rc_ = (int)(expr);                                                       \
-        } while (hoop_rc_ == -1 && errno == EINTR);                                       \
-        if (hoop_rc_ == -1)                                                               \
-            return HOOP_ERROR(HOOP_ERR_SYSTEM, "%s failed: %s", (what), strerror(errno)); \
+#define HOOP_SYSCHECK(expr, what)                                                               \
+    do {                                                                                        \
+        int hoop_rc_;                                                                           \
+        do {                                                                                    \
+            hoop_rc_ = (int)(expr);                                                             \
+        } while (hoop_rc_ == -1 && errno == EINTR);                                             \
+        if (hoop_rc_ == -1)                                                                     \
+            return HOOP_ERROR(HOOP_ERR_SYSTEM, "%s failed: %s", (what), hoop__strerror(errno)); \
     } while (0)
 
 /* pthread calls return the error number instead of setting errno. */
-#define HOOP_PTHREAD_CHECK(call, what)                                                       \
-    do {                                                                                     \
-        int hoop_rc_ = (call);                                                               \
-        if (hoop_rc_ != 0)                                                                   \
-            return HOOP_ERROR(HOOP_ERR_SYSTEM, "%s failed: %s", (what), strerror(hoop_rc_)); \
+#define HOOP_PTHREAD_CHECK(call, what)                                                             \
+    do {                                                                                           \
+        int hoop_rc_ = (call);                                                                     \
+        if (hoop_rc_ != 0)                                                                         \
+            return HOOP_ERROR(HOOP_ERR_SYSTEM, "%s failed: %s", (what), hoop__strerror(hoop_rc_)); \
     } while (0)
 
 #define HOOP_INTERNAL_ERROR(...) HOOP_ERROR(HOOP_ERR_INTERNAL, "internal error: " __VA_ARGS__)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/core/clock.h -- monotonic time and deadlines (internal).
  *

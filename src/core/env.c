@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/core/env.c -- the HOOP_* settings table and strict env / flag parsing.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/core/env.h -- the table of HOOP_* settings and the distributed env contract.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/core/hostlist.c -- Slurm node-list expansion ("node[01-04],login1" -> host names).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/core/hostlist.h -- Slurm node-list expansion (internal).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/core/launch.c -- rank arithmetic of the launcher: which ids each worker gets.
  *

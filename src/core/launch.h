@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/core/launch.h -- rank arithmetic of the launcher (internal).
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # src/core/local.mk -- status, logging, env, clocks (included by Makefile.am).
 libhoopcore_la_SOURCES += \
 	%reldir%/status.c \
@@ -40,3 +41,7 @@ tests_check_hostlist_SOURCES = tests/check_hostlist.c
 tests_check_hostlist_CFLAGS = $(TEST_CFLAGS)
 tests_check_hostlist_LDADD = $(TEST_LDADD)
 TESTS += tests/check_hostlist
+
+# Rules of the tree itself: SPDX lines, no thread-unsafe libc calls.
+dist_noinst_SCRIPTS += tests/source_lint.sh
+TESTS += tests/source_lint.sh

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/core/log.c -- leveled, per-subsystem logging with a redirect hook.
  *
@@ -17,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/check.h"
 #include "core/log.h"
 
 int hoop__log_level = HOOP_LOG_WARN;
@@ -124,7 +126,7 @@ static void log_init_once(void)
             fprintf(stderr,
                     "hoop WARN: HOOP_DEBUG_FILE '%s' cannot be opened (%s); logging to "
                     "stderr\n",
-                    path, strerror(errno));
+                    path, hoop__strerror(errno));
         }
     }
     const char *rank = getenv("RANK");

@@ -1,9 +1,12 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/core/status.c -- status strings and the thread-local last-error message.
  *
- * Owns one message buffer per thread. hoop__set_error() formats "file:line: message"
- * into it; hoop_last_error() returns it. Thread-safe by construction (thread-local).
+ * Owns one message buffer per thread. hoop__set_error() formats the message into it
+ * (where it arose, file:line, is logged at DEBUG, not shown to the user);
+ * hoop_last_error() returns it. Thread-safe by construction (thread-local).
  */
+#define _GNU_SOURCE /* the GNU strerror_r, which returns the string */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,24 +44,22 @@ HOOP_API const char *hoop_last_error(void)
     return last_error;
 }
 
-/* Strips the directories from __FILE__ so messages read "tcp.c:120". */
-static const char *base_name(const char *file)
+const char *hoop__strerror(int errnum)
 {
-    const char *slash = strrchr(file, '/');
-    return slash ? slash + 1 : file;
+    static _Thread_local char buf[128];
+    return strerror_r(errnum, buf, sizeof(buf));
 }
 
 hoop_status hoop__set_error(hoop_status st, const char *file, int line, const char *fmt, ...)
 {
-    int n = snprintf(last_error, sizeof(last_error), "%s:%d: ", base_name(file), line);
-    if (n < 0 || n >= (int)sizeof(last_error) / 2) n = 0;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error + n, sizeof(last_error) - (size_t)n, fmt, ap);
+    vsnprintf(last_error, sizeof(last_error), fmt, ap);
     va_end(ap);
+    /* The log line carries file:line (a developer's clue); the message stays the user's. */
     if (hoop__log_on(HOOP_LOG_DEBUG, HOOP_LOG_ALL))
         hoop__log(HOOP_LOG_DEBUG, HOOP_LOG_ALL, file, line, "%s: %s", hoop_status_name(st),
-                  last_error + n);
+                  last_error);
     return st;
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/cuda/device.h -- CUDA device queries (internal).
  *

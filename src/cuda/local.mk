@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # src/cuda/local.mk -- device memory, streams, kernels (built by nvcc when CUDA is found).
 if HAVE_CUDA
 libhoopcore_la_SOURCES += %reldir%/device.cu

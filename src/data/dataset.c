@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/data/dataset.c -- hoop_dataset: an image/label pair of IDX files held in memory.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/data/idx.c -- IDX file reader (the MNIST container), gzip or plain, through zlib.
  *
@@ -35,7 +36,7 @@ static hoop_status idx_read_full(gzFile gz, const char *path, void *buf, size_t 
             int errnum = 0;
             const char *msg = gzerror(gz, &errnum);
             return HOOP_ERROR(HOOP_ERR_INVALID, "%s: corrupt after %zu bytes: %s", path, *got,
-                              errnum == Z_ERRNO ? strerror(errno) : msg);
+                              errnum == Z_ERRNO ? hoop__strerror(errno) : msg);
         }
         if (n == 0) break;
         *got += (size_t)n;
@@ -129,7 +130,8 @@ hoop_status hoop__idx_read(const char *path, int ndim, hoop__idx *out)
     gz = gzopen(path, "rb");
     if (!gz)
         return HOOP_ERROR(errno == ENOENT ? HOOP_ERR_INVALID : HOOP_ERR_SYSTEM,
-                          "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
+                          "%s: cannot open: %s", path,
+                          errno ? hoop__strerror(errno) : "out of memory");
     gzbuffer(gz, 1 << 18);
     HOOP_CHECK_GOTO(idx_read_header(gz, path, ndim, out), st, fail);
     HOOP_CHECK_GOTO(idx_read_data(gz, path, out), st, fail);

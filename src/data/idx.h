@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/data/idx.h -- IDX file reader (internal).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/data/loader.c -- seeded permutations and the mini-batch loader.
  *

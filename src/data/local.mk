@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # src/data/local.mk -- sources and tests of the data layer (included by Makefile.am).
 libhoopcore_la_SOURCES += \
 	%reldir%/idx.c \

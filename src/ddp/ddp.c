@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/ddp/ddp.c -- the DDP reducer: buckets, grad-ready hooks, in-order launches.
  *

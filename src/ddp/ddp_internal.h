@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/ddp/ddp_internal.h -- the hoop_ddp object shared by ddp.c and trace.c (internal).
  */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # src/ddp/local.mk -- sources and tests of the ddp layer (included by Makefile.am).
 libhoopcore_la_SOURCES += %reldir%/sampler.c
 hoopinclude_HEADERS += include/hoop/sampler.h

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/ddp/sampler.c -- DistributedSampler (see include/hoop/sampler.h).
  *

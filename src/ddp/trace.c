@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/ddp/trace.c -- per-rank DDP events, merged by rank 0 into one Chrome trace.
  *
@@ -69,7 +70,8 @@ static hoop_status write_json(const char *path, const ddp_event *all, const int6
     char tmp[4096];
     snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "w");
-    if (!f) return HOOP_ERROR(HOOP_ERR_SYSTEM, "HOOP_TRACE_FILE '%s': %s", tmp, strerror(errno));
+    if (!f)
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "HOOP_TRACE_FILE '%s': %s", tmp, hoop__strerror(errno));
     fputs("{\"traceEvents\":[\n", f);
     int first = 1;
     for (int r = 0; r < ws; r++) {
@@ -93,8 +95,8 @@ static hoop_status write_json(const char *path, const ddp_event *all, const int6
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "HOOP_TRACE_FILE '%s': write failed", path);
     }
     if (rename(tmp, path) != 0) {
-        hoop_status st =
-            HOOP_ERROR(HOOP_ERR_SYSTEM, "HOOP_TRACE_FILE '%s': rename: %s", path, strerror(errno));
+        hoop_status st = HOOP_ERROR(HOOP_ERR_SYSTEM, "HOOP_TRACE_FILE '%s': rename: %s", path,
+                                    hoop__strerror(errno));
         unlink(tmp);
         return st;
     }

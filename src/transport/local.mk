@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # src/transport/local.mk -- sources and tests of the transport layer (included by Makefile.am).
 libhoopcore_la_SOURCES += %reldir%/tcp.c %reldir%/shm.c
 noinst_HEADERS += %reldir%/transport.h

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/transport/shm.c -- the shared-memory transport, for ranks on the same host.
  *
@@ -165,7 +166,7 @@ static hoop_status host_identity(uint8_t boot_id[16], uint64_t *netns)
     }
     if (stat("/proc/self/ns/net", &sb) != 0)
         return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "shm transport: cannot stat /proc/self/ns/net: %s",
-                          strerror(errno));
+                          hoop__strerror(errno));
     *netns = (uint64_t)sb.st_ino;
     return HOOP_OK;
 }
@@ -270,7 +271,7 @@ static hoop_status shm_listen(void *tctx, void *handle, struct hoop_tp_comm **ou
         int e = errno;
         shm_close(&c->base);
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "shm transport: cannot listen on a Unix socket: %s",
-                          strerror(e));
+                          hoop__strerror(e));
     }
     struct shm_handle h = {
         .magic = SHM_MAGIC, .rank = ctx->rank, .netns = ctx->netns, .uid = ctx->uid};
@@ -296,7 +297,7 @@ static hoop_status map_segment(struct shm_comm *c, int fd, uint64_t ring_bytes, 
     size_t map = SHM_HDR_BYTES + ring_bytes;
     if (create && ftruncate(fd, (off_t)map) != 0)
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "shm transport: ftruncate(%zu): %s", map,
-                          strerror(errno));
+                          hoop__strerror(errno));
     if (!create && (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != map))
         return HOOP_ERROR(HOOP_ERR_REMOTE, "shm transport: segment from rank %d has the wrong size",
                           c->base.peer);
@@ -304,7 +305,7 @@ static hoop_status map_segment(struct shm_comm *c, int fd, uint64_t ring_bytes, 
     void *p = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED)
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "shm transport: mmap of %zu bytes: %s", map,
-                          strerror(errno));
+                          hoop__strerror(errno));
     c->ring = p;
     c->data = (char *)p + SHM_HDR_BYTES;
     c->size = (size_t)ring_bytes;
@@ -443,7 +444,7 @@ static hoop_status connector_setup(struct shm_comm *c)
     c->efd_space = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (c->memfd < 0 || c->efd_data < 0 || c->efd_space < 0)
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "shm transport: memfd_create/eventfd: %s",
-                          strerror(errno));
+                          hoop__strerror(errno));
     return map_segment(c, c->memfd, c->ctx->ring_bytes, 1);
 }
 
@@ -468,7 +469,7 @@ static hoop_status send_hello(struct shm_comm *c, int *sent)
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return HOOP_OK;
     if (n != (ssize_t)sizeof(h))
         return HOOP_ERROR(HOOP_ERR_REMOTE, "shm transport: hello to rank %d failed: %s",
-                          c->base.peer, n < 0 ? strerror(errno) : "short write");
+                          c->base.peer, n < 0 ? hoop__strerror(errno) : "short write");
     *sent = 1;
     return HOOP_OK;
 }
@@ -481,7 +482,7 @@ static hoop_status conn_step(struct shm_comm *c, int *done)
         if (connect(c->sock, (struct sockaddr *)&c->raddr, c->raddr_len) != 0) {
             if (errno == EAGAIN || errno == ECONNREFUSED || errno == ENOENT) return HOOP_OK;
             return HOOP_ERROR(HOOP_ERR_REMOTE, "shm transport: connect to rank %d: %s",
-                              c->base.peer, strerror(errno));
+                              c->base.peer, hoop__strerror(errno));
         }
         c->state = SCS_HELLO;
     }
@@ -523,7 +524,7 @@ static hoop_status shm_connect(void *tctx, void *handle, int channel, struct hoo
         abstract_addr(h->name, &c->raddr, &c->raddr_len);
         c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (c->sock < 0) {
-            st = HOOP_ERROR(HOOP_ERR_SYSTEM, "shm transport: socket: %s", strerror(errno));
+            st = HOOP_ERROR(HOOP_ERR_SYSTEM, "shm transport: socket: %s", hoop__strerror(errno));
             goto fail;
         }
         HOOP_CHECK_GOTO(connector_setup(c), st, fail);

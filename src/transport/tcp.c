@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/transport/tcp.c -- the TCP transport: non-blocking sockets, several streams per link.
  *
@@ -37,6 +38,13 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "transport/transport.h"
+
+/* Dotted-quad text of an IPv4 address into b (inet_ntoa's static buffer is shared by
+ * every thread; each comm has a progress thread). */
+static const char *ip_str(struct in_addr a, char b[INET_ADDRSTRLEN])
+{
+    return inet_ntop(AF_INET, &a, b, INET_ADDRSTRLEN) ? b : "?";
+}
 
 #define TCP_MAGIC 0x686f6f70u /* "hoop" */
 #define TCP_VERSION 1
@@ -177,7 +185,8 @@ static hoop_status addr_routing_to(const char *host, struct in_addr *out)
     if (fd >= 0) close(fd);
     freeaddrinfo(ai);
     if (!ok)
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "no route to MASTER_ADDR=%s: %s", host, strerror(err));
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "no route to MASTER_ADDR=%s: %s", host,
+                          hoop__strerror(err));
     if ((ntohl(me.sin_addr.s_addr) >> 24) == 127)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "the route to MASTER_ADDR=%s leaves through loopback; set "
@@ -270,13 +279,14 @@ static hoop_status tcp_listen(void *tctx, void *handle, struct hoop_tp_comm **ou
     struct sockaddr_in a = ctx->addr;
     socklen_t len = sizeof(a);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "socket: %s", strerror(errno));
+    if (fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "socket: %s", hoop__strerror(errno));
     if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 256) != 0 ||
         getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
         int err = errno;
+        char ip[INET_ADDRSTRLEN];
         close(fd);
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "listen on %s: %s", inet_ntoa(ctx->addr.sin_addr),
-                          strerror(err));
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "listen on %s: %s", ip_str(ctx->addr.sin_addr, ip),
+                          hoop__strerror(err));
     }
     hoop_status st = comm_new(ctx, TK_LISTEN, 1, -1, &c);
     if (st != HOOP_OK) {
@@ -288,7 +298,8 @@ static hoop_status tcp_listen(void *tctx, void *handle, struct hoop_tp_comm **ou
         .magic = TCP_MAGIC, .addr = a.sin_addr.s_addr, .port = a.sin_port, .rank = ctx->rank};
     memset(handle, 0, HOOP_TP_HANDLE_MAX);
     memcpy(handle, &h, sizeof(h));
-    HOOP_DEBUGF(NET, "TCP: rank %d listening on %s:%d", ctx->rank, inet_ntoa(a.sin_addr),
+    char ip[INET_ADDRSTRLEN];
+    HOOP_DEBUGF(NET, "TCP: rank %d listening on %s:%d", ctx->rank, ip_str(a.sin_addr, ip),
                 ntohs(a.sin_port));
     *out = &c->base;
     return HOOP_OK;
@@ -406,12 +417,12 @@ static hoop_status conn_step(struct tcp_comm *c, int i, int *done)
     int peer = c->base.peer, err = 0;
     socklen_t len = sizeof(err);
     ssize_t n;
-    char verdict;
+    char verdict, ip[INET_ADDRSTRLEN];
     struct pollfd pfd = {.fd = s->fd, .events = POLLOUT};
     switch (s->state) {
     case TCS_START:
         s->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (s->fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "socket: %s", strerror(errno));
+        if (s->fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "socket: %s", hoop__strerror(errno));
         set_sockopts(s->fd);
         if (connect(s->fd, (struct sockaddr *)&c->raddr, sizeof(c->raddr)) != 0 &&
             errno != EINPROGRESS)
@@ -443,14 +454,15 @@ static hoop_status conn_step(struct tcp_comm *c, int i, int *done)
         if (n != 1 || verdict != 1)
             return HOOP_ERROR(HOOP_ERR_REMOTE,
                               "rank %d (%s:%d) refused the connection (wrong HOOP_TOKEN?)", peer,
-                              inet_ntoa(c->raddr.sin_addr), ntohs(c->raddr.sin_port));
+                              ip_str(c->raddr.sin_addr, ip), ntohs(c->raddr.sin_port));
         s->state = TCS_DONE;
         /* fall through */
     case TCS_DONE: *done = 1; return HOOP_OK;
     }
 fail:
     return HOOP_ERROR(HOOP_ERR_REMOTE, "cannot connect to rank %d at %s:%d: %s", peer,
-                      inet_ntoa(c->raddr.sin_addr), ntohs(c->raddr.sin_port), strerror(errno));
+                      ip_str(c->raddr.sin_addr, ip), ntohs(c->raddr.sin_port),
+                      hoop__strerror(errno));
 }
 
 static hoop_status tcp_connect(void *tctx, void *handle, int channel, struct hoop_tp_comm **out)
@@ -511,7 +523,7 @@ static hoop_status comm_fail(struct tcp_comm *c, const char *what, int err)
                      what);
         else
             snprintf(c->why, sizeof(c->why), "link to rank %d failed (%s: %s)", c->base.peer, what,
-                     strerror(err));
+                     hoop__strerror(err));
     }
     return HOOP_ERROR(c->failed, "%s", c->why);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/transport/transport.h -- the versioned transport vtable (internal).
  *

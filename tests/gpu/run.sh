@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/gpu/run.sh -- everything GPU-related in one call, for a machine with an NVIDIA GPU:
 # configure with CUDA, build, run the CUDA tests (check_cuda, which skips without a GPU
 # elsewhere), and record the device. Output goes to stdout and, when OUT is set, to

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """tests/ref/make_ref.py -- reference values for tests/check_autograd_ref.c from PyTorch.
 
 Run with Debian's PyTorch 1.13 (apt-get install python3-torch):
