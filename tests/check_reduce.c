@@ -135,6 +135,60 @@ START_TEST(test_wrap)
 }
 END_TEST
 
+/* MIN and MAX propagate NaN whichever operand holds it, in every floating dtype and in
+ * place or not (the rule of collectives.h: torch.maximum's). */
+START_TEST(test_nan_propagates)
+{
+    hoop_dtype ts[] = {HOOP_DTYPE_F32, HOOP_DTYPE_F64, HOOP_DTYPE_F16, HOOP_DTYPE_BF16};
+    hoop_op ops[] = {HOOP_OP_MIN, HOOP_OP_MAX};
+    for (size_t ti = 0; ti < 4; ti++)
+        for (size_t oi = 0; oi < 2; oi++)
+            for (int side = 0; side < 2; side++) {
+                hoop_dtype t = ts[ti];
+                enum { N = 37 };
+                unsigned char a[N * 8], b[N * 8], d[N * 8];
+                for (size_t i = 0; i < N; i++) { /* NaN at i % 3 == 0, on side a or b */
+                    double x = (double)i - 5, y = 3 - (double)i;
+                    if (i % 3 == 0) *(side ? &y : &x) = NAN;
+                    switch (t) {
+                    case HOOP_DTYPE_F32:
+                        ((float *)a)[i] = (float)x, ((float *)b)[i] = (float)y;
+                        break;
+                    case HOOP_DTYPE_F64: ((double *)a)[i] = x, ((double *)b)[i] = y; break;
+                    case HOOP_DTYPE_F16:
+                        ((uint16_t *)a)[i] = hoop__f32_to_f16((float)x);
+                        ((uint16_t *)b)[i] = hoop__f32_to_f16((float)y);
+                        break;
+                    default:
+                        ((uint16_t *)a)[i] = hoop__f32_to_bf16((float)x);
+                        ((uint16_t *)b)[i] = hoop__f32_to_bf16((float)y);
+                    }
+                }
+                for (int alias = 0; alias < 2; alias++) {
+                    unsigned char *dst = alias ? a : d, keep[N * 8];
+                    memcpy(keep, a, sizeof(keep));
+                    hoop__reduce(t, ops[oi], dst, a, b, N, 0);
+                    for (size_t i = 0; i < N; i++) {
+                        double r = t == HOOP_DTYPE_F32   ? ((float *)dst)[i]
+                                   : t == HOOP_DTYPE_F64 ? ((double *)dst)[i]
+                                   : t == HOOP_DTYPE_F16 ? hoop__f16_to_f32(((uint16_t *)dst)[i])
+                                                         : hoop__bf16_to_f32(((uint16_t *)dst)[i]);
+                        double x = (double)i - 5, y = 3 - (double)i;
+                        double want = ops[oi] == HOOP_OP_MIN ? fmin(x, y) : fmax(x, y);
+                        if (i % 3 == 0)
+                            ck_assert_msg(isnan(r), "%s %s side %d alias %d [%zu] = %g, not NaN",
+                                          hoop_dtype_name(t), hoop_op_name(ops[oi]), side, alias, i,
+                                          r);
+                        else
+                            ck_assert_msg(r == want, "%s %s [%zu] = %g, want %g",
+                                          hoop_dtype_name(t), hoop_op_name(ops[oi]), i, r, want);
+                    }
+                    memcpy(a, keep, sizeof(keep));
+                }
+            }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("reduce");
@@ -144,6 +198,7 @@ int main(void)
     tcase_add_test(tc, test_bf16_bits);
     tcase_add_test(tc, test_kernels);
     tcase_add_test(tc, test_wrap);
+    tcase_add_test(tc, test_nan_propagates);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

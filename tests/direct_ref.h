@@ -128,16 +128,37 @@ static void expect(hoop_op op, hoop_dtype t, int n, size_t i, unsigned salt, voi
         put(t, out, 0, (double)(t == HOOP_DTYPE_U8 ? (acc & 0xff) : acc));
 }
 
+static double unit(hoop_dtype t);
+
+/* 1 when a 16-bit average through the links is within its documented bound: each rank's
+ * x / n is rounded to the type and the n terms are summed with a rounding per hop, so
+ * |got - mean| <= n u mean(|x|) (u = the type's unit roundoff). Set ref_exact16 for calls
+ * that must equal the f32 sum / n rounded once (direct, and world size 1). */
+static int ref_exact16;
+static int avg16_ok(hoop_dtype t, int n, const void *got, size_t i, unsigned salt)
+{
+    double sum = 0, mag = 0;
+    for (int r = 0; r < n; r++) {
+        double v = (double)val(HOOP_OP_AVG, t, r, i, salt);
+        sum += v;
+        mag += v < 0 ? -v : v;
+    }
+    double err = get(t, got, i) - sum / n;
+    return (err < 0 ? -err : err) <= 1.01 * n * unit(t) * mag / n + 1e-7;
+}
+
 /* Elements of got that differ from the exact result; *first = the first of them. */
 static size_t count_wrong(hoop_op op, hoop_dtype t, int n, const void *got, size_t count,
                           unsigned salt, size_t *first)
 {
     size_t es = hoop_dtype_size(t), wrong = 0;
     unsigned char want[8];
+    int half = t == HOOP_DTYPE_F16 || t == HOOP_DTYPE_BF16;
     *first = SIZE_MAX;
     for (size_t i = 0; i < count; i++) {
         expect(op, t, n, i, salt, want);
-        if (memcmp((const char *)got + i * es, want, es) != 0) {
+        if (memcmp((const char *)got + i * es, want, es) != 0 &&
+            !(op == HOOP_OP_AVG && half && !ref_exact16 && avg16_ok(t, n, got, i, salt))) {
             if (!wrong) *first = i;
             wrong++;
         }

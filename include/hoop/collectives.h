@@ -12,17 +12,44 @@
  *   - count is in elements of dtype (size_t); 0 is allowed and moves no data.
  *   - In-place when sendbuf == recvbuf (all-gather: sendbuf == recvbuf + rank * count
  *     elements; reduce-scatter: recvbuf == sendbuf + rank * count elements).
+ *   - Every rank must call the same collectives in the same order. Before any rank
+ *     completes a call, every rank learns that every rank called the same collective
+ *     with the same count, dtype, op, root and algorithm (the vote: lg world_size rounds
+ *     of one 128-byte record over recursive-doubling partners, run alongside the data;
+ *     src/collectives/vote.c). A call that differs on any rank fails on EVERY rank with
+ *     HOOP_ERR_MISMATCH naming two of the different calls; the comm then stays failed.
+ *     Output buffers of a failed call are unspecified (a rank may have received data
+ *     before the vote finished), and so is an in-place buffer's content.
  *   - Sums and products of integers wrap (two's complement); HOOP_OP_AVG is only
  *     defined for floating types (f32, f64, f16, bf16) and is rejected with
  *     HOOP_ERR_INVALID for integers: use HOOP_OP_SUM and divide.
  *   - f16 and bf16 are combined in f32 and each combination is rounded once to the
- *     destination type (round to nearest even).
- *   - Results are bitwise identical on every rank.
+ *     destination type (round to nearest even), so a SUM whose partial sums exceed the
+ *     type's range is inf, the same inf on every rank. AVG never overflows where the
+ *     average itself fits: through the links (ring, rd, rhd, the reduce chain) each
+ *     rank's input is divided by world_size first (in f32, rounded once) and the
+ *     quotients are summed, so |result - mean| <= world_size x u x mean(|x|), with
+ *     u = 2^-11 for f16 and 2^-8 for bf16; the direct algorithm combines in f64 and
+ *     rounds once (the mean rounded to the type). f32 and f64 AVG sum, then divide once.
+ *   - MIN and MAX propagate NaN: an element where any rank holds NaN is NaN on every
+ *     rank, whichever rank and position holds it (as torch.minimum / torch.maximum and
+ *     IEEE 754-2019 minimum / maximum); SUM and PROD propagate it by IEEE arithmetic.
+ *     Which NaN (sign, payload) comes out is unspecified.
+ *   - Results are bitwise identical on every rank (each element is reduced once and
+ *     copied). They are also identical from run to run for the same world size,
+ *     algorithm (AUTO chooses by size), HOOP_CHUNK_BYTES and data at the same offsets.
+ *     The order in which an element's contributions are combined depends on the
+ *     algorithm and, for ring and direct, on the element's position in the buffer (the
+ *     segment or share it falls in), so the same data all-reduced as one fused buffer
+ *     or as several separate ones may differ by rounding: each result of an f32 SUM is
+ *     within (n - 1) x 2^-24 x sum(|x_r|) of the exact sum (n = world_size; Higham,
+ *     "Accuracy and Stability of Numerical Algorithms", 2002, ch. 4), so two such
+ *     results differ by at most twice that (f64: 2^-53; AVG: divided by n).
  *   - Buffers that are reduced (all-reduce, reduce, reduce-scatter) must be aligned to
  *     their elements (as any typed access in C); others may lie at any byte.
- *   - Errors: HOOP_ERR_INVALID (bad argument, named), HOOP_ERR_MISMATCH (ranks called
- *     different collectives, counts, dtypes, ops, roots or algorithms; the message names
- *     both calls), HOOP_ERR_REMOTE (a peer died or closed; named), HOOP_ERR_TIMEOUT.
+ *   - Errors: HOOP_ERR_INVALID (bad argument, named), HOOP_ERR_MISMATCH (above),
+ *     HOOP_ERR_REMOTE (a peer died or closed; named), HOOP_ERR_TIMEOUT (naming the rank
+ *     this rank was still waiting for), HOOP_ERR_NOMEM, HOOP_ERR_INTERNAL.
  *   - Thread-safety: one thread issues collectives on a given comm at a time.
  */
 #ifndef HOOP_COLLECTIVES_H
@@ -95,8 +122,9 @@ HOOP_API hoop_status hoop_reduce_scatter(hoop_comm *comm, const void *sendbuf, v
                                          size_t count, hoop_dtype dtype, hoop_op op,
                                          hoop_request **req);
 
-/* Returns on each rank only after every rank has entered it (a token twice round the
- * ring). */
+/* Returns on each rank only after every rank has entered it: the barrier is the vote
+ * that opens every call (lg world_size rounds of one message each, recursive doubling
+ * with the fold of Thakur, Rabenseifner & Gropp 2005 for other world sizes). */
 HOOP_API hoop_status hoop_barrier(hoop_comm *comm, hoop_request **req);
 
 HOOP_EXTERN_C_END

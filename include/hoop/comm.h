@@ -43,16 +43,30 @@ typedef struct hoop_comm hoop_comm;
 typedef struct hoop_request hoop_request;
 typedef struct hoop_rendezvous hoop_rendezvous;
 
-/* All-reduce algorithms (HOOP_ALGO). AUTO picks by size and world size from an
- * alpha-beta-gamma cost model (src/collectives/algo.c). */
+/* All-reduce algorithms (HOOP_ALGO): one list, from which the enum, the names
+ * (hoop_algo_name, hoop_algo_from_name, HOOP_ALGO's choices) and the checks of
+ * hoop_comm_init and hoop_comm_set_algo are all derived. AUTO picks by size and world
+ * size from an alpha-beta-gamma cost model (src/collectives/algo.c).
+ *   ring:   reduce-scatter + all-gather ring (Patarasuk & Yuan 2009)
+ *   rd:     recursive doubling (Thakur, Rabenseifner & Gropp 2005)
+ *   rhd:    recursive halving-doubling, Rabenseifner's algorithm (same)
+ *   direct: in-place on memory from hoop_comm_alloc_shared: each rank reduces its share
+ *           straight from its peers' copies (other buffers run the cost model's pick) */
+#define HOOP_ALGO_MAP(X) \
+    X(AUTO, 0, "auto")   \
+    X(RING, 1, "ring")   \
+    X(RD, 2, "rd")       \
+    X(RHD, 3, "rhd")     \
+    X(DIRECT, 4, "direct")
 typedef enum hoop_algo {
-    HOOP_ALGO_AUTO = 0,
-    HOOP_ALGO_RING = 1,   /* reduce-scatter + all-gather ring (Patarasuk & Yuan 2009) */
-    HOOP_ALGO_RD = 2,     /* recursive doubling (Thakur, Rabenseifner & Gropp 2005) */
-    HOOP_ALGO_RHD = 3,    /* recursive halving-doubling, Rabenseifner's algorithm (same) */
-    HOOP_ALGO_DIRECT = 4, /* in-place on memory from hoop_comm_alloc_shared: each rank
-                           * reduces its share straight from its peers' copies */
+#define HOOP_ALGO_ENUM_(name, val, str) HOOP_ALGO_##name = val,
+    HOOP_ALGO_MAP(HOOP_ALGO_ENUM_)
+#undef HOOP_ALGO_ENUM_
+        HOOP_ALGO_COUNT_ /* not an algorithm: one past the last */
 } hoop_algo;
+/* "|auto|ring|rd|rhd|direct": skip the first character for the '|'-separated list. */
+#define HOOP_ALGO_CHOICES_(name, val, str) "|" str
+#define HOOP_ALGO_CHOICES (HOOP_ALGO_MAP(HOOP_ALGO_CHOICES_) + 1)
 
 #define HOOP_COMM_CONFIG_VERSION 1
 

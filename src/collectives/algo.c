@@ -110,30 +110,58 @@ void hoop__algo_peers(int rank, int n, unsigned char *need)
     for (int mask = 1; mask < p; mask <<= 1) need[hoop__unfold(me ^ mask, rem)] = 1;
 }
 
+/* Names by value, from the one list in hoop/comm.h. */
+static const char *const algo_names[HOOP_ALGO_COUNT_] = {
+#define NAME_(name, val, str) [val] = str,
+    HOOP_ALGO_MAP(NAME_)
+#undef NAME_
+};
+
 const char *hoop_algo_name(hoop_algo algo)
 {
-    if (algo == HOOP_ALGO_AUTO) return "auto";
-    for (const hoop__algo_entry *e = hoop__allreduce_algos; e->name; e++)
-        if (e->id == algo) return e->name;
-    return "?";
+    return (unsigned)algo < HOOP_ALGO_COUNT_ && algo_names[algo] ? algo_names[algo] : "?";
 }
 
 hoop_status hoop_algo_from_name(const char *name, hoop_algo *out)
 {
-    if (name && strcasecmp(name, "auto") == 0) {
-        *out = HOOP_ALGO_AUTO;
-        return HOOP_OK;
-    }
-    for (const hoop__algo_entry *e = hoop__allreduce_algos; name && e->name; e++)
-        if (strcasecmp(e->name, name) == 0) {
-            *out = e->id;
+    if (!out) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_algo_from_name: out is NULL");
+    for (int a = 0; name && a < HOOP_ALGO_COUNT_; a++)
+        if (algo_names[a] && strcasecmp(algo_names[a], name) == 0) {
+            *out = (hoop_algo)a;
             return HOOP_OK;
         }
-    return HOOP_ERROR(HOOP_ERR_INVALID, "algorithm '%s' is not one of ring|rd|rhd|direct|auto",
-                      name ? name : "(null)");
+    return HOOP_ERROR(HOOP_ERR_INVALID, "algorithm '%s' is not one of %s", name ? name : "(null)",
+                      HOOP_ALGO_CHOICES);
+}
+
+hoop_status hoop__algo_check(const char *fn, hoop_algo algo)
+{
+    if ((unsigned)algo < HOOP_ALGO_COUNT_ && algo_names[algo]) return HOOP_OK;
+    return HOOP_ERROR(HOOP_ERR_INVALID, "%s: algo=%d is not one of %s (0..%d)", fn, (int)algo,
+                      HOOP_ALGO_CHOICES, HOOP_ALGO_COUNT_ - 1);
 }
 
 // ----------------------------------------------------------------- schedules
+
+hoop_status hoop__coll_schedule(const hoop__coll_args *a, hoop__sched *s)
+{
+    int direct = a->algo == HOOP_ALGO_DIRECT;
+    switch (a->coll) {
+    case HOOP__COLL_ALLREDUCE:
+        for (const hoop__algo_entry *e = hoop__allreduce_algos; e->name; e++)
+            if (e->id == a->algo) return e->fn(a, s);
+        break;
+    case HOOP__COLL_BROADCAST: return hoop__broadcast_chain(a, s);
+    case HOOP__COLL_REDUCE: return hoop__reduce_chain(a, s);
+    case HOOP__COLL_ALLGATHER:
+        return direct ? hoop__allgather_direct(a, s) : hoop__allgather_ring(a, s);
+    case HOOP__COLL_REDUCE_SCATTER:
+        return direct ? hoop__reduce_scatter_direct(a, s) : hoop__reduce_scatter_ring(a, s);
+    case HOOP__COLL_BARRIER: return hoop__barrier_vote(a, s);
+    }
+    return HOOP_INTERNAL_ERROR("no schedule for collective %d with algo=%d (%s)", (int)a->coll,
+                               (int)a->algo, hoop_algo_name(a->algo));
+}
 
 int32_t hoop__sched_add(hoop__sched *s, hoop__step st)
 {

@@ -11,8 +11,8 @@
  *     pos 2, pos k receives chunk c into a slot, adds its own contribution into scratch
  *     and forwards it; the root (pos 0, reached last) reduces into recvbuf. Each link
  *     carries N bytes once: time ~ N / bw + N x gamma per rank.
- *   barrier: a one-byte token twice round the ring from rank 0 (2(n-1) latencies):
- *     the first lap proves everyone arrived, the second releases them.
+ *   barrier: nothing beyond the vote that opens every call (vote.c): its last merge
+ *     means every rank has called this barrier (lg p rounds of one message).
  * Pipelining depth is the executor's (chunks in flight per link). Reference for the
  * pipelined chain: the "pipelined broadcast" analysed in Patarasuk & Yuan 2009 and in
  * Thakur, Rabenseifner & Gropp 2005 (long-message broadcast and reduce bounds).
@@ -79,20 +79,8 @@ hoop_status hoop__reduce_chain(const hoop__coll_args *a, hoop__sched *s)
     return s->err;
 }
 
-hoop_status hoop__barrier_ring(const hoop__coll_args *a, hoop__sched *s)
+hoop_status hoop__barrier_vote(const hoop__coll_args *a, hoop__sched *s)
 {
-    int n = a->world_size, r = a->rank, next = MODN(r + 1, n), prev = MODN(r - 1, n);
-    /* Token bytes: receive into byte 1, send from byte 0, so the two never overlap. */
-    if (r == 0) {
-        hoop__sched_add(s, mk(HOOP__STEP_SEND, next, HOOP__BUF_TOKEN, 0, 1, -1));
-        int32_t lap = hoop__sched_add(s, mk(HOOP__STEP_RECV, prev, HOOP__BUF_TOKEN, 1, 1, -1));
-        hoop__sched_add(s, mk(HOOP__STEP_SEND, next, HOOP__BUF_TOKEN, 0, 1, lap));
-        return s->err;
-    }
-    for (int lap = 0; lap < 2; lap++) {
-        int32_t got = hoop__sched_add(s, mk(HOOP__STEP_RECV, prev, HOOP__BUF_TOKEN, 1, 1, -1));
-        if (lap == 0 || r != n - 1)
-            hoop__sched_add(s, mk(HOOP__STEP_SEND, next, HOOP__BUF_TOKEN, 0, 1, got));
-    }
+    (void)a; /* the vote is the barrier */
     return s->err;
 }

@@ -37,7 +37,14 @@ typedef enum hoop__coll {
 } hoop__coll;
 
 /* Buffers a step can name. */
-enum { HOOP__BUF_SEND = 0, HOOP__BUF_RECV, HOOP__BUF_SCRATCH, HOOP__BUF_TOKEN, HOOP__NBUF };
+enum {
+    HOOP__BUF_SEND = 0,
+    HOOP__BUF_RECV,
+    HOOP__BUF_SCRATCH,
+    HOOP__BUF_TOKEN,
+    HOOP__BUF_VOTE, /* the call's vote records (vote.c): never user memory */
+    HOOP__NBUF
+};
 
 typedef enum hoop__step_kind {
     HOOP__STEP_SEND,        /* send buf[off, off+bytes) to peer */
@@ -48,6 +55,8 @@ typedef enum hoop__step_kind {
                              * rank's copy, written into every copy (local, direct.c) */
     HOOP__STEP_DIRECT_OWN,  /* the same, written into this rank's copy only */
     HOOP__STEP_DIRECT_COPY, /* this rank's copy of [off, off+bytes) = rank peer's copy */
+    HOOP__STEP_VOTE,        /* vote record at src_off + record size = merge of the one at
+                             * src_off and peer's at off (vote.c); fails on a mismatch */
 } hoop__step_kind;
 
 typedef struct hoop__step {
@@ -65,6 +74,8 @@ typedef struct hoop__sched {
     size_t n, cap;
     size_t scratch_bytes; /* scratch buffer the schedule needs */
     hoop_status err;      /* first allocation failure while emitting */
+    int32_t voted;        /* the step after which every rank is known to have called this
+                           * same collective (the vote's last merge); -1 on one rank */
 } hoop__sched;
 
 struct hoop__seg;
@@ -158,8 +169,17 @@ typedef struct hoop__algo_entry {
     hoop__cost_fn cost;
 } hoop__algo_entry;
 
-/* The all-reduce algorithm table (algo.c), terminated by name == NULL. */
+/* HOOP_OK when algo is one of HOOP_ALGO_MAP's values, else HOOP_ERR_INVALID naming fn,
+ * the value and the choices (algo.c). */
+hoop_status hoop__algo_check(const char *fn, hoop_algo algo);
+
+/* The all-reduce algorithm table (algo.c), terminated by name == NULL: a schedule and a
+ * cost for each value of HOOP_ALGO_MAP but AUTO (tests/check_ring.c checks it). */
 extern const hoop__algo_entry hoop__allreduce_algos[];
+
+/* AUTO runs direct on shared buffers from here up: measured crossovers against rd on
+ * 2 ranks and against ring on more. */
+#define DIRECT_MIN_BYTES(n) ((n) == 2 ? (8 << 10) : (64 << 10))
 
 /* Picks an algorithm for an all-reduce of bytes on world_size ranks with the given
  * chunk size (never returns AUTO). */
@@ -177,7 +197,10 @@ hoop_status hoop__reduce_scatter_ring(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__allgather_ring(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__broadcast_chain(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__reduce_chain(const hoop__coll_args *a, hoop__sched *s);
-hoop_status hoop__barrier_ring(const hoop__coll_args *a, hoop__sched *s);
+hoop_status hoop__barrier_vote(const hoop__coll_args *a, hoop__sched *s);
+/* Appends the schedule of call a (its collective and algorithm) to s;
+ * HOOP_ERR_INTERNAL naming them when no schedule exists (never a silent substitute). */
+hoop_status hoop__coll_schedule(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__allreduce_direct(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__allgather_direct(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__reduce_scatter_direct(const hoop__coll_args *a, hoop__sched *s);
@@ -187,6 +210,21 @@ hoop_status hoop__reduce_scatter_direct(const hoop__coll_args *a, hoop__sched *s
  * combination), reduced into bufs[me] and, when copy_out, copied into every other copy. */
 void hoop__direct_reduce(hoop_dtype dtype, hoop_op op, char *const *bufs, int n, int me, size_t off,
                          size_t bytes, size_t elem, int copy_out);
+
+/* vote.c: the vote that opens every call's schedule (see vote.c): emits this rank's
+ * steps, sets and returns s->voted. */
+int32_t hoop__sched_votes(hoop__sched *s, int rank, int world_size);
+/* vote.c: a barrier of one-byte tokens in the same recursive-doubling pattern: returns
+ * the step after which every rank has passed its `after` step (-1 = at once). */
+int32_t hoop__sched_rd_sync(hoop__sched *s, int rank, int world_size, int32_t after);
+/* vote.c: runs a VOTE step on the vote buffer; HOOP_ERR_MISMATCH (message naming both
+ * calls) when the merged state shows two different calls. */
+hoop_status hoop__vote_merge(void *votes, const hoop__step *st, int rank);
+
+/* vote.c: what a rank whose first pending step is vote step st waits for, as "for the
+ * call's vote from rank q ..." in buf. Returns 1 when q is itself the missing rank (its
+ * record needs nobody else's), 0 when q relays others' records. */
+int hoop__vote_wait_info(const hoop__step *st, int rank, int world_size, char *buf, size_t cap);
 
 /* Number of chunks of chunk_bytes needed for bytes (0 for 0 bytes). */
 size_t hoop__nchunks(size_t bytes, size_t chunk_bytes);
@@ -198,6 +236,16 @@ size_t hoop__nchunks(size_t bytes, size_t chunk_bytes);
  * AVG combines as SUM. f16/bf16 are combined in f32 and rounded once (nearest even). */
 void hoop__reduce(hoop_dtype dtype, hoop_op op, void *dst, const void *a, const void *b,
                   size_t count, int divisor);
+
+/* f16 / bf16 through an f64 accumulator (direct.c): acc[i] = src[i] (first) or
+ * acc[i] (op) src[i]; then dst[i] = acc[i] (/ divisor when > 0), rounded once to the
+ * type. Sums of up to 2^29 16-bit values are exact in f64 and never overflow. */
+void hoop__half_to_acc(hoop_dtype dtype, hoop_op op, double *acc, const void *src, size_t count,
+                       int first);
+void hoop__acc_to_half(hoop_dtype dtype, void *dst, const double *acc, size_t count, int divisor);
+/* dst[i] = src[i] / divisor, computed in f32 and rounded once (a 16-bit average's
+ * pre-division: the partial sums of x / n cannot overflow where the average fits). */
+void hoop__half_prescale(hoop_dtype dtype, void *dst, const void *src, size_t count, int divisor);
 
 float hoop__f16_to_f32(uint16_t h);
 uint16_t hoop__f32_to_f16(float f);

@@ -4,9 +4,9 @@
  *
  * Each call validates its arguments on the caller's thread (bad input fails at once
  * with HOOP_ERR_INVALID naming the argument), fills a request with the call and its
- * 32-byte header, queues it for the progress thread and either returns the request or
- * waits for it. Requests are reference-counted: one reference for the caller (dropped
- * when hoop_test / hoop_wait report completion), one for the progress thread.
+ * 32-byte header (what the vote compares, vote.c), queues it for the progress thread and either
+ * returns the request or waits for it. Requests are reference-counted: one reference for the caller
+ * (dropped when hoop_test / hoop_wait report completion), one for the progress thread.
  *
  * Thread-safety: one issuing thread per comm; hoop_test / hoop_wait from any thread.
  */
@@ -22,9 +22,6 @@
 
 #define WAIT_SPIN_NS (50 * 1000) /* drive progress while it moves, then this long idle */
 #define WAIT_GRACE_MS 500        /* see wait_req */
-/* AUTO runs direct on shared buffers from here up: measured crossovers against rd on
- * 2 ranks (one token exchange) and against ring on more (two ring barriers). */
-#define DIRECT_MIN_BYTES(n) ((n) == 2 ? (8 << 10) : (64 << 10))
 
 size_t hoop_dtype_size(hoop_dtype dtype)
 {

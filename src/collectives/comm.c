@@ -5,8 +5,9 @@
  * hoop_comm_init resolves the configuration (explicit fields, else HOOP_* variables),
  * opens a transport endpoint, exchanges endpoints with every rank through the store or
  * an in-process rendezvous, connects the links its algorithms need (data links to the
- * ring neighbours and recursive-doubling partners, plus one control link to the next
- * rank for headers and failure records), then starts the progress thread (progress.c).
+ * ring neighbours and recursive-doubling partners, which also carry each call's vote,
+ * plus one control link to the next rank for failure and goodbye records), then starts the progress
+ * thread (progress.c).
  *
  * Owns: the transport context, links, slots, scratch, the progress thread and, for
  * hoop_comm_init_env, the store client. Thread-safety: init/destroy from one thread;
@@ -88,9 +89,7 @@ static hoop_status check_config(const hoop_comm_config *cfg)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "hoop_comm_init: the rendezvous is for %d ranks, world_size is %d",
                           hoop__rendezvous_world_size(cfg->rendezvous), cfg->world_size);
-    if ((unsigned)cfg->algo > HOOP_ALGO_RHD)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_comm_init: algo=%d is unknown", (int)cfg->algo);
-    return HOOP_OK;
+    return hoop__algo_check("hoop_comm_init", cfg->algo);
 }
 
 // ----------------------------------------------------------------- connecting
@@ -168,6 +167,47 @@ static int all_local(hoop_comm *comm, const unsigned char *cards)
     return shm != NULL;
 }
 
+/* INFO: one line naming every link's transport ("rank 1 shm, rank 3 tcp"). */
+static void log_links(const hoop_comm *comm, const unsigned char *need)
+{
+    char list[400];
+    size_t len = 0;
+    list[0] = '\0';
+    if (!hoop__log_on(HOOP_LOG_INFO, HOOP_LOG_INIT)) return;
+    for (int p = 0; p < comm->world_size && len + 40 < sizeof(list); p++)
+        if (need[p])
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s rank %d %s", len ? "," : "",
+                                    p, comm->send[p]->tp->name);
+    HOOP_INFO(INIT, "rank %d: links to%s; control ring over %s", comm->rank, list,
+              comm->ctl_send->tp->name);
+}
+
+/* INFO: what HOOP_ALGO means for this world size: under auto, the cost model's choice
+ * by message size ("rd up to 32 KiB, ring from 64 KiB"), probed at powers of two. */
+static void log_algo(const hoop_comm *comm, hoop_algo algo)
+{
+    char plan[300];
+    size_t len = 0;
+    hoop_algo last = HOOP_ALGO_COUNT_;
+    if (!hoop__log_on(HOOP_LOG_INFO, HOOP_LOG_INIT) || comm->world_size < 2) return;
+    if (algo != HOOP_ALGO_AUTO && algo != HOOP_ALGO_DIRECT) {
+        HOOP_INFO(INIT, "rank %d: all-reduce algorithm %s (set)", comm->rank, hoop_algo_name(algo));
+        return;
+    }
+    for (size_t b = 8; b <= ((size_t)1 << 30) && len + 40 < sizeof(plan); b *= 2) {
+        hoop_algo a = hoop__algo_pick(HOOP_ALGO_AUTO, comm->world_size, b, comm->chunk_bytes);
+        if (a == last) continue;
+        len += (size_t)snprintf(plan + len, sizeof(plan) - len, "%s%s from %zu B", len ? ", " : "",
+                                hoop_algo_name(a), b);
+        last = a;
+    }
+    HOOP_INFO(INIT,
+              "rank %d: all-reduce algorithm %s: %s; direct on in-place shared buffers from %d "
+              "KiB%s",
+              comm->rank, hoop_algo_name(algo), plan, DIRECT_MIN_BYTES(comm->world_size) >> 10,
+              algo == HOOP_ALGO_DIRECT ? " (any size: HOOP_ALGO=direct)" : "");
+}
+
 /* Drives connects and accepts until every needed link is up or the deadline. */
 static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen, unsigned char *cards,
                                 const unsigned char *need, int mode, int64_t deadline)
@@ -220,10 +260,7 @@ static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen, u
                 n += comm->tps[k]->pollfds(listen[k], pfd + n, 1);
         poll(pfd, (nfds_t)n, 1);
     }
-    for (int p = 0; p < comm->world_size; p++)
-        if (need[p])
-            HOOP_DEBUGF(INIT, "rank %d: link to rank %d over %s", comm->rank, p,
-                        comm->send[p]->tp->name);
+    log_links(comm, need);
 out:
     free(use);
     return st;
@@ -339,6 +376,7 @@ hoop_status hoop_comm_init(hoop_comm **out, const hoop_comm_config *cfg)
     HOOP_CHECK_GOTO(comm_start(comm, &s), st, fail);
     HOOP_INFO(INIT, "rank %d of %d: communicator ready (chunk %zu bytes, algo %s)", comm->rank,
               comm->world_size, comm->chunk_bytes, hoop_algo_name(s.algo));
+    log_algo(comm, s.algo);
     *out = comm;
     return HOOP_OK;
 fail:
@@ -371,31 +409,54 @@ hoop_status hoop_comm_init_env(hoop_comm **out)
     return HOOP_OK;
 }
 
+/* Keeps the first failure of a destroy step and its message (later steps may set
+ * messages of their own), so that destroy never returns an error without one. */
+static void keep_first(hoop_status rc, hoop_status *st, char *msg, size_t cap)
+{
+    if (rc == HOOP_OK || *st != HOOP_OK) return;
+    *st = rc;
+    snprintf(msg, cap, "%s", *hoop_last_error() ? hoop_last_error() : hoop_status_str(rc));
+}
+
 hoop_status hoop_comm_destroy(hoop_comm *comm)
 {
     hoop_status st = HOOP_OK;
+    char msg[512] = "";
     if (!comm) return HOOP_OK;
     if (comm->started) {
         atomic_store(&comm->stop, 1);
         uint64_t one = 1;
-        if (write(comm->wake_fd, &one, sizeof(one)) < 0) st = HOOP_ERR_SYSTEM;
-        HOOP_CHECK_KEEP((hoop_status)(pthread_join(comm->thread, NULL) ? HOOP_ERR_SYSTEM : 0), st);
+        /* An eventfd write fails only on a bad descriptor or a full counter; the thread
+         * also sees `stop` within its longest sleep, so go on to the join either way. */
+        if (write(comm->wake_fd, &one, sizeof(one)) < 0)
+            keep_first(HOOP_ERROR(HOOP_ERR_SYSTEM,
+                                  "hoop_comm_destroy: waking the progress thread: %s",
+                                  hoop__strerror(errno)),
+                       &st, msg, sizeof(msg));
+        int rc = pthread_join(comm->thread, NULL);
+        if (rc != 0)
+            keep_first(HOOP_ERROR(HOOP_ERR_SYSTEM,
+                                  "hoop_comm_destroy: joining the progress thread: %s",
+                                  hoop__strerror(rc)),
+                       &st, msg, sizeof(msg));
     }
     hoop__comm_close_links(comm);
     hoop__comm_free_segs(comm);
     for (int k = 0; k < HOOP__NTP; k++)
-        if (comm->tctxs[k]) HOOP_CHECK_KEEP(comm->tps[k]->finalize(comm->tctxs[k]), st);
+        if (comm->tctxs[k])
+            keep_first(comm->tps[k]->finalize(comm->tctxs[k]), &st, msg, sizeof(msg));
     if (comm->wake_fd >= 0) close(comm->wake_fd);
-    HOOP_CHECK_KEEP(hoop_store_destroy(comm->owned_store), st);
+    keep_first(hoop_store_destroy(comm->owned_store), &st, msg, sizeof(msg));
     pthread_mutex_destroy(&comm->mu);
     pthread_mutex_destroy(&comm->engine);
     free(comm->send);
     free(comm->recv);
     free(comm->slots);
     free(comm->scratch);
+    free(comm->pre);
     hoop__sched_free(&comm->sched);
     free(comm);
-    return st;
+    return st == HOOP_OK ? HOOP_OK : HOOP_ERROR(st, "%s", msg);
 }
 
 /* Asks the progress thread to fail the comm (how = 1 abort, 2 kill) and waits for it. */
@@ -441,8 +502,8 @@ uint64_t hoop_comm_bytes_sent(const hoop_comm *comm)
 
 hoop_status hoop_comm_set_algo(hoop_comm *comm, hoop_algo algo)
 {
-    if (!comm || (unsigned)algo > HOOP_ALGO_DIRECT)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_comm_set_algo: bad comm or algo %d", (int)algo);
+    if (!comm) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_comm_set_algo: comm is NULL");
+    HOOP_CHECK(hoop__algo_check("hoop_comm_set_algo", algo));
     atomic_store(&comm->algo, (int)algo);
     return HOOP_OK;
 }

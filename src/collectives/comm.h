@@ -29,6 +29,24 @@ typedef struct hoop__hdr {
 } hoop__hdr;
 _Static_assert(sizeof(hoop__hdr) == 32, "the collective header is 32 bytes");
 
+/* A vote record (vote.c): the sender's call, and the first pair of different calls it
+ * has heard of (bad = 1). */
+typedef struct hoop__vote {
+    uint32_t magic;
+    int32_t from, bad, a_rank, b_rank;
+    uint8_t pad[12];
+    hoop__hdr hdr, a, b;
+} hoop__vote;
+_Static_assert(sizeof(hoop__vote) == 128, "a vote record is 128 bytes");
+/* Vote rounds at most: lg of the largest int world, plus the fold. */
+#define HOOP__VOTE_ROUNDS 34
+#define HOOP__VOTE_BYTES ((2 * HOOP__VOTE_ROUNDS + 1) * sizeof(hoop__vote))
+
+/* vote.c: state S[0] = this rank's call. */
+void hoop__vote_init(void *votes, const hoop__hdr *mine, int rank);
+/* vote.c: the state a VOTE step wrote (after a mismatch: the pair of calls). */
+const hoop__vote *hoop__vote_after(const void *votes, const hoop__step *st);
+
 enum { HOOP__CS_RUNNING = 0, HOOP__CS_FAILING, HOOP__CS_FAILED };
 
 struct hoop_request {
@@ -94,9 +112,6 @@ struct hoop_comm {
     struct hoop_request *cur;
     hoop__sched sched;
     hoop__exec *exec;
-    void *hdr_req, *hdr_rreq; /* our header out; the predecessor's in (into hdr_in) */
-    hoop__hdr hdr_in;
-    int hdr_ok;
     int64_t cur_deadline;
     hoop__hdr ctl_in, abort_rec[3];
     void *ctl_req;
@@ -111,7 +126,10 @@ struct hoop_comm {
     int nslots, depth;
     void *scratch;
     size_t scratch_cap;
+    void *pre; /* a 16-bit average's pre-divided input (progress.c) */
+    size_t pre_cap;
     char token[2];
+    _Alignas(8) char votes[HOOP__VOTE_BYTES];
 };
 
 /* progress.c */

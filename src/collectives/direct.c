@@ -3,30 +3,23 @@
  * src/collectives/direct.c -- the direct all-reduce: for in-place calls on memory every
  * rank maps (shared.c), each rank reduces its share of the elements straight from its
  * peers' copies and writes the result into every copy. No byte of data passes through a
- * transport; the links carry only one-byte tokens that order the ranks:
+ * transport; the links carry only the call's vote and one-byte tokens:
  *   1. arrival: no rank may read a peer's copy before that peer has called this same
- *      all-reduce (its data is final). With 2 ranks the call's header, which each rank
- *      sends when it starts the call and which must have matched before any step that
- *      touches user memory runs, already proves it. With more, a token goes twice round
- *      the ring: the first lap proves everyone arrived, the second releases them. The
- *      proof leans on an executor rule: a token receive has no dependency, so, like any
- *      receive into a named buffer, it is posted only once the header from the previous
- *      rank has matched. A rank forwards the first lap only after receiving it, so a
- *      completed lap means every rank's header equalled its predecessor's: every rank
- *      called the same all-reduce on the same segment and offset. (Were token receives
- *      ever posted early, like receives into slots, a mismatched rank's memory could be
- *      written before the mismatch is seen.)
+ *      all-reduce (its data is final). The vote that opens every call (vote.c) proves
+ *      it: its last merge means every rank has called a collective with this same
+ *      header (same segment, same offset), so the local step depends on it.
  *   2. rank r reduces elements [part_start(r), part_start(r + 1)) over the copies, starting
  *      from its own and going round in ring order (each element is computed once, so
  *      every rank gets the same bits), and writes the result into every copy, in pieces
- *      small enough to stay in cache between the two.
+ *      small enough to stay in cache between the two. f16 and bf16 are combined in f64
+ *      and rounded once, so an average that the type can hold never overflows.
  *   3. departure: no rank may return (and let its caller touch its copy) while a peer
- *      still reads or writes it: 2 ranks swap a token after their share is done; more go
- *      twice round the ring again, each rank forwarding the first lap only after its share.
+ *      still reads or writes it: a token barrier in the vote's recursive-doubling
+ *      pattern (lg p rounds), each rank's first token leaving after its share is done.
  * Per rank this moves (n-1)/n of the bytes in from peers and (n-1)/n out, once, against
  * 2(n-1)/n through rings, each byte copied in and out, for the ring algorithm. The scheme
  * is the single-copy intra-node all-reduce of registered buffers (NCCL's user-buffer
- * registration, MPI-3 shared-memory windows); the barrier is the ring barrier of chain.c.
+ * registration, MPI-3 shared-memory windows).
  * In-place all-gather and reduce-scatter follow the same three phases, with step 2 being
  * "copy every other rank's block from its copy" or "reduce my block over every copy into
  * my own copy".
@@ -38,62 +31,24 @@
 #include "collectives/coll.h"
 #include "core/check.h"
 
-#define PIECE (32 << 10) /* bytes reduced, then copied out, while they are in cache */
-
-static int32_t token(hoop__sched *s, hoop__step_kind kind, int peer, int32_t dep0, int32_t dep1)
-{
-    /* Token bytes: receive into byte 1, send from byte 0, so the two never overlap. */
-    return hoop__sched_add(s, (hoop__step){.kind = (uint8_t)kind,
-                                           .buf = HOOP__BUF_TOKEN,
-                                           .peer = peer,
-                                           .dep = {dep0, dep1},
-                                           .off = kind == HOOP__STEP_RECV ? 1 : 0,
-                                           .bytes = 1});
-}
-
-/* A token twice round the ring; this rank's first send waits for `after`. Returns the
- * step after which every rank has passed `after`. */
-static int32_t ring_barrier(hoop__sched *s, int r, int n, int32_t after)
-{
-    int next = (r + 1) % n, prev = (r + n - 1) % n;
-    if (r == 0) {
-        token(s, HOOP__STEP_SEND, next, after, -1);
-        int32_t lap = token(s, HOOP__STEP_RECV, prev, -1, -1);
-        token(s, HOOP__STEP_SEND, next, lap, -1);
-        return lap;
-    }
-    int32_t got = token(s, HOOP__STEP_RECV, prev, -1, -1);
-    token(s, HOOP__STEP_SEND, next, got, after);
-    int32_t released = token(s, HOOP__STEP_RECV, prev, -1, -1);
-    if (r != n - 1) token(s, HOOP__STEP_SEND, next, released, -1);
-    return released;
-}
-
-/* Orders the ranks: returns the step after which every rank has passed its `after` step
- * (2 ranks swap a token; more send one twice round the ring). */
-static int32_t barrier(hoop__sched *s, int r, int n, int32_t after)
-{
-    if (n > 2) return ring_barrier(s, r, n, after);
-    token(s, HOOP__STEP_SEND, 1 - r, after, -1);
-    return token(s, HOOP__STEP_RECV, 1 - r, -1, -1);
-}
+#define PIECE (32 << 10)     /* bytes reduced, then copied out, while they are in cache */
+#define HALF_PIECE (4 << 10) /* f16 / bf16 bytes per piece: an f64 accumulator 4 x that */
 
 static size_t share(const hoop__coll_args *a, int q)
 {
     return hoop__part_start(a->count, (size_t)a->world_size, (size_t)q) * a->elem;
 }
 
-/* Arrival (2 ranks: the matched header says so), one local step on this rank's bytes
- * [off, off + bytes), departure. */
+/* Arrival (the vote), one local step on this rank's bytes [off, off + bytes), departure. */
 static hoop_status arrive_step_leave(const hoop__coll_args *a, hoop__sched *s, hoop__step_kind kind,
                                      size_t off, size_t bytes)
 {
-    int n = a->world_size, r = a->rank;
-    int32_t arrived = n == 2 ? -1 : ring_barrier(s, r, n, -1);
-    int32_t mine = hoop__sched_add(
-        s, (hoop__step){
-               .kind = (uint8_t)kind, .peer = r, .dep = {arrived, -1}, .off = off, .bytes = bytes});
-    barrier(s, r, n, mine); /* nobody still touches this rank's copy */
+    int32_t mine = hoop__sched_add(s, (hoop__step){.kind = (uint8_t)kind,
+                                                   .peer = a->rank,
+                                                   .dep = {s->voted, -1},
+                                                   .off = off,
+                                                   .bytes = bytes});
+    hoop__sched_rd_sync(s, a->rank, a->world_size, mine); /* nobody still touches our copy */
     return s->err;
 }
 
@@ -112,7 +67,7 @@ hoop_status hoop__allgather_direct(const hoop__coll_args *a, hoop__sched *s)
 {
     int n = a->world_size, r = a->rank;
     size_t block = a->count * a->elem;
-    int32_t last = n == 2 ? -1 : ring_barrier(s, r, n, -1);
+    int32_t last = s->voted;
     for (int k = 1; k < n; k++) {
         int q = (r + k) % n;
         last = hoop__sched_add(s, (hoop__step){.kind = HOOP__STEP_DIRECT_COPY,
@@ -121,7 +76,7 @@ hoop_status hoop__allgather_direct(const hoop__coll_args *a, hoop__sched *s)
                                                .off = (size_t)q * block,
                                                .bytes = block});
     }
-    barrier(s, r, n, last);
+    hoop__sched_rd_sync(s, r, n, last);
     return s->err;
 }
 
@@ -133,9 +88,28 @@ hoop_status hoop__reduce_scatter_direct(const hoop__coll_args *a, hoop__sched *s
     return arrive_step_leave(a, s, HOOP__STEP_DIRECT_OWN, (size_t)a->rank * block, block);
 }
 
+/* f16 / bf16: the combination over the copies runs in an f64 accumulator and is rounded
+ * once (an average divides first), so partial sums never overflow the type. */
+static void direct_reduce_half(hoop_dtype dtype, hoop_op op, char *const *bufs, int n, int me,
+                               size_t off, size_t bytes, int copy_out)
+{
+    double acc[HALF_PIECE / 2];
+    for (size_t p = off; p < off + bytes; p += HALF_PIECE) {
+        size_t len = off + bytes - p < HALF_PIECE ? off + bytes - p : HALF_PIECE, cnt = len / 2;
+        for (int k = 0; k < n; k++)
+            hoop__half_to_acc(dtype, op, acc, bufs[(me + k) % n] + p, cnt, k == 0);
+        hoop__acc_to_half(dtype, bufs[me] + p, acc, cnt, op == HOOP_OP_AVG ? n : 0);
+        for (int k = 1; copy_out && k < n; k++) memcpy(bufs[(me + k) % n] + p, bufs[me] + p, len);
+    }
+}
+
 void hoop__direct_reduce(hoop_dtype dtype, hoop_op op, char *const *bufs, int n, int me, size_t off,
                          size_t bytes, size_t elem, int copy_out)
 {
+    if (dtype == HOOP_DTYPE_F16 || dtype == HOOP_DTYPE_BF16) {
+        direct_reduce_half(dtype, op, bufs, n, me, off, bytes, copy_out);
+        return;
+    }
     for (size_t p = off; p < off + bytes; p += PIECE) {
         size_t len = off + bytes - p < PIECE ? off + bytes - p : PIECE;
         char *acc = bufs[me] + p;

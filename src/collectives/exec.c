@@ -16,9 +16,13 @@
  * RECV_REDUCE whose dependencies are already done is reduced straight from the
  * transport's memory instead, piece by piece as it arrives: one copy less per byte. One
  * whose dependencies are pending still takes a slot, so the guarantee above holds.
- * Local steps (COPY, and DIRECT, which reads and writes the peers' mapped copies of a
- * shared buffer: direct.c) run in schedule order once their dependencies are done; a
- * DIRECT step also waits for the header to have matched.
+ * Local steps (COPY; DIRECT, which reads and writes the peers' mapped copies of a shared
+ * buffer: direct.c; VOTE, which merges a vote record: vote.c) run in schedule order once
+ * their dependencies are done. The schedule opens with the call's vote: until its first
+ * merge has matched (the gate), nothing is received into user memory and nothing is
+ * reduced; the vote's own records and receives into slots move at once (so a small
+ * call's vote and data arrive together). A failed merge fails the call with
+ * HOOP_ERR_MISMATCH.
  *
  * Owns: its bookkeeping arrays; borrows the schedule, buffers, slots and links.
  * Thread-safety: used by the communicator's progress thread only.
@@ -58,7 +62,9 @@ struct hoop__exec {
     int32_t *active;
     size_t nactive, ndone;
     int *free_slots, nfree;
-    struct fused *fu; /* per step */
+    struct fused *fu;    /* per step */
+    int32_t gate;        /* the vote's first merge (-1: no vote): user memory waits for it */
+    int32_t failed_step; /* the VOTE step that failed (-1 = none) */
 };
 
 static int deps_ok(const hoop__exec *x, const hoop__step *st)
@@ -81,7 +87,15 @@ static int staged(const hoop__step *st)
 static int is_local(const hoop__step *st)
 {
     return st->kind == HOOP__STEP_COPY || st->kind == HOOP__STEP_DIRECT ||
-           st->kind == HOOP__STEP_DIRECT_OWN || st->kind == HOOP__STEP_DIRECT_COPY;
+           st->kind == HOOP__STEP_DIRECT_OWN || st->kind == HOOP__STEP_DIRECT_COPY ||
+           st->kind == HOOP__STEP_VOTE;
+}
+
+/* 1 once the vote's first merge matched: receives into user memory and reductions may
+ * start. The vote's own steps never wait for it. */
+static int gate_open(const hoop__exec *x, const hoop__step *st)
+{
+    return x->gate < 0 || x->state[x->gate] == ST_DONE || st->buf == HOOP__BUF_VOTE;
 }
 
 /* Groups the step indices by (direction, peer) into lanes; cnt has 2n+1 zeroed slots. */
@@ -147,6 +161,9 @@ hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop_
     x->fu = carve(&block, n * sizeof(struct fused));
     for (size_t i = 0; i < n; i++) x->slot[i] = -1; /* no slot unless granted one */
     x->state = carve(&block, n);
+    x->gate = x->failed_step = -1;
+    for (size_t i = 0; i < s->n && x->gate < 0; i++)
+        if (s->steps[i].kind == HOOP__STEP_VOTE) x->gate = (int32_t)i;
     for (int i = 0; i < env->nslots; i++) x->free_slots[x->nfree++] = i;
     build_lanes(x, cnt);
     *out = x;
@@ -180,18 +197,21 @@ static void finish(hoop__exec *x, int32_t i)
     x->ndone++;
 }
 
-/* Runs local steps in schedule order; a DIRECT step (it reads and writes the peers'
- * copies) only once the header has matched. */
-static void run_locals(hoop__exec *x, int allow_recv, int *progressed)
+/* Runs local steps in schedule order (the vote's merges come first, so the algorithm's
+ * local steps, DIRECT ones included, run only after the whole vote). */
+static hoop_status run_locals(hoop__exec *x, int *progressed)
 {
     while (x->local_cur < x->nlocal) {
         int32_t i = x->local[x->local_cur];
         const hoop__step *st = &x->s->steps[i];
-        if (!deps_ok(x, st)) return;
+        if (!deps_ok(x, st)) return HOOP_OK;
         char *const *seg = x->env.seg_base;
         size_t off = x->env.seg_off + st->off;
-        if (st->kind != HOOP__STEP_COPY && !allow_recv) return;
-        if (st->kind == HOOP__STEP_DIRECT || st->kind == HOOP__STEP_DIRECT_OWN) {
+        if (st->kind == HOOP__STEP_VOTE) {
+            hoop_status rc = hoop__vote_merge(x->env.bufs[HOOP__BUF_VOTE], st, x->env.rank);
+            if (rc != HOOP_OK) x->failed_step = i;
+            HOOP_CHECK(rc);
+        } else if (st->kind == HOOP__STEP_DIRECT || st->kind == HOOP__STEP_DIRECT_OWN) {
             hoop__direct_reduce(x->env.dtype, x->env.op, seg, x->env.world_size, x->env.rank, off,
                                 st->bytes, x->env.elem, st->kind == HOOP__STEP_DIRECT);
         } else if (st->kind == HOOP__STEP_DIRECT_COPY) {
@@ -203,18 +223,19 @@ static void run_locals(hoop__exec *x, int allow_recv, int *progressed)
         x->local_cur++;
         *progressed = 1;
     }
+    return HOOP_OK;
 }
 
 /* Posts the next steps of one lane; stops at the first that cannot start. Before the
- * header has matched (allow_recv = 0) only receives into slots may be posted: they
- * touch no user memory, and posting them early lets the header and the data behind it
+ * gate opens only the vote's receives and receives into slots may be posted: they
+ * touch no user memory, and posting them early lets the vote and the data behind it
  * arrive through one recvmsg. */
-static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int allow_recv,
-                             int *progressed)
+static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int *progressed)
 {
     while (l->cur < l->end && l->inflight < x->env.depth) {
         int32_t i = x->order[l->cur];
         const hoop__step *st = &x->s->steps[i];
+        int allow_recv = gate_open(x, st);
         struct hoop_tp_comm *c = is_send ? x->env.send[st->peer] : x->env.recv[st->peer];
         void *req = NULL;
         if (!c) return HOOP_INTERNAL_ERROR("no link to rank %d for this schedule", st->peer);
@@ -285,7 +306,8 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
         x->req[i] = NULL;
         lane_of(x, st)->inflight--;
         *progressed = 1;
-        if (st->kind == HOOP__STEP_SEND) x->env.bytes_sent += st->bytes;
+        if (st->kind == HOOP__STEP_SEND && st->buf != HOOP__BUF_VOTE)
+            x->env.bytes_sent += st->bytes; /* payload only: the vote is overhead */
         if (st->kind == HOOP__STEP_SEND || x->slot[i] < 0) {
             finish(x, i);
             *left = 1;
@@ -309,16 +331,17 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
     return HOOP_OK;
 }
 
-hoop_status hoop__exec_progress(hoop__exec *x, int allow_recv, int *progressed, int *done)
+hoop_status hoop__exec_progress(hoop__exec *x, int *progressed, int *done)
 {
     *progressed = 0;
-    run_locals(x, allow_recv, progressed);
+    HOOP_CHECK(run_locals(x, progressed));
     for (int k = 0; k < x->nlanes; k++)
-        HOOP_CHECK(post_lane(x, &x->lanes[k], k < x->nsend_lanes, allow_recv, progressed));
+        HOOP_CHECK(post_lane(x, &x->lanes[k], k < x->nsend_lanes, progressed));
     for (size_t j = 0; j < x->nactive;) {
         int left;
-        if (!allow_recv && x->s->steps[x->active[j]].kind != HOOP__STEP_SEND) {
-            j++; /* nothing is received or reduced before the header has matched */
+        const hoop__step *st = &x->s->steps[x->active[j]];
+        if (st->kind != HOOP__STEP_SEND && !gate_open(x, st)) {
+            j++; /* nothing is received or reduced before the vote's first merge */
             continue;
         }
         HOOP_CHECK(test_one(x, x->active[j], &left, progressed));
@@ -327,7 +350,7 @@ hoop_status hoop__exec_progress(hoop__exec *x, int allow_recv, int *progressed, 
         else
             j++;
     }
-    run_locals(x, allow_recv, progressed);
+    HOOP_CHECK(run_locals(x, progressed));
     *done = x->ndone == x->s->n;
     return HOOP_OK;
 }
@@ -337,11 +360,16 @@ uint64_t hoop__exec_bytes_sent(const hoop__exec *x)
     return x->env.bytes_sent;
 }
 
-int hoop__exec_waiting_peer(const hoop__exec *x)
+int32_t hoop__exec_first_pending(const hoop__exec *x)
 {
     for (size_t i = 0; x && i < x->s->n; i++)
-        if (x->state[i] != ST_DONE) return is_local(&x->s->steps[i]) ? -1 : x->s->steps[i].peer;
+        if (x->state[i] != ST_DONE) return (int32_t)i;
     return -1;
+}
+
+int32_t hoop__exec_failed_step(const hoop__exec *x)
+{
+    return x->failed_step;
 }
 
 int hoop__exec_failed_peer(const hoop__exec *x)

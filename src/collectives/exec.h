@@ -29,17 +29,19 @@ typedef struct hoop__exec_env {
 
 hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop__exec_env *env);
 
-/* Starts and completes as many steps as possible without blocking. allow_recv = 0
- * (until the collective's header has been checked) holds back receives into user
- * buffers, every reduction and every DIRECT step; receives into slots may already be posted. *done
- * = 1 when every step is done. Errors come from the transport (HOOP_ERR_REMOTE naming a peer). */
-hoop_status hoop__exec_progress(hoop__exec *x, int allow_recv, int *progressed, int *done);
+/* Starts and completes as many steps as possible without blocking. Until the vote's
+ * first merge has matched, receives into user buffers and reductions are held back
+ * (receives into slots may already be posted). *done = 1 when every step is done.
+ * Errors come from the transport (HOOP_ERR_REMOTE naming a peer), or from a vote
+ * (HOOP_ERR_MISMATCH: hoop__exec_failed_step names the VOTE step). */
+hoop_status hoop__exec_progress(hoop__exec *x, int *progressed, int *done);
 
 /* Bytes sent so far by this execution. */
 uint64_t hoop__exec_bytes_sent(const hoop__exec *x);
-/* The peer of the first step that is not done (for timeout messages), or -1 when every
- * step is done or the first pending one is local. */
-int hoop__exec_waiting_peer(const hoop__exec *x);
+/* The first step (in schedule order) that is not done, or -1 (for timeout messages). */
+int32_t hoop__exec_first_pending(const hoop__exec *x);
+/* The VOTE step whose merge failed the last progress call, or -1. */
+int32_t hoop__exec_failed_step(const hoop__exec *x);
 /* The peer whose link failed the last progress call, or -1. */
 int hoop__exec_failed_peer(const hoop__exec *x);
 

@@ -13,7 +13,8 @@ libhoopcore_la_SOURCES += \
 	%reldir%/rendezvous.c \
 	%reldir%/rhd.c \
 	%reldir%/ring.c \
-	%reldir%/shared.c
+	%reldir%/shared.c \
+	%reldir%/vote.c
 noinst_HEADERS += \
 	%reldir%/coll.h \
 	%reldir%/comm.h \
@@ -21,7 +22,8 @@ noinst_HEADERS += \
 	%reldir%/rendezvous.h
 hoopinclude_HEADERS += include/hoop/comm.h include/hoop/collectives.h
 
-check_PROGRAMS += tests/check_collectives tests/check_ring tests/check_reduce tests/check_direct
+check_PROGRAMS += tests/check_collectives tests/check_ring tests/check_reduce tests/check_direct \
+	tests/check_mismatch
 tests_check_collectives_SOURCES = tests/check_collectives.c tests/coll_harness.h
 tests_check_collectives_CFLAGS = $(TEST_CFLAGS)
 tests_check_collectives_LDADD = $(TEST_LDADD)
@@ -34,4 +36,8 @@ tests_check_reduce_LDADD = $(TEST_LDADD)
 tests_check_direct_SOURCES = tests/check_direct.c tests/coll_harness.h tests/direct_ref.h
 tests_check_direct_CFLAGS = $(TEST_CFLAGS)
 tests_check_direct_LDADD = $(TEST_LDADD)
-TESTS += tests/check_collectives tests/check_ring tests/check_reduce tests/check_direct
+tests_check_mismatch_SOURCES = tests/check_mismatch.c tests/coll_harness.h
+tests_check_mismatch_CFLAGS = $(TEST_CFLAGS)
+tests_check_mismatch_LDADD = $(TEST_LDADD)
+TESTS += tests/check_collectives tests/check_ring tests/check_reduce tests/check_direct \
+	tests/check_mismatch

@@ -4,18 +4,19 @@
  *
  * One thread per communicator runs the queued collectives one at a time, in call order
  * (a caller blocked in hoop_wait may drive the same passes itself, under comm->engine):
- *   1. it sends the call's 32-byte header to the next rank on the data link, ahead of
- *      the call's data (a small call's header and data leave in one TCP segment), and
- *      compiles the call into a schedule (coll.h) run by the executor (exec.c);
+ *   1. it compiles the call into a schedule (coll.h) that opens with the call's vote
+ *      (vote.c: every rank learns that every rank made this same call before any rank
+ *      completes it) and runs it with the executor (exec.c); the vote's records lead
+ *      the call on every link, so a small call's vote and data leave together;
  *   2. sends start at once; receives into user buffers and every reduction wait until
- *      the header from the previous rank has matched ours, so a mismatched call never
- *      writes the wrong bytes into user memory (receives into staging slots may be
- *      posted at once, so a small call's header and data arrive through one recvmsg);
+ *      the vote's first merge has matched (receives into staging slots may be posted at
+ *      once); a merge that finds two different calls fails the call on this rank, and
+ *      every rank's last merge covers every rank, so none can complete such a call;
  *   3. it always keeps a receive posted on the control link from the previous rank, which
  *      carries only failure (ABORT) and goodbye (BYE) records, so they are seen at once
  *      (a pass that spins on a running call reads it every CTL_EVERY_NS, 20 us).
  *
- * Failure travels round the ring: a rank that detects a failure (a link error, a header
+ * Failure travels round the ring: a rank that detects a failure (a link error, a
  * mismatch, its own deadline) sends an ABORT record (culprit, status, the two calls) to
  * the next rank, then closes all its links. Each rank forwards exactly one ABORT. A
  * rank that saw a link error first waits briefly for its predecessor's record, so every
@@ -42,6 +43,7 @@
 #define SPIN_NS (30 * 1000) /* poll without sleeping this long after progress */
 #define MAX_POLL 256
 #define CTL_EVERY_NS (20 * 1000) /* a spinning pass reads the control link this often */
+#define DRIVEN_NAP_MS 2          /* longest sleep while a caller drives progress */
 
 static const char *coll_name(int c)
 {
@@ -88,7 +90,7 @@ void hoop__comm_close_links(hoop_comm *comm)
     if (comm->ctl_send) comm->ctl_send->tp->close(comm->ctl_send);
     if (comm->ctl_recv) comm->ctl_recv->tp->close(comm->ctl_recv);
     comm->ctl_send = comm->ctl_recv = NULL;
-    comm->ctl_req = comm->hdr_req = comm->hdr_rreq = NULL; /* released by close */
+    comm->ctl_req = NULL; /* released by close */
 }
 
 /* Sends records on the control link and waits up to FLUSH_MS for them to leave. */
@@ -128,15 +130,15 @@ static void fail_finalize(hoop_comm *comm)
 
 /* Records a cause detected here. MISMATCH and aborts are final at once; link errors
  * wait for the predecessor's record (which may carry the original cause). */
-static void fail_local(hoop_comm *comm, hoop_status st, int culprit, const hoop__hdr *mine,
-                       const hoop__hdr *theirs, const char *msg, int final)
+static void fail_record(hoop_comm *comm, hoop_status st, int origin, int culprit,
+                        const hoop__hdr *mine, const hoop__hdr *theirs, const char *msg, int final)
 {
     if (atomic_load(&comm->state) != HOOP__CS_RUNNING) return;
     comm->fail_st = st;
     snprintf(comm->fail_msg, sizeof(comm->fail_msg), "%s", msg);
     comm->fail_rec[0] = (hoop__hdr){.kind = HOOP__REC_ABORT,
                                     .seq = (uint64_t)(int64_t)culprit,
-                                    .root = comm->rank,
+                                    .root = origin,
                                     .aux = (int32_t)st};
     memset(&comm->fail_rec[1], 0, 2 * sizeof(hoop__hdr));
     if (mine) comm->fail_rec[1] = *mine;
@@ -144,6 +146,19 @@ static void fail_local(hoop_comm *comm, hoop_status st, int culprit, const hoop_
     atomic_store(&comm->state, HOOP__CS_FAILING);
     comm->failing_deadline = hoop__deadline_ns(FAIL_GRACE_MS);
     if (final || comm->ctl_eof || comm->prev_bye || !comm->ctl_recv) fail_finalize(comm);
+}
+
+static void fail_local(hoop_comm *comm, hoop_status st, int culprit, const hoop__hdr *mine,
+                       const hoop__hdr *theirs, const char *msg, int final)
+{
+    fail_record(comm, st, comm->rank, culprit, mine, theirs, msg, final);
+}
+
+/* The vote found two different calls: final at once. The ABORT record carries the pair
+ * (root = the first call's rank, seq = the second's), so every rank names the same two. */
+static void fail_mismatch(hoop_comm *comm, const hoop__vote *v, const char *msg)
+{
+    fail_record(comm, HOOP_ERR_MISMATCH, v->a_rank, v->b_rank, &v->a, &v->b, msg, 1);
 }
 
 /* Adopts the cause carried by the predecessor's ABORT record and passes it on. */
@@ -157,10 +172,15 @@ static void fail_adopt(hoop_comm *comm)
     hoop__hdr_describe(&r[1], a, sizeof(a));
     hoop__hdr_describe(&r[2], b, sizeof(b));
     comm->fail_st = st;
-    if (st == HOOP_ERR_MISMATCH)
+    if (st == HOOP_ERR_MISMATCH) /* root and seq are the two calls' ranks */
         snprintf(comm->fail_msg, sizeof(comm->fail_msg),
-                 "collective mismatch: rank %d called %s but rank %d called %s", origin, a,
-                 (origin + comm->world_size - 1) % comm->world_size, b);
+                 "collective mismatch: rank %d called %s but rank %d called %s", origin, a, culprit,
+                 b);
+    else if (st == HOOP_ERR_TIMEOUT && culprit >= 0) /* r[2].kind: 1 vote, 2 data */
+        snprintf(comm->fail_msg, sizeof(comm->fail_msg),
+                 "rank %d: %s did not finish within HOOP_TIMEOUT; it was still waiting for %s "
+                 "from rank %d",
+                 origin, a, r[2].kind == 1 ? "the call's vote" : "data", culprit);
     else if (culprit == origin)
         snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d aborted its communicator",
                  origin);
@@ -243,24 +263,6 @@ static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg)
     }
 }
 
-static hoop__sched_fn sched_fn(const hoop__coll_args *a)
-{
-    switch (a->coll) {
-    case HOOP__COLL_ALLREDUCE:
-        for (const hoop__algo_entry *e = hoop__allreduce_algos; e->name; e++)
-            if (e->id == a->algo) return e->fn;
-        return hoop__allreduce_ring;
-    case HOOP__COLL_BROADCAST: return hoop__broadcast_chain;
-    case HOOP__COLL_REDUCE: return hoop__reduce_chain;
-    case HOOP__COLL_ALLGATHER:
-        return a->algo == HOOP_ALGO_DIRECT ? hoop__allgather_direct : hoop__allgather_ring;
-    case HOOP__COLL_REDUCE_SCATTER:
-        return a->algo == HOOP_ALGO_DIRECT ? hoop__reduce_scatter_direct
-                                           : hoop__reduce_scatter_ring;
-    default: return hoop__barrier_ring;
-    }
-}
-
 /* world_size 1: every collective is a copy (or nothing). */
 static void run_local(struct hoop_request *r)
 {
@@ -284,12 +286,41 @@ static void sched_trace(const hoop_comm *comm, const hoop__sched *s)
     }
 }
 
+/* A 16-bit average through the links (not direct): each rank's input is divided by
+ * world_size first, into the comm's own buffer, and the call runs as a sum of those (the
+ * partial sums of ring, rd, rhd and the chain are rounded to the type at each hop, so a
+ * plain sum divided at the end overflows where the average itself fits). Returns the
+ * input the schedule reads: a's sendbuf, or the pre-divided copy. */
+static hoop_status prescale(hoop_comm *comm, const hoop__coll_args *a, const void **in, hoop_op *op)
+{
+    *in = a->sendbuf;
+    *op = a->op;
+    int half = a->dtype == HOOP_DTYPE_F16 || a->dtype == HOOP_DTYPE_BF16;
+    if (a->op != HOOP_OP_AVG || !half || a->algo == HOOP_ALGO_DIRECT) return HOOP_OK;
+    size_t count = a->count * (a->coll == HOOP__COLL_REDUCE_SCATTER ? (size_t)a->world_size : 1);
+    if (count * a->elem > comm->pre_cap) {
+        free(comm->pre);
+        comm->pre = NULL;
+        comm->pre_cap = 0;
+        HOOP_CHECK(hoop__calloc((char **)&comm->pre, count * a->elem));
+        comm->pre_cap = count * a->elem;
+    }
+    if (count) hoop__half_prescale(a->dtype, comm->pre, a->sendbuf, count, a->world_size);
+    *in = comm->pre;
+    *op = HOOP_OP_SUM;
+    return HOOP_OK;
+}
+
 static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
 {
     const hoop__coll_args *a = &r->args;
+    const void *in;
+    hoop_op op;
     comm->cur_deadline = hoop__deadline_ns(comm->timeout_ms);
-    comm->hdr_ok = 0;
-    HOOP_CHECK(sched_fn(a)(a, &comm->sched));
+    /* The vote opens the schedule, so its records lead the call on every link. */
+    hoop__vote_init(comm->votes, &r->hdr, comm->rank);
+    hoop__sched_votes(&comm->sched, comm->rank, comm->world_size);
+    HOOP_CHECK(hoop__coll_schedule(a, &comm->sched));
     sched_trace(comm, &comm->sched);
     if (comm->sched.scratch_bytes > comm->scratch_cap) {
         free(comm->scratch);
@@ -298,59 +329,22 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
         HOOP_CHECK(hoop__calloc((char **)&comm->scratch, comm->sched.scratch_bytes));
         comm->scratch_cap = comm->sched.scratch_bytes;
     }
+    HOOP_CHECK(prescale(comm, a, &in, &op));
     hoop__exec_env env = {.world_size = comm->world_size,
                           .rank = comm->rank,
                           .send = comm->send,
                           .recv = comm->recv,
-                          .bufs = {(void *)a->sendbuf, a->recvbuf, comm->scratch, comm->token},
+                          .bufs = {(void *)in, a->recvbuf, comm->scratch, comm->token, comm->votes},
                           .slots = comm->slots,
                           .slot_bytes = comm->slot_bytes,
                           .nslots = comm->nslots,
                           .depth = comm->depth,
                           .dtype = a->dtype,
-                          .op = a->op,
+                          .op = op,
                           .elem = a->elem,
                           .seg_base = a->seg_base,
                           .seg_off = a->seg_off};
-    HOOP_CHECK(hoop__exec_start(&comm->exec, &comm->sched, &env));
-    /* The header goes first on the link to next, and its twin is read first from prev. */
-    struct hoop_tp_comm *to = comm->send[comm->next], *from = comm->recv[comm->prev];
-    HOOP_CHECK(to->tp->isend(to, &r->hdr, sizeof(r->hdr), 0, NULL, &comm->hdr_req));
-    return from->tp->irecv(from, &comm->hdr_in, sizeof(comm->hdr_in), 0, NULL, &comm->hdr_rreq);
-}
-
-static int hdr_equal(const hoop__hdr *a, const hoop__hdr *b)
-{
-    return a->seq == b->seq && a->count == b->count && a->coll == b->coll && a->dtype == b->dtype &&
-           a->op == b->op && a->algo == b->algo && a->root == b->root && a->aux == b->aux;
-}
-
-/* Checks the predecessor's header against ours once it has arrived. */
-static void check_header(hoop_comm *comm)
-{
-    struct hoop_request *r = comm->cur;
-    char a[160], b[160], msg[400];
-    int done = 0;
-    if (!comm->hdr_rreq) return;
-    if (comm->recv[comm->prev]->tp->test(comm->hdr_rreq, &done, NULL) != HOOP_OK) {
-        comm->hdr_rreq = NULL;
-        snprintf(msg, sizeof(msg), "rank %d %s (%s)", comm->prev,
-                 comm->prev_bye ? "has left (destroyed its communicator)" : "closed its link",
-                 hoop_last_error());
-        fail_local(comm, HOOP_ERR_REMOTE, comm->prev, &r->hdr, NULL, msg, 0);
-        return;
-    }
-    if (!done) return;
-    comm->hdr_rreq = NULL;
-    if (hdr_equal(&comm->hdr_in, &r->hdr)) {
-        comm->hdr_ok = 1;
-        return;
-    }
-    hoop__hdr_describe(&r->hdr, a, sizeof(a));
-    hoop__hdr_describe(&comm->hdr_in, b, sizeof(b));
-    snprintf(msg, sizeof(msg), "collective mismatch: rank %d called %s but rank %d called %s",
-             comm->rank, a, comm->prev, b);
-    fail_local(comm, HOOP_ERR_MISMATCH, -1, &r->hdr, &comm->hdr_in, msg, 1);
+    return hoop__exec_start(&comm->exec, &comm->sched, &env);
 }
 
 static void finish_op(hoop_comm *comm)
@@ -363,18 +357,53 @@ static void finish_op(hoop_comm *comm)
     comm->cur = NULL;
 }
 
-/* One executor round (receives into user memory and reductions held back until the
- * header matched); 0 on failure. */
+/* One executor round; 0 on failure (a link error, or the vote found two calls). */
 static int exec_pass(hoop_comm *comm, int *progressed, int *done)
 {
     int moved = 0;
-    if (hoop__exec_progress(comm->exec, comm->hdr_ok, &moved, done) != HOOP_OK) {
+    hoop_status st = hoop__exec_progress(comm->exec, &moved, done);
+    if (st == HOOP_ERR_MISMATCH) {
+        int32_t i = hoop__exec_failed_step(comm->exec);
+        const hoop__vote *v = hoop__vote_after(comm->votes, &comm->sched.steps[i]);
+        fail_mismatch(comm, v, hoop_last_error());
+        return 0;
+    }
+    if (st != HOOP_OK) {
         int peer = hoop__exec_failed_peer(comm->exec);
-        fail_local(comm, HOOP_ERR_REMOTE, peer, &comm->cur->hdr, NULL, hoop_last_error(), 0);
+        /* A link error waits briefly for the predecessor's record of the first cause. */
+        hoop_status why = st == HOOP_ERR_INTERNAL ? st : HOOP_ERR_REMOTE;
+        fail_local(comm, why, peer, &comm->cur->hdr, NULL, hoop_last_error(),
+                   why != HOOP_ERR_REMOTE);
         return 0;
     }
     *progressed |= moved;
     return 1;
+}
+
+/* The call passed HOOP_TIMEOUT: fail it naming whom this rank was still waiting for.
+ * Waiting for a rank's own vote (or for its data) names it: final at once. Waiting for a
+ * vote that relays others' records is vaguer: the rank waits briefly for the record of
+ * a rank that knows better (its ABORT names the rank it waited for), as for link errors. */
+static void op_timeout(hoop_comm *comm)
+{
+    char d[160], why[300] = "", msg[512];
+    int32_t i = hoop__exec_first_pending(comm->exec);
+    const hoop__step *st = i >= 0 ? &comm->sched.steps[i] : NULL;
+    int precise = 1, culprit = -1, vote = st && st->buf == HOOP__BUF_VOTE;
+    if (vote) {
+        memcpy(why, "; still waiting ", 16);
+        precise =
+            hoop__vote_wait_info(st, comm->rank, comm->world_size, why + 16, sizeof(why) - 16);
+    } else if (st && st->kind != HOOP__STEP_COPY && st->kind != HOOP__STEP_DIRECT &&
+               st->kind != HOOP__STEP_DIRECT_OWN && st->kind != HOOP__STEP_DIRECT_COPY) {
+        snprintf(why, sizeof(why), "; still waiting for data from rank %d", st->peer);
+    }
+    if (st && precise) culprit = st->peer;
+    hoop__hdr_describe(&comm->cur->hdr, d, sizeof(d));
+    snprintf(msg, sizeof(msg), "rank %d: %s did not finish within HOOP_TIMEOUT (%lld ms)%s",
+             comm->rank, d, (long long)comm->timeout_ms, why);
+    hoop__hdr waited = {.kind = (uint8_t)(vote ? 1 : 2)}; /* for the ABORT record's readers */
+    fail_local(comm, HOOP_ERR_TIMEOUT, culprit, &comm->cur->hdr, &waited, msg, precise);
 }
 
 /* Advances the current call; takes the next one from the queue when idle. */
@@ -399,40 +428,13 @@ static void op_progress(hoop_comm *comm, int *progressed)
             return;
         }
     }
-    int done = 0, sent = 0;
-    /* Data sends are queued behind the header before the header's first test, so a
-     * small call's header and data leave in one segment; the data's receive is posted
-     * behind the predecessor's header, so both arrive through one recvmsg. */
-    if (!comm->hdr_ok) {
-        if (!exec_pass(comm, progressed, &done)) return;
-        check_header(comm);
-        if (atomic_load(&comm->state) != HOOP__CS_RUNNING) return;
-    }
-    if (comm->hdr_ok && !exec_pass(comm, progressed, &done)) return;
-    if (comm->hdr_req) {
-        if (comm->send[comm->next]->tp->test(comm->hdr_req, &sent, NULL) != HOOP_OK) {
-            comm->hdr_req = NULL;
-            fail_local(comm, HOOP_ERR_REMOTE, comm->next, &comm->cur->hdr, NULL, hoop_last_error(),
-                       0);
-            return;
-        }
-        if (sent) comm->hdr_req = NULL, *progressed = 1;
-    }
-    if (done && comm->hdr_ok && !comm->hdr_req) {
+    int done = 0;
+    if (!exec_pass(comm, progressed, &done)) return;
+    if (done) {
         finish_op(comm);
         *progressed = 1;
     } else if (hoop__now_ns() > comm->cur_deadline) {
-        char d[160], why[80] = "", msg[400];
-        /* Say whom this rank was waiting for: the predecessor's header, or the peer of
-         * the first step not done (a rank that never called, or one stuck behind it). */
-        int peer = comm->hdr_rreq ? comm->prev : hoop__exec_waiting_peer(comm->exec);
-        if (peer >= 0)
-            snprintf(why, sizeof(why), "; still waiting for %s from rank %d",
-                     comm->hdr_rreq ? "the call's header" : "data", peer);
-        hoop__hdr_describe(&comm->cur->hdr, d, sizeof(d));
-        snprintf(msg, sizeof(msg), "rank %d: %s did not finish within HOOP_TIMEOUT (%lld ms)%s",
-                 comm->rank, d, (long long)comm->timeout_ms, why);
-        fail_local(comm, HOOP_ERR_TIMEOUT, -1, &comm->cur->hdr, NULL, msg, 1);
+        op_timeout(comm);
     }
 }
 
@@ -469,6 +471,11 @@ static void wait_events(hoop_comm *comm)
         until = comm->failing_deadline;
     int ms = hoop__ms_left(until);
     if (ms > 1000) ms = 1000;
+    /* A driving caller hands over through wake_fd only when its call is still running;
+     * one whose call completed just leaves, so a driven sleep is a short nap: the thread
+     * is soon back watching the links (an ABORT passing through an idle rank must not
+     * wait for a timeout here). */
+    if (driven && ms > DRIVEN_NAP_MS) ms = DRIVEN_NAP_MS;
     /* Announce the sleep, then look at the queue once more: an enqueuer stores into the
      * queue before it reads `sleeping`, so one of us sees the other (seq_cst). */
     atomic_store(&comm->sleeping, 1);

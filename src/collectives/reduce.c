@@ -81,10 +81,14 @@ uint16_t hoop__f32_to_bf16(float f)
 
 // ----------------------------------------------------------------- kernels
 
-#define COMBINE(op, x, y)                            \
-    ((op) == HOOP_OP_PROD  ? (x) * (y)               \
-     : (op) == HOOP_OP_MIN ? ((y) < (x) ? (y) : (x)) \
-     : (op) == HOOP_OP_MAX ? ((y) > (x) ? (y) : (x)) \
+/* MIN and MAX propagate NaN: when either operand is NaN the result is NaN (y != y
+ * holds only for a NaN y; a NaN x loses every comparison and is kept), as torch.minimum
+ * / torch.maximum and IEEE 754-2019 minimum / maximum do, so the result never depends
+ * on which rank or position holds the NaN. (For integers y != y is never true.) */
+#define COMBINE(op, x, y)                                          \
+    ((op) == HOOP_OP_PROD  ? (x) * (y)                             \
+     : (op) == HOOP_OP_MIN ? ((y) < (x) || (y) != (y) ? (y) : (x)) \
+     : (op) == HOOP_OP_MAX ? ((y) > (x) || (y) != (y) ? (y) : (x)) \
                            : (x) + (y))
 
 /* One loop per (type, op) so each one vectorises without a branch inside. */
@@ -151,6 +155,48 @@ static void k_half(int bf, hoop_op op, uint16_t *dst, const uint16_t *a, const u
         float r = COMBINE(op, x, y);
         if (divisor > 0) r /= (float)divisor;
         dst[i] = bf ? hoop__f32_to_bf16(r) : hoop__f32_to_f16(r);
+    }
+}
+
+static float half_at(int bf, const uint16_t *p, size_t i)
+{
+    return bf ? hoop__bf16_to_f32(p[i]) : hoop__f16_to_f32(p[i]);
+}
+
+void hoop__half_to_acc(hoop_dtype dtype, hoop_op op, double *acc, const void *src, size_t count,
+                       int first)
+{
+    int bf = dtype == HOOP_DTYPE_BF16;
+    const uint16_t *h = src;
+    if (first) {
+        for (size_t i = 0; i < count; i++) acc[i] = half_at(bf, h, i);
+        return;
+    }
+    for (size_t i = 0; i < count; i++) {
+        double y = half_at(bf, h, i);
+        acc[i] = COMBINE(op, acc[i], y);
+    }
+}
+
+void hoop__acc_to_half(hoop_dtype dtype, void *dst, const double *acc, size_t count, int divisor)
+{
+    uint16_t *h = dst;
+    for (size_t i = 0; i < count; i++) {
+        /* f64 -> f32 -> 16 bits: the first rounding is innocuous (53 >= 2 x 24 + 2), so
+         * this equals the f32 quotient rounded once to the type. */
+        float r = (float)(divisor > 0 ? acc[i] / divisor : acc[i]);
+        h[i] = dtype == HOOP_DTYPE_BF16 ? hoop__f32_to_bf16(r) : hoop__f32_to_f16(r);
+    }
+}
+
+void hoop__half_prescale(hoop_dtype dtype, void *dst, const void *src, size_t count, int divisor)
+{
+    int bf = dtype == HOOP_DTYPE_BF16;
+    const uint16_t *s = src;
+    uint16_t *d = dst;
+    for (size_t i = 0; i < count; i++) {
+        float r = half_at(bf, s, i) / (float)divisor;
+        d[i] = bf ? hoop__f32_to_bf16(r) : hoop__f32_to_f16(r);
     }
 }
 

@@ -16,6 +16,7 @@
 
 #include "core/check.h"
 #include "core/env.h"
+#include "hoop/comm.h" /* HOOP_ALGO_CHOICES: the algorithm names' one list */
 
 extern char **environ;
 
@@ -74,7 +75,7 @@ const hoop_env_param hoop__env_params[] = {
     {"HOOP_TCP_NSOCKS", HOOP_ENV_INT, "2", 1, 16, NULL, "TCP streams per link"},
     {"HOOP_CHUNK_BYTES", HOOP_ENV_BYTES, "512K", 4 * KIB, 64 * MIB, NULL,
      "bytes a ring step moves per chunk (K/M/G suffixes)"},
-    {"HOOP_ALGO", HOOP_ENV_CHOICE, "auto", 0, 0, "ring|rd|rhd|direct|auto",
+    {"HOOP_ALGO", HOOP_ENV_CHOICE, "auto", 0, 0, HOOP_ALGO_CHOICES,
      "all-reduce algorithm; auto = alpha-beta-gamma cost model by size and world size, and "
      "direct on shared buffers (8 KiB up on 2 ranks, 64 KiB on more)"},
     {"HOOP_IB_HCA", HOOP_ENV_STRING, NULL, 0, 0, NULL,

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tests/check_mismatch.c -- a call that differs on one rank fails on EVERY rank.
+ *
+ * For world sizes 2..8, every position of the odd rank and every collective (the
+ * all-reduce under each algorithm, direct included, broadcast, reduce, all-gather and
+ * reduce-scatter, their direct forms, a barrier against an all-reduce), one rank passes
+ * another count than the others (2N against N, or a one-element call against a large
+ * one: a metric's all-reduce against a gradient bucket's). Each rank must return
+ * HOOP_ERR_MISMATCH, with a message naming two different calls, well before the
+ * communicator's timeout; none may return HOOP_OK.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coll_harness.h"
+#include "run_suite.h"
+
+enum {
+    K_AR_RING,
+    K_AR_RD,
+    K_AR_RHD,
+    K_AR_DIRECT,
+    K_BCAST,
+    K_REDUCE,
+    K_ALLGATHER,
+    K_REDUCE_SCATTER,
+    K_AG_DIRECT,
+    K_RS_DIRECT,
+    K_BARRIER,
+    K_COUNT
+};
+static const char *kind_name[K_COUNT] = {
+    "allreduce/ring", "allreduce/rd",   "allreduce/rhd",   "allreduce/direct",
+    "broadcast",      "reduce",         "allgather",       "reduce_scatter",
+    "allgather/direct", "reduce_scatter/direct", "barrier"};
+
+typedef struct mm_case {
+    int kind, odd;
+    size_t count, odd_count;
+} mm_case;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int is_direct(int kind)
+{
+    return kind == K_AR_DIRECT || kind == K_AG_DIRECT || kind == K_RS_DIRECT;
+}
+
+/* Issues this rank's call of case c on buf (bytes large enough for n x count floats). */
+static hoop_status call(h_rank *h, const mm_case *c, float *buf, float *out, size_t count)
+{
+    hoop_comm *comm = h->comm;
+    int n = h->n, r = h->rank;
+    switch (c->kind) {
+    case K_AR_RING:
+    case K_AR_RD:
+    case K_AR_RHD:
+        return hoop_allreduce(comm, buf, out, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    case K_AR_DIRECT:
+        return hoop_allreduce(comm, buf, buf, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    case K_BCAST: return hoop_broadcast(comm, buf, out, count, HOOP_DTYPE_F32, 0, NULL);
+    case K_REDUCE: return hoop_reduce(comm, buf, out, count, HOOP_DTYPE_F32, HOOP_OP_SUM, 0, NULL);
+    case K_ALLGATHER: return hoop_allgather(comm, buf, out, count, HOOP_DTYPE_F32, NULL);
+    case K_REDUCE_SCATTER:
+        return hoop_reduce_scatter(comm, buf, out, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    case K_AG_DIRECT:
+        return hoop_allgather(comm, buf + (size_t)r * count, buf, count, HOOP_DTYPE_F32, NULL);
+    case K_RS_DIRECT:
+        return hoop_reduce_scatter(comm, buf, buf + (size_t)r * count, count, HOOP_DTYPE_F32,
+                                   HOOP_OP_SUM, NULL);
+    default:
+        /* The odd rank calls a one-element all-reduce where the others call a barrier. */
+        if (r == ((const mm_case *)h->user)->odd)
+            return hoop_allreduce(comm, buf, out, 1, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+        (void)n;
+        return hoop_barrier(comm, NULL);
+    }
+}
+
+static void one_case(h_rank *h)
+{
+    const mm_case *c = h->user;
+    size_t count = h->rank == c->odd ? c->odd_count : c->count;
+    size_t most = c->count > c->odd_count ? c->count : c->odd_count;
+    size_t bytes = (size_t)h->n * most * sizeof(float) + 64;
+    float *buf = NULL, *out = NULL;
+    hoop_algo algo = c->kind == K_AR_RD    ? HOOP_ALGO_RD
+                     : c->kind == K_AR_RHD ? HOOP_ALGO_RHD
+                     : is_direct(c->kind)  ? HOOP_ALGO_DIRECT
+                                           : HOOP_ALGO_RING;
+    if (is_direct(c->kind)) {
+        hoop_status st = hoop_comm_alloc_shared(h->comm, bytes, (void **)&buf);
+        /* Peers that finished the allocation may already have failed the comm over the
+         * mismatched call while this rank was still in the allocation's last step: then
+         * the allocation reports the mismatch, which is this rank learning of it. */
+        if (st == HOOP_ERR_MISMATCH && strstr(hoop_last_error(), " but rank ")) return;
+        if (st != HOOP_OK || !hoop_comm_is_shared(h->comm, buf, bytes)) {
+            h_fail(h, "alloc_shared: %s: %s", hoop_status_name(st), hoop_last_error());
+            return;
+        }
+    } else {
+        buf = calloc(1, bytes);
+    }
+    out = calloc(1, bytes);
+    for (size_t i = 0; i < bytes / sizeof(float); i++) buf[i] = (float)(h->rank + 1);
+    hoop_comm_set_algo(h->comm, algo);
+    double t0 = now_s();
+    hoop_status st = call(h, c, buf, out, count);
+    double dt = now_s() - t0;
+    const char *msg = hoop_last_error();
+    if (st == HOOP_OK)
+        h_fail(h, "%s, odd rank %d: returned HOOP_OK (count %zu) while another rank called "
+               "with another count",
+               kind_name[c->kind], c->odd, count);
+    else if (st != HOOP_ERR_MISMATCH)
+        h_fail(h, "%s, odd rank %d: want HOOP_ERR_MISMATCH, got %s after %.2f s: %s",
+               kind_name[c->kind], c->odd, hoop_status_name(st), dt, msg);
+    else if (!strstr(msg, "called") || !strstr(msg, " but rank "))
+        h_fail(h, "%s, odd rank %d: the message does not name both calls: %s", kind_name[c->kind],
+               c->odd, msg);
+    else if (dt > 3.0)
+        h_fail(h, "%s, odd rank %d: the mismatch took %.2f s to be reported", kind_name[c->kind],
+               c->odd, dt);
+    /* Nothing runs on a failed comm; free_shared may refuse if a peer still holds it. */
+    if (is_direct(c->kind))
+        hoop_comm_free_shared(h->comm, buf);
+    else
+        free(buf);
+    free(out);
+}
+
+static void run_case(int n, int kind, int odd, size_t count, size_t odd_count)
+{
+    mm_case c = {.kind = kind, .odd = odd, .count = count, .odd_count = odd_count};
+    run_ranks_ms(n, 10000, one_case, &c);
+}
+
+/* Every position of the odd rank, every collective, on _i ranks: 2N against N. */
+START_TEST(test_every_position)
+{
+    int n = _i;
+    for (int kind = 0; kind < K_COUNT; kind++)
+        for (int odd = 0; odd < n; odd++) run_case(n, kind, odd, 48, 96);
+}
+END_TEST
+
+/* A metric's one-element all-reduce against a bucket's large one (the uneven-batch
+ * job), repeated: the race the header-to-next-only scheme lost now and then. */
+START_TEST(test_metric_against_bucket)
+{
+    for (int rep = 0; rep < 6; rep++) {
+        for (int odd = 0; odd < 3; odd++) run_case(3, K_AR_RING, odd, 1, 300000);
+        for (int odd = 0; odd < 3; odd++) run_case(3, K_AR_RING, odd, 300000, 1);
+    }
+    for (int odd = 0; odd < 5; odd++) run_case(5, K_AR_DIRECT, odd, 1, 70000);
+}
+END_TEST
+
+int main(void)
+{
+    /* Hundreds of communicators come and go: small rings keep each set-up cheap. */
+    setenv("HOOP_SHM_BYTES", "64K", 0);
+    Suite *s = suite_create("mismatch");
+    TCase *tc = tcase_create("every_rank_fails");
+    tcase_set_timeout(tc, 240);
+    tcase_add_loop_test(tc, test_every_position, 2, H_MAX_RANKS + 1);
+    tcase_add_test(tc, test_metric_against_bucket);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
