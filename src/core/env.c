@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -412,7 +413,8 @@ hoop_status hoop__env_dist(hoop_dist_env *out)
             described(b, sizeof(b), "LOCAL_WORLD_SIZE", out->local_world_size, lws_src));
     out->from_slurm |= port_src || ws_src || rank_src || lws_src || lr_src;
     HOOP_CHECK(dist_token(out, sl));
-    if (out->from_slurm)
+    static atomic_int said; /* once per process: comm and store both read the contract */
+    if (out->from_slurm && atomic_exchange(&said, 1) == 0)
         HOOP_INFO(ENV, "srun step: rank %d of %d (local %d of %d), master %s:%d (%s), token %s",
                   out->rank, out->world_size, out->local_rank, out->local_world_size,
                   out->master_addr, out->master_port, sl->master_from,
