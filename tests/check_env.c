@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * tests/check_env.c -- the HOOP_* table and the env:// contract reject bad values.
+ * tests/check_env.c -- the HOOP_* table and the env:// contract reject bad values; in an
+ * srun step, unset variables of the contract come from Slurm's.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -11,9 +12,46 @@
 
 static void clear_dist(void)
 {
-    const char *names[] = {"MASTER_ADDR", "MASTER_PORT", "RANK",
-                           "WORLD_SIZE",  "LOCAL_RANK",  "LOCAL_WORLD_SIZE"};
+    const char *names[] = {"MASTER_ADDR",
+                           "MASTER_PORT",
+                           "RANK",
+                           "WORLD_SIZE",
+                           "LOCAL_RANK",
+                           "LOCAL_WORLD_SIZE",
+                           "HOOP_TOKEN",
+                           "SLURM_STEP_ID",
+                           "SLURM_JOB_ID",
+                           "SLURM_PROCID",
+                           "SLURM_LOCALID",
+                           "SLURM_NODEID",
+                           "SLURM_STEP_NUM_TASKS",
+                           "SLURM_NTASKS",
+                           "SLURM_STEP_TASKS_PER_NODE",
+                           "SLURM_TASKS_PER_NODE",
+                           "SLURM_NTASKS_PER_NODE",
+                           "SLURM_STEP_NODELIST",
+                           "SLURM_JOB_NODELIST",
+                           "SLURM_NODELIST"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) unsetenv(names[i]);
+}
+
+/* Task 3 of step 4242.3 (2 nodes x 2 tasks), as srun sets it (values seen in a
+ * Slurm 22.05 job on slurm/rig.sh, job and step ids changed). */
+static void set_srun_task(void)
+{
+    clear_dist();
+    setenv("SLURM_STEP_ID", "3", 1);
+    setenv("SLURM_JOB_ID", "4242", 1);
+    setenv("SLURM_PROCID", "3", 1);
+    setenv("SLURM_LOCALID", "1", 1);
+    setenv("SLURM_NODEID", "1", 1);
+    setenv("SLURM_STEP_NUM_TASKS", "4", 1);
+    setenv("SLURM_NTASKS", "4", 1);
+    setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2)", 1);
+    setenv("SLURM_TASKS_PER_NODE", "2(x2)", 1);
+    setenv("SLURM_NTASKS_PER_NODE", "2", 1);
+    setenv("SLURM_STEP_NODELIST", "node[1-2]", 1);
+    setenv("SLURM_JOB_NODELIST", "node[1-2]", 1);
 }
 
 static void set_dist(const char *port, const char *rank, const char *ws)
@@ -71,6 +109,122 @@ START_TEST(test_dist_missing_master)
     clear_dist();
     ck_assert_int_eq(hoop__env_dist(&d), HOOP_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(hoop_last_error(), "MASTER_ADDR is not set"));
+}
+END_TEST
+
+/* srun-native start: every variable from the step; MASTER_PORT = 10000 + 242 * 10 + 3. */
+START_TEST(test_dist_srun)
+{
+    hoop_dist_env d;
+    set_srun_task();
+    ck_assert_int_eq(hoop__env_dist(&d), HOOP_OK);
+    ck_assert_str_eq(d.master_addr, "node1");
+    ck_assert_int_eq(d.master_port, 12423);
+    ck_assert_int_eq(d.rank, 3);
+    ck_assert_int_eq(d.world_size, 4);
+    ck_assert_int_eq(d.local_rank, 1);
+    ck_assert_int_eq(d.local_world_size, 2);
+    ck_assert_str_eq(d.token, "slurm-4242.3");
+    ck_assert_int_eq(d.from_slurm, 1);
+    setenv("HOOP_TOKEN", "a-real-secret", 1);
+    ck_assert_int_eq(hoop__env_dist(&d), HOOP_OK);
+    ck_assert_str_eq(d.token, "a-real-secret");
+    /* The job's variables when the step's are missing (older Slurm): node 1 of "3,1". */
+    unsetenv("SLURM_STEP_NUM_TASKS");
+    unsetenv("SLURM_STEP_TASKS_PER_NODE");
+    unsetenv("SLURM_STEP_NODELIST");
+    setenv("SLURM_TASKS_PER_NODE", "3,1", 1);
+    setenv("SLURM_PROCID", "3", 1);
+    setenv("SLURM_LOCALID", "0", 1);
+    setenv("SLURM_JOB_NODELIST", "gpu[07-08]", 1);
+    ck_assert_int_eq(hoop__env_dist(&d), HOOP_OK);
+    ck_assert_int_eq(d.world_size, 4);
+    ck_assert_int_eq(d.local_world_size, 1);
+    ck_assert_int_eq(d.local_rank, 0);
+    ck_assert_str_eq(d.master_addr, "gpu07");
+    /* Only SLURM_NTASKS_PER_NODE and SLURM_NODELIST. */
+    unsetenv("SLURM_TASKS_PER_NODE");
+    unsetenv("SLURM_JOB_NODELIST");
+    setenv("SLURM_NODELIST", "solo", 1);
+    setenv("SLURM_LOCALID", "1", 1);
+    ck_assert_int_eq(hoop__env_dist(&d), HOOP_OK);
+    ck_assert_int_eq(d.local_world_size, 2);
+    ck_assert_str_eq(d.master_addr, "solo");
+}
+END_TEST
+
+/* What is set wins, one variable at a time; with everything set, Slurm's variables are
+ * not even read (a malformed one does not matter), and no token is made up. */
+START_TEST(test_dist_srun_explicit_wins)
+{
+    hoop_dist_env d;
+    set_srun_task();
+    setenv("RANK", "6", 1);
+    setenv("WORLD_SIZE", "8", 1);
+    setenv("MASTER_ADDR", "10.0.0.5", 1);
+    ck_assert_int_eq(hoop__env_dist(&d), HOOP_OK);
+    ck_assert_str_eq(d.master_addr, "10.0.0.5");
+    ck_assert_int_eq(d.master_port, 12423); /* still Slurm's */
+    ck_assert_int_eq(d.rank, 6);
+    ck_assert_int_eq(d.world_size, 8);
+    ck_assert_int_eq(d.local_rank, 1);
+    ck_assert_int_eq(d.local_world_size, 2);
+    ck_assert_str_eq(d.token, "slurm-4242.3");
+    setenv("MASTER_PORT", "29500", 1);
+    setenv("LOCAL_RANK", "0", 1);
+    setenv("LOCAL_WORLD_SIZE", "4", 1);
+    setenv("SLURM_STEP_TASKS_PER_NODE", "garbage", 1);
+    setenv("SLURM_JOB_ID", "not-a-number", 1);
+    ck_assert_int_eq(hoop__env_dist(&d), HOOP_OK);
+    ck_assert_int_eq(d.master_port, 29500);
+    ck_assert_int_eq(d.local_world_size, 4);
+    ck_assert_int_eq(d.from_slurm, 0);
+    ck_assert_str_eq(d.token, "");
+}
+END_TEST
+
+/* A batch script has SLURM_PROCID=0 and the job's SLURM_NTASKS, but it is not a step: a
+ * lone process there must not wait for 3 peers. */
+START_TEST(test_dist_batch_script_is_not_a_step)
+{
+    hoop_dist_env d;
+    set_srun_task();
+    unsetenv("SLURM_STEP_ID");
+    setenv("SLURM_PROCID", "0", 1);
+    ck_assert_int_eq(hoop__env_dist(&d), HOOP_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "MASTER_ADDR is not set"));
+}
+END_TEST
+
+/* Malformed or contradictory Slurm values are named, with the variable they came from. */
+static const struct {
+    const char *name, *value, *fragment;
+} srun_bad[] = {
+    {"SLURM_STEP_TASKS_PER_NODE", "2(x", "SLURM_STEP_TASKS_PER_NODE='2(x' is not a tasks-per"},
+    {"SLURM_PROCID", "5",
+     "RANK=5 (from SLURM_PROCID) is not below WORLD_SIZE=4 (from "
+     "SLURM_STEP_NUM_TASKS)"},
+    {"SLURM_LOCALID", "2",
+     "LOCAL_RANK=2 (from SLURM_LOCALID) is not below LOCAL_WORLD_SIZE=2 "
+     "(from SLURM_STEP_TASKS_PER_NODE)"},
+    {"SLURM_JOB_ID", NULL, "SLURM_JOB_ID is not set, though SLURM_STEP_ID is"},
+    {"SLURM_STEP_ID", "x", "SLURM_STEP_ID='x' is not an integer"},
+    {"SLURM_STEP_NODELIST", "n[3-1]", "SLURM_STEP_NODELIST: node list 'n[3-1]' is malformed"},
+    {"SLURM_NODEID", "2", "SLURM_STEP_TASKS_PER_NODE='2(x2)' lists 2 nodes; node 2 is not"},
+    {"SLURM_STEP_NUM_TASKS", "0", "SLURM_STEP_NUM_TASKS=0 is out of range"},
+};
+
+START_TEST(test_dist_srun_rejects)
+{
+    hoop_dist_env d;
+    set_srun_task();
+    if (srun_bad[_i].value)
+        setenv(srun_bad[_i].name, srun_bad[_i].value, 1);
+    else
+        unsetenv(srun_bad[_i].name);
+    ck_assert_int_eq(hoop__env_dist(&d), HOOP_ERR_INVALID);
+    ck_assert_msg(strstr(hoop_last_error(), srun_bad[_i].fragment) != NULL,
+                  "message '%s' lacks '%s'", hoop_last_error(), srun_bad[_i].fragment);
 }
 END_TEST
 
@@ -145,6 +299,9 @@ int main(void)
     Suite *s = suite_create("env");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_dist_ok);
+    tcase_add_test(tc, test_dist_srun);
+    tcase_add_test(tc, test_dist_srun_explicit_wins);
+    tcase_add_test(tc, test_dist_batch_script_is_not_a_step);
     tcase_add_test(tc, test_knobs);
     tcase_add_test(tc, test_help_lists_every_knob);
     tcase_add_test(tc, test_parse_bytes);
@@ -153,6 +310,8 @@ int main(void)
     tcase_add_loop_test(errs, test_dist_rejects, 0,
                         (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(errs, test_dist_missing_master);
+    tcase_add_loop_test(errs, test_dist_srun_rejects, 0,
+                        (int)(sizeof(srun_bad) / sizeof(srun_bad[0])));
     suite_add_tcase(s, errs);
     return run_suite(s);
 }

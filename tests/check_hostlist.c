@@ -5,7 +5,8 @@
  * The expected lists were produced by `scontrol show hostnames 'LIST'` of Slurm 22.05.8
  * (Debian 12's slurm-client, SLURM_CONF pointing to a one-node slurm.conf) and frozen
  * here; the ranks for 2 nodes x 4 workers are written out by hand from
- * rank = node_rank * nproc_per_node + local_rank.
+ * rank = node_rank * nproc_per_node + local_rank; tasks-per-node lists and srun-native
+ * ports likewise.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -147,6 +148,55 @@ START_TEST(test_ranks_reject)
 }
 END_TEST
 
+/* Tasks-per-node lists as Slurm writes them in SLURM_TASKS_PER_NODE ("2(x3),1" is what a
+ * 4-node job with 7 tasks, block distribution, shows): node index -> count. */
+static const struct {
+    const char *spec;
+    int node, tasks;
+} tasks_cases[] = {
+    {"2(x3),1", 0, 2}, {"2(x3),1", 2, 2}, {"2(x3),1", 3, 1}, {"4", 0, 4},
+    {"1,2,3", 2, 3},   {"3,1", 1, 1},     {"2(x2)", 1, 2},   {"1(x2),5(x1),2", 3, 2},
+};
+
+START_TEST(test_tasks_on_node)
+{
+    int n = -1;
+    ck_assert_int_eq(
+        hoop__hostlist_tasks_on_node("V", tasks_cases[_i].spec, tasks_cases[_i].node, &n), HOOP_OK);
+    ck_assert_msg(n == tasks_cases[_i].tasks, "'%s' node %d: %d tasks, not %d",
+                  tasks_cases[_i].spec, tasks_cases[_i].node, n, tasks_cases[_i].tasks);
+}
+END_TEST
+
+START_TEST(test_tasks_rejects)
+{
+    static const char *const bad[] = {"",     "0",      "2(x0)", "2(3)", "2(x3", "a",
+                                      "2,,1", "2(x3)1", "-1",    "2 ",   NULL};
+    int n;
+    for (int i = 0; bad[i]; i++) {
+        ck_assert_int_eq(hoop__hostlist_tasks_on_node("SLURM_TASKS_PER_NODE", bad[i], 0, &n),
+                         HOOP_ERR_INVALID);
+        ck_assert_msg(strstr(hoop_last_error(), "SLURM_TASKS_PER_NODE='") != NULL &&
+                          strstr(hoop_last_error(), "is not a tasks-per-node list") != NULL,
+                      "'%s': %s", bad[i], hoop_last_error());
+    }
+    ck_assert_int_eq(hoop__hostlist_tasks_on_node("V", "2(x3),1", 4, &n), HOOP_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "lists 4 nodes; node 4 is not among them"));
+    ck_assert_int_eq(hoop__hostlist_tasks_on_node("V", "2", -1, &n), HOOP_ERR_INVALID);
+}
+END_TEST
+
+/* hoop__launch_slurm_port = 10000 + (job mod 1000) * 10 + (step mod 10), worked out by hand. */
+START_TEST(test_slurm_port)
+{
+    ck_assert_int_eq(hoop__launch_slurm_port(1, 0), 10010);
+    ck_assert_int_eq(hoop__launch_slurm_port(12345, 2), 13452);
+    ck_assert_int_eq(hoop__launch_slurm_port(999, 9), 19999);
+    ck_assert_int_eq(hoop__launch_slurm_port(1000, 10), 10000);
+    ck_assert_int_eq(hoop__launch_slurm_port(4242, 3), 12423);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("hostlist");
@@ -155,11 +205,15 @@ int main(void)
                         (int)(sizeof(good_cases) / sizeof(good_cases[0])));
     tcase_add_test(tc, test_expand_large);
     tcase_add_test(tc, test_ranks_2x4);
+    tcase_add_loop_test(tc, test_tasks_on_node, 0,
+                        (int)(sizeof(tasks_cases) / sizeof(tasks_cases[0])));
+    tcase_add_test(tc, test_slurm_port);
     suite_add_tcase(s, tc);
     TCase *errs = tcase_create("errors");
     tcase_add_loop_test(errs, test_expand_rejects, 0,
                         (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(errs, test_ranks_reject);
+    tcase_add_test(errs, test_tasks_rejects);
     suite_add_tcase(s, errs);
     return run_suite(s);
 }

@@ -59,7 +59,8 @@ assert_contains "$TMP/env" "HOOP_CHUNK_BYTES"
 rc=$?
 [ "$rc" = 127 ] || fail "an unrunnable PROG gave $rc, not 127"
 assert_contains "$TMP/e" "cannot run '$TMP/no-such-program'"
-assert_contains "$TMP/e" "hooprun: rank 0 (pid "
+assert_contains "$TMP/e" "hooprun: first failure: rank 0 (pid "
+assert_contains "$TMP/e" "message: hooprun: cannot run"
 # hooprun cannot start every worker (out of fds): it stops the started ones and exits 1.
 (ulimit -n 64 && exec "$HOOPRUN" --nproc-per-node 64 sleep 30) > "$TMP/o" 2> "$TMP/e"
 rc=$?

@@ -61,6 +61,23 @@ grep -q err "$TMP/p.out" && fail "stderr lines leaked into stdout"
     fail "--no-prefix run failed"
 [ "$(cat "$TMP/np")" = "$(printf 'plain\ntail')" ] || fail "--no-prefix changed the output"
 
+# 4b. A progress line redrawn with '\r' (hoop-train's bar) goes out as soon as its '\r'
+# arrives, prefixed and still ending in '\r', while the worker runs on; "\r\n" ends a
+# line without a second prefix.
+: > "$TMP/cr.err"
+"$HOOPRUN" --nproc-per-node 1 bash -c 'printf "step 1\r" >&2; printf "step 2\r" >&2
+    for _ in $(seq 200); do [ -e '"$TMP"'/seen ] && break; sleep 0.05; done
+    printf "done\r\n" >&2; printf "a\rb\n" >&2' > "$TMP/cr.out" 2> "$TMP/cr.err" &
+crpid=$!
+want=$(printf '[rank 0] step 1\r[rank 0] step 2\r')
+for _ in $(seq 100); do [ "$(cat "$TMP/cr.err")" = "$want" ] && break; sleep 0.05; done
+[ "$(cat "$TMP/cr.err")" = "$want" ] ||
+    { touch "$TMP/seen"; fail "no progress line while the worker ran: $(od -c "$TMP/cr.err")"; }
+touch "$TMP/seen"
+wait $crpid || fail "the progress-line worker failed"
+[ "$(cat "$TMP/cr.err")" = "$want$(printf '[rank 0] done\r\n[rank 0] a\r[rank 0] b')" ] ||
+    fail "progress lines came out as: $(od -c "$TMP/cr.err")"
+
 # 5. --dry-run prints what each worker gets and starts nothing.
 "$HOOPRUN" --dry-run --nproc-per-node 2 --master-port 29601 touch "$TMP/ran" > "$TMP/dry" ||
     fail "--dry-run failed"

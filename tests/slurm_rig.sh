@@ -4,12 +4,13 @@
 # machine; a 2-node batch job sees the right SLURM_NODEID, SLURM_JOB_NODELIST and
 # `scontrol show hostnames` on each node; and, when hooprun is built, slurm/hoop.sbatch
 # starts 2 nodes x 2 workers with ranks 0..3, WORLD_SIZE 4 and MASTER_ADDR node1, and a
-# job whose rank 3 fails ends at once with a non-zero status.
+# job whose rank 3 fails ends at once with a non-zero status; and `srun -N2
+# --ntasks-per-node=2 tools/hoop-train` trains without hooprun (srun-native start).
 #
 # Skips (77) unless run as root with munged, slurmctld, slurmd and the Slurm clients
 # installed and network namespaces usable. The rig uses its own names (hsrt-*), its own
 # /24 (10.77.1.0/24) and its own state directory, so it does not disturb a rig started
-# by hand, and it is always taken down on exit. Runs take about 10-15 s.
+# by hand, and it is always taken down on exit. Runs take about 15-20 s.
 
 top_srcdir=${top_srcdir:-.}
 top_builddir=${top_builddir:-.}
@@ -50,8 +51,8 @@ mkdir -p /run/lock
 exec 9>/run/lock/hoop-slurm-rig-test.lock
 flock -w 15 9 || skip "another slurm_rig test held the rig lock for 15 s"
 
-# Everything below shares one 40 s budget, so a stuck step cannot hold make check.
-deadline=$(($(date +%s) + 40))
+# Everything below shares one 60 s budget, so a stuck step cannot hold make check.
+deadline=$(($(date +%s) + 60))
 left() {
 	l=$((deadline - $(date +%s)))
 	[ $l -gt 1 ] && echo $l || echo 1
@@ -146,13 +147,51 @@ if [ -x "$hooprun" ]; then
 else
 	echo "hoop.sbatch part skipped: $hooprun is not built"
 fi
+
+# Part 4: srun-native start, no hooprun: `srun -N2 --ntasks-per-node=2 hoop-train` trains
+# with 4 workers; each task finds its rank, world and master in Slurm's variables (the
+# ENV log lines show what each derived, with its host).
+train=$builddir/tools/hoop-train
+data=/usr/share/datasets/fashion-mnist
+if [ -x "$train" ] && [ -e "$data/train-images-idx3-ubyte.gz" ]; then
+	(cd "$work" && env -u HOOP_TOKEN -u MASTER_ADDR -u MASTER_PORT -u RANK -u WORLD_SIZE \
+		HOOP_DEBUG=INFO HOOP_DEBUG_SUBSYS=ENV HOOP_TIMEOUT=30 \
+		timeout "$(left)" srun -N2 --ntasks-per-node=2 "$train" --data "$data" \
+		--train-limit 1024 --epochs 1 --progress plain >"$work/srun.out" 2>"$work/srun.err")
+	src=$?
+	echo "--- srun -N2 --ntasks-per-node=2 hoop-train (exit $src)"
+	cat "$work/srun.out" "$work/srun.err"
+	[ $src -eq 0 ] && ok "srun-native hoop-train exits 0" || bad "srun-native hoop-train: exit $src"
+	grep -q '^hoop-train: mlp, [0-9]* parameters, 1024 train / 10000 test samples, 4 worker(s) x batch 128' \
+		"$work/srun.out" && ok "rank 0 trains with 4 workers" || bad "no 4-worker banner from rank 0"
+	n=$(grep -c '^epoch 1/1 loss [0-9.]* test_loss [0-9.]* test_acc [0-9.]*% ' "$work/srun.out")
+	[ "$n" = 1 ] && ok "one epoch line, from rank 0 alone" || bad "$n epoch lines"
+	# The same 4-worker run under hooprun on this machine must learn the same numbers.
+	if [ -x "$hooprun" ]; then
+		ref=$(env -u HOOP_TOKEN -u MASTER_ADDR -u MASTER_PORT -u SLURM_STEP_ID -u SLURM_PROCID \
+			timeout "$(left)" "$hooprun" --no-prefix --nproc-per-node 4 "$train" --data "$data" \
+			--train-limit 1024 --epochs 1 --progress plain 2>/dev/null | grep '^epoch 1/1 ' |
+			sed 's/ [0-9]* samples.*//')
+		got=$(grep '^epoch 1/1 ' "$work/srun.out" | sed 's/ [0-9]* samples.*//')
+		[ -n "$ref" ] && [ "$got" = "$ref" ] && ok "same loss and accuracy as hooprun: $got" ||
+			bad "srun-native '$got' differs from hooprun's '$ref'"
+	fi
+	for r in 0 1 2 3; do
+		pat="^node$((r / 2 + 1)):[0-9]*:[0-9]* hoop INFO ENV: srun step: rank $r of 4 (local $((r % 2)) of 2), master node1:1[0-9]* (SLURM_STEP_NODELIST), token derived"
+		n=$(grep -c "$pat" "$work/srun.err")
+		[ "$n" -ge 1 ] && ok "rank $r on node$((r / 2 + 1)) found its place in Slurm's variables" ||
+			bad "rank $r: no srun-step line matching: $pat"
+	done
+else
+	echo "srun-native part skipped: $train is not built or $data is missing"
+fi
 t3=$(date +%s%N)
 
 bash "$RIG_SH" down
 t4=$(date +%s%N)
 ms() { echo $((($2 - $1) / 1000000)); }
 echo "times: up $(ms "$t0" "$t1") ms, node job $(ms "$t1" "$t2") ms," \
-	"hoop.sbatch jobs $(ms "$t2" "$t3") ms, down $(ms "$t3" "$t4") ms"
+	"hoop.sbatch and srun jobs $(ms "$t2" "$t3") ms, down $(ms "$t3" "$t4") ms"
 [ "$(ip netns list | grep -c '^hsrt-')" = 0 ] || bad "namespaces left after down"
 # The daemons name the rig directory on their command lines (looked at, never killed).
 if pgrep -af "$HOOPRIG_DIR/"; then bad "rig processes still running after down"; fi

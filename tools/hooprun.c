@@ -2,15 +2,17 @@
 /*
  * tools/hooprun.c -- the hoop launcher: starts nproc_per_node workers on this node with
  * the env:// contract set (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, NODE_RANK,
- * MASTER_ADDR, MASTER_PORT, HOOP_TOKEN).
+ * MASTER_ADDR, MASTER_PORT, HOOP_TOKEN, and torchrun's GROUP_RANK, ROLE_RANK, ...).
  *
- * This file turns flags, the environment and Slurm's variables into a hooprun_plan
- * (precedence: flag, then environment, then Slurm, then defaults) and prints it for
- * --dry-run; hooprun_proc.c runs it. Bad flags or env: one line on stderr, exit 2.
- * Single-threaded.
+ * This file turns flags (hoop's and torchrun's spellings), the environment and Slurm's
+ * variables into a hooprun_plan (precedence: flag, then environment, then Slurm, then
+ * defaults), prints it for --dry-run, and runs it through hooprun_proc.c once per
+ * attempt: after a failure, --max-restarts starts the whole group again with a new
+ * rendezvous. Bad flags or env: one line on stderr, exit 2. Single-threaded.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -20,55 +22,93 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/check.h"
 #include "core/env.h"
 #include "core/hostlist.h"
 #include "core/log.h"
 #include "core/launch.h"
 #include "hooprun.h"
+#include "transport/transport.h"
 
 #define DEFAULT_PORT 29500
+#define RDZV_DEFAULT_PORT 29400 /* torchrun's default for --rdzv-endpoint without a port */
 #define DEFAULT_GRACE_MS 3000
 #define NPROC_MAX 4096
+#define RESTARTS_MAX 1000
 
 static const char usage[] =
     "usage: hooprun [--nnodes N] [--node-rank K] --nproc-per-node P [--master-addr A]\n"
-    "               [--master-port Q] [--bind core|none] [--grace S] [--no-prefix]\n"
-    "               [--dry-run] PROG ARGS...\n"
+    "               [--master-port Q | --rdzv-endpoint A:Q | --standalone]\n"
+    "               [--max-restarts R] [--log-dir DIR [--tee [0-3]]] [--bind core|none]\n"
+    "               [--grace S] [--no-prefix] [--dry-run] PROG ARGS...\n"
     "       hooprun --help | --help-env\n"
     "\n"
     "Starts P workers of PROG on this node. Worker i of node K gets RANK = K*P + i,\n"
     "LOCAL_RANK = i, WORLD_SIZE = N*P, LOCAL_WORLD_SIZE = P, NODE_RANK = K, MASTER_ADDR,\n"
-    "MASTER_PORT and HOOP_TOKEN in its environment, and its own process group.\n"
+    "MASTER_PORT and HOOP_TOKEN in its environment, and its own process group; also\n"
+    "torchrun's GROUP_RANK = K, GROUP_WORLD_SIZE = N, ROLE_RANK = RANK, ROLE_WORLD_SIZE =\n"
+    "WORLD_SIZE, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, and, with P > 1,\n"
+    "OMP_NUM_THREADS=1 unless it is set. torchrun's spellings with '_' work too:\n"
+    "--nproc_per_node, --node_rank, --master_addr, --master_port, --rdzv_endpoint,\n"
+    "--rdzv_backend, --rdzv_id, --max_restarts, --log_dir.\n"
     "\n"
-    "  --nnodes N          nodes in the job (default: SLURM_NNODES, else 1)\n"
+    "  --nnodes N          nodes in the job; N:N is accepted (default: SLURM_NNODES, else 1)\n"
     "  --node-rank K       this node's index, 0..N-1 (default: SLURM_NODEID, else 0)\n"
-    "  --nproc-per-node P  workers on this node, 1..4096 (required)\n"
+    "  --nproc-per-node P  workers on this node, 1..4096, or auto|cpu: one per CPU hooprun\n"
+    "                      may use (required)\n"
     "  --master-addr A     host of rank 0's store (default: MASTER_ADDR; under Slurm with\n"
     "                      N > 1 the first host of SLURM_JOB_NODELIST; else 127.0.0.1)\n"
     "  --master-port Q     its port, 1..65535 (default: MASTER_PORT; with one node and no\n"
     "                      address or port given, a free port of 127.0.0.1; else 29500)\n"
+    "  --rdzv-endpoint A[:Q]  the same as --master-addr A --master-port Q (Q: 29400);\n"
+    "                      --rdzv-backend c10d|static and --rdzv-id are accepted and unused\n"
+    "  --standalone        one node on 127.0.0.1 with a free port, whatever MASTER_ADDR,\n"
+    "                      MASTER_PORT or Slurm say\n"
+    "  --max-restarts R    after a failure, stop everyone and start the whole group again,\n"
+    "                      up to R times (default 0), each time with a new rendezvous (a\n"
+    "                      new free port when hooprun picked it, and a HOOP_TOKEN carrying\n"
+    "                      the restart count, so a worker of an earlier attempt cannot join)\n"
+    "  --log-dir DIR       write each worker's stdout and stderr, as written, to\n"
+    "                      DIR/rank_N.log (DIR/rank_N.restart_K.log after restart K),\n"
+    "                      instead of the terminal\n"
+    "  --tee [0-3]         with --log-dir, also show 1 stdout, 2 stderr, 3 both (the default)\n"
+    "                      on the terminal, as torchrun's --tee\n"
     "  --bind core|none    core (default): bind each worker to its own block of the CPUs\n"
     "                      hooprun may use (hwloc's topology-aware split; nobody is bound\n"
     "                      when there are fewer CPUs than workers); none: no binding\n"
     "  --grace S           seconds between SIGTERM and SIGKILL when stopping (default 3)\n"
-    "  --no-prefix         do not prefix output lines with \"[rank N] \"\n"
+    "  --no-prefix         do not prefix terminal lines with \"[rank N] \" (torchrun prints\n"
+    "                      none; log files never carry one)\n"
     "  --dry-run           print what each worker would get, start nothing\n"
     "  --help-env          list the HOOP_* settings\n"
+    "\n"
+    "Output: lines go out whole, prefixed, as they end; a piece ending in '\\r' (a progress\n"
+    "bar being redrawn) goes out at once. hooprun always reads the workers' stderr: its\n"
+    "last lines name a failure.\n"
     "\n"
     "HOOP_TOKEN: kept when set; with one node, 128 random bits are generated otherwise.\n"
     "With several nodes every node needs the same token, so export it before starting\n"
     "hooprun on each node, e.g. in the sbatch script:\n"
     "  export HOOP_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n')\n"
     "\n"
-    "When a worker fails (non-zero exit or signal), hooprun names it, sends SIGTERM to every\n"
-    "worker's process group, SIGKILL after the grace period, and exits with the worker's\n"
-    "code (128 + signal). SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are forwarded.\n";
+    "When a worker fails (non-zero exit or signal), hooprun sends SIGTERM to every worker's\n"
+    "process group 1 s later (workers failing at the same time end on their own\n"
+    "meanwhile), SIGKILL after the grace period, then names the first failure with its\n"
+    "last stderr lines and prints a summary (rank, host, pid, exit code, signal, time), and\n"
+    "exits with that worker's code (128 + signal). SIGINT, SIGTERM, SIGHUP, SIGUSR1 and\n"
+    "SIGUSR2 are forwarded.\n";
 
 typedef struct cli {
     int nnodes, node_rank, nproc, port; /* -1 = not given */
     const char *addr;
+    char rdzv_host[256]; /* --rdzv-endpoint's host */
+    int rdzv;            /* --rdzv-endpoint given */
+    int port_flag;       /* --master-port given */
+    int standalone, max_restarts, tee;
+    const char *log_dir;
     int64_t grace_ms;
     int prefix, dry_run, bind;
     char **argv;
@@ -118,40 +158,158 @@ enum {
     OPT_NPROC,
     OPT_ADDR,
     OPT_PORT,
+    OPT_RDZV_ENDPOINT,
+    OPT_RDZV_BACKEND,
+    OPT_RDZV_ID,
+    OPT_STANDALONE,
+    OPT_MAX_RESTARTS,
+    OPT_LOG_DIR,
+    OPT_TEE,
     OPT_GRACE,
     OPT_BIND,
     OPT_HELP_ENV
 };
 
+/* hoop's spellings, then torchrun's with '_' (the '-' ones are the same). */
 static const struct option long_opts[] = {
     {"nnodes", required_argument, NULL, OPT_NNODES},
     {"node-rank", required_argument, NULL, OPT_NODE_RANK},
     {"nproc-per-node", required_argument, NULL, OPT_NPROC},
     {"master-addr", required_argument, NULL, OPT_ADDR},
     {"master-port", required_argument, NULL, OPT_PORT},
+    {"rdzv-endpoint", required_argument, NULL, OPT_RDZV_ENDPOINT},
+    {"rdzv-backend", required_argument, NULL, OPT_RDZV_BACKEND},
+    {"rdzv-id", required_argument, NULL, OPT_RDZV_ID},
+    {"standalone", no_argument, NULL, OPT_STANDALONE},
+    {"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
+    {"log-dir", required_argument, NULL, OPT_LOG_DIR},
+    {"tee", optional_argument, NULL, OPT_TEE},
     {"grace", required_argument, NULL, OPT_GRACE},
     {"bind", required_argument, NULL, OPT_BIND},
     {"no-prefix", no_argument, NULL, 'n'},
     {"dry-run", no_argument, NULL, 'd'},
     {"help", no_argument, NULL, 'h'},
     {"help-env", no_argument, NULL, OPT_HELP_ENV},
+    {"node_rank", required_argument, NULL, OPT_NODE_RANK},
+    {"nproc_per_node", required_argument, NULL, OPT_NPROC},
+    {"master_addr", required_argument, NULL, OPT_ADDR},
+    {"master_port", required_argument, NULL, OPT_PORT},
+    {"rdzv_endpoint", required_argument, NULL, OPT_RDZV_ENDPOINT},
+    {"rdzv_backend", required_argument, NULL, OPT_RDZV_BACKEND},
+    {"rdzv_id", required_argument, NULL, OPT_RDZV_ID},
+    {"max_restarts", required_argument, NULL, OPT_MAX_RESTARTS},
+    {"log_dir", required_argument, NULL, OPT_LOG_DIR},
     {NULL, 0, NULL, 0},
 };
 
+/* --nnodes N, or torchrun's MIN:MAX when both are N (hooprun is not elastic). */
+static int parse_nnodes(const char *arg, int *out)
+{
+    const char *colon = strchr(arg, ':');
+    if (colon == NULL) return parse_num("--nnodes", arg, 1, HOOP_LAUNCH_WORLD_MAX, out);
+    char min[32];
+    int lo, hi;
+    snprintf(min, sizeof(min), "%.*s", (int)(colon - arg), arg);
+    if (parse_num("--nnodes", min, 1, HOOP_LAUNCH_WORLD_MAX, &lo) ||
+        parse_num("--nnodes", colon + 1, 1, HOOP_LAUNCH_WORLD_MAX, &hi))
+        return 2;
+    if (lo != hi)
+        return bad_usage("--nnodes %s: hooprun is not elastic; give one node count (N or N:N)",
+                         arg);
+    *out = lo;
+    return 0;
+}
+
+/* --nproc-per-node P, or auto|cpu: one worker per CPU this process may use. */
+static int parse_nproc(const char *arg, int *out)
+{
+    if (strcmp(arg, "auto") == 0 || strcmp(arg, "cpu") == 0) {
+        cpu_set_t mine;
+        *out = sched_getaffinity(0, sizeof(mine), &mine) == 0 ? CPU_COUNT(&mine) : 1;
+        if (*out > NPROC_MAX) *out = NPROC_MAX;
+        return 0;
+    }
+    if (strcmp(arg, "gpu") == 0)
+        return bad_usage("--nproc-per-node gpu: hoop has no GPU support yet; use a number, "
+                         "auto or cpu");
+    return parse_num("--nproc-per-node", arg, 1, NPROC_MAX, out);
+}
+
+/* --rdzv-endpoint HOST[:PORT] or [V6ADDR][:PORT]; PORT defaults to torchrun's 29400. */
+static int parse_endpoint(cli *c, const char *arg)
+{
+    const char *host = arg, *port = NULL;
+    size_t hlen;
+    if (*arg == '[') {
+        const char *close = strchr(arg, ']');
+        if (close == NULL || (close[1] != '\0' && close[1] != ':'))
+            return bad_usage("--rdzv-endpoint '%s' is not HOST:PORT or [ADDR]:PORT", arg);
+        host = arg + 1;
+        hlen = (size_t)(close - host);
+        if (close[1] == ':') port = close + 2;
+    } else {
+        const char *colon = strrchr(arg, ':');
+        if (colon && strchr(arg, ':') != colon)
+            return bad_usage("--rdzv-endpoint '%s': write an IPv6 address as [ADDR]:PORT", arg);
+        hlen = colon ? (size_t)(colon - arg) : strlen(arg);
+        if (colon) port = colon + 1;
+    }
+    if (hlen == 0 || hlen >= sizeof(c->rdzv_host))
+        return bad_usage("--rdzv-endpoint '%s' has no host name or address", arg);
+    snprintf(c->rdzv_host, sizeof(c->rdzv_host), "%.*s", (int)hlen, host);
+    c->rdzv = 1;
+    c->port = RDZV_DEFAULT_PORT;
+    return port ? parse_num("--rdzv-endpoint's port", port, 1, 65535, &c->port) : 0;
+}
+
+/* --tee N (torchrun's: 0 none, 1 stdout, 2 stderr, 3 both); plain --tee means 3. A
+ * separate value is taken only when it is one of those digits. */
+static int parse_tee(cli *c, const char *arg, int argc, char **argv)
+{
+    if (arg == NULL && optind < argc && strlen(argv[optind]) == 1 && argv[optind][0] >= '0' &&
+        argv[optind][0] <= '3')
+        arg = argv[optind++];
+    if (arg == NULL) {
+        c->tee = 3;
+        return 0;
+    }
+    if (strlen(arg) != 1 || arg[0] < '0' || arg[0] > '3')
+        return bad_usage("--tee '%s' is not 0, 1, 2 or 3 (hooprun has no per-rank mapping)", arg);
+    c->tee = arg[0] - '0';
+    return 0;
+}
+
 /* Handles one recognised option; returns 0, 2 (bad value) or -1 (printed help: exit 0). */
-static int take_option(cli *c, int opt, const char *arg)
+static int take_option(cli *c, int opt, const char *arg, int argc, char **argv)
 {
     switch (opt) {
-    case OPT_NNODES: return parse_num("--nnodes", arg, 1, HOOP_LAUNCH_WORLD_MAX, &c->nnodes);
+    case OPT_NNODES: return parse_nnodes(arg, &c->nnodes);
     case OPT_NODE_RANK:
         return parse_num("--node-rank", arg, 0, HOOP_LAUNCH_WORLD_MAX - 1, &c->node_rank);
-    case OPT_NPROC: return parse_num("--nproc-per-node", arg, 1, NPROC_MAX, &c->nproc);
+    case OPT_NPROC: return parse_nproc(arg, &c->nproc);
     case OPT_PORT: return parse_num("--master-port", arg, 1, 65535, &c->port);
     case OPT_ADDR:
         if (*arg == '\0' || strlen(arg) > 255)
             return bad_usage("--master-addr '%s' is not a host name or address", arg);
         c->addr = arg;
         return 0;
+    case OPT_RDZV_ENDPOINT: return parse_endpoint(c, arg);
+    case OPT_RDZV_BACKEND:
+        if (strcmp(arg, "c10d") != 0 && strcmp(arg, "static") != 0)
+            return bad_usage("--rdzv-backend '%s': hooprun's rendezvous is rank 0's store, as "
+                             "c10d or static",
+                             arg);
+        return 0;
+    case OPT_RDZV_ID: return 0; /* one rendezvous per endpoint: nothing to tell apart */
+    case OPT_STANDALONE: c->standalone = 1; return 0;
+    case OPT_MAX_RESTARTS:
+        return parse_num("--max-restarts", arg, 0, RESTARTS_MAX, &c->max_restarts);
+    case OPT_LOG_DIR:
+        if (*arg == '\0' || strlen(arg) > 3000)
+            return bad_usage("--log-dir '%s' is not a usable directory name", arg);
+        c->log_dir = arg;
+        return 0;
+    case OPT_TEE: return parse_tee(c, arg, argc, argv);
     case OPT_GRACE:
         if (hoop__parse_seconds_ms("--grace", arg, &c->grace_ms) != HOOP_OK)
             return bad_usage("%s; allowed: seconds >= 0", user_msg());
@@ -169,6 +327,24 @@ static int take_option(cli *c, int opt, const char *arg)
     return 2;
 }
 
+/* Flags that contradict each other: one line naming both. */
+static int check_combinations(const cli *c)
+{
+    if (c->rdzv && (c->addr || c->port_flag))
+        return bad_usage("--rdzv-endpoint and --master-addr/--master-port say the same thing; "
+                         "give one");
+    if (c->standalone && (c->addr || c->rdzv || c->port_flag))
+        return bad_usage("--standalone picks 127.0.0.1 and a free port itself; drop "
+                         "--master-addr, --master-port and --rdzv-endpoint");
+    if (c->standalone && (c->nnodes > 1 || c->node_rank > 0))
+        return bad_usage("--standalone runs one node; it cannot go with --nnodes %d "
+                         "--node-rank %d",
+                         c->nnodes, c->node_rank);
+    if (c->tee >= 0 && !c->log_dir)
+        return bad_usage("--tee copies what --log-dir writes to the terminal; give --log-dir DIR");
+    return 0;
+}
+
 /* Returns 0 to go on, 2 for a usage error, -1 when help was printed. */
 static int parse_cli(int argc, char **argv, cli *c)
 {
@@ -176,6 +352,7 @@ static int parse_cli(int argc, char **argv, cli *c)
                .node_rank = -1,
                .nproc = -1,
                .port = -1,
+               .tee = -1,
                .grace_ms = DEFAULT_GRACE_MS,
                .prefix = 1,
                .bind = 1};
@@ -185,13 +362,14 @@ static int parse_cli(int argc, char **argv, cli *c)
         const char *flag = argv[optind - 1];
         if (opt == ':') return bad_usage("%s needs a value", flag);
         if (opt == '?') return bad_usage("unknown flag '%s'", flag);
-        int rc = take_option(c, opt, optarg);
+        if (opt == OPT_PORT) c->port_flag = 1;
+        int rc = take_option(c, opt, optarg, argc, argv);
         if (rc != 0) return rc;
     }
     if (c->nproc < 0) return bad_usage("--nproc-per-node is required (1..%d)", NPROC_MAX);
     if (optind >= argc) return bad_usage("missing PROG to run after the flags");
     c->argv = argv + optind;
-    return 0;
+    return check_combinations(c);
 }
 
 // ----- resolving the plan ------------------------------------------------------------
@@ -277,19 +455,22 @@ static int make_token(const hooprun_plan *p, char *out, size_t cap)
     return 0;
 }
 
-/* Master address and port: flag, then environment, then Slurm/defaults. */
+/* Master address and port: flag, then environment, then Slurm/defaults; --standalone
+ * takes 127.0.0.1 and a free port whatever the environment says. */
 static int pick_master(const cli *c, hooprun_plan *p, int *reserve_fd)
 {
-    const char *env_addr = getenv("MASTER_ADDR");
+    const char *env_addr = c->standalone ? NULL : getenv("MASTER_ADDR");
     int env_port = -1;
-    if (env_num("MASTER_PORT", 1, 65535, &env_port)) return 2;
+    if (!c->standalone && env_num("MASTER_PORT", 1, 65535, &env_port)) return 2;
     if (env_addr && strlen(env_addr) > 255) env_addr = NULL;
-    if (c->addr)
-        snprintf(p->master_addr, sizeof(p->master_addr), "%s", c->addr);
+    const char *flag_addr = c->rdzv ? c->rdzv_host : c->addr;
+    if (flag_addr)
+        snprintf(p->master_addr, sizeof(p->master_addr), "%s", flag_addr);
     else if (env_addr && *env_addr)
         snprintf(p->master_addr, sizeof(p->master_addr), "%s", env_addr);
     p->master_port = c->port > 0 ? c->port : env_port > 0 ? env_port : 0;
-    int addr_given = c->addr || (env_addr && *env_addr);
+    int addr_given = flag_addr || (env_addr && *env_addr);
+    if (c->standalone) p->master_addr[0] = '\0';
     if (p->master_addr[0] == '\0') {
         if (p->nnodes > 1)
             return bad_usage("--master-addr (or MASTER_ADDR) is required with --nnodes %d "
@@ -306,6 +487,31 @@ static int pick_master(const cli *c, hooprun_plan *p, int *reserve_fd)
     return 0;
 }
 
+/* --log-dir: created (with its parents) when missing, and it must be writable. */
+static int check_log_dir(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s", dir);
+    for (char *q = path + 1;; q++) {
+        if (*q != '/' && *q != '\0') continue;
+        char was = *q;
+        *q = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+            fprintf(stderr, "hooprun: --log-dir %s: cannot create %s: %s\n", dir, path,
+                    hoop__strerror(errno));
+            return 2;
+        }
+        *q = was;
+        if (was == '\0') break;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "hooprun: --log-dir %s is not a writable directory\n", dir);
+        return 2;
+    }
+    return 0;
+}
+
 static int resolve(const cli *c, hooprun_plan *p, int *reserve_fd)
 {
     *p = (hooprun_plan){.nnodes = c->nnodes > 0 ? c->nnodes : 1,
@@ -313,14 +519,19 @@ static int resolve(const cli *c, hooprun_plan *p, int *reserve_fd)
                         .nproc_per_node = c->nproc,
                         .prefix = c->prefix,
                         .grace_ms = c->grace_ms,
-                        .argv = c->argv};
-    int rc = from_slurm(c, p);
+                        .argv = c->argv,
+                        .log_dir = c->log_dir,
+                        .tee = c->tee > 0 ? c->tee : 0,
+                        .max_restarts = c->max_restarts};
+    if (gethostname(p->host, sizeof(p->host) - 1) != 0) snprintf(p->host, sizeof(p->host), "?");
+    int rc = c->standalone ? 0 : from_slurm(c, p);
     if (rc) return rc;
     if (hoop__launch_check(p->nnodes, p->node_rank, p->nproc_per_node) != HOOP_OK) {
         fprintf(stderr, "hooprun: %s\n", user_msg());
         return 2;
     }
     if ((rc = pick_master(c, p, reserve_fd)) != 0) return rc;
+    if (c->log_dir && !c->dry_run && (rc = check_log_dir(c->log_dir)) != 0) return rc;
     if (c->bind && p->nproc_per_node <= HOOPRUN_BIND_MAX) {
         static cpu_set_t sets[HOOPRUN_BIND_MAX];
         if (hooprun_cpu_sets(p->nproc_per_node, sets)) p->cpus = sets;
@@ -342,9 +553,59 @@ static void print_dry_run(const hooprun_plan *p)
         char cpus[256] = "(not bound)";
         if (p->cpus) hooprun_cpu_list(&p->cpus[i], cpus, sizeof(cpus));
         printf("[rank %d] RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d LOCAL_WORLD_SIZE=%d NODE_RANK=%d "
-               "MASTER_ADDR=%s MASTER_PORT=%d HOOP_TOKEN=%s CPUS=%s\n",
+               "MASTER_ADDR=%s MASTER_PORT=%d HOOP_TOKEN=%s CPUS=%s GROUP_RANK=%d "
+               "GROUP_WORLD_SIZE=%d ROLE_RANK=%d ROLE_WORLD_SIZE=%d\n",
                ids.rank, ids.rank, ids.local_rank, ids.world_size, ids.local_world_size,
-               ids.node_rank, p->master_addr, p->master_port, token, cpus);
+               ids.node_rank, p->master_addr, p->master_port, token, cpus, ids.node_rank, p->nnodes,
+               ids.rank, ids.world_size);
+    }
+}
+
+// ----- attempts ------------------------------------------------------------------------
+
+/* The token of attempt k: the base token for the first attempt; for a restart, the base
+ * with "-r<k>" appended, kept within what the transports accept (the suffix replaces
+ * the base's last characters when it would not fit), so that a worker left from an
+ * earlier attempt presents a stale token and is refused. */
+static void attempt_token(const char *base, int k, char *out, size_t cap)
+{
+    char suffix[16] = "";
+    if (k > 0) snprintf(suffix, sizeof(suffix), "-r%d", k);
+    size_t room = HOOP_TP_TOKEN_MAX - 1 - strlen(suffix);
+    size_t keep = strlen(base);
+    if (k > 0 && keep > room) keep = room;
+    snprintf(out, cap, "%.*s%s", (int)keep, base, suffix);
+}
+
+/* Runs the plan, and again after a failure while restarts are left (torchrun's
+ * --max-restarts: the whole group, each time with a new rendezvous). */
+static int run_attempts(hooprun_plan *p, int *reserve_fd)
+{
+    char base[sizeof(p->token)];
+    snprintf(base, sizeof(base), "%s", p->token);
+    for (int k = 0;; k++) {
+        p->restart = k;
+        attempt_token(base, k, p->token, sizeof(p->token));
+        if (k > 0 && *reserve_fd >= 0) { /* the port was ours: take a new one */
+            int old = *reserve_fd;
+            *reserve_fd = reserve_port(&p->master_port);
+            close(old);
+            if (*reserve_fd < 0) return 1;
+        }
+        if (k > 0)
+            fprintf(stderr,
+                    "hooprun: restart %d of %d: starting all %d workers again (rendezvous "
+                    "%s:%d, restart count %d in the token)\n",
+                    k, p->max_restarts, p->nproc_per_node, p->master_addr, p->master_port, k);
+        int failed;
+        int rc = hooprun_supervise(p, &failed);
+        if (!failed) return rc;
+        if (k >= p->max_restarts) {
+            if (p->max_restarts > 0)
+                fprintf(stderr, "hooprun: no restarts left (--max-restarts %d); exiting with %d\n",
+                        p->max_restarts, rc);
+            return rc;
+        }
     }
 }
 
@@ -361,7 +622,7 @@ int main(int argc, char **argv)
     int reserve_fd = -1;
     rc = resolve(&c, &plan, &reserve_fd);
     if (rc == 0 && c.dry_run) print_dry_run(&plan);
-    if (rc == 0 && !c.dry_run) rc = hooprun_supervise(&plan);
+    if (rc == 0 && !c.dry_run) rc = run_attempts(&plan, &reserve_fd);
     if (reserve_fd >= 0) close(reserve_fd);
     return rc;
 }

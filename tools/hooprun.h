@@ -1,28 +1,74 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * tools/hooprun.h -- what hooprun's option parser hands to its supervisor.
+ * tools/hooprun.h -- what hooprun's modules share.
  *
- * hooprun.c resolves flags, Slurm variables and defaults into one hooprun_plan;
- * hooprun_proc.c starts the workers of that plan and watches them. Single-threaded.
+ * hooprun.c resolves flags, Slurm variables and defaults into one hooprun_plan and runs
+ * it once per attempt (--max-restarts); hooprun_proc.c starts the workers of an attempt
+ * and watches them; hooprun_out.c relays their output (rank prefixes, '\r' progress
+ * lines, --log-dir files) and keeps each worker's last stderr lines; hooprun_report.c
+ * decides which worker failed first and prints the failure summary. Single-threaded.
  */
 #ifndef HOOP_TOOLS_HOOPRUN_H
 #define HOOP_TOOLS_HOOPRUN_H
 
 #include <sched.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
 
-#define HOOPRUN_BIND_MAX 1024 /* workers per node that --bind core handles */
+#define HOOPRUN_BIND_MAX 1024  /* workers per node that --bind core handles */
+#define HOOPRUN_LINE_MAX 65536 /* longer output lines are cut into pieces, each prefixed */
+#define HOOPRUN_TAIL_LINES 4   /* stderr lines kept per worker for the failure summary */
+#define HOOPRUN_TAIL_BYTES 512 /* ... each cut to this many bytes */
 
 typedef struct hooprun_plan {
     int nnodes, node_rank, nproc_per_node;
     char master_addr[256];
     int master_port;
-    char token[129];  /* HOOP_TOKEN every worker gets */
-    int prefix;       /* 1: prefix each output line with "[rank N] " */
-    int64_t grace_ms; /* SIGTERM -> SIGKILL delay when stopping workers */
-    char **argv;      /* PROG ARGS..., NULL-terminated */
-    cpu_set_t *cpus;  /* --bind core: worker i's CPUs (nproc_per_node sets); NULL = no binding */
+    char token[129];     /* HOOP_TOKEN every worker of this attempt gets */
+    int prefix;          /* 1: prefix each terminal line with "[rank N] " */
+    int64_t grace_ms;    /* SIGTERM -> SIGKILL delay when stopping workers */
+    char **argv;         /* PROG ARGS..., NULL-terminated */
+    cpu_set_t *cpus;     /* --bind core: worker i's CPUs (nproc_per_node sets); NULL = no binding */
+    const char *log_dir; /* --log-dir: one file per rank there; NULL = none */
+    int tee;             /* with log_dir: 1 stdout, 2 stderr, 3 both also go to the terminal */
+    int restart;         /* this attempt's number of earlier restarts (0 = first attempt) */
+    int max_restarts;    /* --max-restarts */
+    char host[256];      /* this node's host name, for the summary */
 } hooprun_plan;
+
+/* One line a worker wrote on stderr, with the time hooprun read it. */
+typedef struct hooprun_line {
+    int64_t ns; /* CLOCK_MONOTONIC */
+    char text[HOOPRUN_TAIL_BYTES];
+} hooprun_line;
+
+/* One of a worker's output streams, read through a pipe. */
+typedef struct hooprun_stream {
+    int fd;      /* read end of the worker's pipe; -1 once closed (or not piped) */
+    int term_fd; /* hooprun's stream that shows it (1 or 2); -1 = shown nowhere (--log-dir) */
+    int is_err;  /* the worker's stderr: its lines are kept for the summary */
+    char *buf;   /* what was read after the last '\n' or '\r' */
+    size_t len;
+    int after_cr; /* the last piece shown ended with '\r' (a progress line) */
+} hooprun_stream;
+
+typedef struct hooprun_worker {
+    pid_t pid; /* also its process group id */
+    int rank, local_rank;
+    int running; /* not yet reaped */
+    hooprun_stream out, err;
+    int log_fd; /* --log-dir file, -1 = none */
+    char log_path[4096];
+    hooprun_line tail[HOOPRUN_TAIL_LINES]; /* ring of the last stderr lines */
+    int tail_count, tail_next;
+    /* How it ended (valid once running == 0 and ended == 1). */
+    int ended;
+    int status;               /* as waitpid reports it */
+    int64_t end_ns;           /* CLOCK_MONOTONIC when hooprun reaped it */
+    struct timespec end_wall; /* CLOCK_REALTIME at the same moment */
+    int after_stop;           /* it ended after hooprun had sent it SIGTERM */
+} hooprun_worker;
 
 /* Splits the CPUs this process may use into nproc disjoint, non-empty sets (hwloc's
  * topology-aware distribution when built with hwloc, else consecutive runs); returns 1,
@@ -33,9 +79,42 @@ int hooprun_cpu_sets(int nproc, cpu_set_t *sets);
 void hooprun_cpu_list(const cpu_set_t *set, char *buf, size_t cap);
 
 /* Starts plan->nproc_per_node workers, forwards their output and signals, stops all of
- * them when one fails, reaps everything and returns hooprun's exit status: 0 when every
- * worker exited 0, the first failed worker's code (128 + signal when killed), 128 + the
- * signal that interrupted hooprun, or 1 when hooprun itself failed (fork, pipe). */
-int hooprun_supervise(const hooprun_plan *plan);
+ * them when one fails, reaps everything, prints the failure summary, and returns
+ * hooprun's exit status: 0 when every worker exited 0, the first failure's code (128 +
+ * signal when killed by one), 128 + the signal that interrupted hooprun, or 1 when
+ * hooprun itself failed (fork, pipe, log file). *failed is 1 when a worker failed or
+ * could not be started (a restart may help), 0 on success or interruption. */
+int hooprun_supervise(const hooprun_plan *plan, int *failed);
+
+// ----- output relay (hooprun_out.c) ----------------------------------------------------
+
+/* Sets up w's streams before the fork: pipes for stdout when the plan prefixes lines
+ * or keeps log files, always for stderr (its last lines name a failure), and w's log
+ * file. *out_w and *err_w get the write ends (-1 = the worker inherits hooprun's).
+ * Returns 0, or -1 with a message printed. */
+int hooprun_out_open(const hooprun_plan *p, hooprun_worker *w, int *out_w, int *err_w);
+
+/* Reads what is in st's pipe (a bounded number of reads, so a chatty worker cannot
+ * starve the rest), relays every complete line and '\r'-ended piece, closes the stream
+ * at end of file. now stamps the stderr lines kept. Returns 1 when data may be left. */
+int hooprun_out_drain(const hooprun_plan *p, hooprun_worker *w, hooprun_stream *st, int64_t now);
+
+/* Relays what is left (a last line without newline) and closes the stream. */
+void hooprun_out_close(const hooprun_plan *p, hooprun_worker *w, hooprun_stream *st, int64_t now);
+
+/* Frees w's buffers and closes its log file. */
+void hooprun_out_free(hooprun_worker *w);
+
+// ----- failure summary (hooprun_report.c) ----------------------------------------------
+
+/* Picks the worker whose failure came first among those that failed on their own (see
+ * hooprun_report.c for the rule); -1 when none did. */
+int hooprun_first_failure(const hooprun_worker *w, int n);
+
+/* Prints the failure summary for an attempt that had a failure: the first failure with
+ * its last stderr lines, then one row per worker (rank, host, pid, exit code, signal,
+ * time). Returns the first failure's exit status (code, or 128 + signal), or
+ * fallback_code when no worker failed on its own. */
+int hooprun_report(const hooprun_plan *p, const hooprun_worker *w, int n, int fallback_code);
 
 #endif /* HOOP_TOOLS_HOOPRUN_H */

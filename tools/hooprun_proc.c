@@ -3,6 +3,10 @@
  * tools/hooprun_proc.c -- hooprun's supervisor: start workers, relay output and
  * signals, stop everything when one worker fails, reap everything.
  *
+ * When a worker fails, the others get SIGTERM SETTLE_MS later (workers failing with it
+ * end on their own meanwhile, which tells hooprun_report who failed first), then SIGKILL
+ * after the grace period.
+ *
  * Owns the worker processes, one output pipe per worker stream, and a signalfd. Every
  * worker leads its own process group, so a signal to the group also reaches what the
  * worker started. hooprun is a child subreaper (PR_SET_CHILD_SUBREAPER): a grandchild
@@ -32,24 +36,11 @@
 #include "core/launch.h"
 #include "hooprun.h"
 
-#define LINE_MAX_BYTES (64 * 1024) /* longer lines are cut into pieces, each prefixed */
-#define REAP_EXTRA_MS 5000         /* after SIGKILL, how long we wait before giving up */
-#define DRAIN_ROUNDS 16            /* reads per stream per poll round */
-#define STOP_TICK_MS 100           /* while stopping, how often we look for new orphans */
+#define REAP_EXTRA_MS 5000 /* after SIGKILL, how long we wait before giving up */
+#define STOP_TICK_MS 100   /* while stopping, how often we look for new orphans */
+#define SETTLE_MS 1000     /* after the first bad exit, how long the others may end alone */
 
-typedef struct stream {
-    int fd;     /* read end of the worker's pipe; -1 once closed */
-    int out_fd; /* where its lines go: 1 or 2 */
-    char *buf;  /* partial line */
-    size_t len;
-} stream;
-
-typedef struct worker {
-    pid_t pid; /* also the process group id */
-    int rank;
-    int running; /* not yet reaped */
-    stream out, err;
-} worker;
+typedef hooprun_worker worker;
 
 typedef struct supervisor {
     const hooprun_plan *plan;
@@ -57,95 +48,22 @@ typedef struct supervisor {
     int n;   /* workers started */
     int sfd; /* signalfd */
     sigset_t old_mask;
+    int64_t stop_at_ns; /* a failure was seen: SIGTERM everyone then (0 = not planned) */
     int stopping;       /* 1 once SIGTERM went out (or a stop began) */
     int killed;         /* 1 once SIGKILL went out */
     int64_t kill_at_ns; /* when to send SIGKILL, while stopping */
-    int exit_code;      /* first failure's code; -1 = none yet */
+    int exit_code;      /* first bad exit's code; -1 = none yet */
+    int spawn_failed;   /* hooprun could not start every worker */
     int interrupted;    /* INT/TERM that hooprun received, 0 = none */
-    int closed_stdout[3];
 } supervisor;
 
 static const int forwarded[] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGHUP};
 
-// ----- output relay ------------------------------------------------------------------
-
-static void write_all(supervisor *s, int fd, struct iovec *iov, int n)
+static int workers_left(const supervisor *s)
 {
-    if (s->closed_stdout[fd]) return;
-    while (n > 0) {
-        ssize_t k = writev(fd, iov, n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) {
-            s->closed_stdout[fd] = 1; /* EPIPE or worse: drop further output there */
-            return;
-        }
-        while (n > 0 && (size_t)k >= iov->iov_len) {
-            k -= (ssize_t)iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (char *)iov->iov_base + k;
-            iov->iov_len -= (size_t)k;
-        }
-    }
-}
-
-/* Writes one line (without its newline) with the rank prefix. */
-static void emit_line(supervisor *s, const worker *w, int out_fd, const char *line, size_t len)
-{
-    char prefix[32];
-    int plen = snprintf(prefix, sizeof(prefix), "[rank %d] ", w->rank);
-    struct iovec iov[3] = {
-        {.iov_base = prefix, .iov_len = s->plan->prefix ? (size_t)plen : 0},
-        {.iov_base = (void *)line, .iov_len = len},
-        {.iov_base = "\n", .iov_len = 1},
-    };
-    write_all(s, out_fd, iov, 3);
-}
-
-/* Emits every complete line in st->buf; with flush, the leftover too. */
-static void emit_lines(supervisor *s, const worker *w, stream *st, int flush)
-{
-    size_t start = 0;
-    for (size_t i = 0; i < st->len; i++) {
-        if (st->buf[i] != '\n') continue;
-        emit_line(s, w, st->out_fd, st->buf + start, i - start);
-        start = i + 1;
-    }
-    if ((flush || st->len - start == LINE_MAX_BYTES) && st->len > start) {
-        emit_line(s, w, st->out_fd, st->buf + start, st->len - start);
-        start = st->len;
-    }
-    memmove(st->buf, st->buf + start, st->len - start);
-    st->len -= start;
-}
-
-static void close_stream(supervisor *s, const worker *w, stream *st)
-{
-    if (st->fd < 0) return;
-    emit_lines(s, w, st, 1);
-    close(st->fd);
-    st->fd = -1;
-}
-
-/* Reads what is there, at most DRAIN_ROUNDS reads so that a chatty worker cannot starve
- * signal handling; closes the stream at EOF or on a read error. Returns 1 when it
- * stopped with data possibly left, 0 when the pipe is empty or closed. */
-static int drain_stream(supervisor *s, const worker *w, stream *st)
-{
-    for (int round = 0; round < DRAIN_ROUNDS; round++) {
-        ssize_t k = read(st->fd, st->buf + st->len, LINE_MAX_BYTES - st->len);
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-        if (k <= 0) {
-            close_stream(s, w, st);
-            return 0;
-        }
-        st->len += (size_t)k;
-        emit_lines(s, w, st, 0);
-    }
-    return 1;
+    int n = 0;
+    for (int i = 0; i < s->n; i++) n += s->w[i].running;
+    return n;
 }
 
 static worker *find_worker(const supervisor *s, pid_t pid)
@@ -216,45 +134,44 @@ static void kill_everything(supervisor *s)
 
 // ----- reaping ----------------------------------------------------------------------
 
-/* Records a worker's end; the first failure decides hooprun's exit code and stops all. */
-static void worker_ended(supervisor *s, worker *w, int status)
+/* Records a worker's end. The first bad exit decides the fallback exit code and plans
+ * the stop: SIGTERM goes out SETTLE_MS later, so that workers already failing with it
+ * end on their own and hooprun_report can tell which failure came first. */
+static void worker_ended(supervisor *s, worker *w, int status, int64_t now)
 {
     w->running = 0;
-    int code = 0;
-    if (WIFEXITED(status)) code = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) code = 128 + WTERMSIG(status);
+    w->ended = 1;
+    w->status = status;
+    w->end_ns = now;
+    w->after_stop = s->stopping;
+    clock_gettime(CLOCK_REALTIME, &w->end_wall);
+    int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
     /* After hooprun was interrupted, workers dying of it are expected: no culprit. */
     if (code == 0 || s->exit_code >= 0 || s->interrupted) return;
     s->exit_code = code;
-    if (WIFEXITED(status))
-        fprintf(stderr, "hooprun: rank %d (pid %d) exited with code %d\n", w->rank, (int)w->pid,
-                code);
+    char how[80];
+    if (WIFSIGNALED(status))
+        snprintf(how, sizeof(how), "was killed by signal %d", WTERMSIG(status));
     else
-        fprintf(stderr, "hooprun: rank %d (pid %d) was killed by signal %d (%s)\n", w->rank,
-                (int)w->pid, WTERMSIG(status), strsignal(WTERMSIG(status)));
-    if (s->n > 1 && !s->stopping)
-        fprintf(stderr, "hooprun: stopping the other workers (SIGTERM, SIGKILL after %.1f s)\n",
-                (double)s->plan->grace_ms / 1000.0);
-    begin_stop(s);
+        snprintf(how, sizeof(how), "exited with code %d", code);
+    if (s->stopping || workers_left(s) == 0) return;
+    fprintf(stderr,
+            "hooprun: rank %d %s; stopping the other workers (SIGTERM in %.1f s, SIGKILL %.1f s "
+            "later)\n",
+            w->rank, how, SETTLE_MS / 1000.0, (double)s->plan->grace_ms / 1000.0);
+    s->stop_at_ns = now + SETTLE_MS * 1000000LL;
 }
 
 /* Reaps every child that has ended: workers and adopted grandchildren alike. */
-static void reap(supervisor *s)
+static void reap(supervisor *s, int64_t now)
 {
     for (;;) {
         int status;
         pid_t pid = waitpid(-1, &status, WNOHANG);
         if (pid <= 0) return;
         worker *w = find_worker(s, pid);
-        if (w != NULL) worker_ended(s, w, status);
+        if (w != NULL && w->running) worker_ended(s, w, status, now);
     }
-}
-
-static int workers_running(const supervisor *s)
-{
-    int n = 0;
-    for (int i = 0; i < s->n; i++) n += s->w[i].running;
-    return n;
 }
 
 static int have_children(void)
@@ -266,22 +183,31 @@ static int have_children(void)
 
 // ----- start-up ---------------------------------------------------------------------
 
+/* Once per process (every attempt of --max-restarts shares it): the forwarded signals
+ * and SIGCHLD are blocked and read from a signalfd; a signal that comes between two
+ * attempts waits there for the next one. */
 static int setup_signals(supervisor *s)
 {
-    sigset_t set;
-    sigemptyset(&set);
-    struct sigaction dfl = {.sa_handler = SIG_DFL};
-    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
-        /* A shell starts background jobs with SIGINT ignored; we still want to see it. */
-        sigaction(forwarded[i], &dfl, NULL);
-        sigaddset(&set, forwarded[i]);
+    static int sfd = -1;
+    static sigset_t old_mask;
+    if (sfd < 0) {
+        sigset_t set;
+        sigemptyset(&set);
+        struct sigaction dfl = {.sa_handler = SIG_DFL};
+        for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
+            /* A shell starts background jobs with SIGINT ignored; we still want to see it. */
+            sigaction(forwarded[i], &dfl, NULL);
+            sigaddset(&set, forwarded[i]);
+        }
+        sigaddset(&set, SIGCHLD);
+        signal(SIGPIPE, SIG_IGN);
+        if (sigprocmask(SIG_BLOCK, &set, &old_mask) != 0) return -1;
+        sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (sfd < 0) return -1;
+        if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) return -1;
     }
-    sigaddset(&set, SIGCHLD);
-    signal(SIGPIPE, SIG_IGN);
-    if (sigprocmask(SIG_BLOCK, &set, &s->old_mask) != 0) return -1;
-    s->sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (s->sfd < 0) return -1;
-    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) return -1;
+    s->sfd = sfd;
+    s->old_mask = old_mask;
     return 0;
 }
 
@@ -290,6 +216,29 @@ static void set_env_int(const char *name, int v)
     char buf[16];
     snprintf(buf, sizeof(buf), "%d", v);
     setenv(name, buf, 1);
+}
+
+/* The env:// contract plus torchrun's extra variables: GROUP_RANK (this node's worker
+ * group = NODE_RANK), GROUP_WORLD_SIZE (nodes), ROLE_RANK and ROLE_WORLD_SIZE (one role:
+ * RANK and WORLD_SIZE), TORCHELASTIC_RESTART_COUNT / _MAX_RESTARTS, and, as torchrun
+ * does with several workers per node, OMP_NUM_THREADS=1 unless it is set. */
+static void set_worker_env(const hooprun_plan *p, const hoop_launch_ids *ids)
+{
+    set_env_int("RANK", ids->rank);
+    set_env_int("LOCAL_RANK", ids->local_rank);
+    set_env_int("WORLD_SIZE", ids->world_size);
+    set_env_int("LOCAL_WORLD_SIZE", ids->local_world_size);
+    set_env_int("NODE_RANK", ids->node_rank);
+    set_env_int("GROUP_RANK", ids->node_rank);
+    set_env_int("GROUP_WORLD_SIZE", p->nnodes);
+    set_env_int("ROLE_RANK", ids->rank);
+    set_env_int("ROLE_WORLD_SIZE", ids->world_size);
+    set_env_int("TORCHELASTIC_RESTART_COUNT", p->restart);
+    set_env_int("TORCHELASTIC_MAX_RESTARTS", p->max_restarts);
+    set_env_int("MASTER_PORT", p->master_port);
+    setenv("MASTER_ADDR", p->master_addr, 1);
+    setenv("HOOP_TOKEN", p->token, 1);
+    if (p->nproc_per_node > 1) setenv("OMP_NUM_THREADS", "1", 0);
 }
 
 /* In the child: becomes its own group, wires stdio, sets the env and execs. */
@@ -308,14 +257,7 @@ static void exec_worker(const supervisor *s, int local_rank, int out_w, int err_
     hoop_launch_ids ids;
     if (hoop__launch_ids_of(p->nnodes, p->node_rank, p->nproc_per_node, local_rank, &ids) != 0)
         _exit(127);
-    set_env_int("RANK", ids.rank);
-    set_env_int("LOCAL_RANK", ids.local_rank);
-    set_env_int("WORLD_SIZE", ids.world_size);
-    set_env_int("LOCAL_WORLD_SIZE", ids.local_world_size);
-    set_env_int("NODE_RANK", ids.node_rank);
-    set_env_int("MASTER_PORT", p->master_port);
-    setenv("MASTER_ADDR", p->master_addr, 1);
-    setenv("HOOP_TOKEN", p->token, 1);
+    set_worker_env(p, &ids);
     unsetenv("HOOP_CPU_BIND"); /* set below only when this hooprun bound the worker */
     if (p->cpus) { /* its own block of CPUs (--bind core); a refusal leaves it unbound */
         char list[256];
@@ -328,32 +270,14 @@ static void exec_worker(const supervisor *s, int local_rank, int out_w, int err_
     _exit(127);
 }
 
-static int open_pipe(stream *st, int out_fd, int *write_end)
-{
-    int fds[2];
-    st->fd = -1;
-    st->out_fd = out_fd;
-    if (pipe2(fds, O_CLOEXEC) != 0) return -1;
-    st->buf = malloc(LINE_MAX_BYTES);
-    if (st->buf == NULL) {
-        close(fds[0]);
-        close(fds[1]);
-        return -1;
-    }
-    fcntl(fds[0], F_SETFL, O_NONBLOCK);
-    st->fd = fds[0];
-    *write_end = fds[1];
-    return 0;
-}
-
 static int spawn(supervisor *s, int local_rank)
 {
     worker *w = &s->w[local_rank];
-    int out_w = -1, err_w = -1;
-    w->out.fd = w->err.fd = -1;
-    if (s->plan->prefix && (open_pipe(&w->out, 1, &out_w) || open_pipe(&w->err, 2, &err_w))) {
-        perror("hooprun: pipe");
-        if (out_w >= 0) close(out_w);
+    int out_w, err_w;
+    w->rank = s->plan->node_rank * s->plan->nproc_per_node + local_rank;
+    w->local_rank = local_rank;
+    if (hooprun_out_open(s->plan, w, &out_w, &err_w) != 0) {
+        hooprun_out_free(w);
         return -1;
     }
     pid_t parent = getpid();
@@ -363,13 +287,12 @@ static int spawn(supervisor *s, int local_rank)
     if (err_w >= 0) close(err_w);
     if (pid < 0) {
         perror("hooprun: fork");
+        hooprun_out_free(w);
         return -1;
     }
     setpgid(pid, pid); /* also here, so no signal can reach the worker before it has a group */
-    HOOP_INFO(LAUNCH, "rank %d: pid %d, its own process group",
-              s->plan->node_rank * s->plan->nproc_per_node + local_rank, (int)pid);
+    HOOP_INFO(LAUNCH, "rank %d: pid %d, its own process group", w->rank, (int)pid);
     w->pid = pid;
-    w->rank = s->plan->node_rank * s->plan->nproc_per_node + local_rank;
     w->running = 1;
     s->n++;
     return 0;
@@ -395,12 +318,14 @@ static void on_signal(supervisor *s)
     }
 }
 
-static int fill_pollfds(supervisor *s, struct pollfd *pfd, stream **who, worker **whose)
+/* Registers every open stream; a worker's stderr before its stdout, so that a progress
+ * line it ended just before printing a line lands before that line. */
+static int fill_pollfds(supervisor *s, struct pollfd *pfd, hooprun_stream **who, worker **whose)
 {
     int n = 0;
     pfd[n++] = (struct pollfd){.fd = s->sfd, .events = POLLIN};
     for (int i = 0; i < s->n; i++) {
-        stream *sts[2] = {&s->w[i].out, &s->w[i].err};
+        hooprun_stream *sts[2] = {&s->w[i].err, &s->w[i].out};
         for (int k = 0; k < 2; k++) {
             if (sts[k]->fd < 0) continue;
             who[n] = sts[k];
@@ -411,12 +336,23 @@ static int fill_pollfds(supervisor *s, struct pollfd *pfd, stream **who, worker 
     return n;
 }
 
-/* One round: wait for output, a signal or the next deadline, then handle it. Returns 0
- * when everything is over. */
-static int step(supervisor *s, struct pollfd *pfd, stream **who, worker **whose, int64_t give_up)
+/* How long poll may sleep: until the planned stop, the SIGKILL or the next orphan tick. */
+static int poll_timeout(const supervisor *s, int64_t give_up)
 {
-    reap(s);
-    int left = workers_running(s);
+    if (!s->stopping) return s->stop_at_ns ? hoop__ms_left(s->stop_at_ns) : -1;
+    int timeout = hoop__ms_left(s->killed ? give_up : s->kill_at_ns);
+    return timeout > STOP_TICK_MS ? STOP_TICK_MS : timeout;
+}
+
+/* One round: wait for output, a signal or the next deadline, then handle it. Output and
+ * exits seen in one round are stamped with the same time, output first (hooprun_report
+ * breaks such ties). Returns 0 when everything is over. */
+static int step(supervisor *s, struct pollfd *pfd, hooprun_stream **who, worker **whose,
+                int64_t give_up)
+{
+    reap(s, hoop__now_ns());
+    int left = workers_left(s);
+    if (!s->stopping && s->stop_at_ns && hoop__now_ns() >= s->stop_at_ns) begin_stop(s);
     if (left == 0 && !s->stopping && (signal_groups(s, 0) > 0 || have_children())) begin_stop(s);
     if (left == 0 && !have_children()) return 0;
     /* Grandchildren that left their worker's group come to us when their parent dies:
@@ -430,21 +366,21 @@ static int step(supervisor *s, struct pollfd *pfd, stream **who, worker **whose,
         fprintf(stderr, "hooprun: some processes survived SIGKILL; giving up on them\n");
         return 0;
     }
-    int timeout = s->stopping ? hoop__ms_left(s->killed ? give_up : s->kill_at_ns) : -1;
-    if (s->stopping && timeout > STOP_TICK_MS) timeout = STOP_TICK_MS;
     int n = fill_pollfds(s, pfd, who, whose);
-    if (poll(pfd, (nfds_t)n, timeout) < 0 && errno != EINTR) return 0;
+    if (poll(pfd, (nfds_t)n, poll_timeout(s, give_up)) < 0 && errno != EINTR) return 0;
+    int64_t now = hoop__now_ns();
     if (pfd[0].revents) on_signal(s);
     for (int i = 1; i < n; i++)
-        if (pfd[i].revents) drain_stream(s, whose[i], who[i]);
+        if (pfd[i].revents) hooprun_out_drain(s->plan, whose[i], who[i], now);
+    reap(s, now);
     return 1;
 }
 
-static int run_loop(supervisor *s)
+static void run_loop(supervisor *s)
 {
     size_t cap = 1 + 2 * (size_t)s->n;
     struct pollfd *pfd = calloc(cap, sizeof(*pfd));
-    stream **who = calloc(cap, sizeof(*who));
+    hooprun_stream **who = calloc(cap, sizeof(*who));
     worker **whose = calloc(cap, sizeof(*whose));
     if (pfd == NULL || who == NULL || whose == NULL) {
         fprintf(stderr, "hooprun: out of memory\n");
@@ -455,44 +391,45 @@ static int run_loop(supervisor *s)
     while (pfd && who && whose && step(s, pfd, who, whose, give_up))
         if (s->killed && give_up == INT64_MAX) give_up = hoop__now_ns() + REAP_EXTRA_MS * 1000000LL;
     /* What is still buffered or in the pipes goes out before we exit. */
+    int64_t now = hoop__now_ns();
     for (int i = 0; i < s->n; i++) {
-        while (s->w[i].out.fd >= 0 && drain_stream(s, &s->w[i], &s->w[i].out)) continue;
-        while (s->w[i].err.fd >= 0 && drain_stream(s, &s->w[i], &s->w[i].err)) continue;
-        close_stream(s, &s->w[i], &s->w[i].out);
-        close_stream(s, &s->w[i], &s->w[i].err);
+        worker *w = &s->w[i];
+        while (hooprun_out_drain(s->plan, w, &w->err, now)) continue;
+        while (hooprun_out_drain(s->plan, w, &w->out, now)) continue;
+        hooprun_out_close(s->plan, w, &w->err, now);
+        hooprun_out_close(s->plan, w, &w->out, now);
     }
     free(pfd);
     free(who);
     free(whose);
-    return s->n;
 }
 
-int hooprun_supervise(const hooprun_plan *plan)
+int hooprun_supervise(const hooprun_plan *plan, int *failed)
 {
     supervisor s = {.plan = plan, .sfd = -1, .exit_code = -1};
+    *failed = 0;
     s.w = calloc((size_t)plan->nproc_per_node, sizeof(*s.w));
     if (s.w == NULL || setup_signals(&s) != 0) {
         perror("hooprun: setting up");
         free(s.w);
         return 1;
     }
-    int spawn_failed = 0;
     fflush(NULL);
-    for (int i = 0; i < plan->nproc_per_node && !spawn_failed; i++)
-        spawn_failed = spawn(&s, i) != 0;
-    if (spawn_failed) {
+    for (int i = 0; i < plan->nproc_per_node && !s.spawn_failed; i++)
+        s.spawn_failed = spawn(&s, i) != 0;
+    if (s.spawn_failed) {
         fprintf(stderr, "hooprun: could not start rank %d; stopping the %d started workers\n",
                 plan->node_rank * plan->nproc_per_node + s.n, s.n);
-        s.exit_code = 1; /* their deaths by SIGTERM are ours, not theirs */
-        begin_stop(&s);
+        begin_stop(&s); /* their deaths by SIGTERM are ours, not theirs */
     }
     run_loop(&s);
-    for (int i = 0; i < s.n; i++) {
-        free(s.w[i].out.buf);
-        free(s.w[i].err.buf);
-    }
+    int rc = s.interrupted ? 128 + s.interrupted : 0;
+    if (s.spawn_failed)
+        rc = 1;
+    else if (s.exit_code > 0 && !s.interrupted)
+        rc = hooprun_report(plan, s.w, s.n, s.exit_code);
+    *failed = s.spawn_failed || (s.exit_code > 0 && !s.interrupted);
+    for (int i = 0; i < s.n; i++) hooprun_out_free(&s.w[i]);
     free(s.w);
-    close(s.sfd);
-    if (s.exit_code > 0) return s.exit_code;
-    return s.interrupted ? 128 + s.interrupted : 0;
+    return rc;
 }

@@ -1,15 +1,18 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # tools/local.mk -- hooprun and hoop-train.
 
-# hooprun: the launcher (option parsing in hooprun.c, the supervisor in hooprun_proc.c).
+# hooprun: the launcher (options and restarts in hooprun.c, the supervisor in hooprun_proc.c,
+# output relay in hooprun_out.c, the failure summary in hooprun_report.c).
 bin_PROGRAMS += tools/hooprun
-tools_hooprun_SOURCES = tools/hooprun.c tools/hooprun_proc.c tools/hooprun_bind.c tools/hooprun.h
+tools_hooprun_SOURCES = tools/hooprun.c tools/hooprun_proc.c tools/hooprun_bind.c \
+	tools/hooprun_out.c tools/hooprun_report.c tools/hooprun.h
 tools_hooprun_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 
 # Launcher tests: shell scripts driving hooprun with small shell workers.
-TESTS += tests/launcher_fail.sh tests/launcher_env.sh tests/launcher_cli.sh
+TESTS += tests/launcher_fail.sh tests/launcher_env.sh tests/launcher_cli.sh \
+	tests/launcher_torchrun.sh
 EXTRA_DIST += tests/launcher_fail.sh tests/launcher_env.sh tests/launcher_cli.sh \
-	tests/launcher_lib.sh
+	tests/launcher_torchrun.sh tests/launcher_lib.sh
 
 # hoop-smoke: a rendezvous smoke test (barrier, add, all-gather through the store) under hooprun.
 bin_PROGRAMS += tools/hoop-smoke
@@ -25,5 +28,8 @@ tools_hoop_train_SOURCES = tools/hoop-train.c tools/train_cli.c tools/train_cli.
 tools_hoop_train_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 TESTS += tests/hoop_train.sh
 EXTRA_DIST += tests/hoop_train.sh
+# hooprun with hoop-train: the first failure of a bad --resume, the progress bar.
+TESTS += tests/launcher_train.sh
+EXTRA_DIST += tests/launcher_train.sh
 TESTS += tests/ddp_train.sh
 EXTRA_DIST += tests/ddp_train.sh

@@ -15,14 +15,14 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/env.h"
 #include "hoop/collectives.h"
 
 hoop_status train_dist_init(train_dist *d)
 {
     memset(d, 0, sizeof(*d));
     d->world_size = 1;
-    const char *ws = getenv("WORLD_SIZE");
-    if (!ws || !*ws) return HOOP_OK;
+    if (!hoop__env_dist_wanted()) return HOOP_OK; /* WORLD_SIZE set, or an srun step */
     HOOP_CHECK(hoop_comm_init_env(&d->comm));
     d->rank = hoop_comm_rank(d->comm);
     d->world_size = hoop_comm_world_size(d->comm);

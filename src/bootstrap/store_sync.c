@@ -310,7 +310,7 @@ HOOP_API hoop_status hoop_store_init_env(hoop_store **out)
     const char *token;
     int64_t timeout_ms;
     HOOP_CHECK(hoop__env_dist(&d));
-    HOOP_CHECK(hoop__env_str("HOOP_TOKEN", &token));
+    token = d.token[0] ? d.token : NULL; /* HOOP_TOKEN, or an srun step's (env.h) */
     HOOP_CHECK(hoop__env_ms("HOOP_TIMEOUT", &timeout_ms));
     hoop_store_config cfg = {.host = d.master_addr,
                              .port = d.master_port,

@@ -398,6 +398,7 @@ hoop_status hoop_comm_init_env(hoop_comm **out)
     cfg.world_size = d.world_size;
     cfg.local_rank = d.local_rank;
     cfg.master_addr = d.master_addr;
+    cfg.token = d.token[0] ? d.token : NULL; /* HOOP_TOKEN, or an srun step's (env.h) */
     if (d.world_size > 1) HOOP_CHECK(hoop_store_init_env(&store));
     cfg.store = store;
     st = hoop_comm_init(out, &cfg);

@@ -10,12 +10,16 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "core/check.h"
 #include "core/env.h"
+#include "core/launch.h"
+#include "core/log.h"
 #include "hoop/comm.h" /* HOOP_ALGO_CHOICES: the algorithm names' one list */
 
 extern char **environ;
@@ -64,7 +68,8 @@ const hoop_env_param hoop__env_params[] = {
     {"HOOP_TIMEOUT", HOOP_ENV_SECONDS, "300", 0, 0, NULL,
      "deadline in seconds (> 0) for every blocking wait (rendezvous, collectives)"},
     {"HOOP_TOKEN", HOOP_ENV_STRING, NULL, 0, 0, NULL,
-     "shared secret every connection must present; hooprun sets 128 random bits"},
+     "shared secret every connection must present; hooprun sets 128 random bits; srun "
+     "without hooprun: slurm-JOB.STEP, not a secret"},
     {"HOOP_TRANSPORT", HOOP_ENV_CHOICE, "auto", 0, 0, "auto|tcp|shm|ib",
      "transport between ranks: auto = shm between ranks on one host, tcp between hosts; "
      "ib is refused (not built yet)"},
@@ -276,49 +281,146 @@ void hoop__env_print_help(FILE *f)
     }
 }
 
-/* Reads a required integer variable of the dist contract. */
+// ----- the env:// contract, with an srun step's variables as fallback -------------------
+
+/* "RANK=5" or, for a value an srun step gave, "RANK=5 (from SLURM_PROCID)". */
+static const char *described(char *buf, size_t cap, const char *name, int v, const char *src)
+{
+    if (src)
+        snprintf(buf, cap, "%s=%d (from %s)", name, v, src);
+    else
+        snprintf(buf, cap, "%s=%d", name, v);
+    return buf;
+}
+
+/* One integer of the contract: the environment's value; else the srun step's (slurm_from
+ * names its variable, NULL outside a step); else def, or an error when required. *src
+ * is set to slurm_from when that was used, else NULL. */
 static hoop_status dist_int(const char *name, int64_t min, int64_t max, int required, int64_t def,
-                            int *out)
+                            const char *slurm_from, int slurm_value, int *out, const char **src)
 {
     const char *v = getenv(name);
-    if (v == NULL || *v == '\0') {
-        if (required)
-            return HOOP_ERROR(HOOP_ERR_INVALID,
-                              "%s is not set (hint: start workers with hooprun, "
-                              "or set MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE)",
-                              name);
-        *out = (int)def;
+    *src = NULL;
+    if (v && *v) {
+        int64_t x;
+        HOOP_CHECK(hoop__parse_int(name, v, min, max, &x));
+        *out = (int)x;
         return HOOP_OK;
     }
-    int64_t x;
-    HOOP_CHECK(hoop__parse_int(name, v, min, max, &x));
-    *out = (int)x;
+    if (slurm_from) {
+        if (slurm_value < min || slurm_value > max)
+            return HOOP_ERROR(HOOP_ERR_INVALID,
+                              "%s=%d (from %s) is out of range [%" PRId64 ", %" PRId64 "]", name,
+                              slurm_value, slurm_from, min, max);
+        *out = slurm_value;
+        *src = slurm_from;
+        return HOOP_OK;
+    }
+    if (required)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s is not set (hint: start workers with hooprun or srun, "
+                          "or set MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE)",
+                          name);
+    *out = (int)def;
     return HOOP_OK;
+}
+
+/* Is any variable of the contract unset? Only then are Slurm's variables read, so that
+ * workers hooprun started under srun (which set everything) never depend on them. */
+static int contract_incomplete(void)
+{
+    static const char *const names[] = {"MASTER_ADDR", "MASTER_PORT",      "WORLD_SIZE",
+                                        "RANK",        "LOCAL_WORLD_SIZE", "LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *v = getenv(names[i]);
+        if (v == NULL || *v == '\0') return 1;
+    }
+    return 0;
+}
+
+static hoop_status dist_master(hoop_dist_env *out, const hoop_slurm_task *sl)
+{
+    const char *addr = getenv("MASTER_ADDR");
+    if ((addr == NULL || *addr == '\0') && sl) {
+        snprintf(out->master_addr, sizeof(out->master_addr), "%s", sl->master_addr);
+        out->from_slurm = 1;
+        return HOOP_OK;
+    }
+    if (addr == NULL || *addr == '\0')
+        return HOOP_ERROR(HOOP_ERR_INVALID, "MASTER_ADDR is not set (hint: start workers with "
+                                            "hooprun or srun, or export MASTER_ADDR=<host of "
+                                            "rank 0>)");
+    if (strlen(addr) >= sizeof(out->master_addr))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "MASTER_ADDR is longer than %zu characters",
+                          sizeof(out->master_addr) - 1);
+    strcpy(out->master_addr, addr);
+    return HOOP_OK;
+}
+
+/* HOOP_TOKEN when set; else, when the srun step supplied part of the contract, the
+ * step's "slurm-JOB.STEP" (see env.h for what that protects against); else none. */
+static hoop_status dist_token(hoop_dist_env *out, const hoop_slurm_task *sl)
+{
+    const char *t = getenv("HOOP_TOKEN");
+    if (t && *t) {
+        if (strlen(t) >= sizeof(out->token))
+            return HOOP_ERROR(HOOP_ERR_INVALID, "HOOP_TOKEN is longer than %zu characters",
+                              sizeof(out->token) - 1);
+        strcpy(out->token, t);
+    } else if (sl && out->from_slurm) {
+        snprintf(out->token, sizeof(out->token), "%s", sl->token);
+    }
+    return HOOP_OK;
+}
+
+int hoop__env_dist_wanted(void)
+{
+    const char *ws = getenv("WORLD_SIZE"), *step = getenv("SLURM_STEP_ID");
+    const char *procid = getenv("SLURM_PROCID");
+    if (ws && *ws) return 1;
+    return step && *step && procid && *procid;
 }
 
 hoop_status hoop__env_dist(hoop_dist_env *out)
 {
     memset(out, 0, sizeof(*out));
-    const char *addr = getenv("MASTER_ADDR");
-    if (addr == NULL || *addr == '\0')
-        return HOOP_ERROR(HOOP_ERR_INVALID, "MASTER_ADDR is not set (hint: start workers with "
-                                            "hooprun, or export MASTER_ADDR=<host of rank 0>)");
-    if (strlen(addr) >= sizeof(out->master_addr))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "MASTER_ADDR is longer than %zu characters",
-                          sizeof(out->master_addr) - 1);
-    strcpy(out->master_addr, addr);
-    HOOP_CHECK(dist_int("MASTER_PORT", 1, 65535, 1, 0, &out->master_port));
-    HOOP_CHECK(dist_int("WORLD_SIZE", 1, 1 << 20, 1, 0, &out->world_size));
-    HOOP_CHECK(dist_int("RANK", 0, INT32_MAX, 1, 0, &out->rank));
+    hoop_slurm_task slurm;
+    int in_step = 0;
+    if (contract_incomplete()) HOOP_CHECK(hoop__launch_slurm_task(&slurm, &in_step));
+    const hoop_slurm_task *sl = in_step ? &slurm : NULL;
+    const char *port_src, *ws_src, *rank_src, *lws_src, *lr_src;
+    char a[96], b[96];
+    HOOP_CHECK(dist_master(out, sl));
+    HOOP_CHECK(dist_int("MASTER_PORT", 1, 65535, 1, 0, sl ? "SLURM_JOB_ID" : NULL,
+                        sl ? sl->master_port : 0, &out->master_port, &port_src));
+    HOOP_CHECK(dist_int("WORLD_SIZE", 1, 1 << 20, 1, 0, sl ? sl->world_from : NULL,
+                        sl ? sl->world_size : 0, &out->world_size, &ws_src));
+    HOOP_CHECK(dist_int("RANK", 0, INT32_MAX, 1, 0, sl ? "SLURM_PROCID" : NULL, sl ? sl->rank : 0,
+                        &out->rank, &rank_src));
     if (out->rank >= out->world_size)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "RANK=%d is not below WORLD_SIZE=%d", out->rank,
-                          out->world_size);
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s is not below %s",
+                          described(a, sizeof(a), "RANK", out->rank, rank_src),
+                          described(b, sizeof(b), "WORLD_SIZE", out->world_size, ws_src));
     HOOP_CHECK(dist_int("LOCAL_WORLD_SIZE", 1, out->world_size, 0, out->world_size,
-                        &out->local_world_size));
+                        sl ? sl->local_world_from : NULL, sl ? sl->local_world_size : 0,
+                        &out->local_world_size, &lws_src));
     HOOP_CHECK(dist_int("LOCAL_RANK", 0, INT32_MAX, 0, out->rank % out->local_world_size,
-                        &out->local_rank));
+                        sl ? "SLURM_LOCALID" : NULL, sl ? sl->local_rank : 0, &out->local_rank,
+                        &lr_src));
     if (out->local_rank >= out->local_world_size)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "LOCAL_RANK=%d is not below LOCAL_WORLD_SIZE=%d",
-                          out->local_rank, out->local_world_size);
+        return HOOP_ERROR(
+            HOOP_ERR_INVALID, "%s is not below %s",
+            described(a, sizeof(a), "LOCAL_RANK", out->local_rank, lr_src),
+            described(b, sizeof(b), "LOCAL_WORLD_SIZE", out->local_world_size, lws_src));
+    out->from_slurm |= port_src || ws_src || rank_src || lws_src || lr_src;
+    HOOP_CHECK(dist_token(out, sl));
+    static atomic_int said; /* once per process: comm and store both read the contract */
+    if (out->from_slurm && atomic_exchange(&said, 1) == 0)
+        HOOP_INFO(ENV, "srun step: rank %d of %d (local %d of %d), master %s:%d (%s), token %s",
+                  out->rank, out->world_size, out->local_rank, out->local_world_size,
+                  out->master_addr, out->master_port, sl->master_from,
+                  getenv("HOOP_TOKEN") && *getenv("HOOP_TOKEN")
+                      ? "from HOOP_TOKEN"
+                      : "derived from the job id (not a secret; export HOOP_TOKEN)");
     return HOOP_OK;
 }

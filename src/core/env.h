@@ -63,16 +63,39 @@ hoop_status hoop__parse_bytes(const char *what, const char *s, int64_t min, int6
 hoop_status hoop__parse_seconds_ms(const char *what, const char *s, int64_t *out_ms);
 
 /* The PyTorch env:// contract: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK,
- * LOCAL_WORLD_SIZE (the last two default to RANK and WORLD_SIZE's values when unset). */
+ * LOCAL_WORLD_SIZE (the last two default to RANK mod LOCAL_WORLD_SIZE and WORLD_SIZE
+ * when unset), plus the connection token (HOOP_TOKEN).
+ *
+ * srun-native start: in a task of an srun step (SLURM_STEP_ID and SLURM_PROCID set; see
+ * hoop__launch_slurm_task), each variable that is unset comes from Slurm instead:
+ * RANK = SLURM_PROCID, WORLD_SIZE = the step's task count, LOCAL_RANK = SLURM_LOCALID,
+ * LOCAL_WORLD_SIZE = this node's task count, MASTER_ADDR = the first host of the step's
+ * node list, MASTER_PORT = hoop__launch_slurm_port(SLURM_JOB_ID, SLURM_STEP_ID). A
+ * variable that is set always wins. When HOOP_TOKEN is unset and Slurm supplied any of
+ * them, the token is "slurm-JOB.STEP": every task of the step agrees on it without
+ * being told, and a process of another job or step (a stale worker on a reused port)
+ * is refused, but a job id is no secret (squeue shows it to every user), so it does
+ * not keep out someone who means to join. For that, export HOOP_TOKEN with a random
+ * value before srun (srun passes it to every task). */
 typedef struct hoop_dist_env {
     char master_addr[256];
     int master_port;
     int rank, world_size;
     int local_rank, local_world_size;
+    char token[257]; /* "" = none */
+    int from_slurm;  /* 1 when Slurm's variables supplied a value */
 } hoop_dist_env;
 
+/* Does the environment describe a distributed job, so that a program should call
+ * hoop_comm_init_env rather than run alone? 1 when WORLD_SIZE is set (hooprun, or by
+ * hand) or when this process is a task of an srun step (SLURM_STEP_ID and SLURM_PROCID
+ * set, see hoop__env_dist); 0 otherwise. Reads only; never fails. */
+int hoop__env_dist_wanted(void);
+
 /* Reads and validates the contract. HOOP_ERR_INVALID names the variable and the rule
- * it breaks ("RANK=4 is not below WORLD_SIZE=4"); a missing variable is named too. */
+ * it breaks ("RANK=4 is not below WORLD_SIZE=4", "RANK=5 (from SLURM_PROCID) is not
+ * below WORLD_SIZE=4"); a missing variable is named too, and so is a malformed Slurm
+ * variable that was needed. Logs the srun-derived values at INFO (ENV). */
 hoop_status hoop__env_dist(hoop_dist_env *out);
 
 HOOP_EXTERN_C_END

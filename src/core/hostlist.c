@@ -242,6 +242,47 @@ hoop_status hoop__hostlist_expand(const char *list, char ***hosts, int *count)
     return HOOP_OK;
 }
 
+/* Reads a decimal count >= 1 at *p, advancing it; -1 when there is none or it is huge. */
+static long tasks_count(const char **p)
+{
+    long v = 0;
+    if (**p < '0' || **p > '9') return -1;
+    while (**p >= '0' && **p <= '9') {
+        v = v * 10 + (**p - '0');
+        if (v > HOOP_HOSTLIST_MAX * 64L) return -1;
+        (*p)++;
+    }
+    return v >= 1 ? v : -1;
+}
+
+hoop_status hoop__hostlist_tasks_on_node(const char *what, const char *spec, int node_id, int *out)
+{
+    const char *p = spec ? spec : "";
+    long node = 0, found = -1;
+    if (node_id < 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s: node index %d is negative", what, node_id);
+    for (;;) { /* the whole list is checked, not only up to node_id */
+        long tasks = tasks_count(&p), repeat = 1;
+        if (tasks > 0 && p[0] == '(' && p[1] == 'x') {
+            p += 2;
+            repeat = tasks_count(&p);
+            if (repeat < 1 || *p++ != ')') tasks = -1;
+        }
+        if (tasks < 1 || (*p != ',' && *p != '\0'))
+            return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a tasks-per-node list like 2(x3),1",
+                              what, spec ? spec : "");
+        if (found < 0 && node_id < node + repeat) found = tasks;
+        node += repeat;
+        if (*p == '\0') break;
+        p++;
+    }
+    if (found < 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' lists %ld nodes; node %d is not among them",
+                          what, spec, node, node_id);
+    *out = (int)found;
+    return HOOP_OK;
+}
+
 void hoop__hostlist_free(char **hosts, int count)
 {
     if (hosts == NULL) return;

@@ -3,8 +3,9 @@
  * src/core/hostlist.h -- Slurm node-list expansion (internal).
  *
  * Expands a compressed node list such as "gpu-node-[01-03],login1" into host names, in
- * the order `scontrol show hostnames` prints them. Owns nothing beyond the arrays it
- * returns. Thread-safe (no shared state).
+ * the order `scontrol show hostnames` prints them, and reads Slurm's tasks-per-node
+ * lists ("2(x3),1"). Owns nothing beyond the arrays it returns. Thread-safe (no shared
+ * state).
  */
 #ifndef HOOP_CORE_HOSTLIST_H
 #define HOOP_CORE_HOSTLIST_H
@@ -31,6 +32,13 @@
  * Deviation from Slurm: a stray ']' or an unclosed '[' is rejected (Slurm prints a
  * mangled name for them). */
 hoop_status hoop__hostlist_expand(const char *list, char ***hosts, int *count);
+
+/* The task count of node node_id (0-based, in node-list order) from a Slurm
+ * tasks-per-node list such as SLURM_TASKS_PER_NODE's "2(x3),1" (nodes 0-2 run 2 tasks,
+ * node 3 runs 1): comma-separated items, each a count N >= 1 or N(xM) for M nodes.
+ * Errors: HOOP_ERR_INVALID naming what (the variable) for a malformed list or a node_id
+ * past its end. */
+hoop_status hoop__hostlist_tasks_on_node(const char *what, const char *spec, int node_id, int *out);
 
 /* Frees what hoop__hostlist_expand returned. Accepts NULL. */
 void hoop__hostlist_free(char **hosts, int count);

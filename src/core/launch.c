@@ -1,10 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * src/core/launch.c -- rank arithmetic of the launcher: which ids each worker gets.
+ * src/core/launch.c -- rank arithmetic of the launcher: which ids each worker gets, from
+ * hooprun's geometry or from an srun step's variables.
  *
- * Owns nothing. Thread-safe (pure functions).
+ * Owns nothing. Thread-safe (pure functions, and getenv).
  */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "core/check.h"
+#include "core/env.h"
+#include "core/hostlist.h"
 #include "core/launch.h"
 
 hoop_status hoop__launch_check(int nnodes, int node_rank, int nproc_per_node)
@@ -38,5 +45,107 @@ hoop_status hoop__launch_ids_of(int nnodes, int node_rank, int nproc_per_node, i
         .local_world_size = nproc_per_node,
         .node_rank = node_rank,
     };
+    return HOOP_OK;
+}
+
+int hoop__launch_slurm_port(unsigned long job_id, unsigned long step_id)
+{
+    return 10000 + (int)(job_id % 1000) * 10 + (int)(step_id % 10);
+}
+
+/* The first of names that is set and not empty; NULL when none is. */
+static const char *first_set(const char *const *names, const char **value)
+{
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (v && *v) {
+            *value = v;
+            return *names;
+        }
+    }
+    return NULL;
+}
+
+static hoop_status slurm_int(const char *name, int64_t min, int64_t max, int64_t *out)
+{
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0')
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s is not set, though SLURM_STEP_ID is", name);
+    return hoop__parse_int(name, v, min, max, out);
+}
+
+/* This node's task count: the step's tasks-per-node list, the job's, or the request. */
+static hoop_status slurm_local_world(hoop_slurm_task *out)
+{
+    static const char *const lists[] = {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", NULL};
+    static const char *const uniform[] = {"SLURM_NTASKS_PER_NODE", NULL};
+    const char *v = NULL;
+    int64_t node_id, n;
+    if ((out->local_world_from = first_set(lists, &v)) != NULL) {
+        HOOP_CHECK(slurm_int("SLURM_NODEID", 0, HOOP_LAUNCH_WORLD_MAX - 1, &node_id));
+        return hoop__hostlist_tasks_on_node(out->local_world_from, v, (int)node_id,
+                                            &out->local_world_size);
+    }
+    if ((out->local_world_from = first_set(uniform, &v)) == NULL)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "neither SLURM_STEP_TASKS_PER_NODE, "
+                                            "SLURM_TASKS_PER_NODE nor SLURM_NTASKS_PER_NODE is "
+                                            "set, though SLURM_STEP_ID is");
+    HOOP_CHECK(hoop__parse_int(out->local_world_from, v, 1, HOOP_LAUNCH_WORLD_MAX, &n));
+    out->local_world_size = (int)n;
+    return HOOP_OK;
+}
+
+static hoop_status slurm_master(hoop_slurm_task *out)
+{
+    static const char *const lists[] = {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
+                                        "SLURM_NODELIST", NULL};
+    const char *v = NULL;
+    char **hosts = NULL;
+    int count = 0;
+    if ((out->master_from = first_set(lists, &v)) == NULL)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "SLURM_STEP_NODELIST and SLURM_JOB_NODELIST are not set, though "
+                          "SLURM_STEP_ID is");
+    hoop_status st = hoop__hostlist_expand(v, &hosts, &count);
+    if (st != HOOP_OK) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s", hoop_last_error());
+        return HOOP_ERROR(st, "%s: %s", out->master_from, why);
+    }
+    if (strlen(hosts[0]) >= sizeof(out->master_addr))
+        st = HOOP_ERROR(HOOP_ERR_INVALID, "%s: host name '%.40s...' is too long", out->master_from,
+                        hosts[0]);
+    else
+        snprintf(out->master_addr, sizeof(out->master_addr), "%s", hosts[0]);
+    hoop__hostlist_free(hosts, count);
+    return st;
+}
+
+hoop_status hoop__launch_slurm_task(hoop_slurm_task *out, int *found)
+{
+    static const char *const worlds[] = {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", NULL};
+    const char *step = getenv("SLURM_STEP_ID"), *procid = getenv("SLURM_PROCID"), *v = NULL;
+    int64_t rank, world, local, job, step_id;
+    *found = 0;
+    if (!step || !*step || !procid || !*procid) return HOOP_OK;
+    hoop_slurm_task t = {.world_from = NULL};
+    HOOP_CHECK(hoop__parse_int("SLURM_STEP_ID", step, 0, INT64_MAX, &step_id));
+    HOOP_CHECK(slurm_int("SLURM_JOB_ID", 0, INT64_MAX, &job));
+    HOOP_CHECK(hoop__parse_int("SLURM_PROCID", procid, 0, HOOP_LAUNCH_WORLD_MAX - 1, &rank));
+    if ((t.world_from = first_set(worlds, &v)) == NULL)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "SLURM_STEP_NUM_TASKS and SLURM_NTASKS are not set, though "
+                          "SLURM_STEP_ID is");
+    HOOP_CHECK(hoop__parse_int(t.world_from, v, 1, HOOP_LAUNCH_WORLD_MAX, &world));
+    HOOP_CHECK(slurm_int("SLURM_LOCALID", 0, HOOP_LAUNCH_WORLD_MAX - 1, &local));
+    HOOP_CHECK(slurm_local_world(&t));
+    HOOP_CHECK(slurm_master(&t));
+    t.rank = (int)rank;
+    t.world_size = (int)world;
+    t.local_rank = (int)local;
+    t.master_port = hoop__launch_slurm_port((unsigned long)job, (unsigned long)step_id);
+    snprintf(t.token, sizeof(t.token), "slurm-%lld.%lld", (long long)job, (long long)step_id);
+    *out = t;
+    *found = 1;
     return HOOP_OK;
 }

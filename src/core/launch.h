@@ -5,8 +5,9 @@
  * hooprun starts nproc_per_node workers on each of nnodes nodes. This module turns
  * (nnodes, node_rank, nproc_per_node, local_rank) into the ids a worker receives in its
  * environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, NODE_RANK), with the
- * layout of DESIGN.md: rank = node_rank * nproc_per_node + local_rank. Pure functions;
- * thread-safe.
+ * layout of DESIGN.md: rank = node_rank * nproc_per_node + local_rank. It also reads
+ * where a task of an srun step stands (srun-native start, each task a worker, no
+ * hooprun). Thread-safe (pure functions, and getenv).
  */
 #ifndef HOOP_CORE_LAUNCH_H
 #define HOOP_CORE_LAUNCH_H
@@ -33,5 +34,37 @@ hoop_status hoop__launch_check(int nnodes, int node_rank, int nproc_per_node);
  * Errors: HOOP_ERR_INVALID as hoop__launch_check, or for a local_rank out of range. */
 hoop_status hoop__launch_ids_of(int nnodes, int node_rank, int nproc_per_node, int local_rank,
                                 hoop_launch_ids *out);
+
+/* MASTER_PORT of an srun-native job: 10000 + (job_id mod 1000) * 10 + (step_id mod 10),
+ * in 10000..19999: every task of a step computes the same port, jobs whose ids differ
+ * by less than 1000 and the first 10 steps of a job never share one, and it stays below
+ * Linux's ephemeral range (32768 up) and apart from hoop.sbatch's 20000..29999. */
+int hoop__launch_slurm_port(unsigned long job_id, unsigned long step_id);
+
+/* What an srun step tells one of its tasks. Each field says which variable it came
+ * from (for messages: "RANK=5 (SLURM_PROCID)"). */
+typedef struct hoop_slurm_task {
+    int rank, world_size;             /* SLURM_PROCID; SLURM_STEP_NUM_TASKS or SLURM_NTASKS */
+    int local_rank, local_world_size; /* SLURM_LOCALID; this node's entry of the
+                                       * tasks-per-node list (see below) */
+    char master_addr[256];            /* first host of the step's node list */
+    int master_port;                  /* hoop__launch_slurm_port */
+    char token[64];                   /* "slurm-JOB.STEP": not a secret (see env.c) */
+    const char *world_from, *local_world_from, *master_from;
+} hoop_slurm_task;
+
+/* Fills *out when this process is a task of an srun step: SLURM_STEP_ID and
+ * SLURM_PROCID are set (a batch script has SLURM_PROCID=0 but is not a step, so it is
+ * never taken for rank 0 of a bigger job). Sources, first found wins:
+ *   world_size        SLURM_STEP_NUM_TASKS, SLURM_NTASKS
+ *   local_world_size  SLURM_STEP_TASKS_PER_NODE, SLURM_TASKS_PER_NODE (entry SLURM_NODEID),
+ *                     SLURM_NTASKS_PER_NODE
+ *   master_addr       first host of SLURM_STEP_NODELIST, SLURM_JOB_NODELIST, SLURM_NODELIST
+ *   master_port       from SLURM_JOB_ID and SLURM_STEP_ID
+ * *found is 0 (and *out untouched) outside a step. Errors: HOOP_ERR_INVALID naming the
+ * variable that is missing or malformed (a step without SLURM_JOB_ID, a tasks-per-node
+ * list without this node). Rank 0 must run on the list's first host, which Slurm's
+ * block and cyclic distributions both do. */
+hoop_status hoop__launch_slurm_task(hoop_slurm_task *out, int *found);
 
 #endif /* HOOP_CORE_LAUNCH_H */
