@@ -34,9 +34,9 @@ enum {
     K_COUNT
 };
 static const char *kind_name[K_COUNT] = {
-    "allreduce/ring", "allreduce/rd",   "allreduce/rhd",   "allreduce/direct",
-    "broadcast",      "reduce",         "allgather",       "reduce_scatter",
-    "allgather/direct", "reduce_scatter/direct", "barrier"};
+    "allreduce/ring", "allreduce/rd", "allreduce/rhd",  "allreduce/direct", "broadcast",
+    "reduce",         "allgather",    "reduce_scatter", "allgather/direct", "reduce_scatter/direct",
+    "barrier"};
 
 typedef struct mm_case {
     int kind, odd;
@@ -63,8 +63,7 @@ static hoop_status call(h_rank *h, const mm_case *c, float *buf, float *out, siz
     switch (c->kind) {
     case K_AR_RING:
     case K_AR_RD:
-    case K_AR_RHD:
-        return hoop_allreduce(comm, buf, out, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    case K_AR_RHD: return hoop_allreduce(comm, buf, out, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
     case K_AR_DIRECT:
         return hoop_allreduce(comm, buf, buf, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
     case K_BCAST: return hoop_broadcast(comm, buf, out, count, HOOP_DTYPE_F32, 0, NULL);
@@ -118,7 +117,8 @@ static void one_case(h_rank *h)
     double dt = now_s() - t0;
     const char *msg = hoop_last_error();
     if (st == HOOP_OK)
-        h_fail(h, "%s, odd rank %d: returned HOOP_OK (count %zu) while another rank called "
+        h_fail(h,
+               "%s, odd rank %d: returned HOOP_OK (count %zu) while another rank called "
                "with another count",
                kind_name[c->kind], c->odd, count);
     else if (st != HOOP_ERR_MISMATCH)

@@ -88,7 +88,8 @@ static int32_t vote_pattern(hoop__sched *s, int r, int n)
     hoop__fold(r, n, &p, &rem, &me);
     if (me < 0) return vote_round(s, r + 1, &j, -1, 1, 1); /* hand in, get the result */
     int32_t cur = r < 2 * rem ? vote_round(s, r - 1, &j, -1, 0, 1) : -1;
-    for (int mask = 1; mask < p; mask <<= 1) cur = vote_round(s, hoop__unfold(me ^ mask, rem), &j, cur, 1, 1);
+    for (int mask = 1; mask < p; mask <<= 1)
+        cur = vote_round(s, hoop__unfold(me ^ mask, rem), &j, cur, 1, 1);
     if (r < 2 * rem) vote_round(s, r - 1, &j, cur, 1, 0);
     return cur;
 }
@@ -185,8 +186,9 @@ hoop_status hoop__vote_merge(void *votes, const hoop__step *st, int rank)
                           "call record (is it running the same hoop?)",
                           next->a_rank, a, next->b_rank);
     hoop__hdr_describe(&next->b, b, sizeof(b));
-    return HOOP_ERROR(HOOP_ERR_MISMATCH, "collective mismatch: rank %d called %s but rank %d called %s",
-                      next->a_rank, a, next->b_rank, b);
+    return HOOP_ERROR(HOOP_ERR_MISMATCH,
+                      "collective mismatch: rank %d called %s but rank %d called %s", next->a_rank,
+                      a, next->b_rank, b);
 }
 
 const hoop__vote *hoop__vote_after(const void *votes, const hoop__step *st)
@@ -223,7 +225,8 @@ int hoop__vote_wait_info(const hoop__step *st, int rank, int n, char *buf, size_
         snprintf(buf, cap, "for the call's vote from rank %d (has it called this collective?)", q);
         return 1;
     }
-    size_t len = (size_t)snprintf(buf, cap, "for the call's vote from rank %d, which relays ranks", q);
+    size_t len =
+        (size_t)snprintf(buf, cap, "for the call's vote from rank %d, which relays ranks", q);
     if (me < 0) { /* the fold's even rank hears from everyone else through its partner */
         for (int x = 0; x < p; x++) len = list_newrank(buf, cap, len, x, rem, &listed);
     } else {
