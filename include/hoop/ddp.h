@@ -53,8 +53,8 @@
  *     ranks' gradients divided by world_size, exactly what the all-reduce's average
  *     gives (a joined rank adds zeros): every sample weighs the same as in full rounds;
  *   - divide_by_initial_world_size = 0: that sum divided by k, as if the job had k ranks
- *     (the average is multiplied by world_size / k in double and rounded once to f32:
- *     within 1 ulp of the sum / k); each remaining sample weighs more.
+ *     (the average is multiplied by world_size / k in double and rounded to f32: within
+ *     2 ulp of the reduced sum divided by k); each remaining sample weighs more.
  * With error_on_uneven = 1 (PyTorch's throw_on_early_termination) the first round in
  * which some but not all ranks have joined fails instead, on every rank: the active
  * ranks' hoop_ddp_backward and the joined ranks' hoop_ddp_join return HOOP_ERR_USAGE
@@ -74,8 +74,10 @@
  * all-reduces and may change the rounding of each gradient element, and so can the
  * algorithm, since HOOP_ALGO=auto picks it per bucket from the bucket's size (pin it with
  * HOOP_ALGO or hoop_comm_set_algo to exclude that). Whether the order depends on the
- * offset at all is the algorithm's property (hoop/collectives.h says which do; the ring's
- * does). How much: two summation orders of the world_size f32 gradients g_r of an
+ * offset at all is the algorithm's property: the ring's does (each segment's sum starts
+ * at another rank), recursive doubling's does not (check_ddp's small buckets, reduced
+ * that way, came out bitwise equal under any caps). How much: two summation orders of
+ * the world_size f32 gradients g_r of an
  * element give averages that differ by at most 2 (world_size - 1) / world_size x 2^-24 x
  * sum_r |g_r| plus 1 ulp. On check_ddp's MLP with 4 ranks and the ring, bucket caps of
  * 512 / 256 B against 25 MiB / 1 MiB moved first-step gradients by at most 0.48 x 2^-24 x

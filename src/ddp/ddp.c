@@ -471,7 +471,7 @@ static hoop_status finish_round(hoop_ddp *ddp, int *active)
                           ws - *active, ws, *active);
     if (ddp->cfg.divide_by_initial_world_size) return HOOP_OK;
     /* From sum / ws to sum / k: g * ws is exact in double, then one division and one
-     * rounding to f32, within 1 ulp of sum / k. */
+     * rounding to f32: within 2 ulp of the reduced sum / k. */
     for (int b = 0; b < ddp->nbuckets; b++) {
         float *g = ddp->buckets[b].buf;
         for (size_t i = 0; i < ddp->buckets[b].count; i++) g[i] = (float)((double)g[i] * ws / k);
