@@ -5,10 +5,13 @@
  * Ranks are threads of this process meeting through an in-process rendezvous and
  * talking over loopback TCP. The reference for equivalence is one process training the
  * same model on the concatenated batch (P x B samples); the reference for no_sync is a
- * float64 average of plain (non-DDP) local gradient sums.
+ * float64 average of plain (non-DDP) local gradient sums; the reference for uneven inputs
+ * (hoop_ddp_join) is one process training, at each step, on the batches of the ranks that
+ * still had data, with the gradients scaled as the documented divisor says.
  */
 #include <cblas.h>
 #include <check.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -16,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/check.h"
 #include "core/rng.h"
 #include "hoop/autograd.h"
 #include "hoop/collectives.h"
@@ -79,14 +83,31 @@ static void snapshot(hoop_model *m, float *out)
     }
 }
 
+static void snapshot_grads(hoop_model *m, float *out)
+{
+    for (size_t i = 0, k = 0; i < hoop_model_param_count(m); i++) {
+        hoop_tensor *p = hoop_model_param(m, i);
+        memcpy(out + k, hoop_tensor_grad(p), hoop_tensor_count(p) * sizeof(float));
+        k += hoop_tensor_count(p);
+    }
+}
+
 // ----------------------------------------------------------------- rank threads
+
+struct join_case;
 
 typedef struct rank_ctx {
     int rank, world_size;
     hoop_rendezvous *rv;
-    int mode;            /* 0 equivalence, 1 unused param, 2 no_sync, 3 trace, 4 shape mismatch */
-    int direct;          /* equivalence: every bucket all-reduced by the direct algorithm */
-    uint64_t sent_steps; /* equivalence: bytes this rank sent during the training steps */
+    int mode; /* 0 equivalence, 1 unused param, 2 no_sync, 3 trace, 4 shape mismatch, 5 join,
+                 6 config mismatch */
+    const struct join_case *jc; /* join */
+    size_t cap, first;          /* equivalence: bucket caps (0: 512 and 256) */
+    int algo;                   /* equivalence: 1 + the hoop_algo to pin, or 0 */
+    float *grads0;              /* equivalence: the first step's reduced gradients, or NULL */
+    hoop_status join_st;        /* join: the first failure of join (or backward) */
+    int direct;                 /* equivalence: every bucket all-reduced by the direct algorithm */
+    uint64_t sent_steps;        /* equivalence: bytes this rank sent during the training steps */
     int error_on_unused;
     const char *trace_path;
     hoop_status st, init_st, step_st;
@@ -117,11 +138,12 @@ static void run_equivalence(rank_ctx *c, hoop_comm *comm)
     hoop_tape_init(&tape);
     hoop_optim *opt = make_sgd(m);
     hoop_ddp_config dc = HOOP_DDP_CONFIG_INIT;
-    dc.first_bucket_bytes = 256; /* several buckets even for this small model */
-    dc.bucket_cap_bytes = 512;
+    dc.first_bucket_bytes = c->first ? c->first : 256; /* several buckets even for this */
+    dc.bucket_cap_bytes = c->cap ? c->cap : 512;       /* small model */
     hoop_ddp *ddp;
     /* direct: the buckets are shared memory, so every bucket's all-reduce skips the links */
     if (c->direct) ck_assert_int_eq(hoop_comm_set_algo(comm, HOOP_ALGO_DIRECT), HOOP_OK);
+    if (c->algo) ck_assert_int_eq(hoop_comm_set_algo(comm, (hoop_algo)(c->algo - 1)), HOOP_OK);
     c->init_st = hoop_ddp_init(&ddp, comm, hoop_model_params(m), hoop_model_param_count(m), &dc);
     ck_assert_int_eq(c->init_st, HOOP_OK);
     const char *tp = getenv("HOOP_TRANSPORT");
@@ -134,6 +156,7 @@ static void run_equivalence(rank_ctx *c, hoop_comm *comm)
         hoop_tensor *loss = forward_loss(m, tape, first, B);
         hoop_optim_zero_grad(opt);
         ck_assert_int_eq(hoop_ddp_backward(ddp, tape, loss), HOOP_OK);
+        if (s == 0 && c->grads0) snapshot_grads(m, c->grads0);
         ck_assert_int_eq(hoop_optim_step(opt), HOOP_OK);
         hoop_tape_reset(tape);
     }
@@ -478,6 +501,471 @@ START_TEST(test_shape_mismatch)
 }
 END_TEST
 
+// ----------------------------------------------------------------- uneven inputs (join)
+
+#define JOIN_STRIDE 12 /* steps reserved per epoch in the data layout (> any count) */
+
+/* A join scenario: per-rank batch counts of epoch 0 (epoch 1 has one batch each). */
+typedef struct join_case {
+    int ws;
+    int counts[MAXP];
+    int divide_initial; /* cfg.divide_by_initial_world_size */
+    int direct;         /* every bucket all-reduced by the direct algorithm */
+    int error_on_uneven;
+    int fail_step; /* rank 0's step function fails at this call (0: never) */
+} join_case;
+
+static const join_case join_cases[] = {
+    {3, {10, 10, 11}, 1, 0, 0, 0}, /* the case */
+    {3, {10, 10, 11}, 0, 0, 0, 0},
+    {4, {3, 5, 4, 5}, 1, 1, 0, 0}, /* ranks join at different steps; direct */
+    {4, {3, 5, 4, 5}, 0, 0, 0, 0},
+    {2, {4, 4}, 1, 0, 0, 0}, /* even: one round of zeros, nothing answered */
+    {2, {0, 3}, 0, 0, 0, 0}, /* a rank without any data */
+};
+
+static int join_batches(const join_case *jc, int epoch, int rank)
+{
+    return epoch == 0 ? jc->counts[rank] : 1;
+}
+
+static int join_max(const join_case *jc, int epoch)
+{
+    int m = 0;
+    for (int r = 0; r < jc->ws; r++)
+        m = join_batches(jc, epoch, r) > m ? join_batches(jc, epoch, r) : m;
+    return m;
+}
+
+/* First sample of rank r's batch k in epoch e. */
+static size_t join_first(const join_case *jc, int e, int k, int r)
+{
+    return ((size_t)(e * JOIN_STRIDE + k) * (size_t)jc->ws + (size_t)r) * B;
+}
+
+/* Forward + loss over the batches of nb ranks, concatenated (B samples each); y holds
+ * nb * B labels and must live until backward has run (the loss keeps it). */
+static hoop_tensor *forward_batches(hoop_model *m, hoop_tape *tape, const size_t *firsts, int nb,
+                                    int32_t *y)
+{
+    int64_t shape[2] = {(int64_t)nb * B, IN};
+    hoop_tensor *x, *logits, *loss;
+    ck_assert_int_eq(hoop_tape_tensor_new(tape, 2, shape, &x), HOOP_OK);
+    for (int i = 0; i < nb; i++) {
+        memcpy(hoop_tensor_data(x) + (size_t)i * B * IN, data_x + firsts[i] * IN,
+               B * IN * sizeof(float));
+        memcpy(y + (size_t)i * B, data_y + firsts[i], B * sizeof(int32_t));
+    }
+    ck_assert_int_eq(hoop_model_forward(m, tape, x, &logits), HOOP_OK);
+    ck_assert_int_eq(hoop_cross_entropy(tape, logits, y, 0.0f, &loss), HOOP_OK);
+    return loss;
+}
+
+typedef struct join_step {
+    hoop_optim *opt;
+    int calls, fail_at;
+} join_step;
+
+static hoop_status join_step_fn(void *user)
+{
+    join_step *j = user;
+    if (++j->calls == j->fail_at)
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "test step function refuses call %d", j->calls);
+    return hoop_optim_step(j->opt);
+}
+
+static void keep_first(rank_ctx *c, hoop_status st)
+{
+    if (st == HOOP_OK || c->join_st != HOOP_OK) return;
+    c->join_st = st;
+    snprintf(c->msg, sizeof(c->msg), "%s", hoop_last_error());
+}
+
+static void run_join(rank_ctx *c, hoop_comm *comm)
+{
+    const join_case *jc = c->jc;
+    hoop_model *m;
+    ck_assert_int_eq(hoop_model_new_mlp(&m, mlp_sizes, 4, 7 + (uint64_t)c->rank), HOOP_OK);
+    hoop_tape *tape;
+    hoop_tape_init(&tape);
+    join_step js = {.opt = make_sgd(m), .fail_at = c->rank == 0 ? jc->fail_step : 0};
+    hoop_ddp_config dc = HOOP_DDP_CONFIG_INIT;
+    dc.first_bucket_bytes = 256;
+    dc.bucket_cap_bytes = 512;
+    dc.divide_by_initial_world_size = jc->divide_initial;
+    dc.error_on_uneven = jc->error_on_uneven;
+    if (jc->direct) ck_assert_int_eq(hoop_comm_set_algo(comm, HOOP_ALGO_DIRECT), HOOP_OK);
+    hoop_ddp *ddp;
+    ck_assert_int_eq(hoop_ddp_init(&ddp, comm, hoop_model_params(m), 6, &dc), HOOP_OK);
+    c->join_st = HOOP_OK;
+    hoop_status st = HOOP_OK;
+    for (int e = 0; e < 2 && st == HOOP_OK; e++) {
+        for (int k = 0; k < join_batches(jc, e, c->rank) && st == HOOP_OK; k++) {
+            size_t first = join_first(jc, e, k, c->rank);
+            int32_t y[B];
+            hoop_tensor *loss = forward_batches(m, tape, &first, 1, y);
+            hoop_optim_zero_grad(js.opt);
+            st = hoop_ddp_backward(ddp, tape, loss);
+            hoop_tape_reset(tape);
+            keep_first(c, st);
+            if (st == HOOP_OK) ck_assert_int_eq(hoop_optim_step(js.opt), HOOP_OK);
+        }
+        if (st != HOOP_OK) break; /* error_on_uneven: every rank stops in this round */
+        st = hoop_ddp_join(ddp, join_step_fn, &js);
+        keep_first(c, st);
+        if (st == HOOP_ERR_SYSTEM) st = HOOP_OK; /* the test's step failure: all joined */
+    }
+    hoop_ddp_get_stats(ddp, &c->stats);
+    snapshot(m, c->params);
+    ck_assert_int_eq(hoop_ddp_destroy(ddp), HOOP_OK);
+    hoop_optim_free(js.opt);
+    hoop_tape_destroy(tape);
+    hoop_model_free(m);
+}
+
+/* One process: at each step the ranks that still have data contribute their batch; the
+ * mean loss over those k batches gives sum / k, scaled by k / ws for divide_initial. */
+static void join_reference(const join_case *jc, int divide_initial, float *out)
+{
+    hoop_model *m;
+    ck_assert_int_eq(hoop_model_new_mlp(&m, mlp_sizes, 4, 7), HOOP_OK);
+    hoop_tape *tape;
+    hoop_tape_init(&tape);
+    hoop_optim *opt = make_sgd(m);
+    for (int e = 0; e < 2; e++) {
+        for (int k = 0; k < join_max(jc, e); k++) {
+            size_t firsts[MAXP];
+            int nb = 0;
+            for (int r = 0; r < jc->ws; r++)
+                if (k < join_batches(jc, e, r)) firsts[nb++] = join_first(jc, e, k, r);
+            int32_t y[MAXP * B];
+            hoop_tensor *loss = forward_batches(m, tape, firsts, nb, y);
+            hoop_optim_zero_grad(opt);
+            ck_assert_int_eq(hoop_backward(tape, loss), HOOP_OK);
+            float scale = divide_initial ? (float)nb / (float)jc->ws : 1.0f;
+            for (size_t i = 0; i < hoop_model_param_count(m); i++) {
+                hoop_tensor *p = hoop_model_param(m, i);
+                for (size_t j = 0; j < hoop_tensor_count(p); j++) hoop_tensor_grad(p)[j] *= scale;
+            }
+            ck_assert_int_eq(hoop_optim_step(opt), HOOP_OK);
+            hoop_tape_reset(tape);
+        }
+    }
+    snapshot(m, out);
+    hoop_optim_free(opt);
+    hoop_tape_destroy(tape);
+    hoop_model_free(m);
+}
+
+static void spawn_join(rank_ctx *ctx, const join_case *jc, size_t n)
+{
+    memset(ctx, 0, sizeof(*ctx) * MAXP);
+    for (int r = 0; r < jc->ws; r++) {
+        ctx[r].params = calloc(n, sizeof(float));
+        ctx[r].jc = jc;
+    }
+    spawn(ctx, jc->ws, 5, jc->direct);
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0;
+    for (size_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - (double)b[i]));
+    return d;
+}
+
+/* Ranks with uneven batch counts finish together, bitwise equal, equal to the reference
+ * of the configured divisor (and measurably different from the other divisor's). */
+START_TEST(test_join_uneven)
+{
+    const join_case *jc = &join_cases[_i];
+    size_t n = mlp_numel();
+    rank_ctx ctx[MAXP];
+    spawn_join(ctx, jc, n);
+    float *ref = calloc(n, sizeof(float)), *other = calloc(n, sizeof(float));
+    join_reference(jc, jc->divide_initial, ref);
+    join_reference(jc, !jc->divide_initial, other);
+    int maxc = join_max(jc, 0);
+    for (int r = 0; r < jc->ws; r++) {
+        ck_assert_msg(ctx[r].join_st == HOOP_OK, "rank %d: %s", r, ctx[r].msg);
+        ck_assert_msg(memcmp(ctx[r].params, ctx[0].params, n * sizeof(float)) == 0,
+                      "rank %d's parameters differ from rank 0's", r);
+        /* Rounds answered inside join, and own steps in which some rank had joined. */
+        ck_assert_int_eq(ctx[r].stats.joined_steps, maxc - jc->counts[r]);
+        int uneven = 0;
+        for (int k = 0; k < jc->counts[r]; k++) {
+            int active = 0;
+            for (int q = 0; q < jc->ws; q++) active += k < jc->counts[q];
+            uneven += active < jc->ws;
+        }
+        ck_assert_int_eq(ctx[r].stats.uneven_steps, uneven);
+        ck_assert_int_eq(ctx[r].stats.steps, jc->counts[r] + 1);
+    }
+    double d = max_abs_diff(ctx[0].params, ref, n);
+    ck_assert_msg(d <= 1e-5, "case %d: max |join - reference| = %g", _i, d);
+    int even = 1;
+    for (int r = 1; r < jc->ws; r++) even &= jc->counts[r] == jc->counts[0];
+    if (!even) /* the divisor matters, and the comparison can tell */
+        ck_assert_msg(max_abs_diff(ref, other, n) > 1e-3, "the two divisors agree: %g",
+                      max_abs_diff(ref, other, n));
+    for (int r = 0; r < jc->ws; r++) free(ctx[r].params);
+    free(ref);
+    free(other);
+}
+END_TEST
+
+/* error_on_uneven: the first uneven round fails on every rank, the joined one included. */
+START_TEST(test_join_error_on_uneven)
+{
+    static const join_case uneven = {2, {2, 3}, 1, 0, 1, 0}, even = {2, {2, 2}, 1, 0, 1, 0};
+    size_t n = mlp_numel();
+    rank_ctx ctx[MAXP];
+    spawn_join(ctx, &uneven, n);
+    for (int r = 0; r < 2; r++) {
+        ck_assert_int_eq(ctx[r].join_st, HOOP_ERR_USAGE);
+        ck_assert_msg(strstr(ctx[r].msg, "1 of 2 ranks ran out of data") &&
+                          strstr(ctx[r].msg, "error_on_uneven"),
+                      "rank %d: %s", r, ctx[r].msg);
+        free(ctx[r].params);
+    }
+    ck_assert_int_eq(ctx[1].stats.steps, 3); /* its third backward was the failing round */
+    spawn_join(ctx, &even, n);
+    for (int r = 0; r < 2; r++) {
+        ck_assert_msg(ctx[r].join_st == HOOP_OK, "rank %d: %s", r, ctx[r].msg);
+        free(ctx[r].params);
+    }
+}
+END_TEST
+
+/* A failing step function: join still answers every round (nobody hangs) and reports
+ * the failure at the end, on its rank only. */
+START_TEST(test_join_step_fails)
+{
+    static const join_case jc = {3, {1, 4, 4}, 1, 0, 0, 2};
+    size_t n = mlp_numel();
+    rank_ctx ctx[MAXP];
+    spawn_join(ctx, &jc, n);
+    ck_assert_int_eq(ctx[0].join_st, HOOP_ERR_SYSTEM);
+    ck_assert_msg(strstr(ctx[0].msg, "step function failed") && strstr(ctx[0].msg, "call 2"), "%s",
+                  ctx[0].msg);
+    ck_assert_int_eq(ctx[0].stats.joined_steps, 3);
+    for (int r = 1; r < 3; r++)
+        ck_assert_msg(ctx[r].join_st == HOOP_OK, "rank %d: %s", r, ctx[r].msg);
+    ck_assert(memcmp(ctx[1].params, ctx[2].params, n * sizeof(float)) == 0);
+    for (int r = 0; r < 3; r++) free(ctx[r].params);
+}
+END_TEST
+
+// ----------------------------------------------------------------- reproducibility
+
+/* Two runs with the same layout are bitwise equal; other bucket caps change the rounding
+ * of the reduced gradients by at most the bound ddp.h documents. */
+START_TEST(test_bucket_layout_rounding)
+{
+    const int ws = 4;
+    size_t n = mlp_numel();
+    static const size_t caps[3][2] = {{512, 256}, {512, 256}, {25u << 20, 1u << 20}};
+    float *params[3], *grads[3];
+    for (int v = 0; v < 3; v++) {
+        rank_ctx ctx[MAXP];
+        memset(ctx, 0, sizeof(ctx));
+        for (int r = 0; r < ws; r++) {
+            ctx[r].params = calloc(n, sizeof(float));
+            ctx[r].grads0 = calloc(n, sizeof(float));
+            ctx[r].cap = caps[v][0];
+            ctx[r].first = caps[v][1];
+            ctx[r].algo = 1 + HOOP_ALGO_RING; /* its order depends on an element's offset */
+        }
+        spawn(ctx, ws, 0, 0);
+        params[v] = ctx[0].params;
+        grads[v] = ctx[0].grads0;
+        for (int r = 1; r < ws; r++) {
+            free(ctx[r].params);
+            free(ctx[r].grads0);
+        }
+    }
+    ck_assert(memcmp(params[0], params[1], n * sizeof(float)) == 0);
+    ck_assert(memcmp(grads[0], grads[1], n * sizeof(float)) == 0);
+    /* The bound needs each rank's local first-step gradient: sum_r |g_r|. */
+    double *abs_sum = calloc(n, sizeof(double));
+    float *g = calloc(n, sizeof(float));
+    for (int r = 0; r < ws; r++) {
+        hoop_model *m;
+        hoop_model_new_mlp(&m, mlp_sizes, 4, 7);
+        hoop_tape *tape;
+        hoop_tape_init(&tape);
+        hoop_tensor *loss = forward_loss(m, tape, (size_t)r * B, B);
+        hoop_model_zero_grad(m);
+        ck_assert_int_eq(hoop_backward(tape, loss), HOOP_OK);
+        snapshot_grads(m, g);
+        for (size_t i = 0; i < n; i++) abs_sum[i] += fabs((double)g[i]);
+        hoop_tape_destroy(tape);
+        hoop_model_free(m);
+    }
+    int maxulp = 0;
+    double maxrel = 0, maxk = 0; /* maxk: largest |a - b| / (2^-24 sum_r |g_r|) */
+    for (size_t i = 0; i < n; i++) {
+        double a = grads[0][i], b = grads[2][i];
+        double bound = 2.0 * (ws - 1) * ldexp(1.0, -24) * abs_sum[i] / ws + ldexp(fabs(a), -23);
+        ck_assert_msg(fabs(a - b) <= bound, "gradient %zu: %.9g vs %.9g, bound %g", i, a, b, bound);
+        if (abs_sum[i] > 0) maxk = fmax(maxk, fabs(a - b) / (ldexp(1.0, -24) * abs_sum[i]));
+        int32_t ia, ib;
+        float fa = grads[0][i], fb = grads[2][i];
+        memcpy(&ia, &fa, 4);
+        memcpy(&ib, &fb, 4);
+        if (abs(ia - ib) > maxulp && (ia ^ ib) >= 0) maxulp = abs(ia - ib);
+        if (params[0][i] != 0)
+            maxrel = fmax(maxrel, fabs((double)params[0][i] - params[2][i]) / fabs(params[0][i]));
+    }
+    printf("bucket caps 512/256 B vs 25 MiB/1 MiB, ring, %d ranks: first-step gradients differ "
+           "by <= %.3f x 2^-24 sum_r |g_r| (%d ulp), parameters after %d steps by <= %.2g "
+           "relative\n",
+           ws, maxk, maxulp, STEPS, maxrel);
+    for (int v = 0; v < 3; v++) {
+        free(params[v]);
+        free(grads[v]);
+    }
+    free(abs_sum);
+    free(g);
+}
+END_TEST
+
+// ----------------------------------------------------------------- bad arguments
+
+static hoop_status noop_step(void *user)
+{
+    (void)user;
+    return HOOP_OK;
+}
+
+/* Every public function of ddp.h with NULL and out-of-range arguments, on one rank. */
+static void run_bad_args(rank_ctx *c, hoop_comm *comm)
+{
+    (void)c;
+    hoop_model *m;
+    hoop_model_new_mlp(&m, mlp_sizes, 4, 7);
+    hoop_tensor *const *p = hoop_model_params(m);
+    hoop_ddp *ddp = (hoop_ddp *)m; /* must be reset to NULL on failure */
+    ck_assert_int_eq(hoop_ddp_init(NULL, comm, p, 6, NULL), HOOP_ERR_INVALID);
+    assert_error_has("out is NULL", NULL);
+    ck_assert_int_eq(hoop_ddp_init(&ddp, NULL, p, 6, NULL), HOOP_ERR_INVALID);
+    ck_assert_ptr_null(ddp);
+    assert_error_has("comm is NULL", NULL);
+    ck_assert_int_eq(hoop_ddp_init(&ddp, comm, NULL, 6, NULL), HOOP_ERR_INVALID);
+    assert_error_has("params is NULL", NULL);
+    ck_assert_int_eq(hoop_ddp_init(&ddp, comm, p, 0, NULL), HOOP_ERR_INVALID);
+    assert_error_has("no parameters", NULL);
+    ck_assert_int_eq(hoop_ddp_init(&ddp, comm, p, (size_t)INT_MAX + 1, NULL), HOOP_ERR_INVALID);
+    assert_error_has("count=2147483648", NULL);
+    ck_assert_int_eq(hoop_ddp_init(&ddp, comm, p, SIZE_MAX, NULL), HOOP_ERR_INVALID);
+    hoop_tensor *list[3] = {p[0], NULL, p[1]};
+    ck_assert_int_eq(hoop_ddp_init(&ddp, comm, list, 3, NULL), HOOP_ERR_INVALID);
+    assert_error_has("parameter 1 ('NULL')", NULL);
+    int64_t shape[1] = {3};
+    hoop_tensor *plain;
+    ck_assert_int_eq(hoop_tensor_new(&plain, 1, shape, HOOP_DEVICE_CPU, 0), HOOP_OK);
+    list[1] = plain;
+    ck_assert_int_eq(hoop_ddp_init(&ddp, comm, list, 3, NULL), HOOP_ERR_INVALID);
+    assert_error_has("parameter 1", "requires_grad");
+    list[1] = p[2];
+    list[2] = p[0];
+    ck_assert_int_eq(hoop_ddp_init(&ddp, comm, list, 3, NULL), HOOP_ERR_INVALID);
+    assert_error_has("listed twice (at 0 and 2)", "fc1.weight");
+    static const char *const flags[] = {"broadcast_params", "error_on_unused",
+                                        "divide_by_initial_world_size", "error_on_uneven"};
+    for (int f = 0; f < 4; f++) {
+        for (int v = -1; v <= 2; v += 3) {
+            hoop_ddp_config dc = HOOP_DDP_CONFIG_INIT;
+            int *field[4] = {&dc.broadcast_params, &dc.error_on_unused,
+                             &dc.divide_by_initial_world_size, &dc.error_on_uneven};
+            *field[f] = v;
+            ck_assert_int_eq(hoop_ddp_init(&ddp, comm, p, 6, &dc), HOOP_ERR_INVALID);
+            ck_assert_ptr_null(ddp);
+            assert_error_has(flags[f], v < 0 ? "=-1" : "=2");
+        }
+    }
+    /* Huge bucket caps are valid: everything in one bucket (plus the 4 control bytes). */
+    hoop_ddp_config dc = HOOP_DDP_CONFIG_INIT;
+    dc.bucket_cap_bytes = dc.first_bucket_bytes = SIZE_MAX;
+    ck_assert_int_eq(hoop_ddp_init(&ddp, comm, p, 6, &dc), HOOP_OK);
+    hoop_ddp_stats st;
+    hoop_ddp_get_stats(ddp, &st);
+    ck_assert_int_eq(st.nbuckets, 1);
+    ck_assert_uint_eq(st.bucket_bytes % 64, 4);
+    hoop_tape *tape;
+    hoop_tape_init(&tape);
+    hoop_tensor *loss = forward_loss(m, tape, 0, B);
+    ck_assert_int_eq(hoop_ddp_backward(NULL, tape, loss), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop_ddp_backward(ddp, NULL, loss), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop_ddp_backward(ddp, tape, NULL), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop_ddp_join(NULL, noop_step, NULL), HOOP_ERR_INVALID);
+    assert_error_has("ddp is NULL", NULL);
+    ck_assert_int_eq(hoop_ddp_join(ddp, NULL, NULL), HOOP_ERR_INVALID);
+    assert_error_has("step is NULL", NULL);
+    hoop_ddp_set_sync(ddp, 0);
+    ck_assert_int_eq(hoop_ddp_join(ddp, noop_step, NULL), HOOP_ERR_USAGE);
+    assert_error_has("no_sync", NULL);
+    hoop_ddp_set_sync(ddp, 7); /* any non-zero value leaves no_sync */
+    ck_assert_int_eq(hoop_ddp_backward(ddp, tape, loss), HOOP_OK);
+    ck_assert_int_eq(hoop_ddp_join(ddp, noop_step, NULL), HOOP_OK); /* alone: one round */
+    hoop_ddp_set_sync(NULL, 1);
+    memset(&st, 0xff, sizeof(st));
+    hoop_ddp_get_stats(NULL, &st);
+    ck_assert_int_eq(st.steps, 0);
+    ck_assert_int_eq(st.nbuckets, 0);
+    hoop_ddp_get_stats(ddp, NULL);
+    hoop_ddp_reset_stats(NULL);
+    hoop_ddp_trace_event(NULL, "x", 0, 1);
+    hoop_ddp_trace_event(ddp, NULL, 0, 1);
+    hoop_ddp_trace_event(ddp, "backwards in time", 10, 1);
+    ck_assert_int_eq(hoop_ddp_trace_enable(NULL, "/tmp/x"), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop_ddp_trace_flush(NULL), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop_ddp_trace_flush(ddp), HOOP_OK);
+    ck_assert_int_eq(hoop_ddp_destroy(NULL), HOOP_OK);
+    ck_assert_int_eq(hoop_ddp_destroy(ddp), HOOP_OK);
+    hoop_tape_destroy(tape);
+    hoop_tensor_free(plain);
+    hoop_model_free(m);
+}
+
+START_TEST(test_bad_arguments)
+{
+    rank_ctx ctx[MAXP];
+    memset(ctx, 0, sizeof(ctx));
+    spawn(ctx, 1, 7, 0);
+}
+END_TEST
+
+/* Ranks whose configurations differ fail together, naming the field and both values. */
+static void run_config_mismatch(rank_ctx *c, hoop_comm *comm)
+{
+    hoop_model *m;
+    hoop_model_new_mlp(&m, mlp_sizes, 4, 7);
+    hoop_ddp_config dc = HOOP_DDP_CONFIG_INIT;
+    if (c->rank == 1 && c->cap == 0) dc.divide_by_initial_world_size = 0;
+    if (c->rank == 1 && c->cap) dc.bucket_cap_bytes = c->cap;
+    hoop_ddp *ddp = NULL;
+    c->init_st = hoop_ddp_init(&ddp, comm, hoop_model_params(m), 6, &dc);
+    snprintf(c->msg, sizeof(c->msg), "%s", hoop_last_error());
+    ck_assert_ptr_null(ddp);
+    hoop_model_free(m);
+}
+
+START_TEST(test_config_mismatch)
+{
+    rank_ctx ctx[MAXP];
+    memset(ctx, 0, sizeof(ctx));
+    ctx[0].cap = ctx[1].cap = _i ? 4096 : 0;
+    spawn(ctx, 2, 6, 0);
+    const char *want = _i ? "rank 0 has bucket_cap_bytes=26214400 but rank 1 has 4096"
+                          : "rank 0 has divide_by_initial_world_size=1 but rank 1 has 0";
+    for (int r = 0; r < 2; r++) {
+        ck_assert_int_eq(ctx[r].init_st, HOOP_ERR_MISMATCH);
+        ck_assert_msg(strstr(ctx[r].msg, want), "rank %d: %s", r, ctx[r].msg);
+    }
+}
+END_TEST
+
 static void *rank_main(void *arg)
 {
     rank_ctx *c = arg;
@@ -488,7 +976,10 @@ static void *rank_main(void *arg)
     case 1: run_unused(c, comm); break;
     case 2: run_no_sync(c, comm); break;
     case 3: run_trace(c, comm); break;
-    default: run_mismatch(c, comm); break;
+    case 4: run_mismatch(c, comm); break;
+    case 5: run_join(c, comm); break;
+    case 6: run_config_mismatch(c, comm); break;
+    default: run_bad_args(c, comm); break;
     }
     ck_assert_int_eq(hoop_comm_destroy(comm), HOOP_OK);
     return NULL;
@@ -506,6 +997,18 @@ int main(void)
     tcase_add_test(tc, test_no_sync_accumulation);
     tcase_add_test(tc, test_trace_shows_overlap);
     tcase_add_test(tc, test_shape_mismatch);
+    tcase_add_test(tc, test_bucket_layout_rounding);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("join");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_join_uneven, 0, (int)(sizeof(join_cases) / sizeof(join_cases[0])));
+    tcase_add_test(tc, test_join_error_on_uneven);
+    tcase_add_test(tc, test_join_step_fails);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("errors");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_bad_arguments);
+    tcase_add_loop_test(tc, test_config_mismatch, 0, 2);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -296,12 +296,24 @@ static hoop_status next_batch(trainer *t, hoop_tensor **x, size_t *n)
     return make_input(t, *n, x);
 }
 
+/* The optimizer step on the gradients in the parameters, at the scheduled rate. Also what
+ * a rank that ran out of batches runs for the others' steps (hoop_ddp_join). */
+static hoop_status optimizer_step(void *user)
+{
+    trainer *t = user;
+    int64_t o0 = hoop_ddp_now_us();
+    hoop_optim_set_lr(t->opt, hoop_lr_at(&t->sched, t->step));
+    HOOP_CHECK(hoop_optim_step(t->opt));
+    if (t->dist.ddp) hoop_ddp_trace_event(t->dist.ddp, "optimizer", o0, hoop_ddp_now_us());
+    t->step++;
+    return HOOP_OK;
+}
+
 /* One optimizer step on the batch x (labels in t->y); *loss gets its mean loss. */
 static hoop_status train_step(trainer *t, hoop_tensor *x, float *loss)
 {
     hoop_tensor *logits, *l;
     hoop_ddp *ddp = t->dist.ddp;
-    hoop_optim_set_lr(t->opt, hoop_lr_at(&t->sched, t->step));
     int64_t f0 = hoop_ddp_now_us();
     HOOP_CHECK(hoop_model_forward(t->model, t->tape, x, &logits));
     HOOP_CHECK(hoop_cross_entropy(t->tape, logits, t->y, 0.0f, &l));
@@ -309,11 +321,8 @@ static hoop_status train_step(trainer *t, hoop_tensor *x, float *loss)
     hoop_optim_zero_grad(t->opt);
     if (ddp) hoop_ddp_trace_event(ddp, "forward", f0, hoop_ddp_now_us());
     HOOP_CHECK(ddp ? hoop_ddp_backward(ddp, t->tape, l) : hoop_backward(t->tape, l));
-    int64_t o0 = hoop_ddp_now_us();
-    HOOP_CHECK(hoop_optim_step(t->opt));
-    if (ddp) hoop_ddp_trace_event(ddp, "optimizer", o0, hoop_ddp_now_us());
+    HOOP_CHECK(optimizer_step(t));
     hoop_tape_reset(t->tape);
-    t->step++;
     if (!isfinite(*loss))
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "loss is %g at step %lld: training diverged "
@@ -342,18 +351,19 @@ static size_t count_correct(hoop_tensor *logits, const int32_t *y, size_t n)
 static hoop_status evaluate(trainer *t, double *loss, double *acc)
 {
     size_t n_test = hoop_dataset_count(t->test), eb = (size_t)t->o->eval_batch_size;
-    size_t ws = (size_t)t->dist.world_size, r = (size_t)t->dist.rank;
-    size_t lo = n_test * r / ws, hi = n_test * (r + 1) / ws, correct = 0;
+    size_t mine, correct = 0;
+    const size_t *shard; /* every test sample on exactly one rank */
     double sum = 0.0;
     hoop_status st = HOOP_OK;
     int64_t *idx;
+    HOOP_CHECK(train_dist_eval_shard(&t->dist, n_test, &shard, &mine));
     HOOP_CHECK(hoop__calloc(&idx, eb));
     hoop_tape_set_train(t->tape, 0);
     hoop_tape_set_grad_enabled(t->tape, 0);
-    for (size_t s = lo; s < hi; s += eb) {
-        size_t n = hi - s < eb ? hi - s : eb;
+    for (size_t s = 0; s < mine; s += eb) {
+        size_t n = mine - s < eb ? mine - s : eb;
         hoop_tensor *x, *logits, *l;
-        for (size_t i = 0; i < n; i++) idx[i] = (int64_t)(s + i);
+        for (size_t i = 0; i < n; i++) idx[i] = (int64_t)shard[s + i];
         HOOP_CHECK_GOTO(hoop_dataset_gather(t->test, idx, n, t->x, t->y), st, done);
         HOOP_CHECK_GOTO(make_input(t, n, &x), st, done);
         HOOP_CHECK_GOTO(hoop_model_forward(t->model, t->tape, x, &logits), st, done);
@@ -472,6 +482,8 @@ static hoop_status run_epoch(trainer *t, int64_t epoch, epoch_stats *e)
         show_progress(t, epoch, ++b, nb, loss_sum / (double)e->samples,
                       (double)e->samples * t->dist.world_size / e->train_s);
     }
+    /* Out of batches: answer the steps of ranks that still have some (shards may differ). */
+    HOOP_CHECK(train_dist_join(&t->dist, optimizer_step, t));
     HOOP_CHECK(finish_epoch(t, e, loss_sum));
     return evaluate(t, &e->test_loss, &e->test_acc);
 }

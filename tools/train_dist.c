@@ -36,6 +36,7 @@ hoop_status train_dist_destroy(train_dist *d)
     HOOP_CHECK_KEEP(hoop_ddp_destroy(d->ddp), st);
     HOOP_CHECK_KEEP(hoop_comm_destroy(d->comm), st);
     hoop_sampler_free(d->sampler);
+    hoop_sampler_free(d->eval_sampler);
     free(d->shard);
     memset(d, 0, sizeof(*d));
     return st;
@@ -77,6 +78,27 @@ hoop_status train_dist_shard(train_dist *d, uint64_t epoch, const int64_t **idx,
     *idx = d->shard;
     *count = n;
     return HOOP_OK;
+}
+
+hoop_status train_dist_eval_shard(train_dist *d, size_t n, const size_t **idx, size_t *count)
+{
+    if (!d->eval_sampler) {
+        hoop_sampler_config cfg = HOOP_SAMPLER_CONFIG_INIT;
+        cfg.dataset_size = n;
+        cfg.rank = d->rank;
+        cfg.world_size = d->world_size;
+        cfg.shuffle = 0;
+        cfg.exact_split = 1;
+        HOOP_CHECK(hoop_sampler_new(&d->eval_sampler, &cfg));
+    }
+    *idx = hoop_sampler_indices(d->eval_sampler);
+    *count = hoop_sampler_num_samples(d->eval_sampler);
+    return HOOP_OK;
+}
+
+hoop_status train_dist_join(train_dist *d, hoop_ddp_step_fn step, void *user)
+{
+    return d->ddp ? hoop_ddp_join(d->ddp, step, user) : HOOP_OK;
 }
 
 hoop_status train_dist_wrap(train_dist *d, hoop_tensor *const *params, size_t count,

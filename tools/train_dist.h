@@ -22,7 +22,8 @@ typedef struct train_dist {
     hoop_comm *comm; /* NULL: single process */
     hoop_ddp *ddp;   /* NULL until train_dist_wrap, and when single */
     hoop_sampler *sampler;
-    int64_t *shard; /* this rank's indices for the epoch, int64 for the loader */
+    hoop_sampler *eval_sampler; /* the test set's exact split, built at the first evaluation */
+    int64_t *shard;             /* this rank's indices for the epoch, int64 for the loader */
     int rank, world_size;
     int root_failed; /* set on ranks != 0 when rank 0 reported a failure (it explains) */
     int reported;    /* rank 0 already printed its failure (before telling the others) */
@@ -52,6 +53,14 @@ hoop_status train_dist_sampler(train_dist *d, size_t n, uint64_t seed);
 
 /* This rank's shard for epoch: *idx (count entries) valid until the next call. */
 hoop_status train_dist_shard(train_dist *d, uint64_t epoch, const int64_t **idx, size_t *count);
+
+/* This rank's share of an n-sample evaluation set: every sample on exactly one rank, in
+ * order (hoop_sampler's exact_split); *idx (count entries) lives as long as d. */
+hoop_status train_dist_eval_shard(train_dist *d, size_t n, const size_t **idx, size_t *count);
+
+/* After this rank's last batch of an epoch: answers the others' gradient all-reduces,
+ * running step(user) after each, until every rank has run out (hoop_ddp_join). */
+hoop_status train_dist_join(train_dist *d, hoop_ddp_step_fn step, void *user);
 
 /* Wraps the parameters in DDP (rank 0's values are broadcast). */
 hoop_status train_dist_wrap(train_dist *d, hoop_tensor *const *params, size_t count,

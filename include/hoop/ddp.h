@@ -32,6 +32,60 @@
  *     }
  *     hoop_ddp_destroy(ddp);
  *
+ * Uneven inputs (hoop_ddp_join). Every synchronising backward pass is one round of
+ * bucket all-reduces, and every rank must take part in every round. A rank that has run
+ * out of batches calls hoop_ddp_join: it keeps answering the other ranks' rounds with
+ * zero gradients and, after each round, runs the caller's step function (the same
+ * optimizer step the others take on the same reduced gradients), until every rank has
+ * joined. Ranks with 10, 10 and 11 batches thus all take 11 optimizer steps and end with
+ * bitwise-equal parameters and optimizer state.
+ *
+ *     for (each batch of this rank's shard) { ... hoop_ddp_backward ...; step(opt); }
+ *     hoop_ddp_join(ddp, step, opt);          // returns when every rank has joined
+ *
+ * How a rank learns that others have joined: the last bucket carries one extra float,
+ * 1 on a rank that ran backward and 0 on a joined one, so the reduced value tells every
+ * rank how many ranks still had data in that round. This costs 4 bytes per step, not a
+ * collective (PyTorch's Join runs an extra all-reduce per step for it). A join costs one
+ * round of zeros more, the one in which every rank finds that all have joined.
+ * In a round where only k of the world_size ranks had data, the gradient is
+ *   - divide_by_initial_world_size = 1 (default, PyTorch's default): the sum of the k
+ *     ranks' gradients divided by world_size, exactly what the all-reduce's average
+ *     gives (a joined rank adds zeros): every sample weighs the same as in full rounds;
+ *   - divide_by_initial_world_size = 0: that sum divided by k, as if the job had k ranks
+ *     (the average is multiplied by world_size / k in double and rounded to f32: within
+ *     2 ulp of the reduced sum divided by k); each remaining sample weighs more.
+ * With error_on_uneven = 1 (PyTorch's throw_on_early_termination) the first round in
+ * which some but not all ranks have joined fails instead, on every rank: the active
+ * ranks' hoop_ddp_backward and the joined ranks' hoop_ddp_join return HOOP_ERR_USAGE
+ * saying how many ranks ran out; every rank should then stop.
+ * Only the bucket all-reduces are answered. A training loop that runs other collectives
+ * between two backward passes (a per-step metric all-reduce, say) must run the same ones
+ * in its step function, with neutral values, in the same order; collectives after the
+ * loop (an epoch's metrics) come after hoop_ddp_join returns and need nothing.
+ *
+ * Reproducibility. The gradients are bitwise identical on every rank (the collectives
+ * guarantee it), and bitwise identical between runs that have the same world_size,
+ * parameter list, bucket layout and algorithm and chunking for each bucket. The bucket
+ * layout follows from the parameter shapes and order, bucket_cap_bytes and
+ * first_bucket_bytes; an element's offset inside its bucket decides which segment and
+ * chunk of the all-reduce it travels in, and so the order in which the ranks' values
+ * are added. Changing a cap (or the parameter list) therefore moves elements between
+ * all-reduces and may change the rounding of each gradient element, and so can the
+ * algorithm, since HOOP_ALGO=auto picks it per bucket from the bucket's size (pin it with
+ * HOOP_ALGO or hoop_comm_set_algo to exclude that). Whether the order depends on the
+ * offset at all is the algorithm's property: the ring's does (each segment's sum starts
+ * at another rank), recursive doubling's does not (check_ddp's small buckets, reduced
+ * that way, came out bitwise equal under any caps). How much: two summation orders of
+ * the world_size f32 gradients g_r of an
+ * element give averages that differ by at most 2 (world_size - 1) / world_size x 2^-24 x
+ * sum_r |g_r| plus 1 ulp. On check_ddp's MLP with 4 ranks and the ring, bucket caps of
+ * 512 / 256 B against 25 MiB / 1 MiB moved first-step gradients by at most 0.48 x 2^-24 x
+ * sum_r |g_r| (64 ulp in an element whose sum nearly cancels), and the parameters after
+ * 20 SGD steps by at most 5.5e-7 relative. A rank that joined adds +0.0, which never
+ * changes a sum: with the default divisor, a join leaves the other ranks' averages as
+ * they would be with those ranks alone divided by world_size.
+ *
  * Thread-safety: one thread drives a hoop_ddp (the thread that runs backward).
  */
 #ifndef HOOP_DDP_H
@@ -51,17 +105,22 @@ HOOP_EXTERN_C_BEGIN
 typedef struct hoop_ddp hoop_ddp;
 
 typedef struct hoop_ddp_config {
-    size_t bucket_cap_bytes;   /* 0 = 25 MiB (PyTorch's default) */
-    size_t first_bucket_bytes; /* 0 = 1 MiB (PyTorch's default) */
-    int broadcast_params;      /* 1 (default): start from rank 0's parameter values */
-    int error_on_unused;       /* 1: hoop_ddp_backward fails naming parameters that took
-                                  no part in the loss (after reducing, so no rank hangs) */
+    size_t bucket_cap_bytes;          /* 0 = 25 MiB (PyTorch's default) */
+    size_t first_bucket_bytes;        /* 0 = 1 MiB (PyTorch's default) */
+    int broadcast_params;             /* 1 (default): start from rank 0's parameter values */
+    int error_on_unused;              /* 1: hoop_ddp_backward fails naming parameters that took
+                                         no part in the loss (after reducing, so no rank hangs) */
+    int divide_by_initial_world_size; /* join: 1 (default) rounds where some ranks joined
+                                         are averaged over world_size; 0 over the ranks
+                                         that had data (see above) */
+    int error_on_uneven;              /* join: 1 = a round where some ranks joined fails on
+                                         every rank (PyTorch's throw_on_early_termination) */
 } hoop_ddp_config;
 
-#define HOOP_DDP_CONFIG_INIT                                                   \
-    {                                                                          \
-        .bucket_cap_bytes = 0, .first_bucket_bytes = 0, .broadcast_params = 1, \
-        .error_on_unused = 0                                                   \
+#define HOOP_DDP_CONFIG_INIT                                                          \
+    {                                                                                 \
+        .bucket_cap_bytes = 0, .first_bucket_bytes = 0, .broadcast_params = 1,        \
+        .error_on_unused = 0, .divide_by_initial_world_size = 1, .error_on_uneven = 0 \
     }
 
 /* Per-step timing totals since init (or hoop_ddp_reset_stats), in milliseconds. comm_ms is
@@ -69,24 +128,30 @@ typedef struct hoop_ddp_config {
  * of it that overlapped the backward pass. hidden_ms / comm_ms is the share of
  * communication hidden behind backward. */
 typedef struct hoop_ddp_stats {
-    int64_t steps;       /* synchronising backward passes */
-    double backward_ms;  /* inside hoop_backward */
-    double comm_ms;      /* union of bucket all-reduce intervals */
-    double hidden_ms;    /* part of comm_ms inside backward */
-    double wait_ms;      /* waiting for buckets after backward */
-    int nbuckets;        /* number of buckets */
-    size_t bucket_bytes; /* total bytes reduced per step */
+    int64_t steps;        /* synchronising backward passes */
+    double backward_ms;   /* inside hoop_backward */
+    double comm_ms;       /* union of bucket all-reduce intervals */
+    double hidden_ms;     /* part of comm_ms inside backward */
+    double wait_ms;       /* waiting for buckets after backward */
+    int nbuckets;         /* number of buckets */
+    size_t bucket_bytes;  /* total bytes reduced per step (gradients, padding, 4 control bytes) */
+    int64_t uneven_steps; /* of steps: rounds in which some rank had joined */
+    int64_t joined_steps; /* rounds this rank answered inside hoop_ddp_join for ranks that
+                             still had data (it ran the step function after each) */
 } hoop_ddp_stats;
 
 /* Wraps count parameters (long-lived tensors with requires_grad, the same shapes and
- * order on every rank) and comm. Collective: every rank must call it. Checks shapes
- * across ranks (HOOP_ERR_MISMATCH naming the first parameter whose shape differs and both
- * shapes), broadcasts rank 0's values when cfg->broadcast_params, builds the buckets,
- * moves each gradient into its bucket (values kept) and registers grad-ready hooks.
- * comm and the parameters must outlive the hoop_ddp. cfg may be NULL (defaults).
- * Errors: HOOP_ERR_INVALID (NULL, count 0, a parameter without requires_grad),
- * HOOP_ERR_MISMATCH, HOOP_ERR_NOMEM, and the communicator's errors (HOOP_ERR_REMOTE,
- * HOOP_ERR_TIMEOUT). */
+ * order on every rank) and comm. Collective: every rank must call it. Checks shapes and
+ * the configuration across ranks (HOOP_ERR_MISMATCH naming the first parameter whose shape
+ * differs and both shapes, or the first field of cfg that differs and both values),
+ * broadcasts rank 0's values when cfg->broadcast_params, builds the buckets, moves each
+ * gradient into its bucket (values kept) and registers grad-ready hooks. comm and the
+ * parameters must outlive the hoop_ddp. cfg may be NULL (defaults). *out is NULL on
+ * failure. Errors: HOOP_ERR_INVALID naming the argument (out, comm or params NULL,
+ * count 0 or above INT_MAX, a NULL parameter, one without requires_grad, one listed
+ * twice, a cfg flag other than 0 or 1), HOOP_ERR_MISMATCH, HOOP_ERR_NOMEM, and the
+ * communicator's errors (HOOP_ERR_REMOTE, HOOP_ERR_TIMEOUT); after a local argument
+ * error the other ranks fail at the communicator's timeout, naming this rank. */
 HOOP_API hoop_status hoop_ddp_init(hoop_ddp **out, hoop_comm *comm, hoop_tensor *const *params,
                                    size_t count, const hoop_ddp_config *cfg);
 
@@ -100,23 +165,54 @@ HOOP_API hoop_status hoop_ddp_destroy(hoop_ddp *ddp);
  * for every bucket. On return every parameter's gradient is the rank average of the
  * local gradients, bitwise identical on every rank. Under no_sync
  * (hoop_ddp_set_sync(ddp, 0)) it only runs backward: gradients accumulate locally and
- * the next synchronising call reduces the accumulated sums.
- * Errors: those of hoop_backward and of the collectives; HOOP_ERR_USAGE naming unused
- * parameters when error_on_unused is set (after the reduction completed). */
+ * the next synchronising call reduces the accumulated sums. When other ranks have
+ * joined (hoop_ddp_join), the average is taken as divide_by_initial_world_size says.
+ * Errors: HOOP_ERR_INVALID (ddp, tape or loss NULL); those of hoop_backward and of the
+ * collectives; HOOP_ERR_USAGE naming unused parameters when error_on_unused is set
+ * (after the reduction completed), or saying how many ranks had joined when
+ * error_on_uneven is set. */
 HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *loss);
 
+/* What a joined rank runs after each round it answered for ranks that still had data:
+ * whatever the others do between two backward passes, at least the optimizer step (with
+ * the same learning-rate schedule) on the gradients hoop_ddp_join left in the parameters,
+ * which are bitwise the others' reduced gradients. A status other than HOOP_OK is kept
+ * and returned by hoop_ddp_join once every rank has joined; later rounds are answered
+ * without calling step again. */
+typedef hoop_status (*hoop_ddp_step_fn)(void *user);
+
+/* Called by a rank that has run out of batches (after its last hoop_ddp_backward and
+ * optimizer step): answers the other ranks' bucket all-reduces with zero gradients and
+ * calls step(user) after each round in which some rank still had data, until a round
+ * in which every rank has joined; then returns, and the hoop_ddp is ready for the next
+ * epoch. Collective in that sense: every rank calls it once per epoch, at its own end of
+ * data (ranks with equal batch counts all return after one round of zeros). When it
+ * returns HOOP_OK every rank has taken the same number of optimizer steps, so parameters
+ * and optimizer state are bitwise equal on every rank (for a deterministic step).
+ * Each round waits at most the communicator's timeout. Local gradients left in the
+ * parameters are overwritten.
+ * Errors: HOOP_ERR_INVALID (ddp or step NULL), HOOP_ERR_USAGE (under no_sync: the
+ * accumulated gradients would never be reduced; or error_on_uneven is set and another
+ * rank still had data: every rank fails in that round), step's error, and the
+ * collectives' errors (HOOP_ERR_REMOTE, HOOP_ERR_TIMEOUT). */
+HOOP_API hoop_status hoop_ddp_join(hoop_ddp *ddp, hoop_ddp_step_fn step, void *user);
+
 /* sync = 0 enters no_sync (gradient accumulation: backward passes do not communicate);
- * sync = 1 leaves it, and the next hoop_ddp_backward reduces. */
+ * any other value leaves it, and the next hoop_ddp_backward reduces. A joined rank's
+ * rounds answer only synchronising passes, so no_sync needs nothing special under join.
+ * NULL ddp is ignored. */
 HOOP_API void hoop_ddp_set_sync(hoop_ddp *ddp, int sync);
 
-/* Copies the timing totals into *stats; reset clears them. */
+/* Copies the timing totals into *stats (zeroed when ddp is NULL; nothing when stats is
+ * NULL); reset clears them (NULL is ignored). */
 HOOP_API void hoop_ddp_get_stats(const hoop_ddp *ddp, hoop_ddp_stats *stats);
 HOOP_API void hoop_ddp_reset_stats(hoop_ddp *ddp);
 
 /* Records a named interval ("forward", "optimizer") of this rank for the trace, in
  * hoop_ddp_now_us() microseconds. DDP itself records "backward" and one event per bucket
  * all-reduce. Events are kept only when tracing is on (HOOP_TRACE_FILE set, or
- * hoop_ddp_trace_enable). Never fails: events past the buffer's capacity are dropped. */
+ * hoop_ddp_trace_enable). Never fails: events past the buffer's capacity are dropped;
+ * NULL ddp or name is ignored. */
 HOOP_API void hoop_ddp_trace_event(hoop_ddp *ddp, const char *name, int64_t begin_us,
                                    int64_t end_us);
 
@@ -125,14 +221,16 @@ HOOP_API int64_t hoop_ddp_now_us(void);
 
 /* Turns this rank's tracing on (path != NULL; rank 0 writes the merged trace to its path,
  * other ranks' paths are ignored and may be "") or off (NULL). hoop_ddp_init turns it on
- * for every rank when rank 0 has HOOP_TRACE_FILE set. */
+ * for every rank when rank 0 has HOOP_TRACE_FILE set. Errors: HOOP_ERR_INVALID (ddp NULL),
+ * HOOP_ERR_NOMEM. */
 HOOP_API hoop_status hoop_ddp_trace_enable(hoop_ddp *ddp, const char *path);
 
 /* Collective (every rank must call it, tracing or not): gathers every rank's events to
  * rank 0, which writes them as one Chrome trace JSON file (chrome://tracing, Perfetto;
  * pid = rank, tid 0 = compute, 1 = all-reduce) atomically (temporary file + rename),
  * then clears the events. Writes nothing when no rank recorded events.
- * Errors: HOOP_ERR_SYSTEM naming the file; the collectives' errors. */
+ * Errors: HOOP_ERR_INVALID (ddp NULL), HOOP_ERR_SYSTEM naming the file; the collectives'
+ * errors. */
 HOOP_API hoop_status hoop_ddp_trace_flush(hoop_ddp *ddp);
 
 HOOP_EXTERN_C_END

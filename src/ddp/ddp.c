@@ -8,6 +8,8 @@
  * thread. Bucketing and in-order launching follow PyTorch DDP's reducer (Li et al.,
  * "PyTorch Distributed: Experiences on Accelerating Data Parallel Training", VLDB 2020).
  */
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,23 +32,45 @@ HOOP_API int64_t hoop_ddp_now_us(void)
 
 // ----------------------------------------------------------------- construction
 
-/* Every rank must hold the same number of parameters with the same shapes. */
+/* What every rank must agree on besides the shapes: the parameter count and each field
+ * of the configuration that changes the buckets or the rounds (cfg after defaults). */
+#define DDP_NAGREE 5
+static const char *const agree_names[DDP_NAGREE] = {
+    "parameters", "bucket_cap_bytes", "first_bucket_bytes", "divide_by_initial_world_size",
+    "error_on_uneven"};
+
+static hoop_status check_agreement(hoop_ddp *ddp, int ws, int64_t *all)
+{
+    const hoop_ddp_config *c = &ddp->cfg;
+    int64_t mine[DDP_NAGREE] = {(int64_t)ddp->nparams, (int64_t)c->bucket_cap_bytes,
+                                (int64_t)c->first_bucket_bytes, c->divide_by_initial_world_size,
+                                c->error_on_uneven};
+    HOOP_CHECK(hoop_allgather(ddp->comm, mine, all, DDP_NAGREE, HOOP_DTYPE_I64, NULL));
+    for (int r = 1; r < ws; r++) {
+        for (int f = 0; f < DDP_NAGREE; f++) {
+            int64_t a = all[f], b = all[(size_t)r * DDP_NAGREE + (size_t)f];
+            if (a == b) continue;
+            if (f == 0)
+                return HOOP_ERROR(HOOP_ERR_MISMATCH,
+                                  "DDP: rank 0 has %lld parameters but rank %d has %lld",
+                                  (long long)a, r, (long long)b);
+            return HOOP_ERROR(HOOP_ERR_MISMATCH, "DDP: rank 0 has %s=%lld but rank %d has %lld",
+                              agree_names[f], (long long)a, r, (long long)b);
+        }
+    }
+    return HOOP_OK;
+}
+
+/* Every rank must hold the same number of parameters with the same shapes, and use the
+ * same configuration. */
 static hoop_status check_shapes(hoop_ddp *ddp)
 {
     int ws = hoop_comm_world_size(ddp->comm);
     size_t n = ddp->nparams, per = 1 + HOOP_TENSOR_MAX_DIMS;
-    int64_t mine = (int64_t)n, *counts = NULL, *sig = NULL, *all = NULL;
+    int64_t *counts = NULL, *sig = NULL, *all = NULL;
     hoop_status st;
-    HOOP_CHECK(hoop__calloc(&counts, (size_t)ws));
-    HOOP_CHECK_GOTO(hoop_allgather(ddp->comm, &mine, counts, 1, HOOP_DTYPE_I64, NULL), st, out);
-    for (int r = 0; r < ws; r++) {
-        if (counts[r] != counts[0]) {
-            st = HOOP_ERROR(HOOP_ERR_MISMATCH,
-                            "DDP: rank 0 has %lld parameters but rank %d has %lld",
-                            (long long)counts[0], r, (long long)counts[r]);
-            goto out;
-        }
-    }
+    HOOP_CHECK(hoop__calloc(&counts, (size_t)ws * DDP_NAGREE));
+    HOOP_CHECK_GOTO(check_agreement(ddp, ws, counts), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&sig, n * per), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&all, n * per * (size_t)ws), st, out);
     for (size_t i = 0; i < n; i++) {
@@ -113,6 +137,9 @@ static hoop_status plan_buckets(hoop_ddp *ddp)
             cap = ddp->cfg.bucket_cap_bytes;
         }
     }
+    /* The control float after the last gradient: 1 on a rank that ran backward, 0 on a
+     * joined one; reduced with the bucket, it counts the ranks that had data. */
+    ddp->buckets[ddp->nbuckets - 1].count++;
     return HOOP_OK;
 }
 
@@ -129,6 +156,8 @@ static hoop_status attach_buckets(hoop_ddp *ddp)
             HOOP_CHECK(hoop_tensor_set_grad_buffer(ddp->params[p], bk->buf + ddp->offset[p]));
         }
     }
+    ddp_bucket *last = &ddp->buckets[ddp->nbuckets - 1];
+    ddp->control = last->buf + last->count - 1;
     return HOOP_OK;
 }
 
@@ -143,12 +172,48 @@ static hoop_status attach_hooks(hoop_ddp *ddp)
     return HOOP_OK;
 }
 
-static hoop_status check_args(hoop_ddp **out, hoop_comm *comm, hoop_tensor *const *params,
-                              size_t count)
+static int cmp_ptr(const void *a, const void *b)
 {
-    if (!out || !comm || !params)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_init: out, comm and params must be set");
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return (x > y) - (x < y);
+}
+
+/* A parameter listed twice would get two hooks and two places in the buckets. */
+static hoop_status check_unique(hoop_tensor *const *params, size_t count)
+{
+    hoop_tensor **sorted;
+    HOOP_CHECK(hoop__calloc(&sorted, count));
+    memcpy(sorted, params, count * sizeof(*params));
+    qsort(sorted, count, sizeof(*sorted), cmp_ptr);
+    hoop_tensor *dup = NULL;
+    for (size_t i = 1; i < count && !dup; i++)
+        if (sorted[i] == sorted[i - 1]) dup = sorted[i];
+    free(sorted);
+    if (!dup) return HOOP_OK;
+    size_t first = 0, second = 0;
+    while (params[first] != dup) first++;
+    for (second = first + 1; params[second] != dup; second++) continue;
+    return HOOP_ERROR(HOOP_ERR_INVALID,
+                      "hoop_ddp_init: parameter '%s' is listed twice (at %zu and %zu)",
+                      hoop_tensor_name(dup), first, second);
+}
+
+static hoop_status check_flag(const char *name, int v)
+{
+    if (v == 0 || v == 1) return HOOP_OK;
+    return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_init: cfg->%s=%d must be 0 or 1", name, v);
+}
+
+static hoop_status check_args(hoop_ddp **out, hoop_comm *comm, hoop_tensor *const *params,
+                              size_t count, const hoop_ddp_config *cfg)
+{
+    if (!out) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_init: out is NULL");
+    *out = NULL;
+    if (!comm || !params)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_init: %s is NULL", comm ? "params" : "comm");
     if (count == 0) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_init: no parameters");
+    if (count > INT_MAX)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_init: count=%zu is above INT_MAX", count);
     for (size_t i = 0; i < count; i++) {
         if (!params[i] || !hoop_tensor_requires_grad(params[i]))
             return HOOP_ERROR(HOOP_ERR_INVALID,
@@ -156,7 +221,12 @@ static hoop_status check_args(hoop_ddp **out, hoop_comm *comm, hoop_tensor *cons
                               "requires_grad",
                               i, params[i] ? hoop_tensor_name(params[i]) : "NULL");
     }
-    return HOOP_OK;
+    HOOP_CHECK(check_unique(params, count));
+    if (!cfg) return HOOP_OK;
+    HOOP_CHECK(check_flag("broadcast_params", cfg->broadcast_params));
+    HOOP_CHECK(check_flag("error_on_unused", cfg->error_on_unused));
+    HOOP_CHECK(check_flag("divide_by_initial_world_size", cfg->divide_by_initial_world_size));
+    return check_flag("error_on_uneven", cfg->error_on_uneven);
 }
 
 static hoop_status ddp_alloc(hoop_ddp *ddp, hoop_tensor *const *params, size_t n)
@@ -174,8 +244,7 @@ static hoop_status ddp_alloc(hoop_ddp *ddp, hoop_tensor *const *params, size_t n
 HOOP_API hoop_status hoop_ddp_init(hoop_ddp **out, hoop_comm *comm, hoop_tensor *const *params,
                                    size_t count, const hoop_ddp_config *cfg)
 {
-    HOOP_CHECK(check_args(out, comm, params, count));
-    *out = NULL;
+    HOOP_CHECK(check_args(out, comm, params, count, cfg));
     hoop_ddp *ddp;
     hoop_status st;
     HOOP_CHECK(hoop__calloc(&ddp, 1));
@@ -344,6 +413,18 @@ static hoop_status wait_all(hoop_ddp *ddp)
     return st;
 }
 
+/* Trace events of a round: what the compute lane did (name) and each bucket. */
+static void trace_round(hoop_ddp *ddp, const char *name, int64_t b0, int64_t b1)
+{
+    if (!ddp->tracing) return;
+    hoop__ddp_trace_add(ddp, name, b0, b1, 0);
+    for (int b = 0; b < ddp->nbuckets; b++) {
+        char ev[40];
+        snprintf(ev, sizeof(ev), "allreduce bucket %d", b);
+        hoop__ddp_trace_add(ddp, ev, ddp->buckets[b].t_launch_us, ddp->buckets[b].t_done_us, 1);
+    }
+}
+
 static void record_step(hoop_ddp *ddp, int64_t bwd_b, int64_t bwd_e, int64_t wait_e)
 {
     double total, inside;
@@ -353,21 +434,49 @@ static void record_step(hoop_ddp *ddp, int64_t bwd_b, int64_t bwd_e, int64_t wai
     ddp->stats.wait_ms += (double)(wait_e - bwd_e) / 1e3;
     ddp->stats.comm_ms += total / 1e3;
     ddp->stats.hidden_ms += inside / 1e3;
-    if (!ddp->tracing) return;
-    hoop__ddp_trace_add(ddp, "backward", bwd_b, bwd_e, 0);
-    for (int b = 0; b < ddp->nbuckets; b++) {
-        char name[40];
-        snprintf(name, sizeof(name), "allreduce bucket %d", b);
-        hoop__ddp_trace_add(ddp, name, ddp->buckets[b].t_launch_us, ddp->buckets[b].t_done_us, 1);
-    }
+    trace_round(ddp, "backward", bwd_b, bwd_e);
 }
 
-static void reset_step(hoop_ddp *ddp)
+/* Starts a round: nothing ready, nothing launched; the control float says whether this
+ * rank has data (1) or has joined (0). It is set before any launch, so before the last
+ * bucket's. */
+static void reset_step(hoop_ddp *ddp, float has_data)
 {
     memset(ddp->ready, 0, ddp->nparams);
     for (int b = 0; b < ddp->nbuckets; b++) ddp->buckets[b].pending = ddp->buckets[b].nparams;
     ddp->next_launch = 0;
     ddp->hook_st = HOOP_OK;
+    *ddp->control = has_data;
+}
+
+/* After a round: *active = how many ranks had data in it (the control float is their
+ * average). Where some had joined, applies the divisor of the config (the same
+ * arithmetic on the same bits everywhere, so gradients stay bitwise equal) or, with
+ * error_on_uneven, fails; every rank sees the same count, so every rank fails. */
+static hoop_status finish_round(hoop_ddp *ddp, int *active)
+{
+    int ws = hoop_comm_world_size(ddp->comm);
+    double k = rint((double)*ddp->control * ws);
+    if (!(k >= 0 && k <= ws))
+        return HOOP_ERROR(HOOP_ERR_INTERNAL,
+                          "DDP: the control value %g of the last bucket is not "
+                          "a share of ranks (world_size %d)",
+                          (double)*ddp->control, ws);
+    *active = (int)k;
+    if (*active == ws || *active == 0) return HOOP_OK;
+    if (ddp->cfg.error_on_uneven)
+        return HOOP_ERROR(HOOP_ERR_USAGE,
+                          "DDP: uneven inputs: %d of %d ranks ran out of data (joined) while "
+                          "%d still had batches, and error_on_uneven is set",
+                          ws - *active, ws, *active);
+    if (ddp->cfg.divide_by_initial_world_size) return HOOP_OK;
+    /* From sum / ws to sum / k: g * ws is exact in double, then one division and one
+     * rounding to f32: within 2 ulp of the reduced sum / k. */
+    for (int b = 0; b < ddp->nbuckets; b++) {
+        float *g = ddp->buckets[b].buf;
+        for (size_t i = 0; i < ddp->buckets[b].count; i++) g[i] = (float)((double)g[i] * ws / k);
+    }
+    return HOOP_OK;
 }
 
 HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *loss)
@@ -375,7 +484,7 @@ HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tens
     if (!ddp || !tape || !loss)
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_backward: ddp, tape and loss must be set");
     if (!ddp->sync) return hoop_backward(tape, loss);
-    reset_step(ddp);
+    reset_step(ddp, 1.0f);
     int64_t bwd_b = hoop_ddp_now_us();
     ddp->t_last_hook_us = 0;
     hoop_status st = hoop_backward(tape, loss);
@@ -392,7 +501,54 @@ HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tens
     if (ddp->hook_st != HOOP_OK)
         return HOOP_ERROR(ddp->hook_st, "DDP bucket all-reduce failed: %s", ddp->hook_msg);
     if (wait_st != HOOP_OK) return wait_st;
+    int ws = hoop_comm_world_size(ddp->comm), active = ws;
+    HOOP_CHECK(finish_round(ddp, &active));
+    if (active < ws) ddp->stats.uneven_steps++;
     return unused_st;
+}
+
+// ----------------------------------------------------------------- join
+
+/* One round for a rank without data: zero gradients and control, every bucket launched
+ * in index order (as backward's hooks would), all awaited. */
+static hoop_status shadow_round(hoop_ddp *ddp, int *active)
+{
+    int64_t t0 = hoop_ddp_now_us();
+    for (int b = 0; b < ddp->nbuckets; b++)
+        memset(ddp->buckets[b].buf, 0, ddp->buckets[b].count * sizeof(float));
+    reset_step(ddp, 0.0f);
+    for (size_t i = 0; i < ddp->nparams; i++) mark_ready(ddp, (int)i);
+    hoop_status wait_st = wait_all(ddp);
+    trace_round(ddp, "join round", t0, hoop_ddp_now_us());
+    if (ddp->hook_st != HOOP_OK)
+        return HOOP_ERROR(ddp->hook_st, "DDP join: bucket all-reduce failed: %s", ddp->hook_msg);
+    if (wait_st != HOOP_OK) return wait_st;
+    return finish_round(ddp, active);
+}
+
+HOOP_API hoop_status hoop_ddp_join(hoop_ddp *ddp, hoop_ddp_step_fn step, void *user)
+{
+    if (!ddp || !step)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_join: %s is NULL", ddp ? "step" : "ddp");
+    if (!ddp->sync)
+        return HOOP_ERROR(HOOP_ERR_USAGE,
+                          "hoop_ddp_join under no_sync: the accumulated "
+                          "gradients would never be reduced (call hoop_ddp_set_sync(ddp, 1) "
+                          "and one more hoop_ddp_backward first)");
+    hoop_status step_st = HOOP_OK;
+    char step_msg[512] = "";
+    for (;;) {
+        int active;
+        HOOP_CHECK(shadow_round(ddp, &active));
+        if (active == 0) break; /* every rank has joined */
+        ddp->stats.joined_steps++;
+        if (step_st != HOOP_OK) continue; /* keep answering; the error waits for the end */
+        step_st = step(user);
+        if (step_st != HOOP_OK) snprintf(step_msg, sizeof(step_msg), "%s", hoop_last_error());
+    }
+    if (step_st != HOOP_OK)
+        return HOOP_ERROR(step_st, "DDP join: the step function failed: %s", step_msg);
+    return HOOP_OK;
 }
 
 HOOP_API void hoop_ddp_set_sync(hoop_ddp *ddp, int sync)
@@ -402,11 +558,16 @@ HOOP_API void hoop_ddp_set_sync(hoop_ddp *ddp, int sync)
 
 HOOP_API void hoop_ddp_get_stats(const hoop_ddp *ddp, hoop_ddp_stats *stats)
 {
-    *stats = ddp->stats;
+    if (!stats) return;
+    if (ddp)
+        *stats = ddp->stats;
+    else
+        memset(stats, 0, sizeof(*stats));
 }
 
 HOOP_API void hoop_ddp_reset_stats(hoop_ddp *ddp)
 {
+    if (!ddp) return;
     int nb = ddp->stats.nbuckets;
     size_t bytes = ddp->stats.bucket_bytes;
     memset(&ddp->stats, 0, sizeof(ddp->stats));

@@ -17,3 +17,7 @@ tests_check_ddp_SOURCES = tests/check_ddp.c
 tests_check_ddp_CFLAGS = $(TEST_CFLAGS)
 tests_check_ddp_LDADD = $(TEST_LDADD)
 TESTS += tests/check_ddp
+
+# hoop-train's evaluation over the exact split, under hooprun with 1, 3 and 7 workers.
+TESTS += tests/ddp_eval.sh
+EXTRA_DIST += tests/ddp_eval.sh
