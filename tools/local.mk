@@ -26,4 +26,4 @@ tools_hoop_train_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 TESTS += tests/hoop_train.sh
 EXTRA_DIST += tests/hoop_train.sh
 TESTS += tests/ddp_train.sh
-EXTRA_DIST += tests/ddp_train.sh
+EXTRA_DIST += tests/ddp_train.sh tests/train_lib.sh
