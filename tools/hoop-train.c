@@ -35,6 +35,7 @@
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,14 +89,16 @@ static const char *model_name(const trainer *t)
 
 // ----- stop signals -----------------------------------------------------------------------
 
-static volatile sig_atomic_t stop_requested; /* the first stop signal received, 0 = none */
+/* The first stop signal received, 0 = none. Any thread may run the handler (OpenBLAS's,
+ * the progress thread), so the flag is a lock-free atomic, which C11 allows in handlers. */
+static atomic_int stop_requested;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the stop flag must be lock-free");
 
 static void on_stop_signal(int sig)
 {
-    if (stop_requested == 0) {
-        stop_requested = sig;
-    } else if (sig == SIGINT) { /* Ctrl-C twice: stop now, as the default would */
-        signal(SIGINT, SIG_DFL);
+    int none = 0;
+    if (!atomic_compare_exchange_strong(&stop_requested, &none, sig) && sig == SIGINT) {
+        signal(SIGINT, SIG_DFL); /* Ctrl-C twice: stop now, as the default would */
         raise(SIGINT);
     }
 }
@@ -125,7 +128,7 @@ static const char *signal_name(int sig)
  * waits for the slowest rank's flag: a stop comes one step after the signal. */
 static hoop_status agree_stop(trainer *t, int pipelined)
 {
-    int32_t sig = (int32_t)stop_requested;
+    int32_t sig = (int32_t)atomic_load(&stop_requested);
     int64_t t0 = hoop__now_ns();
     HOOP_CHECK(train_dist_agree(&t->dist, &sig, pipelined));
     t->agree_ns += hoop__now_ns() - t0;
