@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "hoop/autograd.h"
 #include "hoop/nn.h"
@@ -257,6 +258,62 @@ static void expect_rejected(struct fixture *b, const char *path, const char *wan
     ck_assert_float_eq(hoop_tensor_data(p0)[0], before);
 }
 
+/* Recomputes the trailing CRC-32 after an edit, so the parser itself is what refuses. */
+static void fix_crc(const char *path)
+{
+    size_t n;
+    unsigned char *b = slurp(path, &n);
+    const uint32_t crc = (uint32_t)crc32(0L, b, (uInt)(n - 4));
+    free(b);
+    rewrite(path, (long)n - 4, &crc, 4, -1);
+}
+
+/* inspect says what a file holds without a model: counts, kind, steps, caller data. */
+START_TEST(test_checkpoint_inspect)
+{
+    struct fixture a;
+    fixture_make(&a, 1);
+    const char extra[] = "epoch=7";
+    ck_assert_int_eq(
+        hoop_checkpoint_save(a.path, hoop_model_params(a.m), 4, a.opt, extra, sizeof(extra)),
+        HOOP_OK);
+    hoop_checkpoint_info info;
+    char got[4] = "";
+    ck_assert_int_eq(hoop_checkpoint_inspect(a.path, &info, got, sizeof(got)), HOOP_OK);
+    ck_assert_uint_eq(info.param_count, 4);
+    ck_assert_uint_eq(info.numel, 6 * 5 + 5 + 5 * 3 + 3); /* the 6-5-3 MLP's weights, biases */
+    ck_assert_int_eq(info.has_optim, 1);
+    ck_assert_int_eq(info.optim_kind, HOOP_OPTIM_ADAMW);
+    ck_assert_int_eq(info.optim_steps, 3);
+    ck_assert_uint_eq(info.extra_bytes, sizeof(extra));
+    ck_assert_mem_eq(got, "epoc", 4); /* only extra_cap bytes copied */
+    ck_assert_int_eq(hoop_checkpoint_save(a.path, hoop_model_params(a.m), 4, NULL, NULL, 0),
+                     HOOP_OK);
+    ck_assert_int_eq(hoop_checkpoint_inspect(a.path, &info, NULL, 0), HOOP_OK);
+    ck_assert_int_eq(info.has_optim, 0);
+    ck_assert_uint_eq(info.extra_bytes, 0);
+    /* A forged parameter count with a valid checksum is refused, not trusted. */
+    const uint64_t forged = 1u << 30;
+    rewrite(a.path, 24, &forged, 8, -1);
+    fix_crc(a.path);
+    ck_assert_int_eq(hoop_checkpoint_inspect(a.path, &info, NULL, 0), HOOP_ERR_INVALID);
+    assert_error_has(a.path, "cannot fit");
+    ck_assert_uint_eq(info.param_count, 0); /* zeroed on error */
+    /* A forged shape (far more elements than stored) runs out of bytes. */
+    ck_assert_int_eq(hoop_checkpoint_save(a.path, hoop_model_params(a.m), 4, NULL, NULL, 0),
+                     HOOP_OK);
+    const int64_t rows = 1000; /* fc1.weight is (5, 6): name_len at 40, name, ndim at 54 */
+    rewrite(a.path, 58, &rows, 8, -1);
+    fix_crc(a.path);
+    ck_assert_int_eq(hoop_checkpoint_inspect(a.path, &info, NULL, 0), HOOP_ERR_INVALID);
+    assert_error_has(a.path, "parameter 0: bad shape");
+    ck_assert_int_eq(hoop_checkpoint_inspect(NULL, &info, NULL, 0), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop_checkpoint_inspect(a.path, NULL, NULL, 0), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop_checkpoint_inspect(a.path, &info, NULL, 4), HOOP_ERR_INVALID);
+    fixture_free(&a);
+}
+END_TEST
+
 START_TEST(test_checkpoint_rejects_bad_files)
 {
     struct fixture a, b;
@@ -313,6 +370,7 @@ int main(void)
     TCase *errors = tcase_create("errors");
     tcase_add_test(errors, test_optim_config_errors);
     tcase_add_test(errors, test_checkpoint_rejects_bad_files);
+    tcase_add_test(errors, test_checkpoint_inspect);
     suite_add_tcase(s, core);
     suite_add_tcase(s, errors);
     return run_suite(s);

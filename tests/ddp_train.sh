@@ -1,10 +1,12 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # tests/ddp_train.sh -- hoop-train under hooprun: DDP training, silent workers,
-# checkpoint/resume equivalence, the Chrome trace, and errors with exit code 2.
+# checkpoint/resume equivalence (after an epoch, and after SIGUSR1 mid-epoch sent to
+# hooprun or to rank 1 alone), the Chrome trace, and errors with exit code 2.
 #
 # Needs the real Fashion-MNIST (Debian's dataset-fashion-mnist); skips (77) without it.
 set -u
+. "${top_srcdir:-.}/tests/train_lib.sh"
 build=${top_builddir:-.}
 train=$build/tools/hoop-train
 run="$build/tools/hooprun --nproc-per-node 2 $train"
@@ -49,6 +51,44 @@ echo "ok: checkpoint after interrupt + resume is identical to the uninterrupted 
 $train $small --checkpoint "$tmp/a.ckpt" --resume >"$tmp/ws" 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q "written with world_size 2" "$tmp/ws" || bad "world_size check: rc=$rc $(cat "$tmp/ws")"
+
+# 2b. Preempted mid-epoch by SIGUSR1 (Slurm's --signal), resumed == uninterrupted. First
+# sent to hooprun, which forwards it to every worker; then to rank 1 alone: rank 0 never
+# sees a signal and still stops after the same step and saves (the ranks agree).
+small_data "$tmp/data" || exit 1
+pre="--data $tmp/data --train-limit 12000 --epochs 2 --threads 1 --progress plain --log-every 8"
+# shellcheck disable=SC2086
+$run $pre --checkpoint "$tmp/u.ckpt" >"$tmp/u.out" 2>&1 || bad "uninterrupted run failed: $(cat "$tmp/u.out")"
+# rank_pid HOOPRUN_PID RANK: the worker of that rank (from its environment).
+rank_pid() {
+    for p in $(pgrep -P "$1"); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$2" && echo "$p"
+    done
+}
+for target in hooprun rank1; do
+    was=$fail
+    fail=0
+    # shellcheck disable=SC2086
+    $run $pre --checkpoint "$tmp/$target.ckpt" >"$tmp/$target.out" 2>&1 &
+    pid=$!
+    wait_for "$tmp/$target.out" "step 8/47" $pid
+    if [ $target = hooprun ]; then kill -USR1 $pid; else kill -USR1 "$(rank_pid $pid 1)"; fi
+    wait $pid
+    rc=$?
+    line=$(grep "preempted" "$tmp/$target.out")
+    at=$(echo "$line" | sed -n "s|^\[rank 0\] hoop-train: preempted (SIGUSR1) at epoch 1 step \([0-9]*\)/47; saved .*$target.ckpt (step \1)$|\1|p")
+    [ -n "$at" ] && [ "$at" -lt 47 ] && [ $rc = 138 ] && [ "$(grep -c preempted "$tmp/$target.out")" = 1 ] ||
+        bad "SIGUSR1 to $target: exit $rc (want 138): $(cat "$tmp/$target.out")"
+    # shellcheck disable=SC2086
+    $run $pre --checkpoint "$tmp/$target.ckpt" --resume >"$tmp/$target.res" 2>&1 ||
+        bad "resume after SIGUSR1 to $target failed: $(cat "$tmp/$target.res")"
+    grep -q "resumed from .* in epoch 1 after batch [0-9]* " "$tmp/$target.res" ||
+        bad "no mid-epoch resume line: $(cat "$tmp/$target.res")"
+    cmp -s "$tmp/u.ckpt" "$tmp/$target.ckpt" ||
+        bad "SIGUSR1 to $target: the resumed checkpoint differs from the uninterrupted one"
+    [ $fail = 0 ] && echo "ok: SIGUSR1 to $target mid-epoch: ${line#*] }; resumed to the same checkpoint"
+    [ $was = 0 ] || fail=1
+done
 
 # 3. The trace: both ranks, a bucket all-reduce starting before backward ends.
 # shellcheck disable=SC2086

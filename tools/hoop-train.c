@@ -10,18 +10,32 @@
  * others wait for its verdict. After each epoch the test set is evaluated (sharded
  * across ranks, sums all-reduced) and rank 0 prints one line (and one JSON line to
  * --metrics): loss, test accuracy, global samples/s and the share of all-reduce time
- * hidden behind backward; with --checkpoint rank 0 saves atomically. With --bench-steps
- * the tool instead times that many steps and prints one JSON line (bench/ uses it).
+ * hidden behind backward; with --checkpoint rank 0 saves atomically (also every
+ * --checkpoint-every steps, mid-epoch). With --bench-steps the tool instead times that
+ * many steps and prints one JSON line (bench/ uses it).
+ *
+ * Preemption: SIGINT, SIGTERM and SIGUSR1 (Slurm's --signal) only set a flag. The ranks
+ * agree on it with a one-int maximum all-reduce posted after every step and collected
+ * after the next one (so no step waits for it; a signal that reached only some ranks, or
+ * reached them during different steps, stops all of them after the same step, one step
+ * later); then rank 0 saves the checkpoint with the position inside the epoch, every
+ * rank waits for that save, rank 0 prints "preempted ..." and all exit with 128 + the
+ * signal's number. A second SIGINT stops at once. --resume continues from that position
+ * with the same sampler order, optimizer state and dropout stream (seeded per step), so
+ * the run ends with the same checkpoint as an uninterrupted one, byte for byte.
  *
  * Exit status: 0 success; 2 bad flags, a missing data directory or a corrupt data file
- * (any HOOP_ERR_INVALID before training starts); 1 any other failure. Every failure
- * prints one line "hoop-train: <message>" on stderr.
+ * (any HOOP_ERR_INVALID before training starts); 1 any other failure; 128 + N after a
+ * stop by signal N (130 SIGINT, 138 SIGUSR1, 143 SIGTERM) with the checkpoint saved.
+ * Every failure prints one line "hoop-train: <message>" on stderr.
  */
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,12 +70,70 @@ typedef struct trainer {
     FILE *metrics;
     train_dist dist;     /* communicator, DDP and sampler (single process: no comm) */
     int64_t start_epoch; /* first epoch to run (after --resume) */
+    int64_t start_batch; /* batches of start_epoch already trained (mid-epoch resume) */
     size_t ntrain;       /* training samples used (--train-limit) */
+    size_t nbatches;     /* batches per epoch of this rank's shard */
+    double loss_sum;     /* this epoch: loss x samples (rank 0 starts from the saved sum) */
+    size_t loss_samples; /* this epoch: samples in loss_sum */
+    double win_loss;     /* --metrics-every window: loss x samples, samples, step time */
+    size_t win_samples;
+    int64_t win_ns;   /* ns spent in its steps (evaluation and checkpoints excluded) */
+    int stop_sig;     /* the signal all ranks agreed to stop for (0: none) */
+    int64_t agree_ns; /* time spent agreeing on stops (the per-step all-reduce) */
 } trainer;
 
 static const char *model_name(const trainer *t)
 {
     return t->o->model == TRAIN_MODEL_MLP ? "mlp" : "cnn";
+}
+
+// ----- stop signals -----------------------------------------------------------------------
+
+/* The first stop signal received, 0 = none. Any thread may run the handler (OpenBLAS's,
+ * the progress thread), so the flag is a lock-free atomic, which C11 allows in handlers. */
+static atomic_int stop_requested;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the stop flag must be lock-free");
+
+static void on_stop_signal(int sig)
+{
+    int none = 0;
+    if (!atomic_compare_exchange_strong(&stop_requested, &none, sig) && sig == SIGINT) {
+        signal(SIGINT, SIG_DFL); /* Ctrl-C twice: stop now, as the default would */
+        raise(SIGINT);
+    }
+}
+
+/* From here on SIGINT, SIGTERM and SIGUSR1 ask for a stop after the current step. Before,
+ * they keep their default effect: there is nothing to save during start-up. */
+static void catch_stop_signals(void)
+{
+    struct sigaction sa = {.sa_handler = on_stop_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
+/* "SIGTERM" and friends, for the messages. */
+static const char *signal_name(int sig)
+{
+    return sig == SIGINT    ? "SIGINT"
+           : sig == SIGTERM ? "SIGTERM"
+           : sig == SIGUSR1 ? "SIGUSR1"
+                            : "a signal";
+}
+
+/* Do all ranks stop now? Sets t->stop_sig when any rank got a stop signal. After a step
+ * (pipelined) the answer is the one agreed after the previous step, so the step never
+ * waits for the slowest rank's flag: a stop comes one step after the signal. */
+static hoop_status agree_stop(trainer *t, int pipelined)
+{
+    int32_t sig = (int32_t)atomic_load(&stop_requested);
+    int64_t t0 = hoop__now_ns();
+    HOOP_CHECK(train_dist_agree(&t->dist, &sig, pipelined));
+    t->agree_ns += hoop__now_ns() - t0;
+    t->stop_sig = (int)sig;
+    return HOOP_OK;
 }
 
 // ----- set-up and tear-down ---------------------------------------------------------------
@@ -165,40 +237,61 @@ static hoop_status load_data_rank0_first(trainer *t)
     return HOOP_OK;
 }
 
-/* Points the loader at this rank's shard of epoch. */
-static hoop_status select_shard(trainer *t, int64_t epoch)
+/* Points the loader at this rank's shard of epoch, past its first skip batches (the
+ * ones a resumed run has trained already); t->nbatches gets the whole shard's count. */
+static hoop_status select_shard(trainer *t, int64_t epoch, int64_t skip)
 {
     const int64_t *idx;
-    size_t n;
+    size_t n, bs = (size_t)t->o->batch_size;
     HOOP_CHECK(train_dist_shard(&t->dist, (uint64_t)epoch, &idx, &n));
-    HOOP_CHECK(hoop_loader_set_indices(t->loader, idx, n));
+    size_t from = (size_t)skip * bs < n ? (size_t)skip * bs : n;
+    t->nbatches = (n + bs - 1) / bs;
+    HOOP_CHECK(hoop_loader_set_indices(t->loader, idx + from, n - from));
     return hoop_loader_start_epoch(t->loader, (uint64_t)epoch);
 }
 
-/* --resume: continue from the checkpoint (shared from rank 0) when there is one. */
+/* What a checkpoint of this run records about it (and what a resumed file must match). */
+static train_ckpt_extra run_identity(const trainer *t)
+{
+    return (train_ckpt_extra){
+        .magic = TRAIN_CKPT_MAGIC,
+        .seed = t->o->seed,
+        .world_size = t->dist.world_size,
+        .batch_size = t->o->batch_size,
+        .ntrain = (int64_t)t->ntrain,
+        .model = t->o->model == TRAIN_MODEL_MLP ? TRAIN_CKPT_MODEL_MLP : TRAIN_CKPT_MODEL_CNN,
+    };
+}
+
+/* --resume: continue from the checkpoint (shared from rank 0) when there is one, at the
+ * epoch and batch it records. */
 static hoop_status maybe_resume(trainer *t)
 {
     const train_opts *o = t->o;
-    train_ckpt_extra ex;
+    train_ckpt_extra ex, want = run_identity(t);
     int found = 0;
     if (!o->resume) return HOOP_OK;
     HOOP_CHECK(train_dist_load(&t->dist, o->checkpoint, hoop_model_params(t->model),
-                               hoop_model_param_count(t->model), t->opt, &ex, &found));
+                               hoop_model_param_count(t->model), t->opt, &want,
+                               hoop_model_numel(t->model), &ex, &found));
     if (!found) {
         if (t->dist.rank == 0)
             printf("hoop-train: no checkpoint at %s yet; starting afresh\n", o->checkpoint);
         return HOOP_OK;
     }
-    if (ex.world_size != t->dist.world_size || ex.batch_size != o->batch_size || ex.seed != o->seed)
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "--resume: %s was written with world_size %lld, batch %lld, seed %lld; "
-                          "this run has %d, %lld, %lld",
-                          o->checkpoint, (long long)ex.world_size, (long long)ex.batch_size,
-                          (long long)ex.seed, t->dist.world_size, (long long)o->batch_size,
-                          (long long)o->seed);
     t->start_epoch = ex.epochs_done;
+    t->start_batch = ex.batches_done;
     t->step = ex.step;
-    if (t->dist.rank == 0)
+    if (t->dist.rank == 0) { /* the others add their own part of the epoch to it */
+        t->loss_sum = ex.loss_sum;
+        t->loss_samples = (size_t)ex.loss_samples;
+    }
+    if (t->dist.rank != 0) return HOOP_OK;
+    if (ex.batches_done > 0)
+        printf("hoop-train: resumed from %s in epoch %lld after batch %lld (step %lld)\n",
+               o->checkpoint, (long long)ex.epochs_done + 1, (long long)ex.batches_done,
+               (long long)ex.step);
+    else
         printf("hoop-train: resumed from %s after epoch %lld (step %lld)%s\n", o->checkpoint,
                (long long)ex.epochs_done, (long long)ex.step,
                ex.epochs_done >= o->epochs ? "; it already has --epochs, nothing to do" : "");
@@ -230,7 +323,7 @@ static hoop_status trainer_init(trainer *t, const train_opts *o)
     HOOP_CHECK(build_model(t));
     HOOP_CHECK(hoop_loader_new(&t->loader, t->train, (size_t)o->batch_size, (uint64_t)o->seed));
     HOOP_CHECK(train_dist_sampler(&t->dist, t->ntrain, (uint64_t)o->seed));
-    HOOP_CHECK(select_shard(t, 0));
+    HOOP_CHECK(select_shard(t, 0, 0));
     HOOP_CHECK(build_optim(t));
     HOOP_CHECK(maybe_resume(t));
     HOOP_CHECK(train_dist_wrap(&t->dist, hoop_model_params(t->model),
@@ -309,11 +402,22 @@ static hoop_status optimizer_step(void *user)
     return HOOP_OK;
 }
 
+/* The dropout stream of a step: a function of (seed, step, rank) alone (splitmix64's
+ * finaliser over them), so a run resumed at any step draws the same masks. */
+static uint64_t step_seed(const trainer *t)
+{
+    uint64_t z = (uint64_t)t->o->seed * 0x9E3779B97F4A7C15ULL ^ (uint64_t)t->step;
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL) ^ ((uint64_t)t->dist.rank << 48);
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
 /* One optimizer step on the batch x (labels in t->y); *loss gets its mean loss. */
 static hoop_status train_step(trainer *t, hoop_tensor *x, float *loss)
 {
     hoop_tensor *logits, *l;
     hoop_ddp *ddp = t->dist.ddp;
+    hoop_tape_seed(t->tape, step_seed(t));
     int64_t f0 = hoop_ddp_now_us();
     HOOP_CHECK(hoop_model_forward(t->model, t->tape, x, &logits));
     HOOP_CHECK(hoop_cross_entropy(t->tape, logits, t->y, 0.0f, &l));
@@ -386,6 +490,11 @@ done:
 
 // ----- progress and metrics ---------------------------------------------------------------
 
+static void clear_bar(const trainer *t)
+{
+    if (t->bar) fprintf(stderr, "\r%*s\r", BAR_WIDTH + 60, "");
+}
+
 static void show_progress(trainer *t, int64_t epoch, size_t b, size_t nb, double loss, double sps)
 {
     const train_opts *o = t->o;
@@ -417,7 +526,7 @@ typedef struct epoch_stats {
 static void report_epoch(trainer *t, int64_t epoch, const epoch_stats *e)
 {
     if (t->dist.rank != 0) return;
-    if (t->bar) fprintf(stderr, "\r%*s\r", BAR_WIDTH + 60, "");
+    clear_bar(t);
     char comm[96] = "";
     if (t->dist.ddp)
         snprintf(comm, sizeof comm, ", all-reduce %.2f ms/step, %.0f%% hidden", e->comm_ms,
@@ -429,9 +538,9 @@ static void report_epoch(trainer *t, int64_t epoch, const epoch_stats *e)
     fflush(stdout);
     if (!t->metrics) return;
     fprintf(t->metrics,
-            "{\"epoch\":%lld,\"epochs\":%lld,\"step\":%lld,\"model\":\"%s\",\"lr\":%.6g,"
-            "\"train_loss\":%.6f,\"test_loss\":%.6f,\"test_acc\":%.6f,\"samples\":%zu,"
-            "\"train_s\":%.3f,\"samples_per_s\":%.1f,\"world_size\":%d,"
+            "{\"type\":\"epoch\",\"epoch\":%lld,\"epochs\":%lld,\"step\":%lld,\"model\":\"%s\","
+            "\"lr\":%.6g,\"train_loss\":%.6f,\"test_loss\":%.6f,\"test_acc\":%.6f,"
+            "\"samples\":%zu,\"train_s\":%.3f,\"samples_per_s\":%.1f,\"world_size\":%d,"
             "\"allreduce_ms_per_step\":%.3f,\"hidden_share\":%.4f}\n",
             (long long)epoch + 1, (long long)t->o->epochs, (long long)t->step, model_name(t),
             (double)hoop_optim_lr(t->opt), e->train_loss, e->test_loss, e->test_acc, e->samples,
@@ -439,16 +548,108 @@ static void report_epoch(trainer *t, int64_t epoch, const epoch_stats *e)
     fflush(t->metrics);
 }
 
+/* --metrics-every N: after every N-th step (counted over the whole run, so a resumed run
+ * logs at the same steps), one JSON line with the mean training loss of the steps since
+ * the last one, over all ranks (a collective), and their throughput. */
+static hoop_status log_step_metrics(trainer *t, int64_t epoch, size_t b)
+{
+    const train_opts *o = t->o;
+    if (o->metrics_every <= 0 || t->step % o->metrics_every != 0) return HOOP_OK;
+    double g[2] = {t->win_loss, (double)t->win_samples};
+    HOOP_CHECK(train_dist_sum(&t->dist, g, 2));
+    double secs = (double)t->win_ns * 1e-9;
+    if (t->metrics && g[1] > 0) {
+        fprintf(t->metrics,
+                "{\"type\":\"step\",\"epoch\":%lld,\"epochs\":%lld,\"epoch_step\":%zu,"
+                "\"epoch_steps\":%zu,\"step\":%lld,\"model\":\"%s\",\"lr\":%.6g,"
+                "\"train_loss\":%.6f,\"samples\":%.0f,\"samples_per_s\":%.1f,\"world_size\":%d}\n",
+                (long long)epoch + 1, (long long)o->epochs, b, t->nbatches, (long long)t->step,
+                model_name(t), (double)hoop_optim_lr(t->opt), g[0] / g[1], g[1],
+                secs > 0 ? g[1] / secs : 0.0, t->dist.world_size);
+        fflush(t->metrics);
+    }
+    t->win_loss = 0.0;
+    t->win_samples = 0;
+    t->win_ns = 0;
+    return HOOP_OK;
+}
+
+// ----- checkpoints and stops --------------------------------------------------------------
+
+/* Saves parameters, optimizer state and the position: epochs_done whole epochs, then
+ * batches_done batches of the next one, with that epoch's loss so far summed over the
+ * ranks (a collective, when batches_done > 0). Rank 0 writes (atomically) and, when say,
+ * prints "saved PATH (step S)". Nothing without --checkpoint. */
+static hoop_status save_checkpoint(trainer *t, int64_t epochs_done, int64_t batches_done, int say)
+{
+    const train_opts *o = t->o;
+    if (!o->checkpoint) return HOOP_OK;
+    train_ckpt_extra ex = run_identity(t);
+    ex.epochs_done = epochs_done;
+    ex.batches_done = batches_done;
+    ex.step = t->step;
+    if (batches_done > 0) {
+        double g[2] = {t->loss_sum, (double)t->loss_samples};
+        HOOP_CHECK(train_dist_sum(&t->dist, g, 2));
+        ex.loss_sum = g[0];
+        ex.loss_samples = (int64_t)g[1];
+    }
+    if (t->dist.rank != 0) return HOOP_OK;
+    HOOP_CHECK(hoop_checkpoint_save(o->checkpoint, hoop_model_params(t->model),
+                                    hoop_model_param_count(t->model), t->opt, &ex, sizeof ex));
+    if (say) {
+        clear_bar(t);
+        printf("hoop-train: saved %s (step %lld)\n", o->checkpoint, (long long)t->step);
+        fflush(stdout);
+    }
+    return HOOP_OK;
+}
+
+/* The stop all ranks agreed on, after batch b of epoch: rank 0 saves the position, every
+ * rank waits for its verdict (nobody leaves before the file is on disk, and a failed save
+ * fails everyone), and rank 0 prints the one line that says where it stopped. */
+static hoop_status stop_in_epoch(trainer *t, int64_t epoch, size_t b)
+{
+    const train_opts *o = t->o;
+    hoop_status st = save_checkpoint(t, epoch, (int64_t)b, 0);
+    HOOP_CHECK(train_dist_root_status(&t->dist, st));
+    if (t->dist.rank != 0) return HOOP_OK;
+    clear_bar(t);
+    printf("hoop-train: preempted (%s) at epoch %lld step %zu/%zu; ", signal_name(t->stop_sig),
+           (long long)epoch + 1, b, t->nbatches);
+    if (o->checkpoint)
+        printf("saved %s (step %lld)\n", o->checkpoint, (long long)t->step);
+    else
+        printf("no --checkpoint, nothing saved (step %lld)\n", (long long)t->step);
+    fflush(stdout);
+    return HOOP_OK;
+}
+
+/* After batch b (1-based) of epoch, the per-step collectives, in the same order on every
+ * rank: step metrics, the stop agreement (a stop saves and ends the epoch), the periodic
+ * checkpoint (not after an epoch's last batch: the epoch's own checkpoint follows). */
+static hoop_status after_step(trainer *t, int64_t epoch, size_t b)
+{
+    const train_opts *o = t->o;
+    HOOP_CHECK(log_step_metrics(t, epoch, b));
+    HOOP_CHECK(agree_stop(t, 1));
+    if (t->stop_sig) return stop_in_epoch(t, epoch, b);
+    if (o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0 && b < t->nbatches)
+        HOOP_CHECK(save_checkpoint(t, epoch, (int64_t)b, 1));
+    return HOOP_OK;
+}
+
 // ----- loops ------------------------------------------------------------------------------
 
-/* Global loss and sample count, and this epoch's DDP timings (rank 0's view). */
-static hoop_status finish_epoch(trainer *t, epoch_stats *e, double loss_sum)
+/* Global loss over loss_samples, throughput of e->samples (this process's timed samples)
+ * and this epoch's DDP timings (rank 0's view). */
+static hoop_status finish_epoch(trainer *t, epoch_stats *e, double loss_sum, size_t loss_samples)
 {
-    double g[2] = {loss_sum, (double)e->samples};
-    HOOP_CHECK(train_dist_sum(&t->dist, g, 2));
-    e->train_loss = g[0] / g[1];
+    double g[3] = {loss_sum, (double)loss_samples, (double)e->samples};
+    HOOP_CHECK(train_dist_sum(&t->dist, g, 3));
+    e->train_loss = g[1] > 0 ? g[0] / g[1] : 0.0;
     e->samples = (size_t)g[1];
-    e->sps = g[1] / e->train_s;
+    e->sps = e->train_s > 0 ? g[2] / e->train_s : 0.0;
     if (t->dist.ddp) {
         hoop_ddp_stats ds;
         hoop_ddp_get_stats(t->dist.ddp, &ds);
@@ -459,32 +660,37 @@ static hoop_status finish_epoch(trainer *t, epoch_stats *e, double loss_sum)
     return HOOP_OK;
 }
 
+/* Trains the rest of epoch (all of it, or what a resumed run has left), then evaluates;
+ * returns early, with t->stop_sig set, when the ranks agreed to stop. */
 static hoop_status run_epoch(trainer *t, int64_t epoch, epoch_stats *e)
 {
-    size_t nb, n, b = 0;
-    double loss_sum = 0.0;
+    int64_t first = epoch == t->start_epoch ? t->start_batch : 0;
+    size_t n, b = (size_t)first;
     float loss;
     int64_t t0 = hoop__now_ns();
     memset(e, 0, sizeof *e);
-    HOOP_CHECK(select_shard(t, epoch));
-    /* Dropout masks depend on (seed, epoch, rank) only, so a resumed run repeats them. */
-    hoop_tape_seed(t->tape, (uint64_t)t->o->seed * 1000003u + (uint64_t)epoch * 4099u +
-                                (uint64_t)t->dist.rank);
-    nb = hoop_loader_num_batches(t->loader);
+    HOOP_CHECK(select_shard(t, epoch, first));
     for (;;) {
         hoop_tensor *x;
+        int64_t s0 = hoop__now_ns();
         HOOP_CHECK(next_batch(t, &x, &n));
         if (n == 0) break;
         HOOP_CHECK(train_step(t, x, &loss));
-        loss_sum += (double)loss * (double)n;
+        t->loss_sum += (double)loss * (double)n;
+        t->loss_samples += n;
+        t->win_loss += (double)loss * (double)n;
+        t->win_samples += n;
+        t->win_ns += hoop__now_ns() - s0;
         e->samples += n;
         e->train_s = (double)(hoop__now_ns() - t0) * 1e-9;
-        show_progress(t, epoch, ++b, nb, loss_sum / (double)e->samples,
+        show_progress(t, epoch, ++b, t->nbatches, t->loss_sum / (double)t->loss_samples,
                       (double)e->samples * t->dist.world_size / e->train_s);
+        HOOP_CHECK(after_step(t, epoch, b));
+        if (t->stop_sig) return HOOP_OK;
     }
     /* Out of batches: answer the steps of ranks that still have some (shards may differ). */
     HOOP_CHECK(train_dist_join(&t->dist, optimizer_step, t));
-    HOOP_CHECK(finish_epoch(t, e, loss_sum));
+    HOOP_CHECK(finish_epoch(t, e, t->loss_sum, t->loss_samples));
     return evaluate(t, &e->test_loss, &e->test_acc);
 }
 
@@ -505,59 +711,83 @@ static double mlp_step_flops(const trainer *t, size_t b)
     return f;
 }
 
-/* Benchmark mode: bench_warmup untimed steps, then bench_steps timed ones; one JSON line. */
+/* Benchmark mode: bench_warmup untimed steps, then bench_steps timed ones; one JSON line.
+ * Each step ends with the stop agreement, as in training, so the figure includes it; a
+ * stop ends the benchmark without its line. */
 static hoop_status run_bench(trainer *t)
 {
     const train_opts *o = t->o;
     int64_t total = o->bench_warmup + o->bench_steps, t0 = 0, epoch = 0, samples = 0;
     float loss = 0.0f;
     size_t n;
-    HOOP_CHECK(select_shard(t, 0));
+    HOOP_CHECK(select_shard(t, 0, 0));
     for (int64_t s = 0; s < total; s++) {
-        if (s == o->bench_warmup) t0 = hoop__now_ns();
+        if (s == o->bench_warmup) {
+            t0 = hoop__now_ns();
+            t->agree_ns = 0;
+        }
         hoop_tensor *x;
         HOOP_CHECK(next_batch(t, &x, &n));
         if (n < (size_t)o->batch_size) { /* keep every timed batch full-sized */
             hoop_tape_reset(t->tape);
-            HOOP_CHECK(select_shard(t, ++epoch));
+            HOOP_CHECK(select_shard(t, ++epoch, 0));
             HOOP_CHECK(next_batch(t, &x, &n));
         }
         HOOP_CHECK(train_step(t, x, &loss));
         if (s >= o->bench_warmup) samples += (int64_t)n;
+        HOOP_CHECK(agree_stop(t, 1));
+        if (!t->stop_sig) continue;
+        if (t->dist.rank == 0)
+            printf("hoop-train: stopped (%s) after %lld of %lld benchmark steps\n",
+                   signal_name(t->stop_sig), (long long)s + 1, (long long)total);
+        return HOOP_OK;
     }
     double secs = (double)(hoop__now_ns() - t0) * 1e-9;
     double flops = mlp_step_flops(t, (size_t)o->batch_size);
     epoch_stats e = {.samples = (size_t)samples, .train_s = secs};
-    HOOP_CHECK(finish_epoch(t, &e, 0.0));
+    HOOP_CHECK(finish_epoch(t, &e, 0.0, 0));
     if (t->dist.rank != 0) return HOOP_OK;
     printf("{\"bench\":\"hoop_train\",\"model\":\"%s\",\"world_size\":%d,\"threads\":%d,"
            "\"batch_size\":%lld,\"steps\":%lld,\"seconds\":%.4f,\"samples_per_s\":%.1f,"
            "\"step_mflop\":%.3f,\"gflops_per_rank\":%.3f,\"allreduce_ms_per_step\":%.3f,"
-           "\"hidden_share\":%.4f,\"last_loss\":%.4f}\n",
+           "\"hidden_share\":%.4f,\"stop_check_us_per_step\":%.2f,\"last_loss\":%.4f}\n",
            model_name(t), t->dist.world_size, openblas_get_num_threads(), (long long)o->batch_size,
            (long long)o->bench_steps, secs, e.sps, flops * 1e-6,
-           flops * (double)o->bench_steps / secs * 1e-9, e.comm_ms, e.hidden, (double)loss);
+           flops * (double)o->bench_steps / secs * 1e-9, e.comm_ms, e.hidden,
+           (double)t->agree_ns * 1e-3 / (double)o->bench_steps, (double)loss);
     return HOOP_OK;
 }
 
-/* Rank 0 saves parameters, optimizer state and progress after an epoch (atomic). */
-static hoop_status save_checkpoint(trainer *t, int64_t epochs_done)
+/* Between epochs: stop here when asked (the epoch's checkpoint is already written).
+ * Returns 1 when training ends now. */
+static int stop_between_epochs(trainer *t, int64_t epoch, hoop_status *st)
 {
     const train_opts *o = t->o;
-    if (!o->checkpoint || t->dist.rank != 0) return HOOP_OK;
-    train_ckpt_extra ex = {.magic = TRAIN_CKPT_MAGIC,
-                           .epochs_done = epochs_done,
-                           .step = t->step,
-                           .seed = o->seed,
-                           .world_size = t->dist.world_size,
-                           .batch_size = o->batch_size};
-    return hoop_checkpoint_save(o->checkpoint, hoop_model_params(t->model),
-                                hoop_model_param_count(t->model), t->opt, &ex, sizeof ex);
+    if (o->exit_after_epoch > 0 && epoch + 1 >= o->exit_after_epoch) {
+        if (t->dist.rank == 0)
+            printf("hoop-train: stopping after epoch %lld (--exit-after-epoch)\n",
+                   (long long)epoch + 1);
+        return 1;
+    }
+    if (epoch + 1 >= o->epochs) return 1; /* done: nothing is left to preempt */
+    *st = agree_stop(t, 0);
+    if (*st != HOOP_OK || !t->stop_sig) return *st != HOOP_OK;
+    if (t->dist.rank == 0) {
+        printf("hoop-train: preempted (%s) after epoch %lld; ", signal_name(t->stop_sig),
+               (long long)epoch + 1);
+        if (o->checkpoint)
+            printf("saved %s (step %lld)\n", o->checkpoint, (long long)t->step);
+        else
+            printf("no --checkpoint, nothing saved (step %lld)\n", (long long)t->step);
+    }
+    return 1;
 }
 
 static hoop_status run(trainer *t)
 {
     const train_opts *o = t->o;
+    hoop_status st = HOOP_OK;
+    catch_stop_signals();
     if (o->bench_steps > 0) {
         HOOP_CHECK(run_bench(t));
         return t->dist.ddp ? hoop_ddp_trace_flush(t->dist.ddp) : HOOP_OK;
@@ -574,15 +804,14 @@ static hoop_status run(trainer *t)
     for (int64_t epoch = t->start_epoch; epoch < o->epochs; epoch++) {
         epoch_stats e;
         HOOP_CHECK(run_epoch(t, epoch, &e));
+        if (t->stop_sig) break; /* saved and said by run_epoch */
         report_epoch(t, epoch, &e);
-        HOOP_CHECK(save_checkpoint(t, epoch + 1));
-        if (o->exit_after_epoch > 0 && epoch + 1 >= o->exit_after_epoch) {
-            if (t->dist.rank == 0)
-                printf("hoop-train: stopping after epoch %lld (--exit-after-epoch)\n",
-                       (long long)epoch + 1);
-            break;
-        }
+        HOOP_CHECK(save_checkpoint(t, epoch + 1, 0, 1));
+        t->loss_sum = 0.0;
+        t->loss_samples = 0;
+        if (stop_between_epochs(t, epoch, &st)) break;
     }
+    HOOP_CHECK(st);
     if (t->dist.ddp) HOOP_CHECK(hoop_ddp_trace_flush(t->dist.ddp));
     return HOOP_OK;
 }
@@ -608,11 +837,14 @@ int main(int argc, char **argv)
                                                                                                : 1;
     }
     st = run(&t);
-    if (st != HOOP_OK) fprintf(stderr, "hoop-train: %s\n", hoop_last_error());
+    if (st != HOOP_OK && !t.dist.root_failed && !t.dist.reported)
+        fprintf(stderr, "hoop-train: %s\n", hoop_last_error());
+    int stop_sig = t.stop_sig;
     hoop_status dst = trainer_destroy(&t);
     if (st == HOOP_OK && dst != HOOP_OK) {
         fprintf(stderr, "hoop-train: %s\n", hoop_last_error());
         st = dst;
     }
-    return st == HOOP_OK ? 0 : 1;
+    if (st != HOOP_OK) return 1;
+    return stop_sig ? 128 + stop_sig : 0; /* stopped by a signal, checkpoint saved */
 }

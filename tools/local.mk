@@ -32,4 +32,10 @@ EXTRA_DIST += tests/hoop_train.sh
 TESTS += tests/launcher_train.sh
 EXTRA_DIST += tests/launcher_train.sh
 TESTS += tests/ddp_train.sh
-EXTRA_DIST += tests/ddp_train.sh
+EXTRA_DIST += tests/ddp_train.sh tests/train_lib.sh
+
+# hoop-plot: loss/accuracy curves from --metrics files, busbw against size from
+# hoop-bench or nccl-tests JSON (python3 with Debian's python3-matplotlib).
+dist_bin_SCRIPTS = tools/hoop-plot
+TESTS += tests/hoop_plot.sh
+EXTRA_DIST += tests/hoop_plot.sh

@@ -42,6 +42,7 @@ static const char usage_text[] =
     "  --threads T              OpenBLAS threads (0 = OpenBLAS's default / "
     "OPENBLAS_NUM_THREADS)\n"
     "  --metrics FILE           append one JSON line per epoch to FILE\n"
+    "  --metrics-every N        also one line every N steps (mean loss since the last)\n"
     "  --progress auto|bar|plain  progress display (auto: a bar on a terminal)\n"
     "  --log-every N            plain mode: a line every N steps (100; 0 = per epoch)\n"
     "  --eval-batch-size B      batch size for evaluation (1000)\n"
@@ -49,7 +50,9 @@ static const char usage_text[] =
     "  --bench-warmup N         untimed steps before a benchmark (20)\n"
     "  --checkpoint PATH        save parameters and optimizer state after every epoch\n"
     "                           (rank 0, atomically: temporary file + rename)\n"
-    "  --resume                 continue from --checkpoint if it exists\n"
+    "  --checkpoint-every N     also save every N steps, mid-epoch\n"
+    "  --resume                 continue from --checkpoint if it exists, at the epoch and\n"
+    "                           step it holds (mid-epoch too)\n"
     "  --exit-after-epoch K     stop after epoch K as if interrupted (for tests)\n"
     "  --train-limit N          train on the first N samples only (quick runs, tests)\n"
     "  --bucket-cap-kb N        DDP bucket size cap in KiB (25600)\n"
@@ -59,7 +62,12 @@ static const char usage_text[] =
     "worker trains on its DistributedSampler shard with batch B, gradients are averaged\n"
     "by DDP, and rank 0 alone prints, writes metrics and checkpoints.\n"
     "  --help                   this text\n"
-    "Exit status: 0 success, 2 bad flags or data, 1 other failures.\n";
+    "SIGINT, SIGTERM, SIGUSR1 (Slurm's --signal): every rank finishes the current step,\n"
+    "rank 0 saves --checkpoint with the position in the epoch, prints \"preempted at\n"
+    "epoch E step S; saved PATH\", and all exit with 128 + the signal (130, 143, 138);\n"
+    "--resume continues from there exactly. A second SIGINT stops at once.\n"
+    "Exit status: 0 success, 2 bad flags or data, 1 other failures, 128+N stopped by\n"
+    "signal N with the checkpoint saved.\n";
 
 void train_cli_usage(FILE *f)
 {
@@ -170,6 +178,10 @@ static hoop_status apply_flag(train_opts *o, const char *f, const char *v)
         return hoop__parse_int(f, v, 1, 1 << 22, &o->bucket_cap_kb);
     } else if (!strcmp(f, "--first-bucket-kb")) {
         return hoop__parse_int(f, v, 1, 1 << 22, &o->first_bucket_kb);
+    } else if (!strcmp(f, "--checkpoint-every")) {
+        return hoop__parse_int(f, v, 1, INT64_MAX, &o->checkpoint_every);
+    } else if (!strcmp(f, "--metrics-every")) {
+        return hoop__parse_int(f, v, 1, INT64_MAX, &o->metrics_every);
     } else if (!strcmp(f, "--checkpoint")) {
         o->checkpoint = v;
     } else if (!strcmp(f, "--lr")) {
@@ -205,21 +217,45 @@ static hoop_status finish(train_opts *o)
         return HOOP_ERROR(HOOP_ERR_INVALID, "--nesterov needs --optimizer sgd and --momentum > 0");
     if (o->resume && !o->checkpoint)
         return HOOP_ERROR(HOOP_ERR_INVALID, "--resume needs --checkpoint PATH");
+    if (o->checkpoint_every && !o->checkpoint)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "--checkpoint-every needs --checkpoint PATH");
+    if (o->metrics_every && !o->metrics)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "--metrics-every needs --metrics FILE");
     if (o->dropout > 0.0f && o->model != TRAIN_MODEL_CNN)
         return HOOP_ERROR(HOOP_ERR_INVALID, "--dropout applies to --model cnn only");
     return HOOP_OK;
 }
 
 /* Flags that take a value, for telling "unknown" from "needs a value". */
-static const char *const valued_flags[] = {"--model",         "--optimizer",        "--schedule",
-                                           "--normalize",     "--progress",         "--epochs",
-                                           "--batch-size",    "--eval-batch-size",  "--seed",
-                                           "--threads",       "--warmup-steps",     "--log-every",
-                                           "--bench-steps",   "--bench-warmup",     "--lr",
-                                           "--momentum",      "--weight-decay",     "--dropout",
-                                           "--data",          "--device",           "--metrics",
-                                           "--checkpoint",    "--exit-after-epoch", "--train-limit",
-                                           "--bucket-cap-kb", "--first-bucket-kb",  NULL};
+static const char *const valued_flags[] = {"--model",
+                                           "--optimizer",
+                                           "--schedule",
+                                           "--normalize",
+                                           "--progress",
+                                           "--epochs",
+                                           "--batch-size",
+                                           "--eval-batch-size",
+                                           "--seed",
+                                           "--threads",
+                                           "--warmup-steps",
+                                           "--log-every",
+                                           "--bench-steps",
+                                           "--bench-warmup",
+                                           "--lr",
+                                           "--momentum",
+                                           "--weight-decay",
+                                           "--dropout",
+                                           "--data",
+                                           "--device",
+                                           "--metrics",
+                                           "--checkpoint",
+                                           "--exit-after-epoch",
+                                           "--train-limit",
+                                           "--bucket-cap-kb",
+                                           "--first-bucket-kb",
+                                           "--checkpoint-every",
+                                           "--metrics-every",
+                                           NULL};
 
 static int is_valued(const char *f)
 {

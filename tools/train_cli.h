@@ -32,6 +32,8 @@ typedef struct train_opts {
     int64_t log_every; /* plain mode: a line every this many steps (0 = per epoch only) */
     int64_t bench_steps, bench_warmup;      /* bench_steps > 0: time steps, print JSON, exit */
     const char *checkpoint;                 /* save here (rank 0, atomically) after every epoch */
+    int64_t checkpoint_every;               /* > 0: also every this many steps, mid-epoch */
+    int64_t metrics_every;                  /* > 0: a --metrics line every this many steps */
     int resume;                             /* continue from --checkpoint when it exists */
     int64_t exit_after_epoch;               /* > 0: stop after this epoch (simulates a crash) */
     int64_t train_limit;                    /* > 0: use only the first N training samples */

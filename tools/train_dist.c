@@ -33,6 +33,8 @@ hoop_status train_dist_init(train_dist *d)
 hoop_status train_dist_destroy(train_dist *d)
 {
     hoop_status st = HOOP_OK;
+    /* A stop agreement still in flight ends with the others' (or fails when they left). */
+    if (d->agree_req) HOOP_CHECK_KEEP(hoop_wait(d->agree_req, -1), st);
     HOOP_CHECK_KEEP(hoop_ddp_destroy(d->ddp), st);
     HOOP_CHECK_KEEP(hoop_comm_destroy(d->comm), st);
     hoop_sampler_free(d->sampler);
@@ -161,30 +163,100 @@ static hoop_status load_copy(const char *buf, int64_t bytes, hoop_tensor *const 
     return st;
 }
 
-/* Rank 0: reads and validates the file; *exists says whether there is one. */
-static hoop_status load_root(const char *path, char **buf, int64_t *bytes, int *exists,
-                             hoop_tensor *const *params, size_t count, hoop_optim *opt,
-                             train_ckpt_extra *extra)
+const char *train_ckpt_model_name(int64_t model)
 {
-    size_t got = 0;
-    HOOP_CHECK(read_file(path, buf, bytes, exists));
-    if (!*exists) return HOOP_OK;
-    HOOP_CHECK(hoop_checkpoint_load(path, params, count, opt, extra, sizeof(*extra), &got));
-    if (got != sizeof(*extra) || extra->magic != TRAIN_CKPT_MAGIC)
+    return model == TRAIN_CKPT_MODEL_MLP   ? "mlp"
+           : model == TRAIN_CKPT_MODEL_CNN ? "cnn"
+                                           : "unknown";
+}
+
+/* Rank 0: is the file at path one this run can continue from? have is what it holds. */
+static hoop_status check_resumable(const char *path, const hoop_checkpoint_info *info,
+                                   const train_ckpt_extra *have, const train_ckpt_extra *want,
+                                   size_t numel)
+{
+    if ((info->extra_bytes != sizeof(*have) && info->extra_bytes != TRAIN_CKPT_EXTRA_V1_BYTES) ||
+        have->magic != TRAIN_CKPT_MAGIC)
         return HOOP_ERROR(HOOP_ERR_INVALID, "--checkpoint '%s' was not written by hoop-train",
                           path);
+    if (have->model != 0 && have->model != want->model)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "--resume: %s holds %s %s checkpoint (%zu parameters), not %s "
+                          "(pass --model %s, or another --checkpoint)",
+                          path, have->model == TRAIN_CKPT_MODEL_MLP ? "an" : "a",
+                          train_ckpt_model_name(have->model), info->numel,
+                          train_ckpt_model_name(want->model), train_ckpt_model_name(have->model));
+    if (info->numel != numel)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "--resume: %s holds a checkpoint of %zu parameters (%zu tensors), "
+                          "not of this %s (%zu parameters)",
+                          path, info->numel, info->param_count, train_ckpt_model_name(want->model),
+                          numel);
+    if (have->world_size != want->world_size || have->batch_size != want->batch_size ||
+        have->seed != want->seed)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "--resume: %s was written with world_size %lld, batch %lld, seed %lld; "
+                          "this run has %lld, %lld, %lld",
+                          path, (long long)have->world_size, (long long)have->batch_size,
+                          (long long)have->seed, (long long)want->world_size,
+                          (long long)want->batch_size, (long long)want->seed);
+    if (have->batches_done > 0 && have->ntrain != want->ntrain)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "--resume: %s stopped inside epoch %lld of %lld training samples; this "
+                          "run has %lld (--train-limit), so its position means nothing here",
+                          path, (long long)have->epochs_done + 1, (long long)have->ntrain,
+                          (long long)want->ntrain);
     return HOOP_OK;
 }
 
+/* Rank 0: reads, checks and loads the file; *exists says whether there is one. */
+static hoop_status load_root(const char *path, char **buf, int64_t *bytes, int *exists,
+                             hoop_tensor *const *params, size_t count, hoop_optim *opt,
+                             const train_ckpt_extra *want, size_t numel, train_ckpt_extra *extra)
+{
+    hoop_checkpoint_info info;
+    HOOP_CHECK(read_file(path, buf, bytes, exists));
+    if (!*exists) return HOOP_OK;
+    HOOP_CHECK(hoop_checkpoint_inspect(path, &info, extra, sizeof(*extra)));
+    HOOP_CHECK(check_resumable(path, &info, extra, want, numel));
+    memset(extra, 0, sizeof(*extra));
+    return hoop_checkpoint_load(path, params, count, opt, extra, sizeof(*extra), NULL);
+}
+
+hoop_status train_dist_agree(train_dist *d, int32_t *sig, int pipelined)
+{
+    int32_t mine = *sig;
+    if (!d->comm) return HOOP_OK;
+    *sig = 0;
+    if (d->agree_req) {
+        hoop_request *req = d->agree_req;
+        d->agree_req = NULL;
+        HOOP_CHECK(hoop_wait(req, -1));
+        if ((*sig = d->agree_sig) != 0) return HOOP_OK;
+    }
+    d->agree_sig = mine;
+    if (!pipelined) {
+        HOOP_CHECK(hoop_allreduce(d->comm, &d->agree_sig, &d->agree_sig, 1, HOOP_DTYPE_I32,
+                                  HOOP_OP_MAX, NULL));
+        *sig = d->agree_sig;
+        return HOOP_OK;
+    }
+    return hoop_allreduce(d->comm, &d->agree_sig, &d->agree_sig, 1, HOOP_DTYPE_I32, HOOP_OP_MAX,
+                          &d->agree_req);
+}
+
 hoop_status train_dist_load(train_dist *d, const char *path, hoop_tensor *const *params,
-                            size_t count, hoop_optim *opt, train_ckpt_extra *extra, int *found)
+                            size_t count, hoop_optim *opt, const train_ckpt_extra *want,
+                            size_t numel, train_ckpt_extra *extra, int *found)
 {
     char *buf = NULL;
     int64_t meta[2] = {0, 0}; /* exists, bytes */
     int exists = 0;
     size_t got = 0;
     hoop_status st = HOOP_OK;
-    if (d->rank == 0) st = load_root(path, &buf, &meta[1], &exists, params, count, opt, extra);
+    memset(extra, 0, sizeof(*extra)); /* an older file leaves the newer fields 0 */
+    if (d->rank == 0)
+        st = load_root(path, &buf, &meta[1], &exists, params, count, opt, want, numel, extra);
     meta[0] = exists;
     if (d->comm) {
         HOOP_CHECK_GOTO(train_dist_root_status(d, st), st, out);

@@ -25,18 +25,34 @@ typedef struct train_dist {
     hoop_sampler *eval_sampler; /* the test set's exact split, built at the first evaluation */
     int64_t *shard;             /* this rank's indices for the epoch, int64 for the loader */
     int rank, world_size;
-    int root_failed; /* set on ranks != 0 when rank 0 reported a failure (it explains) */
-    int reported;    /* rank 0 already printed its failure (before telling the others) */
+    hoop_request *agree_req; /* the stop agreement in flight (train_dist_agree) */
+    int32_t agree_sig;       /* its buffer */
+    int root_failed;         /* set on ranks != 0 when rank 0 reported a failure (it explains) */
+    int reported;            /* rank 0 already printed its failure (before telling the others) */
 } train_dist;
 
-/* What a checkpoint carries besides parameters and optimizer state. */
+/* What a checkpoint carries besides parameters and optimizer state: where training
+ * stands and what it needs to continue exactly. Files written before mid-epoch
+ * checkpoints end after batch_size (TRAIN_CKPT_EXTRA_V1_BYTES); they read as epoch
+ * boundaries of an unknown model. */
 typedef struct train_ckpt_extra {
     uint64_t magic; /* TRAIN_CKPT_MAGIC */
     int64_t epochs_done, step;
     int64_t seed, world_size, batch_size;
+    int64_t batches_done; /* batches of epoch epochs_done already trained (0: a boundary) */
+    int64_t ntrain;       /* training samples the sampler shuffles (--train-limit) */
+    int64_t model;        /* TRAIN_CKPT_MODEL_*; 0 = not recorded (older files) */
+    int64_t loss_samples; /* samples of those batches, summed over ranks */
+    double loss_sum;      /* their loss x samples, summed over ranks (for the epoch's mean) */
 } train_ckpt_extra;
 
 #define TRAIN_CKPT_MAGIC 0x6e69617274706f68ULL /* "hooptrain" */
+#define TRAIN_CKPT_EXTRA_V1_BYTES (6 * sizeof(int64_t))
+#define TRAIN_CKPT_MODEL_MLP 1
+#define TRAIN_CKPT_MODEL_CNN 2
+
+/* "mlp", "cnn" or "unknown" for a TRAIN_CKPT_MODEL_* value. */
+const char *train_ckpt_model_name(int64_t model);
 
 /* Joins the job described by the env:// contract when WORLD_SIZE is set. */
 hoop_status train_dist_init(train_dist *d);
@@ -69,11 +85,24 @@ hoop_status train_dist_wrap(train_dist *d, hoop_tensor *const *params, size_t co
 /* In-place global sum of n doubles (identity when single). */
 hoop_status train_dist_sum(train_dist *d, double *v, size_t n);
 
-/* Loads the checkpoint at path on every rank from rank 0's copy of the file: rank 0 reads
- * and validates it, then broadcasts the bytes, so other nodes need no shared filesystem
- * (they load from an unlinked private copy). *found = 0 (and nothing loaded) when rank 0
- * has no file there; an empty or damaged file is an error. */
+/* Stop agreement: *sig (this rank's stop signal, 0 = none) becomes the maximum over the
+ * ranks, so every rank sees the same value whichever ranks a signal reached (identity when
+ * single). pipelined (once per step): the all-reduce posted by the previous call is
+ * collected and a new one is posted without waiting for it, so the step never waits for
+ * it and *sig is the agreement of one call ago (0 on the first call); a stop found there
+ * posts nothing new. Otherwise (between epochs) the pending one is collected and, unless
+ * it says stop, a fresh one is run to completion. Every rank must make the same calls. */
+hoop_status train_dist_agree(train_dist *d, int32_t *sig, int pipelined);
+
+/* Loads the checkpoint at path on every rank from rank 0's copy of the file: rank 0
+ * inspects it first and refuses, with a message naming the difference (HOOP_ERR_INVALID),
+ * a file of another model (want->model; numel = this model's parameters), world_size,
+ * batch size or seed, or one stopped inside an epoch over another number of training
+ * samples; then it loads, validates and broadcasts the bytes, so other nodes need no
+ * shared filesystem (they load from an unlinked private copy). *found = 0 (and nothing
+ * loaded) when rank 0 has no file there; an empty or damaged file is an error. */
 hoop_status train_dist_load(train_dist *d, const char *path, hoop_tensor *const *params,
-                            size_t count, hoop_optim *opt, train_ckpt_extra *extra, int *found);
+                            size_t count, hoop_optim *opt, const train_ckpt_extra *want,
+                            size_t numel, train_ckpt_extra *extra, int *found);
 
 #endif /* HOOP_TOOLS_TRAIN_DIST_H */

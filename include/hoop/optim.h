@@ -131,6 +131,26 @@ HOOP_API hoop_status hoop_checkpoint_load(const char *path, hoop_tensor *const *
                                           size_t count, hoop_optim *opt, void *extra,
                                           size_t extra_cap, size_t *extra_bytes);
 
+/* What a checkpoint file holds, as hoop_checkpoint_inspect() reads it. */
+typedef struct hoop_checkpoint_info {
+    size_t param_count;         /* parameter tensors */
+    size_t numel;               /* their elements, summed (a model's "parameters") */
+    int has_optim;              /* 1: optimizer state is present */
+    hoop_optim_kind optim_kind; /* when has_optim */
+    int64_t optim_steps;        /* when has_optim: steps the optimizer had taken */
+    size_t extra_bytes;         /* size of the caller data */
+} hoop_checkpoint_info;
+
+/* Reads what the file at path holds without a model to load it into: checks it as
+ * hoop_checkpoint_load() does (size, magic, version, CRC-32, every record in bounds), fills
+ * *info, and copies up to extra_cap bytes of the caller data to extra (may be NULL when
+ * extra_cap is 0). Lets a program say which model a file was written for before loading.
+ * Errors: HOOP_ERR_INVALID (NULL path or info; not a valid checkpoint, the message names
+ * path and what is wrong), HOOP_ERR_SYSTEM (cannot open or read path), HOOP_ERR_NOMEM.
+ * *info is zeroed on any error. Thread-safe (keeps no state). */
+HOOP_API hoop_status hoop_checkpoint_inspect(const char *path, hoop_checkpoint_info *info,
+                                             void *extra, size_t extra_cap);
+
 HOOP_EXTERN_C_END
 
 #endif /* HOOP_OPTIM_H */

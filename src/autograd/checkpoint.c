@@ -16,6 +16,9 @@
  * size, magic, version and checksum before it parses, and parses twice: once to validate
  * against the caller's parameters, once to copy, so a bad file changes nothing.
  *
+ * hoop_checkpoint_inspect walks the same layout without a model, to say what a file holds
+ * (parameter count and elements, optimizer kind and steps, the caller data).
+ *
  * Thread-safety: the functions keep no state; callers must not modify the parameters or
  * optimizer concurrently.
  */
@@ -418,6 +421,95 @@ static hoop_status parse(const struct load_args *a, const unsigned char *b, size
     if (apply && a->extra)
         memcpy(a->extra, b + c.pos, extra_bytes < a->extra_cap ? extra_bytes : a->extra_cap);
     return HOOP_OK;
+}
+
+// ----- inspecting -----------------------------------------------------------------------------
+
+/* Walks the parameter records of a checked file, summing their elements into info. */
+static hoop_status inspect_params(const char *path, struct cursor *c, uint64_t nparams,
+                                  hoop_checkpoint_info *info, size_t **counts)
+{
+    if (nparams > c->len / 8) /* each record takes at least 8 bytes: a forged count */
+        return HOOP_ERROR(HOOP_ERR_INVALID, "checkpoint '%s': %llu parameters cannot fit", path,
+                          (unsigned long long)nparams);
+    HOOP_CHECK(hoop__calloc(counts, nparams ? (size_t)nparams : 1));
+    for (uint64_t i = 0; i < nparams; i++) {
+        const uint32_t name_len = get_u32(c);
+        get(c, NULL, name_len);
+        const uint32_t ndim = get_u32(c);
+        int64_t shape[HOOP_TENSOR_MAX_DIMS] = {0};
+        if (c->short_read || ndim > HOOP_TENSOR_MAX_DIMS || !get(c, shape, ndim * 8u))
+            return HOOP_ERROR(HOOP_ERR_INVALID, "checkpoint '%s': parameter %llu: bad record", path,
+                              (unsigned long long)i);
+        size_t n = 1;
+        for (uint32_t d = 0; d < ndim; d++) {
+            if (shape[d] < 0 || (shape[d] > 0 && n > (c->len / 4) / (size_t)shape[d]))
+                return HOOP_ERROR(HOOP_ERR_INVALID, "checkpoint '%s': parameter %llu: bad shape",
+                                  path, (unsigned long long)i);
+            n *= (size_t)shape[d];
+        }
+        if (!get(c, NULL, n * 4))
+            return HOOP_ERROR(HOOP_ERR_INVALID, "checkpoint '%s': truncated in parameter %llu",
+                              path, (unsigned long long)i);
+        (*counts)[i] = n;
+        info->numel += n;
+    }
+    return HOOP_OK;
+}
+
+/* Steps over the optimizer section, recording its kind and step count. */
+static hoop_status inspect_optim(const char *path, struct cursor *c, const size_t *counts,
+                                 hoop_checkpoint_info *info)
+{
+    info->has_optim = 1;
+    info->optim_kind = (hoop_optim_kind)get_u32(c);
+    const uint32_t nstate = get_u32(c);
+    get(c, NULL, CKPT_OPTIM_FIXED_BYTES - 16);
+    info->optim_steps = (int64_t)get_u64(c);
+    for (size_t i = 0; i < info->param_count && nstate <= 2; i++)
+        get(c, NULL, counts[i] * 4 * nstate);
+    if (c->short_read || nstate > 2)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "checkpoint '%s': truncated optimizer state", path);
+    return HOOP_OK;
+}
+
+static hoop_status inspect_image(const char *path, const unsigned char *b, size_t len,
+                                 hoop_checkpoint_info *info, void *extra, size_t extra_cap)
+{
+    struct cursor c = {.buf = (unsigned char *)b, .pos = 24, .len = len - 4};
+    uint32_t flags;
+    size_t *counts = NULL;
+    memcpy(&flags, b + 12, 4);
+    const uint64_t nparams = get_u64(&c), extra_bytes = get_u64(&c);
+    info->param_count = (size_t)nparams;
+    hoop_status st = inspect_params(path, &c, nparams, info, &counts);
+    if (st == HOOP_OK && (flags & 1u)) st = inspect_optim(path, &c, counts, info);
+    free(counts);
+    HOOP_CHECK(st);
+    if (c.len - c.pos != extra_bytes)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "checkpoint '%s': %zu bytes left for %llu bytes of caller data", path,
+                          c.len - c.pos, (unsigned long long)extra_bytes);
+    info->extra_bytes = (size_t)extra_bytes;
+    if (extra) memcpy(extra, b + c.pos, extra_bytes < extra_cap ? extra_bytes : extra_cap);
+    return HOOP_OK;
+}
+
+hoop_status hoop_checkpoint_inspect(const char *path, hoop_checkpoint_info *info, void *extra,
+                                    size_t extra_cap)
+{
+    if (path == NULL || info == NULL || (extra == NULL && extra_cap > 0))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_inspect: NULL argument");
+    memset(info, 0, sizeof(*info));
+    unsigned char *b = NULL;
+    size_t len = 0;
+    HOOP_CHECK(read_file(path, &b, &len));
+    hoop_checkpoint_info got = {0};
+    hoop_status st = check_envelope(path, b, len);
+    if (st == HOOP_OK) st = inspect_image(path, b, len, &got, extra, extra_cap);
+    if (st == HOOP_OK) *info = got;
+    free(b);
+    return st;
 }
 
 hoop_status hoop_checkpoint_load(const char *path, hoop_tensor *const *params, size_t count,
