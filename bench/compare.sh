@@ -20,7 +20,7 @@
 # namespaces are removed on exit. Raw outputs go to OUT (default: a temporary directory,
 # printed); the markdown tables go to stdout (bench/compare_table.py).
 #
-# env: ROUNDS=2  ALGO=auto (hoop's -a)  PEERS=dir  OUT=dir  SKIP_LO=1  SKIP_NETNS=1
+# env: ROUNDS=2  ALGO=auto (hoop-bench's --algo)  PEERS=dir  OUT=dir  SKIP_LO=1  SKIP_NETNS=1
 #      LO_TRANSPORT=tcp|shm (loopback: hoop over TCP vs MPI's TCP BTL, the default; or hoop
 #      over shared memory vs MPI's vader BTL, Gloo staying on TCP)
 #      LINK_SECS=5  HOOP_CHUNK_BYTES / HOOP_TCP_NSOCKS pass through to hoop.
@@ -73,6 +73,10 @@ meta() { # NAME: a header for one raw file
     echo "mpi: $(mpirun --version 2> /dev/null | head -1)"
 } > "$OUT/meta.txt"
 
+# hoop-bench's method beside the peers': each call waited for (-z 2), the max over ranks
+# (-a 3), the algorithm named in a last column (--show-algo).
+HOOP_METHOD="--algo $ALGO -z 2 -a 3 --show-algo"
+
 # Loopback compares TCP with TCP: hoop's two workers would otherwise meet over shared
 # memory (HOOP_TRANSPORT=auto); LO_TRANSPORT=shm measures that instead.
 LO_TRANSPORT=${LO_TRANSPORT:-tcp}
@@ -88,7 +92,7 @@ lo_run() {
     meta "$1 $3 round $2" > "$f"
     case $1 in
     hoop) HOOP_TRANSPORT=$LO_TRANSPORT timeout 600 "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce \
-        -a "$ALGO" $4 >> "$f" 2>&1 ;;
+        $HOOP_METHOD $4 >> "$f" 2>&1 ;;
     gloo) (cd "$P" && GLOO_SOCKET_IFNAME=lo MASTER_ADDR=127.0.0.1 OMP_NUM_THREADS=1 timeout 600 \
         /usr/bin/python3 gloo_allreduce_bench.py --launch 2 $5 -l gloo-lo) >> "$f" 2>&1 ;;
     mpi) timeout 600 mpirun $MPI_LO -np 2 "$P/build/mpi_allreduce_bench" $5 -l mpi-tcp >> "$f" 2>&1 ;;
@@ -123,7 +127,7 @@ ns_hoop() {
     for i in 0 1 2 3; do
         ip netns exec ba_r$i env HOOP_TOKEN="$token" HOOP_SOCKET_IFNAME=bav0 timeout 600 \
             "$HOOPRUN" --nnodes 4 --node-rank $i --nproc-per-node 1 --master-addr 10.88.0.1 \
-            --master-port $port "$BENCH" allreduce -a "$ALGO" $NS_ARGS -n 8 -w 2 -c 1 \
+            --master-port $port "$BENCH" allreduce $HOOP_METHOD $NS_ARGS -n 8 -w 2 -c 1 \
             > "$OUT/ns_hoop_r$1.node$i" 2>&1 &
         pids+=($!)
         PIDS+=($!)
