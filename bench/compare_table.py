@@ -2,10 +2,12 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """compare_table.py RAW_DIR -- markdown tables from bench/compare.sh's raw outputs.
 
-Reads hoop-bench outputs (lo_hoop_*, ns_hoop_*), the peers' outputs (gloo_allreduce_bench.py
-and mpi_allreduce_bench: size count reps iters time_us min_us algbw busbw check) and the
-tcpbw link measurements, and prints one table per experiment with the ratios hoop/gloo,
-hoop/mpi and the fraction of the link rate, then the issue's targets and whether they hold.
+Reads hoop-bench outputs (lo_hoop_*, ns_hoop_*: nccl-tests' columns with --show-algo's
+last one), the peers' outputs (bench/peers/gloo_allreduce.py and mpi_allreduce.c: size
+count reps iters time_us min_us algbw busbw check) and the tcpbw link measurements, and
+prints one table per experiment with the ratios hoop/gloo, hoop/mpi and the fraction of the
+link rate, then the issue's targets and whether they hold. A peer that was not run (not
+installed) shows "-", and a target that needs it reads "not measured".
 Gloo's benchmark is in-place and MPI's out-of-place, so hoop/gloo uses hoop's in-place
 column and hoop/mpi (and hoop/link) its out-of-place column.
 """
@@ -99,9 +101,16 @@ class Verdicts:
         print('| target | measured (per round) | rounds where it holds | on the median of the rounds |')
         print('|---|---|---|---|')
         for name, values, oks, med in self.items:
+            if med is None:
+                print('| %s | %s | - | not measured |' % (name, values))
+                continue
             n_ok = sum(1 for o in oks if o)
             print('| %s | %s | %d of %d | %s |' % (name, values, n_ok, len(oks),
                                                  'holds' if med else 'does not hold'))
+
+    def missing(self, name, peers):
+        """A target whose peer has no figures (not installed, or its runs failed)."""
+        self.add(name, 'no %s figures' % ' or '.join(peers), [], None)
 
 
 def median(xs):
@@ -137,8 +146,11 @@ def loopback(raw, rounds, V):
     mh = median([get(H, r, 8, 'oop_us') for r in rounds])
     mm = median([get(M, r, 8, 'us') for r in rounds])
     lat_vals.append('median %s vs %s us' % (fmt(mh, '%.1f'), fmt(mm, '%.1f')))
-    V.add('2 workers, 8 B latency <= ' + MPI, '; '.join(lat_vals), lat_ok,
-          mh is not None and mm is not None and mh <= mm)
+    if mm is None:
+        V.missing('2 workers, 8 B latency <= ' + MPI, [MPI])
+    else:
+        V.add('2 workers, 8 B latency <= ' + MPI, '; '.join(lat_vals), lat_ok,
+              mh is not None and mh <= mm)
 
     H, G, M = (load(raw, 'lo_%s_bw_r*.txt' % k, p) for k, p in
                (('hoop', parse_hoop), ('gloo', parse_peer), ('mpi', parse_peer)))
@@ -152,8 +164,9 @@ def loopback(raw, rounds, V):
             h, hi = get(H, r, s, 'oop_bus'), get(H, r, s, 'ip_bus')
             g, m = get(G, r, s, 'bus'), get(M, r, s, 'bus')
             rg, rm = ratio(hi, g), ratio(h, m)
-            wrong = '%s/%s, %s, %s' % (get(H, r, s, 'oop_wrong'), get(H, r, s, 'ip_wrong'),
-                                       get(G, r, s, 'check'), get(M, r, s, 'check'))
+            wrong = '%s/%s, %s, %s' % tuple('-' if x is None else x for x in (
+                get(H, r, s, 'oop_wrong'), get(H, r, s, 'ip_wrong'), get(G, r, s, 'check'),
+                get(M, r, s, 'check')))
             print('| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |' % (
                 size_name(s), r, fmt(h), fmt(hi), fmt(g), fmt(m), fmt(rg, '%.2f'),
                 fmt(rm, '%.2f'), fmt(ratio(h, link), '%.2f'), get(H, r, s, 'algo') or '', wrong))
@@ -164,9 +177,14 @@ def loopback(raw, rounds, V):
         mm = ratio(median([get(H, r, s, 'oop_bus') for r in rounds]),
                    median([get(M, r, s, 'bus') for r in rounds]))
         vals.append('medians: %sx gloo, %sx MPI' % (fmt(mg, '%.2f'), fmt(mm, '%.2f')))
-        if s != 128 * MiB:
-            V.add('2 workers, %s: busbw >= 1.5x gloo and >= 1.5x %s' % (size_name(s), MPI),
-                  '; '.join(vals), oks, mg is not None and mm is not None and mg >= 1.5 and mm >= 1.5)
+        name = '2 workers, %s: busbw >= 1.5x gloo and >= 1.5x %s' % (size_name(s), MPI)
+        absent = [p for p, d in (('gloo', G), (MPI, M)) if not any(get(d, r, s, 'bus') for r in rounds)]
+        if s == 128 * MiB:
+            continue
+        if absent:
+            V.missing(name, absent)
+        else:
+            V.add(name, '; '.join(vals), oks, mg is not None and mm is not None and mg >= 1.5 and mm >= 1.5)
 
 
 def netns(raw, rounds, V):

@@ -1,20 +1,23 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * bench/hoop-bench.c -- nccl-tests-style benchmark of hoop's collectives.
+ * bench/hoop-bench.c -- nccl-tests' all_reduce_perf & co. for hoop's collectives.
  *
- *   hooprun --nproc-per-node 2 bench/hoop-bench allreduce -b 8 -e 256M -f 2 -t f32 -o sum
+ *   hooprun --nproc-per-node 2 bench/hoop-bench allreduce -b 8 -e 256M -f 2 -d float -o sum
  *
- * Sweeps sizes from -b to -e (x -f), and for each size times the collective out-of-place
- * and in-place: -w warm-up calls, a barrier, then -n blocking calls; time = mean per call,
- * the max over ranks. algbw = size / time, busbw = algbw x nccl-tests' factor
- * (all-reduce 2(n-1)/n; all-gather, reduce-scatter (n-1)/n; broadcast, reduce 1)
- * [nccl-tests common.cu, all_reduce.cu, all_gather.cu, ...]. With -c 1 every size is run
- * once more on fresh data and compared with an exact reference (bench_data.c); any wrong
- * element makes the exit code 1. Rank 0 prints; the others are silent. Exit 2 on bad
- * flags or environment. Without MASTER_ADDR and WORLD_SIZE it runs alone (world_size 1).
- * Single-threaded; owns its comm, buffers and output files.
+ * The method is nccl-tests' (src/common.cu TimeTest and BenchTime): before the sweep, -w
+ * warm-up calls at every size from -b to -e doubling; then for each size (-b, then x -f
+ * or + -i, up to -e) and each placement (out-of-place, then in-place): fresh data, one
+ * untimed call, a barrier, -n iterations of -m calls each (-z 0: all in flight, waited
+ * for at the end; 1: wait and barrier after each iteration; 2: wait after each), time =
+ * elapsed / (n x m), combined over ranks as -a says (0 rank 0's, 1 mean, 2 min, 3 max);
+ * algbw = size / time, busbw = algbw x nccl-tests' factor. Then -c check iterations on
+ * fresh data, each compared with bench_data.c's exact reference. -N repeats the sweep;
+ * -d all / -o all run it for every type / op. Rank 0 prints (bench_report.c); a wrong
+ * element makes the exit code 1, bad flags or environment 2. Without MASTER_ADDR and
+ * WORLD_SIZE it runs alone (world_size 1). Single-threaded; owns its comm, buffers and
+ * output files.
  */
-#include <getopt.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,68 +28,24 @@
 #include "config.h"
 
 #include "bench/bench.h"
+#include "bench/bench_cli.h"
 #include "collectives/coll.h"
+#include "core/check.h"
 #include "core/clock.h"
 #include "core/env.h"
 #include "hoop/collectives.h"
 #include "hoop/comm.h"
 
-#define MAX_ROWS 128
-
-static const char usage[] =
-    "usage: hoop-bench COLLECTIVE [options]      (under hooprun, or alone as one rank)\n"
-    "  COLLECTIVE      allreduce | broadcast | reduce | allgather | reducescatter\n"
-    "  -b SIZE         smallest size in bytes, K/M/G suffixes (default 8)\n"
-    "  -e SIZE         largest size in bytes (default 32M)\n"
-    "  -f N            size factor between steps, >= 2 (default 2)\n"
-    "  -t TYPE         f32 f64 f16 bf16 i32 i64 u8 (or float double half bfloat16 int32\n"
-    "                  int64 uint8; default f32)\n"
-    "  -o OP           sum prod min max avg (avg: floating types only; default sum)\n"
-    "  -r ROOT         root of broadcast and reduce (default 0)\n"
-    "  -n N            timed iterations per size (default 20)\n"
-    "  -w N            warm-up iterations per size (default 5)\n"
-    "  -c 0|1          check every size against an exact reference (default 1)\n"
-    "  -a ALGO         all-reduce algorithm: ring rd rhd direct auto (default: HOOP_ALGO,\n"
-    "                  auto; direct needs -R 1 and applies to the in-place calls)\n"
-    "  -R 0|1          1: buffers from hoop_comm_alloc_shared, so that in-place all-reduces\n"
-    "                  of ranks on one host may run direct (default 0)\n"
-    "  --json FILE     also write the results as JSON (rank 0)\n"
-    "  --csv FILE      also write the results as CSV (rank 0)\n"
-    "\n"
-    "Size, as nccl-tests counts it: all-reduce, broadcast, reduce: the buffer; all-gather:\n"
-    "the gathered buffer (world_size x count elements; each rank sends size/world_size);\n"
-    "reduce-scatter: the buffer scattered (each rank receives size/world_size). Sizes are\n"
-    "rounded down to whole elements and equal blocks. algbw = size / time (GB/s = 1e9 B/s);\n"
-    "busbw = algbw x 2(n-1)/n (all-reduce), (n-1)/n (all-gather, reduce-scatter), 1\n"
-    "(broadcast, reduce). time = mean over -n calls after -w warm-ups, max over ranks.\n"
-    "Exit: 0 ok, 1 wrong results or a failed collective, 2 bad flags or environment.\n";
-
-typedef struct bench_opts {
-    bench_coll coll;
-    int64_t minb, maxb, factor, iters, warmup, check, root, shared;
-    hoop_dtype dtype;
-    hoop_op op;
-    int algo_set;
-    hoop_algo algo;
-    const char *json, *csv;
-} bench_opts;
-
-typedef struct bench_row {
-    size_t bytes, count;
-    double time_us[2], algbw[2], busbw[2];
-    int64_t wrong[2];  /* -1 = not checked */
-    const char *algo;  /* all-reduce under auto: the algorithm the cost model picks */
-    char algo_buf[32]; /* "oop|in-place" when the in-place calls run direct */
-} bench_row;
+/* -z 0 keeps at most this many calls in flight (NCCL's stream has a bounded queue too). */
+#define BENCH_WINDOW 64
 
 typedef struct bench_ctx {
     bench_opts o;
     hoop_comm *comm;
     bench_case bc;
     void *send, *recv;
-    bench_row rows[MAX_ROWS];
-    int nrows;
-    FILE *json, *csv;
+    bench_report rep;
+    char json_path[4096], knobs[256];
 } bench_ctx;
 
 /* Only rank 0 (or a process outside hooprun) talks; the others stay silent. */
@@ -113,122 +72,14 @@ static int bad_flag(const char *fmt, ...)
     return 2;
 }
 
-static int parse_dtype(const char *s, hoop_dtype *out)
+static int failed(const bench_ctx *c, const char *what, hoop_status st)
 {
-    static const char *const alias[HOOP_DTYPE_COUNT_] = {"float", "double", "half", "bfloat16",
-                                                         "int32", "int64",  "uint8"};
-    for (int d = 0; d < HOOP_DTYPE_COUNT_; d++)
-        if (strcmp(s, hoop_dtype_name((hoop_dtype)d)) == 0 || strcmp(s, alias[d]) == 0)
-            return *out = (hoop_dtype)d, 0;
-    return -1;
+    fprintf(stderr, "hoop-bench: rank %d: %s failed: %s (%s)\n", c->bc.rank, what,
+            hoop_last_error(), hoop_status_name(st));
+    return 1;
 }
 
-static int parse_op(const char *s, hoop_op *out)
-{
-    for (int o = 0; o < HOOP_OP_COUNT_; o++)
-        if (strcmp(s, hoop_op_name((hoop_op)o)) == 0) return *out = (hoop_op)o, 0;
-    return -1;
-}
-
-/* Parses one integer flag value; on error prints the line and returns 2. */
-static int int_flag(int opt, const char *arg, int bytes, int64_t lo, int64_t hi, int64_t *out)
-{
-    char what[8];
-    snprintf(what, sizeof(what), "-%c", opt);
-    hoop_status st =
-        bytes ? hoop__parse_bytes(what, arg, lo, hi, out) : hoop__parse_int(what, arg, lo, hi, out);
-    return st == HOOP_OK ? 0 : bad_flag("%s", hoop_last_error());
-}
-
-static int parse_word_flag(bench_opts *o, int c, const char *arg)
-{
-    switch (c) {
-    case 't':
-        if (parse_dtype(arg, &o->dtype))
-            return bad_flag("-t: unknown type '%s' (f32 f64 f16 bf16 i32 i64 u8)", arg);
-        return 0;
-    case 'o':
-        if (parse_op(arg, &o->op))
-            return bad_flag("-o: unknown op '%s' (sum prod min max avg)", arg);
-        return 0;
-    case 'a':
-        if (hoop_algo_from_name(arg, &o->algo) != HOOP_OK)
-            return bad_flag("-a: unknown algorithm '%s' (ring rd rhd direct auto)", arg);
-        o->algo_set = 1;
-        return 0;
-    case 'J': o->json = arg; return 0;
-    case 'C': o->csv = arg; return 0;
-    default: return bad_flag("unknown option (see hoop-bench --help)");
-    }
-}
-
-static int parse_flag(bench_opts *o, int c, const char *arg)
-{
-    const int64_t big = INT64_C(1) << 40;
-    switch (c) {
-    case 'b': return int_flag(c, arg, 1, 1, big, &o->minb);
-    case 'e': return int_flag(c, arg, 1, 1, big, &o->maxb);
-    case 'f': return int_flag(c, arg, 0, 2, 1024, &o->factor);
-    case 'r': return int_flag(c, arg, 0, 0, 1 << 20, &o->root);
-    case 'n': return int_flag(c, arg, 0, 1, 1000000000, &o->iters);
-    case 'w': return int_flag(c, arg, 0, 0, 1000000000, &o->warmup);
-    case 'c': return int_flag(c, arg, 0, 0, 1, &o->check);
-    case 'R': return int_flag(c, arg, 0, 0, 1, &o->shared);
-    default: return parse_word_flag(o, c, arg);
-    }
-}
-
-/* Returns 0, 2 (bad flag, reported) or 3 (--help printed). */
-static int parse_args(int argc, char **argv, bench_opts *o)
-{
-    static const struct option longs[] = {{"json", required_argument, NULL, 'J'},
-                                          {"csv", required_argument, NULL, 'C'},
-                                          {"help", no_argument, NULL, 'h'},
-                                          {NULL, 0, NULL, 0}};
-    *o = (bench_opts){.minb = 8,
-                      .maxb = 32 << 20,
-                      .factor = 2,
-                      .iters = 20,
-                      .warmup = 5,
-                      .check = 1,
-                      .dtype = HOOP_DTYPE_F32,
-                      .op = HOOP_OP_SUM};
-    if (argc < 2) return bad_flag("missing the collective (see hoop-bench --help)");
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return 3;
-    if ((o->coll = bench_coll_from_name(argv[1])) == BENCH_COLL_COUNT_)
-        return bad_flag("unknown collective '%s' (allreduce broadcast reduce allgather "
-                        "reducescatter)",
-                        argv[1]);
-    opterr = 0;
-    optind = 2;
-    int c, rc;
-    while ((c = getopt_long(argc, argv, ":b:e:f:t:o:r:n:w:c:a:R:h", longs, NULL)) != -1) {
-        if (c == 'h') return 3;
-        if (c == '?') return bad_flag("unknown option '%s'", argv[optind - 1]);
-        if (c == ':') return bad_flag("%s needs a value", argv[optind - 1]);
-        if ((rc = parse_flag(o, c, optarg)) != 0) return rc;
-    }
-    if (optind < argc) return bad_flag("unexpected argument '%s'", argv[optind]);
-    if (o->maxb < o->minb) return bad_flag("-e %" PRId64 " is below -b %" PRId64, o->maxb, o->minb);
-    if (o->op == HOOP_OP_AVG && (o->dtype >= HOOP_DTYPE_I32))
-        return bad_flag("-o avg is only defined for floating types, not %s",
-                        hoop_dtype_name(o->dtype));
-    return 0;
-}
-
-/* ---- output ---- */
-
-static const char *env_or_default(const char *name, char *buf, size_t len)
-{
-    const char *v = getenv(name);
-    int64_t x;
-    if (v == NULL || *v == '\0') {
-        if (hoop__env_int(name, &x) != HOOP_OK) return "(default)";
-        snprintf(buf, len, "%" PRId64 " (default)", x);
-        return buf;
-    }
-    return v;
-}
+// ----- the algorithm labels --------------------------------------------------------
 
 static const char *algo_label(const bench_ctx *c)
 {
@@ -238,256 +89,201 @@ static const char *algo_label(const bench_ctx *c)
     return env;
 }
 
-static int algo_is_auto(const bench_ctx *c)
-{
-    return strcmp(algo_label(c), "auto") == 0 && c->o.coll == BENCH_ALLREDUCE;
-}
-
 /* The algorithm is direct, or auto on shared buffers (which may pick direct). */
 static int may_direct(const bench_ctx *c)
 {
     const char *a = algo_label(c);
-    return strcmp(a, "direct") == 0 || (c->o.shared && strcmp(a, "auto") == 0);
+    return strcmp(a, "direct") == 0 || (c->o.reg && strcmp(a, "auto") == 0);
 }
 
-/* The per-row algorithm column: all-reduce under auto, and every collective that can run
- * direct (out-of-place calls and plain buffers fall back to the ring or the cost model). */
-static int algo_column(const bench_ctx *c)
+/* Whether a row's algorithm is worth naming: all-reduce under auto, and every
+ * collective that can run direct (out-of-place calls and plain buffers fall back to the
+ * ring or the cost model). */
+static int algo_known(const bench_ctx *c)
 {
-    int has = c->o.coll == BENCH_ALLREDUCE || c->o.coll == BENCH_ALLGATHER ||
-              c->o.coll == BENCH_REDUCESCATTER;
-    return algo_is_auto(c) || (has && may_direct(c));
+    bench_coll k = c->o.coll;
+    int has = k == BENCH_ALLREDUCE || k == BENCH_ALLGATHER || k == BENCH_REDUCESCATTER;
+    return (k == BENCH_ALLREDUCE && strcmp(algo_label(c), "auto") == 0) || (has && may_direct(c));
 }
 
-static void print_header(const bench_ctx *c)
+/* "ring", or "ring|direct" when the in-place calls run direct: as hoop_allreduce & co.
+ * pick (in place on shared memory, from these sizes up under auto). */
+static const char *row_algo(const bench_ctx *c, const bench_layout *L, char *buf, size_t len)
 {
-    char b1[64], b2[64];
-    const char *ifn = getenv("HOOP_SOCKET_IFNAME"), *tr = getenv("HOOP_TRANSPORT");
-    printf("# hoop-bench %s  world_size %d  algorithm %s%s  hoop %s\n", bench_coll_name(c->o.coll),
-           c->bc.world_size, algo_label(c),
-           c->o.coll == BENCH_ALLREDUCE ? "" : " (all-reduce only)", PACKAGE_VERSION);
-    printf("# HOOP_CHUNK_BYTES=%s  HOOP_TCP_NSOCKS=%s  HOOP_TRANSPORT=%s  HOOP_SOCKET_IFNAME=%s\n",
-           env_or_default("HOOP_CHUNK_BYTES", b1, sizeof(b1)),
-           env_or_default("HOOP_TCP_NSOCKS", b2, sizeof(b2)), tr && *tr ? tr : "(default)",
-           ifn && *ifn ? ifn : "(default)");
-    printf("# type %s  redop %s  sizes %" PRId64 "..%" PRId64 " x%" PRId64 "  iters %" PRId64
-           "  warmup %" PRId64 "  check %" PRId64 "  shared buffers %" PRId64 "\n",
-           hoop_dtype_name(c->o.dtype), hoop_op_name(c->o.op), c->o.minb, c->o.maxb, c->o.factor,
-           c->o.iters, c->o.warmup, c->o.check, c->o.shared);
-    printf("# time = mean per call over the timed iterations, max over ranks; GB/s = 1e9 B/s\n#\n");
-    printf("# %10s  %12s  %6s  %6s  %6s  %26s%14s  %23s\n", "", "", "", "", "", "out-of-place", "",
-           "in-place");
-    printf("# %10s  %12s  %6s  %6s  %6s", "size", "count", "type", "redop", "root");
-    for (int p = 0; p < 2; p++) printf("  %10s  %8s  %8s  %6s", "time", "algbw", "busbw", "#wrong");
-    printf("%s\n# %10s  %12s  %6s  %6s  %6s", algo_column(c) ? "  algo" : "", "(B)", "(elements)",
-           "", "", "");
-    for (int p = 0; p < 2; p++) printf("  %10s  %8s  %8s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
-    printf("\n");
-    fflush(stdout);
+    int64_t chunk = 0;
+    (void)hoop__env_int("HOOP_CHUNK_BYTES", &chunk);
+    const char *a = c->o.coll != BENCH_ALLREDUCE
+                        ? "ring"
+                        : hoop_algo_name(hoop__algo_pick(HOOP_ALGO_AUTO, c->bc.world_size, L->bytes,
+                                                         (size_t)chunk));
+    int direct = strcmp(algo_label(c), "direct") == 0;
+    size_t min = direct ? 0 : c->bc.world_size == 2 ? 8 << 10 : 64 << 10;
+    void *whole = c->o.coll == BENCH_REDUCESCATTER ? c->send : c->recv;
+    if (L->bytes < min || !hoop_comm_is_shared(c->comm, whole, L->bytes)) return a;
+    snprintf(buf, len, "%s|direct", a);
+    return buf;
 }
 
-static int has_root(const bench_ctx *c)
-{
-    return c->o.coll == BENCH_BROADCAST || c->o.coll == BENCH_REDUCE;
-}
+// ----- timing and checking ---------------------------------------------------------
 
-static int has_op(const bench_ctx *c)
-{
-    return c->o.coll != BENCH_BROADCAST && c->o.coll != BENCH_ALLGATHER;
-}
-
-static void print_row(const bench_ctx *c, const bench_row *r)
-{
-    char w[2][24];
-    printf("  %10zu  %12zu  %6s  %6s  %6d", r->bytes, r->count, hoop_dtype_name(c->o.dtype),
-           has_op(c) ? hoop_op_name(c->o.op) : "none", has_root(c) ? (int)c->o.root : -1);
-    for (int p = 0; p < 2; p++) {
-        if (r->wrong[p] < 0)
-            snprintf(w[p], sizeof(w[p]), "N/A");
-        else
-            snprintf(w[p], sizeof(w[p]), "%" PRId64, r->wrong[p]);
-        printf("  %10.2f  %8.3f  %8.3f  %6s", r->time_us[p], r->algbw[p], r->busbw[p], w[p]);
-    }
-    printf("%s%s\n", r->algo ? "  " : "", r->algo ? r->algo : "");
-    fflush(stdout);
-}
-
-static void summarize(const bench_ctx *c, int64_t *wrong_total, double *avg_busbw)
-{
-    double sum = 0;
-    *wrong_total = 0;
-    for (int i = 0; i < c->nrows; i++)
-        for (int p = 0; p < 2; p++) {
-            sum += c->rows[i].busbw[p];
-            if (c->rows[i].wrong[p] > 0) *wrong_total += c->rows[i].wrong[p];
-        }
-    *avg_busbw = c->nrows ? sum / (2.0 * c->nrows) : 0;
-}
-
-static void write_json(const bench_ctx *c, int64_t wrong, double avg)
-{
-    FILE *f = c->json;
-    fprintf(f,
-            "{\n  \"collective\": \"%s\",\n  \"world_size\": %d,\n  \"algorithm\": \"%s\",\n"
-            "  \"hoop_version\": \"%s\",\n  \"type\": \"%s\",\n  \"redop\": \"%s\",\n"
-            "  \"root\": %d,\n  \"iters\": %" PRId64 ",\n  \"warmup\": %" PRId64
-            ",\n  \"check\": %" PRId64 ",\n  \"rows\": [",
-            bench_coll_name(c->o.coll), c->bc.world_size, algo_label(c), PACKAGE_VERSION,
-            hoop_dtype_name(c->o.dtype), has_op(c) ? hoop_op_name(c->o.op) : "none",
-            has_root(c) ? (int)c->o.root : -1, c->o.iters, c->o.warmup, c->o.check);
-    for (int i = 0; i < c->nrows; i++) {
-        const bench_row *r = &c->rows[i];
-        fprintf(f, "%s\n    {\"size\": %zu, \"count\": %zu", i ? "," : "", r->bytes, r->count);
-        for (int p = 0; p < 2; p++)
-            fprintf(f,
-                    ", \"%s\": {\"time_us\": %.3f, \"algbw\": %.6f, \"busbw\": %.6f, "
-                    "\"wrong\": %" PRId64 "}",
-                    p ? "in_place" : "out_of_place", r->time_us[p], r->algbw[p], r->busbw[p],
-                    r->wrong[p]);
-        if (r->algo) fprintf(f, ", \"algo\": \"%s\"", r->algo);
-        fprintf(f, "}");
-    }
-    fprintf(f, "\n  ],\n  \"wrong_total\": %" PRId64 ",\n  \"avg_busbw\": %.6f\n}\n", wrong, avg);
-}
-
-static void write_csv(const bench_ctx *c)
-{
-    FILE *f = c->csv;
-    fprintf(f, "collective,world_size,size,count,type,redop,root,oop_time_us,oop_algbw,"
-               "oop_busbw,oop_wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong,algo\n");
-    for (int i = 0; i < c->nrows; i++) {
-        const bench_row *r = &c->rows[i];
-        fprintf(f, "%s,%d,%zu,%zu,%s,%s,%d", bench_coll_name(c->o.coll), c->bc.world_size, r->bytes,
-                r->count, hoop_dtype_name(c->o.dtype), has_op(c) ? hoop_op_name(c->o.op) : "none",
-                has_root(c) ? (int)c->o.root : -1);
-        for (int p = 0; p < 2; p++)
-            fprintf(f, ",%.3f,%.6f,%.6f,%" PRId64, r->time_us[p], r->algbw[p], r->busbw[p],
-                    r->wrong[p]);
-        fprintf(f, ",%s\n", r->algo ? r->algo : algo_label(c));
-    }
-}
-
-/* ---- running ---- */
-
-static int failed(const bench_ctx *c, const char *what, hoop_status st)
-{
-    fprintf(stderr, "hoop-bench: rank %d: %s failed: %s (%s)\n", c->bc.rank, what,
-            hoop_last_error(), hoop_status_name(st));
-    return 1;
-}
-
-static hoop_status issue(bench_ctx *c, const bench_layout *L, void *s, void *r)
+static hoop_status issue(bench_ctx *c, const bench_layout *L, void *s, void *r, hoop_request **req)
 {
     const bench_case *b = &c->bc;
     switch (b->coll) {
-    case BENCH_ALLREDUCE: return hoop_allreduce(c->comm, s, r, L->count, b->dtype, b->op, NULL);
-    case BENCH_BROADCAST: return hoop_broadcast(c->comm, s, r, L->count, b->dtype, b->root, NULL);
-    case BENCH_REDUCE: return hoop_reduce(c->comm, s, r, L->count, b->dtype, b->op, b->root, NULL);
-    case BENCH_ALLGATHER: return hoop_allgather(c->comm, s, r, L->count, b->dtype, NULL);
-    default: return hoop_reduce_scatter(c->comm, s, r, L->count, b->dtype, b->op, NULL);
+    case BENCH_ALLREDUCE: return hoop_allreduce(c->comm, s, r, L->count, b->dtype, b->op, req);
+    case BENCH_BROADCAST: return hoop_broadcast(c->comm, s, r, L->count, b->dtype, b->root, req);
+    case BENCH_REDUCE: return hoop_reduce(c->comm, s, r, L->count, b->dtype, b->op, b->root, req);
+    case BENCH_ALLGATHER: return hoop_allgather(c->comm, s, r, L->count, b->dtype, req);
+    default: return hoop_reduce_scatter(c->comm, s, r, L->count, b->dtype, b->op, req);
     }
 }
 
-/* Times one placement of one size: warm-up, barrier, iters calls; the max over ranks. */
-static hoop_status time_calls(bench_ctx *c, const bench_layout *L, int in_place, double *us)
+/* n calls with up to BENCH_WINDOW in flight; returns when all have finished (or one
+ * timed out) with the first failure. */
+static hoop_status run_calls(bench_ctx *c, const bench_layout *L, void *s, void *r, int64_t n)
 {
-    void *s, *r;
-    hoop_status st;
-    bench_prepare(&c->bc, L, in_place, c->send, c->recv, &s, &r);
-    for (int64_t i = 0; i < c->o.warmup; i++)
-        if ((st = issue(c, L, s, r)) != HOOP_OK) return st;
-    if ((st = hoop_barrier(c->comm, NULL)) != HOOP_OK) return st;
-    int64_t t0 = hoop__now_ns();
-    for (int64_t i = 0; i < c->o.iters; i++)
-        if ((st = issue(c, L, s, r)) != HOOP_OK) return st;
-    *us = (double)(hoop__now_ns() - t0) / 1e3 / (double)c->o.iters;
-    return hoop_allreduce(c->comm, us, us, 1, HOOP_DTYPE_F64, HOOP_OP_MAX, NULL);
+    hoop_request *q[BENCH_WINDOW];
+    int64_t issued = 0, done = 0;
+    hoop_status st, first = HOOP_OK;
+    while (done < issued || (issued < n && first == HOOP_OK)) {
+        if (issued < n && first == HOOP_OK && issued - done < BENCH_WINDOW) {
+            if ((st = issue(c, L, s, r, &q[issued % BENCH_WINDOW])) != HOOP_OK)
+                first = st;
+            else
+                issued++;
+            continue;
+        }
+        st = hoop_wait(q[done++ % BENCH_WINDOW], -1);
+        if (st != HOOP_OK && first == HOOP_OK) first = st;
+        if (st == HOOP_ERR_TIMEOUT) return st; /* the rest would wait as long; destroy ends them */
+    }
+    return first;
 }
 
-/* One call on fresh data, compared with the reference; the sum of wrong over ranks. */
-static hoop_status check_call(bench_ctx *c, const bench_layout *L, int in_place, int64_t *wrong)
+/* The timed loop of one placement; *us = mean time per call on this rank. */
+static hoop_status time_calls(bench_ctx *c, const bench_layout *L, void *s, void *r, double *us)
+{
+    const bench_opts *o = &c->o;
+    hoop_status st = HOOP_OK;
+    int64_t t0 = hoop__now_ns();
+    if (o->blocking == BENCH_Z_ASYNC) st = run_calls(c, L, s, r, o->iters * o->agg);
+    for (int64_t i = 0; o->blocking != BENCH_Z_ASYNC && i < o->iters && st == HOOP_OK; i++) {
+        st = run_calls(c, L, s, r, o->agg);
+        if (st == HOOP_OK && o->blocking == BENCH_Z_BARRIER) st = hoop_barrier(c->comm, NULL);
+    }
+    *us = (double)(hoop__now_ns() - t0) / 1e3 / (double)(o->iters * o->agg);
+    return st;
+}
+
+/* -a: rank 0's own time, or the mean, min or max over ranks. */
+static hoop_status combine(bench_ctx *c, double *us)
+{
+    static const hoop_op ops[4] = {HOOP_OP_SUM, HOOP_OP_SUM, HOOP_OP_MIN, HOOP_OP_MAX};
+    if (c->o.average == BENCH_AVG_RANK0) return HOOP_OK;
+    HOOP_CHECK(hoop_allreduce(c->comm, us, us, 1, HOOP_DTYPE_F64, ops[c->o.average], NULL));
+    if (c->o.average == BENCH_AVG_MEAN) *us /= c->bc.world_size;
+    return HOOP_OK;
+}
+
+/* Up to -c calls on fresh data, each compared with the reference, stopping at the first
+ * wrong one: wrong elements and the ranks that saw any, summed over ranks. */
+static hoop_status check_calls(bench_ctx *c, const bench_layout *L, int in_place, int64_t *wrong,
+                               int64_t *errors)
+{
+    void *s, *r;
+    *wrong = *errors = 0;
+    for (int64_t k = 0; k < c->o.check && *wrong == 0; k++) {
+        bench_prepare(&c->bc, L, in_place, c->send, c->recv, &s, &r);
+        HOOP_CHECK(issue(c, L, s, r, NULL));
+        int64_t v[2] = {(int64_t)bench_count_wrong(&c->bc, L, r), 0};
+        v[1] = v[0] > 0;
+        HOOP_CHECK(hoop_allreduce(c->comm, v, v, 2, HOOP_DTYPE_I64, HOOP_OP_SUM, NULL));
+        *wrong = v[0], *errors = v[1];
+    }
+    return HOOP_OK;
+}
+
+/* One placement of one size: data, one untimed call, barrier, timed calls, checks. */
+static int run_placement(bench_ctx *c, const bench_layout *L, int p, bench_result *row)
 {
     void *s, *r;
     hoop_status st;
-    bench_prepare(&c->bc, L, in_place, c->send, c->recv, &s, &r);
-    if ((st = issue(c, L, s, r)) != HOOP_OK) return st;
-    *wrong = (int64_t)bench_count_wrong(&c->bc, L, r);
-    return hoop_allreduce(c->comm, wrong, wrong, 1, HOOP_DTYPE_I64, HOOP_OP_SUM, NULL);
+    const char *what = bench_coll_name(c->o.coll);
+    bench_prepare(&c->bc, L, p, c->send, c->recv, &s, &r);
+    if ((st = issue(c, L, s, r, NULL)) != HOOP_OK ||
+        (st = hoop_barrier(c->comm, NULL)) != HOOP_OK ||
+        (st = time_calls(c, L, s, r, &row->time_us[p])) != HOOP_OK ||
+        (st = combine(c, &row->time_us[p])) != HOOP_OK)
+        return failed(c, what, st);
+    if (c->o.check && (st = check_calls(c, L, p, &row->wrong[p], &row->errors[p])) != HOOP_OK)
+        return failed(c, "check", st);
+    double us = row->time_us[p];
+    row->algbw[p] = us > 0 ? (double)L->bytes / (us * 1e3) : 0;
+    row->busbw[p] = row->algbw[p] * bench_bus_factor(c->o.coll, c->bc.world_size);
+    return 0;
 }
 
 static int run_size(bench_ctx *c, size_t size)
 {
-    size_t elt = hoop_dtype_size(c->o.dtype);
-    bench_layout L = bench_layout_of(c->o.coll, size, elt, c->bc.world_size);
-    bench_row *row = &c->rows[c->nrows++];
-    double factor = bench_bus_factor(c->o.coll, c->bc.world_size);
-    hoop_status st;
-    *row = (bench_row){.bytes = L.bytes, .count = L.count, .wrong = {-1, -1}};
-    if (algo_column(c)) {
-        int64_t chunk = 0;
-        (void)hoop__env_int("HOOP_CHUNK_BYTES", &chunk);
-        row->algo = c->o.coll != BENCH_ALLREDUCE
-                        ? "ring"
-                        : hoop_algo_name(hoop__algo_pick(HOOP_ALGO_AUTO, c->bc.world_size, L.bytes,
-                                                         (size_t)chunk));
-        /* as hoop_allreduce & co: in place on shared memory, from these sizes up under auto */
-        int direct = strcmp(algo_label(c), "direct") == 0;
-        size_t min = direct ? 0 : c->bc.world_size == 2 ? 8 << 10 : 64 << 10;
-        void *whole = c->o.coll == BENCH_REDUCESCATTER ? c->send : c->recv;
-        if (L.bytes >= min && hoop_comm_is_shared(c->comm, whole, L.bytes)) {
-            snprintf(row->algo_buf, sizeof(row->algo_buf), "%s|direct", row->algo);
-            row->algo = row->algo_buf;
-        }
-    }
-    for (int p = 0; p < 2; p++) {
-        if ((st = time_calls(c, &L, p, &row->time_us[p])) != HOOP_OK)
-            return failed(c, bench_coll_name(c->o.coll), st);
-        if (c->o.check && (st = check_call(c, &L, p, &row->wrong[p])) != HOOP_OK)
-            return failed(c, "check", st);
-        row->algbw[p] = row->time_us[p] > 0 ? (double)L.bytes / (row->time_us[p] * 1e3) : 0;
-        row->busbw[p] = row->algbw[p] * factor;
-    }
-    if (c->bc.rank == 0) print_row(c, row);
+    char algo[32];
+    bench_layout L =
+        bench_layout_of(c->o.coll, size, hoop_dtype_size(c->bc.dtype), c->bc.world_size);
+    bench_result row = {.bytes = L.bytes,
+                        .count = L.count,
+                        .dtype = c->bc.dtype,
+                        .op = c->bc.op,
+                        .wrong = {-1, -1}};
+    if (algo_known(c)) row.algo = row_algo(c, &L, algo, sizeof(algo));
+    for (int p = 0; p < 2; p++)
+        if (run_placement(c, &L, p, &row) != 0) return 1;
+    if (c->bc.rank == 0) bench_report_row(&c->rep, &row);
     return 0;
 }
 
-static int alloc_buffers(bench_ctx *c)
+/* nccl-tests' warm-up: -w out-of-place calls at every size from -b to -e, doubling. */
+static int warm_up(bench_ctx *c)
 {
-    size_t elt = hoop_dtype_size(c->o.dtype);
-    bench_layout L = bench_layout_of(c->o.coll, (size_t)c->o.maxb, elt, c->bc.world_size);
-    size_t sb = L.send_elems * elt + 64, rb = L.recv_elems * elt + 64;
-    if (c->o.shared) {
-        hoop_status st = hoop_comm_alloc_shared(c->comm, sb, &c->send);
-        if (st == HOOP_OK) st = hoop_comm_alloc_shared(c->comm, rb, &c->recv);
-        return st == HOOP_OK ? 0 : failed(c, "hoop_comm_alloc_shared", st);
-    }
-    if (posix_memalign(&c->send, 4096, sb) || posix_memalign(&c->recv, 4096, rb)) {
-        fprintf(stderr, "hoop-bench: rank %d: cannot allocate %zu + %zu bytes\n", c->bc.rank, sb,
-                rb);
-        return 1;
+    void *s, *r;
+    hoop_status st;
+    size_t elt = hoop_dtype_size(c->bc.dtype);
+    for (uint64_t size = (uint64_t)c->o.minb; c->o.warmup && size <= (uint64_t)c->o.maxb;
+         size *= 2) {
+        bench_layout L = bench_layout_of(c->o.coll, (size_t)size, elt, c->bc.world_size);
+        bench_prepare(&c->bc, &L, 0, c->send, c->recv, &s, &r);
+        if ((st = run_calls(c, &L, s, r, c->o.warmup)) != HOOP_OK) return failed(c, "warm-up", st);
     }
     return 0;
 }
 
+/* The sweep for the current type and op, -N times (0: until killed). */
+static int sweep_one(bench_ctx *c)
+{
+    int rc = warm_up(c);
+    for (int64_t cycle = 0; rc == 0 && (c->o.cycles == 0 || cycle < c->o.cycles); cycle++) {
+        uint64_t s = (uint64_t)c->o.minb;
+        do rc = run_size(c, (size_t)s);
+        while (rc == 0 && bench_next_size(&c->o, s, &s));
+    }
+    return rc;
+}
+
+/* Every type of -d and op of -o (an integer type with avg is skipped: hoop refuses it). */
 static int sweep(bench_ctx *c)
 {
-    int rc = 0;
-    if (c->bc.rank == 0) print_header(c);
-    for (uint64_t s = (uint64_t)c->o.minb; rc == 0 && s <= (uint64_t)c->o.maxb;
-         s *= (uint64_t)c->o.factor) {
-        if (c->nrows == MAX_ROWS) break;
-        rc = run_size(c, (size_t)s);
-    }
+    int nops = bench_has_op(c->o.coll) ? c->o.nops : 1, rc = 0;
+    for (int d = 0; rc == 0 && d < c->o.ndtypes; d++)
+        for (int k = 0; rc == 0 && k < nops; k++) {
+            c->bc.dtype = c->o.dtypes[d];
+            c->bc.op = c->o.ops[k];
+            if (bench_has_op(c->o.coll) && c->bc.op == HOOP_OP_AVG && c->bc.dtype >= HOOP_DTYPE_I32)
+                continue;
+            rc = sweep_one(c);
+        }
     if (rc != 0 || c->bc.rank != 0) return rc;
-    int64_t wrong;
-    double avg;
-    summarize(c, &wrong, &avg);
-    printf("# Out of bounds values : %" PRId64 " %s\n", wrong, wrong ? "FAILED" : "OK");
-    printf("# Avg bus bandwidth    : %.3f GB/s\n#\n", avg);
-    if (c->json) write_json(c, wrong, avg);
-    if (c->csv) write_csv(c);
-    return wrong ? 1 : 0;
+    return bench_report_end(&c->rep) ? 1 : 0;
 }
+
+// ----- set-up ----------------------------------------------------------------------
 
 /* Joins the job (env:// under hooprun) or, without MASTER_ADDR and WORLD_SIZE, runs as
  * a world of one. Returns 0, 1 or 2 (bad environment). */
@@ -515,48 +311,121 @@ static int join(bench_ctx *c)
     return 0;
 }
 
-static int open_outputs(bench_ctx *c)
+/* Room for every type of the sweep: the layout in bytes of elements of one byte bounds
+ * the layout of any wider type at the same size. */
+static int alloc_buffers(bench_ctx *c)
 {
-    if (c->bc.rank != 0) return 0;
-    if (c->o.json && (c->json = fopen(c->o.json, "w")) == NULL)
-        return bad_flag("--json: cannot write '%s'", c->o.json);
-    if (c->o.csv && (c->csv = fopen(c->o.csv, "w")) == NULL)
-        return bad_flag("--csv: cannot write '%s'", c->o.csv);
+    bench_layout L = bench_layout_of(c->o.coll, (size_t)c->o.maxb, 1, c->bc.world_size);
+    size_t sb = L.send_elems + 64, rb = L.recv_elems + 64;
+    if (c->o.reg) {
+        hoop_status st = hoop_comm_alloc_shared(c->comm, sb, &c->send);
+        if (st == HOOP_OK) st = hoop_comm_alloc_shared(c->comm, rb, &c->recv);
+        return st == HOOP_OK ? 0 : failed(c, "hoop_comm_alloc_shared", st);
+    }
+    if (posix_memalign(&c->send, 4096, sb) || posix_memalign(&c->recv, 4096, rb)) {
+        fprintf(stderr, "hoop-bench: rank %d: cannot allocate %zu + %zu bytes\n", c->bc.rank, sb,
+                rb);
+        return 1;
+    }
     return 0;
 }
 
-static int setup(bench_ctx *c)
+static const char *env_or_default(const char *name, char *buf, size_t len)
+{
+    const char *v = getenv(name);
+    int64_t x;
+    if (v != NULL && *v != '\0') return v;
+    if (hoop__env_int(name, &x) != HOOP_OK) return "(default)";
+    snprintf(buf, len, "%" PRId64 " (default)", x);
+    return buf;
+}
+
+static void describe_knobs(bench_ctx *c)
+{
+    char b1[64], b2[64];
+    const char *ifn = getenv("HOOP_SOCKET_IFNAME"), *tr = getenv("HOOP_TRANSPORT");
+    snprintf(c->knobs, sizeof(c->knobs),
+             "HOOP_CHUNK_BYTES=%s  HOOP_TCP_NSOCKS=%s  HOOP_TRANSPORT=%s  HOOP_SOCKET_IFNAME=%s",
+             env_or_default("HOOP_CHUNK_BYTES", b1, sizeof(b1)),
+             env_or_default("HOOP_TCP_NSOCKS", b2, sizeof(b2)), tr && *tr ? tr : "(default)",
+             ifn && *ifn ? ifn : "(default)");
+}
+
+/* Rank 0's report and its files (-J never overwrites: nccl-tests' .N probing). */
+static int open_outputs(bench_ctx *c, int argc, char **argv)
+{
+    bench_report *r = &c->rep;
+    describe_knobs(c);
+    *r = (bench_report){.o = &c->o,
+                        .env = {c->bc.world_size, algo_label(c), c->knobs, PACKAGE_VERSION, NULL},
+                        .out = stdout,
+                        .argc = argc,
+                        .argv = argv,
+                        .device_info = c->o.reg ? "shared host memory" : "host memory"};
+    if (c->bc.rank != 0) return 0;
+    if (c->o.json) {
+        if ((r->json = bench_open_new(c->o.json, c->json_path, sizeof(c->json_path))) == NULL)
+            return bad_flag("-J: cannot create '%s': %s", c->json_path, hoop__strerror(errno));
+        r->env.json_path = c->json_path;
+    }
+    if (c->o.csv && (r->csv = fopen(c->o.csv, "w")) == NULL)
+        return bad_flag("--csv: cannot write '%s': %s", c->o.csv, hoop__strerror(errno));
+    return 0;
+}
+
+/* Every rank's pid and host, gathered to all (rank 0 prints them). */
+static int gather_ranks(bench_ctx *c, bench_rank_info **all)
+{
+    bench_rank_info me = {
+        .rank = c->bc.rank, .local_rank = hoop_comm_local_rank(c->comm), .pid = (int32_t)getpid()};
+    if (gethostname(me.host, sizeof(me.host) - 1) != 0) snprintf(me.host, sizeof(me.host), "?");
+    *all = calloc((size_t)c->bc.world_size, sizeof(**all));
+    if (*all == NULL) return failed(c, "calloc", HOOP_ERR_NOMEM);
+    hoop_status st = hoop_allgather(c->comm, &me, *all, sizeof(me), HOOP_DTYPE_U8, NULL);
+    return st == HOOP_OK ? 0 : failed(c, "gathering the rank table", st);
+}
+
+static int setup(bench_ctx *c, int argc, char **argv)
 {
     int rc;
     hoop_status st;
+    bench_rank_info *ranks = NULL;
     if ((rc = join(c)) != 0) return rc;
-    c->bc = (bench_case){c->o.coll,  c->o.dtype,      c->o.op, has_root(c) ? (int)c->o.root : -1,
-                         c->bc.rank, c->bc.world_size};
-    if (has_root(c) && c->o.root >= c->bc.world_size)
+    c->bc = (bench_case){c->o.coll,   c->o.dtypes[0],
+                         c->o.ops[0], bench_has_root(c->o.coll) ? (int)c->o.root : -1,
+                         c->bc.rank,  c->bc.world_size};
+    if (bench_has_root(c->o.coll) && c->o.root >= c->bc.world_size)
         return bad_flag("-r %" PRId64 " is not below world_size %d", c->o.root, c->bc.world_size);
     if (c->o.algo_set && (st = hoop_comm_set_algo(c->comm, c->o.algo)) != HOOP_OK)
         return failed(c, "hoop_comm_set_algo", st);
-    if ((rc = open_outputs(c)) != 0) return rc;
-    return alloc_buffers(c);
+    if ((rc = open_outputs(c, argc, argv)) != 0 || (rc = alloc_buffers(c)) != 0 ||
+        (rc = gather_ranks(c, &ranks)) != 0) {
+        free(ranks);
+        return rc;
+    }
+    if (c->bc.rank == 0) bench_report_begin(&c->rep, ranks, c->bc.world_size);
+    free(ranks);
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     static bench_ctx ctx;
-    int rc = parse_args(argc, argv, &ctx.o);
-    if (rc == 3) return fputs(usage, stdout) == EOF;
-    if (rc != 0) return rc;
-    rc = setup(&ctx);
+    char err[512];
+    int rc = bench_parse_args(argc, argv, &ctx.o, err, sizeof(err));
+    if (rc == 3) return fputs(bench_usage(), stdout) == EOF;
+    if (rc != 0) return bad_flag("%s", err);
+    rc = setup(&ctx, argc, argv);
     if (rc == 0) rc = sweep(&ctx);
-    if (ctx.o.shared) { /* hoop_comm_destroy would release them too */
-        hoop_comm_free_shared(ctx.comm, ctx.send);
-        hoop_comm_free_shared(ctx.comm, ctx.recv);
+    if (ctx.o.reg && ctx.comm) { /* hoop_comm_destroy would release them too */
+        if (ctx.send) hoop_comm_free_shared(ctx.comm, ctx.send);
+        if (ctx.recv) hoop_comm_free_shared(ctx.comm, ctx.recv);
         ctx.send = ctx.recv = NULL;
     }
-    hoop_status st = hoop_comm_destroy(ctx.comm);
+    hoop_status st = ctx.comm ? hoop_comm_destroy(ctx.comm) : HOOP_OK;
     if (st != HOOP_OK && rc == 0) rc = failed(&ctx, "hoop_comm_destroy", st);
-    if (ctx.json && fclose(ctx.json) != 0 && rc == 0) rc = 1;
-    if (ctx.csv && fclose(ctx.csv) != 0 && rc == 0) rc = 1;
+    if (ctx.rep.json && fclose(ctx.rep.json) != 0 && rc == 0) rc = 1;
+    if (ctx.rep.csv && fclose(ctx.rep.csv) != 0 && rc == 0) rc = 1;
     free(ctx.send);
     free(ctx.recv);
     return rc;

@@ -9,14 +9,26 @@ bench_sgemm_rate_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 EXTRA_DIST += bench/train_throughput.sh bench/torch_mlp.py bench/torch_ddp.py \
 	bench/ddp_scaling.sh bench/ddp_netns.sh
 
+# The peers of bench/compare.sh (issue 10): the link-rate tool is built here; the Open MPI
+# benchmark is built by compare.sh with mpicc when Open MPI is installed; Gloo's is Python.
+noinst_PROGRAMS += bench/peers/tcpbw
+bench_peers_tcpbw_SOURCES = bench/peers/tcpbw.c
+EXTRA_DIST += bench/peers/mpi_allreduce.c bench/peers/gloo_allreduce.py bench/peers/netns_ring.sh \
+	tests/bench_peers.sh
+TESTS += tests/bench_peers.sh
+
 # hoop-bench (issue 3): nccl-tests-style sweeps of every collective, run under hooprun.
 bin_PROGRAMS += bench/hoop-bench
-bench_hoop_bench_SOURCES = bench/hoop-bench.c bench/bench_data.c bench/bench.h
+bench_hoop_bench_SOURCES = bench/hoop-bench.c bench/bench_data.c bench/bench.h \
+	bench/bench_opts.c bench/bench_report.c bench/bench_cli.h
 bench_hoop_bench_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
-TESTS += tests/hoop_bench.sh
-EXTRA_DIST += tests/hoop_bench.sh bench/compare.sh bench/compare_table.py bench/RESULTS.md
+TESTS += tests/hoop_bench.sh tests/hoop_bench_nccl.sh
+EXTRA_DIST += tests/hoop_bench.sh tests/hoop_bench_nccl.sh tests/nccl_tests_parse.sh \
+	tests/ref/nccl_tests_all_reduce.txt tests/ref/nccl_tests_all_reduce.json \
+	bench/compare.sh bench/compare_table.py bench/RESULTS.md
 check_PROGRAMS += tests/check_bench
-tests_check_bench_SOURCES = tests/check_bench.c bench/bench_data.c bench/bench.h
+tests_check_bench_SOURCES = tests/check_bench.c bench/bench_data.c bench/bench.h \
+	bench/bench_opts.c bench/bench_report.c bench/bench_cli.h
 tests_check_bench_CFLAGS = $(TEST_CFLAGS)
 tests_check_bench_LDADD = $(TEST_LDADD)
 TESTS += tests/check_bench

@@ -3,13 +3,17 @@
  * tests/check_bench.c -- hoop-bench's own reference: half conversions against hand-worked
  * bit patterns, nccl-tests' layouts and busbw factors, and the check itself, run on
  * collectives simulated here in double arithmetic (it must count 0 on right results and
- * exactly the elements corrupted on wrong ones).
+ * exactly the elements corrupted on wrong ones); the command line (nccl-tests' flags,
+ * defaults and size sequences, and every refusal) and the report's text, read back with
+ * the sscanf pattern nccl-tests' own JSON writer uses on its rank table.
  */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/bench_cli.h"
 #include "run_suite.h"
 
 START_TEST(test_f16_bits)
@@ -142,6 +146,288 @@ START_TEST(test_check_gather_broadcast)
 }
 END_TEST
 
+// ----- the command line ------------------------------------------------------------
+
+/* Parses the words of line (space-separated) after "hoop-bench"; returns the code. */
+static int parse_line(const char *line, bench_opts *o, char *err, size_t errlen)
+{
+    static char buf[512];
+    char *argv[64], *save = NULL;
+    int argc = 0;
+    snprintf(buf, sizeof(buf), "hoop-bench %s", line);
+    for (char *w = strtok_r(buf, " ", &save); w && argc < 63; w = strtok_r(NULL, " ", &save))
+        argv[argc++] = w;
+    argv[argc] = NULL;
+    return bench_parse_args(argc, argv, o, err, errlen);
+}
+
+START_TEST(test_parse_defaults)
+{
+    bench_opts o;
+    char err[256];
+    ck_assert_int_eq(parse_line("allreduce", &o, err, sizeof(err)), 0);
+    /* nccl-tests 2.18's: 32M..32M in steps of 1M, 20 iterations, 1 warm-up, -c 1, -a 1 */
+    ck_assert_int_eq(o.coll, BENCH_ALLREDUCE);
+    ck_assert_int_eq(o.minb, 32 << 20);
+    ck_assert_int_eq(o.maxb, 32 << 20);
+    ck_assert_int_eq(o.stepb, 1 << 20);
+    ck_assert_int_eq(o.factor, 1);
+    ck_assert_int_eq(o.iters, 20);
+    ck_assert_int_eq(o.warmup, 1);
+    ck_assert_int_eq(o.agg, 1);
+    ck_assert_int_eq(o.cycles, 1);
+    ck_assert_int_eq(o.check, 1);
+    ck_assert_int_eq(o.average, BENCH_AVG_MEAN);
+    ck_assert_int_eq(o.blocking, BENCH_Z_ASYNC);
+    ck_assert_int_eq(o.reg, 0);
+    ck_assert_int_eq(o.ndtypes, 1);
+    ck_assert_int_eq(o.dtypes[0], HOOP_DTYPE_F32);
+    ck_assert_int_eq(o.nops, 1);
+    ck_assert_int_eq(o.ops[0], HOOP_OP_SUM);
+    ck_assert_ptr_null(o.json);
+    ck_assert_int_eq(parse_line("--help", &o, err, sizeof(err)), 3);
+}
+END_TEST
+
+START_TEST(test_parse_nccl_flags)
+{
+    bench_opts o;
+    char err[256];
+    ck_assert_int_eq(parse_line("-b 8 -e 128M -f 2 -i 4K -n 5 -w 3 -m 2 -N 0 -c 3 -d bfloat16 "
+                                "-o max -r 1 -a 3 -z 1 -R 2 -g 1 -t 1 -G 0 -p 1 -J x.json "
+                                "--algo ring --csv y.csv --show-algo broadcast_perf",
+                                &o, err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(o.coll, BENCH_BROADCAST);
+    ck_assert_int_eq(o.minb, 8);
+    ck_assert_int_eq(o.maxb, 128 << 20);
+    ck_assert_int_eq(o.factor, 2);
+    ck_assert_int_eq(o.stepb, 4096);
+    ck_assert_int_eq(o.iters, 5);
+    ck_assert_int_eq(o.warmup, 3);
+    ck_assert_int_eq(o.agg, 2);
+    ck_assert_int_eq(o.cycles, 0);
+    ck_assert_int_eq(o.check, 3);
+    ck_assert_int_eq(o.dtypes[0], HOOP_DTYPE_BF16);
+    ck_assert_int_eq(o.ops[0], HOOP_OP_MAX);
+    ck_assert_int_eq(o.root, 1);
+    ck_assert_int_eq(o.average, BENCH_AVG_MAX);
+    ck_assert_int_eq(o.blocking, BENCH_Z_BARRIER);
+    ck_assert_int_eq(o.reg, 2);
+    ck_assert_int_eq(o.parallel_init, 1);
+    ck_assert_str_eq(o.json, "x.json");
+    ck_assert_str_eq(o.csv, "y.csv");
+    ck_assert_int_eq(o.algo_set, 1);
+    ck_assert_int_eq(o.algo, HOOP_ALGO_RING);
+    ck_assert_int_eq(o.show_algo, 1);
+    /* nccl-tests' long names; hoop's type names; the collective anywhere */
+    ck_assert_int_eq(parse_line("--minbytes=1K --maxbytes 2K --stepfactor 2 --datatype i64 "
+                                "reducescatter --op=avg --average 0 --json=r.json",
+                                &o, err, sizeof(err)),
+                     2); /* avg on int64 */
+    ck_assert_msg(strstr(err, "-o avg") && strstr(err, "int64"), "%s", err);
+    ck_assert_int_eq(parse_line("--minbytes=1K --maxbytes 2K --datatype all reduce_scatter "
+                                "--op=all --average 0 --output_file=r.json",
+                                &o, err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(o.coll, BENCH_REDUCESCATTER);
+    ck_assert_int_eq(o.minb, 1024);
+    ck_assert_int_eq(o.average, BENCH_AVG_RANK0);
+    ck_assert_int_eq(o.ndtypes, 7);
+    ck_assert_int_eq(o.nops, 5);
+    /* nccl-tests' order: uint8 int32 int64 half float double bfloat16; sum prod max min avg */
+    ck_assert_int_eq(o.dtypes[0], HOOP_DTYPE_U8);
+    ck_assert_int_eq(o.dtypes[3], HOOP_DTYPE_F16);
+    ck_assert_int_eq(o.dtypes[6], HOOP_DTYPE_BF16);
+    ck_assert_int_eq(o.ops[2], HOOP_OP_MAX);
+    ck_assert_int_eq(o.ops[4], HOOP_OP_AVG);
+    ck_assert_str_eq(o.json, "r.json");
+}
+END_TEST
+
+/* Every refusal: exit code 2 and a message naming the culprit (and the way out). */
+START_TEST(test_parse_refusals)
+{
+    static const struct {
+        const char *line, *want, *also;
+    } cases[] = {
+        {"allreduce -g 2", "-g 2", "hooprun --nproc-per-node"},
+        {"allreduce -t 4", "-t 4", "one thread per process"},
+        {"allreduce -t f32", "-t f32", "the datatype is -d"},
+        {"allreduce -a ring", "-a ring", "--algo ring"},
+        {"allreduce -a 4", "-a", "4"},
+        {"allreduce -G 1", "-G 1", "device buffers"},
+        {"allreduce -d int8", "hoop has no int8", "uint8"},
+        {"allreduce -d f99", "unknown type 'f99'", NULL},
+        {"allreduce -o mulsum", "mulsum", NULL},
+        {"allreduce -o xor", "unknown op 'xor'", NULL},
+        {"allreduce -z 3", "-z", "3"},
+        {"allreduce -R 3", "-R", "3"},
+        {"allreduce -J out.txt", "-J out.txt", ".json"},
+        {"allreduce -i 0", "-i", "0"},
+        {"allreduce -f 0", "-f", "0"},
+        {"allreduce -n 0", "-n", "0"},
+        {"allreduce -b 12Q", "-b", "12Q"},
+        {"allreduce -b 1M -e 1K", "-e 1024 is below -b 1048576", NULL},
+        {"allreduce -d int32 -o avg", "-o avg", "int32"},
+        {"allreduce --algo tree", "--algo", "tree"},
+        {"allreduce --bogus", "--bogus", NULL},
+        {"allreduce -n", "-n needs a value", NULL},
+        {"gather", "unknown collective 'gather'", NULL},
+        {"allreduce reduce", "unexpected argument 'reduce'", NULL},
+        {"-b 8", "missing the collective", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        bench_opts o;
+        char err[256];
+        ck_assert_msg(parse_line(cases[i].line, &o, err, sizeof(err)) == 2, "'%s' accepted",
+                      cases[i].line);
+        ck_assert_msg(strstr(err, cases[i].want) != NULL, "'%s': '%s' not in: %s", cases[i].line,
+                      cases[i].want, err);
+        if (cases[i].also)
+            ck_assert_msg(strstr(err, cases[i].also) != NULL, "'%s': '%s' not in: %s",
+                          cases[i].line, cases[i].also, err);
+        ck_assert_ptr_null(strchr(err, '\n'));
+    }
+}
+END_TEST
+
+/* The sizes of a sweep, as nccl-tests' loop makes them (x factor when > 1, else + step). */
+static int sweep_sizes(const char *line, uint64_t *out, int max)
+{
+    bench_opts o;
+    char err[256];
+    int n = 0;
+    ck_assert_int_eq(parse_line(line, &o, err, sizeof(err)), 0);
+    uint64_t s = (uint64_t)o.minb;
+    do out[n++] = s;
+    while (n < max && bench_next_size(&o, s, &s));
+    return n;
+}
+
+START_TEST(test_sizes)
+{
+    uint64_t s[16];
+    ck_assert_int_eq(sweep_sizes("allreduce -b 8 -e 100 -f 3", s, 16), 3);
+    ck_assert(s[0] == 8 && s[1] == 24 && s[2] == 72);
+    ck_assert_int_eq(sweep_sizes("allreduce -b 1M -e 3M", s, 16), 3); /* -i 1M by default */
+    ck_assert(s[0] == 1 << 20 && s[1] == 2 << 20 && s[2] == 3 << 20);
+    ck_assert_int_eq(sweep_sizes("allreduce -b 10 -e 35 -i 10", s, 16), 3);
+    ck_assert(s[2] == 30);
+    ck_assert_int_eq(sweep_sizes("allreduce -b 8 -e 64K -f 4", s, 16), 7);
+    ck_assert(s[6] == 32768);
+    ck_assert_int_eq(sweep_sizes("allreduce", s, 16), 1);
+    ck_assert(s[0] == 32 << 20);
+    /* at the top of the range, no overflow */
+    ck_assert_int_eq(sweep_sizes("allreduce -b 1024G -e 1024G -f 1024", s, 16), 1);
+    ck_assert_int_eq(sweep_sizes("allreduce -b 1023G -e 1024G -i 1024G", s, 16), 1);
+}
+END_TEST
+
+START_TEST(test_format_float)
+{
+    char b[16];
+    static const struct {
+        double v;
+        int width;
+        const char *want;
+    } cases[] = {{2.046, 7, "   2.05"},    {123456.7, 7, " 123457"},   {9999.994, 7, "9999.99"},
+                 {99999.96, 7, " 100000"}, {12345678.0, 7, "1.2e+07"}, {0.119437, 6, "  0.12"},
+                 {1234.56, 6, "1234.6"},   {123456.0, 6, "123456"},    {1234567.0, 6, " 1e+06"},
+                 {0.0, 6, "  0.00"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        bench_format_float(cases[i].v, cases[i].width, b);
+        ck_assert_msg(strcmp(b, cases[i].want) == 0, "%g in %d: '%s', not '%s'", cases[i].v,
+                      cases[i].width, b, cases[i].want);
+    }
+    ck_assert_str_eq(bench_nccl_type_name(HOOP_DTYPE_BF16), "bfloat16");
+    ck_assert_str_eq(bench_test_name(BENCH_REDUCESCATTER), "reduce_scatter_perf");
+}
+END_TEST
+
+// ----- the report ------------------------------------------------------------------
+
+/* A report of two rows on 3 ranks, read back as a nccl-tests user's script would. */
+START_TEST(test_report_text)
+{
+    bench_opts o;
+    char err[256], *text = NULL, line[512];
+    size_t len = 0;
+    ck_assert_int_eq(parse_line("allreduce -b 64 -e 128 -f 2 -c 1", &o, err, sizeof(err)), 0);
+    FILE *f = open_memstream(&text, &len);
+    bench_report r = {.o = &o,
+                      .env = {3, "auto", "HOOP_X=1", "9.9.9", NULL},
+                      .out = f,
+                      .device_info = "host memory"};
+    bench_rank_info ranks[3] = {
+        {0, 0, 4242, 0, "alpha"}, {1, 1, 4343, 0, "alpha"}, {2, 0, 99, 0, "beta"}};
+    bench_report_begin(&r, ranks, 3);
+    bench_result rows[2] = {{64,
+                             16,
+                             HOOP_DTYPE_F32,
+                             HOOP_OP_SUM,
+                             {10, 12},
+                             {0.0064, 0.00533},
+                             {0.5, 0.25},
+                             {0, 0},
+                             {0, 0},
+                             NULL},
+                            {128,
+                             32,
+                             HOOP_DTYPE_F32,
+                             HOOP_OP_SUM,
+                             {20, 22},
+                             {0.0064, 0.0058},
+                             {1.0, 2.25},
+                             {0, 7},
+                             {0, 2},
+                             NULL}};
+    bench_report_row(&r, &rows[0]);
+    bench_report_row(&r, &rows[1]);
+    ck_assert_int_eq(bench_report_end(&r), 2); /* 2 ranks saw wrong elements */
+    fclose(f);
+    /* the rank table, through nccl-tests' parseRankInfo pattern */
+    int nrank = 0, nrows = 0;
+    for (char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        char host[64], hex[32], info[128], *nl = strchr(p, '\n');
+        int rank, group, pid, dev, n;
+        snprintf(line, sizeof(line), "%.*s", nl ? (int)(nl - p) : (int)strlen(p), p);
+        if (sscanf(line, "#  Rank %d Group %d Pid %d on %63s device %d [%31[^]]] %127[^\n]", &rank,
+                   &group, &pid, host, &dev, hex, info) == 7) {
+            ck_assert_int_eq(rank, nrank);
+            ck_assert_int_eq(pid, ranks[nrank].pid);
+            ck_assert_str_eq(host, ranks[nrank].host);
+            ck_assert_int_eq(dev, -1);
+            ck_assert_str_eq(hex, "host");
+            ck_assert_ptr_nonnull(strstr(info, "host memory, local_rank"));
+            nrank++;
+        }
+        char c1[32], c2[32];
+        if (line[0] != '#' &&
+            sscanf(line, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %31s %31s", c1, c2) ==
+                1) {
+            nrows++;
+            n = 0;
+            for (char *t = strtok_r(line, " ", &nl); t; t = strtok_r(NULL, " ", &nl)) n++;
+            ck_assert_int_eq(n, 13);
+        }
+    }
+    ck_assert_int_eq(nrank, 3);
+    ck_assert_int_eq(nrows, 2);
+    /* the mean of the four busbw values: (0.5 + 0.25 + 1 + 2.25) / 4 = 1 */
+    ck_assert_ptr_nonnull(strstr(text, "\n# Out of bounds values : 2 FAILED\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\n# Avg bus bandwidth    : 1 \n"));
+    ck_assert_ptr_nonnull(strstr(text, "\n# Collective test concluded: all_reduce_perf\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\n         128            32     float     sum      -1"
+                                       "    20.00    0.01    1.00       0    22.00    0.01    2.25"
+                                       "       7\n"));
+    ck_assert_ptr_nonnull(strstr(text, "# nThread 1 nGpus 1 minBytes 64 maxBytes 128 step: "
+                                       "2(factor) warmup iters: 1 iters: 20 agg iters: 1 "
+                                       "validation: 1 graph: 0\n"));
+    free(text);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("bench");
@@ -152,5 +438,13 @@ int main(void)
     tcase_add_test(tc, test_check_counts_corruption);
     tcase_add_test(tc, test_check_gather_broadcast);
     suite_add_tcase(s, tc);
+    TCase *cli = tcase_create("cli");
+    tcase_add_test(cli, test_parse_defaults);
+    tcase_add_test(cli, test_parse_nccl_flags);
+    tcase_add_test(cli, test_parse_refusals);
+    tcase_add_test(cli, test_sizes);
+    tcase_add_test(cli, test_format_float);
+    tcase_add_test(cli, test_report_text);
+    suite_add_tcase(s, cli);
     return run_suite(s);
 }

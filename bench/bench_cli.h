@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * bench/bench_cli.h -- hoop-bench's options (nccl-tests' flags with nccl-tests' meanings,
+ * hoop's own as long options) and its report (nccl-tests' text layout, nccl-tests' JSON
+ * keys, hoop's CSV).
+ *
+ * The flags follow nccl-tests' README and src/common.cu (v2.18); the JSON follows
+ * nccl-tests' src/util.cu (JSON_FILE_VERSION 1: the keys that later versions keep and
+ * only add to). bench_opts.c parses; bench_report.c prints. Neither touches a comm, so
+ * tests/check_bench.c runs both without ranks. Not thread-safe (one report per process).
+ */
+#ifndef HOOP_BENCH_BENCH_CLI_H
+#define HOOP_BENCH_BENCH_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "bench/bench.h"
+#include "hoop/comm.h"
+
+/* -a: how the per-rank times of one size combine (nccl-tests' average). */
+typedef enum bench_average {
+    BENCH_AVG_RANK0 = 0, /* rank 0's own time */
+    BENCH_AVG_MEAN = 1,  /* the mean over ranks (nccl-tests' default) */
+    BENCH_AVG_MIN = 2,
+    BENCH_AVG_MAX = 3
+} bench_average;
+
+/* -z: when the timed calls complete. */
+typedef enum bench_blocking {
+    BENCH_Z_ASYNC = 0,   /* all calls in flight (a window of them), one wait at the end */
+    BENCH_Z_BARRIER = 1, /* wait and barrier after each call (each -m group) */
+    BENCH_Z_WAIT = 2     /* wait after each call, no barrier (hoop-bench's own) */
+} bench_blocking;
+
+typedef struct bench_opts {
+    bench_coll coll;
+    int64_t minb, maxb, stepb, factor;  /* sizes: minb, then x factor (> 1) or + stepb */
+    int64_t iters, warmup, agg, cycles; /* cycles 0 = run until killed */
+    int64_t check;                      /* check iterations per size and placement */
+    int64_t root, average, blocking, reg, parallel_init;
+    int ndtypes, nops; /* -d all / -o all give several; int x avg pairs are skipped */
+    hoop_dtype dtypes[HOOP_DTYPE_COUNT_];
+    hoop_op ops[HOOP_OP_COUNT_];
+    int algo_set;
+    hoop_algo algo;
+    int show_algo;          /* --show-algo: the per-row algorithm column */
+    const char *json, *csv; /* -J / --json, --csv */
+} bench_opts;
+
+/* The help text. */
+const char *bench_usage(void);
+
+/* Parses argv (argv[1] is the collective). Returns 0, 3 for --help, or 2 with a one-line
+ * message naming the culprit in err. The defaults are nccl-tests'. */
+int bench_parse_args(int argc, char **argv, bench_opts *o, char *err, size_t errlen);
+
+/* The size after s in the sweep (x factor when factor > 1, else + stepb); returns 0 when
+ * it would pass maxb or overflow. */
+int bench_next_size(const bench_opts *o, uint64_t s, uint64_t *next);
+
+/* nccl-tests' names: "float", "double", "half", "bfloat16", "int32", "int64", "uint8". */
+const char *bench_nccl_type_name(hoop_dtype d);
+
+/* nccl-tests' program for the collective: "all_reduce_perf", "broadcast_perf", ... */
+const char *bench_test_name(bench_coll c);
+
+/* Whether the collective takes an op / a root (nccl-tests prints "none" / -1 otherwise). */
+int bench_has_op(bench_coll c);
+int bench_has_root(bench_coll c);
+
+/* nccl-tests' number cells: value right-aligned in width characters, 2 decimals, fewer
+ * when that is too wide, then an exponent. out has room for width + 1. */
+void bench_format_float(double v, int width, char *out);
+
+// ----- the report ------------------------------------------------------------------
+
+/* One rank's line of the "Using devices" table (gathered to rank 0). */
+typedef struct bench_rank_info {
+    int32_t rank, local_rank, pid, pad_;
+    char host[48];
+} bench_rank_info;
+
+/* One size: both placements (0 out-of-place, 1 in-place). */
+typedef struct bench_result {
+    size_t bytes, count;
+    hoop_dtype dtype;
+    hoop_op op;
+    double time_us[2], algbw[2], busbw[2]; /* GB/s = 1e9 B/s */
+    int64_t wrong[2];                      /* wrong elements over ranks; -1: not checked */
+    int64_t errors[2];                     /* ranks that saw a wrong element */
+    const char *algo;                      /* the algorithm (out-of-place|in-place) */
+} bench_result;
+
+/* What the header says about hoop besides the options. */
+typedef struct bench_env_info {
+    int world_size;
+    const char *algo;      /* "auto", "ring", ... */
+    const char *knobs;     /* "HOOP_CHUNK_BYTES=... HOOP_TRANSPORT=..." */
+    const char *version;   /* hoop's */
+    const char *json_path; /* the file -J writes (after nccl-tests' .N probing) */
+} bench_env_info;
+
+typedef struct bench_report {
+    const bench_opts *o;
+    bench_env_info env;
+    FILE *out, *json, *csv; /* json / csv NULL when not asked for */
+    int argc;
+    char **argv;
+    const char *device_info; /* the rank table's last field: "host memory", ... */
+    int64_t rows, errors;
+    double busbw_sum;
+    int jdepth, jcount[8]; /* the JSON writer: nesting, items written at each level */
+} bench_report;
+
+/* The header lines, the rank table and the column headers; the JSON's opening. */
+void bench_report_begin(bench_report *r, const bench_rank_info *ranks, int nranks);
+
+/* One row (text, JSON, CSV). */
+void bench_report_row(bench_report *r, const bench_result *row);
+
+/* The footer (out of bounds, average busbw, the collective's name); closes the JSON.
+ * Returns the number of failed checks ("Out of bounds values"). */
+int64_t bench_report_end(bench_report *r);
+
+/* Opens path for -J as nccl-tests does: never over an existing file, but path.0,
+ * path.1, ... instead; the name used goes to used (len bytes). NULL when none opens. */
+FILE *bench_open_new(const char *path, char *used, size_t len);
+
+#endif /* HOOP_BENCH_BENCH_CLI_H */

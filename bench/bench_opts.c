@@ -1,0 +1,400 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * bench/bench_opts.c -- hoop-bench's command line: nccl-tests' flags with nccl-tests'
+ * meanings and defaults (README and src/common.cu of nccl-tests 2.18), hoop's own
+ * options as long options, and the names nccl-tests prints.
+ *
+ * Where hoop cannot do what a flag asks (-g or -t above 1, -G on host buffers, a
+ * datatype hoop lacks) the parse fails with one line that names the flag and says what
+ * to do instead; nothing is silently ignored. Flags an earlier hoop-bench gave other
+ * meanings (-t TYPE, -a ALGO) get a hint to the new spelling. Pure: writes only the
+ * options and the message buffer. Not thread-safe (getopt's globals).
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench/bench_cli.h"
+#include "core/env.h"
+
+static const char usage[] =
+    "usage: hoop-bench COLLECTIVE [options]      (under hooprun, or alone as one rank)\n"
+    "  COLLECTIVE  allreduce broadcast reduce allgather reducescatter (or nccl-tests'\n"
+    "              names: all_reduce_perf broadcast_perf reduce_perf all_gather_perf\n"
+    "              reduce_scatter_perf)\n"
+    "\n"
+    "nccl-tests' flags, with nccl-tests' meanings and defaults:\n"
+    "  -b,--minbytes SIZE     smallest size, K/M/G suffixes (default 32M)\n"
+    "  -e,--maxbytes SIZE     largest size (default 32M)\n"
+    "  -f,--stepfactor N      size factor between steps; 1 = off, use -i (default 1)\n"
+    "  -i,--stepbytes SIZE    size increment when -f is 1 (default 1M)\n"
+    "  -n,--iters N           timed iterations per size (default 20)\n"
+    "  -w,--warmup_iters N    warm-up calls per size before the sweep (default 1)\n"
+    "  -m,--agg_iters N       calls aggregated per iteration (default 1)\n"
+    "  -N,--run_cycles N      run the sweep N times, 0 = until killed (default 1)\n"
+    "  -c,--check N           check iterations per size on fresh data (default 1; 0 off)\n"
+    "  -d,--datatype TYPE     float half bfloat16 double int32 int64 uint8, or all\n"
+    "                         (hoop's f32 f16 bf16 f64 i32 i64 u8 too; default float)\n"
+    "  -o,--op OP             sum prod max min avg, or all (avg: floating types only;\n"
+    "                         all skips it for integers; default sum)\n"
+    "  -r,--root N            root of broadcast and reduce (default 0)\n"
+    "  -a,--average 0|1|2|3   time reported: 0 rank 0's, 1 mean over ranks, 2 min,\n"
+    "                         3 max (default 1)\n"
+    "  -z,--blocking 0|1|2    0: all calls in flight, waited for at the end; 1: wait and\n"
+    "                         barrier after each call; 2 (hoop's): wait after each call,\n"
+    "                         no barrier (default 0)\n"
+    "  -R,--local_register 0|1|2  1 or 2: buffers from hoop_comm_alloc_shared, hoop's\n"
+    "                         analogue of registered (1) and symmetric (2) buffers:\n"
+    "                         in-place calls of ranks on one host may run direct (default 0)\n"
+    "  -J,--output_file FILE  also write nccl-tests' JSON to FILE (.json; an existing\n"
+    "                         file is kept and FILE.0, FILE.1, ... used instead)\n"
+    "  -g,--ngpus 1           devices per rank: 1 only (start ranks with hooprun)\n"
+    "  -t,--nthreads 1        threads per process: 1 only\n"
+    "  -p,--parallel_init 0|1 accepted; one thread per process has nothing to parallelise\n"
+    "  -G,--cudagraph 0       CUDA-graph launches need device buffers: 0 only for now\n"
+    "\n"
+    "hoop's own:\n"
+    "  --algo ALGO            ring rd rhd direct auto (default: HOOP_ALGO, else auto;\n"
+    "                         direct needs -R 1 and applies to the in-place calls)\n"
+    "  --show-algo            a last column with the algorithm of each row\n"
+    "  --json FILE            the same as -J FILE\n"
+    "  --csv FILE             also write the results as CSV (rank 0; overwritten)\n"
+    "\n"
+    "Output: nccl-tests' lines (rank 0 only): the header, a Rank/Pid/host table, the\n"
+    "columns size count type redop root, then time (us) algbw busbw (GB/s = 1e9 B/s)\n"
+    "#wrong out-of-place and in-place, and the footer (# Out of bounds values,\n"
+    "# Avg bus bandwidth, # Collective test concluded). Size, as nccl-tests counts it:\n"
+    "the buffer (all-reduce, broadcast, reduce), the gathered buffer (all-gather), the\n"
+    "scattered buffer (reduce-scatter). busbw = algbw x 2(n-1)/n (all-reduce), (n-1)/n\n"
+    "(all-gather, reduce-scatter), 1 (broadcast, reduce).\n"
+    "Exit: 0 ok, 1 wrong results or a failed collective, 2 bad flags or environment.\n";
+
+const char *bench_usage(void)
+{
+    return usage;
+}
+
+// ----- names -----------------------------------------------------------------------
+
+/* Indexed by hoop_dtype; nccl-tests' test_typenames. */
+static const char *const nccl_types[HOOP_DTYPE_COUNT_] = {"float", "double", "half", "bfloat16",
+                                                          "int32", "int64",  "uint8"};
+/* -d all, in nccl-tests' order (of the types hoop has). */
+static const hoop_dtype all_types[HOOP_DTYPE_COUNT_] = {
+    HOOP_DTYPE_U8,  HOOP_DTYPE_I32, HOOP_DTYPE_I64, HOOP_DTYPE_F16,
+    HOOP_DTYPE_F32, HOOP_DTYPE_F64, HOOP_DTYPE_BF16};
+/* -o all, in nccl-tests' order. */
+static const hoop_op all_ops[HOOP_OP_COUNT_] = {HOOP_OP_SUM, HOOP_OP_PROD, HOOP_OP_MAX, HOOP_OP_MIN,
+                                                HOOP_OP_AVG};
+static const char *const test_names[BENCH_COLL_COUNT_] = {
+    "all_reduce_perf", "broadcast_perf", "reduce_perf", "all_gather_perf", "reduce_scatter_perf"};
+
+const char *bench_nccl_type_name(hoop_dtype d)
+{
+    return (unsigned)d < HOOP_DTYPE_COUNT_ ? nccl_types[d] : "?";
+}
+
+const char *bench_test_name(bench_coll c)
+{
+    return (unsigned)c < BENCH_COLL_COUNT_ ? test_names[c] : "?";
+}
+
+int bench_has_op(bench_coll c)
+{
+    return c != BENCH_BROADCAST && c != BENCH_ALLGATHER;
+}
+
+int bench_has_root(bench_coll c)
+{
+    return c == BENCH_BROADCAST || c == BENCH_REDUCE;
+}
+
+/* hoop's name, nccl-tests' name with or without _perf. */
+static bench_coll coll_from_arg(const char *s)
+{
+    bench_coll c = bench_coll_from_name(s);
+    size_t n = strlen(s);
+    for (int i = 0; c == BENCH_COLL_COUNT_ && i < BENCH_COLL_COUNT_; i++) {
+        size_t m = strlen(test_names[i]) - strlen("_perf");
+        if (strcmp(s, test_names[i]) == 0 || (n == m && strncmp(s, test_names[i], m) == 0))
+            c = (bench_coll)i;
+    }
+    return c;
+}
+
+void bench_format_float(double v, int width, char *out)
+{
+    for (int prec = 2; prec >= 0; prec--) {
+        int n = snprintf(out, (size_t)width + 1, "%*.*f", width, prec, v);
+        if (n >= 0 && n <= width) return;
+    }
+    snprintf(out, (size_t)width + 1, "%*.*e", width, width >= 7 ? 1 : 0, v);
+}
+
+int bench_next_size(const bench_opts *o, uint64_t s, uint64_t *next)
+{
+    uint64_t max = (uint64_t)o->maxb;
+    if (o->factor > 1) {
+        if (s > max / (uint64_t)o->factor) return 0;
+        *next = s * (uint64_t)o->factor;
+        return 1;
+    }
+    if (s > max || max - s < (uint64_t)o->stepb) return 0;
+    *next = s + (uint64_t)o->stepb;
+    return 1;
+}
+
+// ----- parsing ---------------------------------------------------------------------
+
+typedef struct parse_ctx {
+    bench_opts *o;
+    char *err;
+    size_t errlen;
+} parse_ctx;
+
+static int bad(parse_ctx *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->err, p->errlen, fmt, ap);
+    va_end(ap);
+    return 2;
+}
+
+static int is_algo_name(const char *s)
+{
+    hoop_algo a;
+    return hoop_algo_from_name(s, &a) == HOOP_OK;
+}
+
+static int is_type_name(const char *s)
+{
+    for (int d = 0; d < HOOP_DTYPE_COUNT_; d++)
+        if (strcmp(s, nccl_types[d]) == 0 || strcmp(s, hoop_dtype_name((hoop_dtype)d)) == 0)
+            return 1;
+    return 0;
+}
+
+/* One integer flag; bytes: K/M/G suffixes allowed. */
+static int int_flag(parse_ctx *p, int opt, const char *arg, int bytes, int64_t lo, int64_t hi,
+                    int64_t *out)
+{
+    char what[8];
+    snprintf(what, sizeof(what), "-%c", opt);
+    hoop_status st =
+        bytes ? hoop__parse_bytes(what, arg, lo, hi, out) : hoop__parse_int(what, arg, lo, hi, out);
+    return st == HOOP_OK ? 0 : bad(p, "%s", hoop_last_error());
+}
+
+static int parse_dtype(parse_ctx *p, const char *s)
+{
+    static const char *const lacking[] = {"int8", "uint32", "uint64", "f8e4m3", "f8e5m2"};
+    bench_opts *o = p->o;
+    if (strcmp(s, "all") == 0) {
+        memcpy(o->dtypes, all_types, sizeof(all_types));
+        o->ndtypes = HOOP_DTYPE_COUNT_;
+        return 0;
+    }
+    for (int d = 0; d < HOOP_DTYPE_COUNT_; d++)
+        if (strcmp(s, nccl_types[d]) == 0 || strcmp(s, hoop_dtype_name((hoop_dtype)d)) == 0) {
+            o->dtypes[0] = (hoop_dtype)d, o->ndtypes = 1;
+            return 0;
+        }
+    for (size_t i = 0; i < sizeof(lacking) / sizeof(lacking[0]); i++)
+        if (strcmp(s, lacking[i]) == 0)
+            return bad(p,
+                       "-d %s: hoop has no %s (its types: float half bfloat16 double int32 "
+                       "int64 uint8, or all)",
+                       s, s);
+    return bad(p, "-d: unknown type '%s' (float half bfloat16 double int32 int64 uint8, or all)",
+               s);
+}
+
+static int parse_op(parse_ctx *p, const char *s)
+{
+    bench_opts *o = p->o;
+    if (strcmp(s, "all") == 0) {
+        memcpy(o->ops, all_ops, sizeof(all_ops));
+        o->nops = HOOP_OP_COUNT_;
+        return 0;
+    }
+    for (int i = 0; i < HOOP_OP_COUNT_; i++)
+        if (strcmp(s, hoop_op_name(all_ops[i])) == 0) {
+            o->ops[0] = all_ops[i], o->nops = 1;
+            return 0;
+        }
+    if (strcmp(s, "mulsum") == 0) return bad(p, "-o mulsum: hoop has no premultiplied sum");
+    return bad(p, "-o: unknown op '%s' (sum prod max min avg, or all)", s);
+}
+
+/* -g, -t, -G, -a: nccl-tests flags whose values hoop cannot take, with the way out. */
+static int parse_limited(parse_ctx *p, int c, const char *arg)
+{
+    int64_t v;
+    bench_opts *o = p->o;
+    if (c == 'a' && is_algo_name(arg))
+        return bad(p,
+                   "-a %s: -a is how times combine across ranks (0 rank 0, 1 mean, 2 min, "
+                   "3 max; nccl-tests); the algorithm is --algo %s",
+                   arg, arg);
+    if (c == 't' && is_type_name(arg))
+        return bad(p,
+                   "-t %s: -t is the number of threads per process (nccl-tests; 1 only); "
+                   "the datatype is -d",
+                   arg);
+    if (c == 'a') return int_flag(p, c, arg, 0, 0, 3, &o->average);
+    if (int_flag(p, c, arg, 0, 0, 1 << 20, &v)) return 2;
+    if (c == 'g' && v != 1)
+        return bad(p,
+                   "-g %s: hoop-bench drives one device per rank (-g 1, as mpirun -np N "
+                   "all_reduce_perf -g 1); start more ranks with hooprun --nproc-per-node",
+                   arg);
+    if (c == 't' && v != 1)
+        return bad(p,
+                   "-t %s: hoop-bench runs one thread per process (-t 1); start more ranks "
+                   "with hooprun --nproc-per-node",
+                   arg);
+    if (c == 'G' && v != 0)
+        return bad(p,
+                   "-G %s: CUDA-graph launches need device buffers; hoop-bench's buffers "
+                   "are host memory (-G 0 only)",
+                   arg);
+    return 0;
+}
+
+enum { OPT_ALGO = 256, OPT_CSV, OPT_SHOW_ALGO };
+
+static int parse_flag(parse_ctx *p, int c, const char *arg)
+{
+    bench_opts *o = p->o;
+    const int64_t big = INT64_C(1) << 40, many = 1000000000;
+    switch (c) {
+    case 'b': return int_flag(p, c, arg, 1, 1, big, &o->minb);
+    case 'e': return int_flag(p, c, arg, 1, 1, big, &o->maxb);
+    case 'i': return int_flag(p, c, arg, 1, 1, big, &o->stepb);
+    case 'f': return int_flag(p, c, arg, 0, 1, 1024, &o->factor);
+    case 'n': return int_flag(p, c, arg, 0, 1, many, &o->iters);
+    case 'w': return int_flag(p, c, arg, 0, 0, many, &o->warmup);
+    case 'm': return int_flag(p, c, arg, 0, 1, 1000000, &o->agg);
+    case 'N': return int_flag(p, c, arg, 0, 0, many, &o->cycles);
+    case 'c': return int_flag(p, c, arg, 0, 0, many, &o->check);
+    case 'r': return int_flag(p, c, arg, 0, 0, 1 << 20, &o->root);
+    case 'z': return int_flag(p, c, arg, 0, 0, 2, &o->blocking);
+    case 'R': return int_flag(p, c, arg, 0, 0, 2, &o->reg);
+    case 'p': return int_flag(p, c, arg, 0, 0, 1, &o->parallel_init);
+    case 'd': return parse_dtype(p, arg);
+    case 'o': return parse_op(p, arg);
+    case 'J': o->json = arg; return 0;
+    case OPT_CSV: o->csv = arg; return 0;
+    case OPT_SHOW_ALGO: o->show_algo = 1; return 0;
+    case OPT_ALGO:
+        if (hoop_algo_from_name(arg, &o->algo) != HOOP_OK)
+            return bad(p, "--algo: unknown algorithm '%s' (ring rd rhd direct auto)", arg);
+        o->algo_set = 1;
+        return 0;
+    default: return parse_limited(p, c, arg);
+    }
+}
+
+static const struct option longs[] = {{"minbytes", required_argument, NULL, 'b'},
+                                      {"maxbytes", required_argument, NULL, 'e'},
+                                      {"stepbytes", required_argument, NULL, 'i'},
+                                      {"stepfactor", required_argument, NULL, 'f'},
+                                      {"iters", required_argument, NULL, 'n'},
+                                      {"warmup_iters", required_argument, NULL, 'w'},
+                                      {"agg_iters", required_argument, NULL, 'm'},
+                                      {"run_cycles", required_argument, NULL, 'N'},
+                                      {"check", required_argument, NULL, 'c'},
+                                      {"datatype", required_argument, NULL, 'd'},
+                                      {"op", required_argument, NULL, 'o'},
+                                      {"root", required_argument, NULL, 'r'},
+                                      {"average", required_argument, NULL, 'a'},
+                                      {"blocking", required_argument, NULL, 'z'},
+                                      {"ngpus", required_argument, NULL, 'g'},
+                                      {"nthreads", required_argument, NULL, 't'},
+                                      {"cudagraph", required_argument, NULL, 'G'},
+                                      {"local_register", required_argument, NULL, 'R'},
+                                      {"output_file", required_argument, NULL, 'J'},
+                                      {"json", required_argument, NULL, 'J'},
+                                      {"parallel_init", required_argument, NULL, 'p'},
+                                      {"csv", required_argument, NULL, OPT_CSV},
+                                      {"algo", required_argument, NULL, OPT_ALGO},
+                                      {"show-algo", no_argument, NULL, OPT_SHOW_ALGO},
+                                      {"help", no_argument, NULL, 'h'},
+                                      {NULL, 0, NULL, 0}};
+
+static void set_defaults(bench_opts *o)
+{
+    *o = (bench_opts){.coll = BENCH_COLL_COUNT_,
+                      .minb = 32 << 20,
+                      .maxb = 32 << 20,
+                      .stepb = 1 << 20,
+                      .factor = 1,
+                      .iters = 20,
+                      .warmup = 1,
+                      .agg = 1,
+                      .cycles = 1,
+                      .check = 1,
+                      .average = BENCH_AVG_MEAN,
+                      .blocking = BENCH_Z_ASYNC,
+                      .ndtypes = 1,
+                      .dtypes = {HOOP_DTYPE_F32},
+                      .nops = 1,
+                      .ops = {HOOP_OP_SUM}};
+}
+
+/* The collective: the one argument that is not an option. */
+static int parse_positional(parse_ctx *p, int argc, char **argv)
+{
+    if (optind >= argc)
+        return bad(p, "missing the collective (allreduce broadcast reduce allgather "
+                      "reducescatter; see hoop-bench --help)");
+    if (optind + 1 < argc) return bad(p, "unexpected argument '%s'", argv[optind + 1]);
+    if ((p->o->coll = coll_from_arg(argv[optind])) == BENCH_COLL_COUNT_)
+        return bad(p,
+                   "unknown collective '%s' (allreduce broadcast reduce allgather "
+                   "reducescatter)",
+                   argv[optind]);
+    return 0;
+}
+
+static int check_combination(parse_ctx *p)
+{
+    bench_opts *o = p->o;
+    if (o->maxb < o->minb) return bad(p, "-e %" PRId64 " is below -b %" PRId64, o->maxb, o->minb);
+    if (o->ndtypes == 1 && o->nops == 1 && o->ops[0] == HOOP_OP_AVG &&
+        o->dtypes[0] >= HOOP_DTYPE_I32 && bench_has_op(o->coll))
+        return bad(p, "-o avg is only defined for floating types, not %s",
+                   nccl_types[o->dtypes[0]]);
+    if (o->json) {
+        const char *dot = strrchr(o->json, '.'), *slash = strrchr(o->json, '/');
+        if (dot == NULL || (slash && slash > dot) || strcmp(dot, ".json") != 0)
+            return bad(p,
+                       "-J %s: the file must end in .json (nccl-tests picks the format by "
+                       "the suffix, and JSON is the only one)",
+                       o->json);
+    }
+    return 0;
+}
+
+int bench_parse_args(int argc, char **argv, bench_opts *o, char *err, size_t errlen)
+{
+    parse_ctx p = {o, err, errlen};
+    int c, rc;
+    set_defaults(o);
+    err[0] = '\0';
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":b:e:i:f:n:w:m:N:c:d:o:r:a:z:R:J:g:t:G:p:h", longs,
+                            NULL)) != -1) {
+        if (c == 'h') return 3;
+        if (c == '?')
+            return bad(&p, "unknown option '%s' (see hoop-bench --help)", argv[optind - 1]);
+        if (c == ':') return bad(&p, "%s needs a value", argv[optind - 1]);
+        if ((rc = parse_flag(&p, c, optarg)) != 0) return rc;
+    }
+    if ((rc = parse_positional(&p, argc, argv)) != 0) return rc;
+    return check_combination(&p);
+}
