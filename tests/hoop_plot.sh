@@ -106,7 +106,7 @@ if [ -x "$bench" ]; then
         bad "hoop-bench failed: $(cat "$tmp/live.log")"
     "$plot" "$tmp/live.json" -o "$tmp/live.png" >"$tmp/live.out" 2>&1 ||
         bad "today's hoop-bench JSON: exit $?: $(cat "$tmp/live.out")"
-    if grep -q "allreduce, 1 rank f32 sum, out-of-place: 5 sizes 8..32K, busbw" "$tmp/live.out"; then
+    if grep -Eq "allreduce, 1 rank (f32|float) sum, out-of-place: 5 sizes 8..32K, busbw" "$tmp/live.out"; then
         echo "ok: today's hoop-bench JSON: $(sed -n 2p "$tmp/live.out")"
     else
         bad "today's hoop-bench JSON: $(cat "$tmp/live.out")"

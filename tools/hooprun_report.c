@@ -65,13 +65,15 @@ static int last_words(const hooprun_worker *w)
     if (w->tail_count == 0) return -1;
     int k = (w->tail_next + HOOPRUN_TAIL_LINES - 1) % HOOPRUN_TAIL_LINES;
     const hooprun_line *l = &w->tail[k];
-    return l->ns >= w->end_ns - LAST_WORDS_NS && l->ns <= w->end_ns ? k : -1;
+    /* A line read after the worker was reaped was still written before it ended: the
+     * pipe is drained after waitpid may already have seen the exit (seen under load). */
+    return l->ns >= w->end_ns - LAST_WORDS_NS ? k : -1;
 }
 
 static int64_t failure_time(const hooprun_worker *w)
 {
     int k = last_words(w);
-    int64_t t = k >= 0 ? w->tail[k].ns : w->end_ns;
+    int64_t t = k >= 0 && w->tail[k].ns < w->end_ns ? w->tail[k].ns : w->end_ns;
     return WIFSIGNALED(w->status) ? t - SIGNAL_LEAD_NS : t;
 }
 
