@@ -171,7 +171,8 @@ HOOP_API hoop_status hoop_flatten(hoop_tape *tape, hoop_tensor *x, hoop_tensor *
 
 /* 2-D convolution (cross-correlation, as PyTorch): x (N,C,H,W), w (O,C,KH,KW), bias (O)
  * or NULL; stride >= 1 and padding >= 0 (zeros) apply to both spatial dimensions.
- * out (N,O,OH,OW), OH = (H + 2 padding - KH) / stride + 1 (>= 1 required).
+ * out (N,O,OH,OW), OH = (H + 2 padding - KH) / stride + 1 (>= 1 required; an output, or
+ * a sample's column buffer C*KH*KW x OH*OW, of more than INT_MAX elements is refused).
  * Computed as im2col + sgemm (Chellapilla et al. 2006). */
 HOOP_API hoop_status hoop_conv2d(hoop_tape *tape, hoop_tensor *x, hoop_tensor *w, hoop_tensor *bias,
                                  int stride, int padding, hoop_tensor **out);

@@ -118,6 +118,10 @@ int hoop__same_shape(const hoop_tensor *a, const hoop_tensor *b);
 /* Fills a tensor header (no buffers). */
 void hoop__tensor_header(hoop_tensor *t, int ndim, const int64_t *shape, size_t count);
 
+/* HOOP_ERR_INVALID naming tape or out when either is NULL; sets *out = NULL otherwise. The
+ * first check of every op (op is its public name, "hoop_matmul"). */
+hoop_status hoop__check_call(const hoop_tape *tape, hoop_tensor **out, const char *op);
+
 /* HOOP_ERR_INVALID unless t is a CPU tensor; what names the argument ("x"). */
 hoop_status hoop__check_arg(const hoop_tensor *t, const char *op, const char *what);
 

@@ -196,7 +196,10 @@ hoop_status hoop_checkpoint_save(const char *path, hoop_tensor *const *params, s
                                  const hoop_optim *opt, const void *extra, size_t extra_bytes)
 {
     if (path == NULL || (params == NULL && count > 0) || (extra == NULL && extra_bytes > 0))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_save: NULL argument");
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_save: %s is NULL",
+                          path == NULL                       ? "path"
+                          : extra == NULL && extra_bytes > 0 ? "extra"
+                                                             : "params");
     for (size_t i = 0; i < count; i++)
         if (params[i] == NULL)
             return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_save: params[%zu] is NULL", i);
@@ -425,7 +428,8 @@ hoop_status hoop_checkpoint_load(const char *path, hoop_tensor *const *params, s
                                  size_t *extra_bytes)
 {
     if (path == NULL || (params == NULL && count > 0))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_load: NULL argument");
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_load: %s is NULL",
+                          path == NULL ? "path" : "params");
     for (size_t i = 0; i < count; i++)
         if (params[i] == NULL)
             return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_load: params[%zu] is NULL", i);
