@@ -174,8 +174,8 @@ static hoop_status ddp_alloc(hoop_ddp *ddp, hoop_tensor *const *params, size_t n
 HOOP_API hoop_status hoop_ddp_init(hoop_ddp **out, hoop_comm *comm, hoop_tensor *const *params,
                                    size_t count, const hoop_ddp_config *cfg)
 {
+    if (out) *out = NULL;
     HOOP_CHECK(check_args(out, comm, params, count));
-    *out = NULL;
     hoop_ddp *ddp;
     hoop_status st;
     HOOP_CHECK(hoop__calloc(&ddp, 1));
@@ -402,11 +402,17 @@ HOOP_API void hoop_ddp_set_sync(hoop_ddp *ddp, int sync)
 
 HOOP_API void hoop_ddp_get_stats(const hoop_ddp *ddp, hoop_ddp_stats *stats)
 {
+    if (!stats) return;
+    if (!ddp) {
+        memset(stats, 0, sizeof(*stats));
+        return;
+    }
     *stats = ddp->stats;
 }
 
 HOOP_API void hoop_ddp_reset_stats(hoop_ddp *ddp)
 {
+    if (!ddp) return;
     int nb = ddp->stats.nbuckets;
     size_t bytes = ddp->stats.bucket_bytes;
     memset(&ddp->stats, 0, sizeof(ddp->stats));
