@@ -43,7 +43,8 @@ HOOP_API hoop_status hoop_sampler_new(hoop_sampler **out, const hoop_sampler_con
 HOOP_API void hoop_sampler_free(hoop_sampler *s);
 
 /* Rebuilds this rank's indices for epoch: the permutation differs between epochs and
- * is identical on every rank for the same (seed, epoch). O(dataset_size). */
+ * is identical on every rank for the same (seed, epoch). O(dataset_size).
+ * Errors: HOOP_ERR_INVALID (s NULL). */
 HOOP_API hoop_status hoop_sampler_set_epoch(hoop_sampler *s, uint64_t epoch);
 
 /* Number of indices this rank gets per epoch: ceil(n / world_size), or

@@ -21,7 +21,9 @@ struct hoop_sampler {
 
 HOOP_API hoop_status hoop_sampler_new(hoop_sampler **out, const hoop_sampler_config *cfg)
 {
+    if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_sampler_new: out is NULL");
     *out = NULL;
+    if (cfg == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_sampler_new: cfg is NULL");
     if (cfg->world_size < 1)
         return HOOP_ERROR(HOOP_ERR_INVALID, "sampler world_size=%d must be >= 1", cfg->world_size);
     if (cfg->rank < 0 || cfg->rank >= cfg->world_size)
@@ -53,6 +55,7 @@ HOOP_API void hoop_sampler_free(hoop_sampler *s)
 
 HOOP_API hoop_status hoop_sampler_set_epoch(hoop_sampler *s, uint64_t epoch)
 {
+    if (s == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_sampler_set_epoch: s is NULL");
     size_t n = s->cfg.dataset_size, ws = (size_t)s->cfg.world_size;
     for (size_t i = 0; i < n; i++) s->perm[i] = i;
     if (s->cfg.shuffle) {
@@ -73,10 +76,10 @@ HOOP_API hoop_status hoop_sampler_set_epoch(hoop_sampler *s, uint64_t epoch)
 
 HOOP_API size_t hoop_sampler_num_samples(const hoop_sampler *s)
 {
-    return s->num_samples;
+    return s ? s->num_samples : 0;
 }
 
 HOOP_API const size_t *hoop_sampler_indices(const hoop_sampler *s)
 {
-    return s->mine;
+    return s ? s->mine : NULL;
 }
