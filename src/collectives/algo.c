@@ -120,6 +120,9 @@ const char *hoop_algo_name(hoop_algo algo)
 
 hoop_status hoop_algo_from_name(const char *name, hoop_algo *out)
 {
+    if (!name || !out)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_algo_from_name: %s is NULL",
+                          !name ? "name" : "out");
     if (name && strcasecmp(name, "auto") == 0) {
         *out = HOOP_ALGO_AUTO;
         return HOOP_OK;
