@@ -55,7 +55,9 @@ typedef struct hoop_tape hoop_tape;
 // ----- the tape -------------------------------------------------------------------------
 
 /* Creates an empty tape in training mode with gradients recorded and dropout seed 0.
- * Errors: HOOP_ERR_INVALID (out NULL), HOOP_ERR_NOMEM. */
+ * With HOOP_ARENA_POISON=1 every arena allocation of the tape is filled with NaN (a
+ * debugging aid: reads of memory no op wrote show up as NaN instead of zeros).
+ * Errors: HOOP_ERR_INVALID (out NULL, or HOOP_ARENA_POISON malformed), HOOP_ERR_NOMEM. */
 HOOP_API hoop_status hoop_tape_init(hoop_tape **out);
 
 /* Frees the tape, its arena and every arena tensor. NULL is accepted. Returns HOOP_OK. */

@@ -6,7 +6,9 @@
  * Owns: the arena blocks (activations, their gradients, nodes, saved values) and the
  * growable array of node pointers. The arena is a bump allocator over a list of blocks;
  * hoop_tape_reset() rewinds it and, when a step needed more than one block, replaces them
- * by one block of the total size, so the steady state allocates nothing.
+ * by one block of the total size, so the steady state allocates nothing. With poisoning
+ * on (HOOP_ARENA_POISON=1, or hoop__tape_poison) each allocation is filled with NaN, so
+ * nothing can rely on fresh blocks happening to be zero.
  *
  * Hook timing: when a node is recorded, each parameter input seen for the first time in
  * this tape generation sets a bit in the node's ready_mask. In reverse order no node
@@ -24,6 +26,7 @@
 
 #include "autograd/autograd_impl.h"
 #include "core/check.h"
+#include "core/env.h"
 #include "core/log.h"
 #include "hoop/nn.h"
 
@@ -45,6 +48,7 @@ struct hoop_tape {
     int backward_done;
     int alloc_failed; /* an arena allocation failed (checked at the end of backward) */
     int train, grad_enabled;
+    int poison; /* fill allocations with NaN (HOOP_ARENA_POISON, hoop__tape_poison) */
     hoop_rng rng;
 };
 
@@ -93,6 +97,7 @@ void *hoop__arena_alloc(hoop_tape *tape, size_t bytes)
     }
     void *p = b->data + b->used;
     b->used += bytes;
+    if (tape->poison) memset(p, 0xff, bytes); /* every float 0xffffffff: a quiet NaN */
     return p;
 }
 
@@ -176,8 +181,11 @@ hoop_status hoop_tape_init(hoop_tape **out)
 {
     if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tape_init: out is NULL");
     pthread_once(&blas_once, log_blas_once);
+    int64_t poison;
+    HOOP_CHECK(hoop__env_int("HOOP_ARENA_POISON", &poison));
     hoop_tape *tape;
     HOOP_CHECK(hoop__calloc(&tape, 1));
+    tape->poison = poison != 0;
     tape->gen = new_gen();
     tape->train = 1;
     tape->grad_enabled = 1;
@@ -222,6 +230,11 @@ void hoop_tape_set_grad_enabled(hoop_tape *tape, int enabled)
 void hoop_tape_seed(hoop_tape *tape, uint64_t seed)
 {
     if (tape) hoop_rng_seed(&tape->rng, seed);
+}
+
+void hoop__tape_poison(hoop_tape *tape, int on)
+{
+    tape->poison = on != 0;
 }
 
 struct hoop_rng *hoop__tape_rng(hoop_tape *tape)
