@@ -317,7 +317,7 @@ hoop_status hoop__view_op(hoop_tape *tape, hoop_tensor *x, int ndim, const int64
 static hoop_status infer_shape(const hoop_tensor *x, int ndim, const int64_t *shape,
                                int64_t *resolved)
 {
-    int infer = -1;
+    int infer = -1, over = 0;
     int64_t known = 1;
     for (int i = 0; i < ndim; i++) {
         resolved[i] = shape[i];
@@ -328,8 +328,13 @@ static hoop_status infer_shape(const hoop_tensor *x, int ndim, const int64_t *sh
         if (shape[i] < 1)
             return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_reshape: dimension %d is %lld", i,
                               (long long)shape[i]);
-        known *= shape[i];
+        if (!over) over = __builtin_mul_overflow(known, shape[i], &known);
     }
+    if (over)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "hoop_reshape: x has %zu elements, the %d-D shape given more than "
+                          "2^63",
+                          x->count, ndim);
     if (infer >= 0 && known > 0 && (int64_t)x->count % known == 0)
         resolved[infer] = (int64_t)x->count / known;
     if (infer >= 0) known *= resolved[infer];
