@@ -1027,6 +1027,15 @@ static void c_init_env(void)
     INVALID("MASTER_PORT", hoop_store_init_env(&st));
     unsetenv("MASTER_ADDR");
     INVALID("MASTER_ADDR", hoop_store_init_env(&st));
+    /* Unknown enum values through the environment: a log level, an algorithm. */
+    env_contract("0", "1", "29999");
+    setenv("HOOP_DEBUG", "LOUD", 1);
+    INVALID("HOOP_DEBUG", hoop_comm_init_env(&c));
+    unsetenv("HOOP_DEBUG");
+    setenv("HOOP_ALGO", "tree", 1);
+    INVALID("HOOP_ALGO", hoop_comm_init_env(&c));
+    ck_assert_ptr_null(c);
+    unsetenv("HOOP_ALGO");
 }
 
 static void c_store_calls(void)
