@@ -232,7 +232,7 @@ START_TEST(test_null_arguments)
     ck_assert_ptr_null(s);
     assert_error_has("cfg is NULL", NULL);
     ck_assert_int_eq(hoop_sampler_set_epoch(NULL, 1), HOOP_ERR_INVALID);
-    assert_error_has("sampler is NULL", NULL);
+    assert_error_has("s is NULL", NULL);
     ck_assert_uint_eq(hoop_sampler_num_samples(NULL), 0);
     ck_assert_ptr_null(hoop_sampler_indices(NULL));
     hoop_sampler_free(NULL);

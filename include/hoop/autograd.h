@@ -55,7 +55,9 @@ typedef struct hoop_tape hoop_tape;
 // ----- the tape -------------------------------------------------------------------------
 
 /* Creates an empty tape in training mode with gradients recorded and dropout seed 0.
- * Errors: HOOP_ERR_INVALID (out NULL), HOOP_ERR_NOMEM. */
+ * With HOOP_ARENA_POISON=1 every arena allocation of the tape is filled with NaN (a
+ * debugging aid: reads of memory no op wrote show up as NaN instead of zeros).
+ * Errors: HOOP_ERR_INVALID (out NULL, or HOOP_ARENA_POISON malformed), HOOP_ERR_NOMEM. */
 HOOP_API hoop_status hoop_tape_init(hoop_tape **out);
 
 /* Frees the tape, its arena and every arena tensor. NULL is accepted. Returns HOOP_OK. */
@@ -171,7 +173,8 @@ HOOP_API hoop_status hoop_flatten(hoop_tape *tape, hoop_tensor *x, hoop_tensor *
 
 /* 2-D convolution (cross-correlation, as PyTorch): x (N,C,H,W), w (O,C,KH,KW), bias (O)
  * or NULL; stride >= 1 and padding >= 0 (zeros) apply to both spatial dimensions.
- * out (N,O,OH,OW), OH = (H + 2 padding - KH) / stride + 1 (>= 1 required).
+ * out (N,O,OH,OW), OH = (H + 2 padding - KH) / stride + 1 (>= 1 required; an output, or
+ * a sample's column buffer C*KH*KW x OH*OW, of more than INT_MAX elements is refused).
  * Computed as im2col + sgemm (Chellapilla et al. 2006). */
 HOOP_API hoop_status hoop_conv2d(hoop_tape *tape, hoop_tensor *x, hoop_tensor *w, hoop_tensor *bias,
                                  int stride, int padding, hoop_tensor **out);

@@ -185,7 +185,8 @@ HOOP_API uint64_t hoop_comm_bytes_sent(const hoop_comm *comm);
 /* "ring", "rd", "rhd", "direct", "auto"; "?" when unknown. */
 HOOP_API const char *hoop_algo_name(hoop_algo algo);
 
-/* Parses an algorithm name (as HOOP_ALGO). HOOP_ERR_INVALID names the bad word. */
+/* Parses an algorithm name (as HOOP_ALGO). HOOP_ERR_INVALID names the bad word, or the
+ * NULL argument. */
 HOOP_API hoop_status hoop_algo_from_name(const char *name, hoop_algo *out);
 
 /* Reports whether req has finished, after one non-blocking round of progress when no

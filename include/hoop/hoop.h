@@ -12,7 +12,11 @@
  *   - sizes in bytes are size_t *_bytes, element counts are size_t count, times are
  *     int64_t milliseconds (*_ms) unless the name says otherwise;
  *   - objects that own threads or sockets use _init/_destroy, plain values _new/_free;
- *     destroy functions accept NULL.
+ *     destroy functions accept NULL;
+ *   - a NULL or out-of-range argument is an error (HOOP_ERR_INVALID naming the argument),
+ *     never a crash; functions without a status (queries, setters) given a NULL handle
+ *     return a neutral value (0, -1 for a rank, NULL, "" or "?") or do nothing.
+ *     tests/check_api_args.c holds every public function to this.
  *
  * A worked example (a two-rank rendezvous through the store), run under hooprun:
  *

@@ -51,12 +51,13 @@ HOOP_API float hoop_rng_uniform(hoop_rng *rng);
 
 /* Fills t with U(-bound, bound), bound = gain * sqrt(3 / fan_in) (Kaiming/He uniform;
  * gain sqrt(2) for ReLU, or 1/sqrt(3) for PyTorch's default layer init).
- * Errors: HOOP_ERR_INVALID (fan_in < 1). */
+ * Errors: HOOP_ERR_INVALID (t or rng NULL, fan_in < 1, gain not finite). */
 HOOP_API hoop_status hoop_init_kaiming_uniform(hoop_tensor *t, int64_t fan_in, float gain,
                                                hoop_rng *rng);
 
 /* Fills t with U(-b, b), b = gain * sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio 2010).
- * Errors: HOOP_ERR_INVALID (fan_in + fan_out < 1). */
+ * Errors: HOOP_ERR_INVALID (t or rng NULL, fan_in or fan_out < 0, fan_in + fan_out < 1,
+ * gain not finite). */
 HOOP_API hoop_status hoop_init_xavier_uniform(hoop_tensor *t, int64_t fan_in, int64_t fan_out,
                                               float gain, hoop_rng *rng);
 
@@ -89,8 +90,8 @@ HOOP_API hoop_status hoop_model_new_mlp(hoop_model **out, const int64_t *sizes, 
 
 /* Makes the CNN described above. Parameters in order: conv1.weight (c1,C,3,3), conv1.bias,
  * conv2.weight (c2,c1,3,3), conv2.bias, fc1.weight, fc1.bias, fc2.weight, fc2.bias.
- * Errors: HOOP_ERR_INVALID (cfg NULL, sizes < 1, height/width not multiples of 4),
- * HOOP_ERR_NOMEM. */
+ * Errors: HOOP_ERR_INVALID (cfg NULL, sizes < 1, height/width not multiples of 4, a weight
+ * or a sample's activations of more than INT_MAX elements), HOOP_ERR_NOMEM. */
 HOOP_API hoop_status hoop_model_new_cnn(hoop_model **out, const hoop_cnn_config *cfg,
                                         uint64_t seed);
 
@@ -99,7 +100,8 @@ HOOP_API void hoop_model_free(hoop_model *m);
 
 /* Adds a zeroed parameter (requires_grad) named name (copied) of the given shape at the
  * end of the registration order; *out (may be NULL) receives it, owned by the model.
- * Errors: HOOP_ERR_INVALID (bad shape, NULL or duplicate name), HOOP_ERR_NOMEM. */
+ * Errors: HOOP_ERR_INVALID (bad shape, NULL, empty or duplicate name, a name of
+ * HOOP_TENSOR_NAME_MAX bytes or more, which would be cut), HOOP_ERR_NOMEM. */
 HOOP_API hoop_status hoop_model_add_param(hoop_model *m, const char *name, int ndim,
                                           const int64_t *shape, hoop_tensor **out);
 

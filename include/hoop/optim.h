@@ -93,7 +93,8 @@ HOOP_API int64_t hoop_optim_step_count(const hoop_optim *opt);
  *   step < warmup_steps:  lr = base_lr * (step + 1) / warmup_steps
  *   otherwise:            lr = min_lr + (base_lr - min_lr) * (1 + cos(pi * q)) / 2,
  *                         q = min(1, (step - warmup_steps) / max(1, total_steps - warmup_steps))
- * step counts from 0. Pure function; thread-safe. */
+ * step counts from 0 (a negative step is step 0; s NULL gives 0). Pure function;
+ * thread-safe. */
 typedef struct hoop_lr_schedule {
     float base_lr, min_lr;
     int64_t warmup_steps, total_steps;
@@ -103,7 +104,7 @@ HOOP_API float hoop_lr_at(const hoop_lr_schedule *s, int64_t step);
 /* Scales all count parameters' gradients by max_norm / (norm + 1e-6) when their global L2
  * norm (computed in double) exceeds max_norm, as torch.nn.utils.clip_grad_norm_. The norm
  * before clipping goes to *total_norm when it is not NULL.
- * Errors: HOOP_ERR_INVALID (NULL params with count > 0, max_norm <= 0). */
+ * Errors: HOOP_ERR_INVALID (NULL params with count > 0, a NULL entry, max_norm <= 0 or NaN). */
 HOOP_API hoop_status hoop_clip_grad_norm(hoop_tensor *const *params, size_t count, float max_norm,
                                          float *total_norm);
 

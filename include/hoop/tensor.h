@@ -61,8 +61,8 @@ typedef void (*hoop_grad_hook_fn)(hoop_tensor *param, void *user);
  * dimension >= 1; ndim 0 is a scalar and shape may be NULL). Data is zeroed. When
  * requires_grad is non-zero the tensor is a parameter (a leaf of the graph) and also owns
  * a zeroed grad buffer of the same shape.
- * Errors: HOOP_ERR_INVALID (ndim out of range, a dimension < 1, count overflow, out NULL),
- * HOOP_ERR_UNSUPPORTED (device other than HOOP_DEVICE_CPU), HOOP_ERR_NOMEM.
+ * Errors: HOOP_ERR_INVALID (ndim out of range, a dimension < 1, count overflow, out NULL,
+ * a device outside the enum), HOOP_ERR_UNSUPPORTED (HOOP_DEVICE_CUDA), HOOP_ERR_NOMEM.
  * On failure *out is NULL. Thread-safe. */
 HOOP_API hoop_status hoop_tensor_new(hoop_tensor **out, int ndim, const int64_t *shape,
                                      hoop_device device, int requires_grad);
@@ -72,7 +72,7 @@ HOOP_API hoop_status hoop_tensor_new(hoop_tensor **out, int ndim, const int64_t 
 HOOP_API void hoop_tensor_free(hoop_tensor *t);
 
 /* Shape queries. hoop_tensor_dim() returns 0 for i outside 0..ndim-1. count is the number
- * of elements (1 for a scalar). Never fail; t must not be NULL. */
+ * of elements (1 for a scalar). Never fail; a NULL t gives 0 (device: CPU). */
 HOOP_API int hoop_tensor_ndim(const hoop_tensor *t);
 HOOP_API int64_t hoop_tensor_dim(const hoop_tensor *t, int i);
 HOOP_API size_t hoop_tensor_count(const hoop_tensor *t);
@@ -80,7 +80,7 @@ HOOP_API hoop_device hoop_tensor_device(const hoop_tensor *t);
 HOOP_API int hoop_tensor_requires_grad(const hoop_tensor *t);
 
 /* Writes the shape as "(128, 784)" into buf (always NUL-terminated when bytes > 0) and
- * returns buf. Used in error messages. */
+ * returns buf ("(NULL)" for a NULL t; NULL when buf is NULL). Used in error messages. */
 HOOP_API char *hoop_tensor_shape_str(const hoop_tensor *t, char *buf, size_t bytes);
 
 /* The contiguous row-major data, count floats. Writable: filling an input tensor before

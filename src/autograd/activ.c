@@ -29,7 +29,8 @@ typedef void (*unary_bwd)(float *g, const float *dy, const float *restrict x,
                           const float *restrict y, size_t n);
 
 struct unary_op {
-    const char *name;
+    const char *name; /* for the tape */
+    const char *fn;   /* for messages */
     unary_fwd fwd;
     unary_bwd bwd;
 };
@@ -101,10 +102,10 @@ static void sigmoid_bwd(float *g, const float *dy, const float *restrict x, cons
     for (size_t i = 0; i < n; i++) g[i] = dy[i] * y[i] * (1.0f - y[i]);
 }
 
-static const struct unary_op op_relu = {"relu", relu_fwd, relu_bwd};
-static const struct unary_op op_gelu = {"gelu", gelu_fwd, gelu_bwd};
-static const struct unary_op op_tanh = {"tanh", tanh_fwd, tanh_bwd};
-static const struct unary_op op_sigmoid = {"sigmoid", sigmoid_fwd, sigmoid_bwd};
+static const struct unary_op op_relu = {"relu", "hoop_relu", relu_fwd, relu_bwd};
+static const struct unary_op op_gelu = {"gelu", "hoop_gelu", gelu_fwd, gelu_bwd};
+static const struct unary_op op_tanh = {"tanh", "hoop_tanh", tanh_fwd, tanh_bwd};
+static const struct unary_op op_sigmoid = {"sigmoid", "hoop_sigmoid", sigmoid_fwd, sigmoid_bwd};
 
 // ----- the generic unary op -------------------------------------------------------------------
 
@@ -128,9 +129,8 @@ static void unary_backward(hoop_tape *tape, struct hoop_node *n)
 static hoop_status unary(hoop_tape *tape, const struct unary_op *op, hoop_tensor *x,
                          hoop_tensor **out)
 {
-    if (tape == NULL || out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_%s: NULL", op->name);
-    *out = NULL;
-    HOOP_CHECK(hoop__check_arg(x, op->name, "x"));
+    HOOP_CHECK(hoop__check_call(tape, out, op->fn));
+    HOOP_CHECK(hoop__check_arg(x, op->fn, "x"));
     hoop_tensor *y;
     HOOP_CHECK(hoop__tensor_arena(tape, x->ndim, x->shape, &y));
     op->fwd(y->data, x->data, x->count);
@@ -199,8 +199,7 @@ static void softmax_backward(hoop_tape *tape, struct hoop_node *n)
 
 hoop_status hoop_softmax(hoop_tape *tape, hoop_tensor *x, hoop_tensor **out)
 {
-    if (tape == NULL || out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_softmax: NULL");
-    *out = NULL;
+    HOOP_CHECK(hoop__check_call(tape, out, "hoop_softmax"));
     HOOP_CHECK(hoop__check_arg(x, "hoop_softmax", "x"));
     if (x->ndim < 1) return hoop__ndim_error("hoop_softmax", "x", x, "at least 1 dimension");
     hoop_tensor *y;
@@ -282,9 +281,7 @@ static float ce_forward(const hoop_tensor *x, const struct ce_saved *s, float ep
 hoop_status hoop_cross_entropy(hoop_tape *tape, hoop_tensor *logits, const int32_t *labels,
                                float label_smoothing, hoop_tensor **out)
 {
-    if (tape == NULL || out == NULL)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_cross_entropy: NULL");
-    *out = NULL;
+    HOOP_CHECK(hoop__check_call(tape, out, "hoop_cross_entropy"));
     HOOP_CHECK(ce_check(logits, labels, label_smoothing));
     const size_t N = (size_t)logits->shape[0];
     struct ce_saved *s = hoop__arena_alloc(tape, sizeof(*s));

@@ -104,6 +104,13 @@ hoop_status hoop__backward_from(hoop_tape *tape, hoop_tensor *out, const float *
  * "no gradient" after setting an error; backward reports it). */
 float *hoop__grad_for(hoop_tape *tape, hoop_tensor *t, int *accumulate);
 
+/* From now on every arena allocation of tape is filled with NaN (on = 1) or left as it is
+ * (0). A backward that accumulates into a gradient it should have written, or a forward
+ * that reads output memory before writing it, then yields NaN instead of passing on
+ * zeroed memory. HOOP_ARENA_POISON=1 turns it on for every tape; the gradient tests call
+ * this. */
+void hoop__tape_poison(hoop_tape *tape, int on);
+
 /* Returns the tape's random stream (dropout). */
 struct hoop_rng *hoop__tape_rng(hoop_tape *tape);
 
@@ -117,6 +124,10 @@ int hoop__same_shape(const hoop_tensor *a, const hoop_tensor *b);
 
 /* Fills a tensor header (no buffers). */
 void hoop__tensor_header(hoop_tensor *t, int ndim, const int64_t *shape, size_t count);
+
+/* HOOP_ERR_INVALID naming tape or out when either is NULL; sets *out = NULL otherwise. The
+ * first check of every op (op is its public name, "hoop_matmul"). */
+hoop_status hoop__check_call(const hoop_tape *tape, hoop_tensor **out, const char *op);
 
 /* HOOP_ERR_INVALID unless t is a CPU tensor; what names the argument ("x"). */
 hoop_status hoop__check_arg(const hoop_tensor *t, const char *op, const char *what);

@@ -199,7 +199,10 @@ hoop_status hoop_checkpoint_save(const char *path, hoop_tensor *const *params, s
                                  const hoop_optim *opt, const void *extra, size_t extra_bytes)
 {
     if (path == NULL || (params == NULL && count > 0) || (extra == NULL && extra_bytes > 0))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_save: NULL argument");
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_save: %s is NULL",
+                          path == NULL                       ? "path"
+                          : extra == NULL && extra_bytes > 0 ? "extra"
+                                                             : "params");
     for (size_t i = 0; i < count; i++)
         if (params[i] == NULL)
             return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_save: params[%zu] is NULL", i);
@@ -498,9 +501,12 @@ static hoop_status inspect_image(const char *path, const unsigned char *b, size_
 hoop_status hoop_checkpoint_inspect(const char *path, hoop_checkpoint_info *info, void *extra,
                                     size_t extra_cap)
 {
+    if (info) memset(info, 0, sizeof(*info));
     if (path == NULL || info == NULL || (extra == NULL && extra_cap > 0))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_inspect: NULL argument");
-    memset(info, 0, sizeof(*info));
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_inspect: %s is NULL",
+                          !path   ? "path"
+                          : !info ? "info"
+                                  : "extra (with extra_cap > 0)");
     unsigned char *b = NULL;
     size_t len = 0;
     HOOP_CHECK(read_file(path, &b, &len));
@@ -517,7 +523,8 @@ hoop_status hoop_checkpoint_load(const char *path, hoop_tensor *const *params, s
                                  size_t *extra_bytes)
 {
     if (path == NULL || (params == NULL && count > 0))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_load: NULL argument");
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_load: %s is NULL",
+                          path == NULL ? "path" : "params");
     for (size_t i = 0; i < count; i++)
         if (params[i] == NULL)
             return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_load: params[%zu] is NULL", i);

@@ -16,6 +16,7 @@
  * Thread-safety: as the tape (one thread per tape).
  */
 #include <cblas.h>
+#include <limits.h>
 #include <string.h>
 
 #include "autograd/autograd_impl.h"
@@ -47,8 +48,8 @@ static struct conv_geom conv_geom_of(const hoop_tensor *x, const hoop_tensor *w,
         .stride = stride,
         .padding = padding,
     };
-    g.OH = (g.H + 2 * padding - g.KH) / stride + 1;
-    g.OW = (g.W + 2 * padding - g.KW) / stride + 1;
+    g.OH = (g.H + 2 * (int64_t)padding - g.KH) / stride + 1;
+    g.OW = (g.W + 2 * (int64_t)padding - g.KW) / stride + 1;
     return g;
 }
 
@@ -166,8 +167,19 @@ static hoop_status conv_check(hoop_tensor *x, hoop_tensor *w, hoop_tensor *b, in
                           stride, padding);
     if (x->shape[1] != w->shape[1])
         return hoop__shape_error(op, "x", x, "w", w, "x's dim 1 (channels) must equal w's dim 1");
-    if (x->shape[2] + 2 * padding < w->shape[2] || x->shape[3] + 2 * padding < w->shape[3])
+    const int64_t pad2 = 2 * (int64_t)padding; /* in int64: 2 * INT_MAX overflows int */
+    if (x->shape[2] + pad2 < w->shape[2] || x->shape[3] + pad2 < w->shape[3])
         return hoop__shape_error(op, "x", x, "w", w, "the padded input is smaller than the kernel");
+    /* The output and the column buffer (C*KH*KW, OH*OW) are indexed with int by BLAS. */
+    const int64_t OH = (x->shape[2] + pad2 - w->shape[2]) / stride + 1;
+    const int64_t OW = (x->shape[3] + pad2 - w->shape[3]) / stride + 1;
+    const int64_t K = w->shape[1] * w->shape[2] * w->shape[3]; /* <= INT_MAX: w's count */
+    if (OH > INT_MAX || OW > INT_MAX || OH * OW > INT_MAX / K ||
+        OH * OW > INT_MAX / (x->shape[0] * w->shape[0]))
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s: stride=%d and padding=%d give an output of %lld x %lld per "
+                          "channel, more than the %d elements an op takes",
+                          op, stride, padding, (long long)OH, (long long)OW, INT_MAX);
     if (b != NULL) {
         HOOP_CHECK(hoop__check_arg(b, op, "bias"));
         if (b->ndim != 1 || b->shape[0] != w->shape[0])
@@ -179,8 +191,7 @@ static hoop_status conv_check(hoop_tensor *x, hoop_tensor *w, hoop_tensor *b, in
 hoop_status hoop_conv2d(hoop_tape *tape, hoop_tensor *x, hoop_tensor *w, hoop_tensor *bias,
                         int stride, int padding, hoop_tensor **out)
 {
-    if (tape == NULL || out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_conv2d: NULL");
-    *out = NULL;
+    HOOP_CHECK(hoop__check_call(tape, out, "hoop_conv2d"));
     HOOP_CHECK(conv_check(x, w, bias, stride, padding));
     const struct conv_geom g = conv_geom_of(x, w, stride, padding);
     const int K = (int)(g.C * g.KH * g.KW), S = (int)(g.OH * g.OW), O = (int)g.O;
@@ -270,8 +281,7 @@ hoop_status hoop_max_pool2d(hoop_tape *tape, hoop_tensor *x, int kernel, int str
                             hoop_tensor **out)
 {
     const char *op = "hoop_max_pool2d";
-    if (tape == NULL || out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "%s: NULL", op);
-    *out = NULL;
+    HOOP_CHECK(hoop__check_call(tape, out, op));
     HOOP_CHECK(hoop__check_arg(x, op, "x"));
     if (x->ndim != 4) return hoop__ndim_error(op, "x", x, "4 dimensions (N, C, H, W)");
     if (kernel < 1 || stride < 1 || x->shape[2] < kernel || x->shape[3] < kernel)

@@ -6,6 +6,7 @@
  * Owns: the model's parameters (freed with the model) and their names.
  * Thread-safety: a model belongs to one thread at a time.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,15 +31,24 @@ struct hoop_model {
 
 void hoop_init_uniform(hoop_tensor *t, float lo, float hi, hoop_rng *rng)
 {
+    if (t == NULL || rng == NULL) return;
     for (size_t i = 0; i < t->count; i++) t->data[i] = lo + (hi - lo) * hoop_rng_uniform(rng);
+}
+
+static hoop_status init_check(const hoop_tensor *t, const hoop_rng *rng, float gain, const char *fn)
+{
+    if (t == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "%s: t is NULL", fn);
+    if (rng == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "%s: rng is NULL", fn);
+    if (!isfinite(gain))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s: gain=%g is not finite", fn, (double)gain);
+    return HOOP_OK;
 }
 
 hoop_status hoop_init_kaiming_uniform(hoop_tensor *t, int64_t fan_in, float gain, hoop_rng *rng)
 {
-    if (t == NULL || rng == NULL || fan_in < 1)
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "hoop_init_kaiming_uniform: fan_in=%lld (must be "
-                          ">= 1) or NULL argument",
+    HOOP_CHECK(init_check(t, rng, gain, "hoop_init_kaiming_uniform"));
+    if (fan_in < 1)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_init_kaiming_uniform: fan_in=%lld must be >= 1",
                           (long long)fan_in);
     const float bound = gain * sqrtf(3.0f / (float)fan_in);
     hoop_init_uniform(t, -bound, bound, rng);
@@ -48,9 +58,12 @@ hoop_status hoop_init_kaiming_uniform(hoop_tensor *t, int64_t fan_in, float gain
 hoop_status hoop_init_xavier_uniform(hoop_tensor *t, int64_t fan_in, int64_t fan_out, float gain,
                                      hoop_rng *rng)
 {
-    if (t == NULL || rng == NULL || fan_in + fan_out < 1)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_init_xavier_uniform: fan_in + fan_out < 1 or "
-                                            "NULL argument");
+    HOOP_CHECK(init_check(t, rng, gain, "hoop_init_xavier_uniform"));
+    if (fan_in < 0 || fan_out < 0 || fan_in > INT64_MAX - fan_out || fan_in + fan_out < 1)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "hoop_init_xavier_uniform: fan_in=%lld and fan_out=%lld must be >= 0 "
+                          "with a sum >= 1",
+                          (long long)fan_in, (long long)fan_out);
     const float bound = gain * sqrtf(6.0f / (float)(fan_in + fan_out));
     hoop_init_uniform(t, -bound, bound, rng);
     return HOOP_OK;
@@ -77,8 +90,13 @@ hoop_status hoop_model_add_param(hoop_model *m, const char *name, int ndim, cons
                                  hoop_tensor **out)
 {
     if (out) *out = NULL;
-    if (m == NULL || name == NULL || name[0] == '\0')
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_model_add_param: NULL model or empty name");
+    if (m == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_model_add_param: m is NULL");
+    if (name == NULL || name[0] == '\0')
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_model_add_param: name is NULL or empty");
+    if (strlen(name) >= HOOP_TENSOR_NAME_MAX) /* cut, two names could become one */
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "hoop_model_add_param: name '%.20s...' is longer than %d bytes", name,
+                          HOOP_TENSOR_NAME_MAX - 1);
     for (size_t i = 0; i < m->nparams; i++)
         if (strcmp(m->params[i]->name, name) == 0)
             return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_model_add_param: duplicate name '%s'", name);
@@ -97,34 +115,34 @@ hoop_status hoop_model_add_param(hoop_model *m, const char *name, int ndim, cons
 
 size_t hoop_model_param_count(const hoop_model *m)
 {
-    return m->nparams;
+    return m ? m->nparams : 0;
 }
 
 hoop_tensor *hoop_model_param(const hoop_model *m, size_t i)
 {
-    return i < m->nparams ? m->params[i] : NULL;
+    return m && i < m->nparams ? m->params[i] : NULL;
 }
 
 hoop_tensor *const *hoop_model_params(const hoop_model *m)
 {
-    return m->params;
+    return m ? m->params : NULL;
 }
 
 size_t hoop_model_numel(const hoop_model *m)
 {
     size_t n = 0;
-    for (size_t i = 0; i < m->nparams; i++) n += m->params[i]->count;
+    for (size_t i = 0; m && i < m->nparams; i++) n += m->params[i]->count;
     return n;
 }
 
 void hoop_model_set_grad_hook(hoop_model *m, hoop_grad_hook_fn fn, void *user)
 {
-    for (size_t i = 0; i < m->nparams; i++) hoop_tensor_set_grad_hook(m->params[i], fn, user);
+    for (size_t i = 0; m && i < m->nparams; i++) hoop_tensor_set_grad_hook(m->params[i], fn, user);
 }
 
 void hoop_model_zero_grad(hoop_model *m)
 {
-    for (size_t i = 0; i < m->nparams; i++) hoop_tensor_zero_grad(m->params[i]);
+    for (size_t i = 0; m && i < m->nparams; i++) hoop_tensor_zero_grad(m->params[i]);
 }
 
 // ----- layers -------------------------------------------------------------------------------
@@ -149,9 +167,12 @@ static hoop_status add_layer(hoop_model *m, const char *prefix, int ndim, const 
 
 hoop_status hoop_model_new_mlp(hoop_model **out, const int64_t *sizes, size_t nsizes, uint64_t seed)
 {
-    if (out == NULL || sizes == NULL || nsizes < 2)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_model_new_mlp: need at least 2 sizes");
+    if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_model_new_mlp: out is NULL");
     *out = NULL;
+    if (sizes == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_model_new_mlp: sizes is NULL");
+    if (nsizes < 2)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_model_new_mlp: nsizes=%zu, need at least 2",
+                          nsizes);
     for (size_t i = 0; i < nsizes; i++)
         if (sizes[i] < 1)
             return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_model_new_mlp: sizes[%zu]=%lld < 1", i,
@@ -176,17 +197,55 @@ fail:
     return st;
 }
 
+/* a * b * c when it fits the ops' limit (INT_MAX elements, as BLAS indexes with int). */
+static int fits_int(int64_t a, int64_t b, int64_t c, int64_t *out)
+{
+    int64_t ab;
+    return !__builtin_mul_overflow(a, b, &ab) && !__builtin_mul_overflow(ab, c, out) &&
+           *out <= INT_MAX;
+}
+
 static hoop_status cnn_check(const hoop_cnn_config *c)
 {
-    if (c == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_model_new_cnn: cfg is NULL");
-    if (c->in_channels < 1 || c->conv1_channels < 1 || c->conv2_channels < 1 || c->hidden < 1 ||
-        c->classes < 1 || c->height < 4 || c->width < 4 || c->height % 4 || c->width % 4)
+    const char *fn = "hoop_model_new_cnn";
+    if (c == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "%s: cfg is NULL", fn);
+    const struct {
+        const char *name;
+        int64_t v;
+    } sizes[] = {{"in_channels", c->in_channels},
+                 {"conv1_channels", c->conv1_channels},
+                 {"conv2_channels", c->conv2_channels},
+                 {"hidden", c->hidden},
+                 {"classes", c->classes}};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        if (sizes[i].v < 1)
+            return HOOP_ERROR(HOOP_ERR_INVALID, "%s: %s=%lld must be >= 1", fn, sizes[i].name,
+                              (long long)sizes[i].v);
+    if (c->height < 4 || c->width < 4 || c->height % 4 || c->width % 4)
         return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "hoop_model_new_cnn: sizes must be >= 1 and "
-                          "height=%lld, width=%lld multiples of 4",
+                          "%s: height=%lld and width=%lld must be positive multiples of 4", fn,
                           (long long)c->height, (long long)c->width);
+    int64_t feat, n;
+    if (!fits_int(c->conv2_channels, c->height / 4, c->width / 4, &feat) ||
+        !fits_int(c->in_channels > c->conv1_channels ? c->in_channels : c->conv1_channels,
+                  c->height, c->width, &n))
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s: height=%lld x width=%lld images with %lld/%lld/%lld channels "
+                          "exceed %d elements per sample",
+                          fn, (long long)c->height, (long long)c->width, (long long)c->in_channels,
+                          (long long)c->conv1_channels, (long long)c->conv2_channels, INT_MAX);
+    if (!fits_int(c->hidden, feat, 1, &n) || !fits_int(c->classes, c->hidden, 1, &n) ||
+        !fits_int(c->conv2_channels, c->conv1_channels, 9, &n) ||
+        !fits_int(c->conv1_channels, c->in_channels, 9, &n))
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s: a weight of in_channels=%lld, conv1_channels=%lld, "
+                          "conv2_channels=%lld, hidden=%lld, classes=%lld would exceed %d "
+                          "elements",
+                          fn, (long long)c->in_channels, (long long)c->conv1_channels,
+                          (long long)c->conv2_channels, (long long)c->hidden, (long long)c->classes,
+                          INT_MAX);
     if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_model_new_cnn: dropout=%g is outside [0, 1)",
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s: dropout=%g is outside [0, 1)", fn,
                           (double)c->dropout);
     return HOOP_OK;
 }
@@ -264,9 +323,12 @@ static hoop_status cnn_forward(hoop_model *m, hoop_tape *tape, hoop_tensor *x, h
 
 hoop_status hoop_model_forward(hoop_model *m, hoop_tape *tape, hoop_tensor *x, hoop_tensor **logits)
 {
+    if (logits != NULL) *logits = NULL;
     if (m == NULL || tape == NULL || logits == NULL)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_model_forward: NULL argument");
-    *logits = NULL;
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_model_forward: %s is NULL",
+                          m == NULL      ? "m"
+                          : tape == NULL ? "tape"
+                                         : "logits");
     HOOP_CHECK(hoop__check_arg(x, "hoop_model_forward", "x"));
     switch (m->kind) {
     case MODEL_MLP: return mlp_forward(m, tape, x, logits);

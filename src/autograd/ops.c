@@ -81,8 +81,7 @@ static void matmul_backward(hoop_tape *tape, struct hoop_node *n)
 
 hoop_status hoop_matmul(hoop_tape *tape, hoop_tensor *a, hoop_tensor *b, hoop_tensor **out)
 {
-    if (tape == NULL || out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_matmul: NULL");
-    *out = NULL;
+    HOOP_CHECK(hoop__check_call(tape, out, "hoop_matmul"));
     HOOP_CHECK(hoop__check_arg(a, "hoop_matmul", "a"));
     HOOP_CHECK(hoop__check_arg(b, "hoop_matmul", "b"));
     if (a->ndim != 2) return hoop__ndim_error("hoop_matmul", "a", a, "2 dimensions (M, K)");
@@ -149,8 +148,7 @@ static hoop_status linear_check(hoop_tensor *x, hoop_tensor *w, hoop_tensor *b)
 hoop_status hoop_linear(hoop_tape *tape, hoop_tensor *x, hoop_tensor *w, hoop_tensor *bias,
                         hoop_tensor **out)
 {
-    if (tape == NULL || out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_linear: NULL");
-    *out = NULL;
+    HOOP_CHECK(hoop__check_call(tape, out, "hoop_linear"));
     HOOP_CHECK(linear_check(x, w, bias));
     const int N = (int)x->shape[0], In = (int)x->shape[1], O = (int)w->shape[0];
     const int64_t shape[2] = {N, O};
@@ -180,8 +178,7 @@ static void add_backward(hoop_tape *tape, struct hoop_node *n)
 
 hoop_status hoop_add(hoop_tape *tape, hoop_tensor *a, hoop_tensor *b, hoop_tensor **out)
 {
-    if (tape == NULL || out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_add: NULL");
-    *out = NULL;
+    HOOP_CHECK(hoop__check_call(tape, out, "hoop_add"));
     HOOP_CHECK(hoop__check_arg(a, "hoop_add", "a"));
     HOOP_CHECK(hoop__check_arg(b, "hoop_add", "b"));
     if (!hoop__same_shape(a, b))
@@ -226,8 +223,7 @@ static void bias_add_backward(hoop_tape *tape, struct hoop_node *n)
 
 hoop_status hoop_bias_add(hoop_tape *tape, hoop_tensor *x, hoop_tensor *bias, hoop_tensor **out)
 {
-    if (tape == NULL || out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_bias_add: NULL");
-    *out = NULL;
+    HOOP_CHECK(hoop__check_call(tape, out, "hoop_bias_add"));
     HOOP_CHECK(hoop__check_arg(x, "hoop_bias_add", "x"));
     HOOP_CHECK(hoop__check_arg(bias, "hoop_bias_add", "bias"));
     if (x->ndim != 2 && x->ndim != 4)
@@ -267,8 +263,7 @@ static void reduce_backward(hoop_tape *tape, struct hoop_node *n)
 static hoop_status reduce(hoop_tape *tape, hoop_tensor *x, int mean, hoop_tensor **out)
 {
     const char *op = mean ? "hoop_mean" : "hoop_sum";
-    if (tape == NULL || out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "%s: NULL", op);
-    *out = NULL;
+    HOOP_CHECK(hoop__check_call(tape, out, op));
     HOOP_CHECK(hoop__check_arg(x, op, "x"));
     hoop_tensor *y;
     HOOP_CHECK(hoop__tensor_arena(tape, 0, NULL, &y));
@@ -322,7 +317,7 @@ hoop_status hoop__view_op(hoop_tape *tape, hoop_tensor *x, int ndim, const int64
 static hoop_status infer_shape(const hoop_tensor *x, int ndim, const int64_t *shape,
                                int64_t *resolved)
 {
-    int infer = -1;
+    int infer = -1, over = 0;
     int64_t known = 1;
     for (int i = 0; i < ndim; i++) {
         resolved[i] = shape[i];
@@ -333,8 +328,13 @@ static hoop_status infer_shape(const hoop_tensor *x, int ndim, const int64_t *sh
         if (shape[i] < 1)
             return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_reshape: dimension %d is %lld", i,
                               (long long)shape[i]);
-        known *= shape[i];
+        if (!over) over = __builtin_mul_overflow(known, shape[i], &known);
     }
+    if (over)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "hoop_reshape: x has %zu elements, the %d-D shape given more than "
+                          "2^63",
+                          x->count, ndim);
     if (infer >= 0 && known > 0 && (int64_t)x->count % known == 0)
         resolved[infer] = (int64_t)x->count / known;
     if (infer >= 0) known *= resolved[infer];
@@ -352,10 +352,10 @@ static hoop_status infer_shape(const hoop_tensor *x, int ndim, const int64_t *sh
 hoop_status hoop_reshape(hoop_tape *tape, hoop_tensor *x, int ndim, const int64_t *shape,
                          hoop_tensor **out)
 {
-    if (tape == NULL || out == NULL || (shape == NULL && ndim > 0))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_reshape: NULL");
-    *out = NULL;
+    HOOP_CHECK(hoop__check_call(tape, out, "hoop_reshape"));
     HOOP_CHECK(hoop__check_arg(x, "hoop_reshape", "x"));
+    if (shape == NULL && ndim > 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_reshape: shape is NULL for ndim=%d", ndim);
     if (ndim < 0 || ndim > HOOP_TENSOR_MAX_DIMS)
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_reshape: ndim=%d is outside 0..%d", ndim,
                           HOOP_TENSOR_MAX_DIMS);
@@ -366,8 +366,7 @@ hoop_status hoop_reshape(hoop_tape *tape, hoop_tensor *x, int ndim, const int64_
 
 hoop_status hoop_flatten(hoop_tape *tape, hoop_tensor *x, hoop_tensor **out)
 {
-    if (tape == NULL || out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_flatten: NULL");
-    *out = NULL;
+    HOOP_CHECK(hoop__check_call(tape, out, "hoop_flatten"));
     HOOP_CHECK(hoop__check_arg(x, "hoop_flatten", "x"));
     if (x->ndim < 1) return hoop__ndim_error("hoop_flatten", "x", x, "at least 1 dimension");
     const int64_t shape[2] = {x->shape[0], (int64_t)x->count / x->shape[0]};
@@ -390,8 +389,7 @@ static void dropout_backward(hoop_tape *tape, struct hoop_node *n)
 
 hoop_status hoop_dropout(hoop_tape *tape, hoop_tensor *x, float p, hoop_tensor **out)
 {
-    if (tape == NULL || out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_dropout: NULL");
-    *out = NULL;
+    HOOP_CHECK(hoop__check_call(tape, out, "hoop_dropout"));
     HOOP_CHECK(hoop__check_arg(x, "hoop_dropout", "x"));
     if (!(p >= 0.0f && p < 1.0f))
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_dropout: p=%g is outside [0, 1)", (double)p);

@@ -66,9 +66,11 @@ static hoop_status alloc_state(hoop_optim *o)
 hoop_status hoop_optim_new(hoop_optim **out, const hoop_optim_config *cfg,
                            hoop_tensor *const *params, size_t count)
 {
-    if (out == NULL || cfg == NULL || (params == NULL && count > 0))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_new: NULL argument");
+    if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_new: out is NULL");
     *out = NULL;
+    if (cfg == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_new: cfg is NULL");
+    if (params == NULL && count > 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_new: params is NULL for count=%zu", count);
     HOOP_CHECK(config_check(cfg));
     for (size_t i = 0; i < count; i++)
         if (params[i] == NULL || !params[i]->requires_grad || !params[i]->long_lived)
@@ -148,7 +150,7 @@ static void adamw_update(const hoop_optim_config *c, float *restrict p, const fl
 
 hoop_status hoop_optim_step(hoop_optim *o)
 {
-    if (o == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_step: NULL optimizer");
+    if (o == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_step: opt is NULL");
     o->steps++;
     for (size_t i = 0; i < o->count; i++) {
         hoop_tensor *p = o->params[i];
@@ -164,32 +166,35 @@ hoop_status hoop_optim_step(hoop_optim *o)
 
 void hoop_optim_zero_grad(hoop_optim *o)
 {
-    for (size_t i = 0; i < o->count; i++) hoop_tensor_zero_grad(o->params[i]);
+    for (size_t i = 0; o && i < o->count; i++) hoop_tensor_zero_grad(o->params[i]);
 }
 
 void hoop_optim_set_lr(hoop_optim *o, float lr)
 {
-    o->cfg.lr = lr;
+    if (o) o->cfg.lr = lr;
 }
 
 float hoop_optim_lr(const hoop_optim *o)
 {
-    return o->cfg.lr;
+    return o ? o->cfg.lr : 0.0f;
 }
 
 int64_t hoop_optim_step_count(const hoop_optim *o)
 {
-    return o->steps;
+    return o ? o->steps : 0;
 }
 
 // ----- schedule and clipping ----------------------------------------------------------------
 
 float hoop_lr_at(const hoop_lr_schedule *s, int64_t step)
 {
+    if (s == NULL) return 0.0f;
+    if (step < 0) step = 0; /* out of range: the first step's rate */
     if (step < s->warmup_steps) return s->base_lr * (float)(step + 1) / (float)s->warmup_steps;
-    const int64_t span =
-        s->total_steps - s->warmup_steps > 1 ? s->total_steps - s->warmup_steps : 1;
-    double q = (double)(step - s->warmup_steps) / (double)span;
+    /* The differences in double (exact below 2^53): in int64 they overflow at its ends. */
+    const double warm = s->warmup_steps > 0 ? (double)s->warmup_steps : 0.0;
+    const double span = (double)s->total_steps - warm > 1.0 ? (double)s->total_steps - warm : 1.0;
+    double q = ((double)step - warm) / span;
     if (q > 1.0) q = 1.0;
     return (float)(s->min_lr + (s->base_lr - s->min_lr) * (1.0 + cos(M_PI * q)) / 2.0);
 }
@@ -197,10 +202,14 @@ float hoop_lr_at(const hoop_lr_schedule *s, int64_t step)
 hoop_status hoop_clip_grad_norm(hoop_tensor *const *params, size_t count, float max_norm,
                                 float *total_norm)
 {
-    if ((params == NULL && count > 0) || !(max_norm > 0.0f))
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "hoop_clip_grad_norm: NULL params or max_norm=%g "
-                          "<= 0",
+    if (params == NULL && count > 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_clip_grad_norm: params is NULL for count=%zu",
+                          count);
+    for (size_t i = 0; i < count; i++)
+        if (params[i] == NULL)
+            return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_clip_grad_norm: params[%zu] is NULL", i);
+    if (!(max_norm > 0.0f))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_clip_grad_norm: max_norm=%g must be > 0",
                           (double)max_norm);
     double sq = 0.0;
     for (size_t i = 0; i < count; i++) {

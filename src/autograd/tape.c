@@ -6,7 +6,9 @@
  * Owns: the arena blocks (activations, their gradients, nodes, saved values) and the
  * growable array of node pointers. The arena is a bump allocator over a list of blocks;
  * hoop_tape_reset() rewinds it and, when a step needed more than one block, replaces them
- * by one block of the total size, so the steady state allocates nothing.
+ * by one block of the total size, so the steady state allocates nothing. With poisoning
+ * on (HOOP_ARENA_POISON=1, or hoop__tape_poison) each allocation is filled with NaN, so
+ * nothing can rely on fresh blocks happening to be zero.
  *
  * Hook timing: when a node is recorded, each parameter input seen for the first time in
  * this tape generation sets a bit in the node's ready_mask. In reverse order no node
@@ -24,6 +26,7 @@
 
 #include "autograd/autograd_impl.h"
 #include "core/check.h"
+#include "core/env.h"
 #include "core/log.h"
 #include "hoop/nn.h"
 
@@ -45,6 +48,7 @@ struct hoop_tape {
     int backward_done;
     int alloc_failed; /* an arena allocation failed (checked at the end of backward) */
     int train, grad_enabled;
+    int poison; /* fill allocations with NaN (HOOP_ARENA_POISON, hoop__tape_poison) */
     hoop_rng rng;
 };
 
@@ -69,6 +73,11 @@ static struct arena_block *block_new(size_t cap)
 
 void *hoop__arena_alloc(hoop_tape *tape, size_t bytes)
 {
+    if (bytes > SIZE_MAX - sizeof(struct arena_block) - HOOP__ALIGN) {
+        tape->alloc_failed = 1;
+        HOOP_ERROR(HOOP_ERR_NOMEM, "tape arena: %zu bytes cannot be allocated", bytes);
+        return NULL;
+    }
     bytes = (bytes + HOOP__ALIGN - 1) / HOOP__ALIGN * HOOP__ALIGN;
     struct arena_block *b = tape->blocks;
     if (b == NULL || b->cap - b->used < bytes) {
@@ -88,6 +97,7 @@ void *hoop__arena_alloc(hoop_tape *tape, size_t bytes)
     }
     void *p = b->data + b->used;
     b->used += bytes;
+    if (tape->poison) memset(p, 0xff, bytes); /* every float 0xffffffff: a quiet NaN */
     return p;
 }
 
@@ -171,8 +181,11 @@ hoop_status hoop_tape_init(hoop_tape **out)
 {
     if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tape_init: out is NULL");
     pthread_once(&blas_once, log_blas_once);
+    int64_t poison;
+    HOOP_CHECK(hoop__env_int("HOOP_ARENA_POISON", &poison));
     hoop_tape *tape;
     HOOP_CHECK(hoop__calloc(&tape, 1));
+    tape->poison = poison != 0;
     tape->gen = new_gen();
     tape->train = 1;
     tape->grad_enabled = 1;
@@ -192,6 +205,7 @@ hoop_status hoop_tape_destroy(hoop_tape *tape)
 
 void hoop_tape_reset(hoop_tape *tape)
 {
+    if (tape == NULL) return;
     arena_reset(tape);
     tape->nnodes = 0;
     tape->gen = new_gen();
@@ -200,22 +214,27 @@ void hoop_tape_reset(hoop_tape *tape)
 
 void hoop_tape_set_train(hoop_tape *tape, int train)
 {
-    tape->train = train != 0;
+    if (tape) tape->train = train != 0;
 }
 
 int hoop_tape_train(const hoop_tape *tape)
 {
-    return tape->train;
+    return tape ? tape->train : 0;
 }
 
 void hoop_tape_set_grad_enabled(hoop_tape *tape, int enabled)
 {
-    tape->grad_enabled = enabled != 0;
+    if (tape) tape->grad_enabled = enabled != 0;
 }
 
 void hoop_tape_seed(hoop_tape *tape, uint64_t seed)
 {
-    hoop_rng_seed(&tape->rng, seed);
+    if (tape) hoop_rng_seed(&tape->rng, seed);
+}
+
+void hoop__tape_poison(hoop_tape *tape, int on)
+{
+    tape->poison = on != 0;
 }
 
 struct hoop_rng *hoop__tape_rng(hoop_tape *tape)
@@ -225,18 +244,19 @@ struct hoop_rng *hoop__tape_rng(hoop_tape *tape)
 
 size_t hoop_tape_node_count(const hoop_tape *tape)
 {
-    return tape->nnodes;
+    return tape ? tape->nnodes : 0;
 }
 
 size_t hoop_tape_arena_bytes(const hoop_tape *tape)
 {
-    return tape->arena_total;
+    return tape ? tape->arena_total : 0;
 }
 
 hoop_status hoop_tape_tensor_new(hoop_tape *tape, int ndim, const int64_t *shape, hoop_tensor **out)
 {
     if (tape == NULL || out == NULL)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tape_tensor_new: tape or out is NULL");
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tape_tensor_new: %s is NULL",
+                          tape == NULL ? "tape" : "out");
     return hoop__tensor_arena(tape, ndim, shape, out);
 }
 
@@ -322,15 +342,20 @@ static hoop_status find_node(const hoop_tape *tape, const hoop_tensor *out, size
                 *idx = i;
                 return HOOP_OK;
             }
-    return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_backward: the tensor was not produced by an op "
-                                        "recorded on this tape (grad mode off, or no input "
-                                        "requires grad?)");
+    if (!tape->grad_enabled)
+        return HOOP_ERROR(HOOP_ERR_USAGE, "hoop_backward: gradient recording is off on this tape "
+                                          "(hoop_tape_set_grad_enabled), so loss has no graph");
+    return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_backward: loss was not produced by an op recorded "
+                                        "on this tape (does any input require grad?)");
 }
 
 hoop_status hoop__backward_from(hoop_tape *tape, hoop_tensor *out, const float *dy)
 {
     if (tape == NULL || out == NULL || dy == NULL)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_backward: NULL tape or tensor");
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_backward: %s is NULL",
+                          tape == NULL  ? "tape"
+                          : out == NULL ? "loss"
+                                        : "dy");
     if (tape->backward_done)
         return HOOP_ERROR(HOOP_ERR_USAGE, "hoop_backward: backward already ran on this tape; "
                                           "call hoop_tape_reset and run a new forward pass");
@@ -356,7 +381,7 @@ hoop_status hoop__backward_from(hoop_tape *tape, hoop_tensor *out, const float *
 
 hoop_status hoop_backward(hoop_tape *tape, hoop_tensor *loss)
 {
-    if (loss != NULL && loss->count != 1) {
+    if (tape != NULL && loss != NULL && loss->count != 1) {
         char s[96];
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "hoop_backward: loss has shape %s, expected a "
@@ -369,5 +394,5 @@ hoop_status hoop_backward(hoop_tape *tape, hoop_tensor *loss)
 
 int hoop_tape_grad_was_ready(const hoop_tape *tape, const hoop_tensor *param)
 {
-    return tape->bw_gen != 0 && param->ready_gen == tape->bw_gen;
+    return tape && param && tape->bw_gen != 0 && param->ready_gen == tape->bw_gen;
 }

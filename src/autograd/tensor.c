@@ -30,7 +30,8 @@ hoop_status hoop__shape_check(int ndim, const int64_t *shape, size_t *count)
         if (shape[i] < 1)
             return HOOP_ERROR(HOOP_ERR_INVALID, "dimension %d is %" PRId64 " (must be >= 1)", i,
                               shape[i]);
-        if ((uint64_t)shape[i] > (SIZE_MAX / sizeof(float)) / n)
+        /* Room is left for rounding the bytes up to HOOP__ALIGN without wrapping. */
+        if ((uint64_t)shape[i] > ((SIZE_MAX - HOOP__ALIGN) / sizeof(float)) / n)
             return HOOP_ERROR(HOOP_ERR_INVALID, "shape overflows size_t at dimension %d", i);
         n *= (size_t)shape[i];
     }
@@ -68,9 +69,21 @@ hoop_status hoop__check_arg(const hoop_tensor *t, const char *op, const char *wh
     return HOOP_OK;
 }
 
+hoop_status hoop__check_call(const hoop_tape *tape, hoop_tensor **out, const char *op)
+{
+    if (out != NULL) *out = NULL;
+    if (tape == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "%s: tape is NULL", op);
+    if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "%s: out is NULL", op);
+    return HOOP_OK;
+}
+
 char *hoop_tensor_shape_str(const hoop_tensor *t, char *buf, size_t bytes)
 {
-    if (bytes == 0) return buf;
+    if (buf == NULL || bytes == 0) return buf;
+    if (t == NULL) {
+        snprintf(buf, bytes, "(NULL)");
+        return buf;
+    }
     size_t used = 0;
     buf[0] = '\0';
     used += (size_t)snprintf(buf, bytes, "(");
@@ -96,6 +109,8 @@ hoop_status hoop_tensor_new(hoop_tensor **out, int ndim, const int64_t *shape, h
 {
     if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tensor_new: out is NULL");
     *out = NULL;
+    if (device != HOOP_DEVICE_CPU && device != HOOP_DEVICE_CUDA)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tensor_new: device %d is unknown", (int)device);
     if (device != HOOP_DEVICE_CPU)
         return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
                           "hoop_tensor_new: device %d is not supported "
@@ -135,36 +150,37 @@ void hoop_tensor_free(hoop_tensor *t)
 
 int hoop_tensor_ndim(const hoop_tensor *t)
 {
-    return t->ndim;
+    return t ? t->ndim : 0;
 }
 
 int64_t hoop_tensor_dim(const hoop_tensor *t, int i)
 {
-    return (i >= 0 && i < t->ndim) ? t->shape[i] : 0;
+    return (t && i >= 0 && i < t->ndim) ? t->shape[i] : 0;
 }
 
 size_t hoop_tensor_count(const hoop_tensor *t)
 {
-    return t->count;
+    return t ? t->count : 0;
 }
 
 hoop_device hoop_tensor_device(const hoop_tensor *t)
 {
-    return t->device;
+    return t ? t->device : HOOP_DEVICE_CPU;
 }
 
 int hoop_tensor_requires_grad(const hoop_tensor *t)
 {
-    return t->requires_grad;
+    return t ? t->requires_grad : 0;
 }
 
 float *hoop_tensor_data(hoop_tensor *t)
 {
-    return t->data;
+    return t ? t->data : NULL;
 }
 
 float *hoop_tensor_grad(hoop_tensor *t)
 {
+    if (t == NULL) return NULL;
     if (t->long_lived) return t->grad;
     return t->grad_set ? t->grad : NULL;
 }
@@ -177,11 +193,12 @@ void hoop_tensor_zero_grad(hoop_tensor *t)
 hoop_status hoop_tensor_copy_from(hoop_tensor *t, const float *src, size_t count)
 {
     if (t == NULL || src == NULL)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tensor_copy_from: NULL tensor or source");
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tensor_copy_from: %s is NULL",
+                          t == NULL ? "t" : "src");
     if (count != t->count) {
         char s[96];
         return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "hoop_tensor_copy_from: %zu floats given for a tensor of shape %s "
+                          "hoop_tensor_copy_from: count=%zu floats given for a tensor of shape %s "
                           "(%zu elements)",
                           count, hoop_tensor_shape_str(t, s, sizeof(s)), t->count);
     }
@@ -191,22 +208,23 @@ hoop_status hoop_tensor_copy_from(hoop_tensor *t, const float *src, size_t count
 
 void hoop_tensor_fill(hoop_tensor *t, float value)
 {
-    for (size_t i = 0; i < t->count; i++) t->data[i] = value;
+    for (size_t i = 0; t && i < t->count; i++) t->data[i] = value;
 }
 
 const char *hoop_tensor_name(const hoop_tensor *t)
 {
-    return t->name;
+    return t ? t->name : "";
 }
 
 void hoop_tensor_set_name(hoop_tensor *t, const char *name)
 {
-    snprintf(t->name, sizeof(t->name), "%s", name ? name : "");
+    if (t) snprintf(t->name, sizeof(t->name), "%s", name ? name : "");
 }
 
 static hoop_status check_param(const hoop_tensor *p, const char *fn)
 {
-    if (p == NULL || !p->long_lived || !p->requires_grad)
+    if (p == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "%s: param is NULL", fn);
+    if (!p->long_lived || !p->requires_grad)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "%s: the tensor is not a parameter (a hoop_tensor_new tensor with "
                           "requires_grad)",
@@ -254,6 +272,7 @@ static uint64_t splitmix64(uint64_t *x)
 
 void hoop_rng_seed(hoop_rng *rng, uint64_t seed)
 {
+    if (rng == NULL) return;
     for (int i = 0; i < 4; i++) rng->s[i] = splitmix64(&seed);
 }
 
@@ -264,6 +283,7 @@ static inline uint64_t rotl(uint64_t x, int k)
 
 uint64_t hoop_rng_next(hoop_rng *rng)
 {
+    if (rng == NULL) return 0;
     uint64_t *s = rng->s;
     uint64_t result = rotl(s[1] * 5, 7) * 9;
     uint64_t t = s[1] << 17;

@@ -124,8 +124,10 @@ const char *hoop_algo_name(hoop_algo algo)
 
 hoop_status hoop_algo_from_name(const char *name, hoop_algo *out)
 {
-    if (!out) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_algo_from_name: out is NULL");
-    for (int a = 0; name && a < HOOP_ALGO_COUNT_; a++)
+    if (!name || !out)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_algo_from_name: %s is NULL",
+                          !name ? "name" : "out");
+    for (int a = 0; a < HOOP_ALGO_COUNT_; a++)
         if (algo_names[a] && strcasecmp(algo_names[a], name) == 0) {
             *out = (hoop_algo)a;
             return HOOP_OK;

@@ -117,7 +117,9 @@ static hoop_status wait_req(hoop_request *req, int64_t timeout_ms, int *collecte
      * failure names the call and the rank it was waiting for, ours could not. */
     int64_t deadline = hoop__deadline_ns(timeout_ms >= 0       ? timeout_ms
                                          : req->timeout_ms < 0 ? -1
-                                                               : req->timeout_ms + WAIT_GRACE_MS);
+                                         : req->timeout_ms > INT64_MAX - WAIT_GRACE_MS
+                                             ? INT64_MAX
+                                             : req->timeout_ms + WAIT_GRACE_MS);
     /* Drive progress ourselves for a while: no thread hand-off on the fast path. */
     hoop_comm *comm = atomic_load(&req->done) ? NULL : req->comm;
     if (comm) atomic_fetch_add(&comm->drivers, 1);

@@ -54,8 +54,8 @@ static hoop_status read_settings(const hoop_comm_config *cfg, comm_settings *s)
     if (s->timeout_ms < 0) HOOP_CHECK(hoop__env_ms("HOOP_TIMEOUT", &s->timeout_ms));
     s->nsocks = cfg->nsocks;
     if (s->nsocks <= 0) HOOP_CHECK(hoop__env_int("HOOP_TCP_NSOCKS", &s->nsocks));
-    s->chunk = (int64_t)cfg->chunk_bytes;
-    if (s->chunk <= 0) HOOP_CHECK(hoop__env_int("HOOP_CHUNK_BYTES", &s->chunk));
+    s->chunk = cfg->chunk_bytes > (64 << 20) ? INT64_MAX : (int64_t)cfg->chunk_bytes;
+    if (s->chunk == 0) HOOP_CHECK(hoop__env_int("HOOP_CHUNK_BYTES", &s->chunk));
     if (s->chunk < 64 || s->chunk > (64 << 20))
         return HOOP_ERROR(HOOP_ERR_INVALID, "chunk_bytes=%lld is out of range [64, 64M]",
                           (long long)s->chunk);

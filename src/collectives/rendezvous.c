@@ -32,7 +32,8 @@ struct hoop_rendezvous {
 hoop_status hoop_rendezvous_new(hoop_rendezvous **out, int world_size)
 {
     hoop_rendezvous *rv;
-    if (!out || world_size < 1)
+    if (!out) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_rendezvous_new: out is NULL");
+    if (world_size < 1)
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_rendezvous_new: world_size=%d must be >= 1",
                           world_size);
     HOOP_CHECK(hoop__calloc(&rv, 1));

@@ -22,7 +22,10 @@ static inline int64_t hoop__now_ns(void)
 /* Absolute deadline timeout_ms from now; a negative timeout means "no deadline". */
 static inline int64_t hoop__deadline_ns(int64_t timeout_ms)
 {
-    return timeout_ms < 0 ? INT64_MAX : hoop__now_ns() + timeout_ms * 1000000LL;
+    if (timeout_ms < 0) return INT64_MAX;
+    const int64_t now = hoop__now_ns();
+    /* Saturates: a timeout of centuries (INT64_MAX ms) must not wrap into the past. */
+    return timeout_ms > (INT64_MAX - now) / 1000000LL ? INT64_MAX : now + timeout_ms * 1000000LL;
 }
 
 /* Milliseconds left before deadline (0 when passed), clamped to INT32_MAX for poll(). */

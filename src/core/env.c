@@ -91,6 +91,9 @@ const hoop_env_param hoop__env_params[] = {
      "set by hooprun --bind core (its default): this worker's CPUs, e.g. 0-3 (read only)"},
     {"HOOP_TRACE_FILE", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "write a Chrome trace of DDP steps to this file (merged by rank 0)"},
+    {"HOOP_ARENA_POISON", HOOP_ENV_INT, "0", 0, 1, NULL,
+     "1: fill every tape arena allocation with NaN (debugging: reads of activations or "
+     "gradients that no op wrote show up as NaN)"},
     {NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 

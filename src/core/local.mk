@@ -33,6 +33,13 @@ tests_check_public_CFLAGS = $(TEST_CFLAGS)
 tests_check_public_LDADD = libhoop.la $(CHECK_LIBS) -ldl
 TESTS += tests/check_public
 
+# Every public function with NULL and out-of-range arguments, also through the shared library.
+check_PROGRAMS += tests/check_api_args
+tests_check_api_args_SOURCES = tests/check_api_args.c
+tests_check_api_args_CFLAGS = $(TEST_CFLAGS)
+tests_check_api_args_LDADD = libhoop.la $(CHECK_LIBS) -ldl -lm
+TESTS += tests/check_api_args
+
 # Launcher support (hooprun): Slurm node-list expansion and rank arithmetic.
 libhoopcore_la_SOURCES += %reldir%/hostlist.c %reldir%/launch.c
 noinst_HEADERS += %reldir%/hostlist.h %reldir%/launch.h

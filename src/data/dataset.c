@@ -88,8 +88,12 @@ hoop_status hoop_dataset_load_idx(hoop_dataset **out, const char *images_path,
     hoop_dataset_config defaults = HOOP_DATASET_CONFIG_INIT;
     hoop__idx img = {0}, lab = {0};
     hoop_status st = HOOP_OK;
+    if (out) *out = NULL;
     if (!out || !images_path || !labels_path)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_dataset_load_idx: NULL argument");
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_dataset_load_idx: %s is NULL",
+                          !out           ? "out"
+                          : !images_path ? "images_path"
+                                         : "labels_path");
     *out = NULL;
     if (!cfg) cfg = &defaults;
     HOOP_CHECK(dataset_check_config(cfg));
@@ -122,8 +126,12 @@ hoop_status hoop_dataset_load_mnist(hoop_dataset **out, const char *dir, const c
                                     const hoop_dataset_config *cfg)
 {
     char images[4096], labels[4096], base[64];
+    if (out) *out = NULL;
     if (!out || !dir || !split)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_dataset_load_mnist: NULL argument");
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_dataset_load_mnist: %s is NULL",
+                          !out   ? "out"
+                          : !dir ? "dir"
+                                 : "split");
     *out = NULL;
     if (strcmp(split, "train") != 0 && strcmp(split, "t10k") != 0)
         return HOOP_ERROR(HOOP_ERR_INVALID, "unknown split '%s' (expected train or t10k)", split);
@@ -144,34 +152,34 @@ void hoop_dataset_free(hoop_dataset *ds)
 
 size_t hoop_dataset_count(const hoop_dataset *ds)
 {
-    return ds->count;
+    return ds ? ds->count : 0;
 }
 int64_t hoop_dataset_rows(const hoop_dataset *ds)
 {
-    return ds->rows;
+    return ds ? ds->rows : 0;
 }
 int64_t hoop_dataset_cols(const hoop_dataset *ds)
 {
-    return ds->cols;
+    return ds ? ds->cols : 0;
 }
 int hoop_dataset_num_classes(const hoop_dataset *ds)
 {
-    return ds->num_classes;
+    return ds ? ds->num_classes : 0;
 }
 const uint8_t *hoop_dataset_pixels(const hoop_dataset *ds)
 {
-    return ds->pixels;
+    return ds ? ds->pixels : NULL;
 }
 const uint8_t *hoop_dataset_labels(const hoop_dataset *ds)
 {
-    return ds->labels;
+    return ds ? ds->labels : NULL;
 }
 
 void hoop_dataset_pixel_stats(const hoop_dataset *ds, double *mean, double *std)
 {
     /* Integer histogram first: exact, and independent of summation order. */
     uint64_t hist[256] = {0};
-    size_t n = ds->count * (size_t)(ds->rows * ds->cols);
+    size_t n = ds ? ds->count * (size_t)(ds->rows * ds->cols) : 0;
     double s = 0.0, ss = 0.0;
     for (size_t i = 0; i < n; i++) hist[ds->pixels[i]]++;
     for (int p = 0; p < 256; p++) {
@@ -197,7 +205,10 @@ hoop_status hoop_dataset_gather(const hoop_dataset *ds, const int64_t *idx, size
                                 int32_t *y)
 {
     if (!ds || (count && (!idx || !x)))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_dataset_gather: NULL argument");
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_dataset_gather: %s is NULL",
+                          !ds    ? "ds"
+                          : !idx ? "idx"
+                                 : "x");
     size_t sample = (size_t)(ds->rows * ds->cols);
     for (size_t b = 0; b < count; b++)
         if (idx[b] < 0 || (uint64_t)idx[b] >= ds->count)

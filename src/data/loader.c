@@ -32,6 +32,7 @@ struct hoop_loader {
 
 void hoop_data_permutation(int64_t *perm, size_t n, uint64_t seed, uint64_t epoch)
 {
+    if (!perm) return;
     hoop__rng r = hoop__rng_seed(seed ^ (epoch * GOLDEN_GAMMA));
     for (size_t i = 0; i < n; i++) perm[i] = (int64_t)i;
     for (size_t i = n; i > 1; i--) { /* Fisher-Yates over the shared bounded draw */
@@ -46,9 +47,12 @@ hoop_status hoop_loader_new(hoop_loader **out, const hoop_dataset *ds, size_t ba
                             uint64_t seed)
 {
     hoop_loader *ld;
+    if (out) *out = NULL;
     if (!out || !ds || batch_size == 0)
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_loader_new: %s",
-                          batch_size == 0 ? "batch_size must be > 0" : "NULL argument");
+                          !out  ? "out is NULL"
+                          : !ds ? "ds is NULL"
+                                : "batch_size must be > 0");
     *out = NULL;
     HOOP_CHECK(hoop__calloc(&ld, 1));
     ld->ds = ds;
@@ -74,7 +78,7 @@ void hoop_loader_free(hoop_loader *ld)
 
 hoop_status hoop_loader_start_epoch(hoop_loader *ld, uint64_t epoch)
 {
-    if (!ld) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_loader_start_epoch: NULL loader");
+    if (!ld) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_loader_start_epoch: ld is NULL");
     if (!ld->custom) {
         ld->count = hoop_dataset_count(ld->ds);
         hoop_data_permutation(ld->idx, ld->count, ld->seed, epoch);
@@ -86,7 +90,7 @@ hoop_status hoop_loader_start_epoch(hoop_loader *ld, uint64_t epoch)
 hoop_status hoop_loader_set_indices(hoop_loader *ld, const int64_t *idx, size_t count)
 {
     size_t n;
-    if (!ld) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_loader_set_indices: NULL loader");
+    if (!ld) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_loader_set_indices: ld is NULL");
     n = hoop_dataset_count(ld->ds);
     if (!idx) {
         ld->custom = 0;
@@ -111,13 +115,18 @@ hoop_status hoop_loader_set_indices(hoop_loader *ld, const int64_t *idx, size_t 
 
 size_t hoop_loader_num_batches(const hoop_loader *ld)
 {
-    return (ld->count + ld->batch_size - 1) / ld->batch_size;
+    if (!ld) return 0;
+    return ld->count / ld->batch_size + (ld->count % ld->batch_size != 0); /* no overflow */
 }
 
 hoop_status hoop_loader_next(hoop_loader *ld, float *x, int32_t *y, size_t *count)
 {
     size_t n;
-    if (!ld || !x || !count) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_loader_next: NULL argument");
+    if (!ld || !x || !count)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_loader_next: %s is NULL",
+                          !ld  ? "ld"
+                          : !x ? "x"
+                               : "count");
     n = ld->count - ld->pos;
     if (n > ld->batch_size) n = ld->batch_size;
     *count = 0;

@@ -244,6 +244,7 @@ static hoop_status ddp_alloc(hoop_ddp *ddp, hoop_tensor *const *params, size_t n
 HOOP_API hoop_status hoop_ddp_init(hoop_ddp **out, hoop_comm *comm, hoop_tensor *const *params,
                                    size_t count, const hoop_ddp_config *cfg)
 {
+    if (out) *out = NULL;
     HOOP_CHECK(check_args(out, comm, params, count, cfg));
     hoop_ddp *ddp;
     hoop_status st;

@@ -87,7 +87,7 @@ HOOP_API void hoop_sampler_free(hoop_sampler *s)
 
 HOOP_API hoop_status hoop_sampler_set_epoch(hoop_sampler *s, uint64_t epoch)
 {
-    if (!s) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_sampler_set_epoch: sampler is NULL");
+    if (s == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_sampler_set_epoch: s is NULL");
     size_t n = s->cfg.dataset_size, ws = (size_t)s->cfg.world_size;
     for (size_t i = 0; i < n; i++) s->perm[i] = i;
     if (s->cfg.shuffle) {
