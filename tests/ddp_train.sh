@@ -9,7 +9,7 @@ set -u
 . "${top_srcdir:-.}/tests/train_lib.sh"
 build=${top_builddir:-.}
 train=$build/tools/hoop-train
-run="$build/tools/hooprun --nproc-per-node 2 $train"
+run="$build/tools/hooprun --prefix --nproc-per-node 2 $train"
 data=/usr/share/datasets/fashion-mnist
 [ -r "$data/train-images-idx3-ubyte.gz" ] || {
     echo "SKIP: Fashion-MNIST not installed ($data)"

@@ -33,7 +33,7 @@ done
 
 # 3. The reserved port is free for rank 0's server (bind with SO_REUSEADDR + listen).
 if command -v python3 > /dev/null; then
-    "$HOOPRUN" --nproc-per-node 2 python3 -c '
+    "$HOOPRUN" --prefix --nproc-per-node 2 python3 -c '
 import os, socket
 if os.environ["RANK"] == "0":
     s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -46,7 +46,7 @@ else
 fi
 
 # 4. Prefixes: stdout and stderr stay apart, partial lines are joined and flushed at exit.
-"$HOOPRUN" --nproc-per-node 2 bash -c \
+"$HOOPRUN" --prefix --nproc-per-node 2 bash -c \
     'echo out-$RANK; echo err-$RANK >&2; printf "ab"; sleep 0.2; echo "cd"; printf "tail-$RANK"' \
     > "$TMP/p.out" 2> "$TMP/p.err" || fail "prefix run failed"
 for r in 0 1; do
@@ -65,7 +65,7 @@ grep -q err "$TMP/p.out" && fail "stderr lines leaked into stdout"
 # arrives, prefixed and still ending in '\r', while the worker runs on; "\r\n" ends a
 # line without a second prefix.
 : > "$TMP/cr.err"
-"$HOOPRUN" --nproc-per-node 1 bash -c 'printf "step 1\r" >&2; printf "step 2\r" >&2
+"$HOOPRUN" --prefix --nproc-per-node 1 bash -c 'printf "step 1\r" >&2; printf "step 2\r" >&2
     for _ in $(seq 200); do [ -e '"$TMP"'/seen ] && break; sleep 0.05; done
     printf "done\r\n" >&2; printf "a\rb\n" >&2' > "$TMP/cr.out" 2> "$TMP/cr.err" &
 crpid=$!

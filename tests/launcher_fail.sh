@@ -37,7 +37,7 @@ run_case() {
     mkdir -p "$dir"
     local t0 t1
     t0=$(now_ms)
-    "$HOOPRUN" --nproc-per-node 4 "$TMP/worker.sh" "$dir" "$2" > "$dir/out" 2> "$dir/err"
+    "$HOOPRUN" --prefix --nproc-per-node 4 "$TMP/worker.sh" "$dir" "$2" > "$dir/out" 2> "$dir/err"
     echo $? > "$dir/rc"
     t1=$(now_ms)
     echo $((t1 - t0)) > "$dir/ms"

@@ -107,7 +107,7 @@ rc=$?
 assert_contains "$TMP/r2.err" "hooprun: no restarts left (--max-restarts 1); exiting with 5"
 # A real rendezvous on the second attempt, after rank 1 failed before joining the first.
 if [ -x "$SMOKE" ]; then
-    HOOP_TIMEOUT=20 "$HOOPRUN" --max-restarts 1 --nproc-per-node 2 bash -c \
+    HOOP_TIMEOUT=20 "$HOOPRUN" --prefix --max-restarts 1 --nproc-per-node 2 bash -c \
         '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 1 ] && exit 1; exec '"$SMOKE" \
         > "$TMP/r3.out" 2> "$TMP/r3.err" || { cat "$TMP/r3.err"; fail "smoke after a restart"; }
     assert_contains "$TMP/r3.out" "[rank 0] smoke: 2 ranks joined, barrier ok, allgather ok"
@@ -133,12 +133,12 @@ for r in 0 1; do
         fail "$f holds: $(od -c "$f")"
     grep -q "$(printf 'bar\r')" "$f" || fail "$f lost the '\\r' of 'bar'"
 done
-"$HOOPRUN" --log-dir "$TMP/logs/t" --tee --nproc-per-node 2 bash -c "$talk" > "$TMP/t.out" \
+"$HOOPRUN" --prefix --log-dir "$TMP/logs/t" --tee --nproc-per-node 2 bash -c "$talk" > "$TMP/t.out" \
     2> "$TMP/t.err" || fail "--tee run failed"
 assert_contains "$TMP/t.out" "[rank 1] out 1"
 assert_contains "$TMP/t.err" "[rank 0] err 0"
 assert_contains "$TMP/logs/t/rank_1.log" "out 1"
-"$HOOPRUN" --log-dir "$TMP/logs/t1" --tee 1 --nproc-per-node 1 bash -c "$talk" > "$TMP/t1.out" \
+"$HOOPRUN" --prefix --log-dir "$TMP/logs/t1" --tee 1 --nproc-per-node 1 bash -c "$talk" > "$TMP/t1.out" \
     2> "$TMP/t1.err" || fail "--tee 1 run failed"
 assert_contains "$TMP/t1.out" "[rank 0] out 0"
 [ -s "$TMP/t1.err" ] && fail "--tee 1 showed stderr: $(cat "$TMP/t1.err")"

@@ -28,7 +28,7 @@ assert_contains "$TMP/r.err" "hooprun: first failure: rank 0 (pid "
 assert_contains "$TMP/r.err" "message: hoop-train: checkpoint '$TMP/bad.ckpt': truncated"
 
 # 2. The bar (stderr) and the epoch line (stdout) through one file, in arrival order.
-"$HOOPRUN" --nproc-per-node 2 "$TRAIN" --data "$DATA" --train-limit 2048 --batch-size 32 \
+"$HOOPRUN" --prefix --nproc-per-node 2 "$TRAIN" --data "$DATA" --train-limit 2048 --batch-size 32 \
     --epochs 1 --progress bar > "$TMP/bar" 2>&1 || { cat "$TMP/bar"; fail "the bar run failed"; }
 bar_at=$(grep -abo '\[rank 0\] epoch 1/1 \[' "$TMP/bar" | head -1 | cut -d: -f1)
 line_at=$(grep -abo '\[rank 0\] epoch 1/1 loss' "$TMP/bar" | head -1 | cut -d: -f1)

@@ -43,7 +43,7 @@ static const char usage[] =
     "usage: hooprun [--nnodes N] [--node-rank K] --nproc-per-node P [--master-addr A]\n"
     "               [--master-port Q | --rdzv-endpoint A:Q | --standalone]\n"
     "               [--max-restarts R] [--log-dir DIR [--tee [0-3]]] [--bind core|none]\n"
-    "               [--grace S] [--no-prefix] [--dry-run] PROG ARGS...\n"
+    "               [--grace S] [--prefix] [--dry-run] PROG ARGS...\n"
     "       hooprun --help | --help-env\n"
     "\n"
     "Starts P workers of PROG on this node. Worker i of node K gets RANK = K*P + i,\n"
@@ -80,14 +80,17 @@ static const char usage[] =
     "                      hooprun may use (hwloc's topology-aware split; nobody is bound\n"
     "                      when there are fewer CPUs than workers); none: no binding\n"
     "  --grace S           seconds between SIGTERM and SIGKILL when stopping (default 3)\n"
-    "  --no-prefix         do not prefix terminal lines with \"[rank N] \" (torchrun prints\n"
-    "                      none; log files never carry one)\n"
+    "  --prefix            prefix each worker's terminal lines with \"[rank N] \" (as\n"
+    "                      mpirun --tag-output; also --tag-output). Off by default, as\n"
+    "                      mpirun and torchrun: rank 0's lines (hoop-train's log,\n"
+    "                      hoop-bench's nccl-tests report) reach parsers unchanged.\n"
+    "                      --no-prefix: the default, accepted. Log files never carry one.\n"
     "  --dry-run           print what each worker would get, start nothing\n"
     "  --help-env          list the HOOP_* settings\n"
     "\n"
-    "Output: lines go out whole, prefixed, as they end; a piece ending in '\\r' (a progress\n"
-    "bar being redrawn) goes out at once. hooprun always reads the workers' stderr: its\n"
-    "last lines name a failure.\n"
+    "Output: lines go out whole as they end (prefixed under --prefix); a piece ending in\n"
+    "'\\r' (a progress bar being redrawn) goes out at once. hooprun always reads the\n"
+    "workers' stderr: its last lines name a failure.\n"
     "\n"
     "HOOP_TOKEN: kept when set; with one node, 128 random bits are generated otherwise.\n"
     "With several nodes every node needs the same token, so export it before starting\n"
@@ -187,6 +190,8 @@ static const struct option long_opts[] = {
     {"grace", required_argument, NULL, OPT_GRACE},
     {"bind", required_argument, NULL, OPT_BIND},
     {"no-prefix", no_argument, NULL, 'n'},
+    {"prefix", no_argument, NULL, 'p'},
+    {"tag-output", no_argument, NULL, 'p'},
     {"dry-run", no_argument, NULL, 'd'},
     {"help", no_argument, NULL, 'h'},
     {"help-env", no_argument, NULL, OPT_HELP_ENV},
@@ -320,6 +325,7 @@ static int take_option(cli *c, int opt, const char *arg, int argc, char **argv)
         c->bind = strcmp(arg, "core") == 0;
         return 0;
     case 'n': c->prefix = 0; return 0;
+    case 'p': c->prefix = 1; return 0;
     case 'd': c->dry_run = 1; return 0;
     case 'h': fputs(usage, stdout); return -1;
     case OPT_HELP_ENV: hoop__env_print_help(stdout); return -1;
@@ -354,7 +360,7 @@ static int parse_cli(int argc, char **argv, cli *c)
                .port = -1,
                .tee = -1,
                .grace_ms = DEFAULT_GRACE_MS,
-               .prefix = 1,
+               .prefix = 0,
                .bind = 1};
     opterr = 0;
     int opt;
