@@ -291,7 +291,8 @@ static int join(bench_ctx *c)
 {
     hoop_status st;
     hoop_rendezvous *rv = NULL;
-    if (getenv("MASTER_ADDR") == NULL && getenv("WORLD_SIZE") == NULL) {
+    /* env:// set (hooprun), or a task of an srun step: join; otherwise run alone. */
+    if (getenv("MASTER_ADDR") == NULL && !hoop__env_dist_wanted()) {
         hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
         cfg.rank = 0, cfg.world_size = 1;
         if ((st = hoop_rendezvous_new(&rv, 1)) == HOOP_OK) {

@@ -177,7 +177,7 @@ if [ -x "$train" ] && [ -e "$data/train-images-idx3-ubyte.gz" ]; then
 			bad "srun-native '$got' differs from hooprun's '$ref'"
 	fi
 	for r in 0 1 2 3; do
-		pat="^node$((r / 2 + 1)):[0-9]*:[0-9]* hoop INFO ENV: srun step: rank $r of 4 (local $((r % 2)) of 2), master node1:1[0-9]* (SLURM_STEP_NODELIST), token derived"
+		pat="^node$((r / 2 + 1)):[0-9]*:[0-9]* \\[$r\\] hoop INFO ENV: srun step: rank $r of 4 (local $((r % 2)) of 2), master node1:1[0-9]* (SLURM_STEP_NODELIST), token derived"
 		n=$(grep -c "$pat" "$work/srun.err")
 		[ "$n" -ge 1 ] && ok "rank $r on node$((r / 2 + 1)) found its place in Slurm's variables" ||
 			bad "rank $r: no srun-step line matching: $pat"

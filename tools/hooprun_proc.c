@@ -55,6 +55,9 @@ typedef struct supervisor {
     int exit_code;      /* first bad exit's code; -1 = none yet */
     int spawn_failed;   /* hooprun could not start every worker */
     int interrupted;    /* INT/TERM that hooprun received, 0 = none */
+    int usr_forwarded;  /* SIGUSR1/SIGUSR2 last forwarded (a stop request, e.g. Slurm's
+                         * --signal before preemption), 0 = none */
+    int stopped_code;   /* 128 + that signal, once a worker ended with it */
 } supervisor;
 
 static const int forwarded[] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGHUP};
@@ -148,6 +151,12 @@ static void worker_ended(supervisor *s, worker *w, int status, int64_t now)
     int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
     /* After hooprun was interrupted, workers dying of it are expected: no culprit. */
     if (code == 0 || s->exit_code >= 0 || s->interrupted) return;
+    /* A worker that ends with 128 + the SIGUSR* hooprun forwarded (hoop-train's exit after
+     * saving on preemption) did what was asked: no failure, the others stop alike. */
+    if (s->usr_forwarded && code == 128 + s->usr_forwarded) {
+        s->stopped_code = code;
+        return;
+    }
     s->exit_code = code;
     char how[80];
     if (WIFSIGNALED(status))
@@ -307,6 +316,10 @@ static void on_signal(supervisor *s)
         int sig = (int)si.ssi_signo;
         if (sig == SIGCHLD) continue; /* reaped after every wake-up */
         signal_groups(s, sig);
+        if ((sig == SIGUSR1 || sig == SIGUSR2) && s->usr_forwarded != sig) {
+            s->usr_forwarded = sig;
+            fprintf(stderr, "hooprun: got %s; forwarded it to the workers\n", strsignal(sig));
+        }
         if ((sig == SIGINT || sig == SIGTERM || sig == SIGHUP) && !s->interrupted) {
             s->interrupted = sig;
             fprintf(stderr, "hooprun: got %s; forwarded it to the workers\n", strsignal(sig));
@@ -424,6 +437,11 @@ int hooprun_supervise(const hooprun_plan *plan, int *failed)
     }
     run_loop(&s);
     int rc = s.interrupted ? 128 + s.interrupted : 0;
+    if (!s.interrupted && s.exit_code < 0 && s.stopped_code) {
+        rc = s.stopped_code; /* every worker ended well or as the forwarded signal asked */
+        fprintf(stderr, "hooprun: the workers stopped on %s as asked (exit %d)\n",
+                strsignal(s.usr_forwarded), rc);
+    }
     if (s.spawn_failed)
         rc = 1;
     else if (s.exit_code > 0 && !s.interrupted)

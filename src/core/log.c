@@ -129,7 +129,10 @@ static void log_init_once(void)
                     path, hoop__strerror(errno));
         }
     }
-    const char *rank = getenv("RANK");
+    /* The env:// rank; a task of an srun step without it is SLURM_PROCID (env.c reads
+     * the contract the same way: an unset RANK comes from Slurm there). */
+    const char *rank = getenv("RANK"), *step = getenv("SLURM_STEP_ID");
+    if (!(rank && *rank) && step && *step) rank = getenv("SLURM_PROCID");
     if (rank && *rank) atomic_store(&log_rank, atoi(rank));
 }
 

@@ -407,7 +407,19 @@ static hoop_status wait_all(hoop_ddp *ddp)
         ddp_bucket *bk = &ddp->buckets[b];
         if (!bk->req) continue;
         int64_t done_ns = 0;
-        HOOP_CHECK_KEEP(hoop__wait_done_ns(bk->req, -1, &done_ns), st);
+        hoop_status rc = hoop__wait_done_ns(bk->req, -1, &done_ns);
+        int left = 0;
+        if (rc == HOOP_ERR_TIMEOUT && hoop_test(bk->req, &left) == HOOP_OK && !left) {
+            /* The wait gave up before the progress thread failed the call: the request
+             * still holds the bucket. Abort the comm (every call then fails at once) and
+             * collect it, so no late write can land in the bucket and nothing leaks. */
+            char why[512];
+            snprintf(why, sizeof(why), "%s", hoop_last_error());
+            hoop_comm_abort(ddp->comm);
+            hoop_wait(bk->req, 2000);
+            rc = HOOP_ERROR(HOOP_ERR_TIMEOUT, "%s", why);
+        }
+        HOOP_CHECK_KEEP(rc, st);
         bk->req = NULL;
         bk->t_done_us = done_ns / 1000;
     }
