@@ -331,9 +331,9 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
     return HOOP_OK;
 }
 
-hoop_status hoop__exec_progress(hoop__exec *x, int *progressed, int *done)
+/* One round: local steps, posts, tests, local steps again. */
+static hoop_status exec_round(hoop__exec *x, int *progressed)
 {
-    *progressed = 0;
     HOOP_CHECK(run_locals(x, progressed));
     for (int k = 0; k < x->nlanes; k++)
         HOOP_CHECK(post_lane(x, &x->lanes[k], k < x->nsend_lanes, progressed));
@@ -350,7 +350,17 @@ hoop_status hoop__exec_progress(hoop__exec *x, int *progressed, int *done)
         else
             j++;
     }
-    HOOP_CHECK(run_locals(x, progressed));
+    return run_locals(x, progressed);
+}
+
+hoop_status hoop__exec_progress(hoop__exec *x, int *progressed, int *done)
+{
+    *progressed = 0;
+    int closed = x->gate >= 0 && x->state[x->gate] != ST_DONE;
+    HOOP_CHECK(exec_round(x, progressed));
+    /* The gate opened in this round (the vote's first merge matched): the data that came
+     * with the vote is already there, so take it now, not one progress pass later. */
+    if (closed && x->state[x->gate] == ST_DONE) HOOP_CHECK(exec_round(x, progressed));
     *done = x->ndone == x->s->n;
     return HOOP_OK;
 }
