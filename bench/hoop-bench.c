@@ -30,6 +30,7 @@
 #include "core/env.h"
 #include "hoop/collectives.h"
 #include "hoop/comm.h"
+#include "hoop/version.h"
 
 #define MAX_ROWS 128
 
@@ -52,6 +53,7 @@ static const char usage[] =
     "                  of ranks on one host may run direct (default 0)\n"
     "  --json FILE     also write the results as JSON (rank 0)\n"
     "  --csv FILE      also write the results as CSV (rank 0)\n"
+    "  --help, --version  print this text, or hoop-bench's version, and exit\n"
     "\n"
     "Size, as nccl-tests counts it: all-reduce, broadcast, reduce: the buffer; all-gather:\n"
     "the gathered buffer (world_size x count elements; each rank sends size/world_size);\n"
@@ -178,12 +180,13 @@ static int parse_flag(bench_opts *o, int c, const char *arg)
     }
 }
 
-/* Returns 0, 2 (bad flag, reported) or 3 (--help printed). */
+/* Returns 0, 2 (bad flag, reported), 3 (--help wanted) or 4 (--version wanted). */
 static int parse_args(int argc, char **argv, bench_opts *o)
 {
     static const struct option longs[] = {{"json", required_argument, NULL, 'J'},
                                           {"csv", required_argument, NULL, 'C'},
                                           {"help", no_argument, NULL, 'h'},
+                                          {"version", no_argument, NULL, 'V'},
                                           {NULL, 0, NULL, 0}};
     *o = (bench_opts){.minb = 8,
                       .maxb = 32 << 20,
@@ -195,6 +198,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
                       .op = HOOP_OP_SUM};
     if (argc < 2) return bad_flag("missing the collective (see hoop-bench --help)");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return 3;
+    if (strcmp(argv[1], "--version") == 0) return 4;
     if ((o->coll = bench_coll_from_name(argv[1])) == BENCH_COLL_COUNT_)
         return bad_flag("unknown collective '%s' (allreduce broadcast reduce allgather "
                         "reducescatter)",
@@ -204,6 +208,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
     int c, rc;
     while ((c = getopt_long(argc, argv, ":b:e:f:t:o:r:n:w:c:a:R:h", longs, NULL)) != -1) {
         if (c == 'h') return 3;
+        if (c == 'V') return 4;
         if (c == '?') return bad_flag("unknown option '%s'", argv[optind - 1]);
         if (c == ':') return bad_flag("%s needs a value", argv[optind - 1]);
         if ((rc = parse_flag(o, c, optarg)) != 0) return rc;
@@ -545,6 +550,7 @@ int main(int argc, char **argv)
     static bench_ctx ctx;
     int rc = parse_args(argc, argv, &ctx.o);
     if (rc == 3) return fputs(usage, stdout) == EOF;
+    if (rc == 4) return printf("hoop-bench (hoop) %s\n", hoop_version_string()) < 0;
     if (rc != 0) return rc;
     rc = setup(&ctx);
     if (rc == 0) rc = sweep(&ctx);

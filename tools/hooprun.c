@@ -26,6 +26,7 @@
 #include "core/hostlist.h"
 #include "core/log.h"
 #include "core/launch.h"
+#include "hoop/version.h"
 #include "hooprun.h"
 
 #define DEFAULT_PORT 29500
@@ -36,7 +37,7 @@ static const char usage[] =
     "usage: hooprun [--nnodes N] [--node-rank K] --nproc-per-node P [--master-addr A]\n"
     "               [--master-port Q] [--bind core|none] [--grace S] [--no-prefix]\n"
     "               [--dry-run] PROG ARGS...\n"
-    "       hooprun --help | --help-env\n"
+    "       hooprun --help | --help-env | --version\n"
     "\n"
     "Starts P workers of PROG on this node. Worker i of node K gets RANK = K*P + i,\n"
     "LOCAL_RANK = i, WORLD_SIZE = N*P, LOCAL_WORLD_SIZE = P, NODE_RANK = K, MASTER_ADDR,\n"
@@ -56,6 +57,7 @@ static const char usage[] =
     "  --no-prefix         do not prefix output lines with \"[rank N] \"\n"
     "  --dry-run           print what each worker would get, start nothing\n"
     "  --help-env          list the HOOP_* settings\n"
+    "  --version           print hooprun's version and exit\n"
     "\n"
     "HOOP_TOKEN: kept when set; with one node, 128 random bits are generated otherwise.\n"
     "With several nodes every node needs the same token, so export it before starting\n"
@@ -135,6 +137,7 @@ static const struct option long_opts[] = {
     {"dry-run", no_argument, NULL, 'd'},
     {"help", no_argument, NULL, 'h'},
     {"help-env", no_argument, NULL, OPT_HELP_ENV},
+    {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
 };
 
@@ -165,6 +168,7 @@ static int take_option(cli *c, int opt, const char *arg)
     case 'd': c->dry_run = 1; return 0;
     case 'h': fputs(usage, stdout); return -1;
     case OPT_HELP_ENV: hoop__env_print_help(stdout); return -1;
+    case 'V': printf("hooprun (hoop) %s\n", hoop_version_string()); return -1;
     }
     return 2;
 }

@@ -16,6 +16,7 @@
 
 #include "core/check.h"
 #include "core/env.h"
+#include "hoop/version.h"
 
 #define FLAG_MAX 64
 
@@ -59,6 +60,7 @@ static const char usage_text[] =
     "worker trains on its DistributedSampler shard with batch B, gradients are averaged\n"
     "by DDP, and rank 0 alone prints, writes metrics and checkpoints.\n"
     "  --help                   this text\n"
+    "  --version                print hoop-train's version and exit\n"
     "Exit status: 0 success, 2 bad flags or data, 1 other failures.\n";
 
 void train_cli_usage(FILE *f)
@@ -248,6 +250,10 @@ hoop_status train_cli_parse(train_opts *o, int argc, char **argv)
         flag[len] = '\0';
         if (!strcmp(flag, "--help")) {
             train_cli_usage(stdout);
+            return HOOP_ERR_USAGE;
+        }
+        if (!strcmp(flag, "--version")) {
+            printf("hoop-train (hoop) %s\n", hoop_version_string());
             return HOOP_ERR_USAGE;
         }
         if (is_switch(flag)) {
