@@ -692,7 +692,10 @@ HOOP_API hoop_status hoop_store_get(hoop_store *st, const char *key, void *buf, 
         return HOOP_ERROR(HOOP_ERR_TIMEOUT, "store %s: key '%s' was not set within %" PRId64 " ms",
                           st->name, key, t);
     }
-    HOOP_CHECK(s);
+    if (s != HOOP_OK) { /* a GOODBYE may have left its missing keys in res */
+        hoop__store_wait_result_free(&res);
+        return s;
+    }
     size_t n = res.value_bytes[0];
     if (n > 0) memcpy(buf, res.values[0], n < cap ? n : cap);
     hoop__store_wait_result_free(&res);

@@ -229,7 +229,7 @@ static void emit(hoop_log_level level, const char *line)
 static void vlog(hoop_log_level level, unsigned subsys, const char *file, int line, const char *fmt,
                  va_list ap)
 {
-    char msg[1536], prefix[160], where[96] = "", stamp[160] = "";
+    char msg[1536], prefix[320], where[96] = "", stamp[160] = "";
     vsnprintf(msg, sizeof(msg), fmt, ap);
     const char *sub = subsys_name(subsys);
     if (level == HOOP_LOG_WARN || level == HOOP_LOG_TRACE || sub == NULL) {
@@ -243,7 +243,7 @@ static void vlog(hoop_log_level level, unsigned subsys, const char *file, int li
     snprintf(prefix, sizeof(prefix), "%s%s:%d:%ld %shoop %s %s%s", stamp, log_host, (int)getpid(),
              (long)syscall(SYS_gettid), rank_s, level_names[level], sub ? sub : "",
              sub ? ": " : "");
-    char full[2048];
+    char full[sizeof(prefix) + sizeof(where) + sizeof(msg)];
     snprintf(full, sizeof(full), "%s%s%s", prefix, where, msg);
     emit(level, full);
 }
