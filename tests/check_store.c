@@ -609,6 +609,28 @@ START_TEST(test_server_dies)
 }
 END_TEST
 
+/* A GOODBYE with a long reason and 63 ranks that never connected (more than 1024 bytes
+ * on the wire) still reaches a parked client whole, with the owner's status. */
+START_TEST(test_goodbye_long_reason)
+{
+    hoop_store_config cfg = {
+        .host = "127.0.0.1", .token = TOKEN, .world_size = 64, .timeout_ms = 5000};
+    hoop_store_server *owner = NULL;
+    ASSERT_OK(hoop_store_server_init(&owner, &cfg));
+    struct rank_arg w = {.port = hoop_store_server_port(owner)};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, waiter_main, &w), 0);
+    msleep(300); /* the get is parked by now */
+    char reason[1001];
+    memset(reason, 'r', 1000);
+    reason[1000] = '\0';
+    ASSERT_OK(hoop__store_server_close(owner, HOOP_ERR_TIMEOUT, reason));
+    pthread_join(th, NULL);
+    ck_assert_msg(w.st == HOOP_ERR_TIMEOUT, "%s: %s", hoop_status_name(w.st), w.msg);
+    ck_assert_msg(strstr(w.msg, "the server closed the connection: rrrrrrrr"), "%s", w.msg);
+}
+END_TEST
+
 START_TEST(test_init_env)
 {
     int port = free_port();
@@ -1360,6 +1382,7 @@ int main(void)
     TCase *errs = tcase(s, "errors", 30);
     tcase_add_test(errs, test_unresolvable);
     tcase_add_test(errs, test_server_dies);
+    tcase_add_test(errs, test_goodbye_long_reason);
     tcase_add_test(errs, test_bad_token);
     tcase_add_loop_test(errs, test_malformed, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(errs, test_stalled_client);

@@ -44,13 +44,13 @@ struct hoop_store {
     int64_t timeout_ms;
     char name[300]; /* "host:port" of the server */
     char token[HOOP__STORE_TOKEN_MAX + 1];
-    hoop__buf out;             /* the request being sent */
-    hoop__buf in;              /* the last reply's body (after the length) */
-    hoop_store_server *server; /* owned (hoop_store_init_env on rank 0), else NULL */
-    int rendezvous;            /* rank 0's store at MASTER_ADDR:MASTER_PORT */
-    char label[360];           /* "store H:P" or "rank 0's store (MASTER_ADDR:...)" */
-    char lost[1536];           /* why the connection is gone; "" while it works */
-    hoop_status fail_code;     /* the first failure noted (hoop__store_note_failure) */
+    hoop__buf out;                          /* the request being sent */
+    hoop__buf in;                           /* the last reply's body (after the length) */
+    hoop_store_server *server;              /* owned (hoop_store_init_env on rank 0), else NULL */
+    int rendezvous;                         /* rank 0's store at MASTER_ADDR:MASTER_PORT */
+    char label[360];                        /* "store H:P" or "rank 0's store (MASTER_ADDR:...)" */
+    char lost[HOOP__STORE_REASON_MAX + 64]; /* why the connection is gone; "" while it works */
+    hoop_status fail_code;                  /* the first failure noted (hoop__store_note_failure) */
     char failure[1024];
     int said_goodbye;                    /* the connection ended with a GOODBYE */
     uint32_t *bye_missing, bye_nmissing; /* its missing keys, for the WAIT */
@@ -151,7 +151,7 @@ static hoop_status on_goodbye(hoop_store *st, hoop__rd *rd)
 {
     uint8_t code = hoop__get_u8(rd);
     size_t n;
-    const uint8_t *text = hoop__get_str(rd, 1024, &n);
+    const uint8_t *text = hoop__get_str(rd, HOOP__STORE_REASON_MAX, &n);
     uint32_t nmissing = hoop__get_u32(rd);
     if (rd->bad || rd->left != 4ull * nmissing || nmissing > HOOP__STORE_WAIT_KEYS_MAX)
         return lose(st, HOOP_ERR_REMOTE, "the server sent a malformed GOODBYE");
@@ -162,7 +162,7 @@ static hoop_status on_goodbye(hoop_store *st, hoop__rd *rd)
     for (uint32_t i = 0; i < st->bye_nmissing; i++) st->bye_missing[i] = hoop__get_u32(rd);
     hoop_status s =
         code > HOOP_OK && code <= HOOP_ERR_INTERNAL ? (hoop_status)code : HOOP_ERR_REMOTE;
-    char why[1200];
+    char why[HOOP__STORE_REASON_MAX + 64];
     if (st->rendezvous)
         snprintf(why, sizeof(why), "rank 0 %s its store: %.*s",
                  code ? "gave up and closed" : "closed", (int)n, (const char *)text);
@@ -514,16 +514,6 @@ void hoop__store_note_failure(hoop_store *st, hoop_status code, const char *msg)
     snprintf(st->failure, sizeof(st->failure), "%s", msg && *msg ? msg : hoop_status_str(code));
 }
 
-const char *hoop__store_lost(const hoop_store *st)
-{
-    return st->lost;
-}
-
-int hoop__store_is_rendezvous(const hoop_store *st)
-{
-    return st->rendezvous;
-}
-
 HOOP_API int hoop_store_rank(const hoop_store *st)
 {
     return st ? st->rank : -1;
@@ -662,7 +652,8 @@ hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int n
     uint8_t status;
     hoop__rd rd;
     hoop_status s = rpc(st, hoop__deadline_ns(timeout_ms + grace), &status, &rd);
-    if (s != HOOP_OK) { /* after a GOODBYE: the keys still missing then */
+    if (s != HOOP_OK) { /* the connection is gone; after a GOODBYE: the keys missing then */
+        res->lost = 1;
         res->goodbye = st->said_goodbye;
         res->missing = st->bye_missing;
         res->nmissing = st->bye_nmissing;
@@ -687,7 +678,7 @@ HOOP_API hoop_status hoop_store_get(hoop_store *st, const char *key, void *buf, 
     int64_t t = hoop__store_timeout(st, timeout_ms);
     hoop__store_wait_result res;
     hoop_status s = hoop__store_wait_keys(st, &key, 1, 1, t, &res);
-    if (s == HOOP_ERR_TIMEOUT) {
+    if (s == HOOP_ERR_TIMEOUT && !res.lost) {
         hoop__store_wait_result_free(&res);
         return HOOP_ERROR(HOOP_ERR_TIMEOUT, "store %s: key '%s' was not set within %" PRId64 " ms",
                           st->name, key, t);
@@ -713,7 +704,7 @@ HOOP_API hoop_status hoop_store_wait(hoop_store *st, const char *const *keys, in
     int64_t t = hoop__store_timeout(st, timeout_ms);
     hoop__store_wait_result res;
     hoop_status s = hoop__store_wait_keys(st, keys, nkeys, 0, t, &res);
-    if (s == HOOP_ERR_TIMEOUT) {
+    if (s == HOOP_ERR_TIMEOUT && !res.lost) {
         char list[512] = "";
         size_t used = 0;
         for (uint32_t i = 0; i < res.nmissing && used + 1 < sizeof(list); i++) {

@@ -48,13 +48,13 @@
  *     REFUSED  = 2  HELLO only: str reason; the server then closes the connection.
  *     INVALID  = 3  str reason (e.g. ADD on a value that is not an integer).
  *     GOODBYE  = 4  u8 code (the hoop_status its owner gave up with, 0 for none),
- *                   str reason, u32 nmissing, nmissing x u32 index: the server is
- *                   shutting down. Sent once to every authenticated connection, in
- *                   place of the answer to a parked WAIT (the indices: its keys still
- *                   missing) or ahead of the next reply (nmissing 0); then the server
- *                   closes. Rank 0's store says this way why rank 0 gave up (e.g.
- *                   "allgather 'x': rank 2 of 3 never arrived"), and which ranks
- *                   never connected, before the waiting ranks lose it.
+ *                   str reason (<= HOOP__STORE_REASON_MAX bytes), u32 nmissing,
+ *                   nmissing x u32 index: the server is shutting down. Sent once to
+ *                   every authenticated connection, in place of the answer to a parked
+ *                   WAIT (the indices: its keys still missing) or ahead of the next
+ *                   reply (nmissing 0); then the server closes. Rank 0's store says this way why
+ * rank 0 gave up (e.g. "allgather 'x': rank 2 of 3 never arrived"), and which ranks never
+ * connected, before the waiting ranks lose it.
  *
  * A WAIT whose keys all exist is answered at once; otherwise the server parks the
  * client (no polling) and answers when the last key is set, or with TIMEOUT at the
@@ -85,6 +85,8 @@
 /* Room for a SET of the largest key and value, plus slack for headers. */
 #define HOOP__STORE_FRAME_MAX (HOOP_STORE_VALUE_MAX + 4096u)
 #define HOOP__STORE_WAIT_KEYS_MAX 65536u
+/* Longest reason a GOODBYE carries (the server cuts its text to fit). */
+#define HOOP__STORE_REASON_MAX 2048u
 /* Timeouts are clamped to this (about 31 years), so deadlines in ns never overflow. */
 #define HOOP__STORE_TIMEOUT_MAX_MS 1000000000000LL
 
@@ -275,18 +277,19 @@ void hoop__store_describe(const uint8_t *p, size_t n, char *out, size_t cap);
 // ----- client internals used by barrier and all-gather (store_sync.c) ---------------
 
 /* What a WAIT brought back. On HOOP_OK with values: values[i] / value_bytes[i] point
- * into the client's receive buffer (valid until its next call). On HOOP_ERR_TIMEOUT:
- * missing[0..nmissing) are the indices of the keys that did not exist, and the thread's
- * message is not set (the caller words it). When the server said GOODBYE instead
- * (goodbye = 1; any status but HOOP_OK), missing lists the keys still missing then,
- * and the thread's message holds the server's reason. Free with
- * hoop__store_wait_result_free. */
+ * into the client's receive buffer (valid until its next call). On HOOP_ERR_TIMEOUT
+ * with lost = 0 (the server's answer at the deadline): missing[0..nmissing) are the
+ * indices of the keys that did not exist, and the thread's message is not set (the
+ * caller words it). lost = 1: the connection ended during the call, with any status
+ * (HOOP_ERR_TIMEOUT included) and the thread's message set; when the server said
+ * GOODBYE (goodbye = 1), missing lists the keys still missing then (maybe none). Free
+ * with hoop__store_wait_result_free. */
 typedef struct hoop__store_wait_result {
     const uint8_t **values;
     size_t *value_bytes;
     uint32_t *missing;
     uint32_t nmissing;
-    int goodbye;
+    int lost, goodbye;
 } hoop__store_wait_result;
 
 /* Waits until the nkeys keys exist (server-side deadline timeout_ms >= 0), fetching
@@ -318,12 +321,6 @@ hoop_status hoop__store_init_rendezvous(hoop_store **out, const hoop_store_confi
  * waiting rank when st is destroyed. The store's own barrier, all-gather and env
  * start-up note their failures; other layers may note theirs. */
 void hoop__store_note_failure(hoop_store *st, hoop_status code, const char *msg);
-
-/* The client's account of why its connection is gone ("" while it works). */
-const char *hoop__store_lost(const hoop_store *st);
-
-/* 1 when st was made by hoop__store_init_rendezvous (the server is rank 0's). */
-int hoop__store_is_rendezvous(const hoop_store *st);
 
 /* Stops srv as hoop_store_server_destroy does, first telling every client GOODBYE with
  * code and reason (NULL: "the server was shut down"). */

@@ -9,11 +9,12 @@
  * thread, which alone touches connections and the table (so nothing there is locked).
  *
  * Each connection is a small state machine: waiting for the client's preface, then
- * unauthenticated until its HELLO carries the right token; then idle (reading requests), busy (a
- * reply still being written, or a WAIT parked until its keys exist), or closing (a refusal being
- * written). Requests are parsed from a per-connection buffer, so a peer that sends a frame a byte
- * at a time, or half a frame and then nothing, never blocks anyone else. A peer that breaks the
- * protocol (see store_proto.h) is logged and closed; the others carry on.
+ * unauthenticated until its HELLO carries the right token; then idle (reading
+ * requests), busy (a reply still being written, or a WAIT parked until its keys exist),
+ * or closing (a refusal being written). Requests are parsed from a per-connection
+ * buffer, so a peer that sends a frame a byte at a time, or half a frame and then
+ * nothing, never blocks anyone else. A peer that breaks the protocol (see
+ * store_proto.h) is logged and closed; the others carry on.
  *
  * When the server stops, it tells every authenticated client GOODBYE (with the reason
  * its owner gave, the keys a parked WAIT still lacks, and the ranks that never
@@ -868,6 +869,7 @@ static void drain_inputs(hoop_store_server *s)
 static void say_goodbye(hoop_store_server *s)
 {
     char reason[sizeof(s->bye_reason) + 400];
+    _Static_assert(sizeof(reason) <= HOOP__STORE_REASON_MAX, "a GOODBYE's reason must fit");
     pthread_mutex_lock(&s->bye_mu);
     uint8_t code = (uint8_t)s->bye_code;
     snprintf(reason, sizeof(reason), "%s",

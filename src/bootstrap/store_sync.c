@@ -195,7 +195,7 @@ static hoop_status barrier_diagnose(hoop_store *st, const char *name, const char
     hoop__store_wait_result res;
     hoop_status s = hoop__store_wait_keys(st, ks.keys, ks.n, 0, 0, &res);
     keyset_free(&ks);
-    if (s == HOOP_ERR_TIMEOUT) {
+    if (s == HOOP_ERR_TIMEOUT && !res.lost && res.nmissing > 0) {
         int done_missing = res.missing[res.nmissing - 1] == (uint32_t)ws;
         uint32_t nranks = res.nmissing - (uint32_t)done_missing;
         if (!done_missing)
@@ -226,9 +226,9 @@ static hoop_status barrier(hoop_store *st, const char *name, int64_t timeout_ms)
     const char *done = key;
     hoop__store_wait_result res;
     hoop_status s = hoop__store_wait_keys(st, &done, 1, 0, hoop__ms_left(deadline), &res);
-    if (s == HOOP_ERR_TIMEOUT && hoop__store_fd(st) >= 0)
+    if (s == HOOP_ERR_TIMEOUT && !res.lost)
         s = barrier_diagnose(st, name, prefix, t);
-    else if (s != HOOP_OK && hoop__store_fd(st) < 0) /* the waiting key is no rank's */
+    else if (s != HOOP_OK && res.lost) /* the waiting key is no rank's */
         s = store_gone(st, s, "barrier", name, &res, 0, arrived_with(st, entry), t0);
     hoop__store_wait_result_free(&res);
     HOOP_CHECK(s);
@@ -288,7 +288,7 @@ static hoop_status allgather(hoop_store *st, const char *name, const void *blob,
     hoop__store_wait_result res;
     hoop_status s = hoop__store_wait_keys(st, ks.keys, ks.n, 1, hoop__ms_left(deadline), &res);
     keyset_free(&ks);
-    if (s != HOOP_OK && hoop__store_fd(st) < 0) /* the arrival keys are ranks 0..ws-1 */
+    if (s != HOOP_OK && res.lost) /* the arrival keys are ranks 0..ws-1 */
         s = store_gone(st, s, "allgather", name, &res, 1, arrived_with(st, entry), t0);
     else if (s == HOOP_ERR_TIMEOUT)
         s = never_arrived(st, "allgather", name, res.missing, res.nmissing, t);
