@@ -52,7 +52,8 @@ typedef struct bench_opts {
 /* The help text. */
 const char *bench_usage(void);
 
-/* Parses argv (argv[1] is the collective). Returns 0, 3 for --help, or 2 with a one-line
+/* Parses argv (argv[1] is the collective). Returns 0, 3 for --help, 4 for --version, or
+ * 2 with a one-line
  * message naming the culprit in err. The defaults are nccl-tests'. */
 int bench_parse_args(int argc, char **argv, bench_opts *o, char *err, size_t errlen);
 

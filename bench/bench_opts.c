@@ -61,6 +61,7 @@ static const char usage[] =
     "  --show-algo            a last column with the algorithm of each row\n"
     "  --json FILE            the same as -J FILE\n"
     "  --csv FILE             also write the results as CSV (rank 0; overwritten)\n"
+    "  --help, --version      print this text, or hoop-bench's version, and exit\n"
     "\n"
     "Output: nccl-tests' lines (rank 0 only): the header, a Rank/Pid/host table, the\n"
     "columns size count type redop root, then time (us) algbw busbw (GB/s = 1e9 B/s)\n"
@@ -264,7 +265,7 @@ static int parse_limited(parse_ctx *p, int c, const char *arg)
     return 0;
 }
 
-enum { OPT_ALGO = 256, OPT_CSV, OPT_SHOW_ALGO };
+enum { OPT_ALGO = 256, OPT_CSV, OPT_SHOW_ALGO, OPT_VERSION };
 
 static int parse_flag(parse_ctx *p, int c, const char *arg)
 {
@@ -323,6 +324,7 @@ static const struct option longs[] = {{"minbytes", required_argument, NULL, 'b'}
                                       {"algo", required_argument, NULL, OPT_ALGO},
                                       {"show-algo", no_argument, NULL, OPT_SHOW_ALGO},
                                       {"help", no_argument, NULL, 'h'},
+                                      {"version", no_argument, NULL, OPT_VERSION},
                                       {NULL, 0, NULL, 0}};
 
 static void set_defaults(bench_opts *o)
@@ -390,6 +392,7 @@ int bench_parse_args(int argc, char **argv, bench_opts *o, char *err, size_t err
     while ((c = getopt_long(argc, argv, ":b:e:i:f:n:w:m:N:c:d:o:r:a:z:R:J:g:t:G:p:h", longs,
                             NULL)) != -1) {
         if (c == 'h') return 3;
+        if (c == OPT_VERSION) return 4;
         if (c == '?')
             return bad(&p, "unknown option '%s' (see hoop-bench --help)", argv[optind - 1]);
         if (c == ':') return bad(&p, "%s needs a value", argv[optind - 1]);

@@ -35,6 +35,7 @@
 #include "core/env.h"
 #include "hoop/collectives.h"
 #include "hoop/comm.h"
+#include "hoop/version.h"
 
 /* -z 0 keeps at most this many calls in flight (NCCL's stream has a bounded queue too). */
 #define BENCH_WINDOW 64
@@ -415,6 +416,7 @@ int main(int argc, char **argv)
     char err[512];
     int rc = bench_parse_args(argc, argv, &ctx.o, err, sizeof(err));
     if (rc == 3) return fputs(bench_usage(), stdout) == EOF;
+    if (rc == 4) return printf("hoop-bench (hoop) %s\n", hoop_version_string()) < 0;
     if (rc != 0) return bad_flag("%s", err);
     rc = setup(&ctx, argc, argv);
     if (rc == 0) rc = sweep(&ctx);

@@ -247,6 +247,13 @@ static void c_status(void)
     ck_assert_ptr_nonnull(hoop_last_error());
 }
 
+/* The version functions take no arguments: they answer what the header says. */
+static void c_version(void)
+{
+    ck_assert_int_eq(hoop_version(), HOOP_VERSION_CODE);
+    ck_assert_str_eq(hoop_version_string(), HOOP_VERSION_STRING);
+}
+
 static int lines_seen;
 static char last_line[512];
 static void count_line(hoop_log_level level, const char *line, void *user)
@@ -1369,6 +1376,7 @@ struct api_case {
 /* clang-format off */
 static const struct api_case CASES[] = {
     {"hoop_status_str hoop_status_name hoop_last_error", c_status},
+    {"hoop_version hoop_version_string", c_version},
     {"hoop_log_set hoop_log_set_rank", c_log},
     {"hoop_tensor_new hoop_tensor_free", c_tensor_new},
     {"hoop_tensor_ndim hoop_tensor_dim hoop_tensor_count hoop_tensor_device "

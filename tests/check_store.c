@@ -5,7 +5,9 @@
  * Every operation with exact values; blocking get and wait; barrier and all-gather with
  * ranks as threads, a rank that never arrives; the token; raw sockets sending garbage,
  * truncated, oversized or stalled frames while a good client is served; 1024 clients;
- * port in use, restart; unresolvable host; a server dying under a waiting client.
+ * port in use, restart; unresolvable host; a server dying under a waiting client;
+ * foreign servers at the port (a real HTTP server, SSH, TLS, unknown bytes); rank 0
+ * giving up or dying while other ranks wait in the rendezvous.
  * Servers use 127.0.0.1 port 0 (ephemeral) so parallel runs cannot collide. Each test
  * checks that it leaves no file descriptor or thread behind.
  */
@@ -13,6 +15,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -22,7 +25,10 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <arpa/inet.h>
 #include <unistd.h>
 
@@ -603,6 +609,28 @@ START_TEST(test_server_dies)
 }
 END_TEST
 
+/* A GOODBYE with a long reason and 63 ranks that never connected (more than 1024 bytes
+ * on the wire) still reaches a parked client whole, with the owner's status. */
+START_TEST(test_goodbye_long_reason)
+{
+    hoop_store_config cfg = {
+        .host = "127.0.0.1", .token = TOKEN, .world_size = 64, .timeout_ms = 5000};
+    hoop_store_server *owner = NULL;
+    ASSERT_OK(hoop_store_server_init(&owner, &cfg));
+    struct rank_arg w = {.port = hoop_store_server_port(owner)};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, waiter_main, &w), 0);
+    msleep(300); /* the get is parked by now */
+    char reason[1001];
+    memset(reason, 'r', 1000);
+    reason[1000] = '\0';
+    ASSERT_OK(hoop__store_server_close(owner, HOOP_ERR_TIMEOUT, reason));
+    pthread_join(th, NULL);
+    ck_assert_msg(w.st == HOOP_ERR_TIMEOUT, "%s: %s", hoop_status_name(w.st), w.msg);
+    ck_assert_msg(strstr(w.msg, "the server closed the connection: rrrrrrrr"), "%s", w.msg);
+}
+END_TEST
+
 START_TEST(test_init_env)
 {
     int port = free_port();
@@ -635,6 +663,281 @@ START_TEST(test_init_env)
     ck_assert_ptr_null(bad);
     ASSERT_OK(hoop_store_destroy(r1));
     ASSERT_OK(hoop_store_destroy(r0)); /* stops the server it owns */
+}
+END_TEST
+
+// ----- errors: something else listens at the port -------------------------------------------
+
+/* The env:// contract for world_size ranks at 127.0.0.1:port (RANK set by the caller). */
+static void set_rendezvous_env(int port, int world_size)
+{
+    char ports[16], ws[16];
+    snprintf(ports, sizeof(ports), "%d", port);
+    snprintf(ws, sizeof(ws), "%d", world_size);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", ports, 1);
+    setenv("WORLD_SIZE", ws, 1);
+    setenv("HOOP_TOKEN", TOKEN, 1);
+    setenv("HOOP_TIMEOUT", "20", 1);
+}
+
+/* A real HTTP server (Python's http.server) on a free loopback port: the client must
+ * say at once that the port speaks HTTP, not retry until its deadline. */
+START_TEST(test_foreign_http_server)
+{
+    int out[2];
+    ck_assert_int_eq(pipe(out), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 2); /* its request log */
+        execlp("python3", "python3", "-u", "-m", "http.server", "0", "--bind", "127.0.0.1",
+               (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    /* "Serving HTTP on 127.0.0.1 port 41234 (http://127.0.0.1:41234/) ..." */
+    char line[256] = "";
+    size_t n = 0;
+    struct pollfd p = {.fd = out[0], .events = POLLIN};
+    while (n + 1 < sizeof(line) && !strchr(line, '\n') && poll(&p, 1, 10000) == 1) {
+        ssize_t k = read(out[0], line + n, sizeof(line) - 1 - n);
+        if (k <= 0) break;
+        n += (size_t)k;
+        line[n] = '\0';
+    }
+    int port = 0;
+    const char *at = strstr(line, " port ");
+    if (at) port = atoi(at + 6);
+    hoop_store *h = NULL;
+    int64_t t0 = hoop__now_ns();
+    hoop_status s = port > 0 ? connect_as(&h, port, TOKEN, 1, 2, 10000) : HOOP_ERR_INTERNAL;
+    double ms = ms_since(t0);
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s", hoop_last_error());
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    close(out[0]);
+    ck_assert_msg(port > 0, "python3 -m http.server did not start: '%s'", line);
+    ck_assert_msg(s == HOOP_ERR_INVALID, "%s: %s", hoop_status_name(s), msg);
+    ck_assert_ptr_null(h);
+    ck_assert_msg(ms < 3000, "took %.0f ms of a 10000 ms deadline", ms);
+    ck_assert_msg(strstr(msg, "this is not a hoop store: the peer speaks HTTP (\"<!DOCTYPE HTML>"),
+                  "%s", msg);
+}
+END_TEST
+
+/* A tiny foreign server: accepts one connection, reads what the client sends when
+ * read_first is set, answers with its bytes, and waits for the client to go. */
+struct foreign {
+    int lfd, port, read_first;
+    const char *reply;
+    size_t n;
+    pthread_t th;
+};
+
+static void *foreign_main(void *arg)
+{
+    struct foreign *f = arg;
+    struct pollfd p = {.fd = f->lfd, .events = POLLIN};
+    if (poll(&p, 1, 10000) != 1) return NULL;
+    int fd = accept(f->lfd, NULL, NULL);
+    if (fd < 0) return NULL;
+    struct timeval tv = {.tv_sec = 3};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char buf[512];
+    if (f->read_first) (void)!recv(fd, buf, sizeof(buf), 0);
+    (void)!send(fd, f->reply, f->n, MSG_NOSIGNAL);
+    while (recv(fd, buf, sizeof(buf), 0) > 0) {
+    }
+    close(fd);
+    return NULL;
+}
+
+static void foreign_start(struct foreign *f)
+{
+    f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(f->lfd, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(sa);
+    ck_assert_int_eq(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(listen(f->lfd, 4), 0);
+    ck_assert_int_eq(getsockname(f->lfd, (struct sockaddr *)&sa, &len), 0);
+    f->port = ntohs(sa.sin_port);
+    ck_assert_int_eq(pthread_create(&f->th, NULL, foreign_main, f), 0);
+}
+
+static const struct {
+    const char *reply;
+    size_t n;
+    int read_first;
+    const char *said;
+} foreign_cases[] = {
+    /* 0: an SSH server speaks first; reached through the env:// contract */
+    {"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n", 32, 0,
+     "is not rank 0's hoop store: the peer speaks SSH (\"SSH-2.0-OpenSSH_9.2p1 Debian-2\\r\\n\"); "
+     "another service listens there (check MASTER_ADDR and MASTER_PORT)"},
+    /* 1: a TLS server answers the preface with a fatal alert (unexpected_message) */
+    {"\x15\x03\x03\x00\x02\x02\x0a", 7, 1,
+     "the peer speaks TLS (\"\\x15\\x03\\x03\\x00\\x02\\x02\\n\")"},
+    /* 2: bytes of nothing in particular */
+    {"\x7f"
+     "ELF\x02\x01\x01\x00",
+     8, 1, "no protocol hoop knows (\"\\x7fELF\\x02\\x01\\x01\\x00\")"},
+    /* 3: a plausible frame length, then a status no hoop server sends */
+    {"\x00\x00\x00\x05\x09"
+     "abcd",
+     9, 1, "no protocol hoop knows (\"\\x00\\x00\\x00\\x05\\tabcd\")"},
+    /* 4: a peer that sends 3 bytes and hangs up */
+    {"+OK", 3, 1, "no protocol hoop knows (\"+OK\")"},
+};
+
+START_TEST(test_foreign_peer)
+{
+    struct foreign f = {.reply = foreign_cases[_i].reply,
+                        .n = foreign_cases[_i].n,
+                        .read_first = foreign_cases[_i].read_first};
+    foreign_start(&f);
+    hoop_store *h = NULL;
+    int64_t t0 = hoop__now_ns();
+    hoop_status s;
+    if (_i == 0) {
+        set_rendezvous_env(f.port, 2);
+        setenv("RANK", "1", 1);
+        s = hoop_store_init_env(&h);
+    } else {
+        s = connect_as(&h, f.port, TOKEN, 1, 2, 10000);
+    }
+    double ms = ms_since(t0);
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s", hoop_last_error());
+    pthread_join(f.th, NULL);
+    close(f.lfd);
+    ck_assert_msg(s == HOOP_ERR_INVALID, "case %d: %s: %s", _i, hoop_status_name(s), msg);
+    ck_assert_ptr_null(h);
+    ck_assert_msg(ms < 2000, "case %d: took %.0f ms", _i, ms);
+    ck_assert_msg(
+        strstr(msg, _i ? "this is not a hoop store" : "MASTER_ADDR:MASTER_PORT = 127.0.0.1:"),
+        "case %d: %s", _i, msg);
+    ck_assert_msg(strstr(msg, foreign_cases[_i].said), "case %d: '%s' lacks '%s'", _i, msg,
+                  foreign_cases[_i].said);
+}
+END_TEST
+
+// ----- errors: rank 0 gives up or dies during the rendezvous --------------------------------
+
+struct gather {
+    hoop_store *h;
+    int64_t timeout_ms, done_ns;
+    hoop_status st;
+    char msg[2048];
+};
+
+static void *gather_main(void *arg)
+{
+    struct gather *g = arg;
+    uint32_t mine = 7, all[3];
+    g->st = hoop_store_allgather(g->h, "boot", &mine, sizeof(mine), all, g->timeout_ms);
+    g->done_ns = hoop__now_ns();
+    snprintf(g->msg, sizeof(g->msg), "%s", hoop_last_error());
+    return NULL;
+}
+
+/* Ranks 0 and 1 of 3 meet (rank 2 never comes); rank 0's deadline is the earlier one.
+ * When it gives up, rank 1 must fail at once with what rank 0 knew, not with "the
+ * server closed the connection". */
+START_TEST(test_rank0_gives_up)
+{
+    int port = free_port();
+    set_rendezvous_env(port, 3);
+    hoop_store *r0 = NULL, *r1 = NULL;
+    setenv("RANK", "0", 1);
+    ASSERT_OK(hoop_store_init_env(&r0));
+    setenv("RANK", "1", 1);
+    ASSERT_OK(hoop_store_init_env(&r1));
+    struct gather g1 = {.h = r1, .timeout_ms = 15000}, g0 = {.h = r0, .timeout_ms = 300};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, gather_main, &g1), 0);
+    msleep(100); /* rank 1 is parked in the all-gather */
+    gather_main(&g0);
+    ck_assert_msg(g0.st == HOOP_ERR_TIMEOUT, "rank 0: %s", g0.msg);
+    ck_assert_msg(strstr(g0.msg, "allgather 'boot': rank 2 of 3 never arrived"), "%s", g0.msg);
+    int64_t t0 = hoop__now_ns();
+    ASSERT_OK(hoop_store_destroy(r0)); /* rank 0 gives up: its store closes */
+    pthread_join(th, NULL);
+    double ms = (double)(g1.done_ns - t0) / 1e6;
+    ck_assert_msg(g1.st == HOOP_ERR_TIMEOUT, "rank 1: %s: %s", hoop_status_name(g1.st), g1.msg);
+    ck_assert_msg(ms < 1000, "rank 1 noticed after %.0f ms", ms);
+    char where[96];
+    snprintf(where, sizeof(where), "rank 0's store (MASTER_ADDR:MASTER_PORT = 127.0.0.1:%d)", port);
+    const char *want[] = {
+        "allgather 'boot': rank 2 of 3 never arrived (rank 1 waited ",
+        where,
+        "rank 0 gave up and closed its store: allgather 'boot': rank 2 of 3 never arrived "
+        "(waited 300 ms, rank 0); ranks that never connected to the store: 2",
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        ck_assert_msg(strstr(g1.msg, want[i]), "rank 1: '%s' lacks '%s'", g1.msg, want[i]);
+    ASSERT_OK(hoop_store_destroy(r1));
+}
+END_TEST
+
+/* Rank 0's process is killed while ranks 0 and 1 of 3 wait in the rendezvous: rank 1
+ * must say that the store's host went away, with what it knew. Runs without the
+ * fixture (see main), so it checks for leaked descriptors itself. */
+START_TEST(test_rank0_dies)
+{
+    int fds_before = count_entries("/proc/self/fd");
+    int port = free_port();
+    set_rendezvous_env(port, 3);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        setenv("RANK", "0", 1);
+        hoop_store *r0 = NULL, *w = NULL;
+        if (hoop_store_init_env(&r0) != HOOP_OK) _exit(2);
+        struct gather g0 = {.h = r0, .timeout_ms = 15000};
+        pthread_t th;
+        if (pthread_create(&th, NULL, gather_main, &g0) != 0) _exit(3);
+        if (connect_as(&w, port, TOKEN, -1, 0, 10000) != HOOP_OK) _exit(4);
+        const char *r1_in = "hoop/allgather/boot/0/r1";
+        if (hoop_store_wait(w, &r1_in, 1, 15000) != HOOP_OK) _exit(5);
+        msleep(50); /* rank 1 is parked by now */
+        kill(getpid(), SIGKILL);
+    }
+    hoop_store *r1 = NULL, *w = NULL;
+    setenv("RANK", "1", 1);
+    ASSERT_OK(hoop_store_init_env(&r1));
+    ASSERT_OK(connect_as(&w, port, TOKEN, -1, 0, 10000));
+    const char *r0_in = "hoop/allgather/boot/0/r0"; /* rank 0 arrives first */
+    ASSERT_OK(hoop_store_wait(w, &r0_in, 1, 10000));
+    ASSERT_OK(hoop_store_destroy(w));
+    struct gather g1 = {.h = r1, .timeout_ms = 15000};
+    int64_t t0 = hoop__now_ns();
+    gather_main(&g1);
+    double ms = ms_since(t0);
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "rank 0 exited: %d",
+                  WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    ck_assert_msg(g1.st == HOOP_ERR_REMOTE, "rank 1: %s: %s", hoop_status_name(g1.st), g1.msg);
+    ck_assert_msg(ms < 5000, "rank 1 noticed after %.0f ms", ms);
+    char where[96];
+    snprintf(where, sizeof(where), "rank 0's store (MASTER_ADDR:MASTER_PORT = 127.0.0.1:%d)", port);
+    const char *want[] = {
+        "allgather 'boot': rank 1 lost the store while it waited (2 of 3 ranks had arrived when "
+        "it did; it waited ",
+        where,
+        "rank 0, the store's host, went away (the connection closed without a word",
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        ck_assert_msg(strstr(g1.msg, want[i]), "rank 1: '%s' lacks '%s'", g1.msg, want[i]);
+    ASSERT_OK(hoop_store_destroy(r1));
+    ck_assert_int_eq(count_entries("/proc/self/fd"), fds_before);
 }
 END_TEST
 
@@ -694,7 +997,12 @@ static int raw_closed(int fd)
     }
 }
 
-/* A HELLO: magic, version 1, rank 7, then a token of declared and actual length. */
+static void put_preface(hoop__buf *b)
+{
+    hoop__put_bytes(b, HOOP__STORE_PREFACE, HOOP__STORE_PREFACE_LEN);
+}
+
+/* A HELLO: magic, version, rank 7, then a token of declared and actual length. */
 static void put_hello_raw(hoop__buf *b, uint32_t magic, const char *token, size_t declared)
 {
     size_t at = hoop__frame_begin(b, HOOP__STORE_HELLO);
@@ -705,7 +1013,12 @@ static void put_hello_raw(hoop__buf *b, uint32_t magic, const char *token, size_
     hoop__frame_end(b, at);
 }
 
-#define put_hello(b, token) put_hello_raw((b), HOOP__STORE_MAGIC, (token), strlen(token))
+/* The preface and a good HELLO, as a client opens. */
+static void put_hello(hoop__buf *b, const char *token)
+{
+    put_preface(b);
+    put_hello_raw(b, HOOP__STORE_MAGIC, token, strlen(token));
+}
 
 /* A SET whose value declares vdecl bytes but carries vn. */
 static void put_set(hoop__buf *b, const void *key, uint32_t kn, uint32_t vdecl, uint32_t vn)
@@ -728,29 +1041,35 @@ static void put_wait(hoop__buf *b, uint8_t flags, int64_t timeout_ms, uint32_t n
     hoop__frame_end(b, at);
 }
 
-/* Each case: whether a good HELLO goes first, and the reason the server must give. */
+/* Each case: whether the preface or the preface and a good HELLO go first, and the
+ * reason the server must give. */
 static const struct {
-    int hello;
+    int preface, hello;
     const char *reason;
 } bad_cases[] = {
-    {0, "frame length"},                   /* 0: a TLS ClientHello */
-    {0, "request before the HELLO"},       /* 1: SET first */
-    {0, "bad magic"},                      /* 2 */
-    {0, "frame length 1015"},              /* 3: a 1000-byte token */
-    {0, "runs past"},                      /* 4: token length past the frame */
-    {1, "frame length"},                   /* 5: an HTTP request */
-    {1, "frame length 4294967280"},        /* 6: length 0xFFFFFFF0 */
-    {1, "frame length 16781313"},          /* 7: one byte over the limit */
-    {1, "frame length 0 "},                /* 8 */
-    {1, "unknown opcode"},                 /* 9 */
-    {1, "longer than HOOP_STORE_KEY_MAX"}, /* 10: a 513-byte key */
-    {1, "NUL byte"},                       /* 11 */
-    {1, "runs past"},                      /* 12: value length past the frame */
-    {1, "left over"},                      /* 13: trailing bytes */
-    {1, "a second HELLO"},                 /* 14 */
-    {1, "bad number of keys"},             /* 15: WAIT with no keys */
-    {1, "bad WAIT flags or timeout"},      /* 16: negative timeout */
-    {1, "more keys announced"},            /* 17: 1000 keys in a tiny frame */
+    {0, 0, "it speaks TLS (\"\\x16\\x03\\x01\\x02\\x00"},      /* 0: a TLS ClientHello */
+    {1, 0, "request before the HELLO"},                        /* 1: SET first */
+    {1, 0, "bad magic"},                                       /* 2 */
+    {1, 0, "frame length 1015"},                               /* 3: a 1000-byte token */
+    {1, 0, "runs past"},                                       /* 4: token length past the frame */
+    {0, 1, "frame length"},                                    /* 5: an HTTP request */
+    {0, 1, "frame length 4294967280"},                         /* 6: length 0xFFFFFFF0 */
+    {0, 1, "frame length 16781313"},                           /* 7: one byte over the limit */
+    {0, 1, "frame length 0 "},                                 /* 8 */
+    {0, 1, "unknown opcode"},                                  /* 9 */
+    {0, 1, "longer than HOOP_STORE_KEY_MAX"},                  /* 10: a 513-byte key */
+    {0, 1, "NUL byte"},                                        /* 11 */
+    {0, 1, "runs past"},                                       /* 12: value length past the frame */
+    {0, 1, "left over"},                                       /* 13: trailing bytes */
+    {0, 1, "a second HELLO"},                                  /* 14 */
+    {0, 1, "bad number of keys"},                              /* 15: WAIT with no keys */
+    {0, 1, "bad WAIT flags or timeout"},                       /* 16: negative timeout */
+    {0, 1, "more keys announced"},                             /* 17: 1000 keys in a tiny frame */
+    {0, 0, "it speaks HTTP (\"GET / HTTP/1.1\\r\\nHost: x"},   /* 18: an HTTP client */
+    {0, 0, "it speaks SSH (\"SSH-2.0-OpenSSH_9.2p1\\r\\n\")"}, /* 19: an SSH client */
+    {0, 0, "it speaks hoop store protocol 1 (an older hoop)"}, /* 20: a HELLO, no preface */
+    {0, 0, "another version (\"HOOP-STORE/3\\r\\n\\r\\n"},     /* 21 */
+    {0, 0, "no protocol hoop knows (\"\\x7fELF\\x02\\x01\\x01\")"}, /* 22 */
 };
 
 static void build_bad(hoop__buf *b, int c)
@@ -759,6 +1078,7 @@ static void build_bad(hoop__buf *b, int c)
     memset(key, 'k', sizeof(key));
     size_t at;
     if (bad_cases[c].hello) put_hello(b, TOKEN);
+    if (bad_cases[c].preface) put_preface(b);
     switch (c) {
     case 0: hoop__put_bytes(b, "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11); break;
     case 1: put_set(b, "k", 1, 1, 1); break;
@@ -774,10 +1094,20 @@ static void build_bad(hoop__buf *b, int c)
     case 11: put_set(b, "a\0b", 3, 1, 1); break;
     case 12: put_set(b, "k", 1, 1000, 5); break;
     case 13: put_set(b, "k", 1, 1, 2); break;
-    case 14: put_hello(b, TOKEN); break;
+    case 14: put_hello_raw(b, HOOP__STORE_MAGIC, TOKEN, strlen(TOKEN)); break;
     case 15: put_wait(b, 0, 100, 0, NULL); break;
     case 16: put_wait(b, 0, -5, 1, "k"); break;
     case 17: put_wait(b, 0, 100, 1000, NULL); break;
+    case 18: hoop__put_bytes(b, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27); break;
+    case 19: hoop__put_bytes(b, "SSH-2.0-OpenSSH_9.2p1\r\n", 23); break;
+    case 20: put_hello_raw(b, HOOP__STORE_MAGIC, TOKEN, strlen(TOKEN)); break;
+    case 21: hoop__put_bytes(b, "HOOP-STORE/3\r\n\r\n", 16); break;
+    case 22:
+        hoop__put_bytes(b,
+                        "\x7f"
+                        "ELF\x02\x01\x01",
+                        7);
+        break;
     }
 }
 
@@ -852,6 +1182,77 @@ START_TEST(test_stalled_client)
     check_still_served(good); /* the half-sent SET was not applied */
     ASSERT_OK(hoop_store_destroy(good));
     ASSERT_OK(hoop_store_server_destroy(strict));
+}
+END_TEST
+
+/* A client of protocol 1 (an older hoop: HELLO without the preface) is answered with a
+ * protocol 1 REFUSED frame that says why, not just dropped. */
+START_TEST(test_old_client_told)
+{
+    int fd = raw_connect(hoop_store_server_port(srv));
+    hoop__buf b = {0};
+    put_hello_raw(&b, HOOP__STORE_MAGIC, TOKEN, strlen(TOKEN));
+    raw_send(fd, &b, b.len);
+    hoop__buf_free(&b);
+    uint8_t reply[512];
+    size_t n = 0;
+    ssize_t k;
+    while (n < sizeof(reply) && (k = recv(fd, reply + n, sizeof(reply) - n, 0)) > 0) n += (size_t)k;
+    close(fd);
+    ck_assert_uint_ge(n, 9);
+    hoop__rd r = {.p = reply, .left = n};
+    uint32_t len = hoop__get_u32(&r);
+    ck_assert_uint_eq(len, n - 4);
+    ck_assert_uint_eq(hoop__get_u8(&r), HOOP__STORE_R_REFUSED);
+    size_t tn = 0;
+    const uint8_t *text = hoop__get_str(&r, 400, &tn);
+    ck_assert(!r.bad && r.left == 0 && text != NULL);
+    char why[400];
+    snprintf(why, sizeof(why), "%.*s", (int)tn, (const char *)text);
+    ck_assert_msg(strstr(why, "store protocol 2") && strstr(why, "same hoop"), "%s", why);
+    assert_last_warn_has("hoop store protocol 1 (an older hoop)");
+}
+END_TEST
+
+/* A socket bound to port P and connected to P meets itself (TCP simultaneous open): what
+ * a client retrying on a free ephemeral port can hit by chance. It must be recognised,
+ * or the client would read its own preface back and call the port foreign. */
+START_TEST(test_self_connect_detected)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(sa);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(hoop__store_self_connected(fd), 1);
+    close(fd);
+    fd = raw_connect(hoop_store_server_port(srv)); /* an ordinary connection */
+    ck_assert_int_eq(hoop__store_self_connected(fd), 0);
+    close(fd);
+}
+END_TEST
+
+/* The preface and HELLO may arrive a byte at a time. */
+START_TEST(test_preface_bytewise)
+{
+    int fd = raw_connect(hoop_store_server_port(srv));
+    hoop__buf b = {0};
+    put_hello(&b, TOKEN);
+    for (size_t i = 0; i < b.len; i++) {
+        ck_assert_int_eq(send(fd, b.data + i, 1, MSG_NOSIGNAL), 1);
+        if (i % 8 == 0) msleep(1);
+    }
+    hoop__buf_free(&b);
+    uint8_t reply[5];
+    size_t n = 0;
+    ssize_t k;
+    while (n < sizeof(reply) && (k = recv(fd, reply + n, sizeof(reply) - n, 0)) > 0) n += (size_t)k;
+    close(fd);
+    ck_assert_uint_eq(n, 5); /* length 1, status OK */
+    ck_assert_mem_eq(reply, "\x00\x00\x00\x01\x00", 5);
 }
 END_TEST
 
@@ -981,9 +1382,23 @@ int main(void)
     TCase *errs = tcase(s, "errors", 30);
     tcase_add_test(errs, test_unresolvable);
     tcase_add_test(errs, test_server_dies);
+    tcase_add_test(errs, test_goodbye_long_reason);
     tcase_add_test(errs, test_bad_token);
     tcase_add_loop_test(errs, test_malformed, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(errs, test_stalled_client);
+    tcase_add_test(errs, test_foreign_http_server);
+    tcase_add_loop_test(errs, test_foreign_peer, 0,
+                        (int)(sizeof(foreign_cases) / sizeof(foreign_cases[0])));
+    tcase_add_test(errs, test_old_client_told);
+    tcase_add_test(errs, test_preface_bytewise);
+    tcase_add_test(errs, test_self_connect_detected);
+    tcase_add_test(errs, test_rank0_gives_up);
+    /* No fixture: the test forks rank 0, which starts threads, and a process must have no
+     * other thread when it forks for that (ThreadSanitizer refuses it otherwise). */
+    TCase *procs = tcase_create("processes");
+    tcase_set_timeout(procs, 30);
+    tcase_add_test(procs, test_rank0_dies);
+    suite_add_tcase(s, procs);
     TCase *limits = tcase(s, "limits", 60);
     if (crowd_ok) tcase_add_test(limits, test_1024_clients);
     tcase_add_test(limits, test_latency_report);

@@ -12,9 +12,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hoop/status.h"
 #include "hoop/store.h"
+#include "hoop/version.h"
 
 /* Prints the failure of step (with hoop's message) and returns the exit code. */
 static int failed(int rank, const char *step, hoop_status st)
@@ -83,8 +85,24 @@ static int wait_for_others(hoop_store *st, int rank, int world_size)
     return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+        printf("hoop-smoke (hoop) %s\n", hoop_version_string());
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "--help") == 0) {
+        printf("usage: hooprun --nproc-per-node N hoop-smoke\n\n"
+               "Every worker joins rank 0's store (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)\n"
+               "and checks barrier, add and all-gather; rank 0 prints one line.\n"
+               "  --help, --version  print this text, or the version, and exit\n"
+               "Exit status: 0 success, 2 bad environment or arguments, 1 other failures.\n");
+        return 0;
+    }
+    if (argc > 1) {
+        fprintf(stderr, "hoop-smoke: unexpected argument '%s' (see hoop-smoke --help)\n", argv[1]);
+        return 2;
+    }
     hoop_store *st = NULL;
     hoop_status s = hoop_store_init_env(&st);
     if (s != HOOP_OK) {

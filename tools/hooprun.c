@@ -30,6 +30,7 @@
 #include "core/hostlist.h"
 #include "core/log.h"
 #include "core/launch.h"
+#include "hoop/version.h"
 #include "hooprun.h"
 #include "transport/transport.h"
 
@@ -87,6 +88,7 @@ static const char usage[] =
     "                      --no-prefix: the default, accepted. Log files never carry one.\n"
     "  --dry-run           print what each worker would get, start nothing\n"
     "  --help-env          list the HOOP_* settings\n"
+    "  --version           print hooprun's version and exit\n"
     "\n"
     "Output: lines go out whole as they end (prefixed under --prefix); a piece ending in\n"
     "'\\r' (a progress bar being redrawn) goes out at once. hooprun always reads the\n"
@@ -195,6 +197,7 @@ static const struct option long_opts[] = {
     {"dry-run", no_argument, NULL, 'd'},
     {"help", no_argument, NULL, 'h'},
     {"help-env", no_argument, NULL, OPT_HELP_ENV},
+    {"version", no_argument, NULL, 'V'},
     {"node_rank", required_argument, NULL, OPT_NODE_RANK},
     {"nproc_per_node", required_argument, NULL, OPT_NPROC},
     {"master_addr", required_argument, NULL, OPT_ADDR},
@@ -329,6 +332,7 @@ static int take_option(cli *c, int opt, const char *arg, int argc, char **argv)
     case 'd': c->dry_run = 1; return 0;
     case 'h': fputs(usage, stdout); return -1;
     case OPT_HELP_ENV: hoop__env_print_help(stdout); return -1;
+    case 'V': printf("hooprun (hoop) %s\n", hoop_version_string()); return -1;
     }
     return 2;
 }

@@ -16,6 +16,7 @@
 
 #include "core/check.h"
 #include "core/env.h"
+#include "hoop/version.h"
 
 #define FLAG_MAX 64
 
@@ -66,6 +67,7 @@ static const char usage_text[] =
     "rank 0 saves --checkpoint with the position in the epoch, prints \"preempted at\n"
     "epoch E step S; saved PATH\", and all exit with 128 + the signal (130, 143, 138);\n"
     "--resume continues from there exactly. A second SIGINT stops at once.\n"
+    "  --version                print hoop-train's version and exit\n"
     "Exit status: 0 success, 2 bad flags or data, 1 other failures, 128+N stopped by\n"
     "signal N with the checkpoint saved.\n";
 
@@ -284,6 +286,10 @@ hoop_status train_cli_parse(train_opts *o, int argc, char **argv)
         flag[len] = '\0';
         if (!strcmp(flag, "--help")) {
             train_cli_usage(stdout);
+            return HOOP_ERR_USAGE;
+        }
+        if (!strcmp(flag, "--version")) {
+            printf("hoop-train (hoop) %s\n", hoop_version_string());
             return HOOP_ERR_USAGE;
         }
         if (is_switch(flag)) {

@@ -31,6 +31,7 @@
 #ifndef HOOP_HOOP_H
 #define HOOP_HOOP_H
 
+#include "hoop/version.h"
 #include "hoop/status.h"
 #include "hoop/log.h"
 #include "hoop/store.h"

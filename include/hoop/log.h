@@ -33,8 +33,10 @@ typedef enum hoop_log_subsys {
 #define HOOP_LOG_SUBSYS_ENUM_(name, bit) HOOP_LOG_##name = 1u << (bit),
     HOOP_LOG_SUBSYS_MAP(HOOP_LOG_SUBSYS_ENUM_)
 #undef HOOP_LOG_SUBSYS_ENUM_
-        HOOP_LOG_ALL = ~0u
 } hoop_log_subsys;
+
+/* Every subsystem. A macro, not an enumerator: ISO C wants enumerators to fit in int. */
+#define HOOP_LOG_ALL 0xFFFFFFFFu
 
 /* A log sink: receives one complete, formatted line without the trailing newline. */
 typedef void (*hoop_log_fn)(hoop_log_level level, const char *line, void *user_data);

@@ -42,8 +42,8 @@ HOOP_API const char *hoop_status_str(hoop_status s);
 HOOP_API const char *hoop_status_name(hoop_status s);
 
 /* Returns the message of the most recent failure on the calling thread, e.g.
- * "store.c:210: MASTER_PORT='abc' is not a port number (1..65535)". It is "" when no
- * call on this thread has failed yet. The pointer stays valid until the next hoop call
+ * "MASTER_PORT='abc' is not an integer". It is "" when no call on this thread has
+ * failed yet. The pointer stays valid until the next hoop call
  * on this thread. Never NULL. */
 HOOP_API const char *hoop_last_error(void);
 

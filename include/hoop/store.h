@@ -13,7 +13,13 @@
  * Errors common to every client call: HOOP_ERR_INVALID for a bad argument (a key must
  * have 1..HOOP_STORE_KEY_MAX bytes and no NUL), HOOP_ERR_REMOTE at once when the server
  * closed the connection or died (the handle then stays unusable: every later call fails
- * the same way), HOOP_ERR_TIMEOUT when no reply came before the deadline.
+ * the same way), HOOP_ERR_TIMEOUT when no reply came before the deadline. A server that
+ * stops tells its clients why before it closes: when rank 0 gives up (e.g. its
+ * all-gather timed out), every rank still waiting fails at once with rank 0's status
+ * and reason ("rank 0 gave up and closed its store: allgather 'x': rank 2 of 3 never
+ * arrived ...; ranks that never connected to the store: 2"); when rank 0 dies, they fail
+ * with HOOP_ERR_REMOTE saying that the store's host went away, how many ranks had
+ * arrived when they did and how long they waited.
  * The wire format is described in src/bootstrap/store_proto.h.
  *
  * Example (every rank; rank 0 also serves):
@@ -62,8 +68,10 @@ typedef struct hoop_store_config {
  * token clients must present. cfg->timeout_ms (< 0: HOOP_TIMEOUT) is how long a
  * connection may take to finish its handshake or to finish a message it has started;
  * past that it is closed. A peer that breaks the protocol (bad length, opcode, key,
- * truncated field) is logged at WARN with its address and closed; others are unaffected.
- * rank, world_size are ignored. Errors: HOOP_ERR_INVALID for a bad config or an
+ * truncated field) is logged at WARN with its address and closed, and one that speaks
+ * another protocol (HTTP, TLS, SSH, an older hoop's) is named; others are unaffected.
+ * rank is ignored; world_size, when > 0, lets the server name the ranks that never
+ * connected when it stops. Errors: HOOP_ERR_INVALID for a bad config or an
  * unresolvable host (named); HOOP_ERR_SYSTEM when the port is in use
  * ("127.0.0.1:29500 is already in use") or a socket call fails. */
 HOOP_API hoop_status hoop_store_server_init(hoop_store_server **out, const hoop_store_config *cfg);
@@ -71,16 +79,20 @@ HOOP_API hoop_status hoop_store_server_init(hoop_store_server **out, const hoop_
 /* The port the server listens on (useful with port 0). */
 HOOP_API int hoop_store_server_port(const hoop_store_server *srv);
 
-/* Stops the server thread (promptly, through an eventfd), closes every connection (so
- * waiting clients fail at once with HOOP_ERR_REMOTE) and frees everything. Accepts NULL. */
+/* Stops the server thread (promptly, through an eventfd), tells every client that the
+ * server was shut down (waiting clients fail at once with HOOP_ERR_REMOTE and that
+ * reason), closes every connection and frees everything. Waits at most 0.2 s for the
+ * last words to leave. Accepts NULL. */
 HOOP_API hoop_status hoop_store_server_destroy(hoop_store_server *srv);
 
 /* Connects to the server at cfg->host:cfg->port, retrying with backoff (10 ms doubling
  * to 1 s, jittered) until cfg->timeout_ms (< 0: HOOP_TIMEOUT), which is also the default
  * deadline of later calls. cfg->rank and cfg->world_size are needed only for barrier and
  * all-gather. Errors: HOOP_ERR_INVALID (unresolvable host, named, fails at once; names
- * under ".invalid" never reach DNS), HOOP_ERR_TIMEOUT (nobody answered before the
- * deadline, naming host:port), HOOP_ERR_REMOTE (the server refused the token). */
+ * under ".invalid" never reach DNS; or something else listens there: fails at once,
+ * naming the protocol it speaks -- HTTP, TLS, SSH, or unknown bytes, shown),
+ * HOOP_ERR_TIMEOUT (nobody answered before the deadline, naming host:port),
+ * HOOP_ERR_REMOTE (the server refused the token, or said it is shutting down). */
 HOOP_API hoop_status hoop_store_init(hoop_store **out, const hoop_store_config *cfg);
 
 /* Reads the env:// contract (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, HOOP_TOKEN,
@@ -90,7 +102,9 @@ HOOP_API hoop_status hoop_store_init(hoop_store **out, const hoop_store_config *
  * naming a malformed variable. */
 HOOP_API hoop_status hoop_store_init_env(hoop_store **out);
 
-/* Closes the connection (and the owned server, on rank 0). Accepts NULL. */
+/* Closes the connection (and the owned server, on rank 0: it tells the ranks still
+ * connected why, i.e. the failure of this handle's barrier, all-gather or env start-up,
+ * if one failed). Accepts NULL. */
 HOOP_API hoop_status hoop_store_destroy(hoop_store *st);
 
 HOOP_API int hoop_store_rank(const hoop_store *st);

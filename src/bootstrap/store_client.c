@@ -7,7 +7,10 @@
  * hoop_store_init_env on rank 0, the server. The socket is non-blocking and every wait
  * is a poll() bounded by the call's deadline, so nothing here blocks past it. When the
  * server closes the connection the pending call fails at once with HOOP_ERR_REMOTE, the
- * socket is closed and every later call fails the same way.
+ * socket is closed and every later call fails the same way. When it says GOODBYE
+ * first, the call fails with the code and the reason its owner gave (for rank 0's
+ * store: why rank 0 gave up, e.g. which ranks never arrived). A first reply that is not
+ * a hoop frame names the protocol the port speaks, at once, instead of retrying.
  *
  * Thread-safety: a handle is used by one thread at a time; distinct handles are
  * independent.
@@ -41,10 +44,16 @@ struct hoop_store {
     int64_t timeout_ms;
     char name[300]; /* "host:port" of the server */
     char token[HOOP__STORE_TOKEN_MAX + 1];
-    hoop__buf out;             /* the request being sent */
-    hoop__buf in;              /* the last reply's body (after the length) */
-    hoop_store_server *server; /* owned (hoop_store_init_env on rank 0), else NULL */
-    char lost[256];            /* why the connection is gone; "" while it works */
+    hoop__buf out;                          /* the request being sent */
+    hoop__buf in;                           /* the last reply's body (after the length) */
+    hoop_store_server *server;              /* owned (hoop_store_init_env on rank 0), else NULL */
+    int rendezvous;                         /* rank 0's store at MASTER_ADDR:MASTER_PORT */
+    char label[360];                        /* "store H:P" or "rank 0's store (MASTER_ADDR:...)" */
+    char lost[HOOP__STORE_REASON_MAX + 64]; /* why the connection is gone; "" while it works */
+    hoop_status fail_code;                  /* the first failure noted (hoop__store_note_failure) */
+    char failure[1024];
+    int said_goodbye;                    /* the connection ended with a GOODBYE */
+    uint32_t *bye_missing, bye_nmissing; /* its missing keys, for the WAIT */
 };
 
 // ----- connection loss --------------------------------------------------------------------
@@ -55,15 +64,23 @@ static hoop_status lose(hoop_store *st, hoop_status code, const char *why)
     if (st->fd >= 0) close(st->fd);
     st->fd = -1;
     snprintf(st->lost, sizeof(st->lost), "%s", why);
-    return HOOP_ERROR(code, "store %s: %s", st->name, why);
+    return HOOP_ERROR(code, "%s: %s", st->label, why);
+}
+
+/* What an end of stream without a word means. */
+static const char *closed_text(const hoop_store *st)
+{
+    return st->rendezvous ? "rank 0, the store's host, went away (the connection closed without "
+                            "a word: rank 0 died, was killed or exited)"
+                          : "the server closed the connection";
 }
 
 static hoop_status usable(const hoop_store *st)
 {
     if (st == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: handle is NULL");
     if (st->fd < 0)
-        return HOOP_ERROR(HOOP_ERR_REMOTE, "store %s: the connection was lost earlier (%s)",
-                          st->name, st->lost);
+        return HOOP_ERROR(HOOP_ERR_REMOTE, "%s: the connection was lost earlier (%s)", st->label,
+                          st->lost);
     return HOOP_OK;
 }
 
@@ -114,7 +131,7 @@ static hoop_status recv_all(hoop_store *st, uint8_t *buf, size_t n, int64_t dead
             off += (size_t)k;
             continue;
         }
-        if (k == 0) return lose(st, HOOP_ERR_REMOTE, "the server closed the connection");
+        if (k == 0) return lose(st, HOOP_ERR_REMOTE, closed_text(st));
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) {
             char why[160];
@@ -128,8 +145,36 @@ static hoop_status recv_all(hoop_store *st, uint8_t *buf, size_t n, int64_t dead
     return HOOP_OK;
 }
 
+/* A GOODBYE frame (status byte read): keeps the missing keys for the WAIT that may be
+ * waiting for them, closes the connection and fails with the owner's code and reason. */
+static hoop_status on_goodbye(hoop_store *st, hoop__rd *rd)
+{
+    uint8_t code = hoop__get_u8(rd);
+    size_t n;
+    const uint8_t *text = hoop__get_str(rd, HOOP__STORE_REASON_MAX, &n);
+    uint32_t nmissing = hoop__get_u32(rd);
+    if (rd->bad || rd->left != 4ull * nmissing || nmissing > HOOP__STORE_WAIT_KEYS_MAX)
+        return lose(st, HOOP_ERR_REMOTE, "the server sent a malformed GOODBYE");
+    st->said_goodbye = 1;
+    free(st->bye_missing);
+    st->bye_missing = nmissing ? malloc(nmissing * sizeof(uint32_t)) : NULL;
+    st->bye_nmissing = st->bye_missing ? nmissing : 0;
+    for (uint32_t i = 0; i < st->bye_nmissing; i++) st->bye_missing[i] = hoop__get_u32(rd);
+    hoop_status s =
+        code > HOOP_OK && code <= HOOP_ERR_INTERNAL ? (hoop_status)code : HOOP_ERR_REMOTE;
+    char why[HOOP__STORE_REASON_MAX + 64];
+    if (st->rendezvous)
+        snprintf(why, sizeof(why), "rank 0 %s its store: %.*s",
+                 code ? "gave up and closed" : "closed", (int)n, (const char *)text);
+    else
+        snprintf(why, sizeof(why), "the server closed the connection: %.*s", (int)n,
+                 (const char *)text);
+    return lose(st, s, why);
+}
+
 /* Sends st->out and reads one reply frame into st->in; returns the reply's status
- * byte in *status and leaves a reader over the rest of the body in *rd. */
+ * byte in *status and leaves a reader over the rest of the body in *rd. A GOODBYE
+ * fails the call (on_goodbye). */
 static hoop_status rpc(hoop_store *st, int64_t deadline_ns, uint8_t *status, hoop__rd *rd)
 {
     if (st->out.oom) {
@@ -153,7 +198,7 @@ static hoop_status rpc(hoop_store *st, int64_t deadline_ns, uint8_t *status, hoo
     st->in.len = len;
     *status = st->in.data[0];
     *rd = (hoop__rd){.p = st->in.data + 1, .left = len - 1};
-    return HOOP_OK;
+    return *status == HOOP__STORE_R_GOODBYE ? on_goodbye(st, rd) : HOOP_OK;
 }
 
 /* A reply whose payload does not parse means the peer is not our server. */
@@ -174,13 +219,14 @@ static hoop_status reply_error(hoop_store *st, uint8_t status, hoop__rd *rd, con
 
 // ----- connecting ---------------------------------------------------------------------------
 
-/* One non-blocking connect to a; returns the fd, or -1 with errno set. */
+/* One non-blocking connect to a; returns the fd, or -1 with errno set (a connection to
+ * itself counts as refused). */
 static int connect_one(const struct addrinfo *a, int64_t deadline_ns)
 {
     int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd == -1) return -1;
     if (hoop__store_sock_setup(fd) != HOOP_OK) goto fail;
-    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) return fd;
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) goto connected;
     if (errno != EINPROGRESS) goto fail;
     int rc = wait_fd(fd, POLLOUT, deadline_ns);
     if (rc <= 0) {
@@ -190,8 +236,13 @@ static int connect_one(const struct addrinfo *a, int64_t deadline_ns)
     int err = 0;
     socklen_t len = sizeof(err);
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1) goto fail;
-    if (err == 0) return fd;
-    errno = err;
+    if (err != 0) {
+        errno = err;
+        goto fail;
+    }
+connected:
+    if (!hoop__store_self_connected(fd)) return fd;
+    errno = ECONNREFUSED;
 fail:;
     int saved = errno;
     close(fd);
@@ -199,26 +250,123 @@ fail:;
     return -1;
 }
 
-/* Sends HELLO and reads the verdict; *refused is set when the server said no (final),
- * as opposed to going away before answering (worth retrying). */
-static hoop_status handshake(hoop_store *st, int64_t deadline_ns, int *refused)
+// ----- the first reply: a hoop frame, or another protocol ----------------------------
+
+/* Reads what else arrives within 300 ms (or until the deadline, EOF or cap bytes). */
+static size_t read_more(int fd, uint8_t *buf, size_t cap, int64_t deadline_ns)
 {
+    int64_t soon = hoop__now_ns() + 300 * 1000000LL;
+    int64_t until = deadline_ns < soon ? deadline_ns : soon;
+    size_t got = 0;
+    while (got < cap) {
+        ssize_t k = recv(fd, buf + got, cap - got, 0);
+        if (k > 0) {
+            got += (size_t)k;
+        } else if (k == -1 && errno == EINTR) {
+            continue;
+        } else if (k == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (wait_fd(fd, POLLIN, until) <= 0) break;
+        } else {
+            break; /* EOF or reset: what came is all there is */
+        }
+    }
+    return got;
+}
+
+/* The peer answered with bytes that are no hoop frame: names what it speaks. Final. */
+static hoop_status foreign(hoop_store *st, const uint8_t *p, size_t n)
+{
+    char what[300], why[512];
+    hoop__store_describe(p, n, what, sizeof(what));
+    snprintf(why, sizeof(why), "this is not a hoop store: the peer %s", what);
+    lose(st, HOOP_ERR_INVALID, why);
+    if (st->rendezvous)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "MASTER_ADDR:MASTER_PORT = %s is not rank 0's hoop store: the peer %s; "
+                          "another service listens there (check MASTER_ADDR and MASTER_PORT)",
+                          st->name, what);
+    return HOOP_ERROR(HOOP_ERR_INVALID, "store %s: %s", st->name, why);
+}
+
+/* A hoop server's answer to HELLO is small (OK, REFUSED or GOODBYE): its length is
+ * below 4096, so it starts with two zero bytes. Judges the first got (< 4) bytes. */
+static int plausible_start(const uint8_t *p, size_t got)
+{
+    return (got < 1 || p[0] == 0) && (got < 2 || p[1] == 0) && (got < 3 || p[2] <= 0x10);
+}
+
+/* Reads the reply to HELLO. Unlike rpc(), a reply that is not a plausible hoop frame
+ * ends the connection attempt for good (*final), naming the protocol it looks like. */
+static hoop_status first_reply(hoop_store *st, int64_t deadline_ns, uint8_t *status, hoop__rd *rd,
+                               int *final)
+{
+    uint8_t head[64];
+    size_t got = 0;
+    while (got < 4 && plausible_start(head, got)) {
+        ssize_t k = recv(st->fd, head + got, 4 - got, 0);
+        if (k > 0) {
+            got += (size_t)k;
+            continue;
+        }
+        if (k == -1 && errno == EINTR) continue;
+        if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) break;
+        int rc = wait_fd(st->fd, POLLIN, deadline_ns);
+        if (rc == 0) return lose(st, HOOP_ERR_TIMEOUT, "no reply before the deadline");
+        if (rc < 0) return lose(st, HOOP_ERR_SYSTEM, "poll failed while receiving");
+    }
+    if (got == 0) return lose(st, HOOP_ERR_REMOTE, closed_text(st)); /* worth retrying */
+    uint32_t len = got == 4 ? hoop__get_u32_be(head) : 0;
+    if (len == 0 || len > 4096) {
+        *final = 1;
+        return foreign(st, head,
+                       got + read_more(st->fd, head + got, sizeof(head) - got, deadline_ns));
+    }
+    st->in.len = 0;
+    if (!hoop__buf_reserve(&st->in, len)) return lose(st, HOOP_ERR_NOMEM, "out of memory");
+    HOOP_CHECK(recv_all(st, st->in.data, len, deadline_ns));
+    st->in.len = len;
+    *status = st->in.data[0];
+    *rd = (hoop__rd){.p = st->in.data + 1, .left = len - 1};
+    if (*status == HOOP__STORE_R_GOODBYE) {
+        *final = 1;
+        return on_goodbye(st, rd);
+    }
+    if (*status == HOOP__STORE_R_OK || *status == HOOP__STORE_R_REFUSED) return HOOP_OK;
+    *final = 1;
+    memcpy(head + 4, st->in.data, len < sizeof(head) - 4 ? len : sizeof(head) - 4);
+    return foreign(st, head, 4 + (len < sizeof(head) - 4 ? len : sizeof(head) - 4));
+}
+
+/* Sends the preface and HELLO and reads the verdict; *final is set when trying again
+ * cannot help (refused, another protocol, the server's GOODBYE), as opposed to going
+ * away before answering (worth retrying). */
+static hoop_status handshake(hoop_store *st, int64_t deadline_ns, int *final)
+{
+    hoop__put_bytes(&st->out, HOOP__STORE_PREFACE, HOOP__STORE_PREFACE_LEN);
     size_t at = hoop__frame_begin(&st->out, HOOP__STORE_HELLO);
     hoop__put_u32(&st->out, HOOP__STORE_MAGIC);
     hoop__put_bytes(&st->out, (const uint8_t[]){0, HOOP__STORE_VERSION}, 2);
     hoop__put_u32(&st->out, (uint32_t)st->rank);
     hoop__put_str(&st->out, st->token, strlen(st->token));
     hoop__frame_end(&st->out, at);
-    uint8_t status;
-    hoop__rd rd;
-    HOOP_CHECK(rpc(st, deadline_ns, &status, &rd));
+    if (st->out.oom) {
+        hoop__buf_free(&st->out);
+        return HOOP_ERROR(HOOP_ERR_NOMEM, "store: out of memory building a request");
+    }
+    hoop_status s = send_all(st, st->out.data, st->out.len, deadline_ns);
+    st->out.len = 0;
+    HOOP_CHECK(s);
+    uint8_t status = 0;
+    hoop__rd rd = {0};
+    HOOP_CHECK(first_reply(st, deadline_ns, &status, &rd, final));
     if (status == HOOP__STORE_R_OK && rd.left == 0) return HOOP_OK;
     size_t n;
     const uint8_t *text = hoop__get_str(&rd, 200, &n);
-    if (status != HOOP__STORE_R_REFUSED || rd.bad) return bad_reply(st);
+    *final = 1;
+    if (status != HOOP__STORE_R_REFUSED || rd.bad || rd.left)
+        return foreign(st, st->in.data, st->in.len);
     char why[256];
     snprintf(why, sizeof(why), "the server refused this client: %.*s", (int)n, (const char *)text);
-    *refused = 1;
     return lose(st, HOOP_ERR_REMOTE, why);
 }
 
@@ -247,10 +395,10 @@ static hoop_status try_connect(hoop_store *st, const struct addrinfo *res, int64
             snprintf(last, cap, "%s", hoop__strerror(errno));
             continue;
         }
-        int refused = 0;
+        int final = 0;
         st->lost[0] = '\0';
-        hoop_status s = handshake(st, deadline_ns, &refused);
-        if (s == HOOP_OK || refused) return s;
+        hoop_status s = handshake(st, deadline_ns, &final);
+        if (s == HOOP_OK || final) return s;
         snprintf(last, cap, "%s", st->lost[0] ? st->lost : hoop_last_error());
         if (st->fd >= 0) close(st->fd);
         st->fd = -1;
@@ -266,7 +414,7 @@ static hoop_status connect_retry(hoop_store *st, const char *host, int port)
     int64_t deadline_ns = hoop__deadline_ns(st->timeout_ms);
     int step_ms = BACKOFF_MIN_MS;
     unsigned seed = (unsigned)hoop__now_ns() ^ (unsigned)(uintptr_t)st;
-    char last[256] = "no attempt";
+    char last[sizeof(st->lost)] = "no attempt";
     hoop_status s;
     for (;;) {
         s = try_connect(st, res, deadline_ns, last, sizeof(last));
@@ -305,7 +453,7 @@ static hoop_status check_client_config(const hoop_store_config *cfg)
     return HOOP_OK;
 }
 
-HOOP_API hoop_status hoop_store_init(hoop_store **out, const hoop_store_config *cfg)
+static hoop_status store_init(hoop_store **out, const hoop_store_config *cfg, int rendezvous)
 {
     if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: out is NULL");
     *out = NULL;
@@ -315,9 +463,12 @@ HOOP_API hoop_status hoop_store_init(hoop_store **out, const hoop_store_config *
     st->fd = -1;
     st->rank = cfg->rank < 0 ? -1 : cfg->rank;
     st->world_size = cfg->world_size;
+    st->rendezvous = rendezvous;
     snprintf(st->token, sizeof(st->token), "%s", cfg->token ? cfg->token : "");
     snprintf(st->name, sizeof(st->name), strchr(cfg->host, ':') ? "[%s]:%d" : "%s:%d", cfg->host,
              cfg->port);
+    snprintf(st->label, sizeof(st->label),
+             rendezvous ? "rank 0's store (MASTER_ADDR:MASTER_PORT = %s)" : "store %s", st->name);
     hoop_status s = HOOP_OK;
     st->timeout_ms = cfg->timeout_ms;
     if (st->timeout_ms < 0) HOOP_CHECK_GOTO(hoop__env_ms("HOOP_TIMEOUT", &st->timeout_ms), s, fail);
@@ -331,6 +482,17 @@ fail:
     return s;
 }
 
+HOOP_API hoop_status hoop_store_init(hoop_store **out, const hoop_store_config *cfg)
+{
+    return store_init(out, cfg, 0);
+}
+
+hoop_status hoop__store_init_rendezvous(hoop_store **out, const hoop_store_config *cfg)
+{
+    return store_init(out, cfg, 1);
+}
+
+/* The owned server (rank 0's) tells the others why it stops: the failure noted here. */
 HOOP_API hoop_status hoop_store_destroy(hoop_store *st)
 {
     if (st == NULL) return HOOP_OK;
@@ -338,9 +500,18 @@ HOOP_API hoop_status hoop_store_destroy(hoop_store *st)
     if (st->fd >= 0) close(st->fd);
     hoop__buf_free(&st->out);
     hoop__buf_free(&st->in);
-    HOOP_CHECK_KEEP(hoop_store_server_destroy(st->server), s);
+    free(st->bye_missing);
+    const char *why = st->failure[0] ? st->failure : "rank 0 is shutting its store down";
+    HOOP_CHECK_KEEP(hoop__store_server_close(st->server, st->fail_code, why), s);
     free(st);
     return s;
+}
+
+void hoop__store_note_failure(hoop_store *st, hoop_status code, const char *msg)
+{
+    if (st == NULL || code == HOOP_OK || st->failure[0]) return;
+    st->fail_code = code;
+    snprintf(st->failure, sizeof(st->failure), "%s", msg && *msg ? msg : hoop_status_str(code));
 }
 
 HOOP_API int hoop_store_rank(const hoop_store *st)
@@ -480,8 +651,20 @@ hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int n
     int64_t grace = WAIT_GRACE_MS + timeout_ms / 10;
     uint8_t status;
     hoop__rd rd;
-    HOOP_CHECK(rpc(st, hoop__deadline_ns(timeout_ms + grace), &status, &rd));
-    hoop_status s = decode_wait(st, status, &rd, (uint32_t)nkeys, want_values, res);
+    hoop_status s = rpc(st, hoop__deadline_ns(timeout_ms + grace), &status, &rd);
+    if (s != HOOP_OK) { /* the connection is gone; after a GOODBYE: the keys missing then */
+        res->lost = 1;
+        res->goodbye = st->said_goodbye;
+        res->missing = st->bye_missing;
+        res->nmissing = st->bye_nmissing;
+        st->bye_missing = NULL;
+        st->bye_nmissing = 0;
+        for (uint32_t i = 0; i < res->nmissing; i++) /* indices must be ours, increasing */
+            if (res->missing[i] >= (uint32_t)nkeys || (i && res->missing[i] <= res->missing[i - 1]))
+                res->nmissing = i;
+        return s;
+    }
+    s = decode_wait(st, status, &rd, (uint32_t)nkeys, want_values, res);
     if (s != HOOP_OK && s != HOOP_ERR_TIMEOUT) hoop__store_wait_result_free(res);
     return s;
 }
@@ -495,12 +678,15 @@ HOOP_API hoop_status hoop_store_get(hoop_store *st, const char *key, void *buf, 
     int64_t t = hoop__store_timeout(st, timeout_ms);
     hoop__store_wait_result res;
     hoop_status s = hoop__store_wait_keys(st, &key, 1, 1, t, &res);
-    if (s == HOOP_ERR_TIMEOUT) {
+    if (s == HOOP_ERR_TIMEOUT && !res.lost) {
         hoop__store_wait_result_free(&res);
         return HOOP_ERROR(HOOP_ERR_TIMEOUT, "store %s: key '%s' was not set within %" PRId64 " ms",
                           st->name, key, t);
     }
-    HOOP_CHECK(s);
+    if (s != HOOP_OK) { /* a GOODBYE may have left its missing keys in res */
+        hoop__store_wait_result_free(&res);
+        return s;
+    }
     size_t n = res.value_bytes[0];
     if (n > 0) memcpy(buf, res.values[0], n < cap ? n : cap);
     hoop__store_wait_result_free(&res);
@@ -518,7 +704,7 @@ HOOP_API hoop_status hoop_store_wait(hoop_store *st, const char *const *keys, in
     int64_t t = hoop__store_timeout(st, timeout_ms);
     hoop__store_wait_result res;
     hoop_status s = hoop__store_wait_keys(st, keys, nkeys, 0, t, &res);
-    if (s == HOOP_ERR_TIMEOUT) {
+    if (s == HOOP_ERR_TIMEOUT && !res.lost) {
         char list[512] = "";
         size_t used = 0;
         for (uint32_t i = 0; i < res.nmissing && used + 1 < sizeof(list); i++) {

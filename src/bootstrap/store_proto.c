@@ -2,7 +2,7 @@
 /*
  * src/bootstrap/store_proto.c -- helpers of the store's wire format shared by server and
  * client: the growable frame buffer, key validation, constant-time token comparison,
- * name resolution and socket set-up.
+ * name resolution, socket set-up, and naming the protocol of a peer that is not ours.
  *
  * Owns nothing beyond what each call returns. Thread-safe (no shared state).
  */
@@ -132,4 +132,77 @@ hoop_status hoop__store_sock_setup(int fd)
     HOOP_SYSCHECK(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)),
                   "store: setsockopt(TCP_NODELAY)");
     return HOOP_OK;
+}
+
+int hoop__store_self_connected(int fd)
+{
+    struct sockaddr_storage me, peer;
+    socklen_t ml = sizeof(me), pl = sizeof(peer);
+    if (getsockname(fd, (struct sockaddr *)&me, &ml) != 0 ||
+        getpeername(fd, (struct sockaddr *)&peer, &pl) != 0)
+        return 0;
+    return ml == pl && memcmp(&me, &peer, ml) == 0;
+}
+
+// ----- naming a peer that speaks another protocol ----------------------------------------
+
+static int starts(const uint8_t *p, size_t n, const char *text)
+{
+    size_t k = strlen(text);
+    return n >= k && memcmp(p, text, k) == 0;
+}
+
+const char *hoop__store_sniff(const uint8_t *p, size_t n)
+{
+    static const char *const http[] = {"HTTP/",   "GET ",     "POST ",  "PUT ",     "HEAD ",
+                                       "DELETE ", "OPTIONS ", "PATCH ", "CONNECT ", "PRI * HTTP/2"};
+    for (size_t i = 0; i < sizeof(http) / sizeof(http[0]); i++)
+        if (starts(p, n, http[i])) return "HTTP";
+    /* Python's http.server answers a request line it cannot parse with a bare page. */
+    if (starts(p, n, "<!DOCTYPE") || starts(p, n, "<html") || starts(p, n, "<HTML")) return "HTTP";
+    if (starts(p, n, "SSH-")) return "SSH";
+    /* A TLS record: content type 20..23 (handshake 22, alert 21), version 3.x. */
+    if (n >= 2 && p[0] >= 20 && p[0] <= 23 && p[1] == 3) return "TLS";
+    if (starts(p, n, "HOOP-STORE/")) return "a hoop store protocol of another version";
+    /* A version 1 frame: u32 length, then HELLO (1) and "HOOP" for a client, or a
+     * status byte and a short body for a server's reply. */
+    if (n >= 9 && p[0] == 0 && p[4] == 1 && memcmp(p + 5, "HOOP", 4) == 0)
+        return "hoop store protocol 1 (an older hoop)";
+    return "unknown bytes";
+}
+
+void hoop__store_printable(const uint8_t *p, size_t n, char *out, size_t cap)
+{
+    size_t used = 0, shown = n < 48 ? n : 48;
+    if (cap == 0) return;
+    for (size_t i = 0; i < shown && used + 5 < cap; i++) {
+        unsigned c = p[i];
+        int k;
+        if (c == '\r')
+            k = snprintf(out + used, cap - used, "\\r");
+        else if (c == '\n')
+            k = snprintf(out + used, cap - used, "\\n");
+        else if (c == '\t')
+            k = snprintf(out + used, cap - used, "\\t");
+        else if (c == '\\' || c == '"')
+            k = snprintf(out + used, cap - used, "\\%c", (char)c);
+        else if (c >= 0x20 && c < 0x7f)
+            k = snprintf(out + used, cap - used, "%c", (char)c);
+        else
+            k = snprintf(out + used, cap - used, "\\x%02x", c);
+        used += k > 0 ? (size_t)k : 0;
+    }
+    if (shown < n && used + 4 <= cap) used += (size_t)snprintf(out + used, cap - used, "...");
+    out[used < cap ? used : cap - 1] = '\0';
+}
+
+void hoop__store_describe(const uint8_t *p, size_t n, char *out, size_t cap)
+{
+    char shown[200];
+    hoop__store_printable(p, n, shown, sizeof(shown));
+    const char *what = hoop__store_sniff(p, n);
+    if (strcmp(what, "unknown bytes") == 0)
+        snprintf(out, cap, "sent bytes of no protocol hoop knows (\"%s\")", shown);
+    else
+        snprintf(out, cap, "speaks %s (\"%s\")", what, shown);
 }

@@ -4,11 +4,22 @@
  * that encode, decode and address it (internal; shared by store_server.c and
  * store_client.c).
  *
- * Wire format (version 1). Everything is a frame:
+ * Wire format (version 2). A client opens with a fixed preface of 16 bytes,
+ *
+ *     "HOOP-STORE/2\r\n\r\n"
+ *
+ * and after it, in both directions, everything is a frame:
  *
  *     u32 length            bytes that follow, 1 .. HOOP__STORE_FRAME_MAX
  *     u8  op / status       request: an opcode; reply: a status
  *     ... payload           as below
+ *
+ * The preface is text ending in an empty line, so that a text protocol found at the
+ * port by mistake (an HTTP server, say) answers at once instead of waiting for a line
+ * that never comes, and the client can name what it reached (HTTP/2's connection
+ * preface does the same for HTTP/1 servers). A server that reads anything else names
+ * what it got (HTTP, TLS, SSH, a version 1 client) in its warning; a version 1 client
+ * is answered with a version 1 REFUSED frame, so it fails at once with a reason.
  *
  * Integers are big-endian (network order); i64 is two's complement. A "str" is
  * u32 n followed by n bytes (no terminator). Keys are str of 1..HOOP_STORE_KEY_MAX bytes
@@ -36,14 +47,22 @@
  *                   keys) of the keys still missing when timeout_ms passed.
  *     REFUSED  = 2  HELLO only: str reason; the server then closes the connection.
  *     INVALID  = 3  str reason (e.g. ADD on a value that is not an integer).
+ *     GOODBYE  = 4  u8 code (the hoop_status its owner gave up with, 0 for none),
+ *                   str reason (<= HOOP__STORE_REASON_MAX bytes), u32 nmissing,
+ *                   nmissing x u32 index: the server is shutting down. Sent once to
+ *                   every authenticated connection, in place of the answer to a parked
+ *                   WAIT (the indices: its keys still missing) or ahead of the next
+ *                   reply (nmissing 0); then the server closes. Rank 0's store says this way why
+ * rank 0 gave up (e.g. "allgather 'x': rank 2 of 3 never arrived"), and which ranks never
+ * connected, before the waiting ranks lose it.
  *
  * A WAIT whose keys all exist is answered at once; otherwise the server parks the
  * client (no polling) and answers when the last key is set, or with TIMEOUT at the
- * deadline. Anything else -- a length of 0 or above the limit, an unknown opcode or
- * magic, a key that is empty, too long or holds a NUL, a field that runs past the
- * frame, bytes left over after the payload, a request before HELLO, a frame left
- * half-sent for the server's timeout -- makes the server log a warning naming the peer
- * and close that one connection.
+ * deadline. Anything else -- a wrong preface, a length of 0 or above the limit, an
+ * unknown opcode or magic, a key that is empty, too long or holds a NUL, a field that
+ * runs past the frame, bytes left over after the payload, a request before HELLO, a
+ * frame left half-sent for the server's timeout -- makes the server log a warning
+ * naming the peer and close that one connection.
  */
 #ifndef HOOP_BOOTSTRAP_STORE_PROTO_H
 #define HOOP_BOOTSTRAP_STORE_PROTO_H
@@ -58,12 +77,16 @@
 #include "hoop/store.h"
 
 #define HOOP__STORE_MAGIC 0x484F4F50u /* "HOOP" */
-#define HOOP__STORE_VERSION 1
+#define HOOP__STORE_VERSION 2
+#define HOOP__STORE_PREFACE "HOOP-STORE/2\r\n\r\n"
+#define HOOP__STORE_PREFACE_LEN 16
 #define HOOP__STORE_TOKEN_MAX 256
 #define HOOP__STORE_HELLO_MAX (1 + 4 + 2 + 4 + 4 + HOOP__STORE_TOKEN_MAX)
 /* Room for a SET of the largest key and value, plus slack for headers. */
 #define HOOP__STORE_FRAME_MAX (HOOP_STORE_VALUE_MAX + 4096u)
 #define HOOP__STORE_WAIT_KEYS_MAX 65536u
+/* Longest reason a GOODBYE carries (the server cuts its text to fit). */
+#define HOOP__STORE_REASON_MAX 2048u
 /* Timeouts are clamped to this (about 31 years), so deadlines in ns never overflow. */
 #define HOOP__STORE_TIMEOUT_MAX_MS 1000000000000LL
 
@@ -81,6 +104,7 @@ enum hoop__store_reply {
     HOOP__STORE_R_TIMEOUT = 1,
     HOOP__STORE_R_REFUSED = 2,
     HOOP__STORE_R_INVALID = 3,
+    HOOP__STORE_R_GOODBYE = 4,
 };
 
 #define HOOP__STORE_WAIT_VALUES 1u /* WAIT flag: return the values (GET) */
@@ -231,17 +255,41 @@ void hoop__store_addr_str(const struct sockaddr *sa, socklen_t len, char *out, s
 /* Sets O_NONBLOCK (and, for TCP, TCP_NODELAY) on fd. */
 hoop_status hoop__store_sock_setup(int fd);
 
+/* 1 when the connected socket fd is connected to itself: with nobody listening on a
+ * port of the ephemeral range, a connect whose source port the kernel picks equal to
+ * that port meets itself (TCP simultaneous open), and a client would read its own
+ * request back as the reply. The client treats it as "connection refused". */
+int hoop__store_self_connected(int fd);
+
+/* Names the protocol whose first bytes are p[0..n) (n may be small), for a message
+ * about a peer that is not what we expected: "HTTP", "TLS", "SSH", "hoop store
+ * protocol 1 (an older hoop)", or "unknown bytes". Never NULL (a static string). */
+const char *hoop__store_sniff(const uint8_t *p, size_t n);
+
+/* Writes up to 48 of the n bytes as printable text into out: printable ASCII as is,
+ * \r \n \t and \xHH for the rest, "..." when cut; always terminated. */
+void hoop__store_printable(const uint8_t *p, size_t n, char *out, size_t cap);
+
+/* "speaks HTTP (\"HTTP/1.0 400 ...\")" or "sent bytes of no protocol hoop knows
+ * (\"\x7fELF...\")": the two above, worded to follow "it" or "the peer". */
+void hoop__store_describe(const uint8_t *p, size_t n, char *out, size_t cap);
+
 // ----- client internals used by barrier and all-gather (store_sync.c) ---------------
 
 /* What a WAIT brought back. On HOOP_OK with values: values[i] / value_bytes[i] point
- * into the client's receive buffer (valid until its next call). On HOOP_ERR_TIMEOUT:
- * missing[0..nmissing) are the indices of the keys that did not exist, and the thread's
- * message is not set (the caller words it). Free with hoop__store_wait_result_free. */
+ * into the client's receive buffer (valid until its next call). On HOOP_ERR_TIMEOUT
+ * with lost = 0 (the server's answer at the deadline): missing[0..nmissing) are the
+ * indices of the keys that did not exist, and the thread's message is not set (the
+ * caller words it). lost = 1: the connection ended during the call, with any status
+ * (HOOP_ERR_TIMEOUT included) and the thread's message set; when the server said
+ * GOODBYE (goodbye = 1), missing lists the keys still missing then (maybe none). Free
+ * with hoop__store_wait_result_free. */
 typedef struct hoop__store_wait_result {
     const uint8_t **values;
     size_t *value_bytes;
     uint32_t *missing;
     uint32_t nmissing;
+    int lost, goodbye;
 } hoop__store_wait_result;
 
 /* Waits until the nkeys keys exist (server-side deadline timeout_ms >= 0), fetching
@@ -260,8 +308,23 @@ hoop_status hoop__store_delete_keys(hoop_store *st, const char *const *keys, int
  * store's default; clamped to HOOP__STORE_TIMEOUT_MAX_MS. */
 int64_t hoop__store_timeout(const hoop_store *st, int64_t timeout_ms);
 
-/* Hands srv to st, which destroys it in hoop_store_destroy (hoop_store_init_env). */
+/* Hands srv to st, which destroys it in hoop_store_destroy (hoop_store_init_env). When
+ * it does, the server's GOODBYE carries the failure noted on st (below), if any. */
 void hoop__store_own_server(hoop_store *st, hoop_store_server *srv);
+
+/* hoop_store_init for a rendezvous (hoop_store_init_env): the server is rank 0's, at
+ * MASTER_ADDR:MASTER_PORT, and messages say so. */
+hoop_status hoop__store_init_rendezvous(hoop_store **out, const hoop_store_config *cfg);
+
+/* Notes why this rank is giving up (code and the thread's message, e.g. a timed-out
+ * all-gather); the first note is kept. On rank 0 the owned server passes it to every
+ * waiting rank when st is destroyed. The store's own barrier, all-gather and env
+ * start-up note their failures; other layers may note theirs. */
+void hoop__store_note_failure(hoop_store *st, hoop_status code, const char *msg);
+
+/* Stops srv as hoop_store_server_destroy does, first telling every client GOODBYE with
+ * code and reason (NULL: "the server was shut down"). */
+hoop_status hoop__store_server_close(hoop_store_server *srv, hoop_status code, const char *reason);
 
 // ----- internal accessors for tests ---------------------------------------------------
 

@@ -8,12 +8,18 @@
  * The public functions run on the caller's thread; everything else runs on the server
  * thread, which alone touches connections and the table (so nothing there is locked).
  *
- * Each connection is a small state machine: unauthenticated until its HELLO carries the
- * right token; then idle (reading requests), busy (a reply still being written, or a
- * WAIT parked until its keys exist), or closing (a refusal being written). Requests
- * are parsed from a per-connection buffer, so a peer that sends a frame a byte at a
- * time, or half a frame and then nothing, never blocks anyone else. A peer that breaks
- * the protocol (see store_proto.h) is logged and closed; the others carry on.
+ * Each connection is a small state machine: waiting for the client's preface, then
+ * unauthenticated until its HELLO carries the right token; then idle (reading
+ * requests), busy (a reply still being written, or a WAIT parked until its keys exist),
+ * or closing (a refusal being written). Requests are parsed from a per-connection
+ * buffer, so a peer that sends a frame a byte at a time, or half a frame and then
+ * nothing, never blocks anyone else. A peer that breaks the protocol (see
+ * store_proto.h) is logged and closed; the others carry on.
+ *
+ * When the server stops, it tells every authenticated client GOODBYE (with the reason
+ * its owner gave, the keys a parked WAIT still lacks, and the ranks that never
+ * connected), gives the frames a moment to leave, and closes. The reason is the one
+ * field the caller's thread writes while the server thread runs: it is under bye_mu.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -41,10 +47,12 @@
 #define READ_CHUNK (64u << 10)
 #define SWEEP_NS (100 * 1000000LL) /* how often stalled connections are looked for */
 #define MAX_EVENTS 256
+#define GOODBYE_FLUSH_MS 200 /* how long a stopping server waits for GOODBYEs to leave */
 
 typedef struct conn {
     int fd;
     int dead;      /* closed; freed at the end of the loop iteration */
+    int greeted;   /* the client's preface has arrived */
     int authed;    /* HELLO accepted */
     int closing;   /* a refusal is being written; close once it is out */
     int rank;      /* from HELLO, for messages */
@@ -80,6 +88,11 @@ struct hoop_store_server {
     atomic_int nclients;
     conn *all, *graveyard, *parked, *ready;
     hoop__store_table table;
+    int world_size;         /* from the config (0: unknown), to name ranks never seen */
+    unsigned char *seen;    /* [world_size]: rank r said HELLO at some point */
+    pthread_mutex_t bye_mu; /* guards bye_code and bye_reason */
+    hoop_status bye_code;
+    char bye_reason[1024];
 };
 
 // ----- connection lifetime -----------------------------------------------------------
@@ -383,6 +396,7 @@ static const char *on_hello(hoop_store_server *s, conn *c, hoop__rd *r)
     c->closing = 0;
     c->authed = 1;
     c->rank = rank;
+    if (s->seen && rank >= 0 && rank < s->world_size) s->seen[rank] = 1;
     HOOP_INFO(BOOT, "store %s: client %s (rank %d) connected", s->name, c->peer, (int)rank);
     reply_status(c, HOOP__STORE_R_OK);
     return NULL;
@@ -562,9 +576,47 @@ static const char *handle_frame(hoop_store_server *s, conn *c, const uint8_t *bo
 
 // ----- input -----------------------------------------------------------------------------
 
+/* Drops a peer whose first bytes are not the preface, naming what it speaks. A version
+ * 1 client gets a version 1 REFUSED frame first, so that it stops retrying. */
+static void wrong_preface(hoop_store_server *s, conn *c, const uint8_t *p, size_t n)
+{
+    char what[300], why[340];
+    hoop__store_describe(p, n, what, sizeof(what));
+    snprintf(why, sizeof(why), "not a hoop store client: it %s", what);
+    if (strncmp(hoop__store_sniff(p, n), "hoop store protocol 1", 21) == 0) {
+        HOOP_WARN("store %s: closing connection from %s: %s; told it so in protocol 1", s->name,
+                  c->peer, why);
+        reply_text(c, HOOP__STORE_R_REFUSED,
+                   "this server speaks store protocol 2 (a newer hoop): run the same hoop on "
+                   "every node");
+        c->closing = 1;
+        c->in.len = c->in_off = 0;
+        conn_flush(s, c);
+        return;
+    }
+    conn_drop(s, c, why);
+}
+
+/* Consumes the preface; returns 0 when c was dropped or more bytes are needed. */
+static int take_preface(hoop_store_server *s, conn *c)
+{
+    size_t have = c->in.len - c->in_off;
+    size_t n = have < HOOP__STORE_PREFACE_LEN ? have : HOOP__STORE_PREFACE_LEN;
+    const uint8_t *p = c->in.data + c->in_off;
+    if (memcmp(p, HOOP__STORE_PREFACE, n) != 0) {
+        wrong_preface(s, c, p, have);
+        return 0;
+    }
+    if (n < HOOP__STORE_PREFACE_LEN) return 0; /* the sweep closes one that stalls here */
+    c->in_off += HOOP__STORE_PREFACE_LEN;
+    c->greeted = 1;
+    return 1;
+}
+
 /* Parses and serves every complete frame in c's input buffer while c is idle. */
 static void process_input(hoop_store_server *s, conn *c)
 {
+    if (!c->greeted && !take_preface(s, c)) return;
     while (!c->dead && !busy(c) && c->in.len - c->in_off >= 4) {
         const uint8_t *p = c->in.data + c->in_off;
         uint32_t len = hoop__get_u32_be(p);
@@ -739,6 +791,102 @@ static void close_all(hoop_store_server *s)
     bury(s);
 }
 
+// ----- GOODBYE: telling every client why the server stops ---------------------------------
+
+/* Appends "; ranks that never connected: 2,3" to reason when the world size is known. */
+static void add_never_seen(const hoop_store_server *s, char *reason, size_t cap)
+{
+    size_t used = strlen(reason);
+    int first = 1, shown = 0;
+    for (int r = 0; s->seen && r < s->world_size && used + 16 < cap; r++) {
+        if (s->seen[r]) continue;
+        if (shown++ == 32) {
+            snprintf(reason + used, cap - used, ",...");
+            return;
+        }
+        int k = snprintf(reason + used, cap - used, "%s%d",
+                         first ? "; ranks that never connected to the store: " : ",", r);
+        used += k > 0 ? (size_t)k : 0;
+        first = 0;
+    }
+}
+
+/* Queues GOODBYE on c: the reason, and for a parked WAIT its keys still missing. */
+static void queue_goodbye(hoop_store_server *s, conn *c, uint8_t code, const char *reason)
+{
+    size_t at = hoop__frame_begin(&c->out, HOOP__STORE_R_GOODBYE);
+    hoop__put_u8(&c->out, code);
+    hoop__put_str(&c->out, reason, strlen(reason));
+    uint32_t missing = 0;
+    for (uint32_t i = 0; c->parked && i < c->nkeys; i++) missing += wait_key(s, c, i) == NULL;
+    hoop__put_u32(&c->out, missing);
+    for (uint32_t i = 0; c->parked && i < c->nkeys; i++)
+        if (wait_key(s, c, i) == NULL) hoop__put_u32(&c->out, i);
+    hoop__frame_end(&c->out, at);
+    unpark(s, c);
+}
+
+/* Writes what is queued on every connection for up to GOODBYE_FLUSH_MS. */
+static void flush_goodbyes(hoop_store_server *s)
+{
+    int64_t deadline = hoop__now_ns() + GOODBYE_FLUSH_MS * 1000000LL;
+    for (;;) {
+        int pending = 0;
+        for (conn *c = s->all; c; c = c->next) {
+            while (c->out_off < c->out.len) {
+                ssize_t n = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off,
+                                 MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (n > 0) {
+                    c->out_off += (size_t)n;
+                } else if (n == -1 && errno == EINTR) {
+                    continue;
+                } else {
+                    if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                        pending++;
+                    else
+                        c->out_off = c->out.len; /* gone: nothing more to say to it */
+                    break;
+                }
+            }
+        }
+        int64_t left = deadline - hoop__now_ns();
+        if (pending == 0 || left <= 0) return;
+        struct timespec ts = {.tv_nsec = 5 * 1000000L}; /* rare: a client's buffer is full */
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Reads and discards what clients sent, so that closing sends FIN, not a reset that
+ * could race the GOODBYE. */
+static void drain_inputs(hoop_store_server *s)
+{
+    uint8_t sink[4096];
+    for (conn *c = s->all; c; c = c->next)
+        for (int i = 0; i < 256 && recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++) {
+        }
+}
+
+static void say_goodbye(hoop_store_server *s)
+{
+    char reason[sizeof(s->bye_reason) + 400];
+    _Static_assert(sizeof(reason) <= HOOP__STORE_REASON_MAX, "a GOODBYE's reason must fit");
+    pthread_mutex_lock(&s->bye_mu);
+    uint8_t code = (uint8_t)s->bye_code;
+    snprintf(reason, sizeof(reason), "%s",
+             s->bye_reason[0] ? s->bye_reason : "the server was shut down");
+    pthread_mutex_unlock(&s->bye_mu);
+    add_never_seen(s, reason, sizeof(reason));
+    int told = 0;
+    for (conn *c = s->all; c; c = c->next) {
+        if (c->dead || !c->authed || c->closing) continue;
+        queue_goodbye(s, c, code, reason);
+        told++;
+    }
+    if (told) HOOP_INFO(BOOT, "store %s: told %d clients goodbye: %s", s->name, told, reason);
+    flush_goodbyes(s);
+    drain_inputs(s);
+}
+
 static void *server_main(void *arg)
 {
     hoop_store_server *s = arg;
@@ -776,7 +924,9 @@ static void *server_main(void *arg)
         drain_ready(s);
         bury(s);
     }
-    /* Closing every connection here makes clients fail at once, not at their timeout. */
+    /* Telling every client why, then closing every connection, makes clients fail at
+     * once, not at their timeout, and with the owner's reason. */
+    say_goodbye(s);
     close_all(s);
     return NULL;
 }
@@ -868,7 +1018,12 @@ HOOP_API hoop_status hoop_store_server_init(hoop_store_server **out, const hoop_
     HOOP_CHECK(hoop__calloc(&s, 1));
     s->lfd = s->wakefd = s->epfd = -1;
     snprintf(s->token, sizeof(s->token), "%s", cfg->token ? cfg->token : "");
+    pthread_mutex_init(&s->bye_mu, NULL);
     hoop_status st = HOOP_OK;
+    if (cfg->world_size > 0) {
+        s->world_size = cfg->world_size;
+        HOOP_CHECK_GOTO(hoop__calloc(&s->seen, (size_t)cfg->world_size), st, fail);
+    }
     s->timeout_ms = cfg->timeout_ms;
     if (s->timeout_ms < 0) HOOP_CHECK_GOTO(hoop__env_ms("HOOP_TIMEOUT", &s->timeout_ms), st, fail);
     if (s->timeout_ms > HOOP__STORE_TIMEOUT_MAX_MS) s->timeout_ms = HOOP__STORE_TIMEOUT_MAX_MS;
@@ -894,8 +1049,17 @@ int hoop__store_server_nclients(const hoop_store_server *srv)
 
 HOOP_API hoop_status hoop_store_server_destroy(hoop_store_server *srv)
 {
+    return hoop__store_server_close(srv, HOOP_OK, NULL);
+}
+
+hoop_status hoop__store_server_close(hoop_store_server *srv, hoop_status code, const char *reason)
+{
     if (srv == NULL) return HOOP_OK;
     hoop_status st = HOOP_OK;
+    pthread_mutex_lock(&srv->bye_mu);
+    srv->bye_code = code;
+    snprintf(srv->bye_reason, sizeof(srv->bye_reason), "%s", reason ? reason : "");
+    pthread_mutex_unlock(&srv->bye_mu);
     if (srv->started) {
         uint64_t one = 1;
         ssize_t n;
@@ -918,6 +1082,8 @@ HOOP_API hoop_status hoop_store_server_destroy(hoop_store_server *srv)
     if (srv->wakefd >= 0) close(srv->wakefd);
     if (srv->lfd >= 0) close(srv->lfd);
     HOOP_INFO(BOOT, "store %s: stopped", srv->name);
+    pthread_mutex_destroy(&srv->bye_mu);
+    free(srv->seen);
     free(srv);
     return HOOP_OK;
 }

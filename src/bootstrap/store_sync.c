@@ -10,6 +10,10 @@
  *   hoop/<kind>/<name>/<g>/left   counter of ranks done with g; the last deletes g's keys
  * A waiting rank parks on the server (no polling); at its deadline it asks which
  * arrival keys are missing and names those ranks in its HOOP_ERR_TIMEOUT message.
+ * A failure is noted on the handle, so that rank 0's store, when destroyed, tells the
+ * ranks still waiting why rank 0 gave up; a rank whose store goes away while it waits
+ * says so with what it knew (how many ranks had arrived when it did, how long it
+ * waited, and the ranks rank 0 reported missing).
  *
  * Owns nothing between calls. Thread-safety: that of the hoop_store handle used.
  */
@@ -137,6 +141,46 @@ static hoop_status never_arrived(const hoop_store *st, const char *what, const c
                       name, ranks, hoop_store_world_size(st), timeout_ms, hoop_store_rank(st));
 }
 
+/* How many ranks (this one included) had entered generation g when this rank did. */
+static int arrived_with(const hoop_store *st, int64_t entry)
+{
+    return (int)((entry - 1) % hoop_store_world_size(st)) + 1;
+}
+
+/* The store went away while this rank waited in what/name: rank 0 said GOODBYE
+ * (res->goodbye; by_rank when the wait's keys were the ranks' arrival keys, so that its
+ * missing keys name ranks) or vanished. */
+static hoop_status store_gone(hoop_store *st, hoop_status s, const char *what, const char *name,
+                              const hoop__store_wait_result *res, int by_rank, int arrived,
+                              int64_t t0)
+{
+    char lost[1700], ranks[256];
+    snprintf(lost, sizeof(lost), "%s", hoop_last_error());
+    int ws = hoop_store_world_size(st), rank = hoop_store_rank(st);
+    long long waited = (long long)((hoop__now_ns() - t0) / 1000000);
+    if (res->goodbye && by_rank && res->nmissing > 0) {
+        rank_list(res->missing, res->nmissing, ws, ranks, sizeof(ranks));
+        return HOOP_ERROR(s, "%s '%s': %s of %d never arrived (rank %d waited %lld ms; then %s)",
+                          what, name, ranks, ws, rank, waited, lost);
+    }
+    if (res->goodbye)
+        return HOOP_ERROR(s,
+                          "%s '%s': rank %d waited %lld ms (%d of %d ranks had arrived when it "
+                          "did); then %s",
+                          what, name, rank, waited, arrived, ws, lost);
+    return HOOP_ERROR(s,
+                      "%s '%s': rank %d lost the store while it waited (%d of %d ranks had "
+                      "arrived when it did; it waited %lld ms): %s",
+                      what, name, rank, arrived, ws, waited, lost);
+}
+
+/* Notes a failure on the handle (for rank 0's GOODBYE) and returns it. */
+static hoop_status noted(hoop_store *st, hoop_status s)
+{
+    if (s != HOOP_OK) hoop__store_note_failure(st, s, hoop_last_error());
+    return s;
+}
+
 // ----- barrier ---------------------------------------------------------------------------
 
 /* After a barrier wait timed out: finds out which ranks are missing. Returns HOOP_OK
@@ -151,7 +195,7 @@ static hoop_status barrier_diagnose(hoop_store *st, const char *name, const char
     hoop__store_wait_result res;
     hoop_status s = hoop__store_wait_keys(st, ks.keys, ks.n, 0, 0, &res);
     keyset_free(&ks);
-    if (s == HOOP_ERR_TIMEOUT) {
+    if (s == HOOP_ERR_TIMEOUT && !res.lost && res.nmissing > 0) {
         int done_missing = res.missing[res.nmissing - 1] == (uint32_t)ws;
         uint32_t nranks = res.nmissing - (uint32_t)done_missing;
         if (!done_missing)
@@ -168,10 +212,9 @@ static hoop_status barrier_diagnose(hoop_store *st, const char *name, const char
     return s;
 }
 
-HOOP_API hoop_status hoop_store_barrier(hoop_store *st, const char *name, int64_t timeout_ms)
+static hoop_status barrier(hoop_store *st, const char *name, int64_t timeout_ms)
 {
-    HOOP_CHECK(check_group(st, "barrier", name));
-    int64_t t = hoop__store_timeout(st, timeout_ms), entry;
+    int64_t t = hoop__store_timeout(st, timeout_ms), entry, t0 = hoop__now_ns();
     int64_t deadline = hoop__deadline_ns(t);
     int ws = hoop_store_world_size(st);
     char prefix[HOOP_STORE_KEY_MAX], key[HOOP_STORE_KEY_MAX + 32];
@@ -183,11 +226,20 @@ HOOP_API hoop_status hoop_store_barrier(hoop_store *st, const char *name, int64_
     const char *done = key;
     hoop__store_wait_result res;
     hoop_status s = hoop__store_wait_keys(st, &done, 1, 0, hoop__ms_left(deadline), &res);
+    if (s == HOOP_ERR_TIMEOUT && !res.lost)
+        s = barrier_diagnose(st, name, prefix, t);
+    else if (s != HOOP_OK && res.lost) /* the waiting key is no rank's */
+        s = store_gone(st, s, "barrier", name, &res, 0, arrived_with(st, entry), t0);
     hoop__store_wait_result_free(&res);
-    if (s == HOOP_ERR_TIMEOUT) s = barrier_diagnose(st, name, prefix, t);
     HOOP_CHECK(s);
     const char *const extra[] = {"done", "left"};
     return leave(st, prefix, extra, 2);
+}
+
+HOOP_API hoop_status hoop_store_barrier(hoop_store *st, const char *name, int64_t timeout_ms)
+{
+    HOOP_CHECK(check_group(st, "barrier", name));
+    return noted(st, barrier(st, name, timeout_ms));
 }
 
 // ----- all-gather ------------------------------------------------------------------------
@@ -221,12 +273,10 @@ static hoop_status gather_copy(const hoop_store *st, const char *name,
     return HOOP_OK;
 }
 
-HOOP_API hoop_status hoop_store_allgather(hoop_store *st, const char *name, const void *blob,
-                                          size_t bytes, void *out, int64_t timeout_ms)
+static hoop_status allgather(hoop_store *st, const char *name, const void *blob, size_t bytes,
+                             void *out, int64_t timeout_ms)
 {
-    HOOP_CHECK(check_group(st, "allgather", name));
-    HOOP_CHECK(check_allgather(st, blob, bytes, out));
-    int64_t t = hoop__store_timeout(st, timeout_ms), entry;
+    int64_t t = hoop__store_timeout(st, timeout_ms), entry, t0 = hoop__now_ns();
     int64_t deadline = hoop__deadline_ns(t);
     int ws = hoop_store_world_size(st);
     char prefix[HOOP_STORE_KEY_MAX], key[HOOP_STORE_KEY_MAX + 32];
@@ -238,7 +288,9 @@ HOOP_API hoop_status hoop_store_allgather(hoop_store *st, const char *name, cons
     hoop__store_wait_result res;
     hoop_status s = hoop__store_wait_keys(st, ks.keys, ks.n, 1, hoop__ms_left(deadline), &res);
     keyset_free(&ks);
-    if (s == HOOP_ERR_TIMEOUT)
+    if (s != HOOP_OK && res.lost) /* the arrival keys are ranks 0..ws-1 */
+        s = store_gone(st, s, "allgather", name, &res, 1, arrived_with(st, entry), t0);
+    else if (s == HOOP_ERR_TIMEOUT)
         s = never_arrived(st, "allgather", name, res.missing, res.nmissing, t);
     else if (s == HOOP_OK)
         s = gather_copy(st, name, &res, bytes, out);
@@ -247,6 +299,14 @@ HOOP_API hoop_status hoop_store_allgather(hoop_store *st, const char *name, cons
     const char *const extra[] = {"left"};
     hoop_status sl = leave(st, prefix, extra, 1);
     return s != HOOP_OK ? s : sl;
+}
+
+HOOP_API hoop_status hoop_store_allgather(hoop_store *st, const char *name, const void *blob,
+                                          size_t bytes, void *out, int64_t timeout_ms)
+{
+    HOOP_CHECK(check_group(st, "allgather", name));
+    HOOP_CHECK(check_allgather(st, blob, bytes, out));
+    return noted(st, allgather(st, name, blob, bytes, out, timeout_ms));
 }
 
 // ----- env:// start-up ---------------------------------------------------------------------
@@ -320,13 +380,13 @@ HOOP_API hoop_status hoop_store_init_env(hoop_store **out)
                              .timeout_ms = timeout_ms};
     hoop_store_server *srv = NULL;
     if (d.rank == 0) HOOP_CHECK(start_rank0_server(&cfg, &srv));
-    hoop_status s = hoop_store_init(out, &cfg);
+    hoop_status s = hoop__store_init_rendezvous(out, &cfg);
     if (s != HOOP_OK) {
         hoop_store_server_destroy(srv);
         return s;
     }
     hoop__store_own_server(*out, srv);
-    s = check_world_size(*out, d.rank, d.world_size, timeout_ms);
+    s = noted(*out, check_world_size(*out, d.rank, d.world_size, timeout_ms));
     if (s != HOOP_OK) {
         hoop_store_destroy(*out);
         *out = NULL;

@@ -59,12 +59,16 @@ static hoop_status rule_of(const hoop_env_param *p, const char *text, int64_t nu
 
 const hoop_env_param hoop__env_params[] = {
     {"HOOP_DEBUG", HOOP_ENV_CHOICE, "WARN", 0, 0, "NONE|WARN|INFO|DEBUG|TRACE|VERSION",
-     "log level"},
+     "log level; VERSION: WARN plus one 'hoop version X.Y.Z' line per process (INFO and up "
+     "name the version in an INFO INIT line)"},
     {"HOOP_DEBUG_SUBSYS", HOOP_ENV_STRING, "INIT,ENV", 0, 0, NULL,
      "subsystems to log: comma list of INIT,BOOT,NET,TCP,IB,COLL,CUDA,ALLOC,AUTOGRAD,DDP,ENV,"
      "DATA,LAUNCH,ALL; ^ excludes"},
     {"HOOP_DEBUG_FILE", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "write logs to this file instead of stderr (%h = host, %p = pid)"},
+    {"HOOP_DEBUG_TIMESTAMP_FORMAT", HOOP_ENV_STRING, NULL, 0, 0, NULL,
+     "start every log line with the local time in this strftime format, %Nf = N digits of "
+     "the second's fraction (e.g. '[%F %T.%3f] '); unset: no timestamps"},
     {"HOOP_TIMEOUT", HOOP_ENV_SECONDS, "300", 0, 0, NULL,
      "deadline in seconds (> 0) for every blocking wait (rendezvous, collectives)"},
     {"HOOP_TOKEN", HOOP_ENV_STRING, NULL, 0, 0, NULL,
@@ -269,7 +273,10 @@ static const char *type_name(hoop_env_type t)
 
 void hoop__env_print_help(FILE *f)
 {
-    fprintf(f, "%-20s %-8s %-10s %-22s %s\n", "variable", "type", "default", "range",
+    int w = 20; /* the name column fits the longest name */
+    for (const hoop_env_param *p = hoop__env_params; p->name; p++)
+        if ((int)strlen(p->name) > w) w = (int)strlen(p->name);
+    fprintf(f, "%-*s %-8s %-10s %-22s %s\n", w, "variable", "type", "default", "range",
             "description");
     for (const hoop_env_param *p = hoop__env_params; p->name; p++) {
         char range[64] = "";
@@ -279,7 +286,7 @@ void hoop__env_print_help(FILE *f)
             snprintf(range, sizeof(range), "%s", p->choices);
         else if (p->type == HOOP_ENV_SECONDS)
             snprintf(range, sizeof(range), "> 0");
-        fprintf(f, "%-20s %-8s %-10s %-22s %s\n", p->name, type_name(p->type),
+        fprintf(f, "%-*s %-8s %-10s %-22s %s\n", w, p->name, type_name(p->type),
                 p->def ? p->def : "-", range, p->desc);
     }
 }

@@ -3,7 +3,8 @@
 libhoopcore_la_SOURCES += \
 	%reldir%/status.c \
 	%reldir%/log.c \
-	%reldir%/env.c
+	%reldir%/env.c \
+	%reldir%/version.c
 noinst_HEADERS += \
 	%reldir%/check.h \
 	%reldir%/log.h \
@@ -16,6 +17,19 @@ hoopinclude_HEADERS += \
 	include/hoop/status.h \
 	include/hoop/log.h \
 	include/hoop/store.h
+
+# hoop_version() against the generated header and configure's version.
+check_PROGRAMS += tests/check_version
+tests_check_version_SOURCES = tests/check_version.c
+tests_check_version_CFLAGS = $(TEST_CFLAGS)
+tests_check_version_LDADD = libhoop.la $(CHECK_LIBS)
+TESTS += tests/check_version
+# What the log does when it starts: HOOP_DEBUG=VERSION, the version line, timestamps.
+check_PROGRAMS += tests/check_log
+tests_check_log_SOURCES = tests/check_log.c
+tests_check_log_CFLAGS = $(TEST_CFLAGS)
+tests_check_log_LDADD = $(TEST_LDADD)
+TESTS += tests/check_log
 
 check_PROGRAMS += tests/check_status tests/check_env
 tests_check_status_SOURCES = tests/check_status.c

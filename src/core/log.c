@@ -2,10 +2,16 @@
 /*
  * src/core/log.c -- leveled, per-subsystem logging with a redirect hook.
  *
- * Owns the level, mask and output stream, parsed once from HOOP_DEBUG,
- * HOOP_DEBUG_SUBSYS and HOOP_DEBUG_FILE (pthread_once). Writing a line is one fputs
- * under the stream's lock, so lines from different threads never interleave.
- * The model is NCCL's debug.cc: pre-format level check, subsystem mask, file pattern.
+ * Owns the level, mask, timestamp format and output stream, parsed once from
+ * HOOP_DEBUG, HOOP_DEBUG_SUBSYS, HOOP_DEBUG_TIMESTAMP_FORMAT and HOOP_DEBUG_FILE
+ * (pthread_once). Writing a line is one fputs under the stream's lock, so lines from
+ * different threads never interleave. The model is NCCL's debug.cc: pre-format level
+ * check, subsystem mask, file pattern, NCCL_DEBUG=VERSION, strftime timestamps.
+ *
+ * The version line ("hoop version 0.1.0" under HOOP_DEBUG=VERSION, an INFO INIT line
+ * at INFO and above) is written once per process, at the first log check after the
+ * settings are read, i.e. when hoop first has something it might log (the store,
+ * the communicator), through whatever sink is set by then.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -16,15 +22,22 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "hoop/version.h"
 
 int hoop__log_level = HOOP_LOG_WARN;
 unsigned hoop__log_mask = HOOP_LOG_INIT | HOOP_LOG_ENV;
 
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static pthread_once_t version_once = PTHREAD_ONCE_INIT;
+static atomic_int log_ready;    /* both onces done: the fast path of hoop__log_init */
+static int log_version_only;    /* HOOP_DEBUG=VERSION */
+static char log_ts_format[128]; /* HOOP_DEBUG_TIMESTAMP_FORMAT; "" = no timestamps */
 static FILE *log_stream;
 static hoop_log_fn log_fn;
 static void *log_user;
@@ -110,7 +123,10 @@ static void log_init_once(void)
     if (lvl && *lvl) {
         int l = hoop__log_parse_level(lvl);
         hoop__log_level = l >= 0 ? l : HOOP_LOG_WARN;
+        log_version_only = strcasecmp(lvl, "VERSION") == 0;
     }
+    const char *ts = getenv("HOOP_DEBUG_TIMESTAMP_FORMAT");
+    if (ts) snprintf(log_ts_format, sizeof(log_ts_format), "%s", ts);
     const char *sub = getenv("HOOP_DEBUG_SUBSYS");
     char bad[32];
     if (sub && *sub) hoop__log_parse_mask(sub, &hoop__log_mask, bad, sizeof(bad));
@@ -136,21 +152,28 @@ static void log_init_once(void)
     if (rank && *rank) atomic_store(&log_rank, atoi(rank));
 }
 
+static void log_version_once(void);
+
 void hoop__log_init(void)
 {
+    if (atomic_load_explicit(&log_ready, memory_order_acquire)) return;
     pthread_once(&log_once, log_init_once);
+    pthread_once(&version_once, log_version_once);
+    atomic_store_explicit(&log_ready, 1, memory_order_release);
 }
 
+/* Setting the sink or the rank reads the settings but writes no version line yet, so
+ * that the line goes to the sink a program installs before hoop first logs. */
 HOOP_API void hoop_log_set(hoop_log_fn fn, void *user_data)
 {
-    hoop__log_init();
+    pthread_once(&log_once, log_init_once);
     log_fn = fn;
     log_user = user_data;
 }
 
 HOOP_API void hoop_log_set_rank(int rank)
 {
-    hoop__log_init();
+    pthread_once(&log_once, log_init_once);
     atomic_store(&log_rank, rank);
 }
 
@@ -161,35 +184,120 @@ static const char *subsys_name(unsigned subsys)
     return NULL;
 }
 
-void hoop__log(hoop_log_level level, unsigned subsys, const char *file, int line, const char *fmt,
-               ...)
+/* Writes the timestamp of now in the HOOP_DEBUG_TIMESTAMP_FORMAT format into out:
+ * strftime's conversions in local time, plus %Nf (N = 1..9) and %f (= %6f) for the
+ * first N digits of the fraction of the second, which strftime lacks. */
+static void format_timestamp(char *out, size_t cap)
 {
-    hoop__log_init();
-    char msg[1536], prefix[160], where[96] = "";
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    char fmt[sizeof(log_ts_format) * 2];
+    size_t n = 0;
+    for (const char *p = log_ts_format; *p && n + 12 < sizeof(fmt); p++) {
+        int digits = 0;
+        if (p[0] == '%' && p[1] == 'f')
+            digits = 6;
+        else if (p[0] == '%' && p[1] >= '1' && p[1] <= '9' && p[2] == 'f')
+            digits = p[1] - '0';
+        if (digits == 0) {
+            if (p[0] == '%' && p[1] == '%') fmt[n++] = *p++; /* keep "%%" whole */
+            fmt[n++] = *p;
+            continue;
+        }
+        char frac[16];
+        snprintf(frac, sizeof(frac), "%09ld", now.tv_nsec);
+        memcpy(fmt + n, frac, (size_t)digits);
+        n += (size_t)digits;
+        p += digits == 6 && p[1] == 'f' ? 1 : 2;
+    }
+    fmt[n] = '\0';
+    struct tm tm;
+    localtime_r(&now.tv_sec, &tm);
+    if (strftime(out, cap, fmt, &tm) == 0) out[0] = '\0';
+}
 
+/* Hands one finished line to the sink, or writes it to the stream. */
+static void emit(hoop_log_level level, const char *line)
+{
+    if (log_fn) {
+        log_fn(level, line, log_user);
+        return;
+    }
+    flockfile(log_stream);
+    fputs(line, log_stream);
+    fputc('\n', log_stream);
+    funlockfile(log_stream);
+}
+
+static void vlog(hoop_log_level level, unsigned subsys, const char *file, int line, const char *fmt,
+                 va_list ap)
+{
+    char msg[1536], prefix[320], where[96] = "", stamp[160] = "";
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     const char *sub = subsys_name(subsys);
     if (level == HOOP_LOG_WARN || level == HOOP_LOG_TRACE || sub == NULL) {
         const char *slash = strrchr(file, '/');
         snprintf(where, sizeof(where), "%s:%d ", slash ? slash + 1 : file, line);
     }
+    if (log_ts_format[0]) format_timestamp(stamp, sizeof(stamp));
     int rank = atomic_load(&log_rank);
     char rank_s[24] = "";
     if (rank >= 0) snprintf(rank_s, sizeof(rank_s), "[%d] ", rank);
-    snprintf(prefix, sizeof(prefix), "%s:%d:%ld %shoop %s %s%s", log_host, (int)getpid(),
+    snprintf(prefix, sizeof(prefix), "%s%s:%d:%ld %shoop %s %s%s", stamp, log_host, (int)getpid(),
              (long)syscall(SYS_gettid), rank_s, level_names[level], sub ? sub : "",
              sub ? ": " : "");
-    char full[1900];
+    char full[sizeof(prefix) + sizeof(where) + sizeof(msg)];
     snprintf(full, sizeof(full), "%s%s%s", prefix, where, msg);
-    if (log_fn) {
-        log_fn(level, full, log_user);
-        return;
+    emit(level, full);
+}
+
+static void log_line(hoop_log_level level, unsigned subsys, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void log_line(hoop_log_level level, unsigned subsys, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(level, subsys, __FILE__, __LINE__, fmt, ap);
+    va_end(ap);
+}
+
+/* Which optional parts this build has, for the INFO version line. */
+#ifdef HOOP_HAVE_CUDA
+#define BUILT_CUDA "yes"
+#else
+#define BUILT_CUDA "no"
+#endif
+#ifdef HOOP_HAVE_VERBS
+#define BUILT_VERBS "yes"
+#else
+#define BUILT_VERBS "no"
+#endif
+#ifdef HOOP_HAVE_HWLOC
+#define BUILT_HWLOC "yes"
+#else
+#define BUILT_HWLOC "no"
+#endif
+
+/* HOOP_DEBUG=VERSION: one bare line, as NCCL_DEBUG=VERSION prints; INFO and above: an
+ * INFO INIT line that also names the optional parts of this build. */
+static void log_version_once(void)
+{
+    if (log_version_only) {
+        char text[64];
+        snprintf(text, sizeof(text), "hoop version %s", HOOP_VERSION_STRING);
+        emit(HOOP_LOG_INFO, text);
+    } else if (hoop__log_level >= HOOP_LOG_INFO && (hoop__log_mask & HOOP_LOG_INIT)) {
+        log_line(HOOP_LOG_INFO, HOOP_LOG_INIT, "hoop version %s (CUDA %s, libibverbs %s, hwloc %s)",
+                 HOOP_VERSION_STRING, BUILT_CUDA, BUILT_VERBS, BUILT_HWLOC);
     }
-    flockfile(log_stream);
-    fputs(full, log_stream);
-    fputc('\n', log_stream);
-    funlockfile(log_stream);
+}
+
+void hoop__log(hoop_log_level level, unsigned subsys, const char *file, int line, const char *fmt,
+               ...)
+{
+    hoop__log_init();
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(level, subsys, file, line, fmt, ap);
+    va_end(ap);
 }

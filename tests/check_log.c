@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tests/check_log.c -- the settings of src/core/log.c that only take effect when the log
+ * starts: HOOP_DEBUG=VERSION, the INFO version line, HOOP_DEBUG_TIMESTAMP_FORMAT.
+ *
+ * Each test runs in its own forked process (Check's default) and sets the environment
+ * before anything logs, since the log reads it once per process.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "core/log.h"
+#include "run_suite.h"
+
+static char lines[8][2048];
+static int nlines;
+
+static void capture(hoop_log_level level, const char *line, void *ud)
+{
+    (void)level;
+    (void)ud;
+    if (nlines < 8) snprintf(lines[nlines], sizeof(lines[0]), "%s", line);
+    nlines++;
+}
+
+/* Counts captured lines that contain fragment. */
+static int count_has(const char *fragment)
+{
+    int n = 0;
+    for (int i = 0; i < nlines && i < 8; i++) n += strstr(lines[i], fragment) != NULL;
+    return n;
+}
+
+START_TEST(test_version_once_through_the_sink)
+{
+    setenv("HOOP_DEBUG", "VERSION", 1);
+    hoop_log_set(capture, NULL); /* reads the settings but writes nothing yet */
+    ck_assert_int_eq(nlines, 0);
+    hoop__log_init();
+    hoop__log_init();
+    HOOP_INFO(INIT, "an INFO line is not shown at VERSION");
+    HOOP_WARN("a warning is");
+    ck_assert_int_eq(nlines, 2);
+    ck_assert_str_eq(lines[0], "hoop version " PACKAGE_VERSION);
+    ck_assert_ptr_nonnull(strstr(lines[1], "hoop WARN "));
+    ck_assert_ptr_nonnull(strstr(lines[1], "a warning is"));
+}
+END_TEST
+
+START_TEST(test_version_to_the_file)
+{
+    char path[] = "/tmp/hoop-check-log.XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    setenv("HOOP_DEBUG", "version", 1); /* case does not matter */
+    setenv("HOOP_DEBUG_FILE", path, 1);
+    hoop__log_init();
+    HOOP_INFO(INIT, "not at VERSION");
+    hoop__log_init();
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char text[256] = "";
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    unlink(path);
+    text[n] = '\0';
+    ck_assert_str_eq(text, "hoop version " PACKAGE_VERSION "\n");
+}
+END_TEST
+
+START_TEST(test_info_names_the_version)
+{
+    setenv("HOOP_DEBUG", "INFO", 1);
+    hoop_log_set(capture, NULL);
+    HOOP_INFO(NET, "not in the default mask");
+    HOOP_INFO(INIT, "second");
+    ck_assert_int_eq(nlines, 2);
+    ck_assert_ptr_nonnull(
+        strstr(lines[0], " hoop INFO INIT: hoop version " PACKAGE_VERSION " (CUDA "));
+    ck_assert_ptr_nonnull(strstr(lines[1], " hoop INFO INIT: second"));
+    ck_assert_int_eq(count_has("hoop version"), 1);
+}
+END_TEST
+
+START_TEST(test_no_version_at_warn)
+{
+    setenv("HOOP_DEBUG", "WARN", 1);
+    hoop_log_set(capture, NULL);
+    hoop__log_init();
+    HOOP_WARN("only this");
+    ck_assert_int_eq(nlines, 1);
+    ck_assert_int_eq(count_has("hoop version"), 0);
+    /* And no timestamp unless asked for: the line starts with the host name. */
+    char host[64] = "";
+    gethostname(host, sizeof(host) - 1);
+    ck_assert_int_eq(strncmp(lines[0], host, strlen(host)), 0);
+}
+END_TEST
+
+/* Parses "[YYYY-MM-DD HH:MM:SS.fff] " and checks it lies between before and after. */
+START_TEST(test_timestamps)
+{
+    setenv("HOOP_DEBUG_TIMESTAMP_FORMAT", "[%Y-%m-%d %H:%M:%S.%3f] %% %f|%9f ", 1);
+    hoop_log_set(capture, NULL);
+    time_t before = time(NULL);
+    HOOP_WARN("stamped");
+    time_t after = time(NULL);
+    ck_assert_int_eq(nlines, 1);
+    struct tm tm = {0};
+    char ms[4] = "", us[7] = "", ns[10] = "";
+    int used = 0;
+    int got =
+        sscanf(lines[0], "[%4d-%2d-%2d %2d:%2d:%2d.%3[0-9]] %% %6[0-9]|%9[0-9] %n", &tm.tm_year,
+               &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, ms, us, ns, &used);
+    ck_assert_msg(got == 9 && used > 0, "line '%s' does not start with the stamp", lines[0]);
+    ck_assert_uint_eq(strlen(ms), 3);
+    ck_assert_uint_eq(strlen(us), 6);
+    ck_assert_uint_eq(strlen(ns), 9);
+    ck_assert_int_eq(strncmp(ms, us, 3), 0); /* the same instant, more digits */
+    ck_assert_int_eq(strncmp(us, ns, 6), 0);
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    tm.tm_isdst = -1;
+    time_t t = mktime(&tm);
+    ck_assert_msg(t >= before && t <= after, "stamp %lld is not in [%lld, %lld]", (long long)t,
+                  (long long)before, (long long)after);
+    char host[64] = "";
+    gethostname(host, sizeof(host) - 1);
+    ck_assert_int_eq(strncmp(lines[0] + used, host, strlen(host)), 0);
+    ck_assert_ptr_nonnull(strstr(lines[0], "stamped"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("log");
+    TCase *tc = tcase_create("start");
+    tcase_add_test(tc, test_version_once_through_the_sink);
+    tcase_add_test(tc, test_version_to_the_file);
+    tcase_add_test(tc, test_info_names_the_version);
+    tcase_add_test(tc, test_no_version_at_warn);
+    tcase_add_test(tc, test_timestamps);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
