@@ -23,6 +23,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "bootstrap/store_proto.h"
 #include "collectives/comm.h"
 #include "collectives/rendezvous.h"
 #include "core/check.h"
@@ -403,6 +404,8 @@ hoop_status hoop_comm_init_env(hoop_comm **out)
     cfg.store = store;
     st = hoop_comm_init(out, &cfg);
     if (st != HOOP_OK) {
+        /* On rank 0 the store's GOODBYE then tells every rank still waiting in it why. */
+        if (store) hoop__store_note_failure(store, st, hoop_last_error());
         hoop_store_destroy(store);
         return st;
     }
