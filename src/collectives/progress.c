@@ -38,7 +38,10 @@
 #include "core/check.h"
 #include "core/clock.h"
 
-#define FAIL_GRACE_MS 1000  /* wait this long for the predecessor's ABORT record */
+#define FAIL_GRACE_MS 1000 /* wait this long for the predecessor's ABORT record */
+/* A vague timeout (this rank waited for a relay) waits less: it fires at the comm's
+ * deadline, and the blocked caller's own wait ends WAIT_GRACE_MS (500) after that. */
+#define TIMEOUT_GRACE_MS 250
 #define FLUSH_MS 200        /* best-effort time to push a last record out */
 #define SPIN_NS (30 * 1000) /* poll without sleeping this long after progress */
 #define MAX_POLL 256
@@ -144,7 +147,8 @@ static void fail_record(hoop_comm *comm, hoop_status st, int origin, int culprit
     if (mine) comm->fail_rec[1] = *mine;
     if (theirs) comm->fail_rec[2] = *theirs;
     atomic_store(&comm->state, HOOP__CS_FAILING);
-    comm->failing_deadline = hoop__deadline_ns(FAIL_GRACE_MS);
+    comm->failing_deadline =
+        hoop__deadline_ns(st == HOOP_ERR_TIMEOUT ? TIMEOUT_GRACE_MS : FAIL_GRACE_MS);
     if (final || comm->ctl_eof || comm->prev_bye || !comm->ctl_recv) fail_finalize(comm);
 }
 
@@ -159,6 +163,31 @@ static void fail_local(hoop_comm *comm, hoop_status st, int culprit, const hoop_
 static void fail_mismatch(hoop_comm *comm, const hoop__vote *v, const char *msg)
 {
     fail_record(comm, HOOP_ERR_MISMATCH, v->a_rank, v->b_rank, &v->a, &v->b, msg, 1);
+}
+
+static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, int *kind);
+
+/* A rank timed out waiting for the votes this rank relays: say what this rank itself
+ * still waits for, and pass that on instead (it names the missing rank when this rank
+ * waits for that rank's own vote). Returns 1 when it failed the comm so. */
+static int adopt_relay_timeout(hoop_comm *comm, int origin, const char *call)
+{
+    char why[300];
+    int culprit, kind;
+    wait_reason(comm, why, sizeof(why), &culprit, &kind);
+    if (culprit < 0 || culprit == origin) return 0;
+    snprintf(comm->fail_msg, sizeof(comm->fail_msg),
+             "rank %d: %s did not finish within HOOP_TIMEOUT; it waited for the votes rank %d "
+             "relays, and rank %d was still waiting %.200s",
+             origin, call, comm->rank, comm->rank, why);
+    comm->fail_rec[0] = (hoop__hdr){.kind = HOOP__REC_ABORT,
+                                    .seq = (uint64_t)(int64_t)culprit,
+                                    .root = comm->rank,
+                                    .aux = (int32_t)HOOP_ERR_TIMEOUT};
+    comm->fail_rec[1] = comm->cur->hdr;
+    comm->fail_rec[2] = (hoop__hdr){.kind = (uint8_t)kind};
+    fail_finalize(comm);
+    return 1;
 }
 
 /* Adopts the cause carried by the predecessor's ABORT record and passes it on. */
@@ -176,11 +205,17 @@ static void fail_adopt(hoop_comm *comm)
         snprintf(comm->fail_msg, sizeof(comm->fail_msg),
                  "collective mismatch: rank %d called %s but rank %d called %s", origin, a, culprit,
                  b);
-    else if (st == HOOP_ERR_TIMEOUT && culprit >= 0) /* r[2].kind: 1 vote, 2 data */
+    else if (st == HOOP_ERR_TIMEOUT && r[2].kind == 3 && culprit == comm->rank && comm->exec) {
+        if (adopt_relay_timeout(comm, origin, a)) return;
+    } else if (st == HOOP_ERR_TIMEOUT && culprit >= 0) /* r[2].kind: 1 vote, 2 data, 3 relay */
         snprintf(comm->fail_msg, sizeof(comm->fail_msg),
                  "rank %d: %s did not finish within HOOP_TIMEOUT; it was still waiting for %s "
                  "from rank %d",
-                 origin, a, r[2].kind == 1 ? "the call's vote" : "data", culprit);
+                 origin, a,
+                 r[2].kind == 1   ? "the call's vote"
+                 : r[2].kind == 3 ? "the votes relayed"
+                                  : "data",
+                 culprit);
     else if (culprit == origin)
         snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d aborted its communicator",
                  origin);
@@ -380,30 +415,41 @@ static int exec_pass(hoop_comm *comm, int *progressed, int *done)
     return 1;
 }
 
+/* What the current call still waits for (its first pending step) as "for ..." in why:
+ * *culprit = that step's peer (-1 for a local step), *kind = 1 its own vote, 2 data,
+ * 3 a vote that relays others' (vague: the missing rank is one of those). */
+static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, int *kind)
+{
+    int32_t i = hoop__exec_first_pending(comm->exec);
+    const hoop__step *st = i >= 0 ? &comm->sched.steps[i] : NULL;
+    why[0] = '\0';
+    *culprit = -1;
+    *kind = 2;
+    if (st && st->buf == HOOP__BUF_VOTE) {
+        *kind = hoop__vote_wait_info(st, comm->rank, comm->world_size, why, cap) ? 1 : 3;
+        *culprit = st->peer;
+    } else if (st && st->kind != HOOP__STEP_COPY && st->kind != HOOP__STEP_DIRECT &&
+               st->kind != HOOP__STEP_DIRECT_OWN && st->kind != HOOP__STEP_DIRECT_COPY) {
+        snprintf(why, cap, "for data from rank %d", st->peer);
+        *culprit = st->peer;
+    }
+}
+
 /* The call passed HOOP_TIMEOUT: fail it naming whom this rank was still waiting for.
  * Waiting for a rank's own vote (or for its data) names it: final at once. Waiting for a
  * vote that relays others' records is vaguer: the rank waits briefly for the record of
- * a rank that knows better (its ABORT names the rank it waited for), as for link errors. */
+ * a rank that knows better, and its own record, naming the relay, lets the relay answer
+ * with what it waits for (fail_adopt). */
 static void op_timeout(hoop_comm *comm)
 {
-    char d[160], why[300] = "", msg[512];
-    int32_t i = hoop__exec_first_pending(comm->exec);
-    const hoop__step *st = i >= 0 ? &comm->sched.steps[i] : NULL;
-    int precise = 1, culprit = -1, vote = st && st->buf == HOOP__BUF_VOTE;
-    if (vote) {
-        memcpy(why, "; still waiting ", 16);
-        precise =
-            hoop__vote_wait_info(st, comm->rank, comm->world_size, why + 16, sizeof(why) - 16);
-    } else if (st && st->kind != HOOP__STEP_COPY && st->kind != HOOP__STEP_DIRECT &&
-               st->kind != HOOP__STEP_DIRECT_OWN && st->kind != HOOP__STEP_DIRECT_COPY) {
-        snprintf(why, sizeof(why), "; still waiting for data from rank %d", st->peer);
-    }
-    if (st && precise) culprit = st->peer;
+    char d[160], why[300], msg[512];
+    int culprit, kind;
+    wait_reason(comm, why, sizeof(why), &culprit, &kind);
     hoop__hdr_describe(&comm->cur->hdr, d, sizeof(d));
-    snprintf(msg, sizeof(msg), "rank %d: %s did not finish within HOOP_TIMEOUT (%lld ms)%s",
-             comm->rank, d, (long long)comm->timeout_ms, why);
-    hoop__hdr waited = {.kind = (uint8_t)(vote ? 1 : 2)}; /* for the ABORT record's readers */
-    fail_local(comm, HOOP_ERR_TIMEOUT, culprit, &comm->cur->hdr, &waited, msg, precise);
+    snprintf(msg, sizeof(msg), "rank %d: %s did not finish within HOOP_TIMEOUT (%lld ms)%s%.250s",
+             comm->rank, d, (long long)comm->timeout_ms, why[0] ? "; still waiting " : "", why);
+    hoop__hdr waited = {.kind = (uint8_t)kind}; /* for the ABORT record's readers */
+    fail_local(comm, HOOP_ERR_TIMEOUT, culprit, &comm->cur->hdr, &waited, msg, kind != 3);
 }
 
 /* Advances the current call; takes the next one from the queue when idle. */

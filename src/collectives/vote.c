@@ -196,11 +196,13 @@ const hoop__vote *hoop__vote_after(const void *votes, const hoop__step *st)
     return (const hoop__vote *)((const char *)votes + st->src_off + sizeof(hoop__vote));
 }
 
-/* Appends " r" for each real rank behind newrank x (two for a folded pair). */
-static size_t list_newrank(char *buf, size_t cap, size_t len, int x, int rem, int *listed)
+/* Appends " r" for each real rank behind newrank x (two for a folded pair) but me. */
+static size_t list_newrank(char *buf, size_t cap, size_t len, int x, int rem, int me_real,
+                           int *listed)
 {
     int real[2] = {hoop__unfold(x, rem), x < rem ? 2 * x : -1};
     for (int k = 0; k < 2 && real[k] >= 0; k++) {
+        if (real[k] == me_real) continue;
         if (*listed < 8 && len + 13 < cap)
             len += (size_t)snprintf(buf + len, cap - len, " %d", real[k]);
         else if (*listed == 8 && len + 8 < cap)
@@ -228,10 +230,10 @@ int hoop__vote_wait_info(const hoop__step *st, int rank, int n, char *buf, size_
     size_t len =
         (size_t)snprintf(buf, cap, "for the call's vote from rank %d, which relays ranks", q);
     if (me < 0) { /* the fold's even rank hears from everyone else through its partner */
-        for (int x = 0; x < p; x++) len = list_newrank(buf, cap, len, x, rem, &listed);
+        for (int x = 0; x < p; x++) len = list_newrank(buf, cap, len, x, rem, rank, &listed);
     } else {
         int lo = (me ^ m) & ~(m - 1);
-        for (int x = lo; x < lo + m; x++) len = list_newrank(buf, cap, len, x, rem, &listed);
+        for (int x = lo; x < lo + m; x++) len = list_newrank(buf, cap, len, x, rem, rank, &listed);
     }
     if (len < cap)
         snprintf(buf + len, cap - len,
