@@ -1134,22 +1134,32 @@ END_TEST
  * object that nobody unlinks holds its RAM until reboot). */
 /* _i = 0: rank 1 is late, rank 0 is killed while it waits. _i = 1..3: both present, 256 MiB
  * each (reserving the pages takes tens of ms), rank 0 killed 60, 120 or 180 ms in: inside
- * the swap of records, whatever the timing (rank 1 may also have finished: OK). */
+ * the swap of records, whatever the timing (rank 1 may also have finished: OK). The clock
+ * starts when both ranks have returned from hoop_comm_init_env (each says so on a pipe):
+ * init alone takes 100-250 ms under ThreadSanitizer or a loaded machine, and a kill that
+ * lands in it tests init, not alloc_shared. */
 START_TEST(test_killed_in_alloc)
 {
     static char before[8192];
     char path[400];
-    int port = h_free_port();
+    int port = h_free_port(), inited[2];
     pid_t pid[2];
     shm_names(before, sizeof(before));
+    ck_assert_int_eq(pipe(inited), 0);
     for (int r = 0; r < 2; r++) {
         pid[r] = fork();
         ck_assert_int_ge(pid[r], 0);
         if (pid[r] == 0) {
             hoop_comm *comm;
             void *p;
+            close(inited[0]);
             h_set_env(r, 2, port, "check-direct", "20");
-            if (hoop_comm_init_env(&comm) != HOOP_OK) _exit(2);
+            if (hoop_comm_init_env(&comm) != HOOP_OK) {
+                fprintf(stderr, "rank %d: init: %s\n", r, hoop_last_error());
+                _exit(2);
+            }
+            if (write(inited[1], "i", 1) != 1) _exit(3);
+            close(inited[1]);
             if (r == 1 && _i == 0) usleep(800 * 1000);
             hoop_status st = hoop_comm_alloc_shared(comm, _i ? 256u << 20 : 1u << 20, &p);
             int fine = st == HOOP_ERR_REMOTE || (_i && st == HOOP_OK);
@@ -1158,6 +1168,12 @@ START_TEST(test_killed_in_alloc)
             _exit(fine ? 0 : 1);
         }
     }
+    close(inited[1]);
+    char c[2];
+    size_t got = 0; /* EOF before two bytes: a rank failed init (and said why) */
+    ssize_t k;
+    while (got < 2 && (k = read(inited[0], c + got, 2 - got)) > 0) got += (size_t)k;
+    close(inited[0]);
     usleep(_i ? 60 * 1000 * (useconds_t)_i : 400 * 1000);
     kill(pid[0], SIGKILL);
     int status;
