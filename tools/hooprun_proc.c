@@ -346,6 +346,16 @@ static int open_pipe(stream *st, int out_fd, int *write_end)
     return 0;
 }
 
+/* Undoes open_pipe on a worker that never started (the supervisor only cleans up the
+ * started ones). */
+static void close_pipe(stream *st)
+{
+    if (st->fd >= 0) close(st->fd);
+    st->fd = -1;
+    free(st->buf);
+    st->buf = NULL;
+}
+
 static int spawn(supervisor *s, int local_rank)
 {
     worker *w = &s->w[local_rank];
@@ -354,6 +364,8 @@ static int spawn(supervisor *s, int local_rank)
     if (s->plan->prefix && (open_pipe(&w->out, 1, &out_w) || open_pipe(&w->err, 2, &err_w))) {
         perror("hooprun: pipe");
         if (out_w >= 0) close(out_w);
+        close_pipe(&w->out);
+        close_pipe(&w->err);
         return -1;
     }
     pid_t parent = getpid();
@@ -363,6 +375,8 @@ static int spawn(supervisor *s, int local_rank)
     if (err_w >= 0) close(err_w);
     if (pid < 0) {
         perror("hooprun: fork");
+        close_pipe(&w->out);
+        close_pipe(&w->err);
         return -1;
     }
     setpgid(pid, pid); /* also here, so no signal can reach the worker before it has a group */
