@@ -124,22 +124,32 @@ echo "sanitize-check: $kind build took $(($(date +%s) - start)) s"
 
 # ---------------------------------------------------------------- run the tests
 # Every finding is fatal and leaves a stack. Options a caller put in these variables
-# come first, so a caller can add some (log_path=..., verbosity=...) but not turn leak
-# checking or halting off. Suppressions are only for code hoop does not own, and each
-# entry says why (scripts/sanitize-suppressions/).
+# come first, so a caller can add some (verbosity=...) but not turn leak checking or
+# halting off. Suppressions are only for code hoop does not own, and each entry says
+# why (scripts/sanitize-suppressions/; there are none today).
+#
+# Reports go to files, one per process (reports/<sanitizer>.<program>.<pid>), not to
+# stderr: the script tests launch tools whose stderr goes to temporary files, and some
+# expect a process to fail (a killed rank, a bad option), so a report could pass
+# unseen in the test's verdict. Any report file fails the run, and the script prints
+# each one. (UBSan beside ASan ignores log_path in gcc 12 and writes to stderr; a
+# "runtime error:" line in any test log fails the run too.)
+reports=$build/reports
+rm -rf "$reports"
+mkdir -p "$reports"
 sup=$src/scripts/sanitize-suppressions
 lsan_sup="" tsan_sup=""
-[ ! -f "$sup/lsan.supp" ] || lsan_sup=":suppressions=$sup/lsan.supp"
+[ ! -f "$sup/lsan.supp" ] || lsan_sup="suppressions=$sup/lsan.supp"
 [ ! -f "$sup/tsan.supp" ] || tsan_sup=":suppressions=$sup/tsan.supp"
 # The CUDA driver maps its memory where ASan keeps its protected shadow gap, and every
 # CUDA call then fails as out of memory (google/sanitizers#629): a CUDA build opens the
 # gap, or check_cuda would skip on a GPU machine for want of a device.
 gap=""
 ! grep -q '^#define HOOP_HAVE_CUDA 1' config.h || gap=":protect_shadow_gap=0"
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1$gap"
-export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}report_objects=1$lsan_sup"
-export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}halt_on_error=1:print_stacktrace=1"
-export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}halt_on_error=0:second_deadlock_stack=1$tsan_sup"
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1$gap:log_path=$reports/asan:log_exe_name=1"
+export LSAN_OPTIONS="${LSAN_OPTIONS:-}${LSAN_OPTIONS:+${lsan_sup:+:}}$lsan_sup"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan:log_exe_name=1"
+export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}halt_on_error=0:second_deadlock_stack=1$tsan_sup:log_path=$reports/tsan:log_exe_name=1"
 # Check's per-test timeouts only catch hangs; stretch them by the sanitizer's slowdown
 # (a machine shared with other builds adds to it). Latency bounds a test asserts are a
 # different matter: see latency_checked() in tests/run_suite.h.
@@ -159,22 +169,47 @@ else
 fi
 grep -E '^(PASS|FAIL|SKIP|ERROR|XFAIL|XPASS):' check.out || true
 echo "sanitize-check: $kind tests took $(($(date +%s) - start)) s"
+failed=""
 if [ "$rc" -ne 0 ]; then
     failed=$(grep -E '^(FAIL|ERROR|XPASS):' check.out | awk '{print $2}' | tr '\n' ' ')
     [ -n "$failed" ] || tail -60 check.out # it failed before any test ran: the build
     for t in $failed; do
         echo "================================================================ $t.log"
         [ -f "$t.log" ] || continue
-        # A TSan report runs long; its first lines name the race, its end the summary.
-        if [ "$(wc -l < "$t.log")" -gt 400 ]; then
-            head -300 "$t.log"
-            echo "... ($(wc -l < "$t.log") lines, the full log is $build/$t.log)"
+        if [ "$(wc -l < "$t.log")" -gt 300 ]; then
+            head -200 "$t.log"
+            echo "... ($(wc -l < "$t.log") lines; the whole log is $build/$t.log)"
             tail -60 "$t.log"
         else
             cat "$t.log"
         fi
     done
-    echo "sanitize-check: $kind FAILED: ${failed:-the build of the tests}" >&2
+fi
+mapfile -t ub < <(grep -l 'runtime error:' tests/*.log 2> /dev/null || true)
+if [ "${#ub[@]}" -gt 0 ]; then
+    echo "sanitize-check: UBSan findings in ${ub[*]}:"
+    grep -h -A12 'runtime error:' "${ub[@]}" | head -100
+fi
+nreports=$(($(find "$reports" -type f | wc -l) + ${#ub[@]}))
+if [ "$nreports" -gt 0 ]; then
+    echo "sanitize-check: $nreports process(es) reported findings (in $reports):"
+    for f in "$reports"/*; do
+        echo "================================================================ $(basename "$f")"
+        # A TSan report runs long; its first lines name the race, its end the summary.
+        if [ "$(wc -l < "$f")" -gt 300 ]; then
+            head -200 "$f"
+            echo "... ($(wc -l < "$f") lines)"
+            tail -40 "$f"
+        else
+            cat "$f"
+        fi
+    done
+fi
+if [ "$rc" -ne 0 ] || [ "$nreports" -gt 0 ]; then
+    what=$failed
+    [ "$rc" -eq 0 ] || [ -n "$failed" ] || what="the build of the tests "
+    [ "$nreports" -eq 0 ] || what="$what($nreports sanitizer report(s))"
+    echo "sanitize-check: $kind FAILED: $what" >&2
     exit 1
 fi
 echo "sanitize-check: $kind passed"
