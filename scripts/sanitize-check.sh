@@ -146,7 +146,8 @@ echo "sanitize-check: $kind build took $(($(date +%s) - start)) s"
 # expect a process to fail (a killed rank, a bad option), so a report could pass
 # unseen in the test's verdict. Any report file fails the run, and the script prints
 # each one. (UBSan beside ASan ignores log_path in gcc 12 and writes to stderr; a
-# "runtime error:" line in any test log fails the run too.)
+# "runtime error:" line in any test log fails the run too. A process that has reported
+# holds its report file open: a test in it that counts descriptors may fail too.)
 reports=$build/reports
 rm -rf "$reports"
 mkdir -p "$reports"
