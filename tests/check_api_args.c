@@ -46,6 +46,13 @@ __attribute__((visibility("default"))) const char *__asan_default_options(void)
     return "allocator_may_return_null=1";
 }
 #endif
+#if defined(__SANITIZE_THREAD__) /* the same under ThreadSanitizer's allocator */
+__attribute__((visibility("default"))) const char *__tsan_default_options(void);
+__attribute__((visibility("default"))) const char *__tsan_default_options(void)
+{
+    return "allocator_may_return_null=1";
+}
+#endif
 
 // ----- assertions ---------------------------------------------------------------------------
 

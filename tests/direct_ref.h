@@ -134,7 +134,7 @@ static double unit(hoop_dtype t);
  * x / n is rounded to the type and the n terms are summed with a rounding per hop, so
  * |got - mean| <= n u mean(|x|) (u = the type's unit roundoff). Set ref_exact16 for calls
  * that must equal the f32 sum / n rounded once (direct, and world size 1). */
-static int ref_exact16;
+static _Thread_local int ref_exact16; /* each rank thread sets its own */
 static int avg16_ok(hoop_dtype t, int n, const void *got, size_t i, unsigned salt)
 {
     double sum = 0, mag = 0;

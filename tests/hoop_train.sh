@@ -183,7 +183,13 @@ rc=$?
     { echo "FAIL: benchmark under SIGTERM: exit $rc: $(cat "$tmp/b.out")"; fail=1; }
 
 # A second SIGINT stops at once, without waiting for the step (one step of 16384 samples
-# takes seconds on one thread): no "preempted" line, killed by SIGINT.
+# takes seconds on one thread): no "preempted" line, killed by SIGINT. ThreadSanitizer
+# delays a handler until the thread enters a function it intercepts, and a thread inside
+# OpenBLAS does not: there the step ends first, so the check cannot hold.
+if grep -q '^#define HOOP_SANITIZERS.*thread' "${top_builddir:-.}/config.h" 2>/dev/null; then
+    echo "skip: two SIGINTs under ThreadSanitizer (handlers wait for an intercepted call)"
+    exit $fail
+fi
 # shellcheck disable=SC2086
 "$bin" $data --batch-size 16384 --epochs 1 >"$tmp/i.out" 2>&1 &
 pid=$!

@@ -19,6 +19,10 @@ cc=${CC:-cc}
 pkgconfig=${PKG_CONFIG:-pkg-config}
 command -v "$pkgconfig" >/dev/null || { echo "SKIP: no pkg-config"; exit 77; }
 command -v readelf >/dev/null || { echo "SKIP: no readelf (binutils)"; exit 77; }
+# A program built without -fsanitize cannot load a sanitized libhoop.so: such a build is
+# for hoop's own tests (scripts/sanitize-check.sh), not for installing.
+grep -q '^#define HOOP_SANITIZERS' "$build/config.h" 2>/dev/null &&
+    { echo "SKIP: a sanitizer build (--enable-sanitizers) is not installed"; exit 77; }
 dest="$build/tests/installed.d"
 rm -rf "$dest"
 trap '[ -n "${KEEP:-}" ] || rm -rf "$dest"' EXIT
