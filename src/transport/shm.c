@@ -494,8 +494,17 @@ static hoop_status conn_step(struct shm_comm *c, int *done)
     }
     char v;
     ssize_t n = recv(c->sock, &v, 1, MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return HOOP_OK;
-    if (n != 1 || v != 1)
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return HOOP_OK;
+    /* An end of file or a reset before the verdict: the peer went away mid-handshake. */
+    if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE)))
+        return HOOP_ERROR(HOOP_ERR_REMOTE,
+                          "shm transport: rank %d exited (or closed its end) during the "
+                          "connection handshake",
+                          c->base.peer);
+    if (n < 0)
+        return HOOP_ERROR(HOOP_ERR_REMOTE, "shm transport: reading rank %d's verdict: %s",
+                          c->base.peer, hoop__strerror(errno));
+    if (v != 1)
         return HOOP_ERROR(HOOP_ERR_REMOTE,
                           "shm transport: rank %d refused the connection (wrong HOOP_TOKEN, "
                           "another user, or a failed mapping: see its log)",
