@@ -18,6 +18,8 @@
  *     of one 128-byte record over recursive-doubling partners, run alongside the data;
  *     src/collectives/vote.c). A call that differs on any rank fails on EVERY rank with
  *     HOOP_ERR_MISMATCH naming two of the different calls; the comm then stays failed.
+ *     The calls before it still complete on every rank, also on a rank that is still
+ *     finishing one when the others, done with it, find the mismatch.
  *     Output buffers of a failed call are unspecified (a rank may have received data
  *     before the vote finished), and so is an in-place buffer's content.
  *   - Sums and products of integers wrap (two's complement); HOOP_OP_AVG is only

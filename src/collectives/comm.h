@@ -116,6 +116,7 @@ struct hoop_comm {
     hoop__hdr ctl_in, abort_rec[3];
     void *ctl_req;
     int abort_tail, prev_bye, ctl_eof;
+    int deferred;       /* abort_rec holds a later call's failure, parked until cur ends */
     int64_t ctl_due_ns; /* when a pass next reads the control link */
     hoop_status fail_st;
     char fail_msg[512];

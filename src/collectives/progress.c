@@ -131,12 +131,18 @@ static void fail_finalize(hoop_comm *comm)
     ops_fail_all(comm, comm->fail_st, comm->fail_msg);
 }
 
+static void adopt_record(hoop_comm *comm);
+
 /* Records a cause detected here. MISMATCH and aborts are final at once; link errors
  * wait for the predecessor's record (which may carry the original cause). */
 static void fail_record(hoop_comm *comm, hoop_status st, int origin, int culprit,
                         const hoop__hdr *mine, const hoop__hdr *theirs, const char *msg, int final)
 {
     if (atomic_load(&comm->state) != HOOP__CS_RUNNING) return;
+    if (comm->deferred) { /* a later call's failure came first: it is the cause */
+        adopt_record(comm);
+        return;
+    }
     comm->fail_st = st;
     snprintf(comm->fail_msg, sizeof(comm->fail_msg), "%s", msg);
     comm->fail_rec[0] = (hoop__hdr){.kind = HOOP__REC_ABORT,
@@ -191,12 +197,13 @@ static int adopt_relay_timeout(hoop_comm *comm, int origin, const char *call)
 }
 
 /* Adopts the cause carried by the predecessor's ABORT record and passes it on. */
-static void fail_adopt(hoop_comm *comm)
+static void adopt_record(hoop_comm *comm)
 {
     const hoop__hdr *r = comm->abort_rec;
     int origin = r[0].root, culprit = (int)(int64_t)r[0].seq;
     hoop_status st = (hoop_status)r[0].aux;
     char a[160], b[160];
+    comm->deferred = 0;
     if (atomic_load(&comm->state) == HOOP__CS_FAILED) return;
     hoop__hdr_describe(&r[1], a, sizeof(a));
     hoop__hdr_describe(&r[2], b, sizeof(b));
@@ -228,6 +235,26 @@ static void fail_adopt(hoop_comm *comm)
                  hoop_status_name(st), a);
     memcpy(comm->fail_rec, r, sizeof(comm->fail_rec));
     fail_finalize(comm);
+}
+
+/* An ABORT record arrived. A failure in a call after the one this rank still runs
+ * (ranks that finished it moved on, and their next call failed) does not take this
+ * call down: the peers finished it, so what this rank still needs of it is already on
+ * its links (a closed shm ring is drained, TCP delivers before its FIN). The record
+ * waits until this call ends, then fails the comm; if this call fails first, with a
+ * link error or a timeout, the record is its cause. */
+static void fail_adopt(hoop_comm *comm)
+{
+    const hoop__hdr *r = comm->abort_rec;
+    if (atomic_load(&comm->state) == HOOP__CS_RUNNING && comm->cur && !comm->deferred &&
+        r[1].kind == HOOP__REC_HDR && r[1].seq > comm->cur->hdr.seq) {
+        comm->deferred = 1;
+        HOOP_DEBUGF(COLL, "rank %d: a failure in call #%llu waits for call #%llu to end",
+                    comm->rank, (unsigned long long)r[1].seq,
+                    (unsigned long long)comm->cur->hdr.seq);
+        return;
+    }
+    adopt_record(comm);
 }
 
 // ----------------------------------------------------------------- control link
@@ -264,7 +291,9 @@ static void ctl_progress(hoop_comm *comm, int *progressed)
             *progressed = 1;
             snprintf(msg, sizeof(msg), "rank %d closed its link without notice (%s)", comm->prev,
                      hoop_last_error());
-            if (!comm->prev_bye) fail_local(comm, HOOP_ERR_REMOTE, comm->prev, NULL, NULL, msg, 1);
+            /* After an ABORT (parked or not) the sender closes: that EOF is expected. */
+            if (!comm->prev_bye && !comm->deferred)
+                fail_local(comm, HOOP_ERR_REMOTE, comm->prev, NULL, NULL, msg, 1);
             if (atomic_load(&comm->state) == HOOP__CS_FAILING) fail_finalize(comm);
             return;
         }
@@ -390,6 +419,7 @@ static void finish_op(hoop_comm *comm)
     comm->exec = NULL;
     hoop__request_complete(comm->cur, HOOP_OK, NULL);
     comm->cur = NULL;
+    if (comm->deferred) adopt_record(comm); /* the later call's failure, now */
 }
 
 /* One executor round; 0 on failure (a link error, or the vote found two calls). */
