@@ -805,12 +805,14 @@ static hoop_status run_reducing(h_rank *h, int k, hoop_dtype t, hoop_op op, void
 static void half_avg(h_rank *h)
 {
     enum { COUNT = 67 };
-    hoop_dtype ts[2] = {HOOP_DTYPE_F16, HOOP_DTYPE_BF16};
-    double vals[2] = {30000, 3e38}, u[2] = {0x1p-11, 0x1p-8};
+    /* 30000 and 3e38, and each type's largest finite value (where even the rounding of
+     * the pre-divided terms can push a partial sum past the range: saturated). */
+    hoop_dtype ts[4] = {HOOP_DTYPE_F16, HOOP_DTYPE_BF16, HOOP_DTYPE_F16, HOOP_DTYPE_BF16};
+    double vals[4] = {30000, 3e38, 65504, 0x1.fep127}, u[4] = {0x1p-11, 0x1p-8, 0x1p-11, 0x1p-8};
     hoop_algo algos[3] = {HOOP_ALGO_RING, HOOP_ALGO_RD, HOOP_ALGO_RHD};
     size_t n = (size_t)h->n;
     uint16_t *in = malloc(n * COUNT * 2), *out = malloc(n * COUNT * 2);
-    for (int ti = 0; ti < 2; ti++)
+    for (int ti = 0; ti < 4; ti++)
         for (int ai = 0; ai < 3; ai++)
             for (int k = 0; k < (ai ? 1 : 3); k++) { /* the algorithm is the all-reduce's */
                 hoop_dtype t = ts[ti];
@@ -1001,7 +1003,7 @@ static Suite *suite(void)
     tcase_add_test(core, test_algo_table);
     tcase_add_test(core, test_algo_list);
     tcase_add_test(core, test_unknown_collective);
-    tcase_add_loop_test(core, test_half_avg, 2, 6);
+    tcase_add_loop_test(core, test_half_avg, 2, 9);
     tcase_add_loop_test(core, test_nan_rule, 2, 6);
     tcase_add_test(core, test_transport_choice);
     tcase_add_loop_test(core, test_async, 1, 5);

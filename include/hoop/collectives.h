@@ -30,9 +30,11 @@
  *     type's range is inf, the same inf on every rank. AVG never overflows where the
  *     average itself fits: through the links (ring, rd, rhd, the reduce chain) each
  *     rank's input is divided by world_size first (in f32, rounded once) and the
- *     quotients are summed, so |result - mean| <= world_size x u x mean(|x|), with
- *     u = 2^-11 for f16 and 2^-8 for bf16; the direct algorithm combines in f64 and
- *     rounds once (the mean rounded to the type). f32 and f64 AVG sum, then divide once.
+ *     quotients are summed, saturating at the largest finite value (no partial sum of
+ *     x / n exceeds max |x| but by rounding), so |result - mean| <= world_size x u x
+ *     mean(|x|), with u = 2^-11 for f16 and 2^-8 for bf16; the direct algorithm
+ *     combines in f64 and rounds once (the mean rounded to the type). f32 and f64 AVG
+ *     sum, then divide once.
  *   - MIN and MAX propagate NaN: an element where any rank holds NaN is NaN on every
  *     rank, whichever rank and position holds it (as torch.minimum / torch.maximum and
  *     IEEE 754-2019 minimum / maximum); SUM and PROD propagate it by IEEE arithmetic.

@@ -231,6 +231,10 @@ size_t hoop__nchunks(size_t bytes, size_t chunk_bytes);
 
 // ----------------------------------------------------------------- reduction kernels
 
+/* Internal op of the executor: SUM of a 16-bit average's pre-divided terms, saturating
+ * at the type's largest finite value (reduce.c); never in a header or a call. */
+#define HOOP__OP_SUM_SAT ((hoop_op)HOOP_OP_COUNT_)
+
 /* dst[i] = a[i] (op) b[i] for i < count; dst may alias a or b. When divisor > 0 the
  * result is divided by it before the single rounding (the last step of an average).
  * AVG combines as SUM. f16/bf16 are combined in f32 and rounded once (nearest even). */

@@ -351,9 +351,10 @@ static void sched_trace(const hoop_comm *comm, const hoop__sched *s)
 }
 
 /* A 16-bit average through the links (not direct): each rank's input is divided by
- * world_size first, into the comm's own buffer, and the call runs as a sum of those (the
- * partial sums of ring, rd, rhd and the chain are rounded to the type at each hop, so a
- * plain sum divided at the end overflows where the average itself fits). Returns the
+ * world_size first, into the comm's own buffer, and the call runs as a sum of those,
+ * saturating at the type's largest finite value (the partial sums of ring, rd, rhd and
+ * the chain are rounded to the type at each hop, so a plain sum divided at the end, or
+ * the rounded terms themselves, overflow where the average itself fits). Returns the
  * input the schedule reads: a's sendbuf, or the pre-divided copy. */
 static hoop_status prescale(hoop_comm *comm, const hoop__coll_args *a, const void **in, hoop_op *op)
 {
@@ -371,7 +372,7 @@ static hoop_status prescale(hoop_comm *comm, const hoop__coll_args *a, const voi
     }
     if (count) hoop__half_prescale(a->dtype, comm->pre, a->sendbuf, count, a->world_size);
     *in = comm->pre;
-    *op = HOOP_OP_SUM;
+    *op = HOOP__OP_SUM_SAT;
     return HOOP_OK;
 }
 

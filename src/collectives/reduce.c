@@ -145,15 +145,21 @@ static void k_u8w(hoop_op op, uint8_t *dst, const uint8_t *a, const uint8_t *b, 
     }
 }
 
-/* Half types: widen, combine, (divide), round once. */
+/* Half types: widen, combine, (divide), round once. HOOP__OP_SUM_SAT (the pre-divided
+ * terms of an average) saturates a sum of two finite values at the largest finite value
+ * instead of rounding it to inf: every partial sum of x_r / n is at most max(|x|) in
+ * exact arithmetic, so only the terms' rounding can push it past the type's range. */
 static void k_half(int bf, hoop_op op, uint16_t *dst, const uint16_t *a, const uint16_t *b,
                    size_t n, int divisor)
 {
+    const float top = bf ? 0x1.fep127f : 65504.0f; /* largest finite bf16 / f16 */
     for (size_t i = 0; i < n; i++) {
         float x = bf ? hoop__bf16_to_f32(a[i]) : hoop__f16_to_f32(a[i]);
         float y = bf ? hoop__bf16_to_f32(b[i]) : hoop__f16_to_f32(b[i]);
         float r = COMBINE(op, x, y);
         if (divisor > 0) r /= (float)divisor;
+        if (op == HOOP__OP_SUM_SAT && isfinite(x) && isfinite(y) && !(fabsf(r) <= top))
+            r = r > 0 ? top : -top;
         dst[i] = bf ? hoop__f32_to_bf16(r) : hoop__f32_to_f16(r);
     }
 }
