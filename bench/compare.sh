@@ -3,7 +3,8 @@
 # bench/compare.sh -- hoop vs Gloo (PyTorch 1.13) vs Open MPI (TCP BTL), f32 sum all-reduce,
 # side by side in one run on this machine. Not run by make check (several minutes, root).
 #
-#   bench/compare.sh [BUILD_DIR]        (default BUILD_DIR: build/ next to this script's repo)
+#   bench/compare.sh [BUILD_DIR]        (default BUILD_DIR: the repository itself, as the
+#                                        README's Quick start builds in place)
 #
 # The peers are in the tree: bench/peers/gloo_allreduce.py (Gloo through Debian's
 # PyTorch 1.13), bench/peers/mpi_allreduce.c (Open MPI, built here with mpicc),
@@ -31,7 +32,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
-BUILD=$(cd "${1:-$top/build}" && pwd)
+BUILD=$(cd "${1:-$top}" && pwd)
 HOOPRUN=$BUILD/tools/hooprun
 BENCH=$BUILD/bench/hoop-bench
 TCPBW=$BUILD/bench/peers/tcpbw

@@ -292,8 +292,13 @@ static int join(bench_ctx *c)
 {
     hoop_status st;
     hoop_rendezvous *rv = NULL;
-    /* env:// set (hooprun), or a task of an srun step: join; otherwise run alone. */
-    if (getenv("MASTER_ADDR") == NULL && !hoop__env_dist_wanted()) {
+    /* env:// set (hooprun), or a task of an srun step: join; otherwise run alone, with
+     * the HOOP_* settings checked all the same. */
+    if (!hoop__env_dist_wanted()) {
+        if ((st = hoop__env_check_all()) != HOOP_OK) {
+            fprintf(stderr, "hoop-bench: %s\n", hoop_last_error());
+            return 2;
+        }
         hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
         cfg.rank = 0, cfg.world_size = 1;
         if ((st = hoop_rendezvous_new(&rv, 1)) == HOOP_OK) {
@@ -304,9 +309,9 @@ static int join(bench_ctx *c)
     } else {
         st = hoop_comm_init_env(&c->comm);
     }
-    if (st != HOOP_OK) {
+    if (st != HOOP_OK) { /* a bad or unsupported setting is the caller's to fix: 2 */
         fprintf(stderr, "hoop-bench: %s\n", hoop_last_error());
-        return st == HOOP_ERR_INVALID ? 2 : 1;
+        return st == HOOP_ERR_INVALID || st == HOOP_ERR_UNSUPPORTED ? 2 : 1;
     }
     c->bc.rank = hoop_comm_rank(c->comm);
     c->bc.world_size = hoop_comm_world_size(c->comm);

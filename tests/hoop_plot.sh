@@ -9,7 +9,7 @@
 # hoop-bench JSON, whatever its keys, and the errors (exit 2). Skips (77) without
 # matplotlib.
 set -u
-plot=${top_srcdir:-.}/tools/hoop-plot
+plot=${top_builddir:-.}/tools/hoop-plot
 bench=${top_builddir:-.}/bench/hoop-bench
 if ! python3 -c 'import matplotlib' 2>/dev/null && ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
     echo "SKIP: matplotlib is not installed (Debian: python3-matplotlib)"

@@ -106,6 +106,17 @@ echo "sigint, INT ignored: rc=$rc, ${ms} ms after SIGINT"
 assert_contains "$dir/err" "sending SIGKILL"
 TMP_SAVE=$TMP; TMP=$dir; assert_no_survivors "$TMP/pids"; TMP=$TMP_SAVE
 
+# 4b. SIGINT when every worker catches it, finishes and exits 0: hooprun exits 0 too (a
+#     run that completed is no failure, whatever signal came in).
+dir="$TMP/sigint3"
+mkdir -p "$dir"
+"$HOOPRUN" --nproc-per-node 2 bash -c \
+    'trap "sleep 0.3; exit 0" INT; touch '"$dir"'/ready.$RANK; sleep 5 & wait' \
+    > "$dir/out" 2> "$dir/err" &
+sigint_when_ready $! 2
+[ "$rc" = 0 ] || { cat "$dir/err"; fail "hooprun exited $rc after SIGINT, every worker exiting 0"; }
+assert_contains "$dir/err" "every worker exited 0 after the Interrupt; exiting 0"
+
 # 5. A worker killed by a signal is named with the signal.
 "$HOOPRUN" --nproc-per-node 2 bash -c '[ $RANK = 0 ] && kill -9 $$; sleep 30' \
     > "$TMP/k.out" 2> "$TMP/k.err"

@@ -13,7 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 # tool PATH OPTION: an option the man page must document.
 for spec in tools/hooprun:--nproc-per-node tools/hoop-train:--epochs \
-    bench/hoop-bench:--json tools/hoop-smoke:--version; do
+    bench/hoop-bench:--json tools/hoop-smoke:--version tools/hoop-plot:--output; do
     path=${spec%%:*} option=${spec#*:} name=${path##*/}
     if ! "$build/$path" --version >"$tmp/out" 2>"$tmp/err"; then
         echo "FAIL: $name --version exited non-zero: $(cat "$tmp/err")"
@@ -37,5 +37,5 @@ for spec in tools/hooprun:--nproc-per-node tools/hoop-train:--epochs \
     fi
 done
 [ -f "$build/man/hooprun.1" ] || echo "note: no man pages were built (configure found no help2man)"
-[ "$fail" -eq 0 ] && echo "ok: hooprun, hoop-train, hoop-bench, hoop-smoke --version = $version"
+[ "$fail" -eq 0 ] && echo "ok: hooprun, hoop-train, hoop-bench, hoop-smoke, hoop-plot --version = $version"
 exit "$fail"

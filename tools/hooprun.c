@@ -274,8 +274,10 @@ static int parse_endpoint(cli *c, const char *arg)
  * separate value is taken only when it is one of those digits. */
 static int parse_tee(cli *c, const char *arg, int argc, char **argv)
 {
-    if (arg == NULL && optind < argc && strlen(argv[optind]) == 1 && argv[optind][0] >= '0' &&
-        argv[optind][0] <= '3')
+    /* "--tee 3" as torchrun writes it: a following number is the value (one outside 0-3
+     * is refused below rather than run as the program). */
+    if (arg == NULL && optind < argc && argv[optind][0] &&
+        strspn(argv[optind], "0123456789") == strlen(argv[optind]))
         arg = argv[optind++];
     if (arg == NULL) {
         c->tee = 3;
@@ -346,10 +348,11 @@ static int check_combinations(const cli *c)
     if (c->standalone && (c->addr || c->rdzv || c->port_flag))
         return bad_usage("--standalone picks 127.0.0.1 and a free port itself; drop "
                          "--master-addr, --master-port and --rdzv-endpoint");
-    if (c->standalone && (c->nnodes > 1 || c->node_rank > 0))
-        return bad_usage("--standalone runs one node; it cannot go with --nnodes %d "
-                         "--node-rank %d",
-                         c->nnodes, c->node_rank);
+    if (c->standalone && c->nnodes > 1)
+        return bad_usage("--standalone runs one node; it cannot go with --nnodes %d", c->nnodes);
+    if (c->standalone && c->node_rank > 0)
+        return bad_usage("--standalone runs one node; it cannot go with --node-rank %d",
+                         c->node_rank);
     if (c->tee >= 0 && !c->log_dir)
         return bad_usage("--tee copies what --log-dir writes to the terminal; give --log-dir DIR");
     return 0;
@@ -619,6 +622,34 @@ static int run_attempts(hooprun_plan *p, int *reserve_fd)
     }
 }
 
+/* Can PROG be run, as execvp would find it? An unrunnable one fails once, in one line,
+ * instead of in every worker (a failure report for each of them). Returns 0 or 127. */
+static int check_prog(const char *prog)
+{
+    char path[4096];
+    struct stat sb;
+    const char *why = "No such file or directory";
+    if (strchr(prog, '/')) {
+        if (stat(prog, &sb) == 0 && S_ISDIR(sb.st_mode))
+            why = "Is a directory";
+        else if (access(prog, X_OK) == 0)
+            return 0;
+        else if (errno == EACCES)
+            why = "Permission denied (not executable)";
+    } else {
+        const char *dirs = getenv("PATH");
+        for (const char *d = dirs ? dirs : "/usr/bin:/bin"; *d;) {
+            size_t len = strcspn(d, ":");
+            snprintf(path, sizeof(path), "%.*s/%s", (int)len, len ? d : ".", prog);
+            if (access(path, X_OK) == 0 && stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode)) return 0;
+            d += len + (d[len] == ':');
+        }
+        why = "not found on PATH";
+    }
+    fprintf(stderr, "hooprun: cannot run '%s': %s\n", prog, why);
+    return 127;
+}
+
 int main(int argc, char **argv)
 {
     cli c;
@@ -632,6 +663,7 @@ int main(int argc, char **argv)
     int reserve_fd = -1;
     rc = resolve(&c, &plan, &reserve_fd);
     if (rc == 0 && c.dry_run) print_dry_run(&plan);
+    if (rc == 0 && !c.dry_run) rc = check_prog(plan.argv[0]);
     if (rc == 0 && !c.dry_run) rc = run_attempts(&plan, &reserve_fd);
     if (reserve_fd >= 0) close(reserve_fd);
     return rc;

@@ -36,9 +36,10 @@
 #include "core/launch.h"
 #include "hooprun.h"
 
-#define REAP_EXTRA_MS 5000 /* after SIGKILL, how long we wait before giving up */
-#define STOP_TICK_MS 100   /* while stopping, how often we look for new orphans */
-#define SETTLE_MS 1000     /* after the first bad exit, how long the others may end alone */
+#define REAP_EXTRA_MS 5000  /* after SIGKILL, how long we wait before giving up */
+#define STOP_TICK_MS 100    /* while stopping, how often we look for new orphans */
+#define SETTLE_MS 1000      /* after the first bad exit, how long the others may end alone */
+#define USR_SETTLE_MS 30000 /* after a worker's SIGUSR1/2 exit, how long the others may take */
 
 typedef hooprun_worker worker;
 
@@ -151,10 +152,20 @@ static void worker_ended(supervisor *s, worker *w, int status, int64_t now)
     int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
     /* After hooprun was interrupted, workers dying of it are expected: no culprit. */
     if (code == 0 || s->exit_code >= 0 || s->interrupted) return;
-    /* A worker that ends with 128 + the SIGUSR* hooprun forwarded (hoop-train's exit after
-     * saving on preemption) did what was asked: no failure, the others stop alike. */
-    if (s->usr_forwarded && code == 128 + s->usr_forwarded) {
+    /* A worker that ends with 128 + SIGUSR1/2 (hoop-train's exit after saving on
+     * preemption: Slurm's --signal reaches hooprun, which forwards it, or the workers
+     * themselves) did what was asked: no failure, and the others stop alike, at the same
+     * step. Without a forwarded signal they get USR_SETTLE_MS to do so. */
+    int usr = code == 128 + SIGUSR1 || code == 128 + SIGUSR2;
+    if (usr && (!s->usr_forwarded || code == 128 + s->usr_forwarded)) {
         s->stopped_code = code;
+        if (!s->usr_forwarded && !s->stop_at_ns && !s->stopping && workers_left(s) > 0) {
+            fprintf(stderr,
+                    "hooprun: rank %d stopped with exit %d (128 + %s, a preemption?); the others "
+                    "get %d s to stop alike\n",
+                    w->rank, code, strsignal(code - 128), USR_SETTLE_MS / 1000);
+            s->stop_at_ns = now + USR_SETTLE_MS * 1000000LL;
+        }
         return;
     }
     s->exit_code = code;
@@ -436,11 +447,18 @@ int hooprun_supervise(const hooprun_plan *plan, int *failed)
         begin_stop(&s); /* their deaths by SIGTERM are ours, not theirs */
     }
     run_loop(&s);
-    int rc = s.interrupted ? 128 + s.interrupted : 0;
+    int all_ok = !s.spawn_failed;
+    for (int i = 0; i < s.n; i++)
+        all_ok = all_ok && WIFEXITED(s.w[i].status) && WEXITSTATUS(s.w[i].status) == 0;
+    /* Interrupted, but every worker finished its work: that is success, whatever came in. */
+    int rc = s.interrupted && !all_ok ? 128 + s.interrupted : 0;
+    if (s.interrupted && all_ok)
+        fprintf(stderr, "hooprun: every worker exited 0 after the %s; exiting 0\n",
+                strsignal(s.interrupted));
     if (!s.interrupted && s.exit_code < 0 && s.stopped_code) {
         rc = s.stopped_code; /* every worker ended well or as the forwarded signal asked */
         fprintf(stderr, "hooprun: the workers stopped on %s as asked (exit %d)\n",
-                strsignal(s.usr_forwarded), rc);
+                strsignal(rc - 128), rc);
     }
     if (s.spawn_failed)
         rc = 1;

@@ -36,6 +36,13 @@ EXTRA_DIST += tests/ddp_train.sh tests/train_lib.sh
 
 # hoop-plot: loss/accuracy curves from --metrics files, busbw against size from
 # hoop-bench or nccl-tests JSON (python3 with Debian's python3-matplotlib).
-dist_bin_SCRIPTS = tools/hoop-plot
+# Made from tools/hoop-plot.in at build time, with the package's version in it.
+bin_SCRIPTS = tools/hoop-plot
+EXTRA_DIST += tools/hoop-plot.in
+CLEANFILES += tools/hoop-plot
+tools/hoop-plot: tools/hoop-plot.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) tools && \
+	sed -e 's|@PACKAGE_VERSION[@]|$(PACKAGE_VERSION)|g' $(srcdir)/tools/hoop-plot.in > $@.tmp && \
+	chmod +x $@.tmp && mv $@.tmp $@
 TESTS += tests/hoop_plot.sh
 EXTRA_DIST += tests/hoop_plot.sh

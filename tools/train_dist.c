@@ -22,7 +22,9 @@ hoop_status train_dist_init(train_dist *d)
 {
     memset(d, 0, sizeof(*d));
     d->world_size = 1;
-    if (!hoop__env_dist_wanted()) return HOOP_OK; /* WORLD_SIZE set, or an srun step */
+    /* Alone (no part of env:// set, not an srun task): the HOOP_* settings are still
+     * checked, as hoop_comm_init_env would, so a typo is refused instead of ignored. */
+    if (!hoop__env_dist_wanted()) return hoop__env_check_all();
     HOOP_CHECK(hoop_comm_init_env(&d->comm));
     d->rank = hoop_comm_rank(d->comm);
     d->world_size = hoop_comm_world_size(d->comm);

@@ -48,12 +48,26 @@ static hoop_status no_verbs(const char *name, const char *text, int64_t num)
     return HOOP_OK;
 }
 
+/* HOOP_DEBUG_SUBSYS: a comma list of the log's subsystems (log.c parses it). */
+static hoop_status subsystems(const char *name, const char *text, int64_t num)
+{
+    unsigned mask;
+    char bad[64];
+    (void)num;
+    if (!text || hoop__log_parse_mask(text, &mask, bad, (int)sizeof(bad))) return HOOP_OK;
+    return HOOP_ERROR(HOOP_ERR_INVALID,
+                      "%s='%s': '%s' is not a subsystem (INIT,BOOT,NET,TCP,IB,COLL,CUDA,ALLOC,"
+                      "AUTOGRAD,DDP,ENV,DATA,LAUNCH,ALL; ^ excludes)",
+                      name, text, bad);
+}
+
 /* Rules beyond type, range and choices, for the settings that have one; the getters
  * apply them, so hooprun's check and every reader agree. */
 static hoop_status rule_of(const hoop_env_param *p, const char *text, int64_t num)
 {
     if (strcmp(p->name, "HOOP_SHM_BYTES") == 0) return power_of_two(p->name, text, num);
     if (strcmp(p->name, "HOOP_TRANSPORT") == 0) return no_verbs(p->name, text, num);
+    if (strcmp(p->name, "HOOP_DEBUG_SUBSYS") == 0) return subsystems(p->name, text, num);
     return HOOP_OK;
 }
 
@@ -175,8 +189,11 @@ hoop_status hoop__parse_seconds_ms(const char *what, const char *s, int64_t *out
     char *end;
     errno = 0;
     double v = (s && *s) ? strtod(s, &end) : -1;
-    if (s == NULL || *s == '\0' || errno != 0 || *end != '\0' || !isfinite(v) || v < 0 || v > 1e9)
+    if (s == NULL || *s == '\0' || (errno != 0 && errno != ERANGE) || *end != '\0' || isnan(v) ||
+        v < 0)
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a number of seconds", what, s ? s : "");
+    if (errno == ERANGE || v > 1e9) /* a billion seconds (31 years) is the longest deadline */
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is too large: at most 1e9 seconds", what, s);
     *out_ms = (int64_t)llround(v * 1000.0);
     return HOOP_OK;
 }
@@ -385,9 +402,15 @@ static hoop_status dist_token(hoop_dist_env *out, const hoop_slurm_task *sl)
 
 int hoop__env_dist_wanted(void)
 {
-    const char *ws = getenv("WORLD_SIZE"), *step = getenv("SLURM_STEP_ID");
-    const char *procid = getenv("SLURM_PROCID");
-    if (ws && *ws) return 1;
+    static const char *contract[] = {"WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR",
+                                     "MASTER_PORT"};
+    const char *step = getenv("SLURM_STEP_ID"), *procid = getenv("SLURM_PROCID");
+    /* Any part of the env:// contract means a distributed job: hoop__env_dist then names
+     * what is missing or malformed, instead of the program running alone unawares. */
+    for (size_t i = 0; i < sizeof(contract) / sizeof(contract[0]); i++) {
+        const char *v = getenv(contract[i]);
+        if (v && *v) return 1;
+    }
     return step && *step && procid && *procid;
 }
 

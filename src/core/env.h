@@ -87,9 +87,10 @@ typedef struct hoop_dist_env {
 } hoop_dist_env;
 
 /* Does the environment describe a distributed job, so that a program should call
- * hoop_comm_init_env rather than run alone? 1 when WORLD_SIZE is set (hooprun, or by
- * hand) or when this process is a task of an srun step (SLURM_STEP_ID and SLURM_PROCID
- * set, see hoop__env_dist); 0 otherwise. Reads only; never fails. */
+ * hoop_comm_init_env rather than run alone? 1 when any of WORLD_SIZE, RANK, LOCAL_RANK,
+ * MASTER_ADDR, MASTER_PORT is set (hooprun, or by hand: a partial contract is then
+ * refused by hoop__env_dist, naming what is missing) or when this process is a task of
+ * an srun step (SLURM_STEP_ID and SLURM_PROCID set); 0 otherwise. Never fails. */
 int hoop__env_dist_wanted(void);
 
 /* Reads and validates the contract. HOOP_ERR_INVALID names the variable and the rule
