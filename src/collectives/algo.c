@@ -186,6 +186,20 @@ int32_t hoop__sched_add(hoop__sched *s, hoop__step st)
     return (int32_t)s->n++;
 }
 
+hoop_status hoop__sched_copy(hoop__sched *s, const hoop__sched *from)
+{
+    if (s->cap < from->n) {
+        HOOP_CHECK(hoop__realloc(&s->steps, from->n));
+        s->cap = from->n;
+    }
+    if (from->n) memcpy(s->steps, from->steps, from->n * sizeof(*s->steps));
+    s->n = from->n;
+    s->voted = from->voted;
+    s->scratch_bytes = from->scratch_bytes;
+    s->err = HOOP_OK;
+    return HOOP_OK;
+}
+
 void hoop__sched_reset(hoop__sched *s)
 {
     s->n = 0;

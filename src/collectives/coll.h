@@ -101,6 +101,8 @@ typedef struct hoop__coll_args {
 
 /* Appends a step; returns its index, or -1 after recording HOOP_ERR_NOMEM in s->err. */
 int32_t hoop__sched_add(hoop__sched *s, hoop__step st);
+/* Makes s a copy of from's steps (s's storage reused); HOOP_ERR_NOMEM. */
+hoop_status hoop__sched_copy(hoop__sched *s, const hoop__sched *from);
 /* Empties a schedule but keeps its storage for the next call. */
 void hoop__sched_reset(hoop__sched *s);
 void hoop__sched_free(hoop__sched *s);

@@ -459,6 +459,8 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
     free(comm->scratch);
     free(comm->pre);
     hoop__sched_free(&comm->sched);
+    hoop__sched_free(&comm->vote_tpl);
+    free(comm->exec_block);
     free(comm);
     return st == HOOP_OK ? HOOP_OK : HOOP_ERROR(st, "%s", msg);
 }

@@ -111,7 +111,10 @@ struct hoop_comm {
     /* progress thread only */
     struct hoop_request *cur;
     hoop__sched sched;
+    hoop__sched vote_tpl; /* the vote's steps, the same for every call */
     hoop__exec *exec;
+    void *exec_block; /* the executor's block, kept across calls (exec.c) */
+    size_t exec_block_bytes;
     int64_t cur_deadline;
     hoop__hdr ctl_in, abort_rec[3];
     void *ctl_req;

@@ -143,8 +143,19 @@ hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop_
                    n * (sizeof(void *) + 4 * sizeof(int32_t) + sizeof(struct fused) + 24) +
                    w * (sizeof(struct lane) + sizeof(size_t) + 16) + ns * sizeof(int) + 64;
     char *block;
-    /* One allocation per call: the executor runs once per collective, latency counts. */
-    HOOP_CHECK(hoop__calloc(&block, total));
+    /* One block per call, and the comm's cached one when it is large enough: the
+     * executor runs once per collective, and latency counts. */
+    if (env->cache && *env->cache && *env->cache_bytes >= total) {
+        block = *env->cache;
+        memset(block, 0, total);
+    } else {
+        HOOP_CHECK(hoop__calloc(&block, total));
+        if (env->cache) {
+            free(*env->cache);
+            *env->cache = block;
+            *env->cache_bytes = total;
+        }
+    }
     hoop__exec *x = carve(&block, sizeof(hoop__exec));
     x->s = s;
     x->env = *env;
@@ -172,7 +183,8 @@ hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop_
 
 void hoop__exec_free(hoop__exec *x)
 {
-    free(x); /* the executor's arrays live in the same block */
+    /* The executor's arrays live in the same block; a cached block stays the comm's. */
+    if (x && !x->env.cache) free(x);
 }
 
 static char *at(const hoop__exec *x, int buf, size_t off)
@@ -331,12 +343,9 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
     return HOOP_OK;
 }
 
-/* One round: local steps, posts, tests, local steps again. */
-static hoop_status exec_round(hoop__exec *x, int *progressed)
+/* Tests every active step once; those done leave the active set. */
+static hoop_status test_actives(hoop__exec *x, int *progressed)
 {
-    HOOP_CHECK(run_locals(x, progressed));
-    for (int k = 0; k < x->nlanes; k++)
-        HOOP_CHECK(post_lane(x, &x->lanes[k], k < x->nsend_lanes, progressed));
     for (size_t j = 0; j < x->nactive;) {
         int left;
         const hoop__step *st = &x->s->steps[x->active[j]];
@@ -350,6 +359,24 @@ static hoop_status exec_round(hoop__exec *x, int *progressed)
         else
             j++;
     }
+    return HOOP_OK;
+}
+
+/* One round: what arrived is taken (receives, reductions, local steps, merges) before
+ * anything is posted, so every send it made ready is queued before the tests that push
+ * them out: a vote and the data behind it on one link leave in one segment (TCP sends
+ * the queue of a link at its next test). */
+static hoop_status exec_round(hoop__exec *x, int *progressed)
+{
+    int posted = 0;
+    HOOP_CHECK(run_locals(x, progressed));
+    HOOP_CHECK(test_actives(x, progressed));
+    HOOP_CHECK(run_locals(x, progressed));
+    for (int k = 0; k < x->nlanes; k++)
+        HOOP_CHECK(post_lane(x, &x->lanes[k], k < x->nsend_lanes, &posted));
+    if (!posted) return HOOP_OK;
+    *progressed = 1;
+    HOOP_CHECK(test_actives(x, progressed));
     return run_locals(x, progressed);
 }
 

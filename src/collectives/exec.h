@@ -23,6 +23,9 @@ typedef struct hoop__exec_env {
     size_t elem;
     char *const *seg_base; /* DIRECT steps: each rank's copy of the segment, mapped here */
     size_t seg_off;        /* DIRECT steps: the call's buffer's offset in the segment */
+    void **cache;          /* (optional) a block the comm keeps across calls: exec_start
+                            * uses it when large enough, else replaces it; NULL = own one */
+    size_t *cache_bytes;   /* its size */
     uint64_t bytes_sent;   /* payload bytes of completed sends (output) */
     int failed_peer;       /* the peer whose link failed (output; -1 = none) */
 } hoop__exec_env;

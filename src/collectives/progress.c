@@ -384,7 +384,12 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
     comm->cur_deadline = hoop__deadline_ns(comm->timeout_ms);
     /* The vote opens the schedule, so its records lead the call on every link. */
     hoop__vote_init(comm->votes, &r->hdr, comm->rank);
-    hoop__sched_votes(&comm->sched, comm->rank, comm->world_size);
+    /* The vote's steps depend only on (rank, world_size): built once, copied per call. */
+    if (comm->vote_tpl.n == 0) {
+        hoop__sched_votes(&comm->vote_tpl, comm->rank, comm->world_size);
+        HOOP_CHECK(comm->vote_tpl.err);
+    }
+    HOOP_CHECK(hoop__sched_copy(&comm->sched, &comm->vote_tpl));
     HOOP_CHECK(hoop__coll_schedule(a, &comm->sched));
     sched_trace(comm, &comm->sched);
     if (comm->sched.scratch_bytes > comm->scratch_cap) {
@@ -408,7 +413,9 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
                           .op = op,
                           .elem = a->elem,
                           .seg_base = a->seg_base,
-                          .seg_off = a->seg_off};
+                          .seg_off = a->seg_off,
+                          .cache = &comm->exec_block,
+                          .cache_bytes = &comm->exec_block_bytes};
     return hoop__exec_start(&comm->exec, &comm->sched, &env);
 }
 
