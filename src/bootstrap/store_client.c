@@ -175,7 +175,9 @@ static hoop_status on_goodbye(hoop_store *st, hoop__rd *rd)
 /* Sends st->out and reads one reply frame into st->in; returns the reply's status
  * byte in *status and leaves a reader over the rest of the body in *rd. A GOODBYE
  * fails the call (on_goodbye). */
-static hoop_status rpc(hoop_store *st, int64_t deadline_ns, uint8_t *status, hoop__rd *rd)
+/* Sends the request built in st->out (and empties it); a request that could not be
+ * built for lack of memory is HOOP_ERR_NOMEM here, not a truncated frame. */
+static hoop_status send_request(hoop_store *st, int64_t deadline_ns)
 {
     if (st->out.oom) {
         hoop__buf_free(&st->out);
@@ -183,7 +185,12 @@ static hoop_status rpc(hoop_store *st, int64_t deadline_ns, uint8_t *status, hoo
     }
     hoop_status s = send_all(st, st->out.data, st->out.len, deadline_ns);
     st->out.len = 0;
-    HOOP_CHECK(s);
+    return s;
+}
+
+static hoop_status rpc(hoop_store *st, int64_t deadline_ns, uint8_t *status, hoop__rd *rd)
+{
+    HOOP_CHECK(send_request(st, deadline_ns));
     uint8_t hdr[4];
     HOOP_CHECK(recv_all(st, hdr, 4, deadline_ns));
     uint32_t len = hoop__get_u32_be(hdr);
@@ -349,13 +356,7 @@ static hoop_status handshake(hoop_store *st, int64_t deadline_ns, int *final)
     hoop__put_u32(&st->out, (uint32_t)st->rank);
     hoop__put_str(&st->out, st->token, strlen(st->token));
     hoop__frame_end(&st->out, at);
-    if (st->out.oom) {
-        hoop__buf_free(&st->out);
-        return HOOP_ERROR(HOOP_ERR_NOMEM, "store: out of memory building a request");
-    }
-    hoop_status s = send_all(st, st->out.data, st->out.len, deadline_ns);
-    st->out.len = 0;
-    HOOP_CHECK(s);
+    HOOP_CHECK(send_request(st, deadline_ns));
     uint8_t status = 0;
     hoop__rd rd = {0};
     HOOP_CHECK(first_reply(st, deadline_ns, &status, &rd, final));
