@@ -4,19 +4,6 @@
 # what is allowed, exit 2; --help and --help-env exit 0; an unrunnable PROG gives 127.
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 
-# expect_bad "TEXT" ARGS...: hooprun ARGS exits 2 with one stderr line containing TEXT.
-expect_bad() {
-    local text=$1
-    shift
-    "$HOOPRUN" "$@" > "$TMP/out" 2> "$TMP/err"
-    local rc=$?
-    [ "$rc" = 2 ] || fail "hooprun $* exited $rc, not 2"
-    [ "$(wc -l < "$TMP/err")" = 1 ] || fail "hooprun $* printed $(wc -l < "$TMP/err") lines"
-    assert_contains "$TMP/err" "$text"
-    [ -s "$TMP/out" ] && fail "hooprun $* printed on stdout"
-    return 0
-}
-
 expect_bad "--nproc-per-node=0 is out of range [1, 4096]" --nproc-per-node 0 true
 expect_bad "--nproc-per-node='abc' is not an integer; allowed: an integer in 1..4096" \
     --nproc-per-node abc true

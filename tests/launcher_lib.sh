@@ -44,3 +44,17 @@ assert_no_survivors() {
 assert_contains() {
     grep -qF -- "$2" "$1" || { echo "--- $1:"; cat "$1"; fail "'$2' not found in $1"; }
 }
+
+# expect_bad "TEXT" ARGS...: hooprun ARGS exits 2 with one stderr line containing TEXT,
+# and nothing on stdout.
+expect_bad() {
+    local text=$1
+    shift
+    "$HOOPRUN" "$@" > "$TMP/out" 2> "$TMP/err"
+    local rc=$?
+    [ "$rc" = 2 ] || fail "hooprun $* exited $rc, not 2"
+    [ "$(wc -l < "$TMP/err")" = 1 ] || fail "hooprun $* printed $(wc -l < "$TMP/err") lines"
+    assert_contains "$TMP/err" "$text"
+    [ -s "$TMP/out" ] && fail "hooprun $* printed on stdout"
+    return 0
+}

@@ -7,17 +7,6 @@
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 SMOKE=${top_builddir:-.}/tools/hoop-smoke
 
-# expect_bad "TEXT" ARGS...: hooprun ARGS exits 2 with one stderr line containing TEXT.
-expect_bad() {
-    local text=$1
-    shift
-    "$HOOPRUN" "$@" > "$TMP/out" 2> "$TMP/err"
-    local rc=$?
-    [ "$rc" = 2 ] || fail "hooprun $* exited $rc, not 2"
-    [ "$(wc -l < "$TMP/err")" = 1 ] || fail "hooprun $* printed $(wc -l < "$TMP/err") lines"
-    assert_contains "$TMP/err" "$text"
-}
-
 # 1. Spellings: '_' and '-' forms mean the same; --nnodes N:N; --rdzv-endpoint.
 want="[rank 5] RANK=5 LOCAL_RANK=1 WORLD_SIZE=8 LOCAL_WORLD_SIZE=4 NODE_RANK=1 MASTER_ADDR=h1 MASTER_PORT=1234"
 HOOP_TOKEN=t "$HOOPRUN" --dry-run --nproc_per_node 4 --nnodes 2:2 --node_rank 1 \

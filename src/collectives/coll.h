@@ -59,6 +59,13 @@ typedef enum hoop__step_kind {
                              * src_off and peer's at off (vote.c); fails on a mismatch */
 } hoop__step_kind;
 
+/* Steps that run on this rank alone (no link): COPY, the DIRECT kinds and VOTE. */
+static inline int hoop__step_is_local(int kind)
+{
+    return kind == HOOP__STEP_COPY || kind == HOOP__STEP_DIRECT || kind == HOOP__STEP_DIRECT_OWN ||
+           kind == HOOP__STEP_DIRECT_COPY || kind == HOOP__STEP_VOTE;
+}
+
 typedef struct hoop__step {
     uint8_t kind;    /* hoop__step_kind */
     uint8_t buf;     /* destination (RECV*, COPY) or source (SEND) */

@@ -86,9 +86,7 @@ static int staged(const hoop__step *st)
 
 static int is_local(const hoop__step *st)
 {
-    return st->kind == HOOP__STEP_COPY || st->kind == HOOP__STEP_DIRECT ||
-           st->kind == HOOP__STEP_DIRECT_OWN || st->kind == HOOP__STEP_DIRECT_COPY ||
-           st->kind == HOOP__STEP_VOTE;
+    return hoop__step_is_local(st->kind);
 }
 
 /* 1 once the vote's first merge matched: receives into user memory and reductions may
@@ -369,7 +367,6 @@ static hoop_status test_actives(hoop__exec *x, int *progressed)
 static hoop_status exec_round(hoop__exec *x, int *progressed)
 {
     int posted = 0;
-    HOOP_CHECK(run_locals(x, progressed));
     HOOP_CHECK(test_actives(x, progressed));
     HOOP_CHECK(run_locals(x, progressed));
     for (int k = 0; k < x->nlanes; k++)

@@ -339,8 +339,14 @@ static void run_local(struct hoop_request *r)
 /* HOOP_DEBUG=TRACE HOOP_DEBUG_SUBSYS=COLL prints every schedule, step by step. */
 static void sched_trace(const hoop_comm *comm, const hoop__sched *s)
 {
-    static const char *kinds[] = {
-        "send", "recv", "recv+reduce", "copy", "direct", "direct (own copy)", "direct copy"};
+    static const char *const kinds[] = {[HOOP__STEP_SEND] = "send",
+                                        [HOOP__STEP_RECV] = "recv",
+                                        [HOOP__STEP_RECV_REDUCE] = "recv+reduce",
+                                        [HOOP__STEP_COPY] = "copy",
+                                        [HOOP__STEP_DIRECT] = "direct",
+                                        [HOOP__STEP_DIRECT_OWN] = "direct (own copy)",
+                                        [HOOP__STEP_DIRECT_COPY] = "direct copy",
+                                        [HOOP__STEP_VOTE] = "vote merge"};
     if (!hoop__log_on(HOOP_LOG_TRACE, HOOP_LOG_COLL)) return;
     for (size_t i = 0; i < s->n; i++) {
         const hoop__step *st = &s->steps[i];
@@ -348,6 +354,18 @@ static void sched_trace(const hoop_comm *comm, const hoop__sched *s)
                    comm->rank, i, kinds[st->kind], st->peer, st->buf, st->off, st->bytes,
                    st->dep[0], st->dep[1], st->final ? " final" : "");
     }
+}
+
+/* Makes *buf (*cap bytes, kept across calls) hold at least bytes; contents not kept. */
+static hoop_status grow(void **buf, size_t *cap, size_t bytes)
+{
+    if (bytes <= *cap) return HOOP_OK;
+    free(*buf);
+    *buf = NULL;
+    *cap = 0;
+    HOOP_CHECK(hoop__calloc((char **)buf, bytes));
+    *cap = bytes;
+    return HOOP_OK;
 }
 
 /* A 16-bit average through the links (not direct): each rank's input is divided by
@@ -363,13 +381,7 @@ static hoop_status prescale(hoop_comm *comm, const hoop__coll_args *a, const voi
     int half = a->dtype == HOOP_DTYPE_F16 || a->dtype == HOOP_DTYPE_BF16;
     if (a->op != HOOP_OP_AVG || !half || a->algo == HOOP_ALGO_DIRECT) return HOOP_OK;
     size_t count = a->count * (a->coll == HOOP__COLL_REDUCE_SCATTER ? (size_t)a->world_size : 1);
-    if (count * a->elem > comm->pre_cap) {
-        free(comm->pre);
-        comm->pre = NULL;
-        comm->pre_cap = 0;
-        HOOP_CHECK(hoop__calloc((char **)&comm->pre, count * a->elem));
-        comm->pre_cap = count * a->elem;
-    }
+    HOOP_CHECK(grow(&comm->pre, &comm->pre_cap, count * a->elem));
     if (count) hoop__half_prescale(a->dtype, comm->pre, a->sendbuf, count, a->world_size);
     *in = comm->pre;
     *op = HOOP__OP_SUM_SAT;
@@ -392,13 +404,7 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
     HOOP_CHECK(hoop__sched_copy(&comm->sched, &comm->vote_tpl));
     HOOP_CHECK(hoop__coll_schedule(a, &comm->sched));
     sched_trace(comm, &comm->sched);
-    if (comm->sched.scratch_bytes > comm->scratch_cap) {
-        free(comm->scratch);
-        comm->scratch = NULL;
-        comm->scratch_cap = 0;
-        HOOP_CHECK(hoop__calloc((char **)&comm->scratch, comm->sched.scratch_bytes));
-        comm->scratch_cap = comm->sched.scratch_bytes;
-    }
+    HOOP_CHECK(grow(&comm->scratch, &comm->scratch_cap, comm->sched.scratch_bytes));
     HOOP_CHECK(prescale(comm, a, &in, &op));
     hoop__exec_env env = {.world_size = comm->world_size,
                           .rank = comm->rank,
@@ -466,8 +472,7 @@ static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, in
     if (st && st->buf == HOOP__BUF_VOTE) {
         *kind = hoop__vote_wait_info(st, comm->rank, comm->world_size, why, cap) ? 1 : 3;
         *culprit = st->peer;
-    } else if (st && st->kind != HOOP__STEP_COPY && st->kind != HOOP__STEP_DIRECT &&
-               st->kind != HOOP__STEP_DIRECT_OWN && st->kind != HOOP__STEP_DIRECT_COPY) {
+    } else if (st && !hoop__step_is_local(st->kind)) {
         snprintf(why, cap, "for data from rank %d", st->peer);
         *culprit = st->peer;
     }

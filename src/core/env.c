@@ -354,15 +354,24 @@ static hoop_status dist_int(const char *name, int64_t min, int64_t max, int requ
 
 /* Is any variable of the contract unset? Only then are Slurm's variables read, so that
  * workers hooprun started under srun (which set everything) never depend on them. */
+/* The env:// contract's variables. */
+static const char *const contract[] = {"MASTER_ADDR", "MASTER_PORT",      "WORLD_SIZE",
+                                       "RANK",        "LOCAL_WORLD_SIZE", "LOCAL_RANK"};
+
+/* How many of them are set (non-empty). */
+static size_t contract_set(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < HOOP_ARRAY_SIZE(contract); i++) {
+        const char *v = getenv(contract[i]);
+        n += v != NULL && *v != '\0';
+    }
+    return n;
+}
+
 static int contract_incomplete(void)
 {
-    static const char *const names[] = {"MASTER_ADDR", "MASTER_PORT",      "WORLD_SIZE",
-                                        "RANK",        "LOCAL_WORLD_SIZE", "LOCAL_RANK"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        const char *v = getenv(names[i]);
-        if (v == NULL || *v == '\0') return 1;
-    }
-    return 0;
+    return contract_set() < HOOP_ARRAY_SIZE(contract);
 }
 
 static hoop_status dist_master(hoop_dist_env *out, const hoop_slurm_task *sl)
@@ -402,15 +411,10 @@ static hoop_status dist_token(hoop_dist_env *out, const hoop_slurm_task *sl)
 
 int hoop__env_dist_wanted(void)
 {
-    static const char *contract[] = {"WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR",
-                                     "MASTER_PORT"};
     const char *step = getenv("SLURM_STEP_ID"), *procid = getenv("SLURM_PROCID");
     /* Any part of the env:// contract means a distributed job: hoop__env_dist then names
      * what is missing or malformed, instead of the program running alone unawares. */
-    for (size_t i = 0; i < sizeof(contract) / sizeof(contract[0]); i++) {
-        const char *v = getenv(contract[i]);
-        if (v && *v) return 1;
-    }
+    if (contract_set() > 0) return 1;
     return step && *step && procid && *procid;
 }
 

@@ -87,8 +87,9 @@ typedef struct hoop_dist_env {
 } hoop_dist_env;
 
 /* Does the environment describe a distributed job, so that a program should call
- * hoop_comm_init_env rather than run alone? 1 when any of WORLD_SIZE, RANK, LOCAL_RANK,
- * MASTER_ADDR, MASTER_PORT is set (hooprun, or by hand: a partial contract is then
+ * hoop_comm_init_env rather than run alone? 1 when any variable of the env:// contract
+ * (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_WORLD_SIZE, LOCAL_RANK) is set
+ * (hooprun, or by hand: a partial contract is then
  * refused by hoop__env_dist, naming what is missing) or when this process is a task of
  * an srun step (SLURM_STEP_ID and SLURM_PROCID set); 0 otherwise. Never fails. */
 int hoop__env_dist_wanted(void);
