@@ -111,15 +111,15 @@ START_TEST(test_consumer)
     for (int u = 0; u < 3; u++) {
         void *sreq, *rreq;
         /* a 3-byte message first: the next one starts at an odd stream offset */
-        ck_assert_int_eq(tp->isend(p.send, "abc", 3, 0, NULL, &sreq), HOOP_OK);
-        ck_assert_int_eq(tp->irecv(p.recv, odd, 3, 0, NULL, &rreq), HOOP_OK);
+        ck_assert_int_eq(tp->isend(p.send, "abc", 3, NULL, &sreq), HOOP_OK);
+        ck_assert_int_eq(tp->irecv(p.recv, odd, 3, NULL, &rreq), HOOP_OK);
         ck_assert_int_eq(finish(sreq, rreq, 3), HOOP_OK);
         ck_assert_int_eq(memcmp(odd, "abc", 3), 0);
         size_t bytes = n - units[u] * 7;
         fill_random(in, bytes, 77 + (uint64_t)u);
         memset(out, 0, n);
         consumer k = {.out = out, .unit = units[u]};
-        ck_assert_int_eq(tp->isend(p.send, in, bytes, 0, NULL, &sreq), HOOP_OK);
+        ck_assert_int_eq(tp->isend(p.send, in, bytes, NULL, &sreq), HOOP_OK);
         ck_assert_int_eq(tp->irecv_fn(p.recv, bytes, units[u], consume, &k, &rreq), HOOP_OK);
         ck_assert_int_eq(finish(sreq, rreq, bytes), HOOP_OK);
         ck_assert_uint_eq(k.bad, 0);
@@ -148,20 +148,20 @@ START_TEST(test_pad_full)
     unsigned char *m2 = malloc(n2), *o2 = malloc(n2);
     fill_random(m2, n2, 5);
     void *sr, *rr, *s2, *s3, *r2, *r3;
-    ck_assert_int_eq(tp->isend(p.send, m1, 9, 0, NULL, &sr), HOOP_OK);
-    ck_assert_int_eq(tp->irecv(p.recv, o1, 9, 0, NULL, &rr), HOOP_OK);
+    ck_assert_int_eq(tp->isend(p.send, m1, 9, NULL, &sr), HOOP_OK);
+    ck_assert_int_eq(tp->irecv(p.recv, o1, 9, NULL, &rr), HOOP_OK);
     ck_assert_int_eq(finish(sr, rr, 9), HOOP_OK);
     /* ...as seen from the receiver's tail (9): the ring is exactly full, and m3's pad
      * would cross it. Both sends are queued before any receive is posted. */
-    ck_assert_int_eq(tp->isend(p.send, m2, n2, 0, NULL, &s2), HOOP_OK);
-    ck_assert_int_eq(tp->isend(p.send, m3, 8, 0, NULL, &s3), HOOP_OK);
+    ck_assert_int_eq(tp->isend(p.send, m2, n2, NULL, &s2), HOOP_OK);
+    ck_assert_int_eq(tp->isend(p.send, m3, 8, NULL, &s3), HOOP_OK);
     for (int k = 0; k < 100; k++) { /* the sender pushes all it can first */
         int d;
         ck_assert_int_eq(tp->test(s3, &d, NULL), HOOP_OK);
         ck_assert(!d);
     }
-    ck_assert_int_eq(tp->irecv(p.recv, o2, n2, 0, NULL, &r2), HOOP_OK);
-    ck_assert_int_eq(tp->irecv(p.recv, o3, 8, 0, NULL, &r3), HOOP_OK);
+    ck_assert_int_eq(tp->irecv(p.recv, o2, n2, NULL, &r2), HOOP_OK);
+    ck_assert_int_eq(tp->irecv(p.recv, o3, 8, NULL, &r3), HOOP_OK);
     ck_assert_int_eq(finish(s2, r2, n2), HOOP_OK);
     ck_assert_int_eq(finish(s3, r3, 8), HOOP_OK);
     ck_assert_int_eq(memcmp(o1, m1, 9), 0);
@@ -207,8 +207,8 @@ START_TEST(test_send_recv)
         fill_random(a, n + 1, 1000 + k);
         memset(b, 0xee, n + 1);
         void *sreq = NULL, *rreq = NULL;
-        ck_assert_int_eq(tp->isend(p.send, a, n, 0, NULL, &sreq), HOOP_OK);
-        ck_assert_int_eq(tp->irecv(p.recv, b, n, 0, NULL, &rreq), HOOP_OK);
+        ck_assert_int_eq(tp->isend(p.send, a, n, NULL, &sreq), HOOP_OK);
+        ck_assert_int_eq(tp->irecv(p.recv, b, n, NULL, &rreq), HOOP_OK);
         ck_assert_ptr_nonnull(sreq);
         ck_assert_ptr_nonnull(rreq);
         ck_assert_int_eq(finish(sreq, rreq, n), HOOP_OK);
@@ -227,11 +227,9 @@ START_TEST(test_send_recv)
     fill_random(a, off[K], 77);
     void *sr[K], *rr[K];
     for (int i = 0; i < K; i++)
-        ck_assert_int_eq(tp->isend(p.send, a + off[i], off[i + 1] - off[i], 0, NULL, &sr[i]),
-                         HOOP_OK);
+        ck_assert_int_eq(tp->isend(p.send, a + off[i], off[i + 1] - off[i], NULL, &sr[i]), HOOP_OK);
     for (int i = 0; i < K; i++)
-        ck_assert_int_eq(tp->irecv(p.recv, b + off[i], off[i + 1] - off[i], 0, NULL, &rr[i]),
-                         HOOP_OK);
+        ck_assert_int_eq(tp->irecv(p.recv, b + off[i], off[i + 1] - off[i], NULL, &rr[i]), HOOP_OK);
     ck_assert_int_eq(finish(sr[K - 1], rr[K - 1], off[K] - off[K - 1]), HOOP_OK);
     for (int i = 0; i < K - 1; i++) {
         int sd = 0, rd = 0;
@@ -279,7 +277,7 @@ static int child_send(void *handle, int go)
     double ms;
     if (!buf || child_connect(handle, &ctx, &send) != HOOP_OK) return 10;
     fill_random(buf, FORK_BYTES, FORK_SEED);
-    if (tp->isend(send, buf, FORK_BYTES, 0, NULL, &req) != HOOP_OK) return 11;
+    if (tp->isend(send, buf, FORK_BYTES, NULL, &req) != HOOP_OK) return 11;
     if (wait_req(req, 10000, &ms) != HOOP_OK) return 12;
     struct pollfd pfd = {.fd = go, .events = POLLIN};
     if (poll(&pfd, 1, 10000) != 1 || read(go, &b, 1) != 1) return 13;
@@ -328,7 +326,7 @@ START_TEST(test_fork)
     void *req = NULL;
     double ms;
     fill_random(want, FORK_BYTES, FORK_SEED);
-    ck_assert_int_eq(tp->irecv(recv, got, FORK_BYTES, 0, NULL, &req), HOOP_OK);
+    ck_assert_int_eq(tp->irecv(recv, got, FORK_BYTES, NULL, &req), HOOP_OK);
     ck_assert_int_eq(wait_req(req, 10000, &ms), HOOP_OK);
     ck_assert_msg(memcmp(want, got, FORK_BYTES) == 0, "8 MiB from the child corrupted");
     ck_assert_int_eq(write(go[1], "x", 1), 1);
@@ -368,7 +366,7 @@ START_TEST(test_fork_kill)
     char buf[64];
     void *req = NULL;
     double ms;
-    ck_assert_int_eq(tp->irecv(recv, buf, sizeof(buf), 0, NULL, &req), HOOP_OK);
+    ck_assert_int_eq(tp->irecv(recv, buf, sizeof(buf), NULL, &req), HOOP_OK);
     ck_assert_int_eq(tp->test(req, &done, NULL), HOOP_OK);
     ck_assert_int_eq(done, 0);
     ck_assert_int_eq(kill(pid, SIGKILL), 0);
@@ -395,19 +393,19 @@ START_TEST(test_peer_close)
     double ms;
     fill_random(out, sizeof(out), 5);
     ck_assert_int_eq(connect_pair(&p, NULL, NULL, 4096), HOOP_OK);
-    ck_assert_int_eq(tp->isend(p.send, out, sizeof(out), 0, NULL, &sreq), HOOP_OK);
+    ck_assert_int_eq(tp->isend(p.send, out, sizeof(out), NULL, &sreq), HOOP_OK);
     ck_assert_int_eq(finish(sreq, NULL, sizeof(out)), HOOP_OK);
     ck_assert_int_eq(tp->close(p.send), HOOP_OK);
     p.send = NULL;
-    ck_assert_int_eq(tp->irecv(p.recv, in, sizeof(in), 0, NULL, &rreq), HOOP_OK);
+    ck_assert_int_eq(tp->irecv(p.recv, in, sizeof(in), NULL, &rreq), HOOP_OK);
     ck_assert_int_eq(finish(NULL, rreq, sizeof(in)), HOOP_OK);
     ck_assert(memcmp(out, in, sizeof(in)) == 0);
-    ck_assert_int_eq(tp->irecv(p.recv, in, 8, 0, NULL, &rreq), HOOP_OK);
+    ck_assert_int_eq(tp->irecv(p.recv, in, 8, NULL, &rreq), HOOP_OK);
     ck_assert_int_eq(wait_req(rreq, 3000, &ms), HOOP_ERR_REMOTE);
     ck_assert_msg(ms < 1000, "close noticed after %.0f ms", ms);
     ck_assert_ptr_nonnull(strstr(hoop_last_error(), "rank 0"));
     /* The comm stays failed: new requests fail at once. */
-    ck_assert_int_eq(tp->irecv(p.recv, in, 8, 0, NULL, &rreq), HOOP_ERR_REMOTE);
+    ck_assert_int_eq(tp->irecv(p.recv, in, 8, NULL, &rreq), HOOP_ERR_REMOTE);
     close_pair(&p);
 }
 END_TEST
@@ -422,7 +420,7 @@ START_TEST(test_stalled_sender)
     int done = 1;
     double ms;
     ck_assert_int_eq(connect_pair(&p, NULL, NULL, 4096), HOOP_OK);
-    ck_assert_int_eq(tp->isend(p.send, buf, N, 0, NULL, &sreq), HOOP_OK);
+    ck_assert_int_eq(tp->isend(p.send, buf, N, NULL, &sreq), HOOP_OK);
     ck_assert_int_eq(tp->test(sreq, &done, NULL), HOOP_OK);
     ck_assert_int_eq(done, 0);
     ck_assert_int_eq(tp->close(p.recv), HOOP_OK);
@@ -464,7 +462,7 @@ static void send_then_close(void *arg)
     struct late_send *ls = arg;
     void *req = NULL;
     ls->ran = 1;
-    ls->st = tp->isend(ls->p->send, ls->msg, 8, 0, NULL, &req);
+    ls->st = tp->isend(ls->p->send, ls->msg, 8, NULL, &req);
     if (ls->st == HOOP_OK) ls->st = tp->test(req, &ls->done, NULL);
     if (ls->st == HOOP_OK) ls->st = tp->close(ls->p->send);
     ls->p->send = NULL;
@@ -480,7 +478,7 @@ START_TEST(test_close_race)
     void *rreq = NULL;
     int done = 0;
     ck_assert_int_eq(connect_pair(&p, NULL, NULL, 4096), HOOP_OK);
-    ck_assert_int_eq(tp->irecv(p.recv, in, sizeof(in), 0, NULL, &rreq), HOOP_OK);
+    ck_assert_int_eq(tp->irecv(p.recv, in, sizeof(in), NULL, &rreq), HOOP_OK);
     struct late_send ls = {.p = &p, .msg = out};
     usleep(1000); /* past the transport's peek interval */
     peek_arg = &ls;
@@ -657,8 +655,8 @@ static void *run_side(void *arg)
     void *req = NULL;
     int done = 0;
     usleep((useconds_t)s->delay_ms * 1000);
-    s->st = s->send ? tp->isend(s->comm, s->buf, s->bytes, 0, NULL, &req)
-                    : tp->irecv(s->comm, s->buf, s->bytes, 0, NULL, &req);
+    s->st = s->send ? tp->isend(s->comm, s->buf, s->bytes, NULL, &req)
+                    : tp->irecv(s->comm, s->buf, s->bytes, NULL, &req);
     int64_t deadline = hoop__deadline_ns(10000);
     while (s->st == HOOP_OK && hoop__now_ns() < deadline) {
         s->st = tp->test(req, &done, NULL);
@@ -695,9 +693,9 @@ START_TEST(test_doorbell)
                          .send = !sender_sleeps,
                          .delay_ms = 100};
     if (sender_sleeps)
-        ck_assert_int_eq(tp->isend(mine, a, bytes, 0, NULL, &req), HOOP_OK);
+        ck_assert_int_eq(tp->isend(mine, a, bytes, NULL, &req), HOOP_OK);
     else
-        ck_assert_int_eq(tp->irecv(mine, b, bytes, 0, NULL, &req), HOOP_OK);
+        ck_assert_int_eq(tp->irecv(mine, b, bytes, NULL, &req), HOOP_OK);
     ck_assert_int_eq(tp->test(req, &done, NULL), HOOP_OK);
     ck_assert_int_eq(done, 0);
     struct pollfd fds[4];
@@ -747,8 +745,8 @@ START_TEST(test_no_fd_leak)
     fill_random(msg, sizeof(msg), 3);
     ck_assert_int_eq(connect_pair(&p, "k", "k", 4096), HOOP_OK);
     ck_assert_int_ge(open_fds(), before + 8); /* sockets, memfds and eventfds are counted */
-    ck_assert_int_eq(tp->isend(p.send, msg, sizeof(msg), 0, NULL, &sreq), HOOP_OK);
-    ck_assert_int_eq(tp->irecv(p.recv, in, sizeof(in), 0, NULL, &rreq), HOOP_OK);
+    ck_assert_int_eq(tp->isend(p.send, msg, sizeof(msg), NULL, &sreq), HOOP_OK);
+    ck_assert_int_eq(tp->irecv(p.recv, in, sizeof(in), NULL, &rreq), HOOP_OK);
     ck_assert_int_eq(finish(sreq, rreq, sizeof(msg)), HOOP_OK);
     ck_assert(memcmp(msg, in, sizeof(in)) == 0);
     close_pair(&p);

@@ -67,8 +67,8 @@ START_TEST(test_send_recv)
         unsigned char *a = malloc(n), *b = calloc(n, 1);
         for (size_t i = 0; i < n; i++) a[i] = (unsigned char)(i * 131 + k);
         void *sreq = NULL, *rreq = NULL;
-        ck_assert_int_eq(tp->isend(p.send, a, n, 0, NULL, &sreq), HOOP_OK);
-        ck_assert_int_eq(tp->irecv(p.recv, b, n, 0, NULL, &rreq), HOOP_OK);
+        ck_assert_int_eq(tp->isend(p.send, a, n, NULL, &sreq), HOOP_OK);
+        ck_assert_int_eq(tp->irecv(p.recv, b, n, NULL, &rreq), HOOP_OK);
         ck_assert_int_eq(finish(sreq, rreq), HOOP_OK);
         ck_assert_msg(memcmp(a, b, n) == 0, "size %zu corrupted", n);
         free(a);
@@ -80,8 +80,8 @@ START_TEST(test_send_recv)
     void *sr[K], *rr[K];
     for (int i = 0; i < K; i++) {
         out[i] = 0xabc00000u + (uint32_t)i;
-        ck_assert_int_eq(tp->isend(p.send, &out[i], 4, 0, NULL, &sr[i]), HOOP_OK);
-        ck_assert_int_eq(tp->irecv(p.recv, &in[i], 4, 0, NULL, &rr[i]), HOOP_OK);
+        ck_assert_int_eq(tp->isend(p.send, &out[i], 4, NULL, &sr[i]), HOOP_OK);
+        ck_assert_int_eq(tp->irecv(p.recv, &in[i], 4, NULL, &rr[i]), HOOP_OK);
     }
     for (int i = K - 1; i >= 0; i--) ck_assert_int_eq(finish(sr[i], rr[i]), HOOP_OK);
     for (int i = 0; i < K; i++) ck_assert_uint_eq(in[i], out[i]);
@@ -95,7 +95,7 @@ START_TEST(test_peer_close)
     char buf[64];
     void *rreq = NULL;
     ck_assert_int_eq(connect_pair(&p, NULL, NULL, 2), HOOP_OK);
-    ck_assert_int_eq(tp->irecv(p.recv, buf, sizeof(buf), 0, NULL, &rreq), HOOP_OK);
+    ck_assert_int_eq(tp->irecv(p.recv, buf, sizeof(buf), NULL, &rreq), HOOP_OK);
     ck_assert_int_eq(tp->close(p.send), HOOP_OK);
     p.send = NULL;
     int done = 0;
@@ -105,7 +105,7 @@ START_TEST(test_peer_close)
     ck_assert_int_eq(st, HOOP_ERR_REMOTE);
     ck_assert_ptr_nonnull(strstr(hoop_last_error(), "rank 0"));
     /* The comm stays failed: new requests fail at once. */
-    ck_assert_int_eq(tp->irecv(p.recv, buf, 8, 0, NULL, &rreq), HOOP_ERR_REMOTE);
+    ck_assert_int_eq(tp->irecv(p.recv, buf, 8, NULL, &rreq), HOOP_ERR_REMOTE);
     close_pair(&p);
 }
 END_TEST

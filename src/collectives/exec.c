@@ -252,14 +252,14 @@ static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int *pr
         x->env.failed_peer = st->peer;
         if (is_send) {
             if (!deps_ok(x, st)) return HOOP_OK;
-            HOOP_CHECK(c->tp->isend(c, at(x, st->buf, st->off), st->bytes, 0, NULL, &req));
+            HOOP_CHECK(c->tp->isend(c, at(x, st->buf, st->off), st->bytes, NULL, &req));
         } else if (!staged(st)) {
             if (!allow_recv) return HOOP_OK;
-            HOOP_CHECK(c->tp->irecv(c, at(x, st->buf, st->off), st->bytes, 0, NULL, &req));
+            HOOP_CHECK(c->tp->irecv(c, at(x, st->buf, st->off), st->bytes, NULL, &req));
         } else if (x->stg[x->stg_cur] != i) {
             return HOOP_OK;
         } else if (st->kind == HOOP__STEP_RECV && allow_recv && deps_ok(x, st)) {
-            HOOP_CHECK(c->tp->irecv(c, at(x, st->buf, st->off), st->bytes, 0, NULL, &req));
+            HOOP_CHECK(c->tp->irecv(c, at(x, st->buf, st->off), st->bytes, NULL, &req));
             if (req) x->stg_cur++;
         } else if (st->kind == HOOP__STEP_RECV_REDUCE && c->tp->irecv_fn && deps_ok(x, st)) {
             if (!allow_recv) return HOOP_OK;
@@ -273,7 +273,7 @@ static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int *pr
             if (x->nfree == 0 || st->bytes > x->env.slot_bytes) return HOOP_OK;
             int slot = x->free_slots[x->nfree - 1];
             HOOP_CHECK(c->tp->irecv(c, x->env.slots + (size_t)slot * x->env.slot_bytes, st->bytes,
-                                    0, NULL, &req));
+                                    NULL, &req));
             if (req) {
                 x->nfree--;
                 x->slot[i] = (int16_t)slot;

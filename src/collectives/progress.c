@@ -104,7 +104,7 @@ static void ctl_flush(hoop_comm *comm, const hoop__hdr *recs, int n)
     if (!comm->ctl_send) return;
     const struct hoop_transport *tp = comm->ctl_send->tp;
     for (int i = 0; i < n; i++) {
-        while (tp->isend(comm->ctl_send, &recs[i], sizeof(recs[i]), 0, NULL, &reqs[i]) == HOOP_OK &&
+        while (tp->isend(comm->ctl_send, &recs[i], sizeof(recs[i]), NULL, &reqs[i]) == HOOP_OK &&
                !reqs[i] && hoop__now_ns() < deadline)
             usleep(100);
         if (!reqs[i]) return;
@@ -279,8 +279,8 @@ static void ctl_progress(hoop_comm *comm, int *progressed)
     while (comm->ctl_recv && !comm->ctl_eof) {
         const struct hoop_transport *tp = comm->ctl_recv->tp;
         int done = 0;
-        if (!comm->ctl_req && (tp->irecv(comm->ctl_recv, &comm->ctl_in, sizeof(comm->ctl_in), 0,
-                                         NULL, &comm->ctl_req) != HOOP_OK ||
+        if (!comm->ctl_req && (tp->irecv(comm->ctl_recv, &comm->ctl_in, sizeof(comm->ctl_in), NULL,
+                                         &comm->ctl_req) != HOOP_OK ||
                                !comm->ctl_req))
             return;
         hoop_status st = tp->test(comm->ctl_req, &done, NULL);

@@ -703,22 +703,21 @@ static hoop_status post(struct shm_comm *c, void *buf, size_t bytes, void **out)
     return HOOP_OK;
 }
 
-static hoop_status shm_isend(struct hoop_tp_comm *tc, const void *buf, size_t bytes, uint32_t tag,
-                             void *mr, void **req)
+static hoop_status shm_isend(struct hoop_tp_comm *tc, const void *buf, size_t bytes, void *mr,
+                             void **req)
 {
     struct shm_comm *c = HOOP_CONTAINER_OF(tc, struct shm_comm, base);
-    (void)tag, (void)mr;
+    (void)mr;
     if (c->kind != SK_SEND) return HOOP_INTERNAL_ERROR("shm isend on a non-send comm");
     HOOP_CHECK(post(c, (void *)buf, bytes, req));
     (void)comm_progress(c); /* small messages leave at once; a failure shows in test */
     return HOOP_OK;
 }
 
-static hoop_status shm_irecv(struct hoop_tp_comm *tc, void *buf, size_t bytes, uint32_t tag,
-                             void *mr, void **req)
+static hoop_status shm_irecv(struct hoop_tp_comm *tc, void *buf, size_t bytes, void *mr, void **req)
 {
     struct shm_comm *c = HOOP_CONTAINER_OF(tc, struct shm_comm, base);
-    (void)tag, (void)mr;
+    (void)mr;
     if (c->kind != SK_RECV) return HOOP_INTERNAL_ERROR("shm irecv on a non-recv comm");
     return post(c, buf, bytes, req);
 }
@@ -810,6 +809,7 @@ static hoop_status shm_close(struct hoop_tp_comm *tc)
 
 const struct hoop_transport hoop__transport_shm = {
     .name = "shm",
+    .preference = 0, /* within a host, nothing is faster */
     .api_version = HOOP_TRANSPORT_API_VERSION,
     .init = shm_init,
     .listen = shm_listen,

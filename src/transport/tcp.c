@@ -647,19 +647,18 @@ static hoop_status post(struct tcp_comm *c, void *buf, size_t bytes, void **out)
     return HOOP_OK;
 }
 
-static hoop_status tcp_isend(struct hoop_tp_comm *tc, const void *buf, size_t bytes, uint32_t tag,
-                             void *mr, void **req)
+static hoop_status tcp_isend(struct hoop_tp_comm *tc, const void *buf, size_t bytes, void *mr,
+                             void **req)
 {
-    (void)tag, (void)mr;
+    (void)mr;
     struct tcp_comm *c = HOOP_CONTAINER_OF(tc, struct tcp_comm, base);
     if (c->kind != TK_SEND) return HOOP_ERROR(HOOP_ERR_USAGE, "isend on a recv comm");
     return post(c, (void *)buf, bytes, req);
 }
 
-static hoop_status tcp_irecv(struct hoop_tp_comm *tc, void *buf, size_t bytes, uint32_t tag,
-                             void *mr, void **req)
+static hoop_status tcp_irecv(struct hoop_tp_comm *tc, void *buf, size_t bytes, void *mr, void **req)
 {
-    (void)tag, (void)mr;
+    (void)mr;
     struct tcp_comm *c = HOOP_CONTAINER_OF(tc, struct tcp_comm, base);
     if (c->kind != TK_RECV) return HOOP_ERROR(HOOP_ERR_USAGE, "irecv on a send comm");
     return post(c, buf, bytes, req);
@@ -721,6 +720,7 @@ static hoop_status tcp_close(struct hoop_tp_comm *tc)
 
 const struct hoop_transport hoop__transport_tcp = {
     .name = "tcp",
+    .preference = 2, /* the fallback: reaches every peer */
     .api_version = HOOP_TRANSPORT_API_VERSION,
     .init = tcp_init,
     .listen = tcp_listen,

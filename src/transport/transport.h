@@ -27,7 +27,7 @@
 
 #include "hoop/status.h"
 
-#define HOOP_TRANSPORT_API_VERSION 2
+#define HOOP_TRANSPORT_API_VERSION 3
 #define HOOP_TP_HANDLE_MAX 128 /* bytes exchanged through the bootstrap store */
 #define HOOP_TP_TOKEN_MAX 64   /* longest accepted HOOP_TOKEN, bytes */
 
@@ -42,6 +42,21 @@ struct hoop_tp_config {
     const char *master_addr; /* the auto choice routes towards this host; NULL = loopback */
     int nsocks;              /* streams per link (HOOP_TCP_NSOCKS) */
     size_t ring_bytes;       /* shm: ring bytes per link, a power of two (0 = 4 MiB) */
+    struct hoop_tp_ib_config {
+        const char *hca;        /* HOOP_IB_HCA (NCCL's syntax); NULL = every device */
+        int gid_index;          /* HOOP_IB_GID_INDEX; -1 = automatic */
+        const char *addr_range; /* HOOP_IB_ADDR_RANGE: CIDR the automatic GID must be in */
+        int timeout;            /* HOOP_IB_TIMEOUT: ack timeout exponent (4.096 us x 2^t) */
+        int retry_cnt;          /* HOOP_IB_RETRY_CNT */
+        int tc, sl;             /* HOOP_IB_TC (traffic class), HOOP_IB_SL (service level) */
+        int reg_cache;          /* HOOP_IB_REG_CACHE: 1 = cache user-buffer registrations */
+    } ib;                       /* a zeroed struct means the defaults (timeout 20, retry 7) */
+};
+
+/* The cost of a link (Hockney's model): alpha seconds per message, beta seconds per byte.
+ * The collectives' alpha-beta-gamma model takes them from the links it runs over. */
+struct hoop_tp_cost {
+    double alpha, beta;
 };
 
 /* A consumer of received bytes: called in order with contiguous pieces (at = the
@@ -65,11 +80,19 @@ struct hoop_tp_comm {
  *             channel is shown to the acceptor. A refused token fails HOOP_ERR_REMOTE.
  *   accept    non-blocking: *recv_comm == NULL until a peer has connected and proved
  *             the token; strangers are refused and logged, never returned.
+ *   init      creates a context from cfg; HOOP_ERR_UNSUPPORTED when this host cannot run
+ *             the transport at all (shm: no memfd; ib: no usable device), which auto
+ *             mode takes as "go without it".
  *   reachable (optional) 1 when this context can connect to the peer that published
  *             handle, 0 when not (shm: another host or network namespace); NULL = any.
- *   reg_mr    (optional) NULL when the transport needs no registration (tcp).
+ *   reg_mr    (optional) registers bytes at buf (memory kind HOOP_TP_MEM_*) with the
+ *             context for the life of *mr; NULL when the transport needs no registration
+ *             (tcp, shm). Long-lived buffers (the communicator's staging slots) are
+ *             registered once; pass their mr to isend / irecv.
  *   dereg_mr  (optional) pairs with reg_mr.
- *   isend     queues bytes from buf; *req == NULL means "would block, retry".
+ *   isend     queues bytes from buf; *req == NULL means "would block, retry". mr is
+ *             reg_mr's handle covering buf, or NULL: the transport then registers (or
+ *             stages) buf itself (ib: through its registration cache).
  *   irecv     queues a receive of exactly bytes into buf; *req == NULL as for isend.
  *   irecv_fn  (optional) like irecv, but the bytes go to fn piece by piece, straight from
  *             the transport's memory (shm: the ring), so a reduction needs no staging
@@ -79,33 +102,36 @@ struct hoop_tp_comm {
  *             request is released. A failed comm fails every pending request.
  *   pollfds   (optional) lists up to cap pollfds a caller may sleep on for this comm;
  *             NULL for transports that are only polled by test.
+ *   cost      (optional) this context's link cost; NULL = loopback TCP's figures.
  *   close     closes a comm (safe on half-open comms); pending requests are released.
  *   finalize  destroys the context.
  */
 struct hoop_transport {
     const char *name; /* "tcp", "shm", "ib": for logs and HOOP_TRANSPORT */
     int api_version;
+    int preference; /* auto mode's order among transports that reach a peer: lower first */
     hoop_status (*init)(const struct hoop_tp_config *cfg, void **tctx);
     hoop_status (*listen)(void *tctx, void *handle, struct hoop_tp_comm **listen_comm);
     hoop_status (*connect)(void *tctx, void *handle, int channel, struct hoop_tp_comm **send_comm);
     hoop_status (*accept)(struct hoop_tp_comm *listen_comm, struct hoop_tp_comm **recv_comm);
     int (*reachable)(void *tctx, const void *handle);
-    hoop_status (*reg_mr)(struct hoop_tp_comm *c, void *buf, size_t bytes, int kind, void **mr);
-    hoop_status (*dereg_mr)(struct hoop_tp_comm *c, void *mr);
-    hoop_status (*isend)(struct hoop_tp_comm *c, const void *buf, size_t bytes, uint32_t tag,
-                         void *mr, void **req);
-    hoop_status (*irecv)(struct hoop_tp_comm *c, void *buf, size_t bytes, uint32_t tag, void *mr,
+    hoop_status (*reg_mr)(void *tctx, void *buf, size_t bytes, int kind, void **mr);
+    hoop_status (*dereg_mr)(void *tctx, void *mr);
+    hoop_status (*isend)(struct hoop_tp_comm *c, const void *buf, size_t bytes, void *mr,
                          void **req);
+    hoop_status (*irecv)(struct hoop_tp_comm *c, void *buf, size_t bytes, void *mr, void **req);
     hoop_status (*irecv_fn)(struct hoop_tp_comm *c, size_t bytes, size_t unit,
                             hoop_tp_consume_fn fn, void *arg, void **req);
     hoop_status (*test)(void *req, int *done, size_t *bytes);
     int (*pollfds)(struct hoop_tp_comm *c, struct pollfd *fds, int cap);
+    void (*cost)(void *tctx, struct hoop_tp_cost *out);
     hoop_status (*close)(struct hoop_tp_comm *c);
     hoop_status (*finalize)(void *tctx);
 };
 
 extern const struct hoop_transport hoop__transport_tcp;
 extern const struct hoop_transport hoop__transport_shm;
+extern const struct hoop_transport hoop__transport_ib;
 
 /* Returns 1 when every required slot of tp is set and the version matches, else 0 and
  * the name of the first missing slot in *missing (for the unit test and at init). */
