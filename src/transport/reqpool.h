@@ -20,8 +20,8 @@ typedef struct hoop__req_link {
 } hoop__req_link;
 
 typedef struct hoop__req_pool {
-    size_t size;                 /* bytes of one request, hoop__req_link first */
-    int keep, nspare;            /* released requests kept for reuse, at most keep */
+    size_t size;                  /* bytes of one request, hoop__req_link first */
+    int keep, nspare;             /* released requests kept for reuse, at most keep */
     hoop__req_link *live, *spare; /* live: doubly linked; spare: through next */
 } hoop__req_pool;
 

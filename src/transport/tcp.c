@@ -37,14 +37,8 @@
 
 #include "core/check.h"
 #include "core/clock.h"
+#include "transport/sock.h"
 #include "transport/transport.h"
-
-/* Dotted-quad text of an IPv4 address into b (inet_ntoa's static buffer is shared by
- * every thread; each comm has a progress thread). */
-static const char *ip_str(struct in_addr a, char b[INET_ADDRSTRLEN])
-{
-    return inet_ntop(AF_INET, &a, b, INET_ADDRSTRLEN) ? b : "?";
-}
 
 #define TCP_MAGIC 0x686f6f70u /* "hoop" */
 #define TCP_VERSION 1
@@ -139,63 +133,6 @@ struct tcp_comm {
 
 static const struct hoop_transport *self_tp(void);
 
-// ----------------------------------------------------------------- addresses
-
-static hoop_status addr_from_ifname(const char *prefix, struct in_addr *out)
-{
-    struct ifaddrs *ifs, *i;
-    int exact = prefix[0] == '=';
-    if (exact) prefix++;
-    HOOP_SYSCHECK(getifaddrs(&ifs), "getifaddrs");
-    for (i = ifs; i; i = i->ifa_next) {
-        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
-        int match = exact ? strcmp(i->ifa_name, prefix) == 0
-                          : strncmp(i->ifa_name, prefix, strlen(prefix)) == 0;
-        if (match) break;
-    }
-    if (i) *out = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
-    freeifaddrs(ifs);
-    if (!i)
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "HOOP_SOCKET_IFNAME=%s%s matches no interface with an IPv4 address",
-                          exact ? "=" : "", prefix);
-    return HOOP_OK;
-}
-
-/* The local address the kernel would use to reach host (UDP connect + getsockname). */
-static hoop_status addr_routing_to(const char *host, struct in_addr *out)
-{
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *ai;
-    int rc = getaddrinfo(host, "9", &hints, &ai);
-    if (rc != 0)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "MASTER_ADDR=%s cannot be resolved: %s", host,
-                          gai_strerror(rc));
-    struct in_addr dst = ((struct sockaddr_in *)ai->ai_addr)->sin_addr;
-    if ((ntohl(dst.s_addr) >> 24) == 127) {
-        freeaddrinfo(ai);
-        out->s_addr = htonl(INADDR_LOOPBACK);
-        return HOOP_OK;
-    }
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in me;
-    socklen_t len = sizeof(me);
-    int ok = fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-             getsockname(fd, (struct sockaddr *)&me, &len) == 0;
-    int err = errno;
-    if (fd >= 0) close(fd);
-    freeaddrinfo(ai);
-    if (!ok)
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "no route to MASTER_ADDR=%s: %s", host,
-                          hoop__strerror(err));
-    if ((ntohl(me.sin_addr.s_addr) >> 24) == 127)
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "the route to MASTER_ADDR=%s leaves through loopback; set "
-                          "HOOP_SOCKET_IFNAME",
-                          host);
-    *out = me.sin_addr;
-    return HOOP_OK;
-}
-
 // ----------------------------------------------------------------- context
 
 static hoop_status tcp_init(const struct hoop_tp_config *cfg, void **tctx)
@@ -207,11 +144,8 @@ static hoop_status tcp_init(const struct hoop_tp_config *cfg, void **tctx)
     if (cfg->token && strlen(cfg->token) >= HOOP_TP_TOKEN_MAX)
         return HOOP_ERROR(HOOP_ERR_INVALID, "HOOP_TOKEN is longer than %d characters",
                           HOOP_TP_TOKEN_MAX - 1);
-    struct in_addr a = {.s_addr = htonl(INADDR_LOOPBACK)};
-    if (cfg->ifname && *cfg->ifname)
-        HOOP_CHECK(addr_from_ifname(cfg->ifname, &a));
-    else if (cfg->master_addr && *cfg->master_addr)
-        HOOP_CHECK(addr_routing_to(cfg->master_addr, &a));
+    struct in_addr a;
+    HOOP_CHECK(hoop__sock_listen_addr(cfg->ifname, cfg->master_addr, &a));
     HOOP_CHECK(hoop__calloc(&ctx, 1));
     ctx->rank = cfg->rank;
     ctx->nsocks = cfg->nsocks;
@@ -285,8 +219,8 @@ static hoop_status tcp_listen(void *tctx, void *handle, struct hoop_tp_comm **ou
         int err = errno;
         char ip[INET_ADDRSTRLEN];
         close(fd);
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "listen on %s: %s", ip_str(ctx->addr.sin_addr, ip),
-                          hoop__strerror(err));
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "listen on %s: %s",
+                          hoop__sock_ip_str(ctx->addr.sin_addr, ip), hoop__strerror(err));
     }
     hoop_status st = comm_new(ctx, TK_LISTEN, 1, -1, &c);
     if (st != HOOP_OK) {
@@ -299,17 +233,10 @@ static hoop_status tcp_listen(void *tctx, void *handle, struct hoop_tp_comm **ou
     memset(handle, 0, HOOP_TP_HANDLE_MAX);
     memcpy(handle, &h, sizeof(h));
     char ip[INET_ADDRSTRLEN];
-    HOOP_DEBUGF(NET, "TCP: rank %d listening on %s:%d", ctx->rank, ip_str(a.sin_addr, ip),
-                ntohs(a.sin_port));
+    HOOP_DEBUGF(NET, "TCP: rank %d listening on %s:%d", ctx->rank,
+                hoop__sock_ip_str(a.sin_addr, ip), ntohs(a.sin_port));
     *out = &c->base;
     return HOOP_OK;
-}
-
-static int token_equal(const char *a, const char *b)
-{
-    unsigned char diff = 0;
-    for (int i = 0; i < HOOP_TP_TOKEN_MAX; i++) diff |= (unsigned char)(a[i] ^ b[i]);
-    return diff == 0;
 }
 
 /* Reads more of p's hello; returns 1 when complete, 0 when not yet, -1 when dead. */
@@ -360,7 +287,7 @@ static hoop_status pend_judge(struct tcp_comm *l, struct tcp_pend *p, struct tcp
     const struct tcp_hello *h = &p->hello;
     int ok = h->magic == TCP_MAGIC && h->version == TCP_VERSION && h->nsocks >= 1 &&
              h->nsocks <= TCP_MAX_SOCKS && h->idx >= 0 && h->idx < h->nsocks;
-    if (ok && !token_equal(h->token, l->ctx->token)) {
+    if (ok && !hoop__sock_token_equal(h->token, l->ctx->token)) {
         HOOP_WARN("TCP: refused a connection claiming rank %d: wrong HOOP_TOKEN", h->rank);
         ok = 0;
     } else if (!ok) {
@@ -454,14 +381,14 @@ static hoop_status conn_step(struct tcp_comm *c, int i, int *done)
         if (n != 1 || verdict != 1)
             return HOOP_ERROR(HOOP_ERR_REMOTE,
                               "rank %d (%s:%d) refused the connection (wrong HOOP_TOKEN?)", peer,
-                              ip_str(c->raddr.sin_addr, ip), ntohs(c->raddr.sin_port));
+                              hoop__sock_ip_str(c->raddr.sin_addr, ip), ntohs(c->raddr.sin_port));
         s->state = TCS_DONE;
         /* fall through */
     case TCS_DONE: *done = 1; return HOOP_OK;
     }
 fail:
     return HOOP_ERROR(HOOP_ERR_REMOTE, "cannot connect to rank %d at %s:%d: %s", peer,
-                      ip_str(c->raddr.sin_addr, ip), ntohs(c->raddr.sin_port),
+                      hoop__sock_ip_str(c->raddr.sin_addr, ip), ntohs(c->raddr.sin_port),
                       hoop__strerror(errno));
 }
 
