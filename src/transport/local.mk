@@ -14,3 +14,11 @@ tests_check_shm_SOURCES = tests/check_shm.c tests/tp_harness.h
 tests_check_shm_CFLAGS = $(TEST_CFLAGS)
 tests_check_shm_LDADD = $(TEST_LDADD)
 TESTS += tests/check_shm
+
+# The verbs transport on a real device: skips (77) where there is none; `make
+# check-rdma` runs it on Soft-RoCE inside a qemu guest.
+check_PROGRAMS += tests/check_ib
+tests_check_ib_SOURCES = tests/check_ib.c tests/tp_harness.h
+tests_check_ib_CFLAGS = $(TEST_CFLAGS)
+tests_check_ib_LDADD = $(TEST_LDADD)
+TESTS += tests/check_ib

@@ -50,7 +50,8 @@ struct hoop_tp_config {
         int retry_cnt;          /* HOOP_IB_RETRY_CNT */
         int tc, sl;             /* HOOP_IB_TC (traffic class), HOOP_IB_SL (service level) */
         int reg_cache;          /* HOOP_IB_REG_CACHE: 1 = cache user-buffer registrations */
-    } ib;                       /* a zeroed struct means the defaults (timeout 20, retry 7) */
+        int local_rank;         /* picks among the ports HOOP_IB_HCA selects (round robin) */
+    } ib; /* timeout 0 means the defaults: every device, automatic GID, timeout 20, retry 7 */
 };
 
 /* The cost of a link (Hockney's model): alpha seconds per message, beta seconds per byte.
