@@ -2,12 +2,14 @@
 /*
  * tests/check_ib_host.c -- the verbs transport's device-independent parts, no HCA
  * needed: the HOOP_IB_HCA parser and matcher, the GID choice on made-up GID tables,
- * GIDs as text, completion statuses as messages (where libibverbs is built in).
+ * GIDs as text, completion statuses as messages (where libibverbs is built in), and the
+ * registration cache against a fake reg/dereg pair that records every call.
  *
  * References: the HOOP_IB_HCA cases follow NCCL_IB_HCA's documented syntax and
  * examples; the GID tables are shaped like those of Soft-RoCE and mlx5 RoCE ports (a
  * link-local v1/v2 pair, then an IPv4-mapped v1/v2 pair per address); the status texts
- * are rdma-core 44's ibv_wc_status_str, frozen here.
+ * are rdma-core 44's ibv_wc_status_str, frozen here; the cache's expected calls are
+ * worked out by hand from its contract (regcache.h).
  */
 #include <arpa/inet.h>
 #include <check.h>
@@ -15,9 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/check.h"
 #include "transport/ib_util.h"
+#include "transport/regcache.h"
 #include "run_suite.h"
 
 #ifdef HOOP_HAVE_VERBS
@@ -467,6 +471,490 @@ START_TEST(test_wc_message)
 END_TEST
 #endif
 
+// ----------------------------------------------------------------- registration cache
+
+/* The fake registrar: every registration it made, in order; an mr is a pointer to its
+ * record. It fails with HOOP_ERR_NOMEM once the pinned bytes would pass limit, and with
+ * HOOP_ERR_SYSTEM for a range touching [bad_lo, bad_hi) (memory freed behind the
+ * cache's back). */
+#define FAKE_MAX 4096
+typedef struct fake_reg {
+    uintptr_t addr;
+    size_t len;
+    int live;
+} fake_reg;
+
+static struct {
+    fake_reg regs[FAKE_MAX];
+    int nreg, nderegs, ncalls; /* registrations made, released, reg calls (failed too) */
+    int dereg_order[FAKE_MAX]; /* which registration each dereg released */
+    size_t pinned, limit;
+    uintptr_t bad_lo, bad_hi;
+} fk;
+
+static hoop_status fake_reg_fn(void *arg, void *addr, size_t len, void **mr)
+{
+    ck_assert_ptr_eq(arg, &fk);
+    fk.ncalls++;
+    uintptr_t a = (uintptr_t)addr;
+    if (fk.limit && fk.pinned + len > fk.limit)
+        return HOOP_ERROR(HOOP_ERR_NOMEM, "fake: pinned limit of %zu bytes", fk.limit);
+    if (a < fk.bad_hi && a + len > fk.bad_lo)
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "fake: bad address");
+    ck_assert_int_lt(fk.nreg, FAKE_MAX);
+    fk.regs[fk.nreg] = (fake_reg){.addr = a, .len = len, .live = 1};
+    *mr = &fk.regs[fk.nreg++];
+    fk.pinned += len;
+    return HOOP_OK;
+}
+
+static void fake_dereg_fn(void *arg, void *mr)
+{
+    ck_assert_ptr_eq(arg, &fk);
+    fake_reg *r = mr;
+    ck_assert_msg(r >= fk.regs && r < fk.regs + fk.nreg, "dereg of an mr never registered");
+    ck_assert_msg(r->live, "registration %d released twice", (int)(r - fk.regs));
+    r->live = 0;
+    fk.pinned -= r->len;
+    fk.dereg_order[fk.nderegs++] = (int)(r - fk.regs);
+}
+
+static uintptr_t page;
+static char *arena; /* 4096 pages, page-aligned; only its addresses are used */
+
+static void rc_setup(void)
+{
+    memset(&fk, 0, sizeof(fk));
+    page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    arena = aligned_alloc(page, 4096 * page);
+    ck_assert_ptr_nonnull(arena);
+}
+
+static void rc_teardown(void)
+{
+    free(arena);
+}
+
+static hoop__regcache *rc_new(int enabled, int max_entries)
+{
+    hoop__regcache *c = NULL;
+    ck_assert_int_eq(hoop__regcache_new(&c, enabled, max_entries, fake_reg_fn, fake_dereg_fn, &fk),
+                     HOOP_OK);
+    return c;
+}
+
+/* Pages [p0, p0 + np) of the arena. */
+#define PG(p) (arena + (size_t)(p)*page)
+
+/* get that must succeed; checks the mr covers the range and returns the entry. */
+static void *get(hoop__regcache *c, void *addr, size_t len, fake_reg **mr_out)
+{
+    void *mr = NULL, *entry = NULL;
+    hoop_status st = hoop__regcache_get(c, addr, len, &mr, &entry);
+    ck_assert_msg(st == HOOP_OK, "get: %s", hoop_last_error());
+    fake_reg *r = mr;
+    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(r->live, "get returned a released mr");
+    ck_assert_msg(r->addr <= (uintptr_t)addr && r->addr + r->len >= (uintptr_t)addr + len,
+                  "mr [%#lx, +%zu) does not cover [%p, +%zu)", (unsigned long)r->addr, r->len, addr,
+                  len);
+    if (mr_out) *mr_out = r;
+    return entry;
+}
+
+static void expect_stats(hoop__regcache *c, uint64_t hits, uint64_t misses, uint64_t evictions)
+{
+    uint64_t h, m, e;
+    hoop__regcache_stats(c, &h, &m, &e);
+    ck_assert_uint_eq(h, hits);
+    ck_assert_uint_eq(m, misses);
+    ck_assert_uint_eq(e, evictions);
+}
+
+/* Frees c and checks every registration was released exactly once. */
+static void free_all_released(hoop__regcache *c)
+{
+    hoop__regcache_free(c);
+    ck_assert_int_eq(fk.nderegs, fk.nreg);
+    ck_assert_uint_eq(fk.pinned, 0);
+}
+
+START_TEST(test_rc_hit_miss_align)
+{
+    hoop__regcache *c = rc_new(1, 16);
+    fake_reg *r1, *r2;
+    void *e = get(c, PG(0) + 100, 200, &r1);
+    ck_assert_int_eq(fk.nreg, 1);
+    ck_assert_uint_eq(r1->addr, (uintptr_t)PG(0)); /* page-aligned */
+    ck_assert_uint_eq(r1->len, page);
+    hoop__regcache_put(c, e);
+    e = get(c, PG(0), page, &r2); /* the whole page: a hit */
+    ck_assert_ptr_eq(r2, r1);
+    hoop__regcache_put(c, e);
+    expect_stats(c, 1, 1, 0);
+    /* Two bytes across a page boundary register both pages. */
+    e = get(c, PG(3) - 1, 2, &r2);
+    ck_assert_uint_eq(r2->addr, (uintptr_t)PG(2));
+    ck_assert_uint_eq(r2->len, 2 * page);
+    ck_assert_uint_eq(r2->addr % page, 0);
+    hoop__regcache_put(c, e);
+    /* An odd length from a page start ends at the next page boundary. */
+    e = get(c, PG(10), 2 * page + 1, &r2);
+    ck_assert_uint_eq(r2->addr, (uintptr_t)PG(10));
+    ck_assert_uint_eq(r2->len, 3 * page);
+    hoop__regcache_put(c, e);
+    expect_stats(c, 1, 3, 0);
+    ck_assert_int_eq(fk.nreg, 3);
+    ck_assert_int_eq(fk.nderegs, 0); /* cached, not released */
+    free_all_released(c);
+}
+END_TEST
+
+START_TEST(test_rc_containment_and_growth)
+{
+    hoop__regcache *c = rc_new(1, 16);
+    fake_reg *big, *r;
+    void *e = get(c, PG(0), 4 * page, &big);
+    hoop__regcache_put(c, e);
+    /* Sub-ranges hit, held or not. */
+    void *held = get(c, PG(1) + 5, 100, &r);
+    ck_assert_ptr_eq(r, big);
+    e = get(c, PG(3), page, &r);
+    ck_assert_ptr_eq(r, big);
+    hoop__regcache_put(c, e);
+    hoop__regcache_put(c, held);
+    e = get(c, PG(0), 1, &r);
+    ck_assert_ptr_eq(r, big);
+    hoop__regcache_put(c, e);
+    expect_stats(c, 3, 1, 0);
+    /* One byte past the end: the union [0, 5 pages) replaces the old entry. */
+    e = get(c, PG(3), page + 1, &r);
+    ck_assert_int_eq(fk.nreg, 2);
+    ck_assert_uint_eq(r->addr, (uintptr_t)PG(0));
+    ck_assert_uint_eq(r->len, 5 * page);
+    ck_assert_int_eq(fk.nderegs, 1);
+    ck_assert_int_eq(fk.dereg_order[0], 0);
+    hoop__regcache_put(c, e);
+    /* The next chunk, spanning [4.5, 8) pages, joins it too. */
+    e = get(c, PG(4) + page / 2, 3 * page + page / 2, &r);
+    ck_assert_uint_eq(r->addr, (uintptr_t)PG(0));
+    ck_assert_uint_eq(r->len, 8 * page);
+    hoop__regcache_put(c, e);
+    /* A range bridging two entries joins both: [9, 10) apart, then [7, 10) overlaps both. */
+    e = get(c, PG(9), page, &r);
+    hoop__regcache_put(c, e);
+    ck_assert_int_eq(fk.nreg, 4);
+    e = get(c, PG(7), 3 * page, &r);
+    ck_assert_uint_eq(r->addr, (uintptr_t)PG(0));
+    ck_assert_uint_eq(r->len, 10 * page);
+    hoop__regcache_put(c, e);
+    /* Live: only the last. */
+    int live = 0;
+    for (int i = 0; i < fk.nreg; i++) live += fk.regs[i].live;
+    ck_assert_int_eq(live, 1);
+    expect_stats(c, 3, 5, 0);
+    free_all_released(c);
+}
+END_TEST
+
+START_TEST(test_rc_merge_with_held)
+{
+    hoop__regcache *c = rc_new(1, 16);
+    fake_reg *a, *u, *r;
+    void *ea = get(c, PG(0), page, &a);
+    void *eu = get(c, PG(0), 2 * page, &u); /* overlaps held a: a is replaced, not released */
+    ck_assert_uint_eq(u->addr, (uintptr_t)PG(0));
+    ck_assert_uint_eq(u->len, 2 * page);
+    ck_assert_int_eq(fk.nderegs, 0);
+    ck_assert(a->live);
+    void *e = get(c, PG(0), 10, &r); /* the new entry serves it */
+    ck_assert_ptr_eq(r, u);
+    hoop__regcache_put(c, e);
+    hoop__regcache_put(c, ea); /* a's last put releases it */
+    ck_assert_int_eq(fk.nderegs, 1);
+    ck_assert(!a->live);
+    hoop__regcache_put(c, eu);
+    ck_assert(u->live); /* cached */
+    free_all_released(c);
+}
+END_TEST
+
+START_TEST(test_rc_lru_order)
+{
+    hoop__regcache *c = rc_new(1, 3);
+    fake_reg *ra, *rb, *rc_, *rd, *re, *r;
+    hoop__regcache_put(c, get(c, PG(0), page, &ra));
+    hoop__regcache_put(c, get(c, PG(2), page, &rb));
+    hoop__regcache_put(c, get(c, PG(4), page, &rc_));
+    hoop__regcache_put(c, get(c, PG(0), 8, &r)); /* a is now the most recent: b, c, a */
+    ck_assert_ptr_eq(r, ra);
+    ck_assert_int_eq(fk.nderegs, 0);
+    hoop__regcache_put(c, get(c, PG(6), page, &rd)); /* 4 > 3: b goes */
+    ck_assert_int_eq(fk.nderegs, 1);
+    ck_assert_ptr_eq(&fk.regs[fk.dereg_order[0]], rb);
+    hoop__regcache_put(c, get(c, PG(8), page, &re)); /* then c */
+    ck_assert_int_eq(fk.nderegs, 2);
+    ck_assert_ptr_eq(&fk.regs[fk.dereg_order[1]], rc_);
+    expect_stats(c, 1, 5, 2);
+    hoop__regcache_put(c, get(c, PG(2), page, &r)); /* b again: a miss, and a goes */
+    ck_assert_ptr_ne(r, rb);
+    ck_assert_int_eq(fk.nderegs, 3);
+    ck_assert_ptr_eq(&fk.regs[fk.dereg_order[2]], ra);
+    ck_assert(rd->live && re->live);
+    expect_stats(c, 1, 6, 3);
+    free_all_released(c);
+}
+END_TEST
+
+START_TEST(test_rc_held_never_evicted)
+{
+    hoop__regcache *c = rc_new(1, 2);
+    fake_reg *ra, *rb, *rc_, *rd;
+    void *ea = get(c, PG(0), page, &ra);
+    void *eb = get(c, PG(2), page, &rb);
+    void *ec = get(c, PG(4), page, &rc_);
+    ck_assert_int_eq(fk.nderegs, 0); /* 3 > 2, but all held */
+    expect_stats(c, 0, 3, 0);
+    hoop__regcache_put(c, ec); /* c is the one unheld entry: evicted */
+    ck_assert_int_eq(fk.nderegs, 1);
+    ck_assert_ptr_eq(&fk.regs[fk.dereg_order[0]], rc_);
+    hoop__regcache_put(c, ea); /* 2 entries: a stays */
+    ck_assert_int_eq(fk.nderegs, 1);
+    void *ed = get(c, PG(6), page, &rd); /* 3 > 2: a (unheld) goes, b (held) stays */
+    ck_assert_int_eq(fk.nderegs, 2);
+    ck_assert_ptr_eq(&fk.regs[fk.dereg_order[1]], ra);
+    ck_assert(rb->live);
+    expect_stats(c, 0, 4, 2);
+    hoop__regcache_put(c, eb);
+    hoop__regcache_put(c, ed);
+    ck_assert_int_eq(fk.nderegs, 2);
+    free_all_released(c);
+}
+END_TEST
+
+START_TEST(test_rc_invalidate)
+{
+    hoop__regcache *c = rc_new(1, 16);
+    fake_reg *ra, *rb, *rc_, *r;
+    hoop__regcache_put(c, get(c, PG(0), page, &ra));
+    void *eb = get(c, PG(2), 2 * page, &rb);
+    hoop__regcache_put(c, get(c, PG(6), page, &rc_));
+    hoop__regcache_invalidate(c, PG(1), page);  /* the gap: nothing */
+    hoop__regcache_invalidate(c, PG(5), page);  /* the gap: nothing */
+    hoop__regcache_invalidate(c, PG(1) - 1, 0); /* empty: nothing */
+    ck_assert_int_eq(fk.nderegs, 0);
+    hoop__regcache_invalidate(c, PG(1) - 1, page + 2); /* a byte of a and of b */
+    ck_assert_int_eq(fk.nderegs, 1);                   /* a now; b is held */
+    ck_assert_ptr_eq(&fk.regs[fk.dereg_order[0]], ra);
+    ck_assert(rb->live && rc_->live);
+    void *e = get(c, PG(2), page, &r); /* b left the cache: a miss */
+    ck_assert_ptr_ne(r, rb);
+    hoop__regcache_put(c, e);
+    hoop__regcache_put(c, eb); /* b's last put releases it */
+    ck_assert_int_eq(fk.nderegs, 2);
+    ck_assert(!rb->live);
+    hoop__regcache_put(c, get(c, PG(6), 1, &r)); /* c untouched: a hit */
+    ck_assert_ptr_eq(r, rc_);
+    expect_stats(c, 1, 4, 0);
+    hoop__regcache_invalidate(c, arena, 4096 * page); /* everything */
+    ck_assert_int_eq(fk.nderegs, fk.nreg);
+    free_all_released(c);
+}
+END_TEST
+
+START_TEST(test_rc_disabled)
+{
+    hoop__regcache *c = rc_new(0, 16);
+    fake_reg *r1, *r2;
+    void *e1 = get(c, PG(0) + 3, 10, &r1);
+    void *e2 = get(c, PG(0) + 3, 10, &r2);
+    ck_assert_ptr_ne(r1, r2);
+    ck_assert_int_eq(fk.nreg, 2);
+    ck_assert_uint_eq(r1->addr, (uintptr_t)PG(0));
+    ck_assert_uint_eq(r1->len, page);
+    hoop__regcache_put(c, e1);
+    ck_assert_int_eq(fk.nderegs, 1);
+    ck_assert(!r1->live);
+    hoop__regcache_put(c, e2);
+    ck_assert_int_eq(fk.nderegs, 2);
+    hoop__regcache_put(c, get(c, PG(0), page, NULL));
+    ck_assert_int_eq(fk.nreg, 3);
+    ck_assert_int_eq(fk.nderegs, 3);
+    expect_stats(c, 0, 3, 0);
+    void *held = get(c, PG(1), page, NULL); /* freed with the cache */
+    (void)held;
+    free_all_released(c);
+}
+END_TEST
+
+START_TEST(test_rc_fail_evict_retry)
+{
+    hoop__regcache *c = rc_new(1, 100);
+    fk.limit = 3 * page;
+    fake_reg *r;
+    hoop__regcache_put(c, get(c, PG(0), page, NULL));
+    hoop__regcache_put(c, get(c, PG(2), page, NULL));
+    hoop__regcache_put(c, get(c, PG(4), page, NULL));
+    ck_assert_int_eq(fk.ncalls, 3);
+    /* The limit is reached: the first attempt fails, the three unused entries go, the
+     * second succeeds. */
+    void *ed = get(c, PG(6), page, &r);
+    ck_assert_int_eq(fk.ncalls, 5);
+    ck_assert_int_eq(fk.nderegs, 3);
+    ck_assert_uint_eq(r->addr, (uintptr_t)PG(6));
+    expect_stats(c, 0, 4, 3);
+    /* Held entries cannot make room: with nothing unheld, reg is tried once, and its
+     * error comes back. */
+    void *ee = get(c, PG(8), 2 * page, NULL);
+    void *mr = (void *)1, *entry = (void *)1;
+    ck_assert_int_eq(hoop__regcache_get(c, PG(12), page, &mr, &entry), HOOP_ERR_NOMEM);
+    assert_error_has("fake: pinned limit of", NULL);
+    ck_assert_ptr_null(mr);
+    ck_assert_ptr_null(entry);
+    ck_assert_int_eq(fk.ncalls, 7);
+    /* With an unheld entry that is not enough, both tries fail, reg's error returns. */
+    hoop__regcache_put(c, ee);
+    ck_assert_int_eq(hoop__regcache_get(c, PG(12), 3 * page, &mr, &entry), HOOP_ERR_NOMEM);
+    ck_assert_int_eq(fk.ncalls, 9);
+    assert_error_has("fake: pinned limit of", NULL);
+    expect_stats(c, 0, 7, 4);
+    ck_assert_int_eq(fk.nderegs, 4); /* e went */
+    hoop__regcache_put(c, ed);
+    free_all_released(c);
+}
+END_TEST
+
+START_TEST(test_rc_retry_drops_stale_union)
+{
+    /* An unused entry over [0, 2) pages whose memory has gone: a request for [1, 3)
+     * would join it and fail; after the eviction the retry registers [1, 3) alone. */
+    hoop__regcache *c = rc_new(1, 100);
+    fake_reg *r;
+    hoop__regcache_put(c, get(c, PG(0), 2 * page, NULL));
+    fk.bad_lo = (uintptr_t)PG(0);
+    fk.bad_hi = (uintptr_t)PG(1);
+    void *e = get(c, PG(1), 2 * page, &r);
+    ck_assert_int_eq(fk.ncalls, 3);
+    ck_assert_uint_eq(r->addr, (uintptr_t)PG(1));
+    ck_assert_uint_eq(r->len, 2 * page);
+    ck_assert_int_eq(fk.nderegs, 1);
+    hoop__regcache_put(c, e);
+    free_all_released(c);
+}
+END_TEST
+
+START_TEST(test_rc_free_releases_all)
+{
+    hoop__regcache *c = rc_new(1, 8);
+    void *held[4];
+    for (int i = 0; i < 4; i++) held[i] = get(c, PG(2 * i), page, NULL);
+    for (int i = 0; i < 6; i++) hoop__regcache_put(c, get(c, PG(100 + 2 * i), page, NULL));
+    void *replaced = get(c, PG(200), page, NULL);
+    void *grown = get(c, PG(200), 2 * page, NULL); /* replaced is detached, still held */
+    (void)replaced, (void)grown;
+    hoop__regcache_put(c, held[0]);
+    ck_assert_int_eq(fk.nreg, 12);
+    ck_assert_int_lt(fk.nderegs, fk.nreg);
+    free_all_released(c);
+    for (int i = 0; i < fk.nreg; i++) ck_assert_int_eq(fk.regs[i].live, 0);
+}
+END_TEST
+
+START_TEST(test_rc_many_entries)
+{
+    /* 1000 disjoint buffers, every other page: each found again by the binary search,
+     * from its first byte, its last byte and its middle. */
+    enum { N = 1000 };
+    hoop__regcache *c = rc_new(1, 2 * N);
+    fake_reg *regs[N], *r;
+    for (int i = 0; i < N; i++) {
+        /* Insert out of order: i -> (i * 7919) % N. */
+        int k = (int)((i * 7919L) % N);
+        hoop__regcache_put(c, get(c, PG(2 * k), page, &regs[k]));
+    }
+    for (int k = 0; k < N; k++) {
+        hoop__regcache_put(c, get(c, PG(2 * k), 1, &r));
+        ck_assert_ptr_eq(r, regs[k]);
+        hoop__regcache_put(c, get(c, PG(2 * k) + page - 1, 1, &r));
+        ck_assert_ptr_eq(r, regs[k]);
+        hoop__regcache_put(c, get(c, PG(2 * k) + page / 2, page / 4, &r));
+        ck_assert_ptr_eq(r, regs[k]);
+    }
+    expect_stats(c, 3 * N, N, 0);
+    /* A gap page is a miss and joins nothing (the neighbours only touch it). */
+    hoop__regcache_put(c, get(c, PG(1), page, &r));
+    ck_assert_uint_eq(r->addr, (uintptr_t)PG(1));
+    ck_assert_uint_eq(r->len, page);
+    ck_assert_int_eq(fk.nderegs, 0);
+    free_all_released(c);
+}
+END_TEST
+
+START_TEST(test_rc_random_ops)
+{
+    /* Random gets and puts over 64 pages, every result checked (the mr covers the range,
+     * is live); at the end the model's held set is put back and free releases all. */
+    hoop__regcache *c = rc_new(1, 6);
+    void *held[16] = {0};
+    uint64_t x = 88172645463325252ull; /* xorshift64 */
+    for (int step = 0; step < 5000; step++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int slot = (int)(x % 16);
+        if (held[slot]) {
+            hoop__regcache_put(c, held[slot]);
+            held[slot] = NULL;
+        } else {
+            size_t off = (size_t)((x >> 8) % (60 * page)),
+                   len = (size_t)((x >> 40) % (3 * page)) + 1;
+            held[slot] = get(c, arena + off, len, NULL);
+        }
+        int live = 0;
+        for (int i = 0; i < fk.nreg; i++) live += fk.regs[i].live;
+        ck_assert_int_le(live, 6 + 16); /* max_entries plus the held ones, at most */
+    }
+    for (int i = 0; i < 16; i++) hoop__regcache_put(c, held[i]);
+    uint64_t h, m, e;
+    hoop__regcache_stats(c, &h, &m, &e);
+    ck_assert_uint_gt(h, 0);
+    ck_assert_uint_gt(e, 0);
+    free_all_released(c);
+}
+END_TEST
+
+START_TEST(test_rc_args)
+{
+    hoop__regcache *c = NULL;
+    ck_assert_int_eq(hoop__regcache_new(&c, 1, 0, fake_reg_fn, fake_dereg_fn, &fk),
+                     HOOP_ERR_INVALID);
+    assert_error_has("max_entries=0", NULL);
+    ck_assert_int_eq(hoop__regcache_new(&c, 1, 4, NULL, fake_dereg_fn, &fk), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__regcache_new(NULL, 1, 4, fake_reg_fn, fake_dereg_fn, &fk),
+                     HOOP_ERR_INVALID);
+    c = rc_new(1, 4);
+    void *mr = (void *)1, *entry = (void *)1;
+    ck_assert_int_eq(hoop__regcache_get(c, PG(0), 0, &mr, &entry), HOOP_OK); /* len 0 */
+    ck_assert_ptr_null(mr);
+    ck_assert_ptr_null(entry);
+    ck_assert_int_eq(hoop__regcache_get(c, NULL, 0, &mr, &entry), HOOP_OK);
+    hoop__regcache_put(c, NULL);
+    ck_assert_int_eq(fk.ncalls, 0);
+    expect_stats(c, 0, 0, 0);
+    ck_assert_int_eq(hoop__regcache_get(c, NULL, 8, &mr, &entry), HOOP_ERR_INVALID);
+    assert_error_has("registration of 8 bytes", "not a valid address range");
+    ck_assert_int_eq(hoop__regcache_get(c, (void *)(UINTPTR_MAX - 10), 100, &mr, &entry),
+                     HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__regcache_get(c, (void *)(UINTPTR_MAX - 10), 5, &mr, &entry),
+                     HOOP_ERR_INVALID); /* its page would end past the top */
+    ck_assert_int_eq(hoop__regcache_get(c, PG(0), 8, NULL, &entry), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__regcache_get(NULL, PG(0), 8, &mr, &entry), HOOP_ERR_INVALID);
+    ck_assert_int_eq(fk.ncalls, 0);
+    hoop__regcache_invalidate(c, (void *)(UINTPTR_MAX - 10), 100); /* clamped, harmless */
+    hoop__regcache_stats(NULL, NULL, NULL, NULL);
+    hoop__regcache_free(c);
+    hoop__regcache_free(NULL);
+}
+END_TEST
+
 static Suite *ib_host_suite(void)
 {
     Suite *s = suite_create("ib_host");
@@ -503,6 +991,22 @@ static Suite *ib_host_suite(void)
     fprintf(stderr, "note: built without libibverbs: completion messages not tested\n");
 #endif
 
+    TCase *rc = tcase_create("regcache");
+    tcase_add_checked_fixture(rc, rc_setup, rc_teardown);
+    tcase_add_test(rc, test_rc_hit_miss_align);
+    tcase_add_test(rc, test_rc_containment_and_growth);
+    tcase_add_test(rc, test_rc_merge_with_held);
+    tcase_add_test(rc, test_rc_lru_order);
+    tcase_add_test(rc, test_rc_held_never_evicted);
+    tcase_add_test(rc, test_rc_invalidate);
+    tcase_add_test(rc, test_rc_disabled);
+    tcase_add_test(rc, test_rc_fail_evict_retry);
+    tcase_add_test(rc, test_rc_retry_drops_stale_union);
+    tcase_add_test(rc, test_rc_free_releases_all);
+    tcase_add_test(rc, test_rc_many_entries);
+    tcase_add_test(rc, test_rc_random_ops);
+    tcase_add_test(rc, test_rc_args);
+    suite_add_tcase(s, rc);
     return s;
 }
 

@@ -4,8 +4,8 @@ libhoopcore_la_SOURCES += %reldir%/tcp.c %reldir%/shm.c %reldir%/ib.c %reldir%/s
 noinst_HEADERS += %reldir%/transport.h %reldir%/reqpool.h %reldir%/sock.h
 
 # The verbs transport's device-independent helpers (built with or without libibverbs).
-libhoopcore_la_SOURCES += %reldir%/ib_util.c
-noinst_HEADERS += %reldir%/ib_util.h
+libhoopcore_la_SOURCES += %reldir%/ib_util.c %reldir%/regcache.c
+noinst_HEADERS += %reldir%/ib_util.h %reldir%/regcache.h
 
 check_PROGRAMS += tests/check_tcp
 tests_check_tcp_SOURCES = tests/check_tcp.c tests/tp_harness.h
