@@ -3,6 +3,10 @@
 libhoopcore_la_SOURCES += %reldir%/tcp.c %reldir%/shm.c %reldir%/ib.c %reldir%/sock.c
 noinst_HEADERS += %reldir%/transport.h %reldir%/reqpool.h %reldir%/sock.h
 
+# The verbs transport's device-independent helpers (built with or without libibverbs).
+libhoopcore_la_SOURCES += %reldir%/ib_util.c %reldir%/regcache.c
+noinst_HEADERS += %reldir%/ib_util.h %reldir%/regcache.h
+
 check_PROGRAMS += tests/check_tcp
 tests_check_tcp_SOURCES = tests/check_tcp.c tests/tp_harness.h
 tests_check_tcp_CFLAGS = $(TEST_CFLAGS)
@@ -22,3 +26,9 @@ tests_check_ib_SOURCES = tests/check_ib.c tests/tp_harness.h
 tests_check_ib_CFLAGS = $(TEST_CFLAGS)
 tests_check_ib_LDADD = $(TEST_LDADD)
 TESTS += tests/check_ib
+
+check_PROGRAMS += tests/check_ib_host
+tests_check_ib_host_SOURCES = tests/check_ib_host.c
+tests_check_ib_host_CFLAGS = $(TEST_CFLAGS)
+tests_check_ib_host_LDADD = $(TEST_LDADD)
+TESTS += tests/check_ib_host

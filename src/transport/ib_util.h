@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * src/transport/ib_util.h -- the device-independent parts of the verbs transport
+ * (internal): the HOOP_IB_HCA device list, the choice of a port's GID index, a GID as
+ * text, and a failed completion's status as a message with a hint.
+ *
+ * Everything here but the completion messages builds and is tested without libibverbs
+ * (tests/check_ib_host.c); the completion messages need <infiniband/verbs.h> and exist
+ * only where configure found it (HOOP_HAVE_VERBS). The functions keep no state: each is
+ * safe to call from any thread, on its own arguments.
+ */
+#ifndef HOOP_TRANSPORT_IB_UTIL_H
+#define HOOP_TRANSPORT_IB_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h" /* HOOP_HAVE_VERBS */
+#include "hoop/status.h"
+
+HOOP_EXTERN_C_BEGIN
+
+// ----------------------------------------------------------------- HOOP_IB_HCA
+
+#define HOOP__IB_HCA_MAX 32      /* entries in one HOOP_IB_HCA list */
+#define HOOP__IB_HCA_NAME_MAX 64 /* bytes of a device name, NUL included */
+
+/* A parsed HOOP_IB_HCA list: which devices and ports the transport may use. */
+typedef struct hoop__ib_hca_spec {
+    int exclude; /* '^': the listed devices are the ones NOT to use */
+    int exact;   /* '=': names match whole device names, not prefixes */
+    int n;       /* entries in dev; 0 = every device and port */
+    struct {
+        char name[HOOP__IB_HCA_NAME_MAX];
+        int port; /* 1-255; 0 = every port of the device */
+    } dev[HOOP__IB_HCA_MAX];
+} hoop__ib_hca_spec;
+
+/* Parses HOOP_IB_HCA in NCCL's syntax: a comma list of device[:port] entries, e.g.
+ * "mlx5_0:1,mlx5_1". An entry's name matches every device whose name it prefixes
+ * ("mlx5" matches mlx5_0 and mlx5_10, and so does "mlx5_1"), unless the list starts
+ * with '=' (whole names only). A leading '^' turns the list into the devices not to use;
+ * "^=" is both. Blanks around an entry are ignored. NULL, "" or blanks alone select
+ * every device and port (out->n = 0).
+ * Errors: HOOP_ERR_INVALID (out NULL; an empty entry such as in "a,,b" or ":1"; a port
+ * that is not a number in 1-255; a name of 64 bytes or more; more than HOOP__IB_HCA_MAX
+ * entries; '^' or '=' with no entry after it), the message naming the whole value and
+ * the bad entry. *out is zeroed first and is complete only on HOOP_OK. */
+hoop_status hoop__ib_hca_parse(const char *text, hoop__ib_hca_spec *out);
+
+/* Whether port `port` (>= 1) of device `dev` is selected by s: 1 to use it, 0 not.
+ * An empty spec selects everything; otherwise an entry matches when its name matches
+ * dev (prefix, or whole name with '=') and its port is 0 or equals port, and the result
+ * is "some entry matches" (or "none matches" with '^'). */
+int hoop__ib_hca_match(const hoop__ib_hca_spec *s, const char *dev, int port);
+
+// ----------------------------------------------------------------- GIDs
+
+/* A GID's type, as the verbs library reports it (the same values as enum ibv_gid_type;
+ * ib_util.c checks that where verbs.h is available). */
+enum { HOOP__IB_GID_IB = 0, HOOP__IB_GID_ROCE_V1 = 1, HOOP__IB_GID_ROCE_V2 = 2 };
+
+/* One GID table entry: the 16 bytes in network order and the type. An all-zero raw is
+ * an empty entry. */
+typedef struct hoop__ib_gid {
+    uint8_t raw[16];
+    int type;
+} hoop__ib_gid;
+
+/* Bytes hoop__ib_gid_str needs at most (INET6_ADDRSTRLEN, NUL included). */
+#define HOOP__IB_GID_STR_MAX 46
+
+/* Picks the GID index to use on a port from its GID table tab (n entries, the index is
+ * the position; n may be 0 when tab is NULL). link_eth is 1 on an Ethernet link layer
+ * (RoCE), 0 on InfiniBand.
+ * - want >= 0 (HOOP_IB_GID_INDEX set): that index, which must be < n and non-empty; it
+ *   is taken whatever its type and address (addr_range does not apply).
+ * - want == -1 (automatic): on InfiniBand index 0 (the port GID, which every IB port
+ *   has; within a subnet the LID addresses the peer). On RoCE the first index, lowest
+ *   first, of the best class present: RoCE v2 with an IPv4-mapped address
+ *   (::ffff:a.b.c.d), then RoCE v2 with a global IPv6 address, then RoCE v1 (or type IB,
+ *   which the kernel reports for "IB/RoCE v1") IPv4-mapped, then v1 global. Link-local
+ *   addresses (fe80::/10) are never chosen. When addr_range (HOOP_IB_ADDR_RANGE, CIDR:
+ *   "10.0.0.0/8" or "fd00::/8") is non-NULL and non-empty, only addresses inside it
+ *   count; an IPv4 range admits only IPv4-mapped GIDs, an IPv6 range only the others.
+ * dev and port name the port in messages. On success *index is set.
+ * Errors: HOOP_ERR_INVALID (index NULL, tab NULL with n > 0, n < 0, want < -1, want
+ * >= n or an empty entry, addr_range not a CIDR range), HOOP_ERR_UNSUPPORTED (no usable
+ * GID on a RoCE port), each message naming dev and port and listing the non-empty
+ * entries the table had, e.g. "rxe0 port 1: no RoCE v2 or v1 GID with a global address
+ * in 10.0.0.0/8 (found: 0 fe80::1 v1, 1 fe80::1 v2)". */
+hoop_status hoop__ib_gid_pick(const hoop__ib_gid *tab, int n, int link_eth, int want,
+                              const char *addr_range, const char *dev, int port, int *index);
+
+/* A GID as text into buf (cap bytes): dotted IPv4 when it is IPv4-mapped
+ * (::ffff:10.0.0.1 -> "10.0.0.1"), else IPv6 as inet_ntop writes it. Cut short to fit
+ * when cap < HOOP__IB_GID_STR_MAX (and "" when cap is 1). Returns buf. */
+const char *hoop__ib_gid_str(const uint8_t raw[16], char *buf, size_t cap);
+
+/* The GID type's short name: "IB", "v1", "v2", or "type?" for anything else. */
+const char *hoop__ib_gid_type_str(int type);
+
+// ----------------------------------------------------------------- completions
+
+#ifdef HOOP_HAVE_VERBS
+/* A failed work completion's status (enum ibv_wc_status) as a message for a link to
+ * rank peer (< 0: "the peer"): ibv_wc_status_str's text and the number, then a hint
+ * where one helps: retry exceeded (no ACK: GID index, routing, or a dead peer), RNR
+ * retry exceeded (a hoop bug: receives are posted before credit is granted), remote
+ * access or local protection (a registration bug, or memory freed while in use), remote
+ * operation or invalid request, local length (a bug), flush ("flushed after an earlier
+ * error": report the first error instead). Writes into buf (cap bytes, cut short to
+ * fit) and returns it. */
+const char *hoop__ib_wc_message(int status, int peer, char *buf, size_t cap);
+
+/* 1 when status is IBV_WC_WR_FLUSH_ERR: a request flushed because the QP had already
+ * failed; the caller reports the completion that failed first, not these. */
+int hoop__ib_wc_is_flush(int status);
+#endif
+
+HOOP_EXTERN_C_END
+
+#endif /* HOOP_TRANSPORT_IB_UTIL_H */
