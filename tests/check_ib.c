@@ -32,8 +32,8 @@ static const struct hoop_transport *tp = &hoop__transport_ib;
 
 static struct hoop_tp_config ib_cfg(const char *which)
 {
-    struct hoop_tp_config cfg = {.ib = {.gid_index = -1, .timeout = 14, .retry_cnt = 7,
-                                        .reg_cache = 1}};
+    struct hoop_tp_config cfg = {
+        .ib = {.gid_index = -1, .timeout = 14, .retry_cnt = 7, .reg_cache = 1}};
     cfg.ib.hca = getenv(which);
     return cfg;
 }
@@ -80,7 +80,9 @@ static void fill(unsigned char *b, size_t n, unsigned seed)
     for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(i * 131u + seed * 7u + (i >> 12));
 }
 
-/* One message of n bytes a -> b, checked byte for byte. */
+/* One message of n bytes a -> b, checked byte for byte. The registration cache keeps
+ * user buffers registered, so memory freed here is first forgotten (as the communicator
+ * does with its own buffers); test_cache_off shows the other way. */
 static void one_message(pair *p, size_t n, unsigned seed)
 {
     unsigned char *in = malloc(n + 1), *out = malloc(n + 1);
@@ -92,19 +94,66 @@ static void one_message(pair *p, size_t n, unsigned seed)
     ck_assert_msg(finish_bytes(sr, rr, n) == HOOP_OK, "%zu bytes: %s", n, hoop_last_error());
     ck_assert_msg(memcmp(in, out, n) == 0, "%zu bytes differ", n);
     ck_assert_int_eq(out[n], 0xee); /* nothing written past the end */
+    tp->forget(p->ctx_a, in, n + 1);
+    tp->forget(p->ctx_b, out, n + 1);
     free(in);
     free(out);
 }
 
+/* A buffer freed without telling the transport and allocated again at the same address
+ * is stale in a registration cache; with HOOP_IB_REG_CACHE=0 every message registers
+ * afresh, and freeing and reusing is safe. */
+START_TEST(test_cache_off)
+{
+    pair p;
+    unsigned char handle[HOOP_TP_HANDLE_MAX];
+    struct hoop_tp_config cfg = ib_cfg("HOOP_TEST_IB_HCA_A");
+    cfg.ib.reg_cache = 0;
+    cfg.rank = 0;
+    cfg.token = "t";
+    ck_assert_int_eq(tp->init(&cfg, &p.ctx_a), HOOP_OK);
+    cfg = ib_cfg("HOOP_TEST_IB_HCA_B");
+    cfg.ib.reg_cache = 0;
+    cfg.rank = 1;
+    cfg.token = "t";
+    ck_assert_int_eq(tp->init(&cfg, &p.ctx_b), HOOP_OK);
+    ck_assert_int_eq(tp->listen(p.ctx_b, handle, &p.listen), HOOP_OK);
+    p.send = p.recv = NULL;
+    int64_t deadline = hoop__deadline_ns(20000);
+    while ((!p.send || !p.recv) && hoop__now_ns() < deadline) {
+        if (!p.send) ck_assert_int_eq(tp->connect(p.ctx_a, handle, 0, &p.send), HOOP_OK);
+        if (!p.recv) ck_assert_int_eq(tp->accept(p.listen, &p.recv), HOOP_OK);
+    }
+    for (int round = 0; round < 4; round++) { /* the same sizes: malloc reuses the addresses */
+        size_t n = (8u << 20) + 1;
+        unsigned char *in = malloc(n), *out = malloc(n);
+        void *sr, *rr;
+        fill(in, n, (unsigned)round);
+        ck_assert_int_eq(tp->irecv(p.recv, out, n, NULL, &rr), HOOP_OK);
+        ck_assert_int_eq(tp->isend(p.send, in, n, NULL, &sr), HOOP_OK);
+        ck_assert_int_eq(finish_bytes(sr, rr, n), HOOP_OK);
+        ck_assert_msg(memcmp(in, out, n) == 0, "round %d differs", round);
+        free(in);
+        free(out);
+    }
+    close_pair(&p);
+}
+END_TEST
+
 START_TEST(test_sizes)
 {
     /* rxe's max message is 8 MiB; hoop's chunks can be 64 MiB */
-    static const size_t sizes[] = {0,        1,        8,           63,          64,
-                                   SLOT - 1, SLOT,     SLOT + 1,    1000003,     (8u << 20) - 1,
-                                   8u << 20, (8u << 20) + 1, 20u << 20};
+    static const size_t sizes[] = {0,        1,
+                                   8,        63,
+                                   64,       SLOT - 1,
+                                   SLOT,     SLOT + 1,
+                                   1000003,  (8u << 20) - 1,
+                                   8u << 20, (8u << 20) + 1,
+                                   20u << 20};
     pair p;
     ck_assert_int_eq(connect_ab(&p, "t", "t"), HOOP_OK);
-    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) one_message(&p, sizes[i], (unsigned)i);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        one_message(&p, sizes[i], (unsigned)i);
     close_pair(&p);
 }
 END_TEST
@@ -122,7 +171,8 @@ START_TEST(test_credits_wrap)
     memset(in, 0, sizeof(in));
     int posted_r = 0, done_s = 0, done_r = 0;
     int sdone[N] = {0}, rdone[N] = {0};
-    for (int i = 0; i < N; i++) ck_assert_int_eq(tp->isend(p.send, &out[i], 8, NULL, &sr[i]), HOOP_OK);
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(tp->isend(p.send, &out[i], 8, NULL, &sr[i]), HOOP_OK);
     int64_t deadline = hoop__deadline_ns(60000);
     while ((done_s < N || done_r < N) && hoop__now_ns() < deadline) {
         while (posted_r < N && posted_r - done_r < AHEAD) {
@@ -264,6 +314,23 @@ START_TEST(test_registered)
     close_pair(&p);
     free(in);
     free(out);
+}
+END_TEST
+
+/* Both ends on one device (Soft-RoCE loops the packets back inside the device). */
+START_TEST(test_one_device)
+{
+    pair p;
+    ck_assert_int_eq(connect_pair_cfg(&p, "t", "t", ib_cfg("HOOP_TEST_IB_HCA_A")), HOOP_OK);
+    one_message(&p, 8, 1);
+    one_message(&p, 3u << 20, 2);
+    close_pair(&p);
+}
+END_TEST
+
+START_TEST(test_abandoned_connect)
+{
+    check_abandoned_connect(ib_cfg("HOOP_TEST_IB_HCA_A"));
 }
 END_TEST
 
@@ -428,6 +495,8 @@ int main(void)
     tcase_add_test(tc, test_both_ways);
     tcase_add_test(tc, test_consumer);
     tcase_add_test(tc, test_registered);
+    tcase_add_test(tc, test_one_device);
+    tcase_add_test(tc, test_cache_off);
     suite_add_tcase(s, tc);
     TCase *err = tcase_create("errors");
     tcase_set_timeout(err, 120);
@@ -436,6 +505,7 @@ int main(void)
     tcase_add_test(err, test_fork_kill);
     tcase_add_test(err, test_bad_gid_index);
     tcase_add_test(err, test_bogus_hca);
+    tcase_add_test(err, test_abandoned_connect);
     suite_add_tcase(s, err);
     return run_suite(s);
 }

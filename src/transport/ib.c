@@ -65,6 +65,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "config.h" /* HOOP_HAVE_VERBS */
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -95,26 +96,26 @@ const struct hoop_transport hoop__transport_ib = {
 
 #define IB_MAGIC 0x686f6962u /* "hoib" */
 #define IB_VERSION 1
-#define IB_SLOTS 16                 /* eager slots per link */
-#define IB_SLOT_BYTES (64u << 10)   /* largest eager message */
-#define IB_GRANTS 32                /* rendezvous grants outstanding per link */
-#define IB_SQ_DEPTH 256             /* send work requests per QP */
-#define IB_SIGNAL_EVERY 32          /* a signalled send work request at least this often */
-#define IB_SEND_RQ (IB_GRANTS + 8)  /* receives a send comm keeps posted */
+#define IB_SLOTS 16                /* eager slots per link */
+#define IB_SLOT_BYTES (64u << 10)  /* largest eager message */
+#define IB_GRANTS 32               /* rendezvous grants outstanding per link */
+#define IB_SQ_DEPTH 256            /* send work requests per QP */
+#define IB_SIGNAL_EVERY 32         /* a signalled send work request at least this often */
+#define IB_SEND_RQ (IB_GRANTS + 8) /* receives a send comm keeps posted */
 #define IB_RECV_RQ (IB_SLOTS + IB_GRANTS)
 #define IB_CQ_DEPTH (IB_SQ_DEPTH + IB_RECV_RQ + 16)
 #define IB_POLL_BATCH 16
-#define IB_SPARE 16                   /* released requests a comm keeps */
-#define IB_EOF_CHECK_NS (200 * 1000)  /* a stalled comm peeks at its socket this often */
+#define IB_SPARE 16                      /* released requests a comm keeps */
+#define IB_EOF_CHECK_NS (200 * 1000)     /* a stalled comm peeks at its socket this often */
 #define IB_CLOSE_DRAIN_NS (2000000000LL) /* close waits this long for sends to leave */
 #define IB_CACHE_ENTRIES 256
 #define IB_MAX_GIDS 256
 
 /* The immediate value: a kind in the top two bits, a sequence number below. */
 enum { IMM_EAGER = 0u, IMM_RNDV = 1u, IMM_GRANT = 2u, IMM_CREDIT = 3u };
-#define IMM(kind, n) (((uint32_t)(kind) << 30) | ((uint32_t)(n) & 0x3fffffffu))
+#define IMM(kind, n) (((uint32_t)(kind) << 30) | ((uint32_t)(n)&0x3fffffffu))
 #define IMM_KIND(v) ((v) >> 30)
-#define IMM_NUM(v) ((v) & 0x3fffffffu)
+#define IMM_NUM(v) ((v)&0x3fffffffu)
 
 enum { GRANT_WRITE = 0, GRANT_STREAM = 1 };
 
@@ -148,9 +149,9 @@ struct ib_ctx {
     struct in_addr addr; /* the connection socket's listen address */
     hoop__regcache *cache;
     struct ib_comm *connecting;
-    int kick_fd;             /* rung by pollfds when completions were already waiting */
+    int kick_fd; /* rung by pollfds when completions were already waiting */
     int kicked;
-    hoop_status dead;        /* an asynchronous event failed the port */
+    hoop_status dead; /* an asynchronous event failed the port */
     char dead_why[200];
     int64_t async_checked_ns;
 };
@@ -237,9 +238,9 @@ struct ib_comm {
     union ibv_gid peer_gid;
     hoop__req_pool pool;
     struct ib_req *qhead, *qtail;
-    uint32_t next_grant; /* rendezvous messages posted (isend / irecv) */
-    uint32_t next_write; /* sender: write-mode rendezvous posted; receiver: assigned */
-    uint64_t next_eager; /* eager slots used (sender: written; receiver: assigned) */
+    uint32_t next_grant;         /* rendezvous messages posted (isend / irecv) */
+    uint32_t next_write;         /* sender: write-mode rendezvous posted; receiver: assigned */
+    uint64_t next_eager;         /* eager slots used (sender: written; receiver: assigned) */
     uint64_t sq_posted, sq_done; /* send work requests posted / known complete */
     uint32_t unsignalled;
     /* memory: sender: grant ring (remote-writable) + bounce slots; receiver: slots +
@@ -248,8 +249,8 @@ struct ib_comm {
     size_t mem_bytes;
     struct ibv_mr *mr;
     /* sender */
-    uint64_t credited;            /* slots the receiver has freed, as last told */
-    uint32_t grants_in;           /* grants seen */
+    uint64_t credited;              /* slots the receiver has freed, as last told */
+    uint32_t grants_in;             /* grants seen */
     struct ib_grant got[IB_GRANTS]; /* copies of the ring's entries, by grant number */
     uint64_t remote_slots;
     uint32_t remote_rkey;
@@ -290,17 +291,21 @@ static double port_gbps(const struct ibv_port_attr *a)
 {
     /* Per-lane signalling rates after encoding, Gbit/s (IBTA vol. 1, 7.7; rdma-core's
      * ibv_port_attr documentation for the codes). */
-    double lane = a->active_speed == 1    ? 2.0
-                  : a->active_speed == 2  ? 4.0
-                  : a->active_speed == 4  ? 8.0
-                  : a->active_speed == 8  ? 10.3125 * 64 / 66
-                  : a->active_speed == 16 ? 14.0625 * 64 / 66
-                  : a->active_speed == 32 ? 25.78125 * 64 / 66
-                  : a->active_speed == 64 ? 50.0
+    double lane = a->active_speed == 1     ? 2.0
+                  : a->active_speed == 2   ? 4.0
+                  : a->active_speed == 4   ? 8.0
+                  : a->active_speed == 8   ? 10.3125 * 64 / 66
+                  : a->active_speed == 16  ? 14.0625 * 64 / 66
+                  : a->active_speed == 32  ? 25.78125 * 64 / 66
+                  : a->active_speed == 64  ? 50.0
                   : a->active_speed == 128 ? 100.0
                                            : 10.0;
-    int width = a->active_width == 1 ? 1 : a->active_width == 2 ? 4 : a->active_width == 4 ? 8
-                : a->active_width == 8 ? 12 : a->active_width == 16 ? 2 : 1;
+    int width = a->active_width == 1    ? 1
+                : a->active_width == 2  ? 4
+                : a->active_width == 4  ? 8
+                : a->active_width == 8  ? 12
+                : a->active_width == 16 ? 2
+                                        : 1;
     return lane * width;
 }
 
@@ -371,14 +376,16 @@ static hoop_status use_port(const struct hoop_tp_ib_config *cfg, struct ibv_cont
     p->max_msg = pa->max_msg_sz ? pa->max_msg_sz : (1u << 30);
     p->gbps = port_gbps(pa);
     HOOP_CHECK(read_gids(v, port, pa->gid_tbl_len, tab, &n));
-    HOOP_CHECK(hoop__ib_gid_pick(tab, n, p->link_eth, cfg->gid_index, cfg->addr_range, dev, port,
-                                 &idx));
+    HOOP_CHECK(
+        hoop__ib_gid_pick(tab, n, p->link_eth, cfg->gid_index, cfg->addr_range, dev, port, &idx));
     p->gid_index = idx;
     p->gid_type = tab[idx].type;
     memcpy(p->gid.raw, tab[idx].raw, 16);
     if (!p->link_eth && p->lid == 0)
-        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "%s port %d: InfiniBand port without a LID "
-                          "(is a subnet manager running?)", dev, port);
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                          "%s port %d: InfiniBand port without a LID "
+                          "(is a subnet manager running?)",
+                          dev, port);
     p->vctx = v;
     return HOOP_OK;
 }
@@ -394,8 +401,8 @@ static hoop_status open_port(const struct hoop_tp_ib_config *cfg, struct ib_port
     struct ibv_device **list = ibv_get_device_list(&ndev);
     if (!list || ndev == 0) {
         if (list) ibv_free_device_list(list);
-        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "no RDMA device (ibv_get_device_list found %s)",
-                          list ? "none" : hoop__strerror(errno));
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "no RDMA device (ibv_get_device_list: %s)",
+                          list ? "none listed" : hoop__strerror(errno));
     }
     int want = cfg->local_rank >= 0 ? cfg->local_rank : 0;
     /* Two passes: count the usable ports, then open the chosen one. */
@@ -419,9 +426,9 @@ static hoop_status open_port(const struct hoop_tp_ib_config *cfg, struct ib_port
                 if (ibv_query_port(v, (uint8_t)port, &pa) != 0) continue;
                 if (pa.state != IBV_PORT_ACTIVE) {
                     if (pass == 0 && slen + 64 < sizeof(skipped))
-                        slen += (size_t)snprintf(skipped + slen, sizeof(skipped) - slen,
-                                                 "%s%s:%d not active", slen ? ", " : "", name,
-                                                 port);
+                        slen +=
+                            (size_t)snprintf(skipped + slen, sizeof(skipped) - slen,
+                                             "%s%s:%d not active", slen ? ", " : "", name, port);
                     continue;
                 }
                 if (pass == 0) {
@@ -600,8 +607,8 @@ static hoop_status ib_init(const struct hoop_tp_config *cfg, void **tctx)
                         hoop__strerror(errno));
         goto fail;
     }
-    HOOP_CHECK_GOTO(hoop__regcache_new(&ctx->cache, ctx->cfg.reg_cache, IB_CACHE_ENTRIES,
-                                       cache_reg, cache_dereg, ctx),
+    HOOP_CHECK_GOTO(hoop__regcache_new(&ctx->cache, ctx->cfg.reg_cache, IB_CACHE_ENTRIES, cache_reg,
+                                       cache_dereg, ctx),
                     st, fail);
     ctx->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (ctx->kick_fd < 0) {
@@ -614,8 +621,7 @@ static hoop_status ib_init(const struct hoop_tp_config *cfg, void **tctx)
     HOOP_INFO(INIT, "rank %d: ib on %s port %d, MTU %s, GID index %d (%s) %s%s%.0f Gbit/s",
               cfg->rank, ctx->p.dev, ctx->p.port, mtu_text(ctx->p.mtu), ctx->p.gid_index,
               ctx->p.link_eth ? gid_type_text(ctx->p.gid_type) : "IB",
-              gid_text(&ctx->p.gid, g, sizeof(g)), ctx->p.link_eth ? ", " : ", LID ",
-              ctx->p.gbps);
+              gid_text(&ctx->p.gid, g, sizeof(g)), ctx->p.link_eth ? ", " : ", LID ", ctx->p.gbps);
     if (!ctx->p.link_eth) HOOP_DEBUGF(IB, "ib: LID %u", ctx->p.lid);
     *tctx = ctx;
     return HOOP_OK;
@@ -655,6 +661,12 @@ static int ib_reachable(void *tctx, const void *handle)
     return ctx->p.link_eth || h->subnet_prefix == ctx->p.gid.global.subnet_prefix;
 }
 
+static void ib_forget(void *tctx, void *addr, size_t bytes)
+{
+    struct ib_ctx *ctx = tctx;
+    if (ctx && addr && bytes) hoop__regcache_invalidate(ctx->cache, addr, bytes);
+}
+
 static void ib_cost(void *tctx, struct hoop_tp_cost *out)
 {
     const struct ib_ctx *ctx = tctx;
@@ -677,8 +689,7 @@ static void check_async(struct ib_ctx *ctx)
             snprintf(ctx->dead_why, sizeof(ctx->dead_why), "ib: %s port %d: %s", ctx->p.dev,
                      ctx->p.port, ibv_event_type_str(ev.event_type));
         }
-        HOOP_DEBUGF(IB, "ib: async event on %s: %s", ctx->p.dev,
-                    ibv_event_type_str(ev.event_type));
+        HOOP_DEBUGF(IB, "ib: async event on %s: %s", ctx->p.dev, ibv_event_type_str(ev.event_type));
         ibv_ack_async_event(&ev);
     }
 }
@@ -759,8 +770,7 @@ static hoop_status qp_create(struct ib_comm *c)
     struct ibv_qp_attr init = {.qp_state = IBV_QPS_INIT,
                                .pkey_index = 0,
                                .port_num = (uint8_t)p->port,
-                               .qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-                                                  IBV_ACCESS_LOCAL_WRITE};
+                               .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE};
     int rc = ibv_modify_qp(c->qp, &init,
                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (rc != 0)
@@ -780,7 +790,8 @@ static char *grant_ring(struct ib_comm *c) /* sender: received grants */
 }
 static char *bounce(struct ib_comm *c, uint64_t k) /* sender */
 {
-    return c->mem + (size_t)IB_GRANTS * sizeof(struct ib_grant) + (size_t)(k % IB_SLOTS) * IB_SLOT_BYTES;
+    return c->mem + (size_t)IB_GRANTS * sizeof(struct ib_grant) +
+           (size_t)(k % IB_SLOTS) * IB_SLOT_BYTES;
 }
 static char *slot(struct ib_comm *c, uint64_t k) /* receiver */
 {
@@ -851,8 +862,7 @@ static hoop_status qp_connect(struct ib_comm *c, const struct ib_qpinfo *mine,
                           "-> %s): %s; check HOOP_IB_GID_INDEX and that both ends use the same "
                           "fabric",
                           c->base.peer, p->dev, p->port, gid_text(&p->gid, g1, sizeof(g1)),
-                          p->gid_index, gid_text(&c->peer_gid, g2, sizeof(g2)),
-                          hoop__strerror(rc));
+                          p->gid_index, gid_text(&c->peer_gid, g2, sizeof(g2)), hoop__strerror(rc));
     struct ibv_qp_attr s = {.qp_state = IBV_QPS_RTS,
                             .timeout = (uint8_t)ctx->cfg.timeout,
                             .retry_cnt = (uint8_t)ctx->cfg.retry_cnt,
@@ -863,8 +873,8 @@ static hoop_status qp_connect(struct ib_comm *c, const struct ib_qpinfo *mine,
                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
     if (rc != 0)
-        return HOOP_ERROR(HOOP_ERR_REMOTE, "ib: QP to RTS towards rank %d on %s: %s",
-                          c->base.peer, p->dev, hoop__strerror(rc));
+        return HOOP_ERROR(HOOP_ERR_REMOTE, "ib: QP to RTS towards rank %d on %s: %s", c->base.peer,
+                          p->dev, hoop__strerror(rc));
     if (c->kind == IK_SEND) {
         c->remote_slots = peer->ring_addr;
         c->remote_rkey = peer->ring_rkey;
@@ -880,8 +890,7 @@ static hoop_status post_recvs(struct ib_comm *c, int n)
     for (int i = 0; i < n; i++) {
         struct ibv_recv_wr wr = {.wr_id = 0, .num_sge = 0}, *bad;
         int rc = ibv_post_recv(c->qp, &wr, &bad);
-        if (rc != 0)
-            return comm_fail(c, HOOP_ERR_IB, "ibv_post_recv: %s", hoop__strerror(rc));
+        if (rc != 0) return comm_fail(c, HOOP_ERR_IB, "ibv_post_recv: %s", hoop__strerror(rc));
     }
     return HOOP_OK;
 }
@@ -901,8 +910,8 @@ static hoop_status ib_listen(void *tctx, void *handle, struct hoop_tp_comm **out
         int e = errno;
         char ip[INET_ADDRSTRLEN];
         ib_close(&c->base);
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "ib: listen on %s: %s",
-                          hoop__sock_ip_str(ctx->addr, ip), hoop__strerror(e));
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "ib: listen on %s: %s", hoop__sock_ip_str(ctx->addr, ip),
+                          hoop__strerror(e));
     }
     struct ib_handle h = {.magic = IB_MAGIC,
                           .rank = ctx->rank,
@@ -959,8 +968,8 @@ static hoop_status judge(struct ib_comm *l, struct ib_pend *p, int *drop)
     /* The reply is small and the socket fresh: it goes out whole or the peer is gone. */
     if (sock_io(p->fd, &rep, sizeof(rep), &off, 1) != 1 && !why) why = "the peer left";
     if (why) {
-        HOOP_WARN("ib transport: refused a connection from rank %d (%s)",
-                  r > 0 ? h->rank : -1, why);
+        HOOP_WARN("ib transport: refused a connection from rank %d (%s)", r > 0 ? h->rank : -1,
+                  why);
         if (c) ib_close(&c->base);
         close(p->fd);
         *drop = 1;
@@ -1050,9 +1059,9 @@ static hoop_status conn_step(struct ib_comm *c, int *done)
             close(c->sock);
             c->sock = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
             c->state = IC_START;
-            return c->sock < 0 ? HOOP_ERROR(HOOP_ERR_SYSTEM, "ib: socket: %s",
-                                            hoop__strerror(errno))
-                               : HOOP_OK;
+            return c->sock < 0
+                       ? HOOP_ERROR(HOOP_ERR_SYSTEM, "ib: socket: %s", hoop__strerror(errno))
+                       : HOOP_OK;
         }
         if (err != 0)
             return HOOP_ERROR(HOOP_ERR_REMOTE, "ib: connect to rank %d: %s", c->base.peer,
@@ -1065,8 +1074,7 @@ static hoop_status conn_step(struct ib_comm *c, int *done)
     if (c->state == IC_HELLO) {
         int r = sock_io(c->sock, &c->hello, sizeof(c->hello), &c->off, 1);
         if (r < 0)
-            return HOOP_ERROR(HOOP_ERR_REMOTE, "ib: rank %d closed during the hello",
-                              c->base.peer);
+            return HOOP_ERROR(HOOP_ERR_REMOTE, "ib: rank %d closed during the hello", c->base.peer);
         if (r == 0) return HOOP_OK;
         c->state = IC_REPLY;
         c->off = 0;
@@ -1162,8 +1170,8 @@ static hoop_status wc_failed(struct ib_comm *c, const struct ibv_wc *wc)
 
 /* Posts one send work request; signalled every IB_SIGNAL_EVERY-th or when asked. */
 static hoop_status post_write(struct ib_comm *c, const void *src, size_t n, uint32_t lkey,
-                              uint64_t raddr, uint32_t rkey, int with_imm, uint32_t imm,
-                              int signal, uint64_t *index)
+                              uint64_t raddr, uint32_t rkey, int with_imm, uint32_t imm, int signal,
+                              uint64_t *index)
 {
     struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)src, .length = (uint32_t)n, .lkey = lkey};
     struct ibv_send_wr wr = {
@@ -1318,8 +1326,7 @@ static hoop_status send_progress(struct ib_comm *c)
                 int last = r->done_bytes + n == r->bytes;
                 HOOP_CHECK(post_write(c, r->buf + r->done_bytes, n, r->lkey,
                                       c->remote_slots + (k % IB_SLOTS) * IB_SLOT_BYTES,
-                                      c->remote_rkey, 1, IMM(IMM_EAGER, k), last,
-                                      &r->sq_last));
+                                      c->remote_rkey, 1, IMM(IMM_EAGER, k), last, &r->sq_last));
                 c->next_eager++;
                 r->done_bytes += n;
             }
@@ -1454,7 +1461,7 @@ static void enqueue(struct ib_comm *c, struct ib_req *r)
 
 static hoop_status new_req(struct ib_comm *c, void *buf, size_t bytes, struct ib_req **out)
 {
-    struct ib_req *r;
+    struct ib_req *r = NULL;
     *out = NULL;
     if (c->failed != HOOP_OK) return HOOP_ERROR(c->failed, "%s", c->why);
     HOOP_CHECK(hoop__req_get(&c->pool, (void **)&r));
@@ -1559,8 +1566,7 @@ static hoop_status ib_test(void *req, int *done, size_t *bytes)
         int gone_before = c->peer_gone;
         hoop_status st = comm_progress(c);
         if (st == HOOP_OK && gone_before && !req_done(c, r))
-            st = comm_fail(c, HOOP_ERR_REMOTE, "rank %d closed its end or exited",
-                           c->base.peer);
+            st = comm_fail(c, HOOP_ERR_REMOTE, "rank %d closed its end or exited", c->base.peer);
         if (st != HOOP_OK) {
             /* A failed request is released as a finished one is; take it off the queue
              * first (a failed comm never walks the queue again, but close does). */
@@ -1632,8 +1638,7 @@ static hoop_status ib_close(struct hoop_tp_comm *tc)
         !c->peer_gone && c->sq_posted > c->sq_done) {
         uint64_t last;
         int64_t until = hoop__now_ns() + IB_CLOSE_DRAIN_NS;
-        if (post_write(c, NULL, 0, 0, c->remote_slots, c->remote_rkey, 0, 0, 1, &last) ==
-            HOOP_OK) {
+        if (post_write(c, NULL, 0, 0, c->remote_slots, c->remote_rkey, 0, 0, 1, &last) == HOOP_OK) {
             int got;
             while (c->sq_done <= last && c->failed == HOOP_OK && hoop__now_ns() < until)
                 (void)poll_cq(c, &got);
@@ -1685,6 +1690,7 @@ const struct hoop_transport hoop__transport_ib = {
     .test = ib_test,
     .pollfds = ib_pollfds,
     .cost = ib_cost,
+    .forget = ib_forget,
     .close = ib_close,
     .finalize = ib_finalize,
 };

@@ -104,6 +104,9 @@ struct hoop_tp_comm {
  *   pollfds   (optional) lists up to cap pollfds a caller may sleep on for this comm;
  *             NULL for transports that are only polled by test.
  *   cost      (optional) this context's link cost; NULL = loopback TCP's figures.
+ *   forget    (optional) [addr, addr + bytes) is about to be freed: drop what the
+ *             context caches about it (ib: registrations, which would otherwise pin the
+ *             old pages and serve a new allocation at the same address wrongly).
  *   close     closes a comm (safe on half-open comms); pending requests are released.
  *   finalize  destroys the context.
  */
@@ -126,6 +129,7 @@ struct hoop_transport {
     hoop_status (*test)(void *req, int *done, size_t *bytes);
     int (*pollfds)(struct hoop_tp_comm *c, struct pollfd *fds, int cap);
     void (*cost)(void *tctx, struct hoop_tp_cost *out);
+    void (*forget)(void *tctx, void *addr, size_t bytes);
     hoop_status (*close)(struct hoop_tp_comm *c);
     hoop_status (*finalize)(void *tctx);
 };
