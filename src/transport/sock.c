@@ -80,9 +80,7 @@ int hoop__sock_token_equal(const char *a, const char *b)
     return diff == 0;
 }
 
-
-hoop_status hoop__sock_listen_addr(const char *ifname, const char *master_addr,
-                                   struct in_addr *out)
+hoop_status hoop__sock_listen_addr(const char *ifname, const char *master_addr, struct in_addr *out)
 {
     out->s_addr = htonl(INADDR_LOOPBACK);
     if (ifname && *ifname) return addr_from_ifname(ifname, out);
