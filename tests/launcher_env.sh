@@ -145,7 +145,8 @@ HOOP_SHM_BYTES=100000 "$HOOPRUN" --nproc-per-node 1 true 2> "$TMP/e1"
 [ $? = 2 ] || fail "HOOP_SHM_BYTES=100000 did not give exit 2"
 assert_contains "$TMP/e1" "HOOP_SHM_BYTES=100000 is not a power of two"
 [ "$(wc -l < "$TMP/e1")" = 1 ] || fail "more than one line: $(cat "$TMP/e1")"
-HOOP_TRANSPORT=ib "$HOOPRUN" --nproc-per-node 1 true 2> "$TMP/e2"
-[ $? = 2 ] || fail "HOOP_TRANSPORT=ib did not give exit 2"
-assert_contains "$TMP/e2" "no InfiniBand verbs transport yet"
+# HOOP_TRANSPORT=ib is a valid setting (whether this host can run it is the worker's
+# communicator's business): hooprun lets it through.
+HOOP_TRANSPORT=ib "$HOOPRUN" --nproc-per-node 1 true 2> "$TMP/e2" ||
+    fail "HOOP_TRANSPORT=ib was refused: $(cat "$TMP/e2")"
 echo "PASS"

@@ -36,18 +36,6 @@ static hoop_status power_of_two(const char *name, const char *text, int64_t num)
     return HOOP_OK;
 }
 
-/* Verbs are not built yet: refuse an explicit request instead of silently running TCP. */
-static hoop_status no_verbs(const char *name, const char *text, int64_t num)
-{
-    (void)num;
-    if (text && strcasecmp(text, "ib") == 0)
-        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
-                          "%s=%s: this build of hoop has no InfiniBand verbs transport yet; use "
-                          "auto, tcp or shm",
-                          name, text);
-    return HOOP_OK;
-}
-
 /* HOOP_DEBUG_SUBSYS: a comma list of the log's subsystems (log.c parses it). */
 static hoop_status subsystems(const char *name, const char *text, int64_t num)
 {
@@ -66,7 +54,6 @@ static hoop_status subsystems(const char *name, const char *text, int64_t num)
 static hoop_status rule_of(const hoop_env_param *p, const char *text, int64_t num)
 {
     if (strcmp(p->name, "HOOP_SHM_BYTES") == 0) return power_of_two(p->name, text, num);
-    if (strcmp(p->name, "HOOP_TRANSPORT") == 0) return no_verbs(p->name, text, num);
     if (strcmp(p->name, "HOOP_DEBUG_SUBSYS") == 0) return subsystems(p->name, text, num);
     return HOOP_OK;
 }
@@ -89,8 +76,9 @@ const hoop_env_param hoop__env_params[] = {
      "shared secret every connection must present; hooprun sets 128 random bits; srun "
      "without hooprun: slurm-JOB.STEP, not a secret"},
     {"HOOP_TRANSPORT", HOOP_ENV_CHOICE, "auto", 0, 0, "auto|tcp|shm|ib",
-     "transport between ranks: auto = shm between ranks on one host, tcp between hosts; "
-     "ib is refused (not built yet)"},
+     "transport between ranks: auto = shm between ranks on one host, ib between hosts "
+     "that both have a usable RDMA device, else tcp; tcp|shm|ib = every link over that one "
+     "(an error where it cannot reach a peer)"},
     {"HOOP_SHM_BYTES", HOOP_ENV_BYTES, "4M", 64 * KIB, 1 * GIB, NULL,
      "shm transport: ring bytes per link, a power of two (K/M/G suffixes)"},
     {"HOOP_SOCKET_IFNAME", HOOP_ENV_STRING, NULL, 0, 0, NULL,

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # src/transport/local.mk -- sources and tests of the transport layer (included by Makefile.am).
-libhoopcore_la_SOURCES += %reldir%/tcp.c %reldir%/shm.c %reldir%/ib.c %reldir%/sock.c
-noinst_HEADERS += %reldir%/transport.h %reldir%/reqpool.h %reldir%/sock.h
+libhoopcore_la_SOURCES += %reldir%/tcp.c %reldir%/shm.c %reldir%/ib.c %reldir%/sock.c \
+	%reldir%/registry.c
+noinst_HEADERS += %reldir%/transport.h %reldir%/reqpool.h %reldir%/sock.h %reldir%/registry.h
 
 check_PROGRAMS += tests/check_tcp
 tests_check_tcp_SOURCES = tests/check_tcp.c tests/tp_harness.h
