@@ -256,6 +256,51 @@ START_TEST(test_registry)
 }
 END_TEST
 
+/* What hoop_comm_init hands the transports as cfg.ib: the HOOP_IB_* values, or their
+ * defaults. */
+START_TEST(test_ib_config)
+{
+    struct hoop_tp_ib_config ib;
+    memset(&ib, 0x5a, sizeof(ib));
+    ck_assert_int_eq(hoop__comm_ib_config(&ib), HOOP_OK);
+    ck_assert_ptr_null(ib.hca);
+    ck_assert_ptr_null(ib.addr_range);
+    ck_assert_int_eq(ib.gid_index, -1);
+    ck_assert_int_eq(ib.timeout, 20);
+    ck_assert_int_eq(ib.retry_cnt, 7);
+    ck_assert_int_eq(ib.tc, 0);
+    ck_assert_int_eq(ib.sl, 0);
+    ck_assert_int_eq(ib.reg_cache, 1);
+    setenv("HOOP_IB_HCA", "^=mlx5_1:2", 1);
+    setenv("HOOP_IB_ADDR_RANGE", "10.0.0.0/8", 1);
+    setenv("HOOP_IB_GID_INDEX", "3", 1);
+    setenv("HOOP_IB_TIMEOUT", "14", 1);
+    setenv("HOOP_IB_RETRY_CNT", "2", 1);
+    setenv("HOOP_IB_TC", "106", 1);
+    setenv("HOOP_IB_SL", "5", 1);
+    setenv("HOOP_IB_REG_CACHE", "0", 1);
+    ck_assert_int_eq(hoop__comm_ib_config(&ib), HOOP_OK);
+    ck_assert_str_eq(ib.hca, "^=mlx5_1:2");
+    ck_assert_str_eq(ib.addr_range, "10.0.0.0/8");
+    ck_assert_int_eq(ib.gid_index, 3);
+    ck_assert_int_eq(ib.timeout, 14);
+    ck_assert_int_eq(ib.retry_cnt, 2);
+    ck_assert_int_eq(ib.tc, 106);
+    ck_assert_int_eq(ib.sl, 5);
+    ck_assert_int_eq(ib.reg_cache, 0);
+    setenv("HOOP_IB_SL", "16", 1);
+    ck_assert_int_eq(hoop__comm_ib_config(&ib), HOOP_ERR_INVALID);
+    assert_error_has("HOOP_IB_SL=16", NULL);
+    /* hoop_comm_init refuses it too, before opening anything. */
+    hoop_comm *comm = NULL;
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    cfg.world_size = 1;
+    cfg.rank = 0;
+    ck_assert_int_eq(hoop_comm_init(&comm, &cfg), HOOP_ERR_INVALID);
+    assert_error_has("HOOP_IB_SL=16", NULL);
+}
+END_TEST
+
 // ----- a communicator on a host without an RDMA device --------------------------------------
 
 static char logged[4096];
@@ -369,6 +414,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_forced_shm_remote_peer);
     tcase_add_test(tc, test_card);
     tcase_add_test(tc, test_registry);
+    tcase_add_test(tc, test_ib_config);
     suite_add_tcase(s, tc);
     TCase *comm = tcase_create("comm");
     tcase_set_timeout(comm, 30);

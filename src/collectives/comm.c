@@ -38,14 +38,33 @@ typedef struct comm_settings {
     int64_t timeout_ms, nsocks, chunk, shm_bytes;
     const char *token, *ifname;
     hoop_algo algo;
-    const char *forced; /* HOOP_TRANSPORT=tcp|shm|ib: the only transport; NULL = auto */
+    const char *forced;          /* HOOP_TRANSPORT=tcp|shm|ib: the only transport; NULL = auto */
+    struct hoop_tp_ib_config ib; /* HOOP_IB_* */
 } comm_settings;
+
+hoop_status hoop__comm_ib_config(struct hoop_tp_ib_config *ib)
+{
+    static const char *const names[] = {"HOOP_IB_GID_INDEX", "HOOP_IB_TIMEOUT",
+                                        "HOOP_IB_RETRY_CNT", "HOOP_IB_TC",
+                                        "HOOP_IB_SL",        "HOOP_IB_REG_CACHE"};
+    int *const into[] = {&ib->gid_index, &ib->timeout, &ib->retry_cnt,
+                         &ib->tc,        &ib->sl,      &ib->reg_cache};
+    _Static_assert(HOOP_ARRAY_SIZE(names) == HOOP_ARRAY_SIZE(into), "one field per setting");
+    for (size_t i = 0; i < HOOP_ARRAY_SIZE(names); i++) {
+        int64_t v;
+        HOOP_CHECK(hoop__env_int(names[i], &v));
+        *into[i] = (int)v;
+    }
+    HOOP_CHECK(hoop__env_str("HOOP_IB_HCA", &ib->hca));
+    return hoop__env_str("HOOP_IB_ADDR_RANGE", &ib->addr_range);
+}
 
 static hoop_status read_settings(const hoop_comm_config *cfg, comm_settings *s)
 {
     const char *algo = NULL, *tp = NULL;
     HOOP_CHECK(hoop__env_str("HOOP_TRANSPORT", &tp)); /* one of the table's choices */
     s->forced = tp && strcasecmp(tp, "auto") != 0 ? tp : NULL;
+    HOOP_CHECK(hoop__comm_ib_config(&s->ib));
     HOOP_CHECK(hoop__env_int("HOOP_SHM_BYTES", &s->shm_bytes)); /* a power of two */
     s->timeout_ms = cfg->timeout_ms;
     if (s->timeout_ms < 0) HOOP_CHECK(hoop__env_ms("HOOP_TIMEOUT", &s->timeout_ms));
@@ -325,7 +344,8 @@ static hoop_status open_endpoints(hoop_comm *comm, const hoop_comm_config *cfg,
                                   .ifname = s->ifname,
                                   .master_addr = cfg->master_addr,
                                   .nsocks = (int)s->nsocks,
-                                  .ring_bytes = (size_t)s->shm_bytes};
+                                  .ring_bytes = (size_t)s->shm_bytes,
+                                  .ib = s->ib};
     hoop__card_init(mine);
     if (s->forced && !hoop__transport_find(s->forced))
         return HOOP_INTERNAL_ERROR("HOOP_TRANSPORT=%s is not a registered transport", s->forced);

@@ -140,7 +140,11 @@ void *hoop__progress_main(void *arg);
 int hoop__progress_pass(hoop_comm *comm);
 void hoop__comm_close_links(hoop_comm *comm);
 
-/* The name of the transport ("tcp", "shm") of this rank's data link to peer, or NULL when
+/* Fills ib from the HOOP_IB_* settings (defaults where unset), as hoop_comm_init hands
+ * them to the transports. HOOP_ERR_INVALID names a malformed one (env.c checks range and
+ * form). */
+hoop_status hoop__comm_ib_config(struct hoop_tp_ib_config *ib);
+/* The name of the transport ("tcp", "shm", "ib") of this rank's data link to peer, or NULL when
  * there is none (for tests and logs). */
 const char *hoop__comm_link_transport(const hoop_comm *comm, int peer);
 /* Describes a call for messages: "allreduce(count=10, f32, sum, algo=ring) #3". */
