@@ -390,6 +390,26 @@ const char *hoop__comm_link_transport(const hoop_comm *comm, int peer)
 
 // ----------------------------------------------------------------- init / destroy
 
+/* Registers the staging slots with every transport that takes registrations, once, before
+ * the progress thread (and so any receive into a slot) starts. */
+static hoop_status register_slots(hoop_comm *comm)
+{
+    size_t bytes = (size_t)comm->nslots * comm->slot_bytes;
+    for (int k = 0; k < comm->ntps; k++) {
+        hoop__tp_open *o = &comm->tps[k];
+        if (!o->tp->reg_mr) continue;
+        hoop_status st = o->tp->reg_mr(o->ctx, comm->slots, bytes, HOOP_TP_MEM_HOST, &o->slot_mr);
+        if (st != HOOP_OK) {
+            char why[400]; /* the message is rewritten below: copy it out first */
+            snprintf(why, sizeof(why), "%s", hoop_last_error());
+            o->slot_mr = NULL;
+            return HOOP_ERROR(st, "rank %d: registering %zu bytes of staging slots with %s: %s",
+                              comm->rank, bytes, o->tp->name, why);
+        }
+    }
+    return HOOP_OK;
+}
+
 static hoop_status comm_start(hoop_comm *comm, const comm_settings *s)
 {
     comm->chunk_bytes = (size_t)s->chunk;
@@ -398,8 +418,10 @@ static hoop_status comm_start(hoop_comm *comm, const comm_settings *s)
     comm->nslots = COMM_DEPTH;
     while (comm->nslots > 2 && (size_t)comm->nslots * comm->slot_bytes > COMM_SLOT_BUDGET)
         comm->nslots--;
-    if (comm->world_size > 1)
+    if (comm->world_size > 1) {
         HOOP_CHECK(hoop__calloc(&comm->slots, (size_t)comm->nslots * comm->slot_bytes));
+        HOOP_CHECK(register_slots(comm));
+    }
     comm->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (comm->wake_fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "eventfd: %s", hoop__strerror(errno));
     HOOP_PTHREAD_CHECK(pthread_create(&comm->thread, NULL, hoop__progress_main, comm),
@@ -501,8 +523,12 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
     }
     hoop__comm_close_links(comm);
     hoop__comm_free_segs(comm);
-    for (int k = 0; k < comm->ntps; k++)
-        keep_first(comm->tps[k].tp->finalize(comm->tps[k].ctx), &st, msg, sizeof(msg));
+    for (int k = 0; k < comm->ntps; k++) {
+        hoop__tp_open *o = &comm->tps[k];
+        if (o->slot_mr) keep_first(o->tp->dereg_mr(o->ctx, o->slot_mr), &st, msg, sizeof(msg));
+        o->slot_mr = NULL;
+        keep_first(o->tp->finalize(o->ctx), &st, msg, sizeof(msg));
+    }
     if (comm->wake_fd >= 0) close(comm->wake_fd);
     keep_first(hoop_store_destroy(comm->owned_store), &st, msg, sizeof(msg));
     pthread_mutex_destroy(&comm->mu);

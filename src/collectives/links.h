@@ -14,7 +14,8 @@
 /* One transport this rank opened. */
 typedef struct hoop__tp_open {
     const struct hoop_transport *tp;
-    void *ctx; /* init's context */
+    void *ctx;     /* init's context */
+    void *slot_mr; /* the comm's staging slots, registered with it (reg_mr); NULL = none */
 } hoop__tp_open;
 
 /* What a rank publishes through the rendezvous: the transports it opened, each by name

@@ -49,3 +49,9 @@ tests_check_links_SOURCES = tests/check_links.c
 tests_check_links_CFLAGS = $(TEST_CFLAGS)
 tests_check_links_LDADD = $(TEST_LDADD)
 TESTS += tests/check_links
+
+check_PROGRAMS += tests/check_exec
+tests_check_exec_SOURCES = tests/check_exec.c
+tests_check_exec_CFLAGS = $(TEST_CFLAGS)
+tests_check_exec_LDADD = $(TEST_LDADD)
+TESTS += tests/check_exec
