@@ -265,6 +265,78 @@ START_TEST(test_knobs)
 }
 END_TEST
 
+/* The verbs transport's settings: defaults, ranges, and the forms of the two strings. */
+START_TEST(test_ib_knobs)
+{
+    static const struct {
+        const char *name;
+        int64_t def, min, max;
+    } ints[] = {{"HOOP_IB_GID_INDEX", -1, -1, 255}, {"HOOP_IB_TIMEOUT", 20, 1, 31},
+                {"HOOP_IB_RETRY_CNT", 7, 0, 7},     {"HOOP_IB_TC", 0, 0, 255},
+                {"HOOP_IB_SL", 0, 0, 15},           {"HOOP_IB_REG_CACHE", 1, 0, 1}};
+    int64_t v;
+    const char *s;
+    char text[32];
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+        unsetenv(ints[i].name);
+        ck_assert_int_eq(hoop__env_int(ints[i].name, &v), HOOP_OK);
+        ck_assert_int_eq(v, ints[i].def);
+        snprintf(text, sizeof(text), "%lld", (long long)ints[i].max);
+        setenv(ints[i].name, text, 1);
+        ck_assert_int_eq(hoop__env_int(ints[i].name, &v), HOOP_OK);
+        ck_assert_int_eq(v, ints[i].max);
+        snprintf(text, sizeof(text), "%lld", (long long)ints[i].max + 1);
+        setenv(ints[i].name, text, 1);
+        ck_assert_int_eq(hoop__env_int(ints[i].name, &v), HOOP_ERR_INVALID);
+        assert_error_has(ints[i].name, "out of range");
+        snprintf(text, sizeof(text), "%lld", (long long)ints[i].min - 1);
+        setenv(ints[i].name, text, 1);
+        ck_assert_int_eq(hoop__env_check_all(), HOOP_ERR_INVALID);
+        unsetenv(ints[i].name);
+    }
+    static const char *const hca_ok[] = {"mlx5_0",  "mlx5_0:1,mlx5_1", "^mlx5_2",
+                                         "=rxe0:1", "^=rxe-eth0,mlx4", "bnxt_re.1:255"};
+    static const char *const hca_bad[] = {
+        "",        "^",          "^=",  "mlx5_0:", "mlx5_0:0",      ":1",
+        "mlx5_0,", "mlx5_0:256", "a b", "mlx5:x",  "mlx5_0,,mlx5_1"};
+    for (size_t i = 0; i < sizeof(hca_ok) / sizeof(hca_ok[0]); i++) {
+        setenv("HOOP_IB_HCA", hca_ok[i], 1);
+        ck_assert_msg(hoop__env_str("HOOP_IB_HCA", &s) == HOOP_OK, "'%s': %s", hca_ok[i],
+                      hoop_last_error());
+        ck_assert_str_eq(s, hca_ok[i]);
+    }
+    for (size_t i = 1; i < sizeof(hca_bad) / sizeof(hca_bad[0]); i++) { /* "" = unset */
+        setenv("HOOP_IB_HCA", hca_bad[i], 1);
+        ck_assert_msg(hoop__env_str("HOOP_IB_HCA", &s) == HOOP_ERR_INVALID, "'%s' accepted",
+                      hca_bad[i]);
+        assert_error_has("HOOP_IB_HCA='", "mlx5_0:1,mlx5_1");
+    }
+    setenv("HOOP_IB_HCA", "mlx5_0,mlx5_1:x", 1);
+    ck_assert_int_eq(hoop__env_str("HOOP_IB_HCA", &s), HOOP_ERR_INVALID);
+    assert_error_has("'mlx5_1:x' is not device[:port]", NULL);
+    unsetenv("HOOP_IB_HCA");
+    ck_assert_int_eq(hoop__env_str("HOOP_IB_HCA", &s), HOOP_OK);
+    ck_assert_ptr_null(s);
+    static const char *const range_ok[] = {"10.0.0.0/8", "192.168.1.0/24", "0.0.0.0/0",
+                                           "fd00::/8",   "::ffff:0:0/96",  "10.1.2.3/32"};
+    static const char *const range_bad[] = {"10.0.0.0",   "10.0.0.0/33", "10.0.0/8",
+                                            "fd00::/129", "10.0.0.0/",   "/8",
+                                            "x/8",        "10.0.0.0/-1", "10.0.0.0/8x"};
+    for (size_t i = 0; i < sizeof(range_ok) / sizeof(range_ok[0]); i++) {
+        setenv("HOOP_IB_ADDR_RANGE", range_ok[i], 1);
+        ck_assert_msg(hoop__env_str("HOOP_IB_ADDR_RANGE", &s) == HOOP_OK, "'%s': %s", range_ok[i],
+                      hoop_last_error());
+    }
+    for (size_t i = 0; i < sizeof(range_bad) / sizeof(range_bad[0]); i++) {
+        setenv("HOOP_IB_ADDR_RANGE", range_bad[i], 1);
+        ck_assert_msg(hoop__env_str("HOOP_IB_ADDR_RANGE", &s) == HOOP_ERR_INVALID, "'%s' accepted",
+                      range_bad[i]);
+        assert_error_has("HOOP_IB_ADDR_RANGE='", "is not an address range in CIDR form");
+    }
+    unsetenv("HOOP_IB_ADDR_RANGE");
+}
+END_TEST
+
 START_TEST(test_help_lists_every_knob)
 {
     char *buf = NULL;
@@ -303,6 +375,7 @@ int main(void)
     tcase_add_test(tc, test_dist_srun_explicit_wins);
     tcase_add_test(tc, test_dist_batch_script_is_not_a_step);
     tcase_add_test(tc, test_knobs);
+    tcase_add_test(tc, test_ib_knobs);
     tcase_add_test(tc, test_help_lists_every_knob);
     tcase_add_test(tc, test_parse_bytes);
     suite_add_tcase(s, tc);

@@ -385,6 +385,14 @@ END_TEST
 // ----- peer close ---------------------------------------------------------------------------
 
 /* Bytes sent before a graceful close are still delivered; the next irecv then fails. */
+START_TEST(test_request_pool)
+{
+    pair p;
+    ck_assert_int_eq(connect_pair(&p, NULL, NULL, 4096), HOOP_OK);
+    check_request_pool(&p);
+}
+END_TEST
+
 START_TEST(test_peer_close)
 {
     pair p;
@@ -766,6 +774,7 @@ int main(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_vtable);
     tcase_add_loop_test(tc, test_send_recv, 0, 2);
+    tcase_add_test(tc, test_request_pool);
     tcase_add_test(tc, test_init_ring);
     tcase_add_test(tc, test_consumer);
     tcase_add_test(tc, test_pad_full);

@@ -89,6 +89,14 @@ START_TEST(test_send_recv)
 }
 END_TEST
 
+START_TEST(test_request_pool)
+{
+    pair p;
+    ck_assert_int_eq(connect_pair(&p, NULL, NULL, 2), HOOP_OK);
+    check_request_pool(&p);
+}
+END_TEST
+
 START_TEST(test_peer_close)
 {
     pair p;
@@ -154,6 +162,7 @@ int main(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_vtable);
     tcase_add_loop_test(tc, test_send_recv, 0, 2);
+    tcase_add_test(tc, test_request_pool);
     tcase_add_test(tc, test_ifname);
     suite_add_tcase(s, tc);
     TCase *err = tcase_create("errors");

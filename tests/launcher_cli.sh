@@ -41,6 +41,11 @@ assert_contains "$TMP/help" "HOOP_TOKEN"
 "$HOOPRUN" --help-env > "$TMP/env" || fail "--help-env did not exit 0"
 assert_contains "$TMP/env" "HOOP_TIMEOUT"
 assert_contains "$TMP/env" "HOOP_CHUNK_BYTES"
+for v in HOOP_IB_HCA HOOP_IB_GID_INDEX HOOP_IB_ADDR_RANGE HOOP_IB_TIMEOUT HOOP_IB_RETRY_CNT \
+    HOOP_IB_TC HOOP_IB_SL HOOP_IB_REG_CACHE; do
+    grep -q "^$v " "$TMP/env" || fail "--help-env does not list $v"
+done
+grep -q "not built yet" "$TMP/env" && fail "--help-env still says 'not built yet'"
 
 "$HOOPRUN" --nproc-per-node 1 "$TMP/no-such-program" > "$TMP/o" 2> "$TMP/e"
 rc=$?

@@ -38,18 +38,33 @@ typedef struct comm_settings {
     int64_t timeout_ms, nsocks, chunk, shm_bytes;
     const char *token, *ifname;
     hoop_algo algo;
-    int mode; /* MODE_* from HOOP_TRANSPORT */
+    const char *forced;          /* HOOP_TRANSPORT=tcp|shm|ib: the only transport; NULL = auto */
+    struct hoop_tp_ib_config ib; /* HOOP_IB_* */
 } comm_settings;
 
-enum { MODE_AUTO = 0, MODE_TCP, MODE_SHM };
+hoop_status hoop__comm_ib_config(struct hoop_tp_ib_config *ib)
+{
+    static const char *const names[] = {"HOOP_IB_GID_INDEX", "HOOP_IB_TIMEOUT",
+                                        "HOOP_IB_RETRY_CNT", "HOOP_IB_TC",
+                                        "HOOP_IB_SL",        "HOOP_IB_REG_CACHE"};
+    int *const into[] = {&ib->gid_index, &ib->timeout, &ib->retry_cnt,
+                         &ib->tc,        &ib->sl,      &ib->reg_cache};
+    _Static_assert(HOOP_ARRAY_SIZE(names) == HOOP_ARRAY_SIZE(into), "one field per setting");
+    for (size_t i = 0; i < HOOP_ARRAY_SIZE(names); i++) {
+        int64_t v;
+        HOOP_CHECK(hoop__env_int(names[i], &v));
+        *into[i] = (int)v;
+    }
+    HOOP_CHECK(hoop__env_str("HOOP_IB_HCA", &ib->hca));
+    return hoop__env_str("HOOP_IB_ADDR_RANGE", &ib->addr_range);
+}
 
 static hoop_status read_settings(const hoop_comm_config *cfg, comm_settings *s)
 {
     const char *algo = NULL, *tp = NULL;
-    HOOP_CHECK(hoop__env_str("HOOP_TRANSPORT", &tp)); /* the table refuses ib */
-    s->mode = tp && strcasecmp(tp, "tcp") == 0   ? MODE_TCP
-              : tp && strcasecmp(tp, "shm") == 0 ? MODE_SHM
-                                                 : MODE_AUTO;
+    HOOP_CHECK(hoop__env_str("HOOP_TRANSPORT", &tp)); /* one of the table's choices */
+    s->forced = tp && strcasecmp(tp, "auto") != 0 ? tp : NULL;
+    HOOP_CHECK(hoop__comm_ib_config(&s->ib));
     HOOP_CHECK(hoop__env_int("HOOP_SHM_BYTES", &s->shm_bytes)); /* a power of two */
     s->timeout_ms = cfg->timeout_ms;
     if (s->timeout_ms < 0) HOOP_CHECK(hoop__env_ms("HOOP_TIMEOUT", &s->timeout_ms));
@@ -95,18 +110,22 @@ static hoop_status check_config(const hoop_comm_config *cfg)
 
 // ----------------------------------------------------------------- connecting
 
-static hoop_status exchange(hoop_comm *comm, const hoop_comm_config *cfg, const void *mine,
-                            unsigned char *all, int64_t deadline)
+static hoop_status exchange(hoop_comm *comm, const hoop_comm_config *cfg, const hoop__card *mine,
+                            hoop__card *all, int64_t deadline)
 {
-    if (cfg->rendezvous)
-        return hoop__rendezvous_allgather(cfg->rendezvous, comm->rank, mine, all, deadline);
     /* Every rank creates its communicators in the same order, so the n-th one of each
      * process meets under the same name. */
     static atomic_int generation;
     char name[64];
-    snprintf(name, sizeof(name), "hoop.comm.%d", atomic_fetch_add(&generation, 1));
-    return hoop_store_allgather(cfg->store, name, mine, HOOP__CARD_BYTES, all,
-                                hoop__ms_left(deadline));
+    if (cfg->rendezvous) {
+        HOOP_CHECK(hoop__rendezvous_allgather(cfg->rendezvous, comm->rank, mine, all, deadline));
+    } else {
+        snprintf(name, sizeof(name), "hoop.comm.%d", atomic_fetch_add(&generation, 1));
+        HOOP_CHECK(hoop_store_allgather(cfg->store, name, mine, HOOP__CARD_BYTES, all,
+                                        hoop__ms_left(deadline)));
+    }
+    for (int p = 0; p < comm->world_size; p++) HOOP_CHECK(hoop__card_check(&all[p], p));
+    return HOOP_OK;
 }
 
 /* Files one accepted link; anything unexpected is refused. */
@@ -140,31 +159,16 @@ static int links_missing(hoop_comm *comm, const unsigned char *need, char *list,
     return missing;
 }
 
-/* The transport a link to the rank that published `card` uses: shm when both ends are on
- * this host (and HOOP_TRANSPORT allows it), else tcp. */
-static hoop_status pick_transport(hoop_comm *comm, int mode, int peer, const unsigned char *card,
-                                  int *k)
-{
-    const unsigned char *h = card + HOOP__TP_SHM * HOOP_TP_HANDLE_MAX;
-    void *shm = comm->tctxs[HOOP__TP_SHM];
-    int near = shm && comm->tps[HOOP__TP_SHM]->reachable(shm, h);
-    if (mode == MODE_SHM && !near)
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "HOOP_TRANSPORT=shm, but rank %d is on another host or network "
-                          "namespace than rank %d (use auto or tcp)",
-                          peer, comm->rank);
-    *k = near ? HOOP__TP_SHM : HOOP__TP_TCP;
-    return HOOP_OK;
-}
-
 /* 1 when every rank is reachable over shm (what hoop_comm_alloc_shared's memory needs). */
-static int all_local(hoop_comm *comm, const unsigned char *cards)
+static int all_local(const hoop_comm *comm, const hoop__card *cards)
 {
-    void *shm = comm->tctxs[HOOP__TP_SHM];
-    for (int p = 0; shm && p < comm->world_size; p++)
-        if (!comm->tps[HOOP__TP_SHM]->reachable(shm, cards + (size_t)p * HOOP__CARD_BYTES +
-                                                         HOOP__TP_SHM * HOOP_TP_HANDLE_MAX))
-            return 0;
+    const hoop__tp_open *shm = NULL;
+    for (int k = 0; k < comm->ntps; k++)
+        if (comm->tps[k].tp == &hoop__transport_shm) shm = &comm->tps[k];
+    for (int p = 0; shm && p < comm->world_size; p++) {
+        int e = hoop__card_find(&cards[p], shm->tp->name);
+        if (e < 0 || !shm->tp->reachable(shm->ctx, cards[p].tp[e].handle)) return 0;
+    }
     return shm != NULL;
 }
 
@@ -209,43 +213,61 @@ static void log_algo(const hoop_comm *comm, hoop_algo algo)
               algo == HOOP_ALGO_DIRECT ? " (any size: HOOP_ALGO=direct)" : "");
 }
 
-/* Drives connects and accepts until every needed link is up or the deadline. */
-static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen, unsigned char *cards,
-                                const unsigned char *need, int mode, int64_t deadline)
+/* A link's transport (an index in comm->tps) and the peer's handle for it. */
+struct link_plan {
+    int k;
+    void *handle;
+};
+
+static hoop_status plan_link(const hoop_comm *comm, hoop__card *card, const char *forced, int peer,
+                             struct link_plan *out)
 {
-    unsigned char ctl_card[HOOP__CARD_BYTES];
+    HOOP_CHECK(hoop__link_pick(comm->tps, comm->ntps, card, forced, comm->rank, peer, &out->k));
+    out->handle = card->tp[hoop__card_find(card, comm->tps[out->k].tp->name)].handle;
+    return HOOP_OK;
+}
+
+/* One round of connects (data links, then the control link) and accepts. */
+static hoop_status connect_round(hoop_comm *comm, struct hoop_tp_comm **listen,
+                                 const unsigned char *need, const struct link_plan *plan,
+                                 const struct link_plan *ctl)
+{
+    struct hoop_tp_comm *c;
+    for (int p = 0; p < comm->world_size; p++) {
+        if (!need[p] || comm->send[p]) continue;
+        const hoop__tp_open *o = &comm->tps[plan[p].k];
+        HOOP_CHECK(o->tp->connect(o->ctx, plan[p].handle, 0, &comm->send[p]));
+    }
+    if (!comm->ctl_send) {
+        const hoop__tp_open *o = &comm->tps[ctl->k];
+        HOOP_CHECK(o->tp->connect(o->ctx, ctl->handle, 1, &comm->ctl_send));
+    }
+    for (int k = 0; k < comm->ntps; k++) {
+        if (!listen[k]) continue;
+        do {
+            HOOP_CHECK(comm->tps[k].tp->accept(listen[k], &c));
+            if (c) HOOP_CHECK(file_accepted(comm, need, c));
+        } while (c);
+    }
+    return HOOP_OK;
+}
+
+/* Drives connects and accepts until every needed link is up or the deadline. */
+static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen, hoop__card *cards,
+                                const unsigned char *need, const char *forced, int64_t deadline)
+{
+    /* The control link to the next rank gets its own copy of that rank's card: a
+     * transport keeps its connect progress in the caller's copy of the handle. */
+    hoop__card ctl_card = cards[comm->next];
+    struct link_plan ctl, *plan;
     char list[200];
-    int ctl_k, *use;
     hoop_status st = HOOP_OK;
-    memcpy(ctl_card, cards + (size_t)comm->next * HOOP__CARD_BYTES, HOOP__CARD_BYTES);
-    HOOP_CHECK(pick_transport(comm, mode, comm->next, ctl_card, &ctl_k));
-    HOOP_CHECK(hoop__calloc(&use, (size_t)comm->world_size));
+    HOOP_CHECK(plan_link(comm, &ctl_card, forced, comm->next, &ctl));
+    HOOP_CHECK(hoop__calloc(&plan, (size_t)comm->world_size));
     for (int p = 0; p < comm->world_size; p++)
-        if (need[p])
-            HOOP_CHECK_GOTO(
-                pick_transport(comm, mode, p, cards + (size_t)p * HOOP__CARD_BYTES, &use[p]), st,
-                out);
+        if (need[p]) HOOP_CHECK_GOTO(plan_link(comm, &cards[p], forced, p, &plan[p]), st, out);
     for (;;) {
-        struct hoop_tp_comm *c;
-        for (int p = 0; p < comm->world_size; p++) {
-            if (!need[p] || comm->send[p]) continue;
-            unsigned char *h =
-                cards + (size_t)p * HOOP__CARD_BYTES + (size_t)use[p] * HOOP_TP_HANDLE_MAX;
-            HOOP_CHECK_GOTO(comm->tps[use[p]]->connect(comm->tctxs[use[p]], h, 0, &comm->send[p]),
-                            st, out);
-        }
-        if (!comm->ctl_send)
-            HOOP_CHECK_GOTO(comm->tps[ctl_k]->connect(comm->tctxs[ctl_k],
-                                                      ctl_card + (size_t)ctl_k * HOOP_TP_HANDLE_MAX,
-                                                      1, &comm->ctl_send),
-                            st, out);
-        for (int k = 0; k < HOOP__NTP; k++) {
-            if (!listen[k]) continue;
-            do {
-                HOOP_CHECK_GOTO(comm->tps[k]->accept(listen[k], &c), st, out);
-                if (c) HOOP_CHECK_GOTO(file_accepted(comm, need, c), st, out);
-            } while (c);
-        }
+        HOOP_CHECK_GOTO(connect_round(comm, listen, need, plan, &ctl), st, out);
         if (links_missing(comm, need, list, sizeof(list)) == 0) break;
         if (hoop__now_ns() > deadline) {
             st = HOOP_ERROR(HOOP_ERR_TIMEOUT,
@@ -254,73 +276,106 @@ static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen, u
                             comm->rank, list);
             goto out;
         }
-        struct pollfd pfd[HOOP__NTP];
+        struct pollfd pfd[HOOP__TP_MAX];
         int n = 0;
-        for (int k = 0; k < HOOP__NTP; k++)
-            if (listen[k] && comm->tps[k]->pollfds)
-                n += comm->tps[k]->pollfds(listen[k], pfd + n, 1);
+        for (int k = 0; k < comm->ntps; k++)
+            if (listen[k] && comm->tps[k].tp->pollfds)
+                n += comm->tps[k].tp->pollfds(listen[k], pfd + n, 1);
         poll(pfd, (nfds_t)n, 1);
     }
     log_links(comm, need);
 out:
-    free(use);
+    free(plan);
     return st;
 }
 
-/* Opens this rank's endpoints: tcp always, shm unless HOOP_TRANSPORT=tcp (in auto mode a
- * host without memfd or /proc just goes without it). */
-static hoop_status open_endpoints(hoop_comm *comm, const hoop_comm_config *cfg,
-                                  const comm_settings *s, struct hoop_tp_comm **listen,
-                                  unsigned char *mine)
+/* What auto mode says when a transport's init finds the host lacks it. */
+static void log_skipped(const hoop_comm *comm, const struct hoop_transport *tp, const char *why)
+{
+    if (strcmp(tp->name, "ib") == 0)
+        HOOP_INFO(INIT, "rank %d: no usable RDMA device (%s); tcp between hosts", comm->rank, why);
+    else if (strcmp(tp->name, "shm") == 0)
+        HOOP_INFO(INIT, "rank %d: no shared-memory transport (%s); using tcp", comm->rank, why);
+    else
+        HOOP_INFO(INIT, "rank %d: no %s transport (%s); going without it", comm->rank, tp->name,
+                  why);
+}
+
+/* Opens one transport and lists it on this rank's card. In auto mode (forced NULL), a
+ * transport this host lacks (init or listen: HOOP_ERR_UNSUPPORTED) is left out with an
+ * INFO line; any other failure, and every failure of a forced one, fails the comm (a
+ * forced one this host lacks says so, with the transport's own message). */
+static hoop_status open_one(hoop_comm *comm, const struct hoop_transport *tp,
+                            const struct hoop_tp_config *tcfg, const char *forced, hoop__card *mine,
+                            struct hoop_tp_comm **listen)
 {
     const char *missing;
+    void *ctx = NULL, *handle = NULL;
+    char why[400];
+    hoop_status st = tp->init(tcfg, &ctx);
+    if (st == HOOP_OK && !hoop__transport_complete(tp, &missing))
+        st = HOOP_INTERNAL_ERROR("transport %s lacks slot %s", tp->name, missing);
+    if (st == HOOP_OK) st = hoop__card_add(mine, tp->name, &handle);
+    if (st == HOOP_OK) st = tp->listen(ctx, handle, listen);
+    if (st == HOOP_OK) {
+        comm->tps[comm->ntps++] = (hoop__tp_open){.tp = tp, .ctx = ctx};
+        return HOOP_OK;
+    }
+    snprintf(why, sizeof(why), "%s", *hoop_last_error() ? hoop_last_error() : hoop_status_str(st));
+    *listen = NULL;
+    if (handle) mine->tp[--mine->n] = (hoop__card_entry){{0}, {0}};
+    if (ctx) tp->finalize(ctx);
+    if (forced && st == HOOP_ERR_UNSUPPORTED)
+        return HOOP_ERROR(st, "HOOP_TRANSPORT=%s, but rank %d cannot use it: %s", forced,
+                          comm->rank, why);
+    if (st != HOOP_ERR_UNSUPPORTED) return HOOP_ERROR(st, "%s", why);
+    log_skipped(comm, tp, why);
+    return HOOP_OK;
+}
+
+/* Opens this rank's endpoints: in auto mode every registered transport the host has,
+ * else the one HOOP_TRANSPORT names. */
+static hoop_status open_endpoints(hoop_comm *comm, const hoop_comm_config *cfg,
+                                  const comm_settings *s, struct hoop_tp_comm **listen,
+                                  hoop__card *mine)
+{
     struct hoop_tp_config tcfg = {.rank = comm->rank,
                                   .token = s->token,
                                   .ifname = s->ifname,
                                   .master_addr = cfg->master_addr,
                                   .nsocks = (int)s->nsocks,
-                                  .ring_bytes = (size_t)s->shm_bytes};
-    comm->tps[HOOP__TP_TCP] = &hoop__transport_tcp;
-    comm->tps[HOOP__TP_SHM] = &hoop__transport_shm;
-    memset(mine, 0, HOOP__CARD_BYTES);
-    for (int k = 0; k < HOOP__NTP; k++) {
-        const struct hoop_transport *tp = comm->tps[k];
-        if (!hoop__transport_complete(tp, &missing))
-            return HOOP_INTERNAL_ERROR("transport %s lacks slot %s", tp->name, missing);
-        if (k == HOOP__TP_SHM && s->mode == MODE_TCP) continue;
-        hoop_status st = tp->init(&tcfg, &comm->tctxs[k]);
-        if (st == HOOP_OK)
-            st = tp->listen(comm->tctxs[k], mine + k * HOOP_TP_HANDLE_MAX, &listen[k]);
-        if (st != HOOP_OK && k == HOOP__TP_SHM && s->mode == MODE_AUTO) {
-            HOOP_INFO(INIT, "rank %d: no shared-memory transport (%s); using tcp", comm->rank,
-                      hoop_last_error());
-            if (comm->tctxs[k]) tp->finalize(comm->tctxs[k]);
-            comm->tctxs[k] = NULL;
-            continue;
-        }
-        HOOP_CHECK(st);
+                                  .ring_bytes = (size_t)s->shm_bytes,
+                                  .ib = s->ib};
+    hoop__card_init(mine);
+    if (s->forced && !hoop__transport_find(s->forced))
+        return HOOP_INTERNAL_ERROR("HOOP_TRANSPORT=%s is not a registered transport", s->forced);
+    for (int i = 0; hoop__transports[i]; i++) {
+        const struct hoop_transport *tp = hoop__transports[i];
+        if (s->forced && strcasecmp(tp->name, s->forced) != 0) continue;
+        HOOP_CHECK(open_one(comm, tp, &tcfg, s->forced, mine, &listen[comm->ntps]));
     }
     return HOOP_OK;
 }
 
 static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, const comm_settings *s)
 {
-    struct hoop_tp_comm *listen[HOOP__NTP] = {0};
-    unsigned char mine[HOOP__CARD_BYTES], *cards = NULL, *need = NULL;
+    struct hoop_tp_comm *listen[HOOP__TP_MAX] = {0};
+    hoop__card mine, *cards = NULL;
+    unsigned char *need = NULL;
     hoop_status st;
     int64_t deadline = hoop__deadline_ns(s->timeout_ms);
-    HOOP_CHECK_GOTO(open_endpoints(comm, cfg, s, listen, mine), st, out);
-    HOOP_CHECK_GOTO(hoop__calloc(&cards, (size_t)comm->world_size * HOOP__CARD_BYTES), st, out);
+    HOOP_CHECK_GOTO(open_endpoints(comm, cfg, s, listen, &mine), st, out);
+    HOOP_CHECK_GOTO(hoop__calloc(&cards, (size_t)comm->world_size), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&need, (size_t)comm->world_size), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&comm->send, (size_t)comm->world_size), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&comm->recv, (size_t)comm->world_size), st, out);
-    HOOP_CHECK_GOTO(exchange(comm, cfg, mine, cards, deadline), st, out);
+    HOOP_CHECK_GOTO(exchange(comm, cfg, &mine, cards, deadline), st, out);
     hoop__algo_peers(comm->rank, comm->world_size, need);
     comm->all_local = all_local(comm, cards);
-    st = connect_loop(comm, listen, cards, need, s->mode, deadline);
+    st = connect_loop(comm, listen, cards, need, s->forced, deadline);
 out:
-    for (int k = 0; k < HOOP__NTP; k++)
-        if (listen[k]) comm->tps[k]->close(listen[k]);
+    for (int k = 0; k < comm->ntps; k++)
+        if (listen[k]) comm->tps[k].tp->close(listen[k]);
     free(cards);
     free(need);
     return st;
@@ -335,6 +390,26 @@ const char *hoop__comm_link_transport(const hoop_comm *comm, int peer)
 
 // ----------------------------------------------------------------- init / destroy
 
+/* Registers the staging slots with every transport that takes registrations, once, before
+ * the progress thread (and so any receive into a slot) starts. */
+static hoop_status register_slots(hoop_comm *comm)
+{
+    size_t bytes = (size_t)comm->nslots * comm->slot_bytes;
+    for (int k = 0; k < comm->ntps; k++) {
+        hoop__tp_open *o = &comm->tps[k];
+        if (!o->tp->reg_mr) continue;
+        hoop_status st = o->tp->reg_mr(o->ctx, comm->slots, bytes, HOOP_TP_MEM_HOST, &o->slot_mr);
+        if (st != HOOP_OK) {
+            char why[400]; /* the message is rewritten below: copy it out first */
+            snprintf(why, sizeof(why), "%s", hoop_last_error());
+            o->slot_mr = NULL;
+            return HOOP_ERROR(st, "rank %d: registering %zu bytes of staging slots with %s: %s",
+                              comm->rank, bytes, o->tp->name, why);
+        }
+    }
+    return HOOP_OK;
+}
+
 static hoop_status comm_start(hoop_comm *comm, const comm_settings *s)
 {
     comm->chunk_bytes = (size_t)s->chunk;
@@ -343,8 +418,10 @@ static hoop_status comm_start(hoop_comm *comm, const comm_settings *s)
     comm->nslots = COMM_DEPTH;
     while (comm->nslots > 2 && (size_t)comm->nslots * comm->slot_bytes > COMM_SLOT_BUDGET)
         comm->nslots--;
-    if (comm->world_size > 1)
+    if (comm->world_size > 1) {
         HOOP_CHECK(hoop__calloc(&comm->slots, (size_t)comm->nslots * comm->slot_bytes));
+        HOOP_CHECK(register_slots(comm));
+    }
     comm->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (comm->wake_fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "eventfd: %s", hoop__strerror(errno));
     HOOP_PTHREAD_CHECK(pthread_create(&comm->thread, NULL, hoop__progress_main, comm),
@@ -446,9 +523,12 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
     }
     hoop__comm_close_links(comm);
     hoop__comm_free_segs(comm);
-    for (int k = 0; k < HOOP__NTP; k++)
-        if (comm->tctxs[k])
-            keep_first(comm->tps[k]->finalize(comm->tctxs[k]), &st, msg, sizeof(msg));
+    for (int k = 0; k < comm->ntps; k++) {
+        hoop__tp_open *o = &comm->tps[k];
+        if (o->slot_mr) keep_first(o->tp->dereg_mr(o->ctx, o->slot_mr), &st, msg, sizeof(msg));
+        o->slot_mr = NULL;
+        keep_first(o->tp->finalize(o->ctx), &st, msg, sizeof(msg));
+    }
     if (comm->wake_fd >= 0) close(comm->wake_fd);
     keep_first(hoop_store_destroy(comm->owned_store), &st, msg, sizeof(msg));
     pthread_mutex_destroy(&comm->mu);

@@ -15,6 +15,7 @@
 
 #include "collectives/coll.h"
 #include "collectives/exec.h"
+#include "collectives/links.h"
 #include "transport/transport.h"
 
 /* The 32-byte header every collective sends to the next rank first (on the data link),
@@ -74,10 +75,6 @@ typedef struct hoop__seg {
     char **base;         /* [world_size]: rank q's copy as mapped here (NULL where not mapped) */
 } hoop__seg;
 
-enum { HOOP__TP_TCP = 0, HOOP__TP_SHM = 1, HOOP__NTP = 2 };
-/* What a rank publishes: one handle per transport, in the order above. */
-#define HOOP__CARD_BYTES (HOOP__NTP * HOOP_TP_HANDLE_MAX)
-
 struct hoop_comm {
     int rank, world_size, local_rank, prev, next;
     int64_t timeout_ms;
@@ -85,10 +82,10 @@ struct hoop_comm {
     atomic_int algo;
     hoop_store *owned_store;
 
-    /* The transports this comm may use: [HOOP__TP_TCP] always, [HOOP__TP_SHM] unless
-     * HOOP_TRANSPORT=tcp or the host lacks it. Each link calls its own c->tp. */
-    const struct hoop_transport *tps[HOOP__NTP];
-    void *tctxs[HOOP__NTP];
+    /* The transports this comm opened from the registry (auto: every one this host
+     * has; HOOP_TRANSPORT=tcp|shm|ib: that one). Each link calls its own c->tp. */
+    hoop__tp_open tps[HOOP__TP_MAX];
+    int ntps;
     struct hoop_tp_comm **send, **recv; /* data links, per peer */
     struct hoop_tp_comm *ctl_send, *ctl_recv;
 
@@ -143,7 +140,11 @@ void *hoop__progress_main(void *arg);
 int hoop__progress_pass(hoop_comm *comm);
 void hoop__comm_close_links(hoop_comm *comm);
 
-/* The name of the transport ("tcp", "shm") of this rank's data link to peer, or NULL when
+/* Fills ib from the HOOP_IB_* settings (defaults where unset), as hoop_comm_init hands
+ * them to the transports. HOOP_ERR_INVALID names a malformed one (env.c checks range and
+ * form). */
+hoop_status hoop__comm_ib_config(struct hoop_tp_ib_config *ib);
+/* The name of the transport ("tcp", "shm", "ib") of this rank's data link to peer, or NULL when
  * there is none (for tests and logs). */
 const char *hoop__comm_link_transport(const hoop_comm *comm, int peer);
 /* Describes a call for messages: "allreduce(count=10, f32, sum, algo=ring) #3". */

@@ -23,6 +23,9 @@
  * reduced; the vote's own records and receives into slots move at once (so a small
  * call's vote and data arrive together). A failed merge fails the call with
  * HOOP_ERR_MISMATCH.
+ * Memory registration: the slots are registered once with every transport that wants it
+ * (comm.c); a receive into a slot passes the link's transport's registration (mr), and
+ * every other send and receive passes NULL, leaving user memory to the transport.
  *
  * Owns: its bookkeeping arrays; borrows the schedule, buffers, slots and links.
  * Thread-safety: used by the communicator's progress thread only.
@@ -124,6 +127,16 @@ static void build_lanes(hoop__exec *x, size_t *cnt)
         struct lane *l = &x->lanes[cnt[(st->kind == HOOP__STEP_SEND ? 0 : n) + st->peer] - 1];
         x->order[l->end++] = (int32_t)i;
     }
+}
+
+/* The slots' registration with link c's transport (NULL where it needs none): a receive
+ * into a slot passes it, one into user memory passes NULL (the transport then registers
+ * or stages the buffer itself). */
+static void *slot_mr(const hoop__exec *x, const struct hoop_tp_comm *c)
+{
+    for (int k = 0; k < x->env.ntps; k++)
+        if (x->env.tps[k].tp == c->tp) return x->env.tps[k].slot_mr;
+    return NULL;
 }
 
 /* Hands out the next `bytes` of a block being carved (8-byte aligned pieces). */
@@ -273,7 +286,7 @@ static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int *pr
             if (x->nfree == 0 || st->bytes > x->env.slot_bytes) return HOOP_OK;
             int slot = x->free_slots[x->nfree - 1];
             HOOP_CHECK(c->tp->irecv(c, x->env.slots + (size_t)slot * x->env.slot_bytes, st->bytes,
-                                    NULL, &req));
+                                    slot_mr(x, c), &req));
             if (req) {
                 x->nfree--;
                 x->slot[i] = (int16_t)slot;

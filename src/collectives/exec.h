@@ -6,6 +6,7 @@
 #define HOOP_COLLECTIVES_EXEC_H
 
 #include "collectives/coll.h"
+#include "collectives/links.h"
 #include "transport/transport.h"
 
 typedef struct hoop__exec hoop__exec;
@@ -17,6 +18,9 @@ typedef struct hoop__exec_env {
     void *bufs[HOOP__NBUF];             /* indexed by HOOP__BUF_* */
     char *slots;                        /* nslots x slot_bytes staging buffers */
     size_t slot_bytes;
+    const hoop__tp_open *tps; /* the comm's transports, with the slots' registration with
+                               * each (slot_mr); receives into a slot pass the link's */
+    int ntps;
     int nslots, depth; /* slots, and steps in flight per peer and direction */
     hoop_dtype dtype;
     hoop_op op;

@@ -7,6 +7,7 @@ libhoopcore_la_SOURCES += \
 	%reldir%/comm.c \
 	%reldir%/direct.c \
 	%reldir%/exec.c \
+	%reldir%/links.c \
 	%reldir%/progress.c \
 	%reldir%/rd.c \
 	%reldir%/reduce.c \
@@ -19,6 +20,7 @@ noinst_HEADERS += \
 	%reldir%/coll.h \
 	%reldir%/comm.h \
 	%reldir%/exec.h \
+	%reldir%/links.h \
 	%reldir%/rendezvous.h
 hoopinclude_HEADERS += include/hoop/comm.h include/hoop/collectives.h
 
@@ -41,3 +43,15 @@ tests_check_mismatch_CFLAGS = $(TEST_CFLAGS)
 tests_check_mismatch_LDADD = $(TEST_LDADD)
 TESTS += tests/check_collectives tests/check_ring tests/check_reduce tests/check_direct \
 	tests/check_mismatch
+
+check_PROGRAMS += tests/check_links
+tests_check_links_SOURCES = tests/check_links.c
+tests_check_links_CFLAGS = $(TEST_CFLAGS)
+tests_check_links_LDADD = $(TEST_LDADD)
+TESTS += tests/check_links
+
+check_PROGRAMS += tests/check_exec
+tests_check_exec_SOURCES = tests/check_exec.c
+tests_check_exec_CFLAGS = $(TEST_CFLAGS)
+tests_check_exec_LDADD = $(TEST_LDADD)
+TESTS += tests/check_exec

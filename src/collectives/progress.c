@@ -413,6 +413,8 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
                           .bufs = {(void *)in, a->recvbuf, comm->scratch, comm->token, comm->votes},
                           .slots = comm->slots,
                           .slot_bytes = comm->slot_bytes,
+                          .tps = comm->tps,
+                          .ntps = comm->ntps,
                           .nslots = comm->nslots,
                           .depth = comm->depth,
                           .dtype = a->dtype,

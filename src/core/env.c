@@ -6,6 +6,7 @@
  * callers parse once at init and keep the values in their config. Thread-safe as long
  * as nobody calls setenv() concurrently (as for getenv() itself).
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -36,14 +37,68 @@ static hoop_status power_of_two(const char *name, const char *text, int64_t num)
     return HOOP_OK;
 }
 
-/* Verbs are not built yet: refuse an explicit request instead of silently running TCP. */
-static hoop_status no_verbs(const char *name, const char *text, int64_t num)
+/* 1 when c may appear in a verbs device name (mlx5_0, rxe-eth0, bnxt_re.1). */
+static int hca_char(char c)
 {
+    return isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.';
+}
+
+/* HOOP_IB_HCA in NCCL's syntax: an optional '^' (use every device but the listed ones),
+ * an optional '=' (exact names; else each name is a prefix), then a comma list of
+ * name[:port] (port 1..255). The verbs transport matches devices against it; this only
+ * checks the form, so that a typo fails before any device is opened. */
+static hoop_status hca_list(const char *name, const char *text, int64_t num)
+{
+    static const char hint[] = "(e.g. mlx5_0:1,mlx5_1; a leading ^ excludes, = wants exact "
+                               "names)";
     (void)num;
-    if (text && strcasecmp(text, "ib") == 0)
-        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
-                          "%s=%s: this build of hoop has no InfiniBand verbs transport yet; use "
-                          "auto, tcp or shm",
+    if (!text) return HOOP_OK;
+    const char *t = text + (text[0] == '^');
+    t += t[0] == '=';
+    if (!*t) return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' names no device %s", name, text, hint);
+    for (;;) {
+        size_t len = strcspn(t, ","), n = 0;
+        while (n < len && hca_char(t[n])) n++;
+        int ok = n > 0 && (n == len || t[n] == ':');
+        if (ok && n < len) { /* :port */
+            int64_t port = 0;
+            size_t d = n + 1;
+            while (d < len && isdigit((unsigned char)t[d]) && port <= 255)
+                port = port * 10 + (t[d++] - '0');
+            ok = d == len && d > n + 1 && port >= 1 && port <= 255;
+        }
+        if (!ok)
+            return HOOP_ERROR(HOOP_ERR_INVALID,
+                              "%s='%s' is not a device list: '%.*s' is not device[:port] %s", name,
+                              text, (int)len, t, hint);
+        if (t[len] == '\0') return HOOP_OK;
+        t += len + 1;
+    }
+}
+
+/* HOOP_IB_ADDR_RANGE: an IPv4 or IPv6 network in CIDR form (10.0.0.0/8, fd00::/8). */
+static hoop_status cidr(const char *name, const char *text, int64_t num)
+{
+    char addr[INET6_ADDRSTRLEN];
+    unsigned char bin[sizeof(struct in6_addr)];
+    int64_t bits;
+    (void)num;
+    if (!text) return HOOP_OK;
+    const char *slash = strchr(text, '/');
+    size_t len = slash ? (size_t)(slash - text) : 0;
+    int family = 0;
+    if (slash && len < sizeof(addr)) {
+        memcpy(addr, text, len);
+        addr[len] = '\0';
+        family = inet_pton(AF_INET, addr, bin) == 1    ? AF_INET
+                 : inet_pton(AF_INET6, addr, bin) == 1 ? AF_INET6
+                                                       : 0;
+    }
+    if (family == 0 || !isdigit((unsigned char)slash[1]) ||
+        hoop__parse_int(name, slash + 1, 0, family == AF_INET ? 32 : 128, &bits) != HOOP_OK)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s='%s' is not an address range in CIDR form (e.g. 10.0.0.0/8 or "
+                          "fd00::/8)",
                           name, text);
     return HOOP_OK;
 }
@@ -66,8 +121,9 @@ static hoop_status subsystems(const char *name, const char *text, int64_t num)
 static hoop_status rule_of(const hoop_env_param *p, const char *text, int64_t num)
 {
     if (strcmp(p->name, "HOOP_SHM_BYTES") == 0) return power_of_two(p->name, text, num);
-    if (strcmp(p->name, "HOOP_TRANSPORT") == 0) return no_verbs(p->name, text, num);
     if (strcmp(p->name, "HOOP_DEBUG_SUBSYS") == 0) return subsystems(p->name, text, num);
+    if (strcmp(p->name, "HOOP_IB_HCA") == 0) return hca_list(p->name, text, num);
+    if (strcmp(p->name, "HOOP_IB_ADDR_RANGE") == 0) return cidr(p->name, text, num);
     return HOOP_OK;
 }
 
@@ -89,8 +145,9 @@ const hoop_env_param hoop__env_params[] = {
      "shared secret every connection must present; hooprun sets 128 random bits; srun "
      "without hooprun: slurm-JOB.STEP, not a secret"},
     {"HOOP_TRANSPORT", HOOP_ENV_CHOICE, "auto", 0, 0, "auto|tcp|shm|ib",
-     "transport between ranks: auto = shm between ranks on one host, tcp between hosts; "
-     "ib is refused (not built yet)"},
+     "transport between ranks: auto = shm between ranks on one host, ib between hosts "
+     "that both have a usable RDMA device, else tcp; tcp|shm|ib = every link over that one "
+     "(an error where it cannot reach a peer)"},
     {"HOOP_SHM_BYTES", HOOP_ENV_BYTES, "4M", 64 * KIB, 1 * GIB, NULL,
      "shm transport: ring bytes per link, a power of two (K/M/G suffixes)"},
     {"HOOP_SOCKET_IFNAME", HOOP_ENV_STRING, NULL, 0, 0, NULL,
@@ -102,9 +159,25 @@ const hoop_env_param hoop__env_params[] = {
      "all-reduce algorithm; auto = alpha-beta-gamma cost model by size and world size, and "
      "direct on shared buffers (8 KiB up on 2 ranks, 64 KiB on more)"},
     {"HOOP_IB_HCA", HOOP_ENV_STRING, NULL, 0, 0, NULL,
-     "verbs device[:port] to use (e.g. mlx5_0:1); for the verbs transport, not built yet"},
+     "RDMA devices for the ib transport, NCCL's syntax: mlx5_0:1,mlx5_1 (device[:port]; a "
+     "name is a prefix unless the list starts with =; a leading ^ excludes the listed ones); "
+     "unset: every device"},
     {"HOOP_IB_GID_INDEX", HOOP_ENV_INT, "-1", -1, 255, NULL,
-     "GID index for RoCE (-1 = pick the IPv4 RoCE v2 GID); for the verbs transport, not built yet"},
+     "ib: GID index on RoCE ports; -1 = automatic: a RoCE v2 GID holding an IPv4-mapped "
+     "address, never a link-local one (within HOOP_IB_ADDR_RANGE when set)"},
+    {"HOOP_IB_ADDR_RANGE", HOOP_ENV_STRING, NULL, 0, 0, NULL,
+     "ib: the network (CIDR, e.g. 10.0.0.0/8 or fd00::/8) the automatic GID's address must "
+     "be in; unset: any"},
+    {"HOOP_IB_TIMEOUT", HOOP_ENV_INT, "20", 1, 31, NULL,
+     "ib: ack timeout exponent: a lost packet is resent after 4.096 us x 2^N (20: 4.3 s)"},
+    {"HOOP_IB_RETRY_CNT", HOOP_ENV_INT, "7", 0, 7, NULL,
+     "ib: resends after an ack timeout before the link fails"},
+    {"HOOP_IB_TC", HOOP_ENV_INT, "0", 0, 255, NULL,
+     "ib: traffic class of RoCE packets (the IP header's DSCP and ECN bits)"},
+    {"HOOP_IB_SL", HOOP_ENV_INT, "0", 0, 15, NULL, "ib: InfiniBand service level"},
+    {"HOOP_IB_REG_CACHE", HOOP_ENV_INT, "1", 0, 1, NULL,
+     "ib: 1 = cache the registrations of user buffers; 0 = register per call, for programs "
+     "that free and reuse memory at the same address"},
     {"HOOP_CPU_BIND", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "set by hooprun --bind core (its default): this worker's CPUs, e.g. 0-3 (read only)"},
     {"HOOP_TRACE_FILE", HOOP_ENV_STRING, NULL, 0, 0, NULL,

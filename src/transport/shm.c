@@ -51,6 +51,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/rng.h"
+#include "transport/reqpool.h"
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x6873686du /* "hshm" */
@@ -102,6 +103,7 @@ struct shm_hello {
 };
 
 struct shm_req {
+    hoop__req_link link; /* first: the comm's request pool (reqpool.h) */
     struct shm_comm *comm;
     char *ptr; /* NULL for a consumer receive */
     hoop_tp_consume_fn fn;
@@ -109,8 +111,7 @@ struct shm_req {
     size_t unit; /* a consumer's element size */
     size_t left, bytes;
     int done;
-    struct shm_req *next;                /* the comm's queue of unfinished requests */
-    struct shm_req *all_prev, *all_next; /* every live request of the comm */
+    struct shm_req *next; /* the comm's queue of unfinished requests */
 };
 
 enum shm_kind { SK_LISTEN, SK_SEND, SK_RECV };
@@ -125,8 +126,8 @@ struct shm_comm {
     char *data;
     size_t size;  /* ring bytes */
     uint64_t pos; /* our copy of head (sender) or tail (receiver) */
-    struct shm_req *qhead, *qtail, *all, *spare;
-    int nspare;
+    struct shm_req *qhead, *qtail;
+    hoop__req_pool reqs;    /* live requests, and released ones kept for reuse */
     int peer_gone;          /* EOF seen on the socket */
     int64_t eof_checked_ns; /* last peek at the socket while stalled */
     hoop_status failed;
@@ -226,6 +227,7 @@ static hoop_status comm_new(struct shm_ctx *ctx, enum shm_kind kind, int peer, i
     c->base.channel = channel;
     c->ctx = ctx;
     c->kind = kind;
+    hoop__req_pool_init(&c->reqs, sizeof(struct shm_req), SHM_SPARE);
     c->sock = c->memfd = c->efd_data = c->efd_space = -1;
     *out = c;
     return HOOP_OK;
@@ -656,42 +658,16 @@ static hoop_status comm_progress(struct shm_comm *c)
     return HOOP_OK;
 }
 
-static void req_release(struct shm_req *q)
-{
-    struct shm_comm *c = q->comm;
-    if (q->all_prev)
-        q->all_prev->all_next = q->all_next;
-    else
-        c->all = q->all_next;
-    if (q->all_next) q->all_next->all_prev = q->all_prev;
-    if (c->nspare < SHM_SPARE) {
-        q->all_next = c->spare;
-        c->spare = q;
-        c->nspare++;
-    } else {
-        free(q);
-    }
-}
-
 static hoop_status post(struct shm_comm *c, void *buf, size_t bytes, void **out)
 {
-    struct shm_req *q = c->spare;
+    struct shm_req *q = NULL;
     *out = NULL;
     if (c->failed != HOOP_OK) return HOOP_ERROR(c->failed, "%s", c->why);
-    if (q) {
-        c->spare = q->all_next;
-        c->nspare--;
-        memset(q, 0, sizeof(*q));
-    } else {
-        HOOP_CHECK(hoop__calloc(&q, 1));
-    }
+    HOOP_CHECK(hoop__req_get(&c->reqs, (void **)&q));
     q->comm = c;
     q->ptr = buf;
     q->left = q->bytes = bytes;
     q->done = bytes == 0;
-    q->all_next = c->all;
-    if (c->all) c->all->all_prev = q;
-    c->all = q;
     if (!q->done) {
         if (c->qtail)
             c->qtail->next = q;
@@ -745,14 +721,14 @@ static hoop_status shm_test(void *req, int *done, size_t *bytes)
     if (!q->done) {
         hoop_status st = comm_progress(c);
         if (st != HOOP_OK) {
-            req_release(q); /* a failed request is released, as a finished one is */
+            hoop__req_put(&c->reqs, q); /* released when failed, as when finished */
             return st;
         }
     }
     if (!q->done) return HOOP_OK;
     if (bytes) *bytes = q->bytes;
     *done = 1;
-    req_release(q);
+    hoop__req_put(&c->reqs, q);
     return HOOP_OK;
 }
 
@@ -787,16 +763,7 @@ static hoop_status shm_close(struct hoop_tp_comm *tc)
     if (!tc) return HOOP_OK;
     struct shm_comm *c = HOOP_CONTAINER_OF(tc, struct shm_comm, base);
     if (c->kind == SK_SEND && c->state != SCS_DONE) unlink_connecting(c->ctx, c);
-    while (c->all) {
-        struct shm_req *q = c->all;
-        c->all = q->all_next;
-        free(q);
-    }
-    while (c->spare) {
-        struct shm_req *q = c->spare;
-        c->spare = q->all_next;
-        free(q);
-    }
+    hoop__req_pool_fini(&c->reqs);
     for (int i = 0; i < c->npend; i++) close(c->pend[i]);
     free(c->pend);
     if (c->ring) munmap(c->ring, SHM_HDR_BYTES + c->size);

@@ -37,6 +37,7 @@
 
 #include "core/check.h"
 #include "core/clock.h"
+#include "transport/reqpool.h"
 #include "transport/sock.h"
 #include "transport/transport.h"
 
@@ -83,10 +84,10 @@ struct tcp_piece {
 };
 
 struct tcp_req {
+    hoop__req_link link; /* first: the comm's request pool (reqpool.h) */
     struct tcp_comm *comm;
     int parts_left;
     size_t bytes;
-    struct tcp_req *all_prev, *all_next; /* every live request of the comm */
     struct tcp_piece piece[TCP_MAX_SOCKS];
 };
 
@@ -114,9 +115,7 @@ struct tcp_comm {
     int nsocks;
     unsigned next_stream;
     struct tcp_stream s[TCP_MAX_SOCKS];
-    struct tcp_req *all;
-    struct tcp_req *spare; /* released requests kept for reuse (all_next chains them) */
-    int nspare;
+    hoop__req_pool reqs; /* live requests, and released ones kept for reuse */
     struct tcp_comm *next_connecting;
     hoop_status failed;
     char why[200];
@@ -199,6 +198,8 @@ static hoop_status comm_new(struct tcp_ctx *ctx, enum tcp_kind kind, int nsocks,
     c->ctx = ctx;
     c->kind = kind;
     c->nsocks = nsocks;
+    /* A few requests per collective: the spares keep malloc off the fast path. */
+    hoop__req_pool_init(&c->reqs, sizeof(struct tcp_req), TCP_SPARE);
     for (int i = 0; i < TCP_MAX_SOCKS; i++) c->s[i].fd = -1;
     *out = c;
     return HOOP_OK;
@@ -506,36 +507,12 @@ static hoop_status stream_progress(struct tcp_comm *c, struct tcp_stream *s)
     return HOOP_OK;
 }
 
-static void req_release(struct tcp_req *r)
-{
-    struct tcp_comm *c = r->comm;
-    if (r->all_prev)
-        r->all_prev->all_next = r->all_next;
-    else
-        c->all = r->all_next;
-    if (r->all_next) r->all_next->all_prev = r->all_prev;
-    if (c->nspare >= TCP_SPARE) {
-        free(r);
-        return;
-    }
-    r->all_next = c->spare; /* a few calls per collective: no malloc on the fast path */
-    c->spare = r;
-    c->nspare++;
-}
-
 static hoop_status post(struct tcp_comm *c, void *buf, size_t bytes, void **out)
 {
-    struct tcp_req *r;
+    struct tcp_req *r = NULL;
     *out = NULL;
     if (c->failed != HOOP_OK) return HOOP_ERROR(c->failed, "%s", c->why);
-    if (c->spare) {
-        r = c->spare;
-        c->spare = r->all_next;
-        c->nspare--;
-        memset(r, 0, sizeof(*r));
-    } else {
-        HOOP_CHECK(hoop__calloc(&r, 1));
-    }
+    HOOP_CHECK(hoop__req_get(&c->reqs, (void **)&r));
     r->comm = c;
     r->bytes = bytes;
     /* Small messages ride stream 0 (so they can share segments); large ones are cut
@@ -562,9 +539,6 @@ static hoop_status post(struct tcp_comm *c, void *buf, size_t bytes, void **out)
     if (bytes >= TCP_MIN_PIECE)
         c->next_stream = (c->next_stream + (unsigned)np) % (unsigned)c->nsocks;
     r->parts_left = (int)np;
-    r->all_next = c->all;
-    if (c->all) c->all->all_prev = r;
-    c->all = r;
     /* Sends wait for the next test, so messages posted together leave in one segment.
      * Small receives wait too (a header and the data queued behind it then arrive
      * through one recvmsg); large ones try at once (the data may be waiting). */
@@ -601,11 +575,11 @@ static hoop_status tcp_test(void *req, int *done, size_t *bytes)
     if (r->parts_left == 0) {
         *done = 1;
         if (bytes) *bytes = r->bytes;
-        req_release(r);
+        hoop__req_put(&c->reqs, r);
         return HOOP_OK;
     }
     if (c->failed != HOOP_OK) {
-        req_release(r);
+        hoop__req_put(&c->reqs, r);
         return HOOP_ERROR(c->failed, "%s", c->why);
     }
     return HOOP_OK;
@@ -631,12 +605,7 @@ static hoop_status tcp_close(struct hoop_tp_comm *tc)
     struct tcp_comm *c = HOOP_CONTAINER_OF(tc, struct tcp_comm, base);
     for (int i = 0; i < TCP_MAX_SOCKS; i++)
         if (c->s[i].fd >= 0) close(c->s[i].fd);
-    while (c->all) req_release(c->all);
-    while (c->spare) {
-        struct tcp_req *r = c->spare;
-        c->spare = r->all_next;
-        free(r);
-    }
+    hoop__req_pool_fini(&c->reqs);
     for (int i = 0; i < c->npend; i++) close(c->pend[i].fd);
     for (int i = 0; i < c->ngroups; i++) tcp_close(&c->groups[i]->base);
     free(c->pend);

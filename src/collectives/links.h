@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * src/collectives/links.h -- the card a rank publishes and the choice of each link's
+ * transport (internal; see links.c).
+ */
+#ifndef HOOP_COLLECTIVES_LINKS_H
+#define HOOP_COLLECTIVES_LINKS_H
+
+#include <stdint.h>
+
+#include "transport/registry.h"
+#include "transport/transport.h"
+
+/* One transport this rank opened. */
+typedef struct hoop__tp_open {
+    const struct hoop_transport *tp;
+    void *ctx;     /* init's context */
+    void *slot_mr; /* the comm's staging slots, registered with it (reg_mr); NULL = none */
+} hoop__tp_open;
+
+/* What a rank publishes through the rendezvous: the transports it opened, each by name
+ * with the handle its listen filled. Every rank's card has the same size (the store's
+ * allgather needs that); unused entries have an empty name. */
+#define HOOP__CARD_MAGIC 0x686f6f70u /* "hoop"; a card of another layout fails the check */
+typedef struct hoop__card_entry {
+    char name[HOOP__TP_NAME_MAX]; /* NUL-terminated; "" = unused */
+    _Alignas(8) unsigned char handle[HOOP_TP_HANDLE_MAX];
+} hoop__card_entry;
+typedef struct hoop__card {
+    uint32_t magic, n; /* HOOP__CARD_MAGIC; entries used */
+    hoop__card_entry tp[HOOP__TP_MAX];
+} hoop__card;
+#define HOOP__CARD_BYTES sizeof(hoop__card)
+
+/* An empty card. */
+void hoop__card_init(hoop__card *card);
+
+/* Adds an entry for the transport called name; *handle is where its listen writes.
+ * HOOP_ERR_INTERNAL when the card is full or the name does not fit. */
+hoop_status hoop__card_add(hoop__card *card, const char *name, void **handle);
+
+/* The index of name's entry in card, or -1. */
+int hoop__card_find(const hoop__card *card, const char *name);
+
+/* HOOP_OK when card (published by rank) is well formed: the magic, at most
+ * HOOP__TP_MAX entries, NUL-terminated names; else HOOP_ERR_REMOTE naming the rank. */
+hoop_status hoop__card_check(const hoop__card *card, int rank);
+
+/* Writes card's transport names, comma-separated ("shm,tcp"; "none"), into buf. */
+void hoop__card_names(const hoop__card *card, char *buf, size_t cap);
+
+/* The transport of the link from `rank` to `peer`, whose card is `card`: among the
+ * transports open here (open[0..nopen)) that card lists too and whose reachable (NULL =
+ * any) accepts card's handle, the one with the lowest preference (ties: the lower index
+ * in open). forced names the only transport allowed (HOOP_TRANSPORT=tcp|shm|ib), NULL
+ * for auto. Sets *k to its index in open. Errors, naming both ranks:
+ * HOOP_ERR_INVALID when the forced transport is missing on either side or cannot reach
+ * the peer; HOOP_ERR_UNSUPPORTED when, in auto, no transport reaches the peer. Pure: it
+ * only calls reachable. */
+hoop_status hoop__link_pick(const hoop__tp_open *open, int nopen, const hoop__card *card,
+                            const char *forced, int rank, int peer, int *k);
+
+#endif /* HOOP_COLLECTIVES_LINKS_H */

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tests/check_exec.c -- src/collectives/exec.c over fake transports: which memory
+ * registration each receive carries (the staging slots' registration with the link's
+ * own transport for a receive into a slot, NULL for user memory), with the reduced
+ * values checked against a sum computed here.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/exec.h"
+#include "run_suite.h"
+
+// ----- two fake transports ------------------------------------------------------------------
+
+/* A fake receive completes at once: it fills its buffer with floats of value 10 x peer.
+ * Every irecv is logged with its buffer and mr. */
+#define LOG_MAX 32
+struct posted_recv {
+    const struct hoop_transport *tp;
+    int peer;
+    void *buf, *mr;
+};
+static struct posted_recv posted[LOG_MAX];
+static int nposted;
+static char req_token;
+
+static hoop_status fake_irecv(struct hoop_tp_comm *c, void *buf, size_t bytes, void *mr, void **req)
+{
+    ck_assert_int_lt(nposted, LOG_MAX);
+    posted[nposted++] = (struct posted_recv){.tp = c->tp, .peer = c->peer, .buf = buf, .mr = mr};
+    for (size_t i = 0; i < bytes / sizeof(float); i++) ((float *)buf)[i] = 10.0f * (float)c->peer;
+    *req = &req_token;
+    return HOOP_OK;
+}
+
+static hoop_status fake_test(void *req, int *done, size_t *bytes)
+{
+    ck_assert_ptr_eq(req, &req_token);
+    *done = 1;
+    (void)bytes;
+    return HOOP_OK;
+}
+
+static const struct hoop_transport fake_a = {.name = "fa", .irecv = fake_irecv, .test = fake_test};
+static const struct hoop_transport fake_b = {.name = "fb", .irecv = fake_irecv, .test = fake_test};
+static const struct hoop_transport fake_c = {.name = "fc", .irecv = fake_irecv, .test = fake_test};
+
+/* The schedule of rank 0 of 4: from each of ranks 1 (over fa), 2 (fb) and 3 (fc, which
+ * has no registration) a RECV_REDUCE (into a slot) and a plain RECV (into the user's
+ * buffer), 4 floats each. */
+START_TEST(test_slot_mr)
+{
+    enum { N = 4, W = 4 }; /* floats per step, world size */
+    float in[3 * 2 * N], out[3 * 2 * N];
+    char slots[4 * 64];
+    int mr_a, mr_b; /* their addresses are the registrations */
+    struct hoop_tp_comm ca = {.tp = &fake_a, .peer = 1}, cb = {.tp = &fake_b, .peer = 2},
+                        cc = {.tp = &fake_c, .peer = 3};
+    struct hoop_tp_comm *recv[W] = {NULL, &ca, &cb, &cc}, *send[W] = {0};
+    const hoop__tp_open tps[] = {{.tp = &fake_a, .slot_mr = &mr_a},
+                                 {.tp = &fake_b, .slot_mr = &mr_b},
+                                 {.tp = &fake_c, .slot_mr = NULL}};
+    hoop__sched s = {0};
+    for (size_t i = 0; i < 3 * 2 * N; i++) in[i] = (float)i, out[i] = -1;
+    for (int p = 1; p < W; p++) {
+        size_t off = (size_t)(p - 1) * 2 * N * sizeof(float);
+        hoop__sched_add(&s, (hoop__step){.kind = HOOP__STEP_RECV_REDUCE,
+                                         .buf = HOOP__BUF_RECV,
+                                         .src_buf = HOOP__BUF_SEND,
+                                         .peer = p,
+                                         .dep = {-1, -1},
+                                         .off = off,
+                                         .src_off = off,
+                                         .bytes = N * sizeof(float)});
+        hoop__sched_add(&s, (hoop__step){.kind = HOOP__STEP_RECV,
+                                         .buf = HOOP__BUF_RECV,
+                                         .peer = p,
+                                         .dep = {-1, -1},
+                                         .off = off + N * sizeof(float),
+                                         .bytes = N * sizeof(float)});
+    }
+    ck_assert_int_eq(s.err, HOOP_OK);
+    hoop__exec_env env = {.world_size = W,
+                          .rank = 0,
+                          .send = send,
+                          .recv = recv,
+                          .bufs = {in, out},
+                          .slots = slots,
+                          .slot_bytes = 64,
+                          .nslots = 4,
+                          .depth = 4,
+                          .tps = tps,
+                          .ntps = 3,
+                          .dtype = HOOP_DTYPE_F32,
+                          .op = HOOP_OP_SUM,
+                          .elem = sizeof(float)};
+    hoop__exec *x;
+    int progressed, done = 0;
+    nposted = 0;
+    ck_assert_int_eq(hoop__exec_start(&x, &s, &env), HOOP_OK);
+    for (int i = 0; i < 10 && !done; i++)
+        ck_assert_int_eq(hoop__exec_progress(x, &progressed, &done), HOOP_OK);
+    ck_assert_int_eq(done, 1);
+    hoop__exec_free(x);
+    hoop__sched_free(&s);
+    ck_assert_int_eq(nposted, 6);
+    int into_slots = 0;
+    for (int i = 0; i < nposted; i++) {
+        int in_slot =
+            (char *)posted[i].buf >= slots && (char *)posted[i].buf < slots + sizeof(slots);
+        void *want = !in_slot                  ? NULL
+                     : posted[i].tp == &fake_a ? (void *)&mr_a
+                     : posted[i].tp == &fake_b ? (void *)&mr_b
+                                               : NULL;
+        ck_assert_msg(posted[i].mr == want,
+                      "receive %d from rank %d (%s, %s) carried mr %p, not %p", i, posted[i].peer,
+                      posted[i].tp->name, in_slot ? "slot" : "user memory", posted[i].mr, want);
+        ck_assert_int_eq(posted[i].peer, posted[i].tp == &fake_a   ? 1
+                                         : posted[i].tp == &fake_b ? 2
+                                                                   : 3);
+        into_slots += in_slot;
+    }
+    ck_assert_int_eq(into_slots, 3); /* the RECV_REDUCEs */
+    for (int p = 1; p < W; p++)
+        for (int j = 0; j < 2 * N; j++) {
+            size_t i = (size_t)(p - 1) * 2 * N + (size_t)j;
+            float want = j < N ? 10.0f * (float)p + (float)i : 10.0f * (float)p;
+            ck_assert_msg(out[i] == want, "out[%zu] = %g, not %g", i, out[i], want);
+        }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("exec");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_slot_mr);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}

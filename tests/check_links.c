@@ -1,0 +1,433 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tests/check_links.c -- src/collectives/links.c and the transport registry: which
+ * transport a link uses, on made-up cards and fake transports (pure: nothing is
+ * opened), the card's own checks, the registry's table, and what a communicator does
+ * with HOOP_TRANSPORT=ib and in auto mode on a host without an RDMA device.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/comm.h"
+#include "collectives/links.h"
+#include "hoop/comm.h"
+#include "hoop/log.h"
+#include "run_suite.h"
+
+// ----- fake transports ----------------------------------------------------------------------
+
+/* A fake context is the "host" it runs on; a fake handle starts with its rank's host. A
+ * fake shm reaches the same host only; ib and tcp reach any (reachable NULL). */
+static int fake_same_host(void *tctx, const void *handle)
+{
+    int host;
+    memcpy(&host, handle, sizeof(host));
+    return host == *(const int *)tctx;
+}
+
+static const struct hoop_transport fake_shm = {
+    .name = "shm", .preference = 0, .reachable = fake_same_host};
+static const struct hoop_transport fake_ib = {.name = "ib", .preference = 1};
+static const struct hoop_transport fake_tcp = {.name = "tcp", .preference = 2};
+/* A transport that never reaches anyone (for "no transport reaches"). */
+static int never(void *tctx, const void *handle)
+{
+    (void)tctx, (void)handle;
+    return 0;
+}
+static const struct hoop_transport fake_none = {
+    .name = "none", .preference = 0, .reachable = never};
+
+/* A rank's view: the transports it opened (on `host`) and the card it would publish. */
+typedef struct fake_rank {
+    int host;
+    hoop__tp_open open[HOOP__TP_MAX];
+    int nopen;
+    hoop__card card;
+} fake_rank;
+
+/* Opens the transports named in list ("shm,ib,tcp") on host. */
+static void fake_open(fake_rank *r, int host, const char *list)
+{
+    const struct hoop_transport *all[] = {&fake_shm, &fake_ib, &fake_tcp, &fake_none};
+    char buf[64];
+    r->host = host;
+    r->nopen = 0;
+    hoop__card_init(&r->card);
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save))
+        for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+            if (strcmp(all[i]->name, w) != 0) continue;
+            void *h;
+            ck_assert_int_eq(hoop__card_add(&r->card, w, &h), HOOP_OK);
+            memcpy(h, &r->host, sizeof(r->host));
+            r->open[r->nopen++] = (hoop__tp_open){.tp = all[i], .ctx = &r->host};
+        }
+}
+
+/* The name of the transport `a` picks towards b (forced = HOOP_TRANSPORT or NULL), or
+ * NULL when the pick fails (its status in *st). */
+static const char *pick(const fake_rank *a, int ra, const fake_rank *b, int rb, const char *forced,
+                        hoop_status *st)
+{
+    int k = -1;
+    *st = hoop__link_pick(a->open, a->nopen, &b->card, forced, ra, rb, &k);
+    return *st == HOOP_OK ? a->open[k].tp->name : NULL;
+}
+
+/* Both ends agree on the link's transport; returns it. */
+static const char *pick_both(const fake_rank *a, const fake_rank *b, const char *forced)
+{
+    hoop_status st, st2;
+    const char *x = pick(a, 0, b, 1, forced, &st);
+    const char *y = pick(b, 1, a, 0, forced, &st2);
+    ck_assert_int_eq(st, st2);
+    ck_assert_msg((!x && !y) || (x && y && strcmp(x, y) == 0), "ends disagree: %s vs %s",
+                  x ? x : "-", y ? y : "-");
+    return x;
+}
+
+// ----- auto ---------------------------------------------------------------------------------
+
+START_TEST(test_auto_same_host_shm)
+{
+    fake_rank a, b;
+    fake_open(&a, 1, "shm,ib,tcp");
+    fake_open(&b, 1, "shm,ib,tcp");
+    ck_assert_str_eq(pick_both(&a, &b, NULL), "shm");
+    fake_open(&b, 1, "shm,tcp"); /* no ib here: shm still */
+    ck_assert_str_eq(pick_both(&a, &b, NULL), "shm");
+    fake_open(&a, 1, "shm,tcp");
+    ck_assert_str_eq(pick_both(&a, &b, NULL), "shm");
+}
+END_TEST
+
+START_TEST(test_auto_hosts_ib)
+{
+    fake_rank a, b;
+    fake_open(&a, 1, "shm,ib,tcp");
+    fake_open(&b, 2, "shm,ib,tcp");
+    ck_assert_str_eq(pick_both(&a, &b, NULL), "ib");
+    fake_open(&a, 1, "ib,tcp"); /* no shm: ib within a host too */
+    fake_open(&b, 1, "ib,tcp");
+    ck_assert_str_eq(pick_both(&a, &b, NULL), "ib");
+}
+END_TEST
+
+START_TEST(test_auto_peer_without_ib_tcp)
+{
+    fake_rank a, b;
+    fake_open(&a, 1, "shm,ib,tcp");
+    fake_open(&b, 2, "shm,tcp");
+    ck_assert_str_eq(pick_both(&a, &b, NULL), "tcp");
+    fake_open(&a, 1, "shm,tcp"); /* neither has ib */
+    fake_open(&b, 2, "shm,ib,tcp");
+    ck_assert_str_eq(pick_both(&a, &b, NULL), "tcp");
+}
+END_TEST
+
+/* The choice follows preference, not the order transports were opened or listed in. */
+START_TEST(test_auto_order_free)
+{
+    fake_rank a, b;
+    fake_open(&a, 1, "tcp,ib,shm");
+    fake_open(&b, 1, "shm,tcp,ib");
+    ck_assert_str_eq(pick_both(&a, &b, NULL), "shm");
+    fake_open(&b, 3, "tcp,ib,shm");
+    ck_assert_str_eq(pick_both(&a, &b, NULL), "ib");
+}
+END_TEST
+
+START_TEST(test_auto_nothing_reaches)
+{
+    fake_rank a, b;
+    hoop_status st;
+    fake_open(&a, 1, "shm");
+    fake_open(&b, 2, "shm,tcp");
+    ck_assert_ptr_null(pick(&a, 4, &b, 6, NULL, &st));
+    ck_assert_int_eq(st, HOOP_ERR_UNSUPPORTED);
+    assert_error_has("rank 4: no transport reaches rank 6", "rank 6 opened shm,tcp");
+    fake_open(&a, 1, "none");
+    fake_open(&b, 1, "none");
+    ck_assert_ptr_null(pick(&a, 0, &b, 1, NULL, &st));
+    ck_assert_int_eq(st, HOOP_ERR_UNSUPPORTED);
+}
+END_TEST
+
+// ----- forced -------------------------------------------------------------------------------
+
+START_TEST(test_forced_tcp_over_shm)
+{
+    fake_rank a, b;
+    fake_open(&a, 1, "shm,ib,tcp");
+    fake_open(&b, 1, "shm,ib,tcp");
+    ck_assert_str_eq(pick_both(&a, &b, "tcp"), "tcp");
+    ck_assert_str_eq(pick_both(&a, &b, "TCP"), "tcp"); /* HOOP_TRANSPORT is case-blind */
+    ck_assert_str_eq(pick_both(&a, &b, "ib"), "ib");
+}
+END_TEST
+
+START_TEST(test_forced_ib_peer_lacks_it)
+{
+    fake_rank a, b;
+    hoop_status st;
+    fake_open(&a, 1, "ib");
+    fake_open(&b, 2, "tcp");
+    ck_assert_ptr_null(pick(&a, 0, &b, 3, "ib", &st));
+    ck_assert_int_eq(st, HOOP_ERR_INVALID);
+    assert_error_has("HOOP_TRANSPORT=ib, but rank 3 has no ib transport", "it opened tcp");
+}
+END_TEST
+
+START_TEST(test_forced_shm_remote_peer)
+{
+    fake_rank a, b;
+    hoop_status st;
+    fake_open(&a, 1, "shm");
+    fake_open(&b, 2, "shm");
+    ck_assert_ptr_null(pick(&a, 0, &b, 5, "shm", &st));
+    ck_assert_int_eq(st, HOOP_ERR_INVALID);
+    assert_error_has("HOOP_TRANSPORT=shm, but rank 5 is on another host", "than rank 0");
+    fake_open(&b, 1, "shm");
+    ck_assert_str_eq(pick_both(&a, &b, "shm"), "shm");
+}
+END_TEST
+
+// ----- cards and the registry ---------------------------------------------------------------
+
+START_TEST(test_card)
+{
+    hoop__card c;
+    void *h;
+    char names[64];
+    hoop__card_init(&c);
+    ck_assert_int_eq(hoop__card_check(&c, 0), HOOP_OK);
+    hoop__card_names(&c, names, sizeof(names));
+    ck_assert_str_eq(names, "none");
+    ck_assert_int_eq(hoop__card_add(&c, "longname", &h), HOOP_ERR_INTERNAL); /* 8 chars */
+    for (int i = 0; i < HOOP__TP_MAX; i++) {
+        char n[8];
+        snprintf(n, sizeof(n), "t%d", i);
+        ck_assert_int_eq(hoop__card_add(&c, n, &h), HOOP_OK);
+        ck_assert_ptr_eq(h, c.tp[i].handle);
+        ck_assert_uint_eq((uintptr_t)h % 8, 0); /* transports cast their handle */
+    }
+    ck_assert_int_eq(hoop__card_add(&c, "t9", &h), HOOP_ERR_INTERNAL);
+    ck_assert_int_eq(hoop__card_find(&c, "T2"), 2);
+    ck_assert_int_eq(hoop__card_find(&c, "t9"), -1);
+    hoop__card_names(&c, names, sizeof(names));
+    ck_assert_str_eq(names, "t0,t1,t2,t3");
+    ck_assert_int_eq(hoop__card_check(&c, 0), HOOP_OK);
+    /* What another build (or garbage) publishes is refused, naming the rank. */
+    hoop__card bad = c;
+    bad.magic ^= 1;
+    ck_assert_int_eq(hoop__card_check(&bad, 7), HOOP_ERR_REMOTE);
+    assert_error_has("rank 7 published a malformed transport card", NULL);
+    bad = c;
+    bad.n = HOOP__TP_MAX + 1;
+    ck_assert_int_eq(hoop__card_check(&bad, 2), HOOP_ERR_REMOTE);
+    bad = c;
+    memset(bad.tp[1].name, 'x', sizeof(bad.tp[1].name)); /* no NUL */
+    ck_assert_int_eq(hoop__card_check(&bad, 2), HOOP_ERR_REMOTE);
+    bad = c;
+    bad.tp[3].name[0] = '\0'; /* a used entry without a name */
+    ck_assert_int_eq(hoop__card_check(&bad, 2), HOOP_ERR_REMOTE);
+}
+END_TEST
+
+START_TEST(test_registry)
+{
+    const char *want[] = {"shm", "ib", "tcp"};
+    const int pref[] = {0, 1, 2};
+    int n = 0;
+    for (; hoop__transports[n]; n++) {
+        ck_assert_int_lt(n, 3);
+        ck_assert_str_eq(hoop__transports[n]->name, want[n]);
+        ck_assert_int_eq(hoop__transports[n]->preference, pref[n]);
+        ck_assert_int_lt((int)strlen(hoop__transports[n]->name), HOOP__TP_NAME_MAX);
+        ck_assert_ptr_eq(hoop__transport_find(want[n]), hoop__transports[n]);
+    }
+    ck_assert_int_eq(n, 3);
+    ck_assert_ptr_eq(hoop__transport_find("TCP"), &hoop__transport_tcp);
+    ck_assert_ptr_null(hoop__transport_find("carrier-pigeon"));
+    ck_assert_ptr_null(hoop__transport_find(NULL));
+}
+END_TEST
+
+/* What hoop_comm_init hands the transports as cfg.ib: the HOOP_IB_* values, or their
+ * defaults. */
+START_TEST(test_ib_config)
+{
+    struct hoop_tp_ib_config ib;
+    memset(&ib, 0x5a, sizeof(ib));
+    ck_assert_int_eq(hoop__comm_ib_config(&ib), HOOP_OK);
+    ck_assert_ptr_null(ib.hca);
+    ck_assert_ptr_null(ib.addr_range);
+    ck_assert_int_eq(ib.gid_index, -1);
+    ck_assert_int_eq(ib.timeout, 20);
+    ck_assert_int_eq(ib.retry_cnt, 7);
+    ck_assert_int_eq(ib.tc, 0);
+    ck_assert_int_eq(ib.sl, 0);
+    ck_assert_int_eq(ib.reg_cache, 1);
+    setenv("HOOP_IB_HCA", "^=mlx5_1:2", 1);
+    setenv("HOOP_IB_ADDR_RANGE", "10.0.0.0/8", 1);
+    setenv("HOOP_IB_GID_INDEX", "3", 1);
+    setenv("HOOP_IB_TIMEOUT", "14", 1);
+    setenv("HOOP_IB_RETRY_CNT", "2", 1);
+    setenv("HOOP_IB_TC", "106", 1);
+    setenv("HOOP_IB_SL", "5", 1);
+    setenv("HOOP_IB_REG_CACHE", "0", 1);
+    ck_assert_int_eq(hoop__comm_ib_config(&ib), HOOP_OK);
+    ck_assert_str_eq(ib.hca, "^=mlx5_1:2");
+    ck_assert_str_eq(ib.addr_range, "10.0.0.0/8");
+    ck_assert_int_eq(ib.gid_index, 3);
+    ck_assert_int_eq(ib.timeout, 14);
+    ck_assert_int_eq(ib.retry_cnt, 2);
+    ck_assert_int_eq(ib.tc, 106);
+    ck_assert_int_eq(ib.sl, 5);
+    ck_assert_int_eq(ib.reg_cache, 0);
+    setenv("HOOP_IB_SL", "16", 1);
+    ck_assert_int_eq(hoop__comm_ib_config(&ib), HOOP_ERR_INVALID);
+    assert_error_has("HOOP_IB_SL=16", NULL);
+    /* hoop_comm_init refuses it too, before opening anything. */
+    hoop_comm *comm = NULL;
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    cfg.world_size = 1;
+    cfg.rank = 0;
+    ck_assert_int_eq(hoop_comm_init(&comm, &cfg), HOOP_ERR_INVALID);
+    assert_error_has("HOOP_IB_SL=16", NULL);
+}
+END_TEST
+
+// ----- a communicator on a host without an RDMA device --------------------------------------
+
+static char logged[4096];
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static void keep_line(hoop_log_level level, const char *line, void *user)
+{
+    (void)level, (void)user;
+    pthread_mutex_lock(&log_mu);
+    size_t len = strlen(logged);
+    snprintf(logged + len, sizeof(logged) - len, "%s\n", line);
+    pthread_mutex_unlock(&log_mu);
+}
+
+/* The ib transport's init, here: HOOP_OK where this host has a usable device (then
+ * there is nothing to check), else its status. */
+static hoop_status ib_here(void)
+{
+    struct hoop_tp_config cfg = {.rank = 0};
+    void *ctx = NULL;
+    hoop_status st = hoop__transport_ib.init(&cfg, &ctx);
+    if (st == HOOP_OK) hoop__transport_ib.finalize(ctx);
+    return st;
+}
+
+/* HOOP_TRANSPORT=ib without a device: init fails at once (before any rendezvous),
+ * naming HOOP_TRANSPORT, the rank and what the transport found missing. */
+START_TEST(test_forced_ib_no_device)
+{
+    hoop_rendezvous *rv;
+    hoop_comm *comm = NULL;
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    if (ib_here() == HOOP_OK) return; /* a real device: check_ib covers it */
+    ck_assert_int_eq(hoop_rendezvous_new(&rv, 2), HOOP_OK);
+    cfg.world_size = 2;
+    cfg.rank = 1;
+    cfg.rendezvous = rv;
+    cfg.timeout_ms = 2000;
+    setenv("HOOP_TRANSPORT", "ib", 1);
+    ck_assert_int_eq(hoop_comm_init(&comm, &cfg), HOOP_ERR_UNSUPPORTED);
+    assert_error_has("HOOP_TRANSPORT=ib, but rank 1 cannot use it: ", "ib");
+    unsetenv("HOOP_TRANSPORT");
+    ck_assert_ptr_null(comm);
+    hoop_rendezvous_free(rv);
+}
+END_TEST
+
+struct auto_rank {
+    hoop_rendezvous *rv;
+    int rank;
+    hoop_status st;
+    char link[8];
+};
+
+static void *auto_main(void *arg)
+{
+    struct auto_rank *r = arg;
+    hoop_comm *comm = NULL;
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    cfg.world_size = 2;
+    cfg.rank = r->rank;
+    cfg.rendezvous = r->rv;
+    r->st = hoop_comm_init(&comm, &cfg);
+    if (r->st != HOOP_OK) return NULL;
+    const char *t = hoop__comm_link_transport(comm, 1 - r->rank);
+    snprintf(r->link, sizeof(r->link), "%s", t ? t : "-");
+    r->st = hoop_comm_destroy(comm);
+    return NULL;
+}
+
+/* Auto mode without a device: one INFO line per rank says so, the ranks (on one host)
+ * link over shm. */
+START_TEST(test_auto_no_device)
+{
+    struct auto_rank r[2];
+    pthread_t th[2];
+    hoop_rendezvous *rv;
+    if (ib_here() == HOOP_OK) return;
+    ck_assert_int_eq(hoop_rendezvous_new(&rv, 2), HOOP_OK);
+    hoop_log_set(keep_line, NULL);
+    for (int i = 0; i < 2; i++) {
+        r[i] = (struct auto_rank){.rv = rv, .rank = i};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, auto_main, &r[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    hoop_log_set(NULL, NULL);
+    hoop_rendezvous_free(rv);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(r[i].st, HOOP_OK);
+        ck_assert_str_eq(r[i].link, "shm");
+        char want[64];
+        snprintf(want, sizeof(want), "rank %d: no usable RDMA device (", i);
+        const char *at = strstr(logged, want);
+        ck_assert_msg(at != NULL, "no '%s' in:\n%s", want, logged);
+        ck_assert_msg(strstr(at + 1, want) == NULL, "'%s' twice in:\n%s", want, logged);
+        ck_assert_ptr_nonnull(strstr(at, "); tcp between hosts"));
+    }
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("links");
+    TCase *tc = tcase_create("pick");
+    tcase_add_test(tc, test_auto_same_host_shm);
+    tcase_add_test(tc, test_auto_hosts_ib);
+    tcase_add_test(tc, test_auto_peer_without_ib_tcp);
+    tcase_add_test(tc, test_auto_order_free);
+    tcase_add_test(tc, test_auto_nothing_reaches);
+    tcase_add_test(tc, test_forced_tcp_over_shm);
+    tcase_add_test(tc, test_forced_ib_peer_lacks_it);
+    tcase_add_test(tc, test_forced_shm_remote_peer);
+    tcase_add_test(tc, test_card);
+    tcase_add_test(tc, test_registry);
+    tcase_add_test(tc, test_ib_config);
+    suite_add_tcase(s, tc);
+    TCase *comm = tcase_create("comm");
+    tcase_set_timeout(comm, 30);
+    tcase_add_test(comm, test_forced_ib_no_device);
+    tcase_add_test(comm, test_auto_no_device);
+    suite_add_tcase(s, comm);
+    return s;
+}
+
+int main(void)
+{
+    setenv("HOOP_DEBUG", "INFO", 1); /* before anything logs: the level is read once */
+    setenv("HOOP_DEBUG_SUBSYS", "INIT", 1);
+    unsetenv("HOOP_TRANSPORT");
+    return run_suite(suite());
+}
