@@ -346,6 +346,7 @@ static hoop_status open_endpoints(hoop_comm *comm, const hoop_comm_config *cfg,
                                   .nsocks = (int)s->nsocks,
                                   .ring_bytes = (size_t)s->shm_bytes,
                                   .ib = s->ib};
+    tcfg.ib.local_rank = comm->local_rank; /* picks among the ports HOOP_IB_HCA selects */
     hoop__card_init(mine);
     if (s->forced && !hoop__transport_find(s->forced))
         return HOOP_INTERNAL_ERROR("HOOP_TRANSPORT=%s is not a registered transport", s->forced);

@@ -356,10 +356,14 @@ static void sched_trace(const hoop_comm *comm, const hoop__sched *s)
     }
 }
 
-/* Makes *buf (*cap bytes, kept across calls) hold at least bytes; contents not kept. */
-static hoop_status grow(void **buf, size_t *cap, size_t bytes)
+/* Makes *buf (*cap bytes, kept across calls) hold at least bytes; contents not kept.
+ * The transports forget the old buffer first: a registration cache (ib) would otherwise
+ * serve the new buffer, should it land at the same address, the old one's pages. */
+static hoop_status grow(hoop_comm *comm, void **buf, size_t *cap, size_t bytes)
 {
     if (bytes <= *cap) return HOOP_OK;
+    for (int i = 0; *buf && i < comm->ntps; i++)
+        if (comm->tps[i].tp->forget) comm->tps[i].tp->forget(comm->tps[i].ctx, *buf, *cap);
     free(*buf);
     *buf = NULL;
     *cap = 0;
@@ -381,7 +385,7 @@ static hoop_status prescale(hoop_comm *comm, const hoop__coll_args *a, const voi
     int half = a->dtype == HOOP_DTYPE_F16 || a->dtype == HOOP_DTYPE_BF16;
     if (a->op != HOOP_OP_AVG || !half || a->algo == HOOP_ALGO_DIRECT) return HOOP_OK;
     size_t count = a->count * (a->coll == HOOP__COLL_REDUCE_SCATTER ? (size_t)a->world_size : 1);
-    HOOP_CHECK(grow(&comm->pre, &comm->pre_cap, count * a->elem));
+    HOOP_CHECK(grow(comm, &comm->pre, &comm->pre_cap, count * a->elem));
     if (count) hoop__half_prescale(a->dtype, comm->pre, a->sendbuf, count, a->world_size);
     *in = comm->pre;
     *op = HOOP__OP_SUM_SAT;
@@ -404,7 +408,7 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
     HOOP_CHECK(hoop__sched_copy(&comm->sched, &comm->vote_tpl));
     HOOP_CHECK(hoop__coll_schedule(a, &comm->sched));
     sched_trace(comm, &comm->sched);
-    HOOP_CHECK(grow(&comm->scratch, &comm->scratch_cap, comm->sched.scratch_bytes));
+    HOOP_CHECK(grow(comm, &comm->scratch, &comm->scratch_cap, comm->sched.scratch_bytes));
     HOOP_CHECK(prescale(comm, a, &in, &op));
     hoop__exec_env env = {.world_size = comm->world_size,
                           .rank = comm->rank,
