@@ -328,6 +328,14 @@ START_TEST(test_one_device)
 }
 END_TEST
 
+START_TEST(test_request_pool)
+{
+    pair p;
+    ck_assert_int_eq(connect_ab(&p, "t", "t"), HOOP_OK);
+    check_request_pool(&p);
+}
+END_TEST
+
 START_TEST(test_abandoned_connect)
 {
     check_abandoned_connect(ib_cfg("HOOP_TEST_IB_HCA_A"));
@@ -497,6 +505,7 @@ int main(void)
     tcase_add_test(tc, test_registered);
     tcase_add_test(tc, test_one_device);
     tcase_add_test(tc, test_cache_off);
+    tcase_add_test(tc, test_request_pool);
     suite_add_tcase(s, tc);
     TCase *err = tcase_create("errors");
     tcase_set_timeout(err, 120);
