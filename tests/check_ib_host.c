@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/rng.h"
 #include "transport/ib_util.h"
 #include "transport/regcache.h"
 #include "run_suite.h"
@@ -955,6 +956,98 @@ START_TEST(test_rc_args)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- credits */
+
+START_TEST(test_credits_basic)
+{
+    hoop__ib_credits c = {.nslots = 16};
+    ck_assert_uint_eq(hoop__ib_credits_free(&c), 16);
+    c.used = 16;
+    ck_assert_uint_eq(hoop__ib_credits_free(&c), 0);
+    ck_assert_int_eq(hoop__ib_credits_merge(&c, 8, 30), 0);
+    ck_assert_uint_eq(c.credited, 8);
+    ck_assert_uint_eq(hoop__ib_credits_free(&c), 8);
+    ck_assert_int_eq(hoop__ib_credits_merge(&c, 5, 64), 0); /* older: ignored */
+    ck_assert_uint_eq(c.credited, 8);
+    ck_assert_int_eq(hoop__ib_credits_merge(&c, 17, 64), -1); /* ahead of what was sent */
+    ck_assert_int_eq(hoop__ib_credits_merge(&c, 17, 30), -1);
+    ck_assert_uint_eq(c.credited, 8);
+    ck_assert_int_eq(hoop__ib_credits_merge(&c, 16, 30), 0);
+    ck_assert_uint_eq(hoop__ib_credits_free(&c), 16);
+    /* the receiver's side: half the slots, or any when forced */
+    ck_assert(!hoop__ib_credits_due(7, 0, 16, 0));
+    ck_assert(hoop__ib_credits_due(8, 0, 16, 0));
+    ck_assert(hoop__ib_credits_due(1, 0, 16, 1));
+    ck_assert(!hoop__ib_credits_due(5, 5, 16, 1));
+}
+END_TEST
+
+/* Across the 30-bit wrap of the immediate: the count keeps growing. */
+START_TEST(test_credits_wrap)
+{
+    const uint64_t w = (uint64_t)1 << 30;
+    hoop__ib_credits c = {.nslots = 16, .used = 3 * w + 10, .credited = 3 * w - 6};
+    ck_assert_int_eq(hoop__ib_credits_merge(&c, (3 * w + 2) & (w - 1), 30), 0);
+    ck_assert_uint_eq(c.credited, 3 * w + 2);
+    ck_assert_int_eq(hoop__ib_credits_merge(&c, (3 * w - 1) & (w - 1), 30), 0); /* stale */
+    ck_assert_uint_eq(c.credited, 3 * w + 2);
+    ck_assert_int_eq(hoop__ib_credits_merge(&c, 3 * w + 10, 64), 0);
+    ck_assert_uint_eq(hoop__ib_credits_free(&c), 16);
+}
+END_TEST
+
+/* A model of one link: the receiver frees slots in order and tells its count in credit
+ * immediates (30 bits) and in grants (whole); the sender takes the reports in shuffled
+ * orders (a reordering RC never does, which the merge must survive anyway). At every
+ * step the sender never believes in more credit than the receiver has freed, never goes
+ * backwards, and the last report leaves it exactly right. */
+START_TEST(test_credits_odd_orders)
+{
+    hoop__rng rng = hoop__rng_seed(20261201);
+    for (int trial = 0; trial < 2000; trial++) {
+        hoop__ib_credits c = {.nslots = 16};
+        uint64_t base = (trial % 3 == 0) ? ((uint64_t)1 << 30) - 40 : (uint64_t)trial * 1000;
+        c.used = c.credited = base;
+        uint64_t freed = base;
+        enum { MAXR = 32 };
+        struct {
+            uint64_t v;
+            int bits;
+        } rep[MAXR];
+        int n = 0;
+        while (n < MAXR) {
+            uint32_t can = hoop__ib_credits_free(&c);
+            if (can) c.used += 1 + hoop__rng_below(&rng, can); /* the sender writes some */
+            if (freed < c.used) freed += 1 + hoop__rng_below(&rng, c.used - freed);
+            rep[n].v = freed;
+            rep[n].bits = hoop__rng_below(&rng, 2) ? 30 : 64;
+            if (rep[n].bits == 30) rep[n].v &= ((uint64_t)1 << 30) - 1;
+            n++;
+            /* now and then deliver a random earlier report, then the rest out of order */
+            if (hoop__rng_below(&rng, 4) == 0) {
+                int k = (int)hoop__rng_below(&rng, (uint64_t)n);
+                uint64_t before = c.credited;
+                ck_assert_int_eq(hoop__ib_credits_merge(&c, rep[k].v, rep[k].bits), 0);
+                ck_assert_uint_ge(c.credited, before);
+                ck_assert_uint_le(c.credited, freed);
+            }
+        }
+        size_t order[MAXR];
+        for (int i = 0; i < MAXR; i++) order[i] = (size_t)i;
+        hoop__rng_shuffle(&rng, order, MAXR);
+        for (int i = 0; i < MAXR; i++) {
+            uint64_t before = c.credited;
+            ck_assert_int_eq(hoop__ib_credits_merge(&c, rep[order[i]].v, rep[order[i]].bits), 0);
+            ck_assert_uint_ge(c.credited, before);
+            ck_assert_uint_le(c.credited, freed);
+        }
+        ck_assert_int_eq(hoop__ib_credits_merge(&c, rep[MAXR - 1].v, rep[MAXR - 1].bits), 0);
+        ck_assert_uint_eq(c.credited, freed);
+        ck_assert_uint_le(c.used - c.credited, c.nslots);
+    }
+}
+END_TEST
+
 static Suite *ib_host_suite(void)
 {
     Suite *s = suite_create("ib_host");
@@ -990,6 +1083,12 @@ static Suite *ib_host_suite(void)
 #else
     fprintf(stderr, "note: built without libibverbs: completion messages not tested\n");
 #endif
+
+    TCase *cr = tcase_create("credits");
+    tcase_add_test(cr, test_credits_basic);
+    tcase_add_test(cr, test_credits_wrap);
+    tcase_add_test(cr, test_credits_odd_orders);
+    suite_add_tcase(s, cr);
 
     TCase *rc = tcase_create("regcache");
     tcase_add_checked_fixture(rc, rc_setup, rc_teardown);

@@ -240,7 +240,7 @@ struct ib_comm {
     struct ib_req *qhead, *qtail;
     uint32_t next_grant;         /* rendezvous messages posted (isend / irecv) */
     uint32_t next_write;         /* sender: write-mode rendezvous posted; receiver: assigned */
-    uint64_t next_eager;         /* eager slots used (sender: written; receiver: assigned) */
+    uint64_t next_eager;         /* receiver: eager slots assigned to posted receives */
     uint64_t sq_posted, sq_done; /* send work requests posted / known complete */
     uint32_t unsignalled;
     /* memory: sender: grant ring (remote-writable) + bounce slots; receiver: slots +
@@ -249,7 +249,7 @@ struct ib_comm {
     size_t mem_bytes;
     struct ibv_mr *mr;
     /* sender */
-    uint64_t credited;              /* slots the receiver has freed, as last told */
+    hoop__ib_credits cr;            /* eager slots written / freed by the receiver */
     uint32_t grants_in;             /* grants seen */
     struct ib_grant got[IB_GRANTS]; /* copies of the ring's entries, by grant number */
     uint64_t remote_slots;
@@ -708,6 +708,7 @@ static hoop_status comm_new(struct ib_ctx *ctx, enum ib_kind kind, int peer, int
     c->kind = kind;
     c->sock = -1;
     hoop__req_pool_init(&c->pool, sizeof(struct ib_req), IB_SPARE);
+    c->cr.nslots = IB_SLOTS;
     *out = c;
     return HOOP_OK;
 }
@@ -1204,8 +1205,8 @@ static int sq_room(const struct ib_comm *c, uint64_t n)
 /* Receiver: tells the sender about freed slots once half of them are waiting. */
 static hoop_status return_credits(struct ib_comm *c, int force)
 {
-    uint64_t owed = c->freed - c->freed_told;
-    if (owed == 0 || (!force && owed < IB_SLOTS / 2) || !sq_room(c, 1)) return HOOP_OK;
+    if (!hoop__ib_credits_due(c->freed, c->freed_told, IB_SLOTS, force) || !sq_room(c, 1))
+        return HOOP_OK;
     HOOP_CHECK(post_write(c, NULL, 0, 0, c->remote_ring, c->remote_ring_rkey, 1,
                           IMM(IMM_CREDIT, c->freed), 0, NULL));
     c->freed_told = c->freed;
@@ -1249,16 +1250,12 @@ static hoop_status on_wc(struct ib_comm *c, const struct ibv_wc *wc)
         struct ib_grant *g = (struct ib_grant *)grant_ring(c) + (IMM_NUM(imm) % IB_GRANTS);
         c->got[IMM_NUM(imm) % IB_GRANTS] = *g;
         c->grants_in++;
-        if (g->freed > c->credited) c->credited = g->freed;
+        if (hoop__ib_credits_merge(&c->cr, g->freed, 64) != 0) break;
         return HOOP_OK;
     }
     case IMM_CREDIT: {
         if (c->kind != IK_SEND) break;
-        /* 30 bits of the freed count: the sender's view is never more than that behind. */
-        uint64_t low = IMM_NUM(imm), cur = c->credited;
-        uint64_t next = (cur & ~(uint64_t)0x3fffffff) | low;
-        if (next < cur) next += (uint64_t)1 << 30;
-        c->credited = next;
+        if (hoop__ib_credits_merge(&c->cr, IMM_NUM(imm), 30) != 0) break;
         return HOOP_OK;
     }
     }
@@ -1292,8 +1289,8 @@ static hoop_status send_progress(struct ib_comm *c)
     for (struct ib_req *r = c->qhead; r; r = r->next) {
         if (r->posted) continue;
         if (!r->rndv) { /* eager: one slot */
-            if (c->next_eager - c->credited >= IB_SLOTS || !sq_room(c, 1)) return HOOP_OK;
-            uint64_t k = c->next_eager;
+            if (!hoop__ib_credits_free(&c->cr) || !sq_room(c, 1)) return HOOP_OK;
+            uint64_t k = c->cr.used;
             const void *src = r->buf;
             uint32_t lkey = 0;
             if (r->bytes > c->max_inline) {
@@ -1304,7 +1301,7 @@ static hoop_status send_progress(struct ib_comm *c)
             HOOP_CHECK(post_write(c, src, r->bytes, lkey,
                                   c->remote_slots + (k % IB_SLOTS) * IB_SLOT_BYTES, c->remote_rkey,
                                   1, IMM(IMM_EAGER, k), 0, NULL));
-            c->next_eager++;
+            c->cr.used++;
             r->posted = r->done = 1;
             continue;
         }
@@ -1319,15 +1316,15 @@ static hoop_status send_progress(struct ib_comm *c)
                              r->bytes);
         if (g->mode == GRANT_STREAM) { /* through the slots, piece by piece */
             while (r->done_bytes < r->bytes) {
-                if (c->next_eager - c->credited >= IB_SLOTS || !sq_room(c, 1)) return HOOP_OK;
+                if (!hoop__ib_credits_free(&c->cr) || !sq_room(c, 1)) return HOOP_OK;
                 size_t n = r->bytes - r->done_bytes;
                 if (n > IB_SLOT_BYTES) n = IB_SLOT_BYTES;
-                uint64_t k = c->next_eager;
+                uint64_t k = c->cr.used;
                 int last = r->done_bytes + n == r->bytes;
                 HOOP_CHECK(post_write(c, r->buf + r->done_bytes, n, r->lkey,
                                       c->remote_slots + (k % IB_SLOTS) * IB_SLOT_BYTES,
                                       c->remote_rkey, 1, IMM(IMM_EAGER, k), last, &r->sq_last));
-                c->next_eager++;
+                c->cr.used++;
                 r->done_bytes += n;
             }
             r->posted = 1;

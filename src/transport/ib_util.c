@@ -392,3 +392,18 @@ int hoop__ib_wc_is_flush(int status)
     return status == IBV_WC_WR_FLUSH_ERR;
 }
 #endif
+
+int hoop__ib_credits_merge(hoop__ib_credits *c, uint64_t freed, int bits)
+{
+    uint64_t next = freed;
+    if (bits < 64) {
+        const uint64_t span = (uint64_t)1 << bits, mask = span - 1;
+        uint64_t delta = (freed - c->credited) & mask;
+        if (delta >= span / 2) return 0; /* behind what we know: an older count */
+        next = c->credited + delta;
+    }
+    if (next <= c->credited) return 0;
+    if (next > c->used) return -1;
+    c->credited = next;
+    return 0;
+}

@@ -118,6 +118,36 @@ const char *hoop__ib_wc_message(int status, int peer, char *buf, size_t cap);
 int hoop__ib_wc_is_flush(int status);
 #endif
 
+/* The sender's eager-slot credits (ib.c's flow control). used = slot writes posted,
+ * credited = slots the receiver has freed, as last told. The receiver tells its freed
+ * count in two ways: the low 30 bits in a credit write's immediate, and whole in each
+ * grant. A merge never moves credited backwards, nor past used: an older count arriving
+ * after a newer one (a grant's and a credit's, in either order) is ignored, by serial
+ * number arithmetic on the 30 bits (RFC 1982); one ahead of used is a protocol error. */
+typedef struct hoop__ib_credits {
+    uint64_t used, credited;
+    uint32_t nslots;
+} hoop__ib_credits;
+
+/* Slots the sender may write now (0..nslots). */
+static inline uint32_t hoop__ib_credits_free(const hoop__ib_credits *c)
+{
+    uint64_t busy = c->used - c->credited;
+    return busy >= c->nslots ? 0 : c->nslots - (uint32_t)busy;
+}
+
+/* Merges a freed count: bits = 30 (an immediate's low bits) or 64 (whole). Returns 0,
+ * or -1 when the count is ahead of what was sent (credited is then unchanged). */
+int hoop__ib_credits_merge(hoop__ib_credits *c, uint64_t freed, int bits);
+
+/* Receiver: 1 when freed - told slots are worth a credit message (half the slots, or
+ * any when force). */
+static inline int hoop__ib_credits_due(uint64_t freed, uint64_t told, uint32_t nslots, int force)
+{
+    uint64_t owed = freed - told;
+    return owed > 0 && (force || owed >= nslots / 2);
+}
+
 HOOP_EXTERN_C_END
 
 #endif /* HOOP_TRANSPORT_IB_UTIL_H */
