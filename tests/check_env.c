@@ -309,11 +309,11 @@ START_TEST(test_ib_knobs)
         setenv("HOOP_IB_HCA", hca_bad[i], 1);
         ck_assert_msg(hoop__env_str("HOOP_IB_HCA", &s) == HOOP_ERR_INVALID, "'%s' accepted",
                       hca_bad[i]);
-        assert_error_has("HOOP_IB_HCA='", "mlx5_0:1,mlx5_1");
+        assert_error_has("HOOP_IB_HCA='", hca_bad[i]);
     }
     setenv("HOOP_IB_HCA", "mlx5_0,mlx5_1:x", 1);
     ck_assert_int_eq(hoop__env_str("HOOP_IB_HCA", &s), HOOP_ERR_INVALID);
-    assert_error_has("'mlx5_1:x' is not device[:port]", NULL);
+    assert_error_has("'mlx5_1:x'", "port");
     unsetenv("HOOP_IB_HCA");
     ck_assert_int_eq(hoop__env_str("HOOP_IB_HCA", &s), HOOP_OK);
     ck_assert_ptr_null(s);
@@ -331,7 +331,7 @@ START_TEST(test_ib_knobs)
         setenv("HOOP_IB_ADDR_RANGE", range_bad[i], 1);
         ck_assert_msg(hoop__env_str("HOOP_IB_ADDR_RANGE", &s) == HOOP_ERR_INVALID, "'%s' accepted",
                       range_bad[i]);
-        assert_error_has("HOOP_IB_ADDR_RANGE='", "is not an address range in CIDR form");
+        assert_error_has("HOOP_IB_ADDR_RANGE='", "is not an address range in CIDR");
     }
     unsetenv("HOOP_IB_ADDR_RANGE");
 }

@@ -21,7 +21,8 @@
 #include "core/env.h"
 #include "core/launch.h"
 #include "core/log.h"
-#include "hoop/comm.h" /* HOOP_ALGO_CHOICES: the algorithm names' one list */
+#include "hoop/comm.h"         /* HOOP_ALGO_CHOICES: the algorithm names' one list */
+#include "transport/ib_util.h" /* the HOOP_IB_HCA and HOOP_IB_ADDR_RANGE parsers */
 
 extern char **environ;
 
@@ -37,70 +38,19 @@ static hoop_status power_of_two(const char *name, const char *text, int64_t num)
     return HOOP_OK;
 }
 
-/* 1 when c may appear in a verbs device name (mlx5_0, rxe-eth0, bnxt_re.1). */
-static int hca_char(char c)
-{
-    return isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.';
-}
-
-/* HOOP_IB_HCA in NCCL's syntax: an optional '^' (use every device but the listed ones),
- * an optional '=' (exact names; else each name is a prefix), then a comma list of
- * name[:port] (port 1..255). The verbs transport matches devices against it; this only
- * checks the form, so that a typo fails before any device is opened. */
+/* HOOP_IB_HCA and HOOP_IB_ADDR_RANGE: the verbs transport's own parsers check the
+ * form, so that a typo fails before any device is opened, with the same message. */
 static hoop_status hca_list(const char *name, const char *text, int64_t num)
 {
-    static const char hint[] = "(e.g. mlx5_0:1,mlx5_1; a leading ^ excludes, = wants exact "
-                               "names)";
-    (void)num;
-    if (!text) return HOOP_OK;
-    const char *t = text + (text[0] == '^');
-    t += t[0] == '=';
-    if (!*t) return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' names no device %s", name, text, hint);
-    for (;;) {
-        size_t len = strcspn(t, ","), n = 0;
-        while (n < len && hca_char(t[n])) n++;
-        int ok = n > 0 && (n == len || t[n] == ':');
-        if (ok && n < len) { /* :port */
-            int64_t port = 0;
-            size_t d = n + 1;
-            while (d < len && isdigit((unsigned char)t[d]) && port <= 255)
-                port = port * 10 + (t[d++] - '0');
-            ok = d == len && d > n + 1 && port >= 1 && port <= 255;
-        }
-        if (!ok)
-            return HOOP_ERROR(HOOP_ERR_INVALID,
-                              "%s='%s' is not a device list: '%.*s' is not device[:port] %s", name,
-                              text, (int)len, t, hint);
-        if (t[len] == '\0') return HOOP_OK;
-        t += len + 1;
-    }
+    hoop__ib_hca_spec spec;
+    (void)name, (void)num;
+    return hoop__ib_hca_parse(text, &spec);
 }
 
-/* HOOP_IB_ADDR_RANGE: an IPv4 or IPv6 network in CIDR form (10.0.0.0/8, fd00::/8). */
 static hoop_status cidr(const char *name, const char *text, int64_t num)
 {
-    char addr[INET6_ADDRSTRLEN];
-    unsigned char bin[sizeof(struct in6_addr)];
-    int64_t bits;
-    (void)num;
-    if (!text) return HOOP_OK;
-    const char *slash = strchr(text, '/');
-    size_t len = slash ? (size_t)(slash - text) : 0;
-    int family = 0;
-    if (slash && len < sizeof(addr)) {
-        memcpy(addr, text, len);
-        addr[len] = '\0';
-        family = inet_pton(AF_INET, addr, bin) == 1    ? AF_INET
-                 : inet_pton(AF_INET6, addr, bin) == 1 ? AF_INET6
-                                                       : 0;
-    }
-    if (family == 0 || !isdigit((unsigned char)slash[1]) ||
-        hoop__parse_int(name, slash + 1, 0, family == AF_INET ? 32 : 128, &bits) != HOOP_OK)
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "%s='%s' is not an address range in CIDR form (e.g. 10.0.0.0/8 or "
-                          "fd00::/8)",
-                          name, text);
-    return HOOP_OK;
+    (void)name, (void)num;
+    return hoop__ib_addr_range_check(text);
 }
 
 /* HOOP_DEBUG_SUBSYS: a comma list of the log's subsystems (log.c parses it). */

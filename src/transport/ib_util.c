@@ -225,6 +225,12 @@ static hoop_status range_parse(const char *text, addr_range *r)
     return HOOP_OK;
 }
 
+hoop_status hoop__ib_addr_range_check(const char *text)
+{
+    addr_range r;
+    return text && *text ? range_parse(text, &r) : HOOP_OK;
+}
+
 static int range_has(const addr_range *r, const uint8_t raw[16])
 {
     if (r->v4 != gid_v4mapped(raw)) return 0;

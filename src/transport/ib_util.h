@@ -92,6 +92,10 @@ typedef struct hoop__ib_gid {
 hoop_status hoop__ib_gid_pick(const hoop__ib_gid *tab, int n, int link_eth, int want,
                               const char *addr_range, const char *dev, int port, int *index);
 
+/* HOOP_IB_ADDR_RANGE's form: HOOP_OK for NULL, "" or a CIDR range (10.0.0.0/8,
+ * fd00::/8), else HOOP_ERR_INVALID naming the text. */
+hoop_status hoop__ib_addr_range_check(const char *text);
+
 /* A GID as text into buf (cap bytes): dotted IPv4 when it is IPv4-mapped
  * (::ffff:10.0.0.1 -> "10.0.0.1"), else IPv6 as inet_ntop writes it. Cut short to fit
  * when cap < HOOP__IB_GID_STR_MAX (and "" when cap is 1). Returns buf. */
