@@ -111,12 +111,9 @@ static int algo_known(const bench_ctx *c)
  * pick (in place on shared memory, from these sizes up under auto). */
 static const char *row_algo(const bench_ctx *c, const bench_layout *L, char *buf, size_t len)
 {
-    int64_t chunk = 0;
-    (void)hoop__env_int("HOOP_CHUNK_BYTES", &chunk);
     const char *a = c->o.coll != BENCH_ALLREDUCE
                         ? "ring"
-                        : hoop_algo_name(hoop__algo_pick(HOOP_ALGO_AUTO, c->bc.world_size, L->bytes,
-                                                         (size_t)chunk));
+                        : hoop_algo_name(hoop__comm_algo_pick(c->comm, HOOP_ALGO_AUTO, L->bytes));
     int direct = strcmp(algo_label(c), "direct") == 0;
     size_t min = direct ? 0 : c->bc.world_size == 2 ? 8 << 10 : 64 << 10;
     void *whole = c->o.coll == BENCH_REDUCESCATTER ? c->send : c->recv;

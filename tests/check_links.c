@@ -6,6 +6,7 @@
  * with HOOP_TRANSPORT=ib and in auto mode on a host without an RDMA device.
  */
 #include <check.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,6 +302,40 @@ START_TEST(test_ib_config)
 }
 END_TEST
 
+/* The comm's link cost is the slowest figure of any rank's links, each with its name. */
+START_TEST(test_link_cost_max)
+{
+    hoop__link_cost m, a = {{2e-6, 1e-10}, "shm", "shm"}, b = {{25e-6, 5e-10}, "tcp", "tcp"},
+                       c = {{30e-6, 1e-10}, "ib", "ib"};
+    hoop__link_cost_init(&m);
+    ck_assert_int_eq(hoop__link_cost_max(&m, &a, 0), HOOP_OK);
+    ck_assert(m.c.alpha == 2e-6 && m.c.beta == 1e-10);
+    ck_assert_int_eq(hoop__link_cost_max(&m, &b, 1), HOOP_OK);
+    ck_assert_int_eq(hoop__link_cost_max(&m, &c, 2), HOOP_OK);
+    ck_assert_int_eq(hoop__link_cost_max(&m, &a, 3), HOOP_OK);
+    ck_assert(m.c.alpha == 30e-6 && m.c.beta == 5e-10);
+    ck_assert_str_eq(m.alpha_from, "ib");
+    ck_assert_str_eq(m.beta_from, "tcp");
+    /* What another build (or garbage) publishes is refused, naming the rank. */
+    hoop__link_cost bad = b;
+    bad.c.alpha = -1;
+    ck_assert_int_eq(hoop__link_cost_max(&m, &bad, 5), HOOP_ERR_REMOTE);
+    assert_error_has("rank 5 published a bad link cost", NULL);
+    bad.c.alpha = NAN;
+    ck_assert_int_eq(hoop__link_cost_max(&m, &bad, 5), HOOP_ERR_REMOTE);
+    bad = b;
+    bad.c.beta = 1e9;
+    ck_assert_int_eq(hoop__link_cost_max(&m, &bad, 5), HOOP_ERR_REMOTE);
+    memset(bad.alpha_from, 'x', sizeof(bad.alpha_from)); /* no NUL: still a string here */
+    bad.c = (struct hoop_tp_cost){1, 1e-9};
+    ck_assert_int_eq(hoop__link_cost_max(&m, &bad, 5), HOOP_OK);
+    ck_assert_int_eq((int)strlen(m.alpha_from), HOOP__TP_NAME_MAX - 1);
+    hoop__link_cost_of(&m, &hoop__transport_tcp, NULL); /* no cost slot: loopback TCP */
+    ck_assert(m.c.alpha == 25e-6 && m.c.beta == 1 / 2e9);
+    ck_assert_str_eq(m.alpha_from, "tcp");
+}
+END_TEST
+
 // ----- a communicator on a host without an RDMA device --------------------------------------
 
 static char logged[4096];
@@ -344,6 +379,72 @@ START_TEST(test_forced_ib_no_device)
     unsetenv("HOOP_TRANSPORT");
     ck_assert_ptr_null(comm);
     hoop_rendezvous_free(rv);
+}
+END_TEST
+
+/* Thread-ranks of one process all link over what HOOP_TRANSPORT allows (auto: shm), so
+ * the comm models that transport's cost, and the INFO line says so. */
+struct cost_rank {
+    hoop_rendezvous *rv;
+    int rank, n;
+    hoop_status st;
+    struct hoop_tp_cost cost;
+    hoop_algo at64k;
+};
+
+static void *cost_main(void *arg)
+{
+    struct cost_rank *r = arg;
+    hoop_comm *comm = NULL;
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    cfg.world_size = r->n;
+    cfg.rank = r->rank;
+    cfg.rendezvous = r->rv;
+    r->st = hoop_comm_init(&comm, &cfg);
+    if (r->st != HOOP_OK) return NULL;
+    r->cost = comm->link_cost.c;
+    r->at64k = hoop__comm_algo_pick(comm, HOOP_ALGO_AUTO, 64 << 10);
+    r->st = hoop_comm_destroy(comm);
+    return NULL;
+}
+
+static void run_cost_ranks(int n, struct cost_rank *r)
+{
+    pthread_t th[4];
+    hoop_rendezvous *rv;
+    ck_assert_int_eq(hoop_rendezvous_new(&rv, n), HOOP_OK);
+    for (int i = 0; i < n; i++) {
+        r[i] = (struct cost_rank){.rv = rv, .rank = i, .n = n};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, cost_main, &r[i]), 0);
+    }
+    for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+    hoop_rendezvous_free(rv);
+    for (int i = 0; i < n; i++) ck_assert_int_eq(r[i].st, HOOP_OK);
+}
+
+START_TEST(test_comm_link_cost)
+{
+    struct cost_rank r[4];
+    struct hoop_tp_cost shm, tcp;
+    hoop__transport_cost(&hoop__transport_shm, NULL, &shm);
+    hoop__transport_cost(&hoop__transport_tcp, NULL, &tcp);
+    ck_assert(shm.alpha != tcp.alpha); /* else this test tells nothing */
+    logged[0] = '\0';
+    hoop_log_set(keep_line, NULL);
+    run_cost_ranks(4, r);
+    hoop_log_set(NULL, NULL);
+    for (int i = 0; i < 4; i++) {
+        ck_assert(r[i].cost.alpha == shm.alpha && r[i].cost.beta == shm.beta);
+        ck_assert_int_eq(r[i].at64k, hoop__algo_pick(HOOP_ALGO_AUTO, 4, 64 << 10, 512 << 10, &shm));
+    }
+    ck_assert_msg(strstr(logged, "modelled links: 8.00 us per message (shm), 0.250 ns per byte "
+                                 "(shm)"),
+                  "%s", logged);
+    setenv("HOOP_TRANSPORT", "tcp", 1);
+    run_cost_ranks(3, r);
+    unsetenv("HOOP_TRANSPORT");
+    for (int i = 0; i < 3; i++)
+        ck_assert(r[i].cost.alpha == tcp.alpha && r[i].cost.beta == tcp.beta);
 }
 END_TEST
 
@@ -415,11 +516,13 @@ static Suite *suite(void)
     tcase_add_test(tc, test_card);
     tcase_add_test(tc, test_registry);
     tcase_add_test(tc, test_ib_config);
+    tcase_add_test(tc, test_link_cost_max);
     suite_add_tcase(s, tc);
     TCase *comm = tcase_create("comm");
     tcase_set_timeout(comm, 30);
     tcase_add_test(comm, test_forced_ib_no_device);
     tcase_add_test(comm, test_auto_no_device);
+    tcase_add_test(comm, test_comm_link_cost);
     suite_add_tcase(s, comm);
     return s;
 }

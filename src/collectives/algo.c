@@ -16,8 +16,10 @@
  * previous step received waits for a whole chunk first. Along a ring the steps overlap,
  * so the ring pays this once; rd and rhd change partner every step and pay it per step
  * (measured: 4 ranks on 1 Gbit/s links, 2 MiB, rhd 0.108 GB/s busbw, ring 0.119).
- * The constants below are loopback-TCP figures of a small machine; only their ratios
- * matter for the choice.
+ * alpha and beta are the communicator's: the slowest of its links' transports (each
+ * transport's cost slot; loopback TCP's figures for one without), agreed by every rank
+ * at init so that all pick alike. gamma is a constant here; only the ratios matter for
+ * the choice.
  *
  * Owns nothing. Thread-safe (constant data, pure functions).
  */
@@ -27,10 +29,9 @@
 
 #include "collectives/coll.h"
 #include "core/check.h"
+#include "transport/transport.h"
 
 static const hoop__cost_params default_cost = {
-    .alpha = 25e-6,       /* s per message */
-    .beta = 1.0 / 2.0e9,  /* s per byte on a link */
     .gamma = 1.0 / 4.0e9, /* s per byte reduced */
     .chunk = 512 << 10,   /* bytes, replaced by the comm's chunk */
 };
@@ -82,18 +83,23 @@ const hoop__algo_entry hoop__allreduce_algos[] = {
     {NULL, HOOP_ALGO_AUTO, NULL, NULL},
 };
 
-hoop_algo hoop__algo_pick(hoop_algo requested, int world_size, size_t bytes, size_t chunk_bytes)
+hoop_algo hoop__algo_pick(hoop_algo requested, int world_size, size_t bytes, size_t chunk_bytes,
+                          const struct hoop_tp_cost *link)
 {
     if (requested == HOOP_ALGO_DIRECT) requested = HOOP_ALGO_AUTO; /* the buffer is not shared */
     if (requested != HOOP_ALGO_AUTO) return requested;
     hoop_algo best = HOOP_ALGO_RING;
     hoop__cost_params c = default_cost;
     double best_t = 0;
+    c.alpha = link->alpha;
+    c.beta = link->beta;
     if (chunk_bytes) c.chunk = (double)chunk_bytes;
     for (const hoop__algo_entry *e = hoop__allreduce_algos; e->name; e++) {
         if (!e->cost) continue;
         double t = e->cost(world_size, bytes, &c);
-        if (e == hoop__allreduce_algos || t < best_t) best = e->id, best_t = t;
+        /* A tie goes to the earlier row: on 2 ranks rhd's cost equals ring's below a
+         * chunk, and rounding alone would otherwise flip between them. */
+        if (e == hoop__allreduce_algos || t < best_t * (1 - 1e-9)) best = e->id, best_t = t;
     }
     return best;
 }

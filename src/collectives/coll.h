@@ -191,8 +191,15 @@ extern const hoop__algo_entry hoop__allreduce_algos[];
 #define DIRECT_MIN_BYTES(n) ((n) == 2 ? (8 << 10) : (64 << 10))
 
 /* Picks an algorithm for an all-reduce of bytes on world_size ranks with the given
- * chunk size (never returns AUTO). */
-hoop_algo hoop__algo_pick(hoop_algo requested, int world_size, size_t bytes, size_t chunk_bytes);
+ * chunk size over links of cost link (alpha, beta; not NULL): requested itself unless it
+ * is AUTO (or DIRECT: the buffer is not shared here), else the cheapest row of the cost
+ * model (never returns AUTO). */
+struct hoop_tp_cost;
+hoop_algo hoop__algo_pick(hoop_algo requested, int world_size, size_t bytes, size_t chunk_bytes,
+                          const struct hoop_tp_cost *link);
+/* What an all-reduce of bytes not on shared memory runs on comm under algo: as
+ * hoop__algo_pick with the comm's world size, chunk and link cost (comm.c). */
+hoop_algo hoop__comm_algo_pick(const hoop_comm *comm, hoop_algo algo, size_t bytes);
 
 /* Marks in need[0..world_size) the peers this rank exchanges data with under any
  * algorithm (ring neighbours, recursive-doubling partners). Symmetric. */

@@ -314,8 +314,7 @@ hoop_status hoop_allreduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, 
     size_t bytes = count * hoop_dtype_size(dtype);
     try_direct(comm, &a, recvbuf, bytes, sendbuf == recvbuf);
     if (a.algo != HOOP_ALGO_DIRECT)
-        a.algo = hoop__algo_pick((hoop_algo)atomic_load(&comm->algo), comm->world_size, bytes,
-                                 comm->chunk_bytes);
+        a.algo = hoop__comm_algo_pick(comm, (hoop_algo)atomic_load(&comm->algo), bytes);
     return enqueue(comm, &a, req);
 }
 

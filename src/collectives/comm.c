@@ -3,14 +3,17 @@
  * src/collectives/comm.c -- communicator set-up and tear-down.
  *
  * hoop_comm_init resolves the configuration (explicit fields, else HOOP_* variables),
- * opens a transport endpoint, exchanges endpoints with every rank through the store or
- * an in-process rendezvous, connects the links its algorithms need (data links to the
- * ring neighbours and recursive-doubling partners, which also carry each call's vote,
- * plus one control link to the next rank for failure and goodbye records), then starts the progress
- * thread (progress.c).
+ * opens the transports HOOP_TRANSPORT allows from the registry (auto: every one this host
+ * has) and publishes a card listing them through the store or an in-process rendezvous;
+ * picks each link's transport from the cards (links.c), agrees with every rank on the
+ * cost model's link figures (the slowest link of any rank, a second exchange), connects
+ * the links its algorithms need (data links to the ring neighbours and
+ * recursive-doubling partners, which also carry each call's vote, plus one control link
+ * to the next rank for failure and goodbye records), registers the staging slots with
+ * the transports that take registrations, then starts the progress thread (progress.c).
  *
- * Owns: the transport context, links, slots, scratch, the progress thread and, for
- * hoop_comm_init_env, the store client. Thread-safety: init/destroy from one thread;
+ * Owns: the transport contexts, links, slots and their registrations, scratch, the progress thread
+ * and, for hoop_comm_init_env, the store client. Thread-safety: init/destroy from one thread;
  * accessors, abort and bytes_sent from any thread.
  */
 #define _GNU_SOURCE
@@ -110,22 +113,21 @@ static hoop_status check_config(const hoop_comm_config *cfg)
 
 // ----------------------------------------------------------------- connecting
 
-static hoop_status exchange(hoop_comm *comm, const hoop_comm_config *cfg, const hoop__card *mine,
-                            hoop__card *all, int64_t deadline)
+/* Every rank creates its communicators in the same order, so the n-th one of each process
+ * meets under the same name in the store. */
+static atomic_int generation;
+
+/* One all-gather of a card-sized blob per rank (mine) into all (world_size blobs), through
+ * the rendezvous or the store (name "hoop.comm.<gen><round>"). */
+static hoop_status exchange(const hoop_comm *comm, const hoop_comm_config *cfg, int gen,
+                            const char *round, const void *mine, void *all, int64_t deadline)
 {
-    /* Every rank creates its communicators in the same order, so the n-th one of each
-     * process meets under the same name. */
-    static atomic_int generation;
     char name[64];
-    if (cfg->rendezvous) {
-        HOOP_CHECK(hoop__rendezvous_allgather(cfg->rendezvous, comm->rank, mine, all, deadline));
-    } else {
-        snprintf(name, sizeof(name), "hoop.comm.%d", atomic_fetch_add(&generation, 1));
-        HOOP_CHECK(hoop_store_allgather(cfg->store, name, mine, HOOP__CARD_BYTES, all,
-                                        hoop__ms_left(deadline)));
-    }
-    for (int p = 0; p < comm->world_size; p++) HOOP_CHECK(hoop__card_check(&all[p], p));
-    return HOOP_OK;
+    if (cfg->rendezvous)
+        return hoop__rendezvous_allgather(cfg->rendezvous, comm->rank, mine, all, deadline);
+    snprintf(name, sizeof(name), "hoop.comm.%d%s", gen, round);
+    return hoop_store_allgather(cfg->store, name, mine, HOOP__CARD_BYTES, all,
+                                hoop__ms_left(deadline));
 }
 
 /* Files one accepted link; anything unexpected is refused. */
@@ -188,7 +190,8 @@ static void log_links(const hoop_comm *comm, const unsigned char *need)
 }
 
 /* INFO: what HOOP_ALGO means for this world size: under auto, the cost model's choice
- * by message size ("rd up to 32 KiB, ring from 64 KiB"), probed at powers of two. */
+ * by message size ("rd from 8 B, ring from 65536 B"), probed at powers of two, and the
+ * link cost it models (the transports it comes from). */
 static void log_algo(const hoop_comm *comm, hoop_algo algo)
 {
     char plan[300];
@@ -200,7 +203,7 @@ static void log_algo(const hoop_comm *comm, hoop_algo algo)
         return;
     }
     for (size_t b = 8; b <= ((size_t)1 << 30) && len + 40 < sizeof(plan); b *= 2) {
-        hoop_algo a = hoop__algo_pick(HOOP_ALGO_AUTO, comm->world_size, b, comm->chunk_bytes);
+        hoop_algo a = hoop__comm_algo_pick(comm, HOOP_ALGO_AUTO, b);
         if (a == last) continue;
         len += (size_t)snprintf(plan + len, sizeof(plan) - len, "%s%s from %zu B", len ? ", " : "",
                                 hoop_algo_name(a), b);
@@ -208,9 +211,11 @@ static void log_algo(const hoop_comm *comm, hoop_algo algo)
     }
     HOOP_INFO(INIT,
               "rank %d: all-reduce algorithm %s: %s; direct on in-place shared buffers from %d "
-              "KiB%s",
+              "KiB%s; modelled links: %.2f us per message (%s), %.3f ns per byte (%s)",
               comm->rank, hoop_algo_name(algo), plan, DIRECT_MIN_BYTES(comm->world_size) >> 10,
-              algo == HOOP_ALGO_DIRECT ? " (any size: HOOP_ALGO=direct)" : "");
+              algo == HOOP_ALGO_DIRECT ? " (any size: HOOP_ALGO=direct)" : "",
+              comm->link_cost.c.alpha * 1e6, comm->link_cost.alpha_from,
+              comm->link_cost.c.beta * 1e9, comm->link_cost.beta_from);
 }
 
 /* A link's transport (an index in comm->tps) and the peer's handle for it. */
@@ -252,30 +257,74 @@ static hoop_status connect_round(hoop_comm *comm, struct hoop_tp_comm **listen,
     return HOOP_OK;
 }
 
-/* Drives connects and accepts until every needed link is up or the deadline. */
-static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen, hoop__card *cards,
-                                const unsigned char *need, const char *forced, int64_t deadline)
+/* Picks every needed link's transport (plan[p]) and the control link's (ctl, from its own
+ * copy of the next rank's card: a transport keeps its connect progress in the caller's
+ * copy of the handle). */
+static hoop_status plan_links(const hoop_comm *comm, hoop__card *cards, hoop__card *ctl_card,
+                              const unsigned char *need, const char *forced, struct link_plan *plan,
+                              struct link_plan *ctl)
 {
-    /* The control link to the next rank gets its own copy of that rank's card: a
-     * transport keeps its connect progress in the caller's copy of the handle. */
-    hoop__card ctl_card = cards[comm->next];
-    struct link_plan ctl, *plan;
-    char list[200];
-    hoop_status st = HOOP_OK;
-    HOOP_CHECK(plan_link(comm, &ctl_card, forced, comm->next, &ctl));
-    HOOP_CHECK(hoop__calloc(&plan, (size_t)comm->world_size));
+    HOOP_CHECK(plan_link(comm, ctl_card, forced, comm->next, ctl));
     for (int p = 0; p < comm->world_size; p++)
-        if (need[p]) HOOP_CHECK_GOTO(plan_link(comm, &cards[p], forced, p, &plan[p]), st, out);
+        if (need[p]) HOOP_CHECK(plan_link(comm, &cards[p], forced, p, &plan[p]));
+    return HOOP_OK;
+}
+
+// ----------------------------------------------------------------- link cost
+
+/* The cost model's alpha and beta: the slowest of every rank's data links. Each rank
+ * folds its own links' transports, then all of them exchange the result (a card-sized
+ * blob, as the rendezvous moves), so that every rank picks the same algorithm: a rank
+ * whose links all stay on its host would otherwise model a faster comm than a rank with
+ * a link to another host. */
+static hoop_status agree_cost(hoop_comm *comm, const hoop_comm_config *cfg, int gen,
+                              const unsigned char *need, const struct link_plan *plan,
+                              int64_t deadline)
+{
+    union {
+        hoop__card size;
+        hoop__link_cost cost;
+    } mine, *all;
+    hoop__link_cost m;
+    hoop_status st = HOOP_OK;
+    memset(&mine, 0, sizeof(mine));
+    hoop__link_cost_init(&mine.cost);
+    for (int p = 0; p < comm->world_size; p++) {
+        if (!need[p]) continue;
+        hoop__link_cost x;
+        hoop__link_cost_of(&x, comm->tps[plan[p].k].tp, comm->tps[plan[p].k].ctx);
+        HOOP_CHECK(hoop__link_cost_max(&mine.cost, &x, comm->rank));
+    }
+    HOOP_CHECK(hoop__calloc(&all, (size_t)comm->world_size));
+    HOOP_CHECK_GOTO(exchange(comm, cfg, gen, ".cost", &mine, all, deadline), st, out);
+    hoop__link_cost_init(&m);
+    for (int p = 0; p < comm->world_size; p++)
+        HOOP_CHECK_GOTO(hoop__link_cost_max(&m, &all[p].cost, p), st, out);
+    comm->link_cost = m;
+out:
+    free(all);
+    return st;
+}
+
+hoop_algo hoop__comm_algo_pick(const hoop_comm *comm, hoop_algo algo, size_t bytes)
+{
+    return hoop__algo_pick(algo, comm->world_size, bytes, comm->chunk_bytes, &comm->link_cost.c);
+}
+
+/* Drives connects and accepts until every needed link is up or the deadline. */
+static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen,
+                                const unsigned char *need, const struct link_plan *plan,
+                                const struct link_plan *ctl, int64_t deadline)
+{
+    char list[200];
     for (;;) {
-        HOOP_CHECK_GOTO(connect_round(comm, listen, need, plan, &ctl), st, out);
+        HOOP_CHECK(connect_round(comm, listen, need, plan, ctl));
         if (links_missing(comm, need, list, sizeof(list)) == 0) break;
-        if (hoop__now_ns() > deadline) {
-            st = HOOP_ERROR(HOOP_ERR_TIMEOUT,
-                            "rank %d: links to ranks%s (or the control ring) not up within "
-                            "the timeout",
-                            comm->rank, list);
-            goto out;
-        }
+        if (hoop__now_ns() > deadline)
+            return HOOP_ERROR(HOOP_ERR_TIMEOUT,
+                              "rank %d: links to ranks%s (or the control ring) not up within "
+                              "the timeout",
+                              comm->rank, list);
         struct pollfd pfd[HOOP__TP_MAX];
         int n = 0;
         for (int k = 0; k < comm->ntps; k++)
@@ -284,9 +333,7 @@ static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen, h
         poll(pfd, (nfds_t)n, 1);
     }
     log_links(comm, need);
-out:
-    free(plan);
-    return st;
+    return HOOP_OK;
 }
 
 /* What auto mode says when a transport's init finds the host lacks it. */
@@ -361,24 +408,34 @@ static hoop_status open_endpoints(hoop_comm *comm, const hoop_comm_config *cfg,
 static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, const comm_settings *s)
 {
     struct hoop_tp_comm *listen[HOOP__TP_MAX] = {0};
-    hoop__card mine, *cards = NULL;
+    hoop__card mine, ctl_card, *cards = NULL;
+    struct link_plan ctl, *plan = NULL;
     unsigned char *need = NULL;
     hoop_status st;
     int64_t deadline = hoop__deadline_ns(s->timeout_ms);
+    int gen = 0;
     HOOP_CHECK_GOTO(open_endpoints(comm, cfg, s, listen, &mine), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&cards, (size_t)comm->world_size), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&need, (size_t)comm->world_size), st, out);
+    HOOP_CHECK_GOTO(hoop__calloc(&plan, (size_t)comm->world_size), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&comm->send, (size_t)comm->world_size), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&comm->recv, (size_t)comm->world_size), st, out);
-    HOOP_CHECK_GOTO(exchange(comm, cfg, &mine, cards, deadline), st, out);
+    if (!cfg->rendezvous) gen = atomic_fetch_add(&generation, 1);
+    HOOP_CHECK_GOTO(exchange(comm, cfg, gen, "", &mine, cards, deadline), st, out);
+    for (int p = 0; p < comm->world_size; p++)
+        HOOP_CHECK_GOTO(hoop__card_check(&cards[p], p), st, out);
     hoop__algo_peers(comm->rank, comm->world_size, need);
     comm->all_local = all_local(comm, cards);
-    st = connect_loop(comm, listen, cards, need, s->forced, deadline);
+    ctl_card = cards[comm->next];
+    HOOP_CHECK_GOTO(plan_links(comm, cards, &ctl_card, need, s->forced, plan, &ctl), st, out);
+    HOOP_CHECK_GOTO(agree_cost(comm, cfg, gen, need, plan, deadline), st, out);
+    st = connect_loop(comm, listen, need, plan, &ctl, deadline);
 out:
     for (int k = 0; k < comm->ntps; k++)
         if (listen[k]) comm->tps[k].tp->close(listen[k]);
     free(cards);
     free(need);
+    free(plan);
     return st;
 }
 
@@ -451,6 +508,7 @@ hoop_status hoop_comm_init(hoop_comm **out, const hoop_comm_config *cfg)
     atomic_store(&comm->algo, (int)s.algo);
     pthread_mutex_init(&comm->mu, NULL);
     pthread_mutex_init(&comm->engine, NULL);
+    hoop__transport_cost(NULL, NULL, &comm->link_cost.c); /* no links: the default */
     if (comm->world_size > 1) HOOP_CHECK_GOTO(connect_all(comm, cfg, &s), st, fail);
     HOOP_CHECK_GOTO(comm_start(comm, &s), st, fail);
     HOOP_INFO(INIT, "rank %d of %d: communicator ready (chunk %zu bytes, algo %s)", comm->rank,

@@ -101,7 +101,11 @@ struct hoop_comm {
     uint64_t next_seq;
     atomic_int stop, abort_req, state;
     atomic_uint_least64_t bytes_sent;
-    int all_local;   /* every rank is reachable over shm (set at init) */
+    int all_local; /* every rank is reachable over shm (set at init) */
+    /* The cost model's alpha and beta: the largest of any rank's data links (every rank
+     * agrees at init), and the transports they came from (for the log); world_size 1:
+     * loopback TCP's. */
+    hoop__link_cost link_cost;
     hoop__seg *segs; /* hoop_comm_alloc_shared's memory; issuing thread */
     uint32_t nsegs_made;
 

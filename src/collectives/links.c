@@ -108,6 +108,40 @@ static hoop_status no_link(const hoop__tp_open *open, int nopen, const hoop__car
                       forced, rank, forced);
 }
 
+void hoop__link_cost_init(hoop__link_cost *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->c.alpha = m->c.beta = -1;
+}
+
+void hoop__link_cost_of(hoop__link_cost *out, const struct hoop_transport *tp, void *ctx)
+{
+    memset(out, 0, sizeof(*out));
+    hoop__transport_cost(tp, ctx, &out->c);
+    snprintf(out->alpha_from, sizeof(out->alpha_from), "%s", tp->name);
+    snprintf(out->beta_from, sizeof(out->beta_from), "%s", tp->name);
+}
+
+hoop_status hoop__link_cost_max(hoop__link_cost *m, const hoop__link_cost *x, int rank)
+{
+    const struct hoop_tp_cost *c = &x->c;
+    if (!(c->alpha >= 0 && c->alpha < 1e3 && c->beta >= 0 && c->beta < 1e3))
+        return HOOP_ERROR(HOOP_ERR_REMOTE,
+                          "rank %d published a bad link cost (alpha %g s, beta %g s/B): is "
+                          "every rank running the same build of hoop?",
+                          rank, c->alpha, c->beta);
+    if (c->alpha > m->c.alpha) {
+        m->c.alpha = c->alpha;
+        snprintf(m->alpha_from, sizeof(m->alpha_from), "%.*s", HOOP__TP_NAME_MAX - 1,
+                 x->alpha_from);
+    }
+    if (c->beta > m->c.beta) {
+        m->c.beta = c->beta;
+        snprintf(m->beta_from, sizeof(m->beta_from), "%.*s", HOOP__TP_NAME_MAX - 1, x->beta_from);
+    }
+    return HOOP_OK;
+}
+
 hoop_status hoop__link_pick(const hoop__tp_open *open, int nopen, const hoop__card *card,
                             const char *forced, int rank, int peer, int *k)
 {

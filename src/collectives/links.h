@@ -60,4 +60,24 @@ void hoop__card_names(const hoop__card *card, char *buf, size_t cap);
 hoop_status hoop__link_pick(const hoop__tp_open *open, int nopen, const hoop__card *card,
                             const char *forced, int rank, int peer, int *k);
 
+/* A link cost (alpha, beta) and the transports its two figures came from, for the log:
+ * what each rank publishes about its data links once it has picked their transports,
+ * and what the communicator keeps after folding every rank's (the slowest: every rank
+ * must model the same comm, or ranks would pick different algorithms). */
+typedef struct hoop__link_cost {
+    struct hoop_tp_cost c;
+    char alpha_from[HOOP__TP_NAME_MAX], beta_from[HOOP__TP_NAME_MAX];
+} hoop__link_cost;
+
+/* An empty maximum: alpha = beta = -1, no names. */
+void hoop__link_cost_init(hoop__link_cost *m);
+
+/* The cost of a link over tp (context ctx), named after it. */
+void hoop__link_cost_of(hoop__link_cost *out, const struct hoop_transport *tp, void *ctx);
+
+/* Folds x, published by rank, into the running maximum m (each figure on its own, with
+ * the name it came with; ties keep m's). HOOP_ERR_REMOTE naming the rank when x is not a
+ * cost (negative, NaN, 1000 s or more): another build, or garbage. */
+hoop_status hoop__link_cost_max(hoop__link_cost *m, const hoop__link_cost *x, int rank);
+
 #endif /* HOOP_COLLECTIVES_LINKS_H */

@@ -55,3 +55,6 @@ tests_check_exec_SOURCES = tests/check_exec.c
 tests_check_exec_CFLAGS = $(TEST_CFLAGS)
 tests_check_exec_LDADD = $(TEST_LDADD)
 TESTS += tests/check_exec
+
+TESTS += tests/mixed_links.sh
+EXTRA_DIST += tests/mixed_links.sh

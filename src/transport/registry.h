@@ -23,4 +23,9 @@ extern const struct hoop_transport *const hoop__transports[];
 /* The registered transport called name (case-insensitive), or NULL. */
 const struct hoop_transport *hoop__transport_find(const char *name);
 
+/* tp's link cost on context ctx: its cost slot's figures, or, for a transport without
+ * one, loopback TCP's (transport.h; the figures the cost model had before transports
+ * stated their own). */
+void hoop__transport_cost(const struct hoop_transport *tp, void *ctx, struct hoop_tp_cost *out);
+
 #endif /* HOOP_TRANSPORT_REGISTRY_H */

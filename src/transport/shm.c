@@ -197,6 +197,21 @@ static hoop_status shm_init(const struct hoop_tp_config *cfg, void **tctx)
     return HOOP_OK;
 }
 
+/* The link cost the collectives' cost model uses (algo.c), fitted on the 2-core machine
+ * hoop is built on: all-reduces with each algorithm forced (hoop-bench, 2, 3 and 4 ranks,
+ * 256 B to 4 MiB, best of 9 runs) run rd fastest up to 32 KiB and mostly ring from 64
+ * KiB, and with these figures (and its gamma, 4 GB/s reduced) the model chooses so on 2
+ * and 4 ranks (ring from 16 KiB on 3), closer than with any other pair tried. They are a
+ * collective step's cost, not the ring's own: a ping-pong of two spinning threads moves
+ * 8 bytes in 0.1 us and 4 MiB at 17 GB/s, and figures that small would send a 4-rank
+ * all-reduce to ring and rhd from 1 KiB, at up to 2.5 times rd's time. */
+static void shm_cost(void *tctx, struct hoop_tp_cost *out)
+{
+    (void)tctx;
+    out->alpha = 8e-6;     /* s per message */
+    out->beta = 1.0 / 4e9; /* s per byte */
+}
+
 static hoop_status shm_close(struct hoop_tp_comm *tc);
 
 static hoop_status shm_finalize(void *tctx)
@@ -788,6 +803,7 @@ const struct hoop_transport hoop__transport_shm = {
     .irecv_fn = shm_irecv_fn,
     .test = shm_test,
     .pollfds = shm_pollfds,
+    .cost = shm_cost,
     .close = shm_close,
     .finalize = shm_finalize,
 };
