@@ -150,8 +150,12 @@ HOOP_IB_TIMEOUT=40 "$HOOPRUN" --nproc-per-node 1 true 2> "$TMP/e3"
 assert_contains "$TMP/e3" "HOOP_IB_TIMEOUT=40 is out of range [1, 31]"
 HOOP_IB_HCA="mlx5_0:x" "$HOOPRUN" --nproc-per-node 1 true 2> "$TMP/e4"
 [ $? = 2 ] || fail "HOOP_IB_HCA=mlx5_0:x did not give exit 2"
-assert_contains "$TMP/e4" "HOOP_IB_HCA='mlx5_0:x' is not a device list: 'mlx5_0:x' is not device[:port]"
+assert_contains "$TMP/e4" "HOOP_IB_HCA='mlx5_0:x': entry 'mlx5_0:x' has a bad port 'x'"
 [ "$(wc -l < "$TMP/e4")" = 1 ] || fail "more than one line: $(cat "$TMP/e4")"
+# A message that starts with the setting keeps it (hooprun once cut it as a file:line).
+HOOP_DEBUG_SUBSYS=BOGUS "$HOOPRUN" --nproc-per-node 1 true 2> "$TMP/e5"
+[ $? = 2 ] || fail "HOOP_DEBUG_SUBSYS=BOGUS did not give exit 2"
+assert_contains "$TMP/e5" "HOOP_DEBUG_SUBSYS='BOGUS': 'BOGUS' is not a subsystem"
 # HOOP_TRANSPORT=ib is a valid setting (whether this host can run it is the worker's
 # communicator's business): hooprun lets it through.
 HOOP_TRANSPORT=ib "$HOOPRUN" --nproc-per-node 1 true 2> "$TMP/e2" ||

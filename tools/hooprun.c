@@ -119,12 +119,16 @@ typedef struct cli {
     char **argv;
 } cli;
 
-/* The message of the last hoop error without its "file.c:123: " origin. */
+/* The message of the last hoop error without a "file.c:123: " origin, should it carry
+ * one (a message that starts "HOOP_IB_HCA='a:x': ..." keeps its culprit). */
 static const char *user_msg(void)
 {
     const char *m = hoop_last_error();
     const char *colon = strstr(m, ": ");
-    if (colon && memchr(m, ' ', (size_t)(colon - m)) == NULL) return colon + 2;
+    if (colon && memchr(m, ' ', (size_t)(colon - m)) == NULL &&
+        memchr(m, '\'', (size_t)(colon - m)) == NULL && strstr(m, ".c:") &&
+        strstr(m, ".c:") < colon)
+        return colon + 2;
     return m;
 }
 
