@@ -358,7 +358,10 @@ for a in "$@"; do
     case $a in
     --list) list=1 ;;
     --skip-hoop) want+=(smoke) ;;
-    -h | --help) sed -n '3,26s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h | --help)
+        awk 'NR > 2 && !/^#/ { exit } NR > 2 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"
+        exit 0
+        ;;
     -*) echo "suite.sh: unknown option '$a'" >&2; exit 2 ;;
     *) want+=("$a") ;;
     esac

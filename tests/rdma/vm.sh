@@ -11,14 +11,15 @@
 # the stock kernel (linux-image-6.1.0-NN-amd64, the one linux-image-amd64 points at;
 # HOOP_RDMA_KERNEL=6.1.0-NN-amd64 picks another), its uncompressed vmlinux, an
 # mmdebstrap (minbase) bookworm root filesystem with rdma-core, perftest and the
-# libraries hoop's programs link, and a busybox initramfs. Building needs root (or
-# password-less sudo), network access to the Debian mirror and about 300 MB of disk.
+# libraries hoop's programs link, and a busybox initramfs. Building needs root, the
+# Debian mirror (HOOP_RDMA_MIRROR: another) and about 300 MB of disk.
 #
 # The guest runs under TCG (software emulation: slow, but it boots Debian's kernel
 # where /dev/kvm cannot), mounts the root filesystem read-only over 9p with a RAM
 # overlay, creates the rxe devices, then runs COMMAND in the current directory. The
 # source tree (this script's ../..), the current directory, every --share DIR and the
-# CUDA library folders (/usr/local/cuda*/lib64, read-only) appear in the guest at
+# CUDA library folders (/usr/local/cuda*/lib64) and /usr/share/datasets (both
+# read-only) appear in the guest at
 # the same absolute paths, so libtool wrappers and rpaths work; what the command
 # writes there lands on the host. COMMAND sees RDMA_DEV0/1 (rxe0, rxe1),
 # RDMA_GID0/1 (their IPv4 RoCE v2 GID index), RDMA_ADDR0/1 (the veth
@@ -28,7 +29,8 @@
 # Exit: COMMAND's exit status; 124 when the guest did not finish within --timeout
 # (default 600 s, boot included; the guest is killed); 77 when the guest cannot be
 # built or run here (no qemu, not Debian, no root to build, no mirror), with one line
-# saying why; 1 when the guest failed to boot or to set up its devices.
+# saying why; 1 when the guest failed to boot or to set up its devices (the end of its
+# console follows). HOOP_RDMA_KEEP=1 keeps the run's folder (console.log, out.log).
 set -euo pipefail
 
 me=vm.sh
@@ -49,7 +51,7 @@ die() {
     exit 1
 }
 usage() {
-    sed -n '3,31s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    awk 'NR > 2 && !/^#/ { exit } NR > 2 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"
     exit "${1:-0}"
 }
 
