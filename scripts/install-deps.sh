@@ -8,7 +8,7 @@ set -e
 PKGS="build-essential autoconf automake libtool pkg-config git check libopenblas-dev
 zlib1g-dev libhwloc-dev libibverbs-dev ibverbs-utils dataset-fashion-mnist iproute2 clang-format
 python3 procps python3-matplotlib help2man
-qemu-system-x86 qemu-system-data mmdebstrap busybox-static xz-utils"
+qemu-system-x86 qemu-system-data mmdebstrap xz-utils"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -100,12 +100,12 @@ fi
 [[ $kver =~ ^[0-9][A-Za-z0-9.+-]*$ ]] || { echo "$me: HOOP_RDMA_KERNEL='$kver' is not a kernel version like 6.1.0-57-amd64" >&2; exit 2; }
 guest=$cache/$kver
 
-# What the root filesystem holds: the verbs stack and its tools, and the runtime
-# libraries of hoop's programs (ldd of tools/ bench/ tests/ on Debian 12: OpenBLAS and
-# gfortran, zlib, hwloc and udev, libstdc++ (CUDA), subunit (Check)).
+# What the root filesystem holds: the verbs stack and its tools, the runtime libraries
+# of hoop's programs (ldd of tools/ bench/ tests/ on Debian 12: OpenBLAS and gfortran,
+# zlib, hwloc and udev, libstdc++ (CUDA), subunit (Check)), and the initramfs's busybox.
 pkgs="rdma-core ibverbs-providers ibverbs-utils libibverbs1 librdmacm1 rdmacm-utils perftest
 iproute2 kmod procps psmisc gzip libopenblas0-pthread libgfortran5 libquadmath0 zlib1g
-libhwloc15 libudev1 libstdc++6 libsubunit0"
+libhwloc15 libudev1 libstdc++6 libsubunit0 busybox-static"
 # Modules the initramfs loads (the rest come from the root filesystem's modprobe).
 boot_mods="virtio_pci 9pnet_virtio 9p overlay"
 guest_mods="rdma_rxe crc32_generic veth ib_uverbs rdma_ucm ib_umad"
@@ -135,10 +135,6 @@ build_guest() {
     local tmp k vmlinuz off
     command -v apt-get > /dev/null || skip "apt-get not found: the guest is built from Debian packages"
     command -v mmdebstrap > /dev/null || skip "mmdebstrap is not installed (Debian: mmdebstrap)"
-    local bb
-    bb=$(command -v busybox || true)
-    [ -n "$bb" ] && ! ldd "$bb" > /dev/null 2>&1 ||
-        skip "a static busybox is needed for the initramfs (Debian: busybox-static)"
     [ "$(id -u)" = 0 ] ||
         skip "building the guest (mmdebstrap) needs root: run 'sudo HOOP_RDMA_CACHE=$cache $0 --build' once"
     echo "$me: building the guest for kernel $kver in $guest (once; about a minute)" >&2
@@ -201,7 +197,10 @@ build_guest() {
     cp "$tmp/k/$kmods"/modules.{order,builtin,builtin.modinfo} "$tmp/rootfs/$kmods/"
     chroot "$tmp/rootfs" /sbin/depmod "$kver"
 
-    local ird=$tmp/initramfs
+    # The initramfs: the root filesystem's static busybox (which also writes the cpio
+    # archive, so the host needs neither busybox nor cpio).
+    local ird=$tmp/initramfs bb=$tmp/rootfs/bin/busybox
+    [ -x "$bb" ] || die "the root filesystem has no /bin/busybox (busybox-static)"
     mkdir -p "$ird"/{bin,dev,proc,sys,mnt/root,mnt/rw,newroot,mod}
     cp "$bb" "$ird/bin/busybox"
     ln -s busybox "$ird/bin/sh"
