@@ -32,3 +32,8 @@ tests_check_bench_SOURCES = tests/check_bench.c bench/bench_data.c bench/bench.h
 tests_check_bench_CFLAGS = $(TEST_CFLAGS)
 tests_check_bench_LDADD = $(TEST_LDADD)
 TESTS += tests/check_bench
+
+# A transport's own ping-pong below the collectives (issue 11: against ib_write_lat).
+noinst_PROGRAMS += bench/tp_pingpong
+bench_tp_pingpong_SOURCES = bench/tp_pingpong.c
+bench_tp_pingpong_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)

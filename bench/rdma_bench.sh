@@ -55,6 +55,14 @@ for size in 65536 1048576 8388608; do
     fi
     [ -n "${wbw[$size]:-}" ] || { wbw[$size]=-; failed="$failed ib_write_bw($size)"; }
 done
+# Context for the all-reduce, which moves bytes both ways at once: the same 8 MiB writes
+# in both directions (-b: perftest reports the sum of the two).
+echo "ib_write_bw -b -s 8388608 ..." >&2
+bidir=-
+if perftest ib_write_bw "$out/ib_write_bw.bidir" --report_gbits -b -n 12 -s 8388608; then
+    bidir=$(awk '$1 == 8388608 && NF >= 5 { v = $4 } END { print v }' "$out/ib_write_bw.bidir")
+fi
+[ -n "$bidir" ] || bidir=-
 echo "ib_write_lat -s 8 ..." >&2
 lat=-
 if perftest ib_write_lat "$out/ib_write_lat" -s 8 -n 2000; then
@@ -71,6 +79,12 @@ hoopbench() {
         --bind none "$src/tests/rdma/rank_hca.sh" "$build/bench/hoop-bench" allreduce -c 1 "$@" \
         > "$log" 2>&1
 }
+echo "tp_pingpong $tp, 8 B ..." >&2
+tpl=-
+if timeout 120 "$build/bench/tp_pingpong" "$tp" 2000 8 "$RDMA_DEV0" "$RDMA_DEV1" > "$out/tp_pingpong" 2>&1; then
+    tpl=$(awk '/one-way/ { for (i = 1; i < NF; i++) if ($(i + 1) == "us") v = $i } END { print v }' "$out/tp_pingpong")
+fi
+[ -n "$tpl" ] || tpl=-
 echo "hoop-bench allreduce over $tp, 8 B ..." >&2
 hlat=-
 if hoopbench "$out/hoop_lat" -b 8 -e 8 -n 500 -w 50; then
@@ -81,10 +95,21 @@ echo "hoop-bench allreduce over $tp, 8-32 MiB ..." >&2
 declare -A hbw
 if hoopbench "$out/hoop_bw" -b 8M -e 32M -f 2 -n 4 -w 1; then
     for size in 8388608 16777216 33554432; do
-        hbw[$size]=$(awk -v s=$size '$1 == s && NF >= 13 { v = $8 } END { print v }' "$out/hoop_bw")
+        # from the out-of-place time (us), with more digits than the table's busbw (2-rank
+        # all-reduce: busbw = algbw = bytes / time)
+        hbw[$size]=$(awk -v s=$size '$1 == s && NF >= 13 { v = sprintf("%.4f", s / $6 / 1e3) } END { print v }' "$out/hoop_bw")
     done
 fi
 [ -n "${hbw[8388608]:-}" ] || failed="$failed hoop-8MiB+($(tail -n 1 "$out/hoop_bw"))"
+# One direction only, like ib_write_bw: a 2-rank broadcast of 8 MiB.
+echo "hoop-bench broadcast over $tp, 8 MiB ..." >&2
+bcast=-
+if HOOP_TRANSPORT=$tp HOOP_TIMEOUT=120 timeout 300 "$build/tools/hooprun" --nproc-per-node 2 \
+    --bind none "$src/tests/rdma/rank_hca.sh" "$build/bench/hoop-bench" broadcast -c 1 \
+    -b 8M -e 8M -n 4 -w 1 > "$out/hoop_bcast" 2>&1; then
+    bcast=$(awk '$1 == 8388608 && NF >= 13 { v = sprintf("%.4f", 8388608 / $6 / 1e3) } END { print v }' "$out/hoop_bcast")
+fi
+[ -n "$bcast" ] || bcast=-
 
 # ------------------------------------------------------------------ the table
 ratio() { # A B: A / B, or - when either is missing
@@ -118,8 +143,14 @@ printf '%-10s %-28s %-28s %7s %-14s\n' "bw 8 MiB" "$ref Gbit/s = $(gbs "$ref") G
 for size in 16777216 33554432; do
     printf '%-10s %-28s %-28s %7s %-14s\n' "bw $((size >> 20)) MiB" "" "busbw ${hbw[$size]:--} GB/s" "" ""
 done
+printf '%-10s %-28s %-28s %7s %-14s\n' "bidir 8M" "$bidir Gbit/s, both ways" "busbw (each way) vs half of it" \
+    "$(ratio "$minbw" "$(awk -v g="$bidir" 'BEGIN { if (g == "-") print "-"; else printf "%.4f", g / 16 }')")" ""
+printf '%-10s %-28s %-28s %7s %-14s\n' "bcast 8M" "" "busbw $bcast GB/s (one way)" \
+    "$(ratio "$bcast" "$(gbs "$ref")")" ""
 printf '%-10s %-28s %-28s %7s %-14s\n' "lat 8 B" "t_typical $lat us" "time $hlat us" "$latr" \
     "<= 2 $(verdict "$latr" '<=' 2)"
+printf '%-10s %-28s %-28s %7s %-14s\n' "lat 8 B" "" "transport one-way $tpl us" \
+    "$(ratio "$tpl" "$lat")" "(tp_pingpong)"
 printf '(bw ratio: the smallest busbw at >= 8 MiB, %s GB/s, over ib_write_bw'"'"'s 8 MiB average)\n' "$minbw"
 [ -z "$failed" ] || printf 'failed:%s\n(raw outputs in %s)\n' "$failed" "$out"
 # Nothing measured at all: the rig is broken.
