@@ -52,7 +52,9 @@ int main(int argc, char **argv)
     int me = pid == 0;
     struct hoop_tp_config cfg = {.rank = me, .token = "pingpong", .nsocks = 1};
     cfg.ib = (struct hoop_tp_ib_config){.hca = argc > 5 ? argv[4 + me] : NULL,
-                                        .gid_index = -1, .timeout = 14, .retry_cnt = 7,
+                                        .gid_index = -1,
+                                        .timeout = 14,
+                                        .retry_cnt = 7,
                                         .reg_cache = 1};
     void *ctx;
     struct hoop_tp_comm *l, *s = NULL, *r = NULL;
@@ -72,8 +74,8 @@ int main(int argc, char **argv)
         if (i == 0) t0 = hoop__now_ns();
         for (int step = 0; step < 2; step++) {
             int sending = (step == 0) == (me == 0);
-            hoop_status st = sending ? tp->isend(s, buf, size, NULL, &q)
-                                     : tp->irecv(r, buf, size, NULL, &q);
+            hoop_status st =
+                sending ? tp->isend(s, buf, size, NULL, &q) : tp->irecv(r, buf, size, NULL, &q);
             if (st != HOOP_OK) return fail(sending ? "isend" : "irecv");
             if (finish(q)) return 1;
         }
