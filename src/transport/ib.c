@@ -105,9 +105,10 @@ const struct hoop_transport hoop__transport_ib = {
 #define IB_RECV_RQ (IB_SLOTS + IB_GRANTS)
 #define IB_CQ_DEPTH (IB_SQ_DEPTH + IB_RECV_RQ + 16)
 #define IB_POLL_BATCH 16
-#define IB_SPARE 16                      /* released requests a comm keeps */
-#define IB_EOF_CHECK_NS (200 * 1000)     /* a stalled comm peeks at its socket this often */
-#define IB_CLOSE_DRAIN_NS (2000000000LL) /* close waits this long for sends to leave */
+#define IB_SPARE 16                        /* released requests a comm keeps */
+#define IB_EOF_CHECK_NS (200 * 1000)       /* a stalled comm peeks at its socket this often */
+#define IB_CLOSE_DRAIN_NS (2000000000LL)   /* close waits this long for sends to leave */
+#define IB_GONE_GRACE_NS (300 * 1000000LL) /* a posted send's wait for its ACK after EOF */
 #define IB_CACHE_ENTRIES 256
 #define IB_MAX_GIDS 256
 
@@ -263,6 +264,7 @@ struct ib_comm {
     uint32_t remote_ring_rkey;
     /* liveness */
     int peer_gone;
+    int64_t gone_ns; /* when a posted send first waited past the peer's EOF */
     int64_t eof_checked_ns;
     hoop_status failed;
     char why[400];
@@ -402,7 +404,9 @@ static hoop_status open_port(const struct hoop_tp_ib_config *cfg, struct ib_port
     if (!list || ndev == 0) {
         if (list) ibv_free_device_list(list);
         return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "no RDMA device (ibv_get_device_list: %s)",
-                          list ? "none listed" : hoop__strerror(errno));
+                          list              ? "none listed"
+                          : errno == ENOSYS ? "this kernel has no RDMA support loaded"
+                                            : hoop__strerror(errno));
     }
     int want = cfg->local_rank >= 0 ? cfg->local_rank : 0;
     /* Two passes: count the usable ports, then open the chosen one. */
@@ -1250,12 +1254,20 @@ static hoop_status on_wc(struct ib_comm *c, const struct ibv_wc *wc)
         struct ib_grant *g = (struct ib_grant *)grant_ring(c) + (IMM_NUM(imm) % IB_GRANTS);
         c->got[IMM_NUM(imm) % IB_GRANTS] = *g;
         c->grants_in++;
-        if (hoop__ib_credits_merge(&c->cr, g->freed, 64) != 0) break;
+        if (hoop__ib_credits_merge(&c->cr, g->freed, 64) != 0)
+            return comm_fail(c, HOOP_ERR_INTERNAL,
+                             "rank %d's grant says %llu slots freed, only %llu were written",
+                             c->base.peer, (unsigned long long)g->freed,
+                             (unsigned long long)c->cr.used);
         return HOOP_OK;
     }
     case IMM_CREDIT: {
         if (c->kind != IK_SEND) break;
-        if (hoop__ib_credits_merge(&c->cr, IMM_NUM(imm), 30) != 0) break;
+        if (hoop__ib_credits_merge(&c->cr, IMM_NUM(imm), 30) != 0)
+            return comm_fail(c, HOOP_ERR_INTERNAL,
+                             "rank %d's credit (%u mod 2^30 slots freed) is ahead of the %llu "
+                             "written",
+                             c->base.peer, IMM_NUM(imm), (unsigned long long)c->cr.used);
         return HOOP_OK;
     }
     }
@@ -1330,14 +1342,16 @@ static hoop_status send_progress(struct ib_comm *c)
             r->posted = 1;
             continue;
         }
-        size_t pieces = (r->bytes + c->max_msg - 1) / c->max_msg;
-        if (!sq_room(c, pieces)) return HOOP_OK;
-        for (size_t i = 0; i < pieces; i++) {
-            size_t at = i * (size_t)c->max_msg, n = r->bytes - at;
+        /* pieces of at most max_msg, as many as the send queue takes now (a port with a
+         * small max message size may need more pieces than the queue holds) */
+        while (r->done_bytes < r->bytes) {
+            if (!sq_room(c, 1)) return HOOP_OK;
+            size_t at = r->done_bytes, n = r->bytes - at;
             if (n > c->max_msg) n = c->max_msg;
-            int last = i + 1 == pieces;
+            int last = at + n == r->bytes;
             HOOP_CHECK(post_write(c, r->buf + at, n, r->lkey, g->addr + at, g->rkey, last,
                                   IMM(IMM_RNDV, c->next_write), last, &r->sq_last));
+            r->done_bytes += n;
         }
         c->next_write++;
         r->posted = 1;
@@ -1562,6 +1576,12 @@ static hoop_status ib_test(void *req, int *done, size_t *bytes)
          * request: bytes that arrived before the EOF are delivered first. */
         int gone_before = c->peer_gone;
         hoop_status st = comm_progress(c);
+        /* A send already on the wire may see the EOF before its ACK (the socket and the
+         * fabric are two paths): it gets IB_GONE_GRACE_NS to complete. */
+        int in_flight = c->kind == IK_SEND && r->posted;
+        if (in_flight && gone_before && !c->gone_ns) c->gone_ns = hoop__now_ns();
+        if (in_flight && gone_before && hoop__now_ns() - c->gone_ns < IB_GONE_GRACE_NS)
+            gone_before = 0;
         if (st == HOOP_OK && gone_before && !req_done(c, r))
             st = comm_fail(c, HOOP_ERR_REMOTE, "rank %d closed its end or exited", c->base.peer);
         if (st != HOOP_OK) {
