@@ -40,31 +40,14 @@ static struct hoop_tp_config ib_cfg(const char *which)
 
 static void make(void **ctx, int rank, const char *token, const char *which)
 {
-    struct hoop_tp_config cfg = ib_cfg(which);
-    cfg.rank = rank;
-    cfg.token = token;
-    ck_assert_msg(tp->init(&cfg, ctx) == HOOP_OK, "%s", hoop_last_error());
+    tp_make_ctx(ctx, rank, token, ib_cfg(which));
 }
 
-/* a (rank 0) sends to b (rank 1) over devices A and B. */
-static hoop_status connect_ab(pair *p, const char *tok_a, const char *tok_b)
+/* a (rank 0) sends to b (rank 1) over devices A and B, with the settings given. */
+static hoop_status connect_ab_cfg(pair *p, const char *tok_a, struct hoop_tp_config cfg_a,
+                                  const char *tok_b, struct hoop_tp_config cfg_b)
 {
-    unsigned char handle[HOOP_TP_HANDLE_MAX];
-    hoop_status st = HOOP_OK;
-    make(&p->ctx_a, 0, tok_a, "HOOP_TEST_IB_HCA_A");
-    make(&p->ctx_b, 1, tok_b, "HOOP_TEST_IB_HCA_B");
-    ck_assert_int_eq(tp->listen(p->ctx_b, handle, &p->listen), HOOP_OK);
-    ck_assert(tp->reachable(p->ctx_a, handle));
-    p->send = p->recv = NULL;
-    int64_t deadline = hoop__deadline_ns(20000);
-    while ((!p->send || !p->recv) && hoop__now_ns() < deadline) {
-        if (!p->send) {
-            st = tp->connect(p->ctx_a, handle, 7, &p->send);
-            if (st != HOOP_OK) break;
-        }
-        if (!p->recv) ck_assert_int_eq(tp->accept(p->listen, &p->recv), HOOP_OK);
-        usleep(50);
-    }
+    hoop_status st = connect_pair_two(p, tok_a, cfg_a, tok_b, cfg_b, 20000);
     if (st == HOOP_OK) {
         ck_assert_ptr_nonnull(p->send);
         ck_assert_ptr_nonnull(p->recv);
@@ -73,6 +56,12 @@ static hoop_status connect_ab(pair *p, const char *tok_a, const char *tok_b)
         ck_assert_int_eq(p->send->peer, 1);
     }
     return st;
+}
+
+static hoop_status connect_ab(pair *p, const char *tok_a, const char *tok_b)
+{
+    return connect_ab_cfg(p, tok_a, ib_cfg("HOOP_TEST_IB_HCA_A"), tok_b,
+                          ib_cfg("HOOP_TEST_IB_HCA_B"));
 }
 
 static void fill(unsigned char *b, size_t n, unsigned seed)
@@ -106,24 +95,10 @@ static void one_message(pair *p, size_t n, unsigned seed)
 START_TEST(test_cache_off)
 {
     pair p;
-    unsigned char handle[HOOP_TP_HANDLE_MAX];
-    struct hoop_tp_config cfg = ib_cfg("HOOP_TEST_IB_HCA_A");
-    cfg.ib.reg_cache = 0;
-    cfg.rank = 0;
-    cfg.token = "t";
-    ck_assert_int_eq(tp->init(&cfg, &p.ctx_a), HOOP_OK);
-    cfg = ib_cfg("HOOP_TEST_IB_HCA_B");
-    cfg.ib.reg_cache = 0;
-    cfg.rank = 1;
-    cfg.token = "t";
-    ck_assert_int_eq(tp->init(&cfg, &p.ctx_b), HOOP_OK);
-    ck_assert_int_eq(tp->listen(p.ctx_b, handle, &p.listen), HOOP_OK);
-    p.send = p.recv = NULL;
-    int64_t deadline = hoop__deadline_ns(20000);
-    while ((!p.send || !p.recv) && hoop__now_ns() < deadline) {
-        if (!p.send) ck_assert_int_eq(tp->connect(p.ctx_a, handle, 0, &p.send), HOOP_OK);
-        if (!p.recv) ck_assert_int_eq(tp->accept(p.listen, &p.recv), HOOP_OK);
-    }
+    struct hoop_tp_config cfg_a = ib_cfg("HOOP_TEST_IB_HCA_A"),
+                          cfg_b = ib_cfg("HOOP_TEST_IB_HCA_B");
+    cfg_a.ib.reg_cache = cfg_b.ib.reg_cache = 0;
+    ck_assert_int_eq(connect_ab_cfg(&p, "t", cfg_a, "t", cfg_b), HOOP_OK);
     for (int round = 0; round < 4; round++) { /* the same sizes: malloc reuses the addresses */
         size_t n = (8u << 20) + 1;
         unsigned char *in = malloc(n), *out = malloc(n);
@@ -474,6 +449,16 @@ START_TEST(test_vtable)
     struct hoop_tp_cost cost;
     tp->cost(ctx, &cost);
     ck_assert(cost.alpha > 0 && cost.beta > 0);
+    /* a peer's ib endpoint is reachable; a handle of another transport is not */
+    void *other;
+    struct hoop_tp_comm *listen;
+    unsigned char handle[HOOP_TP_HANDLE_MAX], zero[HOOP_TP_HANDLE_MAX] = {0};
+    make(&other, 1, "t", "HOOP_TEST_IB_HCA_B");
+    ck_assert_int_eq(tp->listen(other, handle, &listen), HOOP_OK);
+    ck_assert(tp->reachable(ctx, handle));
+    ck_assert(!tp->reachable(ctx, zero));
+    ck_assert_int_eq(tp->close(listen), HOOP_OK);
+    ck_assert_int_eq(tp->finalize(other), HOOP_OK);
     ck_assert_int_eq(tp->finalize(ctx), HOOP_OK);
 }
 END_TEST

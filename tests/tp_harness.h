@@ -25,20 +25,22 @@ static void tp_make_ctx(void **ctx, int rank, const char *token, struct hoop_tp_
 {
     cfg.rank = rank;
     cfg.token = token;
-    ck_assert_int_eq(tp->init(&cfg, ctx), HOOP_OK);
+    ck_assert_msg(tp->init(&cfg, ctx) == HOOP_OK, "init: %s", hoop_last_error());
 }
 
-/* Connects a (rank 0, channel 7) to b (rank 1); returns the connect status. */
-static hoop_status connect_pair_cfg(pair *p, const char *tok_a, const char *tok_b,
-                                    struct hoop_tp_config cfg)
+/* Connects a (rank 0, channel 7, settings cfg_a) to b (rank 1, cfg_b) within timeout_ms;
+ * returns the connect status. */
+static hoop_status connect_pair_two(pair *p, const char *tok_a, struct hoop_tp_config cfg_a,
+                                    const char *tok_b, struct hoop_tp_config cfg_b,
+                                    int64_t timeout_ms)
 {
     unsigned char handle[HOOP_TP_HANDLE_MAX];
     hoop_status st = HOOP_OK;
-    tp_make_ctx(&p->ctx_a, 0, tok_a, cfg);
-    tp_make_ctx(&p->ctx_b, 1, tok_b, cfg);
+    tp_make_ctx(&p->ctx_a, 0, tok_a, cfg_a);
+    tp_make_ctx(&p->ctx_b, 1, tok_b, cfg_b);
     ck_assert_int_eq(tp->listen(p->ctx_b, handle, &p->listen), HOOP_OK);
     p->send = p->recv = NULL;
-    int64_t deadline = hoop__deadline_ns(5000);
+    int64_t deadline = hoop__deadline_ns(timeout_ms);
     while ((!p->send || !p->recv) && hoop__now_ns() < deadline) {
         if (!p->send) {
             st = tp->connect(p->ctx_a, handle, 7, &p->send);
@@ -48,6 +50,13 @@ static hoop_status connect_pair_cfg(pair *p, const char *tok_a, const char *tok_
         usleep(100);
     }
     return st;
+}
+
+/* Both ends with the same settings. */
+static hoop_status connect_pair_cfg(pair *p, const char *tok_a, const char *tok_b,
+                                    struct hoop_tp_config cfg)
+{
+    return connect_pair_two(p, tok_a, cfg, tok_b, cfg, 5000);
 }
 
 static void close_pair(pair *p)

@@ -119,19 +119,6 @@ typedef struct cli {
     char **argv;
 } cli;
 
-/* The message of the last hoop error without a "file.c:123: " origin, should it carry
- * one (a message that starts "HOOP_IB_HCA='a:x': ..." keeps its culprit). */
-static const char *user_msg(void)
-{
-    const char *m = hoop_last_error();
-    const char *colon = strstr(m, ": ");
-    if (colon && memchr(m, ' ', (size_t)(colon - m)) == NULL &&
-        memchr(m, '\'', (size_t)(colon - m)) == NULL && strstr(m, ".c:") &&
-        strstr(m, ".c:") < colon)
-        return colon + 2;
-    return m;
-}
-
 /* Prints "hooprun: <message> (see hooprun --help)" and returns 2, the usage exit code. */
 static int bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int bad_usage(const char *fmt, ...)
@@ -150,11 +137,11 @@ static int parse_num(const char *what, const char *s, int64_t min, int64_t max, 
 {
     int64_t v;
     if (hoop__parse_int(what, s, min, max, &v) != HOOP_OK) {
-        if (strstr(user_msg(), "out of range")) /* the message already gives the range */
-            fprintf(stderr, "hooprun: %s\n", user_msg());
+        if (strstr(hoop_last_error(), "out of range")) /* the message already gives the range */
+            fprintf(stderr, "hooprun: %s\n", hoop_last_error());
         else
             fprintf(stderr, "hooprun: %s; allowed: an integer in %" PRId64 "..%" PRId64 "\n",
-                    user_msg(), min, max);
+                    hoop_last_error(), min, max);
         return 2;
     }
     *out = (int)v;
@@ -326,7 +313,7 @@ static int take_option(cli *c, int opt, const char *arg, int argc, char **argv)
     case OPT_TEE: return parse_tee(c, arg, argc, argv);
     case OPT_GRACE:
         if (hoop__parse_seconds_ms("--grace", arg, &c->grace_ms) != HOOP_OK)
-            return bad_usage("%s; allowed: seconds >= 0", user_msg());
+            return bad_usage("%s; allowed: seconds >= 0", hoop_last_error());
         return 0;
     case OPT_BIND:
         if (strcmp(arg, "core") != 0 && strcmp(arg, "none") != 0)
@@ -414,7 +401,7 @@ static int from_slurm(const cli *c, hooprun_plan *p)
     char **hosts = NULL;
     int count = 0;
     if (hoop__hostlist_expand(list, &hosts, &count) != HOOP_OK) {
-        fprintf(stderr, "hooprun: SLURM_JOB_NODELIST: %s\n", user_msg());
+        fprintf(stderr, "hooprun: SLURM_JOB_NODELIST: %s\n", hoop_last_error());
         return 2;
     }
     snprintf(p->master_addr, sizeof(p->master_addr), "%s", hosts[0]);
@@ -544,7 +531,7 @@ static int resolve(const cli *c, hooprun_plan *p, int *reserve_fd)
     int rc = c->standalone ? 0 : from_slurm(c, p);
     if (rc) return rc;
     if (hoop__launch_check(p->nnodes, p->node_rank, p->nproc_per_node) != HOOP_OK) {
-        fprintf(stderr, "hooprun: %s\n", user_msg());
+        fprintf(stderr, "hooprun: %s\n", hoop_last_error());
         return 2;
     }
     if ((rc = pick_master(c, p, reserve_fd)) != 0) return rc;
@@ -660,7 +647,7 @@ int main(int argc, char **argv)
     int rc = parse_cli(argc, argv, &c);
     if (rc) return rc < 0 ? 0 : rc;
     if (hoop__env_check_all() != HOOP_OK) {
-        fprintf(stderr, "hooprun: %s (see hooprun --help-env)\n", user_msg());
+        fprintf(stderr, "hooprun: %s (see hooprun --help-env)\n", hoop_last_error());
         return 2;
     }
     hooprun_plan plan;

@@ -203,9 +203,9 @@ struct ib_req {
     struct ib_comm *comm;
     char *buf;
     size_t bytes;
-    hoop_tp_consume_fn fn;
+    hoop_tp_consume_fn fn; /* a consumer receive; its pieces are whole slots (or the rest),
+                            * so they are whole elements of any unit dividing 8 */
     void *arg;
-    size_t unit;
     uint32_t grant;    /* rendezvous: its grant's number on the link */
     uint32_t write;    /* receiver, write-mode rendezvous: its completion's number */
     uint64_t eager;    /* receiver: first eager index (eager messages, stream pieces) */
@@ -330,6 +330,14 @@ static const char *gid_type_text(int t)
 
 // ----------------------------------------------------------------- device choice
 
+static void gid_entry(hoop__ib_gid *g, const struct ibv_gid_entry *e)
+{
+    memcpy(g->raw, e->gid.raw, 16);
+    g->type = e->gid_type == IBV_GID_TYPE_ROCE_V2   ? HOOP__IB_GID_ROCE_V2
+              : e->gid_type == IBV_GID_TYPE_ROCE_V1 ? HOOP__IB_GID_ROCE_V1
+                                                    : HOOP__IB_GID_IB;
+}
+
 /* Reads port's GID table into a dense table (index = position). */
 static hoop_status read_gids(struct ibv_context *v, int port, int len, hoop__ib_gid *tab, int *n)
 {
@@ -342,21 +350,14 @@ static hoop_status read_gids(struct ibv_context *v, int port, int len, hoop__ib_
     ssize_t got = ibv_query_gid_table(v, e, (size_t)len * 2 + 16, 0);
     for (ssize_t i = 0; i < got; i++) {
         if ((int)e[i].port_num != port || e[i].gid_index >= (uint32_t)len) continue;
-        hoop__ib_gid *g = &tab[e[i].gid_index];
-        memcpy(g->raw, e[i].gid.raw, 16);
-        g->type = e[i].gid_type == IBV_GID_TYPE_ROCE_V2   ? HOOP__IB_GID_ROCE_V2
-                  : e[i].gid_type == IBV_GID_TYPE_ROCE_V1 ? HOOP__IB_GID_ROCE_V1
-                                                          : HOOP__IB_GID_IB;
+        gid_entry(&tab[e[i].gid_index], &e[i]);
     }
     free(e);
     if (got < 0) { /* an older kernel: one entry at a time */
         for (int i = 0; i < len && i < 16; i++) {
             struct ibv_gid_entry one;
             if (ibv_query_gid_ex(v, (uint32_t)port, (uint32_t)i, &one, 0) != 0) continue;
-            memcpy(tab[i].raw, one.gid.raw, 16);
-            tab[i].type = one.gid_type == IBV_GID_TYPE_ROCE_V2   ? HOOP__IB_GID_ROCE_V2
-                          : one.gid_type == IBV_GID_TYPE_ROCE_V1 ? HOOP__IB_GID_ROCE_V1
-                                                                 : HOOP__IB_GID_IB;
+            gid_entry(&tab[i], &one);
         }
     }
     return HOOP_OK;
@@ -1510,14 +1511,13 @@ static hoop_status ib_isend(struct hoop_tp_comm *tc, const void *buf, size_t byt
 }
 
 static hoop_status post_recv_req(struct ib_comm *c, void *buf, size_t bytes, void *mr,
-                                 hoop_tp_consume_fn fn, void *arg, size_t unit, void **req)
+                                 hoop_tp_consume_fn fn, void *arg, void **req)
 {
     struct ib_req *r;
     *req = NULL;
     HOOP_CHECK(new_req(c, buf, bytes, &r));
     r->fn = fn;
     r->arg = arg;
-    r->unit = unit;
     if (bytes > IB_SLOT_BYTES) {
         r->rndv = 1;
         r->stream = fn != NULL;
@@ -1547,7 +1547,7 @@ static hoop_status ib_irecv(struct hoop_tp_comm *tc, void *buf, size_t bytes, vo
 {
     struct ib_comm *c = HOOP_CONTAINER_OF(tc, struct ib_comm, base);
     if (c->kind != IK_RECV) return HOOP_INTERNAL_ERROR("ib irecv on a non-recv comm");
-    return post_recv_req(c, buf, bytes, mr, NULL, NULL, 1, req);
+    return post_recv_req(c, buf, bytes, mr, NULL, NULL, req);
 }
 
 static hoop_status ib_irecv_fn(struct hoop_tp_comm *tc, size_t bytes, size_t unit,
@@ -1557,7 +1557,7 @@ static hoop_status ib_irecv_fn(struct hoop_tp_comm *tc, size_t bytes, size_t uni
     if (c->kind != IK_RECV) return HOOP_INTERNAL_ERROR("ib irecv_fn on a non-recv comm");
     if (!fn || unit == 0 || unit > 8 || (8 % unit) || bytes % unit)
         return HOOP_INTERNAL_ERROR("ib irecv_fn: bad consumer (unit %zu, bytes %zu)", unit, bytes);
-    return post_recv_req(c, NULL, bytes, NULL, fn, arg, unit, req);
+    return post_recv_req(c, NULL, bytes, NULL, fn, arg, req);
 }
 
 static int req_done(const struct ib_comm *c, const struct ib_req *r)
