@@ -12,8 +12,12 @@
 #   ib_write_lat -F -s 8 -n 2000: t_typical (us; perftest's one-way figure, RTT / 2)
 #   hoop-bench allreduce, 2 ranks under hooprun, rank 0 on rxe0 and rank 1 on rxe1
 #   (tests/rdma/rank_hca.sh), HOOP_TRANSPORT=ib (HOOP_RDMA_TRANSPORT overrides), with
-#   the correctness check: 8 B (-n 500; time of the out-of-place call, us) and 8, 16
-#   and 32 MiB (busbw, GB/s = 1e9 B/s)
+#   the correctness check: 8 B (-n 500 -z 2, each call waited for, as ib_write_lat's
+#   ping-pong waits; time of the out-of-place call, us) and 8, 16 and 32 MiB (busbw,
+#   GB/s = 1e9 B/s)
+#   bench/tp_pingpong over the transport alone, 8 B: its ping-pong (one-way, us) and,
+#   with -x, its exchange (both ends send at once, then receive: the floor under a
+#   2-rank all-reduce's time on this link)
 # and prints a table of both sides against the issue's targets: busbw at 8 MiB and up
 # >= 0.8 x ib_write_bw's 8 MiB average (the smallest busbw counts), and the 8-byte
 # all-reduce time <= 2 x ib_write_lat's typical. Under emulation (TCG) the figures are
@@ -85,9 +89,17 @@ if timeout 120 "$build/bench/tp_pingpong" "$tp" 2000 8 "$RDMA_DEV0" "$RDMA_DEV1"
     tpl=$(awk '/one-way/ { for (i = 1; i < NF; i++) if ($(i + 1) == "us") v = $i } END { print v }' "$out/tp_pingpong")
 fi
 [ -n "$tpl" ] || tpl=-
+# The floor of a 2-rank all-reduce on this link: both ends send one message at once, then
+# both receive it (a ping-pong has one message in flight, an all-reduce two).
+echo "tp_pingpong -x $tp, 8 B ..." >&2
+tpx=-
+if timeout 120 "$build/bench/tp_pingpong" -x "$tp" 2000 8 "$RDMA_DEV0" "$RDMA_DEV1" > "$out/tp_exchange" 2>&1; then
+    tpx=$(awk '/exchange/ { for (i = 1; i < NF; i++) if ($(i + 1) == "us") v = $i } END { print v }' "$out/tp_exchange")
+fi
+[ -n "$tpx" ] || tpx=-
 echo "hoop-bench allreduce over $tp, 8 B ..." >&2
 hlat=-
-if hoopbench "$out/hoop_lat" -b 8 -e 8 -n 500 -w 50; then
+if hoopbench "$out/hoop_lat" -b 8 -e 8 -n 500 -w 50 -z 2; then
     hlat=$(awk '$1 == 8 && NF >= 13 { v = $6 } END { print v }' "$out/hoop_lat")
 fi
 [ -n "$hlat" ] && [ "$hlat" != - ] || { hlat=-; failed="$failed hoop-8B($(tail -n 1 "$out/hoop_lat"))"; }
@@ -151,6 +163,8 @@ printf '%-10s %-28s %-28s %7s %-14s\n' "lat 8 B" "t_typical $lat us" "time $hlat
     "<= 2 $(verdict "$latr" '<=' 2)"
 printf '%-10s %-28s %-28s %7s %-14s\n' "lat 8 B" "" "transport one-way $tpl us" \
     "$(ratio "$tpl" "$lat")" "(tp_pingpong)"
+printf '%-10s %-28s %-28s %7s %-14s\n' "lat 8 B" "" "transport exchange $tpx us" \
+    "$(ratio "$tpx" "$lat")" "(tp_pingpong -x)"
 printf '(bw ratio: the smallest busbw at >= 8 MiB, %s GB/s, over ib_write_bw'"'"'s 8 MiB average)\n' "$minbw"
 [ -z "$failed" ] || printf 'failed:%s\n(raw outputs in %s)\n' "$failed" "$out"
 # Nothing measured at all: the rig is broken.

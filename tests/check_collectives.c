@@ -472,6 +472,42 @@ static void async_calls(h_rank *h)
     }
 }
 
+/* A request nobody waits for still runs by itself, also right after a blocking call (which
+ * leaves the progress thread napping, so the enqueue does not wake it): issued, left alone
+ * for 300 ms, it must have completed well before the wait that collects it. Each round
+ * issues after a different pause, so the call meets the thread napping, waking from its
+ * nap, and in a long sleep. */
+static void unwaited_calls(h_rank *h)
+{
+    for (int round = 0; round < 4; round++) {
+        int32_t v = h->rank + 1, w = 10 * h->rank + round;
+        hoop_request *req;
+        if (hoop_allreduce(h->comm, &v, &v, 1, HOOP_DTYPE_I32, HOOP_OP_SUM, NULL) != HOOP_OK)
+            h_fail(h, "blocking call: %s", hoop_last_error());
+        usleep((useconds_t)(round * 1500)); /* 0, 1.5, 3, 4.5 ms: the nap is 2 ms */
+        int64_t issued = hoop__now_ns(), done_ns = 0;
+        if (hoop_allreduce(h->comm, &w, &w, 1, HOOP_DTYPE_I32, HOOP_OP_SUM, &req) != HOOP_OK) {
+            h_fail(h, "enqueue: %s", hoop_last_error());
+            return;
+        }
+        usleep(300 * 1000);
+        if (hoop__wait_done_ns(req, -1, &done_ns) != HOOP_OK)
+            h_fail(h, "wait: %s", hoop_last_error());
+        int64_t n = h->n;
+        if (v != (int32_t)(n * (n + 1) / 2) || w != (int32_t)(5 * n * (n - 1) + n * round))
+            h_fail(h, "round %d: sums %d and %d", round, v, w);
+        if (done_ns - issued > 150 * 1000000LL)
+            h_fail(h, "round %d: an unwaited call completed %.0f ms after it was issued", round,
+                   (double)(done_ns - issued) / 1e6);
+    }
+}
+
+START_TEST(test_unwaited)
+{
+    run_ranks(_i, NULL, unwaited_calls, NULL);
+}
+END_TEST
+
 START_TEST(test_async)
 {
     run_ranks(_i, NULL, async_calls, NULL);
@@ -1022,6 +1058,7 @@ static Suite *suite(void)
     tcase_add_loop_test(core, test_nan_rule, 2, 6);
     tcase_add_test(core, test_transport_choice);
     tcase_add_loop_test(core, test_async, 1, 5);
+    tcase_add_loop_test(core, test_unwaited, 2, 4);
     tcase_add_test(core, test_env_processes);
     suite_add_tcase(s, core);
     TCase *errors = tcase_create("errors");

@@ -94,7 +94,7 @@ struct hoop_comm {
     pthread_mutex_t mu;     /* the queue */
     pthread_mutex_t engine; /* everything "progress thread only" below: held by whoever
                              * drives progress (the thread, or a caller in hoop_wait) */
-    atomic_int sleeping;    /* the progress thread is (about to be) in poll() */
+    atomic_int sleeping;    /* the progress thread is (about to be) in poll(): HOOP__SLEEP_* */
     atomic_int drivers;     /* callers driving progress from hoop_wait */
     int wake_fd;
     struct hoop_request *q_head, *q_tail;
@@ -154,6 +154,9 @@ const char *hoop__comm_link_transport(const hoop_comm *comm, int peer);
 /* Describes a call for messages: "allreduce(count=10, f32, sum, algo=ring) #3". */
 void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap);
 
+/* How the progress thread sleeps (comm->sleeping): not at all, until something happens on
+ * its links or wake_fd, or a nap of at most DRIVEN_NAP_MS while a caller drives. */
+enum { HOOP__SLEEP_NONE = 0, HOOP__SLEEP_LONG = 1, HOOP__SLEEP_NAP = 2 };
 /* collectives.c: wakes the progress thread if it sleeps in poll(). */
 void hoop__comm_wake(hoop_comm *comm);
 /* collectives.c: releases one reference to req. */

@@ -573,7 +573,7 @@ static void wait_events(hoop_comm *comm)
     if (driven && ms > DRIVEN_NAP_MS) ms = DRIVEN_NAP_MS;
     /* Announce the sleep, then look at the queue once more: an enqueuer stores into the
      * queue before it reads `sleeping`, so one of us sees the other (seq_cst). */
-    atomic_store(&comm->sleeping, 1);
+    atomic_store(&comm->sleeping, driven ? HOOP__SLEEP_NAP : HOOP__SLEEP_LONG);
     pthread_mutex_lock(&comm->mu);
     int queued = comm->q_head != NULL && !comm->cur;
     pthread_mutex_unlock(&comm->mu);
@@ -582,7 +582,7 @@ static void wait_events(hoop_comm *comm)
         uint64_t v;
         if (read(comm->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN) usleep(100);
     }
-    atomic_store(&comm->sleeping, 0);
+    atomic_store(&comm->sleeping, HOOP__SLEEP_NONE);
     pthread_mutex_lock(&comm->engine);
     comm->ctl_due_ns = 0; /* the wake-up may be the control link's */
 }
