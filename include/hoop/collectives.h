@@ -4,8 +4,11 @@
  *
  * Every collective is enqueued on the communicator's progress thread in call order and
  * returns at once. With req != NULL the caller gets a hoop_request to hoop_test or
- * hoop_wait (include/hoop/comm.h); with req == NULL the call blocks until done (async
- * + wait with the comm's timeout). Buffers must stay valid and untouched until the
+ * hoop_wait (include/hoop/comm.h) and the call runs in the background: it starts at once,
+ * or within 2 ms when a caller was driving progress a moment before (the thread then
+ * naps rather than compete with a wait that usually follows at once); with req == NULL
+ * the call blocks until done (async + wait with the comm's timeout, run on the caller's
+ * thread while it makes progress). Buffers must stay valid and untouched until the
  * request completes.
  *
  * Common rules:
