@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "autograd/autograd_impl.h"
+#include "autograd/kern.h"
 #include "core/check.h"
 #include "hoop/autograd.h"
 #include "hoop/nn.h"
@@ -249,13 +250,15 @@ struct weights {
 
 /* A test-only scalar op: sum(x * w) (w not differentiated), with the accumulate contract
  * of autograd_impl.h. It is the second consumer of the inputs in REUSED mode. */
-static void wsum_backward(hoop_tape *tape, struct hoop_node *n)
+static hoop_status wsum_backward(hoop_tape *tape, struct hoop_node *n)
 {
     int acc;
-    float *dx = hoop__grad_for(tape, n->in[0], &acc);
-    if (dx == NULL) return;
+    float *dx;
+    HOOP_CHECK(hoop__grad_for(tape, n->in[0], &dx, &acc));
+    if (dx == NULL) return HOOP_OK;
     const float g = n->out->grad[0], *w = n->saved;
     for (size_t i = 0; i < n->in[0]->count; i++) dx[i] = (acc ? dx[i] : 0.0f) + g * w[i];
+    return HOOP_OK;
 }
 
 static hoop_status wsum(hoop_tape *t, hoop_tensor *x, const float *w, hoop_tensor **o)
@@ -265,7 +268,7 @@ static hoop_status wsum(hoop_tape *t, hoop_tensor *x, const float *w, hoop_tenso
     double acc = 0.0;
     for (size_t i = 0; i < x->count; i++) acc += (double)x->data[i] * w[i];
     (*o)->data[0] = (float)acc;
-    HOOP_CHECK(hoop__tape_record(t, "wsum", wsum_backward, &x, 1, *o, &n));
+    HOOP_CHECK(hoop__tape_record(t, "wsum", wsum_backward, &hoop__kern_cpu, &x, 1, *o, &n));
     if (n) n->saved = (void *)w;
     return HOOP_OK;
 }
@@ -391,17 +394,19 @@ END_TEST
 /* Deliberately wrong ops, y = x forward; in[0]->ndim etc. as any op. */
 enum bad_kind { BAD_DOUBLE, BAD_ALWAYS_ADD, BAD_ALWAYS_WRITE };
 
-static void bad_backward(hoop_tape *tape, struct hoop_node *n)
+static hoop_status bad_backward(hoop_tape *tape, struct hoop_node *n)
 {
     int acc;
-    float *dx = hoop__grad_for(tape, n->in[0], &acc);
-    if (dx == NULL) return;
+    float *dx;
+    HOOP_CHECK(hoop__grad_for(tape, n->in[0], &dx, &acc));
+    if (dx == NULL) return HOOP_OK;
     const enum bad_kind kind = (enum bad_kind)(intptr_t)n->saved;
     if (kind == BAD_ALWAYS_ADD) acc = 1;   /* adds into memory it should have written */
     if (kind == BAD_ALWAYS_WRITE) acc = 0; /* overwrites an earlier contribution */
     const float scale = kind == BAD_DOUBLE ? 2.0f : 1.0f;
     for (size_t i = 0; i < n->out->count; i++)
         dx[i] = (acc ? dx[i] : 0.0f) + scale * n->out->grad[i];
+    return HOOP_OK;
 }
 
 static hoop_status f_bad(hoop_tape *t, hoop_tensor **in, hoop_tensor **o, enum bad_kind kind)
@@ -409,7 +414,7 @@ static hoop_status f_bad(hoop_tape *t, hoop_tensor **in, hoop_tensor **o, enum b
     struct hoop_node *n;
     HOOP_CHECK(hoop__tensor_arena(t, in[0]->ndim, in[0]->shape, o));
     memcpy((*o)->data, in[0]->data, in[0]->count * sizeof(float));
-    HOOP_CHECK(hoop__tape_record(t, "bad", bad_backward, in, 1, *o, &n));
+    HOOP_CHECK(hoop__tape_record(t, "bad", bad_backward, &hoop__kern_cpu, in, 1, *o, &n));
     if (n) n->saved = (void *)(intptr_t)kind;
     return HOOP_OK;
 }

@@ -112,8 +112,18 @@ HOOP_API size_t hoop_tape_arena_bytes(const hoop_tape *tape);
  * (between two resets), or its hook may fire once per tape.
  *
  * Errors: HOOP_ERR_INVALID (loss NULL, not scalar, or not produced on this tape),
- * HOOP_ERR_USAGE (backward already run since the last reset, or grad mode off),
- * HOOP_ERR_NOMEM. A second backward on the same tape needs a reset and a new forward. */
+ * HOOP_ERR_USAGE (backward already run since the last reset, or grad mode off), and any
+ * error of an op's backward: HOOP_ERR_NOMEM (the arena could not grow), HOOP_ERR_CUDA (a
+ * kernel failed on the device), with the message "hoop_backward: linear backward: ..."
+ * naming the op. A second backward on the same tape needs a reset and a new forward.
+ *
+ * After a failed backward: the walk stopped at the failing node. The nodes after it (in
+ * forward order) have been processed: their contributions are in the parameters' grads,
+ * and the hooks of parameters whose gradients were final before the failing node have
+ * fired (DDP may have started reducing them). The failing node's own parameter grads may
+ * hold part of its contribution; no earlier node ran and no later hook fires. The grads
+ * are therefore unusable: do not step the optimizer; zero them (hoop_optim_zero_grad) and
+ * reset the tape before the next step. */
 HOOP_API hoop_status hoop_backward(hoop_tape *tape, hoop_tensor *loss);
 
 /* Returns 1 when param's gradient was produced (and its hook, if any, fired) by the most

@@ -65,10 +65,12 @@ typedef struct hoop_optim_config {
     }
 
 /* Makes an optimizer over count parameters (the array is copied; the tensors are not owned
- * and must outlive it). State (momentum / Adam moments) is allocated here, zeroed.
+ * and must outlive it). State (momentum / Adam moments) is allocated here, zeroed. The
+ * updates run on the parameters' device, so all of them must be on one.
  * Errors: HOOP_ERR_INVALID (NULL pointers, a tensor without requires_grad, lr < 0,
- * momentum < 0, nesterov with momentum 0 or dampening != 0, betas outside [0,1), eps < 0),
- * HOOP_ERR_NOMEM. */
+ * momentum < 0, nesterov with momentum 0 or dampening != 0, betas outside [0,1), eps < 0,
+ * parameters on different devices), HOOP_ERR_UNSUPPORTED (a device this build has no
+ * kernels for), HOOP_ERR_NOMEM. */
 HOOP_API hoop_status hoop_optim_new(hoop_optim **out, const hoop_optim_config *cfg,
                                     hoop_tensor *const *params, size_t count);
 
@@ -76,7 +78,8 @@ HOOP_API hoop_status hoop_optim_new(hoop_optim **out, const hoop_optim_config *c
 HOOP_API void hoop_optim_free(hoop_optim *opt);
 
 /* Applies one update to every parameter from its current gradient and increments the step
- * counter. Never fails on valid objects; returns HOOP_OK (HOOP_ERR_INVALID for NULL). */
+ * counter. Returns HOOP_OK (HOOP_ERR_INVALID for NULL; on a device, the error of a failed
+ * update kernel, which leaves the parameters after it not updated). */
 HOOP_API hoop_status hoop_optim_step(hoop_optim *opt);
 
 /* Zeroes the gradients of all the optimizer's parameters. */
@@ -104,7 +107,8 @@ HOOP_API float hoop_lr_at(const hoop_lr_schedule *s, int64_t step);
 /* Scales all count parameters' gradients by max_norm / (norm + 1e-6) when their global L2
  * norm (computed in double) exceeds max_norm, as torch.nn.utils.clip_grad_norm_. The norm
  * before clipping goes to *total_norm when it is not NULL.
- * Errors: HOOP_ERR_INVALID (NULL params with count > 0, a NULL entry, max_norm <= 0 or NaN). */
+ * Errors: HOOP_ERR_INVALID (NULL params with count > 0, a NULL entry, max_norm <= 0 or NaN,
+ * parameters on different devices), HOOP_ERR_UNSUPPORTED (a device without kernels). */
 HOOP_API hoop_status hoop_clip_grad_norm(hoop_tensor *const *params, size_t count, float max_norm,
                                          float *total_norm);
 

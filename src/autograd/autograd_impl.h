@@ -9,6 +9,10 @@
  * the first contribution to an activation gradient is WRITTEN (=), so activation
  * gradients never need zeroing. hoop__grad_for() tells the backward which case it is in.
  *
+ * Devices: every op computes through the kernel table (kern.h) of its inputs' device; the
+ * node keeps that table, so its backward runs on the same one. A backward returns a
+ * status; hoop__backward_from() stops at the first that fails.
+ *
  * Thread-safety: none; a tape and its tensors belong to one thread at a time.
  */
 #ifndef HOOP_AUTOGRAD_IMPL_H
@@ -44,7 +48,12 @@ struct hoop_tensor {
     char name[HOOP_TENSOR_NAME_MAX];
 };
 
-typedef void (*hoop__backward_fn)(hoop_tape *tape, struct hoop_node *n);
+struct hoop__kern;
+
+/* A node's backward: adds (or writes, see above) the gradients of n's inputs from
+ * n->out->grad, through n->kern. HOOP_OK, or the status of the kernel or allocation that
+ * failed, with its message set (hoop__backward_from names the op around it). */
+typedef hoop_status (*hoop__backward_fn)(hoop_tape *tape, struct hoop_node *n);
 
 /* Op-specific scalars kept by a node for its backward. */
 union hoop__node_args {
@@ -58,8 +67,9 @@ union hoop__node_args {
 };
 
 struct hoop_node {
-    const char *op;             /* "linear", for messages and tracing */
-    hoop__backward_fn backward; /* NULL: op has no backward (never recorded then) */
+    const char *op;                /* "linear", for messages and tracing */
+    hoop__backward_fn backward;    /* NULL: op has no backward (never recorded then) */
+    const struct hoop__kern *kern; /* the table the forward ran with; backward uses it */
     hoop_tensor *in[HOOP__NODE_MAX_IN];
     int nin;
     hoop_tensor *out;
@@ -88,21 +98,22 @@ hoop_status hoop__tensor_view(hoop_tape *tape, int ndim, const int64_t *shape, f
 int hoop__tape_wants_grad(const hoop_tape *tape, hoop_tensor *const *in, int nin);
 
 /* Records a node producing out from in[0..nin) (NULL entries allowed, e.g. no bias) when
- * hoop__tape_wants_grad(); marks out->requires_grad. *node (may be NULL) receives the node
- * or NULL when nothing was recorded. */
+ * hoop__tape_wants_grad(); kern is the table the forward ran with (the backward's). Marks
+ * out->requires_grad. *node (may be NULL) receives the node or NULL when nothing was
+ * recorded. */
 hoop_status hoop__tape_record(hoop_tape *tape, const char *op, hoop__backward_fn backward,
-                              hoop_tensor *const *in, int nin, hoop_tensor *out,
-                              struct hoop_node **node);
+                              const struct hoop__kern *kern, hoop_tensor *const *in, int nin,
+                              hoop_tensor *out, struct hoop_node **node);
 
 /* Seeds out's gradient with dy (out->count floats, copied) and runs backward from out's
  * node. hoop_backward() is this with dy = {1}. Used directly by the gradient tests. */
 hoop_status hoop__backward_from(hoop_tape *tape, hoop_tensor *out, const float *dy);
 
-/* The gradient buffer a backward should write t's contribution into, or NULL when t needs
- * no gradient. *accumulate is 1 when the contribution must be added (+=), 0 when it may be
- * written (=). Allocates activation gradients from the arena (NULL on failure is treated as
- * "no gradient" after setting an error; backward reports it). */
-float *hoop__grad_for(hoop_tape *tape, hoop_tensor *t, int *accumulate);
+/* *grad receives the gradient buffer a backward should put t's contribution into, or NULL
+ * when t needs no gradient (t NULL or not requiring grad). *accumulate is 1 when the
+ * contribution must be added (+=), 0 when it may be written (=). Allocates activation
+ * gradients from the arena: HOOP_ERR_NOMEM (message set) when it cannot grow. */
+hoop_status hoop__grad_for(hoop_tape *tape, hoop_tensor *t, float **grad, int *accumulate);
 
 /* From now on every arena allocation of tape is filled with NaN (on = 1) or left as it is
  * (0). A backward that accumulates into a gradient it should have written, or a forward
@@ -129,7 +140,8 @@ void hoop__tensor_header(hoop_tensor *t, int ndim, const int64_t *shape, size_t 
  * first check of every op (op is its public name, "hoop_matmul"). */
 hoop_status hoop__check_call(const hoop_tape *tape, hoop_tensor **out, const char *op);
 
-/* HOOP_ERR_INVALID unless t is a CPU tensor; what names the argument ("x"). */
+/* HOOP_ERR_INVALID when t is NULL or has more elements than an op takes (INT_MAX); what
+ * names the argument ("x"). Devices are checked by hoop__op_kern (kern.h). */
 hoop_status hoop__check_arg(const hoop_tensor *t, const char *op, const char *what);
 
 #endif /* HOOP_AUTOGRAD_IMPL_H */

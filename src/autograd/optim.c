@@ -4,6 +4,10 @@
  * 1.13's update rules (see hoop/optim.h), the warm-up + cosine learning-rate schedule, and
  * gradient clipping by global norm.
  *
+ * The update loops, the norm and the scaling are the kernel table's (kern.h) for the
+ * parameters' device; all parameters of an optimizer (or of one clipping call) must be on
+ * one device.
+ *
  * Owns: the parameter array copy and the per-parameter state (one momentum buffer for
  * SGD, the first and second moments for AdamW), each the size of its parameter.
  * Thread-safety: an optimizer belongs to one thread at a time.
@@ -13,14 +17,29 @@
 #include <string.h>
 
 #include "autograd/autograd_impl.h"
+#include "autograd/kern.h"
 #include "autograd/optim_impl.h"
 #include "core/check.h"
 
-/* The element-wise loops must vectorise: GCC does so with an unknown trip count only from
- * -O3 (its -O2 cost model is "very cheap"); clang vectorises at -O2 already. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
-#pragma GCC optimize("O3")
-#endif
+/* The table of the count parameters' device (the CPU's when count is 0): HOOP_ERR_INVALID
+ * naming two parameters on different devices, HOOP_ERR_UNSUPPORTED for a device without
+ * kernels. fn names the caller. */
+static hoop_status params_kern(const char *fn, hoop_tensor *const *params, size_t count,
+                               const struct hoop__kern **k)
+{
+    const hoop_device d = count ? params[0]->device : HOOP_DEVICE_CPU;
+    for (size_t i = 1; i < count; i++)
+        if (params[i]->device != d)
+            return HOOP_ERROR(HOOP_ERR_INVALID,
+                              "%s: params[0] is on %s but params[%zu] is on %s; all parameters "
+                              "must be on one device",
+                              fn, hoop__device_name(d), i, hoop__device_name(params[i]->device));
+    *k = hoop__kern_for(d);
+    if (*k == NULL)
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "%s: this build has no %s kernels", fn,
+                          hoop__device_name(d));
+    return HOOP_OK;
+}
 
 // ----- construction -------------------------------------------------------------------------
 
@@ -78,9 +97,12 @@ hoop_status hoop_optim_new(hoop_optim **out, const hoop_optim_config *cfg,
                               "hoop_optim_new: params[%zu] is not a parameter "
                               "(NULL or without requires_grad)",
                               i);
+    const struct hoop__kern *k;
+    HOOP_CHECK(params_kern("hoop_optim_new", params, count, &k));
     hoop_optim *o;
     HOOP_CHECK(hoop__calloc(&o, 1));
     o->cfg = *cfg;
+    o->kern = k;
     o->count = count;
     hoop_status st = HOOP_OK;
     HOOP_CHECK_GOTO(hoop__calloc(&o->params, count ? count : 1), st, fail);
@@ -105,68 +127,47 @@ void hoop_optim_free(hoop_optim *o)
 
 // ----- updates ------------------------------------------------------------------------------
 
-/* torch.optim.SGD, one parameter: d = g + wd p; buf = d (first step) or mu buf + (1 - damp) d;
- * p -= lr (nesterov ? d + mu buf : buf). The branches are hoisted so each loop vectorises;
- * with wd == 0, g + 0 p == g exactly, as torch's skipped addition. */
-static void sgd_update(const hoop_optim_config *c, float *restrict p, const float *restrict g,
-                       float *restrict buf, size_t n, int first, float lr)
+/* One parameter's update through the table; SGD's rule and AdamW's are kern.h's. */
+static hoop_status update_one(hoop_optim *o, size_t i)
 {
-    const float wd = c->weight_decay, mu = c->momentum;
-    const float keep = first ? 0.0f : mu, take = first ? 1.0f : 1.0f - c->dampening;
-    if (buf == NULL) {
-        for (size_t i = 0; i < n; i++) p[i] -= lr * (g[i] + wd * p[i]);
-    } else if (c->nesterov) {
-        for (size_t i = 0; i < n; i++) {
-            const float d = g[i] + wd * p[i], b = keep * buf[i] + take * d;
-            buf[i] = b;
-            p[i] -= lr * (d + mu * b);
-        }
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            const float b = keep * buf[i] + take * (g[i] + wd * p[i]);
-            buf[i] = b;
-            p[i] -= lr * b;
-        }
+    const hoop_optim_config *c = &o->cfg;
+    hoop_tensor *p = o->params[i];
+    if (c->kind == HOOP_OPTIM_ADAMW) {
+        const struct hoop__adamw_args a = {
+            .lr = c->lr,
+            .beta1 = c->beta1,
+            .beta2 = c->beta2,
+            .eps = c->eps,
+            .weight_decay = c->weight_decay,
+            .step = o->steps,
+        };
+        return o->kern->adamw(&a, p->data, p->grad, o->state[2 * i], o->state[2 * i + 1], p->count);
     }
-}
-
-/* torch.optim.AdamW (single-tensor path), one parameter, step t >= 1. */
-static void adamw_update(const hoop_optim_config *c, float *restrict p, const float *restrict g,
-                         float *restrict m, float *restrict v, size_t n, int64_t t, float lr)
-{
-    const float b1 = c->beta1, b2 = c->beta2;
-    /* As torch: the bias corrections are Python doubles, used as f32 scalars. */
-    const double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
-    const float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
-    const float decay = (float)(1.0 - (double)lr * c->weight_decay);
-    for (size_t i = 0; i < n; i++) {
-        p[i] *= decay;
-        m[i] = m[i] * b1 + (1.0f - b1) * g[i];
-        v[i] = v[i] * b2 + (1.0f - b2) * g[i] * g[i];
-        const float denom = sqrtf(v[i]) / bc2_sqrt + c->eps;
-        p[i] += -step_size * (m[i] / denom);
-    }
+    const struct hoop__sgd_args a = {
+        .lr = c->lr,
+        .weight_decay = c->weight_decay,
+        .momentum = c->momentum,
+        .dampening = c->dampening,
+        .nesterov = c->nesterov,
+        .first = o->steps == 1,
+    };
+    return o->kern->sgd(&a, p->data, p->grad, o->nstate ? o->state[i] : NULL, p->count);
 }
 
 hoop_status hoop_optim_step(hoop_optim *o)
 {
     if (o == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_step: opt is NULL");
     o->steps++;
-    for (size_t i = 0; i < o->count; i++) {
-        hoop_tensor *p = o->params[i];
-        if (o->cfg.kind == HOOP_OPTIM_ADAMW)
-            adamw_update(&o->cfg, p->data, p->grad, o->state[2 * i], o->state[2 * i + 1], p->count,
-                         o->steps, o->cfg.lr);
-        else
-            sgd_update(&o->cfg, p->data, p->grad, o->nstate ? o->state[i] : NULL, p->count,
-                       o->steps == 1, o->cfg.lr);
-    }
+    for (size_t i = 0; i < o->count; i++) HOOP_CHECK(update_one(o, i));
     return HOOP_OK;
 }
 
 void hoop_optim_zero_grad(hoop_optim *o)
 {
-    for (size_t i = 0; o && i < o->count; i++) hoop_tensor_zero_grad(o->params[i]);
+    /* The table's fill cannot fail on the CPU; a device's error would be logged by it. */
+    for (size_t i = 0; o && i < o->count; i++)
+        if (o->params[i]->grad != NULL)
+            (void)o->kern->fill(o->params[i]->grad, o->params[i]->count, 0.0f);
 }
 
 void hoop_optim_set_lr(hoop_optim *o, float lr)
@@ -211,20 +212,16 @@ hoop_status hoop_clip_grad_norm(hoop_tensor *const *params, size_t count, float 
     if (!(max_norm > 0.0f))
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_clip_grad_norm: max_norm=%g must be > 0",
                           (double)max_norm);
-    double sq = 0.0;
-    for (size_t i = 0; i < count; i++) {
-        const float *g = params[i]->grad;
-        if (g == NULL) continue;
-        for (size_t k = 0; k < params[i]->count; k++) sq += (double)g[k] * g[k];
-    }
+    const struct hoop__kern *k;
+    HOOP_CHECK(params_kern("hoop_clip_grad_norm", params, count, &k));
+    double sq = 0.0; /* the device's memory: host for the CPU table */
+    for (size_t i = 0; i < count; i++)
+        if (params[i]->grad != NULL) HOOP_CHECK(k->sqnorm(&sq, params[i]->grad, params[i]->count));
     const float norm = (float)sqrt(sq);
     if (total_norm) *total_norm = norm;
     const float coef = max_norm / (norm + 1e-6f);
     if (coef >= 1.0f) return HOOP_OK;
-    for (size_t i = 0; i < count; i++) {
-        float *g = params[i]->grad;
-        if (g == NULL) continue;
-        for (size_t k = 0; k < params[i]->count; k++) g[k] *= coef;
-    }
+    for (size_t i = 0; i < count; i++)
+        if (params[i]->grad != NULL) HOOP_CHECK(k->scale(params[i]->grad, params[i]->count, coef));
     return HOOP_OK;
 }

@@ -12,9 +12,12 @@
 
 #include "hoop/optim.h"
 
+struct hoop__kern;
+
 struct hoop_optim {
     hoop_optim_config cfg;
-    hoop_tensor **params; /* count entries, not owned */
+    const struct hoop__kern *kern; /* the parameters' device's table (kern.h) */
+    hoop_tensor **params;          /* count entries, not owned */
     size_t count;
     int nstate;    /* state buffers per parameter: 0 (plain SGD), 1 (SGD momentum), 2 (AdamW) */
     float **state; /* count * nstate buffers; state[i * nstate + k] has params[i]->count floats */

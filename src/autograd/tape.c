@@ -10,6 +10,9 @@
  * on (HOOP_ARENA_POISON=1, or hoop__tape_poison) each allocation is filled with NaN, so
  * nothing can rely on fresh blocks happening to be zero.
  *
+ * A node's backward returns a status; the walk stops at the first that fails (an arena
+ * that cannot grow, a kernel's error) and hoop_backward returns it, naming the op.
+ *
  * Hook timing: when a node is recorded, each parameter input seen for the first time in
  * this tape generation sets a bit in the node's ready_mask. In reverse order no node
  * before that one (in the forward order) uses the parameter, so right after that node's
@@ -21,6 +24,7 @@
 #include <cblas.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,7 +50,6 @@ struct hoop_tape {
     uint64_t gen;    /* this step's generation (first-use stamps) */
     uint64_t bw_gen; /* the last backward's generation (ready stamps), 0 = none */
     int backward_done;
-    int alloc_failed; /* an arena allocation failed (checked at the end of backward) */
     int train, grad_enabled;
     int poison; /* fill allocations with NaN (HOOP_ARENA_POISON, hoop__tape_poison) */
     hoop_rng rng;
@@ -74,7 +77,6 @@ static struct arena_block *block_new(size_t cap)
 void *hoop__arena_alloc(hoop_tape *tape, size_t bytes)
 {
     if (bytes > SIZE_MAX - sizeof(struct arena_block) - HOOP__ALIGN) {
-        tape->alloc_failed = 1;
         HOOP_ERROR(HOOP_ERR_NOMEM, "tape arena: %zu bytes cannot be allocated", bytes);
         return NULL;
     }
@@ -85,7 +87,6 @@ void *hoop__arena_alloc(hoop_tape *tape, size_t bytes)
         if (cap < bytes) cap = bytes;
         struct arena_block *nb = block_new(cap);
         if (nb == NULL) {
-            tape->alloc_failed = 1;
             HOOP_ERROR(HOOP_ERR_NOMEM, "tape arena: cannot allocate a block of %zu bytes", cap);
             return NULL;
         }
@@ -282,8 +283,8 @@ static hoop_status push_node(hoop_tape *tape, struct hoop_node *n)
 }
 
 hoop_status hoop__tape_record(hoop_tape *tape, const char *op, hoop__backward_fn backward,
-                              hoop_tensor *const *in, int nin, hoop_tensor *out,
-                              struct hoop_node **node)
+                              const struct hoop__kern *kern, hoop_tensor *const *in, int nin,
+                              hoop_tensor *out, struct hoop_node **node)
 {
     if (node) *node = NULL;
     if (!hoop__tape_wants_grad(tape, in, nin)) return HOOP_OK;
@@ -292,6 +293,7 @@ hoop_status hoop__tape_record(hoop_tape *tape, const char *op, hoop__backward_fn
     memset(n, 0, sizeof(*n));
     n->op = op;
     n->backward = backward;
+    n->kern = kern;
     n->nin = nin;
     n->out = out;
     for (int i = 0; i < nin; i++) {
@@ -310,17 +312,21 @@ hoop_status hoop__tape_record(hoop_tape *tape, const char *op, hoop__backward_fn
 
 // ----- backward -----------------------------------------------------------------------------
 
-float *hoop__grad_for(hoop_tape *tape, hoop_tensor *t, int *accumulate)
+hoop_status hoop__grad_for(hoop_tape *tape, hoop_tensor *t, float **grad, int *accumulate)
 {
     *accumulate = 1;
-    if (t == NULL || !t->requires_grad) return NULL;
-    if (t->long_lived) return t->grad;
-    if (t->grad_set) return t->grad;
+    *grad = NULL;
+    if (t == NULL || !t->requires_grad) return HOOP_OK;
+    if (t->long_lived || t->grad_set) {
+        *grad = t->grad;
+        return HOOP_OK;
+    }
     if (t->grad == NULL) t->grad = hoop__arena_alloc(tape, t->count * sizeof(float));
-    if (t->grad == NULL) return NULL;
+    if (t->grad == NULL) return HOOP_ERR_NOMEM; /* message set by the arena */
     t->grad_set = 1;
     *accumulate = 0;
-    return t->grad;
+    *grad = t->grad;
+    return HOOP_OK;
 }
 
 /* Fires the hooks of the parameters first used by n, in reverse argument order. */
@@ -349,6 +355,15 @@ static hoop_status find_node(const hoop_tape *tape, const hoop_tensor *out, size
                                         "on this tape (does any input require grad?)");
 }
 
+/* A node's backward failed with st: the walk stops there (hoop_backward's comment says
+ * what holds then) and the message names the op around the kernel's own. */
+static hoop_status backward_failed(const struct hoop_node *n, hoop_status st)
+{
+    char why[512];
+    snprintf(why, sizeof(why), "%s", hoop_last_error());
+    return HOOP_ERROR(st, "hoop_backward: %s backward: %s", n->op, why);
+}
+
 hoop_status hoop__backward_from(hoop_tape *tape, hoop_tensor *out, const float *dy)
 {
     if (tape == NULL || out == NULL || dy == NULL)
@@ -362,20 +377,20 @@ hoop_status hoop__backward_from(hoop_tape *tape, hoop_tensor *out, const float *
     size_t last = 0;
     HOOP_CHECK(find_node(tape, out, &last));
     int acc;
-    float *g = hoop__grad_for(tape, out, &acc);
-    if (g == NULL) return HOOP_ERR_NOMEM;
-    memcpy(g, dy, out->count * sizeof(float));
+    float *g;
+    HOOP_CHECK(hoop__grad_for(tape, out, &g, &acc));
+    if (g == NULL) return HOOP_ERROR(HOOP_ERR_INTERNAL, "hoop_backward: loss needs no gradient");
+    memcpy(g, dy, out->count * sizeof(float)); /* dy is host memory: the CPU engine's seed */
     tape->backward_done = 1;
-    tape->alloc_failed = 0;
     tape->bw_gen = new_gen();
     for (size_t i = last + 1; i-- > 0;) {
         struct hoop_node *n = tape->nodes[i];
-        if (n->out->grad_set) n->backward(tape, n);
+        if (n->out->grad_set) {
+            const hoop_status st = n->backward(tape, n);
+            if (st != HOOP_OK) return backward_failed(n, st);
+        }
         fire_ready(tape, n);
     }
-    if (tape->alloc_failed)
-        return HOOP_ERROR(HOOP_ERR_NOMEM, "hoop_backward: the arena could not grow; gradients "
-                                          "are incomplete");
     return HOOP_OK;
 }
 

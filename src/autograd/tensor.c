@@ -59,8 +59,6 @@ int hoop__same_shape(const hoop_tensor *a, const hoop_tensor *b)
 hoop_status hoop__check_arg(const hoop_tensor *t, const char *op, const char *what)
 {
     if (t == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "%s: %s is NULL", op, what);
-    if (t->device != HOOP_DEVICE_CPU)
-        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "%s: %s is not a CPU tensor", op, what);
     if (t->count > (size_t)INT_MAX)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "%s: %s has %zu elements; ops take at most %d (BLAS "

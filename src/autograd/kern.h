@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * src/autograd/kern.h -- the kernel table: the numerical work of every op, forward and
+ * backward, and of the optimizers, behind one table of function pointers per device.
+ *
+ * The ops (ops.c, activ.c, conv.c) and the optimizers (optim.c) check arguments, make
+ * arena tensors and record nodes; every loop over tensor data is an entry of this table.
+ * hoop__kern_for() gives a device's table: the CPU one (kern_cpu.c) is built in; a CUDA
+ * one will come from a shared object loaded at first use, so a table begins with its own
+ * size (the ABI check: hoop__kern_validate) and a name for messages.
+ *
+ * Conventions of every entry:
+ * - Pointers are the device's memory (host memory for "cpu"); sizes are element counts
+ *   (size_t) or dimensions; nothing takes a hoop_tensor.
+ * - Every entry returns a hoop_status (HOOP_OK, or an error with the message set, e.g. a
+ *   failed launch); none allocates.
+ * - The accumulate rule (autograd_impl.h): where an entry has an acc flag, acc != 0 adds
+ *   its result into the output (+=), acc == 0 writes it (=). Parameter gradients are
+ *   always added; the first contribution to an activation gradient is written.
+ * - All matrices are row-major and contiguous.
+ *
+ * Thread-safety: tables are immutable; an entry may run on several threads at once for
+ * different outputs. hoop__kern_override() (tests only) is not thread-safe.
+ */
+#ifndef HOOP_AUTOGRAD_KERN_H
+#define HOOP_AUTOGRAD_KERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hoop/status.h"
+#include "hoop/tensor.h"
+
+struct hoop_rng;
+struct hoop_tensor;
+
+/* The element-wise activations of unary_fwd / unary_bwd. */
+enum hoop__unary {
+    HOOP__UNARY_RELU,
+    HOOP__UNARY_GELU, /* tanh approximation (Hendrycks & Gimpel 2016) */
+    HOOP__UNARY_TANH,
+    HOOP__UNARY_SIGMOID,
+    HOOP__UNARY_COUNT
+};
+
+/* conv2d geometry, NCHW: x (N, C, H, W), w (O, C, KH, KW), y (N, O, OH, OW) with
+ * OH = (H + 2 padding - KH) / stride + 1 and OW likewise. */
+struct hoop__conv_geom {
+    int64_t N, C, H, W, O, KH, KW, OH, OW;
+    int stride, padding;
+};
+
+/* torch.optim.SGD's hyper-parameters for one update; first is 1 on the first step. */
+struct hoop__sgd_args {
+    float lr, weight_decay, momentum, dampening;
+    int nesterov, first;
+};
+
+/* torch.optim.AdamW's hyper-parameters for one update; step t >= 1. */
+struct hoop__adamw_args {
+    float lr, beta1, beta2, eps, weight_decay;
+    int64_t step;
+};
+
+struct hoop__kern {
+    size_t size;      /* sizeof(struct hoop__kern) of the build that made the table */
+    const char *name; /* the device's name, "cpu", for messages */
+
+    // ----- linear algebra and copies
+
+    /* C (M, N) = alpha op(A) op(B) + beta C, op(X) = X^T when trans_X != 0, as cblas_sgemm
+     * with CblasRowMajor: op(A) is (M, K), op(B) is (K, N); lda, ldb, ldc are the row
+     * strides of A, B and C as stored. beta 0 writes C (its old contents are not read). */
+    hoop_status (*gemm)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                        int lda, const float *B, int ldb, float beta, float *C, int ldc);
+    /* dst[i] = value for i < count. */
+    hoop_status (*fill)(float *dst, size_t count, float value);
+    /* dst (+)= src over count floats (acc: +=, else =). */
+    hoop_status (*axpy_or_copy)(float *dst, const float *src, size_t count, int acc);
+    /* y = a + b over count floats. */
+    hoop_status (*add)(float *y, const float *a, const float *b, size_t count);
+
+    // ----- bias over rows: x viewed as (N, C, inner); inner = H*W for NCHW, 1 for (N, C)
+
+    /* y[n][c][k] = bias[c] (0 when bias is NULL): a GEMM's starting value (beta = 1). */
+    hoop_status (*bias_fill)(float *y, const float *bias, size_t N, size_t C, size_t inner);
+    /* y[n][c][k] = x[n][c][k] + bias[c]. */
+    hoop_status (*bias_add)(float *y, const float *x, const float *bias, size_t N, size_t C,
+                            size_t inner);
+    /* db[c] (+)= sum over n, k of dy[n][c][k]: the column sums; inner > 1 sums each
+     * (n, c) plane with 8 interleaved partial sums (a fixed order) first. */
+    hoop_status (*bias_grad)(float *db, const float *dy, size_t N, size_t C, size_t inner, int acc);
+
+    // ----- activations
+
+    /* y = f(x) over count floats, f by kind. */
+    hoop_status (*unary_fwd)(enum hoop__unary kind, float *y, const float *x, size_t count);
+    /* dx (+)= dy * f'(x), from the input x (gelu) or the saved output y (relu, tanh,
+     * sigmoid). With acc, dy is used as scratch and overwritten (it is the output's final
+     * gradient, read by no one else). */
+    hoop_status (*unary_bwd)(enum hoop__unary kind, float *dx, float *dy, const float *x,
+                             const float *y, size_t count, int acc);
+    /* y (rows, C) = softmax of each row of x, max-subtracted (stable). */
+    hoop_status (*softmax_fwd)(float *y, const float *x, size_t rows, size_t C);
+    /* dx (+)= y * (dy - sum_c dy y) per row; y is the forward's output. */
+    hoop_status (*softmax_bwd)(float *dx, const float *y, const float *dy, size_t rows, size_t C,
+                               int acc);
+    /* Softmax cross-entropy of logits x (N, C) with labels (N, each in 0..C-1, checked by
+     * the op) and label smoothing eps in [0, 1) (Szegedy et al. 2016, as PyTorch's
+     * label_smoothing): probs (N, C) = softmax(x); *loss (one float in the device's
+     * memory) = mean over rows of (1 - eps) nll + eps * mean_c(-log p_c), in double. */
+    hoop_status (*ce_fwd)(float *loss, float *probs, const float *x, const int32_t *labels,
+                          size_t N, size_t C, float eps);
+    /* dx (N, C) (+)= dloss[0] / N * (probs - ((1 - eps) onehot(label) + eps / C)). */
+    hoop_status (*ce_bwd)(float *dx, const float *probs, const int32_t *labels, const float *dloss,
+                          size_t N, size_t C, float eps, int acc);
+
+    // ----- reductions and dropout
+
+    /* y[0] = sum of x's count floats (mean: divided by count), accumulated in double. */
+    hoop_status (*reduce_fwd)(float *y, const float *x, size_t count, int mean);
+    /* dx[i] (+)= dy[0] * scale for i < count (scale 1 for sum, 1/count for mean). */
+    hoop_status (*reduce_bwd)(float *dx, const float *dy, float scale, size_t count, int acc);
+    /* Inverted dropout: mask[i] = 0 with probability p, else 1 / (1 - p), drawn in order
+     * from rng (hoop_rng_uniform); y = x * mask. p in (0, 1). */
+    hoop_status (*dropout_fwd)(float *y, float *mask, const float *x, size_t count, float p,
+                               struct hoop_rng *rng);
+    /* dx (+)= dy * mask. */
+    hoop_status (*dropout_bwd)(float *dx, const float *dy, const float *mask, size_t count,
+                               int acc);
+
+    // ----- convolution and pooling (Chellapilla, Puri & Simard 2006 for im2col)
+
+    /* One sample: col (C*KH*KW, OH*OW), col[(c*KH + kh)*KW + kw][oh*OW + ow] =
+     * x[c][oh*stride - padding + kh][ow*stride - padding + kw], 0 outside x (C, H, W). */
+    hoop_status (*im2col)(float *col, const float *x, const struct hoop__conv_geom *g);
+    /* The adjoint of im2col for one sample: dx (C, H, W) += every col entry read from
+     * there (always +=; zero dx first for a written gradient). */
+    hoop_status (*col2im)(float *dx, const float *col, const struct hoop__conv_geom *g);
+    /* Max pooling over planes (H, W) -> (OH, OW) with a kernel x kernel window and the
+     * stride given, no padding: y = the window's maximum, arg = its offset in the input
+     * plane (the first maximum in row-major window order, strict >). */
+    hoop_status (*pool_fwd)(float *y, int32_t *arg, const float *x, size_t planes, int64_t H,
+                            int64_t W, int64_t OH, int64_t OW, int kernel, int stride);
+    /* dx (planes, in_plane) (+)= dy (planes, out_plane) scattered to arg (zeroed first
+     * unless acc). */
+    hoop_status (*pool_bwd)(float *dx, const float *dy, const int32_t *arg, size_t planes,
+                            size_t in_plane, size_t out_plane, int acc);
+
+    // ----- optimizers and clipping
+
+    /* torch.optim.SGD (PyTorch 1.13) on one parameter of count floats: d = g + wd p;
+     * buf = d (first step) or momentum buf + (1 - dampening) d; p -= lr (nesterov ?
+     * d + momentum buf : buf). buf NULL: plain SGD, p -= lr d. */
+    hoop_status (*sgd)(const struct hoop__sgd_args *a, float *p, const float *g, float *buf,
+                       size_t count);
+    /* torch.optim.AdamW (Loshchilov & Hutter 2019; PyTorch 1.13's single-tensor path) on
+     * one parameter: p *= 1 - lr wd; m, v (first and second moments) updated; p -= lr /
+     * (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps). */
+    hoop_status (*adamw)(const struct hoop__adamw_args *a, float *p, const float *g, float *m,
+                         float *v, size_t count);
+    /* *sq += sum of g[i]^2, accumulated in double in index order; sq is in the device's
+     * memory. Called once per parameter, so the sum runs over all of them. */
+    hoop_status (*sqnorm)(double *sq, const float *g, size_t count);
+    /* g[i] *= coef (gradient clipping). */
+    hoop_status (*scale)(float *g, size_t count, float coef);
+};
+
+/* The CPU table (kern_cpu.c): host loops and OpenBLAS. */
+extern const struct hoop__kern hoop__kern_cpu;
+
+/* The table for device d: the CPU one for HOOP_DEVICE_CPU, NULL for a device this build
+ * has no kernels for (HOOP_DEVICE_CUDA in this version). */
+const struct hoop__kern *hoop__kern_for(hoop_device d);
+
+/* "cpu", "cuda" (for messages). */
+const char *hoop__device_name(hoop_device d);
+
+/* HOOP_OK when k's size is this build's sizeof(struct hoop__kern) and every entry is set;
+ * HOOP_ERR_INVALID naming what (e.g. "the cuda kernel table") and the culprit otherwise. */
+hoop_status hoop__kern_validate(const struct hoop__kern *k, const char *what);
+
+/* The checks every op makes before it computes: the nin inputs (NULL entries skipped;
+ * names[i] names in[i]) are on one device, else HOOP_ERR_INVALID "op: x is on cpu but w is
+ * on cuda; ..."; that device has a table, else HOOP_ERR_UNSUPPORTED "op: this build has
+ * no cuda kernels". *k receives the table. */
+hoop_status hoop__op_kern(const char *op, struct hoop_tensor *const *in, const char *const *names,
+                          int nin, const struct hoop__kern **k);
+
+/* FOR TESTS ONLY: from now on hoop__kern_for(d) returns k (validated first); k NULL
+ * restores the built-in table. k must outlive its use (nodes keep the table they ran
+ * with). Not thread-safe: call it while no op runs. */
+hoop_status hoop__kern_override(hoop_device d, const struct hoop__kern *k);
+
+#endif /* HOOP_AUTOGRAD_KERN_H */
