@@ -24,6 +24,8 @@ hoop_status hxk_deadlock(float *x);
 hoop_status hxk_alloc(float **p, size_t count);
 hoop_status hxk_copy(float *dst, const float *src, size_t count, int to_device);
 void hxk_free(float *p);
+hoop_status hxk_gemm_rows(float *C, const float *A, const float *B, int M, int N, int K, int acc,
+                          int ldb_delta);
 int hxk_gpu_count(void);
 
 /* A device copy of host[0..n). */
@@ -172,6 +174,51 @@ START_TEST(test_dynamic_shared)
 }
 END_TEST
 
+/* cuBLAS's conventions (column-major, leading dimensions, beta) hold in the stand-in:
+ * row-major products of odd shapes against a double loop, written and accumulated, and a
+ * leading dimension too small refused as cuBLAS refuses it. */
+START_TEST(test_gemm_conventions)
+{
+    const int shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 2, 33}, {64, 10, 128}};
+    for (size_t s = 0; s < 4; s++)
+        for (int acc = 0; acc < 2; acc++) {
+            int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+            size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+            float *a = malloc(na * sizeof(float)), *b = malloc(nb * sizeof(float));
+            float *c = malloc(nc * sizeof(float)), *got = malloc(nc * sizeof(float));
+            for (size_t i = 0; i < na; i++) a[i] = val(i);
+            for (size_t i = 0; i < nb; i++) b[i] = val(i + 101);
+            for (size_t i = 0; i < nc; i++) c[i] = val(i + 303);
+            float *da = upload(a, na), *db = upload(b, nb), *dc = upload(c, nc);
+            ck_assert_int_eq(hxk_gemm_rows(dc, da, db, M, N, K, acc, 0), HOOP_OK);
+            download(got, dc, nc);
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    double ref = acc ? c[(size_t)i * N + j] : 0.0, mag = fabs(ref);
+                    for (int p = 0; p < K; p++) {
+                        ref += (double)a[(size_t)i * K + p] * b[(size_t)p * N + j];
+                        mag += fabs((double)a[(size_t)i * K + p] * b[(size_t)p * N + j]);
+                    }
+                    ck_assert_msg(fabs(got[(size_t)i * N + j] - ref) <= 1e-6 * K * mag + 1e-30,
+                                  "%dx%dx%d acc=%d: C[%d][%d]=%g, want %g", M, N, K, acc, i, j,
+                                  got[(size_t)i * N + j], ref);
+                }
+            hxk_free(da);
+            hxk_free(db);
+            hxk_free(dc);
+            free(a);
+            free(b);
+            free(c);
+            free(got);
+        }
+    float *d = NULL;
+    ck_assert_int_eq(hxk_alloc(&d, 64), HOOP_OK);
+    ck_assert_int_eq(hxk_gemm_rows(d, d, d, 4, 4, 4, 0, -1), HOOP_ERR_CUDA);
+    assert_error_has("cublasSgemm", "CUBLAS_STATUS_INVALID_VALUE");
+    hxk_free(d);
+}
+END_TEST
+
 START_TEST(test_launch_limits)
 {
     float *d = NULL;
@@ -223,6 +270,7 @@ int main(void)
     tcase_add_test(tc, test_transpose_2d);
     tcase_add_test(tc, test_dynamic_shared);
     tcase_add_test(tc, test_launch_limits);
+    tcase_add_test(tc, test_gemm_conventions);
     if (gpus < 0) {
         tcase_add_test(tc, test_missing_barrier_shows);
         tcase_add_test(tc, test_broken_kernels_fail);

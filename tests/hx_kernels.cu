@@ -10,7 +10,7 @@
  * Accumulate contract: hxk_axpy and hxk_sum add into their output (+=); the others
  * write (=).
  */
-#include "cuda/kern_rt.h"
+#include "cuda/kern_blas.h"
 
 /* y[i] += a * x[i], i < n. */
 static __global__ void axpy_kernel(float *y, const float *x, float a, size_t n)
@@ -140,6 +140,23 @@ extern "C" hoop_status hxk_deadlock(float *x)
 {
     HOOP_KLAUNCH_SYNC(deadlock_kernel, 1, 32, 0, 0, x);
     return HOOP_KCHECK("deadlock_kernel");
+}
+
+/* Row-major C(M, N) = A(M, K) B(K, N) (+ C when acc) through column-major SGEMM: the
+ * row-major C is the column-major C^T = B^T A^T, so B goes first (as hoop's linear will
+ * call it). ldb_delta is added to B's leading dimension (a test passes -1: cuBLAS refuses). */
+extern "C" hoop_status hxk_gemm_rows(float *C, const float *A, const float *B, int M, int N, int K,
+                                     int acc, int ldb_delta)
+{
+    cublasHandle_t h;
+    HOOP_CUBLAS_CHECK(cublasCreate(&h));
+    const float one = 1.0f, beta = acc ? 1.0f : 0.0f;
+    cublasStatus_t s = cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N + ldb_delta, A,
+                                   K, &beta, C, N);
+    cublasDestroy(h);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return HOOP_ERROR(HOOP_ERR_CUDA, "cublasSgemm failed: %s", cublasGetStatusString(s));
+    return HOOP_OK;
 }
 
 // ----------------------------------------------------------------- memory

@@ -17,9 +17,9 @@ TESTS += tests/check_cuda
 
 # The host execution layer (issue 12): kernel sources compiled a second time, by the host's
 # C++ compiler, run their kernels on the CPU in make check (the build machines have no GPU).
-noinst_HEADERS += %reldir%/hx.h %reldir%/kern_rt.h
+noinst_HEADERS += %reldir%/hx.h %reldir%/hx_blas.h %reldir%/kern_rt.h %reldir%/kern_blas.h
 check_PROGRAMS += tests/check_hx
-tests_check_hx_SOURCES = tests/check_hx.c tests/hx_kernels_host.cc %reldir%/hx.cc
+tests_check_hx_SOURCES = tests/check_hx.c tests/hx_kernels_host.cc %reldir%/hx.cc %reldir%/hx_blas.cc
 tests_check_hx_CFLAGS = $(TEST_CFLAGS)
 tests_check_hx_LDADD = $(TEST_LDADD)
 TESTS += tests/check_hx
@@ -30,7 +30,7 @@ if HAVE_CUDA
 check_PROGRAMS += tests/check_hx_gpu
 tests_check_hx_gpu_SOURCES = tests/check_hx.c
 tests_check_hx_gpu_CFLAGS = $(TEST_CFLAGS)
-tests_check_hx_gpu_LDADD = tests/hx_kernels.lo $(TEST_LDADD)
+tests_check_hx_gpu_LDADD = tests/hx_kernels.lo $(TEST_LDADD) -lcublas
 TESTS += tests/check_hx_gpu
 tests/hx_kernels.lo: $(CUDA_HEADER_DEPS)
 CLEANFILES += tests/hx_kernels.lo tests/hx_kernels.o tests/.libs/hx_kernels.o
