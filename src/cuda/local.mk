@@ -14,3 +14,24 @@ tests_check_cuda_SOURCES = tests/check_cuda.c
 tests_check_cuda_CFLAGS = $(AM_CFLAGS)
 tests_check_cuda_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 TESTS += tests/check_cuda
+
+# The host execution layer (issue 12): kernel sources compiled a second time, by the host's
+# C++ compiler, run their kernels on the CPU in make check (the build machines have no GPU).
+noinst_HEADERS += %reldir%/hx.h %reldir%/hx_blas.h %reldir%/kern_rt.h %reldir%/kern_blas.h
+check_PROGRAMS += tests/check_hx
+tests_check_hx_SOURCES = tests/check_hx.c tests/hx_kernels_host.cc %reldir%/hx.cc %reldir%/hx_blas.cc
+tests_check_hx_CFLAGS = $(TEST_CFLAGS)
+tests_check_hx_LDADD = $(TEST_LDADD)
+TESTS += tests/check_hx
+EXTRA_DIST += tests/hx_kernels.cu
+if HAVE_CUDA
+# The same test with the kernels built by nvcc: skips (77) without a GPU; tests/gpu/run.sh
+# runs it where one is lent.
+check_PROGRAMS += tests/check_hx_gpu
+tests_check_hx_gpu_SOURCES = tests/check_hx.c
+tests_check_hx_gpu_CFLAGS = $(TEST_CFLAGS)
+tests_check_hx_gpu_LDADD = tests/hx_kernels.lo $(TEST_LDADD) -lcublas
+TESTS += tests/check_hx_gpu
+tests/hx_kernels.lo: $(CUDA_HEADER_DEPS)
+CLEANFILES += tests/hx_kernels.lo tests/hx_kernels.o tests/.libs/hx_kernels.o
+endif

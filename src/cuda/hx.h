@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * src/cuda/hx.h -- the host execution layer: the part of CUDA that hoop's kernel sources
+ * use, for the host's C++ compiler. The machines that build hoop have no GPU, so every
+ * kernel source (.cu) is compiled a second time, by g++ with this header instead of
+ * cuda_runtime.h (src/cuda/kern_rt.h picks), and its kernels run on the CPU in
+ * `make check`, under ASan in CI: an indexing, bounds or barrier bug fails there, not
+ * only on the rare GPU run.
+ *
+ * What it models:
+ *   - A launch runs the grid's blocks one after another on the calling thread, in
+ *     blockIdx order (x fastest), and returns when all have finished.
+ *   - A plain launch (HOOP_KLAUNCH) runs a block's threads one after another, each to
+ *     its end: for kernels without barriers. A synchronising launch (HOOP_KLAUNCH_SYNC)
+ *     runs each thread as a fiber (ucontext) that runs until it reaches a barrier or
+ *     returns; the lowest thread runs first and each goes as far as it can, so a
+ *     missing barrier shows as a read of shared memory the later threads have not
+ *     written yet, which is a wrong result the test sees.
+ *   - __syncthreads() releases when every thread of the block that has not returned has
+ *     reached it; threads waiting at different __syncthreads (different source lines)
+ *     fail the launch (CUDA leaves that undefined). A warp shuffle (__shfl_*_sync) is a
+ *     barrier of the threads of one warp (32 consecutive linear thread ids) that have
+ *     not returned; the lanes exchange their values there. A block whose threads can
+ *     neither run nor be released fails the launch as a deadlock.
+ *   - __shared__ variables: one copy per block (a static thread-local: blocks run one
+ *     at a time), zero in the first block an OS thread runs and then as the previous
+ *     block left them (CUDA leaves them undefined: a kernel must write before it reads).
+ *     Dynamic shared memory (HOOP_DYN_SHARED) is filled with 0xff bytes (NaN as f32)
+ *     before each block, so a read before any write shows.
+ *   - CUDA's launch limits (threads per block <= 1024 and per dimension 1024, 1024, 64;
+ *     grid x < 2^31, y and z <= 65535; dynamic shared memory <= 48 KiB) and its error
+ *     codes and strings, through cudaGetLastError(); hoop__hx_detail() says what in
+ *     particular failed, for messages.
+ *   - Device memory is host memory: cudaMalloc is malloc (filled with 0xff bytes), so
+ *     ASan sees every access outside an allocation; copies are memcpy.
+ * What it does not model: warps in lockstep and their timing; memory ordering between
+ * threads, blocks and streams (here everything is sequentially consistent, so a missing
+ * __threadfence or a race between blocks passes); blocks that run at the same time (a
+ * kernel that waits for another block deadlocks on a GPU, not here); streams (work runs
+ * when it is issued); atomics' contention. compute-sanitizer on the GPU run covers
+ * those (tests/gpu/run.sh).
+ *
+ * Owns: per OS thread, the fibers' stacks (kept for the next launch) and the last
+ * error. Thread-safety: launches on different threads are independent.
+ */
+#ifndef HOOP_CUDA_HX_H
+#define HOOP_CUDA_HX_H
+
+#ifdef __CUDACC__
+#error "src/cuda/hx.h stands in for CUDA in host builds; nvcc builds include cuda_runtime.h"
+#endif
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+// ----------------------------------------------------------------- types
+
+struct dim3 {
+    unsigned x, y, z;
+    constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_)
+    {
+    }
+};
+struct uint3 {
+    unsigned x, y, z;
+};
+
+/* The codes and strings are CUDA's own (cuda_runtime_api.h, cudaGetErrorString). */
+enum cudaError_t {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorLaunchFailure = 719,
+};
+typedef enum cudaError_t cudaError;
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4,
+};
+typedef struct hoop__hx_stream *cudaStream_t; /* every stream is the same: work runs at once */
+
+// ----------------------------------------------------------------- kernel qualifiers
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static thread_local
+#define warpSize 32
+
+/* What a running thread sees; hoop__hx_cur points at the current thread's copy. */
+struct hoop__hx_view {
+    uint3 thread, block;
+    dim3 bdim, gdim;
+};
+extern thread_local const struct hoop__hx_view *hoop__hx_cur;
+#define threadIdx (hoop__hx_cur->thread)
+#define blockIdx (hoop__hx_cur->block)
+#define blockDim (hoop__hx_cur->bdim)
+#define gridDim (hoop__hx_cur->gdim)
+
+// ----------------------------------------------------------------- barriers, shuffles
+
+void hoop__hx_syncthreads(int line);
+#define __syncthreads() hoop__hx_syncthreads(__LINE__)
+
+enum { HOOP__HX_SHFL_IDX, HOOP__HX_SHFL_DOWN, HOOP__HX_SHFL_UP, HOOP__HX_SHFL_XOR };
+/* The warp barrier behind every shuffle: publishes *v (bytes <= 8), waits for the
+ * warp's other lanes (which must be at a shuffle of the same mode, arg and width), and
+ * copies the value of the lane that mode and arg name into *out (its own value where
+ * that lane is outside the width segment or has returned). mask is not checked. */
+void hoop__hx_shfl(int mode, unsigned mask, const void *v, void *out, size_t bytes, int arg,
+                   int width);
+template <class T> static inline T hoop__hx_shfl_t(int mode, unsigned mask, T v, int arg, int w)
+{
+    static_assert(sizeof(T) <= 8, "a shuffle moves at most 8 bytes");
+    T out;
+    hoop__hx_shfl(mode, mask, &v, &out, sizeof(T), arg, w);
+    return out;
+}
+template <class T> static inline T __shfl_sync(unsigned m, T v, int lane, int w = 32)
+{
+    return hoop__hx_shfl_t(HOOP__HX_SHFL_IDX, m, v, lane, w);
+}
+template <class T> static inline T __shfl_down_sync(unsigned m, T v, unsigned d, int w = 32)
+{
+    return hoop__hx_shfl_t(HOOP__HX_SHFL_DOWN, m, v, (int)d, w);
+}
+template <class T> static inline T __shfl_up_sync(unsigned m, T v, unsigned d, int w = 32)
+{
+    return hoop__hx_shfl_t(HOOP__HX_SHFL_UP, m, v, (int)d, w);
+}
+template <class T> static inline T __shfl_xor_sync(unsigned m, T v, int lanemask, int w = 32)
+{
+    return hoop__hx_shfl_t(HOOP__HX_SHFL_XOR, m, v, lanemask, w);
+}
+
+// ----------------------------------------------------------------- atomics, math
+
+/* Blocks and threads run one at a time, so an atomic is its plain read-modify-write. */
+template <class T> static inline T atomicAdd(T *p, T v)
+{
+    T old = *p;
+    *p = old + v;
+    return old;
+}
+template <class T> static inline T atomicMax(T *p, T v)
+{
+    T old = *p;
+    if (v > old) *p = v;
+    return old;
+}
+template <class T> static inline T atomicCAS(T *p, T cmp, T v)
+{
+    T old = *p;
+    if (old == cmp) *p = v;
+    return old;
+}
+template <class T> static inline T min(T a, T b)
+{
+    return b < a ? b : a;
+}
+template <class T> static inline T max(T a, T b)
+{
+    return a < b ? b : a;
+}
+#define __expf(x) expf(x) /* glibc declares __expf and __logf itself */
+#define __logf(x) logf(x)
+static inline float __fdividef(float a, float b)
+{
+    return a / b;
+}
+static inline float rsqrtf(float x)
+{
+    return 1.0f / sqrtf(x);
+}
+
+// ----------------------------------------------------------------- launches
+
+/* Runs fn(arg) as every thread of grid x block (see the top of this file); sync = 1 for a
+ * launch whose kernel uses barriers or shuffles. A bad configuration runs nothing. The
+ * outcome is read with cudaGetLastError(). */
+void hoop__hx_launch(const char *kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                     int sync, void (*fn)(void *), void *arg);
+template <class F>
+static inline void hoop__hx_run(const char *kernel, dim3 grid, dim3 block, size_t smem,
+                                cudaStream_t s, int sync, F f)
+{
+    hoop__hx_launch(
+        kernel, grid, block, smem, s, sync, [](void *p) { (*(F *)p)(); }, &f);
+}
+/* The current block's dynamic shared memory (the launch's smem bytes). */
+void *hoop__hx_dyn_shared(void);
+/* What the last failure was, in words ("block_sum: 1025 threads per block, more than
+ * 1024"), or "" when none has happened on this thread since the last cudaGetLastError. */
+const char *hoop__hx_detail(void);
+
+// ----------------------------------------------------------------- runtime stand-ins
+
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+const char *cudaGetErrorString(cudaError_t e);
+cudaError_t cudaMalloc(void **p, size_t bytes);
+template <class T> static inline cudaError_t cudaMalloc(T **p, size_t bytes)
+{
+    return cudaMalloc((void **)p, bytes);
+}
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t s = 0);
+cudaError_t cudaMemset(void *p, int value, size_t bytes);
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s = 0);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaDeviceSynchronize(void);
+
+#endif /* HOOP_CUDA_HX_H */

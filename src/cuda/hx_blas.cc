@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * src/cuda/hx_blas.cc -- cuBLAS stand-ins for the host execution layer (see hx_blas.h):
+ * handles, the math mode, and SGEMM through OpenBLAS with cuBLAS's argument checks.
+ *
+ * Owns: the handles it makes. Thread-safety: one thread per handle.
+ */
+#include <cblas.h>
+#include <stdlib.h>
+
+#include "cuda/hx_blas.h"
+
+struct hoop__hx_blas {
+    cudaStream_t stream;
+    cublasMath_t mode;
+};
+
+cublasStatus_t cublasCreate(cublasHandle_t *h)
+{
+    if (!h) return CUBLAS_STATUS_INVALID_VALUE;
+    *h = (cublasHandle_t)calloc(1, sizeof(struct hoop__hx_blas));
+    return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+}
+
+cublasStatus_t cublasDestroy(cublasHandle_t h)
+{
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    free(h);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
+{
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode)
+{
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->mode = mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetMathMode(cublasHandle_t h, cublasMath_t *mode)
+{
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!mode) return CUBLAS_STATUS_INVALID_VALUE;
+    *mode = h->mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *cublasGetStatusString(cublasStatus_t st)
+{
+    switch (st) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    }
+    return "CUBLAS_STATUS_UNKNOWN";
+}
+
+cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                           int n, int k, const float *alpha, const float *A, int lda,
+                           const float *B, int ldb, const float *beta, float *C, int ldc)
+{
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    int arows = ta == CUBLAS_OP_N ? m : k, brows = tb == CUBLAS_OP_N ? k : n;
+    if ((ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T) ||
+        m < 0 || n < 0 || k < 0 || lda < (arows > 1 ? arows : 1) || ldb < (brows > 1 ? brows : 1) ||
+        ldc < (m > 1 ? m : 1) || !alpha || !beta)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+    cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+                tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, *alpha, A, lda, B, ldb,
+                *beta, C, ldc);
+    return CUBLAS_STATUS_SUCCESS;
+}

@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tests/check_hx.c -- the host execution layer (src/cuda/hx.h) runs CUDA kernels as a GPU
+ * would where it matters to a kernel's correctness: every thread of a grid of any shape,
+ * shared memory per block, barriers and shuffles, CUDA's launch limits and errors; and it
+ * exposes a kernel's bugs: a missing barrier, divergent barriers, a deadlock, a barrier
+ * in a plain launch, a read of unwritten shared memory. References are host loops in
+ * double precision. The kernels are tests/hx_kernels.cu.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "run_suite.h"
+
+hoop_status hxk_axpy(float *y, const float *x, float a, size_t n, unsigned block);
+hoop_status hxk_sum(float *out, const float *x, size_t n, unsigned grid, unsigned block, int how);
+hoop_status hxk_transpose(float *out, const float *in, int rows, int cols);
+hoop_status hxk_reverse(float *x, int n, unsigned block, size_t smem, int bug);
+hoop_status hxk_divergent(float *x);
+hoop_status hxk_deadlock(float *x);
+hoop_status hxk_alloc(float **p, size_t count);
+hoop_status hxk_copy(float *dst, const float *src, size_t count, int to_device);
+void hxk_free(float *p);
+hoop_status hxk_gemm_rows(float *C, const float *A, const float *B, int M, int N, int K, int acc,
+                          int ldb_delta);
+int hxk_gpu_count(void);
+
+/* A device copy of host[0..n). */
+static float *upload(const float *host, size_t n)
+{
+    float *d = NULL;
+    ck_assert_int_eq(hxk_alloc(&d, n ? n : 1), HOOP_OK);
+    if (n) ck_assert_int_eq(hxk_copy(d, host, n, 1), HOOP_OK);
+    return d;
+}
+
+static void download(float *host, const float *d, size_t n)
+{
+    if (n) ck_assert_int_eq(hxk_copy(host, d, n, 0), HOOP_OK);
+}
+
+static float val(size_t i)
+{
+    return (float)((i * 2654435761u) % 1000) / 250.0f - 2.0f;
+}
+
+/* Sizes around the block size, 1, and several blocks with a short last one. */
+static const size_t sizes[] = {1, 31, 32, 33, 255, 256, 257, 1000, 4097};
+
+START_TEST(test_axpy_every_element)
+{
+    const unsigned blocks[] = {32, 256, 1024};
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+        for (size_t b = 0; b < 3; b++) {
+            size_t n = sizes[k];
+            float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+            float *got = malloc(n * sizeof(float));
+            for (size_t i = 0; i < n; i++) x[i] = val(i), y[i] = val(i + 7);
+            float *dx = upload(x, n), *dy = upload(y, n);
+            ck_assert_int_eq(hxk_axpy(dy, dx, 0.5f, n, blocks[b]), HOOP_OK);
+            download(got, dy, n);
+            for (size_t i = 0; i < n; i++)
+                ck_assert_msg(got[i] == y[i] + 0.5f * x[i], "n=%zu block=%u: y[%zu]=%g, want %g", n,
+                              blocks[b], i, got[i], y[i] + 0.5f * x[i]);
+            hxk_free(dx);
+            hxk_free(dy);
+            free(x);
+            free(y);
+            free(got);
+        }
+}
+END_TEST
+
+/* Sums n values into a device float that starts at 1; returns it. */
+static float device_sum(const float *x, size_t n, unsigned grid, unsigned block, int how,
+                        hoop_status *st)
+{
+    float one = 1.0f, got = 0.0f, *dx = upload(x, n), *dout = upload(&one, 1);
+    *st = hxk_sum(dout, dx, n, grid, block, how);
+    download(&got, dout, 1);
+    hxk_free(dx);
+    hxk_free(dout);
+    return got;
+}
+
+START_TEST(test_block_sum)
+{
+    const unsigned grids[] = {1, 3, 7}, blocks[] = {32, 96, 256, 1024};
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+        for (size_t g = 0; g < 3; g++)
+            for (size_t b = 0; b < 4; b++) {
+                size_t n = sizes[k];
+                float *x = malloc(n * sizeof(float));
+                double ref = 1.0, mag = 1.0;
+                for (size_t i = 0; i < n; i++) x[i] = val(i), ref += x[i], mag += fabs(x[i]);
+                hoop_status st;
+                float got = device_sum(x, n, grids[g], blocks[b], 0, &st);
+                ck_assert_int_eq(st, HOOP_OK);
+                /* a float sum in any order is within n ulps of the magnitudes' sum */
+                ck_assert_msg(fabs(got - ref) <= 1e-6 * (double)n * mag,
+                              "n=%zu grid=%u block=%u: %g, want %g", n, grids[g], blocks[b], got,
+                              ref);
+                free(x);
+            }
+}
+END_TEST
+
+START_TEST(test_missing_barrier_shows)
+{
+    size_t n = 4096;
+    float *x = malloc(n * sizeof(float));
+    double ref = 1.0;
+    for (size_t i = 0; i < n; i++) x[i] = 1.0f, ref += 1.0;
+    hoop_status st;
+    float got = device_sum(x, n, 2, 256, 1, &st);
+    ck_assert_int_eq(st, HOOP_OK);
+    ck_assert_msg(got != (float)ref, "a sum without its barrier came out right (%g)", got);
+    free(x);
+}
+END_TEST
+
+START_TEST(test_transpose_2d)
+{
+    const int shapes[][2] = {{1, 1}, {32, 32}, {37, 70}, {70, 37}, {5, 129}};
+    for (size_t k = 0; k < 5; k++) {
+        int rows = shapes[k][0], cols = shapes[k][1];
+        size_t n = (size_t)rows * (size_t)cols;
+        float *in = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++) in[i] = val(i);
+        float *din = upload(in, n), *dout = upload(in, n);
+        ck_assert_int_eq(hxk_transpose(dout, din, rows, cols), HOOP_OK);
+        download(got, dout, n);
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++)
+                ck_assert_msg(got[(size_t)c * (size_t)rows + (size_t)r] ==
+                                  in[(size_t)r * (size_t)cols + (size_t)c],
+                              "%dx%d: out[%d][%d]", rows, cols, c, r);
+        hxk_free(din);
+        hxk_free(dout);
+        free(in);
+        free(got);
+    }
+}
+END_TEST
+
+START_TEST(test_dynamic_shared)
+{
+    int n = 300;
+    unsigned block = 128;
+    float *x = malloc((size_t)n * sizeof(float)), *got = malloc((size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++) x[i] = (float)i;
+    for (int bug = 0; bug < 2; bug++) {
+        float *dx = upload(x, (size_t)n);
+        ck_assert_int_eq(hxk_reverse(dx, n, block, block * sizeof(float), bug), HOOP_OK);
+        download(got, dx, (size_t)n);
+        int wrong = 0, nan = 0;
+        for (int i = 0; i < n; i++) {
+            int base = i / (int)block * (int)block;
+            int m = n - base < (int)block ? n - base : (int)block;
+            float want = (float)(base + m - 1 - (i - base));
+            wrong += got[i] != want;
+            nan += isnan(got[i]);
+        }
+        if (!bug) ck_assert_int_eq(wrong, 0);
+        /* the buggy kernel reads the unwritten tail of the last block's buffer: NaN */
+        if (bug) ck_assert_msg(nan > 0 && wrong > 0, "bug: %d wrong, %d NaN", wrong, nan);
+        hxk_free(dx);
+    }
+    free(x);
+    free(got);
+}
+END_TEST
+
+/* cuBLAS's conventions (column-major, leading dimensions, beta) hold in the stand-in:
+ * row-major products of odd shapes against a double loop, written and accumulated, and a
+ * leading dimension too small refused as cuBLAS refuses it. */
+START_TEST(test_gemm_conventions)
+{
+    const int shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 2, 33}, {64, 10, 128}};
+    for (size_t s = 0; s < 4; s++)
+        for (int acc = 0; acc < 2; acc++) {
+            int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+            size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+            float *a = malloc(na * sizeof(float)), *b = malloc(nb * sizeof(float));
+            float *c = malloc(nc * sizeof(float)), *got = malloc(nc * sizeof(float));
+            for (size_t i = 0; i < na; i++) a[i] = val(i);
+            for (size_t i = 0; i < nb; i++) b[i] = val(i + 101);
+            for (size_t i = 0; i < nc; i++) c[i] = val(i + 303);
+            float *da = upload(a, na), *db = upload(b, nb), *dc = upload(c, nc);
+            ck_assert_int_eq(hxk_gemm_rows(dc, da, db, M, N, K, acc, 0), HOOP_OK);
+            download(got, dc, nc);
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    double ref = acc ? c[(size_t)i * N + j] : 0.0, mag = fabs(ref);
+                    for (int p = 0; p < K; p++) {
+                        ref += (double)a[(size_t)i * K + p] * b[(size_t)p * N + j];
+                        mag += fabs((double)a[(size_t)i * K + p] * b[(size_t)p * N + j]);
+                    }
+                    ck_assert_msg(fabs(got[(size_t)i * N + j] - ref) <= 1e-6 * K * mag + 1e-30,
+                                  "%dx%dx%d acc=%d: C[%d][%d]=%g, want %g", M, N, K, acc, i, j,
+                                  got[(size_t)i * N + j], ref);
+                }
+            hxk_free(da);
+            hxk_free(db);
+            hxk_free(dc);
+            free(a);
+            free(b);
+            free(c);
+            free(got);
+        }
+    float *d = NULL;
+    ck_assert_int_eq(hxk_alloc(&d, 64), HOOP_OK);
+    ck_assert_int_eq(hxk_gemm_rows(d, d, d, 4, 4, 4, 0, -1), HOOP_ERR_CUDA);
+    assert_error_has("cublasSgemm", "CUBLAS_STATUS_INVALID_VALUE");
+    hxk_free(d);
+}
+END_TEST
+
+START_TEST(test_launch_limits)
+{
+    float *d = NULL;
+    ck_assert_int_eq(hxk_alloc(&d, 2048), HOOP_OK);
+    ck_assert_int_eq(hxk_axpy(d, d, 1.0f, 2048, 1025), HOOP_ERR_CUDA);
+    assert_error_has("axpy_kernel", "invalid configuration argument");
+    assert_error_has("1025 threads", NULL);
+    ck_assert_int_eq(hxk_reverse(d, 64, 64, 64 * 1024, 0), HOOP_ERR_CUDA);
+    assert_error_has("reverse_kernel", "invalid argument");
+    /* the error is reported once: the next good launch succeeds */
+    ck_assert_int_eq(hxk_axpy(d, d, 1.0f, 2048, 1024), HOOP_OK);
+    hxk_free(d);
+}
+END_TEST
+
+START_TEST(test_broken_kernels_fail)
+{
+    float *d = NULL, one = 1.0f;
+    ck_assert_int_eq(hxk_alloc(&d, 64), HOOP_OK);
+    ck_assert_int_eq(hxk_divergent(d), HOOP_ERR_CUDA);
+    assert_error_has("divergent_kernel", "different lines");
+    ck_assert_int_eq(hxk_deadlock(d), HOOP_ERR_CUDA);
+    assert_error_has("deadlock_kernel", "deadlocked");
+    ck_assert_int_eq(hxk_copy(d, &one, 1, 1), HOOP_OK);
+    ck_assert_int_eq(hxk_sum(d, d, 1, 1, 32, 2), HOOP_ERR_CUDA);
+    assert_error_has("sum_kernel", "HOOP_KLAUNCH_SYNC");
+    ck_assert_int_eq(hxk_axpy(d, d, 1.0f, 64, 64), HOOP_OK); /* and the layer recovers */
+    hxk_free(d);
+}
+END_TEST
+
+/* The same program runs on the host execution layer (check_hx) and, linked with the
+ * nvcc build of the kernels, on a GPU (check_hx_gpu, for tests/gpu/run.sh). The broken
+ * kernels run on the host layer only: on a GPU the deadlock would hang and a missing
+ * barrier need not show. */
+int main(void)
+{
+    int gpus = hxk_gpu_count();
+    if (gpus == 0) {
+        puts("check_hx_gpu: no usable GPU here: skipped (check_hx runs the same kernels on the "
+             "host execution layer)");
+        return 77;
+    }
+    Suite *s = suite_create(gpus < 0 ? "hx (host execution layer)" : "hx (GPU)");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_axpy_every_element);
+    tcase_add_test(tc, test_block_sum);
+    tcase_add_test(tc, test_transpose_2d);
+    tcase_add_test(tc, test_dynamic_shared);
+    tcase_add_test(tc, test_launch_limits);
+    tcase_add_test(tc, test_gemm_conventions);
+    if (gpus < 0) {
+        tcase_add_test(tc, test_missing_barrier_shows);
+        tcase_add_test(tc, test_broken_kernels_fail);
+    }
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
