@@ -27,6 +27,11 @@ void hxk_free(float *p);
 hoop_status hxk_gemm_rows(float *C, const float *A, const float *B, int M, int N, int K, int acc,
                           int ldb_delta);
 int hxk_gpu_count(void);
+hoop_status hxk_shuffles(int *out, int which, unsigned grid, unsigned block, int arg);
+hoop_status hxk_big_locals(float *out, unsigned block);
+hoop_status hxk_sync(void);
+void hxk_reset(void);
+hoop_status hxk_bogus_math_mode(void);
 
 /* A device copy of host[0..n). */
 static float *upload(const float *host, size_t n)
@@ -215,6 +220,8 @@ START_TEST(test_gemm_conventions)
     ck_assert_int_eq(hxk_alloc(&d, 64), HOOP_OK);
     ck_assert_int_eq(hxk_gemm_rows(d, d, d, 4, 4, 4, 0, -1), HOOP_ERR_CUDA);
     assert_error_has("cublasSgemm", "CUBLAS_STATUS_INVALID_VALUE");
+    ck_assert_int_eq(hxk_bogus_math_mode(), HOOP_ERR_CUDA);
+    assert_error_has("cublasSetMathMode", "CUBLAS_STATUS_INVALID_VALUE");
     hxk_free(d);
 }
 END_TEST
@@ -234,18 +241,121 @@ START_TEST(test_launch_limits)
 }
 END_TEST
 
-START_TEST(test_broken_kernels_fail)
+/* Each broken kernel in its own test (process): an execution failure stays, as on a GPU,
+ * until cudaDeviceReset. */
+static void assert_sticky(void)
 {
-    float *d = NULL, one = 1.0f;
+    float *d = NULL;
+    ck_assert_int_eq(hxk_sync(), HOOP_ERR_CUDA); /* where a GPU reports it */
+    assert_error_has("cudaDeviceSynchronize", "unspecified launch failure");
+    hxk_reset();
+    ck_assert_int_eq(hxk_alloc(&d, 64), HOOP_OK);
+    ck_assert_int_eq(hxk_axpy(d, d, 1.0f, 64, 64), HOOP_OK); /* and the layer recovers */
+    ck_assert_int_eq(hxk_sync(), HOOP_OK);
+    hxk_free(d);
+}
+
+START_TEST(test_divergent_barriers_fail)
+{
+    float *d = NULL;
     ck_assert_int_eq(hxk_alloc(&d, 64), HOOP_OK);
     ck_assert_int_eq(hxk_divergent(d), HOOP_ERR_CUDA);
     assert_error_has("divergent_kernel", "different lines");
+    ck_assert_int_eq(hxk_axpy(d, d, 1.0f, 64, 64), HOOP_ERR_CUDA); /* the failure stays */
+    assert_error_has("earlier kernel failed", NULL);
+    hxk_free(d);
+    assert_sticky();
+}
+END_TEST
+
+START_TEST(test_deadlock_fails)
+{
+    float *d = NULL;
+    ck_assert_int_eq(hxk_alloc(&d, 64), HOOP_OK);
     ck_assert_int_eq(hxk_deadlock(d), HOOP_ERR_CUDA);
     assert_error_has("deadlock_kernel", "deadlocked");
+    hxk_free(d);
+    assert_sticky();
+}
+END_TEST
+
+START_TEST(test_barrier_in_plain_launch_fails)
+{
+    float *d = NULL, one = 1.0f;
+    ck_assert_int_eq(hxk_alloc(&d, 64), HOOP_OK);
     ck_assert_int_eq(hxk_copy(d, &one, 1, 1), HOOP_OK);
     ck_assert_int_eq(hxk_sum(d, d, 1, 1, 32, 2), HOOP_ERR_CUDA);
     assert_error_has("sum_kernel", "HOOP_KLAUNCH_SYNC");
-    ck_assert_int_eq(hxk_axpy(d, d, 1.0f, 64, 64), HOOP_OK); /* and the layer recovers */
+    hxk_free(d);
+    assert_sticky();
+}
+END_TEST
+
+START_TEST(test_bad_mask_fails)
+{
+    float *d = NULL;
+    ck_assert_int_eq(hxk_alloc(&d, 64), HOOP_OK);
+    ck_assert_int_eq(hxk_shuffles((int *)d, 3, 1, 32, 0), HOOP_ERR_CUDA);
+    assert_error_has("mask", "leaves it out");
+    hxk_free(d);
+    assert_sticky();
+}
+END_TEST
+
+/* Legal shuffles: a per-lane source lane, and a half-warp mask beside a block barrier. */
+START_TEST(test_shuffles)
+{
+    int *d = NULL, got[64];
+    ck_assert_int_eq(hxk_alloc((float **)&d, 64), HOOP_OK);
+    ck_assert_int_eq(hxk_shuffles(d, 0, 1, 64, 0), HOOP_OK);
+    download((float *)got, (float *)d, 64);
+    for (int t = 0; t < 64; t++)
+        ck_assert_msg(got[t] == t / 32 * 32 + (t % 32 + 1) % 32, "rotate: out[%d]=%d", t, got[t]);
+    ck_assert_int_eq(hxk_shuffles(d, 1, 1, 64, 0), HOOP_OK);
+    download((float *)got, (float *)d, 64);
+    for (int t = 0; t < 64; t++) {
+        int lane = t % 32, want = lane >= 16 ? t : lane < 15 ? t + 1 : t; /* width 16: 15 keeps */
+        ck_assert_msg(got[t] == want, "half warp: out[%d]=%d, want %d", t, got[t], want);
+    }
+    hxk_free((float *)d);
+}
+END_TEST
+
+/* A missing barrier before a read of an earlier thread's write shows too (the blocks of
+ * a grid alternate their order); with the barrier, every value is right. */
+START_TEST(test_missing_barrier_either_way)
+{
+    int *d = NULL, got[512];
+    ck_assert_int_eq(hxk_alloc((float **)&d, 512), HOOP_OK);
+    for (int skip = 0; skip < 2; skip++) {
+        ck_assert_int_eq(hxk_shuffles(d, 2, 2, 256, skip), HOOP_OK);
+        download((float *)got, (float *)d, 512);
+        int wrong = 0;
+        for (int i = 0; i < 512; i++) {
+            int b = i / 256, t = i % 256;
+            wrong += got[i] != (t ? t - 1 + 1000 * b : -1);
+        }
+        if (skip)
+            ck_assert_msg(wrong > 0,
+                          "a read of an earlier thread's write without a barrier came out right");
+        else
+            ck_assert_int_eq(wrong, 0);
+    }
+    hxk_free((float *)d);
+}
+END_TEST
+
+START_TEST(test_big_locals)
+{
+    float *d = NULL, got[4];
+    ck_assert_int_eq(hxk_alloc(&d, 4), HOOP_OK);
+    ck_assert_int_eq(hxk_big_locals(d, 4), HOOP_OK);
+    download(got, d, 4);
+    for (int t = 0; t < 4; t++) {
+        float want = 0.0f;
+        for (int i = 0; i < 20000; i += 1000) want += (float)(i + t);
+        ck_assert_msg(got[t] == want, "out[%d]=%g, want %g", t, got[t], want);
+    }
     hxk_free(d);
 }
 END_TEST
@@ -271,9 +381,15 @@ int main(void)
     tcase_add_test(tc, test_dynamic_shared);
     tcase_add_test(tc, test_launch_limits);
     tcase_add_test(tc, test_gemm_conventions);
+    tcase_add_test(tc, test_shuffles);
+    tcase_add_test(tc, test_big_locals);
     if (gpus < 0) {
         tcase_add_test(tc, test_missing_barrier_shows);
-        tcase_add_test(tc, test_broken_kernels_fail);
+        tcase_add_test(tc, test_missing_barrier_either_way);
+        tcase_add_test(tc, test_divergent_barriers_fail);
+        tcase_add_test(tc, test_deadlock_fails);
+        tcase_add_test(tc, test_barrier_in_plain_launch_fails);
+        tcase_add_test(tc, test_bad_mask_fails);
     }
     suite_add_tcase(s, tc);
     return run_suite(s);

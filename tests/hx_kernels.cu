@@ -82,15 +82,62 @@ static __global__ void divergent_kernel(float *x)
     }
 }
 
-/* Lane 0 waits at __syncthreads while its warp's other lanes wait at a shuffle. */
+/* Lane 0 waits at __syncthreads while its warp's other lanes wait at a shuffle whose mask
+ * names lane 0 too: neither can complete (a hang on a GPU). */
 static __global__ void deadlock_kernel(float *x)
 {
     float v = x[threadIdx.x];
     if (threadIdx.x == 0)
         __syncthreads();
     else
-        v = __shfl_down_sync(0xfffffffeu, v, 1);
+        v = __shfl_down_sync(0xffffffffu, v, 1);
     x[threadIdx.x] = v;
+}
+
+/* out[t] = t's neighbour's id through per-lane source lanes: lane l reads lane l + 1 of its
+ * warp (a rotation), the legal use of __shfl_sync with a different srcLane per lane. */
+static __global__ void rotate_kernel(int *out)
+{
+    int lane = (int)(threadIdx.x % 32);
+    out[threadIdx.x] = __shfl_sync(0xffffffffu, (int)threadIdx.x, (lane + 1) & 31);
+}
+
+/* The low half of each warp shuffles among itself (mask 0x0000ffff, width 16) while the
+ * high half goes straight to the block barrier: legal, and must not deadlock. */
+static __global__ void half_warp_kernel(int *out)
+{
+    int v = (int)threadIdx.x;
+    if (threadIdx.x % 32 < 16) v = __shfl_down_sync(0x0000ffffu, v, 1, 16);
+    __syncthreads();
+    out[threadIdx.x] = v;
+}
+
+/* out[t] = s[t - 1] after every thread wrote s[t] = t: a read of an earlier thread's
+ * write, which needs the barrier (dropped when skip_barrier). */
+static __global__ void neighbour_kernel(int *out, int skip_barrier)
+{
+    __shared__ int s[256];
+    int t = (int)threadIdx.x;
+    s[t] = t + 1000 * (int)blockIdx.x;
+    if (!skip_barrier) __syncthreads();
+    out[blockIdx.x * blockDim.x + t] = t ? s[t - 1] : -1;
+}
+
+/* 80 KB of locals per thread (a GPU gives up to 512 KiB of local memory). */
+static __global__ void big_locals_kernel(float *out)
+{
+    volatile float a[20000];
+    for (int i = 0; i < 20000; i++) a[i] = (float)(i + (int)threadIdx.x);
+    __syncthreads();
+    float s = 0.0f;
+    for (int i = 0; i < 20000; i += 1000) s += a[i];
+    out[threadIdx.x] = s;
+}
+
+/* Every lane shuffles with a mask that leaves lane 0 out. */
+static __global__ void bad_mask_kernel(int *out)
+{
+    out[threadIdx.x] = __shfl_sync(0xfffffffeu, (int)threadIdx.x, 1);
 }
 
 // ----------------------------------------------------------------- launchers
@@ -155,7 +202,53 @@ extern "C" hoop_status hxk_gemm_rows(float *C, const float *A, const float *B, i
                                    K, &beta, C, N);
     cublasDestroy(h);
     if (s != CUBLAS_STATUS_SUCCESS)
-        return HOOP_ERROR(HOOP_ERR_CUDA, "cublasSgemm failed: %s", cublasGetStatusString(s));
+        return HOOP_ERROR(HOOP_ERR_CUDA, "cublasSgemm failed: %s", cublasGetStatusName(s));
+    return HOOP_OK;
+}
+
+/* which: 0 rotate, 1 half warp, 2 neighbour (skip_barrier = arg), 3 bad mask; on grid
+ * blocks of block threads. */
+extern "C" hoop_status hxk_shuffles(int *out, int which, unsigned grid, unsigned block, int arg)
+{
+    switch (which) {
+    case 0: HOOP_KLAUNCH_SYNC(rotate_kernel, grid, block, 0, 0, out); break;
+    case 1: HOOP_KLAUNCH_SYNC(half_warp_kernel, grid, block, 0, 0, out); break;
+    case 2: HOOP_KLAUNCH_SYNC(neighbour_kernel, grid, block, 0, 0, out, arg); break;
+    default: HOOP_KLAUNCH_SYNC(bad_mask_kernel, grid, block, 0, 0, out); break;
+    }
+    return HOOP_KCHECK("shuffle test kernel");
+}
+
+extern "C" hoop_status hxk_big_locals(float *out, unsigned block)
+{
+    HOOP_KLAUNCH_SYNC(big_locals_kernel, 1, block, 0, 0, out);
+    return HOOP_KCHECK("big_locals_kernel");
+}
+
+/* cudaDeviceSynchronize as a status (where an execution failure shows on a GPU). */
+extern "C" hoop_status hxk_sync(void)
+{
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess)
+        return HOOP_ERROR(HOOP_ERR_CUDA, "cudaDeviceSynchronize: %s", cudaGetErrorString(e));
+    return HOOP_OK;
+}
+
+extern "C" void hxk_reset(void)
+{
+    cudaDeviceReset();
+    cudaGetLastError();
+}
+
+/* cublasSetMathMode with a mode cuBLAS does not have. */
+extern "C" hoop_status hxk_bogus_math_mode(void)
+{
+    cublasHandle_t h;
+    HOOP_CUBLAS_CHECK(cublasCreate(&h));
+    cublasStatus_t s = cublasSetMathMode(h, (cublasMath_t)12345);
+    cublasDestroy(h);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return HOOP_ERROR(HOOP_ERR_CUDA, "cublasSetMathMode failed: %s", cublasGetStatusName(s));
     return HOOP_OK;
 }
 

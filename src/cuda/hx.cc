@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "cuda/hx.h"
 
@@ -31,7 +33,7 @@
 #define HX_ASAN 0
 #endif
 
-#define HX_STACK_BYTES (64 * 1024)
+#define HX_STACK_BYTES (256 * 1024) /* a fiber's stack, above one guard page */
 #define HX_MAX_THREADS 1024
 #define HX_MAX_SMEM (48 * 1024)
 
@@ -49,6 +51,7 @@ struct fiber {
     fstate state;
     int line;             /* F_BAR: the __syncthreads' source line */
     int mode, arg, width; /* F_SHFL: the shuffle */
+    unsigned mask;
     unsigned char in[8], out[8];
     size_t bytes;
 };
@@ -63,6 +66,10 @@ struct launch {
 };
 
 thread_local cudaError_t last_error = cudaSuccess;
+/* An execution failure (cudaErrorLaunchFailure) stays, as CUDA's errors from 700 up do:
+ * every later launch, copy and synchronisation returns it until cudaDeviceReset. */
+thread_local cudaError_t sticky = cudaSuccess;
+thread_local unsigned long launches; /* picks each block's sweep order */
 thread_local char detail[256];
 thread_local fiber *pool;
 thread_local unsigned char *dyn;
@@ -78,6 +85,7 @@ void fail(cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 2, 
 void fail(cudaError_t e, const char *fmt, ...)
 {
     if (running) running->failed = 1;
+    if (e == cudaErrorLaunchFailure && sticky == cudaSuccess) sticky = e;
     if (last_error != cudaSuccess) return; /* the first failure is the one reported */
     last_error = e;
     va_list ap;
@@ -162,8 +170,20 @@ int ensure_pool(unsigned n)
 {
     if (!pool) pool = (fiber *)calloc(HX_MAX_THREADS, sizeof(fiber));
     if (!pool) return 0;
-    for (unsigned i = 0; i < n; i++)
-        if (!pool[i].stack && !(pool[i].stack = (char *)malloc(HX_STACK_BYTES))) return 0;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (unsigned i = 0; i < n; i++) {
+        if (pool[i].stack) continue;
+        /* a guard page below the stack: a thread whose locals outgrow it stops at once
+         * (SIGSEGV) instead of writing over the heap */
+        void *m = mmap(NULL, HX_STACK_BYTES + page, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) return 0;
+        if (mprotect(m, page, PROT_NONE) != 0) {
+            munmap(m, HX_STACK_BYTES + page);
+            return 0;
+        }
+        pool[i].stack = (char *)m + page;
+    }
     return 1;
 }
 
@@ -193,24 +213,36 @@ int release(unsigned n, const char *k, uint3 blk)
             if (pool[i].state == F_BAR) pool[i].state = F_RUN, woke++;
         return woke;
     }
-    for (unsigned w = 0; w * 32 < n; w++) { /* warps whose live lanes all wait at a shuffle */
-        unsigned lo = w * 32, hi = lo + 32 < n ? lo + 32 : n, waiting = 0, alive = 0;
+    for (unsigned w = 0; w * 32 < n; w++) { /* warps whose named lanes all wait at a shuffle */
+        unsigned lo = w * 32, hi = lo + 32 < n ? lo + 32 : n;
         fiber *first = NULL;
         for (unsigned i = lo; i < hi; i++) {
-            if (pool[i].state == F_DONE) continue;
-            alive++;
             if (pool[i].state != F_SHFL) continue;
-            waiting++;
             if (!first) first = &pool[i];
-            if (pool[i].mode != first->mode || pool[i].arg != first->arg ||
-                pool[i].width != first->width || pool[i].bytes != first->bytes) {
+            if (!(pool[i].mask >> (i - lo) & 1u)) {
                 fail(cudaErrorLaunchFailure,
-                     "%s: block (%u, %u, %u), warp %u: lanes wait at different shuffles", k, blk.x,
-                     blk.y, blk.z, w);
+                     "%s: block (%u, %u, %u), warp %u: lane %u shuffles with a mask (0x%08x) "
+                     "that leaves it out",
+                     k, blk.x, blk.y, blk.z, w, i - lo, pool[i].mask);
+                return -1;
+            }
+            if (pool[i].mode != first->mode || pool[i].width != first->width ||
+                pool[i].bytes != first->bytes || pool[i].mask != first->mask) {
+                fail(cudaErrorLaunchFailure,
+                     "%s: block (%u, %u, %u), warp %u: lanes wait at different shuffles (mode, "
+                     "width, size or mask differ)",
+                     k, blk.x, blk.y, blk.z, w);
                 return -1;
             }
         }
-        if (alive == 0 || waiting != alive) continue;
+        if (!first) continue;
+        /* released when every lane the mask names has arrived or returned */
+        int ready = 1;
+        for (unsigned i = lo; i < hi && ready; i++)
+            if ((first->mask >> (i - lo) & 1u) && pool[i].state != F_SHFL &&
+                pool[i].state != F_DONE)
+                ready = 0;
+        if (!ready) continue;
         for (unsigned i = lo; i < hi; i++) {
             fiber *f = &pool[i];
             if (f->state != F_SHFL) continue;
@@ -223,8 +255,10 @@ int release(unsigned n, const char *k, uint3 blk)
             case HOOP__HX_SHFL_UP: src = lane - f->arg >= seg ? lane - f->arg : lane; break;
             default: src = (lane ^ f->arg) < seg + width ? lane ^ f->arg : lane; break;
             }
+            /* a source outside the warp, outside the mask or returned: undefined in CUDA,
+             * the lane's own value here */
             const fiber *from = lo + (unsigned)src < hi ? &pool[lo + (unsigned)src] : f;
-            if (from->state != F_SHFL) from = f; /* a lane that returned: own value */
+            if (from->state != F_SHFL || !(f->mask >> src & 1u)) from = f;
             memcpy(f->out, from->in, f->bytes);
         }
         for (unsigned i = lo; i < hi; i++)
@@ -253,9 +287,15 @@ void run_block_sync(launch *L, dim3 g, dim3 b, uint3 blk)
         view_of(&pool[i].view, g, b, blk, i);
         init_fiber(&pool[i]);
     }
+    /* Blocks alternate the sweep's direction (so in any grid of two blocks or more a
+     * thread reads, without a barrier, what a later thread writes and what an earlier one
+     * does): forward when the launch's number plus the block's is even. */
+    unsigned long lin = blk.x + (unsigned long)g.x * (blk.y + (unsigned long)g.y * blk.z);
+    int down = (int)((launches + lin) & 1u);
     for (;;) {
         int ran = 0, live = 0;
-        for (unsigned i = 0; i < n; i++) {
+        for (unsigned j = 0; j < n; j++) {
+            unsigned i = down ? n - 1 - j : j;
             if (pool[i].state == F_RUN) {
                 enter(&pool[i]);
                 ran = 1;
@@ -284,6 +324,13 @@ void hoop__hx_launch(const char *kernel, dim3 g, dim3 b, size_t smem, cudaStream
     if (running) {
         fail(cudaErrorLaunchFailure, "%s: launched from inside kernel %s (not supported)", kernel,
              running->kernel);
+        return;
+    }
+    if (sticky != cudaSuccess) {
+        fail(sticky,
+             "%s: not run: an earlier kernel failed (an execution failure stays until "
+             "cudaDeviceReset, as on a GPU)",
+             kernel);
         return;
     }
     if (!check_config(kernel, g, b, smem)) return;
@@ -324,6 +371,7 @@ void hoop__hx_launch(const char *kernel, dim3 g, dim3 b, size_t smem, cudaStream
             }
     hoop__hx_cur = saved;
     running = NULL;
+    launches++;
 }
 
 void hoop__hx_syncthreads(int line)
@@ -348,7 +396,6 @@ void hoop__hx_syncthreads(int line)
 void hoop__hx_shfl(int mode, unsigned mask, const void *v, void *out, size_t bytes, int arg,
                    int width)
 {
-    (void)mask;
     launch *L = running;
     memcpy(out, v, bytes);
     if (!L || !L->sync) {
@@ -369,6 +416,7 @@ void hoop__hx_shfl(int mode, unsigned mask, const void *v, void *out, size_t byt
     f->arg = arg;
     f->width = width;
     f->bytes = bytes;
+    f->mask = mask;
     memcpy(f->in, v, bytes);
     leave(f, 0);
     memcpy(out, f->out, bytes);
@@ -386,7 +434,7 @@ const char *hoop__hx_detail(void)
 
 cudaError_t cudaGetLastError(void)
 {
-    cudaError_t e = last_error;
+    cudaError_t e = last_error != cudaSuccess ? last_error : sticky;
     last_error = cudaSuccess;
     if (e == cudaSuccess) detail[0] = '\0';
     return e;
@@ -394,7 +442,14 @@ cudaError_t cudaGetLastError(void)
 
 cudaError_t cudaPeekAtLastError(void)
 {
-    return last_error;
+    return last_error != cudaSuccess ? last_error : sticky;
+}
+
+cudaError_t cudaDeviceReset(void)
+{
+    sticky = last_error = cudaSuccess;
+    detail[0] = '\0';
+    return cudaSuccess;
 }
 
 const char *cudaGetErrorString(cudaError_t e)
@@ -429,6 +484,7 @@ cudaError_t cudaFree(void *p)
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
 {
     (void)kind;
+    if (sticky != cudaSuccess) return sticky;
     if (bytes && (!dst || !src)) {
         fail(cudaErrorInvalidValue, "cudaMemcpy: NULL pointer");
         return cudaErrorInvalidValue;
@@ -460,13 +516,14 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s)
     return cudaMemset(p, value, bytes);
 }
 
+/* Work ran when it was issued; what a synchronisation reports is an execution failure. */
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     (void)s;
-    return cudaSuccess;
+    return sticky;
 }
 
 cudaError_t cudaDeviceSynchronize(void)
 {
-    return cudaSuccess;
+    return sticky;
 }

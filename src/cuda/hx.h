@@ -12,16 +12,22 @@
  *     blockIdx order (x fastest), and returns when all have finished.
  *   - A plain launch (HOOP_KLAUNCH) runs a block's threads one after another, each to
  *     its end: for kernels without barriers. A synchronising launch (HOOP_KLAUNCH_SYNC)
- *     runs each thread as a fiber (ucontext) that runs until it reaches a barrier or
- *     returns; the lowest thread runs first and each goes as far as it can, so a
- *     missing barrier shows as a read of shared memory the later threads have not
- *     written yet, which is a wrong result the test sees.
+ *     runs each thread as a fiber (ucontext, a 256 KiB stack above a guard page: locals
+ *     beyond it stop the program with SIGSEGV) that runs until it reaches a barrier or
+ *     returns. Each thread in turn goes as far as it can, in increasing thread order in
+ *     one block and decreasing in the next (forward when the launch's number plus the
+ *     block's linear index is even), so in a grid of two blocks or more a missing
+ *     barrier shows as a read of shared memory that another thread has not written
+ *     yet, whichever way the dependency runs: a wrong result the test sees.
  *   - __syncthreads() releases when every thread of the block that has not returned has
  *     reached it; threads waiting at different __syncthreads (different source lines)
  *     fail the launch (CUDA leaves that undefined). A warp shuffle (__shfl_*_sync) is a
- *     barrier of the threads of one warp (32 consecutive linear thread ids) that have
- *     not returned; the lanes exchange their values there. A block whose threads can
- *     neither run nor be released fails the launch as a deadlock.
+ *     barrier of the lanes its mask names (lanes of a warp: 32 consecutive linear thread
+ *     ids) that have not returned; each lane may name its own source lane or delta, and
+ *     reads its own value where that lane is outside its segment, its mask or has
+ *     returned (undefined in CUDA). Lanes that wait at shuffles of different modes,
+ *     widths or masks, or a lane its own mask leaves out, fail the launch; so does a
+ *     block whose threads can neither run nor be released (a deadlock).
  *   - __shared__ variables: one copy per block (a static thread-local: blocks run one
  *     at a time), zero in the first block an OS thread runs and then as the previous
  *     block left them (CUDA leaves them undefined: a kernel must write before it reads).
@@ -30,15 +36,19 @@
  *   - CUDA's launch limits (threads per block <= 1024 and per dimension 1024, 1024, 64;
  *     grid x < 2^31, y and z <= 65535; dynamic shared memory <= 48 KiB) and its error
  *     codes and strings, through cudaGetLastError(); hoop__hx_detail() says what in
- *     particular failed, for messages.
+ *     particular failed, for messages. A configuration error is reported once; an
+ *     execution failure (cudaErrorLaunchFailure: the barrier and shuffle faults above)
+ *     stays, as CUDA's do: every later launch, copy and synchronisation returns it until
+ *     cudaDeviceReset().
  *   - Device memory is host memory: cudaMalloc is malloc (filled with 0xff bytes), so
  *     ASan sees every access outside an allocation; copies are memcpy.
  * What it does not model: warps in lockstep and their timing; memory ordering between
  * threads, blocks and streams (here everything is sequentially consistent, so a missing
  * __threadfence or a race between blocks passes); blocks that run at the same time (a
  * kernel that waits for another block deadlocks on a GPU, not here); streams (work runs
- * when it is issued); atomics' contention. compute-sanitizer on the GPU run covers
- * those (tests/gpu/run.sh).
+ * when it is issued); atomics' contention; the static __shared__ bytes in the 48 KiB
+ * limit; a missing barrier in a one-block launch where every read is of an earlier
+ * thread's write. compute-sanitizer on the GPU run covers those (tests/gpu/run.sh).
  *
  * Owns: per OS thread, the fibers' stacks (kept for the next launch) and the last
  * error. Thread-safety: launches on different threads are independent.
@@ -111,10 +121,10 @@ void hoop__hx_syncthreads(int line);
 #define __syncthreads() hoop__hx_syncthreads(__LINE__)
 
 enum { HOOP__HX_SHFL_IDX, HOOP__HX_SHFL_DOWN, HOOP__HX_SHFL_UP, HOOP__HX_SHFL_XOR };
-/* The warp barrier behind every shuffle: publishes *v (bytes <= 8), waits for the
- * warp's other lanes (which must be at a shuffle of the same mode, arg and width), and
- * copies the value of the lane that mode and arg name into *out (its own value where
- * that lane is outside the width segment or has returned). mask is not checked. */
+/* The warp barrier behind every shuffle: publishes *v (bytes <= 8), waits for the lanes
+ * mask names (at a shuffle of the same mode, width and mask), and copies the value of
+ * the lane that mode and arg name into *out (its own value where that lane is outside
+ * the width segment or the mask, or has returned); the top of this file says what fails. */
 void hoop__hx_shfl(int mode, unsigned mask, const void *v, void *out, size_t bytes, int arg,
                    int width);
 template <class T> static inline T hoop__hx_shfl_t(int mode, unsigned mask, T v, int arg, int w)
@@ -162,11 +172,11 @@ template <class T> static inline T atomicCAS(T *p, T cmp, T v)
     if (old == cmp) *p = v;
     return old;
 }
-template <class T> static inline T min(T a, T b)
+template <class A, class B> static inline auto min(A a, B b) -> decltype(a + b)
 {
     return b < a ? b : a;
 }
-template <class T> static inline T max(T a, T b)
+template <class A, class B> static inline auto max(A a, B b) -> decltype(a + b)
 {
     return a < b ? b : a;
 }
@@ -219,5 +229,6 @@ cudaError_t cudaMemset(void *p, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s = 0);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaDeviceReset(void); /* clears an execution failure (and nothing else here) */
 
 #endif /* HOOP_CUDA_HX_H */

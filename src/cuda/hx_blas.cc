@@ -39,6 +39,8 @@ cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode)
 {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    unsigned base = (unsigned)mode & ~(unsigned)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+    if (base > CUBLAS_TF32_TENSOR_OP_MATH) return CUBLAS_STATUS_INVALID_VALUE;
     h->mode = mode;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -51,7 +53,7 @@ cublasStatus_t cublasGetMathMode(cublasHandle_t h, cublasMath_t *mode)
     return CUBLAS_STATUS_SUCCESS;
 }
 
-const char *cublasGetStatusString(cublasStatus_t st)
+const char *cublasGetStatusName(cublasStatus_t st)
 {
     switch (st) {
     case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";

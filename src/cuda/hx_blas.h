@@ -28,17 +28,22 @@ enum cublasStatus_t {
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
 enum cublasMath_t {
     CUBLAS_DEFAULT_MATH = 0,
+    CUBLAS_TENSOR_OP_MATH = 1,
     CUBLAS_PEDANTIC_MATH = 2,
     CUBLAS_TF32_TENSOR_OP_MATH = 3,
+    CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16,
 };
 typedef struct hoop__hx_blas *cublasHandle_t;
 
 cublasStatus_t cublasCreate(cublasHandle_t *h);
 cublasStatus_t cublasDestroy(cublasHandle_t h);
 cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s);
+/* Accepts cuBLAS's modes (default, tensor op, pedantic, TF32), optionally with the
+ * disallow-reduced-precision flag; anything else is CUBLAS_STATUS_INVALID_VALUE. */
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode);
 cublasStatus_t cublasGetMathMode(cublasHandle_t h, cublasMath_t *mode);
-const char *cublasGetStatusString(cublasStatus_t st);
+/* The status's name, "CUBLAS_STATUS_INVALID_VALUE" (cuBLAS's cublasGetStatusName). */
+const char *cublasGetStatusName(cublasStatus_t st);
 /* C(m, n) = alpha op(A) op(B) + beta C, column-major; op(A) is m x k, op(B) k x n. */
 cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                            int n, int k, const float *alpha, const float *A, int lda,
