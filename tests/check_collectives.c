@@ -554,6 +554,48 @@ START_TEST(test_dead_peer)
 }
 END_TEST
 
+/* A predecessor that dies just after finishing a call this rank still runs does not take
+ * that call down here: rank 1 has sent its part and is held (its engine lock taken by
+ * this test) while rank 0 completes the call and vanishes; released, rank 1 completes
+ * the call from what its links hold, and its next call fails with HOOP_ERR_REMOTE naming
+ * rank 0 within 2 s. (Before, the control link's EOF failed the finished call too.) */
+static void lost_after_call(h_rank *h)
+{
+    int32_t a = h->rank + 1, b = 7;
+    hoop_request *req = NULL;
+    if (h->rank == 1) {
+        if (hoop_allreduce(h->comm, &a, &a, 1, HOOP_DTYPE_I32, HOOP_OP_SUM, &req) != HOOP_OK)
+            h_fail(h, "enqueue: %s", hoop_last_error());
+        usleep(50 * 1000); /* its vote and data leave */
+        pthread_mutex_lock(&h->comm->engine);
+    }
+    pthread_barrier_wait(h->bar);
+    if (h->rank == 0) {
+        if (hoop_allreduce(h->comm, &a, &a, 1, HOOP_DTYPE_I32, HOOP_OP_SUM, NULL) != HOOP_OK ||
+            a != 3)
+            h_fail(h, "the call: %s (sum %d)", hoop_last_error(), a);
+        hoop__comm_kill(h->comm);
+    }
+    pthread_barrier_wait(h->bar);
+    if (h->rank != 1) return;
+    usleep(50 * 1000); /* the EOF is there before rank 1 reads on */
+    pthread_mutex_unlock(&h->comm->engine);
+    if (!req || hoop_wait(req, -1) != HOOP_OK || a != 3)
+        h_fail(h, "the call rank 0 finished: %s (sum %d)", hoop_last_error(), a);
+    int64_t t0 = hoop__now_ns();
+    hoop_status st = hoop_allreduce(h->comm, &b, &b, 1, HOOP_DTYPE_I32, HOOP_OP_SUM, NULL);
+    double s = (double)(hoop__now_ns() - t0) / 1e9;
+    if (st != HOOP_ERR_REMOTE || !strstr(hoop_last_error(), "rank 0") || s > 2.0)
+        h_fail(h, "the next call gave %s after %.2f s: %s", hoop_status_name(st), s,
+               hoop_last_error());
+}
+
+START_TEST(test_lost_after_call)
+{
+    run_ranks_ms(2, 20000, lost_after_call, NULL);
+}
+END_TEST
+
 /* hoop_wait honours its own deadline and leaves the request usable. */
 static void wait_deadline(h_rank *h)
 {
@@ -1068,6 +1110,7 @@ static Suite *suite(void)
     tcase_add_test(errors, test_algo_mismatch);
     tcase_add_loop_test(errors, test_dead_peer, 0, 2);
     tcase_add_test(errors, test_wait_deadline);
+    tcase_add_test(errors, test_lost_after_call);
     tcase_add_test(errors, test_bad_args);
     tcase_add_test(errors, test_bad_config);
     tcase_add_test(errors, test_destroy_message);

@@ -120,7 +120,13 @@ struct hoop_comm {
     hoop__hdr ctl_in, abort_rec[3];
     void *ctl_req;
     int abort_tail, prev_bye, ctl_eof;
-    int deferred;       /* abort_rec holds a later call's failure, parked until cur ends */
+    int deferred; /* abort_rec holds a later call's failure, parked until cur ends */
+    /* The predecessor's control link hit EOF while cur was running: cur may still finish
+     * from what its links hold (the predecessor may have died just after finishing it);
+     * the comm fails when cur ends or at prev_lost_deadline, whichever comes first. */
+    int prev_lost;
+    int64_t prev_lost_deadline;
+    char prev_lost_msg[300];
     int64_t ctl_due_ns; /* when a pass next reads the control link */
     hoop_status fail_st;
     char fail_msg[512];

@@ -291,9 +291,18 @@ static void ctl_progress(hoop_comm *comm, int *progressed)
             *progressed = 1;
             snprintf(msg, sizeof(msg), "rank %d closed its link without notice (%s)", comm->prev,
                      hoop_last_error());
-            /* After an ABORT (parked or not) the sender closes: that EOF is expected. */
-            if (!comm->prev_bye && !comm->deferred)
+            /* After an ABORT (parked or not) the sender closes: that EOF is expected. A
+             * predecessor that dies just after finishing the call this rank still runs
+             * leaves all this rank needs of that call on its links: let the call finish
+             * (or fail on a data link) for FAIL_GRACE_MS, then fail (prev_lost_check). */
+            if (!comm->prev_bye && !comm->deferred && comm->cur &&
+                atomic_load(&comm->state) == HOOP__CS_RUNNING) {
+                comm->prev_lost = 1;
+                comm->prev_lost_deadline = hoop__deadline_ns(FAIL_GRACE_MS);
+                snprintf(comm->prev_lost_msg, sizeof(comm->prev_lost_msg), "%s", msg);
+            } else if (!comm->prev_bye && !comm->deferred) {
                 fail_local(comm, HOOP_ERR_REMOTE, comm->prev, NULL, NULL, msg, 1);
+            }
             if (atomic_load(&comm->state) == HOOP__CS_FAILING) fail_finalize(comm);
             return;
         }
@@ -564,6 +573,7 @@ static void wait_events(hoop_comm *comm)
     if (comm->cur) until = comm->cur_deadline;
     if (atomic_load(&comm->state) == HOOP__CS_FAILING && comm->failing_deadline < until)
         until = comm->failing_deadline;
+    if (comm->prev_lost && comm->prev_lost_deadline < until) until = comm->prev_lost_deadline;
     int ms = hoop__ms_left(until);
     if (ms > 1000) ms = 1000;
     /* A driving caller hands over through wake_fd only when its call is still running;
@@ -611,6 +621,17 @@ static void handle_abort(hoop_comm *comm, int how)
     fail_local(comm, HOOP_ERR_REMOTE, comm->rank, comm->cur ? &comm->cur->hdr : NULL, NULL, msg, 1);
 }
 
+/* The predecessor's link closed during a call (ctl_progress): once that call has ended,
+ * or its grace has run out, the comm fails as it would have at once. */
+static void prev_lost_check(hoop_comm *comm)
+{
+    if (!comm->prev_lost || atomic_load(&comm->state) != HOOP__CS_RUNNING) return;
+    if (comm->cur && hoop__now_ns() < comm->prev_lost_deadline) return;
+    comm->prev_lost = 0;
+    fail_local(comm, HOOP_ERR_REMOTE, comm->prev, comm->cur ? &comm->cur->hdr : NULL, NULL,
+               comm->prev_lost_msg, 1);
+}
+
 int hoop__progress_pass(hoop_comm *comm)
 {
     int progressed = 0, how = atomic_exchange(&comm->abort_req, 0);
@@ -626,6 +647,7 @@ int hoop__progress_pass(hoop_comm *comm)
     state = atomic_load(&comm->state);
     if (state == HOOP__CS_FAILING && hoop__now_ns() >= comm->failing_deadline) fail_finalize(comm);
     if (state == HOOP__CS_RUNNING) op_progress(comm, &progressed);
+    prev_lost_check(comm);
     if (atomic_load(&comm->state) == HOOP__CS_FAILED)
         ops_fail_all(comm, comm->fail_st, comm->fail_msg);
     return progressed;
