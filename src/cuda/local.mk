@@ -18,11 +18,29 @@ TESTS += tests/check_cuda
 # The host execution layer (issue 12): kernel sources compiled a second time, by the host's
 # C++ compiler, run their kernels on the CPU in make check (the build machines have no GPU).
 noinst_HEADERS += %reldir%/hx.h %reldir%/hx_blas.h %reldir%/kern_rt.h %reldir%/kern_blas.h
+# libhoophx: the layer; libhoopcudahx: the CUDA backend (src/cuda/ctx.cu, kern_cuda.cu,
+# ops/*.cu) built on it, for the tests that run the CUDA table on the host.
+noinst_LTLIBRARIES += libhoophx.la libhoopcudahx.la
+libhoophx_la_SOURCES = %reldir%/hx.cc %reldir%/hx_blas.cc
+libhoophx_la_CPPFLAGS = $(AM_CPPFLAGS)
+libhoopcudahx_la_SOURCES = %reldir%/hx_backend.cc
+libhoopcudahx_la_LIBADD = libhoophx.la
+CUDA_BACKEND_FILES = %reldir%/ctx.cu %reldir%/kern_cuda.cu %reldir%/ops/bias.cu \
+	%reldir%/ops/elementwise.cu %reldir%/ops/gemm.cu
+noinst_HEADERS += %reldir%/ctx.h %reldir%/ops/ops.h
+EXTRA_DIST += $(CUDA_BACKEND_FILES)
+%reldir%/hx_backend.lo: $(CUDA_BACKEND_FILES)
 check_PROGRAMS += tests/check_hx
-tests_check_hx_SOURCES = tests/check_hx.c tests/hx_kernels_host.cc %reldir%/hx.cc %reldir%/hx_blas.cc
+tests_check_hx_SOURCES = tests/check_hx.c tests/hx_kernels_host.cc
 tests_check_hx_CFLAGS = $(TEST_CFLAGS)
-tests_check_hx_LDADD = $(TEST_LDADD)
+tests_check_hx_LDADD = libhoophx.la $(TEST_LDADD)
 TESTS += tests/check_hx
+check_PROGRAMS += tests/check_kern_cuda
+tests_check_kern_cuda_SOURCES = tests/check_kern_cuda.c
+nodist_EXTRA_tests_check_kern_cuda_SOURCES = dummy.cc # links with the C++ driver
+tests_check_kern_cuda_CFLAGS = $(TEST_CFLAGS)
+tests_check_kern_cuda_LDADD = libhoopcudahx.la $(TEST_LDADD)
+TESTS += tests/check_kern_cuda
 EXTRA_DIST += tests/hx_kernels.cu
 if HAVE_CUDA
 # The same test with the kernels built by nvcc: skips (77) without a GPU; tests/gpu/run.sh

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * src/cuda/ops/ops.h -- the CUDA backend's launchers, one per entry of the kernel table
+ * (src/autograd/kern.h says what each computes; the CPU table, kern_cpu.c, is every
+ * launcher's reference). Each takes the table's arguments, checks what it needs, launches
+ * on the context's stream (src/cuda/ctx.h) and returns HOOP_ERR_CUDA naming the kernel
+ * when the launch fails. One file per op under src/cuda/ops/, each compiled by nvcc and,
+ * for make check, by the host's C++ compiler under the host execution layer (hx.h).
+ * Entries without a kernel yet return HOOP_ERR_UNSUPPORTED naming the entry.
+ */
+#ifndef HOOP_CUDA_OPS_OPS_H
+#define HOOP_CUDA_OPS_OPS_H
+
+#include "cuda/ctx.h"
+
+extern "C" {
+#include "autograd/kern.h"
+}
+
+/* A grid of ceil(n / block) blocks, capped at CUDA's 2^31 - 1 (kernels loop beyond it). */
+static inline unsigned hoop__cuda_grid(size_t n, unsigned block)
+{
+    size_t g = (n + block - 1) / block;
+    return g > 0x7fffffffu ? 0x7fffffffu : (unsigned)(g ? g : 1);
+}
+
+extern "C" {
+// elementwise.cu
+hoop_status hoop__cuda_fill(float *dst, size_t count, float value);
+hoop_status hoop__cuda_axpy_or_copy(float *dst, const float *src, size_t count, int acc);
+hoop_status hoop__cuda_add(float *y, const float *a, const float *b, size_t count);
+hoop_status hoop__cuda_scale(float *g, size_t count, float coef);
+hoop_status hoop__cuda_reduce_bwd(float *dx, const float *dy, float scale, size_t count, int acc);
+hoop_status hoop__cuda_dropout_bwd(float *dx, const float *dy, const float *mask, size_t count,
+                                   int acc);
+// bias.cu
+hoop_status hoop__cuda_bias_fill(float *y, const float *bias, size_t N, size_t C, size_t inner);
+hoop_status hoop__cuda_bias_add(float *y, const float *x, const float *bias, size_t N, size_t C,
+                                size_t inner);
+// gemm.cu
+hoop_status hoop__cuda_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                            const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                            int ldc);
+}
+
+#endif /* HOOP_CUDA_OPS_OPS_H */

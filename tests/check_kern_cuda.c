@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tests/check_kern_cuda.c -- the CUDA kernel table (src/cuda/kern_cuda.cu) against the CPU
+ * table, entry by entry, on random shapes: sizes around the block size, size 1, several
+ * blocks with a short last one; written and accumulated. In make check the CUDA table is
+ * the host execution layer's build of it (src/cuda/hx_backend.cc), so the kernels' own
+ * code runs here. Tolerances: element-wise entries within a few ulps of the CPU's (the
+ * same arithmetic in another order at most); GEMM within K ulps of the magnitudes' sum,
+ * the bound of any summation order.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/kern.h"
+#include "cuda/ctx.h"
+#include "run_suite.h"
+
+extern const struct hoop__kern hoop__kern_cuda;
+static const struct hoop__kern *cpu = &hoop__kern_cpu, *gpu = &hoop__kern_cuda;
+
+static const size_t sizes[] = {1, 2, 255, 256, 257, 1000, 4099};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+static float val(size_t i, unsigned seed)
+{
+    uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)seed * 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 31;
+    return (float)(x % 20000) / 5000.0f - 2.0f;
+}
+
+static float *host_vec(size_t n, unsigned seed)
+{
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) p[i] = val(i, seed);
+    return p;
+}
+
+static float *dev_copy(const float *h, size_t n)
+{
+    void *d = NULL;
+    ck_assert_int_eq(hoop__cuda_malloc(&d, n * sizeof(float)), HOOP_OK);
+    ck_assert_int_eq(hoop__cuda_copy(d, h, n * sizeof(float), 1), HOOP_OK);
+    return d;
+}
+
+/* dev's n floats equal ref's within ulps units in the last place (relative), or abs. */
+static void expect_close(const char *what, const float *ref, const float *dev, size_t n, double rel,
+                         double abs_tol)
+{
+    float *got = malloc((n ? n : 1) * sizeof(float));
+    ck_assert_int_eq(hoop__cuda_sync(), HOOP_OK);
+    ck_assert_int_eq(hoop__cuda_copy(got, dev, n * sizeof(float), 0), HOOP_OK);
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)ref[i]);
+        ck_assert_msg(d <= abs_tol + rel * fabs((double)ref[i]), "%s: [%zu] cuda %.9g, cpu %.9g",
+                      what, i, got[i], ref[i]);
+    }
+    free(got);
+}
+
+START_TEST(test_table_complete)
+{
+    ck_assert_int_eq(hoop__kern_validate(gpu, "the cuda kernel table"), HOOP_OK);
+    ck_assert_str_eq(gpu->name, "cuda");
+    float x = 0.0f;
+    ck_assert_int_eq(gpu->softmax_fwd(&x, &x, 1, 1), HOOP_ERR_UNSUPPORTED);
+    assert_error_has("softmax_fwd", "no");
+}
+END_TEST
+
+START_TEST(test_elementwise)
+{
+    for (size_t k = 0; k < NSIZES; k++)
+        for (int acc = 0; acc < 2; acc++) {
+            size_t n = sizes[k];
+            float *a = host_vec(n, 1), *b = host_vec(n, 2), *y = host_vec(n, 3);
+            float *da = dev_copy(a, n), *db = dev_copy(b, n), *dy = dev_copy(y, n);
+            char what[64];
+            snprintf(what, sizeof(what), "axpy_or_copy n=%zu acc=%d", n, acc);
+            ck_assert_int_eq(cpu->axpy_or_copy(y, a, n, acc), HOOP_OK);
+            ck_assert_int_eq(gpu->axpy_or_copy(dy, da, n, acc), HOOP_OK);
+            expect_close(what, y, dy, n, 0, 0);
+            snprintf(what, sizeof(what), "add n=%zu", n);
+            ck_assert_int_eq(cpu->add(y, a, b, n), HOOP_OK);
+            ck_assert_int_eq(gpu->add(dy, da, db, n), HOOP_OK);
+            expect_close(what, y, dy, n, 0, 0);
+            snprintf(what, sizeof(what), "scale n=%zu", n);
+            ck_assert_int_eq(cpu->scale(y, n, -0.37f), HOOP_OK);
+            ck_assert_int_eq(gpu->scale(dy, n, -0.37f), HOOP_OK);
+            expect_close(what, y, dy, n, 0, 0);
+            snprintf(what, sizeof(what), "fill n=%zu", n);
+            ck_assert_int_eq(cpu->fill(y, n, 1.5f), HOOP_OK);
+            ck_assert_int_eq(gpu->fill(dy, n, 1.5f), HOOP_OK);
+            expect_close(what, y, dy, n, 0, 0);
+            /* backward of mean (dy[0] * 1/n) and of dropout (dy * mask) */
+            snprintf(what, sizeof(what), "reduce_bwd n=%zu acc=%d", n, acc);
+            ck_assert_int_eq(cpu->reduce_bwd(y, b, 1.0f / (float)n, n, acc), HOOP_OK);
+            ck_assert_int_eq(gpu->reduce_bwd(dy, db, 1.0f / (float)n, n, acc), HOOP_OK);
+            expect_close(what, y, dy, n, 0, 0);
+            snprintf(what, sizeof(what), "dropout_bwd n=%zu acc=%d", n, acc);
+            ck_assert_int_eq(cpu->dropout_bwd(y, a, b, n, acc), HOOP_OK);
+            ck_assert_int_eq(gpu->dropout_bwd(dy, da, db, n, acc), HOOP_OK);
+            expect_close(what, y, dy, n, 0, 0);
+            hoop__cuda_free(da);
+            hoop__cuda_free(db);
+            hoop__cuda_free(dy);
+            free(a);
+            free(b);
+            free(y);
+        }
+}
+END_TEST
+
+START_TEST(test_bias)
+{
+    const size_t shapes[][3] = {{1, 1, 1}, {3, 10, 1}, {7, 257, 1}, {2, 3, 25}, {5, 16, 169}};
+    for (size_t s = 0; s < 5; s++)
+        for (int with = 0; with < 2; with++) {
+            size_t N = shapes[s][0], C = shapes[s][1], in = shapes[s][2], n = N * C * in;
+            float *x = host_vec(n, 4), *bias = host_vec(C, 5), *y = host_vec(n, 6);
+            float *dx = dev_copy(x, n), *dbias = dev_copy(bias, C), *dy = dev_copy(y, n);
+            char what[64];
+            snprintf(what, sizeof(what), "bias_fill %zux%zux%zu bias=%d", N, C, in, with);
+            ck_assert_int_eq(cpu->bias_fill(y, with ? bias : NULL, N, C, in), HOOP_OK);
+            ck_assert_int_eq(gpu->bias_fill(dy, with ? dbias : NULL, N, C, in), HOOP_OK);
+            expect_close(what, y, dy, n, 0, 0);
+            snprintf(what, sizeof(what), "bias_add %zux%zux%zu", N, C, in);
+            ck_assert_int_eq(cpu->bias_add(y, x, bias, N, C, in), HOOP_OK);
+            ck_assert_int_eq(gpu->bias_add(dy, dx, dbias, N, C, in), HOOP_OK);
+            expect_close(what, y, dy, n, 0, 0);
+            hoop__cuda_free(dx);
+            hoop__cuda_free(dbias);
+            hoop__cuda_free(dy);
+            free(x);
+            free(bias);
+            free(y);
+        }
+}
+END_TEST
+
+/* Every transpose pair, alpha and beta, and leading dimensions wider than the rows. */
+START_TEST(test_gemm)
+{
+    const int shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 2, 33}, {64, 10, 128}, {5, 1, 300}};
+    for (size_t s = 0; s < 5; s++)
+        for (int t = 0; t < 4; t++)
+            for (int pad = 0; pad < 2; pad++) {
+                int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = t & 1, tb = t >> 1;
+                int lda = (ta ? M : K) + 3 * pad, ldb = (tb ? K : N) + 2 * pad, ldc = N + pad;
+                size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb;
+                size_t nc = (size_t)M * ldc;
+                float *a = host_vec(na, 7), *b = host_vec(nb, 8), *c = host_vec(nc, 9);
+                float *da = dev_copy(a, na), *db = dev_copy(b, nb), *dc = dev_copy(c, nc);
+                float beta = pad ? 0.5f : 0.0f;
+                ck_assert_int_eq(cpu->gemm(ta, tb, M, N, K, 1.25f, a, lda, b, ldb, beta, c, ldc),
+                                 HOOP_OK);
+                ck_assert_int_eq(gpu->gemm(ta, tb, M, N, K, 1.25f, da, lda, db, ldb, beta, dc, ldc),
+                                 HOOP_OK);
+                char what[80];
+                snprintf(what, sizeof(what), "gemm %dx%dx%d ta=%d tb=%d pad=%d", M, N, K, ta, tb,
+                         pad);
+                /* 2 = |val| bound: each product <= 4 x 1.25, K of them, plus beta |c| */
+                expect_close(what, c, dc, nc, 0, 1e-6 * K * 5.0 * 4.0 + 1e-6);
+                hoop__cuda_free(da);
+                hoop__cuda_free(db);
+                hoop__cuda_free(dc);
+                free(a);
+                free(b);
+                free(c);
+            }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("kern_cuda");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_table_complete);
+    tcase_add_test(tc, test_elementwise);
+    tcase_add_test(tc, test_bias);
+    tcase_add_test(tc, test_gemm);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
