@@ -14,52 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/kern.h"
-#include "cuda/ctx.h"
+#include "kern_cuda_harness.h"
 #include "run_suite.h"
-
-extern const struct hoop__kern hoop__kern_cuda;
-static const struct hoop__kern *cpu = &hoop__kern_cpu, *gpu = &hoop__kern_cuda;
-
-static const size_t sizes[] = {1, 2, 255, 256, 257, 1000, 4099};
-#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
-
-static float val(size_t i, unsigned seed)
-{
-    uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)seed * 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 31;
-    return (float)(x % 20000) / 5000.0f - 2.0f;
-}
-
-static float *host_vec(size_t n, unsigned seed)
-{
-    float *p = malloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; i < n; i++) p[i] = val(i, seed);
-    return p;
-}
-
-static float *dev_copy(const float *h, size_t n)
-{
-    void *d = NULL;
-    ck_assert_int_eq(hoop__cuda_malloc(&d, n * sizeof(float)), HOOP_OK);
-    ck_assert_int_eq(hoop__cuda_copy(d, h, n * sizeof(float), 1), HOOP_OK);
-    return d;
-}
-
-/* dev's n floats equal ref's within ulps units in the last place (relative), or abs. */
-static void expect_close(const char *what, const float *ref, const float *dev, size_t n, double rel,
-                         double abs_tol)
-{
-    float *got = malloc((n ? n : 1) * sizeof(float));
-    ck_assert_int_eq(hoop__cuda_sync(), HOOP_OK);
-    ck_assert_int_eq(hoop__cuda_copy(got, dev, n * sizeof(float), 0), HOOP_OK);
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - (double)ref[i]);
-        ck_assert_msg(d <= abs_tol + rel * fabs((double)ref[i]), "%s: [%zu] cuda %.9g, cpu %.9g",
-                      what, i, got[i], ref[i]);
-    }
-    free(got);
-}
 
 START_TEST(test_table_complete)
 {

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tests/kern_cuda_harness.h -- what the tests of the CUDA kernel table share: the two
+ * tables, deterministic test values, device copies and the comparison with the CPU
+ * table's result (see tests/check_kern_cuda.c for the tolerances' reasoning).
+ */
+#ifndef HOOP_TESTS_KERN_CUDA_HARNESS_H
+#define HOOP_TESTS_KERN_CUDA_HARNESS_H
+
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "autograd/kern.h"
+#include "cuda/ctx.h"
+
+extern const struct hoop__kern hoop__kern_cuda;
+static const struct hoop__kern *const cpu __attribute__((unused)) = &hoop__kern_cpu;
+static const struct hoop__kern *const gpu __attribute__((unused)) = &hoop__kern_cuda;
+
+/* sizes around the block size, 1, and several blocks with a short last one */
+static const size_t sizes[] __attribute__((unused)) = {1, 2, 255, 256, 257, 1000, 4099};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+static inline float val(size_t i, unsigned seed)
+{
+    uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)seed * 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 31;
+    return (float)(x % 20000) / 5000.0f - 2.0f;
+}
+
+static inline float *host_vec(size_t n, unsigned seed)
+{
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) p[i] = val(i, seed);
+    return p;
+}
+
+static inline float *dev_copy(const float *h, size_t n)
+{
+    void *d = NULL;
+    ck_assert_int_eq(hoop__cuda_malloc(&d, n * sizeof(float)), HOOP_OK);
+    ck_assert_int_eq(hoop__cuda_copy(d, h, n * sizeof(float), 1), HOOP_OK);
+    return d;
+}
+
+/* dev's n floats equal ref's within ulps units in the last place (relative), or abs. */
+static inline void expect_close(const char *what, const float *ref, const float *dev, size_t n, double rel,
+                         double abs_tol)
+{
+    float *got = malloc((n ? n : 1) * sizeof(float));
+    ck_assert_int_eq(hoop__cuda_sync(), HOOP_OK);
+    ck_assert_int_eq(hoop__cuda_copy(got, dev, n * sizeof(float), 0), HOOP_OK);
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)ref[i]);
+        ck_assert_msg(d <= abs_tol + rel * fabs((double)ref[i]), "%s: [%zu] cuda %.9g, cpu %.9g",
+                      what, i, got[i], ref[i]);
+    }
+    free(got);
+}
+
+/* A device copy of n ints. */
+static inline int32_t *dev_copy_i32(const int32_t *h, size_t n)
+{
+    void *d = NULL;
+    ck_assert_int_eq(hoop__cuda_malloc(&d, n * sizeof(int32_t)), HOOP_OK);
+    ck_assert_int_eq(hoop__cuda_copy(d, h, n * sizeof(int32_t), 1), HOOP_OK);
+    return d;
+}
+
+#endif /* HOOP_TESTS_KERN_CUDA_HARNESS_H */
