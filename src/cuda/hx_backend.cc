@@ -11,3 +11,6 @@
 #include "cuda/ops/bias.cu"
 #include "cuda/ops/elementwise.cu"
 #include "cuda/ops/gemm.cu"
+#include "cuda/ops/im2col.cu"
+#include "cuda/ops/optim.cu"
+#include "cuda/ops/pool.cu"

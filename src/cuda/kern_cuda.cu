@@ -54,37 +54,6 @@ static hoop_status todo_dropout_fwd(float *, float *, const float *, size_t, flo
 {
     return TODO("dropout_fwd");
 }
-static hoop_status todo_im2col(float *, const float *, const struct hoop__conv_geom *)
-{
-    return TODO("im2col");
-}
-static hoop_status todo_col2im(float *, const float *, const struct hoop__conv_geom *)
-{
-    return TODO("col2im");
-}
-static hoop_status todo_pool_fwd(float *, int32_t *, const float *, size_t, int64_t, int64_t,
-                                 int64_t, int64_t, int, int)
-{
-    return TODO("pool_fwd");
-}
-static hoop_status todo_pool_bwd(float *, const float *, const int32_t *, size_t, size_t, size_t,
-                                 int)
-{
-    return TODO("pool_bwd");
-}
-static hoop_status todo_sgd(const struct hoop__sgd_args *, float *, const float *, float *, size_t)
-{
-    return TODO("sgd");
-}
-static hoop_status todo_adamw(const struct hoop__adamw_args *, float *, const float *, float *,
-                              float *, size_t)
-{
-    return TODO("adamw");
-}
-static hoop_status todo_sqnorm(double *, const float *, size_t)
-{
-    return TODO("sqnorm");
-}
 
 extern "C" const struct hoop__kern hoop__kern_cuda = {
     sizeof(struct hoop__kern),
@@ -106,12 +75,12 @@ extern "C" const struct hoop__kern hoop__kern_cuda = {
     hoop__cuda_reduce_bwd,
     todo_dropout_fwd,
     hoop__cuda_dropout_bwd,
-    todo_im2col,
-    todo_col2im,
-    todo_pool_fwd,
-    todo_pool_bwd,
-    todo_sgd,
-    todo_adamw,
-    todo_sqnorm,
+    hoop__cuda_im2col,
+    hoop__cuda_col2im,
+    hoop__cuda_pool_fwd,
+    hoop__cuda_pool_bwd,
+    hoop__cuda_sgd,
+    hoop__cuda_adamw,
+    hoop__cuda_sqnorm,
     hoop__cuda_scale,
 };

@@ -41,6 +41,18 @@ hoop_status hoop__cuda_bias_add(float *y, const float *x, const float *bias, siz
 hoop_status hoop__cuda_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
                             const float *A, int lda, const float *B, int ldb, float beta, float *C,
                             int ldc);
+// group B: optim.cu, im2col.cu, pool.cu
+hoop_status hoop__cuda_sgd(const struct hoop__sgd_args *a, float *p, const float *g, float *buf,
+                           size_t count);
+hoop_status hoop__cuda_adamw(const struct hoop__adamw_args *a, float *p, const float *g, float *m,
+                             float *v, size_t count);
+hoop_status hoop__cuda_sqnorm(double *sq, const float *g, size_t count);
+hoop_status hoop__cuda_im2col(float *col, const float *x, const struct hoop__conv_geom *g);
+hoop_status hoop__cuda_col2im(float *dx, const float *col, const struct hoop__conv_geom *g);
+hoop_status hoop__cuda_pool_fwd(float *y, int32_t *arg, const float *x, size_t planes, int64_t H,
+                                int64_t W, int64_t OH, int64_t OW, int kernel, int stride);
+hoop_status hoop__cuda_pool_bwd(float *dx, const float *dy, const int32_t *arg, size_t planes,
+                                size_t in_plane, size_t out_plane, int acc);
 }
 
 #endif /* HOOP_CUDA_OPS_OPS_H */

@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tests/check_kern_cuda_b.c -- the CUDA kernel table's optimizer, convolution-lowering and
+ * pooling entries (src/cuda/ops/optim.cu, im2col.cu, pool.cu) against the CPU table. In
+ * make check the CUDA table is the host execution layer's build (src/cuda/hx_backend.cc),
+ * so the kernels' own code runs here.
+ *
+ * Tolerances: sgd and adamw within a few ulps relative (OPTIM_REL) of the CPU's over
+ * several steps (the same arithmetic; nvcc may fuse a multiply-add, the host build does
+ * not); sqnorm within double rounding (another summation order); im2col, col2im, pool_fwd
+ * (y and arg) and pool_bwd exact, as the kernels add the same terms in the CPU's order.
+ */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kern_cuda_harness.h"
+#include "run_suite.h"
+
+#define OPTIM_REL (8.0 * FLT_EPSILON)
+#define OPTIM_ABS (8.0 * FLT_EPSILON) /* values are O(1): a few ulps of 1 near zero */
+
+static void free4(void *a, void *b, void *c, void *d)
+{
+    hoop__cuda_free(a);
+    hoop__cuda_free(b);
+    hoop__cuda_free(c);
+    hoop__cuda_free(d);
+}
+
+/* Integers equal, element by element. */
+static void expect_same_i32(const char *what, const int32_t *ref, const int32_t *dev, size_t n)
+{
+    int32_t *got = malloc((n ? n : 1) * sizeof(int32_t));
+    ck_assert_int_eq(hoop__cuda_sync(), HOOP_OK);
+    ck_assert_int_eq(hoop__cuda_copy(got, dev, n * sizeof(int32_t), 0), HOOP_OK);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(got[i] == ref[i], "%s: [%zu] cuda %d, cpu %d", what, i, got[i], ref[i]);
+    free(got);
+}
+
+// ----- optimizers
+
+/* Plain SGD (buf NULL), momentum with and without Nesterov, dampening, weight decay; four
+ * steps each (the first with first = 1, on a buf that holds old values, as torch ignores). */
+START_TEST(test_sgd)
+{
+    static const struct {
+        int with_buf, nesterov;
+        float mu, damp, wd;
+    } cfg[] = {
+        {0, 0, 0.0f, 0.0f, 0.0f},  {0, 0, 0.0f, 0.0f, 0.01f},  {1, 0, 0.9f, 0.0f, 0.0f},
+        {1, 0, 0.9f, 0.1f, 0.01f}, {1, 1, 0.9f, 0.0f, 0.0f},   {1, 1, 0.8f, 0.0f, 0.05f},
+        {1, 0, 0.5f, 0.5f, 0.0f},  {1, 1, 0.9f, 0.25f, 0.01f},
+    };
+    for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++)
+        for (size_t k = 0; k < NSIZES; k++) {
+            size_t n = sizes[k];
+            float *p = host_vec(n, 10), *buf = host_vec(n, 11);
+            float *dp = dev_copy(p, n), *dbuf = dev_copy(buf, n);
+            for (int step = 0; step < 4; step++) {
+                float *g = host_vec(n, 20 + (unsigned)step), *dg = dev_copy(g, n);
+                struct hoop__sgd_args a = {0.1f,        cfg[c].wd,       cfg[c].mu,
+                                           cfg[c].damp, cfg[c].nesterov, step == 0};
+                float *b = cfg[c].with_buf ? buf : NULL, *db = cfg[c].with_buf ? dbuf : NULL;
+                ck_assert_int_eq(cpu->sgd(&a, p, g, b, n), HOOP_OK);
+                ck_assert_int_eq(gpu->sgd(&a, dp, dg, db, n), HOOP_OK);
+                char what[96];
+                snprintf(what, sizeof(what), "sgd cfg %zu n=%zu step %d: p", c, n, step);
+                expect_close(what, p, dp, n, OPTIM_REL, OPTIM_ABS);
+                snprintf(what, sizeof(what), "sgd cfg %zu n=%zu step %d: buf", c, n, step);
+                if (b) expect_close(what, buf, dbuf, n, OPTIM_REL, OPTIM_ABS);
+                hoop__cuda_free(dg);
+                free(g);
+            }
+            free4(dp, dbuf, NULL, NULL);
+            free(p);
+            free(buf);
+        }
+}
+END_TEST
+
+/* Weight decay on and off, two beta pairs, steps 1..5 (the bias corrections change). */
+START_TEST(test_adamw)
+{
+    static const struct hoop__adamw_args cfg[] = {
+        {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1},
+        {1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, 1},
+        {5e-2f, 0.5f, 0.9f, 1e-6f, 0.1f, 1},
+    };
+    for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++)
+        for (size_t k = 0; k < NSIZES; k++) {
+            size_t n = sizes[k];
+            float *p = host_vec(n, 30), *m = calloc(n, sizeof(float)),
+                  *v = calloc(n, sizeof(float));
+            float *dp = dev_copy(p, n), *dm = dev_copy(m, n), *dv = dev_copy(v, n);
+            for (int64_t step = 1; step <= 5; step++) {
+                float *g = host_vec(n, 40 + (unsigned)step), *dg = dev_copy(g, n);
+                struct hoop__adamw_args a = cfg[c];
+                a.step = step;
+                ck_assert_int_eq(cpu->adamw(&a, p, g, m, v, n), HOOP_OK);
+                ck_assert_int_eq(gpu->adamw(&a, dp, dg, dm, dv, n), HOOP_OK);
+                char what[96];
+                snprintf(what, sizeof(what), "adamw cfg %zu n=%zu step %lld: p", c, n,
+                         (long long)step);
+                expect_close(what, p, dp, n, OPTIM_REL, OPTIM_ABS);
+                snprintf(what, sizeof(what), "adamw cfg %zu n=%zu step %lld: m", c, n,
+                         (long long)step);
+                expect_close(what, m, dm, n, OPTIM_REL, OPTIM_ABS);
+                snprintf(what, sizeof(what), "adamw cfg %zu n=%zu step %lld: v", c, n,
+                         (long long)step);
+                expect_close(what, v, dv, n, OPTIM_REL, OPTIM_ABS);
+                hoop__cuda_free(dg);
+                free(g);
+            }
+            free4(dp, dm, dv, NULL);
+            free(p);
+            free(m);
+            free(v);
+        }
+}
+END_TEST
+
+/* Two calls into one device double starting at 0.5: the second adds to the first. The
+ * host build caps the grid at 8 blocks, so the larger sizes run the grid-stride loop.
+ * Tolerance: the bound of any summation order (the terms are positive). */
+START_TEST(test_sqnorm)
+{
+    for (size_t k = 0; k < NSIZES; k++) {
+        size_t n = sizes[k];
+        float *a = host_vec(n, 50), *b = host_vec(n, 51);
+        float *da = dev_copy(a, n), *db = dev_copy(b, n);
+        double sq = 0.5, *dsq = NULL, got = 0.0;
+        /* any order of summing m positive terms is within m eps of their sum: both sides */
+        const double tol_per_sq = 2.0 * (double)(2 * n + 1) * DBL_EPSILON;
+        ck_assert_int_eq(hoop__cuda_malloc((void **)&dsq, sizeof(double)), HOOP_OK);
+        ck_assert_int_eq(hoop__cuda_copy(dsq, &sq, sizeof(double), 1), HOOP_OK);
+        ck_assert_int_eq(cpu->sqnorm(&sq, a, n), HOOP_OK);
+        ck_assert_int_eq(gpu->sqnorm(dsq, da, n), HOOP_OK);
+        ck_assert_int_eq(hoop__cuda_sync(), HOOP_OK);
+        ck_assert_int_eq(hoop__cuda_copy(&got, dsq, sizeof(double), 0), HOOP_OK);
+        ck_assert_msg(fabs(got - sq) <= tol_per_sq * sq,
+                      "sqnorm n=%zu first: cuda %.17g, cpu %.17g", n, got, sq);
+        ck_assert_int_eq(cpu->sqnorm(&sq, b, n), HOOP_OK);
+        ck_assert_int_eq(gpu->sqnorm(dsq, db, n), HOOP_OK);
+        ck_assert_int_eq(hoop__cuda_sync(), HOOP_OK);
+        ck_assert_int_eq(hoop__cuda_copy(&got, dsq, sizeof(double), 0), HOOP_OK);
+        ck_assert_msg(fabs(got - sq) <= tol_per_sq * sq,
+                      "sqnorm n=%zu second: cuda %.17g, cpu %.17g", n, got, sq);
+        free4(da, db, dsq, NULL);
+        free(a);
+        free(b);
+    }
+}
+END_TEST
+
+// ----- im2col, col2im
+
+/* im2col of x and col2im of a fresh col into dx = x (it adds), both exact. */
+static void check_conv(struct hoop__conv_geom g)
+{
+    g.OH = (g.H + 2 * g.padding - g.KH) / g.stride + 1;
+    g.OW = (g.W + 2 * g.padding - g.KW) / g.stride + 1;
+    size_t nx = (size_t)(g.C * g.H * g.W), nc = (size_t)(g.C * g.KH * g.KW * g.OH * g.OW);
+    float *x = host_vec(nx, 60), *col = host_vec(nc, 61), *c2 = host_vec(nc, 62);
+    float *dx = dev_copy(x, nx), *dcol = dev_copy(col, nc), *dc2 = dev_copy(c2, nc);
+    char geom[80], what[96];
+    snprintf(geom, sizeof(geom), "C%lld %lldx%lld k%lldx%lld s%d p%d", (long long)g.C,
+             (long long)g.H, (long long)g.W, (long long)g.KH, (long long)g.KW, g.stride, g.padding);
+    snprintf(what, sizeof(what), "im2col %s", geom);
+    ck_assert_int_eq(cpu->im2col(col, x, &g), HOOP_OK);
+    ck_assert_int_eq(gpu->im2col(dcol, dx, &g), HOOP_OK);
+    expect_close(what, col, dcol, nc, 0, 0);
+    snprintf(what, sizeof(what), "col2im %s", geom);
+    ck_assert_int_eq(cpu->col2im(x, c2, &g), HOOP_OK);
+    ck_assert_int_eq(gpu->col2im(dx, dc2, &g), HOOP_OK);
+    expect_close(what, x, dx, nx, 0, 0);
+    free4(dx, dcol, dc2, NULL);
+    free(x);
+    free(col);
+    free(c2);
+}
+
+/* C 1 and 3; H, W each in {1, 5, 28}; kernel 1, 3, 5; stride 1, 2; padding 0, 1, 2
+ * (geometries with no output skipped); then kernels that are not square. */
+START_TEST(test_im2col_col2im)
+{
+    static const int64_t Cs[] = {1, 3}, HWs[] = {1, 5, 28}, Ks[] = {1, 3, 5};
+    int ran = 0;
+    for (int ci = 0; ci < 2; ci++)
+        for (int hi = 0; hi < 3; hi++)
+            for (int wi = 0; wi < 3; wi++)
+                for (int ki = 0; ki < 3; ki++)
+                    for (int stride = 1; stride <= 2; stride++)
+                        for (int pad = 0; pad <= 2; pad++) {
+                            struct hoop__conv_geom g = {
+                                1, Cs[ci], HWs[hi], HWs[wi], 4, Ks[ki], Ks[ki], 0, 0, stride, pad};
+                            if (g.H + 2 * pad < g.KH || g.W + 2 * pad < g.KW) continue;
+                            check_conv(g);
+                            ran++;
+                        }
+    ck_assert_int_gt(ran, 250);
+    check_conv((struct hoop__conv_geom){1, 2, 6, 9, 1, 3, 2, 0, 0, 2, 1});
+    check_conv((struct hoop__conv_geom){1, 3, 7, 4, 1, 1, 3, 0, 0, 1, 0});
+    check_conv((struct hoop__conv_geom){1, 1, 28, 5, 1, 5, 1, 0, 0, 2, 2});
+}
+END_TEST
+
+START_TEST(test_im2col_errors)
+{
+    float f = 0.0f;
+    struct hoop__conv_geom g = {1, 1, 3, 3, 1, 3, 3, 1, 1, 0, 0};
+    ck_assert_int_eq(gpu->im2col(&f, &f, &g), HOOP_ERR_INVALID);
+    assert_error_has("im2col", "stride 0");
+    g.stride = 1;
+    g.padding = -1;
+    ck_assert_int_eq(gpu->col2im(&f, &f, &g), HOOP_ERR_INVALID);
+    assert_error_has("col2im", "padding -1");
+    ck_assert_int_eq(gpu->im2col(&f, &f, NULL), HOOP_ERR_INVALID);
+    assert_error_has("im2col", "geometry");
+}
+END_TEST
+
+// ----- pooling
+
+/* Values in {-2, -1, 0, 1}: most windows hold a tie for their maximum. */
+static float *tied_vec(size_t n, unsigned seed)
+{
+    float *p = host_vec(n, seed);
+    for (size_t i = 0; i < n; i++) p[i] = floorf(p[i]);
+    return p;
+}
+
+/* Kernel 2 and 3, stride 1 and 2, odd and even planes, tied inputs; the backward
+ * written and accumulated from the forward's arg. */
+START_TEST(test_pool)
+{
+    static const int64_t HWs[][2] = {{2, 2}, {3, 3}, {5, 7}, {7, 5}, {9, 9}, {28, 28}};
+    static const size_t planes_of[] = {1, 3, 20};
+    for (size_t s = 0; s < sizeof(HWs) / sizeof(HWs[0]); s++)
+        for (int kernel = 2; kernel <= 3; kernel++)
+            for (int stride = 1; stride <= 2; stride++)
+                for (size_t pi = 0; pi < 3; pi++) {
+                    int64_t H = HWs[s][0], W = HWs[s][1];
+                    if (H < kernel || W < kernel) continue;
+                    int64_t OH = (H - kernel) / stride + 1, OW = (W - kernel) / stride + 1;
+                    size_t P = planes_of[pi], ni = P * (size_t)(H * W), no = P * (size_t)(OH * OW);
+                    float *x = tied_vec(ni, 70 + (unsigned)s), *y = host_vec(no, 71);
+                    int32_t *arg = calloc(no, sizeof(int32_t));
+                    float *dxv = dev_copy(x, ni), *dy = dev_copy(y, no);
+                    int32_t *darg = dev_copy_i32(arg, no);
+                    char what[96];
+                    snprintf(what, sizeof(what), "pool_fwd %zux%lldx%lld k%d s%d", P, (long long)H,
+                             (long long)W, kernel, stride);
+                    ck_assert_int_eq(cpu->pool_fwd(y, arg, x, P, H, W, OH, OW, kernel, stride),
+                                     HOOP_OK);
+                    ck_assert_int_eq(gpu->pool_fwd(dy, darg, dxv, P, H, W, OH, OW, kernel, stride),
+                                     HOOP_OK);
+                    expect_close(what, y, dy, no, 0, 0);
+                    expect_same_i32(what, arg, darg, no);
+                    for (int acc = 0; acc < 2; acc++) {
+                        float *g = host_vec(no, 72), *dx = host_vec(ni, 73);
+                        float *dg = dev_copy(g, no), *ddx = dev_copy(dx, ni);
+                        snprintf(what, sizeof(what), "pool_bwd %zux%lldx%lld k%d s%d acc=%d", P,
+                                 (long long)H, (long long)W, kernel, stride, acc);
+                        ck_assert_int_eq(
+                            cpu->pool_bwd(dx, g, arg, P, (size_t)(H * W), (size_t)(OH * OW), acc),
+                            HOOP_OK);
+                        ck_assert_int_eq(gpu->pool_bwd(ddx, dg, darg, P, (size_t)(H * W),
+                                                       (size_t)(OH * OW), acc),
+                                         HOOP_OK);
+                        expect_close(what, dx, ddx, ni, 0, 0);
+                        free4(dg, ddx, NULL, NULL);
+                        free(g);
+                        free(dx);
+                    }
+                    free4(dxv, dy, darg, NULL);
+                    free(x);
+                    free(y);
+                    free(arg);
+                }
+}
+END_TEST
+
+/* The first-maximum rule, frozen: a 3x3 plane of ties and one later maximum. */
+START_TEST(test_pool_first_max)
+{
+    const float x[9] = {1, 1, 0, 1, 1, 2, 0, 2, 2};
+    const int32_t want_arg[4] = {0, 5, 7, 5};
+    const float want_y[4] = {1, 2, 2, 2};
+    float *dx = dev_copy(x, 9), *dy = dev_copy(x, 4);
+    int32_t *darg = dev_copy_i32(want_arg, 4);
+    ck_assert_int_eq(gpu->pool_fwd(dy, darg, dx, 1, 3, 3, 2, 2, 2, 1), HOOP_OK);
+    expect_close("pool_fwd ties", want_y, dy, 4, 0, 0);
+    expect_same_i32("pool_fwd ties", want_arg, darg, 4);
+    /* backward: offset 5 receives two outputs */
+    const float g[4] = {1, 2, 4, 8};
+    const float want_dx[9] = {1, 0, 0, 0, 0, 10, 0, 4, 0};
+    float *dg = dev_copy(g, 4);
+    ck_assert_int_eq(gpu->pool_bwd(dx, dg, darg, 1, 9, 4, 0), HOOP_OK);
+    expect_close("pool_bwd ties", want_dx, dx, 9, 0, 0);
+    free4(dx, dy, darg, dg);
+}
+END_TEST
+
+START_TEST(test_optim_pool_errors)
+{
+    float f = 0.0f;
+    int32_t i = 0;
+    struct hoop__adamw_args a = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0};
+    ck_assert_int_eq(gpu->adamw(&a, &f, &f, &f, &f, 1), HOOP_ERR_INVALID);
+    assert_error_has("adamw", "step 0");
+    ck_assert_int_eq(gpu->pool_fwd(&f, &i, &f, 1, 3, 3, 2, 2, 3, 1), HOOP_ERR_INVALID);
+    assert_error_has("pool_fwd", "does not fit");
+    ck_assert_int_eq(gpu->sqnorm(NULL, &f, 1), HOOP_ERR_INVALID);
+    assert_error_has("sqnorm", NULL);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("kern_cuda_b");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_sgd);
+    tcase_add_test(tc, test_adamw);
+    tcase_add_test(tc, test_sqnorm);
+    tcase_add_test(tc, test_im2col_col2im);
+    tcase_add_test(tc, test_im2col_errors);
+    tcase_add_test(tc, test_pool);
+    tcase_add_test(tc, test_pool_first_max);
+    tcase_add_test(tc, test_optim_pool_errors);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
