@@ -47,8 +47,8 @@ static inline float *dev_copy(const float *h, size_t n)
 }
 
 /* dev's n floats equal ref's within ulps units in the last place (relative), or abs. */
-static inline void expect_close(const char *what, const float *ref, const float *dev, size_t n, double rel,
-                         double abs_tol)
+static inline void expect_close(const char *what, const float *ref, const float *dev, size_t n,
+                                double rel, double abs_tol)
 {
     float *got = malloc((n ? n : 1) * sizeof(float));
     ck_assert_int_eq(hoop__cuda_sync(), HOOP_OK);

@@ -11,3 +11,6 @@
 #include "cuda/ops/bias.cu"
 #include "cuda/ops/elementwise.cu"
 #include "cuda/ops/gemm.cu"
+#include "cuda/ops/reduce.cu"
+#include "cuda/ops/softmax.cu"
+#include "cuda/ops/unary.cu"
