@@ -22,8 +22,8 @@ START_TEST(test_table_complete)
     ck_assert_int_eq(hoop__kern_validate(gpu, "the cuda kernel table"), HOOP_OK);
     ck_assert_str_eq(gpu->name, "cuda");
     float x = 0.0f;
-    ck_assert_int_eq(gpu->softmax_fwd(&x, &x, 1, 1), HOOP_ERR_UNSUPPORTED);
-    assert_error_has("softmax_fwd", "no");
+    ck_assert_int_eq(gpu->dropout_fwd(&x, &x, &x, 1, 0.5f, NULL), HOOP_ERR_UNSUPPORTED);
+    assert_error_has("dropout_fwd", "no");
 }
 END_TEST
 

@@ -14,3 +14,6 @@
 #include "cuda/ops/im2col.cu"
 #include "cuda/ops/optim.cu"
 #include "cuda/ops/pool.cu"
+#include "cuda/ops/reduce.cu"
+#include "cuda/ops/softmax.cu"
+#include "cuda/ops/unary.cu"

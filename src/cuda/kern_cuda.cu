@@ -14,41 +14,6 @@
 #define TODO(entry) \
     HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "the cuda kernel table has no %s kernel yet", entry)
 
-static hoop_status todo_bias_grad(float *, const float *, size_t, size_t, size_t, int)
-{
-    return TODO("bias_grad");
-}
-static hoop_status todo_unary_fwd(enum hoop__unary, float *, const float *, size_t)
-{
-    return TODO("unary_fwd");
-}
-static hoop_status todo_unary_bwd(enum hoop__unary, float *, float *, const float *, const float *,
-                                  size_t, int)
-{
-    return TODO("unary_bwd");
-}
-static hoop_status todo_softmax_fwd(float *, const float *, size_t, size_t)
-{
-    return TODO("softmax_fwd");
-}
-static hoop_status todo_softmax_bwd(float *, const float *, const float *, size_t, size_t, int)
-{
-    return TODO("softmax_bwd");
-}
-static hoop_status todo_ce_fwd(float *, float *, const float *, const int32_t *, size_t, size_t,
-                               float)
-{
-    return TODO("ce_fwd");
-}
-static hoop_status todo_ce_bwd(float *, const float *, const int32_t *, const float *, size_t,
-                               size_t, float, int)
-{
-    return TODO("ce_bwd");
-}
-static hoop_status todo_reduce_fwd(float *, const float *, size_t, int)
-{
-    return TODO("reduce_fwd");
-}
 static hoop_status todo_dropout_fwd(float *, float *, const float *, size_t, float,
                                     struct hoop_rng *)
 {
@@ -64,14 +29,14 @@ extern "C" const struct hoop__kern hoop__kern_cuda = {
     hoop__cuda_add,
     hoop__cuda_bias_fill,
     hoop__cuda_bias_add,
-    todo_bias_grad,
-    todo_unary_fwd,
-    todo_unary_bwd,
-    todo_softmax_fwd,
-    todo_softmax_bwd,
-    todo_ce_fwd,
-    todo_ce_bwd,
-    todo_reduce_fwd,
+    hoop__cuda_bias_grad,
+    hoop__cuda_unary_fwd,
+    hoop__cuda_unary_bwd,
+    hoop__cuda_softmax_fwd,
+    hoop__cuda_softmax_bwd,
+    hoop__cuda_ce_fwd,
+    hoop__cuda_ce_bwd,
+    hoop__cuda_reduce_fwd,
     hoop__cuda_reduce_bwd,
     todo_dropout_fwd,
     hoop__cuda_dropout_bwd,

@@ -28,6 +28,7 @@ libhoopcudahx_la_LIBADD = libhoophx.la
 CUDA_BACKEND_FILES = %reldir%/ctx.cu %reldir%/kern_cuda.cu %reldir%/ops/bias.cu \
 	%reldir%/ops/elementwise.cu %reldir%/ops/gemm.cu
 CUDA_BACKEND_FILES += %reldir%/ops/optim.cu %reldir%/ops/im2col.cu %reldir%/ops/pool.cu
+CUDA_BACKEND_FILES += %reldir%/ops/unary.cu %reldir%/ops/softmax.cu %reldir%/ops/reduce.cu
 noinst_HEADERS += %reldir%/ctx.h %reldir%/ops/ops.h
 EXTRA_DIST += $(CUDA_BACKEND_FILES)
 %reldir%/hx_backend.lo: $(CUDA_BACKEND_FILES)
@@ -48,6 +49,12 @@ nodist_EXTRA_tests_check_kern_cuda_b_SOURCES = dummy.cc # links with the C++ dri
 tests_check_kern_cuda_b_CFLAGS = $(TEST_CFLAGS)
 tests_check_kern_cuda_b_LDADD = libhoopcudahx.la $(TEST_LDADD)
 TESTS += tests/check_kern_cuda_b
+check_PROGRAMS += tests/check_kern_cuda_a
+tests_check_kern_cuda_a_SOURCES = tests/check_kern_cuda_a.c tests/kern_cuda_harness.h
+nodist_EXTRA_tests_check_kern_cuda_a_SOURCES = dummy.cc # links with the C++ driver
+tests_check_kern_cuda_a_CFLAGS = $(TEST_CFLAGS)
+tests_check_kern_cuda_a_LDADD = libhoopcudahx.la $(TEST_LDADD)
+TESTS += tests/check_kern_cuda_a
 EXTRA_DIST += tests/hx_kernels.cu
 if HAVE_CUDA
 # The same test with the kernels built by nvcc: skips (77) without a GPU; tests/gpu/run.sh

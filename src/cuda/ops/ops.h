@@ -53,6 +53,20 @@ hoop_status hoop__cuda_pool_fwd(float *y, int32_t *arg, const float *x, size_t p
                                 int64_t W, int64_t OH, int64_t OW, int kernel, int stride);
 hoop_status hoop__cuda_pool_bwd(float *dx, const float *dy, const int32_t *arg, size_t planes,
                                 size_t in_plane, size_t out_plane, int acc);
+// group A: unary.cu, softmax.cu, reduce.cu
+hoop_status hoop__cuda_unary_fwd(enum hoop__unary kind, float *y, const float *x, size_t count);
+hoop_status hoop__cuda_unary_bwd(enum hoop__unary kind, float *dx, float *dy, const float *x,
+                                 const float *y, size_t count, int acc);
+hoop_status hoop__cuda_softmax_fwd(float *y, const float *x, size_t rows, size_t C);
+hoop_status hoop__cuda_softmax_bwd(float *dx, const float *y, const float *dy, size_t rows,
+                                   size_t C, int acc);
+hoop_status hoop__cuda_ce_fwd(float *loss, float *probs, const float *x, const int32_t *labels,
+                              size_t N, size_t C, float eps);
+hoop_status hoop__cuda_ce_bwd(float *dx, const float *probs, const int32_t *labels,
+                              const float *dloss, size_t N, size_t C, float eps, int acc);
+hoop_status hoop__cuda_reduce_fwd(float *y, const float *x, size_t count, int mean);
+hoop_status hoop__cuda_bias_grad(float *db, const float *dy, size_t N, size_t C, size_t inner,
+                                 int acc);
 }
 
 #endif /* HOOP_CUDA_OPS_OPS_H */
