@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/cuda/kern_cuda.cu -- the CUDA kernel table (struct hoop__kern, src/autograd/kern.h):
- * one launcher per entry (src/cuda/ops/). Entries whose kernel is not written yet return
- * HOOP_ERR_UNSUPPORTED naming the entry, so the table is complete (hoop__kern_validate)
- * while the backend grows.
+ * one launcher per entry (src/cuda/ops/). dropout_fwd, whose kernel waits for the
+ * counter-based generator the CPU engine is to share, returns HOOP_ERR_UNSUPPORTED naming
+ * itself, so the table is complete (hoop__kern_validate) meanwhile.
  *
  * Built twice: by nvcc for the GPU, and by the host's C++ compiler under the host
  * execution layer (src/cuda/hx_backend.cc) for make check, where tests/check_kern_cuda
@@ -20,6 +20,9 @@ static hoop_status todo_dropout_fwd(float *, float *, const float *, size_t, flo
     return TODO("dropout_fwd");
 }
 
+/* In kern.h's order, one entry a line (positional: nvcc's C++17 has no designated
+ * initializers; each slot's type still checks its launcher). */
+// clang-format off
 extern "C" const struct hoop__kern hoop__kern_cuda = {
     sizeof(struct hoop__kern),
     "cuda",
@@ -49,3 +52,4 @@ extern "C" const struct hoop__kern hoop__kern_cuda = {
     hoop__cuda_sqnorm,
     hoop__cuda_scale,
 };
+// clang-format on
