@@ -22,8 +22,8 @@ START_TEST(test_table_complete)
     ck_assert_int_eq(hoop__kern_validate(gpu, "the cuda kernel table"), HOOP_OK);
     ck_assert_str_eq(gpu->name, "cuda");
     float x = 0.0f;
-    ck_assert_int_eq(gpu->dropout_fwd(&x, &x, &x, 1, 0.5f, NULL), HOOP_ERR_UNSUPPORTED);
-    assert_error_has("dropout_fwd", "no");
+    ck_assert_int_eq(gpu->dropout_fwd(&x, &x, &x, 1, 1.0f, 0, 0), HOOP_ERR_INVALID);
+    assert_error_has("dropout_fwd", "p=1");
 }
 END_TEST
 
@@ -97,6 +97,44 @@ START_TEST(test_bias)
 }
 END_TEST
 
+/* Dropout draws the same mask on both devices from the same (seed, offset) -- bitwise --,
+ * at offsets inside a Philox block as well, and drops about p of the elements. */
+START_TEST(test_dropout_same_mask)
+{
+    const float ps[] = {0.1f, 0.5f, 0.9f};
+    const uint64_t offsets[] = {0, 3, 123457};
+    for (size_t k = 0; k < NSIZES; k++)
+        for (int pi = 0; pi < 3; pi++)
+            for (int oi = 0; oi < 3; oi++) {
+                size_t n = sizes[k];
+                float *x = host_vec(n, 11), *y = host_vec(n, 12), *m = host_vec(n, 13);
+                float *dx = dev_copy(x, n), *dy = dev_copy(y, n), *dm = dev_copy(m, n);
+                uint64_t seed = 0xfeedu + (uint64_t)k;
+                ck_assert_int_eq(cpu->dropout_fwd(y, m, x, n, ps[pi], seed, offsets[oi]), HOOP_OK);
+                ck_assert_int_eq(gpu->dropout_fwd(dy, dm, dx, n, ps[pi], seed, offsets[oi]),
+                                 HOOP_OK);
+                char what[64];
+                snprintf(what, sizeof(what), "dropout mask n=%zu p=%g offset=%llu", n,
+                         (double)ps[pi], (unsigned long long)offsets[oi]);
+                expect_close(what, m, dm, n, 0, 0);
+                expect_close(what, y, dy, n, 0, 0);
+                if (n >= 4099) {
+                    size_t zeros = 0;
+                    for (size_t i = 0; i < n; i++) zeros += m[i] == 0.0f;
+                    double rate = (double)zeros / (double)n, se = sqrt(ps[pi] * (1 - ps[pi]) / n);
+                    ck_assert_msg(fabs(rate - ps[pi]) < 5 * se, "p=%g: dropped %g", (double)ps[pi],
+                                  rate);
+                }
+                hoop__cuda_free(dx);
+                hoop__cuda_free(dy);
+                hoop__cuda_free(dm);
+                free(x);
+                free(y);
+                free(m);
+            }
+}
+END_TEST
+
 /* Every transpose pair, alpha and beta, and leading dimensions wider than the rows. */
 START_TEST(test_gemm)
 {
@@ -139,6 +177,7 @@ int main(void)
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_bias);
     tcase_add_test(tc, test_gemm);
+    tcase_add_test(tc, test_dropout_same_mask);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -78,8 +78,10 @@ HOOP_API int hoop_tape_train(const hoop_tape *tape);
  * record no node and save nothing; outputs never require grad). */
 HOOP_API void hoop_tape_set_grad_enabled(hoop_tape *tape, int enabled);
 
-/* Seeds the tape's random stream (used by dropout). The stream is xoshiro256** seeded
- * through splitmix64 (Blackman & Vigna 2018), so masks are identical on every machine. */
+/* Seeds the tape's random stream (used by dropout) and starts it over. The stream is
+ * Philox4x32-10 (Salmon et al. 2011) keyed by seed: element e of it depends on (seed, e)
+ * alone, and the tape counts the elements dropout has drawn since the seed was set, so
+ * a mask is identical on every machine and on every device (CPU or CUDA). */
 HOOP_API void hoop_tape_seed(hoop_tape *tape, uint64_t seed);
 
 /* Makes a per-step tensor in the arena (no grad; data uninitialised), e.g. to hold a

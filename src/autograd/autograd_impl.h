@@ -122,8 +122,9 @@ hoop_status hoop__grad_for(hoop_tape *tape, hoop_tensor *t, float **grad, int *a
  * this. */
 void hoop__tape_poison(hoop_tape *tape, int on);
 
-/* Returns the tape's random stream (dropout). */
-struct hoop_rng *hoop__tape_rng(hoop_tape *tape);
+/* Dropout's next count elements of the tape's stream: the key (*seed, from hoop_tape_seed)
+ * and the first element's index (*offset); the tape then counts them as drawn. */
+void hoop__tape_draw(hoop_tape *tape, size_t count, uint64_t *seed, uint64_t *offset);
 
 // ----- shapes (tensor.c) --------------------------------------------------------------------
 

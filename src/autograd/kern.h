@@ -31,7 +31,6 @@
 #include "hoop/status.h"
 #include "hoop/tensor.h"
 
-struct hoop_rng;
 struct hoop_tensor;
 
 /* The element-wise activations of unary_fwd / unary_bwd. */
@@ -121,10 +120,12 @@ struct hoop__kern {
     hoop_status (*reduce_fwd)(float *y, const float *x, size_t count, int mean);
     /* dx[i] (+)= dy[0] * scale for i < count (scale 1 for sum, 1/count for mean). */
     hoop_status (*reduce_bwd)(float *dx, const float *dy, float scale, size_t count, int acc);
-    /* Inverted dropout: mask[i] = 0 with probability p, else 1 / (1 - p), drawn in order
-     * from rng (hoop_rng_uniform); y = x * mask. p in (0, 1). */
+    /* Inverted dropout: mask[i] = 0 when u < p, else 1 / (1 - p), where u is element
+     * offset + i of the Philox4x32-10 uniform stream keyed by seed (src/core/philox.h:
+     * hoop__philox_uniform); y = x * mask. p in (0, 1). Every device draws the same mask
+     * from the same (seed, offset). */
     hoop_status (*dropout_fwd)(float *y, float *mask, const float *x, size_t count, float p,
-                               struct hoop_rng *rng);
+                               uint64_t seed, uint64_t offset);
     /* dx (+)= dy * mask. */
     hoop_status (*dropout_bwd)(float *dx, const float *dy, const float *mask, size_t count,
                                int acc);

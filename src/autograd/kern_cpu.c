@@ -8,7 +8,8 @@
  * Element-wise loops are branch-free (selects) and restrict-qualified where the operands
  * cannot alias, so the compiler vectorises them.
  *
- * Thread-safety: the kernels keep no state (dropout draws from the rng it is given).
+ * Thread-safety: the kernels keep no state (dropout's mask is a function of its seed and
+ * offset).
  */
 #include <cblas.h>
 #include <math.h>
@@ -16,6 +17,7 @@
 
 #include "autograd/kern.h"
 #include "core/check.h"
+#include "core/philox.h"
 #include "hoop/nn.h"
 
 /* The element-wise loops must vectorise: GCC does so with an unknown trip count only from
@@ -326,11 +328,11 @@ static hoop_status cpu_reduce_bwd(float *dx, const float *dy, float scale, size_
 }
 
 static hoop_status cpu_dropout_fwd(float *y, float *mask, const float *x, size_t count, float p,
-                                   struct hoop_rng *rng)
+                                   uint64_t seed, uint64_t offset)
 {
     const float scale = 1.0f / (1.0f - p);
     for (size_t i = 0; i < count; i++) {
-        mask[i] = hoop_rng_uniform(rng) < p ? 0.0f : scale;
+        mask[i] = hoop__philox_uniform(seed, offset + i) < p ? 0.0f : scale;
         y[i] = x[i] * mask[i];
     }
     return HOOP_OK;

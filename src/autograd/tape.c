@@ -52,7 +52,8 @@ struct hoop_tape {
     int backward_done;
     int train, grad_enabled;
     int poison; /* fill allocations with NaN (HOOP_ARENA_POISON, hoop__tape_poison) */
-    hoop_rng rng;
+    /* dropout's stream: Philox keyed by seed, drawn elements counted since it was set */
+    uint64_t seed, drawn;
 };
 
 static atomic_uint_fast64_t next_gen = 1;
@@ -190,8 +191,7 @@ hoop_status hoop_tape_init(hoop_tape **out)
     tape->gen = new_gen();
     tape->train = 1;
     tape->grad_enabled = 1;
-    hoop_rng_seed(&tape->rng, 0);
-    *out = tape;
+    *out = tape; /* seed 0, nothing drawn (calloc) */
     return HOOP_OK;
 }
 
@@ -230,7 +230,9 @@ void hoop_tape_set_grad_enabled(hoop_tape *tape, int enabled)
 
 void hoop_tape_seed(hoop_tape *tape, uint64_t seed)
 {
-    if (tape) hoop_rng_seed(&tape->rng, seed);
+    if (!tape) return;
+    tape->seed = seed;
+    tape->drawn = 0;
 }
 
 void hoop__tape_poison(hoop_tape *tape, int on)
@@ -238,9 +240,11 @@ void hoop__tape_poison(hoop_tape *tape, int on)
     tape->poison = on != 0;
 }
 
-struct hoop_rng *hoop__tape_rng(hoop_tape *tape)
+void hoop__tape_draw(hoop_tape *tape, size_t count, uint64_t *seed, uint64_t *offset)
 {
-    return &tape->rng;
+    *seed = tape->seed;
+    *offset = tape->drawn;
+    tape->drawn += count;
 }
 
 size_t hoop_tape_node_count(const hoop_tape *tape)

@@ -25,6 +25,13 @@ tests_check_version_CFLAGS = $(TEST_CFLAGS)
 tests_check_version_LDADD = libhoop.la $(CHECK_LIBS)
 TESTS += tests/check_version
 # What the log does when it starts: HOOP_DEBUG=VERSION, the version line, timestamps.
+check_PROGRAMS += tests/check_philox
+tests_check_philox_SOURCES = tests/check_philox.c
+tests_check_philox_CFLAGS = $(TEST_CFLAGS)
+tests_check_philox_LDADD = $(TEST_LDADD)
+TESTS += tests/check_philox
+noinst_HEADERS += %reldir%/philox.h
+
 check_PROGRAMS += tests/check_log
 tests_check_log_SOURCES = tests/check_log.c
 tests_check_log_CFLAGS = $(TEST_CFLAGS)

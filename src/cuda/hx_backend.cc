@@ -9,6 +9,7 @@
 #include "cuda/ctx.cu"
 #include "cuda/kern_cuda.cu"
 #include "cuda/ops/bias.cu"
+#include "cuda/ops/dropout.cu"
 #include "cuda/ops/elementwise.cu"
 #include "cuda/ops/gemm.cu"
 #include "cuda/ops/im2col.cu"

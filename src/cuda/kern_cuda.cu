@@ -1,24 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/cuda/kern_cuda.cu -- the CUDA kernel table (struct hoop__kern, src/autograd/kern.h):
- * one launcher per entry (src/cuda/ops/). dropout_fwd, whose kernel waits for the
- * counter-based generator the CPU engine is to share, returns HOOP_ERR_UNSUPPORTED naming
- * itself, so the table is complete (hoop__kern_validate) meanwhile.
+ * one launcher per entry (src/cuda/ops/), every entry a CUDA kernel or cuBLAS.
  *
  * Built twice: by nvcc for the GPU, and by the host's C++ compiler under the host
  * execution layer (src/cuda/hx_backend.cc) for make check, where tests/check_kern_cuda
  * compares every entry with the CPU table.
  */
 #include "cuda/ops/ops.h"
-
-#define TODO(entry) \
-    HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "the cuda kernel table has no %s kernel yet", entry)
-
-static hoop_status todo_dropout_fwd(float *, float *, const float *, size_t, float,
-                                    struct hoop_rng *)
-{
-    return TODO("dropout_fwd");
-}
 
 /* In kern.h's order, one entry a line (positional: nvcc's C++17 has no designated
  * initializers; each slot's type still checks its launcher). */
@@ -41,7 +30,7 @@ extern "C" const struct hoop__kern hoop__kern_cuda = {
     hoop__cuda_ce_bwd,
     hoop__cuda_reduce_fwd,
     hoop__cuda_reduce_bwd,
-    todo_dropout_fwd,
+    hoop__cuda_dropout_fwd,
     hoop__cuda_dropout_bwd,
     hoop__cuda_im2col,
     hoop__cuda_col2im,

@@ -29,6 +29,7 @@ CUDA_BACKEND_FILES = %reldir%/ctx.cu %reldir%/kern_cuda.cu %reldir%/ops/bias.cu 
 	%reldir%/ops/elementwise.cu %reldir%/ops/gemm.cu
 CUDA_BACKEND_FILES += %reldir%/ops/optim.cu %reldir%/ops/im2col.cu %reldir%/ops/pool.cu
 CUDA_BACKEND_FILES += %reldir%/ops/unary.cu %reldir%/ops/softmax.cu %reldir%/ops/reduce.cu
+CUDA_BACKEND_FILES += %reldir%/ops/dropout.cu
 noinst_HEADERS += %reldir%/ctx.h %reldir%/ops/ops.h
 EXTRA_DIST += $(CUDA_BACKEND_FILES)
 %reldir%/hx_backend.lo: $(CUDA_BACKEND_FILES)

@@ -53,6 +53,9 @@ hoop_status hoop__cuda_pool_fwd(float *y, int32_t *arg, const float *x, size_t p
                                 int64_t W, int64_t OH, int64_t OW, int kernel, int stride);
 hoop_status hoop__cuda_pool_bwd(float *dx, const float *dy, const int32_t *arg, size_t planes,
                                 size_t in_plane, size_t out_plane, int acc);
+// dropout.cu
+hoop_status hoop__cuda_dropout_fwd(float *y, float *mask, const float *x, size_t count, float p,
+                                   uint64_t seed, uint64_t offset);
 // group A: unary.cu, softmax.cu, reduce.cu
 hoop_status hoop__cuda_unary_fwd(enum hoop__unary kind, float *y, const float *x, size_t count);
 hoop_status hoop__cuda_unary_bwd(enum hoop__unary kind, float *dx, float *dy, const float *x,
