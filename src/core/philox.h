@@ -28,7 +28,7 @@
 
 /* out = Philox4x32-10(ctr, key). */
 static inline HOOP__HD void hoop__philox4x32_10(const uint32_t ctr[4], const uint32_t key[2],
-                                                 uint32_t out[4])
+                                                uint32_t out[4])
 {
     uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
     for (int r = 0; r < 10; r++) {
