@@ -70,6 +70,27 @@ START_TEST(test_elementwise)
 }
 END_TEST
 
+/* A copy or a scale by a positive number keeps the sign of zero, as the CPU's memcpy and
+ * *= do (a + 0 in a kernel would make -0 into +0). */
+START_TEST(test_signed_zero)
+{
+    float h[2] = {-0.0f, 1.0f}, got[2];
+    float *src = dev_copy(h, 2), *dst = dev_copy(h + 1, 1);
+    void *d2 = NULL;
+    ck_assert_int_eq(hoop__cuda_malloc(&d2, 2 * sizeof(float)), HOOP_OK);
+    ck_assert_int_eq(gpu->axpy_or_copy(d2, src, 2, 0), HOOP_OK);
+    ck_assert_int_eq(gpu->scale(src, 2, 2.0f), HOOP_OK);
+    ck_assert_int_eq(hoop__cuda_sync(), HOOP_OK);
+    ck_assert_int_eq(hoop__cuda_copy(got, d2, 2 * sizeof(float), 0), HOOP_OK);
+    ck_assert_msg(signbit(got[0]), "copy: -0 became %g", got[0]);
+    ck_assert_int_eq(hoop__cuda_copy(got, src, 2 * sizeof(float), 0), HOOP_OK);
+    ck_assert_msg(signbit(got[0]), "scale: -0 x 2 became %g", got[0]);
+    hoop__cuda_free(src);
+    hoop__cuda_free(dst);
+    hoop__cuda_free(d2);
+}
+END_TEST
+
 START_TEST(test_bias)
 {
     const size_t shapes[][3] = {{1, 1, 1}, {3, 10, 1}, {7, 257, 1}, {2, 3, 25}, {5, 16, 169}};
@@ -138,17 +159,22 @@ END_TEST
 /* Every transpose pair, alpha and beta, and leading dimensions wider than the rows. */
 START_TEST(test_gemm)
 {
-    const int shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 2, 33}, {64, 10, 128}, {5, 1, 300}};
-    for (size_t s = 0; s < 5; s++)
+    const int shapes[][3] = {{1, 1, 1},     {3, 5, 7},   {17, 2, 33},
+                             {64, 10, 128}, {5, 1, 300}, {4, 6, 0}};
+    for (size_t s = 0; s < 6; s++)
         for (int t = 0; t < 4; t++)
             for (int pad = 0; pad < 2; pad++) {
                 int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = t & 1, tb = t >> 1;
                 int lda = (ta ? M : K) + 3 * pad, ldb = (tb ? K : N) + 2 * pad, ldc = N + pad;
+                if (lda < 1) lda = 1; /* K = 0: a leading dimension is still >= 1 */
+                if (ldb < 1) ldb = 1;
                 size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb;
                 size_t nc = (size_t)M * ldc;
                 float *a = host_vec(na, 7), *b = host_vec(nb, 8), *c = host_vec(nc, 9);
-                float *da = dev_copy(a, na), *db = dev_copy(b, nb), *dc = dev_copy(c, nc);
                 float beta = pad ? 0.5f : 0.0f;
+                if (beta == 0.0f) /* beta 0 writes C: its old contents (NaN) are not read */
+                    for (size_t i = 0; i < nc; i++) c[i] = NAN;
+                float *da = dev_copy(a, na), *db = dev_copy(b, nb), *dc = dev_copy(c, nc);
                 ck_assert_int_eq(cpu->gemm(ta, tb, M, N, K, 1.25f, a, lda, b, ldb, beta, c, ldc),
                                  HOOP_OK);
                 ck_assert_int_eq(gpu->gemm(ta, tb, M, N, K, 1.25f, da, lda, db, ldb, beta, dc, ldc),
@@ -176,6 +202,7 @@ int main(void)
     tcase_add_test(tc, test_table_complete);
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_bias);
+    tcase_add_test(tc, test_signed_zero);
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_dropout_same_mask);
     suite_add_tcase(s, tc);

@@ -38,9 +38,11 @@ extern "C" hoop_status hoop__cuda_malloc(void **p, size_t bytes)
         cudaGetLastError();
         return HOOP_ERROR(HOOP_ERR_NOMEM, "cudaMalloc: no device memory for %zu bytes", bytes);
     }
-    if (e != cudaSuccess)
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* or the next launch check would blame its kernel */
         return HOOP_ERROR(HOOP_ERR_CUDA, "cudaMalloc(%zu bytes) failed: %s", bytes,
                           cudaGetErrorString(e));
+    }
     return HOOP_OK;
 }
 
@@ -54,9 +56,11 @@ extern "C" hoop_status hoop__cuda_copy(void *dst, const void *src, size_t bytes,
     if (bytes == 0) return HOOP_OK;
     cudaError_t e =
         cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
-    if (e != cudaSuccess)
+    if (e != cudaSuccess) {
+        cudaGetLastError();
         return HOOP_ERROR(HOOP_ERR_CUDA, "cudaMemcpy (%zu bytes, %s) failed: %s", bytes,
                           to_device ? "to the device" : "to the host", cudaGetErrorString(e));
+    }
     return HOOP_OK;
 }
 

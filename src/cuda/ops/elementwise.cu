@@ -23,7 +23,7 @@ static __global__ void axpby_kernel(float *dst, const float *src, const float *b
 {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        float v = a * src[i] + (b ? b[i] : 0.0f);
+        float v = b ? a * src[i] + b[i] : a * src[i]; /* no + 0: -0 stays -0 */
         dst[i] = acc ? dst[i] + v : v;
     }
 }

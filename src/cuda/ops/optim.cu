@@ -12,12 +12,14 @@
  * first step sets buf = d without reading buf (torch clones d), where the CPU entry
  * computes 0 buf + d: the same for every finite buf.
  *
- * sqnorm: *sq += sum of g^2, each square exact in double; each thread sums a grid-stride
- * slice in double, the block reduces its threads' sums in shared memory (a tree), and one
- * thread per block adds the block's sum with a double atomicAdd (sm_60+). The order of
- * summation differs from the CPU's index order, so results agree to double rounding
- * (relative ~1e-15), not bit for bit; across blocks the order is the atomics' (not
- * deterministic on a GPU in the last bits of a double).
+ * sqnorm: *sq += sum of g^2, each square exact in double, in ONE block of
+ * OPTIM_SQNORM_BLOCK threads: each thread sums a strided slice in double, the block
+ * reduces them in shared memory (a tree) and thread 0 adds the total. The order differs
+ * from the CPU's index order, so the two agree to double rounding (relative ~1e-15), but
+ * it is the same on every run and every rank: DDP's replicas must clip alike, bit for bit
+ * (atomics across blocks would add in whatever order the blocks finish). One block is
+ * enough for a parameter's worth of squares; a multi-block version in fixed order needs
+ * scratch memory from the device layer.
  *
  * Accumulate contract: the optimizers update p, buf, m and v in place; sqnorm adds (+=)
  * into *sq (zeroed by the caller once per clip).
@@ -25,14 +27,7 @@
 #include "cuda/ops/ops.h"
 
 #define OPTIM_BLOCK 256
-/* sqnorm's grid: enough blocks to fill a GPU, few atomics per call. The host layer runs
- * blocks one after another, so there a small cap costs nothing and makes make check's
- * sizes (above 8 blocks) run the grid-stride loop. */
-#ifdef __CUDACC__
-#define OPTIM_SQNORM_MAX_GRID 1024u
-#else
-#define OPTIM_SQNORM_MAX_GRID 8u
-#endif
+#define OPTIM_SQNORM_BLOCK 1024 /* sqnorm's one block (a power of two) */
 
 static __global__ void sgd_kernel(float *p, const float *g, float *buf, size_t n, float lr,
                                   float wd, float mu, float take, int first, int nesterov)
@@ -67,21 +62,19 @@ static __global__ void adamw_kernel(float *p, const float *g, float *m, float *v
     }
 }
 
-/* Launched with OPTIM_BLOCK threads (a power of two), HOOP_KLAUNCH_SYNC. */
+/* One block of OPTIM_SQNORM_BLOCK threads, HOOP_KLAUNCH_SYNC. */
 static __global__ void sqnorm_kernel(double *sq, const float *g, size_t n)
 {
-    __shared__ double optim_part[OPTIM_BLOCK];
+    __shared__ double optim_part[OPTIM_SQNORM_BLOCK];
     double s = 0.0;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        s += (double)g[i] * g[i];
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)g[i] * g[i];
     optim_part[threadIdx.x] = s;
     __syncthreads();
-    for (unsigned h = OPTIM_BLOCK / 2; h > 0; h /= 2) {
+    for (unsigned h = OPTIM_SQNORM_BLOCK / 2; h > 0; h /= 2) {
         if (threadIdx.x < h) optim_part[threadIdx.x] += optim_part[threadIdx.x + h];
         __syncthreads();
     }
-    if (threadIdx.x == 0) atomicAdd(sq, optim_part[0]);
+    if (threadIdx.x == 0) *sq += optim_part[0];
 }
 
 extern "C" hoop_status hoop__cuda_sgd(const struct hoop__sgd_args *a, float *p, const float *g,
@@ -121,8 +114,6 @@ extern "C" hoop_status hoop__cuda_sqnorm(double *sq, const float *g, size_t coun
     if (sq == NULL || (count > 0 && g == NULL))
         return HOOP_ERROR(HOOP_ERR_INVALID, "cuda sqnorm: sq and g must be set");
     if (count == 0) return HOOP_OK;
-    unsigned grid = hoop__cuda_grid(count, OPTIM_BLOCK);
-    if (grid > OPTIM_SQNORM_MAX_GRID) grid = OPTIM_SQNORM_MAX_GRID;
-    HOOP_KLAUNCH_SYNC(sqnorm_kernel, grid, OPTIM_BLOCK, 0, hoop__cuda_stream(), sq, g, count);
+    HOOP_KLAUNCH_SYNC(sqnorm_kernel, 1, OPTIM_SQNORM_BLOCK, 0, hoop__cuda_stream(), sq, g, count);
     return HOOP_KCHECK("sqnorm_kernel");
 }
