@@ -49,7 +49,7 @@
  * when it is issued); atomics' contention; the static __shared__ bytes in the 48 KiB
  * limit; a missing barrier in a one-block launch where every read is of an earlier
  * thread's write. Those are for the GPU run under compute-sanitizer (tests/gpu/run.sh;
- * today it runs check_cuda and check_hx_gpu, not yet the kernel-table tests).
+ * today it runs check_cuda only; check_hx_gpu and the kernel-table tests are to join it).
  *
  * Owns: per OS thread, the fibers' stacks (kept for the next launch) and the last
  * error. Thread-safety: launches on different threads are independent.
