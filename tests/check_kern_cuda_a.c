@@ -358,6 +358,7 @@ END_TEST
 
 int main(void)
 {
+    kern_cuda_needs_device("check_kern_cuda_a");
     Suite *s = suite_create("kern_cuda_a");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);

@@ -322,6 +322,7 @@ END_TEST
 
 int main(void)
 {
+    kern_cuda_needs_device("check_kern_cuda_b");
     Suite *s = suite_create("kern_cuda_b");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);

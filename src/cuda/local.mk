@@ -58,8 +58,24 @@ tests_check_kern_cuda_a_LDADD = libhoopcudahx.la $(TEST_LDADD)
 TESTS += tests/check_kern_cuda_a
 EXTRA_DIST += tests/hx_kernels.cu
 if HAVE_CUDA
-# The same test with the kernels built by nvcc: skips (77) without a GPU; tests/gpu/run.sh
-# runs it where one is lent.
+# The CUDA backend built by nvcc, and the kernel-table tests against it: they skip (77)
+# without a GPU; tests/gpu/run.sh is to run them where one is lent.
+check_LTLIBRARIES = libhoopcudagpu.la
+libhoopcudagpu_la_SOURCES = $(CUDA_BACKEND_FILES)
+$(CUDA_BACKEND_FILES:.cu=.lo): $(CUDA_HEADER_DEPS)
+KERN_CUDA_GPU_LDADD = libhoopcudagpu.la $(TEST_LDADD) -lcublas
+check_PROGRAMS += tests/check_kern_cuda_gpu tests/check_kern_cuda_a_gpu tests/check_kern_cuda_b_gpu
+tests_check_kern_cuda_gpu_SOURCES = tests/check_kern_cuda.c tests/kern_cuda_harness.h
+tests_check_kern_cuda_gpu_CFLAGS = $(TEST_CFLAGS) -DHOOP_KERN_CUDA_GPU=1
+tests_check_kern_cuda_gpu_LDADD = $(KERN_CUDA_GPU_LDADD)
+tests_check_kern_cuda_a_gpu_SOURCES = tests/check_kern_cuda_a.c tests/kern_cuda_harness.h
+tests_check_kern_cuda_a_gpu_CFLAGS = $(TEST_CFLAGS) -DHOOP_KERN_CUDA_GPU=1
+tests_check_kern_cuda_a_gpu_LDADD = $(KERN_CUDA_GPU_LDADD)
+tests_check_kern_cuda_b_gpu_SOURCES = tests/check_kern_cuda_b.c tests/kern_cuda_harness.h
+tests_check_kern_cuda_b_gpu_CFLAGS = $(TEST_CFLAGS) -DHOOP_KERN_CUDA_GPU=1
+tests_check_kern_cuda_b_gpu_LDADD = $(KERN_CUDA_GPU_LDADD)
+TESTS += tests/check_kern_cuda_gpu tests/check_kern_cuda_a_gpu tests/check_kern_cuda_b_gpu
+# The same hx test with its kernels built by nvcc.
 check_PROGRAMS += tests/check_hx_gpu
 tests_check_hx_gpu_SOURCES = tests/check_hx.c
 tests_check_hx_gpu_CFLAGS = $(TEST_CFLAGS)

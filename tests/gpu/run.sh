@@ -1,15 +1,18 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # tests/gpu/run.sh -- everything GPU-related in one call, for a machine with an NVIDIA GPU:
-# configure with CUDA, build, run the CUDA tests (check_cuda, which skips without a GPU
-# elsewhere), and record the device. Output goes to stdout and, when OUT is set, to
+# configure with CUDA, build, run the CUDA tests (check_cuda, and the GPU builds of the
+# host-execution-layer tests: check_hx_gpu, check_kern_cuda*_gpu, each also under
+# compute-sanitizer's memcheck, racecheck and synccheck), and record the device. Output goes to stdout and, when OUT is set, to
 # $OUT/gpu.log.
 #
 #   bash tests/gpu/run.sh            from a git checkout (needs autoconf, automake, libtool)
 #   bash tests/gpu/run.sh X.tar.gz   from a release tarball (`make dist`): needs only a C
 #                                    compiler, nvcc and the -dev libraries configure wants
 #                                    (OpenBLAS, zlib); Check is not needed for check_cuda.
-# Exit status: check_cuda's (0 pass, 77 skipped: no usable GPU), or the failing step's.
+# Exit status: check_cuda's (0 pass, 77 skipped: no usable GPU), 1 when a GPU test or a
+# sanitizer run failed, or the failing step's. (It still builds on the GPU machine: one
+# that has no -dev packages needs the carried build of issue 15.)
 set -u -o pipefail
 log=${OUT:-/tmp}/gpu.log
 tarball=${1:-}
@@ -32,6 +35,23 @@ main() {
     local rc=0
     ./tests/check_cuda || rc=$?
     echo "gpu: check_cuda exit $rc"
+    # The host-execution-layer tests' GPU builds: the same checks on the device, under
+    # compute-sanitizer (memcheck, then racecheck and synccheck) where it is installed.
+    local t tool
+    for t in check_hx_gpu check_kern_cuda_gpu check_kern_cuda_a_gpu check_kern_cuda_b_gpu; do
+        make -j"$(nproc)" "tests/$t" >/dev/null || { echo "gpu: $t: build failed"; rc=1; continue; }
+        local r=0
+        ./tests/$t || r=$?
+        echo "gpu: $t exit $r"
+        [ "$r" = 0 ] || rc=1
+        command -v compute-sanitizer >/dev/null || continue
+        for tool in memcheck racecheck synccheck; do
+            r=0
+            CK_FORK=no compute-sanitizer --tool "$tool" --error-exitcode 3 ./tests/$t >/dev/null 2>&1 || r=$?
+            echo "gpu: compute-sanitizer --tool $tool $t exit $r"
+            [ "$r" = 0 ] || rc=1
+        done
+    done
     return "$rc"
 }
 
