@@ -19,8 +19,9 @@ TESTS += tests/check_cuda
 # C++ compiler, run their kernels on the CPU in make check (the build machines have no GPU).
 noinst_HEADERS += %reldir%/hx.h %reldir%/hx_blas.h %reldir%/kern_rt.h %reldir%/kern_blas.h
 # libhoophx: the layer; libhoopcudahx: the CUDA backend (src/cuda/ctx.cu, kern_cuda.cu,
-# ops/*.cu) built on it, for the tests that run the CUDA table on the host.
-noinst_LTLIBRARIES += libhoophx.la libhoopcudahx.la
+# ops/*.cu) built on it, for the tests that run the CUDA table on the host (built by
+# make check only, as the tests are).
+check_LTLIBRARIES = libhoophx.la libhoopcudahx.la
 libhoophx_la_SOURCES = %reldir%/hx.cc %reldir%/hx_blas.cc
 libhoophx_la_CPPFLAGS = $(AM_CPPFLAGS)
 libhoopcudahx_la_SOURCES = %reldir%/hx_backend.cc
@@ -38,33 +39,33 @@ tests_check_hx_SOURCES = tests/check_hx.c tests/hx_kernels_host.cc
 tests_check_hx_CFLAGS = $(TEST_CFLAGS)
 tests_check_hx_LDADD = libhoophx.la $(TEST_LDADD)
 TESTS += tests/check_hx
-check_PROGRAMS += tests/check_kern_cuda
+# The kernel-table tests (the CUDA table on the host layer against the CPU table); the
+# nodist dummy.cc makes automake link them with the C++ driver.
+KERN_CUDA_TESTS = tests/check_kern_cuda tests/check_kern_cuda_a tests/check_kern_cuda_b
+check_PROGRAMS += $(KERN_CUDA_TESTS)
+TESTS += $(KERN_CUDA_TESTS)
+KERN_CUDA_HX_LDADD = libhoopcudahx.la $(TEST_LDADD)
 tests_check_kern_cuda_SOURCES = tests/check_kern_cuda.c tests/kern_cuda_harness.h
-nodist_EXTRA_tests_check_kern_cuda_SOURCES = dummy.cc # links with the C++ driver
+nodist_EXTRA_tests_check_kern_cuda_SOURCES = dummy.cc
 tests_check_kern_cuda_CFLAGS = $(TEST_CFLAGS)
-tests_check_kern_cuda_LDADD = libhoopcudahx.la $(TEST_LDADD)
-TESTS += tests/check_kern_cuda
-check_PROGRAMS += tests/check_kern_cuda_b
-tests_check_kern_cuda_b_SOURCES = tests/check_kern_cuda_b.c tests/kern_cuda_harness.h
-nodist_EXTRA_tests_check_kern_cuda_b_SOURCES = dummy.cc # links with the C++ driver
-tests_check_kern_cuda_b_CFLAGS = $(TEST_CFLAGS)
-tests_check_kern_cuda_b_LDADD = libhoopcudahx.la $(TEST_LDADD)
-TESTS += tests/check_kern_cuda_b
-check_PROGRAMS += tests/check_kern_cuda_a
+tests_check_kern_cuda_LDADD = $(KERN_CUDA_HX_LDADD)
 tests_check_kern_cuda_a_SOURCES = tests/check_kern_cuda_a.c tests/kern_cuda_harness.h
-nodist_EXTRA_tests_check_kern_cuda_a_SOURCES = dummy.cc # links with the C++ driver
+nodist_EXTRA_tests_check_kern_cuda_a_SOURCES = dummy.cc
 tests_check_kern_cuda_a_CFLAGS = $(TEST_CFLAGS)
-tests_check_kern_cuda_a_LDADD = libhoopcudahx.la $(TEST_LDADD)
-TESTS += tests/check_kern_cuda_a
+tests_check_kern_cuda_a_LDADD = $(KERN_CUDA_HX_LDADD)
+tests_check_kern_cuda_b_SOURCES = tests/check_kern_cuda_b.c tests/kern_cuda_harness.h
+nodist_EXTRA_tests_check_kern_cuda_b_SOURCES = dummy.cc
+tests_check_kern_cuda_b_CFLAGS = $(TEST_CFLAGS)
+tests_check_kern_cuda_b_LDADD = $(KERN_CUDA_HX_LDADD)
 EXTRA_DIST += tests/hx_kernels.cu
 if HAVE_CUDA
 # The CUDA backend built by nvcc, and the kernel-table tests against it: they skip (77)
 # without a GPU; tests/gpu/run.sh is to run them where one is lent.
-check_LTLIBRARIES = libhoopcudagpu.la
+check_LTLIBRARIES += libhoopcudagpu.la
 libhoopcudagpu_la_SOURCES = $(CUDA_BACKEND_FILES)
 $(CUDA_BACKEND_FILES:.cu=.lo): $(CUDA_HEADER_DEPS)
 KERN_CUDA_GPU_LDADD = libhoopcudagpu.la $(TEST_LDADD) -lcublas
-check_PROGRAMS += tests/check_kern_cuda_gpu tests/check_kern_cuda_a_gpu tests/check_kern_cuda_b_gpu
+check_PROGRAMS += $(KERN_CUDA_TESTS:=_gpu)
 tests_check_kern_cuda_gpu_SOURCES = tests/check_kern_cuda.c tests/kern_cuda_harness.h
 tests_check_kern_cuda_gpu_CFLAGS = $(TEST_CFLAGS) -DHOOP_KERN_CUDA_GPU=1
 tests_check_kern_cuda_gpu_LDADD = $(KERN_CUDA_GPU_LDADD)
@@ -74,7 +75,7 @@ tests_check_kern_cuda_a_gpu_LDADD = $(KERN_CUDA_GPU_LDADD)
 tests_check_kern_cuda_b_gpu_SOURCES = tests/check_kern_cuda_b.c tests/kern_cuda_harness.h
 tests_check_kern_cuda_b_gpu_CFLAGS = $(TEST_CFLAGS) -DHOOP_KERN_CUDA_GPU=1
 tests_check_kern_cuda_b_gpu_LDADD = $(KERN_CUDA_GPU_LDADD)
-TESTS += tests/check_kern_cuda_gpu tests/check_kern_cuda_a_gpu tests/check_kern_cuda_b_gpu
+TESTS += $(KERN_CUDA_TESTS:=_gpu)
 # The same hx test with its kernels built by nvcc.
 check_PROGRAMS += tests/check_hx_gpu
 tests_check_hx_gpu_SOURCES = tests/check_hx.c
