@@ -360,6 +360,37 @@ static void c_tensor_writes(void)
     INVALID("parameter", hoop_tensor_set_grad_buffer(c, src));
 }
 
+/* The host copies, moves between devices and the device check (the CUDA backend is
+ * pointed at a path that does not exist: see main). */
+static void c_tensor_devices(void)
+{
+    float dst[6];
+    hoop_tensor *t = tensor(2, S2x3, 1), *c = tensor(2, S2x3, 0);
+    INVALID("t", hoop_tensor_copy_to_host(NULL, dst, 6));
+    INVALID("dst", hoop_tensor_copy_to_host(t, NULL, 6));
+    INVALID("count", hoop_tensor_copy_to_host(t, dst, 5));
+    OK(hoop_tensor_copy_to_host(t, dst, 6));
+    INVALID("t", hoop_tensor_grad_to_host(NULL, dst, 6));
+    INVALID("dst", hoop_tensor_grad_to_host(t, NULL, 6));
+    INVALID("count", hoop_tensor_grad_to_host(t, dst, SIZE_MAX));
+    INVALID("gradient", hoop_tensor_grad_to_host(c, dst, 6));
+    OK(hoop_tensor_grad_to_host(t, dst, 6));
+    INVALID("t", hoop_tensor_to_device(NULL, HOOP_DEVICE_CPU));
+    INVALID("device", hoop_tensor_to_device(t, (hoop_device)9));
+    OK(hoop_tensor_to_device(t, HOOP_DEVICE_CPU));
+    EXPECT(HOOP_ERR_UNSUPPORTED, "device", hoop_tensor_to_device(t, HOOP_DEVICE_CUDA));
+    ck_assert_int_eq(hoop_tensor_device(t), HOOP_DEVICE_CPU); /* unchanged */
+    float buf[6];
+    OK(hoop_tensor_set_grad_buffer(t, buf));
+    EXPECT(HOOP_ERR_USAGE, "hoop_tensor_set_grad_buffer",
+           hoop_tensor_to_device(t, HOOP_DEVICE_CUDA));
+    OK(hoop_tensor_set_grad_buffer(t, NULL));
+    OK(hoop_device_check(HOOP_DEVICE_CPU));
+    INVALID("device", hoop_device_check((hoop_device)-3));
+    EXPECT(HOOP_ERR_UNSUPPORTED, "HOOP_CUDA_BACKEND", hoop_device_check(HOOP_DEVICE_CUDA));
+    INVALID("m", hoop_model_to_device(NULL, HOOP_DEVICE_CPU));
+}
+
 // ----- autograd.h: the tape -----------------------------------------------------------------
 
 static void c_tape(void)
@@ -1391,6 +1422,8 @@ static const struct api_case CASES[] = {
      "hoop_tensor_name", c_tensor_queries},
     {"hoop_tensor_zero_grad hoop_tensor_copy_from hoop_tensor_fill hoop_tensor_set_name "
      "hoop_tensor_set_grad_hook hoop_tensor_set_grad_buffer", c_tensor_writes},
+    {"hoop_tensor_copy_to_host hoop_tensor_grad_to_host hoop_tensor_to_device hoop_device_check "
+     "hoop_model_to_device", c_tensor_devices},
     {"hoop_tape_init hoop_tape_destroy hoop_tape_reset hoop_tape_set_train hoop_tape_train "
      "hoop_tape_set_grad_enabled hoop_tape_seed hoop_tape_node_count hoop_tape_arena_bytes "
      "hoop_tape_grad_was_ready", c_tape},
@@ -1638,6 +1671,8 @@ END_TEST
 
 int main(void)
 {
+    /* CUDA tensors must fail the same way on every machine: no backend at this path. */
+    setenv("HOOP_CUDA_BACKEND", "/nonexistent/libhoop-cuda.so", 1);
     Suite *s = suite_create("api_args");
     TCase *tc = tcase_create("errors");
     tcase_set_timeout(tc, 30);

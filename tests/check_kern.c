@@ -5,13 +5,16 @@
  * reaching hoop_backward's caller.
  *
  * A CUDA tensor is made by flipping a CPU tensor's device field through the internal
- * header (no CUDA kernels exist in this build); it is flipped back before it is freed.
+ * header; the CUDA backend is pointed at a path that does not exist (HOOP_CUDA_BACKEND),
+ * so the ops must report the loader's message. The tensor is flipped back before it is
+ * freed.
  * Backward failures are injected with hoop__kern_override: a copy of the CPU table whose
  * GEMM fails on a chosen call.
  */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "autograd/autograd_impl.h"
@@ -21,6 +24,8 @@
 #include "hoop/nn.h"
 #include "hoop/optim.h"
 #include "run_suite.h"
+
+#define NO_BACKEND "/nonexistent/libhoop-cuda.so"
 
 static hoop_tensor *new_tensor(int ndim, const int64_t *shape, int requires_grad, float v)
 {
@@ -42,6 +47,12 @@ START_TEST(test_dispatch)
 {
     ck_assert_ptr_eq(hoop__kern_for(HOOP_DEVICE_CPU), &hoop__kern_cpu);
     ck_assert_ptr_null(hoop__kern_for(HOOP_DEVICE_CUDA));
+    const struct hoop__kern *k0;
+    ck_assert_int_eq(hoop__kern_get(HOOP_DEVICE_CUDA, "f", &k0), HOOP_ERR_UNSUPPORTED);
+    assert_error_has("f: device cuda: cannot load the CUDA backend " NO_BACKEND, "No such file");
+    ck_assert_int_eq(hoop_device_check(HOOP_DEVICE_CUDA), HOOP_ERR_UNSUPPORTED);
+    assert_error_has("cannot load the CUDA backend", NULL);
+    ck_assert_int_eq(hoop_device_check(HOOP_DEVICE_CPU), HOOP_OK);
     ck_assert_ptr_null(hoop__kern_for((hoop_device)7));
     ck_assert_str_eq(hoop__kern_cpu.name, "cpu");
     ck_assert_str_eq(hoop__device_name(HOOP_DEVICE_CUDA), "cuda");
@@ -143,22 +154,22 @@ START_TEST(test_no_cuda_kernels)
     hoop_tensor *b = new_tensor(1, sb, 1, 0.0f), *y;
     x->device = w->device = b->device = HOOP_DEVICE_CUDA;
     ck_assert_int_eq(hoop_linear(tape, x, w, b, &y), HOOP_ERR_UNSUPPORTED);
-    assert_error_has("hoop_linear: this build has no cuda kernels", NULL);
+    assert_error_has("hoop_linear: device cuda: cannot load the CUDA backend " NO_BACKEND, NULL);
     ck_assert_int_eq(hoop_add(tape, x, x, &y), HOOP_ERR_UNSUPPORTED);
-    assert_error_has("hoop_add: this build has no cuda kernels", NULL);
+    assert_error_has("hoop_add: device cuda: cannot load the CUDA backend " NO_BACKEND, NULL);
     ck_assert_int_eq(hoop_relu(tape, x, &y), HOOP_ERR_UNSUPPORTED);
-    assert_error_has("hoop_relu: this build has no cuda kernels", NULL);
+    assert_error_has("hoop_relu: device cuda: cannot load the CUDA backend " NO_BACKEND, NULL);
     const int64_t si[4] = {1, 2, 4, 4}, sk[4] = {3, 2, 3, 3};
     hoop_tensor *img = new_tensor(4, si, 0, 1.0f), *k = new_tensor(4, sk, 1, 0.1f);
     img->device = k->device = HOOP_DEVICE_CUDA;
     ck_assert_int_eq(hoop_conv2d(tape, img, k, NULL, 1, 0, &y), HOOP_ERR_UNSUPPORTED);
-    assert_error_has("hoop_conv2d: this build has no cuda kernels", NULL);
+    assert_error_has("hoop_conv2d: device cuda: cannot load the CUDA backend " NO_BACKEND, NULL);
     ck_assert_uint_eq(hoop_tape_node_count(tape), 0);
     hoop_tensor *params[2] = {w, b};
     hoop_optim *opt;
     hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
     ck_assert_int_eq(hoop_optim_new(&opt, &cfg, params, 2), HOOP_ERR_UNSUPPORTED);
-    assert_error_has("hoop_optim_new: this build has no cuda kernels", NULL);
+    assert_error_has("hoop_optim_new: device cuda: cannot load the CUDA backend " NO_BACKEND, NULL);
     free_tensor(x), free_tensor(w), free_tensor(b), free_tensor(img), free_tensor(k);
     ck_assert_int_eq(hoop_tape_destroy(tape), HOOP_OK);
 }
@@ -294,7 +305,7 @@ START_TEST(test_backward_nomem)
     ck_assert_int_eq(hoop_tape_init(&tape), HOOP_OK);
     const int64_t s[1] = {3};
     hoop_tensor *p = new_tensor(1, s, 1, 1.0f), *y, *loss;
-    ck_assert_int_eq(hoop__tensor_arena(tape, 1, s, &y), HOOP_OK);
+    ck_assert_int_eq(hoop__tensor_arena(tape, HOOP_DEVICE_CPU, 1, s, &y), HOOP_OK);
     memcpy(y->data, p->data, 3 * sizeof(float));
     ck_assert_int_eq(
         hoop__tape_record(tape, "greedy", greedy_backward, &hoop__kern_cpu, &p, 1, y, NULL),
@@ -328,5 +339,6 @@ static Suite *kern_suite(void)
 
 int main(void)
 {
+    setenv("HOOP_CUDA_BACKEND", NO_BACKEND, 1);
     return run_suite(kern_suite());
 }

@@ -264,7 +264,7 @@ static hoop_status wsum_backward(hoop_tape *tape, struct hoop_node *n)
 static hoop_status wsum(hoop_tape *t, hoop_tensor *x, const float *w, hoop_tensor **o)
 {
     struct hoop_node *n;
-    HOOP_CHECK(hoop__tensor_arena(t, 0, NULL, o));
+    HOOP_CHECK(hoop__tensor_arena(t, HOOP_DEVICE_CPU, 0, NULL, o));
     double acc = 0.0;
     for (size_t i = 0; i < x->count; i++) acc += (double)x->data[i] * w[i];
     (*o)->data[0] = (float)acc;
@@ -412,7 +412,7 @@ static hoop_status bad_backward(hoop_tape *tape, struct hoop_node *n)
 static hoop_status f_bad(hoop_tape *t, hoop_tensor **in, hoop_tensor **o, enum bad_kind kind)
 {
     struct hoop_node *n;
-    HOOP_CHECK(hoop__tensor_arena(t, in[0]->ndim, in[0]->shape, o));
+    HOOP_CHECK(hoop__tensor_arena(t, HOOP_DEVICE_CPU, in[0]->ndim, in[0]->shape, o));
     memcpy((*o)->data, in[0]->data, in[0]->count * sizeof(float));
     HOOP_CHECK(hoop__tape_record(t, "bad", bad_backward, &hoop__kern_cpu, in, 1, *o, &n));
     if (n) n->saved = (void *)(intptr_t)kind;

@@ -112,6 +112,14 @@ done
 for n in $needed; do
     echo "$listed" | grep -qx "$n" || bad "libhoop.so links $n, but hoop.pc does not list -l${n#lib}"
 done
+# CUDA's libraries belong to the CUDA module alone (loaded on first use), never to libhoop.
+for n in $needed; do
+    case $n in libcuda* | libcublas*) bad "libhoop.so links $n: CUDA must stay in libhoop-cuda.so" ;; esac
+done
+if [ -e "$lib/hoop/libhoop-cuda.so" ]; then
+    readelf -d "$lib/hoop/libhoop-cuda.so" | grep -q 'NEEDED.*libcudart' ||
+        bad "the installed libhoop-cuda.so does not link libcudart"
+fi
 [ -z "$($pkgconfig --print-requires hoop)" ] || bad "hoop.pc has Requires: $($pkgconfig --print-requires hoop)"
 
 [ "$fail" -eq 0 ] && echo "ok: installed headers, man pages, hoop.pc (links: $(echo $listed)); shared and static programs run"

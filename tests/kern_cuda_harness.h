@@ -73,11 +73,11 @@ static inline int32_t *dev_copy_i32(const int32_t *h, size_t n)
 /* The _gpu variants of these tests (HOOP_KERN_CUDA_GPU: the table built by nvcc) need a
  * GPU and skip (exit 77) without one; the host-layer builds always run. */
 #ifdef HOOP_KERN_CUDA_GPU
-#include "cuda/device.h"
+#include <cuda_runtime_api.h>
 static inline void kern_cuda_needs_device(const char *prog)
 {
     int n = 0;
-    if (hoop__cuda_device_count(&n) != HOOP_OK || n == 0) {
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
         printf("%s_gpu: no usable GPU here: skipped (%s runs the same kernels on the host "
                "execution layer)\n",
                prog, prog);

@@ -61,8 +61,11 @@ HOOP_API hoop_status hoop_init_kaiming_uniform(hoop_tensor *t, int64_t fan_in, f
 HOOP_API hoop_status hoop_init_xavier_uniform(hoop_tensor *t, int64_t fan_in, int64_t fan_out,
                                               float gain, hoop_rng *rng);
 
-/* Fills t with U(lo, hi). */
-HOOP_API void hoop_init_uniform(hoop_tensor *t, float lo, float hi, hoop_rng *rng);
+/* Fills t with U(lo, hi), drawn from rng on the host in index order whatever t's device
+ * (a CUDA tensor gets the same values, uploaded), so a model starts from the same weights
+ * on every device. Errors: HOOP_ERR_INVALID (t or rng NULL), HOOP_ERR_NOMEM, the
+ * device's copy error. */
+HOOP_API hoop_status hoop_init_uniform(hoop_tensor *t, float lo, float hi, hoop_rng *rng);
 
 /* Configuration of the small CNN. Use HOOP_CNN_CONFIG_INIT and change fields.
  * height and width must be multiples of 4. dropout in [0,1) is applied after fc1's ReLU
@@ -126,8 +129,15 @@ HOOP_API size_t hoop_model_numel(const hoop_model *m);
  * hoop_backward()). fn NULL removes them. */
 HOOP_API void hoop_model_set_grad_hook(hoop_model *m, hoop_grad_hook_fn fn, void *user);
 
-/* Zeroes every parameter's gradient. */
-HOOP_API void hoop_model_zero_grad(hoop_model *m);
+/* Zeroes every parameter's gradient. HOOP_OK, or the device's error (first failing
+ * parameter). */
+HOOP_API hoop_status hoop_model_zero_grad(hoop_model *m);
+
+/* Moves every parameter of m to device (hoop_tensor_to_device), as torch's Module.to():
+ * build the model (initialised on the host, so identically on every device), then move
+ * it, then make the optimizer. Errors: HOOP_ERR_INVALID (m NULL), a parameter's error with
+ * its name; parameters moved before the failing one stay moved (call again to finish). */
+HOOP_API hoop_status hoop_model_to_device(hoop_model *m, hoop_device device);
 
 HOOP_EXTERN_C_END
 

@@ -82,8 +82,9 @@ HOOP_API void hoop_optim_free(hoop_optim *opt);
  * update kernel, which leaves the parameters after it not updated). */
 HOOP_API hoop_status hoop_optim_step(hoop_optim *opt);
 
-/* Zeroes the gradients of all the optimizer's parameters. */
-HOOP_API void hoop_optim_zero_grad(hoop_optim *opt);
+/* Zeroes the gradients of all the optimizer's parameters. HOOP_OK (also for NULL), or the
+ * device's error (a failed fill kernel). */
+HOOP_API hoop_status hoop_optim_zero_grad(hoop_optim *opt);
 
 /* The learning rate used by the next step; set it every step from a schedule. */
 HOOP_API void hoop_optim_set_lr(hoop_optim *opt, float lr);

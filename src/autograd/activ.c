@@ -58,7 +58,7 @@ static hoop_status unary(hoop_tape *tape, const struct unary_op *op, hoop_tensor
     const struct hoop__kern *k;
     HOOP_CHECK(kern_of(op->fn, x, "x", &k));
     hoop_tensor *y;
-    HOOP_CHECK(hoop__tensor_arena(tape, x->ndim, x->shape, &y));
+    HOOP_CHECK(hoop__tensor_arena(tape, k->device, x->ndim, x->shape, &y));
     HOOP_CHECK(k->unary_fwd(op->kind, y->data, x->data, x->count));
     struct hoop_node *n;
     HOOP_CHECK(hoop__tape_record(tape, op->name, unary_backward, k, &x, 1, y, &n));
@@ -108,7 +108,7 @@ hoop_status hoop_softmax(hoop_tape *tape, hoop_tensor *x, hoop_tensor **out)
     HOOP_CHECK(kern_of("hoop_softmax", x, "x", &k));
     if (x->ndim < 1) return hoop__ndim_error("hoop_softmax", "x", x, "at least 1 dimension");
     hoop_tensor *y;
-    HOOP_CHECK(hoop__tensor_arena(tape, x->ndim, x->shape, &y));
+    HOOP_CHECK(hoop__tensor_arena(tape, k->device, x->ndim, x->shape, &y));
     const size_t C = (size_t)x->shape[x->ndim - 1], rows = x->count / C;
     HOOP_CHECK(k->softmax_fwd(y->data, x->data, rows, C));
     HOOP_CHECK(hoop__tape_record(tape, "softmax", softmax_backward, k, &x, 1, y, NULL));
@@ -165,12 +165,13 @@ hoop_status hoop_cross_entropy(hoop_tape *tape, hoop_tensor *logits, const int32
     const size_t N = (size_t)logits->shape[0], C = (size_t)logits->shape[1];
     struct ce_saved *s = hoop__arena_alloc(tape, sizeof(*s));
     if (s == NULL) return HOOP_ERR_NOMEM;
-    s->probs = hoop__arena_alloc(tape, logits->count * sizeof(float));
-    s->labels = hoop__arena_alloc(tape, N * sizeof(int32_t));
+    s->probs = hoop__arena_data(tape, k->device, logits->count * sizeof(float));
+    s->labels = hoop__arena_data(tape, k->device, N * sizeof(int32_t));
     if (s->probs == NULL || s->labels == NULL) return HOOP_ERR_NOMEM;
-    memcpy(s->labels, labels, N * sizeof(int32_t)); /* host labels, checked above */
+    /* host labels, checked above, to the logits' device */
+    HOOP_CHECK(k->copy(s->labels, labels, N * sizeof(int32_t), 1));
     hoop_tensor *y;
-    HOOP_CHECK(hoop__tensor_arena(tape, 0, NULL, &y));
+    HOOP_CHECK(hoop__tensor_arena(tape, k->device, 0, NULL, &y));
     HOOP_CHECK(k->ce_fwd(y->data, s->probs, logits->data, s->labels, N, C, label_smoothing));
     struct hoop_node *n;
     HOOP_CHECK(hoop__tape_record(tape, "cross_entropy", ce_backward, k, &logits, 1, y, &n));

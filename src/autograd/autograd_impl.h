@@ -80,15 +80,26 @@ struct hoop_node {
 
 // ----- arena (tape.c) ----------------------------------------------------------------------
 
-/* Returns bytes (rounded up to HOOP__ALIGN) of uninitialised arena memory, or NULL with
- * HOOP_ERR_NOMEM set in the thread's error. */
+/* Returns bytes (rounded up to HOOP__ALIGN) of uninitialised host arena memory (tensor
+ * headers, nodes, host-side saved values), or NULL with HOOP_ERR_NOMEM set in the thread's
+ * error. */
 void *hoop__arena_alloc(hoop_tape *tape, size_t bytes);
 
-/* An arena tensor of the given shape with uninitialised data; requires_grad 0. NULL on
- * failure (message set). shape already validated by the caller or validated here. */
-hoop_status hoop__tensor_arena(hoop_tape *tape, int ndim, const int64_t *shape, hoop_tensor **out);
+/* Like hoop__arena_alloc, in device d's memory (the tape keeps one arena per device, each
+ * allocating blocks through its kernel table): a tensor's data and gradient, and what a
+ * kernel reads or writes (masks, argmax indices, im2col columns). For HOOP_DEVICE_CPU it
+ * is hoop__arena_alloc. NULL with the message set (HOOP_ERR_NOMEM, or a device without a
+ * table). */
+void *hoop__arena_data(hoop_tape *tape, hoop_device d, size_t bytes);
 
-/* Like hoop__tensor_arena but data points at view_data (no allocation). */
+/* An arena tensor on device d of the given shape with uninitialised data; requires_grad
+ * 0. NULL on failure (message set). shape already validated by the caller or validated
+ * here. */
+hoop_status hoop__tensor_arena(hoop_tape *tape, hoop_device d, int ndim, const int64_t *shape,
+                               hoop_tensor **out);
+
+/* Like hoop__tensor_arena but data points at view_data (no allocation); the device is
+ * CPU: a view of a device tensor sets it. */
 hoop_status hoop__tensor_view(hoop_tape *tape, int ndim, const int64_t *shape, float *view_data,
                               hoop_tensor **out);
 

@@ -33,6 +33,7 @@
 #include <zlib.h>
 
 #include "autograd/autograd_impl.h"
+#include "autograd/kern.h"
 #include "autograd/optim_impl.h"
 #include "core/check.h"
 
@@ -49,12 +50,28 @@
 struct cursor {
     unsigned char *buf;
     size_t pos, len;
-    int short_read; /* a read ran past len */
+    int short_read;  /* a read ran past len */
+    hoop_status err; /* the first failed device copy (message set) */
 };
 
 static void put(struct cursor *c, const void *src, size_t n)
 {
     if (c->buf) memcpy(c->buf + c->pos, src, n);
+    c->pos += n;
+}
+
+/* put of n bytes in device d's memory: the file holds the same bytes whichever device a
+ * tensor lives on, so a checkpoint written on a GPU loads on the CPU and the reverse. */
+static void put_dev(struct cursor *c, hoop_device d, const void *src, size_t n)
+{
+    if (d == HOOP_DEVICE_CPU || c->buf == NULL) {
+        put(c, src, n);
+        return;
+    }
+    const struct hoop__kern *k;
+    hoop_status st = hoop__kern_get(d, "hoop_checkpoint_save", &k);
+    if (st == HOOP_OK) st = k->copy(c->buf + c->pos, src, n, 0);
+    if (st != HOOP_OK && c->err == HOOP_OK) c->err = st;
     c->pos += n;
 }
 
@@ -75,6 +92,22 @@ static int get(struct cursor *c, void *dst, size_t n)
         return 0;
     }
     if (dst) memcpy(dst, c->buf + c->pos, n);
+    c->pos += n;
+    return 1;
+}
+
+/* get into device d's memory (dst NULL skips); a failed copy is kept in c->err. */
+static int get_dev(struct cursor *c, hoop_device d, void *dst, size_t n)
+{
+    if (d == HOOP_DEVICE_CPU || dst == NULL) return get(c, dst, n);
+    if (c->len - c->pos < n) {
+        c->short_read = 1;
+        return 0;
+    }
+    const struct hoop__kern *k;
+    hoop_status st = hoop__kern_get(d, "hoop_checkpoint_load", &k);
+    if (st == HOOP_OK) st = k->copy(dst, c->buf + c->pos, n, 1);
+    if (st != HOOP_OK && c->err == HOOP_OK) c->err = st;
     c->pos += n;
     return 1;
 }
@@ -107,7 +140,8 @@ static void write_optim(struct cursor *c, const hoop_optim *o)
     put_u64(c, (uint64_t)o->steps);
     for (size_t i = 0; i < o->count; i++)
         for (int s = 0; s < o->nstate; s++)
-            put(c, o->state[i * (size_t)o->nstate + (size_t)s], o->params[i]->count * 4);
+            put_dev(c, o->kern->device, o->state[i * (size_t)o->nstate + (size_t)s],
+                    o->params[i]->count * 4);
 }
 
 /* Serialises everything; with c->buf NULL it only measures. */
@@ -127,7 +161,7 @@ static void write_image(struct cursor *c, hoop_tensor *const *params, size_t cou
         put(c, t->name, name_len);
         put_u32(c, (uint32_t)t->ndim);
         put(c, t->shape, (size_t)t->ndim * 8);
-        put(c, t->data, t->count * 4);
+        put_dev(c, t->device, t->data, t->count * 4);
     }
     if (o) write_optim(c, o);
     if (extra_bytes) put(c, extra, extra_bytes);
@@ -219,6 +253,10 @@ hoop_status hoop_checkpoint_save(const char *path, hoop_tensor *const *params, s
         return HOOP_ERROR(HOOP_ERR_NOMEM, "hoop_checkpoint_save: cannot allocate %zu bytes", total);
     c = (struct cursor){.buf = img, .len = total};
     write_image(&c, params, count, opt, extra, extra_bytes, total);
+    if (c.err != HOOP_OK) {
+        free(img); /* a device's copy failed: nothing is written */
+        return c.err;
+    }
     const uint32_t crc = (uint32_t)crc32(0L, img, (uInt)(total - 4));
     memcpy(img + total - 4, &crc, 4);
     hoop_status st = atomic_write(path, img, total);
@@ -330,7 +368,7 @@ static hoop_status read_param(const char *path, struct cursor *c, hoop_tensor *t
                           "in the file than the model's %s",
                           path, name, hoop_tensor_shape_str(t, s, sizeof(s)));
     }
-    if (!get(c, apply ? t->data : NULL, t->count * 4))
+    if (!get_dev(c, t->device, apply ? t->data : NULL, t->count * 4))
         return HOOP_ERROR(HOOP_ERR_INVALID, "checkpoint '%s': truncated in '%s'", path, name);
     return HOOP_OK;
 }
@@ -363,7 +401,7 @@ static hoop_status read_optim(const char *path, struct cursor *c, hoop_optim *o,
     for (size_t i = 0; i < o->count; i++)
         for (int s = 0; s < nstate; s++) {
             float *dst = apply ? o->state[i * (size_t)nstate + (size_t)s] : NULL;
-            if (!get(c, dst, o->params[i]->count * 4))
+            if (!get_dev(c, o->kern->device, dst, o->params[i]->count * 4))
                 return HOOP_ERROR(HOOP_ERR_INVALID, "checkpoint '%s': truncated optimizer state",
                                   path);
         }
@@ -420,6 +458,7 @@ static hoop_status parse(const struct load_args *a, const unsigned char *b, size
                           "checkpoint '%s': %zu bytes left for %llu bytes of "
                           "caller data",
                           a->path, c.len - c.pos, (unsigned long long)extra_bytes);
+    if (c.err != HOOP_OK) return c.err;
     if (apply && a->extra_bytes) *a->extra_bytes = (size_t)extra_bytes;
     if (apply && a->extra)
         memcpy(a->extra, b + c.pos, extra_bytes < a->extra_cap ? extra_bytes : a->extra_cap);

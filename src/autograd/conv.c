@@ -54,7 +54,7 @@ static hoop_status conv_backward(hoop_tape *tape, struct hoop_node *n)
     float *dx, *dw, *db;
     HOOP_CHECK(hoop__grad_for(tape, x, &dx, &acc_x));
     HOOP_CHECK(hoop__grad_for(tape, w, &dw, &acc_w));
-    float *col = hoop__arena_alloc(tape, (size_t)K * S * sizeof(float));
+    float *col = hoop__arena_data(tape, k->device, (size_t)K * S * sizeof(float));
     if (col == NULL) return HOOP_ERR_NOMEM; /* message set by the arena */
     if (dx && !acc_x) HOOP_CHECK(k->fill(dx, x->count, 0.0f));
     for (int64_t i = 0; i < g.N; i++) {
@@ -120,8 +120,8 @@ hoop_status hoop_conv2d(hoop_tape *tape, hoop_tensor *x, hoop_tensor *w, hoop_te
     const int K = (int)(g.C * g.KH * g.KW), S = (int)(g.OH * g.OW), O = (int)g.O;
     const int64_t shape[4] = {g.N, g.O, g.OH, g.OW};
     hoop_tensor *y;
-    HOOP_CHECK(hoop__tensor_arena(tape, 4, shape, &y));
-    float *col = hoop__arena_alloc(tape, (size_t)K * S * sizeof(float));
+    HOOP_CHECK(hoop__tensor_arena(tape, k->device, 4, shape, &y));
+    float *col = hoop__arena_data(tape, k->device, (size_t)K * S * sizeof(float));
     if (col == NULL) return HOOP_ERR_NOMEM;
     /* y starts as the broadcast bias (0 without one); each sample's GEMM adds W @ col. */
     HOOP_CHECK(k->bias_fill(y->data, bias ? bias->data : NULL, (size_t)g.N, (size_t)O, (size_t)S));
@@ -170,8 +170,8 @@ hoop_status hoop_max_pool2d(hoop_tape *tape, hoop_tensor *x, int kernel, int str
     const int64_t OH = (H - kernel) / stride + 1, OW = (W - kernel) / stride + 1;
     const int64_t shape[4] = {x->shape[0], x->shape[1], OH, OW};
     hoop_tensor *y;
-    HOOP_CHECK(hoop__tensor_arena(tape, 4, shape, &y));
-    int32_t *arg = hoop__arena_alloc(tape, y->count * sizeof(int32_t));
+    HOOP_CHECK(hoop__tensor_arena(tape, k->device, 4, shape, &y));
+    int32_t *arg = hoop__arena_data(tape, k->device, y->count * sizeof(int32_t));
     if (arg == NULL) return HOOP_ERR_NOMEM;
     const size_t planes = (size_t)(x->shape[0] * x->shape[1]);
     HOOP_CHECK(k->pool_fwd(y->data, arg, x->data, planes, H, W, OH, OW, kernel, stride));

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hoop/log.h"
 #include "hoop/status.h"
 #include "hoop/tensor.h"
 
@@ -62,8 +63,21 @@ struct hoop__adamw_args {
 };
 
 struct hoop__kern {
-    size_t size;      /* sizeof(struct hoop__kern) of the build that made the table */
-    const char *name; /* the device's name, "cpu", for messages */
+    size_t size;        /* sizeof(struct hoop__kern) of the build that made the table */
+    const char *name;   /* the device's name, "cpu", for messages */
+    hoop_device device; /* the device whose memory the entries take */
+
+    // ----- memory (the only entries that allocate)
+
+    /* *p = bytes of uninitialised device memory, aligned to 64 bytes at least (bytes 0 gives
+     * a valid, freeable pointer). HOOP_ERR_NOMEM naming the size (and, on a GPU, what is in
+     * use) when there is none. Freed by mem_free (NULL is a no-op). */
+    hoop_status (*mem_alloc)(void **p, size_t bytes);
+    void (*mem_free)(void *p);
+    /* Copies bytes between host memory and the device's: to_device 1 copies host src to
+     * device dst, 0 device src to host dst. Ordered after every kernel queued before it;
+     * returns when the copy is complete (host memory may be reused or read at once). */
+    hoop_status (*copy)(void *dst, const void *src, size_t bytes, int to_device);
 
     // ----- linear algebra and copies
 
@@ -167,12 +181,37 @@ struct hoop__kern {
     hoop_status (*scale)(float *g, size_t count, float coef);
 };
 
+/* What this library gives a backend module when it opens it (kern.c): its error and log
+ * functions (core/check.h, core/log.h), which the module's own definitions of those
+ * names forward to, and the log settings at the time. */
+struct hoop__backend_host {
+    size_t size; /* sizeof(struct hoop__backend_host) of the host's build */
+    hoop_status (*set_error)(hoop_status st, const char *file, int line, const char *fmt, ...);
+    void (*trace_status)(hoop_status st, const char *file, int line);
+    void (*log)(hoop_log_level level, unsigned subsys, const char *file, int line, const char *fmt,
+                ...);
+    int log_level;
+    unsigned log_mask;
+};
+
+/* A backend module's one exported function, named HOOP__BACKEND_OPEN: keeps host (it
+ * outlives the module's use), checks that its device is usable and sets *kern to its
+ * table. HOOP_OK, or the reason the device cannot be had (HOOP_ERR_UNSUPPORTED: no GPU,
+ * with the driver's message; HOOP_ERR_INVALID: host's size differs). */
+typedef hoop_status (*hoop__backend_open_fn)(const struct hoop__backend_host *host,
+                                             const struct hoop__kern **kern);
+#define HOOP__BACKEND_OPEN "hoop_backend_open"
+
 /* The CPU table (kern_cpu.c): host loops and OpenBLAS. */
 extern const struct hoop__kern hoop__kern_cpu;
 
-/* The table for device d: the CPU one for HOOP_DEVICE_CPU, NULL for a device this build
- * has no kernels for (HOOP_DEVICE_CUDA in this version). */
+/* The table for device d: the CPU one for HOOP_DEVICE_CPU; for HOOP_DEVICE_CUDA the CUDA
+ * backend's, loaded on the first call (kern.c); NULL when it cannot be had. */
 const struct hoop__kern *hoop__kern_for(hoop_device d);
+
+/* hoop__kern_for with the reason: HOOP_ERR_UNSUPPORTED "fn: device cuda: <why>" (no backend, no
+ * GPU: the loader's message) or "fn: this build has no X kernels". */
+hoop_status hoop__kern_get(hoop_device d, const char *fn, const struct hoop__kern **k);
 
 /* "cpu", "cuda" (for messages). */
 const char *hoop__device_name(hoop_device d);

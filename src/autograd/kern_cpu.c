@@ -13,6 +13,8 @@
  */
 #include <cblas.h>
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "autograd/kern.h"
@@ -25,6 +27,32 @@
 #if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
 #pragma GCC optimize("O3")
 #endif
+
+// ----- memory --------------------------------------------------------------------------------
+
+static hoop_status cpu_mem_alloc(void **p, size_t bytes)
+{
+    /* aligned_alloc wants a multiple of the alignment; 0 bytes still gives a pointer. */
+    if (bytes > SIZE_MAX - 64)
+        return HOOP_ERROR(HOOP_ERR_NOMEM, "cpu: %zu bytes cannot be allocated", bytes);
+    const size_t rounded = bytes ? (bytes + 63) / 64 * 64 : 64;
+    *p = aligned_alloc(64, rounded);
+    if (*p == NULL)
+        return HOOP_ERROR(HOOP_ERR_NOMEM, "cpu: cannot allocate %zu bytes of host memory", bytes);
+    return HOOP_OK;
+}
+
+static void cpu_mem_free(void *p)
+{
+    free(p);
+}
+
+static hoop_status cpu_copy(void *dst, const void *src, size_t bytes, int to_device)
+{
+    (void)to_device; /* both sides are host memory */
+    if (bytes) memcpy(dst, src, bytes);
+    return HOOP_OK;
+}
 
 // ----- linear algebra and copies ------------------------------------------------------------
 
@@ -540,6 +568,10 @@ static hoop_status cpu_scale(float *g, size_t count, float coef)
 const struct hoop__kern hoop__kern_cpu = {
     .size = sizeof(struct hoop__kern),
     .name = "cpu",
+    .device = HOOP_DEVICE_CPU,
+    .mem_alloc = cpu_mem_alloc,
+    .mem_free = cpu_mem_free,
+    .copy = cpu_copy,
     .gemm = cpu_gemm,
     .fill = cpu_fill,
     .axpy_or_copy = cpu_axpy_or_copy,

@@ -29,10 +29,23 @@ struct hoop_model {
 
 // ----- initialisation -----------------------------------------------------------------------
 
-void hoop_init_uniform(hoop_tensor *t, float lo, float hi, hoop_rng *rng)
+hoop_status hoop_init_uniform(hoop_tensor *t, float lo, float hi, hoop_rng *rng)
 {
-    if (t == NULL || rng == NULL) return;
-    for (size_t i = 0; i < t->count; i++) t->data[i] = lo + (hi - lo) * hoop_rng_uniform(rng);
+    if (t == NULL || rng == NULL)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_init_uniform: %s is NULL",
+                          t == NULL ? "t" : "rng");
+    if (t->device == HOOP_DEVICE_CPU) {
+        for (size_t i = 0; i < t->count; i++) t->data[i] = lo + (hi - lo) * hoop_rng_uniform(rng);
+        return HOOP_OK;
+    }
+    /* A device tensor draws the same numbers on the host and uploads them, so a model
+     * initialised on either device starts from the same weights. */
+    float *host;
+    HOOP_CHECK(hoop__calloc(&host, t->count));
+    for (size_t i = 0; i < t->count; i++) host[i] = lo + (hi - lo) * hoop_rng_uniform(rng);
+    const hoop_status st = hoop_tensor_copy_from(t, host, t->count);
+    free(host);
+    return st;
 }
 
 static hoop_status init_check(const hoop_tensor *t, const hoop_rng *rng, float gain, const char *fn)
@@ -51,8 +64,7 @@ hoop_status hoop_init_kaiming_uniform(hoop_tensor *t, int64_t fan_in, float gain
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_init_kaiming_uniform: fan_in=%lld must be >= 1",
                           (long long)fan_in);
     const float bound = gain * sqrtf(3.0f / (float)fan_in);
-    hoop_init_uniform(t, -bound, bound, rng);
-    return HOOP_OK;
+    return hoop_init_uniform(t, -bound, bound, rng);
 }
 
 hoop_status hoop_init_xavier_uniform(hoop_tensor *t, int64_t fan_in, int64_t fan_out, float gain,
@@ -65,8 +77,7 @@ hoop_status hoop_init_xavier_uniform(hoop_tensor *t, int64_t fan_in, int64_t fan
                           "with a sum >= 1",
                           (long long)fan_in, (long long)fan_out);
     const float bound = gain * sqrtf(6.0f / (float)(fan_in + fan_out));
-    hoop_init_uniform(t, -bound, bound, rng);
-    return HOOP_OK;
+    return hoop_init_uniform(t, -bound, bound, rng);
 }
 
 // ----- the container ------------------------------------------------------------------------
@@ -140,9 +151,26 @@ void hoop_model_set_grad_hook(hoop_model *m, hoop_grad_hook_fn fn, void *user)
     for (size_t i = 0; m && i < m->nparams; i++) hoop_tensor_set_grad_hook(m->params[i], fn, user);
 }
 
-void hoop_model_zero_grad(hoop_model *m)
+hoop_status hoop_model_to_device(hoop_model *m, hoop_device device)
 {
-    for (size_t i = 0; m && i < m->nparams; i++) hoop_tensor_zero_grad(m->params[i]);
+    if (m == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_model_to_device: m is NULL");
+    /* Each parameter moves or stays whole; a failure part-way leaves the model on two
+     * devices, which the next op reports (mixed devices), and a retry finishes the move. */
+    for (size_t i = 0; i < m->nparams; i++) {
+        const hoop_status st = hoop_tensor_to_device(m->params[i], device);
+        if (st != HOOP_OK) {
+            char why[512];
+            snprintf(why, sizeof(why), "%s", hoop_last_error());
+            return HOOP_ERROR(st, "hoop_model_to_device: %s: %s", m->params[i]->name, why);
+        }
+    }
+    return HOOP_OK;
+}
+
+hoop_status hoop_model_zero_grad(hoop_model *m)
+{
+    for (size_t i = 0; m && i < m->nparams; i++) HOOP_CHECK(hoop_tensor_zero_grad(m->params[i]));
+    return HOOP_OK;
 }
 
 // ----- layers -------------------------------------------------------------------------------
@@ -161,7 +189,7 @@ static hoop_status add_layer(hoop_model *m, const char *prefix, int ndim, const 
     const int64_t fan_in = (int64_t)w->count / wshape[0];
     HOOP_CHECK(hoop_init_kaiming_uniform(w, fan_in, 1.0f / sqrtf(3.0f), rng));
     const float bound = 1.0f / sqrtf((float)fan_in);
-    hoop_init_uniform(b, -bound, bound, rng);
+    HOOP_CHECK(hoop_init_uniform(b, -bound, bound, rng));
     return HOOP_OK;
 }
 

@@ -74,7 +74,7 @@ hoop_status hoop_matmul(hoop_tape *tape, hoop_tensor *a, hoop_tensor *b, hoop_te
         return hoop__shape_error("hoop_matmul", "a", a, "b", b, "a's dim 1 must equal b's dim 0");
     const int64_t shape[2] = {a->shape[0], b->shape[1]};
     hoop_tensor *y;
-    HOOP_CHECK(hoop__tensor_arena(tape, 2, shape, &y));
+    HOOP_CHECK(hoop__tensor_arena(tape, k->device, 2, shape, &y));
     HOOP_CHECK(k->gemm(0, 0, (int)shape[0], (int)shape[1], (int)a->shape[1], 1.0f, a->data,
                        (int)a->shape[1], b->data, (int)shape[1], 0.0f, y->data, (int)shape[1]));
     HOOP_CHECK(hoop__tape_record(tape, "matmul", matmul_backward, k, in, 2, y, NULL));
@@ -131,7 +131,7 @@ hoop_status hoop_linear(hoop_tape *tape, hoop_tensor *x, hoop_tensor *w, hoop_te
     const int N = (int)x->shape[0], In = (int)x->shape[1], O = (int)w->shape[0];
     const int64_t shape[2] = {N, O};
     hoop_tensor *y;
-    HOOP_CHECK(hoop__tensor_arena(tape, 2, shape, &y));
+    HOOP_CHECK(hoop__tensor_arena(tape, k->device, 2, shape, &y));
     /* Start from the broadcast bias and let the GEMM add x W^T (beta = 1): one pass less. */
     if (bias != NULL) HOOP_CHECK(k->bias_fill(y->data, bias->data, (size_t)N, (size_t)O, 1));
     HOOP_CHECK(
@@ -166,7 +166,7 @@ hoop_status hoop_add(hoop_tape *tape, hoop_tensor *a, hoop_tensor *b, hoop_tenso
     if (!hoop__same_shape(a, b))
         return hoop__shape_error("hoop_add", "a", a, "b", b, "shapes must be equal");
     hoop_tensor *y;
-    HOOP_CHECK(hoop__tensor_arena(tape, a->ndim, a->shape, &y));
+    HOOP_CHECK(hoop__tensor_arena(tape, k->device, a->ndim, a->shape, &y));
     HOOP_CHECK(k->add(y->data, a->data, b->data, y->count));
     HOOP_CHECK(hoop__tape_record(tape, "add", add_backward, k, in, 2, y, NULL));
     *out = y;
@@ -207,7 +207,7 @@ hoop_status hoop_bias_add(hoop_tape *tape, hoop_tensor *x, hoop_tensor *bias, ho
     if (bias->ndim != 1 || bias->shape[0] != x->shape[1])
         return hoop__shape_error("hoop_bias_add", "x", x, "bias", bias, "bias must be (x's dim 1)");
     hoop_tensor *y;
-    HOOP_CHECK(hoop__tensor_arena(tape, x->ndim, x->shape, &y));
+    HOOP_CHECK(hoop__tensor_arena(tape, k->device, x->ndim, x->shape, &y));
     const size_t N = (size_t)x->shape[0], C = (size_t)x->shape[1];
     HOOP_CHECK(k->bias_add(y->data, x->data, bias->data, N, C, bias_inner(x)));
     HOOP_CHECK(hoop__tape_record(tape, "bias_add", bias_add_backward, k, in, 2, y, NULL));
@@ -236,7 +236,7 @@ static hoop_status reduce(hoop_tape *tape, hoop_tensor *x, int mean, hoop_tensor
     const struct hoop__kern *k;
     HOOP_CHECK(kern_of(op, x, &k));
     hoop_tensor *y;
-    HOOP_CHECK(hoop__tensor_arena(tape, 0, NULL, &y));
+    HOOP_CHECK(hoop__tensor_arena(tape, k->device, 0, NULL, &y));
     HOOP_CHECK(k->reduce_fwd(y->data, x->data, x->count, mean));
     struct hoop_node *n;
     HOOP_CHECK(hoop__tape_record(tape, mean ? "mean" : "sum", reduce_backward, k, &x, 1, y, &n));
@@ -370,8 +370,8 @@ hoop_status hoop_dropout(hoop_tape *tape, hoop_tensor *x, float p, hoop_tensor *
     if (!hoop_tape_train(tape) || p == 0.0f)
         return hoop__view_op(tape, k, x, x->ndim, x->shape, "dropout", out);
     hoop_tensor *y;
-    HOOP_CHECK(hoop__tensor_arena(tape, x->ndim, x->shape, &y));
-    float *mask = hoop__arena_alloc(tape, x->count * sizeof(float));
+    HOOP_CHECK(hoop__tensor_arena(tape, k->device, x->ndim, x->shape, &y));
+    float *mask = hoop__arena_data(tape, k->device, x->count * sizeof(float));
     if (mask == NULL) return HOOP_ERR_NOMEM;
     uint64_t seed, offset;
     hoop__tape_draw(tape, x->count, &seed, &offset);

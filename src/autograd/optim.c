@@ -34,11 +34,7 @@ static hoop_status params_kern(const char *fn, hoop_tensor *const *params, size_
                               "%s: params[0] is on %s but params[%zu] is on %s; all parameters "
                               "must be on one device",
                               fn, hoop__device_name(d), i, hoop__device_name(params[i]->device));
-    *k = hoop__kern_for(d);
-    if (*k == NULL)
-        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "%s: this build has no %s kernels", fn,
-                          hoop__device_name(d));
-    return HOOP_OK;
+    return hoop__kern_get(d, fn, k);
 }
 
 // ----- construction -------------------------------------------------------------------------
@@ -76,9 +72,15 @@ static hoop_status alloc_state(hoop_optim *o)
     o->nstate = nstate;
     if (nstate == 0) return HOOP_OK;
     HOOP_CHECK(hoop__calloc(&o->state, o->count * (size_t)nstate));
+    /* In the parameters' device's memory, zeroed (torch's buffers start at 0). */
     for (size_t i = 0; i < o->count; i++)
-        for (int k = 0; k < nstate; k++)
-            HOOP_CHECK(hoop__calloc(&o->state[i * nstate + k], o->params[i]->count));
+        for (int j = 0; j < nstate; j++) {
+            const size_t n = o->params[i]->count;
+            void *p;
+            HOOP_CHECK(o->kern->mem_alloc(&p, n * sizeof(float)));
+            o->state[i * nstate + j] = p;
+            HOOP_CHECK(o->kern->fill(p, n, 0.0f));
+        }
     return HOOP_OK;
 }
 
@@ -119,7 +121,7 @@ void hoop_optim_free(hoop_optim *o)
 {
     if (o == NULL) return;
     if (o->state)
-        for (size_t i = 0; i < o->count * (size_t)o->nstate; i++) free(o->state[i]);
+        for (size_t i = 0; i < o->count * (size_t)o->nstate; i++) o->kern->mem_free(o->state[i]);
     free(o->state);
     free(o->params);
     free(o);
@@ -162,12 +164,12 @@ hoop_status hoop_optim_step(hoop_optim *o)
     return HOOP_OK;
 }
 
-void hoop_optim_zero_grad(hoop_optim *o)
+hoop_status hoop_optim_zero_grad(hoop_optim *o)
 {
-    /* The table's fill cannot fail on the CPU; a device's error would be logged by it. */
     for (size_t i = 0; o && i < o->count; i++)
         if (o->params[i]->grad != NULL)
-            (void)o->kern->fill(o->params[i]->grad, o->params[i]->count, 0.0f);
+            HOOP_CHECK(o->kern->fill(o->params[i]->grad, o->params[i]->count, 0.0f));
+    return HOOP_OK;
 }
 
 void hoop_optim_set_lr(hoop_optim *o, float lr)
@@ -214,9 +216,22 @@ hoop_status hoop_clip_grad_norm(hoop_tensor *const *params, size_t count, float 
                           (double)max_norm);
     const struct hoop__kern *k;
     HOOP_CHECK(params_kern("hoop_clip_grad_norm", params, count, &k));
-    double sq = 0.0; /* the device's memory: host for the CPU table */
-    for (size_t i = 0; i < count; i++)
-        if (params[i]->grad != NULL) HOOP_CHECK(k->sqnorm(&sq, params[i]->grad, params[i]->count));
+    /* The sum of squares accumulates in the device's memory (one double) over every
+     * parameter; only the total comes back to the host. */
+    double sq = 0.0, *dsq = &sq;
+    if (k->device != HOOP_DEVICE_CPU) {
+        HOOP_CHECK(k->mem_alloc((void **)&dsq, sizeof(double)));
+        hoop_status st = k->copy(dsq, &sq, sizeof(double), 1);
+        for (size_t i = 0; st == HOOP_OK && i < count; i++)
+            if (params[i]->grad != NULL) st = k->sqnorm(dsq, params[i]->grad, params[i]->count);
+        if (st == HOOP_OK) st = k->copy(&sq, dsq, sizeof(double), 0);
+        k->mem_free(dsq);
+        HOOP_CHECK(st);
+    } else {
+        for (size_t i = 0; i < count; i++)
+            if (params[i]->grad != NULL)
+                HOOP_CHECK(k->sqnorm(dsq, params[i]->grad, params[i]->count));
+    }
     const float norm = (float)sqrt(sq);
     if (total_norm) *total_norm = norm;
     const float coef = max_norm / (norm + 1e-6f);

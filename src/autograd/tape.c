@@ -29,22 +29,33 @@
 #include <string.h>
 
 #include "autograd/autograd_impl.h"
+#include "autograd/kern.h"
 #include "core/check.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "hoop/nn.h"
 
 #define ARENA_MIN_BLOCK ((size_t)1 << 20)
+#define NDEVICES 2 /* HOOP_DEVICE_CPU, HOOP_DEVICE_CUDA */
 
+/* A block's header lives in host memory; its bytes are the arena's device's. */
 struct arena_block {
     struct arena_block *next;
-    size_t cap, used; /* bytes of data[] */
-    _Alignas(HOOP__ALIGN) unsigned char data[];
+    size_t cap, used;
+    unsigned char *base; /* cap bytes from k->mem_alloc */
+};
+
+/* A bump allocator over blocks of one device's memory, through that device's table. */
+struct arena {
+    struct arena_block *blocks; /* head is the block being filled; older ones follow */
+    size_t total;               /* sum of block capacities */
+    const struct hoop__kern *k; /* set at the first block: frees go to the same table */
 };
 
 struct hoop_tape {
-    struct arena_block *blocks; /* head is the block being filled; older ones follow */
-    size_t arena_total;         /* sum of block capacities */
+    /* [CPU] holds tensor headers, nodes, saved host values and CPU data; [CUDA] the data of
+     * CUDA tensors (activations, their gradients, masks, im2col buffers). */
+    struct arena arena[NDEVICES];
     struct hoop_node **nodes;
     size_t nnodes, nodes_cap;
     uint64_t gen;    /* this step's generation (first-use stamps) */
@@ -65,71 +76,110 @@ static uint64_t new_gen(void)
 
 // ----- arena --------------------------------------------------------------------------------
 
-static struct arena_block *block_new(size_t cap)
+static struct arena_block *block_new(const struct hoop__kern *k, size_t cap)
 {
-    struct arena_block *b = aligned_alloc(HOOP__ALIGN, sizeof(*b) + cap);
+    struct arena_block *b = malloc(sizeof(*b));
     if (b == NULL) return NULL;
+    void *base;
+    if (k->mem_alloc(&base, cap) != HOOP_OK) {
+        free(b);
+        return NULL;
+    }
     b->next = NULL;
     b->cap = cap;
     b->used = 0;
+    b->base = base;
     return b;
+}
+
+static void *arena_alloc(hoop_tape *tape, hoop_device d, size_t bytes)
+{
+    struct arena *a = &tape->arena[d];
+    if (a->k == NULL) a->k = hoop__kern_for(d);
+    if (a->k == NULL) {
+        HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "tape arena: this build has no %s memory",
+                   hoop__device_name(d));
+        return NULL;
+    }
+    if (bytes > SIZE_MAX / 2) {
+        HOOP_ERROR(HOOP_ERR_NOMEM, "tape arena: cannot allocate %zu bytes", bytes);
+        return NULL;
+    }
+    bytes = (bytes + HOOP__ALIGN - 1) / HOOP__ALIGN * HOOP__ALIGN;
+    struct arena_block *b = a->blocks;
+    if (b == NULL || b->cap - b->used < bytes) {
+        size_t cap = a->total > ARENA_MIN_BLOCK ? a->total : ARENA_MIN_BLOCK;
+        if (cap < bytes) cap = bytes;
+        struct arena_block *nb = block_new(a->k, cap);
+        if (nb == NULL) {
+            char why[256];
+            snprintf(why, sizeof(why), "%s", hoop_last_error());
+            HOOP_ERROR(HOOP_ERR_NOMEM, "tape arena: cannot allocate a block of %zu bytes on %s: %s",
+                       cap, a->k->name, why);
+            return NULL;
+        }
+        nb->next = b;
+        a->blocks = nb;
+        a->total += cap;
+        HOOP_DEBUGF(AUTOGRAD, "tape arena (%s) grows by %zu bytes to %zu", a->k->name, cap,
+                    a->total);
+        b = nb;
+    }
+    void *p = b->base + b->used;
+    b->used += bytes;
+    if (tape->poison) {
+        /* every float 0xffffffff: a quiet NaN */
+        const union {
+            uint32_t u;
+            float f;
+        } nan_bits = {.u = 0xffffffffu};
+        if (a->k->fill(p, bytes / sizeof(float), nan_bits.f) != HOOP_OK) return NULL;
+    }
+    return p;
 }
 
 void *hoop__arena_alloc(hoop_tape *tape, size_t bytes)
 {
-    if (bytes > SIZE_MAX - sizeof(struct arena_block) - HOOP__ALIGN) {
-        HOOP_ERROR(HOOP_ERR_NOMEM, "tape arena: %zu bytes cannot be allocated", bytes);
-        return NULL;
-    }
-    bytes = (bytes + HOOP__ALIGN - 1) / HOOP__ALIGN * HOOP__ALIGN;
-    struct arena_block *b = tape->blocks;
-    if (b == NULL || b->cap - b->used < bytes) {
-        size_t cap = tape->arena_total > ARENA_MIN_BLOCK ? tape->arena_total : ARENA_MIN_BLOCK;
-        if (cap < bytes) cap = bytes;
-        struct arena_block *nb = block_new(cap);
-        if (nb == NULL) {
-            HOOP_ERROR(HOOP_ERR_NOMEM, "tape arena: cannot allocate a block of %zu bytes", cap);
-            return NULL;
-        }
-        nb->next = b;
-        tape->blocks = nb;
-        tape->arena_total += cap;
-        HOOP_DEBUGF(AUTOGRAD, "tape arena grows by %zu bytes to %zu", cap, tape->arena_total);
-        b = nb;
-    }
-    void *p = b->data + b->used;
-    b->used += bytes;
-    if (tape->poison) memset(p, 0xff, bytes); /* every float 0xffffffff: a quiet NaN */
-    return p;
+    return arena_alloc(tape, HOOP_DEVICE_CPU, bytes);
 }
 
-static void arena_free_all(hoop_tape *tape)
+void *hoop__arena_data(hoop_tape *tape, hoop_device d, size_t bytes)
 {
-    struct arena_block *b = tape->blocks;
+    if ((unsigned)d >= NDEVICES) {
+        HOOP_ERROR(HOOP_ERR_INVALID, "tape arena: device %d is unknown", (int)d);
+        return NULL;
+    }
+    return arena_alloc(tape, d, bytes);
+}
+
+static void arena_free_all(struct arena *a)
+{
+    struct arena_block *b = a->blocks;
     while (b != NULL) {
         struct arena_block *next = b->next;
+        a->k->mem_free(b->base);
         free(b);
         b = next;
     }
-    tape->blocks = NULL;
-    tape->arena_total = 0;
+    a->blocks = NULL;
+    a->total = 0;
 }
 
 /* Rewinds the arena; merges several blocks into one of the high-water size (the bytes the
  * step used, rounded up to a MiB), so the next steps fit in one block. */
-static void arena_reset(hoop_tape *tape)
+static void arena_reset(struct arena *a)
 {
-    if (tape->blocks == NULL) return;
-    if (tape->blocks->next != NULL) {
+    if (a->blocks == NULL) return;
+    if (a->blocks->next != NULL) {
         size_t total = 0;
-        for (struct arena_block *b = tape->blocks; b != NULL; b = b->next) total += b->used;
+        for (struct arena_block *b = a->blocks; b != NULL; b = b->next) total += b->used;
         total = (total + ARENA_MIN_BLOCK - 1) / ARENA_MIN_BLOCK * ARENA_MIN_BLOCK;
-        arena_free_all(tape);
-        tape->blocks = block_new(total); /* on failure, the next alloc retries */
-        if (tape->blocks != NULL) tape->arena_total = total;
+        arena_free_all(a);
+        a->blocks = block_new(a->k, total); /* on failure, the next alloc retries */
+        if (a->blocks != NULL) a->total = total;
         return;
     }
-    tape->blocks->used = 0;
+    a->blocks->used = 0;
 }
 
 hoop_status hoop__tensor_view(hoop_tape *tape, int ndim, const int64_t *shape, float *view_data,
@@ -146,10 +196,12 @@ hoop_status hoop__tensor_view(hoop_tape *tape, int ndim, const int64_t *shape, f
     return HOOP_OK;
 }
 
-hoop_status hoop__tensor_arena(hoop_tape *tape, int ndim, const int64_t *shape, hoop_tensor **out)
+hoop_status hoop__tensor_arena(hoop_tape *tape, hoop_device d, int ndim, const int64_t *shape,
+                               hoop_tensor **out)
 {
     HOOP_CHECK(hoop__tensor_view(tape, ndim, shape, NULL, out));
-    (*out)->data = hoop__arena_alloc(tape, (*out)->count * sizeof(float));
+    (*out)->device = d;
+    (*out)->data = hoop__arena_data(tape, d, (*out)->count * sizeof(float));
     if ((*out)->data == NULL) {
         *out = NULL;
         return HOOP_ERR_NOMEM;
@@ -198,7 +250,7 @@ hoop_status hoop_tape_init(hoop_tape **out)
 hoop_status hoop_tape_destroy(hoop_tape *tape)
 {
     if (tape == NULL) return HOOP_OK;
-    arena_free_all(tape);
+    for (int d = 0; d < NDEVICES; d++) arena_free_all(&tape->arena[d]);
     free(tape->nodes);
     free(tape);
     return HOOP_OK;
@@ -207,7 +259,7 @@ hoop_status hoop_tape_destroy(hoop_tape *tape)
 void hoop_tape_reset(hoop_tape *tape)
 {
     if (tape == NULL) return;
-    arena_reset(tape);
+    for (int d = 0; d < NDEVICES; d++) arena_reset(&tape->arena[d]);
     tape->nnodes = 0;
     tape->gen = new_gen();
     tape->backward_done = 0;
@@ -254,7 +306,7 @@ size_t hoop_tape_node_count(const hoop_tape *tape)
 
 size_t hoop_tape_arena_bytes(const hoop_tape *tape)
 {
-    return tape ? tape->arena_total : 0;
+    return tape ? tape->arena[HOOP_DEVICE_CPU].total + tape->arena[HOOP_DEVICE_CUDA].total : 0;
 }
 
 hoop_status hoop_tape_tensor_new(hoop_tape *tape, int ndim, const int64_t *shape, hoop_tensor **out)
@@ -262,7 +314,7 @@ hoop_status hoop_tape_tensor_new(hoop_tape *tape, int ndim, const int64_t *shape
     if (tape == NULL || out == NULL)
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tape_tensor_new: %s is NULL",
                           tape == NULL ? "tape" : "out");
-    return hoop__tensor_arena(tape, ndim, shape, out);
+    return hoop__tensor_arena(tape, HOOP_DEVICE_CPU, ndim, shape, out);
 }
 
 // ----- recording ----------------------------------------------------------------------------
@@ -325,7 +377,7 @@ hoop_status hoop__grad_for(hoop_tape *tape, hoop_tensor *t, float **grad, int *a
         *grad = t->grad;
         return HOOP_OK;
     }
-    if (t->grad == NULL) t->grad = hoop__arena_alloc(tape, t->count * sizeof(float));
+    if (t->grad == NULL) t->grad = hoop__arena_data(tape, t->device, t->count * sizeof(float));
     if (t->grad == NULL) return HOOP_ERR_NOMEM; /* message set by the arena */
     t->grad_set = 1;
     *accumulate = 0;
@@ -384,7 +436,8 @@ hoop_status hoop__backward_from(hoop_tape *tape, hoop_tensor *out, const float *
     float *g;
     HOOP_CHECK(hoop__grad_for(tape, out, &g, &acc));
     if (g == NULL) return HOOP_ERROR(HOOP_ERR_INTERNAL, "hoop_backward: loss needs no gradient");
-    memcpy(g, dy, out->count * sizeof(float)); /* dy is host memory: the CPU engine's seed */
+    /* dy is host memory; the seed goes to the loss's device through its node's table */
+    HOOP_CHECK(out->node->kern->copy(g, dy, out->count * sizeof(float), 1));
     tape->backward_done = 1;
     tape->bw_gen = new_gen();
     for (size_t i = last + 1; i-- > 0;) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "autograd/autograd_impl.h"
+#include "autograd/kern.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "hoop/nn.h"
@@ -94,12 +95,30 @@ char *hoop_tensor_shape_str(const hoop_tensor *t, char *buf, size_t bytes)
 
 // ----- long-lived tensors -------------------------------------------------------------------
 
-static float *alloc_floats(size_t count)
+/* count zeroed floats of device d's memory through its table k (the size rounded up to
+ * HOOP__ALIGN, so vector loops may read to the end of a line). */
+static hoop_status alloc_floats(const struct hoop__kern *k, size_t count, float **out)
 {
-    size_t bytes = (count * sizeof(float) + HOOP__ALIGN - 1) / HOOP__ALIGN * HOOP__ALIGN;
-    float *p = aligned_alloc(HOOP__ALIGN, bytes);
-    if (p) memset(p, 0, bytes);
-    return p;
+    const size_t bytes = (count * sizeof(float) + HOOP__ALIGN - 1) / HOOP__ALIGN * HOOP__ALIGN;
+    void *p;
+    HOOP_CHECK(k->mem_alloc(&p, bytes));
+    const hoop_status st = k->fill(p, bytes / sizeof(float), 0.0f);
+    if (st != HOOP_OK) {
+        k->mem_free(p);
+        return st;
+    }
+    *out = p;
+    return HOOP_OK;
+}
+
+static void free_buffers(hoop_tensor *t)
+{
+    const struct hoop__kern *k = hoop__kern_for(t->device);
+    if (k == NULL) return; /* nothing was allocated without a table */
+    k->mem_free(t->data);
+    if (t->owns_grad) k->mem_free(t->grad);
+    t->data = NULL;
+    t->grad = NULL;
 }
 
 hoop_status hoop_tensor_new(hoop_tensor **out, int ndim, const int64_t *shape, hoop_device device,
@@ -109,26 +128,26 @@ hoop_status hoop_tensor_new(hoop_tensor **out, int ndim, const int64_t *shape, h
     *out = NULL;
     if (device != HOOP_DEVICE_CPU && device != HOOP_DEVICE_CUDA)
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tensor_new: device %d is unknown", (int)device);
-    if (device != HOOP_DEVICE_CPU)
-        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
-                          "hoop_tensor_new: device %d is not supported "
-                          "by the CPU autograd engine",
-                          (int)device);
     size_t count;
     HOOP_CHECK(hoop__shape_check(ndim, shape, &count));
+    const struct hoop__kern *k;
+    HOOP_CHECK(hoop__kern_get(device, "hoop_tensor_new", &k));
     hoop_tensor *t;
     HOOP_CHECK(hoop__calloc(&t, 1));
     hoop__tensor_header(t, ndim, shape, count);
+    t->device = device;
     t->long_lived = 1;
     t->requires_grad = requires_grad != 0;
-    t->data = alloc_floats(count);
-    if (t->requires_grad) {
-        t->grad = alloc_floats(count);
-        t->owns_grad = 1;
+    hoop_status st = alloc_floats(k, count, &t->data);
+    if (st == HOOP_OK && t->requires_grad) {
+        st = alloc_floats(k, count, &t->grad);
+        t->owns_grad = st == HOOP_OK;
     }
-    if (t->data == NULL || (t->requires_grad && t->grad == NULL)) {
+    if (st != HOOP_OK) {
+        char why[256];
+        snprintf(why, sizeof(why), "%s", hoop_last_error());
         hoop_tensor_free(t);
-        return HOOP_ERROR(HOOP_ERR_NOMEM, "hoop_tensor_new: cannot allocate %zu floats", count);
+        return HOOP_ERROR(st, "hoop_tensor_new: %s", why);
     }
     *out = t;
     return HOOP_OK;
@@ -141,8 +160,7 @@ void hoop_tensor_free(hoop_tensor *t)
         HOOP_WARN("hoop_tensor_free: ignoring an arena tensor (it dies at hoop_tape_reset)");
         return;
     }
-    free(t->data);
-    if (t->owns_grad) free(t->grad);
+    free_buffers(t);
     free(t);
 }
 
@@ -183,30 +201,119 @@ float *hoop_tensor_grad(hoop_tensor *t)
     return t->grad_set ? t->grad : NULL;
 }
 
-void hoop_tensor_zero_grad(hoop_tensor *t)
+/* The table of t's device for fn; t non-NULL. */
+static hoop_status kern_of_tensor(const hoop_tensor *t, const char *fn, const struct hoop__kern **k)
 {
-    if (t != NULL && t->long_lived && t->grad != NULL) memset(t->grad, 0, t->count * sizeof(float));
+    return hoop__kern_get(t->device, fn, k);
+}
+
+hoop_status hoop_tensor_zero_grad(hoop_tensor *t)
+{
+    if (t == NULL || !t->long_lived || t->grad == NULL) return HOOP_OK;
+    const struct hoop__kern *k;
+    HOOP_CHECK(kern_of_tensor(t, "hoop_tensor_zero_grad", &k));
+    return k->fill(t->grad, t->count, 0.0f);
+}
+
+/* The count check of the host copies: HOOP_ERR_INVALID naming the shape. */
+static hoop_status copy_check(const hoop_tensor *t, const void *host, const char *host_name,
+                              size_t count, const char *fn)
+{
+    if (t == NULL || host == NULL)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s: %s is NULL", fn, t == NULL ? "t" : host_name);
+    if (count != t->count) {
+        char s[96];
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s: count=%zu floats given for a tensor of shape %s (%zu elements)", fn,
+                          count, hoop_tensor_shape_str(t, s, sizeof(s)), t->count);
+    }
+    return HOOP_OK;
 }
 
 hoop_status hoop_tensor_copy_from(hoop_tensor *t, const float *src, size_t count)
 {
-    if (t == NULL || src == NULL)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tensor_copy_from: %s is NULL",
-                          t == NULL ? "t" : "src");
-    if (count != t->count) {
-        char s[96];
+    HOOP_CHECK(copy_check(t, src, "src", count, "hoop_tensor_copy_from"));
+    const struct hoop__kern *k;
+    HOOP_CHECK(kern_of_tensor(t, "hoop_tensor_copy_from", &k));
+    return k->copy(t->data, src, count * sizeof(float), 1);
+}
+
+hoop_status hoop_tensor_copy_to_host(const hoop_tensor *t, float *dst, size_t count)
+{
+    HOOP_CHECK(copy_check(t, dst, "dst", count, "hoop_tensor_copy_to_host"));
+    const struct hoop__kern *k;
+    HOOP_CHECK(kern_of_tensor(t, "hoop_tensor_copy_to_host", &k));
+    return k->copy(dst, t->data, count * sizeof(float), 0);
+}
+
+hoop_status hoop_tensor_grad_to_host(const hoop_tensor *t, float *dst, size_t count)
+{
+    HOOP_CHECK(copy_check(t, dst, "dst", count, "hoop_tensor_grad_to_host"));
+    const float *g = hoop_tensor_grad((hoop_tensor *)t);
+    if (g == NULL)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tensor_grad_to_host: %s has no gradient",
+                          t->name[0] ? t->name : "the tensor");
+    const struct hoop__kern *k;
+    HOOP_CHECK(kern_of_tensor(t, "hoop_tensor_grad_to_host", &k));
+    return k->copy(dst, g, count * sizeof(float), 0);
+}
+
+hoop_status hoop_tensor_fill(hoop_tensor *t, float value)
+{
+    if (t == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tensor_fill: t is NULL");
+    const struct hoop__kern *k;
+    HOOP_CHECK(kern_of_tensor(t, "hoop_tensor_fill", &k));
+    return k->fill(t->data, t->count, value);
+}
+
+hoop_status hoop_tensor_to_device(hoop_tensor *t, hoop_device device)
+{
+    if (t == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tensor_to_device: t is NULL");
+    if (!t->long_lived)
         return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "hoop_tensor_copy_from: count=%zu floats given for a tensor of shape %s "
-                          "(%zu elements)",
-                          count, hoop_tensor_shape_str(t, s, sizeof(s)), t->count);
+                          "hoop_tensor_to_device: %s is an arena tensor (only hoop_tensor_new "
+                          "tensors move)",
+                          t->name[0] ? t->name : "the tensor");
+    if (device != HOOP_DEVICE_CPU && device != HOOP_DEVICE_CUDA)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tensor_to_device: device %d is unknown",
+                          (int)device);
+    if (device == t->device) return HOOP_OK;
+    if (t->grad != NULL && !t->owns_grad)
+        return HOOP_ERROR(HOOP_ERR_USAGE,
+                          "hoop_tensor_to_device: %s's gradient lives in a caller's buffer "
+                          "(hoop_tensor_set_grad_buffer); give it back (buf NULL) first",
+                          t->name[0] ? t->name : "the tensor");
+    const struct hoop__kern *from, *to;
+    HOOP_CHECK(kern_of_tensor(t, "hoop_tensor_to_device", &from));
+    HOOP_CHECK(hoop__kern_get(device, "hoop_tensor_to_device", &to));
+    /* Through host memory: one side of every pair of devices is the host. */
+    const hoop_device host_side = device == HOOP_DEVICE_CPU ? device : t->device;
+    const int upload = host_side == t->device; /* CPU -> device */
+    const struct hoop__kern *dev = upload ? to : from;
+    float *data = NULL, *grad = NULL;
+    hoop_status st = alloc_floats(to, t->count, &data);
+    if (st == HOOP_OK && t->grad) st = alloc_floats(to, t->count, &grad);
+    if (st == HOOP_OK) st = dev->copy(data, t->data, t->count * sizeof(float), upload);
+    if (st == HOOP_OK && t->grad) st = dev->copy(grad, t->grad, t->count * sizeof(float), upload);
+    if (st != HOOP_OK) {
+        to->mem_free(data);
+        to->mem_free(grad);
+        return st; /* t is unchanged */
     }
-    memcpy(t->data, src, count * sizeof(float));
+    free_buffers(t);
+    t->data = data;
+    t->grad = grad;
+    t->owns_grad = grad != NULL;
+    t->device = device;
     return HOOP_OK;
 }
 
-void hoop_tensor_fill(hoop_tensor *t, float value)
+hoop_status hoop_device_check(hoop_device device)
 {
-    for (size_t i = 0; t && i < t->count; i++) t->data[i] = value;
+    if (device != HOOP_DEVICE_CPU && device != HOOP_DEVICE_CUDA)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_device_check: device %d is unknown", (int)device);
+    const struct hoop__kern *k;
+    return hoop__kern_get(device, "hoop_device_check", &k);
 }
 
 const char *hoop_tensor_name(const hoop_tensor *t)
@@ -242,17 +349,17 @@ hoop_status hoop_tensor_set_grad_buffer(hoop_tensor *param, float *buf)
 {
     HOOP_CHECK(check_param(param, "hoop_tensor_set_grad_buffer"));
     if (buf == param->grad) return HOOP_OK;
+    const struct hoop__kern *k;
+    HOOP_CHECK(kern_of_tensor(param, "hoop_tensor_set_grad_buffer", &k));
     float *dst = buf;
-    if (dst == NULL) {
-        dst = alloc_floats(param->count);
-        if (dst == NULL)
-            return HOOP_ERROR(HOOP_ERR_NOMEM,
-                              "hoop_tensor_set_grad_buffer: cannot allocate "
-                              "%zu floats",
-                              param->count);
-    }
-    memmove(dst, param->grad, param->count * sizeof(float));
-    if (param->owns_grad) free(param->grad);
+    if (dst == NULL) HOOP_CHECK(alloc_floats(k, param->count, &dst));
+    /* buf is the tensor's device's memory. On the CPU the old and new buffers may be
+     * overlapping slices of one bucket (memmove); a device's come from its allocator. */
+    if (param->device == HOOP_DEVICE_CPU)
+        memmove(dst, param->grad, param->count * sizeof(float));
+    else
+        HOOP_CHECK(k->axpy_or_copy(dst, param->grad, param->count, 0));
+    if (param->owns_grad) k->mem_free(param->grad);
     param->grad = dst;
     param->owns_grad = buf == NULL;
     return HOOP_OK;

@@ -135,6 +135,15 @@ const hoop_env_param hoop__env_params[] = {
     {"HOOP_ARENA_POISON", HOOP_ENV_INT, "0", 0, 1, NULL,
      "1: fill every tape arena allocation with NaN (debugging: reads of activations or "
      "gradients that no op wrote show up as NaN)"},
+    {"HOOP_CUDA_BACKEND", HOOP_ENV_STRING, NULL, 0, 0, NULL,
+     "path of the CUDA backend module to load at the first CUDA tensor; unset: "
+     "$(pkglibdir)/libhoop-cuda.so, then .libs/ of the build tree"},
+    {"HOOP_CUDA_DEVICE", HOOP_ENV_STRING, NULL, 0, 0, NULL,
+     "this worker's GPU (an index among the visible ones); unset: local_rank modulo the "
+     "number of GPUs"},
+    {"HOOP_CUDA_TF32", HOOP_ENV_INT, "0", 0, 1, NULL,
+     "1: let cuBLAS use TF32 tensor cores for f32 GEMMs (faster, about 1e-3 relative error); "
+     "0: full f32"},
     {NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 

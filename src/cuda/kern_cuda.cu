@@ -15,6 +15,10 @@
 extern "C" const struct hoop__kern hoop__kern_cuda = {
     sizeof(struct hoop__kern),
     "cuda",
+    HOOP_DEVICE_CUDA,
+    hoop__cuda_malloc,
+    hoop__cuda_free,
+    hoop__cuda_copy,
     hoop__cuda_gemm,
     hoop__cuda_fill,
     hoop__cuda_axpy_or_copy,

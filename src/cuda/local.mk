@@ -1,14 +1,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# src/cuda/local.mk -- device memory, streams, kernels (built by nvcc when CUDA is found).
-if HAVE_CUDA
-libhoopcore_la_SOURCES += %reldir%/device.cu
-endif
-EXTRA_DIST += %reldir%/device.cu tests/gpu/run.sh
-noinst_HEADERS += %reldir%/device.h
+# src/cuda/local.mk -- the CUDA backend: device memory, streams, kernels (built by nvcc
+# when CUDA is found) as the module libhoop-cuda.so, which libhoop loads on first use
+# (src/autograd/kern.c), and its build on the host execution layer for the tests.
+EXTRA_DIST += tests/gpu/run.sh
 # nvcc objects have no automatic dependency tracking: rebuild them when any header changes.
 CUDA_HEADER_DEPS = $(noinst_HEADERS) $(hoopinclude_HEADERS)
-%reldir%/device.lo: $(CUDA_HEADER_DEPS)
 
+# The public API with the CUDA backend at the path HOOP_CUDA_BACKEND names (the real one
+# on a GPU machine: tests/gpu/run.sh; skips without one).
 check_PROGRAMS += tests/check_cuda
 tests_check_cuda_SOURCES = tests/check_cuda.c
 tests_check_cuda_CFLAGS = $(AM_CFLAGS)
@@ -34,6 +33,14 @@ CUDA_BACKEND_FILES += %reldir%/ops/dropout.cu
 noinst_HEADERS += %reldir%/ctx.h %reldir%/ops/ops.h
 EXTRA_DIST += $(CUDA_BACKEND_FILES)
 %reldir%/hx_backend.lo: $(CUDA_BACKEND_FILES)
+# The same backend as a loadable module on the host layer (the tests point
+# HOOP_CUDA_BACKEND at .libs/libhoop-cuda-hx.so); -rpath makes libtool build it shared.
+check_LTLIBRARIES += libhoop-cuda-hx.la
+libhoop_cuda_hx_la_SOURCES = %reldir%/hx_module.cc %reldir%/hx.cc %reldir%/hx_blas.cc
+libhoop_cuda_hx_la_CXXFLAGS = $(AM_CXXFLAGS) -fvisibility=hidden
+libhoop_cuda_hx_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir) $(AM_LDFLAGS)
+libhoop_cuda_hx_la_LIBADD = $(BLAS_LIBS) -lm
+EXTRA_DIST += %reldir%/module.cu
 check_PROGRAMS += tests/check_hx
 tests_check_hx_SOURCES = tests/check_hx.c tests/hx_kernels_host.cc
 tests_check_hx_CFLAGS = $(TEST_CFLAGS)
@@ -59,12 +66,19 @@ tests_check_kern_cuda_b_CFLAGS = $(TEST_CFLAGS)
 tests_check_kern_cuda_b_LDADD = $(KERN_CUDA_HX_LDADD)
 EXTRA_DIST += tests/hx_kernels.cu
 if HAVE_CUDA
-# The CUDA backend built by nvcc, and the kernel-table tests against it: they skip (77)
-# without a GPU; tests/gpu/run.sh is to run them where one is lent.
+# The CUDA backend built by nvcc: the installed module, which alone links CUDA's
+# libraries.
+pkglib_LTLIBRARIES = libhoop-cuda.la
+libhoop_cuda_la_SOURCES = $(CUDA_BACKEND_FILES) %reldir%/module.cu
+libhoop_cuda_la_LDFLAGS = -module -avoid-version -shared $(AM_LDFLAGS)
+libhoop_cuda_la_LIBADD = $(CUDA_LIBS) -lcublas
+%reldir%/module.lo: $(CUDA_HEADER_DEPS)
+# The same objects linked statically, and the kernel-table tests against them: they skip
+# (77) without a GPU; tests/gpu/run.sh runs them where one is lent.
 check_LTLIBRARIES += libhoopcudagpu.la
 libhoopcudagpu_la_SOURCES = $(CUDA_BACKEND_FILES)
 $(CUDA_BACKEND_FILES:.cu=.lo): $(CUDA_HEADER_DEPS)
-KERN_CUDA_GPU_LDADD = libhoopcudagpu.la $(TEST_LDADD) -lcublas
+KERN_CUDA_GPU_LDADD = libhoopcudagpu.la $(TEST_LDADD) $(CUDA_LIBS) -lcublas
 check_PROGRAMS += $(KERN_CUDA_TESTS:=_gpu)
 tests_check_kern_cuda_gpu_SOURCES = tests/check_kern_cuda.c tests/kern_cuda_harness.h
 tests_check_kern_cuda_gpu_CFLAGS = $(TEST_CFLAGS) -DHOOP_KERN_CUDA_GPU=1
@@ -80,8 +94,16 @@ TESTS += $(KERN_CUDA_TESTS:=_gpu)
 check_PROGRAMS += tests/check_hx_gpu
 tests_check_hx_gpu_SOURCES = tests/check_hx.c
 tests_check_hx_gpu_CFLAGS = $(TEST_CFLAGS)
-tests_check_hx_gpu_LDADD = tests/hx_kernels.lo $(TEST_LDADD) -lcublas
+tests_check_hx_gpu_LDADD = tests/hx_kernels.lo $(TEST_LDADD) $(CUDA_LIBS) -lcublas
 TESTS += tests/check_hx_gpu
 tests/hx_kernels.lo: $(CUDA_HEADER_DEPS)
 CLEANFILES += tests/hx_kernels.lo tests/hx_kernels.o tests/.libs/hx_kernels.o
 endif
+
+# Whole models on CUDA tensors against the CPU engine, through the loaded backend (the
+# host-layer module here, the real one under tests/gpu/run.sh); needs the module built.
+check_PROGRAMS += tests/check_cuda_train
+tests_check_cuda_train_SOURCES = tests/check_cuda_train.c
+tests_check_cuda_train_CFLAGS = $(TEST_CFLAGS)
+tests_check_cuda_train_LDADD = $(TEST_LDADD)
+TESTS += tests/check_cuda_train

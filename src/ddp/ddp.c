@@ -220,6 +220,11 @@ static hoop_status check_args(hoop_ddp **out, hoop_comm *comm, hoop_tensor *cons
                               "hoop_ddp_init: parameter %zu ('%s') is not a tensor with "
                               "requires_grad",
                               i, params[i] ? hoop_tensor_name(params[i]) : "NULL");
+        if (hoop_tensor_device(params[i]) != HOOP_DEVICE_CPU)
+            return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                              "hoop_ddp_init: parameter %zu ('%s') is on cuda; DDP reduces "
+                              "host buffers only in this version (GPU buckets are to come)",
+                              i, hoop_tensor_name(params[i]));
     }
     HOOP_CHECK(check_unique(params, count));
     if (!cfg) return HOOP_OK;

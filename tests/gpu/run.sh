@@ -1,8 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # tests/gpu/run.sh -- everything GPU-related in one call, for a machine with an NVIDIA GPU:
-# configure with CUDA, build, run the CUDA tests (check_cuda, and the GPU builds of the
-# host-execution-layer tests: check_hx_gpu, check_kern_cuda*_gpu, each also under
+# configure with CUDA, build, run the CUDA tests (check_cuda and check_cuda_train through
+# the libhoop-cuda.so module, and the GPU builds of the host-execution-layer tests: check_hx_gpu, check_kern_cuda*_gpu, each also under
 # compute-sanitizer's memcheck, racecheck and synccheck), and record the device. Output goes to stdout and, when OUT is set, to
 # $OUT/gpu.log.
 #
@@ -31,10 +31,24 @@ main() {
     fi
     $src/configure --with-cuda | tail -14 || return 1
     make -j"$(nproc)" >/dev/null || return 1
-    make -j"$(nproc)" tests/check_cuda >/dev/null || return 1
+    make -j"$(nproc)" tests/check_cuda tests/check_cuda_train >/dev/null || return 1
+    # The public API with the real backend module: a tensor's round trip, then whole
+    # models on CUDA tensors against the CPU engine (memcheck on the second).
+    export HOOP_CUDA_BACKEND=$PWD/.libs/libhoop-cuda.so
     local rc=0
     ./tests/check_cuda || rc=$?
     echo "gpu: check_cuda exit $rc"
+    local r=0
+    ./tests/check_cuda_train || r=$?
+    echo "gpu: check_cuda_train exit $r"
+    [ "$r" = 0 ] || rc=1
+    if command -v compute-sanitizer >/dev/null; then
+        r=0
+        CK_FORK=no compute-sanitizer --tool memcheck --error-exitcode 3 ./tests/check_cuda_train \
+            >/dev/null 2>&1 || r=$?
+        echo "gpu: compute-sanitizer --tool memcheck check_cuda_train exit $r"
+        [ "$r" = 0 ] || rc=1
+    fi
     # The host-execution-layer tests' GPU builds: the same checks on the device, under
     # compute-sanitizer (memcheck, then racecheck and synccheck) where it is installed.
     local t tool

@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tests/check_cuda_train.c -- whole models on CUDA tensors against the same models on the
+ * CPU engine: 20 training steps of the MLP and of the CNN (with dropout) agree to 1e-4
+ * relative, step by step (the loss) and at the end (every parameter); the same dropout
+ * masks; gradients through a chain of ops; a checkpoint written on one device resumes on
+ * the other; the steady state allocates no device memory; and errors (mixed devices,
+ * DDP on cuda) name their culprit.
+ *
+ * The CUDA backend is loaded through the public API, as a program would: in make check
+ * it is the host execution layer's build of the CUDA sources (TEST_CUDA_HX_BACKEND, see
+ * Makefile.am), so the CUDA kernels run on the CPU under ASan; tests/gpu/run.sh runs the
+ * same binary with HOOP_CUDA_BACKEND at the real libhoop-cuda.so on the GPU.
+ *
+ * The reference is the CPU engine (itself checked against float64 references and finite
+ * differences by check_autograd_ref and check_ops_grad).
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hoop/autograd.h"
+#include "hoop/ddp.h"
+#include "hoop/nn.h"
+#include "hoop/optim.h"
+#include "run_suite.h"
+
+#define OKAY(call)                                                                \
+    do {                                                                          \
+        hoop_status st_ = (call);                                                 \
+        ck_assert_msg(st_ == HOOP_OK, "%s: %s: %s", #call, hoop_status_name(st_), \
+                      hoop_last_error());                                         \
+    } while (0)
+
+#define STEPS 20
+#define RTOL 1e-4
+
+/* One training job on one device: a model, its optimizer, a tape. */
+struct job {
+    hoop_device dev;
+    hoop_model *model;
+    hoop_optim *opt;
+    hoop_tape *tape;
+    hoop_tensor *x; /* the batch, long-lived on dev */
+};
+
+static void job_init(struct job *j, hoop_device dev, int cnn, const hoop_optim_config *cfg,
+                     int64_t batch, uint64_t seed)
+{
+    memset(j, 0, sizeof(*j));
+    j->dev = dev;
+    if (cnn) {
+        hoop_cnn_config c = HOOP_CNN_CONFIG_INIT;
+        c.height = c.width = 12;
+        c.conv1_channels = 4;
+        c.conv2_channels = 6;
+        c.hidden = 16;
+        c.dropout = 0.25f;
+        OKAY(hoop_model_new_cnn(&j->model, &c, seed));
+        const int64_t shape[4] = {batch, 1, 12, 12};
+        OKAY(hoop_tensor_new(&j->x, 4, shape, dev, 0));
+    } else {
+        const int64_t sizes[4] = {48, 40, 24, 10};
+        OKAY(hoop_model_new_mlp(&j->model, sizes, 4, seed));
+        const int64_t shape[2] = {batch, 48};
+        OKAY(hoop_tensor_new(&j->x, 2, shape, dev, 0));
+    }
+    /* Built (and initialised) on the host, then moved: both devices start equal. */
+    OKAY(hoop_model_to_device(j->model, dev));
+    OKAY(hoop_optim_new(&j->opt, cfg, hoop_model_params(j->model),
+                        hoop_model_param_count(j->model)));
+    OKAY(hoop_tape_init(&j->tape));
+}
+
+static void job_free(struct job *j)
+{
+    hoop_tape_destroy(j->tape);
+    hoop_optim_free(j->opt);
+    hoop_model_free(j->model);
+    hoop_tensor_free(j->x);
+}
+
+/* One step on (pixels, labels); returns the loss. clip > 0 clips the global norm. */
+static float job_step(struct job *j, const float *pixels, const int32_t *labels, int step,
+                      float clip, float smoothing)
+{
+    const int64_t n = hoop_tensor_dim(j->x, 0);
+    OKAY(hoop_tensor_copy_from(j->x, pixels, hoop_tensor_count(j->x)));
+    hoop_tape_reset(j->tape);
+    hoop_tape_seed(j->tape, 1000u + (uint64_t)step);
+    hoop_tensor *logits, *loss;
+    OKAY(hoop_model_forward(j->model, j->tape, j->x, &logits));
+    ck_assert_int_eq(hoop_tensor_device(logits), j->dev);
+    ck_assert_int_eq(hoop_tensor_dim(logits, 0), n);
+    OKAY(hoop_cross_entropy(j->tape, logits, labels, smoothing, &loss));
+    OKAY(hoop_optim_zero_grad(j->opt));
+    OKAY(hoop_backward(j->tape, loss));
+    if (clip > 0.0f)
+        OKAY(hoop_clip_grad_norm(hoop_model_params(j->model), hoop_model_param_count(j->model),
+                                 clip, NULL));
+    OKAY(hoop_optim_step(j->opt));
+    float l;
+    OKAY(hoop_tensor_copy_to_host(loss, &l, 1));
+    return l;
+}
+
+/* Random inputs in [-1, 1) and labels in 0..9 for step s (the same on both devices). */
+static void batch_of(float *pixels, size_t count, int32_t *labels, int64_t n, int s)
+{
+    hoop_rng rng;
+    hoop_rng_seed(&rng, 77u + (uint64_t)s);
+    for (size_t i = 0; i < count; i++) pixels[i] = 2.0f * hoop_rng_uniform(&rng) - 1.0f;
+    for (int64_t i = 0; i < n; i++) labels[i] = (int32_t)(hoop_rng_next(&rng) % 10u);
+}
+
+/* max |a - b| / max(max |b|, 1e-3) over count floats. */
+static double rel_diff(const float *a, const float *b, size_t count)
+{
+    double num = 0.0, den = 1e-3;
+    for (size_t i = 0; i < count; i++) {
+        const double d = fabs((double)a[i] - (double)b[i]);
+        if (d > num || d != d) num = d;
+        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
+    }
+    return num / den;
+}
+
+/* Every parameter of the two jobs' models agree to rtol (values and gradients). */
+static void assert_params_close(const struct job *gpu, const struct job *cpu, double rtol)
+{
+    const size_t np = hoop_model_param_count(cpu->model);
+    ck_assert_uint_eq(hoop_model_param_count(gpu->model), np);
+    for (size_t i = 0; i < np; i++) {
+        hoop_tensor *pg = hoop_model_param(gpu->model, i), *pc = hoop_model_param(cpu->model, i);
+        ck_assert_int_eq(hoop_tensor_device(pg), gpu->dev);
+        const size_t n = hoop_tensor_count(pc);
+        float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+        ck_assert_ptr_nonnull(a);
+        ck_assert_ptr_nonnull(b);
+        OKAY(hoop_tensor_copy_to_host(pg, a, n));
+        OKAY(hoop_tensor_copy_to_host(pc, b, n));
+        double r = rel_diff(a, b, n);
+        ck_assert_msg(r <= rtol, "%s: values differ by %.3g relative (tolerance %.1g)",
+                      hoop_tensor_name(pc), r, rtol);
+        OKAY(hoop_tensor_grad_to_host(pg, a, n));
+        OKAY(hoop_tensor_grad_to_host(pc, b, n));
+        r = rel_diff(a, b, n);
+        ck_assert_msg(r <= 10 * rtol, "%s: gradients differ by %.3g relative", hoop_tensor_name(pc),
+                      r);
+        free(a);
+        free(b);
+    }
+}
+
+/* Trains the same job on cuda and on the CPU for STEPS steps, comparing as it goes. */
+static void train_both(int cnn, const hoop_optim_config *cfg, float clip, float smoothing)
+{
+    const int64_t n = 16;
+    struct job gpu, cpu;
+    job_init(&gpu, HOOP_DEVICE_CUDA, cnn, cfg, n, 5);
+    job_init(&cpu, HOOP_DEVICE_CPU, cnn, cfg, n, 5);
+    assert_params_close(&gpu, &cpu, 0.0); /* the same initial weights, exactly */
+    const size_t count = hoop_tensor_count(cpu.x);
+    float *pixels = malloc(count * sizeof(float));
+    int32_t labels[16];
+    ck_assert_ptr_nonnull(pixels);
+    float first = 0.0f, last = 0.0f;
+    for (int s = 0; s < STEPS; s++) {
+        batch_of(pixels, count, labels, n, s % 4);
+        const float lg = job_step(&gpu, pixels, labels, s, clip, smoothing);
+        const float lc = job_step(&cpu, pixels, labels, s, clip, smoothing);
+        ck_assert_msg(isfinite(lg) && fabsf(lg - lc) <= RTOL * fabsf(lc),
+                      "step %d: loss %.8g on cuda, %.8g on cpu", s, (double)lg, (double)lc);
+        if (s == 0) first = lc;
+        last = lc;
+    }
+    /* the job learns (four batches seen five times), so the comparison is not of noise */
+    ck_assert_msg(last < first - 0.05f, "loss %g -> %g: no learning", (double)first, (double)last);
+    assert_params_close(&gpu, &cpu, RTOL);
+    free(pixels);
+    job_free(&gpu);
+    job_free(&cpu);
+}
+
+START_TEST(test_mlp_sgd)
+{
+    hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
+    cfg.lr = 0.05f;
+    cfg.momentum = 0.9f;
+    cfg.nesterov = 1;
+    cfg.weight_decay = 1e-4f;
+    train_both(0, &cfg, 0.0f, 0.0f);
+}
+END_TEST
+
+START_TEST(test_mlp_adamw_clip_smoothing)
+{
+    hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
+    cfg.kind = HOOP_OPTIM_ADAMW;
+    cfg.lr = 3e-3f;
+    cfg.weight_decay = 0.01f;
+    train_both(0, &cfg, 0.5f, 0.1f);
+}
+END_TEST
+
+START_TEST(test_cnn_dropout)
+{
+    hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
+    cfg.lr = 0.05f;
+    cfg.momentum = 0.9f;
+    cfg.dampening = 0.1f;
+    train_both(1, &cfg, 1.0f, 0.0f);
+}
+END_TEST
+
+/* A chain of the ops the models leave out (matmul, add, tanh, sigmoid, gelu, relu,
+ * softmax, dropout, reshape, flatten, mean, sum) on both devices: the outputs and the gradients of
+ * the leaves agree. */
+static float chain(hoop_device dev, const float *av, const float *bv, float *ga, float *gb)
+{
+    const int64_t sa[2] = {7, 5}, sb[2] = {5, 33};
+    const int64_t sc[2] = {33, 4};
+    hoop_tensor *a, *b, *c;
+    OKAY(hoop_tensor_new(&a, 2, sa, dev, 1));
+    OKAY(hoop_tensor_new(&b, 2, sb, dev, 1));
+    OKAY(hoop_tensor_new(&c, 2, sc, dev, 0));
+    OKAY(hoop_tensor_copy_from(a, av, 35));
+    OKAY(hoop_tensor_copy_from(b, bv, 165));
+    OKAY(hoop_tensor_copy_from(c, bv, 132)); /* any fixed values */
+    hoop_tape *t;
+    OKAY(hoop_tape_init(&t));
+    hoop_tape_seed(t, 99);
+    hoop_tensor *m, *u, *v, *w, *s, *d, *r, *f, *sm, *p, *mean, *sum, *loss;
+    OKAY(hoop_matmul(t, a, b, &m));
+    OKAY(hoop_tanh(t, m, &u));
+    OKAY(hoop_sigmoid(t, m, &v));
+    OKAY(hoop_add(t, u, v, &w));
+    OKAY(hoop_gelu(t, w, &s));
+    OKAY(hoop_dropout(t, s, 0.3f, &d));
+    const int64_t rs[3] = {7, 3, 11};
+    OKAY(hoop_reshape(t, d, 3, rs, &r));
+    OKAY(hoop_flatten(t, r, &f));
+    OKAY(hoop_relu(t, f, &u));
+    OKAY(hoop_softmax(t, u, &sm));
+    OKAY(hoop_matmul(t, sm, c, &p)); /* the mean of a softmax alone has no gradient */
+    OKAY(hoop_mean(t, p, &mean));
+    OKAY(hoop_sum(t, m, &sum));
+    OKAY(hoop_add(t, mean, sum, &loss));
+    OKAY(hoop_backward(t, loss));
+    float l;
+    OKAY(hoop_tensor_copy_to_host(loss, &l, 1));
+    OKAY(hoop_tensor_grad_to_host(a, ga, 35));
+    OKAY(hoop_tensor_grad_to_host(b, gb, 165));
+    hoop_tape_destroy(t);
+    hoop_tensor_free(a);
+    hoop_tensor_free(b);
+    hoop_tensor_free(c);
+    return l;
+}
+
+START_TEST(test_op_chain)
+{
+    float av[35], bv[165], ga[2][35], gb[2][165];
+    hoop_rng rng;
+    hoop_rng_seed(&rng, 3);
+    for (int i = 0; i < 35; i++) av[i] = hoop_rng_uniform(&rng) - 0.5f;
+    for (int i = 0; i < 165; i++) bv[i] = hoop_rng_uniform(&rng) - 0.5f;
+    const float lg = chain(HOOP_DEVICE_CUDA, av, bv, ga[0], gb[0]);
+    const float lc = chain(HOOP_DEVICE_CPU, av, bv, ga[1], gb[1]);
+    ck_assert_msg(fabsf(lg - lc) <= 1e-5f * fabsf(lc), "loss %.8g vs %.8g", (double)lg, (double)lc);
+    ck_assert_msg(rel_diff(ga[0], ga[1], 35) <= 1e-5, "da differs by %g",
+                  rel_diff(ga[0], ga[1], 35));
+    ck_assert_msg(rel_diff(gb[0], gb[1], 165) <= 1e-5, "db differs by %g",
+                  rel_diff(gb[0], gb[1], 165));
+}
+END_TEST
+
+/* The same dropout mask on both devices: y = dropout(ones) is the mask itself. */
+START_TEST(test_dropout_masks)
+{
+    const int64_t shape[1] = {3001};
+    float y[2][3001];
+    for (int k = 0; k < 2; k++) {
+        const hoop_device dev = k == 0 ? HOOP_DEVICE_CUDA : HOOP_DEVICE_CPU;
+        hoop_tensor *x, *out;
+        OKAY(hoop_tensor_new(&x, 1, shape, dev, 1));
+        OKAY(hoop_tensor_fill(x, 1.0f));
+        hoop_tape *t;
+        OKAY(hoop_tape_init(&t));
+        hoop_tape_seed(t, 0x5eed);
+        OKAY(hoop_dropout(t, x, 0.4f, &out)); /* offset 0 */
+        OKAY(hoop_dropout(t, x, 0.4f, &out)); /* offset 3001: the second draw */
+        OKAY(hoop_tensor_copy_to_host(out, y[k], 3001));
+        hoop_tape_destroy(t);
+        hoop_tensor_free(x);
+    }
+    int zeros = 0;
+    for (int i = 0; i < 3001; i++) {
+        ck_assert_msg(y[0][i] == y[1][i], "element %d: %g on cuda, %g on cpu", i, (double)y[0][i],
+                      (double)y[1][i]);
+        zeros += y[1][i] == 0.0f;
+    }
+    ck_assert_msg(zeros > 1050 && zeros < 1350, "%d of 3001 dropped at p = 0.4", zeros);
+}
+END_TEST
+
+/* Saved on cuda, loaded on the CPU (and the reverse): the next step agrees. */
+START_TEST(test_checkpoint_across_devices)
+{
+    char path[] = "/tmp/hoop-cuda-ckpt-XXXXXX";
+    const int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
+    cfg.kind = HOOP_OPTIM_ADAMW;
+    cfg.lr = 1e-2f;
+    const int64_t n = 8;
+    float pixels[8 * 48];
+    int32_t labels[8];
+    for (int dir = 0; dir < 2; dir++) {
+        const hoop_device from = dir == 0 ? HOOP_DEVICE_CUDA : HOOP_DEVICE_CPU;
+        const hoop_device to = dir == 0 ? HOOP_DEVICE_CPU : HOOP_DEVICE_CUDA;
+        struct job a, b;
+        job_init(&a, from, 0, &cfg, n, 11);
+        job_init(&b, to, 0, &cfg, n, 12); /* other weights: the load must replace them */
+        for (int s = 0; s < 3; s++) {
+            batch_of(pixels, sizeof(pixels) / sizeof(float), labels, n, s);
+            job_step(&a, pixels, labels, s, 0.0f, 0.0f);
+        }
+        OKAY(hoop_checkpoint_save(path, hoop_model_params(a.model), hoop_model_param_count(a.model),
+                                  a.opt, NULL, 0));
+        OKAY(hoop_checkpoint_load(path, hoop_model_params(b.model), hoop_model_param_count(b.model),
+                                  b.opt, NULL, 0, NULL));
+        ck_assert_int_eq(hoop_optim_step_count(b.opt), 3);
+        batch_of(pixels, sizeof(pixels) / sizeof(float), labels, n, 3);
+        const float la = job_step(&a, pixels, labels, 3, 0.0f, 0.0f);
+        const float lb = job_step(&b, pixels, labels, 3, 0.0f, 0.0f);
+        ck_assert_msg(fabsf(la - lb) <= 1e-5f * fabsf(la), "direction %d: %.8g vs %.8g", dir,
+                      (double)la, (double)lb);
+        assert_params_close(&a, &b, 1e-5);
+        job_free(&a);
+        job_free(&b);
+    }
+    unlink(path);
+}
+END_TEST
+
+/* After the first step, the tape's arenas and the optimizer allocate nothing more. */
+START_TEST(test_steady_state)
+{
+    hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
+    cfg.momentum = 0.9f;
+    struct job j;
+    job_init(&j, HOOP_DEVICE_CUDA, 1, &cfg, 8, 3);
+    float pixels[8 * 144];
+    int32_t labels[8];
+    size_t arena = 0;
+    for (int s = 0; s < 6; s++) {
+        batch_of(pixels, 8 * 144, labels, 8, s);
+        job_step(&j, pixels, labels, s, 1.0f, 0.0f);
+        if (s == 1) arena = hoop_tape_arena_bytes(j.tape);
+        if (s > 1) ck_assert_uint_eq(hoop_tape_arena_bytes(j.tape), arena);
+    }
+    ck_assert_uint_gt(arena, 0);
+    job_free(&j);
+}
+END_TEST
+
+START_TEST(test_errors)
+{
+    const int64_t s[2] = {4, 3}, sw[2] = {2, 3};
+    hoop_tensor *x, *w, *y;
+    OKAY(hoop_tensor_new(&x, 2, s, HOOP_DEVICE_CPU, 0));
+    OKAY(hoop_tensor_new(&w, 2, sw, HOOP_DEVICE_CUDA, 1));
+    hoop_tape *t;
+    OKAY(hoop_tape_init(&t));
+    ck_assert_int_eq(hoop_linear(t, x, w, NULL, &y), HOOP_ERR_INVALID);
+    assert_error_has("x is on cpu but w is on cuda", NULL);
+    /* a device's gradient buffer cannot move: the caller owns it */
+    ck_assert_int_eq(hoop_tensor_to_device(w, HOOP_DEVICE_CPU), HOOP_OK);
+    ck_assert_int_eq(hoop_tensor_device(w), HOOP_DEVICE_CPU);
+    OKAY(hoop_tensor_to_device(w, HOOP_DEVICE_CUDA));
+    float host[6];
+    OKAY(hoop_tensor_grad_to_host(w, host, 6));
+    for (int i = 0; i < 6; i++) ck_assert_float_eq(host[i], 0.0f);
+    ck_assert_int_eq(hoop_tensor_copy_to_host(w, host, 5), HOOP_ERR_INVALID);
+    assert_error_has("count=5", "(2, 3)");
+    hoop_tape_destroy(t);
+    hoop_tensor_free(x);
+    hoop_tensor_free(w);
+}
+END_TEST
+
+static Suite *cuda_train_suite(void)
+{
+    Suite *s = suite_create("cuda_train");
+    TCase *tc = tcase_create("train");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_mlp_sgd);
+    tcase_add_test(tc, test_mlp_adamw_clip_smoothing);
+    tcase_add_test(tc, test_cnn_dropout);
+    tcase_add_test(tc, test_op_chain);
+    tcase_add_test(tc, test_dropout_masks);
+    tcase_add_test(tc, test_checkpoint_across_devices);
+    tcase_add_test(tc, test_steady_state);
+    tcase_add_test(tc, test_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    const char *hx = getenv("TEST_CUDA_HX_BACKEND");
+    if (getenv("HOOP_CUDA_BACKEND") == NULL && hx != NULL) setenv("HOOP_CUDA_BACKEND", hx, 1);
+    if (hoop_device_check(HOOP_DEVICE_CUDA) != HOOP_OK) {
+        printf("SKIP: no CUDA backend: %s\n", hoop_last_error());
+        return 77;
+    }
+    return run_suite(cuda_train_suite());
+}
