@@ -411,13 +411,20 @@ static Suite *cuda_train_suite(void)
     return s;
 }
 
+/* 0 when a CUDA device can be had, else 77 having said why. */
+static int probe_device(void)
+{
+    if (hoop_device_check(HOOP_DEVICE_CUDA) == HOOP_OK) return 0;
+    printf("SKIP: no CUDA backend: %s\n", hoop_last_error());
+    return 77;
+}
+
 int main(void)
 {
     const char *hx = getenv("TEST_CUDA_HX_BACKEND");
     if (getenv("HOOP_CUDA_BACKEND") == NULL && hx != NULL) setenv("HOOP_CUDA_BACKEND", hx, 1);
-    if (hoop_device_check(HOOP_DEVICE_CUDA) != HOOP_OK) {
-        printf("SKIP: no CUDA backend: %s\n", hoop_last_error());
-        return 77;
-    }
+    /* in a child: the parent must not initialise CUDA before the cases fork */
+    const int probe = in_child(probe_device);
+    if (probe != 0) return probe == 77 ? 77 : EXIT_FAILURE;
     return run_suite(cuda_train_suite());
 }

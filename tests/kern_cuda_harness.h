@@ -15,6 +15,7 @@
 
 #include "autograd/kern.h"
 #include "cuda/ctx.h"
+#include "run_suite.h"
 
 extern const struct hoop__kern hoop__kern_cuda;
 static const struct hoop__kern *const cpu __attribute__((unused)) = &hoop__kern_cpu;
@@ -74,10 +75,15 @@ static inline int32_t *dev_copy_i32(const int32_t *h, size_t n)
  * GPU and skip (exit 77) without one; the host-layer builds always run. */
 #ifdef HOOP_KERN_CUDA_GPU
 #include <cuda_runtime_api.h>
-static inline void kern_cuda_needs_device(const char *prog)
+static inline int kern_cuda_device_count(void)
 {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    return cudaGetDeviceCount(&n) == cudaSuccess ? (n > 0 ? n : 0) : 0;
+}
+/* Asks in a child (run_suite.h's in_child): the test cases fork after this. */
+static inline void kern_cuda_needs_device(const char *prog)
+{
+    if (in_child(kern_cuda_device_count) <= 0) {
         printf("%s_gpu: no usable GPU here: skipped (%s runs the same kernels on the host "
                "execution layer)\n",
                prog, prog);

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "hoop/status.h"
 
@@ -22,6 +24,25 @@ static inline int suite_failures(Suite *s)
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed;
+}
+
+/* Runs fn in a child process and returns what it returned (its exit status, 0..255; -1
+ * when the child did not exit normally). A GPU test asks for the device this way: CUDA
+ * initialised in the parent does not survive the fork of each test case (NVIDIA's CUDA
+ * C++ Programming Guide), so the parent must not touch CUDA before Check forks. */
+static inline int in_child(int (*fn)(void))
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int r = fn();
+        fflush(stdout);
+        _exit(r & 255);
+    }
+    int status;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
 }
 
 /* The exit status for main: EXIT_SUCCESS when every test of s passed. */

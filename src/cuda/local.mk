@@ -2,7 +2,7 @@
 # src/cuda/local.mk -- the CUDA backend: device memory, streams, kernels (built by nvcc
 # when CUDA is found) as the module libhoop-cuda.so, which libhoop loads on first use
 # (src/autograd/kern.c), and its build on the host execution layer for the tests.
-EXTRA_DIST += tests/gpu/run.sh
+EXTRA_DIST += tests/gpu/run.sh tests/gpu/pack.sh
 # nvcc objects have no automatic dependency tracking: rebuild them when any header changes.
 CUDA_HEADER_DEPS = $(noinst_HEADERS) $(hoopinclude_HEADERS)
 

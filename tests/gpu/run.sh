@@ -1,25 +1,44 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # tests/gpu/run.sh -- everything GPU-related in one call, for a machine with an NVIDIA GPU:
-# configure with CUDA, build, run the CUDA tests (check_cuda and check_cuda_train through
-# the libhoop-cuda.so module, and the GPU builds of the host-execution-layer tests: check_hx_gpu, check_kern_cuda*_gpu, each also under
-# compute-sanitizer's memcheck, racecheck and synccheck), and record the device. Output goes to stdout and, when OUT is set, to
-# $OUT/gpu.log.
+# the CUDA tests through the libhoop-cuda.so module (check_cuda: a tensor's round trip;
+# check_cuda_train: the MLP and the CNN trained on CUDA tensors against the CPU engine),
+# the GPU builds of the host-execution-layer tests (check_hx_gpu, check_kern_cuda*_gpu),
+# each also under compute-sanitizer (memcheck, racecheck, synccheck), and the device's
+# description. Output goes to stdout and, when OUT is set, to $OUT/gpu.log.
 #
-#   bash tests/gpu/run.sh            from a git checkout (needs autoconf, automake, libtool)
-#   bash tests/gpu/run.sh X.tar.gz   from a release tarball (`make dist`): needs only a C
-#                                    compiler, nvcc and the -dev libraries configure wants
-#                                    (OpenBLAS, zlib); Check is not needed for check_cuda.
-# Exit status: check_cuda's (0 pass, 77 skipped: no usable GPU), 1 when a GPU test or a
-# sanitizer run failed, or the failing step's. (It still builds on the GPU machine: one
-# that has no -dev packages needs the carried build of issue 15.)
+#   bash tests/gpu/run.sh --carried DIR   run what tests/gpu/pack.sh put in DIR (built on
+#                                         a Debian 12 machine; the GPU machine needs only
+#                                         the CUDA toolkit's libraries and a driver)
+#   bash tests/gpu/run.sh                 configure with CUDA, build and run, from a git
+#                                         checkout (needs autotools and the -dev packages)
+#   bash tests/gpu/run.sh X.tar.gz        the same from a release tarball (`make dist`)
+# Exit status: 0 pass, 77 skipped (no usable GPU), 1 when a GPU test or a sanitizer run
+# failed, or the failing step's.
 set -u -o pipefail
 log=${OUT:-/tmp}/gpu.log
-tarball=${1:-}
+mode=build
+carried=
+tarball=
+case ${1:-} in
+--carried) mode=carried carried=${2:?--carried needs the folder pack.sh wrote} ;;
+"") ;;
+*) tarball=$1 ;;
+esac
 
-main() {
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
-    nvcc --version | tail -2 || return 1
+# Builds (or finds the carried build); sets bin to the folder of the test programs.
+prepare() {
+    if [ "$mode" = carried ]; then
+        carried=$(cd "$carried" && pwd) || return 1
+        . "$carried/env.sh" || return 1
+        # CUDA's libraries come from the machine: the toolkit beside nvcc.
+        local cudalib
+        cudalib=$(dirname "$(dirname "$(command -v nvcc)")")/lib64
+        [ -d "$cudalib" ] && LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$cudalib
+        export LD_LIBRARY_PATH
+        bin=$carried/bin
+        return 0
+    fi
     local src=..
     if [ -n "$tarball" ]; then
         rm -rf build-gpu && mkdir -p build-gpu && tar -xzf "$tarball" -C build-gpu || return 1
@@ -31,42 +50,43 @@ main() {
     fi
     $src/configure --with-cuda | tail -14 || return 1
     make -j"$(nproc)" >/dev/null || return 1
-    make -j"$(nproc)" tests/check_cuda tests/check_cuda_train >/dev/null || return 1
-    # The public API with the real backend module: a tensor's round trip, then whole
-    # models on CUDA tensors against the CPU engine (memcheck on the second).
+    make -j"$(nproc)" tests/check_cuda tests/check_cuda_train tests/check_hx_gpu \
+        tests/check_kern_cuda_gpu tests/check_kern_cuda_a_gpu tests/check_kern_cuda_b_gpu \
+        >/dev/null || return 1
     export HOOP_CUDA_BACKEND=$PWD/.libs/libhoop-cuda.so
-    local rc=0
-    ./tests/check_cuda || rc=$?
-    echo "gpu: check_cuda exit $rc"
-    local r=0
-    ./tests/check_cuda_train || r=$?
-    echo "gpu: check_cuda_train exit $r"
-    [ "$r" = 0 ] || rc=1
-    if command -v compute-sanitizer >/dev/null; then
+    bin=$PWD/tests
+}
+
+# Runs one test program, then (sanitizers: the tools to use) under compute-sanitizer.
+run_one() {
+    local t=$1 tools=$2 r=0 tool
+    "$bin/$t" || r=$?
+    echo "gpu: $t exit $r"
+    [ "$r" = 0 ] || status=1
+    command -v compute-sanitizer >/dev/null || return 0
+    for tool in $tools; do
         r=0
-        CK_FORK=no compute-sanitizer --tool memcheck --error-exitcode 3 ./tests/check_cuda_train \
-            >/dev/null 2>&1 || r=$?
-        echo "gpu: compute-sanitizer --tool memcheck check_cuda_train exit $r"
-        [ "$r" = 0 ] || rc=1
-    fi
-    # The host-execution-layer tests' GPU builds: the same checks on the device, under
-    # compute-sanitizer (memcheck, then racecheck and synccheck) where it is installed.
-    local t tool
-    for t in check_hx_gpu check_kern_cuda_gpu check_kern_cuda_a_gpu check_kern_cuda_b_gpu; do
-        make -j"$(nproc)" "tests/$t" >/dev/null || { echo "gpu: $t: build failed"; rc=1; continue; }
-        local r=0
-        ./tests/$t || r=$?
-        echo "gpu: $t exit $r"
-        [ "$r" = 0 ] || rc=1
-        command -v compute-sanitizer >/dev/null || continue
-        for tool in memcheck racecheck synccheck; do
-            r=0
-            CK_FORK=no compute-sanitizer --tool "$tool" --error-exitcode 3 ./tests/$t >/dev/null 2>&1 || r=$?
-            echo "gpu: compute-sanitizer --tool $tool $t exit $r"
-            [ "$r" = 0 ] || rc=1
-        done
+        CK_FORK=no compute-sanitizer --tool "$tool" --error-exitcode 3 "$bin/$t" >/dev/null 2>&1 || r=$?
+        echo "gpu: compute-sanitizer --tool $tool $t exit $r"
+        [ "$r" = 0 ] || status=1
     done
-    return "$rc"
+}
+
+main() {
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
+    nvcc --version | tail -2 || true
+    local bin status=0 r=0
+    prepare || return 1
+    "$bin/check_cuda" || r=$?
+    echo "gpu: check_cuda exit $r"
+    [ "$r" = 77 ] && return 77 # no usable GPU: its line says why
+    [ "$r" = 0 ] || status=1
+    run_one check_cuda_train memcheck
+    local t
+    for t in check_hx_gpu check_kern_cuda_gpu check_kern_cuda_a_gpu check_kern_cuda_b_gpu; do
+        run_one "$t" "memcheck racecheck synccheck"
+    done
+    return "$status"
 }
 
 main 2>&1 | tee "$log"

@@ -1,0 +1,56 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# tests/gpu/pack.sh -- prepares what a GPU machine that cannot build or install anything
+# needs to run tests/gpu/run.sh: the GPU test programs and tools built here (x86-64,
+# sm_90) and the Debian shared libraries they load, downloaded with apt-get download and
+# unpacked with dpkg -x (CUDA's own libraries and glibc are left to the GPU machine).
+#
+#   bash tests/gpu/pack.sh [BUILD_DIR [CARRY_DIR]]
+#
+# BUILD_DIR (default .) is a build configured with CUDA, where `make check` has built the
+# tests; CARRY_DIR (default gpu-carry, ignored by git) receives bin/, lib/ (the module
+# libhoop-cuda.so), debs/ (the unpacked packages) and env.sh, which run.sh --carried
+# sources. Prints the total size: a device call carries at most 64 MiB.
+set -eu -o pipefail
+build=${1:-.}
+carry=${2:-gpu-carry}
+progs="tests/check_cuda tests/check_cuda_train tests/check_hx_gpu tests/check_kern_cuda_gpu
+       tests/check_kern_cuda_a_gpu tests/check_kern_cuda_b_gpu"
+
+[ -e "$build/.libs/libhoop-cuda.so" ] ||
+    { echo "pack.sh: $build/.libs/libhoop-cuda.so is missing: configure with CUDA and run make" >&2; exit 2; }
+make -C "$build" -j"$(nproc)" $progs >/dev/null
+rm -rf "$carry"
+mkdir -p "$carry/bin" "$carry/lib" "$carry/debs" "$carry/dl"
+for p in $progs; do cp "$build/$p" "$carry/bin/"; done
+cp "$build/.libs/libhoop-cuda.so" "$carry/lib/"
+
+# The packages that hold every library these load, but glibc's and CUDA's.
+pkgs=$(for f in "$carry"/bin/* "$carry/lib/libhoop-cuda.so"; do ldd "$f"; done |
+    awk '$3 ~ /^\// {print $3}' | sort -u |
+    grep -v -e '/libc\.so' -e '/libm\.so' -e '/libdl\.so' -e '/libpthread\.so' -e '/librt\.so' \
+        -e '/ld-linux' -e '/libcuda' -e '/libcublas' -e '/usr/local/cuda' |
+    while read -r lib; do
+        real=$(readlink -f "$lib") # Debian 12 registers merged-/usr files under either path
+        { dpkg -S "$real" 2>/dev/null || dpkg -S "${real#/usr}"; } | head -1 | cut -d: -f1
+    done | sort -u)
+echo "pack.sh: Debian packages: $(echo $pkgs)"
+(cd "$carry/dl" && apt-get download $pkgs >/dev/null)
+for d in "$carry"/dl/*.deb; do dpkg -x "$d" "$carry/debs"; done
+rm -rf "$carry/dl" "$carry/debs/usr/share"
+# Only what the programs load: OpenBLAS's LAPACK and BLAS aliases are not.
+find "$carry/debs" \( -name 'liblapack*' -o -name 'libblas*' -o -name '*.a' \) -delete
+
+# The library folders, for LD_LIBRARY_PATH (OpenBLAS sits in a folder of its own).
+{
+    echo "# written by tests/gpu/pack.sh"
+    echo 'carry=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)'
+    dirs=$(find "$carry/debs" -name '*.so*' -printf '%h\n' | sort -u | sed "s|^$carry|\$carry|")
+    echo "LD_LIBRARY_PATH=$(echo $dirs | tr ' ' ':')\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+    echo 'export LD_LIBRARY_PATH HOOP_CUDA_BACKEND=$carry/lib/libhoop-cuda.so'
+} >"$carry/env.sh"
+# A check that the carried programs find everything but CUDA here already.
+( . "$carry/env.sh" && for f in "$carry"/bin/*; do
+    ldd "$f" | grep 'not found' | grep -v -e libcuda -e libcublas && exit 1; done; true ) ||
+    { echo "pack.sh: a carried program lacks a library (above)" >&2; exit 1; }
+echo "pack.sh: $carry: $(du -sh "$carry" | cut -f1) ($(du -sb "$carry" | cut -f1) bytes)"
