@@ -209,6 +209,59 @@ START_TEST(test_im2col_col2im)
 }
 END_TEST
 
+/* conv_fwd and conv_bwd of the batch (CUDA: lowered at once, cuBLAS batched and one GEMM
+ * over the batch; CPU: sample by sample) agree: y and dx within f32 rounding of the
+ * K-term or O-term dot products, dw of the N*S-term ones (another summation order). */
+static void check_conv_batch(struct hoop__conv_geom g, int acc_x, int acc_w)
+{
+    g.OH = (g.H + 2 * g.padding - g.KH) / g.stride + 1;
+    g.OW = (g.W + 2 * g.padding - g.KW) / g.stride + 1;
+    const size_t nx = (size_t)(g.N * g.C * g.H * g.W), nw = (size_t)(g.O * g.C * g.KH * g.KW);
+    const size_t ny = (size_t)(g.N * g.O * g.OH * g.OW);
+    size_t sc, sg;
+    ck_assert_int_eq(cpu->conv_scratch(&g, &sc), HOOP_OK);
+    ck_assert_int_eq(gpu->conv_scratch(&g, &sg), HOOP_OK);
+    ck_assert_uint_eq(sg, (size_t)(g.C * g.KH * g.KW + g.O) * (size_t)(g.N * g.OH * g.OW));
+    float *x = host_vec(nx, 70), *w = host_vec(nw, 71), *y = host_vec(ny, 72);
+    float *dy = host_vec(ny, 73), *dx = host_vec(nx, 74), *dw = host_vec(nw, 75);
+    float *scr = malloc(sc * sizeof(float));
+    float *gx = dev_copy(x, nx), *gw = dev_copy(w, nw), *gy = dev_copy(y, ny);
+    float *gdy = dev_copy(dy, ny), *gdx = dev_copy(dx, nx), *gdw = dev_copy(dw, nw);
+    void *gscr;
+    ck_assert_int_eq(hoop__cuda_malloc(&gscr, sg * sizeof(float)), HOOP_OK);
+    char what[128];
+    snprintf(what, sizeof(what), "conv N%lld C%lld %lldx%lld O%lld k%lldx%lld s%d p%d acc %d%d",
+             (long long)g.N, (long long)g.C, (long long)g.H, (long long)g.W, (long long)g.O,
+             (long long)g.KH, (long long)g.KW, g.stride, g.padding, acc_x, acc_w);
+    ck_assert_int_eq(cpu->conv_fwd(y, x, w, scr, &g), HOOP_OK);
+    ck_assert_int_eq(gpu->conv_fwd(gy, gx, gw, gscr, &g), HOOP_OK);
+    const double K = (double)(g.C * g.KH * g.KW), NS = (double)(g.N * g.OH * g.OW);
+    expect_close(what, y, gy, ny, 4e-7 * K, 4e-7 * K * 4.0);
+    ck_assert_int_eq(cpu->conv_bwd(dx, dw, dy, x, w, scr, &g, acc_x, acc_w), HOOP_OK);
+    ck_assert_int_eq(gpu->conv_bwd(gdx, gdw, gdy, gx, gw, gscr, &g, acc_x, acc_w), HOOP_OK);
+    expect_close(what, dx, gdx, nx, 4e-7 * (double)g.O * K, 4e-7 * (double)g.O * K * 4.0);
+    expect_close(what, dw, gdw, nw, 4e-7 * NS, 4e-7 * NS * 4.0);
+    /* either gradient alone */
+    ck_assert_int_eq(gpu->conv_bwd(NULL, gdw, gdy, gx, gw, gscr, &g, acc_x, 0), HOOP_OK);
+    ck_assert_int_eq(cpu->conv_bwd(NULL, dw, dy, x, w, scr, &g, acc_x, 0), HOOP_OK);
+    expect_close(what, dw, gdw, nw, 4e-7 * NS, 4e-7 * NS * 4.0);
+    hoop__cuda_free(gscr);
+    free4(gx, gw, gy, gdy);
+    free4(gdx, gdw, NULL, NULL);
+    free(x), free(w), free(y), free(dy), free(dx), free(dw), free(scr);
+}
+
+START_TEST(test_conv_batch)
+{
+    /* N 1 and 3, odd planes, stride 2 with padding, a kernel that is not square, O 1 */
+    check_conv_batch((struct hoop__conv_geom){1, 1, 5, 5, 2, 3, 3, 0, 0, 1, 0}, 0, 0);
+    check_conv_batch((struct hoop__conv_geom){3, 2, 7, 6, 4, 3, 3, 0, 0, 2, 1}, 0, 1);
+    check_conv_batch((struct hoop__conv_geom){3, 3, 9, 8, 1, 2, 3, 0, 0, 1, 2}, 1, 0);
+    check_conv_batch((struct hoop__conv_geom){2, 4, 12, 12, 5, 5, 5, 0, 0, 1, 2}, 1, 1);
+    check_conv_batch((struct hoop__conv_geom){5, 1, 28, 28, 3, 3, 3, 0, 0, 1, 1}, 0, 0);
+}
+END_TEST
+
 START_TEST(test_im2col_errors)
 {
     float f = 0.0f;
@@ -330,6 +383,7 @@ int main(void)
     tcase_add_test(tc, test_adamw);
     tcase_add_test(tc, test_sqnorm);
     tcase_add_test(tc, test_im2col_col2im);
+    tcase_add_test(tc, test_conv_batch);
     tcase_add_test(tc, test_im2col_errors);
     tcase_add_test(tc, test_pool);
     tcase_add_test(tc, test_pool_first_max);

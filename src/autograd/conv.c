@@ -13,8 +13,9 @@
  * max_pool2d saves, for each output, the offset of the first maximum of its window
  * inside its (H, W) plane; backward scatters dy there.
  *
- * im2col, col2im, the pooling loops and the GEMMs are the kernel table's (kern.h); this
- * file checks shapes and devices and drives them per sample.
+ * The lowering and its GEMMs are the kernel table's (kern.h: conv_fwd, conv_bwd; the CPU
+ * goes sample by sample as above, a GPU lowers the whole batch into one scratch buffer);
+ * this file checks shapes and devices and hands out the scratch from the tape's arena.
  *
  * Thread-safety: as the tape (one thread per tape).
  */
@@ -49,25 +50,17 @@ static hoop_status conv_backward(hoop_tape *tape, struct hoop_node *n)
     hoop_tensor *x = n->in[0], *w = n->in[1];
     const struct hoop__kern *k = n->kern;
     const struct hoop__conv_geom g = conv_geom_of(x, w, n->args.conv.stride, n->args.conv.padding);
-    const int K = (int)(g.C * g.KH * g.KW), S = (int)(g.OH * g.OW), O = (int)g.O;
+    const int S = (int)(g.OH * g.OW);
     int acc_x, acc_w, acc_b;
     float *dx, *dw, *db;
     HOOP_CHECK(hoop__grad_for(tape, x, &dx, &acc_x));
     HOOP_CHECK(hoop__grad_for(tape, w, &dw, &acc_w));
-    float *col = hoop__arena_data(tape, k->device, (size_t)K * S * sizeof(float));
-    if (col == NULL) return HOOP_ERR_NOMEM; /* message set by the arena */
-    if (dx && !acc_x) HOOP_CHECK(k->fill(dx, x->count, 0.0f));
-    for (int64_t i = 0; i < g.N; i++) {
-        const float *dy = n->out->grad + i * O * S;
-        if (dw) {
-            HOOP_CHECK(k->im2col(col, x->data + i * g.C * g.H * g.W, &g));
-            HOOP_CHECK(k->gemm(0, 1, O, K, S, 1.0f, dy, S, col, S, (i == 0 && !acc_w) ? 0.0f : 1.0f,
-                               dw, K));
-        }
-        if (dx) {
-            HOOP_CHECK(k->gemm(1, 0, K, S, O, 1.0f, w->data, K, dy, S, 0.0f, col, S));
-            HOOP_CHECK(k->col2im(dx + i * g.C * g.H * g.W, col, &g));
-        }
+    if (dx || dw) {
+        size_t floats;
+        HOOP_CHECK(k->conv_scratch(&g, &floats));
+        float *scratch = hoop__arena_data(tape, k->device, floats * sizeof(float));
+        if (scratch == NULL) return HOOP_ERR_NOMEM; /* message set by the arena */
+        HOOP_CHECK(k->conv_bwd(dx, dw, n->out->grad, x->data, w->data, scratch, &g, acc_x, acc_w));
     }
     HOOP_CHECK(hoop__grad_for(tape, n->in[2], &db, &acc_b));
     if (db == NULL) return HOOP_OK;
@@ -117,18 +110,17 @@ hoop_status hoop_conv2d(hoop_tape *tape, hoop_tensor *x, hoop_tensor *w, hoop_te
     const struct hoop__kern *k;
     HOOP_CHECK(conv_check(in, stride, padding, &k));
     const struct hoop__conv_geom g = conv_geom_of(x, w, stride, padding);
-    const int K = (int)(g.C * g.KH * g.KW), S = (int)(g.OH * g.OW), O = (int)g.O;
+    const int S = (int)(g.OH * g.OW), O = (int)g.O;
     const int64_t shape[4] = {g.N, g.O, g.OH, g.OW};
     hoop_tensor *y;
     HOOP_CHECK(hoop__tensor_arena(tape, k->device, 4, shape, &y));
-    float *col = hoop__arena_data(tape, k->device, (size_t)K * S * sizeof(float));
-    if (col == NULL) return HOOP_ERR_NOMEM;
-    /* y starts as the broadcast bias (0 without one); each sample's GEMM adds W @ col. */
+    size_t floats;
+    HOOP_CHECK(k->conv_scratch(&g, &floats));
+    float *scratch = hoop__arena_data(tape, k->device, floats * sizeof(float));
+    if (scratch == NULL) return HOOP_ERR_NOMEM;
+    /* y starts as the broadcast bias (0 without one); the convolution adds W @ col. */
     HOOP_CHECK(k->bias_fill(y->data, bias ? bias->data : NULL, (size_t)g.N, (size_t)O, (size_t)S));
-    for (int64_t i = 0; i < g.N; i++) {
-        HOOP_CHECK(k->im2col(col, x->data + i * g.C * g.H * g.W, &g));
-        HOOP_CHECK(k->gemm(0, 0, O, S, K, 1.0f, w->data, K, col, S, 1.0f, y->data + i * O * S, S));
-    }
+    HOOP_CHECK(k->conv_fwd(y->data, x->data, w->data, scratch, &g));
     struct hoop_node *n;
     HOOP_CHECK(hoop__tape_record(tape, "conv2d", conv_backward, k, in, 3, y, &n));
     if (n) {

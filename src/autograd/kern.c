@@ -226,6 +226,9 @@ hoop_status hoop__kern_validate(const struct hoop__kern *k, const char *what)
     SLOT(dropout_bwd);
     SLOT(im2col);
     SLOT(col2im);
+    SLOT(conv_scratch);
+    SLOT(conv_fwd);
+    SLOT(conv_bwd);
     SLOT(pool_fwd);
     SLOT(pool_bwd);
     SLOT(sgd);

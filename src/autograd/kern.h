@@ -152,6 +152,18 @@ struct hoop__kern {
     /* The adjoint of im2col for one sample: dx (C, H, W) += every col entry read from
      * there (always +=; zero dx first for a written gradient). */
     hoop_status (*col2im)(float *dx, const float *col, const struct hoop__conv_geom *g);
+    /* conv2d over the whole batch, through the device's own lowering: *floats receives the
+     * scratch (floats of device memory) conv_fwd and conv_bwd need for geometry g (the CPU
+     * lowers one sample at a time: C*KH*KW * OH*OW; a GPU lowers the batch at once). */
+    hoop_status (*conv_scratch)(const struct hoop__conv_geom *g, size_t *floats);
+    /* y (N, O, OH*OW) += w (O, C*KH*KW) @ im2col(x[n]) for every sample n; y holds the
+     * broadcast bias (or 0) on entry. scratch: conv_scratch's floats. */
+    hoop_status (*conv_fwd)(float *y, const float *x, const float *w, float *scratch,
+                            const struct hoop__conv_geom *g);
+    /* From dy (N, O, OH*OW): dw (O, C*KH*KW) (+)= sum over n of dy[n] @ im2col(x[n])^T
+     * (acc_w) and dx (N, C, H, W) (+)= col2im(w^T @ dy[n]) (acc_x); either may be NULL. */
+    hoop_status (*conv_bwd)(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                            float *scratch, const struct hoop__conv_geom *g, int acc_x, int acc_w);
     /* Max pooling over planes (H, W) -> (OH, OW) with a kernel x kernel window and the
      * stride given, no padding: y = the window's maximum, arg = its offset in the input
      * plane (the first maximum in row-major window order, strict >). */

@@ -446,6 +446,45 @@ static hoop_status cpu_col2im(float *dx, const float *col, const struct hoop__co
     return HOOP_OK;
 }
 
+/* conv2d one sample at a time (the loops conv.c had): col is one sample's columns. */
+static hoop_status cpu_conv_scratch(const struct hoop__conv_geom *g, size_t *floats)
+{
+    *floats = (size_t)(g->C * g->KH * g->KW) * (size_t)(g->OH * g->OW);
+    return HOOP_OK;
+}
+
+static hoop_status cpu_conv_fwd(float *y, const float *x, const float *w, float *col,
+                                const struct hoop__conv_geom *g)
+{
+    const int K = (int)(g->C * g->KH * g->KW), S = (int)(g->OH * g->OW), O = (int)g->O;
+    for (int64_t i = 0; i < g->N; i++) {
+        cpu_im2col(col, x + i * g->C * g->H * g->W, g);
+        cpu_gemm(0, 0, O, S, K, 1.0f, w, K, col, S, 1.0f, y + i * O * S, S);
+    }
+    return HOOP_OK;
+}
+
+static hoop_status cpu_conv_bwd(float *dx, float *dw, const float *dy, const float *x,
+                                const float *w, float *col, const struct hoop__conv_geom *g,
+                                int acc_x, int acc_w)
+{
+    const int K = (int)(g->C * g->KH * g->KW), S = (int)(g->OH * g->OW), O = (int)g->O;
+    const size_t plane = (size_t)(g->C * g->H * g->W);
+    if (dx && !acc_x) cpu_fill(dx, (size_t)g->N * plane, 0.0f);
+    for (int64_t i = 0; i < g->N; i++) {
+        const float *dyi = dy + i * O * S;
+        if (dw) {
+            cpu_im2col(col, x + (size_t)i * plane, g);
+            cpu_gemm(0, 1, O, K, S, 1.0f, dyi, S, col, S, (i == 0 && !acc_w) ? 0.0f : 1.0f, dw, K);
+        }
+        if (dx) {
+            cpu_gemm(1, 0, K, S, O, 1.0f, w, K, dyi, S, 0.0f, col, S);
+            cpu_col2im(dx + (size_t)i * plane, col, g);
+        }
+    }
+    return HOOP_OK;
+}
+
 // ----- max pooling --------------------------------------------------------------------------
 
 /* The common 2x2 window with stride 2, branch-free; same first-maximum rule (strict >). */
@@ -591,6 +630,9 @@ const struct hoop__kern hoop__kern_cpu = {
     .dropout_bwd = cpu_dropout_bwd,
     .im2col = cpu_im2col,
     .col2im = cpu_col2im,
+    .conv_scratch = cpu_conv_scratch,
+    .conv_fwd = cpu_conv_fwd,
+    .conv_bwd = cpu_conv_bwd,
     .pool_fwd = cpu_pool_fwd,
     .pool_bwd = cpu_pool_bwd,
     .sgd = cpu_sgd,

@@ -49,4 +49,13 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                            int n, int k, const float *alpha, const float *A, int lda,
                            const float *B, int ldb, const float *beta, float *C, int ldc);
 
+/* batch GEMMs C_i = alpha op(A_i) op(B_i) + beta C_i, X_i = X + i * strideX (elements; a
+ * stride 0 shares the matrix), one after another, as cublasSgemmStridedBatched. */
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
+                                         cublasOperation_t tb, int m, int n, int k,
+                                         const float *alpha, const float *A, int lda,
+                                         long long strideA, const float *B, int ldb,
+                                         long long strideB, const float *beta, float *C, int ldc,
+                                         long long strideC, int batch);
+
 #endif /* HOOP_CUDA_HX_BLAS_H */

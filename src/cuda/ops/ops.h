@@ -49,6 +49,12 @@ hoop_status hoop__cuda_adamw(const struct hoop__adamw_args *a, float *p, const f
 hoop_status hoop__cuda_sqnorm(double *sq, const float *g, size_t count);
 hoop_status hoop__cuda_im2col(float *col, const float *x, const struct hoop__conv_geom *g);
 hoop_status hoop__cuda_col2im(float *dx, const float *col, const struct hoop__conv_geom *g);
+hoop_status hoop__cuda_conv_scratch(const struct hoop__conv_geom *g, size_t *floats);
+hoop_status hoop__cuda_conv_fwd(float *y, const float *x, const float *w, float *scratch,
+                                const struct hoop__conv_geom *g);
+hoop_status hoop__cuda_conv_bwd(float *dx, float *dw, const float *dy, const float *x,
+                                const float *w, float *scratch, const struct hoop__conv_geom *g,
+                                int acc_x, int acc_w);
 hoop_status hoop__cuda_pool_fwd(float *y, int32_t *arg, const float *x, size_t planes, int64_t H,
                                 int64_t W, int64_t OH, int64_t OW, int kernel, int stride);
 hoop_status hoop__cuda_pool_bwd(float *dx, const float *dy, const int32_t *arg, size_t planes,
