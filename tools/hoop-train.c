@@ -14,6 +14,14 @@
  * --checkpoint-every steps, mid-epoch). With --bench-steps the tool instead times that
  * many steps and prints one JSON line (bench/ uses it).
  *
+ * Devices (--device): on the cpu the loader gathers a batch straight into a tape tensor
+ * (no copy) and the host reads losses and logits in place. On cuda the model is built on
+ * the host as on the cpu (so both start from the same weights), moved to the GPU before
+ * the optimizer and any checkpoint exist, and the loader gathers into a host buffer that
+ * is copied into a long-lived device tensor per batch size (made once, at its first
+ * batch); the loss and the evaluation's logits come back through the copy functions.
+ * Checkpoints are the same file on both devices. Rank 0's first line names the device.
+ *
  * Preemption: SIGINT, SIGTERM and SIGUSR1 (Slurm's --signal) only set a flag. The ranks
  * agree on it with a one-int maximum all-reduce posted after every step and collected
  * after the next one (so no step waits for it; a signal that reached only some ranks, or
@@ -25,9 +33,10 @@
  * the run ends with the same checkpoint as an uninterrupted one, byte for byte.
  *
  * Exit status: 0 success; 2 bad flags, a missing data directory or a corrupt data file
- * (any HOOP_ERR_INVALID before training starts); 1 any other failure; 128 + N after a
- * stop by signal N (130 SIGINT, 138 SIGUSR1, 143 SIGTERM) with the checkpoint saved.
- * Every failure prints one line "hoop-train: <message>" on stderr.
+ * (any HOOP_ERR_INVALID before training starts), or --device cuda where no GPU can be
+ * had; 1 any other failure; 128 + N after a stop by signal N (130 SIGINT, 138 SIGUSR1,
+ * 143 SIGTERM) with the checkpoint saved. Every failure prints one line
+ * "hoop-train: <message>" on stderr.
  */
 #define _GNU_SOURCE
 #include <cblas.h>
@@ -52,6 +61,7 @@
 
 #define BAR_WIDTH 30
 #define BAR_EVERY_NS 100000000LL
+#define DEVICE_INPUTS 4 /* cuda input tensors: full, short last, evaluation, its short last */
 
 typedef struct trainer {
     const train_opts *o;
@@ -61,6 +71,9 @@ typedef struct trainer {
     hoop_optim *opt;
     hoop_tape *tape;
     hoop_lr_schedule sched;
+    hoop_device device;                /* where the model, its batches and its activations live */
+    hoop_tensor *dev_x[DEVICE_INPUTS]; /* cuda: long-lived input tensors, one per batch size */
+    float *logits;  /* cuda: eval_batch_size x classes floats, logits read back for accuracy */
     float *x;       /* batch_size x sample floats, the gathered batch */
     int32_t *y;     /* batch_size labels */
     int64_t sample; /* floats per sample (rows x cols) */
@@ -313,14 +326,86 @@ static void share_cores(const trainer *t)
     openblas_set_num_threads(per >= 1 ? (int)per : 1);
 }
 
+// ----- the device -------------------------------------------------------------------------
+
+/* What rank 0's first line says about the device: "cpu" or "cuda".
+ * DEVICE LAYER: the GPU's name and memory (e.g. "cuda (NVIDIA H200, 139.8 GiB)") go here
+ * once src/cuda reports them; until then this names the device's kind only. */
+static const char *device_description(const trainer *t)
+{
+    return t->device == HOOP_DEVICE_CUDA ? "cuda" : "cpu";
+}
+
+/* The loader's reason without the function and device it names ("hoop_device_check:
+ * device cuda: "), which --device's own messages say already. */
+static const char *skip_prefix(const char *msg)
+{
+    static const char *const prefixes[] = {"hoop_device_check: ", "device cuda: "};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (strncmp(msg, prefixes[i], strlen(prefixes[i])) == 0) msg += strlen(prefixes[i]);
+    return msg;
+}
+
+/* Resolves --device into t->device. cuda is refused where it cannot be had, with the
+ * reason: the CUDA backend's loader's (no module, no GPU; HOOP_ERR_UNSUPPORTED), or that
+ * the job runs under hooprun (DDP reduces host gradients only in this version;
+ * HOOP_ERR_INVALID). auto takes cpu in both cases instead and copies the reason to why
+ * ("" when it took cuda). */
+static hoop_status resolve_device(trainer *t, char *why, size_t len)
+{
+    char reason[1100];
+    const char *hint = "";
+    hoop_status st = HOOP_ERR_INVALID;
+    t->device = HOOP_DEVICE_CPU;
+    why[0] = '\0';
+    if (t->o->device == TRAIN_DEVICE_CPU) return HOOP_OK;
+    if (t->dist.comm) {
+        snprintf(reason, sizeof reason,
+                 "DDP on GPU tensors is not in this version yet (%d worker(s) under hooprun)",
+                 t->dist.world_size);
+        hint = "; run one process without hooprun, or use --device cpu";
+    } else if ((st = hoop_device_check(HOOP_DEVICE_CUDA)) != HOOP_OK) {
+        snprintf(reason, sizeof reason, "%s", skip_prefix(hoop_last_error()));
+    } else {
+        t->device = HOOP_DEVICE_CUDA;
+        return HOOP_OK;
+    }
+    if (t->o->device == TRAIN_DEVICE_CUDA)
+        return HOOP_ERROR(st, "--device cuda: %s%s", reason, hint);
+    snprintf(why, len, "%s", reason);
+    return HOOP_OK;
+}
+
+/* Every rank resolves its device; rank 0's refusal stops everyone with its one message.
+ * Rank 0's first line names the device ("hoop-train: device cpu"), and why auto did not
+ * take cuda. */
+static hoop_status pick_device(trainer *t)
+{
+    char why[1200];
+    hoop_status st = resolve_device(t, why, sizeof why);
+    HOOP_CHECK(train_dist_root_status(&t->dist, st));
+    HOOP_CHECK(st); /* this rank's own failure, where rank 0's device was fine */
+    if (t->dist.rank != 0) return HOOP_OK;
+    if (why[0])
+        printf("hoop-train: device %s (--device auto: %s)\n", device_description(t), why);
+    else
+        printf("hoop-train: device %s\n", device_description(t));
+    fflush(stdout);
+    return HOOP_OK;
+}
+
 static hoop_status trainer_init(trainer *t, const train_opts *o)
 {
     memset(t, 0, sizeof *t);
     t->o = o;
     HOOP_CHECK(train_dist_init(&t->dist));
     share_cores(t);
+    HOOP_CHECK(pick_device(t));
     HOOP_CHECK(load_data_rank0_first(t));
     HOOP_CHECK(build_model(t));
+    /* Built and initialised on the host, moved before the optimizer makes its state and
+     * before a checkpoint is loaded into it. */
+    if (t->device != HOOP_DEVICE_CPU) HOOP_CHECK(hoop_model_to_device(t->model, t->device));
     HOOP_CHECK(hoop_loader_new(&t->loader, t->train, (size_t)o->batch_size, (uint64_t)o->seed));
     HOOP_CHECK(train_dist_sampler(&t->dist, t->ntrain, (uint64_t)o->seed));
     HOOP_CHECK(select_shard(t, 0, 0));
@@ -333,6 +418,9 @@ static hoop_status trainer_init(trainer *t, const train_opts *o)
     int64_t cap = o->batch_size > o->eval_batch_size ? o->batch_size : o->eval_batch_size;
     HOOP_CHECK(hoop__calloc(&t->x, (size_t)(cap * t->sample)));
     HOOP_CHECK(hoop__calloc(&t->y, (size_t)cap));
+    if (t->device != HOOP_DEVICE_CPU)
+        HOOP_CHECK(hoop__calloc(&t->logits, (size_t)o->eval_batch_size *
+                                                (size_t)hoop_dataset_num_classes(t->train)));
     t->bar =
         t->dist.rank == 0 && (o->progress == 1 || (o->progress == -1 && isatty(STDERR_FILENO)));
     return HOOP_OK;
@@ -349,6 +437,8 @@ static hoop_status trainer_destroy(trainer *t)
     HOOP_CHECK_KEEP(train_dist_destroy(&t->dist), st);
     hoop_optim_free(t->opt);
     hoop_model_free(t->model);
+    for (int i = 0; i < DEVICE_INPUTS; i++) hoop_tensor_free(t->dev_x[i]);
+    free(t->logits);
     hoop_loader_free(t->loader);
     hoop_dataset_free(t->train);
     hoop_dataset_free(t->test);
@@ -370,18 +460,51 @@ static hoop_status new_input(trainer *t, size_t n, hoop_tensor **x)
     return hoop_tape_tensor_new(t->tape, mlp ? 2 : 4, mlp ? mlp_shape : cnn_shape, x);
 }
 
-/* Makes the input tensor holding the first n samples gathered into t->x. */
+/* cuda: the long-lived device tensor for batches of n samples, shaped as new_input's. It
+ * is made at the first batch of that size: a run needs at most DEVICE_INPUTS sizes (the
+ * batch, the shard's short last batch, the evaluation batch and its short last one), so
+ * no step allocates. */
+static hoop_status device_input(trainer *t, size_t n, hoop_tensor **x)
+{
+    int64_t rows = hoop_dataset_rows(t->train), cols = hoop_dataset_cols(t->train);
+    int64_t mlp_shape[2] = {(int64_t)n, t->sample};
+    int64_t cnn_shape[4] = {(int64_t)n, 1, rows, cols};
+    int mlp = t->o->model == TRAIN_MODEL_MLP, i;
+    for (i = 0; i < DEVICE_INPUTS && t->dev_x[i]; i++)
+        if ((size_t)hoop_tensor_dim(t->dev_x[i], 0) == n) {
+            *x = t->dev_x[i];
+            return HOOP_OK;
+        }
+    if (i == DEVICE_INPUTS)
+        return HOOP_ERROR(HOOP_ERR_INTERNAL, "a batch of %zu samples: all %d input sizes taken", n,
+                          DEVICE_INPUTS);
+    HOOP_CHECK(
+        hoop_tensor_new(&t->dev_x[i], mlp ? 2 : 4, mlp ? mlp_shape : cnn_shape, t->device, 0));
+    *x = t->dev_x[i];
+    return HOOP_OK;
+}
+
+/* Makes the input tensor holding the first n samples gathered into t->x: a tape tensor on
+ * the cpu, the device tensor of that size on cuda. */
 static hoop_status make_input(trainer *t, size_t n, hoop_tensor **x)
 {
-    HOOP_CHECK(new_input(t, n, x));
+    if (t->device == HOOP_DEVICE_CPU)
+        HOOP_CHECK(new_input(t, n, x));
+    else
+        HOOP_CHECK(device_input(t, n, x));
     return hoop_tensor_copy_from(*x, t->x, n * (size_t)t->sample);
 }
 
-/* Gathers the loader's next batch straight into a tape tensor (*n == 0: epoch over).
- * A short last batch is moved into a tensor of its own size. */
+/* The loader's next batch (*n == 0: epoch over). On the cpu it is gathered straight into
+ * a tape tensor, and a short last batch is moved into a tensor of its own size; on cuda it
+ * is gathered into t->x and copied to the device. */
 static hoop_status next_batch(trainer *t, hoop_tensor **x, size_t *n)
 {
     size_t bs = (size_t)t->o->batch_size;
+    if (t->device != HOOP_DEVICE_CPU) {
+        HOOP_CHECK(hoop_loader_next(t->loader, t->x, t->y, n));
+        return *n == 0 ? HOOP_OK : make_input(t, *n, x);
+    }
     HOOP_CHECK(new_input(t, bs, x));
     HOOP_CHECK(hoop_loader_next(t->loader, hoop_tensor_data(*x), t->y, n));
     if (*n == 0 || *n == bs) return HOOP_OK;
@@ -421,11 +544,13 @@ static hoop_status train_step(trainer *t, hoop_tensor *x, float *loss)
     int64_t f0 = hoop_ddp_now_us();
     HOOP_CHECK(hoop_model_forward(t->model, t->tape, x, &logits));
     HOOP_CHECK(hoop_cross_entropy(t->tape, logits, t->y, 0.0f, &l));
-    *loss = hoop_tensor_data(l)[0];
-    hoop_optim_zero_grad(t->opt);
+    HOOP_CHECK(hoop_optim_zero_grad(t->opt));
     if (ddp) hoop_ddp_trace_event(ddp, "forward", f0, hoop_ddp_now_us());
     HOOP_CHECK(ddp ? hoop_ddp_backward(ddp, t->tape, l) : hoop_backward(t->tape, l));
     HOOP_CHECK(optimizer_step(t));
+    /* Read once the whole step is issued (backward leaves l's data alone): on a GPU the
+     * copy waits for the step instead of stalling it between forward and backward. */
+    HOOP_CHECK(hoop_tensor_copy_to_host(l, loss, 1));
     hoop_tape_reset(t->tape);
     if (!isfinite(*loss))
         return HOOP_ERROR(HOOP_ERR_INVALID,
@@ -437,10 +562,20 @@ static hoop_status train_step(trainer *t, hoop_tensor *x, float *loss)
 
 // ----- evaluation -------------------------------------------------------------------------
 
-static size_t count_correct(hoop_tensor *logits, const int32_t *y, size_t n)
+/* The logits' values on the host: in place on the cpu, copied into t->logits on cuda. */
+static hoop_status host_logits(trainer *t, hoop_tensor *logits, const float **z)
 {
-    const float *z = hoop_tensor_data(logits);
-    int64_t c = hoop_tensor_dim(logits, 1);
+    if (t->device == HOOP_DEVICE_CPU) {
+        *z = hoop_tensor_data(logits);
+        return HOOP_OK;
+    }
+    *z = t->logits;
+    return hoop_tensor_copy_to_host(logits, t->logits, hoop_tensor_count(logits));
+}
+
+/* Rows of z (n x c logits) whose largest entry is at the label y (the first one on ties). */
+static size_t count_correct(const float *z, int64_t c, const int32_t *y, size_t n)
+{
     size_t ok = 0;
     for (size_t i = 0; i < n; i++) {
         int64_t best = 0;
@@ -467,13 +602,17 @@ static hoop_status evaluate(trainer *t, double *loss, double *acc)
     for (size_t s = 0; s < mine; s += eb) {
         size_t n = mine - s < eb ? mine - s : eb;
         hoop_tensor *x, *logits, *l;
+        const float *z;
+        float lv;
         for (size_t i = 0; i < n; i++) idx[i] = (int64_t)shard[s + i];
         HOOP_CHECK_GOTO(hoop_dataset_gather(t->test, idx, n, t->x, t->y), st, done);
         HOOP_CHECK_GOTO(make_input(t, n, &x), st, done);
         HOOP_CHECK_GOTO(hoop_model_forward(t->model, t->tape, x, &logits), st, done);
         HOOP_CHECK_GOTO(hoop_cross_entropy(t->tape, logits, t->y, 0.0f, &l), st, done);
-        sum += (double)hoop_tensor_data(l)[0] * (double)n;
-        correct += count_correct(logits, t->y, n);
+        HOOP_CHECK_GOTO(hoop_tensor_copy_to_host(l, &lv, 1), st, done);
+        HOOP_CHECK_GOTO(host_logits(t, logits, &z), st, done);
+        sum += (double)lv * (double)n;
+        correct += count_correct(z, hoop_tensor_dim(logits, 1), t->y, n);
         hoop_tape_reset(t->tape);
     }
     double g[2] = {sum, (double)correct};
@@ -747,14 +886,15 @@ static hoop_status run_bench(trainer *t)
     epoch_stats e = {.samples = (size_t)samples, .train_s = secs};
     HOOP_CHECK(finish_epoch(t, &e, 0.0, 0));
     if (t->dist.rank != 0) return HOOP_OK;
-    printf("{\"bench\":\"hoop_train\",\"model\":\"%s\",\"world_size\":%d,\"threads\":%d,"
-           "\"batch_size\":%lld,\"steps\":%lld,\"seconds\":%.4f,\"samples_per_s\":%.1f,"
-           "\"step_mflop\":%.3f,\"gflops_per_rank\":%.3f,\"allreduce_ms_per_step\":%.3f,"
-           "\"hidden_share\":%.4f,\"stop_check_us_per_step\":%.2f,\"last_loss\":%.4f}\n",
-           model_name(t), t->dist.world_size, openblas_get_num_threads(), (long long)o->batch_size,
-           (long long)o->bench_steps, secs, e.sps, flops * 1e-6,
-           flops * (double)o->bench_steps / secs * 1e-9, e.comm_ms, e.hidden,
-           (double)t->agree_ns * 1e-3 / (double)o->bench_steps, (double)loss);
+    printf(
+        "{\"bench\":\"hoop_train\",\"model\":\"%s\",\"device\":\"%s\",\"world_size\":%d,"
+        "\"threads\":%d,\"batch_size\":%lld,\"steps\":%lld,\"seconds\":%.4f,\"samples_per_s\":%.1f,"
+        "\"step_mflop\":%.3f,\"gflops_per_rank\":%.3f,\"allreduce_ms_per_step\":%.3f,"
+        "\"hidden_share\":%.4f,\"stop_check_us_per_step\":%.2f,\"last_loss\":%.4f}\n",
+        model_name(t), t->device == HOOP_DEVICE_CUDA ? "cuda" : "cpu", t->dist.world_size,
+        openblas_get_num_threads(), (long long)o->batch_size, (long long)o->bench_steps, secs,
+        e.sps, flops * 1e-6, flops * (double)o->bench_steps / secs * 1e-9, e.comm_ms, e.hidden,
+        (double)t->agree_ns * 1e-3 / (double)o->bench_steps, (double)loss);
     return HOOP_OK;
 }
 

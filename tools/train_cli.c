@@ -39,7 +39,10 @@ static const char usage_text[] =
     "  --seed S                 seed for initialisation, shuffling and dropout (1)\n"
     "  --data DIR               directory of the IDX files\n"
     "                           (/usr/share/datasets/fashion-mnist)\n"
-    "  --device cpu             where to train (cpu; cuda is not implemented yet)\n"
+    "  --device cpu|cuda|auto   where to train (cpu, for now); cuda: the GPU, one process\n"
+    "                           only (DDP on GPU tensors is not in this version yet); auto:\n"
+    "                           cuda when a GPU and hoop's CUDA backend can be had, else cpu,\n"
+    "                           saying why. HOOP_CUDA_BACKEND names the backend's file\n"
     "  --threads T              OpenBLAS threads (0 = OpenBLAS's default / "
     "OPENBLAS_NUM_THREADS)\n"
     "  --metrics FILE           append one JSON line per epoch to FILE\n"
@@ -91,7 +94,7 @@ static void defaults(train_opts *o)
         .momentum = 0.9f,
         .weight_decay = NAN,
         .data = "/usr/share/datasets/fashion-mnist",
-        .device = "cpu",
+        .device = TRAIN_DEVICE_CPU,
         .standardize = 1,
         .first_bucket_kb = 512,
         .progress = -1,
@@ -139,6 +142,7 @@ static hoop_status apply_flag(train_opts *o, const char *f, const char *v)
     static const char *const scheds[] = {"cosine", "constant", NULL};
     static const char *const norms[] = {"unit", "standard", NULL};
     static const char *const progress[] = {"plain", "bar", "auto", NULL};
+    static const char *const devices[] = {"cpu", "cuda", "auto", NULL};
     int c;
     if (!strcmp(f, "--model")) {
         HOOP_CHECK(parse_choice(f, v, models, &c));
@@ -197,7 +201,8 @@ static hoop_status apply_flag(train_opts *o, const char *f, const char *v)
     } else if (!strcmp(f, "--data")) {
         o->data = v;
     } else if (!strcmp(f, "--device")) {
-        o->device = v;
+        HOOP_CHECK(parse_choice(f, v, devices, &c));
+        o->device = (train_device)c;
     } else if (!strcmp(f, "--metrics")) {
         o->metrics = v;
     } else {
@@ -212,9 +217,6 @@ static hoop_status finish(train_opts *o)
     if (o->epochs < 0) o->epochs = o->model == TRAIN_MODEL_MLP ? 10 : 5;
     if (isnan(o->lr)) o->lr = o->optimizer == TRAIN_OPT_SGD ? 0.05f : 0.001f;
     if (isnan(o->weight_decay)) o->weight_decay = o->optimizer == TRAIN_OPT_SGD ? 0.0f : 0.01f;
-    if (strcmp(o->device, "cpu") != 0)
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "--device='%s': only cpu is implemented in this version", o->device);
     if (o->nesterov && (o->optimizer != TRAIN_OPT_SGD || o->momentum == 0.0f))
         return HOOP_ERROR(HOOP_ERR_INVALID, "--nesterov needs --optimizer sgd and --momentum > 0");
     if (o->resume && !o->checkpoint)

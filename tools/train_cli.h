@@ -19,15 +19,18 @@
 typedef enum train_model { TRAIN_MODEL_MLP, TRAIN_MODEL_CNN } train_model;
 typedef enum train_optimizer { TRAIN_OPT_SGD, TRAIN_OPT_ADAMW } train_optimizer;
 typedef enum train_schedule { TRAIN_SCHED_COSINE, TRAIN_SCHED_CONSTANT } train_schedule;
+/* --device: auto is resolved by hoop-train (cuda when hoop_device_check finds one). */
+typedef enum train_device { TRAIN_DEVICE_CPU, TRAIN_DEVICE_CUDA, TRAIN_DEVICE_AUTO } train_device;
 
 typedef struct train_opts {
     train_model model;
     train_optimizer optimizer;
     train_schedule schedule;
+    train_device device;
     int64_t epochs, batch_size, eval_batch_size, seed, threads, warmup_steps;
     float lr, momentum, weight_decay, dropout;
     int nesterov, standardize; /* standardize: mean/std normalisation of pixels */
-    const char *data, *device, *metrics;
+    const char *data, *metrics;
     int progress;      /* 1 bar, 0 plain lines, -1 auto (a bar when stderr is a terminal) */
     int64_t log_every; /* plain mode: a line every this many steps (0 = per epoch only) */
     int64_t bench_steps, bench_warmup;      /* bench_steps > 0: time steps, print JSON, exit */
