@@ -1,73 +1,417 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * src/cuda/ctx.cu -- the CUDA backend's per-thread context (see ctx.h): stream, cuBLAS
- * handle, device memory and synchronisation.
+ * src/cuda/ctx.cu -- the CUDA backend's context (see ctx.h): the device choice, the
+ * compute and copy streams, events, host waits with a deadline, copies, and each
+ * thread's cuBLAS handle.
  *
- * Owns: the thread's cuBLAS handle. Thread-safety: per thread.
+ * Owns: the process's context (made once under ctx_mu, published through ctx_ready; its
+ * streams and events live until the process ends) and, per thread, the cuBLAS handle and
+ * the event a host wait records (released when the thread exits; the main thread's at
+ * the process's end, by CUDA). Thread-safety: see ctx.h.
  */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <atomic>
 
 #include "cuda/ctx.h"
 
-static thread_local cublasHandle_t blas;
+struct cuda_ctx {
+    int device, count;
+    cudaStream_t compute, copy;
+    cudaEvent_t marks[2]; /* recorded on compute, copy by hoop__cuda_stream_wait */
+    char name[256];
+    size_t total_bytes;
+    int64_t timeout_ms; /* HOOP_TIMEOUT: how long a host wait may take */
+};
 
-cudaStream_t hoop__cuda_stream(void)
+static struct cuda_ctx ctx;
+static std::atomic<int> ctx_ready;
+static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
+static thread_local int ctx_bound; /* this thread's current device is ctx.device */
+/* What a thread makes for itself, released when it exits (a pthread key's destructor). */
+struct ctx_thread {
+    cublasHandle_t blas;
+    cudaEvent_t sync_mark; /* what this thread's host waits record */
+};
+static thread_local struct ctx_thread *ctx_me;
+static pthread_key_t ctx_key;
+static pthread_once_t ctx_key_once = PTHREAD_ONCE_INIT;
+static int ctx_key_err;
+
+static void ctx_thread_end(void *arg)
 {
-    return 0;
+    struct ctx_thread *t = (struct ctx_thread *)arg;
+    if (t->sync_mark) cudaEventDestroy(t->sync_mark);
+    if (t->blas) cublasDestroy(t->blas);
+    free(t);
 }
 
-hoop_status hoop__cuda_blas(cublasHandle_t *h)
+static void ctx_key_make(void)
 {
-    if (!blas) {
-        HOOP_CUBLAS_CHECK(cublasCreate(&blas));
-        const char *tf32 = getenv("HOOP_CUDA_TF32");
-        int on = tf32 && strcmp(tf32, "1") == 0;
-        HOOP_CUBLAS_CHECK(
-            cublasSetMathMode(blas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    ctx_key_err = pthread_key_create(&ctx_key, ctx_thread_end);
+}
+
+static hoop_status ctx_thread(struct ctx_thread **out)
+{
+    if (!ctx_me) {
+        pthread_once(&ctx_key_once, ctx_key_make);
+        if (ctx_key_err)
+            return HOOP_ERROR(HOOP_ERR_SYSTEM, "cuda: pthread_key_create failed (error %d)",
+                              ctx_key_err);
+        struct ctx_thread *t = (struct ctx_thread *)calloc(1, sizeof(*t));
+        if (!t) return HOOP_ERROR(HOOP_ERR_NOMEM, "cuda: no memory for a thread's state");
+        int rc = pthread_setspecific(ctx_key, t);
+        if (rc != 0) {
+            free(t);
+            return HOOP_ERROR(HOOP_ERR_SYSTEM, "cuda: pthread_setspecific failed (error %d)", rc);
+        }
+        ctx_me = t;
     }
-    HOOP_CUBLAS_CHECK(cublasSetStream(blas, hoop__cuda_stream()));
-    *h = blas;
+    *out = ctx_me;
     return HOOP_OK;
 }
 
-extern "C" hoop_status hoop__cuda_malloc(void **p, size_t bytes)
+// ----------------------------------------------------------------- the device
+
+/* A non-negative decimal integer, the whole string; -1 otherwise. */
+static long ctx_index(const char *s)
 {
-    cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
-    if (e == cudaErrorMemoryAllocation) {
+    long v = 0;
+    if (!*s) return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > 100000000) return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return v;
+}
+
+static hoop_status ctx_pick_forced(const char *s, int count, int *dev)
+{
+    long v = ctx_index(s);
+    if (v < 0 || v >= count) {
+        const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "HOOP_CUDA_DEVICE='%s' is not a device of this process: it sees %d "
+                          "CUDA device%s (0..%d)%s%s%s",
+                          s, count, count == 1 ? "" : "s", count - 1,
+                          vis ? ", CUDA_VISIBLE_DEVICES='" : "", vis ? vis : "", vis ? "'" : "");
+    }
+    *dev = (int)v;
+    HOOP_INFO(INIT, "cuda: HOOP_CUDA_DEVICE=%s chooses cuda:%d of %d", s, *dev, count);
+    return HOOP_OK;
+}
+
+/* HOOP_CUDA_DEVICE, else the local rank modulo count (ctx.h). */
+static hoop_status ctx_pick(int count, int *dev)
+{
+    const char *s = getenv("HOOP_CUDA_DEVICE");
+    if (s && *s) return ctx_pick_forced(s, count, dev);
+    const char *what = "LOCAL_RANK", *lr = getenv("LOCAL_RANK");
+    if ((!lr || !*lr) && getenv("SLURM_STEP_ID") && getenv("SLURM_PROCID"))
+        what = "SLURM_LOCALID", lr = getenv("SLURM_LOCALID");
+    long rank = lr && *lr ? ctx_index(lr) : 0;
+    if (rank < 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a local rank (0, 1, 2, ...)", what, lr);
+    *dev = (int)(rank % count);
+    if (rank >= count)
+        HOOP_INFO(INIT,
+                  "cuda: %s=%ld but this process sees %d CUDA device%s: workers share GPUs "
+                  "round-robin (local rank mod %d), this one cuda:%d",
+                  what, rank, count, count == 1 ? "" : "s", count, *dev);
+    return HOOP_OK;
+}
+
+/* HOOP_TIMEOUT in ms: decimal seconds, more than 0 (default 300), as src/core/env.c's
+ * table reads it; parsed here because the backend is a module that libhoop loads, which
+ * reaches libhoop only through the error and log functions (src/cuda/module.cu). */
+static hoop_status ctx_timeout(int64_t *ms)
+{
+    const char *s = getenv("HOOP_TIMEOUT");
+    *ms = 300 * 1000;
+    if (!s || !*s) return HOOP_OK;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (*s < '0' || *s > '9' || *end != '\0' || !(v > 0) || v > 1e9)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "HOOP_TIMEOUT='%s' is not a number of seconds more than 0 (e.g. 30, 0.5)",
+                          s);
+    *ms = (int64_t)(v * 1000.0 + 0.5);
+    if (*ms < 1) *ms = 1;
+    return HOOP_OK;
+}
+
+/* Destroys what ctx_make made (any part of it) and clears c. */
+static void ctx_close(struct cuda_ctx *c)
+{
+    for (int i = 0; i < 2; i++)
+        if (c->marks[i]) cudaEventDestroy(c->marks[i]);
+    if (c->copy) cudaStreamDestroy(c->copy);
+    if (c->compute) cudaStreamDestroy(c->compute);
+    cudaGetLastError();
+    memset(c, 0, sizeof(*c));
+}
+
+static hoop_status ctx_count(int *count)
+{
+    cudaError_t e = cudaGetDeviceCount(count);
+    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ||
+        (e == cudaSuccess && *count <= 0)) {
         cudaGetLastError();
-        return HOOP_ERROR(HOOP_ERR_NOMEM, "cudaMalloc: no device memory for %zu bytes", bytes);
+        const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "no CUDA device: cudaGetDeviceCount: %s%s%s%s",
+                          e == cudaSuccess ? "found none" : cudaGetErrorString(e),
+                          vis ? " (CUDA_VISIBLE_DEVICES='" : "", vis ? vis : "", vis ? "')" : "");
     }
-    if (e != cudaSuccess) {
-        cudaGetLastError(); /* or the next launch check would blame its kernel */
-        return HOOP_ERROR(HOOP_ERR_CUDA, "cudaMalloc(%zu bytes) failed: %s", bytes,
-                          cudaGetErrorString(e));
-    }
+    HOOP_CUDA_CHECK(e);
     return HOOP_OK;
 }
 
-extern "C" void hoop__cuda_free(void *p)
+static hoop_status ctx_make(struct cuda_ctx *c)
 {
-    if (p) cudaFree(p);
+    HOOP_CHECK(ctx_count(&c->count));
+    HOOP_CHECK(ctx_timeout(&c->timeout_ms));
+    HOOP_CHECK(ctx_pick(c->count, &c->device));
+    HOOP_CUDA_CHECK(cudaSetDevice(c->device));
+    cudaDeviceProp prop;
+    HOOP_CUDA_CHECK(cudaGetDeviceProperties(&prop, c->device));
+    snprintf(c->name, sizeof(c->name), "%s", prop.name);
+    c->total_bytes = prop.totalGlobalMem;
+    HOOP_CUDA_CHECK(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
+    HOOP_CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
+    for (int i = 0; i < 2; i++)
+        HOOP_CUDA_CHECK(cudaEventCreateWithFlags(&c->marks[i], cudaEventDisableTiming));
+    HOOP_INFO(INIT, "cuda: using cuda:%d (%s, %.1f GiB) of the %d device%s this process sees",
+              c->device, c->name, (double)c->total_bytes / (1024.0 * 1024.0 * 1024.0), c->count,
+              c->count == 1 ? "" : "s");
+    return HOOP_OK;
 }
 
-extern "C" hoop_status hoop__cuda_copy(void *dst, const void *src, size_t bytes, int to_device)
+static hoop_status ctx_bind(void)
 {
-    if (bytes == 0) return HOOP_OK;
-    cudaError_t e =
-        cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        return HOOP_ERROR(HOOP_ERR_CUDA, "cudaMemcpy (%zu bytes, %s) failed: %s", bytes,
-                          to_device ? "to the device" : "to the host", cudaGetErrorString(e));
-    }
+    if (ctx_bound) return HOOP_OK;
+    HOOP_CUDA_CHECK(cudaSetDevice(ctx.device));
+    ctx_bound = 1;
     return HOOP_OK;
+}
+
+extern "C" hoop_status hoop__cuda_init(void)
+{
+    if (ctx_bound) return HOOP_OK;
+    if (!ctx_ready.load(std::memory_order_acquire)) {
+        hoop_status st = HOOP_OK;
+        pthread_mutex_lock(&ctx_mu);
+        if (!ctx_ready.load(std::memory_order_relaxed)) {
+            st = ctx_make(&ctx);
+            if (st == HOOP_OK)
+                ctx_ready.store(1, std::memory_order_release);
+            else
+                ctx_close(&ctx);
+        }
+        pthread_mutex_unlock(&ctx_mu);
+        if (st != HOOP_OK) return st;
+    }
+    return ctx_bind();
+}
+
+extern "C" hoop_status hoop__cuda_device_info(int *dev, char *name, size_t name_len,
+                                              size_t *total_bytes)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    if (dev) *dev = ctx.device;
+    if (name && name_len) snprintf(name, name_len, "%s", ctx.name);
+    if (total_bytes) *total_bytes = ctx.total_bytes;
+    return HOOP_OK;
+}
+
+// ----------------------------------------------------------------- streams and events
+
+extern "C" hoop__cuda_stream_t hoop__cuda_stream(void)
+{
+    if (!ctx_bound && hoop__cuda_init() != HOOP_OK) return 0;
+    return ctx.compute;
+}
+
+extern "C" hoop__cuda_stream_t hoop__cuda_copy_stream(void)
+{
+    if (!ctx_bound && hoop__cuda_init() != HOOP_OK) return 0;
+    return ctx.copy;
+}
+
+/* Which of the context's streams s is (0 compute, 1 copy), or -1. */
+static int ctx_which(cudaStream_t s)
+{
+    if (s && s == ctx.compute) return 0;
+    if (s && s == ctx.copy) return 1;
+    return -1;
+}
+
+extern "C" hoop_status hoop__cuda_stream_wait(hoop__cuda_stream_t waiter,
+                                              hoop__cuda_stream_t producer)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    int w = ctx_which(waiter), p = ctx_which(producer);
+    if (w < 0 || p < 0 || w == p)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "hoop__cuda_stream_wait: waiter and producer must be the context's "
+                          "compute and copy streams, one each (got %p and %p)",
+                          (void *)waiter, (void *)producer);
+    /* One event per producer: a record by another thread in between only marks more of
+     * the producer's work (a stream runs its work in order), never less. */
+    HOOP_CUDA_CHECK(cudaEventRecord(ctx.marks[p], producer));
+    HOOP_CUDA_CHECK(cudaStreamWaitEvent(waiter, ctx.marks[p], 0));
+    return HOOP_OK;
+}
+
+static int64_t ctx_ms_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)(t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* Polls e until its work is done: spinning for the first 2 ms (a step's wait is often
+ * shorter than a sleep's granularity), then in 50 us sleeps, up to HOOP_TIMEOUT. */
+static hoop_status ctx_wait_event(cudaEvent_t e, const char *what)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        cudaError_t r = cudaEventQuery(e);
+        if (r == cudaSuccess) return HOOP_OK;
+        if (r != cudaErrorNotReady) {
+            cudaGetLastError();
+            return HOOP_ERROR(HOOP_ERR_CUDA, "cuda:%d: waiting for %s: %s", ctx.device, what,
+                              cudaGetErrorString(r));
+        }
+        int64_t ms = ctx_ms_since(&t0);
+        if (ms >= ctx.timeout_ms)
+            return HOOP_ERROR(HOOP_ERR_TIMEOUT,
+                              "cuda:%d: %s did not finish within %" PRId64
+                              " ms (HOOP_TIMEOUT); a kernel may be stuck",
+                              ctx.device, what, ctx.timeout_ms);
+        if (ms >= 2) {
+            struct timespec nap = {0, 50 * 1000};
+            nanosleep(&nap, NULL);
+        }
+    }
+}
+
+extern "C" hoop_status hoop__cuda_stream_sync(hoop__cuda_stream_t s)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    struct ctx_thread *t;
+    HOOP_CHECK(ctx_thread(&t));
+    if (!t->sync_mark)
+        HOOP_CUDA_CHECK(cudaEventCreateWithFlags(&t->sync_mark, cudaEventDisableTiming));
+    HOOP_CUDA_CHECK(cudaEventRecord(t->sync_mark, s));
+    int w = ctx_which(s);
+    return ctx_wait_event(t->sync_mark, w == 0   ? "the compute stream"
+                                        : w == 1 ? "the copy stream"
+                                                 : "a stream");
 }
 
 extern "C" hoop_status hoop__cuda_sync(void)
 {
-    cudaError_t e = cudaStreamSynchronize(hoop__cuda_stream());
-    if (e != cudaSuccess)
-        return HOOP_ERROR(HOOP_ERR_CUDA, "cudaStreamSynchronize failed: %s", cudaGetErrorString(e));
+    HOOP_CHECK(hoop__cuda_init());
+    return hoop__cuda_stream_sync(ctx.compute);
+}
+
+extern "C" hoop_status hoop__cuda_event_new(hoop__cuda_event_t *e)
+{
+    *e = NULL;
+    HOOP_CHECK(hoop__cuda_init());
+    HOOP_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+    return HOOP_OK;
+}
+
+extern "C" void hoop__cuda_event_free(hoop__cuda_event_t e)
+{
+    if (!e) return;
+    if (cudaEventDestroy(e) != cudaSuccess) cudaGetLastError();
+}
+
+extern "C" hoop_status hoop__cuda_event_record(hoop__cuda_event_t e, hoop__cuda_stream_t s)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    HOOP_CUDA_CHECK(cudaEventRecord(e, s));
+    return HOOP_OK;
+}
+
+extern "C" hoop_status hoop__cuda_event_wait(hoop__cuda_stream_t s, hoop__cuda_event_t e)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    HOOP_CUDA_CHECK(cudaStreamWaitEvent(s, e, 0));
+    return HOOP_OK;
+}
+
+extern "C" hoop_status hoop__cuda_event_sync(hoop__cuda_event_t e)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    return ctx_wait_event(e, "an event");
+}
+
+extern "C" hoop_status hoop__cuda_event_done(hoop__cuda_event_t e, int *done)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    cudaError_t r = cudaEventQuery(e);
+    *done = r == cudaSuccess;
+    if (r == cudaSuccess || r == cudaErrorNotReady) return HOOP_OK;
+    HOOP_CUDA_CHECK(r);
+    return HOOP_OK;
+}
+
+// ----------------------------------------------------------------- copies, cuBLAS
+
+extern "C" hoop_status hoop__cuda_copy(void *dst, const void *src, size_t bytes, int to_device)
+{
+    if (bytes == 0) return HOOP_OK;
+    HOOP_CHECK(hoop__cuda_init());
+    cudaError_t e = cudaMemcpyAsync(
+        dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, ctx.compute);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return HOOP_ERROR(HOOP_ERR_CUDA, "cudaMemcpyAsync (%zu bytes, %s) failed: %s", bytes,
+                          to_device ? "to the device" : "to the host", cudaGetErrorString(e));
+    }
+    return hoop__cuda_sync();
+}
+
+extern "C" hoop_status hoop__cuda_copy_async(void *dst, const void *src, size_t bytes,
+                                             hoop__cuda_copy_kind kind, hoop__cuda_stream_t s)
+{
+    if (kind != HOOP_CUDA_HOST_TO_DEVICE && kind != HOOP_CUDA_DEVICE_TO_HOST &&
+        kind != HOOP_CUDA_DEVICE_TO_DEVICE)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop__cuda_copy_async: kind=%d is not a copy kind",
+                          (int)kind);
+    if (bytes == 0) return HOOP_OK;
+    HOOP_CHECK(hoop__cuda_init());
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, (cudaMemcpyKind)kind, s);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return HOOP_ERROR(HOOP_ERR_CUDA, "cudaMemcpyAsync (%zu bytes, kind %d) failed: %s", bytes,
+                          (int)kind, cudaGetErrorString(e));
+    }
+    return HOOP_OK;
+}
+
+hoop_status hoop__cuda_blas(cublasHandle_t *h)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    struct ctx_thread *t;
+    HOOP_CHECK(ctx_thread(&t));
+    if (!t->blas) {
+        HOOP_CUBLAS_CHECK(cublasCreate(&t->blas));
+        const char *tf32 = getenv("HOOP_CUDA_TF32");
+        int on = tf32 && strcmp(tf32, "1") == 0;
+        HOOP_CUBLAS_CHECK(
+            cublasSetMathMode(t->blas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    }
+    HOOP_CUBLAS_CHECK(cublasSetStream(t->blas, ctx.compute));
+    *h = t->blas;
     return HOOP_OK;
 }

@@ -2,7 +2,8 @@
 /*
  * src/cuda/hx.cc -- the host execution layer's runtime (see src/cuda/hx.h for what it
  * models and what it does not): launches, the fiber scheduler of synchronising launches,
- * barriers and shuffles, the last error, and the memory and stream stand-ins.
+ * barriers and shuffles, the last error, and the stand-ins for devices, memory, streams
+ * and events.
  *
  * A synchronising launch gives each thread of a block a fiber (makecontext on a stack
  * from this OS thread's pool, 64 KiB each, kept for later launches). The scheduler
@@ -13,8 +14,10 @@
  * Under ASan the switches are announced (__sanitizer_start_switch_fiber), as its
  * documentation asks of every stack switch.
  *
- * Owns: per OS thread, the fiber pool, the dynamic shared memory buffer and the last
- * error. Thread-safety: all state is thread-local.
+ * Owns: per OS thread, the fiber pool, the dynamic shared memory buffer, the last error
+ * and the current device; per process, the device count and the memory's accounting.
+ * Thread-safety: the per-thread state is thread-local; the per-process state is under
+ * one mutex (mem_mu), and a stream's work counter is atomic.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,6 +26,11 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <new>
+#include <unordered_map>
 
 #include "cuda/hx.h"
 
@@ -315,6 +323,75 @@ void run_block_sync(launch *L, dim3 g, dim3 b, uint3 blk)
     }
 }
 
+// ----------------------------------------------------------------- devices, memory
+
+std::mutex mem_mu; /* everything below that is not thread_local or atomic */
+int dev_count = 1;
+size_t dev_bytes; /* 0: the host's physical memory */
+size_t live_bytes;
+std::unordered_map<void *, size_t> dev_allocs, host_allocs;
+long fail_after = -1;
+cudaError_t fail_err = cudaErrorMemoryAllocation;
+std::atomic<unsigned long> n_malloc, n_free, n_host_malloc, n_host_free, n_dev_sync, n_stream_sync,
+    n_wait;
+thread_local int cur_dev;
+
+size_t total_bytes(void)
+{
+    if (dev_bytes) return dev_bytes;
+    return (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+size_t left_bytes(void)
+{
+    size_t total = total_bytes();
+    return total > live_bytes ? total - live_bytes : 0;
+}
+
+} // namespace
+
+struct hoop__hx_stream {
+    int device; /* -1: the legacy stream, which is every device's */
+    unsigned flags;
+    std::atomic<unsigned long> issued; /* work issued to it so far */
+    /* the producers it waited for and how much of their work (under mem_mu) */
+    const hoop__hx_stream *dep[8];
+    unsigned long dep_at[8];
+    int ndeps;
+};
+
+struct hoop__hx_event {
+    int device;
+    const hoop__hx_stream *stream; /* where it was last recorded, or NULL */
+    unsigned long at;              /* how much of that stream's work it covers */
+};
+
+namespace
+{
+
+hoop__hx_stream legacy = {-1, 0, {0}, {}, {}, 0};
+
+hoop__hx_stream *stream_of(cudaStream_t s)
+{
+    return s ? s : &legacy;
+}
+
+void issue(cudaStream_t s)
+{
+    stream_of(s)->issued++;
+}
+
+/* CUDA: "a kernel launch will fail if it is issued to a stream that is not associated
+ * to the current device". */
+int stream_on_current_device(const char *kernel, cudaStream_t s)
+{
+    if (!s || s->device == cur_dev) return 1;
+    fail(cudaErrorInvalidResourceHandle,
+         "%s: launched on a stream of device %d from a thread whose current device is %d", kernel,
+         s->device, cur_dev);
+    return 0;
+}
+
 } // namespace
 
 void hoop__hx_launch(const char *kernel, dim3 g, dim3 b, size_t smem, cudaStream_t s, int sync,
@@ -334,6 +411,7 @@ void hoop__hx_launch(const char *kernel, dim3 g, dim3 b, size_t smem, cudaStream
         return;
     }
     if (!check_config(kernel, g, b, smem)) return;
+    if (!stream_on_current_device(kernel, s)) return;
     unsigned n = b.x * b.y * b.z;
     if (sync && !ensure_pool(n)) {
         fail(cudaErrorMemoryAllocation, "%s: no memory for %u fibers", kernel, n);
@@ -372,6 +450,7 @@ void hoop__hx_launch(const char *kernel, dim3 g, dim3 b, size_t smem, cudaStream
     hoop__hx_cur = saved;
     running = NULL;
     launches++;
+    issue(s);
 }
 
 void hoop__hx_syncthreads(int line)
@@ -459,6 +538,12 @@ const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorInvalidValue: return "invalid argument";
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInsufficientDriver:
+        return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     }
     return "unrecognized error code";
@@ -466,18 +551,93 @@ const char *cudaGetErrorString(cudaError_t e)
 
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
-    *p = malloc(bytes ? bytes : 1);
-    if (!*p) {
-        fail(cudaErrorMemoryAllocation, "cudaMalloc: %zu bytes", bytes);
+    *p = NULL;
+    std::lock_guard<std::mutex> g(mem_mu);
+    if (fail_after == 0) {
+        fail(fail_err, "cudaMalloc: %zu bytes: failing on purpose (hoop__hx_fail_malloc_after)",
+             bytes);
+        return fail_err;
+    }
+    void *m = NULL;
+    if (bytes > left_bytes() || posix_memalign(&m, 256, bytes ? bytes : 1) != 0) {
+        fail(cudaErrorMemoryAllocation, "cudaMalloc: %zu bytes, %zu of %zu left", bytes,
+             left_bytes(), total_bytes());
         return cudaErrorMemoryAllocation;
     }
-    memset(*p, 0xff, bytes); /* device memory starts as garbage: NaN here */
+    try {
+        dev_allocs.emplace(m, bytes);
+    } catch (...) {
+        free(m);
+        fail(cudaErrorMemoryAllocation, "cudaMalloc: no host memory to track %zu bytes", bytes);
+        return cudaErrorMemoryAllocation;
+    }
+    live_bytes += bytes;
+    if (fail_after > 0) fail_after--;
+    n_malloc++;
+    memset(m, 0xff, bytes); /* device memory starts as garbage: NaN here */
+    *p = m;
     return cudaSuccess;
 }
 
 cudaError_t cudaFree(void *p)
 {
+    if (!p) return cudaSuccess;
+    std::lock_guard<std::mutex> g(mem_mu);
+    auto it = dev_allocs.find(p);
+    if (it == dev_allocs.end()) {
+        fail(cudaErrorInvalidValue, "cudaFree: %p is not from cudaMalloc, or was freed already", p);
+        return cudaErrorInvalidValue;
+    }
+    live_bytes -= it->second;
+    dev_allocs.erase(it);
     free(p);
+    n_free++;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **p, size_t bytes)
+{
+    *p = NULL;
+    std::lock_guard<std::mutex> g(mem_mu);
+    void *m = NULL;
+    size_t phys = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+    if (bytes > phys || posix_memalign(&m, (size_t)sysconf(_SC_PAGESIZE), bytes ? bytes : 1)) {
+        fail(cudaErrorMemoryAllocation, "cudaMallocHost: %zu bytes", bytes);
+        return cudaErrorMemoryAllocation;
+    }
+    try {
+        host_allocs.emplace(m, bytes);
+    } catch (...) {
+        free(m);
+        fail(cudaErrorMemoryAllocation, "cudaMallocHost: no memory to track %zu bytes", bytes);
+        return cudaErrorMemoryAllocation;
+    }
+    n_host_malloc++;
+    memset(m, 0xff, bytes);
+    *p = m;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void *p)
+{
+    if (!p) return cudaSuccess;
+    std::lock_guard<std::mutex> g(mem_mu);
+    auto it = host_allocs.find(p);
+    if (it == host_allocs.end()) {
+        fail(cudaErrorInvalidValue, "cudaFreeHost: %p is not from cudaMallocHost, or was freed", p);
+        return cudaErrorInvalidValue;
+    }
+    host_allocs.erase(it);
+    free(p);
+    n_host_free++;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes_out)
+{
+    std::lock_guard<std::mutex> g(mem_mu);
+    *free_bytes = left_bytes();
+    *total_bytes_out = total_bytes();
     return cudaSuccess;
 }
 
@@ -496,8 +656,9 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t s)
 {
-    (void)s;
-    return cudaMemcpy(dst, src, bytes, kind);
+    cudaError_t e = cudaMemcpy(dst, src, bytes, kind);
+    if (e == cudaSuccess) issue(s);
+    return e;
 }
 
 cudaError_t cudaMemset(void *p, int value, size_t bytes)
@@ -512,18 +673,222 @@ cudaError_t cudaMemset(void *p, int value, size_t bytes)
 
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s)
 {
-    (void)s;
-    return cudaMemset(p, value, bytes);
+    cudaError_t e = cudaMemset(p, value, bytes);
+    if (e == cudaSuccess) issue(s);
+    return e;
 }
 
 /* Work ran when it was issued; what a synchronisation reports is an execution failure. */
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     (void)s;
+    if (sticky == cudaSuccess) n_stream_sync++;
     return sticky;
 }
 
 cudaError_t cudaDeviceSynchronize(void)
 {
+    if (sticky == cudaSuccess) n_dev_sync++;
     return sticky;
+}
+
+// ----------------------------------------------------------------- devices, streams, events
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+    std::lock_guard<std::mutex> g(mem_mu);
+    *count = dev_count;
+    if (dev_count > 0) return cudaSuccess;
+    fail(cudaErrorNoDevice, "cudaGetDeviceCount: the test pretends no device");
+    return cudaErrorNoDevice;
+}
+
+/* Whether device names one of the pretended devices; sets the error when not. */
+static int valid_device(const char *call, int device)
+{
+    std::lock_guard<std::mutex> g(mem_mu);
+    if (dev_count == 0) {
+        fail(cudaErrorNoDevice, "%s: no device", call);
+        return 0;
+    }
+    if (device >= 0 && device < dev_count) return 1;
+    fail(cudaErrorInvalidDevice, "%s: device %d of %d", call, device, dev_count);
+    return 0;
+}
+
+cudaError_t cudaSetDevice(int device)
+{
+    if (!valid_device("cudaSetDevice", device)) return cudaPeekAtLastError();
+    cur_dev = device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *device)
+{
+    if (!valid_device("cudaGetDevice", cur_dev)) return cudaPeekAtLastError();
+    *device = cur_dev;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
+{
+    if (!valid_device("cudaGetDeviceProperties", device)) return cudaPeekAtLastError();
+    memset(prop, 0, sizeof(*prop));
+    snprintf(prop->name, sizeof(prop->name), "host execution layer");
+    std::lock_guard<std::mutex> g(mem_mu);
+    prop->totalGlobalMem = total_bytes();
+    prop->major = 9;
+    prop->multiProcessorCount = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
+{
+    *s = NULL;
+    if (!valid_device("cudaStreamCreateWithFlags", cur_dev)) return cudaPeekAtLastError();
+    hoop__hx_stream *st = new (std::nothrow) hoop__hx_stream();
+    if (!st) {
+        fail(cudaErrorMemoryAllocation, "cudaStreamCreateWithFlags: no memory");
+        return cudaErrorMemoryAllocation;
+    }
+    st->device = cur_dev;
+    st->flags = flags;
+    *s = st;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    if (!s) {
+        fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: the legacy stream");
+        return cudaErrorInvalidResourceHandle;
+    }
+    delete s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
+{
+    (void)flags;
+    *e = NULL;
+    if (!valid_device("cudaEventCreateWithFlags", cur_dev)) return cudaPeekAtLastError();
+    hoop__hx_event *ev = new (std::nothrow) hoop__hx_event();
+    if (!ev) {
+        fail(cudaErrorMemoryAllocation, "cudaEventCreateWithFlags: no memory");
+        return cudaErrorMemoryAllocation;
+    }
+    ev->device = cur_dev;
+    *e = ev;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    if (!e) {
+        fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: NULL event");
+        return cudaErrorInvalidResourceHandle;
+    }
+    delete e;
+    return cudaSuccess;
+}
+
+/* CUDA: "cudaEventRecord() will fail if the input event and input stream are associated
+ * to different devices" (the legacy stream is the current device's). */
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    if (sticky != cudaSuccess) return sticky;
+    const hoop__hx_stream *st = stream_of(s);
+    int sdev = st->device < 0 ? cur_dev : st->device;
+    if (!e || e->device != sdev) {
+        fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: %s",
+             e ? "event and stream of different devices" : "NULL event");
+        return cudaErrorInvalidResourceHandle;
+    }
+    std::lock_guard<std::mutex> g(mem_mu);
+    e->stream = st;
+    e->at = st->issued;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    if (!e) {
+        fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: NULL event");
+        return cudaErrorInvalidResourceHandle;
+    }
+    return sticky;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    return cudaEventQuery(e);
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
+{
+    (void)flags;
+    if (sticky != cudaSuccess) return sticky;
+    if (!e) {
+        fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: NULL event");
+        return cudaErrorInvalidResourceHandle;
+    }
+    hoop__hx_stream *w = stream_of(s);
+    std::lock_guard<std::mutex> g(mem_mu);
+    n_wait++;
+    if (!e->stream) return cudaSuccess; /* never recorded: nothing to wait for */
+    int i = 0;
+    while (i < w->ndeps && w->dep[i] != e->stream) i++;
+    if (i == w->ndeps) {
+        if (i == 8) return cudaSuccess; /* more producers than the model keeps: not tracked */
+        w->dep[i] = e->stream;
+        w->dep_at[i] = 0;
+        w->ndeps++;
+    }
+    if (e->at > w->dep_at[i]) w->dep_at[i] = e->at;
+    return cudaSuccess;
+}
+
+// ----------------------------------------------------------------- test hooks
+
+extern "C" void hoop__hx_set_devices(int count, size_t bytes)
+{
+    std::lock_guard<std::mutex> g(mem_mu);
+    dev_count = count;
+    dev_bytes = bytes;
+}
+
+extern "C" void hoop__hx_fail_malloc_after(long n, int e)
+{
+    std::lock_guard<std::mutex> g(mem_mu);
+    fail_after = n;
+    fail_err = (cudaError_t)e;
+}
+
+extern "C" unsigned long hoop__hx_count(const char *call)
+{
+    static const struct {
+        const char *name;
+        const std::atomic<unsigned long> *n;
+    } counts[] = {
+        {"cudaMalloc", &n_malloc},
+        {"cudaFree", &n_free},
+        {"cudaMallocHost", &n_host_malloc},
+        {"cudaFreeHost", &n_host_free},
+        {"cudaDeviceSynchronize", &n_dev_sync},
+        {"cudaStreamSynchronize", &n_stream_sync},
+        {"cudaStreamWaitEvent", &n_wait},
+    };
+    for (const auto &c : counts)
+        if (strcmp(c.name, call) == 0) return c.n->load();
+    return 0;
+}
+
+extern "C" int hoop__hx_stream_ordered(cudaStream_t waiter, cudaStream_t producer)
+{
+    const hoop__hx_stream *w = stream_of(waiter), *p = stream_of(producer);
+    std::lock_guard<std::mutex> g(mem_mu);
+    unsigned long at = 0;
+    for (int i = 0; i < w->ndeps; i++)
+        if (w->dep[i] == p) at = w->dep_at[i];
+    return at >= p->issued;
 }

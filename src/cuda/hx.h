@@ -41,7 +41,8 @@
  *     stays, as CUDA's do: every later launch, copy and synchronisation returns it until
  *     cudaDeviceReset().
  *   - Device memory is host memory: cudaMalloc is malloc (filled with 0xff bytes), so
- *     ASan sees every access outside an allocation; copies are memcpy.
+ *     ASan sees every access outside an allocation; copies are memcpy. Devices, their
+ *     memory's size, streams and events: see "devices, streams, events" below.
  * What it does not model: warps in lockstep and their timing; memory ordering between
  * threads, blocks and streams (here everything is sequentially consistent, so a missing
  * __threadfence or a race between blocks passes); blocks that run at the same time (a
@@ -51,8 +52,10 @@
  * thread's write. Those are for the GPU run under compute-sanitizer (tests/gpu/run.sh;
  * today it runs check_cuda only; check_hx_gpu and the kernel-table tests are to join it).
  *
- * Owns: per OS thread, the fibers' stacks (kept for the next launch) and the last
- * error. Thread-safety: launches on different threads are independent.
+ * Owns: per OS thread, the fibers' stacks (kept for the next launch), the last error and
+ * the current device; per process, the device memory's accounting (under a mutex).
+ * Thread-safety: launches on different threads are independent; memory, stream and event
+ * calls are thread-safe, as CUDA's are.
  */
 #ifndef HOOP_CUDA_HX_H
 #define HOOP_CUDA_HX_H
@@ -83,6 +86,11 @@ enum cudaError_t {
     cudaErrorInvalidValue = 1,
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
+    cudaErrorInsufficientDriver = 35,
+    cudaErrorNoDevice = 100,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorNotReady = 600,
     cudaErrorLaunchFailure = 719,
 };
 typedef enum cudaError_t cudaError;
@@ -93,7 +101,18 @@ enum cudaMemcpyKind {
     cudaMemcpyDeviceToDevice = 3,
     cudaMemcpyDefault = 4,
 };
-typedef struct hoop__hx_stream *cudaStream_t; /* every stream is the same: work runs at once */
+/* Streams and events are handles that know their device (see "devices, streams, events"
+ * below); work on any stream runs when it is issued. Stream 0 is the legacy stream. */
+typedef struct hoop__hx_stream *cudaStream_t;
+typedef struct hoop__hx_event *cudaEvent_t;
+enum { cudaStreamDefault = 0, cudaStreamNonBlocking = 1 };
+enum { cudaEventDefault = 0, cudaEventBlockingSync = 1, cudaEventDisableTiming = 2 };
+/* The few fields of CUDA's cudaDeviceProp that hoop reads. */
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+    int major, minor, multiProcessorCount;
+};
 
 // ----------------------------------------------------------------- kernel qualifiers
 
@@ -231,5 +250,59 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s = 0
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaDeviceReset(void); /* clears an execution failure (and nothing else here) */
+
+// ----------------------------------------------------------------- devices, streams, events
+/*
+ * What these model: a number of devices (1 unless a test says otherwise), the calling
+ * thread's current device (0 until cudaSetDevice, per OS thread as in CUDA), and device
+ * memory of a fixed size (the host's physical memory unless a test says otherwise):
+ * cudaMalloc refuses what would exceed it (cudaErrorMemoryAllocation, nothing allocated)
+ * and cudaMemGetInfo reports what is left. cudaMalloc's memory is 256-byte aligned,
+ * cudaMallocHost's page aligned, and freeing what was not allocated (or twice) is
+ * cudaErrorInvalidValue. Streams and events record their device: CUDA's rules that a
+ * kernel launch fails on a stream of another device than the current one, and that
+ * cudaEventRecord fails when event and stream belong to different devices, hold
+ * (cudaErrorInvalidResourceHandle); memcpys and waits across devices succeed, as in CUDA.
+ * Each stream counts the work issued to it, an event records that count, and
+ * cudaStreamWaitEvent makes the waiting stream "ordered after" that much of the
+ * recording stream's work: hoop__hx_stream_ordered reads it back, so a test can see a
+ * missing or misplaced wait although the work itself ran at once.
+ * Not modelled: devices' separate memories (one memory of that size serves them all, and
+ * a pointer works on every device), peer
+ * access, a stream's flags (kept, without effect), event timing, concurrency between
+ * streams (there is none here: everything is ordered), pageable versus pinned copies.
+ */
+cudaError_t cudaGetDeviceCount(int *count); /* cudaErrorNoDevice (count 0) when none */
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+cudaError_t cudaMallocHost(void **p, size_t bytes);
+cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
+cudaError_t cudaEventQuery(cudaEvent_t e); /* cudaSuccess: work ran when it was issued */
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags = 0);
+
+/* Test hooks, with C linkage (tests in C declare them themselves). */
+extern "C" {
+/* Pretends count devices (0: none) of bytes each (0: the host's physical memory); for a
+ * test, before anything else touches the layer. */
+void hoop__hx_set_devices(int count, size_t bytes);
+/* After n more successful cudaMalloc calls, every later one fails with error e (and
+ * allocates nothing), until this hook is called again; n < 0 turns the failure off. */
+void hoop__hx_fail_malloc_after(long n, int e);
+/* How many times call ("cudaMalloc", "cudaFree", "cudaMallocHost", "cudaFreeHost",
+ * "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaStreamWaitEvent") has succeeded
+ * in this process; 0 for another name. */
+unsigned long hoop__hx_count(const char *call);
+/* 1 when waiter has waited (cudaStreamWaitEvent) for an event recorded on producer after
+ * every piece of work issued to producer so far, else 0. */
+int hoop__hx_stream_ordered(cudaStream_t waiter, cudaStream_t producer);
+}
 
 #endif /* HOOP_CUDA_HX_H */

@@ -6,6 +6,7 @@
  * A new src/cuda/ops/ file gets one line here; as they share this unit, each file's
  * static functions and macros carry its op's name (EW_BLOCK, bias_launch).
  */
+#include "cuda/alloc.cu"
 #include "cuda/ctx.cu"
 #include "cuda/kern_cuda.cu"
 #include "cuda/ops/bias.cu"

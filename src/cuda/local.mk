@@ -25,12 +25,12 @@ libhoophx_la_SOURCES = %reldir%/hx.cc %reldir%/hx_blas.cc
 libhoophx_la_CPPFLAGS = $(AM_CPPFLAGS)
 libhoopcudahx_la_SOURCES = %reldir%/hx_backend.cc
 libhoopcudahx_la_LIBADD = libhoophx.la
-CUDA_BACKEND_FILES = %reldir%/ctx.cu %reldir%/kern_cuda.cu %reldir%/ops/bias.cu \
-	%reldir%/ops/elementwise.cu %reldir%/ops/gemm.cu
+CUDA_BACKEND_FILES = %reldir%/ctx.cu %reldir%/alloc.cu %reldir%/kern_cuda.cu \
+	%reldir%/ops/bias.cu %reldir%/ops/elementwise.cu %reldir%/ops/gemm.cu
 CUDA_BACKEND_FILES += %reldir%/ops/optim.cu %reldir%/ops/im2col.cu %reldir%/ops/pool.cu
 CUDA_BACKEND_FILES += %reldir%/ops/unary.cu %reldir%/ops/softmax.cu %reldir%/ops/reduce.cu
 CUDA_BACKEND_FILES += %reldir%/ops/dropout.cu
-noinst_HEADERS += %reldir%/ctx.h %reldir%/ops/ops.h
+noinst_HEADERS += %reldir%/ctx.h %reldir%/alloc.h %reldir%/ops/ops.h
 EXTRA_DIST += $(CUDA_BACKEND_FILES)
 %reldir%/hx_backend.lo: $(CUDA_BACKEND_FILES)
 # The same backend as a loadable module on the host layer (the tests point
@@ -49,6 +49,7 @@ TESTS += tests/check_hx
 # The kernel-table tests (the CUDA table on the host layer against the CPU table); the
 # nodist dummy.cc makes automake link them with the C++ driver.
 KERN_CUDA_TESTS = tests/check_kern_cuda tests/check_kern_cuda_a tests/check_kern_cuda_b
+KERN_CUDA_TESTS += tests/check_cuda_ctx
 check_PROGRAMS += $(KERN_CUDA_TESTS)
 TESTS += $(KERN_CUDA_TESTS)
 KERN_CUDA_HX_LDADD = libhoopcudahx.la $(TEST_LDADD)
@@ -64,6 +65,10 @@ tests_check_kern_cuda_b_SOURCES = tests/check_kern_cuda_b.c tests/kern_cuda_harn
 nodist_EXTRA_tests_check_kern_cuda_b_SOURCES = dummy.cc
 tests_check_kern_cuda_b_CFLAGS = $(TEST_CFLAGS)
 tests_check_kern_cuda_b_LDADD = $(KERN_CUDA_HX_LDADD)
+tests_check_cuda_ctx_SOURCES = tests/check_cuda_ctx.c
+nodist_EXTRA_tests_check_cuda_ctx_SOURCES = dummy.cc
+tests_check_cuda_ctx_CFLAGS = $(TEST_CFLAGS)
+tests_check_cuda_ctx_LDADD = $(KERN_CUDA_HX_LDADD)
 EXTRA_DIST += tests/hx_kernels.cu
 if HAVE_CUDA
 # The CUDA backend built by nvcc: the installed module, which alone links CUDA's
@@ -89,6 +94,9 @@ tests_check_kern_cuda_a_gpu_LDADD = $(KERN_CUDA_GPU_LDADD)
 tests_check_kern_cuda_b_gpu_SOURCES = tests/check_kern_cuda_b.c tests/kern_cuda_harness.h
 tests_check_kern_cuda_b_gpu_CFLAGS = $(TEST_CFLAGS) -DHOOP_KERN_CUDA_GPU=1
 tests_check_kern_cuda_b_gpu_LDADD = $(KERN_CUDA_GPU_LDADD)
+tests_check_cuda_ctx_gpu_SOURCES = tests/check_cuda_ctx.c
+tests_check_cuda_ctx_gpu_CFLAGS = $(TEST_CFLAGS) -DHOOP_KERN_CUDA_GPU=1
+tests_check_cuda_ctx_gpu_LDADD = $(KERN_CUDA_GPU_LDADD)
 TESTS += $(KERN_CUDA_TESTS:=_gpu)
 # The same hx test with its kernels built by nvcc.
 check_PROGRAMS += tests/check_hx_gpu
