@@ -389,6 +389,38 @@ static void c_tensor_devices(void)
     INVALID("device", hoop_device_check((hoop_device)-3));
     EXPECT(HOOP_ERR_UNSUPPORTED, "HOOP_CUDA_BACKEND", hoop_device_check(HOOP_DEVICE_CUDA));
     INVALID("m", hoop_model_to_device(NULL, HOOP_DEVICE_CPU));
+    char dbuf[64];
+    INVALID("buf", hoop_device_describe(HOOP_DEVICE_CPU, NULL, 8));
+    INVALID("len", hoop_device_describe(HOOP_DEVICE_CPU, dbuf, 0));
+    INVALID("device", hoop_device_describe((hoop_device)5, dbuf, sizeof(dbuf)));
+    OK(hoop_device_describe(HOOP_DEVICE_CPU, dbuf, sizeof(dbuf)));
+    ck_assert_str_eq(dbuf, "cpu");
+    EXPECT(HOOP_ERR_UNSUPPORTED, "device", hoop_device_describe(HOOP_DEVICE_CUDA, dbuf, 64));
+    void *p = (void *)1;
+    INVALID("p", hoop_host_alloc(HOOP_DEVICE_CPU, 16, NULL));
+    INVALID("device", hoop_host_alloc((hoop_device)-2, 16, &p));
+    ck_assert_ptr_null(p);
+    EXPECT(HOOP_ERR_UNSUPPORTED, "device", hoop_host_alloc(HOOP_DEVICE_CUDA, 16, &p));
+    OK(hoop_host_alloc(HOOP_DEVICE_CPU, 16, &p));
+    ck_assert_ptr_nonnull(p);
+    hoop_host_free(HOOP_DEVICE_CPU, p);
+    hoop_host_free(HOOP_DEVICE_CPU, NULL);
+    hoop_host_free(HOOP_DEVICE_CUDA, NULL);
+    hoop_host_free((hoop_device)9, NULL);
+}
+
+/* CUDA graphs without a CUDA backend (see main). */
+static void c_graph(void)
+{
+    hoop_graph *g = (hoop_graph *)1;
+    EXPECT(HOOP_ERR_UNSUPPORTED, "CPU", hoop_graph_begin(HOOP_DEVICE_CPU));
+    INVALID("device", hoop_graph_begin((hoop_device)3));
+    EXPECT(HOOP_ERR_UNSUPPORTED, "device", hoop_graph_begin(HOOP_DEVICE_CUDA));
+    INVALID("out", hoop_graph_end(NULL));
+    EXPECT(HOOP_ERR_USAGE, "hoop_graph_begin", hoop_graph_end(&g));
+    ck_assert_ptr_null(g);
+    INVALID("g", hoop_graph_replay(NULL));
+    hoop_graph_free(NULL);
 }
 
 // ----- autograd.h: the tape -----------------------------------------------------------------
@@ -1423,7 +1455,9 @@ static const struct api_case CASES[] = {
     {"hoop_tensor_zero_grad hoop_tensor_copy_from hoop_tensor_fill hoop_tensor_set_name "
      "hoop_tensor_set_grad_hook hoop_tensor_set_grad_buffer", c_tensor_writes},
     {"hoop_tensor_copy_to_host hoop_tensor_grad_to_host hoop_tensor_to_device hoop_device_check "
-     "hoop_model_to_device", c_tensor_devices},
+     "hoop_model_to_device hoop_device_describe hoop_host_alloc hoop_host_free",
+     c_tensor_devices},
+    {"hoop_graph_begin hoop_graph_end hoop_graph_replay hoop_graph_free", c_graph},
     {"hoop_tape_init hoop_tape_destroy hoop_tape_reset hoop_tape_set_train hoop_tape_train "
      "hoop_tape_set_grad_enabled hoop_tape_seed hoop_tape_node_count hoop_tape_arena_bytes "
      "hoop_tape_grad_was_ready", c_tape},

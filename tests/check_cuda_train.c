@@ -5,7 +5,8 @@
  * relative, step by step (the loss) and at the end (every parameter); the same dropout
  * masks; gradients through a chain of ops; a checkpoint written on one device resumes on
  * the other; the steady state allocates no device memory; and errors (mixed devices,
- * DDP on cuda) name their culprit.
+ * DDP on cuda) name their culprit; a training step captured as a CUDA graph and replayed
+ * trains exactly as the eager loop does.
  *
  * The CUDA backend is loaded through the public API, as a program would: in make check
  * it is the host execution layer's build of the CUDA sources (TEST_CUDA_HX_BACKEND, see
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/philox.h"
 #include "hoop/autograd.h"
 #include "hoop/ddp.h"
 #include "hoop/nn.h"
@@ -278,7 +280,8 @@ START_TEST(test_op_chain)
 }
 END_TEST
 
-/* The same dropout mask on both devices: y = dropout(ones) is the mask itself. */
+/* The same dropout mask on both devices: y = dropout(ones) is the mask itself; after a
+ * reseed, both draw the new seed's mask (Philox computed here is the reference). */
 START_TEST(test_dropout_masks)
 {
     const int64_t shape[1] = {3001};
@@ -294,6 +297,17 @@ START_TEST(test_dropout_masks)
         OKAY(hoop_dropout(t, x, 0.4f, &out)); /* offset 0 */
         OKAY(hoop_dropout(t, x, 0.4f, &out)); /* offset 3001: the second draw */
         OKAY(hoop_tensor_copy_to_host(out, y[k], 3001));
+        hoop_tape_reset(t);
+        hoop_tape_seed(t, 0xabcdef); /* a new key, offsets from 0 again */
+        OKAY(hoop_dropout(t, x, 0.4f, &out));
+        float z[3001];
+        OKAY(hoop_tensor_copy_to_host(out, z, 3001));
+        for (int i = 0; i < 3001; i++) {
+            const float want =
+                hoop__philox_uniform(0xabcdef, (uint64_t)i) < 0.4f ? 0.0f : 1.0f / 0.6f;
+            ck_assert_msg(z[i] == want, "%s, reseeded: element %d is %g, Philox says %g",
+                          k == 0 ? "cuda" : "cpu", i, (double)z[i], (double)want);
+        }
         hoop_tape_destroy(t);
         hoop_tensor_free(x);
     }
@@ -394,6 +408,142 @@ START_TEST(test_errors)
 }
 END_TEST
 
+// ----- CUDA graphs
+
+/* The step of job_step between the batch upload and the loss, for capture: labels in
+ * pinned (hoop_host_alloc) memory, clipping without reading the norm back. */
+static void step_body(struct job *j, const int32_t *labels, float clip, hoop_tensor **loss,
+                      float *norm)
+{
+    hoop_tensor *logits;
+    OKAY(hoop_model_forward(j->model, j->tape, j->x, &logits));
+    OKAY(hoop_cross_entropy(j->tape, logits, labels, 0.0f, loss));
+    OKAY(hoop_optim_zero_grad(j->opt));
+    OKAY(hoop_backward(j->tape, *loss));
+    if (clip > 0.0f)
+        (void)hoop_clip_grad_norm(hoop_model_params(j->model), hoop_model_param_count(j->model),
+                                  clip, norm); /* asking for the norm breaks a capture */
+    OKAY(hoop_optim_step(j->opt));
+}
+
+/* One job trains eagerly, the other captures its third step and replays it for the rest,
+ * with a learning rate that changes every step (the schedule reaches the replays through
+ * the optimizer's device scalars) and dropout reseeded every step (through the tape's
+ * device seed). The two must agree exactly: a replay runs the captured kernels on the
+ * same data. With fail_first, a first capture is broken (the norm read back inside it):
+ * it must leave the step to run eagerly as if nothing happened, and capture comes a step
+ * later. */
+static void graph_vs_eager(int cnn, hoop_optim_kind kind, int fail_first)
+{
+    const int64_t n = 8;
+    hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
+    cfg.kind = kind;
+    cfg.lr = kind == HOOP_OPTIM_SGD ? 0.05f : 3e-3f;
+    cfg.momentum = kind == HOOP_OPTIM_SGD ? 0.9f : 0.0f;
+    struct job e, g;
+    job_init(&e, HOOP_DEVICE_CUDA, cnn, &cfg, n, 21);
+    job_init(&g, HOOP_DEVICE_CUDA, cnn, &cfg, n, 21);
+    const size_t count = hoop_tensor_count(e.x);
+    float *pixels = malloc(count * sizeof(float));
+    int32_t *labels;
+    ck_assert_ptr_nonnull(pixels);
+    OKAY(hoop_host_alloc(HOOP_DEVICE_CUDA, (size_t)n * sizeof(int32_t), (void **)&labels));
+    hoop_graph *graph = NULL;
+    hoop_tensor *gloss = NULL;
+    for (int s = 0; s < 10; s++) {
+        batch_of(pixels, count, labels, n, s);
+        const float lr = cfg.lr * (1.0f - 0.05f * (float)s);
+        hoop_optim_set_lr(e.opt, lr);
+        hoop_optim_set_lr(g.opt, lr);
+        const float le = job_step(&e, pixels, labels, s, 1.0f, 0.0f);
+        OKAY(hoop_tensor_copy_from(g.x, pixels, count));
+        hoop_tape_seed(g.tape, 1000u + (uint64_t)s);
+        float lg;
+        const int capture_at = fail_first ? 3 : 2;
+        if (fail_first && s == 2) {
+            hoop_tape_reset(g.tape);
+            OKAY(hoop_graph_begin(HOOP_DEVICE_CUDA));
+            float norm;
+            step_body(&g, labels, 1.0f, &gloss, &norm);
+            ck_assert_int_eq(hoop_graph_end(&graph), HOOP_ERR_UNSUPPORTED);
+            ck_assert_ptr_null(graph);
+            ck_assert_int_eq(hoop_optim_step_count(g.opt), 2); /* taken back */
+        }
+        if (s < capture_at) {
+            lg = job_step(&g, pixels, labels, s, 1.0f, 0.0f); /* warm-up: the arena's size */
+        } else {
+            if (s == capture_at) {
+                hoop_tape_reset(g.tape);
+                hoop_tape_seed(g.tape, 1000u + (uint64_t)s);
+                OKAY(hoop_graph_begin(HOOP_DEVICE_CUDA));
+                step_body(&g, labels, 1.0f, &gloss, NULL);
+                OKAY(hoop_graph_end(&graph));
+            }
+            OKAY(hoop_graph_replay(graph));
+            OKAY(hoop_tensor_copy_to_host(gloss, &lg, 1));
+        }
+        ck_assert_msg(lg == le, "step %d: loss %.9g replayed, %.9g eager", s, (double)lg,
+                      (double)le);
+        ck_assert_int_eq(hoop_optim_step_count(g.opt), s + 1);
+    }
+    assert_params_close(&g, &e, 0.0);
+    hoop_graph_free(graph);
+    hoop_host_free(HOOP_DEVICE_CUDA, labels);
+    free(pixels);
+    job_free(&e);
+    job_free(&g);
+}
+
+START_TEST(test_graph_mlp_sgd)
+{
+    graph_vs_eager(0, HOOP_OPTIM_SGD, 0);
+}
+END_TEST
+
+START_TEST(test_graph_cnn_adamw)
+{
+    graph_vs_eager(1, HOOP_OPTIM_ADAMW, 1);
+}
+END_TEST
+
+/* What breaks a capture is reported at hoop_graph_end, naming it, and leaves the thread
+ * able to run eagerly and to capture again; misuse is HOOP_ERR_USAGE. */
+START_TEST(test_graph_errors)
+{
+    hoop_graph *graph = (hoop_graph *)1;
+    ck_assert_int_eq(hoop_graph_begin(HOOP_DEVICE_CPU), HOOP_ERR_UNSUPPORTED);
+    assert_error_has("hoop_graph_begin", "CPU");
+    ck_assert_int_eq(hoop_graph_end(&graph), HOOP_ERR_USAGE);
+    ck_assert_ptr_null(graph);
+    ck_assert_int_eq(hoop_graph_replay(NULL), HOOP_ERR_INVALID);
+    const int64_t shape[1] = {64};
+    hoop_tensor *t;
+    OKAY(hoop_tensor_new(&t, 1, shape, HOOP_DEVICE_CUDA, 0));
+    float host[64];
+    OKAY(hoop_graph_begin(HOOP_DEVICE_CUDA));
+    ck_assert_int_eq(hoop_graph_begin(HOOP_DEVICE_CUDA), HOOP_ERR_USAGE);
+    OKAY(hoop_tensor_fill(t, 2.0f));
+    /* a copy that waits for the device cannot be captured */
+    ck_assert_int_ne(hoop_tensor_copy_to_host(t, host, 64), HOOP_OK);
+    ck_assert_int_eq(hoop_graph_end(&graph), HOOP_ERR_UNSUPPORTED);
+    assert_error_has("hoop_graph_end", "capture");
+    ck_assert_ptr_null(graph);
+    /* eager again, and a capture that works: fill 3, replayed after an eager fill 5 */
+    OKAY(hoop_tensor_fill(t, 1.0f));
+    OKAY(hoop_graph_begin(HOOP_DEVICE_CUDA));
+    OKAY(hoop_tensor_fill(t, 3.0f));
+    OKAY(hoop_graph_end(&graph));
+    OKAY(hoop_tensor_copy_to_host(t, host, 64));
+    ck_assert_float_eq(host[0], 1.0f); /* captured, not run */
+    OKAY(hoop_tensor_fill(t, 5.0f));
+    OKAY(hoop_graph_replay(graph));
+    OKAY(hoop_tensor_copy_to_host(t, host, 64));
+    ck_assert_float_eq(host[63], 3.0f);
+    hoop_graph_free(graph);
+    hoop_tensor_free(t);
+}
+END_TEST
+
 static Suite *cuda_train_suite(void)
 {
     Suite *s = suite_create("cuda_train");
@@ -407,6 +557,9 @@ static Suite *cuda_train_suite(void)
     tcase_add_test(tc, test_checkpoint_across_devices);
     tcase_add_test(tc, test_steady_state);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_graph_mlp_sgd);
+    tcase_add_test(tc, test_graph_cnn_adamw);
+    tcase_add_test(tc, test_graph_errors);
     suite_add_tcase(s, tc);
     return s;
 }

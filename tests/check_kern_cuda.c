@@ -22,7 +22,8 @@ START_TEST(test_table_complete)
     ck_assert_int_eq(hoop__kern_validate(gpu, "the cuda kernel table"), HOOP_OK);
     ck_assert_str_eq(gpu->name, "cuda");
     float x = 0.0f;
-    ck_assert_int_eq(gpu->dropout_fwd(&x, &x, &x, 1, 1.0f, 0, 0), HOOP_ERR_INVALID);
+    const uint64_t seed0 = 0;
+    ck_assert_int_eq(gpu->dropout_fwd(&x, &x, &x, 1, 1.0f, &seed0, 0), HOOP_ERR_INVALID);
     assert_error_has("dropout_fwd", "p=1");
 }
 END_TEST
@@ -130,10 +131,13 @@ START_TEST(test_dropout_same_mask)
                 size_t n = sizes[k];
                 float *x = host_vec(n, 11), *y = host_vec(n, 12), *m = host_vec(n, 13);
                 float *dx = dev_copy(x, n), *dy = dev_copy(y, n), *dm = dev_copy(m, n);
-                uint64_t seed = 0xfeedu + (uint64_t)k;
-                ck_assert_int_eq(cpu->dropout_fwd(y, m, x, n, ps[pi], seed, offsets[oi]), HOOP_OK);
-                ck_assert_int_eq(gpu->dropout_fwd(dy, dm, dx, n, ps[pi], seed, offsets[oi]),
+                uint64_t seed = 0xfeedu + (uint64_t)k, *dseed = NULL;
+                ck_assert_int_eq(hoop__cuda_malloc((void **)&dseed, sizeof(seed)), HOOP_OK);
+                ck_assert_int_eq(hoop__cuda_copy(dseed, &seed, sizeof(seed), 1), HOOP_OK);
+                ck_assert_int_eq(cpu->dropout_fwd(y, m, x, n, ps[pi], &seed, offsets[oi]), HOOP_OK);
+                ck_assert_int_eq(gpu->dropout_fwd(dy, dm, dx, n, ps[pi], dseed, offsets[oi]),
                                  HOOP_OK);
+                hoop__cuda_free(dseed);
                 char what[64];
                 snprintf(what, sizeof(what), "dropout mask n=%zu p=%g offset=%llu", n,
                          (double)ps[pi], (unsigned long long)offsets[oi]);

@@ -44,8 +44,34 @@ static void expect_same_i32(const char *what, const int32_t *ref, const int32_t 
 
 // ----- optimizers
 
+/* A step's scalars as optim.c computes them, and their device copy (freed by the caller). */
+static struct hoop__step_scalars *scalars_dev(const struct hoop__step_scalars *s)
+{
+    void *d = NULL;
+    ck_assert_int_eq(hoop__cuda_malloc(&d, sizeof(*s)), HOOP_OK);
+    ck_assert_int_eq(hoop__cuda_copy(d, s, sizeof(*s), 1), HOOP_OK);
+    return d;
+}
+
+static struct hoop__step_scalars sgd_scalars(float lr, float mu, float damp, int first)
+{
+    struct hoop__step_scalars s = {.lr = lr};
+    s.keep = first ? 0.0f : mu;
+    s.take = first ? 1.0f : 1.0f - damp;
+    return s;
+}
+
+static struct hoop__step_scalars adamw_scalars(float lr, float b1, float b2, float wd, int64_t t)
+{
+    struct hoop__step_scalars s = {.lr = lr};
+    s.step_size = (float)(lr / (1.0 - pow(b1, (double)t)));
+    s.bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)t));
+    s.decay = (float)(1.0 - (double)lr * wd);
+    return s;
+}
+
 /* Plain SGD (buf NULL), momentum with and without Nesterov, dampening, weight decay; four
- * steps each (the first with first = 1, on a buf that holds old values, as torch ignores). */
+ * steps each (the first with the first step's scalars, on a zeroed buf). */
 START_TEST(test_sgd)
 {
     static const struct {
@@ -63,11 +89,17 @@ START_TEST(test_sgd)
             float *dp = dev_copy(p, n), *dbuf = dev_copy(buf, n);
             for (int step = 0; step < 4; step++) {
                 float *g = host_vec(n, 20 + (unsigned)step), *dg = dev_copy(g, n);
-                struct hoop__sgd_args a = {0.1f,        cfg[c].wd,       cfg[c].mu,
-                                           cfg[c].damp, cfg[c].nesterov, step == 0};
+                struct hoop__sgd_args a = {cfg[c].wd, cfg[c].mu, cfg[c].nesterov};
+                const struct hoop__step_scalars sc =
+                    sgd_scalars(0.1f, cfg[c].mu, cfg[c].damp, step == 0);
+                struct hoop__step_scalars *ds = scalars_dev(&sc);
                 float *b = cfg[c].with_buf ? buf : NULL, *db = cfg[c].with_buf ? dbuf : NULL;
-                ck_assert_int_eq(cpu->sgd(&a, p, g, b, n), HOOP_OK);
-                ck_assert_int_eq(gpu->sgd(&a, dp, dg, db, n), HOOP_OK);
+                if (step == 0 && b) /* the first step's buffer is zero (optim.c's state) */
+                    for (size_t i = 0; i < n; i++) buf[i] = 0.0f;
+                if (step == 0 && b) ck_assert_int_eq(gpu->fill(dbuf, n, 0.0f), HOOP_OK);
+                ck_assert_int_eq(cpu->sgd(&a, &sc, p, g, b, n), HOOP_OK);
+                ck_assert_int_eq(gpu->sgd(&a, ds, dp, dg, db, n), HOOP_OK);
+                hoop__cuda_free(ds);
                 char what[96];
                 snprintf(what, sizeof(what), "sgd cfg %zu n=%zu step %d: p", c, n, step);
                 expect_close(what, p, dp, n, OPTIM_REL, OPTIM_ABS);
@@ -86,10 +118,12 @@ END_TEST
 /* Weight decay on and off, two beta pairs, steps 1..5 (the bias corrections change). */
 START_TEST(test_adamw)
 {
-    static const struct hoop__adamw_args cfg[] = {
-        {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1},
-        {1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, 1},
-        {5e-2f, 0.5f, 0.9f, 1e-6f, 0.1f, 1},
+    static const struct {
+        float lr, b1, b2, eps, wd;
+    } cfg[] = {
+        {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f},
+        {1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f},
+        {5e-2f, 0.5f, 0.9f, 1e-6f, 0.1f},
     };
     for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++)
         for (size_t k = 0; k < NSIZES; k++) {
@@ -99,10 +133,13 @@ START_TEST(test_adamw)
             float *dp = dev_copy(p, n), *dm = dev_copy(m, n), *dv = dev_copy(v, n);
             for (int64_t step = 1; step <= 5; step++) {
                 float *g = host_vec(n, 40 + (unsigned)step), *dg = dev_copy(g, n);
-                struct hoop__adamw_args a = cfg[c];
-                a.step = step;
-                ck_assert_int_eq(cpu->adamw(&a, p, g, m, v, n), HOOP_OK);
-                ck_assert_int_eq(gpu->adamw(&a, dp, dg, dm, dv, n), HOOP_OK);
+                const struct hoop__adamw_args a = {cfg[c].b1, cfg[c].b2, cfg[c].eps};
+                const struct hoop__step_scalars sc =
+                    adamw_scalars(cfg[c].lr, cfg[c].b1, cfg[c].b2, cfg[c].wd, step);
+                struct hoop__step_scalars *ds = scalars_dev(&sc);
+                ck_assert_int_eq(cpu->adamw(&a, &sc, p, g, m, v, n), HOOP_OK);
+                ck_assert_int_eq(gpu->adamw(&a, ds, dp, dg, dm, dv, n), HOOP_OK);
+                hoop__cuda_free(ds);
                 char what[96];
                 snprintf(what, sizeof(what), "adamw cfg %zu n=%zu step %lld: p", c, n,
                          (long long)step);
@@ -359,13 +396,47 @@ START_TEST(test_pool_first_max)
 }
 END_TEST
 
+/* clip_scale reads the norm from the device's double: scales when max_norm / (norm +
+ * 1e-6) < 1, leaves g alone otherwise; the CPU's and the CUDA's agree bit for bit (one
+ * product per element). */
+START_TEST(test_clip_scale)
+{
+    const double sqs[] = {0.0, 0.25, 4.0, 1e6};
+    const float maxes[] = {0.1f, 1.0f, 3.0f};
+    for (size_t k = 0; k < NSIZES; k++)
+        for (int si = 0; si < 4; si++)
+            for (int mi = 0; mi < 3; mi++) {
+                size_t n = sizes[k];
+                float *g = host_vec(n, 90), *dg = dev_copy(g, n), *orig = host_vec(n, 90);
+                void *dsq;
+                ck_assert_int_eq(hoop__cuda_malloc(&dsq, sizeof(double)), HOOP_OK);
+                ck_assert_int_eq(hoop__cuda_copy(dsq, &sqs[si], sizeof(double), 1), HOOP_OK);
+                ck_assert_int_eq(cpu->clip_scale(g, n, &sqs[si], maxes[mi]), HOOP_OK);
+                ck_assert_int_eq(gpu->clip_scale(dg, n, dsq, maxes[mi]), HOOP_OK);
+                char what[64];
+                snprintf(what, sizeof(what), "clip_scale n=%zu sq=%g max=%g", n, sqs[si],
+                         (double)maxes[mi]);
+                expect_close(what, g, dg, n, 0, 0);
+                const float coef = maxes[mi] / ((float)sqrt(sqs[si]) + 1e-6f);
+                ck_assert_msg(coef < 1.0f ? g[0] == orig[0] * coef : g[0] == orig[0],
+                              "%s: g[0] %g from %g", what, (double)g[0], (double)orig[0]);
+                hoop__cuda_free(dsq);
+                hoop__cuda_free(dg);
+                free(g);
+                free(orig);
+            }
+}
+END_TEST
+
 START_TEST(test_optim_pool_errors)
 {
     float f = 0.0f;
     int32_t i = 0;
-    struct hoop__adamw_args a = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0};
-    ck_assert_int_eq(gpu->adamw(&a, &f, &f, &f, &f, 1), HOOP_ERR_INVALID);
-    assert_error_has("adamw", "step 0");
+    struct hoop__adamw_args a = {0.9f, 0.999f, 1e-8f};
+    ck_assert_int_eq(gpu->adamw(&a, NULL, &f, &f, &f, &f, 1), HOOP_ERR_INVALID);
+    assert_error_has("adamw", "scalars");
+    ck_assert_int_eq(gpu->clip_scale(&f, 1, NULL, 1.0f), HOOP_ERR_INVALID);
+    assert_error_has("clip_scale", NULL);
     ck_assert_int_eq(gpu->pool_fwd(&f, &i, &f, 1, 3, 3, 2, 2, 3, 1), HOOP_ERR_INVALID);
     assert_error_has("pool_fwd", "does not fit");
     ck_assert_int_eq(gpu->sqnorm(NULL, &f, 1), HOOP_ERR_INVALID);
@@ -382,6 +453,7 @@ int main(void)
     tcase_add_test(tc, test_sgd);
     tcase_add_test(tc, test_adamw);
     tcase_add_test(tc, test_sqnorm);
+    tcase_add_test(tc, test_clip_scale);
     tcase_add_test(tc, test_im2col_col2im);
     tcase_add_test(tc, test_conv_batch);
     tcase_add_test(tc, test_im2col_errors);

@@ -156,9 +156,9 @@ if [ -r "${TEST_CUDA_HX_BACKEND:-}" ]; then
     run ga "$bin" --device cpu --resume
     run gb "$bin" --exit-after-epoch 1
     run gb "$hx" --device auto --resume # a backend that finds a "GPU": auto takes cuda
-    grep -c '^hoop-train: device cuda$' "$tmp/ga.out" "$tmp/gb.out" | grep -qv ':1$' &&
+    grep -c '^hoop-train: device cuda (cuda:0 ' "$tmp/ga.out" "$tmp/gb.out" | grep -qv ':1$' &&
         { echo "FAIL: no 'device cuda' line: $(cat "$tmp/ga.out" "$tmp/gb.out")"; fail=1; }
-    [ "$(head -1 "$tmp/ga.out")" = "hoop-train: device cuda" ] ||
+    case "$(head -1 "$tmp/ga.out")" in "hoop-train: device cuda (cuda:0 "*) ;; *) false ;; esac ||
         { echo "FAIL: first line of the cuda run: $(head -1 "$tmp/ga.out")"; fail=1; }
     python3 - "$tmp" <<'PY' || fail=1
 import json, sys
@@ -194,6 +194,21 @@ for name, cuda_epoch in (("ga", 1), ("gb", 2)):
               f" the other on the cpu: every loss within 1e-4 of the cpu run's")
 sys.exit(bad)
 PY
+    # --cuda-graph (on by default): the full-batch step captured at step 2 and replayed,
+    # the short last batch and the evaluation eager beside it, gives the very checkpoint
+    # the eager run gives (a replay runs the captured kernels on the same data).
+    run gg "$hx" --device cuda --optimizer adamw --schedule cosine
+    run go "$hx" --device cuda --optimizer adamw --schedule cosine --cuda-graph off
+    if ! grep -q '^hoop-train: cuda graph: step 2 captured' "$tmp/gg.out" ||
+        grep -q 'cuda graph' "$tmp/go.out"; then
+        echo "FAIL: --cuda-graph: no capture line with it, or one without: $(cat "$tmp/gg.out")"
+        fail=1
+    elif ! cmp -s "$tmp/gg.ckpt" "$tmp/go.ckpt"; then
+        echo "FAIL: --cuda-graph on and off end with different checkpoints"
+        fail=1
+    else
+        echo "ok: --cuda-graph: step 2 captured, the replays end with the eager run's checkpoint"
+    fi
 else
     echo "note: no TEST_CUDA_HX_BACKEND (run under make check); --device cuda runs skipped"
 fi

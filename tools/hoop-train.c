@@ -73,6 +73,13 @@ typedef struct trainer {
     hoop_lr_schedule sched;
     hoop_device device;                /* where the model, its batches and its activations live */
     hoop_tensor *dev_x[DEVICE_INPUTS]; /* cuda: long-lived input tensors, one per batch size */
+    /* --cuda-graph: the full-batch step on a tape of its own, captured after one eager
+     * warm-up step and replayed from then on (graph_x: the input it reads, graph_loss: the
+     * loss it writes); graph_off after a failed capture */
+    hoop_tape *graph_tape;
+    hoop_graph *graph;
+    hoop_tensor *graph_x, *graph_loss;
+    int graph_warm, graph_off;
     float *logits;  /* cuda: eval_batch_size x classes floats, logits read back for accuracy */
     float *x;       /* batch_size x sample floats, the gathered batch */
     int32_t *y;     /* batch_size labels */
@@ -331,9 +338,16 @@ static void share_cores(const trainer *t)
 /* What rank 0's first line says about the device: "cpu" or "cuda".
  * DEVICE LAYER: the GPU's name and memory (e.g. "cuda (NVIDIA H200, 139.8 GiB)") go here
  * once src/cuda reports them; until then this names the device's kind only. */
+/* "cpu", or "cuda" and the GPU's name and memory ("cuda (cuda:0 NVIDIA H200, 139.8
+ * GiB)"), for the first line. */
 static const char *device_description(const trainer *t)
 {
-    return t->device == HOOP_DEVICE_CUDA ? "cuda" : "cpu";
+    static char line[320];
+    char d[256];
+    if (t->device != HOOP_DEVICE_CUDA) return "cpu";
+    if (hoop_device_describe(t->device, d, sizeof(d)) != HOOP_OK) return "cuda";
+    snprintf(line, sizeof(line), "cuda (%s)", d);
+    return line;
 }
 
 /* The loader's reason without the function and device it names ("hoop_device_check:
@@ -417,7 +431,12 @@ static hoop_status trainer_init(trainer *t, const train_opts *o)
     HOOP_CHECK(hoop_tape_init(&t->tape));
     int64_t cap = o->batch_size > o->eval_batch_size ? o->batch_size : o->eval_batch_size;
     HOOP_CHECK(hoop__calloc(&t->x, (size_t)(cap * t->sample)));
-    HOOP_CHECK(hoop__calloc(&t->y, (size_t)cap));
+    /* cuda: the labels in pinned memory (a captured step reads them at each replay) */
+    if (t->device == HOOP_DEVICE_CPU)
+        HOOP_CHECK(hoop__calloc(&t->y, (size_t)cap));
+    else
+        HOOP_CHECK(hoop_host_alloc(t->device, (size_t)cap * sizeof(int32_t), (void **)&t->y));
+    if (t->device == HOOP_DEVICE_CUDA && o->cuda_graph) HOOP_CHECK(hoop_tape_init(&t->graph_tape));
     if (t->device != HOOP_DEVICE_CPU)
         HOOP_CHECK(hoop__calloc(&t->logits, (size_t)o->eval_batch_size *
                                                 (size_t)hoop_dataset_num_classes(t->train)));
@@ -433,6 +452,8 @@ static hoop_status trainer_destroy(trainer *t)
         st = HOOP_ERROR(HOOP_ERR_SYSTEM, "--metrics: writing '%s' failed: %s", t->o->metrics,
                         hoop__strerror(errno));
     HOOP_CHECK_KEEP(hoop_tape_destroy(t->tape), st);
+    hoop_graph_free(t->graph);
+    HOOP_CHECK_KEEP(hoop_tape_destroy(t->graph_tape), st);
     /* DDP first: it hands the gradients back to the parameters the model owns. */
     HOOP_CHECK_KEEP(train_dist_destroy(&t->dist), st);
     hoop_optim_free(t->opt);
@@ -443,7 +464,10 @@ static hoop_status trainer_destroy(trainer *t)
     hoop_dataset_free(t->train);
     hoop_dataset_free(t->test);
     free(t->x);
-    free(t->y);
+    if (t->device == HOOP_DEVICE_CPU)
+        free(t->y);
+    else
+        hoop_host_free(t->device, t->y);
     return st;
 }
 
@@ -535,29 +559,99 @@ static uint64_t step_seed(const trainer *t)
     return z ^ (z >> 31);
 }
 
-/* One optimizer step on the batch x (labels in t->y); *loss gets its mean loss. */
-static hoop_status train_step(trainer *t, hoop_tensor *x, float *loss)
+/* The diverged-loss check of a step. */
+static hoop_status check_loss(const trainer *t, float loss)
+{
+    if (isfinite(loss)) return HOOP_OK;
+    return HOOP_ERROR(HOOP_ERR_INVALID,
+                      "loss is %g at step %lld: training diverged "
+                      "(try a smaller --lr)",
+                      (double)loss, (long long)t->step);
+}
+
+/* One eager optimizer step on the batch x (labels in t->y) recorded on tape; *loss gets
+ * its mean loss. */
+static hoop_status eager_step(trainer *t, hoop_tape *tape, hoop_tensor *x, float *loss)
 {
     hoop_tensor *logits, *l;
     hoop_ddp *ddp = t->dist.ddp;
-    hoop_tape_seed(t->tape, step_seed(t));
+    hoop_tape_seed(tape, step_seed(t));
     int64_t f0 = hoop_ddp_now_us();
-    HOOP_CHECK(hoop_model_forward(t->model, t->tape, x, &logits));
-    HOOP_CHECK(hoop_cross_entropy(t->tape, logits, t->y, 0.0f, &l));
+    HOOP_CHECK(hoop_model_forward(t->model, tape, x, &logits));
+    HOOP_CHECK(hoop_cross_entropy(tape, logits, t->y, 0.0f, &l));
     HOOP_CHECK(hoop_optim_zero_grad(t->opt));
     if (ddp) hoop_ddp_trace_event(ddp, "forward", f0, hoop_ddp_now_us());
-    HOOP_CHECK(ddp ? hoop_ddp_backward(ddp, t->tape, l) : hoop_backward(t->tape, l));
+    HOOP_CHECK(ddp ? hoop_ddp_backward(ddp, tape, l) : hoop_backward(tape, l));
     HOOP_CHECK(optimizer_step(t));
     /* Read once the whole step is issued (backward leaves l's data alone): on a GPU the
      * copy waits for the step instead of stalling it between forward and backward. */
     HOOP_CHECK(hoop_tensor_copy_to_host(l, loss, 1));
-    hoop_tape_reset(t->tape);
-    if (!isfinite(*loss))
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "loss is %g at step %lld: training diverged "
-                          "(try a smaller --lr)",
-                          (double)*loss, (long long)t->step);
+    hoop_tape_reset(tape);
+    return check_loss(t, *loss);
+}
+
+/* Captures the step on x into t->graph (the step's work is recorded, not run). A failed
+ * capture turns graphs off with one line saying why; the library has then taken back what
+ * the capture advanced, so the caller runs the step eagerly. */
+static hoop_status capture_step(trainer *t, hoop_tensor *x)
+{
+    hoop_tape *tape = t->graph_tape;
+    hoop_tensor *logits, *l = NULL;
+    hoop_tape_seed(tape, step_seed(t));
+    hoop_optim_set_lr(t->opt, hoop_lr_at(&t->sched, t->step));
+    HOOP_CHECK(hoop_graph_begin(t->device));
+    hoop_status st = hoop_model_forward(t->model, tape, x, &logits);
+    if (st == HOOP_OK) st = hoop_cross_entropy(tape, logits, t->y, 0.0f, &l);
+    if (st == HOOP_OK) st = hoop_optim_zero_grad(t->opt);
+    if (st == HOOP_OK) st = hoop_backward(tape, l);
+    if (st == HOOP_OK) st = hoop_optim_step(t->opt);
+    const hoop_status end = hoop_graph_end(&t->graph);
+    if (st == HOOP_OK) st = end;
+    if (st != HOOP_OK) {
+        if (t->dist.rank == 0)
+            printf("hoop-train: cuda graph: capture failed (%s); training eagerly\n",
+                   hoop_last_error());
+        hoop_graph_free(t->graph);
+        t->graph = NULL;
+        t->graph_off = 1;
+        hoop_tape_reset(tape);
+        return HOOP_OK;
+    }
+    t->graph_x = x;
+    t->graph_loss = l;
+    if (t->dist.rank == 0)
+        printf("hoop-train: cuda graph: step %lld captured; the full-batch steps replay it\n",
+               (long long)t->step + 1);
     return HOOP_OK;
+}
+
+/* One optimizer step on the batch x (labels in t->y); *loss gets its mean loss. On cuda
+ * with --cuda-graph on, a full batch's step is a graph replay after one eager warm-up and
+ * the capture (the first replay runs the captured step): the batch and its labels are
+ * already in x and t->y, the step's dropout seed and learning rate go to the tape and the
+ * optimizer, and the replay does the rest. */
+static hoop_status train_step(trainer *t, hoop_tensor *x, float *loss)
+{
+    const int graphs = t->graph_tape != NULL && !t->graph_off && t->dist.ddp == NULL &&
+                       hoop_tensor_dim(x, 0) == t->o->batch_size;
+    if (!graphs) return eager_step(t, t->tape, x, loss);
+    if (t->graph == NULL && t->graph_warm++ == 0) return eager_step(t, t->graph_tape, x, loss);
+    if (t->graph == NULL) {
+        HOOP_CHECK(capture_step(t, x));
+        if (t->graph == NULL) return eager_step(t, t->graph_tape, x, loss);
+        /* the captured step itself: its host side ran during the capture */
+        HOOP_CHECK(hoop_graph_replay(t->graph));
+    } else {
+        if (x != t->graph_x)
+            return HOOP_INTERNAL_ERROR("the graph's input is %p, the batch is in %p",
+                                       (void *)t->graph_x, (void *)x);
+        hoop_tape_seed(t->graph_tape, step_seed(t));
+        hoop_optim_set_lr(t->opt, hoop_lr_at(&t->sched, t->step));
+        HOOP_CHECK(hoop_graph_replay(t->graph));
+    }
+    t->step++;
+    HOOP_CHECK(hoop_tensor_copy_to_host(t->graph_loss, loss, 1));
+    return check_loss(t, *loss);
 }
 
 // ----- evaluation -------------------------------------------------------------------------

@@ -43,6 +43,9 @@ static const char usage_text[] =
     "                           only (DDP on GPU tensors is not in this version yet); auto:\n"
     "                           cuda when a GPU and hoop's CUDA backend can be had, else cpu,\n"
     "                           saying why. HOOP_CUDA_BACKEND names the backend's file\n"
+    "  --cuda-graph on|off      cuda: after a warm-up step, capture the whole step (forward,\n"
+    "                           backward, optimizer) as a CUDA graph and replay it (on);\n"
+    "                           where capture fails, say so once and run eagerly\n"
     "  --threads T              OpenBLAS threads (0 = OpenBLAS's default / "
     "OPENBLAS_NUM_THREADS)\n"
     "  --metrics FILE           append one JSON line per epoch to FILE\n"
@@ -95,6 +98,7 @@ static void defaults(train_opts *o)
         .weight_decay = NAN,
         .data = "/usr/share/datasets/fashion-mnist",
         .device = TRAIN_DEVICE_CPU,
+        .cuda_graph = 1,
         .standardize = 1,
         .first_bucket_kb = 512,
         .progress = -1,
@@ -143,6 +147,7 @@ static hoop_status apply_flag(train_opts *o, const char *f, const char *v)
     static const char *const norms[] = {"unit", "standard", NULL};
     static const char *const progress[] = {"plain", "bar", "auto", NULL};
     static const char *const devices[] = {"cpu", "cuda", "auto", NULL};
+    static const char *const on_off[] = {"off", "on", NULL};
     int c;
     if (!strcmp(f, "--model")) {
         HOOP_CHECK(parse_choice(f, v, models, &c));
@@ -203,6 +208,9 @@ static hoop_status apply_flag(train_opts *o, const char *f, const char *v)
     } else if (!strcmp(f, "--device")) {
         HOOP_CHECK(parse_choice(f, v, devices, &c));
         o->device = (train_device)c;
+    } else if (!strcmp(f, "--cuda-graph")) {
+        HOOP_CHECK(parse_choice(f, v, on_off, &c));
+        o->cuda_graph = c;
     } else if (!strcmp(f, "--metrics")) {
         o->metrics = v;
     } else {
@@ -251,6 +259,7 @@ static const char *const valued_flags[] = {"--model",
                                            "--dropout",
                                            "--data",
                                            "--device",
+                                           "--cuda-graph",
                                            "--metrics",
                                            "--checkpoint",
                                            "--exit-after-epoch",

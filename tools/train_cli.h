@@ -30,6 +30,7 @@ typedef struct train_opts {
     int64_t epochs, batch_size, eval_batch_size, seed, threads, warmup_steps;
     float lr, momentum, weight_decay, dropout;
     int nesterov, standardize; /* standardize: mean/std normalisation of pixels */
+    int cuda_graph;            /* cuda: capture the step once and replay it (--cuda-graph) */
     const char *data, *metrics;
     int progress;      /* 1 bar, 0 plain lines, -1 auto (a bar when stderr is a terminal) */
     int64_t log_every; /* plain mode: a line every this many steps (0 = per epoch only) */

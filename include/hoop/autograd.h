@@ -202,6 +202,46 @@ HOOP_API hoop_status hoop_max_pool2d(hoop_tape *tape, hoop_tensor *x, int kernel
  * evaluation mode, or with p == 0, out is x's values (a view). p in [0,1). */
 HOOP_API hoop_status hoop_dropout(hoop_tape *tape, hoop_tensor *x, float p, hoop_tensor **out);
 
+// ----- CUDA graphs -------------------------------------------------------------------------
+
+/* A recorded stretch of CUDA work (a whole training step: forward, backward, optimizer),
+ * replayed with one launch instead of one per kernel: a small model is bound by kernel
+ * launches, and a replay leaves the host's per-op work out entirely (CUDA graphs, CUDA C++
+ * Programming Guide, "CUDA Graphs"). */
+typedef struct hoop_graph hoop_graph;
+
+/* Starts capturing, on the calling thread, the device work of everything it issues on
+ * device (HOOP_DEVICE_CUDA) until hoop_graph_end: ops, backward, optimizer steps and
+ * clipping are recorded, not run. What may not happen inside (capture fails at
+ * hoop_graph_end, naming it): a copy to or from the host that waits
+ * (hoop_tensor_copy_from/_to_host, hoop_clip_grad_norm with total_norm), an arena or
+ * allocator that must grow (run the step eagerly once first, so the tape's arena has its
+ * size). Host data a captured op reads when it runs (cross-entropy's labels) must be in
+ * hoop_host_alloc memory: the graph reads it again at every replay. Errors:
+ * HOOP_ERR_UNSUPPORTED (the CPU, or no CUDA), HOOP_ERR_USAGE (already capturing). */
+HOOP_API hoop_status hoop_graph_begin(hoop_device device);
+
+/* Ends the calling thread's capture; *out receives the graph, ready to replay. Errors:
+ * HOOP_ERR_USAGE (not capturing), HOOP_ERR_UNSUPPORTED (the capture broke: the message
+ * names what broke it; nothing captured ran, so the caller runs the step eagerly), and
+ * HOOP_ERR_CUDA. The tapes, tensors and optimizers the capture used must outlive the
+ * graph, and tapes must not be reset for other work while it is replayed (their arena
+ * memory is the graph's). */
+HOOP_API hoop_status hoop_graph_end(hoop_graph **out);
+
+/* Runs the graph's work once, after the work already queued, without waiting for it.
+ * The first replay does what was captured (its host side, e.g. the optimizer's step
+ * count, ran during capture); each later one first advances that host side as the
+ * captured calls would (the optimizer's step count and scalars, from its current lr), so
+ * a loop of { write the batch; hoop_tape_seed; hoop_optim_set_lr; hoop_graph_replay }
+ * trains as the eager loop does. Read results with hoop_tensor_copy_to_host (it waits).
+ * Errors: HOOP_ERR_INVALID (g NULL), HOOP_ERR_USAGE (the thread is capturing),
+ * HOOP_ERR_CUDA. */
+HOOP_API hoop_status hoop_graph_replay(hoop_graph *g);
+
+/* Frees a graph (NULL is a no-op). */
+HOOP_API void hoop_graph_free(hoop_graph *g);
+
 HOOP_EXTERN_C_END
 
 #endif /* HOOP_AUTOGRAD_H */

@@ -140,6 +140,19 @@ HOOP_API hoop_status hoop_tensor_to_device(hoop_tensor *t, hoop_device device);
  * program that never asks for CUDA never loads CUDA's libraries. Thread-safe. */
 HOOP_API hoop_status hoop_device_check(hoop_device device);
 
+/* Writes one line describing device into buf (always NUL-terminated when len > 0): "cpu",
+ * or for CUDA the worker's GPU, "cuda:0 NVIDIA H200, 139.8 GiB". Errors:
+ * HOOP_ERR_INVALID (buf NULL, len 0, unknown device), hoop_device_check's. */
+HOOP_API hoop_status hoop_device_describe(hoop_device device, char *buf, size_t len);
+
+/* Host memory for data that device work reads asynchronously: page-locked for a GPU (a
+ * copy from it needs no staging, and a captured graph may read it at each replay: see
+ * hoop_graph_begin), plain for the CPU. *p receives bytes (64-byte aligned); free with
+ * hoop_host_free on the same device (NULL is a no-op). Errors: HOOP_ERR_INVALID (p NULL,
+ * unknown device), HOOP_ERR_UNSUPPORTED (no such device), HOOP_ERR_NOMEM. */
+HOOP_API hoop_status hoop_host_alloc(hoop_device device, size_t bytes, void **p);
+HOOP_API void hoop_host_free(hoop_device device, void *p);
+
 /* Name for messages, checkpoints and DDP logs ("fc1.weight"); "" by default. */
 HOOP_API const char *hoop_tensor_name(const hoop_tensor *t);
 HOOP_API void hoop_tensor_set_name(hoop_tensor *t, const char *name);

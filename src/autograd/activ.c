@@ -168,8 +168,9 @@ hoop_status hoop_cross_entropy(hoop_tape *tape, hoop_tensor *logits, const int32
     s->probs = hoop__arena_data(tape, k->device, logits->count * sizeof(float));
     s->labels = hoop__arena_data(tape, k->device, N * sizeof(int32_t));
     if (s->probs == NULL || s->labels == NULL) return HOOP_ERR_NOMEM;
-    /* host labels, checked above, to the logits' device */
-    HOOP_CHECK(k->copy(s->labels, labels, N * sizeof(int32_t), 1));
+    /* host labels, checked above, to the logits' device (without waiting; a captured
+     * graph reads them again from the same host memory at every replay) */
+    HOOP_CHECK(k->upload(s->labels, labels, N * sizeof(int32_t)));
     hoop_tensor *y;
     HOOP_CHECK(hoop__tensor_arena(tape, k->device, 0, NULL, &y));
     HOOP_CHECK(k->ce_fwd(y->data, s->probs, logits->data, s->labels, N, C, label_smoothing));

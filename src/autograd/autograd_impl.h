@@ -133,9 +133,12 @@ hoop_status hoop__grad_for(hoop_tape *tape, hoop_tensor *t, float **grad, int *a
  * this. */
 void hoop__tape_poison(hoop_tape *tape, int on);
 
-/* Dropout's next count elements of the tape's stream: the key (*seed, from hoop_tape_seed)
- * and the first element's index (*offset); the tape then counts them as drawn. */
-void hoop__tape_draw(hoop_tape *tape, size_t count, uint64_t *seed, uint64_t *offset);
+/* Dropout's next count elements of the tape's stream on k's device: *seed points at the key
+ * (hoop_tape_seed's) in that device's memory, uploaded there after it changed, and *offset
+ * is the first element's index; the tape then counts them as drawn. HOOP_ERR_NOMEM (or the
+ * upload's error) with the message set. */
+hoop_status hoop__tape_draw(hoop_tape *tape, const struct hoop__kern *k, size_t count,
+                            const uint64_t **seed, uint64_t *offset);
 
 // ----- shapes (tensor.c) --------------------------------------------------------------------
 

@@ -204,6 +204,7 @@ hoop_status hoop__kern_validate(const struct hoop__kern *k, const char *what)
                           k->name, (int)k->device);
 #define SLOT(f) \
     if (k->f == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "%s (%s) has no %s", what, k->name, #f)
+    SLOT(describe);
     SLOT(mem_alloc);
     SLOT(mem_free);
     SLOT(copy);
@@ -235,6 +236,14 @@ hoop_status hoop__kern_validate(const struct hoop__kern *k, const char *what)
     SLOT(adamw);
     SLOT(sqnorm);
     SLOT(scale);
+    SLOT(clip_scale);
+    SLOT(host_alloc);
+    SLOT(host_free);
+    SLOT(upload);
+    SLOT(graph_begin);
+    SLOT(graph_end);
+    SLOT(graph_launch);
+    SLOT(graph_free);
 #undef SLOT
     return HOOP_OK;
 }

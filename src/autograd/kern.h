@@ -50,22 +50,36 @@ struct hoop__conv_geom {
     int stride, padding;
 };
 
-/* torch.optim.SGD's hyper-parameters for one update; first is 1 on the first step. */
+/* torch.optim.SGD's hyper-parameters that stay the same from step to step. */
 struct hoop__sgd_args {
-    float lr, weight_decay, momentum, dampening;
-    int nesterov, first;
+    float weight_decay, momentum;
+    int nesterov;
 };
 
-/* torch.optim.AdamW's hyper-parameters for one update; step t >= 1. */
+/* torch.optim.AdamW's hyper-parameters that stay the same from step to step. */
 struct hoop__adamw_args {
-    float lr, beta1, beta2, eps, weight_decay;
-    int64_t step;
+    float beta1, beta2, eps;
+};
+
+/* The scalars of one update that change from step to step (learning rate, step count),
+ * computed by optim.c on the host as PyTorch 1.13 does (the bias corrections in double)
+ * and read by the update kernels from the device's memory, so that a captured CUDA graph
+ * uses each replay's values (a kernel's arguments are fixed at capture). */
+struct hoop__step_scalars {
+    float lr;
+    float keep, take;          /* SGD: buf = keep buf + take d; first step 0 and 1, then
+                                  momentum and 1 - dampening */
+    float step_size, bc2_sqrt; /* AdamW at step t: lr / (1 - beta1^t), sqrt(1 - beta2^t) */
+    float decay;               /* AdamW: 1 - lr weight_decay */
 };
 
 struct hoop__kern {
     size_t size;        /* sizeof(struct hoop__kern) of the build that made the table */
     const char *name;   /* the device's name, "cpu", for messages */
     hoop_device device; /* the device whose memory the entries take */
+    /* One line for logs: "cpu", or "cuda:0 NVIDIA H200, 139.8 GiB" (the worker's GPU,
+     * making the context when needed: its errors). */
+    hoop_status (*describe)(char *buf, size_t len);
 
     // ----- memory (the only entries that allocate)
 
@@ -135,11 +149,12 @@ struct hoop__kern {
     /* dx[i] (+)= dy[0] * scale for i < count (scale 1 for sum, 1/count for mean). */
     hoop_status (*reduce_bwd)(float *dx, const float *dy, float scale, size_t count, int acc);
     /* Inverted dropout: mask[i] = 0 when u < p, else 1 / (1 - p), where u is element
-     * offset + i of the Philox4x32-10 uniform stream keyed by seed (src/core/philox.h:
+     * offset + i of the Philox4x32-10 uniform stream keyed by *seed (in the device's
+     * memory, so a captured graph uses each replay's key) (src/core/philox.h:
      * hoop__philox_uniform); y = x * mask. p in (0, 1). Every device draws the same mask
      * from the same (seed, offset). */
     hoop_status (*dropout_fwd)(float *y, float *mask, const float *x, size_t count, float p,
-                               uint64_t seed, uint64_t offset);
+                               const uint64_t *seed, uint64_t offset);
     /* dx (+)= dy * mask. */
     hoop_status (*dropout_bwd)(float *dx, const float *dy, const float *mask, size_t count,
                                int acc);
@@ -177,20 +192,49 @@ struct hoop__kern {
     // ----- optimizers and clipping
 
     /* torch.optim.SGD (PyTorch 1.13) on one parameter of count floats: d = g + wd p;
-     * buf = d (first step) or momentum buf + (1 - dampening) d; p -= lr (nesterov ?
-     * d + momentum buf : buf). buf NULL: plain SGD, p -= lr d. */
-    hoop_status (*sgd)(const struct hoop__sgd_args *a, float *p, const float *g, float *buf,
-                       size_t count);
+     * buf = keep buf + take d (d on the first step, where buf holds 0); p -= lr (nesterov ?
+     * d + momentum buf : buf). buf NULL: plain SGD, p -= lr d. s is in the device's
+     * memory (struct hoop__step_scalars). */
+    hoop_status (*sgd)(const struct hoop__sgd_args *a, const struct hoop__step_scalars *s, float *p,
+                       const float *g, float *buf, size_t count);
     /* torch.optim.AdamW (Loshchilov & Hutter 2019; PyTorch 1.13's single-tensor path) on
      * one parameter: p *= 1 - lr wd; m, v (first and second moments) updated; p -= lr /
-     * (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps). */
-    hoop_status (*adamw)(const struct hoop__adamw_args *a, float *p, const float *g, float *m,
-                         float *v, size_t count);
+     * (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps), the step's scalars from s
+     * (device memory). */
+    hoop_status (*adamw)(const struct hoop__adamw_args *a, const struct hoop__step_scalars *s,
+                         float *p, const float *g, float *m, float *v, size_t count);
     /* *sq += sum of g[i]^2, accumulated in double in index order; sq is in the device's
      * memory. Called once per parameter, so the sum runs over all of them. */
     hoop_status (*sqnorm)(double *sq, const float *g, size_t count);
     /* g[i] *= coef (gradient clipping). */
     hoop_status (*scale)(float *g, size_t count, float coef);
+    /* Clipping without a host round trip: coef = max_norm / (sqrt(*sq) + 1e-6) in f32 from
+     * the device's double *sq, and g[i] *= coef when coef < 1 (g unchanged otherwise), as
+     * hoop_clip_grad_norm computes on the host. */
+    hoop_status (*clip_scale)(float *g, size_t count, const double *sq, float max_norm);
+
+    // ----- staging and graphs
+
+    /* Page-locked host memory (for a GPU: cudaMallocHost, from a cache), which upload
+     * reads asynchronously and a captured graph reads at each replay; the CPU's is plain
+     * memory. Errors as mem_alloc. */
+    hoop_status (*host_alloc)(void **p, size_t bytes);
+    void (*host_free)(void *p);
+    /* Queues a copy of bytes from host src to device dst after the work already queued,
+     * without waiting for it. src is read when the copy runs, not when it is queued: keep
+     * it unchanged until later work is ordered after the copy (host_alloc memory; a
+     * graph captured with it reads it at every replay). The CPU copies at once. */
+    hoop_status (*upload)(void *dst, const void *src, size_t bytes);
+    /* Stream capture (CUDA graphs): begin records instead of running everything queued on
+     * the device from the calling thread; end stops and returns the instantiated graph in
+     * *graph, or the reason capture failed (HOOP_ERR_UNSUPPORTED naming the call that
+     * broke it: a synchronous copy, an allocation...), capture abandoned either way;
+     * launch runs a graph's work once, in capture order, after the work already queued;
+     * free releases it. The CPU has no graphs: HOOP_ERR_UNSUPPORTED. */
+    hoop_status (*graph_begin)(void);
+    hoop_status (*graph_end)(void **graph);
+    hoop_status (*graph_launch)(void *graph);
+    void (*graph_free)(void *graph);
 };
 
 /* What this library gives a backend module when it opens it (kern.c): its error and log

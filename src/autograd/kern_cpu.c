@@ -14,6 +14,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,12 @@
 #endif
 
 // ----- memory --------------------------------------------------------------------------------
+
+static hoop_status cpu_describe(char *buf, size_t len)
+{
+    snprintf(buf, len, "cpu");
+    return HOOP_OK;
+}
 
 static hoop_status cpu_mem_alloc(void **p, size_t bytes)
 {
@@ -356,8 +363,9 @@ static hoop_status cpu_reduce_bwd(float *dx, const float *dy, float scale, size_
 }
 
 static hoop_status cpu_dropout_fwd(float *y, float *mask, const float *x, size_t count, float p,
-                                   uint64_t seed, uint64_t offset)
+                                   const uint64_t *seed_p, uint64_t offset)
 {
+    const uint64_t seed = *seed_p;
     const float scale = 1.0f / (1.0f - p);
     for (size_t i = 0; i < count; i++) {
         mask[i] = hoop__philox_uniform(seed, offset + i) < p ? 0.0f : scale;
@@ -546,11 +554,12 @@ static hoop_status cpu_pool_bwd(float *dx, const float *dy, const int32_t *arg, 
 
 /* The branches are hoisted so each loop vectorises; with wd == 0, g + 0 p == g exactly, as
  * torch's skipped addition. */
-static hoop_status cpu_sgd(const struct hoop__sgd_args *a, float *restrict p,
-                           const float *restrict g, float *restrict buf, size_t n)
+static hoop_status cpu_sgd(const struct hoop__sgd_args *a, const struct hoop__step_scalars *s,
+                           float *restrict p, const float *restrict g, float *restrict buf,
+                           size_t n)
 {
-    const float wd = a->weight_decay, mu = a->momentum, lr = a->lr;
-    const float keep = a->first ? 0.0f : mu, take = a->first ? 1.0f : 1.0f - a->dampening;
+    const float wd = a->weight_decay, mu = a->momentum, lr = s->lr;
+    const float keep = s->keep, take = s->take;
     if (buf == NULL) {
         for (size_t i = 0; i < n; i++) p[i] -= lr * (g[i] + wd * p[i]);
     } else if (a->nesterov) {
@@ -569,15 +578,12 @@ static hoop_status cpu_sgd(const struct hoop__sgd_args *a, float *restrict p,
     return HOOP_OK;
 }
 
-static hoop_status cpu_adamw(const struct hoop__adamw_args *a, float *restrict p,
-                             const float *restrict g, float *restrict m, float *restrict v,
-                             size_t n)
+static hoop_status cpu_adamw(const struct hoop__adamw_args *a, const struct hoop__step_scalars *s,
+                             float *restrict p, const float *restrict g, float *restrict m,
+                             float *restrict v, size_t n)
 {
-    const float b1 = a->beta1, b2 = a->beta2, lr = a->lr;
-    /* As torch: the bias corrections are Python doubles, used as f32 scalars. */
-    const double bc1 = 1.0 - pow(b1, (double)a->step), bc2 = 1.0 - pow(b2, (double)a->step);
-    const float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
-    const float decay = (float)(1.0 - (double)lr * a->weight_decay);
+    const float b1 = a->beta1, b2 = a->beta2;
+    const float step_size = s->step_size, bc2_sqrt = s->bc2_sqrt, decay = s->decay;
     for (size_t i = 0; i < n; i++) {
         p[i] *= decay;
         m[i] = m[i] * b1 + (1.0f - b1) * g[i];
@@ -604,10 +610,49 @@ static hoop_status cpu_scale(float *g, size_t count, float coef)
 
 // ----- the table ----------------------------------------------------------------------------
 
+static hoop_status cpu_clip_scale(float *g, size_t count, const double *sq, float max_norm)
+{
+    const float norm = (float)sqrt(*sq);
+    const float coef = max_norm / (norm + 1e-6f);
+    if (coef < 1.0f) cpu_scale(g, count, coef);
+    return HOOP_OK;
+}
+
+// ----- staging and graphs --------------------------------------------------------------------
+
+static hoop_status cpu_upload(void *dst, const void *src, size_t bytes)
+{
+    if (bytes) memcpy(dst, src, bytes);
+    return HOOP_OK;
+}
+
+static hoop_status cpu_graph_begin(void)
+{
+    return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "cpu: graphs are a CUDA feature");
+}
+
+static hoop_status cpu_graph_end(void **graph)
+{
+    *graph = NULL;
+    return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "cpu: graphs are a CUDA feature");
+}
+
+static hoop_status cpu_graph_launch(void *graph)
+{
+    (void)graph;
+    return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "cpu: graphs are a CUDA feature");
+}
+
+static void cpu_graph_free(void *graph)
+{
+    (void)graph;
+}
+
 const struct hoop__kern hoop__kern_cpu = {
     .size = sizeof(struct hoop__kern),
     .name = "cpu",
     .device = HOOP_DEVICE_CPU,
+    .describe = cpu_describe,
     .mem_alloc = cpu_mem_alloc,
     .mem_free = cpu_mem_free,
     .copy = cpu_copy,
@@ -639,4 +684,12 @@ const struct hoop__kern hoop__kern_cpu = {
     .adamw = cpu_adamw,
     .sqnorm = cpu_sqnorm,
     .scale = cpu_scale,
+    .clip_scale = cpu_clip_scale,
+    .host_alloc = cpu_mem_alloc,
+    .host_free = cpu_mem_free,
+    .upload = cpu_upload,
+    .graph_begin = cpu_graph_begin,
+    .graph_end = cpu_graph_end,
+    .graph_launch = cpu_graph_launch,
+    .graph_free = cpu_graph_free,
 };

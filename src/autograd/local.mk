@@ -10,9 +10,11 @@ libhoopcore_la_SOURCES += \
 	%reldir%/conv.c \
 	%reldir%/nn.c \
 	%reldir%/optim.c \
+	%reldir%/graph.c \
 	%reldir%/checkpoint.c
 noinst_HEADERS += \
 	%reldir%/autograd_impl.h \
+	%reldir%/graph.h \
 	%reldir%/kern.h \
 	%reldir%/ops.h \
 	%reldir%/optim_impl.h

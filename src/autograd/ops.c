@@ -373,8 +373,9 @@ hoop_status hoop_dropout(hoop_tape *tape, hoop_tensor *x, float p, hoop_tensor *
     HOOP_CHECK(hoop__tensor_arena(tape, k->device, x->ndim, x->shape, &y));
     float *mask = hoop__arena_data(tape, k->device, x->count * sizeof(float));
     if (mask == NULL) return HOOP_ERR_NOMEM;
-    uint64_t seed, offset;
-    hoop__tape_draw(tape, x->count, &seed, &offset);
+    const uint64_t *seed;
+    uint64_t offset;
+    HOOP_CHECK(hoop__tape_draw(tape, k, x->count, &seed, &offset));
     HOOP_CHECK(k->dropout_fwd(y->data, mask, x->data, x->count, p, seed, offset));
     struct hoop_node *n;
     HOOP_CHECK(hoop__tape_record(tape, "dropout", dropout_backward, k, &x, 1, y, &n));

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "autograd/autograd_impl.h"
+#include "autograd/graph.h"
 #include "autograd/kern.h"
 #include "autograd/optim_impl.h"
 #include "core/check.h"
@@ -68,6 +69,9 @@ static hoop_status config_check(const hoop_optim_config *c)
 
 static hoop_status alloc_state(hoop_optim *o)
 {
+    HOOP_CHECK(o->kern->host_alloc((void **)&o->scal_host, sizeof(*o->scal_host)));
+    memset(o->scal_host, 0, sizeof(*o->scal_host));
+    HOOP_CHECK(o->kern->mem_alloc((void **)&o->scal_dev, sizeof(*o->scal_dev)));
     const int nstate = o->cfg.kind == HOOP_OPTIM_ADAMW ? 2 : (o->cfg.momentum != 0.0f ? 1 : 0);
     o->nstate = nstate;
     if (nstate == 0) return HOOP_OK;
@@ -123,11 +127,36 @@ void hoop_optim_free(hoop_optim *o)
     if (o->state)
         for (size_t i = 0; i < o->count * (size_t)o->nstate; i++) o->kern->mem_free(o->state[i]);
     free(o->state);
+    if (o->kern) {
+        o->kern->host_free(o->scal_host);
+        o->kern->mem_free(o->scal_dev);
+    }
     free(o->params);
     free(o);
 }
 
 // ----- updates ------------------------------------------------------------------------------
+
+/* The scalars of step o->steps (>= 1) from the configuration, as PyTorch 1.13 computes
+ * them: SGD's first step takes d as the buffer; AdamW's bias corrections are Python
+ * doubles, used as f32 scalars. */
+static void step_scalars(const hoop_optim *o, struct hoop__step_scalars *s)
+{
+    const hoop_optim_config *c = &o->cfg;
+    memset(s, 0, sizeof(*s));
+    s->lr = c->lr;
+    if (c->kind == HOOP_OPTIM_ADAMW) {
+        const double bc1 = 1.0 - pow(c->beta1, (double)o->steps);
+        const double bc2 = 1.0 - pow(c->beta2, (double)o->steps);
+        s->step_size = (float)(c->lr / bc1);
+        s->bc2_sqrt = (float)sqrt(bc2);
+        s->decay = (float)(1.0 - (double)c->lr * c->weight_decay);
+        return;
+    }
+    const int first = o->steps == 1;
+    s->keep = first ? 0.0f : c->momentum;
+    s->take = first ? 1.0f : 1.0f - c->dampening;
+}
 
 /* One parameter's update through the table; SGD's rule and AdamW's are kern.h's. */
 static hoop_status update_one(hoop_optim *o, size_t i)
@@ -135,33 +164,42 @@ static hoop_status update_one(hoop_optim *o, size_t i)
     const hoop_optim_config *c = &o->cfg;
     hoop_tensor *p = o->params[i];
     if (c->kind == HOOP_OPTIM_ADAMW) {
-        const struct hoop__adamw_args a = {
-            .lr = c->lr,
-            .beta1 = c->beta1,
-            .beta2 = c->beta2,
-            .eps = c->eps,
-            .weight_decay = c->weight_decay,
-            .step = o->steps,
-        };
-        return o->kern->adamw(&a, p->data, p->grad, o->state[2 * i], o->state[2 * i + 1], p->count);
+        const struct hoop__adamw_args a = {.beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps};
+        return o->kern->adamw(&a, o->scal_dev, p->data, p->grad, o->state[2 * i],
+                              o->state[2 * i + 1], p->count);
     }
     const struct hoop__sgd_args a = {
-        .lr = c->lr,
         .weight_decay = c->weight_decay,
         .momentum = c->momentum,
-        .dampening = c->dampening,
         .nesterov = c->nesterov,
-        .first = o->steps == 1,
     };
-    return o->kern->sgd(&a, p->data, p->grad, o->nstate ? o->state[i] : NULL, p->count);
+    return o->kern->sgd(&a, o->scal_dev, p->data, p->grad, o->nstate ? o->state[i] : NULL,
+                        p->count);
+}
+
+/* A graph replay's host side of a captured hoop_optim_step (graph.c): the next step's
+ * count and scalars, which the captured upload carries to the device. */
+static void replay_step(void *user)
+{
+    hoop_optim *o = user;
+    o->steps++;
+    step_scalars(o, o->scal_host);
+}
+
+/* A failed capture's undo of the step count hoop_optim_step advanced. */
+static void undo_step(void *user)
+{
+    ((hoop_optim *)user)->steps--;
 }
 
 hoop_status hoop_optim_step(hoop_optim *o)
 {
     if (o == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_step: opt is NULL");
     o->steps++;
+    step_scalars(o, o->scal_host);
+    HOOP_CHECK(o->kern->upload(o->scal_dev, o->scal_host, sizeof(*o->scal_host)));
     for (size_t i = 0; i < o->count; i++) HOOP_CHECK(update_one(o, i));
-    return HOOP_OK;
+    return hoop__graph_on_replay(o->kern->device, replay_step, undo_step, o);
 }
 
 hoop_status hoop_optim_zero_grad(hoop_optim *o)
@@ -202,6 +240,19 @@ float hoop_lr_at(const hoop_lr_schedule *s, int64_t step)
     return (float)(s->min_lr + (s->base_lr - s->min_lr) * (1.0 + cos(M_PI * q)) / 2.0);
 }
 
+/* The calling thread's clipping accumulator on k's device, made on first use and kept
+ * for the thread's life (a graph captured with it refers to it). */
+static hoop_status clip_scratch(const struct hoop__kern *k, double **sq)
+{
+    static _Thread_local double *per_device[2];
+    if ((unsigned)k->device >= 2)
+        return HOOP_INTERNAL_ERROR("clip: device %d has no scratch slot", (int)k->device);
+    if (per_device[k->device] == NULL)
+        HOOP_CHECK(k->mem_alloc((void **)&per_device[k->device], sizeof(double)));
+    *sq = per_device[k->device];
+    return HOOP_OK;
+}
+
 hoop_status hoop_clip_grad_norm(hoop_tensor *const *params, size_t count, float max_norm,
                                 float *total_norm)
 {
@@ -216,27 +267,24 @@ hoop_status hoop_clip_grad_norm(hoop_tensor *const *params, size_t count, float 
                           (double)max_norm);
     const struct hoop__kern *k;
     HOOP_CHECK(params_kern("hoop_clip_grad_norm", params, count, &k));
-    /* The sum of squares accumulates in the device's memory (one double) over every
-     * parameter; only the total comes back to the host. */
-    double sq = 0.0, *dsq = &sq;
+    /* The sum of squares accumulates in the device's memory (one double; on a device the
+     * thread's own, kept: a captured graph writes it at every replay) over every
+     * parameter; the scaling reads it there, so nothing comes back to the host unless the
+     * caller asks for the norm. */
+    double local = 0.0, *sq = &local;
     if (k->device != HOOP_DEVICE_CPU) {
-        HOOP_CHECK(k->mem_alloc((void **)&dsq, sizeof(double)));
-        hoop_status st = k->copy(dsq, &sq, sizeof(double), 1);
-        for (size_t i = 0; st == HOOP_OK && i < count; i++)
-            if (params[i]->grad != NULL) st = k->sqnorm(dsq, params[i]->grad, params[i]->count);
-        if (st == HOOP_OK) st = k->copy(&sq, dsq, sizeof(double), 0);
-        k->mem_free(dsq);
-        HOOP_CHECK(st);
-    } else {
-        for (size_t i = 0; i < count; i++)
-            if (params[i]->grad != NULL)
-                HOOP_CHECK(k->sqnorm(dsq, params[i]->grad, params[i]->count));
+        HOOP_CHECK(clip_scratch(k, &sq));
+        HOOP_CHECK(k->fill((float *)sq, sizeof(double) / sizeof(float), 0.0f));
     }
-    const float norm = (float)sqrt(sq);
-    if (total_norm) *total_norm = norm;
-    const float coef = max_norm / (norm + 1e-6f);
-    if (coef >= 1.0f) return HOOP_OK;
     for (size_t i = 0; i < count; i++)
-        if (params[i]->grad != NULL) HOOP_CHECK(k->scale(params[i]->grad, params[i]->count, coef));
+        if (params[i]->grad != NULL) HOOP_CHECK(k->sqnorm(sq, params[i]->grad, params[i]->count));
+    if (total_norm) {
+        double host = 0.0;
+        HOOP_CHECK(k->copy(&host, sq, sizeof(double), 0));
+        *total_norm = (float)sqrt(host);
+    }
+    for (size_t i = 0; i < count; i++)
+        if (params[i]->grad != NULL)
+            HOOP_CHECK(k->clip_scale(params[i]->grad, params[i]->count, sq, max_norm));
     return HOOP_OK;
 }

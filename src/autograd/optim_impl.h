@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "autograd/kern.h"
 #include "hoop/optim.h"
 
 struct hoop__kern;
@@ -22,6 +23,9 @@ struct hoop_optim {
     int nstate;    /* state buffers per parameter: 0 (plain SGD), 1 (SGD momentum), 2 (AdamW) */
     float **state; /* count * nstate buffers; state[i * nstate + k] has params[i]->count floats */
     int64_t steps; /* steps taken */
+    /* the step's scalars (kern.h): written on the host (host_alloc memory: a captured graph
+     * reads it at each replay), uploaded to the device copy the update kernels read */
+    struct hoop__step_scalars *scal_host, *scal_dev;
 };
 
 #endif /* HOOP_AUTOGRAD_OPTIM_IMPL_H */

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "autograd/autograd_impl.h"
+#include "autograd/graph.h"
 #include "autograd/kern.h"
 #include "core/check.h"
 #include "core/env.h"
@@ -65,6 +66,11 @@ struct hoop_tape {
     int poison; /* fill allocations with NaN (HOOP_ARENA_POISON, hoop__tape_poison) */
     /* dropout's stream: Philox keyed by seed, drawn elements counted since it was set */
     uint64_t seed, drawn;
+    /* the seed as dropout kernels read it, per device: a host_alloc slot (hoop_tape_seed
+     * writes it; a captured upload reads it at each replay) and its device copy, uploaded
+     * at the first draw after the seed changed */
+    uint64_t *seed_host[NDEVICES], *seed_dev[NDEVICES];
+    int seed_stale[NDEVICES];
 };
 
 static atomic_uint_fast64_t next_gen = 1;
@@ -250,7 +256,14 @@ hoop_status hoop_tape_init(hoop_tape **out)
 hoop_status hoop_tape_destroy(hoop_tape *tape)
 {
     if (tape == NULL) return HOOP_OK;
-    for (int d = 0; d < NDEVICES; d++) arena_free_all(&tape->arena[d]);
+    for (int d = 0; d < NDEVICES; d++) {
+        arena_free_all(&tape->arena[d]);
+        const struct hoop__kern *k = tape->seed_dev[d] ? hoop__kern_for((hoop_device)d) : NULL;
+        if (k) {
+            k->host_free(tape->seed_host[d]);
+            k->mem_free(tape->seed_dev[d]);
+        }
+    }
     free(tape->nodes);
     free(tape);
     return HOOP_OK;
@@ -285,6 +298,11 @@ void hoop_tape_seed(hoop_tape *tape, uint64_t seed)
     if (!tape) return;
     tape->seed = seed;
     tape->drawn = 0;
+    for (int d = 0; d < NDEVICES; d++)
+        if (tape->seed_host[d]) {
+            *tape->seed_host[d] = seed;
+            tape->seed_stale[d] = 1;
+        }
 }
 
 void hoop__tape_poison(hoop_tape *tape, int on)
@@ -292,11 +310,38 @@ void hoop__tape_poison(hoop_tape *tape, int on)
     tape->poison = on != 0;
 }
 
-void hoop__tape_draw(hoop_tape *tape, size_t count, uint64_t *seed, uint64_t *offset)
+/* A failed capture's undo of a captured seed upload (graph.h). */
+static void restale_seeds(void *user)
 {
-    *seed = tape->seed;
+    hoop_tape *tape = user;
+    for (int d = 0; d < NDEVICES; d++)
+        if (tape->seed_host[d]) tape->seed_stale[d] = 1;
+}
+
+hoop_status hoop__tape_draw(hoop_tape *tape, const struct hoop__kern *k, size_t count,
+                            const uint64_t **seed, uint64_t *offset)
+{
+    const hoop_device d = k->device;
+    if (tape->seed_dev[d] == NULL) {
+        HOOP_CHECK(k->host_alloc((void **)&tape->seed_host[d], sizeof(uint64_t)));
+        if (k->mem_alloc((void **)&tape->seed_dev[d], sizeof(uint64_t)) != HOOP_OK) {
+            k->host_free(tape->seed_host[d]);
+            tape->seed_host[d] = NULL;
+            return HOOP_ERR_NOMEM;
+        }
+        *tape->seed_host[d] = tape->seed;
+        tape->seed_stale[d] = 1;
+    }
+    if (tape->seed_stale[d]) {
+        HOOP_CHECK(k->upload(tape->seed_dev[d], tape->seed_host[d], sizeof(uint64_t)));
+        tape->seed_stale[d] = 0;
+        /* a capture that fails never ran the upload: the seed is stale again */
+        HOOP_CHECK(hoop__graph_on_replay(d, NULL, restale_seeds, tape));
+    }
+    *seed = tape->seed_dev[d];
     *offset = tape->drawn;
     tape->drawn += count;
+    return HOOP_OK;
 }
 
 size_t hoop_tape_node_count(const hoop_tape *tape)
@@ -436,8 +481,12 @@ hoop_status hoop__backward_from(hoop_tape *tape, hoop_tensor *out, const float *
     float *g;
     HOOP_CHECK(hoop__grad_for(tape, out, &g, &acc));
     if (g == NULL) return HOOP_ERROR(HOOP_ERR_INTERNAL, "hoop_backward: loss needs no gradient");
-    /* dy is host memory; the seed goes to the loss's device through its node's table */
-    HOOP_CHECK(out->node->kern->copy(g, dy, out->count * sizeof(float), 1));
+    /* dy is host memory; it goes to the loss's device through its node's table: a scalar
+     * by a fill (a kernel: no wait, and a graph may capture it), else a copy */
+    if (out->count == 1)
+        HOOP_CHECK(out->node->kern->fill(g, 1, dy[0]));
+    else
+        HOOP_CHECK(out->node->kern->copy(g, dy, out->count * sizeof(float), 1));
     tape->backward_done = 1;
     tape->bw_gen = new_gen();
     for (size_t i = last + 1; i-- > 0;) {

@@ -365,6 +365,36 @@ hoop_status hoop_tensor_set_grad_buffer(hoop_tensor *param, float *buf)
     return HOOP_OK;
 }
 
+hoop_status hoop_device_describe(hoop_device device, char *buf, size_t len)
+{
+    if (buf == NULL || len == 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_device_describe: buf is NULL or len is 0");
+    buf[0] = '\0';
+    if (device != HOOP_DEVICE_CPU && device != HOOP_DEVICE_CUDA)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_device_describe: device %d is unknown",
+                          (int)device);
+    const struct hoop__kern *k;
+    HOOP_CHECK(hoop__kern_get(device, "hoop_device_describe", &k));
+    return k->describe(buf, len);
+}
+
+hoop_status hoop_host_alloc(hoop_device device, size_t bytes, void **p)
+{
+    if (p == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_host_alloc: p is NULL");
+    *p = NULL;
+    if (device != HOOP_DEVICE_CPU && device != HOOP_DEVICE_CUDA)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_host_alloc: device %d is unknown", (int)device);
+    const struct hoop__kern *k;
+    HOOP_CHECK(hoop__kern_get(device, "hoop_host_alloc", &k));
+    return k->host_alloc(p, bytes);
+}
+
+void hoop_host_free(hoop_device device, void *p)
+{
+    const struct hoop__kern *k = p ? hoop__kern_for(device) : NULL;
+    if (k) k->host_free(p);
+}
+
 // ----- random stream: xoshiro256** (Blackman & Vigna 2018) ----------------------------------
 
 static uint64_t splitmix64(uint64_t *x)

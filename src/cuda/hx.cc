@@ -31,6 +31,7 @@
 #include <mutex>
 #include <new>
 #include <unordered_map>
+#include <vector>
 
 #include "cuda/hx.h"
 
@@ -453,6 +454,26 @@ void hoop__hx_launch(const char *kernel, dim3 g, dim3 b, size_t smem, cudaStream
     issue(s);
 }
 
+int hoop__hx_check_launch(const char *kernel, dim3 g, dim3 b, size_t smem, cudaStream_t s)
+{
+    if (sticky != cudaSuccess) {
+        fail(sticky, "%s: not captured: an earlier kernel failed", kernel);
+        return 0;
+    }
+    return check_config(kernel, g, b, smem) && stream_on_current_device(kernel, s);
+}
+
+int hoop__hx_pinned(const void *p, size_t bytes)
+{
+    std::lock_guard<std::mutex> g(mem_mu);
+    const unsigned char *q = (const unsigned char *)p;
+    for (const auto &a : host_allocs) {
+        const unsigned char *base = (const unsigned char *)a.first;
+        if (q >= base && q + bytes <= base + a.second) return 1;
+    }
+    return 0;
+}
+
 void hoop__hx_syncthreads(int line)
 {
     launch *L = running;
@@ -545,6 +566,11 @@ const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorStreamCaptureUnsupported:
+        return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+        return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureUnmatched: return "the capture was not initiated in this stream";
     }
     return "unrecognized error code";
 }
@@ -552,6 +578,7 @@ const char *cudaGetErrorString(cudaError_t e)
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
     *p = NULL;
+    if (hoop__hx_capture_blocks("cudaMalloc")) return cudaErrorStreamCaptureUnsupported;
     std::lock_guard<std::mutex> g(mem_mu);
     if (fail_after == 0) {
         fail(fail_err, "cudaMalloc: %zu bytes: failing on purpose (hoop__hx_fail_malloc_after)",
@@ -581,6 +608,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
 
 cudaError_t cudaFree(void *p)
 {
+    if (hoop__hx_capture_blocks("cudaFree")) return cudaErrorStreamCaptureUnsupported;
     if (!p) return cudaSuccess;
     std::lock_guard<std::mutex> g(mem_mu);
     auto it = dev_allocs.find(p);
@@ -598,6 +626,7 @@ cudaError_t cudaFree(void *p)
 cudaError_t cudaMallocHost(void **p, size_t bytes)
 {
     *p = NULL;
+    if (hoop__hx_capture_blocks("cudaMallocHost")) return cudaErrorStreamCaptureUnsupported;
     std::lock_guard<std::mutex> g(mem_mu);
     void *m = NULL;
     size_t phys = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
@@ -620,6 +649,7 @@ cudaError_t cudaMallocHost(void **p, size_t bytes)
 
 cudaError_t cudaFreeHost(void *p)
 {
+    if (hoop__hx_capture_blocks("cudaFreeHost")) return cudaErrorStreamCaptureUnsupported;
     if (!p) return cudaSuccess;
     std::lock_guard<std::mutex> g(mem_mu);
     auto it = host_allocs.find(p);
@@ -641,9 +671,8 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes_out)
     return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
+static cudaError_t do_memcpy(void *dst, const void *src, size_t bytes)
 {
-    (void)kind;
     if (sticky != cudaSuccess) return sticky;
     if (bytes && (!dst || !src)) {
         fail(cudaErrorInvalidValue, "cudaMemcpy: NULL pointer");
@@ -653,15 +682,39 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
     return cudaSuccess;
 }
 
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
+{
+    (void)kind;
+    if (hoop__hx_capture_blocks("cudaMemcpy")) return cudaErrorStreamCaptureUnsupported;
+    return do_memcpy(dst, src, bytes);
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t s)
 {
-    cudaError_t e = cudaMemcpy(dst, src, bytes, kind);
+    if (hoop__hx_capturing(s)) {
+        if (sticky != cudaSuccess) return sticky;
+        if (bytes && (!dst || !src)) {
+            fail(cudaErrorInvalidValue, "cudaMemcpyAsync: NULL pointer");
+            return cudaErrorInvalidValue;
+        }
+        const void *host = kind == cudaMemcpyHostToDevice   ? src
+                           : kind == cudaMemcpyDeviceToHost ? (const void *)dst
+                                                            : NULL;
+        if (host && bytes && !hoop__hx_pinned(host, bytes) &&
+            hoop__hx_capture_blocks("cudaMemcpyAsync of pageable host memory"))
+            return cudaErrorStreamCaptureUnsupported;
+        hoop__hx_record(s, [=]() {
+            if (bytes) memmove(dst, src, bytes);
+        });
+        return cudaSuccess;
+    }
+    cudaError_t e = do_memcpy(dst, src, bytes);
     if (e == cudaSuccess) issue(s);
     return e;
 }
 
-cudaError_t cudaMemset(void *p, int value, size_t bytes)
+static cudaError_t do_memset(void *p, int value, size_t bytes)
 {
     if (bytes && !p) {
         fail(cudaErrorInvalidValue, "cudaMemset: NULL pointer");
@@ -671,9 +724,25 @@ cudaError_t cudaMemset(void *p, int value, size_t bytes)
     return cudaSuccess;
 }
 
+cudaError_t cudaMemset(void *p, int value, size_t bytes)
+{
+    if (hoop__hx_capture_blocks("cudaMemset")) return cudaErrorStreamCaptureUnsupported;
+    return do_memset(p, value, bytes);
+}
+
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s)
 {
-    cudaError_t e = cudaMemset(p, value, bytes);
+    if (hoop__hx_capturing(s)) {
+        if (bytes && !p) {
+            fail(cudaErrorInvalidValue, "cudaMemsetAsync: NULL pointer");
+            return cudaErrorInvalidValue;
+        }
+        hoop__hx_record(s, [=]() {
+            if (bytes) memset(p, value, bytes);
+        });
+        return cudaSuccess;
+    }
+    cudaError_t e = do_memset(p, value, bytes);
     if (e == cudaSuccess) issue(s);
     return e;
 }
@@ -681,6 +750,7 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s)
 /* Work ran when it was issued; what a synchronisation reports is an execution failure. */
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
+    if (hoop__hx_capture_blocks("cudaStreamSynchronize")) return cudaErrorStreamCaptureUnsupported;
     (void)s;
     if (sticky == cudaSuccess) n_stream_sync++;
     return sticky;
@@ -688,6 +758,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 
 cudaError_t cudaDeviceSynchronize(void)
 {
+    if (hoop__hx_capture_blocks("cudaDeviceSynchronize")) return cudaErrorStreamCaptureUnsupported;
     if (sticky == cudaSuccess) n_dev_sync++;
     return sticky;
 }
@@ -821,6 +892,7 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
+    if (hoop__hx_capture_blocks("cudaEventSynchronize")) return cudaErrorStreamCaptureUnsupported;
     return cudaEventQuery(e);
 }
 
@@ -891,4 +963,164 @@ extern "C" int hoop__hx_stream_ordered(cudaStream_t waiter, cudaStream_t produce
     for (int i = 0; i < w->ndeps; i++)
         if (w->dep[i] == p) at = w->dep_at[i];
     return at >= p->issued;
+}
+
+// ----------------------------------------------------------------- stream capture, graphs
+
+struct hoop__hx_graph {
+    std::vector<std::function<void()>> ops;
+};
+struct hoop__hx_graph_exec {
+    std::vector<std::function<void()>> ops;
+};
+
+namespace
+{
+/* The calling thread's capture (cudaStreamCaptureModeThreadLocal): its stream, the work
+ * kept so far, and whether a forbidden call broke it. */
+struct capture {
+    cudaStream_t stream;
+    hoop__hx_graph *graph;
+    bool broken;
+};
+thread_local capture cap;
+thread_local bool cap_on;
+} // namespace
+
+int hoop__hx_capturing(cudaStream_t s)
+{
+    return cap_on && s == cap.stream;
+}
+
+int hoop__hx_capture_blocks(const char *call)
+{
+    if (!cap_on) return 0;
+    cap.broken = true;
+    fail(cudaErrorStreamCaptureUnsupported,
+         "%s: not permitted while this thread captures a stream (it waits or allocates)", call);
+    return 1;
+}
+
+void hoop__hx_record(cudaStream_t s, std::function<void()> op)
+{
+    if (!hoop__hx_capturing(s)) return;
+    try {
+        cap.graph->ops.push_back(std::move(op));
+    } catch (...) {
+        cap.broken = true;
+        fail(cudaErrorMemoryAllocation, "capture: no memory to keep an operation");
+    }
+    issue(s);
+}
+
+void hoop__hx_record_launch(const char *kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                            std::function<void()> op)
+{
+    if (!hoop__hx_check_launch(kernel, grid, block, smem, s)) return;
+    hoop__hx_record(s, std::move(op));
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
+{
+    (void)mode; /* every mode is modelled as thread-local */
+    if (sticky != cudaSuccess) return sticky;
+    if (cap_on) {
+        fail(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture: already capturing");
+        return cudaErrorStreamCaptureUnsupported;
+    }
+    if (!s) { /* CUDA: the legacy stream cannot be captured */
+        fail(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture: the legacy stream");
+        return cudaErrorStreamCaptureUnsupported;
+    }
+    hoop__hx_graph *g = new (std::nothrow) hoop__hx_graph;
+    if (!g) {
+        fail(cudaErrorMemoryAllocation, "cudaStreamBeginCapture: no memory");
+        return cudaErrorMemoryAllocation;
+    }
+    cap = capture{s, g, false};
+    cap_on = true;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
+{
+    *graph = NULL;
+    if (!cap_on || s != cap.stream) {
+        fail(cudaErrorStreamCaptureUnmatched, "cudaStreamEndCapture: not capturing this stream");
+        return cudaErrorStreamCaptureUnmatched;
+    }
+    cap_on = false;
+    if (cap.broken) {
+        delete cap.graph;
+        fail(cudaErrorStreamCaptureInvalidated,
+             "cudaStreamEndCapture: a call inside the capture was not permitted");
+        return cudaErrorStreamCaptureInvalidated;
+    }
+    *graph = cap.graph;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status)
+{
+    *status = !hoop__hx_capturing(s) ? cudaStreamCaptureStatusNone
+              : cap.broken           ? cudaStreamCaptureStatusInvalidated
+                                     : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)
+{
+    (void)flags;
+    *exec = NULL;
+    if (!graph) {
+        fail(cudaErrorInvalidValue, "cudaGraphInstantiate: NULL graph");
+        return cudaErrorInvalidValue;
+    }
+    hoop__hx_graph_exec *x = new (std::nothrow) hoop__hx_graph_exec;
+    if (!x) {
+        fail(cudaErrorMemoryAllocation, "cudaGraphInstantiate: no memory");
+        return cudaErrorMemoryAllocation;
+    }
+    try {
+        x->ops = graph->ops;
+    } catch (...) {
+        delete x;
+        fail(cudaErrorMemoryAllocation, "cudaGraphInstantiate: no memory");
+        return cudaErrorMemoryAllocation;
+    }
+    *exec = x;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
+{
+    if (!exec) {
+        fail(cudaErrorInvalidValue, "cudaGraphLaunch: NULL graph");
+        return cudaErrorInvalidValue;
+    }
+    if (sticky != cudaSuccess) return sticky;
+    if (hoop__hx_capturing(s)) { /* a graph launched into a capture: kept as one op */
+        hoop__hx_record(s, [exec]() {
+            for (auto &op : exec->ops) op();
+        });
+        return cudaSuccess;
+    }
+    for (auto &op : exec->ops) {
+        op();
+        if (sticky != cudaSuccess) return sticky;
+    }
+    issue(s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+    delete graph;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+    delete exec;
+    return cudaSuccess;
 }

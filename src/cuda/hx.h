@@ -68,6 +68,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <functional>
+
 // ----------------------------------------------------------------- types
 
 struct dim3 {
@@ -92,6 +94,9 @@ enum cudaError_t {
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorNotReady = 600,
     cudaErrorLaunchFailure = 719,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureUnmatched = 903,
 };
 typedef enum cudaError_t cudaError;
 enum cudaMemcpyKind {
@@ -218,10 +223,24 @@ static inline float rsqrtf(float x)
  * outcome is read with cudaGetLastError(). */
 void hoop__hx_launch(const char *kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                      int sync, void (*fn)(void *), void *arg);
+/* Stream capture (hx_graph.cc): 1 when s is being captured; a launch on it is then
+ * checked (its configuration, as CUDA checks it at capture) and kept by
+ * hoop__hx_record_launch instead of run. */
+int hoop__hx_capturing(cudaStream_t s);
+void hoop__hx_record_launch(const char *kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                            std::function<void()> op);
 template <class F>
 static inline void hoop__hx_run(const char *kernel, dim3 grid, dim3 block, size_t smem,
                                 cudaStream_t s, int sync, F f)
 {
+    if (hoop__hx_capturing(s)) {
+        hoop__hx_record_launch(kernel, grid, block, smem, s, [=]() {
+            F g = f;
+            hoop__hx_launch(
+                kernel, grid, block, smem, s, sync, [](void *p) { (*(F *)p)(); }, &g);
+        });
+        return;
+    }
     hoop__hx_launch(
         kernel, grid, block, smem, s, sync, [](void *p) { (*(F *)p)(); }, &f);
 }
@@ -287,6 +306,55 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
 cudaError_t cudaEventQuery(cudaEvent_t e); /* cudaSuccess: work ran when it was issued */
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags = 0);
+
+// ----------------------------------------------------------------- stream capture, graphs
+/*
+ * What these model (hx_graph.cc; CUDA C++ Programming Guide, "CUDA Graphs", stream
+ * capture in cudaStreamCaptureModeThreadLocal): between cudaStreamBeginCapture and
+ * cudaStreamEndCapture on a stream, the kernels (their configuration checked at once),
+ * cuBLAS GEMMs and async copies and memsets issued to it are kept, not run; a copy between
+ * the host and the device from or to memory not from cudaMallocHost breaks the capture
+ * (a graph must not read pageable memory it cannot see), and so does any call of the
+ * capturing thread that waits or allocates (cudaMalloc, cudaFree, cudaMallocHost,
+ * cudaFreeHost, cudaMemcpy, cudaMemset, cudaStreamSynchronize, cudaDeviceSynchronize,
+ * cudaEventSynchronize): it returns cudaErrorStreamCaptureUnsupported and
+ * cudaStreamEndCapture then returns cudaErrorStreamCaptureInvalidated and no graph.
+ * cudaGraphLaunch runs the kept work in capture order, reading memory as it is then (a
+ * kept host-to-device copy reads its host buffer at each launch). Not modelled: graphs
+ * as DAGs (work is a list: the order of capture), capture across several streams, event
+ * record/wait nodes (ordering is trivially kept), global and relaxed modes (the
+ * restrictions above apply to the capturing thread only), graph updates.
+ */
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2,
+};
+enum cudaStreamCaptureStatus {
+    cudaStreamCaptureStatusNone = 0,
+    cudaStreamCaptureStatusActive = 1,
+    cudaStreamCaptureStatusInvalidated = 2,
+};
+typedef struct hoop__hx_graph *cudaGraph_t;
+typedef struct hoop__hx_graph_exec *cudaGraphExec_t;
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                 unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+/* For the layer itself: when the calling thread is capturing, breaks the capture and
+ * returns 1 (the caller then fails with cudaErrorStreamCaptureUnsupported), naming call;
+ * else 0. hoop__hx_record keeps op for the capture on s. hoop__hx_pinned says whether
+ * [p, p + bytes) lies in one cudaMallocHost allocation. */
+int hoop__hx_capture_blocks(const char *call);
+void hoop__hx_record(cudaStream_t s, std::function<void()> op);
+int hoop__hx_pinned(const void *p, size_t bytes);
+/* Checks a launch's configuration as hoop__hx_launch does (1: good; else the error is
+ * set). */
+int hoop__hx_check_launch(const char *kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s);
 
 /* Test hooks, with C linkage (tests in C declare them themselves). */
 extern "C" {

@@ -16,6 +16,7 @@ extern "C" const struct hoop__kern hoop__kern_cuda = {
     sizeof(struct hoop__kern),
     "cuda",
     HOOP_DEVICE_CUDA,
+    hoop__cuda_describe,
     hoop__cuda_malloc,
     hoop__cuda_free,
     hoop__cuda_copy,
@@ -47,5 +48,13 @@ extern "C" const struct hoop__kern hoop__kern_cuda = {
     hoop__cuda_adamw,
     hoop__cuda_sqnorm,
     hoop__cuda_scale,
+    hoop__cuda_clip_scale,
+    hoop__cuda_pinned_alloc,
+    hoop__cuda_pinned_free,
+    hoop__cuda_upload,
+    hoop__cuda_graph_begin,
+    hoop__cuda_graph_end,
+    hoop__cuda_graph_launch,
+    hoop__cuda_graph_free,
 };
 // clang-format on

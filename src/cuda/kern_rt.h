@@ -43,11 +43,23 @@ static inline const char *hoop__hx_detail(void)
     return "";
 }
 #else
+#include <tuple>
+
 #include "cuda/hx.h"
+/* The arguments are evaluated and converted to the kernel's parameter types at the launch,
+ * as CUDA does (a kernel kept by a capture runs later: an argument such as a->lr must not
+ * be read then, when a may be gone). */
+template <class... P, class... A>
+static inline void hoop__hx_klaunch(const char *name, dim3 grid, dim3 block, size_t smem,
+                                    cudaStream_t s, int sync, void (*k)(P...), A &&...args)
+{
+    std::tuple<typename std::decay<P>::type...> t(static_cast<P>(args)...);
+    hoop__hx_run(name, grid, block, smem, s, sync, [=]() { std::apply(k, t); });
+}
 #define HOOP_KLAUNCH(k, grid, block, smem, stream, ...) \
-    hoop__hx_run(#k, (grid), (block), (smem), (stream), 0, [=]() { k(__VA_ARGS__); })
+    hoop__hx_klaunch(#k, (grid), (block), (smem), (stream), 0, k, __VA_ARGS__)
 #define HOOP_KLAUNCH_SYNC(k, grid, block, smem, stream, ...) \
-    hoop__hx_run(#k, (grid), (block), (smem), (stream), 1, [=]() { k(__VA_ARGS__); })
+    hoop__hx_klaunch(#k, (grid), (block), (smem), (stream), 1, k, __VA_ARGS__)
 #define HOOP_DYN_SHARED(type, name) type *name = (type *)hoop__hx_dyn_shared()
 #endif
 

@@ -16,6 +16,7 @@
 #include "autograd/kern.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "cuda/ctx.h"
 #include "cuda/kern_rt.h"
 
 #ifndef HOOP__EXPORT
@@ -77,17 +78,9 @@ hoop_status hoop_backend_open(const struct hoop__backend_host *h, const struct h
     host = h;
     hoop__log_level = h->log_level;
     hoop__log_mask = h->log_mask;
-#ifdef __CUDACC__
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "no usable CUDA device: %s (cudaGetDeviceCount)",
-                          cudaGetErrorString(e));
-    }
-    if (count == 0)
-        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "no CUDA device: the driver reports none");
-#endif
+    /* the worker's device and its streams: no GPU is HOOP_ERR_UNSUPPORTED with CUDA's
+     * message (ctx.cu) */
+    HOOP_CHECK(hoop__cuda_init());
     *kern = &hoop__kern_cuda;
     return HOOP_OK;
 }

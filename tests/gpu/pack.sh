@@ -14,7 +14,7 @@
 set -eu -o pipefail
 build=${1:-.}
 carry=${2:-gpu-carry}
-progs="tests/check_cuda tests/check_cuda_train tests/check_hx_gpu tests/check_kern_cuda_gpu
+progs="tests/check_cuda tests/check_cuda_train tests/check_cuda_ctx_gpu tests/check_hx_gpu tests/check_kern_cuda_gpu
        tests/check_kern_cuda_a_gpu tests/check_kern_cuda_b_gpu"
 
 [ -e "$build/.libs/libhoop-cuda.so" ] ||

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # tests/gpu/run.sh -- everything GPU-related in one call, for a machine with an NVIDIA GPU:
 # the CUDA tests through the libhoop-cuda.so module (check_cuda: a tensor's round trip;
-# check_cuda_train: the MLP and the CNN trained on CUDA tensors against the CPU engine),
+# check_cuda_train: the MLP and the CNN trained on CUDA tensors against the CPU engine,
+# and a captured CUDA graph against the eager step; check_cuda_ctx_gpu: the device layer),
 # the GPU builds of the host-execution-layer tests (check_hx_gpu, check_kern_cuda*_gpu),
 # each also under compute-sanitizer (memcheck, racecheck, synccheck), and the device's
 # description. Output goes to stdout and, when OUT is set, to $OUT/gpu.log.
@@ -50,7 +51,7 @@ prepare() {
     fi
     $src/configure --with-cuda | tail -14 || return 1
     make -j"$(nproc)" >/dev/null || return 1
-    make -j"$(nproc)" tests/check_cuda tests/check_cuda_train tests/check_hx_gpu \
+    make -j"$(nproc)" tests/check_cuda tests/check_cuda_train tests/check_cuda_ctx_gpu tests/check_hx_gpu \
         tests/check_kern_cuda_gpu tests/check_kern_cuda_a_gpu tests/check_kern_cuda_b_gpu \
         >/dev/null || return 1
     export HOOP_CUDA_BACKEND=$PWD/.libs/libhoop-cuda.so
@@ -82,6 +83,7 @@ main() {
     [ "$r" = 77 ] && return 77 # no usable GPU: its line says why
     [ "$r" = 0 ] || status=1
     run_one check_cuda_train memcheck
+    run_one check_cuda_ctx_gpu memcheck
     local t
     for t in check_hx_gpu check_kern_cuda_gpu check_kern_cuda_a_gpu check_kern_cuda_b_gpu; do
         run_one "$t" "memcheck racecheck synccheck"

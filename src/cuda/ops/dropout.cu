@@ -12,8 +12,9 @@
 #define DROPOUT_BLOCK 256
 
 static __global__ void dropout_fwd_kernel(float *y, float *mask, const float *x, size_t n, float p,
-                                          float scale, uint64_t seed, uint64_t offset)
+                                          float scale, const uint64_t *seed_p, uint64_t offset)
 {
+    const uint64_t seed = *seed_p;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         float m = hoop__philox_uniform(seed, offset + i) < p ? 0.0f : scale;
@@ -23,8 +24,9 @@ static __global__ void dropout_fwd_kernel(float *y, float *mask, const float *x,
 }
 
 extern "C" hoop_status hoop__cuda_dropout_fwd(float *y, float *mask, const float *x, size_t count,
-                                              float p, uint64_t seed, uint64_t offset)
+                                              float p, const uint64_t *seed, uint64_t offset)
 {
+    if (seed == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "cuda dropout_fwd: seed is NULL");
     if (!(p > 0.0f && p < 1.0f))
         return HOOP_ERROR(HOOP_ERR_INVALID, "cuda dropout_fwd: p=%g is outside (0, 1)", (double)p);
     if (count == 0) return HOOP_OK;

@@ -42,11 +42,21 @@ hoop_status hoop__cuda_gemm(int trans_a, int trans_b, int M, int N, int K, float
                             const float *A, int lda, const float *B, int ldb, float beta, float *C,
                             int ldc);
 // group B: optim.cu, im2col.cu, pool.cu
-hoop_status hoop__cuda_sgd(const struct hoop__sgd_args *a, float *p, const float *g, float *buf,
-                           size_t count);
-hoop_status hoop__cuda_adamw(const struct hoop__adamw_args *a, float *p, const float *g, float *m,
-                             float *v, size_t count);
+hoop_status hoop__cuda_sgd(const struct hoop__sgd_args *a, const struct hoop__step_scalars *s,
+                           float *p, const float *g, float *buf, size_t count);
+hoop_status hoop__cuda_adamw(const struct hoop__adamw_args *a, const struct hoop__step_scalars *s,
+                             float *p, const float *g, float *m, float *v, size_t count);
 hoop_status hoop__cuda_sqnorm(double *sq, const float *g, size_t count);
+hoop_status hoop__cuda_clip_scale(float *g, size_t count, const double *sq, float max_norm);
+// src/cuda/graph.cu: staging and graphs
+hoop_status hoop__cuda_pinned_alloc(void **p, size_t bytes);
+void hoop__cuda_pinned_free(void *p);
+hoop_status hoop__cuda_upload(void *dst, const void *src, size_t bytes);
+hoop_status hoop__cuda_describe(char *buf, size_t len);
+hoop_status hoop__cuda_graph_begin(void);
+hoop_status hoop__cuda_graph_end(void **graph);
+hoop_status hoop__cuda_graph_launch(void *graph);
+void hoop__cuda_graph_free(void *graph);
 hoop_status hoop__cuda_im2col(float *col, const float *x, const struct hoop__conv_geom *g);
 hoop_status hoop__cuda_col2im(float *dx, const float *col, const struct hoop__conv_geom *g);
 hoop_status hoop__cuda_conv_scratch(const struct hoop__conv_geom *g, size_t *floats);
@@ -61,7 +71,7 @@ hoop_status hoop__cuda_pool_bwd(float *dx, const float *dy, const int32_t *arg, 
                                 size_t in_plane, size_t out_plane, int acc);
 // dropout.cu
 hoop_status hoop__cuda_dropout_fwd(float *y, float *mask, const float *x, size_t count, float p,
-                                   uint64_t seed, uint64_t offset);
+                                   const uint64_t *seed, uint64_t offset);
 // group A: unary.cu, softmax.cu, reduce.cu
 hoop_status hoop__cuda_unary_fwd(enum hoop__unary kind, float *y, const float *x, size_t count);
 hoop_status hoop__cuda_unary_bwd(enum hoop__unary kind, float *dx, float *dy, const float *x,

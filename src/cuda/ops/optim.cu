@@ -5,12 +5,16 @@
  * global norm.
  *
  * sgd and adamw: one thread per element, a grid-stride loop, the CPU entry's arithmetic
- * in its order (kern_cpu.c); the scalars that depend only on the step (AdamW's bias
- * corrections, in double as torch's Python floats) are computed once on the host, as the
- * CPU entry does. nvcc may contract a * b + c into one FMA, so on a GPU a result may
- * differ from the CPU's in the last places; under the host layer it is the same. SGD's
- * first step sets buf = d without reading buf (torch clones d), where the CPU entry
- * computes 0 buf + d: the same for every finite buf.
+ * in its order (kern_cpu.c); the scalars that depend on the step (the learning rate,
+ * SGD's first-step factors, AdamW's bias corrections, in double as torch's Python floats)
+ * are computed on the host by optim.c and read here from device memory (struct
+ * hoop__step_scalars), so a captured graph uses each replay's. nvcc may contract a * b + c
+ * into one FMA, so on a GPU a result may differ from the CPU's in the last places; under
+ * the host layer it is the same. SGD's first step computes 0 buf + d with buf zeroed, as
+ * the CPU entry.
+ *
+ * clip_scale: coef = max_norm / (sqrt(*sq) + 1e-6) in f32, as hoop_clip_grad_norm on the
+ * host, computed by every thread from the double *sq; g *= coef when coef < 1.
  *
  * sqnorm: *sq += sum of g^2, each square exact in double, in ONE block of
  * OPTIM_SQNORM_BLOCK threads: each thread sums a strided slice in double, the block
@@ -29,9 +33,11 @@
 #define OPTIM_BLOCK 256
 #define OPTIM_SQNORM_BLOCK 1024 /* sqnorm's one block (a power of two) */
 
-static __global__ void sgd_kernel(float *p, const float *g, float *buf, size_t n, float lr,
-                                  float wd, float mu, float take, int first, int nesterov)
+static __global__ void sgd_kernel(float *p, const float *g, float *buf, size_t n,
+                                  const struct hoop__step_scalars *s, float wd, float mu,
+                                  int nesterov)
 {
+    const float lr = s->lr, keep = s->keep, take = s->take;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const float d = g[i] + wd * p[i];
@@ -39,7 +45,7 @@ static __global__ void sgd_kernel(float *p, const float *g, float *buf, size_t n
             p[i] -= lr * d;
             continue;
         }
-        const float b = first ? d : mu * buf[i] + take * d;
+        const float b = keep * buf[i] + take * d;
         buf[i] = b;
         p[i] -= lr * (nesterov ? d + mu * b : b);
     }
@@ -47,8 +53,9 @@ static __global__ void sgd_kernel(float *p, const float *g, float *buf, size_t n
 
 static __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_t n,
                                     float b1, float one_b1, float b2, float one_b2, float eps,
-                                    float step_size, float bc2_sqrt, float decay)
+                                    const struct hoop__step_scalars *s)
 {
+    const float step_size = s->step_size, bc2_sqrt = s->bc2_sqrt, decay = s->decay;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const float gi = g[i];
@@ -77,35 +84,29 @@ static __global__ void sqnorm_kernel(double *sq, const float *g, size_t n)
     if (threadIdx.x == 0) *sq += optim_part[0];
 }
 
-extern "C" hoop_status hoop__cuda_sgd(const struct hoop__sgd_args *a, float *p, const float *g,
+extern "C" hoop_status hoop__cuda_sgd(const struct hoop__sgd_args *a,
+                                      const struct hoop__step_scalars *s, float *p, const float *g,
                                       float *buf, size_t count)
 {
-    if (a == NULL || (count > 0 && (p == NULL || g == NULL)))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "cuda sgd: args, p and g must be set");
+    if (a == NULL || s == NULL || (count > 0 && (p == NULL || g == NULL)))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "cuda sgd: args, scalars, p and g must be set");
     if (count == 0) return HOOP_OK;
     HOOP_KLAUNCH(sgd_kernel, hoop__cuda_grid(count, OPTIM_BLOCK), OPTIM_BLOCK, 0,
-                 hoop__cuda_stream(), p, g, buf, count, a->lr, a->weight_decay, a->momentum,
-                 1.0f - a->dampening, a->first, a->nesterov);
+                 hoop__cuda_stream(), p, g, buf, count, s, a->weight_decay, a->momentum,
+                 a->nesterov);
     return HOOP_KCHECK("sgd_kernel");
 }
 
-extern "C" hoop_status hoop__cuda_adamw(const struct hoop__adamw_args *a, float *p, const float *g,
-                                        float *m, float *v, size_t count)
+extern "C" hoop_status hoop__cuda_adamw(const struct hoop__adamw_args *a,
+                                        const struct hoop__step_scalars *s, float *p,
+                                        const float *g, float *m, float *v, size_t count)
 {
-    if (a == NULL || (count > 0 && (p == NULL || g == NULL || m == NULL || v == NULL)))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "cuda adamw: args, p, g, m and v must be set");
-    if (a->step < 1)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "cuda adamw: step %lld, must be >= 1",
-                          (long long)a->step);
+    if (a == NULL || s == NULL || (count > 0 && (p == NULL || g == NULL || m == NULL || v == NULL)))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "cuda adamw: args, scalars, p, g, m and v must be set");
     if (count == 0) return HOOP_OK;
-    /* as the CPU entry: the bias corrections in double, used as f32 scalars */
-    const double bc1 = 1.0 - pow(a->beta1, (double)a->step);
-    const double bc2 = 1.0 - pow(a->beta2, (double)a->step);
-    const float step_size = (float)(a->lr / bc1), bc2_sqrt = (float)sqrt(bc2);
-    const float decay = (float)(1.0 - (double)a->lr * a->weight_decay);
     HOOP_KLAUNCH(adamw_kernel, hoop__cuda_grid(count, OPTIM_BLOCK), OPTIM_BLOCK, 0,
                  hoop__cuda_stream(), p, g, m, v, count, a->beta1, 1.0f - a->beta1, a->beta2,
-                 1.0f - a->beta2, a->eps, step_size, bc2_sqrt, decay);
+                 1.0f - a->beta2, a->eps, s);
     return HOOP_KCHECK("adamw_kernel");
 }
 
@@ -116,4 +117,24 @@ extern "C" hoop_status hoop__cuda_sqnorm(double *sq, const float *g, size_t coun
     if (count == 0) return HOOP_OK;
     HOOP_KLAUNCH_SYNC(sqnorm_kernel, 1, OPTIM_SQNORM_BLOCK, 0, hoop__cuda_stream(), sq, g, count);
     return HOOP_KCHECK("sqnorm_kernel");
+}
+
+static __global__ void clip_scale_kernel(float *g, size_t n, const double *sq, float max_norm)
+{
+    const float coef = max_norm / ((float)sqrt(*sq) + 1e-6f);
+    if (coef >= 1.0f) return;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        g[i] *= coef;
+}
+
+extern "C" hoop_status hoop__cuda_clip_scale(float *g, size_t count, const double *sq,
+                                             float max_norm)
+{
+    if (sq == NULL || (count > 0 && g == NULL))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "cuda clip_scale: sq and g must be set");
+    if (count == 0) return HOOP_OK;
+    HOOP_KLAUNCH(clip_scale_kernel, hoop__cuda_grid(count, OPTIM_BLOCK), OPTIM_BLOCK, 0,
+                 hoop__cuda_stream(), g, count, sq, max_norm);
+    return HOOP_KCHECK("clip_scale_kernel");
 }
