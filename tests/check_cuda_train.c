@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "autograd/kern.h"
 #include "core/philox.h"
 #include "hoop/autograd.h"
 #include "hoop/ddp.h"
@@ -362,7 +363,12 @@ START_TEST(test_checkpoint_across_devices)
 }
 END_TEST
 
-/* After the first step, the tape's arenas and the optimizer allocate nothing more. */
+static void step_body(struct job *j, const int32_t *labels, float clip, hoop_tensor **loss,
+                      float *norm);
+
+/* After the first step, the tape's arenas and the optimizer allocate nothing more: the
+ * arena keeps its size and the device allocator makes no cudaMalloc or cudaFree, eager or
+ * replayed. */
 START_TEST(test_steady_state)
 {
     hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
@@ -379,6 +385,38 @@ START_TEST(test_steady_state)
         if (s > 1) ck_assert_uint_eq(hoop_tape_arena_bytes(j.tape), arena);
     }
     ck_assert_uint_gt(arena, 0);
+    struct hoop__mem_stats a, b;
+    OKAY(hoop__device_mem_stats(HOOP_DEVICE_CUDA, &a));
+    ck_assert_uint_gt(a.device_mallocs, 0);
+    for (int s = 6; s < 12; s++) {
+        batch_of(pixels, 8 * 144, labels, 8, s);
+        job_step(&j, pixels, labels, s, 1.0f, 0.0f);
+    }
+    OKAY(hoop__device_mem_stats(HOOP_DEVICE_CUDA, &b));
+    ck_assert_msg(b.device_mallocs == a.device_mallocs && b.device_frees == a.device_frees,
+                  "6 eager steps made %llu cudaMalloc and %llu cudaFree calls",
+                  (unsigned long long)(b.device_mallocs - a.device_mallocs),
+                  (unsigned long long)(b.device_frees - a.device_frees));
+    /* captured and replayed: none either (the labels in pinned memory) */
+    int32_t *pinned;
+    OKAY(hoop_host_alloc(HOOP_DEVICE_CUDA, sizeof(labels), (void **)&pinned));
+    memcpy(pinned, labels, sizeof(labels));
+    hoop_tape_reset(j.tape);
+    hoop_graph *graph;
+    hoop_tensor *loss;
+    OKAY(hoop_graph_begin(HOOP_DEVICE_CUDA));
+    step_body(&j, pinned, 1.0f, &loss, NULL);
+    OKAY(hoop_graph_end(&graph));
+    OKAY(hoop__device_mem_stats(HOOP_DEVICE_CUDA, &a));
+    for (int r = 0; r < 5; r++) OKAY(hoop_graph_replay(graph));
+    float l;
+    OKAY(hoop_tensor_copy_to_host(loss, &l, 1));
+    OKAY(hoop__device_mem_stats(HOOP_DEVICE_CUDA, &b));
+    ck_assert_uint_eq(b.device_mallocs, a.device_mallocs);
+    ck_assert_uint_eq(b.device_frees, a.device_frees);
+    ck_assert(isfinite(l));
+    hoop_graph_free(graph);
+    hoop_host_free(HOOP_DEVICE_CUDA, pinned);
     job_free(&j);
 }
 END_TEST

@@ -208,6 +208,7 @@ hoop_status hoop__kern_validate(const struct hoop__kern *k, const char *what)
     SLOT(mem_alloc);
     SLOT(mem_free);
     SLOT(copy);
+    SLOT(mem_stats);
     SLOT(gemm);
     SLOT(fill);
     SLOT(axpy_or_copy);
@@ -267,6 +268,13 @@ hoop_status hoop__op_kern(const char *op, hoop_tensor *const *in, const char *co
     }
     const hoop_device d = first < 0 ? HOOP_DEVICE_CPU : in[first]->device;
     return hoop__kern_get(d, op, k);
+}
+
+hoop_status hoop__device_mem_stats(hoop_device d, struct hoop__mem_stats *st)
+{
+    const struct hoop__kern *k;
+    HOOP_CHECK(hoop__kern_get(d, "hoop__device_mem_stats", &k));
+    return k->mem_stats(st);
 }
 
 hoop_status hoop__kern_override(hoop_device d, const struct hoop__kern *k)

@@ -73,6 +73,14 @@ struct hoop__step_scalars {
     float decay;               /* AdamW: 1 - lr weight_decay */
 };
 
+/* What a device's allocator has done (mem_stats): real allocations and frees of the
+ * device's memory (cudaMalloc, cudaFree: a training step's steady state makes none), and
+ * bytes handed out, kept for reuse, and the most handed out at once. */
+struct hoop__mem_stats {
+    uint64_t device_mallocs, device_frees;
+    size_t bytes_in_use, bytes_cached, peak_bytes;
+};
+
 struct hoop__kern {
     size_t size;        /* sizeof(struct hoop__kern) of the build that made the table */
     const char *name;   /* the device's name, "cpu", for messages */
@@ -92,6 +100,8 @@ struct hoop__kern {
      * device dst, 0 device src to host dst. Ordered after every kernel queued before it;
      * returns when the copy is complete (host memory may be reused or read at once). */
     hoop_status (*copy)(void *dst, const void *src, size_t bytes, int to_device);
+    /* The allocator's counters so far (the CPU keeps none: zeros). */
+    hoop_status (*mem_stats)(struct hoop__mem_stats *st);
 
     // ----- linear algebra and copies
 
@@ -268,6 +278,9 @@ const struct hoop__kern *hoop__kern_for(hoop_device d);
 /* hoop__kern_for with the reason: HOOP_ERR_UNSUPPORTED "fn: device cuda: <why>" (no backend, no
  * GPU: the loader's message) or "fn: this build has no X kernels". */
 hoop_status hoop__kern_get(hoop_device d, const char *fn, const struct hoop__kern **k);
+
+/* Device d's allocator counters (mem_stats): hoop__kern_get's errors. For tests. */
+hoop_status hoop__device_mem_stats(hoop_device d, struct hoop__mem_stats *st);
 
 /* "cpu", "cuda" (for messages). */
 const char *hoop__device_name(hoop_device d);

@@ -54,6 +54,12 @@ static void cpu_mem_free(void *p)
     free(p);
 }
 
+static hoop_status cpu_mem_stats(struct hoop__mem_stats *st)
+{
+    memset(st, 0, sizeof(*st));
+    return HOOP_OK;
+}
+
 static hoop_status cpu_copy(void *dst, const void *src, size_t bytes, int to_device)
 {
     (void)to_device; /* both sides are host memory */
@@ -656,6 +662,7 @@ const struct hoop__kern hoop__kern_cpu = {
     .mem_alloc = cpu_mem_alloc,
     .mem_free = cpu_mem_free,
     .copy = cpu_copy,
+    .mem_stats = cpu_mem_stats,
     .gemm = cpu_gemm,
     .fill = cpu_fill,
     .axpy_or_copy = cpu_axpy_or_copy,

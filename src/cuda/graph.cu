@@ -111,6 +111,18 @@ extern "C" hoop_status hoop__cuda_upload(void *dst, const void *src, size_t byte
     return HOOP_OK;
 }
 
+extern "C" hoop_status hoop__cuda_table_mem_stats(struct hoop__mem_stats *st)
+{
+    struct hoop__cuda_mem_stats c;
+    hoop__cuda_mem_stats(&c);
+    st->device_mallocs = c.device_mallocs;
+    st->device_frees = c.device_frees;
+    st->bytes_in_use = c.bytes_in_use;
+    st->bytes_cached = c.bytes_cached;
+    st->peak_bytes = c.peak_bytes;
+    return HOOP_OK;
+}
+
 extern "C" hoop_status hoop__cuda_describe(char *buf, size_t len)
 {
     int dev = 0;

@@ -53,6 +53,7 @@ hoop_status hoop__cuda_pinned_alloc(void **p, size_t bytes);
 void hoop__cuda_pinned_free(void *p);
 hoop_status hoop__cuda_upload(void *dst, const void *src, size_t bytes);
 hoop_status hoop__cuda_describe(char *buf, size_t len);
+hoop_status hoop__cuda_table_mem_stats(struct hoop__mem_stats *st);
 hoop_status hoop__cuda_graph_begin(void);
 hoop_status hoop__cuda_graph_end(void **graph);
 hoop_status hoop__cuda_graph_launch(void *graph);
