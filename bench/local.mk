@@ -37,3 +37,17 @@ TESTS += tests/check_bench
 noinst_PROGRAMS += bench/tp_pingpong
 bench_tp_pingpong_SOURCES = bench/tp_pingpong.c
 bench_tp_pingpong_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
+
+# The GPU's ceilings beside hoop's GPU benchmarks (tests/gpu/run.sh runs it where a GPU is
+# lent): copies, launch and graph overheads, the SGD kernel against the copy rate. Built by
+# make check with the other GPU programs (it links the check-only CUDA backend).
+EXTRA_DIST += bench/gpu_ceilings.cu bench/torch_gpu.py bench/gpu_train.sh
+if HAVE_CUDA
+check_PROGRAMS += bench/gpu_ceilings
+bench_gpu_ceilings_SOURCES =
+nodist_EXTRA_bench_gpu_ceilings_SOURCES = dummy.cc
+bench_gpu_ceilings_LDADD = bench/gpu_ceilings.lo libhoopcudagpu.la $(TEST_LDADD) $(CUDA_LIBS) \
+	-lcublas
+bench/gpu_ceilings.lo: $(CUDA_HEADER_DEPS)
+CLEANFILES += bench/gpu_ceilings.lo bench/gpu_ceilings.o bench/.libs/gpu_ceilings.o
+endif

@@ -389,6 +389,9 @@ static void c_tensor_devices(void)
     INVALID("device", hoop_device_check((hoop_device)-3));
     EXPECT(HOOP_ERR_UNSUPPORTED, "HOOP_CUDA_BACKEND", hoop_device_check(HOOP_DEVICE_CUDA));
     INVALID("m", hoop_model_to_device(NULL, HOOP_DEVICE_CPU));
+    OK(hoop_device_sync(HOOP_DEVICE_CPU));
+    INVALID("device", hoop_device_sync((hoop_device)4));
+    EXPECT(HOOP_ERR_UNSUPPORTED, "device", hoop_device_sync(HOOP_DEVICE_CUDA));
     char dbuf[64];
     INVALID("buf", hoop_device_describe(HOOP_DEVICE_CPU, NULL, 8));
     INVALID("len", hoop_device_describe(HOOP_DEVICE_CPU, dbuf, 0));
@@ -1455,7 +1458,7 @@ static const struct api_case CASES[] = {
     {"hoop_tensor_zero_grad hoop_tensor_copy_from hoop_tensor_fill hoop_tensor_set_name "
      "hoop_tensor_set_grad_hook hoop_tensor_set_grad_buffer", c_tensor_writes},
     {"hoop_tensor_copy_to_host hoop_tensor_grad_to_host hoop_tensor_to_device hoop_device_check "
-     "hoop_model_to_device hoop_device_describe hoop_host_alloc hoop_host_free",
+     "hoop_model_to_device hoop_device_describe hoop_host_alloc hoop_host_free hoop_device_sync",
      c_tensor_devices},
     {"hoop_graph_begin hoop_graph_end hoop_graph_replay hoop_graph_free", c_graph},
     {"hoop_tape_init hoop_tape_destroy hoop_tape_reset hoop_tape_set_train hoop_tape_train "

@@ -584,10 +584,11 @@ static hoop_status eager_step(trainer *t, hoop_tape *tape, hoop_tensor *x, float
     HOOP_CHECK(ddp ? hoop_ddp_backward(ddp, tape, l) : hoop_backward(tape, l));
     HOOP_CHECK(optimizer_step(t));
     /* Read once the whole step is issued (backward leaves l's data alone): on a GPU the
-     * copy waits for the step instead of stalling it between forward and backward. */
-    HOOP_CHECK(hoop_tensor_copy_to_host(l, loss, 1));
+     * copy waits for the step instead of stalling it between forward and backward. NULL:
+     * not read (the benchmark's resident steps: nothing waits for the GPU). */
+    if (loss) HOOP_CHECK(hoop_tensor_copy_to_host(l, loss, 1));
     hoop_tape_reset(tape);
-    return check_loss(t, *loss);
+    return loss ? check_loss(t, *loss) : HOOP_OK;
 }
 
 /* Captures the step on x into t->graph (the step's work is recorded, not run). A failed
@@ -625,7 +626,8 @@ static hoop_status capture_step(trainer *t, hoop_tensor *x)
     return HOOP_OK;
 }
 
-/* One optimizer step on the batch x (labels in t->y); *loss gets its mean loss. On cuda
+/* One optimizer step on the batch x (labels in t->y); *loss gets its mean loss (loss NULL:
+ * not read back, so the host does not wait for the step). On cuda
  * with --cuda-graph on, a full batch's step is a graph replay after one eager warm-up and
  * the capture (the first replay runs the captured step): the batch and its labels are
  * already in x and t->y, the step's dropout seed and learning rate go to the tape and the
@@ -650,6 +652,7 @@ static hoop_status train_step(trainer *t, hoop_tensor *x, float *loss)
         HOOP_CHECK(hoop_graph_replay(t->graph));
     }
     t->step++;
+    if (loss == NULL) return HOOP_OK;
     HOOP_CHECK(hoop_tensor_copy_to_host(t->graph_loss, loss, 1));
     return check_loss(t, *loss);
 }
@@ -954,19 +957,26 @@ static hoop_status run_bench(trainer *t)
     float loss = 0.0f;
     size_t n;
     HOOP_CHECK(select_shard(t, 0, 0));
+    /* On cuda the data stays on the device (the batch is uploaded once and every step
+     * trains on it) and the loss is read back after the last step only, as a GPU
+     * benchmark of the step itself asks; the cpu gathers a batch per step. */
+    const int resident = t->device != HOOP_DEVICE_CPU && t->dist.world_size <= 1;
+    hoop_tensor *x = NULL;
     for (int64_t s = 0; s < total; s++) {
         if (s == o->bench_warmup) {
+            if (resident) HOOP_CHECK(hoop_device_sync(t->device));
             t0 = hoop__now_ns();
             t->agree_ns = 0;
         }
-        hoop_tensor *x;
-        HOOP_CHECK(next_batch(t, &x, &n));
-        if (n < (size_t)o->batch_size) { /* keep every timed batch full-sized */
-            hoop_tape_reset(t->tape);
-            HOOP_CHECK(select_shard(t, ++epoch, 0));
+        if (!resident || x == NULL) {
             HOOP_CHECK(next_batch(t, &x, &n));
+            if (n < (size_t)o->batch_size) { /* keep every timed batch full-sized */
+                hoop_tape_reset(t->tape);
+                HOOP_CHECK(select_shard(t, ++epoch, 0));
+                HOOP_CHECK(next_batch(t, &x, &n));
+            }
         }
-        HOOP_CHECK(train_step(t, x, &loss));
+        HOOP_CHECK(train_step(t, x, resident && s + 1 < total ? NULL : &loss));
         if (s >= o->bench_warmup) samples += (int64_t)n;
         HOOP_CHECK(agree_stop(t, 1));
         if (!t->stop_sig) continue;

@@ -140,6 +140,12 @@ HOOP_API hoop_status hoop_tensor_to_device(hoop_tensor *t, hoop_device device);
  * program that never asks for CUDA never loads CUDA's libraries. Thread-safe. */
 HOOP_API hoop_status hoop_device_check(hoop_device device);
 
+/* Waits until device has run all the work the calling thread queued on it (ops, optimizer
+ * steps, graph replays: on a GPU they run asynchronously); a no-op for the CPU. Errors:
+ * HOOP_ERR_INVALID (unknown device), hoop_device_check's, HOOP_ERR_CUDA (the work failed:
+ * CUDA's message), HOOP_ERR_TIMEOUT (not done within HOOP_TIMEOUT). */
+HOOP_API hoop_status hoop_device_sync(hoop_device device);
+
 /* Writes one line describing device into buf (always NUL-terminated when len > 0): "cpu",
  * or for CUDA the worker's GPU, "cuda:0 NVIDIA H200, 139.8 GiB". Errors:
  * HOOP_ERR_INVALID (buf NULL, len 0, unknown device), hoop_device_check's. */

@@ -208,6 +208,7 @@ hoop_status hoop__kern_validate(const struct hoop__kern *k, const char *what)
     SLOT(mem_alloc);
     SLOT(mem_free);
     SLOT(copy);
+    SLOT(sync);
     SLOT(mem_stats);
     SLOT(gemm);
     SLOT(fill);

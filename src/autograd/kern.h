@@ -100,6 +100,9 @@ struct hoop__kern {
      * device dst, 0 device src to host dst. Ordered after every kernel queued before it;
      * returns when the copy is complete (host memory may be reused or read at once). */
     hoop_status (*copy)(void *dst, const void *src, size_t bytes, int to_device);
+    /* Waits until the device has run everything the calling thread queued on it; the
+     * execution error of that work (HOOP_ERR_CUDA), HOOP_ERR_TIMEOUT past HOOP_TIMEOUT. */
+    hoop_status (*sync)(void);
     /* The allocator's counters so far (the CPU keeps none: zeros). */
     hoop_status (*mem_stats)(struct hoop__mem_stats *st);
 

@@ -365,6 +365,15 @@ hoop_status hoop_tensor_set_grad_buffer(hoop_tensor *param, float *buf)
     return HOOP_OK;
 }
 
+hoop_status hoop_device_sync(hoop_device device)
+{
+    if (device != HOOP_DEVICE_CPU && device != HOOP_DEVICE_CUDA)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_device_sync: device %d is unknown", (int)device);
+    const struct hoop__kern *k;
+    HOOP_CHECK(hoop__kern_get(device, "hoop_device_sync", &k));
+    return k->sync();
+}
+
 hoop_status hoop_device_describe(hoop_device device, char *buf, size_t len)
 {
     if (buf == NULL || len == 0)

@@ -20,6 +20,7 @@ extern "C" const struct hoop__kern hoop__kern_cuda = {
     hoop__cuda_malloc,
     hoop__cuda_free,
     hoop__cuda_copy,
+    hoop__cuda_sync,
     hoop__cuda_table_mem_stats,
     hoop__cuda_gemm,
     hoop__cuda_fill,

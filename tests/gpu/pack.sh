@@ -8,13 +8,18 @@
 #   bash tests/gpu/pack.sh [BUILD_DIR [CARRY_DIR]]
 #
 # BUILD_DIR (default .) is a build configured with CUDA, where `make check` has built the
-# tests; CARRY_DIR (default gpu-carry, ignored by git) receives bin/, lib/ (the module
-# libhoop-cuda.so), debs/ (the unpacked packages) and env.sh, which run.sh --carried
-# sources. Prints the total size: a device call carries at most 64 MiB.
+# tests; CARRY_DIR (default gpu-carry, ignored by git) receives bin/ (the GPU tests,
+# hoop-train, bench/gpu_ceilings and the GPU benchmark scripts), lib/ (the module
+# libhoop-cuda.so), debs/ (the unpacked packages), data/ (Fashion-MNIST's first TRAIN_N
+# (20000) training images and the whole test set: the full set would not fit beside
+# OpenBLAS) and env.sh, which run.sh --carried sources. Prints the total size: a device
+# call carries at most 64 MiB.
 set -eu -o pipefail
 build=${1:-.}
 carry=${2:-gpu-carry}
-progs="tests/check_cuda tests/check_cuda_train tests/check_cuda_ctx_gpu tests/check_hx_gpu tests/check_kern_cuda_gpu
+train_n=${TRAIN_N:-20000}
+fmnist=${FMNIST:-/usr/share/datasets/fashion-mnist}
+progs="tools/hoop-train bench/gpu_ceilings tests/check_cuda tests/check_cuda_train tests/check_cuda_ctx_gpu tests/check_hx_gpu tests/check_kern_cuda_gpu
        tests/check_kern_cuda_a_gpu tests/check_kern_cuda_b_gpu"
 
 [ -e "$build/.libs/libhoop-cuda.so" ] ||
@@ -23,10 +28,34 @@ make -C "$build" -j"$(nproc)" $progs >/dev/null
 rm -rf "$carry"
 mkdir -p "$carry/bin" "$carry/lib" "$carry/debs" "$carry/dl"
 for p in $progs; do cp "$build/$p" "$carry/bin/"; done
+srcdir=$(cd "$(dirname "$0")/../.." && pwd)
+cp "$srcdir/bench/gpu_train.sh" "$srcdir/bench/torch_gpu.py" "$carry/bin/"
 cp "$build/.libs/libhoop-cuda.so" "$carry/lib/"
+# A slice of Fashion-MNIST in IDX form (the header's count cut to the slice).
+mkdir -p "$carry/data"
+python3 - "$fmnist" "$carry/data" "$train_n" <<'PY'
+import gzip, sys
+src, dst, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for name, keep in (("train-images-idx3-ubyte", n), ("train-labels-idx1-ubyte", n),
+                   ("t10k-images-idx3-ubyte", None), ("t10k-labels-idx1-ubyte", None)):
+    raw = gzip.open(f"{src}/{name}.gz").read()
+    ndim = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    count = dims[0] if keep is None else min(keep, dims[0])
+    per = 1
+    for d in dims[1:]:
+        per *= d
+    head = raw[:4] + count.to_bytes(4, "big") + raw[8:4 + 4 * ndim]
+    body = raw[4 + 4 * ndim:4 + 4 * ndim + count * per]
+    with gzip.open(f"{dst}/{name}.gz", "wb", compresslevel=9) as f:
+        f.write(head + body)
+PY
 
 # The packages that hold every library these load, but glibc's and CUDA's.
-pkgs=$(for f in "$carry"/bin/* "$carry/lib/libhoop-cuda.so"; do ldd "$f"; done |
+elfs=$(for f in "$carry"/bin/* "$carry/lib/libhoop-cuda.so"; do
+    case $f in *.sh | *.py) ;; *) echo "$f" ;; esac
+done)
+pkgs=$(for f in $elfs; do ldd "$f"; done |
     awk '$3 ~ /^\// {print $3}' | sort -u |
     grep -v -e '/libc\.so' -e '/libm\.so' -e '/libdl\.so' -e '/libpthread\.so' -e '/librt\.so' \
         -e '/ld-linux' -e '/libcuda' -e '/libcublas' -e '/usr/local/cuda' |
@@ -50,7 +79,7 @@ find "$carry/debs" \( -name 'liblapack*' -o -name 'libblas*' -o -name '*.a' \) -
     echo 'export LD_LIBRARY_PATH HOOP_CUDA_BACKEND=$carry/lib/libhoop-cuda.so'
 } >"$carry/env.sh"
 # A check that the carried programs find everything but CUDA here already.
-( . "$carry/env.sh" && for f in "$carry"/bin/*; do
+( . "$carry/env.sh" && for f in $elfs; do
     ldd "$f" | grep 'not found' | grep -v -e libcuda -e libcublas && exit 1; done; true ) ||
     { echo "pack.sh: a carried program lacks a library (above)" >&2; exit 1; }
 echo "pack.sh: $carry: $(du -sh "$carry" | cut -f1) ($(du -sb "$carry" | cut -f1) bytes)"

@@ -88,6 +88,15 @@ main() {
     for t in check_hx_gpu check_kern_cuda_gpu check_kern_cuda_a_gpu check_kern_cuda_b_gpu; do
         run_one "$t" "memcheck racecheck synccheck"
     done
+    # The benchmarks (carried build): the device's ceilings, then hoop-train on cuda
+    # against PyTorch eager (bench/gpu_train.sh), all in this one run.
+    if [ -x "$bin/gpu_ceilings" ]; then
+        "$bin/gpu_ceilings" || echo "gpu: gpu_ceilings exit $?"
+    fi
+    if [ -x "$bin/hoop-train" ] && [ -d "${carried:-/nonexistent}/data" ]; then
+        DATA=$carried/data STEPS=${STEPS:-300} ROUNDS=${ROUNDS:-1} \
+            sh "$bin/gpu_train.sh" "$bin/hoop-train" python3 || echo "gpu: gpu_train.sh exit $?"
+    fi
     return "$status"
 }
 
