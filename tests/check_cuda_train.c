@@ -446,6 +446,36 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* An optimizer made before its parameters moved (the order nn.h says not to use) must say
+ * so, not hand the other device's pointers to its kernels (a host loop on device memory,
+ * or a kernel on host memory, on a GPU). Both directions; nothing is updated. */
+START_TEST(test_optim_after_move)
+{
+    const hoop_device devs[2] = {HOOP_DEVICE_CPU, HOOP_DEVICE_CUDA};
+    for (int d = 0; d < 2; d++) {
+        const int64_t n = 4;
+        hoop_tensor *p;
+        OKAY(hoop_tensor_new(&p, 1, &n, devs[d], 1));
+        hoop_tensor_set_name(p, "fc9.weight");
+        OKAY(hoop_tensor_fill(p, 1.0f));
+        hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
+        hoop_optim *o;
+        OKAY(hoop_optim_new(&o, &cfg, &p, 1));
+        OKAY(hoop_tensor_to_device(p, devs[1 - d]));
+        ck_assert_int_eq(hoop_optim_zero_grad(o), HOOP_ERR_USAGE);
+        assert_error_has("fc9.weight", "move the model first");
+        ck_assert_int_eq(hoop_optim_step(o), HOOP_ERR_USAGE);
+        assert_error_has("hoop_optim_step", "fc9.weight");
+        ck_assert_int_eq(hoop_optim_step_count(o), 0);
+        float host[4];
+        OKAY(hoop_tensor_copy_to_host(p, host, 4));
+        ck_assert_float_eq(host[0], 1.0f);
+        hoop_optim_free(o);
+        hoop_tensor_free(p);
+    }
+}
+END_TEST
+
 // ----- CUDA graphs
 
 /* The step of job_step between the batch upload and the loss, for capture: labels in
@@ -582,6 +612,41 @@ START_TEST(test_graph_errors)
 }
 END_TEST
 
+/* A capture whose tape arena must grow fails, even when the allocator's cache serves the
+ * new block without a cudaMalloc (which alone would break it): the next reset merges the
+ * arena's blocks and frees the one the graph writes, and a replay then wrote into
+ * whatever took that memory next. */
+START_TEST(test_graph_arena_growth)
+{
+    const int64_t small = 1024, big = 1 << 20; /* 4 KiB, 4 MiB */
+    hoop_tensor *a, *b, *cached, *y;
+    OKAY(hoop_tensor_new(&a, 1, &small, HOOP_DEVICE_CUDA, 0));
+    OKAY(hoop_tensor_new(&b, 1, &big, HOOP_DEVICE_CUDA, 0));
+    OKAY(hoop_tensor_new(&cached, 1, &big, HOOP_DEVICE_CUDA, 0));
+    hoop_tensor_free(cached); /* a 4 MiB block in the allocator's cache */
+    hoop_tape *t;
+    OKAY(hoop_tape_init(&t));
+    OKAY(hoop_add(t, a, a, &y)); /* warm-up: the arena's first block */
+    hoop_tape_reset(t);
+    const size_t before = hoop_tape_arena_bytes(t);
+    hoop_graph *graph = (hoop_graph *)1;
+    OKAY(hoop_graph_begin(HOOP_DEVICE_CUDA));
+    OKAY(hoop_add(t, a, a, &y)); /* fits */
+    ck_assert_int_ne(hoop_add(t, b, b, &y), HOOP_OK);
+    assert_error_has("arena", "capture");
+    ck_assert_int_eq(hoop_graph_end(&graph), HOOP_ERR_UNSUPPORTED);
+    assert_error_has("hoop_graph_end", "arena must not grow");
+    ck_assert_ptr_null(graph);
+    ck_assert_uint_eq(hoop_tape_arena_bytes(t), before);
+    /* eager, the same op grows the arena as usual */
+    hoop_tape_reset(t);
+    OKAY(hoop_add(t, b, b, &y));
+    hoop_tape_destroy(t);
+    hoop_tensor_free(a);
+    hoop_tensor_free(b);
+}
+END_TEST
+
 static Suite *cuda_train_suite(void)
 {
     Suite *s = suite_create("cuda_train");
@@ -598,6 +663,8 @@ static Suite *cuda_train_suite(void)
     tcase_add_test(tc, test_graph_mlp_sgd);
     tcase_add_test(tc, test_graph_cnn_adamw);
     tcase_add_test(tc, test_graph_errors);
+    tcase_add_test(tc, test_optim_after_move);
+    tcase_add_test(tc, test_graph_arena_growth);
     suite_add_tcase(s, tc);
     return s;
 }

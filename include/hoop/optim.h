@@ -78,12 +78,13 @@ HOOP_API hoop_status hoop_optim_new(hoop_optim **out, const hoop_optim_config *c
 HOOP_API void hoop_optim_free(hoop_optim *opt);
 
 /* Applies one update to every parameter from its current gradient and increments the step
- * counter. Returns HOOP_OK (HOOP_ERR_INVALID for NULL; on a device, the error of a failed
- * update kernel, which leaves the parameters after it not updated). */
+ * counter. Returns HOOP_OK (HOOP_ERR_INVALID for NULL; HOOP_ERR_USAGE naming a parameter
+ * moved to another device since hoop_optim_new, nothing updated; on a device, the error of
+ * a failed update kernel, which leaves the parameters after it not updated). */
 HOOP_API hoop_status hoop_optim_step(hoop_optim *opt);
 
-/* Zeroes the gradients of all the optimizer's parameters. HOOP_OK (also for NULL), or the
- * device's error (a failed fill kernel). */
+/* Zeroes the gradients of all the optimizer's parameters. HOOP_OK (also for NULL),
+ * HOOP_ERR_USAGE as hoop_optim_step, or the device's error (a failed fill kernel). */
 HOOP_API hoop_status hoop_optim_zero_grad(hoop_optim *opt);
 
 /* The learning rate used by the next step; set it every step from a schedule. */

@@ -28,8 +28,10 @@ struct hoop_graph {
     void *exec; /* the device's instantiated graph */
     struct hook *hooks;
     size_t nhooks, cap;
-    int failed;   /* a hook could not be kept: end fails */
-    int launched; /* replayed at least once (the first replay skips the hooks) */
+    int failed; /* a hook could not be kept, or hoop__graph_fail: end fails */
+    hoop_status fail_st;
+    char why[512]; /* what failed it */
+    int launched;  /* replayed at least once (the first replay skips the hooks) */
 };
 
 static _Thread_local struct hoop_graph *capturing;
@@ -42,13 +44,22 @@ hoop_status hoop__graph_on_replay(hoop_device d, void (*fn)(void *user), void (*
     if (g->nhooks == g->cap) {
         size_t cap = g->cap ? 2 * g->cap : 8;
         if (hoop__realloc(&g->hooks, cap) != HOOP_OK) {
-            g->failed = 1;
+            hoop__graph_fail(d, HOOP_ERR_NOMEM, "a replay hook could not be kept");
             return HOOP_ERR_NOMEM;
         }
         g->cap = cap;
     }
     g->hooks[g->nhooks++] = (struct hook){fn, undo, user};
     return HOOP_OK;
+}
+
+void hoop__graph_fail(hoop_device d, hoop_status st, const char *why)
+{
+    struct hoop_graph *g = capturing;
+    if (g == NULL || g->k->device != d || g->failed) return;
+    g->failed = 1;
+    g->fail_st = st;
+    snprintf(g->why, sizeof(g->why), "%s", why);
 }
 
 int hoop__graph_capturing(hoop_device d)
@@ -89,8 +100,7 @@ hoop_status hoop_graph_end(hoop_graph **out)
                                           "(hoop_graph_begin first)");
     capturing = NULL;
     hoop_status st = g->k->graph_end(&g->exec);
-    if (st == HOOP_OK && g->failed)
-        st = HOOP_ERROR(HOOP_ERR_NOMEM, "hoop_graph_end: a replay hook could not be kept");
+    if (st == HOOP_OK && g->failed) st = HOOP_ERROR(g->fail_st, "%s", g->why);
     if (st != HOOP_OK) {
         char why[512];
         snprintf(why, sizeof(why), "%s", hoop_last_error());

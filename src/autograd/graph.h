@@ -24,6 +24,10 @@
 hoop_status hoop__graph_on_replay(hoop_device d, void (*replay)(void *user),
                                   void (*undo)(void *user), void *user);
 
+/* When the calling thread is capturing a graph on device d, marks the capture failed:
+ * hoop_graph_end then returns st with why (the first failure is kept). */
+void hoop__graph_fail(hoop_device d, hoop_status st, const char *why);
+
 /* 1 when the calling thread is capturing a graph on device d. */
 int hoop__graph_capturing(hoop_device d);
 

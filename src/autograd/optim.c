@@ -192,9 +192,26 @@ static void undo_step(void *user)
     ((hoop_optim *)user)->steps--;
 }
 
+/* HOOP_ERR_USAGE naming the first parameter that is no longer on the device the optimizer
+ * was made for (hoop_tensor_to_device after hoop_optim_new): its state and its kernels are
+ * that device's, and they would be handed the other device's pointers. */
+static hoop_status check_devices(const hoop_optim *o, const char *fn)
+{
+    for (size_t i = 0; i < o->count; i++)
+        if (o->params[i]->device != o->kern->device)
+            return HOOP_ERROR(HOOP_ERR_USAGE,
+                              "%s: params[%zu] (%s) is on %s, but the optimizer was made for "
+                              "%s; move the model first, then make the optimizer",
+                              fn, i, o->params[i]->name[0] ? o->params[i]->name : "unnamed",
+                              hoop__device_name(o->params[i]->device),
+                              hoop__device_name(o->kern->device));
+    return HOOP_OK;
+}
+
 hoop_status hoop_optim_step(hoop_optim *o)
 {
     if (o == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_step: opt is NULL");
+    HOOP_CHECK(check_devices(o, "hoop_optim_step"));
     o->steps++;
     step_scalars(o, o->scal_host);
     HOOP_CHECK(o->kern->upload(o->scal_dev, o->scal_host, sizeof(*o->scal_host)));
@@ -204,6 +221,7 @@ hoop_status hoop_optim_step(hoop_optim *o)
 
 hoop_status hoop_optim_zero_grad(hoop_optim *o)
 {
+    if (o) HOOP_CHECK(check_devices(o, "hoop_optim_zero_grad"));
     for (size_t i = 0; o && i < o->count; i++)
         if (o->params[i]->grad != NULL)
             HOOP_CHECK(o->kern->fill(o->params[i]->grad, o->params[i]->count, 0.0f));

@@ -114,6 +114,18 @@ static void *arena_alloc(hoop_tape *tape, hoop_device d, size_t bytes)
     bytes = (bytes + HOOP__ALIGN - 1) / HOOP__ALIGN * HOOP__ALIGN;
     struct arena_block *b = a->blocks;
     if (b == NULL || b->cap - b->used < bytes) {
+        if (hoop__graph_capturing(d)) {
+            /* A new block inside a capture may come from the allocator's cache (no
+             * cudaMalloc, so CUDA does not break the capture), but the next reset merges
+             * the blocks and frees the one the graph writes at every replay. */
+            HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                       "tape arena: %zu more bytes of %s memory inside a CUDA graph capture; "
+                       "the arena must not grow while capturing (run the step eagerly once "
+                       "first, on the same tape)",
+                       bytes, a->k->name);
+            hoop__graph_fail(d, HOOP_ERR_UNSUPPORTED, hoop_last_error());
+            return NULL;
+        }
         size_t cap = a->total > ARENA_MIN_BLOCK ? a->total : ARENA_MIN_BLOCK;
         if (cap < bytes) cap = bytes;
         struct arena_block *nb = block_new(a->k, cap);
