@@ -991,13 +991,15 @@ static hoop_status run_bench(trainer *t)
     HOOP_CHECK(finish_epoch(t, &e, 0.0, 0));
     if (t->dist.rank != 0) return HOOP_OK;
     printf(
-        "{\"bench\":\"hoop_train\",\"model\":\"%s\",\"device\":\"%s\",\"world_size\":%d,"
+        "{\"bench\":\"hoop_train\",\"model\":\"%s\",\"device\":\"%s\",\"resident\":%s,"
+        "\"world_size\":%d,"
         "\"threads\":%d,\"batch_size\":%lld,\"steps\":%lld,\"seconds\":%.4f,\"samples_per_s\":%.1f,"
         "\"step_mflop\":%.3f,\"gflops_per_rank\":%.3f,\"allreduce_ms_per_step\":%.3f,"
         "\"hidden_share\":%.4f,\"stop_check_us_per_step\":%.2f,\"last_loss\":%.4f}\n",
-        model_name(t), t->device == HOOP_DEVICE_CUDA ? "cuda" : "cpu", t->dist.world_size,
-        openblas_get_num_threads(), (long long)o->batch_size, (long long)o->bench_steps, secs,
-        e.sps, flops * 1e-6, flops * (double)o->bench_steps / secs * 1e-9, e.comm_ms, e.hidden,
+        model_name(t), t->device == HOOP_DEVICE_CUDA ? "cuda" : "cpu", resident ? "true" : "false",
+        t->dist.world_size, openblas_get_num_threads(), (long long)o->batch_size,
+        (long long)o->bench_steps, secs, e.sps, flops * 1e-6,
+        flops * (double)o->bench_steps / secs * 1e-9, e.comm_ms, e.hidden,
         (double)t->agree_ns * 1e-3 / (double)o->bench_steps, (double)loss);
     return HOOP_OK;
 }

@@ -212,21 +212,26 @@ typedef struct hoop_graph hoop_graph;
 
 /* Starts capturing, on the calling thread, the device work of everything it issues on
  * device (HOOP_DEVICE_CUDA) until hoop_graph_end: ops, backward, optimizer steps and
- * clipping are recorded, not run. What may not happen inside (capture fails at
- * hoop_graph_end, naming it): a copy to or from the host that waits
- * (hoop_tensor_copy_from/_to_host, hoop_clip_grad_norm with total_norm), an arena or
- * allocator that must grow (run the step eagerly once first, so the tape's arena has its
- * size). Host data a captured op reads when it runs (cross-entropy's labels) must be in
- * hoop_host_alloc memory: the graph reads it again at every replay. Errors:
- * HOOP_ERR_UNSUPPORTED (the CPU, or no CUDA), HOOP_ERR_USAGE (already capturing). */
+ * clipping are recorded, not run. Host work is not recorded: ops on CPU tensors and grad
+ * hooks run once, now, and never at a replay. What may not happen inside (the call that
+ * does it fails, and so does hoop_graph_end): a copy to or from the host that waits
+ * (hoop_tensor_copy_from/_to_host, hoop_clip_grad_norm with total_norm), a tape arena
+ * that must grow (run the step eagerly once first, so the arena has its size). Host data
+ * a captured op reads when it runs (cross-entropy's labels) must be in hoop_host_alloc
+ * memory: the graph reads it again at every replay, so it must not be rewritten while a
+ * replay may still be running (read the replay's result, or hoop_device_sync, first).
+ * Errors: HOOP_ERR_UNSUPPORTED (the CPU, or no CUDA), HOOP_ERR_INVALID (an unknown
+ * device), HOOP_ERR_USAGE (already capturing). */
 HOOP_API hoop_status hoop_graph_begin(hoop_device device);
 
 /* Ends the calling thread's capture; *out receives the graph, ready to replay. Errors:
- * HOOP_ERR_USAGE (not capturing), HOOP_ERR_UNSUPPORTED (the capture broke: the message
- * names what broke it; nothing captured ran, so the caller runs the step eagerly), and
- * HOOP_ERR_CUDA. The tapes, tensors and optimizers the capture used must outlive the
- * graph, and tapes must not be reset for other work while it is replayed (their arena
- * memory is the graph's). */
+ * HOOP_ERR_INVALID (out NULL: the capture goes on), HOOP_ERR_USAGE (not capturing),
+ * HOOP_ERR_UNSUPPORTED (the capture broke: CUDA's reason, and the arena's where it had to
+ * grow; the call that broke it returned its own error at the time; nothing captured
+ * ran, and what the captured calls advanced on the host, the optimizer's step count, is
+ * taken back, so the caller runs the step eagerly), HOOP_ERR_CUDA. The tapes, tensors and
+ * optimizers the capture used must outlive the graph, and tapes must not be reset for
+ * other work while it is replayed (their arena memory is the graph's). */
 HOOP_API hoop_status hoop_graph_end(hoop_graph **out);
 
 /* Runs the graph's work once, after the work already queued, without waiting for it.
@@ -235,8 +240,9 @@ HOOP_API hoop_status hoop_graph_end(hoop_graph **out);
  * captured calls would (the optimizer's step count and scalars, from its current lr), so
  * a loop of { write the batch; hoop_tape_seed; hoop_optim_set_lr; hoop_graph_replay }
  * trains as the eager loop does. Read results with hoop_tensor_copy_to_host (it waits).
- * Errors: HOOP_ERR_INVALID (g NULL), HOOP_ERR_USAGE (the thread is capturing),
- * HOOP_ERR_CUDA. */
+ * A replay after the first waits for the previous one to have run before it advances the
+ * host side (that memory is what the previous one reads). Errors: HOOP_ERR_INVALID (g
+ * NULL), HOOP_ERR_USAGE (the thread is capturing), HOOP_ERR_CUDA. */
 HOOP_API hoop_status hoop_graph_replay(hoop_graph *g);
 
 /* Frees a graph (NULL is a no-op). */

@@ -134,7 +134,8 @@ HOOP_API hoop_status hoop_tensor_fill(hoop_tensor *t, float value);
 HOOP_API hoop_status hoop_tensor_to_device(hoop_tensor *t, hoop_device device);
 
 /* HOOP_OK when tensors can be made on device. For HOOP_DEVICE_CUDA this loads the CUDA
- * backend (libhoop-cuda.so, or $HOOP_CUDA_BACKEND) on the first call and checks that it
+ * backend (libhoop-cuda.so, or $HOOP_CUDA_BACKEND: a path; one without a slash is looked
+ * up as dlopen(3) does) on the first call and checks that it
  * finds a GPU; otherwise HOOP_ERR_UNSUPPORTED with the reason (no backend installed, no
  * CUDA libraries, no GPU: the driver's message), which every later call repeats. A
  * program that never asks for CUDA never loads CUDA's libraries. Thread-safe. */

@@ -121,9 +121,13 @@ hoop_status hoop_graph_replay(hoop_graph *g)
     if (g == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_graph_replay: g is NULL");
     if (capturing != NULL)
         return HOOP_ERROR(HOOP_ERR_USAGE, "hoop_graph_replay: this thread is capturing a graph");
-    if (g->launched)
+    if (g->launched) {
+        /* The hooks rewrite host memory the last launch reads (the optimizer's scalars, the
+         * dropout key) when its captured copies run: let it finish first. */
+        HOOP_CHECK(g->k->graph_sync(g->exec));
         for (size_t i = 0; i < g->nhooks; i++)
             if (g->hooks[i].fn) g->hooks[i].fn(g->hooks[i].user);
+    }
     g->launched = 1;
     return g->k->graph_launch(g->exec);
 }

@@ -11,8 +11,10 @@
  *   1. $HOOP_CUDA_BACKEND (a path; the tests point it at the host execution layer's
  *      build of the same sources, src/cuda/hx.h);
  *   2. PKGLIBDIR/libhoop-cuda.so (the installed one);
- *   3. .libs/libhoop-cuda.so beside the file holding this code (a program run from the
- *      build tree).
+ *   3. in the build tree: libhoop-cuda.so beside libhoop.so (both in .libs/), or in
+ *      ../.libs/ of the program holding this code (tools/hoop-train run uninstalled).
+ * A HOOP_CUDA_BACKEND without a slash is searched for as dlopen(3) does (the library
+ * path), not in the current directory: give ./NAME for that.
  * Its entry point (HOOP__BACKEND_OPEN) receives this library's error and log functions,
  * so its messages are ours, and returns its table, which is validated here. A failure
  * (no backend, no GPU, a table of another version) is kept and repeated to every later
@@ -91,9 +93,9 @@ static int backend_path(char *path, size_t len, char *tried, size_t tried_len, i
     snprintf(tried, tried_len, "%s", path);
     if (access(path, R_OK) == 0) return 1;
     char dir[1024];
-    /* the build tree: a program in the top directory (.libs/ below it), or libhoop.so
-     * itself in .libs/ */
-    static const char *const below[2] = {"/.libs", ""};
+    /* the build tree: libhoop.so itself in .libs/ (the module beside it), or a program in
+     * a directory of the tree (tools/, tests/: the module in ../.libs/) */
+    static const char *const below[2] = {"", "/../.libs"};
     for (int i = 0; i < 2 && code_dir(dir, sizeof(dir)); i++) {
         snprintf(path, len, "%s%s/libhoop-cuda.so", dir, below[i]);
         size_t used = strlen(tried);
@@ -245,6 +247,7 @@ hoop_status hoop__kern_validate(const struct hoop__kern *k, const char *what)
     SLOT(graph_begin);
     SLOT(graph_end);
     SLOT(graph_launch);
+    SLOT(graph_sync);
     SLOT(graph_free);
 #undef SLOT
     return HOOP_OK;

@@ -247,6 +247,9 @@ struct hoop__kern {
     hoop_status (*graph_begin)(void);
     hoop_status (*graph_end)(void **graph);
     hoop_status (*graph_launch)(void *graph);
+    /* Waits until the graph's last launch has run (HOOP_OK at once when never launched):
+     * what the launch reads from host memory may be rewritten after it. */
+    hoop_status (*graph_sync)(void *graph);
     void (*graph_free)(void *graph);
 };
 

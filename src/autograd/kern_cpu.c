@@ -654,6 +654,12 @@ static hoop_status cpu_graph_launch(void *graph)
     return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "cpu: graphs are a CUDA feature");
 }
 
+static hoop_status cpu_graph_sync(void *graph)
+{
+    (void)graph;
+    return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "cpu: graphs are a CUDA feature");
+}
+
 static void cpu_graph_free(void *graph)
 {
     (void)graph;
@@ -704,5 +710,6 @@ const struct hoop__kern hoop__kern_cpu = {
     .graph_begin = cpu_graph_begin,
     .graph_end = cpu_graph_end,
     .graph_launch = cpu_graph_launch,
+    .graph_sync = cpu_graph_sync,
     .graph_free = cpu_graph_free,
 };

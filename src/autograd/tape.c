@@ -311,15 +311,21 @@ void hoop_tape_seed(hoop_tape *tape, uint64_t seed)
     tape->seed = seed;
     tape->drawn = 0;
     for (int d = 0; d < NDEVICES; d++)
-        if (tape->seed_host[d]) {
-            *tape->seed_host[d] = seed;
-            tape->seed_stale[d] = 1;
-        }
+        if (tape->seed_host[d]) tape->seed_stale[d] = 1;
 }
 
 void hoop__tape_poison(hoop_tape *tape, int on)
 {
     tape->poison = on != 0;
+}
+
+/* A replay's host side of a captured seed upload (graph.h): the key hoop_tape_seed set
+ * since, into the slot the captured copy reads. */
+static void replay_seed(void *user)
+{
+    hoop_tape *tape = user;
+    for (int d = 0; d < NDEVICES; d++)
+        if (tape->seed_host[d]) *tape->seed_host[d] = tape->seed;
 }
 
 /* A failed capture's undo of a captured seed upload (graph.h). */
@@ -345,10 +351,13 @@ hoop_status hoop__tape_draw(hoop_tape *tape, const struct hoop__kern *k, size_t 
         tape->seed_stale[d] = 1;
     }
     if (tape->seed_stale[d]) {
+        /* Written here, not by hoop_tape_seed: a graph's queued replay may still be reading
+         * the slot; a replay writes it in its hook, after the previous one has run. */
+        *tape->seed_host[d] = tape->seed;
         HOOP_CHECK(k->upload(tape->seed_dev[d], tape->seed_host[d], sizeof(uint64_t)));
         tape->seed_stale[d] = 0;
         /* a capture that fails never ran the upload: the seed is stale again */
-        HOOP_CHECK(hoop__graph_on_replay(d, NULL, restale_seeds, tape));
+        HOOP_CHECK(hoop__graph_on_replay(d, replay_seed, restale_seeds, tape));
     }
     *seed = tape->seed_dev[d];
     *offset = tape->drawn;

@@ -20,6 +20,7 @@
  * Thread-safety: per thread.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda/alloc.h"
@@ -146,6 +147,14 @@ extern "C" hoop_status hoop__cuda_graph_begin(void)
     return HOOP_OK;
 }
 
+/* A graph as the table hands it out: the executable graph and an event recorded after
+ * its last launch (graph_sync waits for it). */
+struct graph_exec {
+    cudaGraphExec_t exec;
+    cudaEvent_t done;
+    int launched;
+};
+
 extern "C" hoop_status hoop__cuda_graph_end(void **graph)
 {
     *graph = NULL;
@@ -159,21 +168,31 @@ extern "C" hoop_status hoop__cuda_graph_end(void **graph)
                           "waited for the device or allocated",
                           cudaGetErrorString(e));
     }
-    cudaGraphExec_t exec = NULL;
-    e = cudaGraphInstantiate(&exec, g, 0);
+    struct graph_exec *x = (struct graph_exec *)calloc(1, sizeof(*x));
+    if (x == NULL) {
+        cudaGraphDestroy(g);
+        return HOOP_ERROR(HOOP_ERR_NOMEM, "cuda: no memory for a graph");
+    }
+    e = cudaGraphInstantiate(&x->exec, g, 0);
     cudaGraphDestroy(g);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&x->done, cudaEventDisableTiming);
     if (e != cudaSuccess) {
         cudaGetLastError();
+        if (x->exec) cudaGraphExecDestroy(x->exec);
+        free(x);
         return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "cuda: cudaGraphInstantiate failed: %s",
                           cudaGetErrorString(e));
     }
-    *graph = (void *)exec;
+    *graph = (void *)x;
     return HOOP_OK;
 }
 
 extern "C" hoop_status hoop__cuda_graph_launch(void *graph)
 {
-    cudaError_t e = cudaGraphLaunch((cudaGraphExec_t)graph, hoop__cuda_stream());
+    struct graph_exec *x = (struct graph_exec *)graph;
+    cudaError_t e = cudaGraphLaunch(x->exec, hoop__cuda_stream());
+    if (e == cudaSuccess) e = cudaEventRecord(x->done, hoop__cuda_stream());
+    x->launched = e == cudaSuccess;
     if (e != cudaSuccess) {
         cudaGetLastError();
         return HOOP_ERROR(HOOP_ERR_CUDA, "cudaGraphLaunch failed: %s", cudaGetErrorString(e));
@@ -181,7 +200,22 @@ extern "C" hoop_status hoop__cuda_graph_launch(void *graph)
     return HOOP_OK;
 }
 
+extern "C" hoop_status hoop__cuda_graph_sync(void *graph)
+{
+    struct graph_exec *x = (struct graph_exec *)graph;
+    if (!x->launched) return HOOP_OK;
+    cudaError_t e = cudaEventSynchronize(x->done);
+    if (e != cudaSuccess)
+        return HOOP_ERROR(HOOP_ERR_CUDA, "the graph's last replay failed: %s",
+                          cudaGetErrorString(e));
+    return HOOP_OK;
+}
+
 extern "C" void hoop__cuda_graph_free(void *graph)
 {
-    if (graph) cudaGraphExecDestroy((cudaGraphExec_t)graph);
+    struct graph_exec *x = (struct graph_exec *)graph;
+    if (x == NULL) return;
+    cudaGraphExecDestroy(x->exec);
+    cudaEventDestroy(x->done);
+    free(x);
 }

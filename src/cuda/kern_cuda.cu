@@ -57,6 +57,7 @@ extern "C" const struct hoop__kern hoop__kern_cuda = {
     hoop__cuda_graph_begin,
     hoop__cuda_graph_end,
     hoop__cuda_graph_launch,
+    hoop__cuda_graph_sync,
     hoop__cuda_graph_free,
 };
 // clang-format on

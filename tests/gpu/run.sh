@@ -74,7 +74,9 @@ run_one() {
 }
 
 main() {
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
+    if command -v nvidia-smi >/dev/null; then
+        nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
+    fi
     nvcc --version | tail -2 || true
     local bin status=0 r=0
     prepare || return 1

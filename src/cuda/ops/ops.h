@@ -57,6 +57,7 @@ hoop_status hoop__cuda_table_mem_stats(struct hoop__mem_stats *st);
 hoop_status hoop__cuda_graph_begin(void);
 hoop_status hoop__cuda_graph_end(void **graph);
 hoop_status hoop__cuda_graph_launch(void *graph);
+hoop_status hoop__cuda_graph_sync(void *graph);
 void hoop__cuda_graph_free(void *graph);
 hoop_status hoop__cuda_im2col(float *col, const float *x, const struct hoop__conv_geom *g);
 hoop_status hoop__cuda_col2im(float *dx, const float *col, const struct hoop__conv_geom *g);
