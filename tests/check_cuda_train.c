@@ -87,24 +87,35 @@ static void job_free(struct job *j)
 }
 
 /* One step on (pixels, labels); returns the loss. clip > 0 clips the global norm. */
+/* A step between the batch upload and the loss read-back, also what a graph captures:
+ * forward, loss (*loss), zero_grad, backward, clipping (clip > 0; norm non-NULL reads the
+ * global norm back, which breaks a capture, so its status is not asserted), optimizer.
+ * Labels in hoop_host_alloc memory for a capture. */
+static void step_body(struct job *j, const int32_t *labels, float clip, float smoothing,
+                      hoop_tensor **loss, float *norm)
+{
+    hoop_tensor *logits;
+    OKAY(hoop_model_forward(j->model, j->tape, j->x, &logits));
+    ck_assert_int_eq(hoop_tensor_device(logits), j->dev);
+    ck_assert_int_eq(hoop_tensor_dim(logits, 0), hoop_tensor_dim(j->x, 0));
+    OKAY(hoop_cross_entropy(j->tape, logits, labels, smoothing, loss));
+    OKAY(hoop_optim_zero_grad(j->opt));
+    OKAY(hoop_backward(j->tape, *loss));
+    hoop_tensor *const *params = hoop_model_params(j->model);
+    const size_t np = hoop_model_param_count(j->model);
+    if (clip > 0.0f && norm == NULL) OKAY(hoop_clip_grad_norm(params, np, clip, NULL));
+    if (clip > 0.0f && norm != NULL) (void)hoop_clip_grad_norm(params, np, clip, norm);
+    OKAY(hoop_optim_step(j->opt));
+}
+
 static float job_step(struct job *j, const float *pixels, const int32_t *labels, int step,
                       float clip, float smoothing)
 {
-    const int64_t n = hoop_tensor_dim(j->x, 0);
     OKAY(hoop_tensor_copy_from(j->x, pixels, hoop_tensor_count(j->x)));
     hoop_tape_reset(j->tape);
     hoop_tape_seed(j->tape, 1000u + (uint64_t)step);
-    hoop_tensor *logits, *loss;
-    OKAY(hoop_model_forward(j->model, j->tape, j->x, &logits));
-    ck_assert_int_eq(hoop_tensor_device(logits), j->dev);
-    ck_assert_int_eq(hoop_tensor_dim(logits, 0), n);
-    OKAY(hoop_cross_entropy(j->tape, logits, labels, smoothing, &loss));
-    OKAY(hoop_optim_zero_grad(j->opt));
-    OKAY(hoop_backward(j->tape, loss));
-    if (clip > 0.0f)
-        OKAY(hoop_clip_grad_norm(hoop_model_params(j->model), hoop_model_param_count(j->model),
-                                 clip, NULL));
-    OKAY(hoop_optim_step(j->opt));
+    hoop_tensor *loss;
+    step_body(j, labels, clip, smoothing, &loss, NULL);
     float l;
     OKAY(hoop_tensor_copy_to_host(loss, &l, 1));
     return l;
@@ -363,9 +374,6 @@ START_TEST(test_checkpoint_across_devices)
 }
 END_TEST
 
-static void step_body(struct job *j, const int32_t *labels, float clip, hoop_tensor **loss,
-                      float *norm);
-
 /* After the first step, the tape's arenas and the optimizer allocate nothing more: the
  * arena keeps its size and the device allocator makes no cudaMalloc or cudaFree, eager or
  * replayed. */
@@ -405,7 +413,7 @@ START_TEST(test_steady_state)
     hoop_graph *graph;
     hoop_tensor *loss;
     OKAY(hoop_graph_begin(HOOP_DEVICE_CUDA));
-    step_body(&j, pinned, 1.0f, &loss, NULL);
+    step_body(&j, pinned, 1.0f, 0.0f, &loss, NULL);
     OKAY(hoop_graph_end(&graph));
     OKAY(hoop__device_mem_stats(HOOP_DEVICE_CUDA, &a));
     for (int r = 0; r < 5; r++) OKAY(hoop_graph_replay(graph));
@@ -478,22 +486,6 @@ END_TEST
 
 // ----- CUDA graphs
 
-/* The step of job_step between the batch upload and the loss, for capture: labels in
- * pinned (hoop_host_alloc) memory, clipping without reading the norm back. */
-static void step_body(struct job *j, const int32_t *labels, float clip, hoop_tensor **loss,
-                      float *norm)
-{
-    hoop_tensor *logits;
-    OKAY(hoop_model_forward(j->model, j->tape, j->x, &logits));
-    OKAY(hoop_cross_entropy(j->tape, logits, labels, 0.0f, loss));
-    OKAY(hoop_optim_zero_grad(j->opt));
-    OKAY(hoop_backward(j->tape, *loss));
-    if (clip > 0.0f)
-        (void)hoop_clip_grad_norm(hoop_model_params(j->model), hoop_model_param_count(j->model),
-                                  clip, norm); /* asking for the norm breaks a capture */
-    OKAY(hoop_optim_step(j->opt));
-}
-
 /* One job trains eagerly, the other captures its third step and replays it for the rest,
  * with a learning rate that changes every step (the schedule reaches the replays through
  * the optimizer's device scalars) and dropout reseeded every step (through the tape's
@@ -532,7 +524,7 @@ static void graph_vs_eager(int cnn, hoop_optim_kind kind, int fail_first)
             hoop_tape_reset(g.tape);
             OKAY(hoop_graph_begin(HOOP_DEVICE_CUDA));
             float norm;
-            step_body(&g, labels, 1.0f, &gloss, &norm);
+            step_body(&g, labels, 1.0f, 0.0f, &gloss, &norm);
             ck_assert_int_eq(hoop_graph_end(&graph), HOOP_ERR_UNSUPPORTED);
             ck_assert_ptr_null(graph);
             ck_assert_int_eq(hoop_optim_step_count(g.opt), 2); /* taken back */
@@ -544,7 +536,7 @@ static void graph_vs_eager(int cnn, hoop_optim_kind kind, int fail_first)
                 hoop_tape_reset(g.tape);
                 hoop_tape_seed(g.tape, 1000u + (uint64_t)s);
                 OKAY(hoop_graph_begin(HOOP_DEVICE_CUDA));
-                step_body(&g, labels, 1.0f, &gloss, NULL);
+                step_body(&g, labels, 1.0f, 0.0f, &gloss, NULL);
                 OKAY(hoop_graph_end(&graph));
             }
             OKAY(hoop_graph_replay(graph));

@@ -569,19 +569,27 @@ static hoop_status check_loss(const trainer *t, float loss)
                       (double)loss, (long long)t->step);
 }
 
+/* A step's forward, loss (into *l), zero_grad and backward (DDP's when wrapped) on tape,
+ * for the batch x with labels t->y: what an eager step and a captured one share. */
+static hoop_status forward_backward(trainer *t, hoop_tape *tape, hoop_tensor *x, hoop_tensor **l)
+{
+    hoop_tensor *logits;
+    hoop_ddp *ddp = t->dist.ddp;
+    int64_t f0 = hoop_ddp_now_us();
+    HOOP_CHECK(hoop_model_forward(t->model, tape, x, &logits));
+    HOOP_CHECK(hoop_cross_entropy(tape, logits, t->y, 0.0f, l));
+    HOOP_CHECK(hoop_optim_zero_grad(t->opt));
+    if (ddp) hoop_ddp_trace_event(ddp, "forward", f0, hoop_ddp_now_us());
+    return ddp ? hoop_ddp_backward(ddp, tape, *l) : hoop_backward(tape, *l);
+}
+
 /* One eager optimizer step on the batch x (labels in t->y) recorded on tape; *loss gets
  * its mean loss. */
 static hoop_status eager_step(trainer *t, hoop_tape *tape, hoop_tensor *x, float *loss)
 {
-    hoop_tensor *logits, *l;
-    hoop_ddp *ddp = t->dist.ddp;
+    hoop_tensor *l;
     hoop_tape_seed(tape, step_seed(t));
-    int64_t f0 = hoop_ddp_now_us();
-    HOOP_CHECK(hoop_model_forward(t->model, tape, x, &logits));
-    HOOP_CHECK(hoop_cross_entropy(tape, logits, t->y, 0.0f, &l));
-    HOOP_CHECK(hoop_optim_zero_grad(t->opt));
-    if (ddp) hoop_ddp_trace_event(ddp, "forward", f0, hoop_ddp_now_us());
-    HOOP_CHECK(ddp ? hoop_ddp_backward(ddp, tape, l) : hoop_backward(tape, l));
+    HOOP_CHECK(forward_backward(t, tape, x, &l));
     HOOP_CHECK(optimizer_step(t));
     /* Read once the whole step is issued (backward leaves l's data alone): on a GPU the
      * copy waits for the step instead of stalling it between forward and backward. NULL:
@@ -597,14 +605,11 @@ static hoop_status eager_step(trainer *t, hoop_tape *tape, hoop_tensor *x, float
 static hoop_status capture_step(trainer *t, hoop_tensor *x)
 {
     hoop_tape *tape = t->graph_tape;
-    hoop_tensor *logits, *l = NULL;
+    hoop_tensor *l = NULL;
     hoop_tape_seed(tape, step_seed(t));
     hoop_optim_set_lr(t->opt, hoop_lr_at(&t->sched, t->step));
     HOOP_CHECK(hoop_graph_begin(t->device));
-    hoop_status st = hoop_model_forward(t->model, tape, x, &logits);
-    if (st == HOOP_OK) st = hoop_cross_entropy(tape, logits, t->y, 0.0f, &l);
-    if (st == HOOP_OK) st = hoop_optim_zero_grad(t->opt);
-    if (st == HOOP_OK) st = hoop_backward(tape, l);
+    hoop_status st = forward_backward(t, tape, x, &l);
     if (st == HOOP_OK) st = hoop_optim_step(t->opt);
     const hoop_status end = hoop_graph_end(&t->graph);
     if (st == HOOP_OK) st = end;

@@ -201,17 +201,11 @@ float *hoop_tensor_grad(hoop_tensor *t)
     return t->grad_set ? t->grad : NULL;
 }
 
-/* The table of t's device for fn; t non-NULL. */
-static hoop_status kern_of_tensor(const hoop_tensor *t, const char *fn, const struct hoop__kern **k)
-{
-    return hoop__kern_get(t->device, fn, k);
-}
-
 hoop_status hoop_tensor_zero_grad(hoop_tensor *t)
 {
     if (t == NULL || !t->long_lived || t->grad == NULL) return HOOP_OK;
     const struct hoop__kern *k;
-    HOOP_CHECK(kern_of_tensor(t, "hoop_tensor_zero_grad", &k));
+    HOOP_CHECK(hoop__kern_get(t->device, "hoop_tensor_zero_grad", &k));
     return k->fill(t->grad, t->count, 0.0f);
 }
 
@@ -234,7 +228,7 @@ hoop_status hoop_tensor_copy_from(hoop_tensor *t, const float *src, size_t count
 {
     HOOP_CHECK(copy_check(t, src, "src", count, "hoop_tensor_copy_from"));
     const struct hoop__kern *k;
-    HOOP_CHECK(kern_of_tensor(t, "hoop_tensor_copy_from", &k));
+    HOOP_CHECK(hoop__kern_get(t->device, "hoop_tensor_copy_from", &k));
     return k->copy(t->data, src, count * sizeof(float), 1);
 }
 
@@ -242,7 +236,7 @@ hoop_status hoop_tensor_copy_to_host(const hoop_tensor *t, float *dst, size_t co
 {
     HOOP_CHECK(copy_check(t, dst, "dst", count, "hoop_tensor_copy_to_host"));
     const struct hoop__kern *k;
-    HOOP_CHECK(kern_of_tensor(t, "hoop_tensor_copy_to_host", &k));
+    HOOP_CHECK(hoop__kern_get(t->device, "hoop_tensor_copy_to_host", &k));
     return k->copy(dst, t->data, count * sizeof(float), 0);
 }
 
@@ -254,7 +248,7 @@ hoop_status hoop_tensor_grad_to_host(const hoop_tensor *t, float *dst, size_t co
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tensor_grad_to_host: %s has no gradient",
                           t->name[0] ? t->name : "the tensor");
     const struct hoop__kern *k;
-    HOOP_CHECK(kern_of_tensor(t, "hoop_tensor_grad_to_host", &k));
+    HOOP_CHECK(hoop__kern_get(t->device, "hoop_tensor_grad_to_host", &k));
     return k->copy(dst, g, count * sizeof(float), 0);
 }
 
@@ -262,7 +256,7 @@ hoop_status hoop_tensor_fill(hoop_tensor *t, float value)
 {
     if (t == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tensor_fill: t is NULL");
     const struct hoop__kern *k;
-    HOOP_CHECK(kern_of_tensor(t, "hoop_tensor_fill", &k));
+    HOOP_CHECK(hoop__kern_get(t->device, "hoop_tensor_fill", &k));
     return k->fill(t->data, t->count, value);
 }
 
@@ -284,7 +278,7 @@ hoop_status hoop_tensor_to_device(hoop_tensor *t, hoop_device device)
                           "(hoop_tensor_set_grad_buffer); give it back (buf NULL) first",
                           t->name[0] ? t->name : "the tensor");
     const struct hoop__kern *from, *to;
-    HOOP_CHECK(kern_of_tensor(t, "hoop_tensor_to_device", &from));
+    HOOP_CHECK(hoop__kern_get(t->device, "hoop_tensor_to_device", &from));
     HOOP_CHECK(hoop__kern_get(device, "hoop_tensor_to_device", &to));
     /* Through host memory: one side of every pair of devices is the host. */
     const hoop_device host_side = device == HOOP_DEVICE_CPU ? device : t->device;
@@ -350,7 +344,7 @@ hoop_status hoop_tensor_set_grad_buffer(hoop_tensor *param, float *buf)
     HOOP_CHECK(check_param(param, "hoop_tensor_set_grad_buffer"));
     if (buf == param->grad) return HOOP_OK;
     const struct hoop__kern *k;
-    HOOP_CHECK(kern_of_tensor(param, "hoop_tensor_set_grad_buffer", &k));
+    HOOP_CHECK(hoop__kern_get(param->device, "hoop_tensor_set_grad_buffer", &k));
     float *dst = buf;
     if (dst == NULL) HOOP_CHECK(alloc_floats(k, param->count, &dst));
     /* buf is the tensor's device's memory. On the CPU the old and new buffers may be

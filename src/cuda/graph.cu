@@ -26,16 +26,6 @@
 #include "cuda/alloc.h"
 #include "cuda/ops/ops.h"
 
-extern "C" hoop_status hoop__cuda_pinned_alloc(void **p, size_t bytes)
-{
-    return hoop__cuda_host_alloc(p, bytes);
-}
-
-extern "C" void hoop__cuda_pinned_free(void *p)
-{
-    hoop__cuda_host_free(p);
-}
-
 /* upload's staging when not capturing: a ring of pinned slots per thread, each reused only
  * after the copy from it has run (its event), so the caller's buffer is free at return. */
 #define GRAPH_SLOTS 64

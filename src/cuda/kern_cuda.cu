@@ -7,6 +7,7 @@
  * execution layer (src/cuda/hx_backend.cc) for make check, where tests/check_kern_cuda
  * compares every entry with the CPU table.
  */
+#include "cuda/alloc.h"
 #include "cuda/ops/ops.h"
 
 /* In kern.h's order, one entry a line (positional: nvcc's C++17 has no designated
@@ -51,8 +52,8 @@ extern "C" const struct hoop__kern hoop__kern_cuda = {
     hoop__cuda_sqnorm,
     hoop__cuda_scale,
     hoop__cuda_clip_scale,
-    hoop__cuda_pinned_alloc,
-    hoop__cuda_pinned_free,
+    hoop__cuda_host_alloc,
+    hoop__cuda_host_free,
     hoop__cuda_upload,
     hoop__cuda_graph_begin,
     hoop__cuda_graph_end,

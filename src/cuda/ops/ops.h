@@ -49,8 +49,6 @@ hoop_status hoop__cuda_adamw(const struct hoop__adamw_args *a, const struct hoop
 hoop_status hoop__cuda_sqnorm(double *sq, const float *g, size_t count);
 hoop_status hoop__cuda_clip_scale(float *g, size_t count, const double *sq, float max_norm);
 // src/cuda/graph.cu: staging and graphs
-hoop_status hoop__cuda_pinned_alloc(void **p, size_t bytes);
-void hoop__cuda_pinned_free(void *p);
 hoop_status hoop__cuda_upload(void *dst, const void *src, size_t bytes);
 hoop_status hoop__cuda_describe(char *buf, size_t len);
 hoop_status hoop__cuda_table_mem_stats(struct hoop__mem_stats *st);
