@@ -357,11 +357,11 @@ START_TEST(test_pool)
                         snprintf(what, sizeof(what), "pool_bwd %zux%lldx%lld k%d s%d acc=%d", P,
                                  (long long)H, (long long)W, kernel, stride, acc);
                         ck_assert_int_eq(
-                            cpu->pool_bwd(dx, g, arg, P, (size_t)(H * W), (size_t)(OH * OW), acc),
+                            cpu->pool_bwd(dx, g, arg, P, H, W, OH, OW, kernel, stride, acc),
                             HOOP_OK);
-                        ck_assert_int_eq(gpu->pool_bwd(ddx, dg, darg, P, (size_t)(H * W),
-                                                       (size_t)(OH * OW), acc),
-                                         HOOP_OK);
+                        ck_assert_int_eq(
+                            gpu->pool_bwd(ddx, dg, darg, P, H, W, OH, OW, kernel, stride, acc),
+                            HOOP_OK);
                         expect_close(what, dx, ddx, ni, 0, 0);
                         free4(dg, ddx, NULL, NULL);
                         free(g);
@@ -390,7 +390,7 @@ START_TEST(test_pool_first_max)
     const float g[4] = {1, 2, 4, 8};
     const float want_dx[9] = {1, 0, 0, 0, 0, 10, 0, 4, 0};
     float *dg = dev_copy(g, 4);
-    ck_assert_int_eq(gpu->pool_bwd(dx, dg, darg, 1, 9, 4, 0), HOOP_OK);
+    ck_assert_int_eq(gpu->pool_bwd(dx, dg, darg, 1, 3, 3, 2, 2, 2, 1, 0), HOOP_OK);
     expect_close("pool_bwd ties", want_dx, dx, 9, 0, 0);
     free4(dx, dy, darg, dg);
 }
