@@ -161,8 +161,8 @@ START_TEST(test_adamw)
 }
 END_TEST
 
-/* Two calls into one device double starting at 0.5: the second adds to the first. The
- * host build caps the grid at 8 blocks, so the larger sizes run the grid-stride loop.
+/* Two calls into one device double starting at 0.5: the second adds to the first. Pass 1
+ * takes 1024 elements a block at least, so 1000 is one block and 4099 five, the last of 3.
  * Tolerance: the bound of any summation order (the terms are positive). */
 START_TEST(test_sqnorm)
 {
@@ -191,6 +191,39 @@ START_TEST(test_sqnorm)
         free(a);
         free(b);
     }
+}
+END_TEST
+
+/* 2^20 + 3 squares: pass 1 on all 1024 blocks (1025 elements each, the last 4). Twice,
+ * with a shorter sum between (which rewrites the partials): the same bits, and the CPU's
+ * value within double rounding. */
+START_TEST(test_sqnorm_deterministic)
+{
+    const size_t n = (1u << 20) + 3;
+    float *a = host_vec(n, 52), *da = dev_copy(a, n);
+    double sq = 0.0, zero = 0.0, got[2], other = 0.0, *dsq = NULL, *dother = NULL;
+    ck_assert_int_eq(hoop__cuda_malloc((void **)&dsq, 2 * sizeof(double)), HOOP_OK);
+    ck_assert_int_eq(hoop__cuda_malloc((void **)&dother, sizeof(double)), HOOP_OK);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(hoop__cuda_copy(dsq + k, &zero, sizeof(double), 1), HOOP_OK);
+        ck_assert_int_eq(hoop__cuda_copy(dother, &zero, sizeof(double), 1), HOOP_OK);
+        ck_assert_int_eq(gpu->sqnorm(dsq + k, da, n), HOOP_OK);
+        ck_assert_int_eq(gpu->sqnorm(dother, da + 7, 3000), HOOP_OK);
+    }
+    ck_assert_int_eq(hoop__cuda_sync(), HOOP_OK);
+    ck_assert_int_eq(hoop__cuda_copy(got, dsq, 2 * sizeof(double), 0), HOOP_OK);
+    ck_assert_int_eq(hoop__cuda_copy(&other, dother, sizeof(double), 0), HOOP_OK);
+    ck_assert_msg(memcmp(&got[0], &got[1], sizeof(double)) == 0, "sqnorm twice: %.17g, then %.17g",
+                  got[0], got[1]);
+    ck_assert_int_eq(cpu->sqnorm(&sq, a, n), HOOP_OK);
+    ck_assert_msg(fabs(got[0] - sq) <= 2.0 * (double)(2 * n + 1) * DBL_EPSILON * sq,
+                  "sqnorm n=%zu: cuda %.17g, cpu %.17g", n, got[0], sq);
+    sq = 0.0;
+    ck_assert_int_eq(cpu->sqnorm(&sq, a + 7, 3000), HOOP_OK);
+    ck_assert_msg(fabs(other - sq) <= 2.0 * 6001 * DBL_EPSILON * sq,
+                  "sqnorm n=3000: cuda %.17g, cpu %.17g", other, sq);
+    free4(da, dsq, dother, NULL);
+    free(a);
 }
 END_TEST
 
@@ -357,11 +390,11 @@ START_TEST(test_pool)
                         snprintf(what, sizeof(what), "pool_bwd %zux%lldx%lld k%d s%d acc=%d", P,
                                  (long long)H, (long long)W, kernel, stride, acc);
                         ck_assert_int_eq(
-                            cpu->pool_bwd(dx, g, arg, P, (size_t)(H * W), (size_t)(OH * OW), acc),
+                            cpu->pool_bwd(dx, g, arg, P, H, W, OH, OW, kernel, stride, acc),
                             HOOP_OK);
-                        ck_assert_int_eq(gpu->pool_bwd(ddx, dg, darg, P, (size_t)(H * W),
-                                                       (size_t)(OH * OW), acc),
-                                         HOOP_OK);
+                        ck_assert_int_eq(
+                            gpu->pool_bwd(ddx, dg, darg, P, H, W, OH, OW, kernel, stride, acc),
+                            HOOP_OK);
                         expect_close(what, dx, ddx, ni, 0, 0);
                         free4(dg, ddx, NULL, NULL);
                         free(g);
@@ -372,6 +405,41 @@ START_TEST(test_pool)
                     free(y);
                     free(arg);
                 }
+}
+END_TEST
+
+/* A CNN-sized batch (256 planes of 28x28: 200,704 inputs, 784 blocks), overlapping windows
+ * (kernel 3, stride 2) and the usual 2x2, tied inputs: the CPU's bits, and the same bits
+ * when run twice. */
+START_TEST(test_pool_bwd_large)
+{
+    const size_t P = 256;
+    const int64_t H = 28, W = 28;
+    for (int kernel = 2; kernel <= 3; kernel++) {
+        const int stride = 2;
+        const int64_t OH = (H - kernel) / stride + 1, OW = (W - kernel) / stride + 1;
+        const size_t ni = P * (size_t)(H * W), no = P * (size_t)(OH * OW);
+        float *x = tied_vec(ni, 74), *y = host_vec(no, 75), *g = host_vec(no, 76);
+        float *dx = host_vec(ni, 77);
+        int32_t *arg = calloc(no, sizeof(int32_t));
+        ck_assert_int_eq(cpu->pool_fwd(y, arg, x, P, H, W, OH, OW, kernel, stride), HOOP_OK);
+        float *dg = dev_copy(g, no), *ddx = dev_copy(dx, ni), *ddx2 = dev_copy(dx, ni);
+        int32_t *darg = dev_copy_i32(arg, no);
+        ck_assert_int_eq(cpu->pool_bwd(dx, g, arg, P, H, W, OH, OW, kernel, stride, 1), HOOP_OK);
+        ck_assert_int_eq(gpu->pool_bwd(ddx, dg, darg, P, H, W, OH, OW, kernel, stride, 1), HOOP_OK);
+        ck_assert_int_eq(gpu->pool_bwd(ddx2, dg, darg, P, H, W, OH, OW, kernel, stride, 1),
+                         HOOP_OK);
+        char what[64];
+        snprintf(what, sizeof(what), "pool_bwd %zux28x28 k%d s2 acc", P, kernel);
+        expect_close(what, dx, ddx, ni, 0, 0);
+        expect_same_bits(what, ddx, ddx2, ni);
+        free4(dg, ddx, ddx2, darg);
+        free(x);
+        free(y);
+        free(g);
+        free(dx);
+        free(arg);
+    }
 }
 END_TEST
 
@@ -390,7 +458,7 @@ START_TEST(test_pool_first_max)
     const float g[4] = {1, 2, 4, 8};
     const float want_dx[9] = {1, 0, 0, 0, 0, 10, 0, 4, 0};
     float *dg = dev_copy(g, 4);
-    ck_assert_int_eq(gpu->pool_bwd(dx, dg, darg, 1, 9, 4, 0), HOOP_OK);
+    ck_assert_int_eq(gpu->pool_bwd(dx, dg, darg, 1, 3, 3, 2, 2, 2, 1, 0), HOOP_OK);
     expect_close("pool_bwd ties", want_dx, dx, 9, 0, 0);
     free4(dx, dy, darg, dg);
 }
@@ -439,6 +507,8 @@ START_TEST(test_optim_pool_errors)
     assert_error_has("clip_scale", NULL);
     ck_assert_int_eq(gpu->pool_fwd(&f, &i, &f, 1, 3, 3, 2, 2, 3, 1), HOOP_ERR_INVALID);
     assert_error_has("pool_fwd", "does not fit");
+    ck_assert_int_eq(gpu->pool_bwd(&f, &f, &i, 1, 3, 3, 2, 2, 2, 0, 0), HOOP_ERR_INVALID);
+    assert_error_has("pool_bwd", "stride 0");
     ck_assert_int_eq(gpu->sqnorm(NULL, &f, 1), HOOP_ERR_INVALID);
     assert_error_has("sqnorm", NULL);
 }
@@ -453,11 +523,13 @@ int main(void)
     tcase_add_test(tc, test_sgd);
     tcase_add_test(tc, test_adamw);
     tcase_add_test(tc, test_sqnorm);
+    tcase_add_test(tc, test_sqnorm_deterministic);
     tcase_add_test(tc, test_clip_scale);
     tcase_add_test(tc, test_im2col_col2im);
     tcase_add_test(tc, test_conv_batch);
     tcase_add_test(tc, test_im2col_errors);
     tcase_add_test(tc, test_pool);
+    tcase_add_test(tc, test_pool_bwd_large);
     tcase_add_test(tc, test_pool_first_max);
     tcase_add_test(tc, test_optim_pool_errors);
     suite_add_tcase(s, tc);

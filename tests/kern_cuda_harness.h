@@ -62,6 +62,21 @@ static inline void expect_close(const char *what, const float *ref, const float 
     free(got);
 }
 
+/* The n floats of two device buffers are the same bits (a deterministic kernel run twice). */
+static inline void expect_same_bits(const char *what, const float *a_dev, const float *b_dev,
+                                    size_t n)
+{
+    uint32_t *a = malloc((n ? n : 1) * sizeof(uint32_t)),
+             *b = malloc((n ? n : 1) * sizeof(uint32_t));
+    ck_assert_int_eq(hoop__cuda_copy(a, a_dev, n * sizeof(float), 0), HOOP_OK);
+    ck_assert_int_eq(hoop__cuda_copy(b, b_dev, n * sizeof(float), 0), HOOP_OK);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(a[i] == b[i], "%s: [%zu] first run 0x%08x, second 0x%08x", what, i, a[i],
+                      b[i]);
+    free(a);
+    free(b);
+}
+
 /* A device copy of n ints. */
 static inline int32_t *dev_copy_i32(const int32_t *h, size_t n)
 {

@@ -141,9 +141,8 @@ static hoop_status pool_backward(hoop_tape *tape, struct hoop_node *n)
     HOOP_CHECK(hoop__grad_for(tape, x, &dx, &acc));
     if (dx == NULL) return HOOP_OK;
     const size_t planes = (size_t)(x->shape[0] * x->shape[1]);
-    const size_t in_plane = (size_t)(x->shape[2] * x->shape[3]);
-    const size_t out_plane = (size_t)(y->shape[2] * y->shape[3]);
-    return n->kern->pool_bwd(dx, y->grad, n->saved, planes, in_plane, out_plane, acc);
+    return n->kern->pool_bwd(dx, y->grad, n->saved, planes, x->shape[2], x->shape[3], y->shape[2],
+                             y->shape[3], n->args.pool.kernel, n->args.pool.stride, acc);
 }
 
 hoop_status hoop_max_pool2d(hoop_tape *tape, hoop_tensor *x, int kernel, int stride,
@@ -169,7 +168,11 @@ hoop_status hoop_max_pool2d(hoop_tape *tape, hoop_tensor *x, int kernel, int str
     HOOP_CHECK(k->pool_fwd(y->data, arg, x->data, planes, H, W, OH, OW, kernel, stride));
     struct hoop_node *n;
     HOOP_CHECK(hoop__tape_record(tape, "max_pool2d", pool_backward, k, &x, 1, y, &n));
-    if (n) n->saved = arg;
+    if (n) {
+        n->saved = arg;
+        n->args.pool.kernel = kernel;
+        n->args.pool.stride = stride;
+    }
     *out = y;
     return HOOP_OK;
 }

@@ -197,10 +197,12 @@ struct hoop__kern {
      * plane (the first maximum in row-major window order, strict >). */
     hoop_status (*pool_fwd)(float *y, int32_t *arg, const float *x, size_t planes, int64_t H,
                             int64_t W, int64_t OH, int64_t OW, int kernel, int stride);
-    /* dx (planes, in_plane) (+)= dy (planes, out_plane) scattered to arg (zeroed first
-     * unless acc). */
+    /* dx (planes, H*W) (+)= dy (planes, OH*OW) scattered to arg (zeroed first unless acc),
+     * each input's terms added in output order; the geometry is pool_fwd's (a device may
+     * gather each input's terms from the windows that hold it). */
     hoop_status (*pool_bwd)(float *dx, const float *dy, const int32_t *arg, size_t planes,
-                            size_t in_plane, size_t out_plane, int acc);
+                            int64_t H, int64_t W, int64_t OH, int64_t OW, int kernel, int stride,
+                            int acc);
 
     // ----- optimizers and clipping
 

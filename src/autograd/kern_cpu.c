@@ -552,8 +552,11 @@ static hoop_status cpu_pool_fwd(float *y, int32_t *arg, const float *x, size_t p
 }
 
 static hoop_status cpu_pool_bwd(float *dx, const float *dy, const int32_t *arg, size_t planes,
-                                size_t in_plane, size_t out_plane, int acc)
+                                int64_t H, int64_t W, int64_t OH, int64_t OW, int kernel,
+                                int stride, int acc)
 {
+    (void)kernel, (void)stride; /* the scatter needs only the planes' sizes */
+    const size_t in_plane = (size_t)(H * W), out_plane = (size_t)(OH * OW);
     if (!acc) memset(dx, 0, planes * in_plane * sizeof(float));
     for (size_t p = 0; p < planes; p++)
         for (size_t k = 0; k < out_plane; k++)

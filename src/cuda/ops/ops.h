@@ -24,6 +24,60 @@ static inline unsigned hoop__cuda_grid(size_t n, unsigned block)
     return g > 0x7fffffffu ? 0x7fffffffu : (unsigned)(g ? g : 1);
 }
 
+// ----- deterministic reductions across blocks (reduce.cu)
+/*
+ * A sum over many blocks, the same bits on every run: pass 1, block b of grid G sums the
+ * fixed contiguous slice [b * chunk, min(n, (b + 1) * chunk)) of the n terms (each thread
+ * a strided share in double, then hoop__cuda_block_sum's fixed tree) into partial[b];
+ * pass 2, hoop__cuda_partials_finish, one block, adds the G partials in a fixed tree. No
+ * float atomics, and G and chunk depend on n alone (hoop__cuda_partials_shape), never on
+ * the device or the scheduling. The partials live in the calling thread's scratch
+ * (hoop__cuda_partials): both passes go to the compute stream back to back, so one
+ * reduction's pass 2 has read them before the next one's pass 1 writes them, and a graph
+ * captured with them replays the same two kernels.
+ */
+#define HOOP_CUDA_PARTIALS 1024   /* pass 1's largest grid: the scratch's doubles */
+#define HOOP_CUDA_SUM_THREADS 256 /* threads of every block of both passes; a power of two */
+
+/* The sum over the block of each thread's v, in a fixed tree over shm (blockDim.x doubles
+ * of shared memory, blockDim.x a power of two), returned to thread 0 (the others get 0:
+ * only thread 0 reads shm[0], so a second call may follow at once). Every thread of the
+ * block must call it (it has barriers). */
+static __device__ __forceinline__ double hoop__cuda_block_sum(double v, double *shm)
+{
+    shm[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
+        if (threadIdx.x < h) shm[threadIdx.x] += shm[threadIdx.x + h];
+        __syncthreads();
+    }
+    return threadIdx.x == 0 ? shm[0] : 0.0;
+}
+
+/* Pass 1's shape for n terms of which a block should get at least min_chunk: *grid blocks
+ * (1 ..= HOOP_CUDA_PARTIALS) of *chunk terms each (the last one's may be shorter, none
+ * empty); n 0 gives one block of nothing. */
+static inline void hoop__cuda_partials_shape(size_t n, size_t min_chunk, unsigned *grid,
+                                             size_t *chunk)
+{
+    size_t c = (n + HOOP_CUDA_PARTIALS - 1) / HOOP_CUDA_PARTIALS;
+    c = c < min_chunk ? min_chunk : c;
+    c = c ? c : 1;
+    *chunk = c;
+    *grid = n ? (unsigned)((n + c - 1) / c) : 1u;
+}
+
+/* The calling thread's HOOP_CUDA_PARTIALS doubles of device memory, made on its first
+ * call (hoop__cuda_malloc's errors; so the first reduction of a thread must not be inside
+ * a capture, which a warm-up step ensures) and kept for the thread's life, as a captured
+ * graph refers to them. */
+hoop_status hoop__cuda_partials(double **part);
+
+/* Pass 2 on the compute stream: total = the sum of part[0 .. nparts) (a fixed tree, one
+ * block); then *yf = (float)(total / div) when yf is set, else *yd += total. */
+hoop_status hoop__cuda_partials_finish(const double *part, unsigned nparts, float *yf, double div,
+                                       double *yd);
+
 extern "C" {
 // elementwise.cu
 hoop_status hoop__cuda_fill(float *dst, size_t count, float value);
@@ -68,7 +122,8 @@ hoop_status hoop__cuda_conv_bwd(float *dx, float *dw, const float *dy, const flo
 hoop_status hoop__cuda_pool_fwd(float *y, int32_t *arg, const float *x, size_t planes, int64_t H,
                                 int64_t W, int64_t OH, int64_t OW, int kernel, int stride);
 hoop_status hoop__cuda_pool_bwd(float *dx, const float *dy, const int32_t *arg, size_t planes,
-                                size_t in_plane, size_t out_plane, int acc);
+                                int64_t H, int64_t W, int64_t OH, int64_t OW, int kernel,
+                                int stride, int acc);
 // dropout.cu
 hoop_status hoop__cuda_dropout_fwd(float *y, float *mask, const float *x, size_t count, float p,
                                    const uint64_t *seed, uint64_t offset);

@@ -16,14 +16,14 @@
  * clip_scale: coef = max_norm / (sqrt(*sq) + 1e-6) in f32, as hoop_clip_grad_norm on the
  * host, computed by every thread from the double *sq; g *= coef when coef < 1.
  *
- * sqnorm: *sq += sum of g^2, each square exact in double, in ONE block of
- * OPTIM_SQNORM_BLOCK threads: each thread sums a strided slice in double, the block
- * reduces them in shared memory (a tree) and thread 0 adds the total. The order differs
- * from the CPU's index order, so the two agree to double rounding (relative ~1e-15), but
- * it is the same on every run and every rank: DDP's replicas must clip alike, bit for bit
- * (atomics across blocks would add in whatever order the blocks finish). One block is
- * enough for a parameter's worth of squares; a multi-block version in fixed order needs
- * scratch memory from the device layer.
+ * sqnorm: *sq += sum of g^2, each square exact in double, by ops.h's two passes: pass 1
+ * on up to HOOP_CUDA_PARTIALS blocks, each a contiguous slice of at least
+ * OPTIM_SQNORM_CHUNK elements (each thread a strided share in double, then the block's
+ * fixed tree), pass 2 one block that adds the partials in a fixed tree and the total to
+ * *sq. The order differs from the CPU's index order, so the two agree to double rounding
+ * (relative ~1e-15), but it is the same on every run and every rank: DDP's replicas must
+ * clip alike, bit for bit (atomics across blocks would add in whatever order the blocks
+ * finish).
  *
  * Accumulate contract: the optimizers update p, buf, m and v in place; sqnorm adds (+=)
  * into *sq (zeroed by the caller once per clip).
@@ -31,7 +31,7 @@
 #include "cuda/ops/ops.h"
 
 #define OPTIM_BLOCK 256
-#define OPTIM_SQNORM_BLOCK 1024 /* sqnorm's one block (a power of two) */
+#define OPTIM_SQNORM_CHUNK (4 * HOOP_CUDA_SUM_THREADS) /* sqnorm: elements per block, at least */
 
 static __global__ void sgd_kernel(float *p, const float *g, float *buf, size_t n,
                                   const struct hoop__step_scalars *s, float wd, float mu,
@@ -69,19 +69,15 @@ static __global__ void adamw_kernel(float *p, const float *g, float *m, float *v
     }
 }
 
-/* One block of OPTIM_SQNORM_BLOCK threads, HOOP_KLAUNCH_SYNC. */
-static __global__ void sqnorm_kernel(double *sq, const float *g, size_t n)
+/* Pass 1: part[b] = the sum in double of g^2 over block b's slice of chunk elements. */
+static __global__ void sqnorm_part_kernel(double *part, const float *g, size_t n, size_t chunk)
 {
-    __shared__ double optim_part[OPTIM_SQNORM_BLOCK];
+    __shared__ double optim_sqnorm_shm[HOOP_CUDA_SUM_THREADS];
+    const size_t lo = (size_t)blockIdx.x * chunk, hi = n - lo < chunk ? n : lo + chunk;
     double s = 0.0;
-    for (size_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)g[i] * g[i];
-    optim_part[threadIdx.x] = s;
-    __syncthreads();
-    for (unsigned h = OPTIM_SQNORM_BLOCK / 2; h > 0; h /= 2) {
-        if (threadIdx.x < h) optim_part[threadIdx.x] += optim_part[threadIdx.x + h];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) *sq += optim_part[0];
+    for (size_t i = lo + threadIdx.x; i < hi; i += HOOP_CUDA_SUM_THREADS) s += (double)g[i] * g[i];
+    s = hoop__cuda_block_sum(s, optim_sqnorm_shm);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
 extern "C" hoop_status hoop__cuda_sgd(const struct hoop__sgd_args *a,
@@ -115,8 +111,15 @@ extern "C" hoop_status hoop__cuda_sqnorm(double *sq, const float *g, size_t coun
     if (sq == NULL || (count > 0 && g == NULL))
         return HOOP_ERROR(HOOP_ERR_INVALID, "cuda sqnorm: sq and g must be set");
     if (count == 0) return HOOP_OK;
-    HOOP_KLAUNCH_SYNC(sqnorm_kernel, 1, OPTIM_SQNORM_BLOCK, 0, hoop__cuda_stream(), sq, g, count);
-    return HOOP_KCHECK("sqnorm_kernel");
+    double *part;
+    HOOP_CHECK(hoop__cuda_partials(&part));
+    unsigned grid;
+    size_t chunk;
+    hoop__cuda_partials_shape(count, OPTIM_SQNORM_CHUNK, &grid, &chunk);
+    HOOP_KLAUNCH_SYNC(sqnorm_part_kernel, grid, HOOP_CUDA_SUM_THREADS, 0, hoop__cuda_stream(), part,
+                      g, count, chunk);
+    HOOP_CHECK(HOOP_KCHECK("sqnorm_part_kernel"));
+    return hoop__cuda_partials_finish(part, grid, NULL, 1.0, sq);
 }
 
 static __global__ void clip_scale_kernel(float *g, size_t n, const double *sq, float max_norm)

@@ -7,13 +7,18 @@
  * keeps the first maximum (strict >), so y and arg (the maximum's offset in the input
  * plane) are the CPU's bit for bit, ties included.
  *
- * pool_bwd: dx (planes, in_plane) (+)= dy scattered to arg. Overlapping windows (stride <
- * kernel) send several outputs to one input, and the entry does not know the window, so a
- * gather cannot find them cheaply; atomics would add in a different order each run. So:
- * without acc a first kernel zeroes dx (one thread per element), then one thread per
- * plane adds its plane's outputs in index order, as the CPU does: deterministic and equal
- * to the CPU's bit for bit. The parallelism is the number of planes (N * C), enough for a
- * CNN's batch; a plane's outputs are few (OH * OW).
+ * pool_bwd: dx (planes, H*W) (+)= dy scattered to arg, as a gather: one thread per input
+ * element (h, w) of every plane visits the outputs whose windows hold it, oh from
+ * ceil((h - kernel + 1) / stride) to floor(h / stride) (clamped to 0..OH-1) and ow
+ * likewise, in row-major output order, and adds dy of those whose arg is (h, w). So each
+ * input receives its terms in output order, starting from 0 (or its old value with acc),
+ * which is exactly the CPU's scatter order: equal to it bit for bit, with no atomics and
+ * the same bits on every run. Every element is written, so no zeroing pass; all planes *
+ * H * W elements run in parallel, each visiting ceil(kernel / stride)^2 windows at most
+ * (one for the usual kernel 2, stride 2). The alternatives were worse: a scatter per
+ * output needs float atomics where windows overlap (stride < kernel), which add in a
+ * different order each run; one thread per plane (before) has only N * C threads, each
+ * walking its plane serially.
  *
  * Accumulate contract: pool_fwd writes (=) y and arg; pool_bwd adds (+=) with acc (an
  * activation's later contribution) and writes (=) without.
@@ -46,36 +51,55 @@ static __global__ void pool_fwd_kernel(float *y, int32_t *arg, const float *x, s
     }
 }
 
-static __global__ void pool_zero_kernel(float *dx, size_t n)
+/* The first output index (row or column) whose window, kernel wide at stride, holds
+ * input index h: ceil((h - kernel + 1) / stride), at least 0. */
+static __device__ __forceinline__ int64_t pool_first_window(int64_t h, int kernel, int stride)
 {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        dx[i] = 0.0f;
+    const int64_t d = h - kernel + 1;
+    return d <= 0 ? 0 : (d + stride - 1) / stride;
 }
 
-/* One thread per plane: dx[p][arg[p][k]] += dy[p][k] for k in order. */
-static __global__ void pool_bwd_kernel(float *dx, const float *dy, const int32_t *arg,
-                                       size_t planes, size_t in_plane, size_t out_plane)
+/* One thread per input element: dx (+)= dy of the windows that chose it, in output order. */
+static __global__ void pool_bwd_kernel(float *dx, const float *dy, const int32_t *arg, size_t n,
+                                       int64_t H, int64_t W, int64_t OH, int64_t OW, int kernel,
+                                       int stride, int acc)
 {
-    for (size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x; p < planes;
-         p += (size_t)gridDim.x * blockDim.x) {
-        float *dxp = dx + p * in_plane;
-        const float *dyp = dy + p * out_plane;
-        const int32_t *ap = arg + p * out_plane;
-        for (size_t k = 0; k < out_plane; k++) dxp[ap[k]] += dyp[k];
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int64_t w = (int64_t)(i % (size_t)W), r = (int64_t)(i / (size_t)W);
+        const int64_t h = r % H, p = r / H, at = h * W + w;
+        const float *dyp = dy + p * OH * OW;
+        const int32_t *ap = arg + p * OH * OW;
+        const int64_t oh_end = h / stride + 1 < OH ? h / stride + 1 : OH;
+        const int64_t ow_end = w / stride + 1 < OW ? w / stride + 1 : OW;
+        const int64_t ow0 = pool_first_window(w, kernel, stride);
+        float v = acc ? dx[i] : 0.0f;
+        for (int64_t oh = pool_first_window(h, kernel, stride); oh < oh_end; oh++)
+            for (int64_t ow = ow0; ow < ow_end; ow++)
+                if (ap[oh * OW + ow] == at) v += dyp[oh * OW + ow];
+        dx[i] = v;
     }
+}
+
+/* HOOP_ERR_INVALID naming entry when the windows do not fit the planes. */
+static hoop_status pool_check(const char *entry, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                              int kernel, int stride)
+{
+    if (kernel < 1 || stride < 1 || OH < 0 || OW < 0 || H < 0 || W < 0 ||
+        (OH > 0 && (OH - 1) * stride + kernel > H) || (OW > 0 && (OW - 1) * stride + kernel > W))
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "cuda %s: kernel %d, stride %d, output %lldx%lld does not fit "
+                          "the input %lldx%lld",
+                          entry, kernel, stride, (long long)OH, (long long)OW, (long long)H,
+                          (long long)W);
+    return HOOP_OK;
 }
 
 extern "C" hoop_status hoop__cuda_pool_fwd(float *y, int32_t *arg, const float *x, size_t planes,
                                            int64_t H, int64_t W, int64_t OH, int64_t OW, int kernel,
                                            int stride)
 {
-    if (kernel < 1 || stride < 1 || OH < 0 || OW < 0 ||
-        (OH > 0 && (OH - 1) * stride + kernel > H) || (OW > 0 && (OW - 1) * stride + kernel > W))
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "cuda pool_fwd: kernel %d, stride %d, output %lldx%lld does not fit "
-                          "the input %lldx%lld",
-                          kernel, stride, (long long)OH, (long long)OW, (long long)H, (long long)W);
+    HOOP_CHECK(pool_check("pool_fwd", H, W, OH, OW, kernel, stride));
     const size_t n = planes * (size_t)OH * (size_t)OW;
     if (n == 0) return HOOP_OK;
     HOOP_KLAUNCH(pool_fwd_kernel, hoop__cuda_grid(n, POOL_BLOCK), POOL_BLOCK, 0,
@@ -84,19 +108,13 @@ extern "C" hoop_status hoop__cuda_pool_fwd(float *y, int32_t *arg, const float *
 }
 
 extern "C" hoop_status hoop__cuda_pool_bwd(float *dx, const float *dy, const int32_t *arg,
-                                           size_t planes, size_t in_plane, size_t out_plane,
-                                           int acc)
+                                           size_t planes, int64_t H, int64_t W, int64_t OH,
+                                           int64_t OW, int kernel, int stride, int acc)
 {
-    if (!acc && planes * in_plane > 0) {
-        HOOP_KLAUNCH(pool_zero_kernel, hoop__cuda_grid(planes * in_plane, POOL_BLOCK), POOL_BLOCK,
-                     0, hoop__cuda_stream(), dx, planes * in_plane);
-        HOOP_CHECK(HOOP_KCHECK("pool_zero_kernel"));
-    }
-    if (planes == 0 || out_plane == 0) return HOOP_OK;
-    if (in_plane == 0)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "cuda pool_bwd: %zu outputs per plane but no inputs",
-                          out_plane);
-    HOOP_KLAUNCH(pool_bwd_kernel, hoop__cuda_grid(planes, POOL_BLOCK), POOL_BLOCK, 0,
-                 hoop__cuda_stream(), dx, dy, arg, planes, in_plane, out_plane);
+    HOOP_CHECK(pool_check("pool_bwd", H, W, OH, OW, kernel, stride));
+    const size_t n = planes * (size_t)H * (size_t)W;
+    if (n == 0) return HOOP_OK;
+    HOOP_KLAUNCH(pool_bwd_kernel, hoop__cuda_grid(n, POOL_BLOCK), POOL_BLOCK, 0,
+                 hoop__cuda_stream(), dx, dy, arg, n, H, W, OH, OW, kernel, stride, acc);
     return HOOP_KCHECK("pool_bwd_kernel");
 }

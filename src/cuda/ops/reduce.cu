@@ -4,10 +4,13 @@
  * count floats into y[0], accumulated in double) and bias_grad (the bias's gradient, the
  * column sums of dy viewed as (N, C, inner)).
  *
- * reduce_fwd runs in one block of REDUCE_THREADS threads: the table's entries allocate
- * nothing, so there is no scratch to combine blocks in, and one block gives the same
- * value on every run. Each thread sums its strided share in double, then a tree over
- * shared memory (a fixed order) combines the threads.
+ * reduce_fwd: the two passes of ops.h's deterministic sum, in double: pass 1 on up to
+ * HOOP_CUDA_PARTIALS blocks of HOOP_CUDA_SUM_THREADS threads, each block a contiguous
+ * slice of at least REDUCE_MIN_CHUNK floats (so a small tensor is one block, a large one
+ * fills the device); pass 2 one block. The order differs from the CPU's index order, so
+ * the two agree to double rounding, well below f32's; it is the same on every run. This
+ * file also owns the partials' scratch (hoop__cuda_partials) and pass 2
+ * (hoop__cuda_partials_finish), which softmax.cu's loss and optim.cu's sqnorm share.
  *
  * bias_grad, inner == 1 (a linear layer's bias): blocks of 32 columns x REDUCE_BG_ROWS
  * row groups; thread (tx, ty) sums rows ty, ty + REDUCE_BG_ROWS, ... of its column
@@ -21,22 +24,55 @@
  */
 #include "cuda/ops/ops.h"
 
-#define REDUCE_THREADS 1024 /* reduce_fwd's one block; a power of two */
+#define REDUCE_MIN_CHUNK (4 * HOOP_CUDA_SUM_THREADS) /* reduce_fwd: floats per block, at least */
 #define REDUCE_BG_ROWS 8    /* bias_grad, inner == 1: row groups per block */
 #define REDUCE_BG_PLANE 256 /* bias_grad, inner > 1: threads per channel; a power of two */
 
-static __global__ void reduce_fwd_kernel(float *y, const float *x, size_t n, int mean)
+// ----- the partials' scratch and pass 2 (ops.h)
+
+hoop_status hoop__cuda_partials(double **part)
 {
-    __shared__ double part[REDUCE_THREADS];
+    static thread_local double *mine;
+    if (mine == NULL)
+        HOOP_CHECK(hoop__cuda_malloc((void **)&mine, HOOP_CUDA_PARTIALS * sizeof(double)));
+    *part = mine;
+    return HOOP_OK;
+}
+
+/* One block: the partials in a fixed order (each thread a strided share, then the tree). */
+static __global__ void reduce_finish_kernel(const double *part, unsigned nparts, float *yf,
+                                            double div, double *yd)
+{
+    __shared__ double reduce_fin_shm[HOOP_CUDA_SUM_THREADS];
     double s = 0.0;
-    for (size_t i = threadIdx.x; i < n; i += REDUCE_THREADS) s += x[i];
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (unsigned h = REDUCE_THREADS / 2; h > 0; h >>= 1) {
-        if (threadIdx.x < h) part[threadIdx.x] += part[threadIdx.x + h];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) y[0] = (float)(mean ? part[0] / (double)n : part[0]);
+    for (unsigned i = threadIdx.x; i < nparts; i += HOOP_CUDA_SUM_THREADS) s += part[i];
+    s = hoop__cuda_block_sum(s, reduce_fin_shm);
+    if (threadIdx.x != 0) return;
+    if (yf != NULL)
+        *yf = (float)(s / div);
+    else
+        *yd += s;
+}
+
+hoop_status hoop__cuda_partials_finish(const double *part, unsigned nparts, float *yf, double div,
+                                       double *yd)
+{
+    HOOP_KLAUNCH_SYNC(reduce_finish_kernel, 1, HOOP_CUDA_SUM_THREADS, 0, hoop__cuda_stream(), part,
+                      nparts, yf, div, yd);
+    return HOOP_KCHECK("reduce_finish_kernel");
+}
+
+// ----- reduce_fwd
+
+/* Pass 1: part[b] = the sum in double of x over block b's slice of chunk floats. */
+static __global__ void reduce_part_kernel(double *part, const float *x, size_t n, size_t chunk)
+{
+    __shared__ double reduce_part_shm[HOOP_CUDA_SUM_THREADS];
+    const size_t lo = (size_t)blockIdx.x * chunk, hi = n - lo < chunk ? n : lo + chunk;
+    double s = 0.0;
+    for (size_t i = lo + threadIdx.x; i < hi; i += HOOP_CUDA_SUM_THREADS) s += x[i];
+    s = hoop__cuda_block_sum(s, reduce_part_shm);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
 static __global__ void reduce_bias_grad_rows_kernel(float *db, const float *dy, size_t N, size_t C,
@@ -82,10 +118,16 @@ static __global__ void reduce_bias_grad_planes_kernel(float *db, const float *dy
 
 extern "C" hoop_status hoop__cuda_reduce_fwd(float *y, const float *x, size_t count, int mean)
 {
-    /* count 0 writes 0 (sum) or NaN (mean), as the CPU does */
-    HOOP_KLAUNCH_SYNC(reduce_fwd_kernel, 1, REDUCE_THREADS, 0, hoop__cuda_stream(), y, x, count,
-                      mean);
-    return HOOP_KCHECK("reduce_fwd_kernel");
+    double *part;
+    HOOP_CHECK(hoop__cuda_partials(&part));
+    unsigned grid;
+    size_t chunk;
+    hoop__cuda_partials_shape(count, REDUCE_MIN_CHUNK, &grid, &chunk);
+    /* count 0: one block writes a partial 0, so y is 0 (sum) or NaN (mean), as the CPU's */
+    HOOP_KLAUNCH_SYNC(reduce_part_kernel, grid, HOOP_CUDA_SUM_THREADS, 0, hoop__cuda_stream(), part,
+                      x, count, chunk);
+    HOOP_CHECK(HOOP_KCHECK("reduce_part_kernel"));
+    return hoop__cuda_partials_finish(part, grid, y, mean ? (double)count : 1.0, NULL);
 }
 
 extern "C" hoop_status hoop__cuda_bias_grad(float *db, const float *dy, size_t N, size_t C,

@@ -12,20 +12,23 @@
  *
  * The loss of ce_fwd is one float in device memory: the mean over rows of (1 - eps) nll +
  * eps mean_c(-log p_c), nll = lse - x[label] with lse = m + log s, each row's loss and
- * their sum in double, as the CPU does. The table's entries allocate nothing, so there is
- * no scratch to combine blocks in: probs come from the row kernel on the whole grid, the
- * loss from one block of SOFTMAX_CE_THREADS threads (a warp per row again, each warp's
- * rows in order, then the warps' sums in order: the same value on every run). A label
- * outside 0..C-1 (the op checks them) gives a NaN loss, never a read outside x.
+ * their sum in double, as the CPU does. One kernel writes probs and the rows' losses, on
+ * many blocks: block b of grid G takes the contiguous rows [b * chunk, (b + 1) * chunk)
+ * (chunk >= SOFTMAX_CE_WARPS, so each warp has a row; G <= HOOP_CUDA_PARTIALS), a warp per
+ * row as above, each warp's rows in order, then the block's warps in a fixed tree into
+ * partial b; pass 2 (ops.h, hoop__cuda_partials_finish) adds the partials in a fixed tree
+ * and divides by N. No atomics, G from N alone: the same bits on every run, and probs
+ * the same as softmax_fwd's. A label outside 0..C-1 (the op checks them) gives a NaN
+ * loss, never a read outside x.
  *
  * Accumulate contract (autograd_impl.h): softmax_bwd and ce_bwd with acc add into dx
  * (+=), without it write (=); softmax_fwd and ce_fwd write.
  */
 #include "cuda/ops/ops.h"
 
-#define SOFTMAX_WARPS 4 /* rows per block of the row kernels */
-#define SOFTMAX_CE_THREADS 1024
-#define SOFTMAX_CE_BLOCK 256 /* ce_bwd: one thread per element */
+#define SOFTMAX_WARPS 4                               /* rows per block of the row kernels */
+#define SOFTMAX_CE_WARPS (HOOP_CUDA_SUM_THREADS / 32) /* ce_fwd: warps per block */
+#define SOFTMAX_CE_BLOCK 256                          /* ce_bwd: one thread per element */
 #define SOFTMAX_FULL_MASK 0xffffffffu
 
 static __device__ __forceinline__ float softmax_warp_max(float v)
@@ -88,25 +91,28 @@ static __global__ void softmax_bwd_kernel(float *dx, const float *y, const float
     }
 }
 
-/* One block: *loss = the mean over rows of each row's smoothed nll (see the top). */
-static __global__ void softmax_ce_loss_kernel(float *loss, const float *x, const int32_t *labels,
-                                              size_t N, size_t C, float eps)
+/* Pass 1 of ce_fwd: probs of block b's chunk rows (as softmax_fwd_kernel), and part[b] =
+ * the sum of their smoothed nll (see the top). */
+static __global__ void softmax_ce_part_kernel(double *part, float *probs, const float *x,
+                                              const int32_t *labels, size_t N, size_t C, float eps,
+                                              size_t chunk)
 {
-    __shared__ double warp_total[SOFTMAX_CE_THREADS / 32];
-    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    __shared__ double softmax_ce_shm[HOOP_CUDA_SUM_THREADS];
+    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const size_t lo = (size_t)blockIdx.x * chunk, hi = N - lo < chunk ? N : lo + chunk;
     double total = 0.0; /* this warp's rows, in lane 0 */
-    /* rows are dealt from the last warp down: warp 0, which adds the warps' totals, has
-     * the fewest, so a barrier missing below shows under the host layer too */
-    for (size_t r = nwarps - 1 - warp; r < N; r += nwarps) {
+    for (size_t r = lo + warp; r < hi; r += SOFTMAX_CE_WARPS) {
         const float *xr = x + r * C;
+        float *pr = probs + r * C;
         float m, s;
         softmax_row_stats(xr, C, lane, &m, &s);
-        const float lse = m + logf(s);
+        const float inv = 1.0f / s, lse = m + logf(s);
         double mean_nll = 0.0; /* - sum over classes of log p_c */
-        if (eps > 0.0f) {
-            for (size_t c = lane; c < C; c += 32) mean_nll += (double)lse - xr[c];
-            mean_nll = softmax_warp_sum(mean_nll);
+        for (size_t c = lane; c < C; c += 32) {
+            pr[c] = expf(xr[c] - m) * inv;
+            if (eps > 0.0f) mean_nll += (double)lse - xr[c];
         }
+        if (eps > 0.0f) mean_nll = softmax_warp_sum(mean_nll);
         if (lane == 0) {
             const int32_t y = labels[r];
             double nll = (y >= 0 && (size_t)y < C) ? (double)lse - xr[y] : (double)NAN;
@@ -114,13 +120,8 @@ static __global__ void softmax_ce_loss_kernel(float *loss, const float *x, const
             total += nll;
         }
     }
-    if (lane == 0) warp_total[warp] = total;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double sum = 0.0;
-        for (unsigned w = 0; w < nwarps; w++) sum += warp_total[w];
-        *loss = (float)(sum / (double)N);
-    }
+    total = hoop__cuda_block_sum(total, softmax_ce_shm);
+    if (threadIdx.x == 0) part[blockIdx.x] = total;
 }
 
 /* dx (+)= scale (probs - off), less scale (on - off) in the label's column. */
@@ -167,12 +168,15 @@ extern "C" hoop_status hoop__cuda_ce_fwd(float *loss, float *probs, const float 
 {
     if (N == 0 || C == 0)
         return HOOP_ERROR(HOOP_ERR_INVALID, "cuda ce_fwd: logits (%zu, %zu) have no entries", N, C);
-    HOOP_KLAUNCH_SYNC(softmax_fwd_kernel, softmax_row_grid(N), SOFTMAX_WARPS * 32, 0,
-                      hoop__cuda_stream(), probs, x, N, C);
-    HOOP_CHECK(HOOP_KCHECK("softmax_fwd_kernel (ce_fwd)"));
-    HOOP_KLAUNCH_SYNC(softmax_ce_loss_kernel, 1, SOFTMAX_CE_THREADS, 0, hoop__cuda_stream(), loss,
-                      x, labels, N, C, eps);
-    return HOOP_KCHECK("softmax_ce_loss_kernel");
+    double *part;
+    HOOP_CHECK(hoop__cuda_partials(&part));
+    unsigned grid;
+    size_t chunk;
+    hoop__cuda_partials_shape(N, SOFTMAX_CE_WARPS, &grid, &chunk);
+    HOOP_KLAUNCH_SYNC(softmax_ce_part_kernel, grid, HOOP_CUDA_SUM_THREADS, 0, hoop__cuda_stream(),
+                      part, probs, x, labels, N, C, eps, chunk);
+    HOOP_CHECK(HOOP_KCHECK("softmax_ce_part_kernel"));
+    return hoop__cuda_partials_finish(part, grid, loss, (double)N, NULL);
 }
 
 extern "C" hoop_status hoop__cuda_ce_bwd(float *dx, const float *probs, const int32_t *labels,
