@@ -23,6 +23,7 @@ noinst_HEADERS += \
 	%reldir%/exec.h \
 	%reldir%/links.h \
 	%reldir%/memops.h \
+	%reldir%/reduce_elem.h \
 	%reldir%/rendezvous.h
 hoopinclude_HEADERS += include/hoop/comm.h include/hoop/collectives.h
 
