@@ -8,8 +8,9 @@
  * element (reporting #wrong and the first bad index) and, for data whose sum depends on
  * the order, bitwise identical across ranks. The "errors" suite covers bad arguments,
  * collective mismatches, a killed or aborting peer (HOOP_ERR_REMOTE within 2 s) and
- * wait deadlines. main() runs everything twice: over the tcp transport and over shm
- * (HOOP_TRANSPORT), since thread-ranks of one process are on one host.
+ * wait deadlines. main() runs everything three times: over the tcp transport, over shm
+ * (HOOP_TRANSPORT; thread-ranks of one process are on one host), and over shm with the
+ * executor's copies and reductions on the async memory table (HOOP_MEMOPS=async).
  */
 #include <check.h>
 #include <dirent.h>
@@ -1122,11 +1123,16 @@ static Suite *suite(void)
 
 int main(void)
 {
-    static const char *transports[] = {"tcp", "shm"};
+    /* The third pass runs every copy and reduction of the executor on the async memory
+     * table (src/collectives/memops.h): each finishes only after it was polled once, as
+     * on a GPU, so a step that uses memory before its operation finished fails here. */
+    static const char *transports[] = {"tcp", "shm", "shm"};
+    static const char *memops[] = {"sync", "sync", "async"};
     int failed = 0;
-    for (int k = 0; k < 2; k++) {
-        printf("transport %s:\n", transports[k]);
+    for (int k = 0; k < 3; k++) {
+        printf("transport %s, memory operations %s:\n", transports[k], memops[k]);
         setenv("HOOP_TRANSPORT", transports[k], 1);
+        setenv("HOOP_MEMOPS", memops[k], 1);
         failed += suite_failures(suite());
     }
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -3,7 +3,8 @@
  * tests/check_exec.c -- src/collectives/exec.c over fake transports: which memory
  * registration each receive carries (the staging slots' registration with the link's
  * own transport for a receive into a slot, NULL for user memory), with the reduced
- * values checked against a sum computed here.
+ * values checked against a sum computed here; and the asynchronous memory operations'
+ * states, on a memory table whose operations finish only when the test says so.
  */
 #include <check.h>
 #include <stdint.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "collectives/exec.h"
+#include "collectives/memops.h"
 #include "run_suite.h"
 
 // ----- two fake transports ------------------------------------------------------------------
@@ -133,11 +135,142 @@ START_TEST(test_slot_mr)
 }
 END_TEST
 
+// ----- a memory table that finishes only when the test says so -----------------------------
+
+/* Jobs are kept, not run: job k runs (hoop__memjob_run) and reports done only once the
+ * test has released it (k < released). wait() runs and releases it at once. */
+#define JOBS_MAX 16
+static hoop__memjob jobs[JOBS_MAX];
+static int njobs, released, nwaited;
+static hoop__memop *const job_op0 = (hoop__memop *)&jobs[0]; /* op k = &jobs[k] */
+
+static hoop_status held_start(hoop__memops *m, const hoop__memjob *j, hoop__memop **op)
+{
+    (void)m;
+    ck_assert_int_lt(njobs, JOBS_MAX);
+    jobs[njobs] = *j;
+    *op = (hoop__memop *)&jobs[njobs++];
+    return HOOP_OK;
+}
+
+static hoop_status held_test(hoop__memops *m, hoop__memop *op, int *done)
+{
+    (void)m;
+    int k = (int)((hoop__memjob *)op - (hoop__memjob *)job_op0);
+    ck_assert(k >= 0 && k < njobs);
+    *done = k < released;
+    if (*done) hoop__memjob_run(&jobs[k]);
+    return HOOP_OK;
+}
+
+static hoop_status held_wait(hoop__memops *m, hoop__memop *op, int64_t timeout_ms)
+{
+    (void)m;
+    (void)op;
+    ck_assert_int_gt(timeout_ms, 0);
+    nwaited++;
+    return HOOP_OK;
+}
+
+static void held_close(hoop__memops *m)
+{
+    (void)m;
+}
+
+static const hoop__memops_vt held_vt = {
+    .name = "held", .start = held_start, .test = held_test, .wait = held_wait, .close = held_close};
+
+static void progress_rounds(hoop__exec *x, int rounds, int *done)
+{
+    int progressed;
+    for (int i = 0; i < rounds; i++)
+        ck_assert_int_eq(hoop__exec_progress(x, &progressed, done), HOOP_OK);
+}
+
+/* With one slot, three RECV_REDUCEs from rank 1 and two local COPYs: the slot is given
+ * back only when its reduction finished (the next receive waits for that), the second
+ * COPY starts only when the first finished, and the values are those of the jobs run in
+ * order; freeing an execution with an operation in flight waits for it. */
+START_TEST(test_async_memops)
+{
+    enum { N = 4 };
+    float in[3 * N], out[3 * N], scratch[2 * N];
+    char slots[64];
+    struct hoop_tp_comm c1 = {.tp = &fake_a, .peer = 1};
+    struct hoop_tp_comm *recv[2] = {NULL, &c1}, *send[2] = {0};
+    hoop__memops held = {.vt = &held_vt};
+    hoop__sched s = {0};
+    for (size_t i = 0; i < 3 * N; i++) in[i] = (float)i, out[i] = -1;
+    for (int k = 0; k < 3; k++)
+        hoop__sched_add(&s, (hoop__step){.kind = HOOP__STEP_RECV_REDUCE,
+                                         .buf = HOOP__BUF_RECV,
+                                         .src_buf = HOOP__BUF_SEND,
+                                         .peer = 1,
+                                         .dep = {-1, -1},
+                                         .off = (size_t)k * N * sizeof(float),
+                                         .src_off = (size_t)k * N * sizeof(float),
+                                         .bytes = N * sizeof(float)});
+    for (int k = 0; k < 2; k++) /* scratch block k = out block 0: both ready at once */
+        hoop__sched_add(&s, (hoop__step){.kind = HOOP__STEP_COPY,
+                                         .buf = HOOP__BUF_SCRATCH,
+                                         .src_buf = HOOP__BUF_RECV,
+                                         .dep = {0, -1},
+                                         .off = (size_t)k * N * sizeof(float),
+                                         .bytes = N * sizeof(float)});
+    ck_assert_int_eq(s.err, HOOP_OK);
+    hoop__exec_env env = {.world_size = 2,
+                          .recv = recv,
+                          .send = send,
+                          .bufs = {in, out, scratch},
+                          .slots = slots,
+                          .slot_bytes = sizeof(slots),
+                          .nslots = 1,
+                          .depth = 4,
+                          .dtype = HOOP_DTYPE_F32,
+                          .op = HOOP_OP_SUM,
+                          .elem = sizeof(float),
+                          .mem = &held};
+    hoop__exec *x;
+    int done = 0;
+    nposted = njobs = released = nwaited = 0;
+    ck_assert_int_eq(hoop__exec_start(&x, &s, &env), HOOP_OK);
+    progress_rounds(x, 5, &done);
+    ck_assert_int_eq(nposted, 1); /* one slot: taken by the first reduction, still running */
+    ck_assert_int_eq(njobs, 1);
+    ck_assert_int_eq(hoop__exec_memops_pending(x), 1);
+    ck_assert(out[0] == -1.0f); /* not run yet */
+    released = 1;               /* reduction 0 done: the slot comes back, COPY 0 starts */
+    progress_rounds(x, 3, &done);
+    ck_assert_int_eq(nposted, 2);
+    ck_assert_int_eq(njobs, 3); /* reduction 0, COPY 0, reduction 1 */
+    ck_assert_int_eq(jobs[1].kind, HOOP__MJ_COPY);
+    released = 3;
+    progress_rounds(x, 3, &done);
+    ck_assert_int_eq(nposted, 3);
+    ck_assert_int_eq(njobs, 5); /* + COPY 1 (after COPY 0 finished) and reduction 2 */
+    ck_assert_int_eq(jobs[3].kind, HOOP__MJ_COPY);
+    ck_assert_ptr_eq(jobs[3].dst, (char *)scratch + N * sizeof(float));
+    ck_assert_int_eq(done, 0);
+    released = 4; /* all but reduction 2 */
+    progress_rounds(x, 3, &done);
+    ck_assert_int_eq(done, 0);
+    ck_assert_int_eq(hoop__exec_memops_pending(x), 1);
+    hoop__exec_free(x); /* as a failed call would: waits for reduction 2 */
+    ck_assert_int_eq(nwaited, 1);
+    hoop__sched_free(&s);
+    for (int i = 0; i < 2 * N; i++) {
+        ck_assert_msg(out[i] == 10.0f + (float)i, "out[%d] = %g", i, out[i]);
+        ck_assert_msg(scratch[i] == out[i % N], "scratch[%d] = %g", i, scratch[i]);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("exec");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_slot_mr);
+    tcase_add_test(tc, test_async_memops);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

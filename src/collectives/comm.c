@@ -28,6 +28,7 @@
 
 #include "bootstrap/store_proto.h"
 #include "collectives/comm.h"
+#include "collectives/memops.h"
 #include "collectives/rendezvous.h"
 #include "core/check.h"
 #include "core/clock.h"
@@ -40,6 +41,7 @@
 typedef struct comm_settings {
     int64_t timeout_ms, nsocks, chunk, shm_bytes;
     const char *token, *ifname;
+    const char *memops; /* HOOP_MEMOPS */
     hoop_algo algo;
     const char *forced;          /* HOOP_TRANSPORT=tcp|shm|ib: the only transport; NULL = auto */
     struct hoop_tp_ib_config ib; /* HOOP_IB_* */
@@ -82,6 +84,7 @@ static hoop_status read_settings(const hoop_comm_config *cfg, comm_settings *s)
     s->token = cfg->token;
     if (!s->token) HOOP_CHECK(hoop__env_str("HOOP_TOKEN", &s->token));
     HOOP_CHECK(hoop__env_str("HOOP_SOCKET_IFNAME", &s->ifname));
+    HOOP_CHECK(hoop__env_str("HOOP_MEMOPS", &s->memops));
     s->algo = cfg->algo;
     if (s->algo == HOOP_ALGO_AUTO) {
         HOOP_CHECK(hoop__env_str("HOOP_ALGO", &algo));
@@ -468,6 +471,13 @@ static hoop_status register_slots(hoop_comm *comm)
     return HOOP_OK;
 }
 
+/* A memory operation finished (from the memops table's thread): wake the progress
+ * thread if it sleeps. */
+static void mem_wake(void *arg)
+{
+    hoop__comm_wake(arg);
+}
+
 static hoop_status comm_start(hoop_comm *comm, const comm_settings *s)
 {
     comm->chunk_bytes = (size_t)s->chunk;
@@ -482,6 +492,7 @@ static hoop_status comm_start(hoop_comm *comm, const comm_settings *s)
     }
     comm->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (comm->wake_fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "eventfd: %s", hoop__strerror(errno));
+    HOOP_CHECK(hoop__memops_open(s->memops, mem_wake, comm, &comm->mem));
     HOOP_PTHREAD_CHECK(pthread_create(&comm->thread, NULL, hoop__progress_main, comm),
                        "pthread_create (progress thread)");
     comm->started = 1;
@@ -580,6 +591,8 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
                                   hoop__strerror(rc)),
                        &st, msg, sizeof(msg));
     }
+    hoop__memops_close(comm->mem); /* the progress thread, its only user, has stopped */
+    comm->mem = NULL;
     hoop__comm_close_links(comm);
     hoop__comm_free_segs(comm);
     for (int k = 0; k < comm->ntps; k++) {

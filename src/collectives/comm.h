@@ -114,7 +114,8 @@ struct hoop_comm {
     hoop__sched sched;
     hoop__sched vote_tpl; /* the vote's steps, the same for every call */
     hoop__exec *exec;
-    void *exec_block; /* the executor's block, kept across calls (exec.c) */
+    void *exec_block;         /* the executor's block, kept across calls (exec.c) */
+    struct hoop__memops *mem; /* the executor's copies and reductions (HOOP_MEMOPS) */
     size_t exec_block_bytes;
     int64_t cur_deadline;
     hoop__hdr ctl_in, abort_rec[3];

@@ -23,6 +23,14 @@
  * reduced; the vote's own records and receives into slots move at once (so a small
  * call's vote and data arrive together). A failed merge fails the call with
  * HOOP_ERR_MISMATCH.
+ * Memory operations (the copy or reduction out of a slot, local copies, DIRECT's
+ * reduction) go through the env's table (memops.h). When the table hands back an
+ * operation in flight, the step waits in ST_MEMOP, polled each round like a transport's
+ * request: a slot is given back only once its reduction finished, and the local steps
+ * start one at a time (the next once the one before finished), so they keep the
+ * schedule order they had when every one ran at once. A table whose jobs do not finish
+ * at once turns off the reduction from a transport's memory (its pieces are lent only
+ * for the callback).
  * Memory registration: the slots are registered once with every transport that wants it
  * (comm.c); a receive into a slot passes the link's transport's registration (mr), and
  * every other send and receive passes NULL, leaving user memory to the transport.
@@ -34,9 +42,12 @@
 #include <string.h>
 
 #include "collectives/exec.h"
+#include "collectives/memops.h"
 #include "core/check.h"
 
-enum { ST_WAIT = 0, ST_POSTED, ST_RECEIVED, ST_DONE };
+enum { ST_WAIT = 0, ST_POSTED, ST_RECEIVED, ST_MEMOP, ST_DONE };
+
+#define DRAIN_MS 10000 /* a failed call waits this long for its memory operations */
 
 struct fused { /* what a RECV_REDUCE reduced from the transport's memory needs */
     struct hoop__exec *x;
@@ -62,6 +73,9 @@ struct hoop__exec {
     size_t nstg, stg_cur;
     int32_t *local; /* COPY and DIRECT steps */
     size_t nlocal, local_cur;
+    int32_t local_busy; /* the local step whose memory operation is in flight, or -1 */
+    hoop__memops *mem;  /* the env's table, or the host's */
+    int nmemops;        /* steps in ST_MEMOP */
     int32_t *active;
     size_t nactive, ndone;
     int *free_slots, nfree;
@@ -183,7 +197,8 @@ hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop_
     x->fu = carve(&block, n * sizeof(struct fused));
     for (size_t i = 0; i < n; i++) x->slot[i] = -1; /* no slot unless granted one */
     x->state = carve(&block, n);
-    x->gate = x->failed_step = -1;
+    x->gate = x->failed_step = x->local_busy = -1;
+    x->mem = env->mem ? env->mem : hoop__memops_host();
     for (size_t i = 0; i < s->n && x->gate < 0; i++)
         if (s->steps[i].kind == HOOP__STEP_VOTE) x->gate = (int32_t)i;
     for (int i = 0; i < env->nslots; i++) x->free_slots[x->nfree++] = i;
@@ -192,8 +207,23 @@ hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop_
     return HOOP_OK;
 }
 
+/* Waits (bounded) for the memory operations still in flight: a failed call must not
+ * hand back memory a device is still writing. */
+static void drain(hoop__exec *x)
+{
+    for (size_t i = 0; x->nmemops > 0 && i < x->s->n; i++) {
+        if (x->state[i] != ST_MEMOP) continue;
+        if (x->mem->vt->wait(x->mem, x->req[i], DRAIN_MS) != HOOP_OK)
+            HOOP_WARN("step %zu: %s", i, hoop_last_error());
+        x->state[i] = ST_WAIT;
+        x->req[i] = NULL;
+        x->nmemops--;
+    }
+}
+
 void hoop__exec_free(hoop__exec *x)
 {
+    if (x) drain(x);
     /* The executor's arrays live in the same block; a cached block stays the comm's. */
     if (x && !x->env.cache) free(x);
 }
@@ -220,31 +250,91 @@ static void finish(hoop__exec *x, int32_t i)
     x->ndone++;
 }
 
-/* Runs local steps in schedule order (the vote's merges come first, so the algorithm's
- * local steps, DIRECT ones included, run only after the whole vote). */
+/* Starts step i's memory job: *finished = 1 when it finished at once, else the step
+ * waits in ST_MEMOP with the operation in req[i]. */
+static hoop_status start_job(hoop__exec *x, int32_t i, const hoop__memjob *j, int *finished)
+{
+    hoop__memop *op = NULL;
+    HOOP_CHECK(x->mem->vt->start(x->mem, j, &op));
+    *finished = op == NULL;
+    if (op) {
+        x->req[i] = op;
+        x->state[i] = ST_MEMOP;
+        x->nmemops++;
+    }
+    return HOOP_OK;
+}
+
+/* Polls step i's memory operation: *finished = 1 once it is done (released). */
+static hoop_status test_job(hoop__exec *x, int32_t i, int *finished)
+{
+    HOOP_CHECK(x->mem->vt->test(x->mem, x->req[i], finished));
+    if (*finished) {
+        x->req[i] = NULL;
+        x->nmemops--;
+    }
+    return HOOP_OK;
+}
+
+/* The memory job of a local step other than VOTE. */
+static hoop__memjob local_job(const hoop__exec *x, const hoop__step *st)
+{
+    char *const *seg = x->env.seg_base;
+    size_t off = x->env.seg_off + st->off;
+    if (st->kind == HOOP__STEP_DIRECT || st->kind == HOOP__STEP_DIRECT_OWN)
+        return (hoop__memjob){.kind = HOOP__MJ_DIRECT,
+                              .dtype = x->env.dtype,
+                              .op = x->env.op,
+                              .bufs = seg,
+                              .n = x->env.world_size,
+                              .me = x->env.rank,
+                              .off = off,
+                              .bytes = st->bytes,
+                              .elem = x->env.elem,
+                              .copy_out = st->kind == HOOP__STEP_DIRECT};
+    if (st->kind == HOOP__STEP_DIRECT_COPY)
+        return (hoop__memjob){.kind = HOOP__MJ_COPY,
+                              .dst = seg[x->env.rank] + off,
+                              .a = seg[st->peer] + off,
+                              .bytes = st->bytes};
+    return (hoop__memjob){.kind = HOOP__MJ_COPY,
+                          .dst = at(x, st->buf, st->off),
+                          .a = at(x, st->src_buf, st->src_off),
+                          .bytes = st->bytes};
+}
+
+/* Runs local steps in schedule order, one at a time (the vote's merges come first, so
+ * the algorithm's local steps, DIRECT ones included, run only after the whole vote). */
 static hoop_status run_locals(hoop__exec *x, int *progressed)
 {
+    if (x->local_busy >= 0) {
+        int finished;
+        HOOP_CHECK(test_job(x, x->local_busy, &finished));
+        if (!finished) return HOOP_OK;
+        finish(x, x->local_busy);
+        x->local_busy = -1;
+        *progressed = 1;
+    }
     while (x->local_cur < x->nlocal) {
         int32_t i = x->local[x->local_cur];
         const hoop__step *st = &x->s->steps[i];
         if (!deps_ok(x, st)) return HOOP_OK;
-        char *const *seg = x->env.seg_base;
-        size_t off = x->env.seg_off + st->off;
-        if (st->kind == HOOP__STEP_VOTE) {
+        int finished = 1;
+        if (st->kind == HOOP__STEP_VOTE) { /* host memory: the comm's own records */
             hoop_status rc = hoop__vote_merge(x->env.bufs[HOOP__BUF_VOTE], st, x->env.rank);
             if (rc != HOOP_OK) x->failed_step = i;
             HOOP_CHECK(rc);
-        } else if (st->kind == HOOP__STEP_DIRECT || st->kind == HOOP__STEP_DIRECT_OWN) {
-            hoop__direct_reduce(x->env.dtype, x->env.op, seg, x->env.world_size, x->env.rank, off,
-                                st->bytes, x->env.elem, st->kind == HOOP__STEP_DIRECT);
-        } else if (st->kind == HOOP__STEP_DIRECT_COPY) {
-            memcpy(seg[x->env.rank] + off, seg[st->peer] + off, st->bytes);
         } else {
-            memmove(at(x, st->buf, st->off), at(x, st->src_buf, st->src_off), st->bytes);
+            hoop__memjob j = local_job(x, st);
+            HOOP_CHECK(start_job(x, i, &j, &finished));
         }
-        finish(x, i);
         x->local_cur++;
         *progressed = 1;
+        if (!finished) {
+            x->local_busy = i;
+            return HOOP_OK;
+        }
+        finish(x, i);
     }
     return HOOP_OK;
 }
@@ -274,7 +364,8 @@ static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int *pr
         } else if (st->kind == HOOP__STEP_RECV && allow_recv && deps_ok(x, st)) {
             HOOP_CHECK(c->tp->irecv(c, at(x, st->buf, st->off), st->bytes, NULL, &req));
             if (req) x->stg_cur++;
-        } else if (st->kind == HOOP__STEP_RECV_REDUCE && c->tp->irecv_fn && deps_ok(x, st)) {
+        } else if (st->kind == HOOP__STEP_RECV_REDUCE && c->tp->irecv_fn && x->mem->vt->sync &&
+                   deps_ok(x, st)) {
             if (!allow_recv) return HOOP_OK;
             x->fu[i] = (struct fused){.x = x, .step = i};
             HOOP_CHECK(c->tp->irecv_fn(c, st->bytes, x->env.elem, reduce_piece, &x->fu[i], &req));
@@ -317,7 +408,17 @@ static struct lane *lane_of(hoop__exec *x, const hoop__step *st)
 static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed)
 {
     const hoop__step *st = &x->s->steps[i];
+    int finished;
     *left = 0;
+    if (x->state[i] == ST_MEMOP) { /* the copy or reduction out of the slot */
+        HOOP_CHECK(test_job(x, i, &finished));
+        if (!finished) return HOOP_OK;
+        x->free_slots[x->nfree++] = x->slot[i];
+        finish(x, i);
+        *left = 1;
+        *progressed = 1;
+        return HOOP_OK;
+    }
     if (x->state[i] == ST_POSTED) {
         struct hoop_tp_comm *c =
             st->kind == HOOP__STEP_SEND ? x->env.send[st->peer] : x->env.recv[st->peer];
@@ -340,12 +441,21 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
     }
     if (x->state[i] == ST_RECEIVED && deps_ok(x, st)) {
         char *slot = x->env.slots + (size_t)x->slot[i] * x->env.slot_bytes;
-        if (st->kind == HOOP__STEP_RECV)
-            memcpy(at(x, st->buf, st->off), slot, st->bytes);
-        else
-            hoop__reduce(x->env.dtype, x->env.op, at(x, st->buf, st->off), slot,
-                         at(x, st->src_buf, st->src_off), st->bytes / x->env.elem,
-                         st->final ? x->env.world_size : 0);
+        hoop__memjob j = {
+            .kind = HOOP__MJ_COPY, .dst = at(x, st->buf, st->off), .a = slot, .bytes = st->bytes};
+        if (st->kind == HOOP__STEP_RECV_REDUCE)
+            j = (hoop__memjob){.kind = HOOP__MJ_REDUCE,
+                               .dst = j.dst,
+                               .a = slot,
+                               .b = at(x, st->src_buf, st->src_off),
+                               .bytes = st->bytes,
+                               .elem = x->env.elem,
+                               .dtype = x->env.dtype,
+                               .op = x->env.op,
+                               .divisor = st->final ? x->env.world_size : 0};
+        HOOP_CHECK(start_job(x, i, &j, &finished));
+        *progressed = 1;
+        if (!finished) return HOOP_OK; /* polled in ST_MEMOP; the slot stays taken */
         x->free_slots[x->nfree++] = x->slot[i];
         finish(x, i);
         *left = 1;
@@ -400,6 +510,11 @@ hoop_status hoop__exec_progress(hoop__exec *x, int *progressed, int *done)
     if (closed && x->state[x->gate] == ST_DONE) HOOP_CHECK(exec_round(x, progressed));
     *done = x->ndone == x->s->n;
     return HOOP_OK;
+}
+
+int hoop__exec_memops_pending(const hoop__exec *x)
+{
+    return x ? x->nmemops : 0;
 }
 
 uint64_t hoop__exec_bytes_sent(const hoop__exec *x)

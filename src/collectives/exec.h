@@ -21,7 +21,8 @@ typedef struct hoop__exec_env {
     const hoop__tp_open *tps; /* the comm's transports, with the slots' registration with
                                * each (slot_mr); receives into a slot pass the link's */
     int ntps;
-    int nslots, depth; /* slots, and steps in flight per peer and direction */
+    struct hoop__memops *mem; /* copies and reductions (memops.h); NULL = the host's, sync */
+    int nslots, depth;        /* slots, and steps in flight per peer and direction */
     hoop_dtype dtype;
     hoop_op op;
     size_t elem;
@@ -43,6 +44,10 @@ hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop_
  * (HOOP_ERR_MISMATCH: hoop__exec_failed_step names the VOTE step). */
 hoop_status hoop__exec_progress(hoop__exec *x, int *progressed, int *done);
 
+/* Steps whose memory operation is in flight (the progress thread then naps briefly
+ * instead of sleeping on the links: a device's completion does not wake a poll). */
+int hoop__exec_memops_pending(const hoop__exec *x);
+
 /* Bytes sent so far by this execution. */
 uint64_t hoop__exec_bytes_sent(const hoop__exec *x);
 /* The first step (in schedule order) that is not done, or -1 (for timeout messages). */
@@ -52,6 +57,8 @@ int32_t hoop__exec_failed_step(const hoop__exec *x);
 /* The peer whose link failed the last progress call, or -1. */
 int hoop__exec_failed_peer(const hoop__exec *x);
 
+/* Frees x after waiting (bounded, 10 s; a WARN line otherwise) for the memory
+ * operations still in flight, so a failed call hands back no memory being written. */
 void hoop__exec_free(hoop__exec *x);
 
 #endif /* HOOP_COLLECTIVES_EXEC_H */

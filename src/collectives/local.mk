@@ -8,6 +8,7 @@ libhoopcore_la_SOURCES += \
 	%reldir%/direct.c \
 	%reldir%/exec.c \
 	%reldir%/links.c \
+	%reldir%/memops.c \
 	%reldir%/progress.c \
 	%reldir%/rd.c \
 	%reldir%/reduce.c \
@@ -21,6 +22,8 @@ noinst_HEADERS += \
 	%reldir%/comm.h \
 	%reldir%/exec.h \
 	%reldir%/links.h \
+	%reldir%/memops.h \
+	%reldir%/reduce_elem.h \
 	%reldir%/rendezvous.h
 hoopinclude_HEADERS += include/hoop/comm.h include/hoop/collectives.h
 

@@ -428,6 +428,7 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
                           .slot_bytes = comm->slot_bytes,
                           .tps = comm->tps,
                           .ntps = comm->ntps,
+                          .mem = comm->mem,
                           .nslots = comm->nslots,
                           .depth = comm->depth,
                           .dtype = a->dtype,
@@ -581,6 +582,9 @@ static void wait_events(hoop_comm *comm)
      * is soon back watching the links (an ABORT passing through an idle rank must not
      * wait for a timeout here). */
     if (driven && ms > DRIVEN_NAP_MS) ms = DRIVEN_NAP_MS;
+    /* A memory operation in flight: its table wakes us when it finishes, but a finish
+     * between the last pass and `sleeping` below would go unheard, so nap only. */
+    if (hoop__exec_memops_pending(comm->exec) && ms > 1) ms = 1;
     /* Announce the sleep, then look at the queue once more: an enqueuer stores into the
      * queue before it reads `sleeping`, so one of us sees the other (seq_cst). */
     atomic_store(&comm->sleeping, driven ? HOOP__SLEEP_NAP : HOOP__SLEEP_LONG);

@@ -18,78 +18,34 @@
 #include <string.h>
 
 #include "collectives/coll.h"
+#include "collectives/reduce_elem.h"
 
 // ----------------------------------------------------------------- half conversions
 
+/* The out-of-line forms of reduce_elem.h's conversions (shared with the device). */
 float hoop__f16_to_f32(uint16_t h)
 {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-    if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13); /* inf / nan */
-    } else if (exp != 0) {
-        bits = sign | ((exp + 112) << 23) | (man << 13);
-    } else if (man == 0) {
-        bits = sign;
-    } else { /* subnormal: normalise */
-        int e = -1;
-        do {
-            e++;
-            man <<= 1;
-        } while ((man & 0x400) == 0);
-        bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ff) << 13);
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
+    return hoop__f16_to_f32_inl(h);
 }
 
 uint16_t hoop__f32_to_f16(float f)
 {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000;
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) /* inf or nan (keep a quiet nan) */
-        return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
-    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* rounds to inf */
-    if (ax < 0x38800000u) { /* result is subnormal or zero: scale and round */
-        float a;
-        memcpy(&a, &ax, 4);
-        /* a * 2^24 is the subnormal mantissa; rintf rounds to nearest even. */
-        return (uint16_t)(sign | (uint32_t)rintf(a * 16777216.0f));
-    }
-    uint32_t mant = ax + 0xc8000fffu + ((ax >> 13) & 1); /* rebias 127->15, round half even */
-    return (uint16_t)(sign | (mant >> 13));
+    return hoop__f32_to_f16_inl(f);
 }
 
 float hoop__bf16_to_f32(uint16_t h)
 {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
+    return hoop__bf16_to_f32_inl(h);
 }
 
 uint16_t hoop__f32_to_bf16(float f)
 {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet nan */
-    x += 0x7fffu + ((x >> 16) & 1);
-    return (uint16_t)(x >> 16);
+    return hoop__f32_to_bf16_inl(f);
 }
 
 // ----------------------------------------------------------------- kernels
 
-/* MIN and MAX propagate NaN: when either operand is NaN the result is NaN (y != y
- * holds only for a NaN y; a NaN x loses every comparison and is kept), as torch.minimum
- * / torch.maximum and IEEE 754-2019 minimum / maximum do, so the result never depends
- * on which rank or position holds the NaN. (For integers y != y is never true.) */
-#define COMBINE(op, x, y)                                          \
-    ((op) == HOOP_OP_PROD  ? (x) * (y)                             \
-     : (op) == HOOP_OP_MIN ? ((y) < (x) || (y) != (y) ? (y) : (x)) \
-     : (op) == HOOP_OP_MAX ? ((y) > (x) || (y) != (y) ? (y) : (x)) \
-                           : (x) + (y))
+#define COMBINE HOOP__COMBINE /* reduce_elem.h: the device computes the same */
 
 /* One loop per (type, op) so each one vectorises without a branch inside. */
 #define DEF_KERNEL(NAME, T)                                                            \
@@ -145,23 +101,13 @@ static void k_u8w(hoop_op op, uint8_t *dst, const uint8_t *a, const uint8_t *b, 
     }
 }
 
-/* Half types: widen, combine, (divide), round once. HOOP__OP_SUM_SAT (the pre-divided
- * terms of an average) saturates a sum of two finite values at the largest finite value
- * instead of rounding it to inf: every partial sum of x_r / n is at most max(|x|) in
- * exact arithmetic, so only the terms' rounding can push it past the type's range. */
+/* Half types: widen, combine, (divide), round once (reduce_elem.h). */
 static void k_half(int bf, hoop_op op, uint16_t *dst, const uint16_t *a, const uint16_t *b,
                    size_t n, int divisor)
 {
-    const float top = bf ? 0x1.fep127f : 65504.0f; /* largest finite bf16 / f16 */
-    for (size_t i = 0; i < n; i++) {
-        float x = bf ? hoop__bf16_to_f32(a[i]) : hoop__f16_to_f32(a[i]);
-        float y = bf ? hoop__bf16_to_f32(b[i]) : hoop__f16_to_f32(b[i]);
-        float r = COMBINE(op, x, y);
-        if (divisor > 0) r /= (float)divisor;
-        if (op == HOOP__OP_SUM_SAT && isfinite(x) && isfinite(y) && !(fabsf(r) <= top))
-            r = r > 0 ? top : -top;
-        dst[i] = bf ? hoop__f32_to_bf16(r) : hoop__f32_to_f16(r);
-    }
+    int sat = op == HOOP__OP_SUM_SAT;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = hoop__half_combine(bf, (int)op, sat, a[i], b[i], divisor);
 }
 
 static float half_at(int bf, const uint16_t *p, size_t i)

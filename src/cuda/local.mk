@@ -29,8 +29,8 @@ CUDA_BACKEND_FILES = %reldir%/ctx.cu %reldir%/alloc.cu %reldir%/kern_cuda.cu \
 	%reldir%/ops/bias.cu %reldir%/ops/elementwise.cu %reldir%/ops/gemm.cu
 CUDA_BACKEND_FILES += %reldir%/ops/optim.cu %reldir%/ops/im2col.cu %reldir%/ops/pool.cu
 CUDA_BACKEND_FILES += %reldir%/ops/unary.cu %reldir%/ops/softmax.cu %reldir%/ops/reduce.cu
-CUDA_BACKEND_FILES += %reldir%/ops/dropout.cu %reldir%/graph.cu
-noinst_HEADERS += %reldir%/ctx.h %reldir%/alloc.h %reldir%/ops/ops.h
+CUDA_BACKEND_FILES += %reldir%/ops/dropout.cu %reldir%/graph.cu %reldir%/coll_reduce.cu
+noinst_HEADERS += %reldir%/ctx.h %reldir%/alloc.h %reldir%/ops/ops.h %reldir%/coll.h
 EXTRA_DIST += $(CUDA_BACKEND_FILES)
 %reldir%/hx_backend.lo: $(CUDA_BACKEND_FILES)
 # The same backend as a loadable module on the host layer (the tests point
@@ -38,7 +38,8 @@ EXTRA_DIST += $(CUDA_BACKEND_FILES)
 check_LTLIBRARIES += libhoop-cuda-hx.la
 libhoop_cuda_hx_la_SOURCES = %reldir%/hx_module.cc %reldir%/hx.cc %reldir%/hx_blas.cc
 libhoop_cuda_hx_la_CXXFLAGS = $(AM_CXXFLAGS) -fvisibility=hidden
-libhoop_cuda_hx_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir) $(AM_LDFLAGS)
+libhoop_cuda_hx_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir) $(AM_LDFLAGS) \
+	-Wl,--no-undefined
 libhoop_cuda_hx_la_LIBADD = $(BLAS_LIBS) -lm
 EXTRA_DIST += %reldir%/module.cu
 check_PROGRAMS += tests/check_hx
@@ -49,7 +50,7 @@ TESTS += tests/check_hx
 # The kernel-table tests (the CUDA table on the host layer against the CPU table); the
 # nodist dummy.cc makes automake link them with the C++ driver.
 KERN_CUDA_TESTS = tests/check_kern_cuda tests/check_kern_cuda_a tests/check_kern_cuda_b
-KERN_CUDA_TESTS += tests/check_cuda_ctx
+KERN_CUDA_TESTS += tests/check_cuda_ctx tests/check_cuda_coll
 check_PROGRAMS += $(KERN_CUDA_TESTS)
 TESTS += $(KERN_CUDA_TESTS)
 KERN_CUDA_HX_LDADD = libhoopcudahx.la $(TEST_LDADD)
@@ -69,13 +70,17 @@ tests_check_cuda_ctx_SOURCES = tests/check_cuda_ctx.c
 nodist_EXTRA_tests_check_cuda_ctx_SOURCES = dummy.cc
 tests_check_cuda_ctx_CFLAGS = $(TEST_CFLAGS)
 tests_check_cuda_ctx_LDADD = $(KERN_CUDA_HX_LDADD)
+tests_check_cuda_coll_SOURCES = tests/check_cuda_coll.c
+nodist_EXTRA_tests_check_cuda_coll_SOURCES = dummy.cc
+tests_check_cuda_coll_CFLAGS = $(TEST_CFLAGS)
+tests_check_cuda_coll_LDADD = $(KERN_CUDA_HX_LDADD)
 EXTRA_DIST += tests/hx_kernels.cu
 if HAVE_CUDA
 # The CUDA backend built by nvcc: the installed module, which alone links CUDA's
 # libraries.
 pkglib_LTLIBRARIES = libhoop-cuda.la
 libhoop_cuda_la_SOURCES = $(CUDA_BACKEND_FILES) %reldir%/module.cu
-libhoop_cuda_la_LDFLAGS = -module -avoid-version -shared $(AM_LDFLAGS)
+libhoop_cuda_la_LDFLAGS = -module -avoid-version -shared $(AM_LDFLAGS) -Wl,--no-undefined
 libhoop_cuda_la_LIBADD = $(CUDA_LIBS) -lcublas
 %reldir%/module.lo: $(CUDA_HEADER_DEPS)
 # The same objects linked statically, and the kernel-table tests against them: they skip
@@ -97,6 +102,9 @@ tests_check_kern_cuda_b_gpu_LDADD = $(KERN_CUDA_GPU_LDADD)
 tests_check_cuda_ctx_gpu_SOURCES = tests/check_cuda_ctx.c
 tests_check_cuda_ctx_gpu_CFLAGS = $(TEST_CFLAGS) -DHOOP_KERN_CUDA_GPU=1
 tests_check_cuda_ctx_gpu_LDADD = $(KERN_CUDA_GPU_LDADD)
+tests_check_cuda_coll_gpu_SOURCES = tests/check_cuda_coll.c
+tests_check_cuda_coll_gpu_CFLAGS = $(TEST_CFLAGS) -DHOOP_KERN_CUDA_GPU=1
+tests_check_cuda_coll_gpu_LDADD = $(KERN_CUDA_GPU_LDADD)
 TESTS += $(KERN_CUDA_TESTS:=_gpu)
 # The same hx test with its kernels built by nvcc.
 check_PROGRAMS += tests/check_hx_gpu
