@@ -53,6 +53,8 @@ void hoop__hx_set_devices(int count, size_t bytes);
 void hoop__hx_fail_malloc_after(long n, int e);
 unsigned long hoop__hx_count(const char *call);
 int hoop__hx_stream_ordered(hoop__cuda_stream_t waiter, hoop__cuda_stream_t producer);
+void hoop__hx_set_lazy(int on);
+unsigned long hoop__hx_queued(hoop__cuda_stream_t s);
 #define HX_DEVICES 4 /* what the device-choice children pretend */
 #define HX_ERR_INVALID_VALUE 1
 #define HX_ERR_MEMORY_ALLOCATION 2
@@ -774,6 +776,71 @@ static int gpu_count(void)
 }
 #endif
 
+/* The kernel table's asynchronous uploads (kern.h: upload_async, compute_wait, ...), on
+ * the host layer's lazy streams (hx.h: queued work runs only when the host waits for it,
+ * so a missing wait shows): the compute stream waits for the upload before a kernel reads
+ * it (else the kernel doubles the -1 the buffer held), and the upload waits for its after
+ * event before it overwrites what an earlier kernel reads (the host waits for the copy
+ * first here, so a copy that ran without waiting would overwrite the old values before
+ * the kernel copied them). On a GPU the same checks run without the laziness. */
+START_TEST(test_table_uploads)
+{
+#if HX
+    hoop__hx_set_lazy(1);
+#endif
+    const struct hoop__kern *k = &hoop__kern_cuda;
+    const size_t n = 64 * 1024, bytes = n * sizeof(float);
+    float *src, *out, *d, *e;
+    void *up, *fr;
+    ck_assert_int_eq(k->host_alloc((void **)&src, bytes), HOOP_OK);
+    ck_assert_int_eq(k->host_alloc((void **)&out, bytes), HOOP_OK);
+    ck_assert_int_eq(k->mem_alloc((void **)&d, bytes), HOOP_OK);
+    ck_assert_int_eq(k->mem_alloc((void **)&e, bytes), HOOP_OK);
+    ck_assert_int_eq(k->event_new(&up), HOOP_OK);
+    ck_assert_int_eq(k->event_new(&fr), HOOP_OK);
+    for (size_t i = 0; i < n; i++) src[i] = (float)i;
+    /* read after write: d holds -1 until the upload */
+    ck_assert_int_eq(k->fill(d, n, -1.0f), HOOP_OK);
+    ck_assert_int_eq(k->compute_record(fr), HOOP_OK);
+    ck_assert_int_eq(k->upload_async(d, src, bytes, fr, up), HOOP_OK);
+#if HX
+    ck_assert_uint_gt(hoop__hx_queued(hoop__cuda_copy_stream()), 0); /* not run yet */
+#endif
+    ck_assert_int_eq(k->compute_wait(up), HOOP_OK);
+    ck_assert_int_eq(k->scale(d, n, 2.0f), HOOP_OK);
+    ck_assert_int_eq(k->download_async(out, d, bytes), HOOP_OK);
+    ck_assert_int_eq(k->compute_record(fr), HOOP_OK);
+    ck_assert_int_eq(k->event_sync(fr), HOOP_OK);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(out[i] == 2.0f * (float)i, "[%zu] = %g, want %g", i, (double)out[i],
+                      2.0 * (double)i);
+    /* write after read: e = d (2 i), then the upload of 3 i into d after it */
+    ck_assert_int_eq(k->axpy_or_copy(e, d, n, 0), HOOP_OK);
+    ck_assert_int_eq(k->compute_record(fr), HOOP_OK);
+    for (size_t i = 0; i < n; i++) src[i] = 3.0f * (float)i; /* the last copy ran: fr */
+    ck_assert_int_eq(k->upload_async(d, src, bytes, fr, up), HOOP_OK);
+    ck_assert_int_eq(k->event_sync(up), HOOP_OK);
+    ck_assert_int_eq(k->compute_wait(up), HOOP_OK);
+    ck_assert_int_eq(k->add(d, d, e, n), HOOP_OK); /* 3 i + 2 i */
+    ck_assert_int_eq(k->download_async(out, d, bytes), HOOP_OK);
+    ck_assert_int_eq(k->compute_record(fr), HOOP_OK);
+    ck_assert_int_eq(k->event_sync(fr), HOOP_OK);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(out[i] == 5.0f * (float)i, "[%zu] = %g, want %g", i, (double)out[i],
+                      5.0 * (double)i);
+    /* a failed call names itself and CUDA's reason */
+    ck_assert_int_eq(k->compute_wait(NULL), HOOP_ERR_CUDA);
+    assert_error_has("compute_wait: cudaStreamWaitEvent", NULL);
+    k->event_free(up);
+    k->event_free(fr);
+    k->event_free(NULL);
+    k->mem_free(d);
+    k->mem_free(e);
+    k->host_free(src);
+    k->host_free(out);
+}
+END_TEST
+
 int main(void)
 {
     setenv("HOOP_DEBUG", "INFO", 1);
@@ -819,6 +886,7 @@ int main(void)
     tcase_add_test(tc, test_pinned_reuse);
     tcase_add_test(tc, test_copy_round_trip);
     tcase_add_test(tc, test_stream_wait_and_events);
+    tcase_add_test(tc, test_table_uploads);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
 #ifdef HOOP_KERN_CUDA_GPU

@@ -6,7 +6,9 @@
  * masks; gradients through a chain of ops; a checkpoint written on one device resumes on
  * the other; the steady state allocates no device memory; and errors (mixed devices,
  * DDP on cuda) name their culprit; a training step captured as a CUDA graph and replayed
- * trains exactly as the eager loop does.
+ * trains exactly as the eager loop does; the asynchronous uploads, and a double-buffered
+ * loop on them that trains exactly as the synchronous one (on the host layer's lazy
+ * streams, which run queued work only when the host waits for it).
  *
  * The CUDA backend is loaded through the public API, as a program would: in make check
  * it is the host execution layer's build of the CUDA sources (TEST_CUDA_HX_BACKEND, see
@@ -639,6 +641,158 @@ START_TEST(test_graph_arena_growth)
 }
 END_TEST
 
+/* hoop__tensor_upload_async / _download_async and the events (kern.h), on both devices,
+ * under the host layer's lazy streams (TEST_HX_LAZY=1, set before this child first uses
+ * CUDA: the copy stream's work runs only when something waits for it): x holds -1 when the
+ * upload is queued, so an op that did not wait for the upload (hoop__event_wait) doubles
+ * -1; the pinned source is refilled only after the host waited for the step that read it.
+ * The real GPU runs this without the switch. */
+START_TEST(test_upload_async)
+{
+    setenv("TEST_HX_LAZY", "1", 1);
+    const int64_t n = 1000;
+    const hoop_device devs[2] = {HOOP_DEVICE_CPU, HOOP_DEVICE_CUDA};
+    for (int d = 0; d < 2; d++) {
+        hoop_tensor *x, *y;
+        hoop_tape *tape;
+        float *src, *out;
+        hoop__event *up, *fr;
+        OKAY(hoop_tensor_new(&x, 1, &n, devs[d], 0));
+        OKAY(hoop_tape_init(&tape));
+        OKAY(hoop_host_alloc(devs[d], (size_t)n * sizeof(float), (void **)&src));
+        OKAY(hoop_host_alloc(devs[d], (size_t)n * sizeof(float), (void **)&out));
+        OKAY(hoop__event_new(devs[d], &up));
+        OKAY(hoop__event_new(devs[d], &fr));
+        OKAY(hoop__event_sync(fr)); /* never recorded: nothing to wait for */
+        for (int round = 1; round <= 3; round++) {
+            OKAY(hoop_tensor_fill(x, -1.0f));
+            OKAY(hoop__event_record(fr));
+            OKAY(hoop__event_sync(fr)); /* the refill below: the last reader has run */
+            for (int64_t i = 0; i < n; i++) src[i] = (float)(round * i);
+            OKAY(hoop__tensor_upload_async(x, src, (size_t)n, fr, up));
+            OKAY(hoop__event_wait(up));
+            OKAY(hoop_add(tape, x, x, &y));
+            OKAY(hoop__tensor_download_async(y, out, (size_t)n));
+            OKAY(hoop__event_record(fr));
+            OKAY(hoop__event_sync(fr));
+            for (int64_t i = 0; i < n; i++)
+                ck_assert_msg(out[i] == (float)(2 * round * i), "%s round %d: [%lld] = %g, want %g",
+                              hoop__device_name(devs[d]), round, (long long)i, (double)out[i],
+                              (double)(2 * round * i));
+            hoop_tape_reset(tape);
+        }
+        /* errors name the call and the culprit */
+        ck_assert_int_eq(hoop__tensor_upload_async(x, src, 999, NULL, NULL), HOOP_ERR_INVALID);
+        assert_error_has("hoop__tensor_upload_async", "count=999");
+        ck_assert_int_eq(hoop__tensor_download_async(x, NULL, 1000), HOOP_ERR_INVALID);
+        assert_error_has("hoop__tensor_download_async", "dst is NULL");
+        hoop__event *other;
+        OKAY(hoop__event_new(devs[1 - d], &other));
+        ck_assert_int_eq(hoop__tensor_upload_async(x, src, 1000, other, NULL), HOOP_ERR_INVALID);
+        assert_error_has("after is an event of", hoop__device_name(devs[1 - d]));
+        hoop__event_free(other);
+        ck_assert_int_eq(hoop__event_new((hoop_device)7, &other), HOOP_ERR_INVALID);
+        ck_assert_ptr_null(other);
+        ck_assert_int_eq(hoop__event_sync(NULL), HOOP_ERR_INVALID);
+        hoop__event_free(NULL);
+        hoop__event_free(up);
+        hoop__event_free(fr);
+        hoop_host_free(devs[d], src);
+        hoop_host_free(devs[d], out);
+        hoop_tape_destroy(tape);
+        hoop_tensor_free(x);
+    }
+}
+END_TEST
+
+/* hoop-train's double-buffered loop (two pinned batches, two device inputs, the step of
+ * batch k issued before batch k+1 is gathered and uploaded, every loss copied back and
+ * read one step late) on lazy streams trains exactly as the synchronous loop does (the
+ * same losses, bit for bit, and the same parameters), and its steady state makes no
+ * cudaMalloc or cudaFree. */
+START_TEST(test_double_buffered)
+{
+    setenv("TEST_HX_LAZY", "1", 1);
+    enum { N = 8, STEPS_DB = 10 };
+    hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
+    cfg.momentum = 0.9f;
+    struct job ref, db;
+    job_init(&ref, HOOP_DEVICE_CUDA, 1, &cfg, N, 4);
+    job_init(&db, HOOP_DEVICE_CUDA, 1, &cfg, N, 4);
+    const size_t count = hoop_tensor_count(ref.x);
+    float *pixels[2], *loss[2];
+    int32_t *labels[2];
+    hoop_tensor *in[2] = {db.x, NULL};
+    hoop__event *up[2], *fr[2];
+    const int64_t shape[4] = {N, 1, 12, 12};
+    OKAY(hoop_tensor_new(&in[1], 4, shape, HOOP_DEVICE_CUDA, 0));
+    for (int i = 0; i < 2; i++) {
+        OKAY(hoop_host_alloc(HOOP_DEVICE_CUDA, count * sizeof(float), (void **)&pixels[i]));
+        OKAY(hoop_host_alloc(HOOP_DEVICE_CUDA, N * sizeof(int32_t), (void **)&labels[i]));
+        OKAY(hoop_host_alloc(HOOP_DEVICE_CUDA, sizeof(float), (void **)&loss[i]));
+        OKAY(hoop__event_new(HOOP_DEVICE_CUDA, &up[i]));
+        OKAY(hoop__event_new(HOOP_DEVICE_CUDA, &fr[i]));
+        OKAY(hoop__event_record(fr[i]));
+    }
+    float want[STEPS_DB], got[STEPS_DB];
+    float *ref_pixels = malloc(count * sizeof(float));
+    int32_t ref_labels[N];
+    ck_assert_ptr_nonnull(ref_pixels);
+    for (int s = 0; s < STEPS_DB; s++) {
+        batch_of(ref_pixels, count, ref_labels, N, s);
+        want[s] = job_step(&ref, ref_pixels, ref_labels, s, 0.0f, 0.0f);
+    }
+    struct hoop__mem_stats a, b;
+    /* prefetch(i): wait for the slot's last step, read its loss, refill, upload */
+#define PREFETCH(i, s)                                                              \
+    do {                                                                            \
+        OKAY(hoop__event_sync(fr[i]));                                              \
+        if ((s) >= 2) got[(s)-2] = *loss[i];                                        \
+        if ((s) < STEPS_DB) {                                                       \
+            batch_of(pixels[i], count, labels[i], N, (s));                          \
+            OKAY(hoop__tensor_upload_async(in[i], pixels[i], count, fr[i], up[i])); \
+        }                                                                           \
+    } while (0)
+    PREFETCH(0, 0);
+    for (int s = 0; s < STEPS_DB; s++) {
+        const int i = s % 2;
+        if (s == 4) OKAY(hoop__device_mem_stats(HOOP_DEVICE_CUDA, &a));
+        OKAY(hoop__event_wait(up[i]));
+        db.x = in[i];
+        hoop_tape_seed(db.tape, 1000u + (uint64_t)s);
+        hoop_tensor *l;
+        step_body(&db, labels[i], 0.0f, 0.0f, &l, NULL);
+        OKAY(hoop__tensor_download_async(l, loss[i], 1));
+        OKAY(hoop__event_record(fr[i]));
+        hoop_tape_reset(db.tape);
+        PREFETCH(1 - i, s + 1);
+    }
+    PREFETCH((STEPS_DB + 1) % 2, STEPS_DB + 1);
+#undef PREFETCH
+    OKAY(hoop__device_mem_stats(HOOP_DEVICE_CUDA, &b));
+    ck_assert_msg(b.device_mallocs == a.device_mallocs && b.device_frees == a.device_frees,
+                  "6 double-buffered steps made %llu cudaMalloc and %llu cudaFree calls",
+                  (unsigned long long)(b.device_mallocs - a.device_mallocs),
+                  (unsigned long long)(b.device_frees - a.device_frees));
+    for (int s = 0; s < STEPS_DB; s++)
+        ck_assert_msg(got[s] == want[s], "step %d: loss %.9g double-buffered, %.9g synchronous", s,
+                      (double)got[s], (double)want[s]);
+    db.x = in[0];
+    assert_params_close(&db, &ref, 0.0);
+    for (int i = 0; i < 2; i++) {
+        hoop__event_free(up[i]);
+        hoop__event_free(fr[i]);
+        hoop_host_free(HOOP_DEVICE_CUDA, pixels[i]);
+        hoop_host_free(HOOP_DEVICE_CUDA, labels[i]);
+        hoop_host_free(HOOP_DEVICE_CUDA, loss[i]);
+    }
+    hoop_tensor_free(in[1]);
+    free(ref_pixels);
+    job_free(&ref);
+    job_free(&db);
+}
+END_TEST
+
 static Suite *cuda_train_suite(void)
 {
     Suite *s = suite_create("cuda_train");
@@ -657,6 +811,8 @@ static Suite *cuda_train_suite(void)
     tcase_add_test(tc, test_graph_errors);
     tcase_add_test(tc, test_optim_after_move);
     tcase_add_test(tc, test_graph_arena_growth);
+    tcase_add_test(tc, test_upload_async);
+    tcase_add_test(tc, test_double_buffered);
     suite_add_tcase(s, tc);
     return s;
 }

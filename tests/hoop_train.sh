@@ -194,21 +194,48 @@ for name, cuda_epoch in (("ga", 1), ("gb", 2)):
               f" the other on the cpu: every loss within 1e-4 of the cpu run's")
 sys.exit(bad)
 PY
-    # --cuda-graph (on by default): the full-batch step captured at step 2 and replayed,
-    # the short last batch and the evaluation eager beside it, gives the very checkpoint
-    # the eager run gives (a replay runs the captured kernels on the same data).
+    # --cuda-graph (on by default): the full-batch steps of each of the two input buffers
+    # captured (steps 3 and 4, after a warm-up step on each) and replayed, the short last
+    # batch and the evaluation eager beside them, give the very checkpoint the eager run
+    # gives (a replay runs the captured kernels on the same data).
     run gg "$hx" --device cuda --optimizer adamw --schedule cosine
     run go "$hx" --device cuda --optimizer adamw --schedule cosine --cuda-graph off
-    if ! grep -q '^hoop-train: cuda graph: step 2 captured' "$tmp/gg.out" ||
-        grep -q 'cuda graph' "$tmp/go.out"; then
-        echo "FAIL: --cuda-graph: no capture line with it, or one without: $(cat "$tmp/gg.out")"
+    if ! grep -q '^hoop-train: cuda graph: step 3 captured for input buffer 1 of 2' \
+        "$tmp/gg.out" ||
+        ! grep -q '^hoop-train: cuda graph: step 4 captured for input buffer 2 of 2' \
+            "$tmp/gg.out" || grep -q 'cuda graph' "$tmp/go.out"; then
+        echo "FAIL: --cuda-graph: no capture lines with it, or one without: $(cat "$tmp/gg.out")"
         fail=1
     elif ! cmp -s "$tmp/gg.ckpt" "$tmp/go.ckpt"; then
         echo "FAIL: --cuda-graph on and off end with different checkpoints"
         fail=1
     else
-        echo "ok: --cuda-graph: step 2 captured, the replays end with the eager run's checkpoint"
+        echo "ok: --cuda-graph: steps 3 and 4 captured, the replays end with the eager run's" \
+            "checkpoint"
     fi
+    # The double-buffered batches with the host layer's lazy streams (TEST_HX_LAZY=1: the
+    # copy and compute streams run their work only when the host waits for it, as late as
+    # the events allow, where above it ran when issued, as a synchronous upload would): a
+    # step that did not wait for its upload, a pinned batch refilled before the step that
+    # read it ran, a graph's host scalars rewritten under a replay still queued (by the
+    # other graph's replay or capture, or by the short batch's eager step) would train on
+    # other data than above. The same checkpoint and epoch losses, graphs on and off. No
+    # step metrics here: logging every step waits for every step, which would hide that.
+    lazy="env TEST_HX_LAZY=1 $hx --device cuda --optimizer adamw --schedule cosine"
+    run gl "$lazy" --metrics-every 1000
+    run gm "$lazy" --metrics-every 1000 --cuda-graph off
+    epochs() { grep '"type":"epoch"' "$1" | grep -o '"\(train_loss\|test_loss\|test_acc\)":[^,]*'; }
+    for r in gl gm; do
+        if ! cmp -s "$tmp/$r.ckpt" "$tmp/go.ckpt"; then
+            echo "FAIL: lazy streams ($r): another checkpoint than the eager layer's"
+            fail=1
+        elif [ "$(epochs "$tmp/$r.jsonl")" != "$(epochs "$tmp/go.jsonl")" ]; then
+            echo "FAIL: lazy streams ($r): other epoch losses than the eager layer's"
+            fail=1
+        else
+            echo "ok: lazy streams ($r): the eager layer's checkpoint and epoch losses"
+        fi
+    done
 else
     echo "note: no TEST_CUDA_HX_BACKEND (run under make check); --device cuda runs skipped"
 fi

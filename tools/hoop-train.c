@@ -17,10 +17,17 @@
  * Devices (--device): on the cpu the loader gathers a batch straight into a tape tensor
  * (no copy) and the host reads losses and logits in place. On cuda the model is built on
  * the host as on the cpu (so both start from the same weights), moved to the GPU before
- * the optimizer and any checkpoint exist, and the loader gathers into a host buffer that
- * is copied into a long-lived device tensor per batch size (made once, at its first
- * batch); the loss and the evaluation's logits come back through the copy functions.
- * Checkpoints are the same file on both devices. Rank 0's first line names the device.
+ * the optimizer and any checkpoint exist, and batches are double buffered: two slots, each
+ * a pinned batch and labels, a device batch tensor and the step's loss in pinned memory.
+ * Batch k+1 is gathered into the free slot and uploaded on the copy stream while step k
+ * runs on the compute stream (which waits for the upload's event, on the device); a slot
+ * is refilled only after the host has waited for the event recorded after the step that
+ * read it, and the loss comes back with the step (an asynchronous copy into the slot)
+ * and is read then, or when it is logged or saved: no step waits for its own loss. With
+ * --cuda-graph each slot has its own tape and graph (two graphs, one per input buffer; see
+ * cuda_step). The evaluation copies its batches synchronously (a tensor per batch size,
+ * made once). Checkpoints are the same file on both devices. Rank 0's first line names
+ * the device.
  *
  * Preemption: SIGINT, SIGTERM and SIGUSR1 (Slurm's --signal) only set a flag. The ranks
  * agree on it with a one-int maximum all-reduce posted after every step and collected
@@ -50,6 +57,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "autograd/kern.h"
 #include "core/check.h"
 #include "core/clock.h"
 #include "hoop/autograd.h"
@@ -62,6 +70,28 @@
 #define BAR_WIDTH 30
 #define BAR_EVERY_NS 100000000LL
 #define DEVICE_INPUTS 4 /* cuda input tensors: full, short last, evaluation, its short last */
+#define SLOTS 2         /* cuda: batches in flight (one uploading, one training) */
+
+/* cuda: one buffer of the double-buffered batches (see the top of this file). */
+typedef struct batch_slot {
+    float *x;              /* pinned: batch_size x sample floats, the gathered batch */
+    int32_t *y;            /* pinned: its labels (cross-entropy uploads them; a graph re-reads) */
+    float *loss;           /* pinned: the loss of the step that read the slot */
+    hoop_tensor *dev_x;    /* the full batch on the device */
+    hoop_tensor *in;       /* what the step reads: dev_x, or the short batch's tensor */
+    hoop__event *uploaded; /* copy stream: the batch is on the device */
+    hoop__event *free;     /* compute stream: the step that read the slot (and its loss) ran */
+    size_t n;              /* samples gathered into it (0: the epoch is over) */
+    int unread;            /* its last upload is not read by a step yet */
+    int pending;           /* its step's loss is not accounted yet */
+    int64_t step;          /* that step's number, for the divergence message */
+    /* --cuda-graph: the slot's full-batch steps on a tape of their own, captured after one
+     * eager warm-up on it and replayed from then on (graph_loss: the loss it writes) */
+    hoop_tape *tape;
+    hoop_graph *graph;
+    hoop_tensor *graph_loss;
+    int warm;
+} batch_slot;
 
 typedef struct trainer {
     const train_opts *o;
@@ -73,13 +103,10 @@ typedef struct trainer {
     hoop_lr_schedule sched;
     hoop_device device;                /* where the model, its batches and its activations live */
     hoop_tensor *dev_x[DEVICE_INPUTS]; /* cuda: long-lived input tensors, one per batch size */
-    /* --cuda-graph: the full-batch step on a tape of its own, captured after one eager
-     * warm-up step and replayed from then on (graph_x: the input it reads, graph_loss: the
-     * loss it writes); graph_off after a failed capture */
-    hoop_tape *graph_tape;
-    hoop_graph *graph;
-    hoop_tensor *graph_x, *graph_loss;
-    int graph_warm, graph_off;
+    batch_slot slot[SLOTS];            /* cuda: the double-buffered training batches */
+    int cur;                           /* the slot of the step issued last */
+    int graphs;                        /* --cuda-graph on cuda; 0 again after a failed capture */
+    int replay_queued;                 /* a replay was issued since the last eager step */
     float *logits;  /* cuda: eval_batch_size x classes floats, logits read back for accuracy */
     float *x;       /* batch_size x sample floats, the gathered batch */
     int32_t *y;     /* batch_size labels */
@@ -408,6 +435,52 @@ static hoop_status pick_device(trainer *t)
     return HOOP_OK;
 }
 
+/* cuda: the double-buffered slots (pinned batches, device batch tensors, events, with
+ * --cuda-graph a tape each). Their free events are recorded once made, so the first
+ * upload into a slot's tensor follows what the compute stream did to its memory before. */
+static hoop_status slots_init(trainer *t)
+{
+    const size_t bs = (size_t)t->o->batch_size;
+    const int mlp = t->o->model == TRAIN_MODEL_MLP;
+    int64_t mlp_shape[2] = {(int64_t)bs, t->sample};
+    int64_t cnn_shape[4] = {(int64_t)bs, 1, hoop_dataset_rows(t->train),
+                            hoop_dataset_cols(t->train)};
+    t->graphs = t->o->cuda_graph && t->dist.ddp == NULL;
+    for (int i = 0; i < SLOTS; i++) {
+        batch_slot *b = &t->slot[i];
+        HOOP_CHECK(
+            hoop_host_alloc(t->device, bs * (size_t)t->sample * sizeof(float), (void **)&b->x));
+        HOOP_CHECK(hoop_host_alloc(t->device, bs * sizeof(int32_t), (void **)&b->y));
+        HOOP_CHECK(hoop_host_alloc(t->device, sizeof(float), (void **)&b->loss));
+        HOOP_CHECK(
+            hoop_tensor_new(&b->dev_x, mlp ? 2 : 4, mlp ? mlp_shape : cnn_shape, t->device, 0));
+        HOOP_CHECK(hoop__event_new(t->device, &b->uploaded));
+        HOOP_CHECK(hoop__event_new(t->device, &b->free));
+        HOOP_CHECK(hoop__event_record(b->free));
+        if (t->graphs) HOOP_CHECK(hoop_tape_init(&b->tape));
+    }
+    return HOOP_OK;
+}
+
+/* Waits for what the slots' buffers are still used by (an upload in flight, a step), then
+ * frees them; keeps the first error in *st. */
+static void slots_destroy(trainer *t, hoop_status *st)
+{
+    for (int i = 0; i < SLOTS; i++) {
+        batch_slot *b = &t->slot[i];
+        if (b->uploaded) HOOP_CHECK_KEEP(hoop__event_sync(b->uploaded), *st);
+        if (b->free) HOOP_CHECK_KEEP(hoop__event_sync(b->free), *st);
+        hoop_graph_free(b->graph);
+        HOOP_CHECK_KEEP(hoop_tape_destroy(b->tape), *st);
+        hoop__event_free(b->uploaded);
+        hoop__event_free(b->free);
+        hoop_tensor_free(b->dev_x);
+        hoop_host_free(t->device, b->x);
+        hoop_host_free(t->device, b->y);
+        hoop_host_free(t->device, b->loss);
+    }
+}
+
 static hoop_status trainer_init(trainer *t, const train_opts *o)
 {
     memset(t, 0, sizeof *t);
@@ -436,7 +509,7 @@ static hoop_status trainer_init(trainer *t, const train_opts *o)
         HOOP_CHECK(hoop__calloc(&t->y, (size_t)cap));
     else
         HOOP_CHECK(hoop_host_alloc(t->device, (size_t)cap * sizeof(int32_t), (void **)&t->y));
-    if (t->device == HOOP_DEVICE_CUDA && o->cuda_graph) HOOP_CHECK(hoop_tape_init(&t->graph_tape));
+    if (t->device == HOOP_DEVICE_CUDA) HOOP_CHECK(slots_init(t));
     if (t->device != HOOP_DEVICE_CPU)
         HOOP_CHECK(hoop__calloc(&t->logits, (size_t)o->eval_batch_size *
                                                 (size_t)hoop_dataset_num_classes(t->train)));
@@ -451,9 +524,8 @@ static hoop_status trainer_destroy(trainer *t)
     if (t->metrics && fclose(t->metrics) != 0)
         st = HOOP_ERROR(HOOP_ERR_SYSTEM, "--metrics: writing '%s' failed: %s", t->o->metrics,
                         hoop__strerror(errno));
+    if (t->device == HOOP_DEVICE_CUDA) slots_destroy(t, &st);
     HOOP_CHECK_KEEP(hoop_tape_destroy(t->tape), st);
-    hoop_graph_free(t->graph);
-    HOOP_CHECK_KEEP(hoop_tape_destroy(t->graph_tape), st);
     /* DDP first: it hands the gradients back to the parameters the model owns. */
     HOOP_CHECK_KEEP(train_dist_destroy(&t->dist), st);
     hoop_optim_free(t->opt);
@@ -519,16 +591,11 @@ static hoop_status make_input(trainer *t, size_t n, hoop_tensor **x)
     return hoop_tensor_copy_from(*x, t->x, n * (size_t)t->sample);
 }
 
-/* The loader's next batch (*n == 0: epoch over). On the cpu it is gathered straight into
- * a tape tensor, and a short last batch is moved into a tensor of its own size; on cuda it
- * is gathered into t->x and copied to the device. */
+/* The loader's next batch on the cpu (*n == 0: epoch over), gathered straight into a tape
+ * tensor; a short last batch is moved into a tensor of its own size. */
 static hoop_status next_batch(trainer *t, hoop_tensor **x, size_t *n)
 {
     size_t bs = (size_t)t->o->batch_size;
-    if (t->device != HOOP_DEVICE_CPU) {
-        HOOP_CHECK(hoop_loader_next(t->loader, t->x, t->y, n));
-        return *n == 0 ? HOOP_OK : make_input(t, *n, x);
-    }
     HOOP_CHECK(new_input(t, bs, x));
     HOOP_CHECK(hoop_loader_next(t->loader, hoop_tensor_data(*x), t->y, n));
     if (*n == 0 || *n == bs) return HOOP_OK;
@@ -559,107 +626,195 @@ static uint64_t step_seed(const trainer *t)
     return z ^ (z >> 31);
 }
 
-/* The diverged-loss check of a step. */
-static hoop_status check_loss(const trainer *t, float loss)
+/* The diverged-loss check of step. */
+static hoop_status check_loss(float loss, int64_t step)
 {
     if (isfinite(loss)) return HOOP_OK;
     return HOOP_ERROR(HOOP_ERR_INVALID,
                       "loss is %g at step %lld: training diverged "
                       "(try a smaller --lr)",
-                      (double)loss, (long long)t->step);
+                      (double)loss, (long long)step);
 }
 
 /* A step's forward, loss (into *l), zero_grad and backward (DDP's when wrapped) on tape,
- * for the batch x with labels t->y: what an eager step and a captured one share. */
-static hoop_status forward_backward(trainer *t, hoop_tape *tape, hoop_tensor *x, hoop_tensor **l)
+ * for the batch x with labels y: what an eager step and a captured one share. */
+static hoop_status forward_backward(trainer *t, hoop_tape *tape, hoop_tensor *x, const int32_t *y,
+                                    hoop_tensor **l)
 {
     hoop_tensor *logits;
     hoop_ddp *ddp = t->dist.ddp;
     int64_t f0 = hoop_ddp_now_us();
     HOOP_CHECK(hoop_model_forward(t->model, tape, x, &logits));
-    HOOP_CHECK(hoop_cross_entropy(tape, logits, t->y, 0.0f, l));
+    HOOP_CHECK(hoop_cross_entropy(tape, logits, y, 0.0f, l));
     HOOP_CHECK(hoop_optim_zero_grad(t->opt));
     if (ddp) hoop_ddp_trace_event(ddp, "forward", f0, hoop_ddp_now_us());
     return ddp ? hoop_ddp_backward(ddp, tape, *l) : hoop_backward(tape, *l);
 }
 
-/* One eager optimizer step on the batch x (labels in t->y) recorded on tape; *loss gets
- * its mean loss. */
-static hoop_status eager_step(trainer *t, hoop_tape *tape, hoop_tensor *x, float *loss)
+/* One optimizer step on the cpu on the batch x (labels in t->y); *loss gets its mean
+ * loss. */
+static hoop_status train_step(trainer *t, hoop_tensor *x, float *loss)
 {
     hoop_tensor *l;
-    hoop_tape_seed(tape, step_seed(t));
-    HOOP_CHECK(forward_backward(t, tape, x, &l));
+    hoop_tape_seed(t->tape, step_seed(t));
+    HOOP_CHECK(forward_backward(t, t->tape, x, t->y, &l));
     HOOP_CHECK(optimizer_step(t));
-    /* Read once the whole step is issued (backward leaves l's data alone): on a GPU the
-     * copy waits for the step instead of stalling it between forward and backward. NULL:
-     * not read (the benchmark's resident steps: nothing waits for the GPU). */
-    if (loss) HOOP_CHECK(hoop_tensor_copy_to_host(l, loss, 1));
-    hoop_tape_reset(tape);
-    return loss ? check_loss(t, *loss) : HOOP_OK;
+    HOOP_CHECK(hoop_tensor_copy_to_host(l, loss, 1));
+    hoop_tape_reset(t->tape);
+    return check_loss(*loss, t->step);
 }
 
-/* Captures the step on x into t->graph (the step's work is recorded, not run). A failed
- * capture turns graphs off with one line saying why; the library has then taken back what
- * the capture advanced, so the caller runs the step eagerly. */
-static hoop_status capture_step(trainer *t, hoop_tensor *x)
+// ----- cuda: double-buffered batches ------------------------------------------------------
+
+/* The step that read slot b, which has run: its loss into the epoch's and the window's
+ * sums (a no-op when no step read the slot since). */
+static hoop_status account(trainer *t, batch_slot *b)
 {
-    hoop_tape *tape = t->graph_tape;
+    if (!b->pending) return HOOP_OK;
+    b->pending = 0;
+    const float loss = *b->loss;
+    t->loss_sum += (double)loss * (double)b->n;
+    t->loss_samples += b->n;
+    t->win_loss += (double)loss * (double)b->n;
+    t->win_samples += b->n;
+    return check_loss(loss, b->step);
+}
+
+/* Every step's loss accounted, oldest first, each once the host has waited for its step
+ * (before the sums are logged or saved). A no-op on the cpu, whose steps account their
+ * own. */
+static hoop_status drain(trainer *t)
+{
+    if (t->device == HOOP_DEVICE_CPU) return HOOP_OK;
+    for (int k = 0; k < SLOTS; k++) {
+        batch_slot *b = &t->slot[(t->cur + 1 + k) % SLOTS];
+        if (!b->pending) continue;
+        HOOP_CHECK(hoop__event_sync(b->free));
+        HOOP_CHECK(account(t, b));
+    }
+    return HOOP_OK;
+}
+
+/* The host waits until slot b may be refilled: the step that read it has run (and with
+ * it the upload that step waited for and the copy of its loss), or, when no step has read
+ * its last upload yet, that upload has. */
+static hoop_status slot_wait(batch_slot *b)
+{
+    HOOP_CHECK(hoop__event_sync(b->free));
+    return b->unread ? hoop__event_sync(b->uploaded) : HOOP_OK;
+}
+
+/* Gathers the loader's next batch into slot i (n 0: the epoch is over) and queues its
+ * upload: once the slot's last step has run (slot_wait; its loss is accounted then), the
+ * batch goes into the pinned buffers and the copy stream copies it into the device
+ * tensor, after that step on the device too. A short batch goes to the tensor of its size,
+ * which the evaluation may have used: its upload waits for all the compute stream's work. */
+static hoop_status prefetch(trainer *t, int i)
+{
+    batch_slot *b = &t->slot[i];
+    HOOP_CHECK(slot_wait(b));
+    HOOP_CHECK(account(t, b));
+    HOOP_CHECK(hoop_loader_next(t->loader, b->x, b->y, &b->n));
+    if (b->n == 0) return HOOP_OK;
+    b->in = b->dev_x;
+    if (b->n < (size_t)t->o->batch_size) {
+        HOOP_CHECK(device_input(t, b->n, &b->in));
+        HOOP_CHECK(hoop__event_record(b->free));
+    }
+    b->unread = 1;
+    return hoop__tensor_upload_async(b->in, b->x, b->n * (size_t)t->sample, b->free, b->uploaded);
+}
+
+/* Captures slot b's step into b->graph (recorded, not run). A failed capture turns graphs
+ * off with one line saying why; the library has then taken back what the capture
+ * advanced, so the caller runs the step eagerly. */
+static hoop_status capture_step(trainer *t, batch_slot *b)
+{
     hoop_tensor *l = NULL;
-    hoop_tape_seed(tape, step_seed(t));
+    hoop_tape_seed(b->tape, step_seed(t));
     hoop_optim_set_lr(t->opt, hoop_lr_at(&t->sched, t->step));
     HOOP_CHECK(hoop_graph_begin(t->device));
-    hoop_status st = forward_backward(t, tape, x, &l);
+    hoop_status st = forward_backward(t, b->tape, b->in, b->y, &l);
     if (st == HOOP_OK) st = hoop_optim_step(t->opt);
-    const hoop_status end = hoop_graph_end(&t->graph);
+    const hoop_status end = hoop_graph_end(&b->graph);
     if (st == HOOP_OK) st = end;
     if (st != HOOP_OK) {
         if (t->dist.rank == 0)
             printf("hoop-train: cuda graph: capture failed (%s); training eagerly\n",
                    hoop_last_error());
-        hoop_graph_free(t->graph);
-        t->graph = NULL;
-        t->graph_off = 1;
-        hoop_tape_reset(tape);
+        hoop_graph_free(b->graph);
+        b->graph = NULL;
+        t->graphs = 0;
+        hoop_tape_reset(b->tape);
         return HOOP_OK;
     }
-    t->graph_x = x;
-    t->graph_loss = l;
+    b->graph_loss = l;
     if (t->dist.rank == 0)
-        printf("hoop-train: cuda graph: step %lld captured; the full-batch steps replay it\n",
-               (long long)t->step + 1);
+        printf("hoop-train: cuda graph: step %lld captured for input buffer %d of %d; its "
+               "full-batch steps replay it\n",
+               (long long)t->step + 1, (int)(b - t->slot) + 1, SLOTS);
     return HOOP_OK;
 }
 
-/* One optimizer step on the batch x (labels in t->y); *loss gets its mean loss (loss NULL:
- * not read back, so the host does not wait for the step). On cuda
- * with --cuda-graph on, a full batch's step is a graph replay after one eager warm-up and
- * the capture (the first replay runs the captured step): the batch and its labels are
- * already in x and t->y, the step's dropout seed and learning rate go to the tape and the
- * optimizer, and the replay does the rest. */
-static hoop_status train_step(trainer *t, hoop_tensor *x, float *loss)
+/* Slot b's step as a graph replay (capturing it first, on its second full batch); *l the
+ * loss it writes. *l NULL: the capture failed, run the step eagerly. */
+static hoop_status replay_step(trainer *t, batch_slot *b, hoop_tensor **l)
 {
-    const int graphs = t->graph_tape != NULL && !t->graph_off && t->dist.ddp == NULL &&
-                       hoop_tensor_dim(x, 0) == t->o->batch_size;
-    if (!graphs) return eager_step(t, t->tape, x, loss);
-    if (t->graph == NULL && t->graph_warm++ == 0) return eager_step(t, t->graph_tape, x, loss);
-    if (t->graph == NULL) {
-        HOOP_CHECK(capture_step(t, x));
-        if (t->graph == NULL) return eager_step(t, t->graph_tape, x, loss);
+    *l = NULL;
+    if (b->graph == NULL) {
+        HOOP_CHECK(capture_step(t, b));
+        if (b->graph == NULL) return HOOP_OK;
         /* the captured step itself: its host side ran during the capture */
-        HOOP_CHECK(hoop_graph_replay(t->graph));
     } else {
-        if (x != t->graph_x)
-            return HOOP_INTERNAL_ERROR("the graph's input is %p, the batch is in %p",
-                                       (void *)t->graph_x, (void *)x);
-        hoop_tape_seed(t->graph_tape, step_seed(t));
+        hoop_tape_seed(b->tape, step_seed(t));
         hoop_optim_set_lr(t->opt, hoop_lr_at(&t->sched, t->step));
-        HOOP_CHECK(hoop_graph_replay(t->graph));
     }
+    HOOP_CHECK(hoop_graph_replay(b->graph));
+    t->replay_queued = 1;
     t->step++;
-    if (loss == NULL) return HOOP_OK;
-    HOOP_CHECK(hoop_tensor_copy_to_host(t->graph_loss, loss, 1));
-    return check_loss(t, *loss);
+    *l = b->graph_loss;
+    return HOOP_OK;
+}
+
+/* Issues the optimizer step on slot i's batch, without waiting for it: the compute stream
+ * waits for the batch's upload, runs the step (eagerly, or with --cuda-graph on a full
+ * batch as the slot's graph after one eager warm-up on its tape and the capture), copies
+ * the loss into the slot (want_loss) and records the slot's free event. Two graphs, one
+ * per slot, rather than one graph fed by a device-to-device copy: the labels are read by
+ * the graph from the slot's pinned memory (cross-entropy checks them on the host and
+ * uploads them itself), and a fixed source would have to be rewritten on the host after
+ * the previous replay; one graph per slot needs no copy and no host wait beyond the one a
+ * replay makes (hoop_graph_replay). */
+static hoop_status cuda_step(trainer *t, int i, int want_loss)
+{
+    batch_slot *b = &t->slot[i];
+    hoop_tensor *l = NULL;
+    hoop_tape *tape = t->tape;
+    HOOP_CHECK(hoop__event_wait(b->uploaded));
+    b->unread = 0;
+    if (t->graphs && b->n == (size_t)t->o->batch_size) {
+        tape = b->tape;
+        if (b->warm++ > 0) HOOP_CHECK(replay_step(t, b, &l));
+    }
+    const int replayed = l != NULL;
+    if (!replayed) {
+        /* An eager optimizer step rewrites the optimizer's scalars in pinned memory, which
+         * a replay still queued reads when it runs: wait for it (a short batch's step,
+         * once an epoch). */
+        if (t->replay_queued) HOOP_CHECK(hoop_device_sync(t->device));
+        t->replay_queued = 0;
+        hoop_tape_seed(tape, step_seed(t));
+        HOOP_CHECK(forward_backward(t, tape, b->in, b->y, &l));
+        HOOP_CHECK(optimizer_step(t));
+    }
+    if (want_loss) HOOP_CHECK(hoop__tensor_download_async(l, b->loss, 1));
+    HOOP_CHECK(hoop__event_record(b->free));
+    /* eager: the arena's memory is reused in the compute stream's order, after the copy */
+    if (!replayed) hoop_tape_reset(tape);
+    b->pending = want_loss;
+    b->step = t->step;
+    t->cur = i;
+    return HOOP_OK;
 }
 
 // ----- evaluation -------------------------------------------------------------------------
@@ -736,14 +891,26 @@ static void clear_bar(const trainer *t)
     if (t->bar) fprintf(stderr, "\r%*s\r", BAR_WIDTH + 60, "");
 }
 
-static void show_progress(trainer *t, int64_t epoch, size_t b, size_t nb, double loss, double sps)
+/* Is the progress due after batch b of nb (the bar at most every BAR_EVERY_NS, a line
+ * every --log-every batches)? A bar that is due counts as drawn now. */
+static int progress_due(trainer *t, size_t b, size_t nb)
 {
-    const train_opts *o = t->o;
-    if (t->dist.rank != 0) return; /* the other workers work silently */
+    if (t->dist.rank != 0) return 0; /* the other workers work silently */
     if (t->bar) {
         int64_t now = hoop__now_ns();
-        if (b < nb && now - t->bar_ns < BAR_EVERY_NS) return;
+        if (b < nb && now - t->bar_ns < BAR_EVERY_NS) return 0;
         t->bar_ns = now;
+        return 1;
+    }
+    return t->o->log_every > 0 && b % (size_t)t->o->log_every == 0 && b < nb;
+}
+
+/* Draws the bar or prints the line for batch b of nb (when progress_due said so). */
+static void print_progress(const trainer *t, int64_t epoch, size_t b, size_t nb, double loss,
+                           double sps)
+{
+    const train_opts *o = t->o;
+    if (t->bar) {
         char bar[BAR_WIDTH + 1];
         size_t fill = nb ? b * BAR_WIDTH / nb : BAR_WIDTH;
         for (size_t i = 0; i < BAR_WIDTH; i++) bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
@@ -751,7 +918,7 @@ static void show_progress(trainer *t, int64_t epoch, size_t b, size_t nb, double
         fprintf(stderr, "\repoch %lld/%lld [%s] %zu/%zu loss %.4f %.0f samples/s ",
                 (long long)epoch + 1, (long long)o->epochs, bar, b, nb, loss, sps);
         fflush(stderr);
-    } else if (o->log_every > 0 && b % (size_t)o->log_every == 0 && b < nb) {
+    } else {
         printf("epoch %lld/%lld step %zu/%zu loss %.4f %.0f samples/s\n", (long long)epoch + 1,
                (long long)o->epochs, b, nb, loss, sps);
         fflush(stdout);
@@ -796,6 +963,7 @@ static hoop_status log_step_metrics(trainer *t, int64_t epoch, size_t b)
 {
     const train_opts *o = t->o;
     if (o->metrics_every <= 0 || t->step % o->metrics_every != 0) return HOOP_OK;
+    HOOP_CHECK(drain(t));
     double g[2] = {t->win_loss, (double)t->win_samples};
     HOOP_CHECK(train_dist_sum(&t->dist, g, 2));
     double secs = (double)t->win_ns * 1e-9;
@@ -830,6 +998,7 @@ static hoop_status save_checkpoint(trainer *t, int64_t epochs_done, int64_t batc
     ex.batches_done = batches_done;
     ex.step = t->step;
     if (batches_done > 0) {
+        HOOP_CHECK(drain(t));
         double g[2] = {t->loss_sum, (double)t->loss_samples};
         HOOP_CHECK(train_dist_sum(&t->dist, g, 2));
         ex.loss_sum = g[0];
@@ -901,21 +1070,17 @@ static hoop_status finish_epoch(trainer *t, epoch_stats *e, double loss_sum, siz
     return HOOP_OK;
 }
 
-/* Trains the rest of epoch (all of it, or what a resumed run has left), then evaluates;
- * returns early, with t->stop_sig set, when the ranks agreed to stop. */
-static hoop_status run_epoch(trainer *t, int64_t epoch, epoch_stats *e)
+/* The cpu's batches of epoch from batch b on (t0: the epoch's start), each step after the
+ * last. */
+static hoop_status train_cpu(trainer *t, int64_t epoch, epoch_stats *e, size_t b, int64_t t0)
 {
-    int64_t first = epoch == t->start_epoch ? t->start_batch : 0;
-    size_t n, b = (size_t)first;
+    size_t n;
     float loss;
-    int64_t t0 = hoop__now_ns();
-    memset(e, 0, sizeof *e);
-    HOOP_CHECK(select_shard(t, epoch, first));
     for (;;) {
         hoop_tensor *x;
         int64_t s0 = hoop__now_ns();
         HOOP_CHECK(next_batch(t, &x, &n));
-        if (n == 0) break;
+        if (n == 0) return HOOP_OK;
         HOOP_CHECK(train_step(t, x, &loss));
         t->loss_sum += (double)loss * (double)n;
         t->loss_samples += n;
@@ -924,11 +1089,55 @@ static hoop_status run_epoch(trainer *t, int64_t epoch, epoch_stats *e)
         t->win_ns += hoop__now_ns() - s0;
         e->samples += n;
         e->train_s = (double)(hoop__now_ns() - t0) * 1e-9;
-        show_progress(t, epoch, ++b, t->nbatches, t->loss_sum / (double)t->loss_samples,
-                      (double)e->samples * t->dist.world_size / e->train_s);
+        if (progress_due(t, ++b, t->nbatches))
+            print_progress(t, epoch, b, t->nbatches, t->loss_sum / (double)t->loss_samples,
+                           (double)e->samples * t->dist.world_size / e->train_s);
         HOOP_CHECK(after_step(t, epoch, b));
         if (t->stop_sig) return HOOP_OK;
     }
+}
+
+/* The same on cuda, double buffered: step k is issued, then batch k+1 is gathered and its
+ * upload queued (which accounts step k-1's loss, having waited for it), while step k runs;
+ * the losses are accounted in step order, and all of them before they are printed,
+ * logged or saved. */
+static hoop_status train_cuda(trainer *t, int64_t epoch, epoch_stats *e, size_t b, int64_t t0)
+{
+    int i = t->cur;
+    HOOP_CHECK(prefetch(t, i));
+    while (t->slot[i].n > 0) {
+        const size_t n = t->slot[i].n;
+        int64_t s0 = hoop__now_ns();
+        HOOP_CHECK(cuda_step(t, i, 1));
+        i = 1 - i;
+        HOOP_CHECK(prefetch(t, i));
+        t->win_ns += hoop__now_ns() - s0;
+        e->samples += n;
+        e->train_s = (double)(hoop__now_ns() - t0) * 1e-9;
+        if (progress_due(t, ++b, t->nbatches)) {
+            HOOP_CHECK(drain(t));
+            print_progress(t, epoch, b, t->nbatches, t->loss_sum / (double)t->loss_samples,
+                           (double)e->samples * t->dist.world_size / e->train_s);
+        }
+        HOOP_CHECK(after_step(t, epoch, b));
+        if (t->stop_sig) return HOOP_OK;
+    }
+    return drain(t);
+}
+
+/* Trains the rest of epoch (all of it, or what a resumed run has left), then evaluates;
+ * returns early, with t->stop_sig set, when the ranks agreed to stop. */
+static hoop_status run_epoch(trainer *t, int64_t epoch, epoch_stats *e)
+{
+    int64_t first = epoch == t->start_epoch ? t->start_batch : 0;
+    int64_t t0 = hoop__now_ns();
+    memset(e, 0, sizeof *e);
+    HOOP_CHECK(select_shard(t, epoch, first));
+    if (t->device == HOOP_DEVICE_CPU)
+        HOOP_CHECK(train_cpu(t, epoch, e, (size_t)first, t0));
+    else
+        HOOP_CHECK(train_cuda(t, epoch, e, (size_t)first, t0));
+    if (t->stop_sig) return HOOP_OK;
     /* Out of batches: answer the steps of ranks that still have some (shards may differ). */
     HOOP_CHECK(train_dist_join(&t->dist, optimizer_step, t));
     HOOP_CHECK(finish_epoch(t, e, t->loss_sum, t->loss_samples));
@@ -967,21 +1176,31 @@ static hoop_status run_bench(trainer *t)
      * benchmark of the step itself asks; the cpu gathers a batch per step. */
     const int resident = t->device != HOOP_DEVICE_CPU && t->dist.world_size <= 1;
     hoop_tensor *x = NULL;
+    if (resident) { /* one batch in slot 0, full-sized when the shard has one */
+        HOOP_CHECK(prefetch(t, 0));
+        if (t->slot[0].n < (size_t)o->batch_size) {
+            HOOP_CHECK(select_shard(t, ++epoch, 0));
+            HOOP_CHECK(prefetch(t, 0));
+        }
+        n = t->slot[0].n;
+    }
     for (int64_t s = 0; s < total; s++) {
         if (s == o->bench_warmup) {
             if (resident) HOOP_CHECK(hoop_device_sync(t->device));
             t0 = hoop__now_ns();
             t->agree_ns = 0;
         }
-        if (!resident || x == NULL) {
+        if (resident) {
+            HOOP_CHECK(cuda_step(t, 0, s + 1 == total));
+        } else {
             HOOP_CHECK(next_batch(t, &x, &n));
             if (n < (size_t)o->batch_size) { /* keep every timed batch full-sized */
                 hoop_tape_reset(t->tape);
                 HOOP_CHECK(select_shard(t, ++epoch, 0));
                 HOOP_CHECK(next_batch(t, &x, &n));
             }
+            HOOP_CHECK(train_step(t, x, &loss));
         }
-        HOOP_CHECK(train_step(t, x, resident && s + 1 < total ? NULL : &loss));
         if (s >= o->bench_warmup) samples += (int64_t)n;
         HOOP_CHECK(agree_stop(t, 1));
         if (!t->stop_sig) continue;
@@ -989,6 +1208,10 @@ static hoop_status run_bench(trainer *t)
             printf("hoop-train: stopped (%s) after %lld of %lld benchmark steps\n",
                    signal_name(t->stop_sig), (long long)s + 1, (long long)total);
         return HOOP_OK;
+    }
+    if (resident) { /* the last step's loss, waited for only now */
+        HOOP_CHECK(drain(t));
+        loss = *t->slot[0].loss;
     }
     double secs = (double)(hoop__now_ns() - t0) * 1e-9;
     double flops = mlp_step_flops(t, (size_t)o->batch_size);

@@ -240,8 +240,10 @@ HOOP_API hoop_status hoop_graph_end(hoop_graph **out);
  * captured calls would (the optimizer's step count and scalars, from its current lr), so
  * a loop of { write the batch; hoop_tape_seed; hoop_optim_set_lr; hoop_graph_replay }
  * trains as the eager loop does. Read results with hoop_tensor_copy_to_host (it waits).
- * A replay after the first waits for the previous one to have run before it advances the
- * host side (that memory is what the previous one reads). Errors: HOOP_ERR_INVALID (g
+ * A replay after the first waits for the device work the thread queued (the previous
+ * replay, of this graph or of another sharing its optimizer) to have run before it
+ * advances the host side (that memory is what the previous one reads); hoop_graph_begin
+ * waits so too. Errors: HOOP_ERR_INVALID (g
  * NULL), HOOP_ERR_USAGE (the thread is capturing), HOOP_ERR_CUDA. */
 HOOP_API hoop_status hoop_graph_replay(hoop_graph *g);
 

@@ -78,6 +78,9 @@ hoop_status hoop_graph_begin(hoop_device device)
                           (int)device, device == HOOP_DEVICE_CPU ? "the CPU" : "unknown");
     const struct hoop__kern *k;
     HOOP_CHECK(hoop__kern_get(device, "hoop_graph_begin", &k));
+    /* The captured calls' host side runs now and rewrites what an earlier replay (of
+     * another graph sharing an optimizer) may still read: let the device catch up. */
+    HOOP_CHECK(k->sync());
     struct hoop_graph *g;
     HOOP_CHECK(hoop__calloc(&g, 1));
     g->k = k;
@@ -123,8 +126,10 @@ hoop_status hoop_graph_replay(hoop_graph *g)
         return HOOP_ERROR(HOOP_ERR_USAGE, "hoop_graph_replay: this thread is capturing a graph");
     if (g->launched) {
         /* The hooks rewrite host memory the last launch reads (the optimizer's scalars, the
-         * dropout key) when its captured copies run: let it finish first. */
-        HOOP_CHECK(g->k->graph_sync(g->exec));
+         * dropout key) when its captured copies run: let it finish first, and with it any
+         * replay of another graph since (two graphs of one optimizer share its scalars:
+         * hoop-train replays one per input buffer), i.e. all the device work queued. */
+        HOOP_CHECK(g->k->sync());
         for (size_t i = 0; i < g->nhooks; i++)
             if (g->hooks[i].fn) g->hooks[i].fn(g->hooks[i].user);
     }

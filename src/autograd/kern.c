@@ -212,6 +212,13 @@ hoop_status hoop__kern_validate(const struct hoop__kern *k, const char *what)
     SLOT(copy);
     SLOT(sync);
     SLOT(mem_stats);
+    SLOT(event_new);
+    SLOT(event_free);
+    SLOT(upload_async);
+    SLOT(download_async);
+    SLOT(compute_wait);
+    SLOT(compute_record);
+    SLOT(event_sync);
     SLOT(gemm);
     SLOT(fill);
     SLOT(axpy_or_copy);
@@ -291,5 +298,70 @@ hoop_status hoop__kern_override(hoop_device d, const struct hoop__kern *k)
     }
     HOOP_CHECK(hoop__kern_validate(k, "hoop__kern_override: the table"));
     tables[d] = k;
+    return HOOP_OK;
+}
+
+// ----- events (kern.h: asynchronous uploads) ---------------------------------------------------
+
+struct hoop__event {
+    const struct hoop__kern *k;
+    void *ev; /* the table's event */
+};
+
+hoop_status hoop__event_new(hoop_device d, hoop__event **ev)
+{
+    if (ev == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop__event_new: ev is NULL");
+    *ev = NULL;
+    if ((unsigned)d >= NDEVICES)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop__event_new: device %d is unknown", (int)d);
+    const struct hoop__kern *k;
+    HOOP_CHECK(hoop__kern_get(d, "hoop__event_new", &k));
+    hoop__event *e;
+    HOOP_CHECK(hoop__calloc(&e, 1));
+    e->k = k;
+    const hoop_status st = k->event_new(&e->ev);
+    if (st != HOOP_OK) {
+        free(e);
+        return st;
+    }
+    *ev = e;
+    return HOOP_OK;
+}
+
+void hoop__event_free(hoop__event *ev)
+{
+    if (ev == NULL) return;
+    ev->k->event_free(ev->ev);
+    free(ev);
+}
+
+hoop_status hoop__event_record(hoop__event *ev)
+{
+    if (ev == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop__event_record: ev is NULL");
+    return ev->k->compute_record(ev->ev);
+}
+
+hoop_status hoop__event_wait(hoop__event *ev)
+{
+    if (ev == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop__event_wait: ev is NULL");
+    return ev->k->compute_wait(ev->ev);
+}
+
+hoop_status hoop__event_sync(hoop__event *ev)
+{
+    if (ev == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop__event_sync: ev is NULL");
+    return ev->k->event_sync(ev->ev);
+}
+
+/* The table's event of ev for a copy on device d (NULL for a NULL ev). */
+hoop_status hoop__event_of(hoop__event *ev, hoop_device d, const char *fn, const char *what,
+                           void **out)
+{
+    *out = NULL;
+    if (ev == NULL) return HOOP_OK;
+    if (ev->k->device != d)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s: %s is an event of %s, the tensor is on %s", fn,
+                          what, hoop__device_name(ev->k->device), hoop__device_name(d));
+    *out = ev->ev;
     return HOOP_OK;
 }

@@ -105,6 +105,32 @@ struct hoop__kern {
     hoop_status (*sync)(void);
     /* The allocator's counters so far (the CPU keeps none: zeros). */
     hoop_status (*mem_stats)(struct hoop__mem_stats *st);
+    /* Asynchronous uploads (on a GPU the copy stream, beside the compute stream where every
+     * other entry's work runs), ordered by events: *ev = a new event (the CPU's: a token
+     * that needs nothing), freed by event_free (NULL is a no-op). An event marks the work
+     * queued on one stream up to the call that recorded it; one never recorded marks
+     * nothing. */
+    hoop_status (*event_new)(void **ev);
+    void (*event_free)(void *ev);
+    /* Queues on the copy stream, without waiting: a wait for after (NULL: none; an event
+     * recorded on the compute stream, e.g. after the last work that read dst), the copy of
+     * bytes from host src to device dst, then a record of done (NULL: none). src is read
+     * when the copy runs: it must be host_alloc memory (else the copy may wait for itself)
+     * and stay unchanged until done has completed. The CPU copies at once. */
+    hoop_status (*upload_async)(void *dst, const void *src, size_t bytes, void *after, void *done);
+    /* Queues on the compute stream, after the work queued there, a copy of bytes from
+     * device src to host dst (host_alloc memory), without waiting: dst holds them once an
+     * event recorded after it (compute_record) has completed. The CPU copies at once. */
+    hoop_status (*download_async)(void *dst, const void *src, size_t bytes);
+    /* The compute stream's later work waits, on the device, for the work ev marks (the host
+     * does not wait). The CPU: nothing to do. */
+    hoop_status (*compute_wait)(void *ev);
+    /* Records ev on the compute stream: it marks the work queued there so far. */
+    hoop_status (*compute_record)(void *ev);
+    /* The host waits until the work ev marks has run (at once when it marks nothing),
+     * polling up to HOOP_TIMEOUT: HOOP_ERR_TIMEOUT past it, HOOP_ERR_CUDA for the work's
+     * execution failure. */
+    hoop_status (*event_sync)(void *ev);
 
     // ----- linear algebra and copies
 
@@ -289,6 +315,54 @@ hoop_status hoop__kern_get(hoop_device d, const char *fn, const struct hoop__ker
 
 /* Device d's allocator counters (mem_stats): hoop__kern_get's errors. For tests. */
 hoop_status hoop__device_mem_stats(hoop_device d, struct hoop__mem_stats *st);
+
+// ----- asynchronous uploads (internal; tools/hoop-train's double-buffered batches)
+/*
+ * What the table's event_new .. event_sync entries do, for tensors: a batch is uploaded on
+ * the copy stream while the compute stream runs the previous step, and events order the
+ * two without a host synchronisation per step. The protocol for a staging buffer (host
+ * pinned memory, hoop_host_alloc) and the device tensor it fills:
+ *   1. before the host refills the pinned buffer: hoop__event_sync(free) (free recorded on
+ *      the compute stream after the last step that read the tensor: that step ran, so the
+ *      copy it waited for has read the buffer);
+ *   2. hoop__tensor_upload_async(t, buf, count, free, uploaded): the copy waits for free on
+ *      the device (the tensor's last reader), then records uploaded;
+ *   3. hoop__event_wait(uploaded) before the step that reads t, so the compute stream waits
+ *      for the copy on the device;
+ *   4. hoop__event_record(free) after that step.
+ * Thread-safety: an event is used by one thread at a time; the calls are thread-safe.
+ */
+typedef struct hoop__event hoop__event;
+
+/* *ev = a new event on device d (never recorded). HOOP_ERR_INVALID (ev NULL, unknown
+ * device), hoop__kern_get's errors, HOOP_ERR_CUDA naming the call, HOOP_ERR_NOMEM. */
+hoop_status hoop__event_new(hoop_device d, hoop__event **ev);
+void hoop__event_free(hoop__event *ev); /* NULL is a no-op */
+/* Records ev on its device's compute stream (the work queued there so far). */
+hoop_status hoop__event_record(hoop__event *ev);
+/* The compute stream's later work waits for ev, on the device (the host does not). */
+hoop_status hoop__event_wait(hoop__event *ev);
+/* The host waits for the work ev marks (at once when never recorded), up to HOOP_TIMEOUT:
+ * HOOP_ERR_TIMEOUT naming the deadline; HOOP_ERR_CUDA for a failure of that work. */
+hoop_status hoop__event_sync(hoop__event *ev);
+
+/* Queues the copy of count floats from host src (hoop_host_alloc memory of t's device) into
+ * t's data on the copy stream, after after (NULL: no wait) and before a record of done
+ * (NULL: none); returns without waiting (see the protocol above). On the CPU it copies at
+ * once. Errors: HOOP_ERR_INVALID (t or src NULL, count is not hoop_tensor_count(t), after
+ * or done of another device), HOOP_ERR_CUDA naming the call. */
+hoop_status hoop__tensor_upload_async(hoop_tensor *t, const float *src, size_t count,
+                                      hoop__event *after, hoop__event *done);
+/* Queues the copy of t's count floats into host dst (hoop_host_alloc memory) on the
+ * compute stream, after the work queued there; dst holds them once an event recorded after
+ * this call has completed (hoop__event_record, then hoop__event_sync). Errors as
+ * hoop__tensor_upload_async. */
+hoop_status hoop__tensor_download_async(const hoop_tensor *t, float *dst, size_t count);
+
+/* For the copies above: *out = ev's table event (NULL for a NULL ev); HOOP_ERR_INVALID
+ * "fn: what is an event of cuda, the tensor is on cpu" when ev is another device's. */
+hoop_status hoop__event_of(hoop__event *ev, hoop_device d, const char *fn, const char *what,
+                           void **out);
 
 /* "cpu", "cuda" (for messages). */
 const char *hoop__device_name(hoop_device d);

@@ -72,6 +72,41 @@ static hoop_status cpu_copy(void *dst, const void *src, size_t bytes, int to_dev
     return HOOP_OK;
 }
 
+/* The CPU's asynchronous uploads are plain copies, done when the call returns, so its
+ * events have nothing to mark: one static token serves as every event. */
+static char cpu_event_token;
+
+static hoop_status cpu_event_new(void **ev)
+{
+    *ev = &cpu_event_token;
+    return HOOP_OK;
+}
+
+static void cpu_event_free(void *ev)
+{
+    (void)ev;
+}
+
+static hoop_status cpu_upload_async(void *dst, const void *src, size_t bytes, void *after,
+                                    void *done)
+{
+    (void)after, (void)done;
+    if (bytes) memcpy(dst, src, bytes);
+    return HOOP_OK;
+}
+
+static hoop_status cpu_download_async(void *dst, const void *src, size_t bytes)
+{
+    if (bytes) memcpy(dst, src, bytes);
+    return HOOP_OK;
+}
+
+static hoop_status cpu_event_op(void *ev)
+{
+    (void)ev; /* compute_wait, compute_record, event_sync: the work is done already */
+    return HOOP_OK;
+}
+
 // ----- linear algebra and copies ------------------------------------------------------------
 
 static hoop_status cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
@@ -678,6 +713,13 @@ const struct hoop__kern hoop__kern_cpu = {
     .copy = cpu_copy,
     .sync = cpu_sync,
     .mem_stats = cpu_mem_stats,
+    .event_new = cpu_event_new,
+    .event_free = cpu_event_free,
+    .upload_async = cpu_upload_async,
+    .download_async = cpu_download_async,
+    .compute_wait = cpu_event_op,
+    .compute_record = cpu_event_op,
+    .event_sync = cpu_event_op,
     .gemm = cpu_gemm,
     .fill = cpu_fill,
     .axpy_or_copy = cpu_axpy_or_copy,

@@ -240,6 +240,28 @@ hoop_status hoop_tensor_copy_to_host(const hoop_tensor *t, float *dst, size_t co
     return k->copy(dst, t->data, count * sizeof(float), 0);
 }
 
+hoop_status hoop__tensor_upload_async(hoop_tensor *t, const float *src, size_t count,
+                                      hoop__event *after, hoop__event *done)
+{
+    static const char fn[] = "hoop__tensor_upload_async";
+    HOOP_CHECK(copy_check(t, src, "src", count, fn));
+    const struct hoop__kern *k;
+    HOOP_CHECK(hoop__kern_get(t->device, fn, &k));
+    void *a, *d;
+    HOOP_CHECK(hoop__event_of(after, t->device, fn, "after", &a));
+    HOOP_CHECK(hoop__event_of(done, t->device, fn, "done", &d));
+    return k->upload_async(t->data, src, count * sizeof(float), a, d);
+}
+
+hoop_status hoop__tensor_download_async(const hoop_tensor *t, float *dst, size_t count)
+{
+    static const char fn[] = "hoop__tensor_download_async";
+    HOOP_CHECK(copy_check(t, dst, "dst", count, fn));
+    const struct hoop__kern *k;
+    HOOP_CHECK(hoop__kern_get(t->device, fn, &k));
+    return k->download_async(dst, t->data, count * sizeof(float));
+}
+
 hoop_status hoop_tensor_grad_to_host(const hoop_tensor *t, float *dst, size_t count)
 {
     HOOP_CHECK(copy_check(t, dst, "dst", count, "hoop_tensor_grad_to_host"));

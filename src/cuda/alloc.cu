@@ -89,33 +89,51 @@ static struct alloc_pool host_pool = {&host_kind, PTHREAD_MUTEX_INITIALIZER, NUL
 #endif
 /* Device memory is host memory here (src/cuda/hx.h): a block handed out reads as
  * garbage (0xff bytes, NaN) whatever it held, and ASan sees every access past the bytes
- * asked or into a cached block. */
-static void alloc_handed(const struct alloc_blk *b)
+ * asked or into a cached block. For device blocks this happens in the compute stream's
+ * order (hoop__hx_stream_op: at once, unless the layer's streams are lazy and the last
+ * user's kernels are still queued), as a block's reuse is ordered on a GPU; pinned blocks
+ * are the host's and change at once. */
+static void alloc_in_order(int device, std::function<void()> op)
 {
-    ASAN_UNPOISON_MEMORY_REGION(b->ptr, b->asked);
-    memset(b->ptr, 0xff, b->asked);
-    ASAN_POISON_MEMORY_REGION((char *)b->ptr + b->asked, b->size - b->asked);
+    if (device)
+        hoop__hx_stream_op(hoop__cuda_stream(), std::move(op));
+    else
+        op();
 }
-static void alloc_cached(const struct alloc_blk *b)
+static void alloc_handed(int device, const struct alloc_blk *b)
 {
-    ASAN_POISON_MEMORY_REGION(b->ptr, b->size);
+    char *p = (char *)b->ptr;
+    const size_t asked = b->asked, size = b->size;
+    alloc_in_order(device, [=]() {
+        ASAN_UNPOISON_MEMORY_REGION(p, asked);
+        memset(p, 0xff, asked);
+        ASAN_POISON_MEMORY_REGION(p + asked, size - asked);
+    });
 }
-static void alloc_released(const struct alloc_blk *b)
+static void alloc_cached(int device, const struct alloc_blk *b)
 {
-    ASAN_UNPOISON_MEMORY_REGION(b->ptr, b->size);
+    char *p = (char *)b->ptr;
+    const size_t size = b->size;
+    alloc_in_order(device, [=]() { ASAN_POISON_MEMORY_REGION(p, size); });
+}
+static void alloc_released(int device, const struct alloc_blk *b)
+{
+    char *p = (char *)b->ptr;
+    const size_t size = b->size;
+    alloc_in_order(device, [=]() { ASAN_UNPOISON_MEMORY_REGION(p, size); });
 }
 #else
-static void alloc_handed(const struct alloc_blk *b)
+static void alloc_handed(int device, const struct alloc_blk *b)
 {
-    (void)b;
+    (void)device, (void)b;
 }
-static void alloc_cached(const struct alloc_blk *b)
+static void alloc_cached(int device, const struct alloc_blk *b)
 {
-    (void)b;
+    (void)device, (void)b;
 }
-static void alloc_released(const struct alloc_blk *b)
+static void alloc_released(int device, const struct alloc_blk *b)
 {
-    (void)b;
+    (void)device, (void)b;
 }
 #endif
 
@@ -208,7 +226,7 @@ static void alloc_release_list(struct alloc_pool *P, struct alloc_blk **pp, hoop
         struct alloc_blk *b = *pp;
         *pp = b->fnext;
         alloc_unlink(P, b);
-        alloc_released(b);
+        alloc_released(P->k->device, b);
         cudaError_t e = P->k->raw_free(b->ptr);
         if (e != cudaSuccess) {
             cudaGetLastError();
@@ -331,7 +349,7 @@ static hoop_status alloc_get(struct alloc_pool *P, void **p, size_t bytes)
         P->st.blocks_in_use++;
         P->st.bytes_in_use += size;
         if (P->st.bytes_in_use > P->st.peak_bytes) P->st.peak_bytes = P->st.bytes_in_use;
-        alloc_handed(b);
+        alloc_handed(P->k->device, b);
         *p = b->ptr;
     }
     pthread_mutex_unlock(&P->mu);
@@ -353,7 +371,7 @@ static void alloc_put(struct alloc_pool *P, void *p, const char *fn)
         struct alloc_blk **list = alloc_list(P, b->size);
         b->fnext = *list;
         *list = b;
-        alloc_cached(b);
+        alloc_cached(P->k->device, b);
     }
     pthread_mutex_unlock(&P->mu);
     if (ours) return;

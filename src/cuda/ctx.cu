@@ -399,6 +399,79 @@ extern "C" hoop_status hoop__cuda_copy_async(void *dst, const void *src, size_t 
     return HOOP_OK;
 }
 
+// ----------------------------------------------------------------- the table's async uploads
+
+extern "C" hoop_status hoop__cuda_table_event_new(void **ev)
+{
+    return hoop__cuda_event_new((cudaEvent_t *)ev);
+}
+
+extern "C" void hoop__cuda_table_event_free(void *ev)
+{
+    hoop__cuda_event_free((cudaEvent_t)ev);
+}
+
+/* HOOP_ERR_CUDA naming the entry, the call and what it moved. */
+static hoop_status ctx_async_fail(const char *entry, const char *call, size_t bytes, cudaError_t e)
+{
+    cudaGetLastError();
+    char what[48] = "";
+    if (bytes) snprintf(what, sizeof(what), " of %zu bytes", bytes);
+    return HOOP_ERROR(HOOP_ERR_CUDA, "%s: %s%s failed on cuda:%d: %s", entry, call, what,
+                      ctx.device, cudaGetErrorString(e));
+}
+
+extern "C" hoop_status hoop__cuda_upload_async(void *dst, const void *src, size_t bytes,
+                                               void *after, void *done)
+{
+    static const char fn[] = "upload_async";
+    HOOP_CHECK(hoop__cuda_init());
+    cudaError_t e;
+    if (after && (e = cudaStreamWaitEvent(ctx.copy, (cudaEvent_t)after, 0)) != cudaSuccess)
+        return ctx_async_fail(fn, "cudaStreamWaitEvent (the copy stream)", bytes, e);
+    if (bytes &&
+        (e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.copy)) != cudaSuccess)
+        return ctx_async_fail(fn, "cudaMemcpyAsync (to the device, the copy stream)", bytes, e);
+    if (done && (e = cudaEventRecord((cudaEvent_t)done, ctx.copy)) != cudaSuccess)
+        return ctx_async_fail(fn, "cudaEventRecord (the copy stream)", bytes, e);
+    return HOOP_OK;
+}
+
+extern "C" hoop_status hoop__cuda_download_async(void *dst, const void *src, size_t bytes)
+{
+    if (bytes == 0) return HOOP_OK;
+    HOOP_CHECK(hoop__cuda_init());
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.compute);
+    if (e != cudaSuccess)
+        return ctx_async_fail("download_async", "cudaMemcpyAsync (to the host, the compute stream)",
+                              bytes, e);
+    return HOOP_OK;
+}
+
+extern "C" hoop_status hoop__cuda_compute_wait(void *ev)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    cudaError_t e = cudaStreamWaitEvent(ctx.compute, (cudaEvent_t)ev, 0);
+    if (e != cudaSuccess)
+        return ctx_async_fail("compute_wait", "cudaStreamWaitEvent (the compute stream)", 0, e);
+    return HOOP_OK;
+}
+
+extern "C" hoop_status hoop__cuda_compute_record(void *ev)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    cudaError_t e = cudaEventRecord((cudaEvent_t)ev, ctx.compute);
+    if (e != cudaSuccess)
+        return ctx_async_fail("compute_record", "cudaEventRecord (the compute stream)", 0, e);
+    return HOOP_OK;
+}
+
+extern "C" hoop_status hoop__cuda_table_event_sync(void *ev)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    return ctx_wait_event((cudaEvent_t)ev, "an upload's event");
+}
+
 hoop_status hoop__cuda_blas(cublasHandle_t *h)
 {
     HOOP_CHECK(hoop__cuda_init());

@@ -126,6 +126,21 @@ hoop_status hoop__cuda_copy(void *dst, const void *src, size_t bytes, int to_dev
 hoop_status hoop__cuda_copy_async(void *dst, const void *src, size_t bytes,
                                   hoop__cuda_copy_kind kind, hoop__cuda_stream_t s);
 
+/* The kernel table's asynchronous-upload entries (src/autograd/kern.h: event_new ..
+ * event_sync; an event is a cudaEvent_t as void *): events as hoop__cuda_event_new /
+ * _free; upload_async on the copy stream (a wait for after when not NULL, the copy, a
+ * record of done when not NULL); download_async on the compute stream; compute_wait and
+ * compute_record on the compute stream; event_sync as hoop__cuda_event_sync (HOOP_TIMEOUT).
+ * Errors: HOOP_ERR_CUDA naming the call and CUDA's message; hoop__cuda_init's. */
+hoop_status hoop__cuda_table_event_new(void **ev);
+void hoop__cuda_table_event_free(void *ev);
+hoop_status hoop__cuda_upload_async(void *dst, const void *src, size_t bytes, void *after,
+                                    void *done);
+hoop_status hoop__cuda_download_async(void *dst, const void *src, size_t bytes);
+hoop_status hoop__cuda_compute_wait(void *ev);
+hoop_status hoop__cuda_compute_record(void *ev);
+hoop_status hoop__cuda_table_event_sync(void *ev);
+
 #ifdef __cplusplus
 }
 #endif

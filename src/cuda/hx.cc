@@ -28,6 +28,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <deque>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -351,6 +353,13 @@ size_t left_bytes(void)
 
 } // namespace
 
+/* A lazy stream's queued work: op runs once the stream has run seq pieces of work
+ * (hoop__hx_stream_op's and waits: the next piece's number, so they run before it). */
+struct hx_queued {
+    unsigned long seq;
+    std::function<void()> op;
+};
+
 struct hoop__hx_stream {
     int device; /* -1: the legacy stream, which is every device's */
     unsigned flags;
@@ -359,6 +368,8 @@ struct hoop__hx_stream {
     const hoop__hx_stream *dep[8];
     unsigned long dep_at[8];
     int ndeps;
+    bool lazy;               /* made while lazy streams were on (never changes) */
+    std::deque<hx_queued> q; /* lazy: what has not run yet (under lazy_mu) */
 };
 
 struct hoop__hx_event {
@@ -370,16 +381,94 @@ struct hoop__hx_event {
 namespace
 {
 
-hoop__hx_stream legacy = {-1, 0, {0}, {}, {}, 0};
+hoop__hx_stream legacy = {-1, 0, {0}, {}, {}, 0, false, {}};
 
 hoop__hx_stream *stream_of(cudaStream_t s)
 {
     return s ? s : &legacy;
 }
 
+// ----------------------------------------------------------------- lazy streams (hx.h)
+
+/* Held while work is queued or run: running a queued wait runs another stream's queue,
+ * so it is recursive. Taken before mem_mu, never while holding it. */
+std::recursive_mutex lazy_mu;
+std::vector<hoop__hx_stream *> lazy_streams; /* under lazy_mu */
+std::atomic<int> lazy_mode{-1};              /* -1: TEST_HX_LAZY not read yet */
+thread_local int draining;                   /* > 0: running queued work (issue() counts none) */
+
 void issue(cudaStream_t s)
 {
-    stream_of(s)->issued++;
+    if (!draining) stream_of(s)->issued++;
+}
+
+int lazy_now(void)
+{
+    int m = lazy_mode.load();
+    if (m < 0) {
+        const char *e = getenv("TEST_HX_LAZY");
+        int want = e && strcmp(e, "1") == 0;
+        lazy_mode.compare_exchange_strong(m, want);
+        m = lazy_mode.load();
+    }
+    return m;
+}
+
+int is_lazy(cudaStream_t s)
+{
+    return s && s->lazy;
+}
+
+/* Queues op on lazy stream s: as one more piece of work (counted), or before the next one. */
+void lazy_push(hoop__hx_stream *s, std::function<void()> op, bool counted)
+{
+    std::lock_guard<std::recursive_mutex> g(lazy_mu);
+    unsigned long seq = counted ? ++s->issued : s->issued.load() + 1;
+    try {
+        s->q.push_back(hx_queued{seq, std::move(op)});
+    } catch (...) {
+        fail(cudaErrorMemoryAllocation, "lazy stream: no memory to queue an operation");
+    }
+}
+
+/* Runs s's queue up to its at-th piece of work (all of it for at == ~0ul). */
+void lazy_run(hoop__hx_stream *s, unsigned long at)
+{
+    if (!s->lazy) return;
+    std::lock_guard<std::recursive_mutex> g(lazy_mu);
+    draining++;
+    while (!s->q.empty() && (at == ~0ul || s->q.front().seq <= at)) {
+        std::function<void()> op = std::move(s->q.front().op);
+        s->q.pop_front();
+        op();
+    }
+    draining--;
+}
+
+/* Runs every lazy stream's queue (a device-wide synchronisation). */
+void lazy_run_all(void)
+{
+    std::lock_guard<std::recursive_mutex> g(lazy_mu);
+    for (bool more = true; more;) {
+        more = false;
+        for (size_t i = 0; i < lazy_streams.size(); i++) {
+            lazy_run(lazy_streams[i], ~0ul);
+            more = more || !lazy_streams[i]->q.empty();
+        }
+    }
+}
+
+/* Runs what event e covers: its stream's work up to the record. */
+void lazy_run_event(cudaEvent_t e)
+{
+    hoop__hx_stream *st;
+    unsigned long at;
+    {
+        std::lock_guard<std::mutex> g(mem_mu);
+        st = (hoop__hx_stream *)e->stream;
+        at = e->at;
+    }
+    if (st) lazy_run(st, at);
 }
 
 /* CUDA: "a kernel launch will fail if it is issued to a stream that is not associated
@@ -412,7 +501,8 @@ void hoop__hx_launch(const char *kernel, dim3 g, dim3 b, size_t smem, cudaStream
         return;
     }
     if (!check_config(kernel, g, b, smem)) return;
-    if (!stream_on_current_device(kernel, s)) return;
+    /* queued work was checked when it was issued; it runs on whichever thread needs it */
+    if (!draining && !stream_on_current_device(kernel, s)) return;
     unsigned n = b.x * b.y * b.z;
     if (sync && !ensure_pool(n)) {
         fail(cudaErrorMemoryAllocation, "%s: no memory for %u fibers", kernel, n);
@@ -610,6 +700,7 @@ cudaError_t cudaFree(void *p)
 {
     if (hoop__hx_capture_blocks("cudaFree")) return cudaErrorStreamCaptureUnsupported;
     if (!p) return cudaSuccess;
+    lazy_run_all(); /* cudaFree synchronises the device */
     std::lock_guard<std::mutex> g(mem_mu);
     auto it = dev_allocs.find(p);
     if (it == dev_allocs.end()) {
@@ -651,6 +742,7 @@ cudaError_t cudaFreeHost(void *p)
 {
     if (hoop__hx_capture_blocks("cudaFreeHost")) return cudaErrorStreamCaptureUnsupported;
     if (!p) return cudaSuccess;
+    lazy_run_all(); /* as cudaFree */
     std::lock_guard<std::mutex> g(mem_mu);
     auto it = host_allocs.find(p);
     if (it == host_allocs.end()) {
@@ -682,6 +774,46 @@ static cudaError_t do_memcpy(void *dst, const void *src, size_t bytes)
     return cudaSuccess;
 }
 
+/* cudaMemcpyAsync on a lazy stream: queued; from pageable memory the bytes are taken now
+ * (CUDA stages them before it returns), to pageable memory the stream runs first and the
+ * copy is done at return. */
+static cudaError_t lazy_memcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                               cudaStream_t s)
+{
+    if (sticky != cudaSuccess) return sticky;
+    if (bytes && (!dst || !src)) {
+        fail(cudaErrorInvalidValue, "cudaMemcpyAsync: NULL pointer");
+        return cudaErrorInvalidValue;
+    }
+    if (!bytes) {
+        lazy_push(
+            s, [] {}, true);
+        return cudaSuccess;
+    }
+    if (kind == cudaMemcpyDeviceToHost && !hoop__hx_pinned(dst, bytes)) {
+        lazy_run(s, ~0ul);
+        cudaError_t e = do_memcpy(dst, src, bytes);
+        if (e == cudaSuccess) issue(s);
+        return e;
+    }
+    if (kind == cudaMemcpyHostToDevice && !hoop__hx_pinned(src, bytes)) {
+        std::shared_ptr<std::vector<unsigned char>> copy;
+        try {
+            copy = std::make_shared<std::vector<unsigned char>>((const unsigned char *)src,
+                                                                (const unsigned char *)src + bytes);
+        } catch (...) {
+            fail(cudaErrorMemoryAllocation, "cudaMemcpyAsync: no memory to stage %zu bytes", bytes);
+            return cudaErrorMemoryAllocation;
+        }
+        lazy_push(
+            s, [=]() { memmove(dst, copy->data(), bytes); }, true);
+        return cudaSuccess;
+    }
+    lazy_push(
+        s, [=]() { memmove(dst, src, bytes); }, true);
+    return cudaSuccess;
+}
+
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
 {
     (void)kind;
@@ -709,6 +841,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
         });
         return cudaSuccess;
     }
+    if (is_lazy(s)) return lazy_memcpy(dst, src, bytes, kind, s);
     cudaError_t e = do_memcpy(dst, src, bytes);
     if (e == cudaSuccess) issue(s);
     return e;
@@ -742,6 +875,15 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s)
         });
         return cudaSuccess;
     }
+    if (is_lazy(s)) {
+        if (bytes && !p) {
+            fail(cudaErrorInvalidValue, "cudaMemsetAsync: NULL pointer");
+            return cudaErrorInvalidValue;
+        }
+        lazy_push(
+            s, [=]() { do_memset(p, value, bytes); }, true);
+        return cudaSuccess;
+    }
     cudaError_t e = do_memset(p, value, bytes);
     if (e == cudaSuccess) issue(s);
     return e;
@@ -751,7 +893,7 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s)
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     if (hoop__hx_capture_blocks("cudaStreamSynchronize")) return cudaErrorStreamCaptureUnsupported;
-    (void)s;
+    lazy_run(stream_of(s), ~0ul);
     if (sticky == cudaSuccess) n_stream_sync++;
     return sticky;
 }
@@ -759,6 +901,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 cudaError_t cudaDeviceSynchronize(void)
 {
     if (hoop__hx_capture_blocks("cudaDeviceSynchronize")) return cudaErrorStreamCaptureUnsupported;
+    lazy_run_all();
     if (sticky == cudaSuccess) n_dev_sync++;
     return sticky;
 }
@@ -824,6 +967,17 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
     }
     st->device = cur_dev;
     st->flags = flags;
+    st->lazy = lazy_now() != 0;
+    if (st->lazy) {
+        std::lock_guard<std::recursive_mutex> g(lazy_mu);
+        try {
+            lazy_streams.push_back(st);
+        } catch (...) {
+            delete st;
+            fail(cudaErrorMemoryAllocation, "cudaStreamCreateWithFlags: no memory");
+            return cudaErrorMemoryAllocation;
+        }
+    }
     *s = st;
     return cudaSuccess;
 }
@@ -833,6 +987,12 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
     if (!s) {
         fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: the legacy stream");
         return cudaErrorInvalidResourceHandle;
+    }
+    if (s->lazy) { /* its work completes (and other streams' waits for it run first) */
+        std::lock_guard<std::recursive_mutex> g(lazy_mu);
+        lazy_run_all();
+        for (size_t i = 0; i < lazy_streams.size(); i++)
+            if (lazy_streams[i] == s) lazy_streams.erase(lazy_streams.begin() + (long)i);
     }
     delete s;
     return cudaSuccess;
@@ -887,6 +1047,7 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
         fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: NULL event");
         return cudaErrorInvalidResourceHandle;
     }
+    lazy_run_event(e); /* the host asks: the work it covers runs now */
     return sticky;
 }
 
@@ -905,6 +1066,18 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
         return cudaErrorInvalidResourceHandle;
     }
     hoop__hx_stream *w = stream_of(s);
+    hoop__hx_stream *p;
+    unsigned long at;
+    {
+        std::lock_guard<std::mutex> g(mem_mu);
+        p = (hoop__hx_stream *)e->stream;
+        at = e->at;
+    }
+    if (p && p->lazy && w->lazy && !hoop__hx_capturing(s))
+        lazy_push(
+            w, [p, at]() { lazy_run(p, at); }, false);
+    else if (p && p->lazy)
+        lazy_run(p, at);
     std::lock_guard<std::mutex> g(mem_mu);
     n_wait++;
     if (!e->stream) return cudaSuccess; /* never recorded: nothing to wait for */
@@ -955,6 +1128,18 @@ extern "C" unsigned long hoop__hx_count(const char *call)
     return 0;
 }
 
+extern "C" void hoop__hx_set_lazy(int on)
+{
+    lazy_mode.store(on != 0);
+}
+
+extern "C" unsigned long hoop__hx_queued(cudaStream_t s)
+{
+    if (!is_lazy(s)) return 0;
+    std::lock_guard<std::recursive_mutex> g(lazy_mu);
+    return (unsigned long)s->q.size();
+}
+
 extern "C" int hoop__hx_stream_ordered(cudaStream_t waiter, cudaStream_t producer)
 {
     const hoop__hx_stream *w = stream_of(waiter), *p = stream_of(producer);
@@ -1001,9 +1186,25 @@ int hoop__hx_capture_blocks(const char *call)
     return 1;
 }
 
+int hoop__hx_deferred(cudaStream_t s)
+{
+    return hoop__hx_capturing(s) || is_lazy(s);
+}
+
+void hoop__hx_stream_op(cudaStream_t s, std::function<void()> op)
+{
+    if (is_lazy(s) && !hoop__hx_capturing(s))
+        lazy_push(s, std::move(op), false);
+    else
+        op();
+}
+
 void hoop__hx_record(cudaStream_t s, std::function<void()> op)
 {
-    if (!hoop__hx_capturing(s)) return;
+    if (!hoop__hx_capturing(s)) {
+        if (is_lazy(s)) lazy_push(s, std::move(op), true);
+        return;
+    }
     try {
         cap.graph->ops.push_back(std::move(op));
     } catch (...) {
@@ -1105,6 +1306,18 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
         });
         return cudaSuccess;
     }
+    if (is_lazy(s)) { /* cudaGraphExecDestroy runs the queues before it frees exec */
+        lazy_push(
+            s,
+            [exec]() {
+                for (auto &op : exec->ops) {
+                    op();
+                    if (sticky != cudaSuccess) return;
+                }
+            },
+            true);
+        return cudaSuccess;
+    }
     for (auto &op : exec->ops) {
         op();
         if (sticky != cudaSuccess) return sticky;
@@ -1121,6 +1334,7 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph)
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
 {
+    lazy_run_all(); /* a queued launch of exec completes first, as in CUDA */
     delete exec;
     return cudaSuccess;
 }

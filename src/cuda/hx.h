@@ -46,8 +46,9 @@
  * What it does not model: warps in lockstep and their timing; memory ordering between
  * threads, blocks and streams (here everything is sequentially consistent, so a missing
  * __threadfence or a race between blocks passes); blocks that run at the same time (a
- * kernel that waits for another block deadlocks on a GPU, not here); streams (work runs
- * when it is issued); atomics' contention; the static __shared__ bytes in the 48 KiB
+ * kernel that waits for another block deadlocks on a GPU, not here); streams running at
+ * the same time (work runs when it is issued, or as late as possible on lazy streams:
+ * "lazy streams" below); atomics' contention; the static __shared__ bytes in the 48 KiB
  * limit; a missing barrier in a one-block launch where every read is of an earlier
  * thread's write. Those are for the GPU run under compute-sanitizer (tests/gpu/run.sh;
  * today it runs check_cuda only; check_hx_gpu and the kernel-table tests are to join it).
@@ -227,13 +228,16 @@ void hoop__hx_launch(const char *kernel, dim3 grid, dim3 block, size_t smem, cud
  * checked (its configuration, as CUDA checks it at capture) and kept by
  * hoop__hx_record_launch instead of run. */
 int hoop__hx_capturing(cudaStream_t s);
+/* 1 when work issued to s is not run at once: s is being captured, or s is a lazy stream
+ * (see "lazy streams" below); hoop__hx_record keeps or queues it. */
+int hoop__hx_deferred(cudaStream_t s);
 void hoop__hx_record_launch(const char *kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                             std::function<void()> op);
 template <class F>
 static inline void hoop__hx_run(const char *kernel, dim3 grid, dim3 block, size_t smem,
                                 cudaStream_t s, int sync, F f)
 {
-    if (hoop__hx_capturing(s)) {
+    if (hoop__hx_deferred(s)) {
         hoop__hx_record_launch(kernel, grid, block, smem, s, [=]() {
             F g = f;
             hoop__hx_launch(
@@ -289,7 +293,8 @@ cudaError_t cudaDeviceReset(void); /* clears an execution failure (and nothing e
  * Not modelled: devices' separate memories (one memory of that size serves them all, and
  * a pointer works on every device), peer
  * access, a stream's flags (kept, without effect), event timing, concurrency between
- * streams (there is none here: everything is ordered), pageable versus pinned copies.
+ * streams (there is none here: everything is ordered; lazy streams, below, run work as
+ * late as possible instead, which is what a missing wait needs to show).
  */
 cudaError_t cudaGetDeviceCount(int *count); /* cudaErrorNoDevice (count 0) when none */
 cudaError_t cudaSetDevice(int device);
@@ -347,14 +352,42 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 /* For the layer itself: when the calling thread is capturing, breaks the capture and
  * returns 1 (the caller then fails with cudaErrorStreamCaptureUnsupported), naming call;
- * else 0. hoop__hx_record keeps op for the capture on s. hoop__hx_pinned says whether
- * [p, p + bytes) lies in one cudaMallocHost allocation. */
+ * else 0. hoop__hx_record keeps op for the capture on s, or queues it on a lazy s (one
+ * piece of work issued to s). hoop__hx_pinned says whether [p, p + bytes) lies in one
+ * cudaMallocHost allocation. */
 int hoop__hx_capture_blocks(const char *call);
 void hoop__hx_record(cudaStream_t s, std::function<void()> op);
 int hoop__hx_pinned(const void *p, size_t bytes);
 /* Checks a launch's configuration as hoop__hx_launch does (1: good; else the error is
  * set). */
 int hoop__hx_check_launch(const char *kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s);
+
+// ----------------------------------------------------------------- lazy streams
+/*
+ * A test switch for code that uses several streams: with TEST_HX_LAZY=1 in the
+ * environment when the first stream is made (or after hoop__hx_set_lazy(1)), every stream
+ * made from then on is lazy: what is issued to it (kernels, cuBLAS GEMMs, async copies and
+ * memsets, graph launches, cudaStreamWaitEvent) is queued in order and runs only when the
+ * host needs it, as late as CUDA's ordering rules allow: cudaStreamSynchronize runs the
+ * stream's queue, cudaEventSynchronize and cudaEventQuery run the recording stream up to
+ * the event, cudaDeviceSynchronize, cudaFree, cudaFreeHost, cudaStreamDestroy and
+ * cudaGraphExecDestroy run every queue; a queued cudaStreamWaitEvent runs the producer
+ * up to the event when the waiter reaches it (a waiter that is not lazy makes it run at
+ * once). So a missing cross-stream wait leaves the consumer reading the old bytes, and
+ * host memory rewritten before the copy that reads it has been waited for is copied with
+ * its new contents: both change results a test sees, where the eager layer (everything
+ * runs when issued) hides them. A copy from pageable host memory reads it when issued (as
+ * CUDA stages it) and one to pageable memory runs the stream first and returns done;
+ * cudaMemcpy (the legacy stream, which non-blocking streams do not wait for) runs at
+ * once. What shows depends on the host's waits: a wait for one stream's event runs that
+ * stream (and what it waited for) and nothing else, so a test should wait only as the
+ * code under test does (a wait for every step hides what a later wait would have shown).
+ * Queued work runs on the thread that needs it, under one lock.
+ * hoop__hx_stream_op runs op in s's order without counting it as work (the allocator's
+ * reuse fill and ASan poisoning under the layer: a block's next user is queued behind
+ * the last one): at once unless s is lazy.
+ */
+void hoop__hx_stream_op(cudaStream_t s, std::function<void()> op);
 
 /* Test hooks, with C linkage (tests in C declare them themselves). */
 extern "C" {
@@ -371,6 +404,12 @@ unsigned long hoop__hx_count(const char *call);
 /* 1 when waiter has waited (cudaStreamWaitEvent) for an event recorded on producer after
  * every piece of work issued to producer so far, else 0. */
 int hoop__hx_stream_ordered(cudaStream_t waiter, cudaStream_t producer);
+/* Streams made from now on are lazy (on != 0) or run work when it is issued (0); see
+ * "lazy streams" above. */
+void hoop__hx_set_lazy(int on);
+/* How many pieces of work are queued on s and have not run (0 for a stream that is not
+ * lazy). */
+unsigned long hoop__hx_queued(cudaStream_t s);
 }
 
 #endif /* HOOP_CUDA_HX_H */

@@ -76,9 +76,10 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
         ldc < (m > 1 ? m : 1) || !alpha || !beta)
         return CUBLAS_STATUS_INVALID_VALUE;
     if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
-    if (hoop__hx_capturing(h->stream)) {
-        /* captured, as cuBLAS's kernels are: the scalars as they are now (host pointer
-         * mode reads them at the call), the matrices as they will be at each launch */
+    if (hoop__hx_deferred(h->stream)) {
+        /* captured (or queued on a lazy stream), as cuBLAS's kernels are: the scalars as
+         * they are now (host pointer mode reads them at the call), the matrices as they
+         * will be when it runs */
         const float a = *alpha, b = *beta;
         hoop__hx_record(h->stream, [=]() {
             cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,

@@ -8,6 +8,7 @@
  * compares every entry with the CPU table.
  */
 #include "cuda/alloc.h"
+#include "cuda/ctx.h"
 #include "cuda/ops/ops.h"
 
 /* In kern.h's order, one entry a line (positional: nvcc's C++17 has no designated
@@ -23,6 +24,13 @@ extern "C" const struct hoop__kern hoop__kern_cuda = {
     hoop__cuda_copy,
     hoop__cuda_sync,
     hoop__cuda_table_mem_stats,
+    hoop__cuda_table_event_new,
+    hoop__cuda_table_event_free,
+    hoop__cuda_upload_async,
+    hoop__cuda_download_async,
+    hoop__cuda_compute_wait,
+    hoop__cuda_compute_record,
+    hoop__cuda_table_event_sync,
     hoop__cuda_gemm,
     hoop__cuda_fill,
     hoop__cuda_axpy_or_copy,
