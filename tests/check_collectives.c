@@ -8,9 +8,10 @@
  * element (reporting #wrong and the first bad index) and, for data whose sum depends on
  * the order, bitwise identical across ranks. The "errors" suite covers bad arguments,
  * collective mismatches, a killed or aborting peer (HOOP_ERR_REMOTE within 2 s) and
- * wait deadlines. main() runs everything three times: over the tcp transport, over shm
- * (HOOP_TRANSPORT; thread-ranks of one process are on one host), and over shm with the
- * executor's copies and reductions on the async memory table (HOOP_MEMOPS=async).
+ * wait deadlines. main() runs everything four times: over the tcp transport, over shm
+ * (HOOP_TRANSPORT; thread-ranks of one process are on one host), over shm with the
+ * executor's copies and reductions on the async memory table (HOOP_MEMOPS=async), and
+ * over tcp with every send and receive staged as a GPU buffer's (HOOP_MEMOPS=staged).
  */
 #include <check.h>
 #include <dirent.h>
@@ -1125,11 +1126,13 @@ int main(void)
 {
     /* The third pass runs every copy and reduction of the executor on the async memory
      * table (src/collectives/memops.h): each finishes only after it was polled once, as
-     * on a GPU, so a step that uses memory before its operation finished fails here. */
-    static const char *transports[] = {"tcp", "shm", "shm"};
-    static const char *memops[] = {"sync", "sync", "async"};
+     * on a GPU, so a step that uses memory before its operation finished fails here. The
+     * fourth also stages every send and receive through host regions (stage.c), as the
+     * buffers of a GPU will be. */
+    static const char *transports[] = {"tcp", "shm", "shm", "tcp"};
+    static const char *memops[] = {"sync", "sync", "async", "staged"};
     int failed = 0;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         printf("transport %s, memory operations %s:\n", transports[k], memops[k]);
         setenv("HOOP_TRANSPORT", transports[k], 1);
         setenv("HOOP_MEMOPS", memops[k], 1);

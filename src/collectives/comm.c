@@ -492,7 +492,10 @@ static hoop_status comm_start(hoop_comm *comm, const comm_settings *s)
     }
     comm->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (comm->wake_fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "eventfd: %s", hoop__strerror(errno));
-    HOOP_CHECK(hoop__memops_open(s->memops, mem_wake, comm, &comm->mem));
+    /* staged: the async table, and every call staged as device buffers will be */
+    comm->stage_all = s->memops && strcmp(s->memops, "staged") == 0;
+    HOOP_CHECK(
+        hoop__memops_open(comm->stage_all ? "async" : s->memops, mem_wake, comm, &comm->mem));
     HOOP_PTHREAD_CHECK(pthread_create(&comm->thread, NULL, hoop__progress_main, comm),
                        "pthread_create (progress thread)");
     comm->started = 1;
@@ -610,6 +613,7 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
     free(comm->slots);
     free(comm->scratch);
     free(comm->pre);
+    free(comm->stage);
     hoop__sched_free(&comm->sched);
     hoop__sched_free(&comm->vote_tpl);
     free(comm->exec_block);

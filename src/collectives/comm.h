@@ -116,6 +116,9 @@ struct hoop_comm {
     hoop__exec *exec;
     void *exec_block;         /* the executor's block, kept across calls (exec.c) */
     struct hoop__memops *mem; /* the executor's copies and reductions (HOOP_MEMOPS) */
+    int stage_all;            /* HOOP_MEMOPS=staged: every call's buffers go through stage */
+    void *stage;              /* the staging buffer (stage.c), kept across calls */
+    size_t stage_cap;
     size_t exec_block_bytes;
     int64_t cur_deadline;
     hoop__hdr ctl_in, abort_rec[3];

@@ -31,6 +31,11 @@
  * schedule order they had when every one ran at once. A table whose jobs do not finish
  * at once turns off the reduction from a transport's memory (its pieces are lent only
  * for the callback).
+ * Staged SENDs and RECVs (stage.c: on memory the transports cannot reach) move through
+ * their own host regions: a staged SEND at the head of its lane first copies its bytes
+ * into its region (the lane waits for that copy, which keeps the per-peer order), then
+ * is posted from there; a staged RECV is posted into its region at once and, once
+ * arrived and its dependencies done, copied out like a slot.
  * Memory registration: the slots are registered once with every transport that wants it
  * (comm.c); a receive into a slot passes the link's transport's registration (mr), and
  * every other send and receive passes NULL, leaving user memory to the transport.
@@ -98,7 +103,7 @@ static int deps_ok(const hoop__exec *x, const hoop__step *st)
 static int staged(const hoop__step *st)
 {
     return st->kind == HOOP__STEP_RECV_REDUCE ||
-           (st->kind == HOOP__STEP_RECV && (st->dep[0] >= 0 || st->dep[1] >= 0));
+           (st->kind == HOOP__STEP_RECV && !st->stage && (st->dep[0] >= 0 || st->dep[1] >= 0));
 }
 
 static int is_local(const hoop__step *st)
@@ -339,6 +344,28 @@ static hoop_status run_locals(hoop__exec *x, int *progressed)
     return HOOP_OK;
 }
 
+/* A staged SEND (stage.c) at the head of its lane: copies its bytes into its region
+ * first. *ready = 1 once the region holds them (the send may be posted from it). */
+static hoop_status stage_send(hoop__exec *x, int32_t i, int *ready, int *progressed)
+{
+    const hoop__step *st = &x->s->steps[i];
+    int finished = 1;
+    *ready = 0;
+    if (x->state[i] == ST_WAIT) {
+        hoop__memjob j = {.kind = HOOP__MJ_COPY,
+                          .dst = at(x, HOOP__BUF_STAGE, st->src_off),
+                          .a = at(x, st->buf, st->off),
+                          .bytes = st->bytes};
+        HOOP_CHECK(start_job(x, i, &j, &finished));
+        *progressed = 1;
+    } else {
+        HOOP_CHECK(test_job(x, i, &finished));
+    }
+    if (finished) x->state[i] = ST_WAIT;
+    *ready = finished;
+    return HOOP_OK;
+}
+
 /* Posts the next steps of one lane; stops at the first that cannot start. Before the
  * gate opens only the vote's receives and receives into slots may be posted: they
  * touch no user memory, and posting them early lets the vote and the data behind it
@@ -352,10 +379,19 @@ static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int *pr
         struct hoop_tp_comm *c = is_send ? x->env.send[st->peer] : x->env.recv[st->peer];
         void *req = NULL;
         if (!c) return HOOP_INTERNAL_ERROR("no link to rank %d for this schedule", st->peer);
+        if (is_send && st->stage) { /* the lane waits at its head until the copy is done */
+            int ready;
+            if (!deps_ok(x, st)) return HOOP_OK;
+            HOOP_CHECK(stage_send(x, i, &ready, progressed));
+            if (!ready) return HOOP_OK;
+        }
         x->env.failed_peer = st->peer;
         if (is_send) {
             if (!deps_ok(x, st)) return HOOP_OK;
-            HOOP_CHECK(c->tp->isend(c, at(x, st->buf, st->off), st->bytes, NULL, &req));
+            void *from = st->stage ? at(x, HOOP__BUF_STAGE, st->src_off) : at(x, st->buf, st->off);
+            HOOP_CHECK(c->tp->isend(c, from, st->bytes, NULL, &req));
+        } else if (st->stage) { /* into its own region: no dependency, no gate to wait for */
+            HOOP_CHECK(c->tp->irecv(c, at(x, HOOP__BUF_STAGE, st->src_off), st->bytes, NULL, &req));
         } else if (!staged(st)) {
             if (!allow_recv) return HOOP_OK;
             HOOP_CHECK(c->tp->irecv(c, at(x, st->buf, st->off), st->bytes, NULL, &req));
@@ -410,10 +446,10 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
     const hoop__step *st = &x->s->steps[i];
     int finished;
     *left = 0;
-    if (x->state[i] == ST_MEMOP) { /* the copy or reduction out of the slot */
+    if (x->state[i] == ST_MEMOP) { /* the copy or reduction out of the slot or region */
         HOOP_CHECK(test_job(x, i, &finished));
         if (!finished) return HOOP_OK;
-        x->free_slots[x->nfree++] = x->slot[i];
+        if (x->slot[i] >= 0) x->free_slots[x->nfree++] = x->slot[i];
         finish(x, i);
         *left = 1;
         *progressed = 1;
@@ -432,7 +468,7 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
         *progressed = 1;
         if (st->kind == HOOP__STEP_SEND && st->buf != HOOP__BUF_VOTE)
             x->env.bytes_sent += st->bytes; /* payload only: the vote is overhead */
-        if (st->kind == HOOP__STEP_SEND || x->slot[i] < 0) {
+        if (st->kind == HOOP__STEP_SEND || (x->slot[i] < 0 && !st->stage)) {
             finish(x, i);
             *left = 1;
             return HOOP_OK;
@@ -440,7 +476,8 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
         x->state[i] = ST_RECEIVED;
     }
     if (x->state[i] == ST_RECEIVED && deps_ok(x, st)) {
-        char *slot = x->env.slots + (size_t)x->slot[i] * x->env.slot_bytes;
+        char *slot = st->stage ? at(x, HOOP__BUF_STAGE, st->src_off)
+                               : x->env.slots + (size_t)x->slot[i] * x->env.slot_bytes;
         hoop__memjob j = {
             .kind = HOOP__MJ_COPY, .dst = at(x, st->buf, st->off), .a = slot, .bytes = st->bytes};
         if (st->kind == HOOP__STEP_RECV_REDUCE)
@@ -456,7 +493,7 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
         HOOP_CHECK(start_job(x, i, &j, &finished));
         *progressed = 1;
         if (!finished) return HOOP_OK; /* polled in ST_MEMOP; the slot stays taken */
-        x->free_slots[x->nfree++] = x->slot[i];
+        if (x->slot[i] >= 0) x->free_slots[x->nfree++] = x->slot[i];
         finish(x, i);
         *left = 1;
         *progressed = 1;

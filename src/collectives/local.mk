@@ -16,6 +16,7 @@ libhoopcore_la_SOURCES += \
 	%reldir%/rhd.c \
 	%reldir%/ring.c \
 	%reldir%/shared.c \
+	%reldir%/stage.c \
 	%reldir%/vote.c
 noinst_HEADERS += \
 	%reldir%/coll.h \

@@ -359,9 +359,9 @@ static void sched_trace(const hoop_comm *comm, const hoop__sched *s)
     if (!hoop__log_on(HOOP_LOG_TRACE, HOOP_LOG_COLL)) return;
     for (size_t i = 0; i < s->n; i++) {
         const hoop__step *st = &s->steps[i];
-        HOOP_TRACE(COLL, "rank %d step %zu: %s peer %d buf %d off %zu bytes %zu deps %d,%d%s",
+        HOOP_TRACE(COLL, "rank %d step %zu: %s peer %d buf %d off %zu bytes %zu deps %d,%d%s%s",
                    comm->rank, i, kinds[st->kind], st->peer, st->buf, st->off, st->bytes,
-                   st->dep[0], st->dep[1], st->final ? " final" : "");
+                   st->dep[0], st->dep[1], st->final ? " final" : "", st->stage ? " staged" : "");
     }
 }
 
@@ -419,25 +419,33 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
     sched_trace(comm, &comm->sched);
     HOOP_CHECK(grow(comm, &comm->scratch, &comm->scratch_cap, comm->sched.scratch_bytes));
     HOOP_CHECK(prescale(comm, a, &in, &op));
-    hoop__exec_env env = {.world_size = comm->world_size,
-                          .rank = comm->rank,
-                          .send = comm->send,
-                          .recv = comm->recv,
-                          .bufs = {(void *)in, a->recvbuf, comm->scratch, comm->token, comm->votes},
-                          .slots = comm->slots,
-                          .slot_bytes = comm->slot_bytes,
-                          .tps = comm->tps,
-                          .ntps = comm->ntps,
-                          .mem = comm->mem,
-                          .nslots = comm->nslots,
-                          .depth = comm->depth,
-                          .dtype = a->dtype,
-                          .op = op,
-                          .elem = a->elem,
-                          .seg_base = a->seg_base,
-                          .seg_off = a->seg_off,
-                          .cache = &comm->exec_block,
-                          .cache_bytes = &comm->exec_block_bytes};
+    if (comm->stage_all) { /* HOOP_MEMOPS=staged: the call's buffers as a GPU's would be */
+        size_t stage_bytes;
+        hoop__sched_stage(&comm->sched,
+                          1u << HOOP__BUF_SEND | 1u << HOOP__BUF_RECV | 1u << HOOP__BUF_SCRATCH,
+                          &stage_bytes);
+        HOOP_CHECK(grow(comm, &comm->stage, &comm->stage_cap, stage_bytes));
+    }
+    hoop__exec_env env = {
+        .world_size = comm->world_size,
+        .rank = comm->rank,
+        .send = comm->send,
+        .recv = comm->recv,
+        .bufs = {(void *)in, a->recvbuf, comm->scratch, comm->token, comm->votes, comm->stage},
+        .slots = comm->slots,
+        .slot_bytes = comm->slot_bytes,
+        .tps = comm->tps,
+        .ntps = comm->ntps,
+        .mem = comm->mem,
+        .nslots = comm->nslots,
+        .depth = comm->depth,
+        .dtype = a->dtype,
+        .op = op,
+        .elem = a->elem,
+        .seg_base = a->seg_base,
+        .seg_off = a->seg_off,
+        .cache = &comm->exec_block,
+        .cache_bytes = &comm->exec_block_bytes};
     return hoop__exec_start(&comm->exec, &comm->sched, &env);
 }
 

@@ -108,9 +108,10 @@ const hoop_env_param hoop__env_params[] = {
     {"HOOP_ALGO", HOOP_ENV_CHOICE, "auto", 0, 0, HOOP_ALGO_CHOICES,
      "all-reduce algorithm; auto = alpha-beta-gamma cost model by size and world size, and "
      "direct on shared buffers (8 KiB up on 2 ranks, 64 KiB on more)"},
-    {"HOOP_MEMOPS", HOOP_ENV_CHOICE, "sync", 0, 0, "sync|async",
+    {"HOOP_MEMOPS", HOOP_ENV_CHOICE, "sync", 0, 0, "sync|async|staged",
      "the collectives' copies and reductions on host memory: sync = by the progress thread "
-     "at once; async = queued to a helper thread and polled, as a GPU's are (testing)"},
+     "at once; async = queued to a helper thread and polled, as a GPU's are; staged = async, "
+     "and every send and receive goes through host staging, as a GPU buffer's does (testing)"},
     {"HOOP_IB_HCA", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "RDMA devices for the ib transport, NCCL's syntax: mlx5_0:1,mlx5_1 (device[:port]; a "
      "name is a prefix unless the list starts with =; a leading ^ excludes the listed ones); "
