@@ -13,6 +13,7 @@
 
 #include "collectives/exec.h"
 #include "collectives/memops.h"
+#include "core/check.h"
 #include "run_suite.h"
 
 // ----- two fake transports ------------------------------------------------------------------
@@ -144,9 +145,12 @@ static hoop__memjob jobs[JOBS_MAX];
 static int njobs, released, nwaited;
 static hoop__memop *const job_op0 = (hoop__memop *)&jobs[0]; /* op k = &jobs[k] */
 
+static int fail_start; /* held_start fails, as a device's launch may */
+
 static hoop_status held_start(hoop__memops *m, const hoop__memjob *j, hoop__memop **op)
 {
     (void)m;
+    if (fail_start) return HOOP_ERROR(HOOP_ERR_CUDA, "held_start: failing on purpose");
     ck_assert_int_lt(njobs, JOBS_MAX);
     jobs[njobs] = *j;
     *op = (hoop__memop *)&jobs[njobs++];
@@ -265,12 +269,81 @@ START_TEST(test_async_memops)
 }
 END_TEST
 
+/* A memory operation that fails is this rank's failure: the execution names no peer
+ * (a receive that merely waited for a slot in the same round must not be blamed). */
+START_TEST(test_memop_error_names_no_peer)
+{
+    enum { N = 4 };
+    float in[2 * N], out[2 * N];
+    char slots[64];
+    struct hoop_tp_comm c1 = {.tp = &fake_a, .peer = 1};
+    struct hoop_tp_comm *recv[2] = {NULL, &c1}, *send[2] = {0};
+    hoop__memops held = {.vt = &held_vt};
+    hoop__sched s = {0};
+    for (int k = 0; k < 2; k++)
+        hoop__sched_add(&s, (hoop__step){.kind = HOOP__STEP_RECV_REDUCE,
+                                         .buf = HOOP__BUF_RECV,
+                                         .src_buf = HOOP__BUF_SEND,
+                                         .peer = 1,
+                                         .dep = {-1, -1},
+                                         .off = (size_t)k * N * sizeof(float),
+                                         .src_off = (size_t)k * N * sizeof(float),
+                                         .bytes = N * sizeof(float)});
+    hoop__exec_env env = {.world_size = 2,
+                          .recv = recv,
+                          .send = send,
+                          .bufs = {in, out},
+                          .slots = slots,
+                          .slot_bytes = sizeof(slots),
+                          .nslots = 1,
+                          .depth = 4,
+                          .dtype = HOOP_DTYPE_F32,
+                          .op = HOOP_OP_SUM,
+                          .elem = sizeof(float),
+                          .mem = &held};
+    hoop__exec *x;
+    int progressed, done;
+    nposted = njobs = released = nwaited = 0;
+    fail_start = 1;
+    ck_assert_int_eq(hoop__exec_start(&x, &s, &env), HOOP_OK);
+    ck_assert_int_eq(hoop__exec_progress(x, &progressed, &done), HOOP_ERR_CUDA);
+    ck_assert_int_eq(hoop__exec_failed_peer(x), -1);
+    fail_start = 0;
+    hoop__exec_free(x);
+    hoop__sched_free(&s);
+}
+END_TEST
+
+/* The async table runs its queue in order: waiting for a job behind one never polled
+ * lets that one run too (a failed call drains its operations in step order, not in the
+ * order they were started). */
+START_TEST(test_async_wait_behind_unpolled)
+{
+    hoop__memops *m;
+    char a[64], b[64], da[64] = {0}, db[64] = {0};
+    memset(a, 1, sizeof(a));
+    memset(b, 2, sizeof(b));
+    ck_assert_int_eq(hoop__memops_open("async", NULL, NULL, &m), HOOP_OK);
+    hoop__memop *op1, *op2;
+    hoop__memjob j1 = {.kind = HOOP__MJ_COPY, .dst = da, .a = a, .bytes = sizeof(a)};
+    hoop__memjob j2 = {.kind = HOOP__MJ_COPY, .dst = db, .a = b, .bytes = sizeof(b)};
+    ck_assert_int_eq(m->vt->start(m, &j1, &op1), HOOP_OK);
+    ck_assert_int_eq(m->vt->start(m, &j2, &op2), HOOP_OK);
+    ck_assert_int_eq(m->vt->wait(m, op2, 2000), HOOP_OK); /* op1 was never polled */
+    ck_assert_int_eq(m->vt->wait(m, op1, 2000), HOOP_OK);
+    ck_assert(memcmp(da, a, sizeof(a)) == 0 && memcmp(db, b, sizeof(b)) == 0);
+    hoop__memops_close(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("exec");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_slot_mr);
     tcase_add_test(tc, test_async_memops);
+    tcase_add_test(tc, test_memop_error_names_no_peer);
+    tcase_add_test(tc, test_async_wait_behind_unpolled);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -466,6 +466,9 @@ static hoop_status slots_init(trainer *t)
  * frees them; keeps the first error in *st. */
 static void slots_destroy(trainer *t, hoop_status *st)
 {
+    /* A step that failed after it was issued but before its slot's events were recorded
+     * may still read the slot's pinned buffers: wait for all the device's work first. */
+    if (t->device == HOOP_DEVICE_CUDA) HOOP_CHECK_KEEP(hoop_device_sync(t->device), *st);
     for (int i = 0; i < SLOTS; i++) {
         batch_slot *b = &t->slot[i];
         if (b->uploaded) HOOP_CHECK_KEEP(hoop__event_sync(b->uploaded), *st);

@@ -4,28 +4,13 @@
  * kern.h, the loading of the CUDA backend on first use, the device checks every op
  * makes, the table's ABI check, and the test-only override.
  *
- * The CUDA backend is a shared object (libhoop-cuda.so, installed in $(pkglibdir)) that
- * alone links CUDA's libraries, so a program that never asks for a GPU runs where they
- * are not installed (ggml's dynamic backends work the same way). It is dlopen()ed the
- * first time a CUDA table is asked for, from the first of:
- *   1. $HOOP_CUDA_BACKEND (a path; the tests point it at the host execution layer's
- *      build of the same sources, src/cuda/hx.h);
- *   2. PKGLIBDIR/libhoop-cuda.so (the installed one);
- *   3. in the build tree: libhoop-cuda.so beside libhoop.so (both in .libs/), or in
- *      ../.libs/ of the program holding this code (tools/hoop-train run uninstalled).
- * A HOOP_CUDA_BACKEND without a slash is searched for as dlopen(3) does (the library
- * path), not in the current directory: give ./NAME for that.
- * Its entry point (HOOP__BACKEND_OPEN) receives this library's error and log functions,
- * so its messages are ours, and returns its table, which is validated here. A failure
- * (no backend, no GPU, a table of another version) is kept and repeated to every later
- * caller with the same message.
+ * The CUDA backend is a module loaded on first use (src/core/backend.h says where it is
+ * looked for); its kernel table is validated here, and a failure is kept and repeated to
+ * every later caller with the same message.
  *
- * Owns: one table pointer per device and the loaded backend (never unloaded: CUDA's
- * libraries do not survive dlclose). Thread-safety: the load runs once (pthread_once);
+ * Owns: one table pointer per device. Thread-safety: the load runs once (pthread_once);
  * the lookups only read; hoop__kern_override (tests) writes and must not run beside an op.
  */
-#define _GNU_SOURCE /* dladdr */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +20,7 @@
 #include "autograd/autograd_impl.h"
 #include "autograd/kern.h"
 #include "config.h"
+#include "core/backend.h"
 #include "core/check.h"
 #include "core/log.h"
 
@@ -48,120 +34,24 @@ static const struct hoop__kern *tables[NDEVICES] = {
 // ----- the CUDA backend ----------------------------------------------------------------------
 
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
-static const struct hoop__kern *cuda_loaded; /* the backend's table, once it loaded */
-static hoop_status cuda_status = HOOP_OK;    /* why it did not, with cuda_why */
+static const struct hoop__kern *cuda_loaded; /* the backend's table, once validated */
+static hoop_status cuda_status = HOOP_OK;    /* why the table cannot be had, with cuda_why */
 static char cuda_why[4096];
 
-static hoop_status cuda_fail(hoop_status st, const char *fmt, const char *a, const char *b)
-{
-    cuda_status = st;
-    snprintf(cuda_why, sizeof(cuda_why), fmt, a, b);
-    return st;
-}
-
-/* The directory of the file (program or libhoop.so) holding this code, into dir. */
-static int code_dir(char *dir, size_t len)
-{
-    Dl_info info;
-    if (dladdr((void *)&hoop__kern_for, &info) == 0 || info.dli_fname == NULL) return 0;
-    char path[1024];
-    if (strchr(info.dli_fname, '/') == NULL) {
-        /* the main program, named without a directory: its real path */
-        ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-        if (n <= 0) return 0;
-        path[n] = '\0';
-    } else {
-        snprintf(path, sizeof(path), "%s", info.dli_fname);
-    }
-    char *slash = strrchr(path, '/');
-    if (slash == NULL) return 0;
-    *slash = '\0';
-    snprintf(dir, len, "%s", path);
-    return 1;
-}
-
-/* Picks the backend's path (see the file comment) into path; 0 when none exists. */
-static int backend_path(char *path, size_t len, char *tried, size_t tried_len, int *from_env)
-{
-    const char *env = getenv("HOOP_CUDA_BACKEND");
-    *from_env = env != NULL && env[0] != '\0';
-    if (*from_env) {
-        snprintf(path, len, "%s", env);
-        return 1; /* used as given: dlopen's message says what is wrong with it */
-    }
-    snprintf(path, len, "%s/libhoop-cuda.so", PKGLIBDIR);
-    snprintf(tried, tried_len, "%s", path);
-    if (access(path, R_OK) == 0) return 1;
-    char dir[1024];
-    /* the build tree: libhoop.so itself in .libs/ (the module beside it), or a program in
-     * a directory of the tree (tools/, tests/: the module in ../.libs/) */
-    static const char *const below[2] = {"", "/../.libs"};
-    for (int i = 0; i < 2 && code_dir(dir, sizeof(dir)); i++) {
-        snprintf(path, len, "%s%s/libhoop-cuda.so", dir, below[i]);
-        size_t used = strlen(tried);
-        snprintf(tried + used, tried_len - used, ", %s", path);
-        if (access(path, R_OK) == 0) return 1;
-    }
-    return 0;
-}
-
+/* The backend's table (src/core/backend.c loads the module), validated. */
 static void cuda_load(void)
 {
-    char path[1100], tried[3400] = "";
-    int from_env;
-    if (!backend_path(path, sizeof(path), tried, sizeof(tried), &from_env)) {
-#ifdef HOOP_HAVE_CUDA
-        cuda_fail(HOOP_ERR_UNSUPPORTED,
-                  "the CUDA backend (libhoop-cuda.so) is not installed: tried %s%s; set "
-                  "HOOP_CUDA_BACKEND to its path",
-                  tried, "");
-#else
-        cuda_fail(HOOP_ERR_UNSUPPORTED,
-                  "this build of hoop has no CUDA backend (configure found no nvcc)%s%s; set "
-                  "HOOP_CUDA_BACKEND to a backend built elsewhere",
-                  tried[0] ? ": tried " : "", tried);
-#endif
-        return;
-    }
-    void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (so == NULL) {
-        cuda_fail(HOOP_ERR_UNSUPPORTED, "cannot load the CUDA backend %s: %s", path, dlerror());
-        if (from_env) {
-            const size_t used = strlen(cuda_why);
-            snprintf(cuda_why + used, sizeof(cuda_why) - used,
-                     " (the path is HOOP_CUDA_BACKEND's)");
-        }
-        return;
-    }
-    hoop__backend_open_fn open_fn;
-    *(void **)&open_fn = dlsym(so, HOOP__BACKEND_OPEN);
-    if (open_fn == NULL) {
-        cuda_fail(HOOP_ERR_UNSUPPORTED, "%s is not a hoop CUDA backend: %s", path, dlerror());
-        return;
-    }
-    static const struct hoop__backend_host host = {
-        .size = sizeof(struct hoop__backend_host),
-        .set_error = hoop__set_error,
-        .trace_status = hoop__trace_status,
-        .log = hoop__log,
-    };
-    hoop__log_init();
-    struct hoop__backend_host h = host;
-    h.log_level = hoop__log_level;
-    h.log_mask = hoop__log_mask;
-    static struct hoop__backend_host kept; /* the backend keeps the pointer */
-    kept = h;
     const struct hoop__kern *k = NULL;
-    hoop_status st = open_fn(&kept, &k);
+    hoop_status st = hoop__cuda_backend(&k, NULL);
     if (st == HOOP_OK) st = hoop__kern_validate(k, "the CUDA backend's table");
     if (st == HOOP_OK && k->device != HOOP_DEVICE_CUDA)
-        st = HOOP_ERROR(HOOP_ERR_INVALID, "the table of %s is for device %d, not cuda", path,
+        st = HOOP_ERROR(HOOP_ERR_INVALID, "the CUDA backend's table is for device %d, not cuda",
                         (int)k->device);
     if (st != HOOP_OK) {
-        cuda_fail(st, "%s%s", hoop_last_error(), "");
+        cuda_status = st;
+        snprintf(cuda_why, sizeof(cuda_why), "%s", hoop_last_error());
         return;
     }
-    HOOP_INFO(AUTOGRAD, "CUDA backend %s loaded", path);
     cuda_loaded = k;
     tables[HOOP_DEVICE_CUDA] = k;
 }

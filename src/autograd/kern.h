@@ -281,26 +281,7 @@ struct hoop__kern {
     void (*graph_free)(void *graph);
 };
 
-/* What this library gives a backend module when it opens it (kern.c): its error and log
- * functions (core/check.h, core/log.h), which the module's own definitions of those
- * names forward to, and the log settings at the time. */
-struct hoop__backend_host {
-    size_t size; /* sizeof(struct hoop__backend_host) of the host's build */
-    hoop_status (*set_error)(hoop_status st, const char *file, int line, const char *fmt, ...);
-    void (*trace_status)(hoop_status st, const char *file, int line);
-    void (*log)(hoop_log_level level, unsigned subsys, const char *file, int line, const char *fmt,
-                ...);
-    int log_level;
-    unsigned log_mask;
-};
-
-/* A backend module's one exported function, named HOOP__BACKEND_OPEN: keeps host (it
- * outlives the module's use), checks that its device is usable and sets *kern to its
- * table. HOOP_OK, or the reason the device cannot be had (HOOP_ERR_UNSUPPORTED: no GPU,
- * with the driver's message; HOOP_ERR_INVALID: host's size differs). */
-typedef hoop_status (*hoop__backend_open_fn)(const struct hoop__backend_host *host,
-                                             const struct hoop__kern **kern);
-#define HOOP__BACKEND_OPEN "hoop_backend_open"
+/* The module's entry points and what it is given: src/core/backend.h. */
 
 /* The CPU table (kern_cpu.c): host loops and OpenBLAS. */
 extern const struct hoop__kern hoop__kern_cpu;

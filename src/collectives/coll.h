@@ -107,6 +107,7 @@ typedef struct hoop__coll_args {
     size_t seg_off;            /* direct: the buffer's byte offset in the segment */
     struct hoop__seg *held[2]; /* segments holding sendbuf / recvbuf: their in-flight
                                 * counts keep hoop_comm_free_shared off until completion */
+    int dev;                   /* 1: the buffers are GPU memory (staged; collectives.c) */
 } hoop__coll_args;
 
 /* Appends a step; returns its index, or -1 after recording HOOP_ERR_NOMEM in s->err. */

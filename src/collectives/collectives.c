@@ -17,7 +17,10 @@
 #include <unistd.h>
 
 #include "collectives/comm.h"
+#include "collectives/memops.h"
+#include "core/backend.h"
 #include "core/check.h"
+#include "cuda/coll.h"
 #include "core/clock.h"
 
 #define WAIT_SPIN_NS (50 * 1000) /* drive progress while it moves, then this long idle */
@@ -190,9 +193,44 @@ static hoop_status new_request(hoop_comm *comm, const hoop__coll_args *a, hoop_r
     return HOOP_OK;
 }
 
+/* Whether the buffers call a uses are GPU memory (a->dev = 1): asked of the CUDA
+ * backend, and only when the process uses CUDA at all (src/core/backend.h), so a host
+ * program pays one dlopen(RTLD_NOLOAD) per call and loads nothing. A call's buffers are
+ * all on one side: HOOP_ERR_INVALID naming both when one is GPU memory and another is
+ * not. Where the process uses CUDA but the backend cannot be had, buffers are taken as
+ * host memory (the backend's own error then comes from the first tensor). */
+static hoop_status classify(hoop_comm *comm, hoop__coll_args *a)
+{
+    static const char *const fns[] = {[HOOP__COLL_ALLREDUCE] = "hoop_allreduce",
+                                      [HOOP__COLL_BROADCAST] = "hoop_broadcast",
+                                      [HOOP__COLL_REDUCE] = "hoop_reduce",
+                                      [HOOP__COLL_ALLGATHER] = "hoop_allgather",
+                                      [HOOP__COLL_REDUCE_SCATTER] = "hoop_reduce_scatter",
+                                      [HOOP__COLL_BARRIER] = "hoop_barrier"};
+    const struct hoop__cuda_coll *cc = NULL;
+    if (a->coll == HOOP__COLL_BARRIER || a->count == 0 || !hoop__cuda_in_process()) return HOOP_OK;
+    if (hoop__cuda_backend(NULL, &cc) != HOOP_OK || !cc) return HOOP_OK;
+    /* the buffers this rank uses: broadcast reads sendbuf on root only, reduce writes
+     * recvbuf on root only */
+    int use_send = a->coll != HOOP__COLL_BROADCAST || a->root == comm->rank;
+    int use_recv = a->coll != HOOP__COLL_REDUCE || a->root == comm->rank;
+    int ks = use_send && a->sendbuf ? cc->mem_kind(a->sendbuf) : -1;
+    int kr = use_recv && a->recvbuf ? cc->mem_kind(a->recvbuf) : -1;
+    if (ks != HOOP__MEM_CUDA && kr != HOOP__MEM_CUDA) return HOOP_OK;
+    if ((ks >= 0 && ks != HOOP__MEM_CUDA) || (kr >= 0 && kr != HOOP__MEM_CUDA))
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s: sendbuf %p is %s memory and recvbuf %p is %s memory: a call's "
+                          "buffers must be both on the GPU or both on the host",
+                          fns[a->coll], a->sendbuf, ks == HOOP__MEM_CUDA ? "GPU" : "host",
+                          a->recvbuf, kr == HOOP__MEM_CUDA ? "GPU" : "host");
+    a->dev = 1;
+    return HOOP_OK;
+}
+
 static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **req)
 {
     hoop_request *r;
+    HOOP_CHECK(classify(comm, a));
     a->rank = comm->rank;
     a->world_size = comm->world_size;
     a->elem = hoop_dtype_size(a->dtype);

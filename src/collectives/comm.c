@@ -594,6 +594,7 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
                                   hoop__strerror(rc)),
                        &st, msg, sizeof(msg));
     }
+    hoop__comm_free_dev(comm);     /* before the slots are freed: they may be registered */
     hoop__memops_close(comm->mem); /* the progress thread, its only user, has stopped */
     comm->mem = NULL;
     hoop__comm_close_links(comm);

@@ -117,7 +117,14 @@ struct hoop_comm {
     void *exec_block;         /* the executor's block, kept across calls (exec.c) */
     struct hoop__memops *mem; /* the executor's copies and reductions (HOOP_MEMOPS) */
     int stage_all;            /* HOOP_MEMOPS=staged: every call's buffers go through stage */
-    void *stage;              /* the staging buffer (stage.c), kept across calls */
+    /* Calls on GPU buffers (progress.c, dev_prepare): the backend's memory table, the
+     * slots page-locked, device scratch and pre-division buffers, a page-locked staging
+     * buffer; made at the first such call, kept. */
+    struct hoop__memops *dev_mem;
+    int slots_pinned;
+    void *dscratch, *dpre, *dstage;
+    size_t dscratch_cap, dpre_cap, dstage_cap;
+    void *stage; /* the staging buffer (stage.c), kept across calls */
     size_t stage_cap;
     size_t exec_block_bytes;
     int64_t cur_deadline;
@@ -169,6 +176,8 @@ void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap);
 enum { HOOP__SLEEP_NONE = 0, HOOP__SLEEP_LONG = 1, HOOP__SLEEP_NAP = 2 };
 /* collectives.c: wakes the progress thread if it sleeps in poll(). */
 void hoop__comm_wake(hoop_comm *comm);
+/* Frees what calls on GPU buffers made (progress.c); after the progress thread stopped. */
+void hoop__comm_free_dev(hoop_comm *comm);
 /* collectives.c: releases one reference to req. */
 void hoop__request_release(struct hoop_request *req);
 /* Completes req with st and msg (NULL = "") and drops the progress thread's reference. */

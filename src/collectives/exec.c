@@ -351,6 +351,10 @@ static hoop_status stage_send(hoop__exec *x, int32_t i, int *ready, int *progres
     const hoop__step *st = &x->s->steps[i];
     int finished = 1;
     *ready = 0;
+    if (x->state[i] == ST_RECEIVED) { /* copied already; the send would block last time */
+        *ready = 1;
+        return HOOP_OK;
+    }
     if (x->state[i] == ST_WAIT) {
         hoop__memjob j = {.kind = HOOP__MJ_COPY,
                           .dst = at(x, HOOP__BUF_STAGE, st->src_off),
@@ -361,7 +365,7 @@ static hoop_status stage_send(hoop__exec *x, int32_t i, int *ready, int *progres
     } else {
         HOOP_CHECK(test_job(x, i, &finished));
     }
-    if (finished) x->state[i] = ST_WAIT;
+    if (finished) x->state[i] = ST_RECEIVED; /* for a SEND: its region holds the bytes */
     *ready = finished;
     return HOOP_OK;
 }
@@ -370,7 +374,7 @@ static hoop_status stage_send(hoop__exec *x, int32_t i, int *ready, int *progres
  * gate opens only the vote's receives and receives into slots may be posted: they
  * touch no user memory, and posting them early lets the vote and the data behind it
  * arrive through one recvmsg. */
-static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int *progressed)
+static hoop_status post_lane_steps(hoop__exec *x, struct lane *l, int is_send, int *progressed)
 {
     while (l->cur < l->end && l->inflight < x->env.depth) {
         int32_t i = x->order[l->cur];
@@ -385,7 +389,7 @@ static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int *pr
             HOOP_CHECK(stage_send(x, i, &ready, progressed));
             if (!ready) return HOOP_OK;
         }
-        x->env.failed_peer = st->peer;
+        x->env.failed_peer = st->peer; /* blamed for a transport error below */
         if (is_send) {
             if (!deps_ok(x, st)) return HOOP_OK;
             void *from = st->stage ? at(x, HOOP__BUF_STAGE, st->src_off) : at(x, st->buf, st->off);
@@ -430,6 +434,15 @@ static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int *pr
         *progressed = 1;
     }
     return HOOP_OK;
+}
+
+/* post_lane_steps, leaving failed_peer set only when a transport call failed: a stage's
+ * copy failing later in the round must not blame the peer of a step that merely waited. */
+static hoop_status post_lane(hoop__exec *x, struct lane *l, int is_send, int *progressed)
+{
+    hoop_status st = post_lane_steps(x, l, is_send, progressed);
+    if (st == HOOP_OK) x->env.failed_peer = -1;
+    return st;
 }
 
 static struct lane *lane_of(hoop__exec *x, const hoop__step *st)
@@ -540,6 +553,7 @@ static hoop_status exec_round(hoop__exec *x, int *progressed)
 hoop_status hoop__exec_progress(hoop__exec *x, int *progressed, int *done)
 {
     *progressed = 0;
+    x->env.failed_peer = -1; /* set again by the transport call that fails, if one does */
     int closed = x->gate >= 0 && x->state[x->gate] != ST_DONE;
     HOOP_CHECK(exec_round(x, progressed));
     /* The gate opened in this round (the vote's first merge matched): the data that came

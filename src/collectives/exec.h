@@ -57,7 +57,7 @@ int32_t hoop__exec_failed_step(const hoop__exec *x);
 /* The peer whose link failed the last progress call, or -1. */
 int hoop__exec_failed_peer(const hoop__exec *x);
 
-/* Frees x after waiting (bounded, 10 s; a WARN line otherwise) for the memory
+/* Frees x after waiting (bounded: 10 s for each; a WARN line otherwise) for the memory
  * operations still in flight, so a failed call hands back no memory being written. */
 void hoop__exec_free(hoop__exec *x);
 

@@ -62,3 +62,11 @@ TESTS += tests/check_exec
 
 TESTS += tests/mixed_links.sh
 EXTRA_DIST += tests/mixed_links.sh
+
+# Collectives on GPU buffers, through the CUDA backend (the host execution layer's build
+# here, the real one under tests/gpu/run.sh).
+check_PROGRAMS += tests/check_coll_device
+tests_check_coll_device_SOURCES = tests/check_coll_device.c tests/coll_harness.h
+tests_check_coll_device_CFLAGS = $(TEST_CFLAGS)
+tests_check_coll_device_LDADD = $(TEST_LDADD)
+TESTS += tests/check_coll_device

@@ -160,7 +160,17 @@ static hoop_status async_test(hoop__memops *m, hoop__memop *op, int *done)
 
 static hoop_status async_wait(hoop__memops *m, hoop__memop *op, int64_t timeout_ms)
 {
+    async_ops *a = (async_ops *)m;
     int64_t deadline = hoop__deadline_ns(timeout_ms);
+    /* The helper runs the queue in order: every job queued before op must be let run,
+     * or op (behind one never polled) would wait for nothing. */
+    pthread_mutex_lock(&a->mu);
+    for (hoop__memop *q = a->head; q; q = q->next) {
+        q->polled = 1;
+        if (q == op) break;
+    }
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
     for (;;) {
         int done;
         HOOP_CHECK(async_test(m, op, &done));

@@ -35,6 +35,13 @@
 #include "hoop/collectives.h"
 #include "hoop/status.h"
 
+/* Where a buffer lives (the collectives' memory kinds, DESIGN.md "Seams"). */
+typedef enum hoop__mem_kind {
+    HOOP__MEM_HOST = 0,   /* pageable host memory: the transports read and write it */
+    HOOP__MEM_PINNED = 1, /* page-locked host memory: also what a GPU reaches directly */
+    HOOP__MEM_CUDA = 2,   /* GPU memory: staged through host memory (stage.c) */
+} hoop__mem_kind;
+
 /* What one memory operation does. */
 typedef enum hoop__memjob_kind {
     HOOP__MJ_COPY,   /* dst[0, bytes) = a[0, bytes) (may overlap: memmove) */
@@ -70,12 +77,15 @@ typedef struct hoop__memops_vt {
     /* Starts j. *op = NULL when it finished already, else the operation to poll.
      * Errors: HOOP_ERR_NOMEM; a device's errors (HOOP_ERR_CUDA naming the call). */
     hoop_status (*start)(hoop__memops *m, const hoop__memjob *j, hoop__memop **op);
-    /* *done = 1 when op has finished; op is then released and must not be used again. */
+    /* *done = 1 when op has finished; op is then released and must not be used again.
+     * Never blocks. Errors: the device's (HOOP_ERR_CUDA naming what failed), op then
+     * released as well. */
     hoop_status (*test)(hoop__memops *m, hoop__memop *op, int *done);
     /* Waits up to timeout_ms for op to finish and releases it: for a call that failed
      * with operations in flight, which must not write memory the caller gets back.
      * HOOP_ERR_TIMEOUT when it did not finish (op is then leaked, never freed twice). */
     hoop_status (*wait)(hoop__memops *m, hoop__memop *op, int64_t timeout_ms);
+    /* Frees the instance (it waits for its own thread or stream to be idle; no errors). */
     void (*close)(hoop__memops *m);
 } hoop__memops_vt;
 

@@ -35,8 +35,11 @@
 #include <unistd.h>
 
 #include "collectives/comm.h"
+#include "collectives/memops.h"
+#include "core/backend.h"
 #include "core/check.h"
 #include "core/clock.h"
+#include "cuda/coll.h"
 
 #define FAIL_GRACE_MS 1000 /* wait this long for the predecessor's ABORT record */
 /* A vague timeout (this rank waited for a relay) waits less: it fires at the comm's
@@ -337,12 +340,19 @@ static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg)
 }
 
 /* world_size 1: every collective is a copy (or nothing). */
-static void run_local(struct hoop_request *r)
+static hoop_status run_local(struct hoop_request *r)
 {
     const hoop__coll_args *a = &r->args;
     size_t bytes = a->count * a->elem;
-    if (a->coll != HOOP__COLL_BARRIER && bytes > 0 && a->sendbuf != a->recvbuf && a->recvbuf)
+    if (a->coll == HOOP__COLL_BARRIER || bytes == 0 || a->sendbuf == a->recvbuf || !a->recvbuf)
+        return HOOP_OK;
+    if (!a->dev) {
         memmove(a->recvbuf, a->sendbuf, bytes);
+        return HOOP_OK;
+    }
+    const struct hoop__cuda_coll *cc;
+    HOOP_CHECK(hoop__cuda_backend(NULL, &cc));
+    return cc->copy(a->recvbuf, a->sendbuf, bytes);
 }
 
 /* HOOP_DEBUG=TRACE HOOP_DEBUG_SUBSYS=COLL prints every schedule, step by step. */
@@ -401,11 +411,103 @@ static hoop_status prescale(hoop_comm *comm, const hoop__coll_args *a, const voi
     return HOOP_OK;
 }
 
+static void dev_wake(void *comm)
+{
+    hoop__comm_wake(comm);
+}
+
+/* Makes *buf (*cap bytes) page-locked host memory of at least bytes. */
+static hoop_status grow_pinned(const struct hoop__cuda_coll *cc, void **buf, size_t *cap,
+                               size_t bytes)
+{
+    if (bytes <= *cap) return HOOP_OK;
+    if (*buf) cc->host_unregister(*buf);
+    free(*buf);
+    *buf = NULL;
+    *cap = 0;
+    HOOP_CHECK(hoop__calloc((char **)buf, bytes));
+    hoop_status st = cc->host_register(*buf, bytes);
+    if (st != HOOP_OK) {
+        free(*buf);
+        *buf = NULL;
+        return st;
+    }
+    *cap = bytes;
+    return HOOP_OK;
+}
+
+/* Makes *buf (*cap bytes) device memory of at least bytes. */
+static hoop_status grow_dev(const struct hoop__cuda_coll *cc, void **buf, size_t *cap, size_t bytes)
+{
+    if (bytes <= *cap) return HOOP_OK;
+    cc->dev_free(*buf);
+    *buf = NULL;
+    *cap = 0;
+    HOOP_CHECK(cc->dev_alloc(buf, bytes));
+    *cap = bytes;
+    return HOOP_OK;
+}
+
+/* A call on GPU buffers (a->dev): every copy and reduction through the backend's memory
+ * table (a stream of this comm's), the slots page-locked (a reduction kernel reads the
+ * received chunk there), scratch in device memory, the sends and receives of the call's
+ * buffers and scratch staged through a page-locked buffer (stage.c), and a 16-bit
+ * average's pre-division done on the device. Sets *scratch and *stage for the env. */
+static hoop_status dev_prepare(hoop_comm *comm, const hoop__coll_args *a, const void **in,
+                               hoop_op *op, void **scratch, void **stage)
+{
+    const struct hoop__cuda_coll *cc;
+    HOOP_CHECK(hoop__cuda_backend(NULL, &cc));
+    if (!cc) return HOOP_INTERNAL_ERROR("the CUDA backend has no collectives' table");
+    if (!comm->dev_mem) HOOP_CHECK(cc->memops_open(dev_wake, comm, &comm->dev_mem));
+    if (!comm->slots_pinned && comm->slots) {
+        HOOP_CHECK(cc->host_register(comm->slots, (size_t)comm->nslots * comm->slot_bytes));
+        comm->slots_pinned = 1;
+    }
+    HOOP_CHECK(grow_dev(cc, &comm->dscratch, &comm->dscratch_cap, comm->sched.scratch_bytes));
+    *scratch = comm->dscratch;
+    *in = a->sendbuf;
+    *op = a->op;
+    int half = a->dtype == HOOP_DTYPE_F16 || a->dtype == HOOP_DTYPE_BF16;
+    if (a->op == HOOP_OP_AVG && half) { /* as prescale() does on the host */
+        size_t count =
+            a->count * (a->coll == HOOP__COLL_REDUCE_SCATTER ? (size_t)a->world_size : 1);
+        HOOP_CHECK(grow_dev(cc, &comm->dpre, &comm->dpre_cap, count * a->elem));
+        HOOP_CHECK(cc->half_prescale(a->dtype, comm->dpre, a->sendbuf, count, a->world_size));
+        *in = comm->dpre;
+        *op = HOOP__OP_SUM_SAT;
+    }
+    size_t stage_bytes;
+    hoop__sched_stage(&comm->sched,
+                      1u << HOOP__BUF_SEND | 1u << HOOP__BUF_RECV | 1u << HOOP__BUF_SCRATCH,
+                      &stage_bytes);
+    HOOP_CHECK(grow_pinned(cc, &comm->dstage, &comm->dstage_cap, stage_bytes));
+    *stage = comm->dstage;
+    return HOOP_OK;
+}
+
+void hoop__comm_free_dev(hoop_comm *comm)
+{
+    const struct hoop__cuda_coll *cc = NULL;
+    if (!comm->dev_mem && !comm->dstage && !comm->dscratch && !comm->dpre) return;
+    if (hoop__cuda_backend(NULL, &cc) != HOOP_OK || !cc) return;
+    hoop__memops_close(comm->dev_mem);
+    comm->dev_mem = NULL;
+    if (comm->slots_pinned) cc->host_unregister(comm->slots);
+    comm->slots_pinned = 0;
+    cc->dev_free(comm->dscratch);
+    cc->dev_free(comm->dpre);
+    if (comm->dstage) cc->host_unregister(comm->dstage);
+    free(comm->dstage);
+    comm->dscratch = comm->dpre = comm->dstage = NULL;
+    comm->dscratch_cap = comm->dpre_cap = comm->dstage_cap = 0;
+}
+
 static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
 {
     const hoop__coll_args *a = &r->args;
-    const void *in;
-    hoop_op op;
+    const void *in = a->sendbuf;
+    hoop_op op = a->op;
     comm->cur_deadline = hoop__deadline_ns(comm->timeout_ms);
     /* The vote opens the schedule, so its records lead the call on every link. */
     hoop__vote_init(comm->votes, &r->hdr, comm->rank);
@@ -416,27 +518,37 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
     }
     HOOP_CHECK(hoop__sched_copy(&comm->sched, &comm->vote_tpl));
     HOOP_CHECK(hoop__coll_schedule(a, &comm->sched));
-    sched_trace(comm, &comm->sched);
-    HOOP_CHECK(grow(comm, &comm->scratch, &comm->scratch_cap, comm->sched.scratch_bytes));
-    HOOP_CHECK(prescale(comm, a, &in, &op));
-    if (comm->stage_all) { /* HOOP_MEMOPS=staged: the call's buffers as a GPU's would be */
+    void *scratch = comm->scratch, *stage = comm->stage;
+    struct hoop__memops *mem = comm->mem;
+    if (a->dev) {
+        HOOP_CHECK(dev_prepare(comm, a, &in, &op, &scratch, &stage));
+        mem = comm->dev_mem;
+    } else {
+        HOOP_CHECK(grow(comm, &comm->scratch, &comm->scratch_cap, comm->sched.scratch_bytes));
+        scratch = comm->scratch;
+        HOOP_CHECK(prescale(comm, a, &in, &op));
+    }
+    if (comm->stage_all &&
+        !a->dev) { /* HOOP_MEMOPS=staged: the call's buffers as a GPU's would be */
         size_t stage_bytes;
         hoop__sched_stage(&comm->sched,
                           1u << HOOP__BUF_SEND | 1u << HOOP__BUF_RECV | 1u << HOOP__BUF_SCRATCH,
                           &stage_bytes);
         HOOP_CHECK(grow(comm, &comm->stage, &comm->stage_cap, stage_bytes));
+        stage = comm->stage;
     }
+    sched_trace(comm, &comm->sched); /* after staging: it shows which steps are staged */
     hoop__exec_env env = {
         .world_size = comm->world_size,
         .rank = comm->rank,
         .send = comm->send,
         .recv = comm->recv,
-        .bufs = {(void *)in, a->recvbuf, comm->scratch, comm->token, comm->votes, comm->stage},
+        .bufs = {(void *)in, a->recvbuf, scratch, comm->token, comm->votes, stage},
         .slots = comm->slots,
         .slot_bytes = comm->slot_bytes,
         .tps = comm->tps,
         .ntps = comm->ntps,
-        .mem = comm->mem,
+        .mem = mem,
         .nslots = comm->nslots,
         .depth = comm->depth,
         .dtype = a->dtype,
@@ -473,8 +585,9 @@ static int exec_pass(hoop_comm *comm, int *progressed, int *done)
     }
     if (st != HOOP_OK) {
         int peer = hoop__exec_failed_peer(comm->exec);
-        /* A link error waits briefly for the predecessor's record of the first cause. */
-        hoop_status why = st == HOOP_ERR_INTERNAL ? st : HOOP_ERR_REMOTE;
+        /* A link error waits briefly for the predecessor's record of the first cause; a
+         * failure of this rank's own (a device's copy, memory) keeps its status. */
+        hoop_status why = st == HOOP_ERR_INTERNAL || peer < 0 ? st : HOOP_ERR_REMOTE;
         fail_local(comm, why, peer, &comm->cur->hdr, NULL, hoop_last_error(),
                    why != HOOP_ERR_REMOTE);
         return 0;
@@ -530,8 +643,8 @@ static void op_progress(hoop_comm *comm, int *progressed)
         if (!comm->cur) return;
         *progressed = 1;
         if (comm->world_size == 1) {
-            run_local(comm->cur);
-            hoop__request_complete(comm->cur, HOOP_OK, NULL);
+            hoop_status lst = run_local(comm->cur);
+            hoop__request_complete(comm->cur, lst, lst == HOOP_OK ? NULL : hoop_last_error());
             comm->cur = NULL;
             return;
         }

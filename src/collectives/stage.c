@@ -15,8 +15,9 @@
  * (by the transport, or by the copy out), so no two steps' staging can race, whatever
  * the schedule overlaps, and no step waits for another's staging (no new dependency, so
  * no new way to deadlock). It costs host memory: the bytes this rank sends plus those it
- * receives into staged buffers in the call (for a ring all-reduce about 2 x 2(n-1)/n of
- * the buffer). The copies are states of the step, not steps of their own: local steps
+ * receives into staged buffers in the call (for a ring all-reduce about 3(n-1)/n of the
+ * buffer: its sends, 2(n-1)/n, and the all-gather's receives; the reduce-scatter's
+ * land in slots). The copies are states of the step, not steps of their own: local steps
  * run one at a time in schedule order (exec.c), and a copy queued behind a local step
  * that waits for a peer would stall the sends that peer waits for.
  *
@@ -24,7 +25,9 @@
  */
 #include "collectives/coll.h"
 
-#define STAGE_ALIGN 64 /* regions start on cache lines (and any element's alignment) */
+#define STAGE_ALIGN                                                      \
+    64 /* region offsets: multiples of any element's size and of a cache \
+        * line (from the buffer's start) */
 
 void hoop__sched_stage(hoop__sched *s, unsigned bufmask, size_t *stage_bytes)
 {

@@ -3,9 +3,11 @@
 libhoopcore_la_SOURCES += \
 	%reldir%/status.c \
 	%reldir%/log.c \
+	%reldir%/backend.c \
 	%reldir%/env.c \
 	%reldir%/version.c
 noinst_HEADERS += \
+	%reldir%/backend.h \
 	%reldir%/check.h \
 	%reldir%/log.h \
 	%reldir%/env.h \

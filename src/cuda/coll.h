@@ -20,6 +20,38 @@
 extern "C" {
 #endif
 
+struct hoop__memops;
+
+/* The collectives' table of the backend module (HOOP__BACKEND_COLL, src/core/backend.h),
+ * which the collectives find through hoop__cuda_backend: the module's code is reached
+ * only through it (libhoop does not link CUDA). Every entry binds the calling thread to
+ * the worker's device first (src/cuda/ctx.h). */
+struct hoop__cuda_coll {
+    size_t size; /* sizeof(struct hoop__cuda_coll) of the module's build */
+    /* Where p points (cudaPointerGetAttributes): HOOP__MEM_CUDA (device or managed
+     * memory), HOOP__MEM_PINNED (page-locked host memory: cudaMallocHost or
+     * cudaHostRegister), HOOP__MEM_HOST (anything else). Never fails: an error reads as
+     * host memory (CUDA's own answer for a pointer it does not know). */
+    int (*mem_kind)(const void *p);
+    /* A memory-operation table (src/collectives/memops.h) on a stream of its own: copies
+     * (cudaMemcpyAsync, any direction), the reduction of coll_reduce.cu, each followed by
+     * an event the test polls (cudaEventQuery). DIRECT jobs: HOOP_ERR_UNSUPPORTED. */
+    hoop_status (*memops_open)(void (*wake)(void *), void *wake_arg, struct hoop__memops **out);
+    /* Page-locks [p, p + bytes) so kernels can read it and copies run asynchronously
+     * (cudaHostRegister); unregister undoes it. HOOP_ERR_CUDA naming the call. */
+    hoop_status (*host_register)(void *p, size_t bytes);
+    void (*host_unregister)(void *p);
+    /* Device memory from the caching allocator (src/cuda/alloc.h): its errors. */
+    hoop_status (*dev_alloc)(void **p, size_t bytes);
+    void (*dev_free)(void *p);
+    /* dst[i] = src[i] / divisor for count 16-bit values, rounded once, on the device, and
+     * waits for it (an average's pre-division, as hoop__half_prescale on the host). */
+    hoop_status (*half_prescale)(hoop_dtype dtype, void *dst, const void *src, size_t count,
+                                 int divisor);
+    /* dst = src (bytes, any memory kinds) and waits for it. */
+    hoop_status (*copy)(void *dst, const void *src, size_t bytes);
+};
+
 /* dst[i] = a[i] (op) b[i] for i < count, on stream s (returns once queued). dst may
  * alias a or b exactly (not partially); all three are device memory (or memory the
  * device can reach: pinned host). divisor > 0 with HOOP_OP_AVG divides each result
@@ -32,6 +64,15 @@ extern "C" {
  * HOOP_ERR_CUDA naming the kernel when the launch fails. count 0 launches nothing. */
 hoop_status hoop__cuda_coll_reduce(hoop_dtype dtype, hoop_op op, void *dst, const void *a,
                                    const void *b, size_t count, int divisor, hoop__cuda_stream_t s);
+
+/* dst[i] = src[i] / divisor for count f16 / bf16 values, each computed in f32 and rounded
+ * once (hoop__half_prescale's rule), on stream s. HOOP_ERR_INVALID for another dtype or
+ * divisor <= 0; HOOP_ERR_CUDA naming the kernel. */
+hoop_status hoop__cuda_coll_prescale(hoop_dtype dtype, void *dst, const void *src, size_t count,
+                                     int divisor, hoop__cuda_stream_t s);
+
+/* The table above, filled in (coll_memops.cu). */
+extern const struct hoop__cuda_coll hoop__cuda_coll_table;
 
 #ifdef __cplusplus
 }

@@ -124,3 +124,28 @@ extern "C" hoop_status hoop__cuda_coll_reduce(hoop_dtype dtype, hoop_op op, void
     }
     return HOOP_KCHECK("coll_reduce_kernel");
 }
+
+__global__ void coll_prescale_kernel(int bf, uint16_t *dst, const uint16_t *src, size_t n,
+                                     int divisor)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float x = bf ? hoop__bf16_to_f32_inl(src[i]) : hoop__f16_to_f32_inl(src[i]);
+        float r = x / (float)divisor;
+        dst[i] = bf ? hoop__f32_to_bf16_inl(r) : hoop__f32_to_f16_inl(r);
+    }
+}
+
+extern "C" hoop_status hoop__cuda_coll_prescale(hoop_dtype dtype, void *dst, const void *src,
+                                                size_t count, int divisor, hoop__cuda_stream_t s)
+{
+    if ((dtype != HOOP_DTYPE_F16 && dtype != HOOP_DTYPE_BF16) || divisor <= 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop__cuda_coll_prescale: dtype %d, divisor %d",
+                          (int)dtype, divisor);
+    if (count == 0) return HOOP_OK;
+    size_t blocks = (count + COLL_BLOCK - 1) / COLL_BLOCK;
+    unsigned grid = (unsigned)(blocks < COLL_MAX_GRID ? blocks : COLL_MAX_GRID);
+    HOOP_KLAUNCH(coll_prescale_kernel, grid, COLL_BLOCK, 0, s, dtype == HOOP_DTYPE_BF16,
+                 (uint16_t *)dst, (const uint16_t *)src, count, divisor);
+    return HOOP_KCHECK("coll_prescale_kernel");
+}

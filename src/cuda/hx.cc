@@ -655,6 +655,8 @@ const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
+    case cudaErrorHostMemoryAlreadyRegistered:
+        return "part or all of the requested memory range is already mapped";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorStreamCaptureUnsupported:
         return "operation not permitted when stream is capturing";
@@ -735,6 +737,45 @@ cudaError_t cudaMallocHost(void **p, size_t bytes)
     n_host_malloc++;
     memset(m, 0xff, bytes);
     *p = m;
+    return cudaSuccess;
+}
+
+std::unordered_map<void *, size_t> registered; /* cudaHostRegister's ranges */
+
+static int in_range(const std::unordered_map<void *, size_t> &m, const void *p)
+{
+    for (const auto &kv : m)
+        if ((const char *)p >= (const char *)kv.first &&
+            (const char *)p < (const char *)kv.first + (kv.second ? kv.second : 1))
+            return 1;
+    return 0;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attr, const void *p)
+{
+    if (!attr) return cudaErrorInvalidValue;
+    std::lock_guard<std::mutex> g(mem_mu);
+    attr->device = 0;
+    attr->type = in_range(dev_allocs, p)                               ? cudaMemoryTypeDevice
+                 : in_range(host_allocs, p) || in_range(registered, p) ? cudaMemoryTypeHost
+                                                                       : cudaMemoryTypeUnregistered;
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags)
+{
+    (void)flags;
+    std::lock_guard<std::mutex> g(mem_mu);
+    if (!p || bytes == 0) return cudaErrorInvalidValue;
+    if (registered.count(p)) return cudaErrorHostMemoryAlreadyRegistered;
+    registered.emplace(p, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void *p)
+{
+    std::lock_guard<std::mutex> g(mem_mu);
+    if (!registered.erase(p)) return cudaErrorInvalidValue;
     return cudaSuccess;
 }
 

@@ -94,6 +94,7 @@ enum cudaError_t {
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorNotReady = 600,
+    cudaErrorHostMemoryAlreadyRegistered = 712,
     cudaErrorLaunchFailure = 719,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
@@ -303,6 +304,25 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 cudaError_t cudaMallocHost(void **p, size_t bytes);
 cudaError_t cudaFreeHost(void *p);
+/* What a pointer is (cudaPointerGetAttributes): device memory from cudaMalloc, host
+ * memory from cudaMallocHost or cudaHostRegister (pinned), or anything else
+ * (unregistered), found by the range it falls in; only the type field is filled in. */
+enum cudaMemoryType {
+    cudaMemoryTypeUnregistered = 0,
+    cudaMemoryTypeHost = 1,
+    cudaMemoryTypeDevice = 2,
+    cudaMemoryTypeManaged = 3,
+};
+struct cudaPointerAttributes {
+    cudaMemoryType type;
+    int device;
+};
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attr, const void *p);
+enum { cudaHostRegisterDefault = 0 };
+/* Records the range as pinned (cudaErrorHostMemoryAlreadyRegistered for a range already
+ * recorded; cudaHostUnregister of one that is not: cudaErrorInvalidValue). */
+cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags);
+cudaError_t cudaHostUnregister(void *p);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);

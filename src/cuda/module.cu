@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/cuda/module.cu -- what makes the CUDA backend a loadable module (libhoop-cuda.so,
- * and its host-execution-layer twin for the tests): the one exported entry point, and
+ * and its host-execution-layer twin for the tests): the two exported entry points, and
  * this module's own definitions of the error and log functions its sources call
  * (core/check.h, core/log.h), which forward to libhoop's through the table it gave at
- * open (struct hoop__backend_host, kern.h). Everything else in the module is hidden
+ * open (struct hoop__backend_host, src/core/backend.h). Everything else in the module is hidden
  * (-fvisibility=hidden), so these never clash with libhoop's or with a program's.
  *
  * Owns: the host table pointer, kept from open on. Thread-safety: open runs once (the
@@ -14,8 +14,10 @@
 #include <stdio.h>
 
 #include "autograd/kern.h"
+#include "core/backend.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "cuda/coll.h"
 #include "cuda/ctx.h"
 #include "cuda/kern_rt.h"
 
@@ -62,7 +64,7 @@ void hoop__log(hoop_log_level level, unsigned subsys, const char *file, int line
 
 extern const struct hoop__kern hoop__kern_cuda;
 
-/* The entry point (HOOP__BACKEND_OPEN, kern.h). */
+/* The entry point (HOOP__BACKEND_OPEN, src/core/backend.h). */
 HOOP__EXPORT hoop_status hoop_backend_open(const struct hoop__backend_host *h,
                                            const struct hoop__kern **kern);
 
@@ -83,6 +85,15 @@ hoop_status hoop_backend_open(const struct hoop__backend_host *h, const struct h
     HOOP_CHECK(hoop__cuda_init());
     *kern = &hoop__kern_cuda;
     return HOOP_OK;
+}
+
+/* The second entry point (HOOP__BACKEND_COLL, src/core/backend.h): the collectives'
+ * table, for a module that hoop_backend_open opened. */
+HOOP__EXPORT const struct hoop__cuda_coll *hoop_backend_coll(void);
+
+const struct hoop__cuda_coll *hoop_backend_coll(void)
+{
+    return host ? &hoop__cuda_coll_table : NULL;
 }
 
 } /* extern "C" */

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * src/core/backend.h -- the CUDA backend module: finding it, loading it once, and the two
+ * tables it hands out (the autograd kernels, src/autograd/kern.h; the collectives' device
+ * memory operations, src/cuda/coll.h). Internal.
+ *
+ * The module (libhoop-cuda.so, installed in $(pkglibdir)) alone links CUDA's libraries,
+ * so a program that never asks for a GPU runs where they are not installed (ggml's
+ * dynamic backends work the same way). It is dlopen()ed the first time a table is asked
+ * for, from the first of:
+ *   1. $HOOP_CUDA_BACKEND (a path; the tests point it at the host execution layer's
+ *      build of the same sources, src/cuda/hx.h);
+ *   2. PKGLIBDIR/libhoop-cuda.so (the installed one);
+ *   3. in the build tree: libhoop-cuda.so beside libhoop.so (both in .libs/), or in
+ *      ../.libs/ of the program holding this code (tools/hoop-train run uninstalled).
+ * A HOOP_CUDA_BACKEND without a slash is searched for as dlopen(3) does (the library
+ * path), not in the current directory: give ./NAME for that.
+ * It lives in core because two layers need it (autograd's tensors, the collectives'
+ * device buffers) and neither may call the other.
+ */
+#ifndef HOOP_CORE_BACKEND_H
+#define HOOP_CORE_BACKEND_H
+
+#include <stddef.h>
+
+#include "core/log.h"
+#include "hoop/status.h"
+
+struct hoop__kern;
+struct hoop__cuda_coll;
+
+/* What this library gives a backend module when it opens it (backend.c): its error and log
+ * functions (core/check.h, core/log.h), which the module's own definitions of those
+ * names forward to, and the log settings at the time. */
+struct hoop__backend_host {
+    size_t size; /* sizeof(struct hoop__backend_host) of the host's build */
+    hoop_status (*set_error)(hoop_status st, const char *file, int line, const char *fmt, ...);
+    void (*trace_status)(hoop_status st, const char *file, int line);
+    void (*log)(hoop_log_level level, unsigned subsys, const char *file, int line, const char *fmt,
+                ...);
+    int log_level;
+    unsigned log_mask;
+};
+
+/* A backend module's first exported function, named HOOP__BACKEND_OPEN: keeps host (it
+ * outlives the module's use), checks that its device is usable and sets *kern to its
+ * table. HOOP_OK, or the reason the device cannot be had (HOOP_ERR_UNSUPPORTED: no GPU,
+ * with the driver's message; HOOP_ERR_INVALID: host's size differs). */
+typedef hoop_status (*hoop__backend_open_fn)(const struct hoop__backend_host *host,
+                                             const struct hoop__kern **kern);
+#define HOOP__BACKEND_OPEN "hoop_backend_open"
+
+/* Its second, named HOOP__BACKEND_COLL: the collectives' table (src/cuda/coll.h), made
+ * by the open above; NULL when the module has none. */
+typedef const struct hoop__cuda_coll *(*hoop__backend_coll_fn)(void);
+#define HOOP__BACKEND_COLL "hoop_backend_coll"
+
+/* Loads and opens the CUDA backend once (the search above) and returns its tables:
+ * *kern (not NULL on success; the caller validates it) and *coll (NULL for a module
+ * without one); either output may be NULL. A failure is kept and repeated to every later
+ * caller with the same status and message: HOOP_ERR_UNSUPPORTED naming what was tried
+ * and why (no module, dlopen's message, no entry point, no GPU with the driver's
+ * message), HOOP_ERR_INVALID for a module of another version. Thread-safe (once). */
+hoop_status hoop__cuda_backend(const struct hoop__kern **kern, const struct hoop__cuda_coll **coll);
+
+/* 1 when this process already uses CUDA: the backend is loaded, or CUDA's driver
+ * (libcuda.so.1) is (a program that made its own buffers with cudaMalloc). Loads nothing
+ * and costs a dlopen(RTLD_NOLOAD) until it is 1. Thread-safe. */
+int hoop__cuda_in_process(void);
+
+#endif /* HOOP_CORE_BACKEND_H */

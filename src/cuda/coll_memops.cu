@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * src/cuda/coll_memops.cu -- the collectives' table of the CUDA backend (coll.h): what a
+ * buffer is, and the executor's memory operations on a stream (src/collectives/memops.h).
+ *
+ * A table instance (one per communicator that moves device buffers) owns a non-blocking
+ * stream and a free list of events. Each job is issued to the stream (cudaMemcpyAsync
+ * with cudaMemcpyDefault, which unified addressing lets take any pair of pointers, or the
+ * reduction kernel) and followed by an event; test() asks the event (cudaEventQuery), so
+ * the progress thread never blocks on the GPU. Jobs finish in the order they were issued
+ * (one stream), as memops.h promises.
+ *
+ * Owns: the instance's stream and events. Thread-safety: an instance is used by one
+ * progress thread; the other entries are thread-safe.
+ */
+#include "cuda/kern_rt.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#include "collectives/memops.h"
+#include "core/clock.h"
+#include "cuda/alloc.h"
+#include "cuda/coll.h"
+#include "cuda/ctx.h"
+
+struct cuda_memop {
+    cudaEvent_t ev;
+    struct cuda_memop *next; /* on the free list */
+};
+
+struct cuda_memops {
+    hoop__memops base; /* first: a hoop__memops * is a cuda_memops * */
+    cudaStream_t stream;
+    struct cuda_memop *free_ops;
+};
+
+static hoop_status cm_start(hoop__memops *m, const hoop__memjob *j, hoop__memop **out)
+{
+    struct cuda_memops *c = (struct cuda_memops *)m;
+    *out = NULL;
+    HOOP_CHECK(hoop__cuda_init());
+    switch (j->kind) {
+    case HOOP__MJ_COPY:
+        if (j->bytes == 0) return HOOP_OK;
+        HOOP_CUDA_CHECK(cudaMemcpyAsync(j->dst, j->a, j->bytes, cudaMemcpyDefault, c->stream));
+        break;
+    case HOOP__MJ_REDUCE:
+        if (j->bytes == 0) return HOOP_OK;
+        HOOP_CHECK(hoop__cuda_coll_reduce(j->dtype, j->op, j->dst, j->a, j->b, j->bytes / j->elem,
+                                          j->divisor, c->stream));
+        break;
+    default:
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                          "the direct algorithm's reduction of device buffers is not "
+                          "implemented (it reads the peers' copies through host memory)");
+    }
+    struct cuda_memop *op = c->free_ops;
+    if (op) {
+        c->free_ops = op->next;
+    } else {
+        op = (struct cuda_memop *)calloc(1, sizeof(*op));
+        if (!op) return HOOP_ERROR(HOOP_ERR_NOMEM, "a CUDA memory operation's record");
+        cudaError_t e = cudaEventCreateWithFlags(&op->ev, cudaEventDisableTiming);
+        if (e != cudaSuccess) {
+            free(op);
+            cudaGetLastError();
+            return HOOP_ERROR(HOOP_ERR_CUDA, "cudaEventCreateWithFlags failed: %s",
+                              cudaGetErrorString(e));
+        }
+    }
+    cudaError_t e = cudaEventRecord(op->ev, c->stream);
+    if (e != cudaSuccess) {
+        op->next = c->free_ops;
+        c->free_ops = op;
+        cudaGetLastError();
+        return HOOP_ERROR(HOOP_ERR_CUDA, "cudaEventRecord failed: %s", cudaGetErrorString(e));
+    }
+    *out = (hoop__memop *)op;
+    return HOOP_OK;
+}
+
+static hoop_status cm_test(hoop__memops *m, hoop__memop *o, int *done)
+{
+    struct cuda_memops *c = (struct cuda_memops *)m;
+    struct cuda_memop *op = (struct cuda_memop *)o;
+    cudaError_t e = cudaEventQuery(op->ev);
+    *done = e == cudaSuccess;
+    if (e == cudaErrorNotReady) return HOOP_OK;
+    op->next = c->free_ops; /* done, or failed: either way the record goes back */
+    c->free_ops = op;
+    if (e == cudaSuccess) return HOOP_OK;
+    cudaGetLastError();
+    return HOOP_ERROR(HOOP_ERR_CUDA, "a collective's copy or reduction failed: %s",
+                      cudaGetErrorString(e));
+}
+
+static hoop_status cm_wait(hoop__memops *m, hoop__memop *o, int64_t timeout_ms)
+{
+    int64_t deadline = hoop__deadline_ns(timeout_ms);
+    for (;;) {
+        int done;
+        HOOP_CHECK(cm_test(m, o, &done));
+        if (done) return HOOP_OK;
+        if (hoop__now_ns() > deadline)
+            return HOOP_ERROR(HOOP_ERR_TIMEOUT,
+                              "a collective's device copy or reduction did not finish within "
+                              "%lld ms",
+                              (long long)timeout_ms);
+        struct timespec nap = {0, 50 * 1000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+static void cm_close(hoop__memops *m)
+{
+    struct cuda_memops *c = (struct cuda_memops *)m;
+    cudaStreamSynchronize(c->stream); /* nothing may be in flight; be sure */
+    while (c->free_ops) {
+        struct cuda_memop *op = c->free_ops;
+        c->free_ops = op->next;
+        cudaEventDestroy(op->ev);
+        free(op);
+    }
+    cudaStreamDestroy(c->stream);
+    cudaGetLastError();
+    free(c);
+}
+
+static const hoop__memops_vt cuda_vt = {
+    "cuda", 0, cm_start, cm_test, cm_wait, cm_close,
+};
+
+static hoop_status cm_open(void (*wake)(void *), void *wake_arg, hoop__memops **out)
+{
+    *out = NULL;
+    HOOP_CHECK(hoop__cuda_init());
+    struct cuda_memops *c = (struct cuda_memops *)calloc(1, sizeof(*c));
+    if (!c) return HOOP_ERROR(HOOP_ERR_NOMEM, "a CUDA memory-operation table");
+    c->base.vt = &cuda_vt;
+    c->base.wake = wake; /* not called: the progress thread naps while work is in flight */
+    c->base.wake_arg = wake_arg;
+    cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        free(c);
+        cudaGetLastError();
+        return HOOP_ERROR(HOOP_ERR_CUDA, "cudaStreamCreateWithFlags failed: %s",
+                          cudaGetErrorString(e));
+    }
+    *out = &c->base;
+    return HOOP_OK;
+}
+
+static int cm_mem_kind(const void *p)
+{
+    cudaPointerAttributes a;
+    if (!p || hoop__cuda_init() != HOOP_OK) return HOOP__MEM_HOST;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError();
+        return HOOP__MEM_HOST;
+    }
+    if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) return HOOP__MEM_CUDA;
+    return a.type == cudaMemoryTypeHost ? HOOP__MEM_PINNED : HOOP__MEM_HOST;
+}
+
+static hoop_status cm_host_register(void *p, size_t bytes)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    HOOP_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterDefault));
+    return HOOP_OK;
+}
+
+static void cm_host_unregister(void *p)
+{
+    if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
+}
+
+static hoop_status cm_half_prescale(hoop_dtype dtype, void *dst, const void *src, size_t count,
+                                    int divisor)
+{
+    cudaStream_t s = hoop__cuda_stream();
+    HOOP_CHECK(hoop__cuda_coll_prescale(dtype, dst, src, count, divisor, s));
+    return hoop__cuda_stream_sync(s);
+}
+
+static hoop_status cm_copy(void *dst, const void *src, size_t bytes)
+{
+    cudaStream_t s = hoop__cuda_stream();
+    if (bytes == 0) return HOOP_OK;
+    HOOP_CHECK(hoop__cuda_init());
+    HOOP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+    return hoop__cuda_stream_sync(s);
+}
+
+extern "C" const struct hoop__cuda_coll hoop__cuda_coll_table = {
+    sizeof(struct hoop__cuda_coll),
+    cm_mem_kind,
+    cm_open,
+    cm_host_register,
+    cm_host_unregister,
+    hoop__cuda_malloc,
+    hoop__cuda_free,
+    cm_half_prescale,
+    cm_copy,
+};
