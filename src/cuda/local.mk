@@ -40,7 +40,7 @@ check_LTLIBRARIES += libhoop-cuda-hx.la
 libhoop_cuda_hx_la_SOURCES = %reldir%/hx_module.cc %reldir%/hx.cc %reldir%/hx_blas.cc
 libhoop_cuda_hx_la_CXXFLAGS = $(AM_CXXFLAGS) -fvisibility=hidden
 libhoop_cuda_hx_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir) $(AM_LDFLAGS) \
-	-Wl,--no-undefined
+	$(MODULE_NO_UNDEFINED)
 libhoop_cuda_hx_la_LIBADD = $(BLAS_LIBS) -lm
 EXTRA_DIST += %reldir%/module.cu
 check_PROGRAMS += tests/check_hx
@@ -81,7 +81,7 @@ if HAVE_CUDA
 # libraries.
 pkglib_LTLIBRARIES = libhoop-cuda.la
 libhoop_cuda_la_SOURCES = $(CUDA_BACKEND_FILES) %reldir%/module.cu
-libhoop_cuda_la_LDFLAGS = -module -avoid-version -shared $(AM_LDFLAGS) -Wl,--no-undefined
+libhoop_cuda_la_LDFLAGS = -module -avoid-version -shared $(AM_LDFLAGS) $(MODULE_NO_UNDEFINED)
 libhoop_cuda_la_LIBADD = $(CUDA_LIBS) -lcublas
 %reldir%/module.lo: $(CUDA_HEADER_DEPS)
 # The same objects linked statically, and the kernel-table tests against them: they skip
