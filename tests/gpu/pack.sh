@@ -28,6 +28,8 @@ make -C "$build" -j"$(nproc)" $progs >/dev/null
 rm -rf "$carry"
 mkdir -p "$carry/bin" "$carry/lib" "$carry/debs" "$carry/dl"
 for p in $progs; do cp "$build/$p" "$carry/bin/"; done
+# Debug sections out (symbols stay, for compute-sanitizer's backtraces): the carry's limit.
+strip --strip-debug "$carry"/bin/* 2>/dev/null || true
 srcdir=$(cd "$(dirname "$0")/../.." && pwd)
 cp "$srcdir/bench/gpu_train.sh" "$srcdir/bench/torch_gpu.py" "$carry/bin/"
 cp "$build/.libs/libhoop-cuda.so" "$carry/lib/"
