@@ -15,6 +15,7 @@
 
 #include "hoop/autograd.h"
 #include "hoop/tensor.h"
+#include "run_suite.h"
 
 static int failures;
 
@@ -65,8 +66,7 @@ static void test_round_trip(void)
 
 int main(void)
 {
-    const char *hx = getenv("TEST_CUDA_HX_BACKEND");
-    if (getenv("HOOP_CUDA_BACKEND") == NULL && hx != NULL) setenv("HOOP_CUDA_BACKEND", hx, 1);
+    use_test_cuda_backend();
     if (hoop_device_check(HOOP_DEVICE_CUDA) != HOOP_OK) {
         printf("SKIP: no CUDA device for hoop: %s\n", hoop_last_error());
         return 77;

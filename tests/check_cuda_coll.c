@@ -18,8 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "collectives/coll.h"
 #include "cuda/coll.h"
@@ -210,23 +208,18 @@ START_TEST(test_errors)
 END_TEST
 
 #ifdef HOOP_KERN_CUDA_GPU
-static int gpu_count(void)
+/* 1 when CUDA sees a device (run in a child: the parent must not initialise CUDA). */
+static int gpu_present(void)
 {
-    pid_t pid = fork();
-    if (pid == 0) {
-        int n = 0;
-        _exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? 1 : 0);
-    }
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 0;
-    return WEXITSTATUS(status);
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 #endif
 
 int main(void)
 {
 #ifdef HOOP_KERN_CUDA_GPU
-    if (gpu_count() == 0) {
+    if (in_child(gpu_present) != 1) {
         puts("check_cuda_coll_gpu: no usable GPU here: skipped (check_cuda_coll runs the same "
              "checks on the host execution layer)");
         return 77;

@@ -827,8 +827,7 @@ static int probe_device(void)
 
 int main(void)
 {
-    const char *hx = getenv("TEST_CUDA_HX_BACKEND");
-    if (getenv("HOOP_CUDA_BACKEND") == NULL && hx != NULL) setenv("HOOP_CUDA_BACKEND", hx, 1);
+    use_test_cuda_backend();
     /* in a child: the parent must not initialise CUDA before the cases fork */
     const int probe = in_child(probe_device);
     if (probe != 0) return probe == 77 ? 77 : EXIT_FAILURE;

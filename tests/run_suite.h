@@ -45,6 +45,15 @@ static inline int in_child(int (*fn)(void))
     return WEXITSTATUS(status);
 }
 
+/* Points HOOP_CUDA_BACKEND at the CUDA backend make check built on the host execution
+ * layer (TEST_CUDA_HX_BACKEND, exported by Makefile.am) unless it is set already, as
+ * tests/gpu/run.sh sets it to the real module. */
+static inline void use_test_cuda_backend(void)
+{
+    const char *hx = getenv("TEST_CUDA_HX_BACKEND");
+    if (getenv("HOOP_CUDA_BACKEND") == NULL && hx != NULL) setenv("HOOP_CUDA_BACKEND", hx, 1);
+}
+
 /* The exit status for main: EXIT_SUCCESS when every test of s passed. */
 static inline int run_suite(Suite *s)
 {
