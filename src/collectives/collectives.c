@@ -195,7 +195,7 @@ static hoop_status new_request(hoop_comm *comm, const hoop__coll_args *a, hoop_r
 
 /* Whether the buffers call a uses are GPU memory (a->dev = 1): asked of the CUDA
  * backend, and only when the process uses CUDA at all (src/core/backend.h), so a host
- * program pays one dlopen(RTLD_NOLOAD) per call and loads nothing. A call's buffers are
+ * program loads nothing and pays a few nanoseconds per call. A call's buffers are
  * all on one side: HOOP_ERR_INVALID naming both when one is GPU memory and another is
  * not. Where the process uses CUDA but the backend cannot be had, buffers are taken as
  * host memory (the backend's own error then comes from the first tensor). */

@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE /* dladdr, RTLD_NOLOAD */
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -155,12 +156,30 @@ hoop_status hoop__cuda_backend(const struct hoop__kern **kern, const struct hoop
     return HOOP_ERROR(cuda_status, "%s", cuda_why);
 }
 
+/* dl_iterate_phdr's first callback: the count of objects ever loaded (dlpi_adds). */
+static int loads_cb(struct dl_phdr_info *info, size_t size, void *out)
+{
+    (void)size;
+    *(unsigned long long *)out = info->dlpi_adds;
+    return 1; /* the first object says it: stop */
+}
+
 int hoop__cuda_in_process(void)
 {
     static atomic_int seen;
+    static _Atomic unsigned long long checked_at; /* dlpi_adds when libcuda was absent */
     if (atomic_load(&cuda_loaded) || atomic_load(&seen)) return 1;
+    /* A dlopen(RTLD_NOLOAD) of an absent library costs tens of microseconds (it is
+     * looked for along the library path): ask again only once something was loaded
+     * since the last answer, which dl_iterate_phdr tells in nanoseconds. */
+    unsigned long long adds = 0;
+    dl_iterate_phdr(loads_cb, &adds);
+    if (adds != 0 && adds == atomic_load(&checked_at)) return 0;
     void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (!drv) return 0;
+    if (!drv) {
+        atomic_store(&checked_at, adds);
+        return 0;
+    }
     dlclose(drv); /* drops the reference NOLOAD took: the library stays */
     atomic_store(&seen, 1);
     return 1;
