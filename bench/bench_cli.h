@@ -46,6 +46,7 @@ typedef struct bench_opts {
     int algo_set;
     hoop_algo algo;
     int show_algo;          /* --show-algo: the per-row algorithm column */
+    int device;             /* --device: 0 host buffers (cpu), 1 CUDA device buffers */
     const char *json, *csv; /* -J / --json, --csv */
 } bench_opts;
 
@@ -79,8 +80,10 @@ void bench_format_float(double v, int width, char *out);
 
 /* One rank's line of the "Using devices" table (gathered to rank 0). */
 typedef struct bench_rank_info {
-    int32_t rank, local_rank, pid, pad_;
+    int32_t rank, local_rank, pid;
+    int32_t gpu; /* --device cuda: the rank's GPU (cuda:gpu); -1: host memory */
     char host[48];
+    char dev[64]; /* --device cuda: hoop_device_describe's line; "" otherwise */
 } bench_rank_info;
 
 /* One size: both placements (0 out-of-place, 1 in-place). */
@@ -92,6 +95,7 @@ typedef struct bench_result {
     int64_t wrong[2];                      /* wrong elements over ranks; -1: not checked */
     int64_t errors[2];                     /* ranks that saw a wrong element */
     const char *algo;                      /* the algorithm (out-of-place|in-place) */
+    double h2d, d2h; /* --device cuda: pinned host->device and device->host GB/s */
 } bench_result;
 
 /* What the header says about hoop besides the options. */

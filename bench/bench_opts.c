@@ -59,6 +59,10 @@ static const char usage[] =
     "  --algo ALGO            ring rd rhd direct auto (default: HOOP_ALGO, else auto;\n"
     "                         direct needs -R 1 and applies to the in-place calls)\n"
     "  --show-algo            a last column with the algorithm of each row\n"
+    "  --device cpu|cuda      where the buffers live (default cpu): cuda puts them in\n"
+    "                         each rank's GPU (cuda:local_rank) and adds the columns\n"
+    "                         h2d d2h: the pinned host<->device copy rate (GB/s) of the\n"
+    "                         row's size, measured in the same run\n"
     "  --json FILE            the same as -J FILE\n"
     "  --csv FILE             also write the results as CSV (rank 0; overwritten)\n"
     "  --help, --version      print this text, or hoop-bench's version, and exit\n"
@@ -265,7 +269,7 @@ static int parse_limited(parse_ctx *p, int c, const char *arg)
     return 0;
 }
 
-enum { OPT_ALGO = 256, OPT_CSV, OPT_SHOW_ALGO, OPT_VERSION };
+enum { OPT_ALGO = 256, OPT_CSV, OPT_SHOW_ALGO, OPT_VERSION, OPT_DEVICE };
 
 static int parse_flag(parse_ctx *p, int c, const char *arg)
 {
@@ -290,6 +294,12 @@ static int parse_flag(parse_ctx *p, int c, const char *arg)
     case 'J': o->json = arg; return 0;
     case OPT_CSV: o->csv = arg; return 0;
     case OPT_SHOW_ALGO: o->show_algo = 1; return 0;
+    case OPT_DEVICE:
+        if (strcmp(arg, "cpu") == 0 || strcmp(arg, "cuda") == 0) {
+            o->device = arg[1] == 'u';
+            return 0;
+        }
+        return bad(p, "--device: unknown device '%s' (cpu cuda)", arg);
     case OPT_ALGO:
         if (hoop_algo_from_name(arg, &o->algo) != HOOP_OK)
             return bad(p, "--algo: unknown algorithm '%s' (ring rd rhd direct auto)", arg);
@@ -323,6 +333,7 @@ static const struct option longs[] = {{"minbytes", required_argument, NULL, 'b'}
                                       {"csv", required_argument, NULL, OPT_CSV},
                                       {"algo", required_argument, NULL, OPT_ALGO},
                                       {"show-algo", no_argument, NULL, OPT_SHOW_ALGO},
+                                      {"device", required_argument, NULL, OPT_DEVICE},
                                       {"help", no_argument, NULL, 'h'},
                                       {"version", no_argument, NULL, OPT_VERSION},
                                       {NULL, 0, NULL, 0}};
@@ -370,6 +381,11 @@ static int check_combination(parse_ctx *p)
         o->dtypes[0] >= HOOP_DTYPE_I32 && bench_has_op(o->coll))
         return bad(p, "-o avg is only defined for floating types, not %s",
                    nccl_types[o->dtypes[0]]);
+    if (o->device && o->reg)
+        return bad(p,
+                   "-R %" PRId64 ": shared buffers are host memory; with --device cuda use "
+                   "-R 0",
+                   o->reg);
     if (o->json) {
         const char *dot = strrchr(o->json, '.'), *slash = strrchr(o->json, '/');
         if (dot == NULL || (slash && slash > dot) || strcmp(dot, ".json") != 0)

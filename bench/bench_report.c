@@ -10,7 +10,9 @@
  * footer "# Out of bounds values : N OK", "# Avg bus bandwidth    : X" (no unit),
  * "# Collective test concluded: NAME". hoop's own facts go in "# hoop: " lines, which a
  * nccl-tests parser skips like any comment. A rank is a process on host memory, so the
- * device is -1 and the bus "[host]".
+ * device is -1 and the bus "[host]"; with --device cuda it is the rank's GPU and "[cuda]",
+ * and each row gains two columns, the pinned host->device and device->host copy rates
+ * (GB/s) at the row's size, measured between the row's calls.
  *
  * JSON (-J): nccl-tests' keys and types (JSON_FILE_VERSION 1): version, start_time, args,
  * env, nccl_version (0: no NCCL), config {..., devices [...]}, results [{size, count,
@@ -136,29 +138,36 @@ static void text_header(bench_report *r)
             r->env.world_size, r->env.algo, o->coll == BENCH_ALLREDUCE ? "" : " (all-reduce only)",
             o->average, average_name(o->average));
     fprintf(f, "# hoop: buffers (-R %" PRId64 "): %s  run cycles (-N): %" PRId64 "\n", o->reg,
-            o->reg ? "shared (hoop_comm_alloc_shared)" : "private host memory", o->cycles);
+            o->device ? "device memory (--device cuda)"
+            : o->reg  ? "shared (hoop_comm_alloc_shared)"
+                      : "private host memory",
+            o->cycles);
     fprintf(f, "# hoop: %s\n#\n", r->env.knobs);
 }
 
 static void rank_line(const bench_report *r, const bench_rank_info *ri, char *buf, size_t len)
 {
-    snprintf(buf, len, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [host] %s, local_rank %d",
-             (int)ri->rank, 0, (int)ri->pid, ri->host, -1, r->device_info, (int)ri->local_rank);
+    snprintf(buf, len, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s, local_rank %d",
+             (int)ri->rank, 0, (int)ri->pid, ri->host, (int)ri->gpu, ri->gpu >= 0 ? "cuda" : "host",
+             ri->dev[0] ? ri->dev : r->device_info, (int)ri->local_rank);
 }
 
 static void text_columns(bench_report *r)
 {
     FILE *f = r->out;
     const char *algo = r->o->show_algo ? "  algo" : "";
+    const char *copy = r->o->device ? "  copy rates   " : "";
     fprintf(f,
             "#\n# %10s  %12s  %8s  %6s  %6s           out-of-place                       "
-            "in-place          \n",
-            "", "", "", "", "");
+            "in-place          %s\n",
+            "", "", "", "", "", copy);
     fprintf(f, "# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
     for (int p = 0; p < 2; p++)
         fprintf(f, "  %7s  %6s  %6s  %6s", "time", "algbw", "busbw", "#wrong");
+    if (r->o->device) fprintf(f, "  %6s  %6s", "h2d", "d2h");
     fprintf(f, "%s\n# %10s  %12s  %8s  %6s  %6s", algo, "(B)", "(elements)", "", "", "");
     for (int p = 0; p < 2; p++) fprintf(f, "  %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
+    if (r->o->device) fprintf(f, "  %6s  %6s", "(GB/s)", "(GB/s)");
     fprintf(f, "\n");
 }
 
@@ -248,9 +257,10 @@ static void json_config(bench_report *r, const bench_rank_info *ranks, int nrank
         j_kint(r, "group", 0);
         j_kint(r, "pid", ranks[i].pid);
         j_kstr(r, "hostname", ranks[i].host);
-        j_kint(r, "device", -1);
-        j_kstr(r, "device_hex", "host");
-        snprintf(info, sizeof(info), "%s, local_rank %d", r->device_info, (int)ranks[i].local_rank);
+        j_kint(r, "device", ranks[i].gpu);
+        j_kstr(r, "device_hex", ranks[i].gpu >= 0 ? "cuda" : "host");
+        snprintf(info, sizeof(info), "%s, local_rank %d",
+                 ranks[i].dev[0] ? ranks[i].dev : r->device_info, (int)ranks[i].local_rank);
         j_kstr(r, "device_info", info);
         j_close(r, '}');
     }
@@ -286,6 +296,10 @@ static void json_row(bench_report *r, const bench_result *row, const char *redop
             j_kdouble(r, "nwrong", (double)row->wrong[p]);
         }
         j_close(r, '}');
+    }
+    if (r->o->device) {
+        j_kdouble(r, "h2d_bw", row->h2d);
+        j_kdouble(r, "d2h_bw", row->d2h);
     }
     j_kint(r, "actual_iterations", r->o->iters);
     j_kstr(r, "experiment_name", "");
@@ -340,8 +354,10 @@ void bench_report_begin(bench_report *r, const bench_rank_info *ranks, int nrank
         json_config(r, ranks, nranks);
     }
     if (r->csv)
-        fprintf(r->csv, "collective,world_size,size,count,type,redop,root,oop_time_us,oop_algbw,"
-                        "oop_busbw,oop_wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong,algo\n");
+        fprintf(r->csv,
+                "collective,world_size,size,count,type,redop,root,oop_time_us,oop_algbw,"
+                "oop_busbw,oop_wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong,algo%s\n",
+                r->o->device ? ",h2d_bw,d2h_bw" : "");
 }
 
 static void text_row(bench_report *r, const bench_result *row, const char *redop, int root)
@@ -359,6 +375,11 @@ static void text_row(bench_report *r, const bench_result *row, const char *redop
             snprintf(w, sizeof(w), "%g", (double)row->wrong[p]);
         fprintf(r->out, "  %7s  %6s  %6s  %6s", t, a, b, w);
     }
+    if (r->o->device) {
+        bench_format_float(row->h2d, 6, a);
+        bench_format_float(row->d2h, 6, b);
+        fprintf(r->out, "  %6s  %6s", a, b);
+    }
     if (r->o->show_algo) fprintf(r->out, "  %s", row->algo ? row->algo : r->env.algo);
     fprintf(r->out, "\n");
     fflush(r->out);
@@ -371,7 +392,9 @@ static void csv_row(bench_report *r, const bench_result *row, const char *redop,
     for (int p = 0; p < 2; p++)
         fprintf(r->csv, ",%.3f,%.6f,%.6f,%" PRId64, row->time_us[p], row->algbw[p], row->busbw[p],
                 row->wrong[p]);
-    fprintf(r->csv, ",%s\n", row->algo ? row->algo : r->env.algo);
+    fprintf(r->csv, ",%s", row->algo ? row->algo : r->env.algo);
+    if (r->o->device) fprintf(r->csv, ",%.6f,%.6f", row->h2d, row->d2h);
+    fprintf(r->csv, "\n");
 }
 
 void bench_report_row(bench_report *r, const bench_result *row)

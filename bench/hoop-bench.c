@@ -13,7 +13,10 @@
  * algbw = size / time, busbw = algbw x nccl-tests' factor. Then -c check iterations on
  * fresh data, each compared with bench_data.c's exact reference. -N repeats the sweep;
  * -d all / -o all run it for every type / op. Rank 0 prints (bench_report.c); a wrong
- * element makes the exit code 1, bad flags or environment 2. Without MASTER_ADDR and
+ * element makes the exit code 1, bad flags or environment 2. --device cuda: the calls
+ * get device buffers (the CUDA backend's allocator, on the rank's GPU), data goes there
+ * from pinned host mirrors before each untimed call and comes back for each check, and
+ * each row adds the pinned host<->device copy rates at its size. Without MASTER_ADDR and
  * WORLD_SIZE it runs alone (world_size 1). Single-threaded; owns its comm, buffers and
  * output files.
  */
@@ -30,11 +33,14 @@
 #include "bench/bench.h"
 #include "bench/bench_cli.h"
 #include "collectives/coll.h"
+#include "core/backend.h"
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/env.h"
+#include "cuda/coll.h"
 #include "hoop/collectives.h"
 #include "hoop/comm.h"
+#include "hoop/tensor.h"
 #include "hoop/version.h"
 
 /* -z 0 keeps at most this many calls in flight (NCCL's stream has a bounded queue too). */
@@ -44,7 +50,11 @@ typedef struct bench_ctx {
     bench_opts o;
     hoop_comm *comm;
     bench_case bc;
-    void *send, *recv;
+    void *send, *recv; /* the data; with --device cuda, pinned mirrors of dsend / drecv */
+    size_t sbytes, rbytes;
+    void *dsend, *drecv;                /* --device cuda: the buffers the calls are given */
+    const struct hoop__cuda_coll *cuda; /* --device cuda: the backend's device memory ops */
+    char dev[64];                       /* --device cuda: "cuda:0 NVIDIA H200, 139.8 GiB" */
     bench_report rep;
     char json_path[4096], knobs[256];
 } bench_ctx;
@@ -122,6 +132,72 @@ static const char *row_algo(const bench_ctx *c, const bench_layout *L, char *buf
     return buf;
 }
 
+// ----- device buffers ---------------------------------------------------------------
+
+/* The buffer a call is given for host pointer h into send / recv: itself on the host, its
+ * twin in dsend / drecv (same offset) with --device cuda. */
+static void *call_ptr(const bench_ctx *c, void *h)
+{
+    char *p = h, *s = c->send, *r = c->recv;
+    if (!c->o.device) return h;
+    if (p >= s && p <= s + c->sbytes) return (char *)c->dsend + (p - s);
+    return (char *)c->drecv + (p - r);
+}
+
+/* bench_prepare, then (--device cuda) the data copied to the device buffers. */
+static hoop_status prepare(bench_ctx *c, const bench_layout *L, int in_place, void **s, void **r)
+{
+    size_t elt = hoop_dtype_size(c->bc.dtype);
+    bench_prepare(&c->bc, L, in_place, c->send, c->recv, s, r);
+    if (c->o.device) {
+        HOOP_CHECK(c->cuda->copy(c->dsend, c->send, L->send_elems * elt));
+        HOOP_CHECK(c->cuda->copy(c->drecv, c->recv, L->recv_elems * elt));
+    }
+    *s = call_ptr(c, *s);
+    *r = call_ptr(c, *r);
+    return HOOP_OK;
+}
+
+/* --device cuda: the device buffers copied back to the host mirrors (a no-op on the
+ * host), so that bench_count_wrong reads the call's result. */
+static hoop_status fetch(bench_ctx *c, const bench_layout *L)
+{
+    size_t elt = hoop_dtype_size(c->bc.dtype);
+    if (!c->o.device) return HOOP_OK;
+    HOOP_CHECK(c->cuda->copy(c->send, c->dsend, L->send_elems * elt));
+    return c->cuda->copy(c->recv, c->drecv, L->recv_elems * elt);
+}
+
+/* The host pointer of call pointer d (the inverse of call_ptr). */
+static void *host_ptr(const bench_ctx *c, void *d)
+{
+    char *p = d, *s = c->dsend;
+    if (!c->o.device) return d;
+    if (p >= s && p <= s + c->sbytes) return (char *)c->send + (p - s);
+    return (char *)c->recv + (p - (char *)c->drecv);
+}
+
+/* --device cuda: the pinned host->device and device->host copy rates (GB/s) of the row's
+ * size, the mean of a few timed copies after an untimed one, in the larger buffer. */
+static hoop_status copy_rates(bench_ctx *c, const bench_layout *L, bench_result *row)
+{
+    size_t elt = hoop_dtype_size(c->bc.dtype), bytes = L->bytes;
+    int64_t reps = c->o.iters < 20 ? c->o.iters : 20;
+    int big_send = L->send_elems >= L->recv_elems;
+    void *h = big_send ? c->send : c->recv, *d = big_send ? c->dsend : c->drecv;
+    if (bytes > (big_send ? L->send_elems : L->recv_elems) * elt)
+        bytes = (big_send ? L->send_elems : L->recv_elems) * elt;
+    for (int dir = 0; dir < 2; dir++) {
+        void *dst = dir ? h : d, *src = dir ? d : h;
+        HOOP_CHECK(c->cuda->copy(dst, src, bytes));
+        int64_t t0 = hoop__now_ns();
+        for (int64_t k = 0; k < reps; k++) HOOP_CHECK(c->cuda->copy(dst, src, bytes));
+        double ns = (double)(hoop__now_ns() - t0);
+        *(dir ? &row->d2h : &row->h2d) = ns > 0 ? (double)bytes * (double)reps / ns : 0;
+    }
+    return HOOP_OK;
+}
+
 // ----- timing and checking ---------------------------------------------------------
 
 static hoop_status issue(bench_ctx *c, const bench_layout *L, void *s, void *r, hoop_request **req)
@@ -191,9 +267,10 @@ static hoop_status check_calls(bench_ctx *c, const bench_layout *L, int in_place
     void *s, *r;
     *wrong = *errors = 0;
     for (int64_t k = 0; k < c->o.check && *wrong == 0; k++) {
-        bench_prepare(&c->bc, L, in_place, c->send, c->recv, &s, &r);
+        HOOP_CHECK(prepare(c, L, in_place, &s, &r));
         HOOP_CHECK(issue(c, L, s, r, NULL));
-        int64_t v[2] = {(int64_t)bench_count_wrong(&c->bc, L, r), 0};
+        HOOP_CHECK(fetch(c, L));
+        int64_t v[2] = {(int64_t)bench_count_wrong(&c->bc, L, host_ptr(c, r)), 0};
         v[1] = v[0] > 0;
         HOOP_CHECK(hoop_allreduce(c->comm, v, v, 2, HOOP_DTYPE_I64, HOOP_OP_SUM, NULL));
         *wrong = v[0], *errors = v[1];
@@ -207,7 +284,7 @@ static int run_placement(bench_ctx *c, const bench_layout *L, int p, bench_resul
     void *s, *r;
     hoop_status st;
     const char *what = bench_coll_name(c->o.coll);
-    bench_prepare(&c->bc, L, p, c->send, c->recv, &s, &r);
+    if ((st = prepare(c, L, p, &s, &r)) != HOOP_OK) return failed(c, "preparing the data", st);
     if ((st = issue(c, L, s, r, NULL)) != HOOP_OK ||
         (st = hoop_barrier(c->comm, NULL)) != HOOP_OK ||
         (st = time_calls(c, L, s, r, &row->time_us[p])) != HOOP_OK ||
@@ -232,8 +309,11 @@ static int run_size(bench_ctx *c, size_t size)
                         .op = c->bc.op,
                         .wrong = {-1, -1}};
     if (algo_known(c)) row.algo = row_algo(c, &L, algo, sizeof(algo));
+    hoop_status st;
     for (int p = 0; p < 2; p++)
         if (run_placement(c, &L, p, &row) != 0) return 1;
+    if (c->o.device && (st = copy_rates(c, &L, &row)) != HOOP_OK)
+        return failed(c, "timing host<->device copies", st);
     if (c->bc.rank == 0) bench_report_row(&c->rep, &row);
     return 0;
 }
@@ -247,8 +327,9 @@ static int warm_up(bench_ctx *c)
     for (uint64_t size = (uint64_t)c->o.minb; c->o.warmup && size <= (uint64_t)c->o.maxb;
          size *= 2) {
         bench_layout L = bench_layout_of(c->o.coll, (size_t)size, elt, c->bc.world_size);
-        bench_prepare(&c->bc, &L, 0, c->send, c->recv, &s, &r);
-        if ((st = run_calls(c, &L, s, r, c->o.warmup)) != HOOP_OK) return failed(c, "warm-up", st);
+        if ((st = prepare(c, &L, 0, &s, &r)) != HOOP_OK ||
+            (st = run_calls(c, &L, s, r, c->o.warmup)) != HOOP_OK)
+            return failed(c, "warm-up", st);
     }
     return 0;
 }
@@ -315,12 +396,52 @@ static int join(bench_ctx *c)
     return 0;
 }
 
+/* --device cuda: device buffers of sbytes / rbytes and their pinned host mirrors. */
+static int alloc_device(bench_ctx *c)
+{
+    hoop_status st;
+    if (posix_memalign(&c->send, 4096, c->sbytes) || posix_memalign(&c->recv, 4096, c->rbytes)) {
+        fprintf(stderr, "hoop-bench: rank %d: cannot allocate %zu + %zu bytes\n", c->bc.rank,
+                c->sbytes, c->rbytes);
+        return 1;
+    }
+    if ((st = c->cuda->host_register(c->send, c->sbytes)) != HOOP_OK ||
+        (st = c->cuda->host_register(c->recv, c->rbytes)) != HOOP_OK)
+        return failed(c, "page-locking the host buffers", st);
+    if ((st = c->cuda->dev_alloc(&c->dsend, c->sbytes)) != HOOP_OK ||
+        (st = c->cuda->dev_alloc(&c->drecv, c->rbytes)) != HOOP_OK)
+        return failed(c, "allocating device buffers", st);
+    return 0;
+}
+
+/* --device cuda: the CUDA backend and this rank's GPU. 2 when none can be had (the
+ * environment's to fix), with the reason. */
+static int open_device(bench_ctx *c)
+{
+    hoop_status st;
+    const struct hoop__kern *kern;
+    if ((st = hoop_device_check(HOOP_DEVICE_CUDA)) != HOOP_OK ||
+        (st = hoop__cuda_backend(&kern, &c->cuda)) != HOOP_OK ||
+        (st = hoop_device_describe(HOOP_DEVICE_CUDA, c->dev, sizeof(c->dev))) != HOOP_OK) {
+        fprintf(stderr, "hoop-bench: rank %d: --device cuda: %s\n", c->bc.rank, hoop_last_error());
+        return 2;
+    }
+    if (c->cuda == NULL) {
+        fprintf(stderr, "hoop-bench: rank %d: --device cuda: the CUDA backend has no collectives\n",
+                c->bc.rank);
+        return 2;
+    }
+    return 0;
+}
+
 /* Room for every type of the sweep: the layout in bytes of elements of one byte bounds
  * the layout of any wider type at the same size. */
 static int alloc_buffers(bench_ctx *c)
 {
     bench_layout L = bench_layout_of(c->o.coll, (size_t)c->o.maxb, 1, c->bc.world_size);
     size_t sb = L.send_elems + 64, rb = L.recv_elems + 64;
+    c->sbytes = sb, c->rbytes = rb;
+    if (c->o.device) return alloc_device(c);
     if (c->o.reg) {
         hoop_status st = hoop_comm_alloc_shared(c->comm, sb, &c->send);
         if (st == HOOP_OK) st = hoop_comm_alloc_shared(c->comm, rb, &c->recv);
@@ -365,7 +486,9 @@ static int open_outputs(bench_ctx *c, int argc, char **argv)
                         .out = stdout,
                         .argc = argc,
                         .argv = argv,
-                        .device_info = c->o.reg ? "shared host memory" : "host memory"};
+                        .device_info = c->o.device ? c->dev
+                                       : c->o.reg  ? "shared host memory"
+                                                   : "host memory"};
     if (c->bc.rank != 0) return 0;
     if (c->o.json) {
         if ((r->json = bench_open_new(c->o.json, c->json_path, sizeof(c->json_path))) == NULL)
@@ -380,8 +503,11 @@ static int open_outputs(bench_ctx *c, int argc, char **argv)
 /* Every rank's pid and host, gathered to all (rank 0 prints them). */
 static int gather_ranks(bench_ctx *c, bench_rank_info **all)
 {
-    bench_rank_info me = {
-        .rank = c->bc.rank, .local_rank = hoop_comm_local_rank(c->comm), .pid = (int32_t)getpid()};
+    bench_rank_info me = {.rank = c->bc.rank,
+                          .local_rank = hoop_comm_local_rank(c->comm),
+                          .pid = (int32_t)getpid(),
+                          .gpu = c->o.device ? atoi(c->dev + 5) : -1}; /* c->dev: "cuda:N ..." */
+    if (c->o.device) snprintf(me.dev, sizeof(me.dev), "%s", c->dev);
     if (gethostname(me.host, sizeof(me.host) - 1) != 0) snprintf(me.host, sizeof(me.host), "?");
     *all = calloc((size_t)c->bc.world_size, sizeof(**all));
     if (*all == NULL) return failed(c, "calloc", HOOP_ERR_NOMEM);
@@ -402,8 +528,8 @@ static int setup(bench_ctx *c, int argc, char **argv)
         return bad_flag("-r %" PRId64 " is not below world_size %d", c->o.root, c->bc.world_size);
     if (c->o.algo_set && (st = hoop_comm_set_algo(c->comm, c->o.algo)) != HOOP_OK)
         return failed(c, "hoop_comm_set_algo", st);
-    if ((rc = open_outputs(c, argc, argv)) != 0 || (rc = alloc_buffers(c)) != 0 ||
-        (rc = gather_ranks(c, &ranks)) != 0) {
+    if ((c->o.device && (rc = open_device(c)) != 0) || (rc = open_outputs(c, argc, argv)) != 0 ||
+        (rc = alloc_buffers(c)) != 0 || (rc = gather_ranks(c, &ranks)) != 0) {
         free(ranks);
         return rc;
     }
@@ -431,6 +557,12 @@ int main(int argc, char **argv)
     if (st != HOOP_OK && rc == 0) rc = failed(&ctx, "hoop_comm_destroy", st);
     if (ctx.rep.json && fclose(ctx.rep.json) != 0 && rc == 0) rc = 1;
     if (ctx.rep.csv && fclose(ctx.rep.csv) != 0 && rc == 0) rc = 1;
+    if (ctx.cuda) {
+        if (ctx.dsend) ctx.cuda->dev_free(ctx.dsend);
+        if (ctx.drecv) ctx.cuda->dev_free(ctx.drecv);
+        if (ctx.send) ctx.cuda->host_unregister(ctx.send);
+        if (ctx.recv) ctx.cuda->host_unregister(ctx.recv);
+    }
     free(ctx.send);
     free(ctx.recv);
     return rc;

@@ -360,7 +360,7 @@ START_TEST(test_report_text)
                       .out = f,
                       .device_info = "host memory"};
     bench_rank_info ranks[3] = {
-        {0, 0, 4242, 0, "alpha"}, {1, 1, 4343, 0, "alpha"}, {2, 0, 99, 0, "beta"}};
+        {0, 0, 4242, -1, "alpha", ""}, {1, 1, 4343, -1, "alpha", ""}, {2, 0, 99, -1, "beta", ""}};
     bench_report_begin(&r, ranks, 3);
     bench_result rows[2] = {{64,
                              16,
@@ -371,7 +371,9 @@ START_TEST(test_report_text)
                              {0.5, 0.25},
                              {0, 0},
                              {0, 0},
-                             NULL},
+                             NULL,
+                             0,
+                             0},
                             {128,
                              32,
                              HOOP_DTYPE_F32,
@@ -381,7 +383,9 @@ START_TEST(test_report_text)
                              {1.0, 2.25},
                              {0, 7},
                              {0, 2},
-                             NULL}};
+                             NULL,
+                             0,
+                             0}};
     bench_report_row(&r, &rows[0]);
     bench_report_row(&r, &rows[1]);
     ck_assert_int_eq(bench_report_end(&r), 2); /* 2 ranks saw wrong elements */

@@ -5,7 +5,8 @@
 # the arithmetic of the columns (count from size, algbw = size / time, busbw = algbw x
 # nccl-tests' factor) in the text and, to 6 decimals, in the -J JSON; -d / -o (all
 # included), -z 0/1/2, -m, -N, -i, -c 0, -a, --algo, --csv, -J's no-overwrite rule, shared
-# buffers (-R 1: the direct all-reduce), and bad flags (one line naming the flag, exit 2).
+# buffers (-R 1: the direct all-reduce), device buffers (--device cuda, on the host
+# execution layer's CUDA backend), and bad flags (one line naming the flag, exit 2).
 # tests/hoop_bench_nccl.sh is the nccl-tests parser's test. Works whether or not hooprun
 # prefixes worker lines with "[rank N] " (strip removes it).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
@@ -166,6 +167,45 @@ done
     > "$TMP/out" 2>&1 || { cat "$TMP/out"; fail "allgather -R 2 --algo direct"; }
 assert_contains "$TMP/out" "# Out of bounds values : 0 OK"
 
+# Device buffers (--device cuda) on the CUDA backend built on the host execution layer
+# (src/cuda/hx.h; the same .cu sources, run on the CPU): every collective on 2 ranks,
+# checked against the exact reference after the result is copied back, the rank table
+# naming the GPU, and the two copy-rate columns (positive GB/s, also in JSON and CSV).
+if [ -r "${TEST_CUDA_HX_BACKEND:-}" ]; then
+    for coll in allreduce broadcast reduce allgather reducescatter; do
+        HOOP_CUDA_BACKEND=$TEST_CUDA_HX_BACKEND "$HOOPRUN" --nproc-per-node 2 "$BENCH" $coll \
+            --device cuda -b 8 -e 64K -f 8 -n 2 -w 1 -c 1 -r 1 -d half -o sum \
+            -J "$TMP/dev.$coll.json" --csv "$TMP/dev.$coll.csv" > "$TMP/out" 2>&1 ||
+            { cat "$TMP/out"; fail "--device cuda $coll"; }
+        strip "$TMP/out" > "$TMP/rows"
+        assert_contains "$TMP/rows" "# Out of bounds values : 0 OK"
+        assert_contains "$TMP/rows" "device memory (--device cuda)"
+        [ "$(grep -c '^#  Rank .* device  [0-9] \[cuda\] cuda:' "$TMP/rows")" = 2 ] ||
+            { cat "$TMP/rows"; fail "--device cuda: rank table"; }
+        check_rows "$TMP/rows" $coll 2 2 || { cat "$TMP/rows"; fail "--device cuda $coll columns"; }
+        awk '!/^#/ && NF { rows++; if (NF != 15 || !($14 > 0) || !($15 > 0)) bad = 1 }
+            END { exit bad || rows != 5 }' "$TMP/rows" ||
+            { cat "$TMP/rows"; fail "--device cuda: the h2d / d2h columns"; }
+    done
+    python3 - "$TMP" <<'EOF' || fail "--device cuda JSON / CSV"
+import csv, glob, json, os, sys
+for path in glob.glob(os.path.join(sys.argv[1], "dev.*.json")):
+    d = json.load(open(path))
+    assert all(x["device"] >= 0 and x["device_hex"] == "cuda" for x in d["config"]["devices"]), d
+    assert all(r["h2d_bw"] > 0 and r["d2h_bw"] > 0 for r in d["results"]), path
+    c = list(csv.DictReader(open(path[:-4] + "csv")))
+    assert len(c) == 5 and all(float(r["h2d_bw"]) > 0 for r in c), c
+EOF
+    # No backend to be had: one line naming the reason, exit 2.
+    HOOP_CUDA_BACKEND=/nonexistent/libhoop-cuda.so "$BENCH" allreduce --device cuda -b 64 -e 64 \
+        > "$TMP/o" 2> "$TMP/e"
+    rc=$?
+    [ "$rc" = 2 ] || { cat "$TMP/o" "$TMP/e"; fail "--device cuda without a backend exited $rc"; }
+    assert_contains "$TMP/e" "/nonexistent/libhoop-cuda.so"
+else
+    echo "SKIP (part): --device cuda: TEST_CUDA_HX_BACKEND is not built (make check sets it)"
+fi
+
 # Alone (no MASTER_ADDR / WORLD_SIZE): a world of one.
 "$BENCH" reducescatter -b 64 -e 64 -n 1 -w 0 > "$TMP/out1" || fail "alone"
 assert_contains "$TMP/out1" "# hoop: world_size 1 "
@@ -190,6 +230,8 @@ bad "-n needs" allreduce -n
 bad "gather" gather
 bad "collective"
 bad "-r 2" broadcast -r 2
+bad "--device: unknown device 'gpu'" allreduce --device gpu
+bad "-R 1: shared buffers are host memory" allreduce --device cuda -R 1
 "$HOOPRUN" --nproc-per-node 2 "$BENCH" reduce -r 2 > "$TMP/o" 2> "$TMP/e"
 rc=$?
 [ "$rc" = 2 ] || { cat "$TMP/o" "$TMP/e"; fail "-r 2 on 2 ranks exited $rc"; }
