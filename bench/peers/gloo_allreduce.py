@@ -10,7 +10,11 @@ Runs with Debian's /usr/bin/python3 and its python3-torch (1.13); no torchrun.
       gloo_allreduce.py [options]            one worker (e.g. inside a network namespace)
 
   options: -b SIZE (8) -e SIZE (256M) -f FACTOR (4) -r REPS (7) -w WARMUP (2) -T MS (20)
-           -l LABEL --timeout SECONDS (900)
+           -l LABEL --timeout SECONDS (900) --device cpu|cuda (cpu)
+
+--device cuda: the tensors are on the worker's GPU (cuda:LOCAL_RANK modulo the GPUs
+seen), which Gloo stages through host memory; each timing ends with
+torch.cuda.synchronize(), since Gloo's wait on a CUDA tensor only orders streams.
 
 Sizes: b, b x f, ... while below e, then e (bytes rounded down to whole floats, at least
 one). Per size: -w warm-up calls; the batch K: probe batches of 1, 4, 16, ... calls
@@ -68,7 +72,7 @@ def launch(n, argv):
     return max(p.wait() for p in procs)
 
 
-def batch_size(dist, torch, x, target_ms):
+def batch_size(dist, torch, x, target_ms, sync):
     tmax = torch.zeros(1, dtype=torch.float64)
     k = 1
     while True:
@@ -76,6 +80,7 @@ def batch_size(dist, torch, x, target_ms):
         t0 = time.perf_counter()
         for _ in range(k):
             dist.all_reduce(x)
+        sync()
         tmax[0] = time.perf_counter() - t0
         dist.all_reduce(tmax, op=dist.ReduceOp.MAX)
         if tmax[0] >= target_ms * 1e-3 / 8 or k >= 20000:
@@ -85,23 +90,26 @@ def batch_size(dist, torch, x, target_ms):
     return int(min(20000, max(1, target_ms * 1e-3 / per_call)))
 
 
-def run_size(dist, torch, a, n, rank, x_all, pattern, size):
+def run_size(dist, torch, a, n, rank, x_all, pattern, size, sync):
     count = max(1, size // 4)
     x = x_all[:count]
     x.zero_()
     for _ in range(a.w):
         dist.all_reduce(x)
-    k = batch_size(dist, torch, x, a.T)
+    sync()
+    k = batch_size(dist, torch, x, a.T, sync)
     times = torch.zeros(a.r, dtype=torch.float64)
     for rep in range(a.r):
         dist.barrier()
         t0 = time.perf_counter()
         for _ in range(k):
             dist.all_reduce(x)
+        sync()
         times[rep] = (time.perf_counter() - t0) / k
     dist.all_reduce(times, op=dist.ReduceOp.MAX)
     torch.mul(pattern[:count], float(rank + 1), out=x)
     dist.all_reduce(x)
+    sync()
     wrong = torch.tensor([int((x != pattern[:count] * float(n * (n + 1) // 2)).sum())])
     dist.all_reduce(wrong)
     ts = sorted(times.tolist())
@@ -127,21 +135,29 @@ def worker(a):
                             timeout=datetime.timedelta(seconds=a.timeout))
     rank, n = dist.get_rank(), dist.get_world_size()
     count = max(1, a.e // 4)
-    x_all = torch.zeros(count, dtype=torch.float32)
-    pattern = (torch.arange(count, dtype=torch.int64) % 13 + 1).to(torch.float32)
+    dev, sync = torch.device('cpu'), (lambda: None)
+    if a.device == 'cuda':
+        if not torch.cuda.is_available():
+            print('gloo_allreduce.py: --device cuda: torch sees no GPU', file=sys.stderr)
+            return 2
+        dev = torch.device('cuda', int(os.environ.get('LOCAL_RANK', '0')) % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
+        sync = torch.cuda.synchronize
+    x_all = torch.zeros(count, dtype=torch.float32, device=dev)
+    pattern = (torch.arange(count, dtype=torch.int64, device=dev) % 13 + 1).to(torch.float32)
     if rank == 0:
         print('# gloo_allreduce label=%s  nranks=%d  host=%s  torch=%s  GLOO_SOCKET_IFNAME=%s  '
               'MASTER_ADDR=%s' % (a.l, n, socket.gethostname(), torch.__version__,
                                   os.environ.get('GLOO_SOCKET_IFNAME', ''),
                                   os.environ.get('MASTER_ADDR')))
-        print('# op=SUM type=float32 in-place  reps=%d warmup=%d target_ms=%g  '
-              'time=median over reps of max over ranks' % (a.r, a.w, a.T))
+        print('# op=SUM type=float32 in-place  reps=%d warmup=%d target_ms=%g  device=%s  '
+              'time=median over reps of max over ranks' % (a.r, a.w, a.T, dev))
         print('# %12s %12s %6s %6s %12s %12s %9s %9s %6s' % (
             'size(B)', 'count', 'reps', 'iters', 'time_us', 'min_us', 'algbw', 'busbw', 'check'),
             flush=True)
     wrong, busbw = 0, []
     for size in sweep(a.b, a.e, a.f):
-        w, bus = run_size(dist, torch, a, n, rank, x_all, pattern, size)
+        w, bus = run_size(dist, torch, a, n, rank, x_all, pattern, size, sync)
         wrong += w
         busbw.append(bus)
     if rank == 0:
@@ -165,6 +181,7 @@ def main():
     ap.add_argument('-T', type=float, default=20.0)
     ap.add_argument('-l', default='')
     ap.add_argument('--timeout', type=int, default=900)
+    ap.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
     a = ap.parse_args()
     if a.f < 2 or a.r < 1 or a.w < 0 or a.T <= 0 or a.e < a.b:
         ap.error('need -f >= 2, -r >= 1, -w >= 0, -T > 0 and -e >= -b')

@@ -9,7 +9,7 @@
 #
 # BUILD_DIR (default .) is a build configured with CUDA, where `make check` has built the
 # tests; CARRY_DIR (default gpu-carry, ignored by git) receives bin/ (the GPU tests,
-# hoop-train, bench/gpu_ceilings and the GPU benchmark scripts), lib/ (the module
+# hoop-train, hooprun, hoop-bench, bench/gpu_ceilings and the GPU benchmark scripts), lib/ (the module
 # libhoop-cuda.so), debs/ (the unpacked packages), data/ (Fashion-MNIST's first TRAIN_N
 # (20000) training images and the whole test set: the full set would not fit beside
 # OpenBLAS) and env.sh, which run.sh --carried sources. Prints the total size: a device
@@ -19,7 +19,7 @@ build=${1:-.}
 carry=${2:-gpu-carry}
 train_n=${TRAIN_N:-20000}
 fmnist=${FMNIST:-/usr/share/datasets/fashion-mnist}
-progs="tools/hoop-train bench/gpu_ceilings tests/check_cuda tests/check_cuda_train tests/check_cuda_ctx_gpu tests/check_hx_gpu tests/check_kern_cuda_gpu
+progs="tools/hoop-train tools/hooprun bench/hoop-bench bench/gpu_ceilings tests/check_cuda tests/check_cuda_train tests/check_cuda_ctx_gpu tests/check_hx_gpu tests/check_kern_cuda_gpu
        tests/check_kern_cuda_a_gpu tests/check_kern_cuda_b_gpu tests/check_cuda_coll_gpu tests/check_coll_device"
 
 [ -e "$build/.libs/libhoop-cuda.so" ] ||
@@ -31,7 +31,8 @@ for p in $progs; do cp "$build/$p" "$carry/bin/"; done
 # Debug sections out (symbols stay, for compute-sanitizer's backtraces): the carry's limit.
 strip --strip-debug "$carry"/bin/* 2>/dev/null || true
 srcdir=$(cd "$(dirname "$0")/../.." && pwd)
-cp "$srcdir/bench/gpu_train.sh" "$srcdir/bench/torch_gpu.py" "$carry/bin/"
+cp "$srcdir/bench/gpu_train.sh" "$srcdir/bench/torch_gpu.py" "$srcdir/bench/peers/gloo_allreduce.py" \
+    "$carry/bin/"
 cp "$build/.libs/libhoop-cuda.so" "$carry/lib/"
 # A slice of Fashion-MNIST in IDX form (the header's count cut to the slice).
 mkdir -p "$carry/data"

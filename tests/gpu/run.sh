@@ -8,7 +8,10 @@
 # check_coll_device: the collectives on GPU buffers, 2 to 4 ranks on the one GPU),
 # the GPU builds of the host-execution-layer tests (check_hx_gpu, check_kern_cuda*_gpu),
 # each also under compute-sanitizer (memcheck, racecheck, synccheck), and the device's
-# description. Output goes to stdout and, when OUT is set, to $OUT/gpu.log.
+# description; then the benchmarks: the device's ceilings, hoop-bench --device cuda with 2
+# and 4 ranks beside Gloo on CUDA tensors, the staged TCP path against host buffers, and
+# hoop-train on cuda against PyTorch. Output goes to stdout and, when OUT is set, to
+# $OUT/gpu.log.
 #
 #   bash tests/gpu/run.sh --carried DIR   run what tests/gpu/pack.sh put in DIR (built on
 #                                         a Debian 12 machine; the GPU machine needs only
@@ -98,6 +101,24 @@ main() {
     # against PyTorch eager (bench/gpu_train.sh), all in this one run.
     if [ -x "$bin/gpu_ceilings" ]; then
         "$bin/gpu_ceilings" || echo "gpu: gpu_ceilings exit $?"
+    fi
+    # Collectives on device buffers (issue 13): all-reduce busbw from 1 MiB to 1 GiB with
+    # 2 and 4 ranks on the one GPU, beside PyTorch's Gloo on CUDA tensors with the same
+    # ranks and sizes; then the staged TCP path against host buffers (2 ranks). Each
+    # hoop-bench row carries the pinned h2d / d2h copy rates of its size.
+    if [ -x "$bin/hoop-bench" ] && [ -x "$bin/hooprun" ]; then
+        local n sz="-b 1M -e 1G -f 4"
+        for n in 2 4; do
+            "$bin/hooprun" --nproc-per-node $n "$bin/hoop-bench" allreduce --device cuda $sz \
+                -n 5 -w 2 -c 1 || { echo "gpu: hoop-bench --device cuda, $n ranks, exit $?"; status=1; }
+            python3 "$bin/gloo_allreduce.py" --launch $n --device cuda $sz -r 3 -w 1 -T 50 \
+                -l "gloo-cuda-$n" || echo "gpu: gloo_allreduce.py --device cuda, $n ranks, exit $?"
+        done
+        for dev in cpu cuda; do
+            HOOP_TRANSPORT=tcp "$bin/hooprun" --nproc-per-node 2 "$bin/hoop-bench" allreduce \
+                --device $dev $sz -n 5 -w 2 -c 1 ||
+                { echo "gpu: hoop-bench tcp --device $dev exit $?"; status=1; }
+        done
     fi
     if [ -x "$bin/hoop-train" ] && [ -d "${carried:-/nonexistent}/data" ]; then
         DATA=$carried/data STEPS=${STEPS:-300} ROUNDS=${ROUNDS:-1} \
