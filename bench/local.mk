@@ -6,7 +6,7 @@
 noinst_PROGRAMS += bench/sgemm_rate
 bench_sgemm_rate_SOURCES = bench/sgemm_rate.c
 bench_sgemm_rate_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
-EXTRA_DIST += bench/train_throughput.sh bench/torch_mlp.py bench/torch_ddp.py \
+EXTRA_DIST += bench/train_throughput.sh bench/torch_mlp.py bench/torch_ddp.py bench/soak.sh \
 	bench/ddp_scaling.sh bench/ddp_netns.sh
 
 # The peers of bench/compare.sh (issue 10): the link-rate tool is built here; the Open MPI

@@ -48,6 +48,13 @@ tests_check_mismatch_LDADD = $(TEST_LDADD)
 TESTS += tests/check_collectives tests/check_ring tests/check_reduce tests/check_direct \
 	tests/check_mismatch
 
+# The soak (issue 14): thousands of random collectives on 4 ranks, checked exactly.
+check_PROGRAMS += tests/check_soak
+tests_check_soak_SOURCES = tests/check_soak.c tests/coll_harness.h
+tests_check_soak_CFLAGS = $(TEST_CFLAGS)
+tests_check_soak_LDADD = $(TEST_LDADD)
+TESTS += tests/check_soak
+
 check_PROGRAMS += tests/check_links
 tests_check_links_SOURCES = tests/check_links.c
 tests_check_links_CFLAGS = $(TEST_CFLAGS)
