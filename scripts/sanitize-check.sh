@@ -33,12 +33,12 @@ set -euo pipefail
 # The tests where threads share memory: the progress thread of every communicator
 # (collectives, ring, reduce, direct, tcp, and the votes of check_mismatch), the
 # shared-memory segments (shm), the store's server thread, DDP's grad-ready hooks
-# racing the bucket all-reduces, and hooprun with its workers (launcher_smoke). The training and benchmark scripts
+# racing the bucket all-reduces, the soak (check_soak: random collectives, several in flight), and hooprun with its workers (launcher_smoke). The training and benchmark scripts
 # (ddp_train.sh, hoop_train.sh, hoop_bench.sh) take a minute each under TSan here;
 # "tsan all" runs them with the rest.
 TSAN_TESTS="tests/check_collectives tests/check_direct tests/check_shm tests/check_ddp
 tests/check_tcp tests/check_ring tests/check_reduce tests/check_store tests/check_mismatch
-tests/launcher_smoke.sh"
+tests/check_soak tests/launcher_smoke.sh"
 
 usage() {
     echo "usage: $0 [-c] [-j N] asan|tsan [TEST...]" >&2
@@ -84,40 +84,8 @@ build=$(cd "$build" && pwd)
 touch "$build/$mark"
 
 # ---------------------------------------------------------------- the sources
-if [ "$(git -C "$top" rev-parse --show-toplevel 2> /dev/null)" = "$top" ]; then
-    src=$build/srcdir
-    mkdir -p "$src"
-    manifest=$build/srcdir.files
-    (cd "$top" && git ls-files -z --cached --others --exclude-standard |
-        while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done) \
-        > "$manifest.new"
-    # Files that left the checkout since the last copy leave the copy too.
-    if [ -f "$manifest" ]; then
-        comm -23 <(tr '\0' '\n' < "$manifest" | sort) <(tr '\0' '\n' < "$manifest.new" | sort) |
-            while IFS= read -r f; do rm -f "$src/$f"; done
-    fi
-    # Copy only what differs, so unchanged files keep their timestamps.
-    (cd "$top" && tr '\0' '\n' < "$manifest.new" | while IFS= read -r f; do
-        cmp -s "$f" "$src/$f" 2> /dev/null || printf '%s\0' "$f"
-    done) > "$manifest.changed"
-    if [ -s "$manifest.changed" ]; then
-        (cd "$top" && tar -c --null -T "$manifest.changed" -f -) | (cd "$src" && tar -x -p -f -)
-    fi
-    mv "$manifest.new" "$manifest"
-    rm -f "$manifest.changed"
-    if [ ! -x "$src/configure" ] || [ "$src/configure.ac" -nt "$src/configure" ]; then
-        (cd "$src" && ./autogen.sh > "$build/autogen.log" 2>&1) ||
-            { cat "$build/autogen.log"; exit 1; }
-    fi
-else
-    src=$top
-    if [ -f "$src/config.status" ]; then
-        echo "$0: $src is configured in place and is not a git checkout;" \
-            "run 'make distclean' there first" >&2
-        exit 2
-    fi
-    [ -x "$src/configure" ] || (cd "$src" && ./autogen.sh)
-fi
+. "$top/scripts/tree-copy.sh"
+tree_copy "$top" "$build"
 
 # ---------------------------------------------------------------- configure and build
 cd "$build"

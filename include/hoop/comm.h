@@ -64,9 +64,10 @@ typedef enum hoop_algo {
 #undef HOOP_ALGO_ENUM_
         HOOP_ALGO_COUNT_ /* not an algorithm: one past the last */
 } hoop_algo;
-/* "|auto|ring|rd|rhd|direct": skip the first character for the '|'-separated list. */
+/* "|auto|ring|rd|rhd|direct": skip the first character for the '|'-separated list
+ * (indexing rather than "+ 1", which clang's -Wstring-plus-int takes for a mistake). */
 #define HOOP_ALGO_CHOICES_(name, val, str) "|" str
-#define HOOP_ALGO_CHOICES (HOOP_ALGO_MAP(HOOP_ALGO_CHOICES_) + 1)
+#define HOOP_ALGO_CHOICES (&(HOOP_ALGO_MAP(HOOP_ALGO_CHOICES_))[1])
 
 #define HOOP_COMM_CONFIG_VERSION 1
 
