@@ -162,7 +162,8 @@ static void every_case(h_rank *h)
                     run_dcase(h, &c);
                 }
     /* the calls took the device path: the backend's table, page-locked staging */
-    if (!h->err[0] && (!h->comm->dev_mem || h->comm->dstage_cap == 0 || !h->comm->slots_pinned))
+    if (!h->err[0] && (!h->comm->dev_mem || h->comm->stage_bytes == 0 || !h->comm->stage_pinned ||
+                       !h->comm->slots_pinned))
         h_fail(h, "the calls on GPU buffers did not take the device path");
 }
 

@@ -3,8 +3,9 @@
  * tests/check_exec.c -- src/collectives/exec.c over fake transports: which memory
  * registration each receive carries (the staging slots' registration with the link's
  * own transport for a receive into a slot, NULL for user memory), with the reduced
- * values checked against a sum computed here; and the asynchronous memory operations'
- * states, on a memory table whose operations finish only when the test says so.
+ * values checked against a sum computed here; the asynchronous memory operations'
+ * states, on a memory table whose operations finish only when the test says so; and the
+ * stage slots' pipeline (stage.c), with sends that complete only when the test says so.
  */
 #include <check.h>
 #include <stdint.h>
@@ -336,6 +337,112 @@ START_TEST(test_async_wait_behind_unpolled)
 }
 END_TEST
 
+// ----- stage slots: a transport whose sends complete only when the test says so -----------
+
+/* Send k completes once k < sends_done; at completion the fake copies out what the
+ * buffer holds then (what a real transport would have put on the wire by then). */
+#define SENDS_MAX 8
+static struct {
+    const void *buf;
+    size_t bytes;
+    float wire[4];
+} sent[SENDS_MAX];
+static int nsent, sends_done;
+
+static hoop_status fake_isend(struct hoop_tp_comm *c, const void *buf, size_t bytes, void *mr,
+                              void **req)
+{
+    (void)c;
+    (void)mr;
+    ck_assert_int_lt(nsent, SENDS_MAX);
+    ck_assert_uint_le(bytes, sizeof(sent[0].wire));
+    sent[nsent].buf = buf;
+    sent[nsent].bytes = bytes;
+    *req = &sent[nsent++];
+    return HOOP_OK;
+}
+
+static hoop_status fake_send_test(void *req, int *done, size_t *bytes)
+{
+    int k = (int)((char *)req - (char *)&sent[0]) / (int)sizeof(sent[0]);
+    (void)bytes;
+    ck_assert(k >= 0 && k < nsent);
+    *done = k < sends_done;
+    if (*done) memcpy(sent[k].wire, sent[k].buf, sent[k].bytes);
+    return HOOP_OK;
+}
+
+static const struct hoop_transport fake_s = {
+    .name = "fs", .isend = fake_isend, .test = fake_send_test};
+
+/* Five staged SENDs of 4 floats to rank 1 through 3 stage slots (sends hold at most 2, the
+ * last one stays the receives'): two copies start, the sends go out of their slots once the
+ * copies finished, and a third copy starts only once a send completed (its slot came back);
+ * what each send carried is its own chunk. */
+START_TEST(test_stage_slots)
+{
+    enum { N = 4, STEPS = 5 };
+    float in[STEPS * N], stage[3 * N];
+    struct hoop_tp_comm c1 = {.tp = &fake_s, .peer = 1};
+    struct hoop_tp_comm *send[2] = {NULL, &c1}, *recv[2] = {0};
+    hoop__memops held = {.vt = &held_vt};
+    hoop__sched s = {0};
+    int peak = 0;
+    for (size_t i = 0; i < STEPS * N; i++) in[i] = (float)i;
+    for (int k = 0; k < STEPS; k++)
+        hoop__sched_add(&s, (hoop__step){.kind = HOOP__STEP_SEND,
+                                         .buf = HOOP__BUF_SEND,
+                                         .peer = 1,
+                                         .dep = {-1, -1},
+                                         .off = (size_t)k * N * sizeof(float),
+                                         .bytes = N * sizeof(float)});
+    ck_assert_int_eq(hoop__sched_stage(&s, 1u << HOOP__BUF_SEND, N * sizeof(float)), HOOP_OK);
+    ck_assert_int_eq(hoop__sched_stage(&s, 1u << HOOP__BUF_SEND, 2), HOOP_ERR_INTERNAL);
+    hoop__exec_env env = {.world_size = 2,
+                          .recv = recv,
+                          .send = send,
+                          .bufs = {[HOOP__BUF_SEND] = in, [HOOP__BUF_STAGE] = stage},
+                          .slot_bytes = N * sizeof(float),
+                          .nstage = 3,
+                          .stage_peak = &peak,
+                          .depth = 8,
+                          .dtype = HOOP_DTYPE_F32,
+                          .op = HOOP_OP_SUM,
+                          .elem = sizeof(float),
+                          .mem = &held};
+    hoop__exec *x;
+    int done = 0;
+    nsent = sends_done = njobs = released = nwaited = 0;
+    ck_assert_int_eq(hoop__exec_start(&x, &s, &env), HOOP_OK);
+    progress_rounds(x, 3, &done);
+    ck_assert_int_eq(njobs, 2); /* two copies into slots; the third slot is the receives' */
+    ck_assert_int_eq(nsent, 0); /* nothing leaves before its copy finished */
+    released = 2;
+    progress_rounds(x, 3, &done);
+    ck_assert_int_eq(nsent, 2);
+    ck_assert_int_eq(njobs, 2); /* both sends on the wire: their slots stay taken */
+    for (int k = 0; k < 2; k++)
+        ck_assert((const char *)sent[k].buf >= (char *)stage &&
+                  (const char *)sent[k].buf < (char *)stage + sizeof(stage));
+    sends_done = 1;
+    progress_rounds(x, 3, &done);
+    ck_assert_int_eq(njobs, 3); /* send 0's slot came back: chunk 2 is copied into it */
+    ck_assert_ptr_eq(jobs[2].dst, sent[0].buf);
+    released = STEPS;
+    sends_done = STEPS;
+    for (int i = 0; i < 20 && !done; i++) progress_rounds(x, 1, &done);
+    ck_assert_int_eq(done, 1);
+    ck_assert_int_eq(nsent, STEPS);
+    ck_assert_int_eq(peak, 2);
+    hoop__exec_free(x);
+    hoop__sched_free(&s);
+    for (int k = 0; k < STEPS; k++)
+        for (int j = 0; j < N; j++)
+            ck_assert_msg(sent[k].wire[j] == in[k * N + j], "send %d carried %g at %d, not %g", k,
+                          sent[k].wire[j], j, in[k * N + j]);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("exec");
@@ -344,6 +451,7 @@ int main(void)
     tcase_add_test(tc, test_async_memops);
     tcase_add_test(tc, test_memop_error_names_no_peer);
     tcase_add_test(tc, test_async_wait_behind_unpolled);
+    tcase_add_test(tc, test_stage_slots);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -43,7 +43,7 @@ enum {
     HOOP__BUF_SCRATCH,
     HOOP__BUF_TOKEN,
     HOOP__BUF_VOTE,  /* the call's vote records (vote.c): never user memory */
-    HOOP__BUF_STAGE, /* host staging regions of staged SENDs and RECVs (stage.c) */
+    HOOP__BUF_STAGE, /* the comm's stage slots, for staged SENDs and RECVs (stage.c) */
     HOOP__NBUF
 };
 
@@ -72,8 +72,8 @@ typedef struct hoop__step {
     uint8_t buf;     /* destination (RECV*, COPY) or source (SEND) */
     uint8_t src_buf; /* RECV_REDUCE / COPY operand */
     uint8_t final;   /* RECV_REDUCE: last combination of these elements (avg divides) */
-    uint8_t stage;   /* SEND / RECV through the host region at src_off of HOOP__BUF_STAGE
-                      * (stage.c): buf is memory the transports cannot touch (a GPU's) */
+    uint8_t stage;   /* SEND / RECV through a stage slot, or a receive slot (stage.c): buf
+                      * is memory the transports cannot touch (a GPU's) */
     int32_t peer;
     int32_t dep[2]; /* indices of earlier steps that must be done first; -1 = none */
     size_t off, src_off, bytes;
@@ -247,10 +247,10 @@ hoop_status hoop__vote_merge(void *votes, const hoop__step *st, int rank);
 int hoop__vote_wait_info(const hoop__step *st, int rank, int world_size, char *buf, size_t cap);
 
 /* stage.c: marks every SEND and RECV of s on a buffer in bufmask (bits 1 << HOOP__BUF_*)
- * as staged, each with its own region of the staging buffer (its src_off), and sets
- * *stage_bytes to the buffer's size. Sends and receives keep their order, peers and
- * sizes, so the pairing rule above holds; the executor adds the copies (exec.c). */
-void hoop__sched_stage(hoop__sched *s, unsigned bufmask, size_t *stage_bytes);
+ * as staged: the executor moves them through the comm's stage slots of slot_bytes each
+ * (exec.c). Sends and receives keep their order, peers and sizes, so the pairing rule
+ * above holds. HOOP_ERR_INTERNAL when a step moves more than slot_bytes. */
+hoop_status hoop__sched_stage(hoop__sched *s, unsigned bufmask, size_t slot_bytes);
 
 /* Number of chunks of chunk_bytes needed for bytes (0 for 0 bytes). */
 size_t hoop__nchunks(size_t bytes, size_t chunk_bytes);

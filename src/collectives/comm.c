@@ -39,7 +39,7 @@
 
 /* Values from cfg, or from the environment where cfg leaves them unset. */
 typedef struct comm_settings {
-    int64_t timeout_ms, nsocks, chunk, shm_bytes;
+    int64_t timeout_ms, nsocks, chunk, shm_bytes, stage_slots;
     const char *token, *ifname;
     const char *memops; /* HOOP_MEMOPS */
     hoop_algo algo;
@@ -85,6 +85,7 @@ static hoop_status read_settings(const hoop_comm_config *cfg, comm_settings *s)
     if (!s->token) HOOP_CHECK(hoop__env_str("HOOP_TOKEN", &s->token));
     HOOP_CHECK(hoop__env_str("HOOP_SOCKET_IFNAME", &s->ifname));
     HOOP_CHECK(hoop__env_str("HOOP_MEMOPS", &s->memops));
+    HOOP_CHECK(hoop__env_int("HOOP_STAGE_SLOTS", &s->stage_slots)); /* range: env.c */
     s->algo = cfg->algo;
     if (s->algo == HOOP_ALGO_AUTO) {
         HOOP_CHECK(hoop__env_str("HOOP_ALGO", &algo));
@@ -483,6 +484,7 @@ static hoop_status comm_start(hoop_comm *comm, const comm_settings *s)
     comm->chunk_bytes = (size_t)s->chunk;
     comm->slot_bytes = (size_t)s->chunk;
     comm->depth = COMM_DEPTH;
+    comm->stage_nslots = (int)s->stage_slots;
     comm->nslots = COMM_DEPTH;
     while (comm->nslots > 2 && (size_t)comm->nslots * comm->slot_bytes > COMM_SLOT_BUDGET)
         comm->nslots--;

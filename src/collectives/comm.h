@@ -118,14 +118,21 @@ struct hoop_comm {
     struct hoop__memops *mem; /* the executor's copies and reductions (HOOP_MEMOPS) */
     int stage_all;            /* HOOP_MEMOPS=staged: every call's buffers go through stage */
     /* Calls on GPU buffers (progress.c, dev_prepare): the backend's memory table, the
-     * slots page-locked, device scratch and pre-division buffers, a page-locked staging
-     * buffer; made at the first such call, kept. */
+     * slots page-locked, device scratch and pre-division buffers; made at the first such
+     * call, kept. */
     struct hoop__memops *dev_mem;
     int slots_pinned;
-    void *dscratch, *dpre, *dstage;
-    size_t dscratch_cap, dpre_cap, dstage_cap;
-    void *stage; /* the staging buffer (stage.c), kept across calls */
-    size_t stage_cap;
+    void *dscratch, *dpre;
+    size_t dscratch_cap, dpre_cap;
+    /* The stage slots (stage.c; progress.c, stage_prepare): stage_nslots (HOOP_STAGE_SLOTS)
+     * x slot_bytes of host memory for staged sends and receives, made at the first staged
+     * call and kept, page-locked from the first call on GPU buffers (stage_pinned) and
+     * registered once with each transport that takes registrations (tps[k].stage_mr).
+     * stage_bytes is what was allocated (whatever the calls' sizes); stage_peak the most
+     * slots one call held at once so far. Tests read both after a call completed. */
+    void *stage;
+    size_t stage_bytes;
+    int stage_nslots, stage_pinned, stage_peak;
     size_t exec_block_bytes;
     int64_t cur_deadline;
     hoop__hdr ctl_in, abort_rec[3];
@@ -176,7 +183,8 @@ void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap);
 enum { HOOP__SLEEP_NONE = 0, HOOP__SLEEP_LONG = 1, HOOP__SLEEP_NAP = 2 };
 /* collectives.c: wakes the progress thread if it sleeps in poll(). */
 void hoop__comm_wake(hoop_comm *comm);
-/* Frees what calls on GPU buffers made (progress.c); after the progress thread stopped. */
+/* Frees what calls on GPU buffers and staged calls made (progress.c: the stage slots too);
+ * after the progress thread stopped, before the transports are finalized. */
 void hoop__comm_free_dev(hoop_comm *comm);
 /* collectives.c: releases one reference to req. */
 void hoop__request_release(struct hoop_request *req);

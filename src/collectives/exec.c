@@ -32,12 +32,20 @@
  * at once turns off the reduction from a transport's memory (its pieces are lent only
  * for the callback).
  * Staged SENDs and RECVs (stage.c: on memory the transports cannot reach) move through
- * their own host regions: a staged SEND at the head of its lane first copies its bytes
- * into its region (the lane waits for that copy, which keeps the per-peer order), then
- * is posted from there; a staged RECV is posted into its region at once and, once
- * arrived and its dependencies done, copied out like a slot.
+ * a fixed pool of stage slots (env nstage x slot_bytes, host memory, registered once): a
+ * staged SEND takes a slot once its dependencies are done and copies its bytes into it
+ * at once (several such copies run while earlier chunks are on the wire); its lane posts
+ * it from the slot once the copy finished, and the slot comes back when the send
+ * completed. A staged RECV without dependencies takes a slot when its lane posts it,
+ * receives into it and, once arrived, is copied out; the slot comes back when that copy
+ * finished. A staged RECV with dependencies lands in a receive slot like any dependent
+ * RECV (never straight in the buffer) and is copied out from there. Stage slots go to
+ * sends and to receives each in schedule order, and neither may hold the last free one
+ * (at most nstage - 1 each), so a receive always finds one that no send can take, and a
+ * send one no receive can take: see stage.c for why no rank then waits forever.
  * Memory registration: the slots are registered once with every transport that wants it
- * (comm.c); a receive into a slot passes the link's transport's registration (mr), and
+ * (comm.c), and so are the stage slots (progress.c); a receive into a slot and a send or
+ * receive through a stage slot pass the link's transport's registration of it (mr), and
  * every other send and receive passes NULL, leaving user memory to the transport.
  *
  * Owns: its bookkeeping arrays; borrows the schedule, buffers, slots and links.
@@ -84,6 +92,12 @@ struct hoop__exec {
     int32_t *active;
     size_t nactive, ndone;
     int *free_slots, nfree;
+    int32_t *stg_send, *stg_recv; /* stage-slot steps (pipe()) in schedule order, per class */
+    size_t nstg_send, nstg_recv;
+    size_t send_cur, send_done; /* next staged SEND to get a slot; first not yet copied */
+    size_t recv_cur;            /* next staged RECV to get a slot */
+    int *stage_free, nstage_free;
+    int stage_held[2];   /* stage slots held by receives [0] and sends [1] */
     struct fused *fu;    /* per step */
     int32_t gate;        /* the vote's first merge (-1: no vote): user memory waits for it */
     int32_t failed_step; /* the VOTE step that failed (-1 = none) */
@@ -103,7 +117,15 @@ static int deps_ok(const hoop__exec *x, const hoop__step *st)
 static int staged(const hoop__step *st)
 {
     return st->kind == HOOP__STEP_RECV_REDUCE ||
-           (st->kind == HOOP__STEP_RECV && !st->stage && (st->dep[0] >= 0 || st->dep[1] >= 0));
+           (st->kind == HOOP__STEP_RECV && (st->dep[0] >= 0 || st->dep[1] >= 0));
+}
+
+/* Staged steps that move through a stage slot: every staged SEND, and a staged RECV
+ * without dependencies (one with dependencies takes a receive slot: staged()). A stage
+ * slot's holder then waits for its peer only, never for another step of its rank. */
+static int pipe(const hoop__step *st)
+{
+    return st->stage && (st->kind == HOOP__STEP_SEND || !staged(st));
 }
 
 static int is_local(const hoop__step *st)
@@ -130,6 +152,8 @@ static void build_lanes(hoop__exec *x, size_t *cnt)
             continue;
         }
         if (staged(st)) x->stg[x->nstg++] = (int32_t)i;
+        if (pipe(st) && st->kind == HOOP__STEP_SEND) x->stg_send[x->nstg_send++] = (int32_t)i;
+        if (pipe(st) && st->kind != HOOP__STEP_SEND) x->stg_recv[x->nstg_recv++] = (int32_t)i;
         cnt[(st->kind == HOOP__STEP_SEND ? 0 : n) + st->peer]++;
     }
     size_t pos = 0;
@@ -158,6 +182,14 @@ static void *slot_mr(const hoop__exec *x, const struct hoop_tp_comm *c)
     return NULL;
 }
 
+/* The stage slots' registration with link c's transport (NULL where it needs none). */
+static void *stage_mr(const hoop__exec *x, const struct hoop_tp_comm *c)
+{
+    for (int k = 0; k < x->env.ntps; k++)
+        if (x->env.tps[k].tp == c->tp) return x->env.tps[k].stage_mr;
+    return NULL;
+}
+
 /* Hands out the next `bytes` of a block being carved (8-byte aligned pieces). */
 static void *carve(char **at, size_t bytes)
 {
@@ -169,9 +201,10 @@ static void *carve(char **at, size_t bytes)
 hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop__exec_env *env)
 {
     size_t n = s->n + 1, w = 2 * (size_t)env->world_size + 1, ns = (size_t)env->nslots + 1;
+    size_t np = (size_t)(env->nstage > 0 ? env->nstage : 0) + 1;
     size_t total = sizeof(hoop__exec) + 8 +
-                   n * (sizeof(void *) + 4 * sizeof(int32_t) + sizeof(struct fused) + 24) +
-                   w * (sizeof(struct lane) + sizeof(size_t) + 16) + ns * sizeof(int) + 64;
+                   n * (sizeof(void *) + 6 * sizeof(int32_t) + sizeof(struct fused) + 32) +
+                   w * (sizeof(struct lane) + sizeof(size_t) + 16) + (ns + np) * sizeof(int) + 96;
     char *block;
     /* One block per call, and the comm's cached one when it is large enough: the
      * executor runs once per collective, and latency counts. */
@@ -198,6 +231,9 @@ hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop_
     x->local = carve(&block, n * sizeof(int32_t));
     x->active = carve(&block, n * sizeof(int32_t));
     x->free_slots = carve(&block, ns * sizeof(int));
+    x->stg_send = carve(&block, n * sizeof(int32_t));
+    x->stg_recv = carve(&block, n * sizeof(int32_t));
+    x->stage_free = carve(&block, np * sizeof(int));
     x->slot = carve(&block, n * sizeof(int16_t));
     x->fu = carve(&block, n * sizeof(struct fused));
     for (size_t i = 0; i < n; i++) x->slot[i] = -1; /* no slot unless granted one */
@@ -207,8 +243,15 @@ hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop_
     for (size_t i = 0; i < s->n && x->gate < 0; i++)
         if (s->steps[i].kind == HOOP__STEP_VOTE) x->gate = (int32_t)i;
     for (int i = 0; i < env->nslots; i++) x->free_slots[x->nfree++] = i;
+    for (int i = env->nstage - 1; i >= 0; i--) x->stage_free[x->nstage_free++] = i;
     build_lanes(x, cnt);
     *out = x;
+    if ((x->nstg_send || x->nstg_recv) && env->nstage < 2) {
+        hoop__exec_free(x);
+        *out = NULL;
+        return HOOP_INTERNAL_ERROR("a staged schedule with %d stage slots (2 at least)",
+                                   env->nstage);
+    }
     return HOOP_OK;
 }
 
@@ -253,6 +296,43 @@ static void finish(hoop__exec *x, int32_t i)
 {
     x->state[i] = ST_DONE;
     x->ndone++;
+}
+
+/* 1 when a stage slot may go to a send (is_send) or a receive: one is free, and the
+ * class holds fewer than nstage - 1 (the last free one stays the other class's). */
+static int stage_grant_ok(const hoop__exec *x, int is_send)
+{
+    return x->nstage_free > 0 && x->stage_held[is_send] < x->env.nstage - 1;
+}
+
+/* Gives step i a stage slot (stage_grant_ok said yes). */
+static void stage_take(hoop__exec *x, int32_t i, int is_send)
+{
+    x->slot[i] = (int16_t)x->stage_free[--x->nstage_free];
+    x->stage_held[is_send]++;
+    int held = x->stage_held[0] + x->stage_held[1];
+    if (x->env.stage_peak && held > *x->env.stage_peak) *x->env.stage_peak = held;
+}
+
+/* Step i's slot (a stage slot or a receive slot, or none) goes back to its pool. */
+static void release_slot(hoop__exec *x, int32_t i)
+{
+    const hoop__step *st = &x->s->steps[i];
+    if (x->slot[i] < 0) return;
+    if (pipe(st)) {
+        x->stage_free[x->nstage_free++] = x->slot[i];
+        x->stage_held[st->kind == HOOP__STEP_SEND]--;
+    } else {
+        x->free_slots[x->nfree++] = x->slot[i];
+    }
+    x->slot[i] = -1;
+}
+
+/* The host memory step i's slot is: its stage slot, or its receive slot. */
+static char *slot_at(const hoop__exec *x, int32_t i)
+{
+    size_t off = (size_t)x->slot[i] * x->env.slot_bytes;
+    return pipe(&x->s->steps[i]) ? at(x, HOOP__BUF_STAGE, off) : x->env.slots + off;
 }
 
 /* Starts step i's memory job: *finished = 1 when it finished at once, else the step
@@ -344,29 +424,38 @@ static hoop_status run_locals(hoop__exec *x, int *progressed)
     return HOOP_OK;
 }
 
-/* A staged SEND (stage.c) at the head of its lane: copies its bytes into its region
- * first. *ready = 1 once the region holds them (the send may be posted from it). */
-static hoop_status stage_send(hoop__exec *x, int32_t i, int *ready, int *progressed)
+/* Staged SENDs (stage.c) take stage slots in schedule order once their dependencies are
+ * done, and their bytes are copied into the slot at once: the copy of chunk k+1 runs
+ * while chunk k is on the wire. The copies in flight are polled here, in order; a SEND
+ * whose copy finished waits in ST_RECEIVED for its lane to post it. */
+static hoop_status stage_sends(hoop__exec *x, int *progressed)
 {
-    const hoop__step *st = &x->s->steps[i];
-    int finished = 1;
-    *ready = 0;
-    if (x->state[i] == ST_RECEIVED) { /* copied already; the send would block last time */
-        *ready = 1;
-        return HOOP_OK;
+    for (size_t k = x->send_done; k < x->send_cur; k++) {
+        int32_t i = x->stg_send[k];
+        int finished;
+        if (x->state[i] != ST_MEMOP) continue;
+        HOOP_CHECK(test_job(x, i, &finished));
+        if (!finished) break;      /* a table's jobs finish in the order they were started */
+        x->state[i] = ST_RECEIVED; /* for a SEND: its slot holds the bytes */
+        *progressed = 1;
     }
-    if (x->state[i] == ST_WAIT) {
+    while (x->send_done < x->send_cur && x->state[x->stg_send[x->send_done]] != ST_MEMOP)
+        x->send_done++;
+    while (x->send_cur < x->nstg_send) {
+        int32_t i = x->stg_send[x->send_cur];
+        const hoop__step *st = &x->s->steps[i];
+        int finished = 1;
+        if (!deps_ok(x, st) || !stage_grant_ok(x, 1)) return HOOP_OK;
+        stage_take(x, i, 1);
         hoop__memjob j = {.kind = HOOP__MJ_COPY,
-                          .dst = at(x, HOOP__BUF_STAGE, st->src_off),
+                          .dst = slot_at(x, i),
                           .a = at(x, st->buf, st->off),
                           .bytes = st->bytes};
-        HOOP_CHECK(start_job(x, i, &j, &finished));
+        x->send_cur++;
         *progressed = 1;
-    } else {
-        HOOP_CHECK(test_job(x, i, &finished));
+        HOOP_CHECK(start_job(x, i, &j, &finished));
+        if (finished) x->state[i] = ST_RECEIVED;
     }
-    if (finished) x->state[i] = ST_RECEIVED; /* for a SEND: its region holds the bytes */
-    *ready = finished;
     return HOOP_OK;
 }
 
@@ -383,25 +472,29 @@ static hoop_status post_lane_steps(hoop__exec *x, struct lane *l, int is_send, i
         struct hoop_tp_comm *c = is_send ? x->env.send[st->peer] : x->env.recv[st->peer];
         void *req = NULL;
         if (!c) return HOOP_INTERNAL_ERROR("no link to rank %d for this schedule", st->peer);
-        if (is_send && st->stage) { /* the lane waits at its head until the copy is done */
-            int ready;
-            if (!deps_ok(x, st)) return HOOP_OK;
-            HOOP_CHECK(stage_send(x, i, &ready, progressed));
-            if (!ready) return HOOP_OK;
-        }
+        /* a staged SEND waits at its lane's head until its copy into a slot is done */
+        if (is_send && st->stage && x->state[i] != ST_RECEIVED) return HOOP_OK;
         x->env.failed_peer = st->peer; /* blamed for a transport error below */
         if (is_send) {
             if (!deps_ok(x, st)) return HOOP_OK;
-            void *from = st->stage ? at(x, HOOP__BUF_STAGE, st->src_off) : at(x, st->buf, st->off);
-            HOOP_CHECK(c->tp->isend(c, from, st->bytes, NULL, &req));
-        } else if (st->stage) { /* into its own region: no dependency, no gate to wait for */
-            HOOP_CHECK(c->tp->irecv(c, at(x, HOOP__BUF_STAGE, st->src_off), st->bytes, NULL, &req));
+            if (st->stage)
+                HOOP_CHECK(c->tp->isend(c, slot_at(x, i), st->bytes, stage_mr(x, c), &req));
+            else
+                HOOP_CHECK(c->tp->isend(c, at(x, st->buf, st->off), st->bytes, NULL, &req));
+        } else if (pipe(st)) { /* into a stage slot: no dependency, no gate to wait for */
+            if (x->stg_recv[x->recv_cur] != i || !stage_grant_ok(x, 0)) return HOOP_OK;
+            stage_take(x, i, 0);
+            HOOP_CHECK(c->tp->irecv(c, slot_at(x, i), st->bytes, stage_mr(x, c), &req));
+            if (req)
+                x->recv_cur++;
+            else
+                release_slot(x, i);
         } else if (!staged(st)) {
             if (!allow_recv) return HOOP_OK;
             HOOP_CHECK(c->tp->irecv(c, at(x, st->buf, st->off), st->bytes, NULL, &req));
         } else if (x->stg[x->stg_cur] != i) {
             return HOOP_OK;
-        } else if (st->kind == HOOP__STEP_RECV && allow_recv && deps_ok(x, st)) {
+        } else if (st->kind == HOOP__STEP_RECV && !st->stage && allow_recv && deps_ok(x, st)) {
             HOOP_CHECK(c->tp->irecv(c, at(x, st->buf, st->off), st->bytes, NULL, &req));
             if (req) x->stg_cur++;
         } else if (st->kind == HOOP__STEP_RECV_REDUCE && c->tp->irecv_fn && x->mem->vt->sync &&
@@ -462,7 +555,7 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
     if (x->state[i] == ST_MEMOP) { /* the copy or reduction out of the slot or region */
         HOOP_CHECK(test_job(x, i, &finished));
         if (!finished) return HOOP_OK;
-        if (x->slot[i] >= 0) x->free_slots[x->nfree++] = x->slot[i];
+        release_slot(x, i);
         finish(x, i);
         *left = 1;
         *progressed = 1;
@@ -481,7 +574,8 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
         *progressed = 1;
         if (st->kind == HOOP__STEP_SEND && st->buf != HOOP__BUF_VOTE)
             x->env.bytes_sent += st->bytes; /* payload only: the vote is overhead */
-        if (st->kind == HOOP__STEP_SEND || (x->slot[i] < 0 && !st->stage)) {
+        if (st->kind == HOOP__STEP_SEND || x->slot[i] < 0) {
+            release_slot(x, i); /* a staged SEND's slot: the transport is done with it */
             finish(x, i);
             *left = 1;
             return HOOP_OK;
@@ -489,8 +583,7 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
         x->state[i] = ST_RECEIVED;
     }
     if (x->state[i] == ST_RECEIVED && deps_ok(x, st)) {
-        char *slot = st->stage ? at(x, HOOP__BUF_STAGE, st->src_off)
-                               : x->env.slots + (size_t)x->slot[i] * x->env.slot_bytes;
+        char *slot = slot_at(x, i);
         hoop__memjob j = {
             .kind = HOOP__MJ_COPY, .dst = at(x, st->buf, st->off), .a = slot, .bytes = st->bytes};
         if (st->kind == HOOP__STEP_RECV_REDUCE)
@@ -506,7 +599,7 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
         HOOP_CHECK(start_job(x, i, &j, &finished));
         *progressed = 1;
         if (!finished) return HOOP_OK; /* polled in ST_MEMOP; the slot stays taken */
-        if (x->slot[i] >= 0) x->free_slots[x->nfree++] = x->slot[i];
+        release_slot(x, i);
         finish(x, i);
         *left = 1;
         *progressed = 1;
@@ -542,12 +635,14 @@ static hoop_status exec_round(hoop__exec *x, int *progressed)
     int posted = 0;
     HOOP_CHECK(test_actives(x, progressed));
     HOOP_CHECK(run_locals(x, progressed));
+    HOOP_CHECK(stage_sends(x, progressed));
     for (int k = 0; k < x->nlanes; k++)
         HOOP_CHECK(post_lane(x, &x->lanes[k], k < x->nsend_lanes, &posted));
     if (!posted) return HOOP_OK;
     *progressed = 1;
     HOOP_CHECK(test_actives(x, progressed));
-    return run_locals(x, progressed);
+    HOOP_CHECK(run_locals(x, progressed));
+    return stage_sends(x, progressed);
 }
 
 hoop_status hoop__exec_progress(hoop__exec *x, int *progressed, int *done)

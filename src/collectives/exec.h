@@ -23,6 +23,9 @@ typedef struct hoop__exec_env {
     int ntps;
     struct hoop__memops *mem; /* copies and reductions (memops.h); NULL = the host's, sync */
     int nslots, depth;        /* slots, and steps in flight per peer and direction */
+    int nstage;               /* stage slots (slot_bytes each) at bufs[HOOP__BUF_STAGE] for
+                               * staged SENDs and RECVs (stage.c); >= 2 when any is staged */
+    int *stage_peak;          /* (optional) raised to the most stage slots held at once */
     hoop_dtype dtype;
     hoop_op op;
     size_t elem;

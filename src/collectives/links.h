@@ -14,8 +14,9 @@
 /* One transport this rank opened. */
 typedef struct hoop__tp_open {
     const struct hoop_transport *tp;
-    void *ctx;     /* init's context */
-    void *slot_mr; /* the comm's staging slots, registered with it (reg_mr); NULL = none */
+    void *ctx;      /* init's context */
+    void *slot_mr;  /* the comm's staging slots, registered with it (reg_mr); NULL = none */
+    void *stage_mr; /* the comm's stage slots (stage.c), registered once; NULL = none */
 } hoop__tp_open;
 
 /* What a rank publishes through the rendezvous: the transports it opened, each by name

@@ -77,3 +77,10 @@ tests_check_coll_device_SOURCES = tests/check_coll_device.c tests/coll_harness.h
 tests_check_coll_device_CFLAGS = $(TEST_CFLAGS)
 tests_check_coll_device_LDADD = $(TEST_LDADD)
 TESTS += tests/check_coll_device
+
+# Staged sends and receives through the fixed pool of stage slots (HOOP_MEMOPS=staged).
+check_PROGRAMS += tests/check_stage
+tests_check_stage_SOURCES = tests/check_stage.c tests/coll_harness.h
+tests_check_stage_CFLAGS = $(TEST_CFLAGS)
+tests_check_stage_LDADD = $(TEST_LDADD)
+TESTS += tests/check_stage

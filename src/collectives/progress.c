@@ -416,26 +416,6 @@ static void dev_wake(void *comm)
     hoop__comm_wake(comm);
 }
 
-/* Makes *buf (*cap bytes) page-locked host memory of at least bytes. */
-static hoop_status grow_pinned(const struct hoop__cuda_coll *cc, void **buf, size_t *cap,
-                               size_t bytes)
-{
-    if (bytes <= *cap) return HOOP_OK;
-    if (*buf) cc->host_unregister(*buf);
-    free(*buf);
-    *buf = NULL;
-    *cap = 0;
-    HOOP_CHECK(hoop__calloc((char **)buf, bytes));
-    hoop_status st = cc->host_register(*buf, bytes);
-    if (st != HOOP_OK) {
-        free(*buf);
-        *buf = NULL;
-        return st;
-    }
-    *cap = bytes;
-    return HOOP_OK;
-}
-
 /* Makes *buf (*cap bytes) device memory of at least bytes. */
 static hoop_status grow_dev(const struct hoop__cuda_coll *cc, void **buf, size_t *cap, size_t bytes)
 {
@@ -448,10 +428,74 @@ static hoop_status grow_dev(const struct hoop__cuda_coll *cc, void **buf, size_t
     return HOOP_OK;
 }
 
+/* Registers the stage slots with every transport that takes registrations, once (the
+ * verbs transport writes into them; tcp and shm need none). */
+static hoop_status stage_register(hoop_comm *comm)
+{
+    int kind = comm->stage_pinned ? HOOP_TP_MEM_PINNED : HOOP_TP_MEM_HOST;
+    for (int k = 0; k < comm->ntps; k++) {
+        hoop__tp_open *o = &comm->tps[k];
+        if (!o->tp->reg_mr || o->stage_mr) continue;
+        hoop_status st = o->tp->reg_mr(o->ctx, comm->stage, comm->stage_bytes, kind, &o->stage_mr);
+        if (st != HOOP_OK) {
+            char why[400]; /* the message is rewritten below: copy it out first */
+            snprintf(why, sizeof(why), "%s", hoop_last_error());
+            o->stage_mr = NULL;
+            return HOOP_ERROR(st, "rank %d: registering %zu bytes of stage slots with %s: %s",
+                              comm->rank, comm->stage_bytes, o->tp->name, why);
+        }
+    }
+    return HOOP_OK;
+}
+
+/* Stages the call's buffers and scratch (stage.c) through the comm's stage slots: made
+ * at the first staged call (stage_nslots x slot_bytes, whatever the call's size),
+ * page-locked by cc's backend once a call on GPU buffers comes (cc != NULL), registered
+ * once with the transports. Sets *stage for the env. */
+static hoop_status stage_prepare(hoop_comm *comm, const struct hoop__cuda_coll *cc, void **stage)
+{
+    HOOP_CHECK(hoop__sched_stage(
+        &comm->sched, 1u << HOOP__BUF_SEND | 1u << HOOP__BUF_RECV | 1u << HOOP__BUF_SCRATCH,
+        comm->slot_bytes));
+    if (!comm->stage) {
+        size_t bytes = (size_t)comm->stage_nslots * comm->slot_bytes;
+        HOOP_CHECK(hoop__calloc((char **)&comm->stage, bytes));
+        comm->stage_bytes = bytes;
+    }
+    if (cc && !comm->stage_pinned) {
+        /* Pinned before the transports see it where a GPU call comes first; a host call's
+         * (HOOP_MEMOPS=staged) registration stays valid: the pages do not move. */
+        HOOP_CHECK(cc->host_register(comm->stage, comm->stage_bytes));
+        comm->stage_pinned = 1;
+    }
+    HOOP_CHECK(stage_register(comm));
+    *stage = comm->stage;
+    return HOOP_OK;
+}
+
+/* Frees the stage slots: their registrations, their page lock, the memory. */
+static void stage_free(hoop_comm *comm)
+{
+    const struct hoop__cuda_coll *cc = NULL;
+    for (int k = 0; k < comm->ntps; k++) {
+        hoop__tp_open *o = &comm->tps[k];
+        if (o->stage_mr && o->tp->dereg_mr(o->ctx, o->stage_mr) != HOOP_OK)
+            HOOP_WARN("rank %d: deregistering the stage slots from %s: %s", comm->rank, o->tp->name,
+                      hoop_last_error());
+        o->stage_mr = NULL;
+    }
+    if (comm->stage_pinned && hoop__cuda_backend(NULL, &cc) == HOOP_OK && cc)
+        cc->host_unregister(comm->stage);
+    free(comm->stage);
+    comm->stage = NULL;
+    comm->stage_bytes = 0;
+    comm->stage_pinned = 0;
+}
+
 /* A call on GPU buffers (a->dev): every copy and reduction through the backend's memory
  * table (a stream of this comm's), the slots page-locked (a reduction kernel reads the
  * received chunk there), scratch in device memory, the sends and receives of the call's
- * buffers and scratch staged through a page-locked buffer (stage.c), and a 16-bit
+ * buffers and scratch staged through the page-locked stage slots (stage.c), and a 16-bit
  * average's pre-division done on the device. Sets *scratch and *stage for the env. */
 static hoop_status dev_prepare(hoop_comm *comm, const hoop__coll_args *a, const void **in,
                                hoop_op *op, void **scratch, void **stage)
@@ -477,19 +521,14 @@ static hoop_status dev_prepare(hoop_comm *comm, const hoop__coll_args *a, const 
         *in = comm->dpre;
         *op = HOOP__OP_SUM_SAT;
     }
-    size_t stage_bytes;
-    hoop__sched_stage(&comm->sched,
-                      1u << HOOP__BUF_SEND | 1u << HOOP__BUF_RECV | 1u << HOOP__BUF_SCRATCH,
-                      &stage_bytes);
-    HOOP_CHECK(grow_pinned(cc, &comm->dstage, &comm->dstage_cap, stage_bytes));
-    *stage = comm->dstage;
-    return HOOP_OK;
+    return stage_prepare(comm, cc, stage);
 }
 
 void hoop__comm_free_dev(hoop_comm *comm)
 {
     const struct hoop__cuda_coll *cc = NULL;
-    if (!comm->dev_mem && !comm->dstage && !comm->dscratch && !comm->dpre) return;
+    stage_free(comm);
+    if (!comm->dev_mem && !comm->dscratch && !comm->dpre) return;
     if (hoop__cuda_backend(NULL, &cc) != HOOP_OK || !cc) return;
     hoop__memops_close(comm->dev_mem);
     comm->dev_mem = NULL;
@@ -497,10 +536,8 @@ void hoop__comm_free_dev(hoop_comm *comm)
     comm->slots_pinned = 0;
     cc->dev_free(comm->dscratch);
     cc->dev_free(comm->dpre);
-    if (comm->dstage) cc->host_unregister(comm->dstage);
-    free(comm->dstage);
-    comm->dscratch = comm->dpre = comm->dstage = NULL;
-    comm->dscratch_cap = comm->dpre_cap = comm->dstage_cap = 0;
+    comm->dscratch = comm->dpre = NULL;
+    comm->dscratch_cap = comm->dpre_cap = 0;
 }
 
 static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
@@ -518,7 +555,7 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
     }
     HOOP_CHECK(hoop__sched_copy(&comm->sched, &comm->vote_tpl));
     HOOP_CHECK(hoop__coll_schedule(a, &comm->sched));
-    void *scratch = comm->scratch, *stage = comm->stage;
+    void *scratch = comm->scratch, *stage = NULL;
     struct hoop__memops *mem = comm->mem;
     if (a->dev) {
         HOOP_CHECK(dev_prepare(comm, a, &in, &op, &scratch, &stage));
@@ -528,15 +565,8 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
         scratch = comm->scratch;
         HOOP_CHECK(prescale(comm, a, &in, &op));
     }
-    if (comm->stage_all &&
-        !a->dev) { /* HOOP_MEMOPS=staged: the call's buffers as a GPU's would be */
-        size_t stage_bytes;
-        hoop__sched_stage(&comm->sched,
-                          1u << HOOP__BUF_SEND | 1u << HOOP__BUF_RECV | 1u << HOOP__BUF_SCRATCH,
-                          &stage_bytes);
-        HOOP_CHECK(grow(comm, &comm->stage, &comm->stage_cap, stage_bytes));
-        stage = comm->stage;
-    }
+    /* HOOP_MEMOPS=staged: the call's buffers as a GPU's would be */
+    if (comm->stage_all && !a->dev) HOOP_CHECK(stage_prepare(comm, NULL, &stage));
     sched_trace(comm, &comm->sched); /* after staging: it shows which steps are staged */
     hoop__exec_env env = {
         .world_size = comm->world_size,
@@ -550,6 +580,8 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
         .ntps = comm->ntps,
         .mem = mem,
         .nslots = comm->nslots,
+        .nstage = stage ? comm->stage_nslots : 0,
+        .stage_peak = &comm->stage_peak,
         .depth = comm->depth,
         .dtype = a->dtype,
         .op = op,

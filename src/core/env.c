@@ -112,6 +112,9 @@ const hoop_env_param hoop__env_params[] = {
      "the collectives' copies and reductions on host memory: sync = by the progress thread "
      "at once; async = queued to a helper thread and polled, as a GPU's are; staged = async, "
      "and every send and receive goes through host staging, as a GPU buffer's does (testing)"},
+    {"HOOP_STAGE_SLOTS", HOOP_ENV_INT, "8", 2, 256, NULL,
+     "collectives on GPU buffers (and HOOP_MEMOPS=staged): pinned host slots of one chunk "
+     "each that staged sends and receives go through; staging memory = slots x chunk"},
     {"HOOP_IB_HCA", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "RDMA devices for the ib transport, NCCL's syntax: mlx5_0:1,mlx5_1 (device[:port]; a "
      "name is a prefix unless the list starts with =; a leading ^ excludes the listed ones); "
