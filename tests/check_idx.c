@@ -9,11 +9,15 @@
  * Fisher-Yates + Lemire's bounded draw. Without the dataset package the synthetic
  * tests still run, then the program exits 77 (SKIP) if they passed.
  */
+#include "config.h"
+
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -227,6 +231,49 @@ START_TEST(test_corrupt_gzip)
 }
 END_TEST
 
+/* A short file whose header announces 3 GB (1000 x 1000 x 3000 images) fails as
+ * truncated, also where the address space is limited to what the process has plus
+ * 512 MiB (a cluster's ulimit -v): the reader must not reserve what the header claims
+ * before the data is there (once it did, and failed as out of memory; found by
+ * tests/fuzz/fuzz_idx). Not under ASan, whose shadow memory needs the address space. */
+START_TEST(test_huge_header)
+{
+    uint8_t head[16 + 10] = {0};
+    char img[512];
+    put_be32(head, 0x803);
+    put_be32(head + 4, 3000), put_be32(head + 8, 1000), put_be32(head + 12, 1000);
+    for (int gz = 0; gz < 2; gz++) {
+        write_file(img, sizeof img, "huge", head, sizeof head, gz);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+#ifndef HOOP_SANITIZERS
+            struct rlimit rl;
+            long vm = 0;
+            char line[256];
+            FILE *f = fopen("/proc/self/status", "r");
+            while (f && fgets(line, sizeof line, f))
+                if (strncmp(line, "VmSize:", 7) == 0) vm = strtol(line + 7, NULL, 10);
+            if (f) fclose(f);
+            rl.rlim_cur = rl.rlim_max = (rlim_t)vm * 1024 + (512u << 20);
+            if (vm <= 0 || setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+#endif
+            hoop__idx idx;
+            hoop_status st = hoop__idx_read(img, 3, &idx);
+            if (st != HOOP_ERR_INVALID || !strstr(hoop_last_error(), "truncated")) {
+                fprintf(stderr, "%s: %s\n", hoop_status_name(st), hoop_last_error());
+                _exit(1);
+            }
+            _exit(0);
+        }
+        int status;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                      "gz %d: a 26-byte file announcing 3 GB did not fail as truncated", gz);
+    }
+}
+END_TEST
+
 START_TEST(test_missing)
 {
     char img[512];
@@ -394,6 +441,7 @@ int main(void)
     tcase_add_loop_test(te, test_rejects, 0, (int)(2 * sizeof bad / sizeof bad[0]));
     tcase_add_test(te, test_corrupt_gzip);
     tcase_add_test(te, test_missing);
+    tcase_add_test(te, test_huge_header);
     suite_add_tcase(s, te);
     int failed = run(s);
 

@@ -21,6 +21,9 @@
 
 #define IDX_DTYPE_U8 0x08
 
+/* The data buffer's first size; it doubles as the data keeps coming. */
+#define IDX_FIRST_BYTES ((size_t)1 << 20)
+
 /* Largest gzread call: its length is an unsigned int and its result an int. */
 #define IDX_READ_STEP ((size_t)1 << 30)
 
@@ -100,13 +103,22 @@ static hoop_status idx_read_header(gzFile gz, const char *path, int ndim, hoop__
     return HOOP_OK;
 }
 
-/* Reads exactly out->bytes data bytes, then insists on end of file. */
+/* Reads exactly out->bytes data bytes, then insists on end of file. The buffer grows
+ * as data arrives (from IDX_FIRST_BYTES, doubling), so a short or corrupt file whose
+ * header announces gigabytes fails as truncated having reserved about what it holds,
+ * not out of memory after asking for what it claims (found by tests/fuzz/fuzz_idx). */
 static hoop_status idx_read_data(gzFile gz, const char *path, hoop__idx *out)
 {
-    size_t got;
+    size_t got = 0, cap = 0, more;
     uint8_t extra[64];
-    HOOP_CHECK(hoop__calloc(&out->data, out->bytes));
-    HOOP_CHECK(idx_read_full(gz, path, out->data, out->bytes, &got));
+    do {
+        size_t want = cap == 0 ? IDX_FIRST_BYTES : cap * 2;
+        want = want < out->bytes ? want : out->bytes;
+        HOOP_CHECK(hoop__realloc(&out->data, want));
+        HOOP_CHECK(idx_read_full(gz, path, out->data + cap, want - cap, &more));
+        got = cap + more;
+        cap = want;
+    } while (got == cap && cap < out->bytes);
     if (got < out->bytes)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "%s: truncated: holds %zu of the %zu data bytes "
