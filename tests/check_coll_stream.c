@@ -10,8 +10,9 @@
  * ever), and their streams must not pass a call before it completed. Results are
  * checked against values computed here (memset bytes make known i32 values). Errors: a
  * peer that never calls releases the stream within HOOP_TIMEOUT and reports the
- * timeout naming the peer, through hoop_stream_status and the next stream call; bad
- * arguments name the _stream function.
+ * timeout naming the peer, through hoop_stream_status and the next stream call; a
+ * stream whose earlier work never finishes fails the call after HOOP_TIMEOUT, and runs
+ * to its end once that work does; bad arguments name the _stream function.
  *
  * In make check the backend is the host execution layer's module with lazy streams
  * (hx.h: queued work runs only when something waits for it), so a collective that did
@@ -250,14 +251,55 @@ static void peer_absent(h_rank *h)
             !strstr(hoop_last_error(), "rank 1"))
             h_fail(h, "the next call: %s (%s)", hoop_status_str(st), hoop_last_error());
     }
-    pthread_barrier_wait(h->bar); /* rank 1 keeps its comm until rank 0 has seen it all */
 out:
+    pthread_barrier_wait(h->bar); /* rank 1 keeps its comm until rank 0 has seen it all */
     free_bufs(&b);
 }
 
 START_TEST(test_peer_absent)
 {
     run_ranks_ms(2, 800, peer_absent, NULL);
+}
+END_TEST
+
+/* Rank 0's stream is held before its call by a wait nobody meets (work that never
+ * finishes): its call fails after HOOP_TIMEOUT without starting, the failure is reported
+ * naming rank 0, and once the blocker passes the stream runs to its end (the call's own
+ * wait was released by the failure). */
+static void start_never(h_rank *h)
+{
+    bufs b;
+    uint32_t *blocker = NULL;
+    size_t bytes = COUNT * 4;
+    if (!make_bufs(h, &b, bytes)) goto out;
+    if (cc->flag_alloc(&blocker) != HOOP_OK || rt->wait_value(b.stream, blocker, 1) != HOOP_OK) {
+        h_fail(h, "the blocking wait: %s", hoop_last_error());
+        goto out;
+    }
+    if (hoop_allreduce_stream(h->comm, b.send[0], b.recv[0], COUNT, HOOP_DTYPE_I32, HOOP_OP_SUM,
+                              (hoop_stream *)b.stream) != HOOP_OK)
+        h_fail(h, "the call: %s", hoop_last_error());
+    rt->memcpy_async(b.snap[0], b.recv[0], bytes, b.stream);
+    /* wait for the failure on the host, then let the stream go */
+    int64_t deadline = hoop__deadline_ns(5000);
+    while (hoop_stream_status(h->comm) == HOOP_OK && hoop__now_ns() < deadline) {
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    hoop_status st = hoop_stream_status(h->comm);
+    if (st != HOOP_ERR_TIMEOUT || !strstr(hoop_last_error(), "rank "))
+        h_fail(h, "hoop_stream_status: %s (%s)", hoop_status_str(st), hoop_last_error());
+    cc->flag_write(blocker, 1);
+    if (rt->stream_sync(b.stream) != 0) h_fail(h, "cudaStreamSynchronize failed");
+out:
+    pthread_barrier_wait(h->bar); /* each comm stays until both ranks are done */
+    free_bufs(&b);
+    cc->flag_free(blocker);
+}
+
+START_TEST(test_start_never)
+{
+    run_ranks_ms(2, 800, start_never, NULL);
 }
 END_TEST
 
@@ -307,6 +349,7 @@ int main(void)
     tcase_add_loop_test(tc, test_ordered, 1, 5);
     if (hx) tcase_add_loop_test(tc, test_ordered_eager, 2, 4);
     tcase_add_test(tc, test_peer_absent);
+    tcase_add_test(tc, test_start_never);
     tcase_add_test(tc, test_bad_args);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

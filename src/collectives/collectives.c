@@ -5,8 +5,11 @@
  * Each call validates its arguments on the caller's thread (bad input fails at once
  * with HOOP_ERR_INVALID naming the argument), fills a request with the call and its
  * 32-byte header (what the vote compares, vote.c), queues it for the progress thread and either
- * returns the request or waits for it. Requests are reference-counted: one reference for the caller
- * (dropped when hoop_test / hoop_wait report completion), one for the progress thread.
+ * returns the request or waits for it; a call ordered on a CUDA stream (the _stream forms)
+ * first queues its start event and its end wait on that stream and returns at once, and
+ * its completion stores the value the wait waits for (stream_release). Requests are
+ * reference-counted: one reference for the caller (dropped when hoop_test / hoop_wait
+ * report completion, or at once for a stream call), one for the progress thread.
  *
  * Thread-safety: one issuing thread per comm; hoop_test / hoop_wait from any thread.
  */

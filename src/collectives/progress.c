@@ -12,7 +12,10 @@
  *      the vote's first merge has matched (receives into staging slots may be posted at
  *      once); a merge that finds two different calls fails the call on this rank, and
  *      every rank's last merge covers every rank, so none can complete such a call;
- *   3. it always keeps a receive posted on the control link from the previous rank, which
+ *   3. a call ordered on a CUDA stream (the _stream forms) first waits, in a pre-start
+ *      state (comm->gated), for the event its call put on that stream: stream_gate polls
+ *      it each pass; the call's completion releases the stream (collectives.c);
+ *   4. it always keeps a receive posted on the control link from the previous rank, which
  *      carries only failure (ABORT) and goodbye (BYE) records, so they are seen at once
  *      (a pass that spins on a running call reads it every CTL_EVERY_NS, 20 us).
  *

@@ -118,6 +118,9 @@ struct hoop__cuda_test_rt {
     int (*memcpy_async)(void *dst, const void *src, size_t bytes, void *s);
     void (*set_lazy)(int on);
     unsigned long (*queued)(void *s);
+    /* stream_enter's wait alone: work issued to s after it waits until *flag (from
+     * flag_alloc) reaches value; an int status (HOOP_OK, or stream_enter's errors). */
+    int (*wait_value)(void *s, uint32_t *flag, uint32_t value);
 };
 typedef const struct hoop__cuda_test_rt *(*hoop__backend_test_rt_fn)(void);
 #define HOOP__BACKEND_TEST_RT "hoop_backend_test_rt"

@@ -383,6 +383,12 @@ static int tr_memcpy_async(void *dst, const void *src, size_t bytes, void *s)
     return (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)s);
 }
 
+static int tr_wait_value(void *s, uint32_t *flag, uint32_t value)
+{
+    if (hoop__cuda_init() != HOOP_OK) return (int)HOOP_ERR_UNSUPPORTED;
+    return (int)issue_wait((cudaStream_t)s, flag, value);
+}
+
 #ifndef __CUDACC__
 static unsigned long tr_queued(void *s)
 {
@@ -404,4 +410,5 @@ extern "C" const struct hoop__cuda_test_rt hoop__cuda_test_rt_table = {
     hoop__hx_set_lazy,
     tr_queued,
 #endif
+    tr_wait_value,
 };
