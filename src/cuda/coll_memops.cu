@@ -218,18 +218,25 @@ static wait_value32_fn wait_value32;
 static cudaError_t wait_value32_err = cudaSuccess;
 static pthread_once_t wait_value32_once = PTHREAD_ONCE_INIT;
 
+/* The version-12 symbol (cuStreamWaitValue32_v2: stream memory operations on by default)
+ * where the runtime can ask for it; CUDA 11's runtime gets the driver's default. */
 static void find_wait_value32(void)
 {
     void *fn = NULL;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    int found = 1;
 #if CUDART_VERSION >= 12050
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
     wait_value32_err =
         cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q);
-#else
+    found = q == cudaDriverEntryPointSuccess;
+#elif CUDART_VERSION >= 12000
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
     wait_value32_err = cudaGetDriverEntryPoint("cuStreamWaitValue32", &fn, cudaEnableDefault, &q);
+    found = q == cudaDriverEntryPointSuccess;
+#else
+    wait_value32_err = cudaGetDriverEntryPoint("cuStreamWaitValue32", &fn, cudaEnableDefault);
 #endif
-    if (wait_value32_err == cudaSuccess && q == cudaDriverEntryPointSuccess && fn)
-        wait_value32 = (wait_value32_fn)fn;
+    if (wait_value32_err == cudaSuccess && found && fn) wait_value32 = (wait_value32_fn)fn;
     cudaGetLastError();
 }
 
