@@ -173,6 +173,9 @@ HOOP_API hoop_status hoop_barrier(hoop_comm *comm, hoop_request **req);
  *     _stream call on the comm returns it at once and queues nothing (the comm has
  *     failed: see the common rules). A start that waits longer than HOOP_TIMEOUT for the
  *     work before it fails the call with HOOP_ERR_TIMEOUT.
+ *   - Ranks in one process (threads) need streams of their own: on a shared stream (the
+ *     legacy one included) one rank's wait would hold another's start, and both calls
+ *     would fail after HOOP_TIMEOUT.
  *   - Do not make the device wait for the whole device (cudaDeviceSynchronize,
  *     cudaFree, which synchronises it) from a thread whose progress a pending stream
  *     call needs, e.g. one rank's thread while another rank of the same process is
