@@ -1392,6 +1392,36 @@ static void c_collectives(void)
     ck_assert_int_eq(hoop_comm_destroy(c), HOOP_OK);
 }
 
+/* The stream forms check their arguments as the forms above do, before anything touches
+ * CUDA or the stream (the stream itself is CUDA's to check). */
+static void c_collectives_stream(void)
+{
+    hoop_comm *c = comm1();
+    float s[4] = {1, 2, 3, 4}, r[4];
+    const size_t huge = SIZE_MAX / 2;
+    const hoop_dtype F = HOOP_DTYPE_F32, bad_dt = (hoop_dtype)42;
+    const hoop_op SUM = HOOP_OP_SUM, bad_op = (hoop_op)-3;
+    INVALID("hoop_allreduce_stream", hoop_allreduce_stream(NULL, s, r, 4, F, SUM, NULL));
+    INVALID("sendbuf", hoop_allreduce_stream(c, NULL, r, 4, F, SUM, NULL));
+    INVALID("op", hoop_allreduce_stream(c, s, r, 4, F, bad_op, NULL));
+    INVALID("count", hoop_allreduce_stream(c, s, r, huge, F, SUM, NULL));
+    INVALID("hoop_broadcast_stream", hoop_broadcast_stream(NULL, s, r, 4, F, 0, NULL));
+    INVALID("root", hoop_broadcast_stream(c, s, r, 4, F, 1, NULL));
+    INVALID("hoop_reduce_stream", hoop_reduce_stream(NULL, s, r, 4, F, SUM, 0, NULL));
+    INVALID("root", hoop_reduce_stream(c, s, r, 4, F, SUM, -1, NULL));
+    INVALID("hoop_allgather_stream", hoop_allgather_stream(NULL, s, r, 4, F, NULL));
+    INVALID("dtype", hoop_allgather_stream(c, s, r, 4, bad_dt, NULL));
+    INVALID("hoop_reduce_scatter_stream", hoop_reduce_scatter_stream(NULL, s, r, 4, F, SUM, NULL));
+    INVALID("recvbuf", hoop_reduce_scatter_stream(c, s, NULL, 4, F, SUM, NULL));
+    INVALID("hoop_barrier_stream", hoop_barrier_stream(NULL, NULL));
+    INVALID("comm", hoop_stream_status(NULL));
+    OK(hoop_stream_status(c)); /* no stream call failed */
+    /* Nothing was enqueued by the calls above: the comm still works. */
+    OK(hoop_allreduce(c, s, r, 4, F, SUM, NULL));
+    ck_assert_float_eq(r[3], 4.0f);
+    ck_assert_int_eq(hoop_comm_destroy(c), HOOP_OK);
+}
+
 // ----- ddp.h --------------------------------------------------------------------------------
 // (DDP guards: the DDP branch changes ddp.c too; reconcile there)
 
@@ -1514,6 +1544,8 @@ static const struct api_case CASES[] = {
     {"hoop_dtype_size hoop_dtype_name hoop_op_name", c_dtype_names},
     {"hoop_allreduce hoop_broadcast hoop_reduce hoop_allgather hoop_reduce_scatter "
      "hoop_barrier", c_collectives},
+    {"hoop_allreduce_stream hoop_broadcast_stream hoop_reduce_stream hoop_allgather_stream "
+     "hoop_reduce_scatter_stream hoop_barrier_stream hoop_stream_status", c_collectives_stream},
     {"hoop_ddp_init hoop_ddp_destroy hoop_ddp_backward hoop_ddp_set_sync hoop_ddp_get_stats "
      "hoop_ddp_reset_stats hoop_ddp_trace_event hoop_ddp_now_us hoop_ddp_trace_enable "
      "hoop_ddp_trace_flush hoop_ddp_join", c_ddp},

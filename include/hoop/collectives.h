@@ -134,6 +134,88 @@ HOOP_API hoop_status hoop_reduce_scatter(hoop_comm *comm, const void *sendbuf, v
  * with the fold of Thakur, Rabenseifner & Gropp 2005 for other world sizes). */
 HOOP_API hoop_status hoop_barrier(hoop_comm *comm, hoop_request **req);
 
+/* ----------------------------------------------------------------- ordered on a CUDA stream
+ *
+ * The _stream forms below run the same collectives in the order of a CUDA stream, as
+ * NCCL's calls do: the collective starts once the work queued on the stream before the
+ * call has finished, and work queued on the stream after the call waits until the
+ * collective has finished, on the device; the calling thread is not blocked (it queues
+ * an event and a wait on the stream, and returns). Pass a cudaStream_t cast to
+ * hoop_stream * (this header does not include CUDA's); NULL is the legacy default
+ * stream. Everything else is as in the forms above: shapes, in-place rules, results,
+ * algorithms; buffers may be GPU memory or host memory (which the collective reads and
+ * writes from the host, in the same order).
+ *
+ *     cudaStream_t s;  ... a kernel on s writes grad ...
+ *     hoop_allreduce_stream(comm, grad, grad, n, HOOP_DTYPE_F32, HOOP_OP_AVG,
+ *                           (hoop_stream *)s);
+ *     ... a kernel on s reads grad: it runs after the all-reduce ...
+ *
+ * Rules:
+ *   - Buffers must stay valid and untouched by other streams until the stream has
+ *     passed the call (cudaStreamSynchronize, or an event recorded after it).
+ *   - The stream must belong to the rank's device (the worker's: HOOP_CUDA_DEVICE, else
+ *     LOCAL_RANK modulo the device count; the call makes it the thread's current device,
+ *     as every CUDA use of hoop does); recording on another device's stream fails with
+ * HOOP_ERR_CUDA. A stream being captured into a CUDA graph is refused (HOOP_ERR_UNSUPPORTED): the
+ *     collective's progress runs on the host, outside any graph.
+ *   - Ordering is per communicator too: the comm runs its calls, stream or not, in call
+ *     order, so a stream call waits for the calls issued before it, and a host call
+ *     issued after a stream call waits (hoop_wait, or blocking) for the stream to reach it.
+ *   - Errors found at the call (bad arguments as in the forms above; HOOP_ERR_UNSUPPORTED
+ *     when CUDA or its stream memory operations, cuStreamWaitValue32, are not available;
+ *     HOOP_ERR_CUDA naming the CUDA call) return at once and queue nothing. A collective
+ *     that fails later (a peer that died or never called: HOOP_ERR_REMOTE or
+ *     HOOP_ERR_TIMEOUT naming it, after HOOP_TIMEOUT at most; a mismatch; work queued on
+ *     the stream before the call that failed on the device: HOOP_ERR_CUDA) never leaves
+ *     the stream waiting: it is released as at completion (output buffers unspecified),
+ *     and the error is kept by the comm. hoop_stream_status reports it, and every later
+ *     _stream call on the comm returns it at once and queues nothing (the comm has
+ *     failed: see the common rules). A start that waits longer than HOOP_TIMEOUT for the
+ *     work before it fails the call with HOOP_ERR_TIMEOUT.
+ *   - Ranks in one process (threads) need streams of their own: on a shared stream (the
+ *     legacy one included) one rank's wait would hold another's start, and both calls
+ *     would fail after HOOP_TIMEOUT.
+ *   - Do not make the device wait for the whole device (cudaDeviceSynchronize,
+ *     cudaFree, which synchronises it) from a thread whose progress a pending stream
+ *     call needs, e.g. one rank's thread while another rank of the same process is
+ *     still to call: the stream's wait holds the device until the collective finishes
+ *     (NCCL has the same rule).
+ *   - Thread-safety: as the forms above (one issuing thread per comm); hoop_stream_status
+ *     from any thread.
+ */
+typedef struct hoop_stream hoop_stream;
+
+/* hoop_allreduce, ordered on stream (above). */
+HOOP_API hoop_status hoop_allreduce_stream(hoop_comm *comm, const void *sendbuf, void *recvbuf,
+                                           size_t count, hoop_dtype dtype, hoop_op op,
+                                           hoop_stream *stream);
+/* hoop_broadcast, ordered on stream (above). */
+HOOP_API hoop_status hoop_broadcast_stream(hoop_comm *comm, const void *sendbuf, void *recvbuf,
+                                           size_t count, hoop_dtype dtype, int root,
+                                           hoop_stream *stream);
+/* hoop_reduce, ordered on stream (above). */
+HOOP_API hoop_status hoop_reduce_stream(hoop_comm *comm, const void *sendbuf, void *recvbuf,
+                                        size_t count, hoop_dtype dtype, hoop_op op, int root,
+                                        hoop_stream *stream);
+/* hoop_allgather, ordered on stream (above). */
+HOOP_API hoop_status hoop_allgather_stream(hoop_comm *comm, const void *sendbuf, void *recvbuf,
+                                           size_t count, hoop_dtype dtype, hoop_stream *stream);
+/* hoop_reduce_scatter, ordered on stream (above). */
+HOOP_API hoop_status hoop_reduce_scatter_stream(hoop_comm *comm, const void *sendbuf, void *recvbuf,
+                                                size_t count, hoop_dtype dtype, hoop_op op,
+                                                hoop_stream *stream);
+/* hoop_barrier, ordered on stream (above): work queued after it runs once every rank has
+ * reached the barrier in its own stream's order. */
+HOOP_API hoop_status hoop_barrier_stream(hoop_comm *comm, hoop_stream *stream);
+
+/* HOOP_OK while every _stream call on comm has succeeded or is still running; else the
+ * first failure's status, with its message (naming the call and the culprit rank) in
+ * hoop_last_error. It does not wait: to know that the calls so far succeeded, wait for
+ * the stream first (cudaStreamSynchronize), then ask. The error stays (the comm has
+ * failed). HOOP_ERR_INVALID for a NULL comm. Thread-safe. */
+HOOP_API hoop_status hoop_stream_status(hoop_comm *comm);
+
 HOOP_EXTERN_C_END
 
 #endif /* HOOP_COLLECTIVES_H */

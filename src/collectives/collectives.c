@@ -5,8 +5,11 @@
  * Each call validates its arguments on the caller's thread (bad input fails at once
  * with HOOP_ERR_INVALID naming the argument), fills a request with the call and its
  * 32-byte header (what the vote compares, vote.c), queues it for the progress thread and either
- * returns the request or waits for it. Requests are reference-counted: one reference for the caller
- * (dropped when hoop_test / hoop_wait report completion), one for the progress thread.
+ * returns the request or waits for it; a call ordered on a CUDA stream (the _stream forms)
+ * first queues its start event and its end wait on that stream and returns at once, and
+ * its completion stores the value the wait waits for (stream_release). Requests are
+ * reference-counted: one reference for the caller (dropped when hoop_test / hoop_wait
+ * report completion, or at once for a stream call), one for the progress thread.
  *
  * Thread-safety: one issuing thread per comm; hoop_test / hoop_wait from any thread.
  */
@@ -62,10 +65,33 @@ void hoop__request_release(struct hoop_request *req)
     free(req);
 }
 
+/* A call ordered on a stream has ended: the stream's wait passes (after the results are
+ * in place: completion comes after the last copy finished), and a failure is kept for
+ * hoop_stream_status and the next stream call. */
+static void stream_release(struct hoop_request *req, hoop_status st, const char *msg)
+{
+    const struct hoop__cuda_coll *cc = NULL;
+    hoop_comm *comm = req->comm;
+    if (st != HOOP_OK) {
+        pthread_mutex_lock(&comm->mu);
+        if (comm->stream_st == HOOP_OK) {
+            comm->stream_st = st;
+            snprintf(comm->stream_msg, sizeof(comm->stream_msg), "%s",
+                     msg && *msg ? msg : hoop_status_str(st));
+        }
+        pthread_mutex_unlock(&comm->mu);
+    }
+    if (hoop__cuda_backend(NULL, &cc) != HOOP_OK || !cc) return; /* loaded at the call */
+    if (req->start) cc->start_free(req->start);
+    req->start = NULL;
+    cc->flag_write(req->sflag, req->sflag_value);
+}
+
 void hoop__request_complete(struct hoop_request *req, hoop_status st, const char *msg)
 {
     for (int k = 0; k < 2; k++) /* before waking anyone: a waiter may free next */
         if (req->args.held[k]) atomic_fetch_sub(&req->args.held[k]->inflight, 1);
+    if (req->sflag) stream_release(req, st, msg);
     pthread_mutex_lock(&req->mu);
     req->status = st;
     req->done_ns = hoop__now_ns();
@@ -227,9 +253,59 @@ static hoop_status classify(hoop_comm *comm, hoop__coll_args *a)
     return HOOP_OK;
 }
 
-static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **req)
+/* How a call is ordered: on a stream (the _stream forms), or on the host (v NULL). */
+struct via {
+    hoop_stream *stream;
+};
+
+/* The backend's table for a call ordered on a stream, and the error a failed one left. */
+static hoop_status stream_table(hoop_comm *comm, const char *fn, const struct hoop__cuda_coll **cc)
 {
+    hoop_status st = hoop__cuda_backend(NULL, cc);
+    if (st != HOOP_OK)
+        return HOOP_ERROR(st, "%s needs the CUDA backend: %s", fn, hoop_last_error());
+    if (!*cc || !HOOP__CUDA_COLL_HAS(*cc, flag_write))
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                          "%s: the CUDA backend module is older than this library (it has no "
+                          "stream entries); reinstall it with this hoop",
+                          fn);
+    pthread_mutex_lock(&comm->mu);
+    st = comm->stream_st;
+    char msg[sizeof(comm->stream_msg)];
+    snprintf(msg, sizeof(msg), "%s", comm->stream_msg);
+    pthread_mutex_unlock(&comm->mu);
+    if (st != HOOP_OK)
+        return HOOP_ERROR(st, "%s: an earlier call ordered on a stream failed: %s", fn, msg);
+    return HOOP_OK;
+}
+
+/* Orders r on v's stream: the start event the progress thread waits for, and the wait
+ * for the comm's flag to reach r's value that holds the stream's later work. The value
+ * is taken only once the stream has its wait, so the values waited for count up. */
+static hoop_status stream_enter(hoop_comm *comm, const struct hoop__cuda_coll *cc,
+                                const struct via *v, hoop_request *r)
+{
+    if (!comm->sflag) HOOP_CHECK(cc->flag_alloc(&comm->sflag));
+    uint32_t value = comm->sflag_next + 1; /* wraps: the wait's comparison is cyclic */
+    HOOP_CHECK(cc->stream_enter(v->stream, comm->sflag, value, &r->start));
+    comm->sflag_next = value;
+    r->sflag = comm->sflag;
+    r->sflag_value = value;
+    return HOOP_OK;
+}
+
+static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **req,
+                           const struct via *v)
+{
+    static const char *const sfns[] = {[HOOP__COLL_ALLREDUCE] = "hoop_allreduce_stream",
+                                       [HOOP__COLL_BROADCAST] = "hoop_broadcast_stream",
+                                       [HOOP__COLL_REDUCE] = "hoop_reduce_stream",
+                                       [HOOP__COLL_ALLGATHER] = "hoop_allgather_stream",
+                                       [HOOP__COLL_REDUCE_SCATTER] = "hoop_reduce_scatter_stream",
+                                       [HOOP__COLL_BARRIER] = "hoop_barrier_stream"};
+    const struct hoop__cuda_coll *cc = NULL;
     hoop_request *r;
+    if (v) HOOP_CHECK(stream_table(comm, sfns[a->coll], &cc));
     HOOP_CHECK(classify(comm, a));
     a->rank = comm->rank;
     a->world_size = comm->world_size;
@@ -241,6 +317,14 @@ static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **r
         if (a->held[1] == a->held[0]) a->held[1] = NULL;
     }
     HOOP_CHECK(new_request(comm, a, &r));
+    if (v) {
+        hoop_status st = stream_enter(comm, cc, v, r);
+        if (st != HOOP_OK) {
+            atomic_store(&r->refs, 1);
+            hoop__request_release(r);
+            return st;
+        }
+    }
     for (int k = 0; k < 2; k++) /* dropped by hoop__request_complete */
         if (a->held[k]) atomic_fetch_add(&a->held[k]->inflight, 1);
     pthread_mutex_lock(&comm->mu);
@@ -251,6 +335,11 @@ static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **r
         comm->q_head = r;
     comm->q_tail = r;
     pthread_mutex_unlock(&comm->mu);
+    if (v) { /* nobody waits on the host: the progress thread runs it */
+        hoop__comm_wake(comm);
+        hoop__request_release(r);
+        return HOOP_OK;
+    }
     if (req) { /* a blocking call drives progress itself in hoop_wait */
         /* Woken from a long sleep only: a nap means a caller drove progress a moment
          * ago and is likely to wait for this call at once (the latency-bound loop), and
@@ -342,12 +431,13 @@ static void try_direct(hoop_comm *comm, hoop__coll_args *a, const void *base, si
     a->root = (int)g->id;
 }
 
-hoop_status hoop_allreduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                           hoop_dtype dtype, hoop_op op, hoop_request **req)
+static hoop_status allreduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                             hoop_dtype dtype, hoop_op op, hoop_request **req, const struct via *v)
 {
-    HOOP_CHECK(check_common("hoop_allreduce", comm, count, dtype, op, 1));
-    HOOP_CHECK(check_rbuf("hoop_allreduce", "sendbuf", sendbuf, count, dtype));
-    HOOP_CHECK(check_rbuf("hoop_allreduce", "recvbuf", recvbuf, count, dtype));
+    const char *fn = v ? "hoop_allreduce_stream" : "hoop_allreduce";
+    HOOP_CHECK(check_common(fn, comm, count, dtype, op, 1));
+    HOOP_CHECK(check_rbuf(fn, "sendbuf", sendbuf, count, dtype));
+    HOOP_CHECK(check_rbuf(fn, "recvbuf", recvbuf, count, dtype));
     hoop__coll_args a = {.coll = HOOP__COLL_ALLREDUCE,
                          .sendbuf = sendbuf,
                          .recvbuf = recvbuf,
@@ -358,32 +448,35 @@ hoop_status hoop_allreduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, 
     try_direct(comm, &a, recvbuf, bytes, sendbuf == recvbuf);
     if (a.algo != HOOP_ALGO_DIRECT)
         a.algo = hoop__comm_algo_pick(comm, (hoop_algo)atomic_load(&comm->algo), bytes);
-    return enqueue(comm, &a, req);
+    return enqueue(comm, &a, req, v);
 }
 
-hoop_status hoop_broadcast(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                           hoop_dtype dtype, int root, hoop_request **req)
+static hoop_status broadcast(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                             hoop_dtype dtype, int root, hoop_request **req, const struct via *v)
 {
-    HOOP_CHECK(check_common("hoop_broadcast", comm, count, dtype, HOOP_OP_SUM, 0));
-    HOOP_CHECK(check_root("hoop_broadcast", comm, root));
-    if (comm->rank == root) HOOP_CHECK(check_buf("hoop_broadcast", "sendbuf", sendbuf, count));
-    HOOP_CHECK(check_buf("hoop_broadcast", "recvbuf", recvbuf, count));
+    const char *fn = v ? "hoop_broadcast_stream" : "hoop_broadcast";
+    HOOP_CHECK(check_common(fn, comm, count, dtype, HOOP_OP_SUM, 0));
+    HOOP_CHECK(check_root(fn, comm, root));
+    if (comm->rank == root) HOOP_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
+    HOOP_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
     hoop__coll_args a = {.coll = HOOP__COLL_BROADCAST,
                          .sendbuf = sendbuf,
                          .recvbuf = recvbuf,
                          .count = count,
                          .dtype = dtype,
                          .root = root};
-    return enqueue(comm, &a, req);
+    return enqueue(comm, &a, req, v);
 }
 
-hoop_status hoop_reduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                        hoop_dtype dtype, hoop_op op, int root, hoop_request **req)
+static hoop_status reduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                          hoop_dtype dtype, hoop_op op, int root, hoop_request **req,
+                          const struct via *v)
 {
-    HOOP_CHECK(check_common("hoop_reduce", comm, count, dtype, op, 1));
-    HOOP_CHECK(check_root("hoop_reduce", comm, root));
-    HOOP_CHECK(check_rbuf("hoop_reduce", "sendbuf", sendbuf, count, dtype));
-    if (comm->rank == root) HOOP_CHECK(check_rbuf("hoop_reduce", "recvbuf", recvbuf, count, dtype));
+    const char *fn = v ? "hoop_reduce_stream" : "hoop_reduce";
+    HOOP_CHECK(check_common(fn, comm, count, dtype, op, 1));
+    HOOP_CHECK(check_root(fn, comm, root));
+    HOOP_CHECK(check_rbuf(fn, "sendbuf", sendbuf, count, dtype));
+    if (comm->rank == root) HOOP_CHECK(check_rbuf(fn, "recvbuf", recvbuf, count, dtype));
     hoop__coll_args a = {.coll = HOOP__COLL_REDUCE,
                          .sendbuf = sendbuf,
                          .recvbuf = recvbuf,
@@ -391,15 +484,16 @@ hoop_status hoop_reduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, siz
                          .dtype = dtype,
                          .op = op,
                          .root = root};
-    return enqueue(comm, &a, req);
+    return enqueue(comm, &a, req, v);
 }
 
-hoop_status hoop_allgather(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                           hoop_dtype dtype, hoop_request **req)
+static hoop_status allgather(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                             hoop_dtype dtype, hoop_request **req, const struct via *v)
 {
-    HOOP_CHECK(check_common("hoop_allgather", comm, count, dtype, HOOP_OP_SUM, 0));
-    HOOP_CHECK(check_buf("hoop_allgather", "sendbuf", sendbuf, count));
-    HOOP_CHECK(check_buf("hoop_allgather", "recvbuf", recvbuf, count));
+    const char *fn = v ? "hoop_allgather_stream" : "hoop_allgather";
+    HOOP_CHECK(check_common(fn, comm, count, dtype, HOOP_OP_SUM, 0));
+    HOOP_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
+    HOOP_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
     hoop__coll_args a = {.coll = HOOP__COLL_ALLGATHER,
                          .sendbuf = sendbuf,
                          .recvbuf = recvbuf,
@@ -408,15 +502,17 @@ hoop_status hoop_allgather(hoop_comm *comm, const void *sendbuf, void *recvbuf, 
     size_t block = count * hoop_dtype_size(dtype);
     try_direct(comm, &a, recvbuf, block * (size_t)comm->world_size,
                sendbuf == (const char *)recvbuf + block * (size_t)comm->rank);
-    return enqueue(comm, &a, req);
+    return enqueue(comm, &a, req, v);
 }
 
-hoop_status hoop_reduce_scatter(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                                hoop_dtype dtype, hoop_op op, hoop_request **req)
+static hoop_status reduce_scatter(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                  hoop_dtype dtype, hoop_op op, hoop_request **req,
+                                  const struct via *v)
 {
-    HOOP_CHECK(check_common("hoop_reduce_scatter", comm, count, dtype, op, 1));
-    HOOP_CHECK(check_rbuf("hoop_reduce_scatter", "sendbuf", sendbuf, count, dtype));
-    HOOP_CHECK(check_rbuf("hoop_reduce_scatter", "recvbuf", recvbuf, count, dtype));
+    const char *fn = v ? "hoop_reduce_scatter_stream" : "hoop_reduce_scatter";
+    HOOP_CHECK(check_common(fn, comm, count, dtype, op, 1));
+    HOOP_CHECK(check_rbuf(fn, "sendbuf", sendbuf, count, dtype));
+    HOOP_CHECK(check_rbuf(fn, "recvbuf", recvbuf, count, dtype));
     hoop__coll_args a = {.coll = HOOP__COLL_REDUCE_SCATTER,
                          .sendbuf = sendbuf,
                          .recvbuf = recvbuf,
@@ -426,12 +522,103 @@ hoop_status hoop_reduce_scatter(hoop_comm *comm, const void *sendbuf, void *recv
     size_t block = count * hoop_dtype_size(dtype);
     try_direct(comm, &a, sendbuf, block * (size_t)comm->world_size,
                recvbuf == (const char *)sendbuf + block * (size_t)comm->rank);
-    return enqueue(comm, &a, req);
+    return enqueue(comm, &a, req, v);
+}
+
+static hoop_status barrier(hoop_comm *comm, hoop_request **req, const struct via *v)
+{
+    const char *fn = v ? "hoop_barrier_stream" : "hoop_barrier";
+    if (!comm) return HOOP_ERROR(HOOP_ERR_INVALID, "%s: comm is NULL", fn);
+    hoop__coll_args a = {.coll = HOOP__COLL_BARRIER, .dtype = HOOP_DTYPE_U8};
+    return enqueue(comm, &a, req, v);
+}
+
+// ----------------------------------------------------------------- the public calls
+
+hoop_status hoop_allreduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                           hoop_dtype dtype, hoop_op op, hoop_request **req)
+{
+    return allreduce(comm, sendbuf, recvbuf, count, dtype, op, req, NULL);
+}
+
+hoop_status hoop_broadcast(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                           hoop_dtype dtype, int root, hoop_request **req)
+{
+    return broadcast(comm, sendbuf, recvbuf, count, dtype, root, req, NULL);
+}
+
+hoop_status hoop_reduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                        hoop_dtype dtype, hoop_op op, int root, hoop_request **req)
+{
+    return reduce(comm, sendbuf, recvbuf, count, dtype, op, root, req, NULL);
+}
+
+hoop_status hoop_allgather(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                           hoop_dtype dtype, hoop_request **req)
+{
+    return allgather(comm, sendbuf, recvbuf, count, dtype, req, NULL);
+}
+
+hoop_status hoop_reduce_scatter(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                hoop_dtype dtype, hoop_op op, hoop_request **req)
+{
+    return reduce_scatter(comm, sendbuf, recvbuf, count, dtype, op, req, NULL);
 }
 
 hoop_status hoop_barrier(hoop_comm *comm, hoop_request **req)
 {
-    if (!comm) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_barrier: comm is NULL");
-    hoop__coll_args a = {.coll = HOOP__COLL_BARRIER, .dtype = HOOP_DTYPE_U8};
-    return enqueue(comm, &a, req);
+    return barrier(comm, req, NULL);
+}
+
+hoop_status hoop_allreduce_stream(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                  hoop_dtype dtype, hoop_op op, hoop_stream *stream)
+{
+    struct via v = {stream};
+    return allreduce(comm, sendbuf, recvbuf, count, dtype, op, NULL, &v);
+}
+
+hoop_status hoop_broadcast_stream(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                  hoop_dtype dtype, int root, hoop_stream *stream)
+{
+    struct via v = {stream};
+    return broadcast(comm, sendbuf, recvbuf, count, dtype, root, NULL, &v);
+}
+
+hoop_status hoop_reduce_stream(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                               hoop_dtype dtype, hoop_op op, int root, hoop_stream *stream)
+{
+    struct via v = {stream};
+    return reduce(comm, sendbuf, recvbuf, count, dtype, op, root, NULL, &v);
+}
+
+hoop_status hoop_allgather_stream(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                  hoop_dtype dtype, hoop_stream *stream)
+{
+    struct via v = {stream};
+    return allgather(comm, sendbuf, recvbuf, count, dtype, NULL, &v);
+}
+
+hoop_status hoop_reduce_scatter_stream(hoop_comm *comm, const void *sendbuf, void *recvbuf,
+                                       size_t count, hoop_dtype dtype, hoop_op op,
+                                       hoop_stream *stream)
+{
+    struct via v = {stream};
+    return reduce_scatter(comm, sendbuf, recvbuf, count, dtype, op, NULL, &v);
+}
+
+hoop_status hoop_barrier_stream(hoop_comm *comm, hoop_stream *stream)
+{
+    struct via v = {stream};
+    return barrier(comm, NULL, &v);
+}
+
+hoop_status hoop_stream_status(hoop_comm *comm)
+{
+    if (!comm) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_stream_status: comm is NULL");
+    pthread_mutex_lock(&comm->mu);
+    hoop_status st = comm->stream_st;
+    char msg[sizeof(comm->stream_msg)];
+    snprintf(msg, sizeof(msg), "%s", comm->stream_msg);
+    pthread_mutex_unlock(&comm->mu);
+    return st == HOOP_OK ? HOOP_OK : HOOP_ERROR(st, "%s", msg);
 }

@@ -60,6 +60,11 @@ struct hoop_request {
     atomic_int refs;
     hoop_status status;
     int64_t done_ns; /* monotonic time at completion (hoop__now_ns), for DDP's stats */
+    /* A call ordered on a stream (collectives.c): the start event (the progress thread's
+     * gate, freed once passed), and the comm's flag and the value its completion
+     * stores there (sflag NULL for other calls). */
+    void *start;
+    uint32_t *sflag, sflag_value;
     char msg[512];
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -108,9 +113,16 @@ struct hoop_comm {
     hoop__link_cost link_cost;
     hoop__seg *segs; /* hoop_comm_alloc_shared's memory; issuing thread */
     uint32_t nsegs_made;
+    /* Calls ordered on a stream: the flag their streams wait on (made at the first, by
+     * the issuing thread; freed with the device buffers) and the last value handed out;
+     * the first failure of one (under mu). */
+    uint32_t *sflag, sflag_next;
+    hoop_status stream_st;
+    char stream_msg[512];
 
     /* progress thread only */
     struct hoop_request *cur;
+    int gated; /* cur is ordered on a stream and waits for its start event */
     hoop__sched sched;
     hoop__sched vote_tpl; /* the vote's steps, the same for every call */
     hoop__exec *exec;

@@ -84,3 +84,9 @@ tests_check_stage_SOURCES = tests/check_stage.c tests/coll_harness.h
 tests_check_stage_CFLAGS = $(TEST_CFLAGS)
 tests_check_stage_LDADD = $(TEST_LDADD)
 TESTS += tests/check_stage
+
+check_PROGRAMS += tests/check_coll_stream
+tests_check_coll_stream_SOURCES = tests/check_coll_stream.c tests/coll_harness.h
+tests_check_coll_stream_CFLAGS = $(TEST_CFLAGS)
+tests_check_coll_stream_LDADD = $(TEST_LDADD)
+TESTS += tests/check_coll_stream

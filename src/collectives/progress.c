@@ -12,7 +12,10 @@
  *      the vote's first merge has matched (receives into staging slots may be posted at
  *      once); a merge that finds two different calls fails the call on this rank, and
  *      every rank's last merge covers every rank, so none can complete such a call;
- *   3. it always keeps a receive posted on the control link from the previous rank, which
+ *   3. a call ordered on a CUDA stream (the _stream forms) first waits, in a pre-start
+ *      state (comm->gated), for the event its call put on that stream: stream_gate polls
+ *      it each pass; the call's completion releases the stream (collectives.c);
+ *   4. it always keeps a receive posted on the control link from the previous rank, which
  *      carries only failure (ABORT) and goodbye (BYE) records, so they are seen at once
  *      (a pass that spins on a running call reads it every CTL_EVERY_NS, 20 us).
  *
@@ -327,6 +330,7 @@ static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg)
         comm->exec = NULL;
         hoop__request_complete(comm->cur, st, msg);
         comm->cur = NULL;
+        comm->gated = 0;
     }
     pthread_mutex_lock(&comm->mu);
     struct hoop_request *q = comm->q_head;
@@ -528,8 +532,10 @@ void hoop__comm_free_dev(hoop_comm *comm)
 {
     const struct hoop__cuda_coll *cc = NULL;
     stage_free(comm);
-    if (!comm->dev_mem && !comm->dscratch && !comm->dpre) return;
+    if (!comm->dev_mem && !comm->dscratch && !comm->dpre && !comm->sflag) return;
     if (hoop__cuda_backend(NULL, &cc) != HOOP_OK || !cc) return;
+    if (comm->sflag) cc->flag_free(comm->sflag); /* every call ended: no stream waits on it */
+    comm->sflag = NULL;
     hoop__memops_close(comm->dev_mem);
     comm->dev_mem = NULL;
     if (comm->slots_pinned) cc->host_unregister(comm->slots);
@@ -664,6 +670,52 @@ static void op_timeout(hoop_comm *comm)
     fail_local(comm, HOOP_ERR_TIMEOUT, culprit, &comm->cur->hdr, &waited, msg, kind != 3);
 }
 
+/* A call ordered on a stream (cur->start) starts once the work queued on the stream
+ * before it has finished: its start event, polled each pass (never waited for). Returns
+ * 1 when cur may start; 0 while it waits, or after failing it (the work before it
+ * failed on the device, or did not finish within HOOP_TIMEOUT). */
+static int stream_gate(hoop_comm *comm, int *progressed)
+{
+    const struct hoop__cuda_coll *cc = NULL;
+    struct hoop_request *r = comm->cur;
+    hoop_status st = hoop__cuda_backend(NULL, &cc); /* loaded at the call: cannot fail */
+    if (st == HOOP_OK && cc && !cc->stream_started(r->start, &st)) {
+        if (hoop__now_ns() <= comm->cur_deadline) return 0;
+        char d[160], msg[400];
+        hoop__hdr_describe(&r->hdr, d, sizeof(d));
+        snprintf(msg, sizeof(msg),
+                 "rank %d: %s did not start within HOOP_TIMEOUT (%lld ms): the work queued on "
+                 "its stream before the call had not finished",
+                 comm->rank, d, (long long)comm->timeout_ms);
+        fail_local(comm, HOOP_ERR_TIMEOUT, -1, &r->hdr, NULL, msg, 1);
+        return 0;
+    }
+    r->start = NULL; /* freed by stream_started */
+    comm->gated = 0;
+    *progressed = 1;
+    if (st == HOOP_OK) return 1;
+    fail_local(comm, st, -1, &r->hdr, NULL, hoop_last_error(), 1);
+    return 0;
+}
+
+/* Starts cur: 1 when its schedule runs, 0 when it is already done (world_size 1) or
+ * failed to start. */
+static int op_begin(hoop_comm *comm)
+{
+    if (comm->world_size == 1) {
+        hoop_status lst = run_local(comm->cur);
+        hoop__request_complete(comm->cur, lst, lst == HOOP_OK ? NULL : hoop_last_error());
+        comm->cur = NULL;
+        return 0;
+    }
+    hoop_status st = start_op(comm, comm->cur);
+    if (st != HOOP_OK) {
+        fail_local(comm, st, -1, &comm->cur->hdr, NULL, hoop_last_error(), 1);
+        return 0;
+    }
+    return 1;
+}
+
 /* Advances the current call; takes the next one from the queue when idle. */
 static void op_progress(hoop_comm *comm, int *progressed)
 {
@@ -674,18 +726,13 @@ static void op_progress(hoop_comm *comm, int *progressed)
         pthread_mutex_unlock(&comm->mu);
         if (!comm->cur) return;
         *progressed = 1;
-        if (comm->world_size == 1) {
-            hoop_status lst = run_local(comm->cur);
-            hoop__request_complete(comm->cur, lst, lst == HOOP_OK ? NULL : hoop_last_error());
-            comm->cur = NULL;
+        comm->gated = comm->cur->start != NULL;
+        if (comm->gated) /* the gate's deadline; start_op sets the call's own */
+            comm->cur_deadline = hoop__deadline_ns(comm->timeout_ms);
+        else if (!op_begin(comm))
             return;
-        }
-        hoop_status st = start_op(comm, comm->cur);
-        if (st != HOOP_OK) {
-            fail_local(comm, st, -1, &comm->cur->hdr, NULL, hoop_last_error(), 1);
-            return;
-        }
     }
+    if (comm->gated && (!stream_gate(comm, progressed) || !op_begin(comm))) return;
     int done = 0;
     if (!exec_pass(comm, progressed, &done)) return;
     if (done) {
@@ -737,7 +784,8 @@ static void wait_events(hoop_comm *comm)
     if (driven && ms > DRIVEN_NAP_MS) ms = DRIVEN_NAP_MS;
     /* A memory operation in flight: its table wakes us when it finishes, but a finish
      * between the last pass and `sleeping` below would go unheard, so nap only. */
-    if (hoop__exec_memops_pending(comm->exec) && ms > 1) ms = 1;
+    if ((hoop__exec_memops_pending(comm->exec) || (comm->cur && comm->gated)) && ms > 1)
+        ms = 1; /* so is a stream's start event (stream_gate polls it) */
     /* Announce the sleep, then look at the queue once more: an enqueuer stores into the
      * queue before it reads `sleeping`, so one of us sees the other (seq_cst). */
     atomic_store(&comm->sleeping, driven ? HOOP__SLEEP_NAP : HOOP__SLEEP_LONG);

@@ -11,6 +11,7 @@
 #define HOOP_CUDA_COLL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cuda/ctx.h"
 #include "hoop/collectives.h"
@@ -50,7 +51,35 @@ struct hoop__cuda_coll {
                                  int divisor);
     /* dst = src (bytes, any memory kinds) and waits for it. */
     hoop_status (*copy)(void *dst, const void *src, size_t bytes);
+
+    /* The stream form of the collectives (hoop_*_stream, include/hoop/collectives.h);
+     * these entries exist where size covers them (HOOP__CUDA_COLL_HAS). */
+    /* A 32-bit flag in page-locked host memory that the device reads (*flag: its host
+     * address), 0 at first, for stream_enter's waits; flag_free(NULL) does nothing.
+     * HOOP_ERR_CUDA naming the call. */
+    hoop_status (*flag_alloc)(uint32_t **flag);
+    void (*flag_free)(uint32_t *flag);
+    /* On the caller's thread, at the call: issues to stream (a cudaStream_t; NULL is the
+     * legacy stream) an event after the work queued so far (*start, for stream_started),
+     * then a wait that holds the work issued after it until *flag reaches value (the
+     * driver's cuStreamWaitValue32, GEQ: a cyclic comparison, so the counter may wrap).
+     * The thread does not wait. HOOP_ERR_UNSUPPORTED when the driver has no stream
+     * memory operations (named); HOOP_ERR_CUDA naming the call (nothing is then left to
+     * free; an event already issued is harmless). */
+    hoop_status (*stream_enter)(void *stream, uint32_t *flag, uint32_t value, void **start);
+    /* Polls start (cudaEventQuery; never blocks): 1 when the work issued before it has
+     * finished, 0 while it has not; an execution failure is 1 with *st = HOOP_ERR_CUDA
+     * (message set), else *st = HOOP_OK. start is freed when it returns 1. */
+    int (*stream_started)(void *start, hoop_status *st);
+    /* Frees a start that stream_started has not finished (the call failed first). */
+    void (*start_free)(void *start);
+    /* *flag = value with release order: every wait up to value passes. Any thread. */
+    void (*flag_write)(uint32_t *flag, uint32_t value);
 };
+
+/* Whether table t (of t->size bytes) has entry e (for a module older than this build). */
+#define HOOP__CUDA_COLL_HAS(t, e) \
+    ((t)->size >= offsetof(struct hoop__cuda_coll, e) + sizeof((t)->e) && (t)->e != NULL)
 
 /* dst[i] = a[i] (op) b[i] for i < count, on stream s (returns once queued). dst may
  * alias a or b exactly (not partially); all three are device memory (or memory the
@@ -73,6 +102,29 @@ hoop_status hoop__cuda_coll_prescale(hoop_dtype dtype, void *dst, const void *sr
 
 /* The table above, filled in (coll_memops.cu). */
 extern const struct hoop__cuda_coll hoop__cuda_coll_table;
+
+/* For tests of the stream form (tests/check_coll_stream.c): the few CUDA runtime calls a
+ * test makes on streams of its own, in the module's CUDA (under make check, the host
+ * layer's instance inside the module, which a test cannot otherwise reach). The module
+ * exports it as HOOP__BACKEND_TEST_RT. Each returns the cudaError_t as an int (0:
+ * success); the streams are non-blocking; memcpy is cudaMemcpyDefault. set_lazy and
+ * queued are the host layer's hooks (hx.h), NULL in a real CUDA build. */
+struct hoop__cuda_test_rt {
+    size_t size; /* sizeof(struct hoop__cuda_test_rt) of the module's build */
+    int (*stream_create)(void **s);
+    int (*stream_destroy)(void *s);
+    int (*stream_sync)(void *s);
+    int (*memset_async)(void *p, int value, size_t bytes, void *s);
+    int (*memcpy_async)(void *dst, const void *src, size_t bytes, void *s);
+    void (*set_lazy)(int on);
+    unsigned long (*queued)(void *s);
+    /* stream_enter's wait alone: work issued to s after it waits until *flag (from
+     * flag_alloc) reaches value; an int status (HOOP_OK, or stream_enter's errors). */
+    int (*wait_value)(void *s, uint32_t *flag, uint32_t value);
+};
+typedef const struct hoop__cuda_test_rt *(*hoop__backend_test_rt_fn)(void);
+#define HOOP__BACKEND_TEST_RT "hoop_backend_test_rt"
+extern const struct hoop__cuda_test_rt hoop__cuda_test_rt_table;
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,9 @@
  */
 #include "cuda/kern_rt.h"
 
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "collectives/memops.h"
@@ -192,6 +194,153 @@ static hoop_status cm_copy(void *dst, const void *src, size_t bytes)
     return hoop__cuda_stream_sync(s);
 }
 
+// ----------------------------------------------------------------- the stream form
+/*
+ * A collective ordered on a user's stream (hoop_*_stream): at the call, an event on the
+ * stream marks the work before it (the progress thread starts the collective once the
+ * event has completed, polling it), and a wait for a value of a flag in page-locked host
+ * memory holds the work after it; the progress thread stores the value at completion,
+ * success or failure. The wait is the driver's cuStreamWaitValue32, found through
+ * cudaGetDriverEntryPoint so the module needs no -lcuda; the device polls the host's
+ * memory (no kernel, no SM used); the host layer models it (hx.h, "stream memory
+ * operations").
+ */
+
+#ifdef __CUDACC__
+/* cuStreamWaitValue32's type (cuda.h), without cuda.h: CUstream is cudaStream_t's
+ * struct, CUdeviceptr an unsigned long long, CUresult an int (0: success). */
+typedef int (*wait_value32_fn)(cudaStream_t s, unsigned long long addr, unsigned value,
+                               unsigned flags);
+#define WAIT_VALUE_GEQ 0x0    /* CU_STREAM_WAIT_VALUE_GEQ */
+#define DRV_NOT_SUPPORTED 801 /* CUDA_ERROR_NOT_SUPPORTED */
+
+static wait_value32_fn wait_value32;
+static cudaError_t wait_value32_err = cudaSuccess;
+static pthread_once_t wait_value32_once = PTHREAD_ONCE_INIT;
+
+/* The version-12 symbol (cuStreamWaitValue32_v2: stream memory operations on by default)
+ * where the runtime can ask for it; CUDA 11's runtime gets the driver's default. */
+static void find_wait_value32(void)
+{
+    void *fn = NULL;
+    int found = 1;
+#if CUDART_VERSION >= 12050
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    wait_value32_err =
+        cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q);
+    found = q == cudaDriverEntryPointSuccess;
+#elif CUDART_VERSION >= 12000
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    wait_value32_err = cudaGetDriverEntryPoint("cuStreamWaitValue32", &fn, cudaEnableDefault, &q);
+    found = q == cudaDriverEntryPointSuccess;
+#else
+    wait_value32_err = cudaGetDriverEntryPoint("cuStreamWaitValue32", &fn, cudaEnableDefault);
+#endif
+    if (wait_value32_err == cudaSuccess && found && fn) wait_value32 = (wait_value32_fn)fn;
+    cudaGetLastError();
+}
+
+static hoop_status issue_wait(cudaStream_t s, uint32_t *flag, uint32_t value)
+{
+    void *dev = NULL;
+    pthread_once(&wait_value32_once, find_wait_value32);
+    if (!wait_value32)
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                          "the CUDA driver has no cuStreamWaitValue32 (%s): the collectives' "
+                          "stream form needs stream memory operations (CUDA 12 or later drivers)",
+                          cudaGetErrorString(wait_value32_err));
+    HOOP_CUDA_CHECK(cudaHostGetDevicePointer(&dev, flag, 0));
+    int r = wait_value32(s, (unsigned long long)(uintptr_t)dev, value, WAIT_VALUE_GEQ);
+    if (r == DRV_NOT_SUPPORTED)
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                          "cuStreamWaitValue32 is not supported on this device or driver "
+                          "(CUDA_ERROR_NOT_SUPPORTED): the collectives' stream form needs it");
+    if (r != 0) return HOOP_ERROR(HOOP_ERR_CUDA, "cuStreamWaitValue32 failed: CUresult %d", r);
+    return HOOP_OK;
+}
+#else
+static hoop_status issue_wait(cudaStream_t s, uint32_t *flag, uint32_t value)
+{
+    HOOP_CUDA_CHECK(hoop__hx_stream_wait_value32(s, flag, value));
+    return HOOP_OK;
+}
+#endif
+
+static hoop_status cm_flag_alloc(uint32_t **flag)
+{
+    void *p = NULL;
+    *flag = NULL;
+    HOOP_CHECK(hoop__cuda_init());
+    HOOP_CUDA_CHECK(cudaMallocHost(&p, 64)); /* a cache line of its own */
+    memset(p, 0, 64);
+    *flag = (uint32_t *)p;
+    return HOOP_OK;
+}
+
+static void cm_flag_free(uint32_t *flag)
+{
+    if (flag && cudaFreeHost(flag) != cudaSuccess) cudaGetLastError();
+}
+
+static hoop_status cm_stream_enter(void *stream, uint32_t *flag, uint32_t value, void **start)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    cudaEvent_t ev;
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    *start = NULL;
+    HOOP_CHECK(hoop__cuda_init());
+    HOOP_CUDA_CHECK(cudaStreamIsCapturing(s, &cap));
+    if (cap != cudaStreamCaptureStatusNone) /* the host cannot poll an event in a graph */
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                          "stream %p is being captured into a CUDA graph: a collective's stream "
+                          "form cannot be captured (its progress runs on the host)",
+                          stream);
+    HOOP_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    cudaError_t e = cudaEventRecord(ev, s);
+    if (e != cudaSuccess) {
+        cudaEventDestroy(ev);
+        cudaGetLastError();
+        return HOOP_ERROR(HOOP_ERR_CUDA,
+                          "cudaEventRecord on the caller's stream %p failed: %s (is it a "
+                          "stream of this rank's device?)",
+                          stream, cudaGetErrorString(e));
+    }
+    hoop_status st = issue_wait(s, flag, value);
+    if (st != HOOP_OK) {
+        cudaEventDestroy(ev);
+        return st;
+    }
+    *start = ev;
+    return HOOP_OK;
+}
+
+static int cm_stream_started(void *start, hoop_status *st)
+{
+    cudaEvent_t ev = (cudaEvent_t)start;
+    *st = HOOP_OK;
+    cudaError_t e = cudaEventQuery(ev);
+    if (e == cudaErrorNotReady) return 0;
+    cudaEventDestroy(ev);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        *st = HOOP_ERROR(HOOP_ERR_CUDA,
+                         "the work queued on the stream before the collective "
+                         "failed: %s",
+                         cudaGetErrorString(e));
+    }
+    return 1;
+}
+
+static void cm_start_free(void *start)
+{
+    if (start && cudaEventDestroy((cudaEvent_t)start) != cudaSuccess) cudaGetLastError();
+}
+
+static void cm_flag_write(uint32_t *flag, uint32_t value)
+{
+    __atomic_store_n(flag, value, __ATOMIC_RELEASE);
+}
+
 extern "C" const struct hoop__cuda_coll hoop__cuda_coll_table = {
     sizeof(struct hoop__cuda_coll),
     cm_mem_kind,
@@ -202,4 +351,71 @@ extern "C" const struct hoop__cuda_coll hoop__cuda_coll_table = {
     hoop__cuda_free,
     cm_half_prescale,
     cm_copy,
+    cm_flag_alloc,
+    cm_flag_free,
+    cm_stream_enter,
+    cm_stream_started,
+    cm_start_free,
+    cm_flag_write,
+};
+
+// ----------------------------------------------------------------- for tests (coll.h)
+
+static int tr_stream_create(void **s)
+{
+    cudaStream_t st = NULL;
+    if (hoop__cuda_init() != HOOP_OK) return (int)cudaErrorNoDevice;
+    int e = (int)cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+    *s = st;
+    return e;
+}
+
+static int tr_stream_destroy(void *s)
+{
+    return (int)cudaStreamDestroy((cudaStream_t)s);
+}
+
+static int tr_stream_sync(void *s)
+{
+    return (int)cudaStreamSynchronize((cudaStream_t)s);
+}
+
+static int tr_memset_async(void *p, int value, size_t bytes, void *s)
+{
+    return (int)cudaMemsetAsync(p, value, bytes, (cudaStream_t)s);
+}
+
+static int tr_memcpy_async(void *dst, const void *src, size_t bytes, void *s)
+{
+    return (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)s);
+}
+
+static int tr_wait_value(void *s, uint32_t *flag, uint32_t value)
+{
+    if (hoop__cuda_init() != HOOP_OK) return (int)HOOP_ERR_UNSUPPORTED;
+    return (int)issue_wait((cudaStream_t)s, flag, value);
+}
+
+#ifndef __CUDACC__
+static unsigned long tr_queued(void *s)
+{
+    return hoop__hx_queued((cudaStream_t)s);
+}
+#endif
+
+extern "C" const struct hoop__cuda_test_rt hoop__cuda_test_rt_table = {
+    sizeof(struct hoop__cuda_test_rt),
+    tr_stream_create,
+    tr_stream_destroy,
+    tr_stream_sync,
+    tr_memset_async,
+    tr_memcpy_async,
+#ifdef __CUDACC__
+    NULL,
+    NULL,
+#else
+    hoop__hx_set_lazy,
+    tr_queued,
+#endif
+    tr_wait_value,
 };

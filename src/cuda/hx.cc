@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -358,6 +359,7 @@ size_t left_bytes(void)
 struct hx_queued {
     unsigned long seq;
     std::function<void()> op;
+    std::function<bool()> ready; /* empty, or true once op may run (a wait's condition) */
 };
 
 struct hoop__hx_stream {
@@ -369,7 +371,12 @@ struct hoop__hx_stream {
     unsigned long dep_at[8];
     int ndeps;
     bool lazy;               /* made while lazy streams were on (never changes) */
-    std::deque<hx_queued> q; /* lazy: what has not run yet (under lazy_mu) */
+    std::deque<hx_queued> q; /* lazy or held: what has not run yet (under lazy_mu) */
+    /* A stream that is not lazy but holds queued work behind a wait whose condition was
+     * not met when it was issued (hoop__hx_stream_wait_value32, or a wait for an event of
+     * such a stream): what is issued to it queues, as on a lazy stream, until the queue
+     * has run (set and cleared under lazy_mu). */
+    std::atomic<bool> held;
 };
 
 struct hoop__hx_event {
@@ -381,7 +388,7 @@ struct hoop__hx_event {
 namespace
 {
 
-hoop__hx_stream legacy = {-1, 0, {0}, {}, {}, 0, false, {}};
+hoop__hx_stream legacy = {-1, 0, {0}, {}, {}, 0, false, {}, {false}};
 
 hoop__hx_stream *stream_of(cudaStream_t s)
 {
@@ -414,52 +421,107 @@ int lazy_now(void)
     return m;
 }
 
+/* Whether work issued to s queues (a lazy stream, or one held behind a wait). */
 int is_lazy(cudaStream_t s)
 {
-    return s && s->lazy;
+    const hoop__hx_stream *st = stream_of(s);
+    return st->lazy || st->held.load();
 }
 
-/* Queues op on lazy stream s: as one more piece of work (counted), or before the next one. */
-void lazy_push(hoop__hx_stream *s, std::function<void()> op, bool counted)
+/* Queues op on stream s (lazy, or held; NULL is the legacy stream): as one more piece of
+ * work (counted), or before the next one. With ready, op runs only once ready() is true
+ * (a wait): on a stream that is neither lazy nor held, op runs at once when it may, else
+ * it is queued and holds the stream (what is issued after it queues behind it). */
+void lazy_push(hoop__hx_stream *s, std::function<void()> op, bool counted,
+               std::function<bool()> ready = {})
 {
+    s = stream_of(s);
     std::lock_guard<std::recursive_mutex> g(lazy_mu);
+    if (!s->lazy && !s->held.load() && (!ready || ready())) { /* nothing queued: run it */
+        draining++;
+        op();
+        draining--;
+        if (counted) s->issued++;
+        return;
+    }
     unsigned long seq = counted ? ++s->issued : s->issued.load() + 1;
     try {
-        s->q.push_back(hx_queued{seq, std::move(op)});
+        s->q.push_back(hx_queued{seq, std::move(op), std::move(ready)});
+        if (!s->lazy && !s->held.load()) {
+            s->held.store(true);
+            bool known = false;
+            for (size_t i = 0; i < lazy_streams.size(); i++) known = known || lazy_streams[i] == s;
+            if (!known) lazy_streams.push_back(s); /* so device-wide waits run it */
+        }
     } catch (...) {
         fail(cudaErrorMemoryAllocation, "lazy stream: no memory to queue an operation");
     }
 }
 
-/* Runs s's queue up to its at-th piece of work (all of it for at == ~0ul). */
-void lazy_run(hoop__hx_stream *s, unsigned long at)
+/* Runs s's queue up to its at-th piece of work (all of it for at == ~0ul). Returns true
+ * when it got there, false when a wait at the front of the queue cannot pass yet (its
+ * condition is false: the rest stays queued). */
+bool lazy_run(hoop__hx_stream *s, unsigned long at)
 {
-    if (!s->lazy) return;
+    s = stream_of(s);
+    if (!s->lazy && !s->held.load()) return true;
     std::lock_guard<std::recursive_mutex> g(lazy_mu);
     draining++;
+    bool reached = true;
     while (!s->q.empty() && (at == ~0ul || s->q.front().seq <= at)) {
+        if (s->q.front().ready && !s->q.front().ready()) {
+            reached = false;
+            break;
+        }
         std::function<void()> op = std::move(s->q.front().op);
         s->q.pop_front();
         op();
     }
+    if (!s->lazy && s->q.empty()) s->held.store(false);
     draining--;
+    return reached;
 }
 
-/* Runs every lazy stream's queue (a device-wide synchronisation). */
+void nap(void)
+{
+    struct timespec ts = {0, 50 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* lazy_run until it gets there: the host waits (outside lazy_mu between tries, so the
+ * thread that will meet a wait's condition can run). As CUDA's, this wait has no
+ * deadline: a condition nobody meets hangs it. */
+void lazy_wait(hoop__hx_stream *s, unsigned long at)
+{
+    while (!lazy_run(s, at)) nap();
+}
+
+/* Runs every lazy or held stream's queue (a device-wide synchronisation), waiting as
+ * lazy_wait does for the waits that cannot pass yet. */
 void lazy_run_all(void)
 {
-    std::lock_guard<std::recursive_mutex> g(lazy_mu);
-    for (bool more = true; more;) {
-        more = false;
-        for (size_t i = 0; i < lazy_streams.size(); i++) {
-            lazy_run(lazy_streams[i], ~0ul);
-            more = more || !lazy_streams[i]->q.empty();
+    for (;;) {
+        bool stuck = false;
+        {
+            std::lock_guard<std::recursive_mutex> g(lazy_mu);
+            for (bool more = true; more;) { /* again while any ran: a wait may pass now */
+                more = false;
+                stuck = false;
+                for (size_t i = 0; i < lazy_streams.size(); i++) {
+                    size_t before = lazy_streams[i]->q.size();
+                    if (!lazy_run(lazy_streams[i], ~0ul)) stuck = true;
+                    if (lazy_streams[i]->q.size() != before) more = true;
+                }
+            }
         }
+        if (!stuck) return;
+        nap();
     }
 }
 
-/* Runs what event e covers: its stream's work up to the record. */
-void lazy_run_event(cudaEvent_t e)
+/* Runs what event e covers: its stream's work up to the record; false when a wait in
+ * that work cannot pass yet. */
+bool lazy_run_event(cudaEvent_t e)
 {
     hoop__hx_stream *st;
     unsigned long at;
@@ -468,7 +530,7 @@ void lazy_run_event(cudaEvent_t e)
         st = (hoop__hx_stream *)e->stream;
         at = e->at;
     }
-    if (st) lazy_run(st, at);
+    return st ? lazy_run(st, at) : true;
 }
 
 /* CUDA: "a kernel launch will fail if it is issued to a stream that is not associated
@@ -832,7 +894,7 @@ static cudaError_t lazy_memcpy(void *dst, const void *src, size_t bytes, cudaMem
         return cudaSuccess;
     }
     if (kind == cudaMemcpyDeviceToHost && !hoop__hx_pinned(dst, bytes)) {
-        lazy_run(s, ~0ul);
+        lazy_wait(s, ~0ul);
         cudaError_t e = do_memcpy(dst, src, bytes);
         if (e == cudaSuccess) issue(s);
         return e;
@@ -934,7 +996,7 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s)
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     if (hoop__hx_capture_blocks("cudaStreamSynchronize")) return cudaErrorStreamCaptureUnsupported;
-    lazy_run(stream_of(s), ~0ul);
+    lazy_wait(stream_of(s), ~0ul);
     if (sticky == cudaSuccess) n_stream_sync++;
     return sticky;
 }
@@ -1029,9 +1091,9 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
         fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: the legacy stream");
         return cudaErrorInvalidResourceHandle;
     }
-    if (s->lazy) { /* its work completes (and other streams' waits for it run first) */
+    if (is_lazy(s)) lazy_run_all(); /* its work completes (and others' waits for it first) */
+    {
         std::lock_guard<std::recursive_mutex> g(lazy_mu);
-        lazy_run_all();
         for (size_t i = 0; i < lazy_streams.size(); i++)
             if (lazy_streams[i] == s) lazy_streams.erase(lazy_streams.begin() + (long)i);
     }
@@ -1088,14 +1150,17 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
         fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: NULL event");
         return cudaErrorInvalidResourceHandle;
     }
-    lazy_run_event(e); /* the host asks: the work it covers runs now */
+    /* the host asks: the work it covers runs now, up to a wait that cannot pass yet */
+    if (!lazy_run_event(e)) return cudaErrorNotReady;
     return sticky;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
     if (hoop__hx_capture_blocks("cudaEventSynchronize")) return cudaErrorStreamCaptureUnsupported;
-    return cudaEventQuery(e);
+    cudaError_t r;
+    while ((r = cudaEventQuery(e)) == cudaErrorNotReady) nap();
+    return r;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
@@ -1114,11 +1179,15 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
         p = (hoop__hx_stream *)e->stream;
         at = e->at;
     }
-    if (p && p->lazy && w->lazy && !hoop__hx_capturing(s))
+    /* A lazy waiter runs the producer up to the event when it reaches the wait; one that
+     * is not lazy does at once, and is held behind the wait when the producer cannot get
+     * there yet (a wait of its own that has not passed). */
+    if (p && is_lazy(p) && is_lazy(w) && !hoop__hx_capturing(s))
         lazy_push(
-            w, [p, at]() { lazy_run(p, at); }, false);
-    else if (p && p->lazy)
-        lazy_run(p, at);
+            w, [] {}, false, [p, at]() { return lazy_run(p, at); });
+    else if (p && is_lazy(p) && !lazy_run(p, at) && !hoop__hx_capturing(s))
+        lazy_push(
+            w, [] {}, false, [p, at]() { return lazy_run(p, at); });
     std::lock_guard<std::mutex> g(mem_mu);
     n_wait++;
     if (!e->stream) return cudaSuccess; /* never recorded: nothing to wait for */
@@ -1131,6 +1200,25 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
         w->ndeps++;
     }
     if (e->at > w->dep_at[i]) w->dep_at[i] = e->at;
+    return cudaSuccess;
+}
+
+// ----------------------------------------------------------------- stream memory operations
+
+cudaError_t hoop__hx_stream_wait_value32(cudaStream_t s, const uint32_t *addr, uint32_t value)
+{
+    if (sticky != cudaSuccess) return sticky;
+    if (!addr) {
+        fail(cudaErrorInvalidValue, "hoop__hx_stream_wait_value32: NULL address");
+        return cudaErrorInvalidValue;
+    }
+    if (hoop__hx_capturing(s) && hoop__hx_capture_blocks("a stream wait for a value"))
+        return cudaErrorStreamCaptureUnsupported;
+    lazy_push(
+        s, [] {}, true,
+        [addr, value]() {
+            return (int32_t)(__atomic_load_n(addr, __ATOMIC_ACQUIRE) - value) >= 0;
+        });
     return cudaSuccess;
 }
 
@@ -1178,7 +1266,7 @@ extern "C" unsigned long hoop__hx_queued(cudaStream_t s)
 {
     if (!is_lazy(s)) return 0;
     std::lock_guard<std::recursive_mutex> g(lazy_mu);
-    return (unsigned long)s->q.size();
+    return (unsigned long)stream_of(s)->q.size();
 }
 
 extern "C" int hoop__hx_stream_ordered(cudaStream_t waiter, cudaStream_t producer)

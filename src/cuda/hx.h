@@ -409,6 +409,22 @@ int hoop__hx_check_launch(const char *kernel, dim3 grid, dim3 block, size_t smem
  */
 void hoop__hx_stream_op(cudaStream_t s, std::function<void()> op);
 
+// ----------------------------------------------------------------- stream memory operations
+/*
+ * The driver's cuStreamWaitValue32 with CU_STREAM_WAIT_VALUE_GEQ (what the CUDA build
+ * reaches through cudaGetDriverEntryPoint): work issued to s after this call runs only
+ * once (int32_t)(*addr - value) >= 0 (a cyclic comparison), where *addr is host memory
+ * that another thread stores to (with release order; the wait reads with acquire). The
+ * calling thread does not wait: a stream whose wait cannot pass when it is issued holds
+ * what is issued to it after (queued, as on a lazy stream, even on a stream that is not
+ * lazy) until the condition is true and someone needs the work: cudaStreamSynchronize
+ * and the other host waits of "lazy streams" above wait for the condition (without a
+ * deadline, as CUDA's), cudaEventQuery of an event recorded after the wait returns
+ * cudaErrorNotReady while it holds, and cudaStreamWaitEvent on such an event holds the
+ * waiter in turn. In a capture: cudaErrorStreamCaptureUnsupported (not modelled).
+ */
+cudaError_t hoop__hx_stream_wait_value32(cudaStream_t s, const uint32_t *addr, uint32_t value);
+
 /* Test hooks, with C linkage (tests in C declare them themselves). */
 extern "C" {
 /* Pretends count devices (0: none) of bytes each (0: the host's physical memory); for a

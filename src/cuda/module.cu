@@ -96,4 +96,13 @@ const struct hoop__cuda_coll *hoop_backend_coll(void)
     return host ? &hoop__cuda_coll_table : NULL;
 }
 
+/* For tests of the collectives' stream form (src/cuda/coll.h, HOOP__BACKEND_TEST_RT):
+ * CUDA runtime calls on the module's own CUDA. */
+HOOP__EXPORT const struct hoop__cuda_test_rt *hoop_backend_test_rt(void);
+
+const struct hoop__cuda_test_rt *hoop_backend_test_rt(void)
+{
+    return &hoop__cuda_test_rt_table;
+}
+
 } /* extern "C" */

@@ -5,7 +5,8 @@
 # check_cuda_train: the MLP and the CNN trained on CUDA tensors against the CPU engine,
 # and a captured CUDA graph against the eager step; check_cuda_ctx_gpu: the device layer;
 # check_cuda_coll_gpu: the collectives' device reduction against the host's;
-# check_coll_device: the collectives on GPU buffers, 2 to 4 ranks on the one GPU),
+# check_coll_device: the collectives on GPU buffers, 2 to 4 ranks on the one GPU;
+# check_coll_stream: their stream form, ordered on each rank's stream),
 # the GPU builds of the host-execution-layer tests (check_hx_gpu, check_kern_cuda*_gpu),
 # each also under compute-sanitizer (memcheck, racecheck, synccheck), and the device's
 # description; then the benchmarks: the device's ceilings, hoop-bench --device cuda with 2
@@ -56,7 +57,7 @@ prepare() {
     fi
     $src/configure --with-cuda | tail -14 || return 1
     make -j"$(nproc)" >/dev/null || return 1
-    make -j"$(nproc)" tests/check_cuda tests/check_cuda_train tests/check_cuda_ctx_gpu tests/check_cuda_coll_gpu tests/check_coll_device tests/check_hx_gpu \
+    make -j"$(nproc)" tests/check_cuda tests/check_cuda_train tests/check_cuda_ctx_gpu tests/check_cuda_coll_gpu tests/check_coll_device tests/check_coll_stream tests/check_hx_gpu \
         tests/check_kern_cuda_gpu tests/check_kern_cuda_a_gpu tests/check_kern_cuda_b_gpu \
         >/dev/null || return 1
     export HOOP_CUDA_BACKEND=$PWD/.libs/libhoop-cuda.so
@@ -93,6 +94,7 @@ main() {
     run_one check_cuda_ctx_gpu memcheck
     run_one check_cuda_coll_gpu memcheck
     run_one check_coll_device memcheck
+    run_one check_coll_stream memcheck
     local t
     for t in check_hx_gpu check_kern_cuda_gpu check_kern_cuda_a_gpu check_kern_cuda_b_gpu; do
         run_one "$t" "memcheck racecheck synccheck"

@@ -1,0 +1,361 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tests/check_coll_stream.c -- the collectives' stream form (hoop_*_stream,
+ * include/hoop/collectives.h), 1 to 4 thread-ranks over tcp on GPU buffers: on each
+ * rank's own stream, a memset writes the send buffer just before the call and a copy
+ * reads the result just after it, for every collective and the barrier, all queued
+ * before the rank waits for its stream once; the last rank makes its calls only after
+ * the others have issued all theirs, so their calls must return before their
+ * collectives can complete (the caller is not blocked: a blocking call would wait for
+ * ever), and their streams must not pass a call before it completed. Results are
+ * checked against values computed here (memset bytes make known i32 values). Errors: a
+ * peer that never calls releases the stream within HOOP_TIMEOUT and reports the
+ * timeout naming the peer, through hoop_stream_status and the next stream call; a
+ * stream whose earlier work never finishes fails the call after HOOP_TIMEOUT, and runs
+ * to its end once that work does; bad arguments name the _stream function.
+ *
+ * In make check the backend is the host execution layer's module with lazy streams
+ * (hx.h: queued work runs only when something waits for it), so a collective that did
+ * not wait for its start event reads the buffer before the memset ran, and a stream
+ * that did not wait for the collective copies the result before it is there: both
+ * show as wrong values. tests/gpu/run.sh runs it on the GPU with the real backend
+ * (HOOP_CUDA_BACKEND). 77 without either.
+ */
+#include <check.h>
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coll_harness.h"
+#include "core/backend.h"
+#include "core/clock.h"
+#include "cuda/coll.h"
+#include "hoop/tensor.h"
+#include "run_suite.h"
+
+#define COUNT 1003           /* i32 elements per block */
+#define LATE_MS 50           /* how long the last rank waits after the others issued theirs */
+#define NCALLS 6             /* allreduce, broadcast, reduce, allgather, reduce_scatter, barrier */
+#define BYTE_OF(r) ((r) + 1) /* the memset byte of rank r */
+
+static const struct hoop__cuda_test_rt *rt;
+static const struct hoop__cuda_coll *cc;
+
+/* The i32 value whose four bytes are b. */
+static int32_t word(int b)
+{
+    return (int32_t)(0x01010101u * (uint32_t)b);
+}
+
+/* Each rank's buffers: send (n blocks), recv and snapshot per call (n blocks each). */
+typedef struct bufs {
+    void *send[NCALLS], *recv[NCALLS], *snap[NCALLS];
+    void *stream;
+} bufs;
+
+static atomic_int late_called; /* the last rank has made its first call */
+static atomic_int issued;      /* ranks (but the last) that issued every call */
+
+static void free_bufs(bufs *b)
+{
+    for (int c = 0; c < NCALLS; c++) {
+        cc->dev_free(b->send[c]);
+        cc->dev_free(b->recv[c]);
+        cc->dev_free(b->snap[c]);
+    }
+    if (b->stream) rt->stream_destroy(b->stream);
+}
+
+/* Device buffers of n blocks, zero; 0 on failure (reported). */
+static int make_bufs(h_rank *h, bufs *b, size_t bytes)
+{
+    char *zero = calloc(1, bytes);
+    memset(b, 0, sizeof(*b));
+    if (!zero || rt->stream_create(&b->stream) != 0) {
+        h_fail(h, "a stream or host memory");
+        free(zero);
+        return 0;
+    }
+    for (int c = 0; c < NCALLS; c++) {
+        void **p[3] = {&b->send[c], &b->recv[c], &b->snap[c]};
+        for (int k = 0; k < 3; k++)
+            if (cc->dev_alloc(p[k], bytes) != HOOP_OK || cc->copy(*p[k], zero, bytes) != HOOP_OK) {
+                h_fail(h, "device buffers: %s", hoop_last_error());
+                free(zero);
+                return 0;
+            }
+    }
+    free(zero);
+    return 1;
+}
+
+static hoop_status call(h_rank *h, int c, const void *s, void *r, hoop_stream *st)
+{
+    switch (c) {
+    case 0: return hoop_allreduce_stream(h->comm, s, r, COUNT, HOOP_DTYPE_I32, HOOP_OP_SUM, st);
+    case 1: return hoop_broadcast_stream(h->comm, s, r, COUNT, HOOP_DTYPE_I32, 1 % h->n, st);
+    case 2: return hoop_reduce_stream(h->comm, s, r, COUNT, HOOP_DTYPE_I32, HOOP_OP_SUM, 0, st);
+    case 3: return hoop_allgather_stream(h->comm, s, r, COUNT, HOOP_DTYPE_I32, st);
+    case 4:
+        return hoop_reduce_scatter_stream(h->comm, s, r, COUNT, HOOP_DTYPE_I32, HOOP_OP_SUM, st);
+    default: return hoop_barrier_stream(h->comm, st);
+    }
+}
+
+/* What call c leaves in this rank's recv[k], element i of block... (all blocks: n). */
+static int32_t expect(const h_rank *h, int c, size_t i)
+{
+    int n = h->n, sum = n * (n + 1) / 2; /* the bytes' sum over ranks */
+    switch (c) {
+    case 0: return i < COUNT ? word(sum) : 0;
+    case 1: return i < COUNT ? word(BYTE_OF(1 % n)) : 0;
+    case 2: return i < COUNT && h->rank == 0 ? word(sum) : 0;
+    case 3: return word(BYTE_OF((int)(i / COUNT)));
+    case 4: return i < COUNT ? word(sum) : 0;
+    default: return 0;
+    }
+}
+
+static void check_results(h_rank *h, const bufs *b, size_t bytes)
+{
+    int32_t *got = malloc(bytes);
+    if (!got) {
+        h_fail(h, "host memory");
+        return;
+    }
+    for (int c = 0; c < NCALLS - 1 && !h->err[0]; c++) {
+        if (cc->copy(got, b->snap[c], bytes) != HOOP_OK) {
+            h_fail(h, "reading call %d's snapshot: %s", c, hoop_last_error());
+            break;
+        }
+        size_t bad = 0, first = 0;
+        for (size_t i = 0; i < bytes / 4; i++)
+            if (got[i] != expect(h, c, i) && bad++ == 0) first = i;
+        if (bad)
+            h_fail(h,
+                   "call %d: %zu wrong of %zu; first at %zu: %d, expected %d (a missing start "
+                   "or end wait shows so)",
+                   c, bad, bytes / 4, first, got[first], expect(h, c, first));
+    }
+    free(got);
+}
+
+/* Every collective on the stream: memset before, snapshot after; one wait at the end. */
+static void ordered(h_rank *h)
+{
+    bufs b;
+    size_t bytes = (size_t)h->n * COUNT * 4;
+    int late = h->n > 1 && h->rank == h->n - 1;
+    if (!make_bufs(h, &b, bytes)) goto out;
+    if (late) { /* after the others issued every call: their calls must not block */
+        struct timespec ts = {0, LATE_MS * 1000000L};
+        int64_t deadline = hoop__deadline_ns(20000);
+        while (atomic_load(&issued) < h->n - 1 && hoop__now_ns() < deadline) nanosleep(&ts, NULL);
+        if (atomic_load(&issued) < h->n - 1) {
+            h_fail(h, "the other ranks' calls did not return within 20 s: they block");
+            goto out;
+        }
+        nanosleep(&ts, NULL);
+        atomic_store(&late_called, 1);
+    }
+    for (int c = 0; c < NCALLS; c++) {
+        if (rt->memset_async(b.send[c], BYTE_OF(h->rank), bytes, b.stream) != 0) {
+            h_fail(h, "memset on the stream failed");
+            goto out;
+        }
+        /* reduce-scatter and all-gather in place, the rest out of place */
+        void *s = b.send[c], *r = b.recv[c];
+        if (c == 3) s = (char *)r + (size_t)h->rank * COUNT * 4;
+        if (c == 3 && rt->memset_async(s, BYTE_OF(h->rank), COUNT * 4, b.stream) != 0) {
+            h_fail(h, "memset on the stream failed");
+            goto out;
+        }
+        if (c == 4) r = (char *)s + (size_t)h->rank * COUNT * 4;
+        hoop_status st = call(h, c, s, r, (hoop_stream *)b.stream);
+        if (st != HOOP_OK) {
+            h_fail(h, "call %d: %s", c, hoop_last_error());
+            goto out;
+        }
+        if (rt->memcpy_async(b.snap[c], r, c == 3 ? bytes : COUNT * 4, b.stream) != 0) {
+            h_fail(h, "a copy on the stream failed");
+            goto out;
+        }
+        if (!late && h->n > 1 && rt->queued && rt->queued(b.stream) == 0)
+            h_fail(h, "call %d: nothing is held on the stream after the call", c);
+    }
+    if (!late) atomic_fetch_add(&issued, 1);
+    if (rt->stream_sync(b.stream) != 0) {
+        h_fail(h, "cudaStreamSynchronize failed");
+        goto out;
+    }
+    if (h->n > 1 && !atomic_load(&late_called))
+        h_fail(h, "the stream passed the calls before rank %d had made them", h->n - 1);
+    if (hoop_stream_status(h->comm) != HOOP_OK)
+        h_fail(h, "hoop_stream_status: %s", hoop_last_error());
+    check_results(h, &b, bytes);
+out:
+    free_bufs(&b);
+}
+
+static void run_ordered(int n)
+{
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    cfg.chunk_bytes = 1024; /* several pipelined chunks */
+    cfg.timeout_ms = 30000;
+    atomic_store(&late_called, 0);
+    atomic_store(&issued, 0);
+    run_ranks(n, &cfg, ordered, NULL);
+}
+
+START_TEST(test_ordered)
+{
+    run_ordered(_i);
+}
+END_TEST
+
+/* The same on streams that run work when it is issued (the host layer's default): a
+ * stream that is not lazy holds what follows an unmet wait. */
+START_TEST(test_ordered_eager)
+{
+    if (rt->set_lazy) rt->set_lazy(0); /* this test's own process (Check forks) */
+    run_ordered(_i);
+}
+END_TEST
+
+/* Rank 1 never calls: rank 0's stream is released after HOOP_TIMEOUT, and the timeout
+ * naming rank 1 is reported by hoop_stream_status and by the next stream call. */
+static void peer_absent(h_rank *h)
+{
+    bufs b;
+    size_t bytes = COUNT * 4;
+    if (!make_bufs(h, &b, bytes)) goto out;
+    if (h->rank == 0) {
+        int64_t t0 = hoop__now_ns();
+        if (hoop_allreduce_stream(h->comm, b.send[0], b.recv[0], COUNT, HOOP_DTYPE_I32, HOOP_OP_SUM,
+                                  (hoop_stream *)b.stream) != HOOP_OK)
+            h_fail(h, "the call: %s", hoop_last_error());
+        rt->memcpy_async(b.snap[0], b.recv[0], bytes, b.stream);
+        if (rt->stream_sync(b.stream) != 0) h_fail(h, "cudaStreamSynchronize failed");
+        double ms = (double)(hoop__now_ns() - t0) / 1e6;
+        if (ms > 5000) h_fail(h, "the stream was released after %.0f ms", ms);
+        hoop_status st = hoop_stream_status(h->comm);
+        if (st != HOOP_ERR_TIMEOUT || !strstr(hoop_last_error(), "rank 1"))
+            h_fail(h, "hoop_stream_status: %s (%s)", hoop_status_str(st), hoop_last_error());
+        st = hoop_broadcast_stream(h->comm, b.send[0], b.recv[0], COUNT, HOOP_DTYPE_I32, 0,
+                                   (hoop_stream *)b.stream);
+        if (st != HOOP_ERR_TIMEOUT || !strstr(hoop_last_error(), "hoop_broadcast_stream") ||
+            !strstr(hoop_last_error(), "rank 1"))
+            h_fail(h, "the next call: %s (%s)", hoop_status_str(st), hoop_last_error());
+    }
+out:
+    pthread_barrier_wait(h->bar); /* rank 1 keeps its comm until rank 0 has seen it all */
+    free_bufs(&b);
+}
+
+START_TEST(test_peer_absent)
+{
+    run_ranks_ms(2, 800, peer_absent, NULL);
+}
+END_TEST
+
+/* Rank 0's stream is held before its call by a wait nobody meets (work that never
+ * finishes): its call fails after HOOP_TIMEOUT without starting, the failure is reported
+ * naming rank 0, and once the blocker passes the stream runs to its end (the call's own
+ * wait was released by the failure). */
+static void start_never(h_rank *h)
+{
+    bufs b;
+    uint32_t *blocker = NULL;
+    size_t bytes = COUNT * 4;
+    if (!make_bufs(h, &b, bytes)) goto out;
+    if (cc->flag_alloc(&blocker) != HOOP_OK || rt->wait_value(b.stream, blocker, 1) != HOOP_OK) {
+        h_fail(h, "the blocking wait: %s", hoop_last_error());
+        goto out;
+    }
+    if (hoop_allreduce_stream(h->comm, b.send[0], b.recv[0], COUNT, HOOP_DTYPE_I32, HOOP_OP_SUM,
+                              (hoop_stream *)b.stream) != HOOP_OK)
+        h_fail(h, "the call: %s", hoop_last_error());
+    rt->memcpy_async(b.snap[0], b.recv[0], bytes, b.stream);
+    /* wait for the failure on the host, then let the stream go */
+    int64_t deadline = hoop__deadline_ns(5000);
+    while (hoop_stream_status(h->comm) == HOOP_OK && hoop__now_ns() < deadline) {
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    hoop_status st = hoop_stream_status(h->comm);
+    if (st != HOOP_ERR_TIMEOUT || !strstr(hoop_last_error(), "rank "))
+        h_fail(h, "hoop_stream_status: %s (%s)", hoop_status_str(st), hoop_last_error());
+    cc->flag_write(blocker, 1);
+    if (rt->stream_sync(b.stream) != 0) h_fail(h, "cudaStreamSynchronize failed");
+out:
+    pthread_barrier_wait(h->bar); /* each comm stays until both ranks are done */
+    free_bufs(&b);
+    cc->flag_free(blocker);
+}
+
+START_TEST(test_start_never)
+{
+    run_ranks_ms(2, 800, start_never, NULL);
+}
+END_TEST
+
+START_TEST(test_bad_args)
+{
+    float x = 0;
+    ck_assert_int_eq(hoop_allreduce_stream(NULL, &x, &x, 1, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL),
+                     HOOP_ERR_INVALID);
+    assert_error_has("hoop_allreduce_stream", "comm");
+    ck_assert_int_eq(hoop_barrier_stream(NULL, NULL), HOOP_ERR_INVALID);
+    assert_error_has("hoop_barrier_stream", NULL);
+    ck_assert_int_eq(hoop_stream_status(NULL), HOOP_ERR_INVALID);
+}
+END_TEST
+
+/* The module's test runtime (the same CUDA the collectives use), or NULL. */
+static const struct hoop__cuda_test_rt *find_rt(void)
+{
+    const char *path = getenv("HOOP_CUDA_BACKEND");
+    void *so = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    hoop__backend_test_rt_fn fn;
+    if (!so) return NULL;
+    *(void **)&fn = dlsym(so, HOOP__BACKEND_TEST_RT);
+    const struct hoop__cuda_test_rt *t = fn ? fn() : NULL;
+    return t && t->size >= sizeof(*t) ? t : NULL;
+}
+
+int main(void)
+{
+    const char *hx = getenv("TEST_CUDA_HX_BACKEND");
+    use_test_cuda_backend();
+    if (hoop_device_check(HOOP_DEVICE_CUDA) != HOOP_OK) {
+        printf("SKIP: no CUDA device for hoop: %s\n", hoop_last_error());
+        return 77;
+    }
+    rt = find_rt();
+    if (hoop__cuda_backend(NULL, &cc) != HOOP_OK || !cc || !rt ||
+        !HOOP__CUDA_COLL_HAS(cc, flag_write)) {
+        printf("SKIP: the CUDA backend has no stream entries or test runtime\n");
+        return 77;
+    }
+    if (rt->set_lazy) rt->set_lazy(1); /* streams made from now on: the lazy host layer */
+    setenv("HOOP_TRANSPORT", "tcp", 1);
+    Suite *s = suite_create("coll_stream");
+    TCase *tc = tcase_create("stream");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_ordered, 1, 5);
+    if (hx) tcase_add_loop_test(tc, test_ordered_eager, 2, 4);
+    tcase_add_test(tc, test_peer_absent);
+    tcase_add_test(tc, test_start_never);
+    tcase_add_test(tc, test_bad_args);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    if (!hx) srunner_set_fork_status(sr, CK_NOFORK); /* a real GPU: no CUDA across fork */
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
