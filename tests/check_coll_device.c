@@ -6,7 +6,8 @@
  * enough for many pipelined steps. Each call is made twice, once on device buffers and
  * once on host copies of the same data, and the results must be bitwise equal (the host
  * path is checked against exact references by check_collectives); a call mixing GPU and
- * host buffers is refused, naming both.
+ * host buffers is refused, naming both; a rank that dies mid-call fails the others
+ * within 2 s, naming it.
  *
  * In make check the CUDA backend is the host execution layer's build
  * (TEST_CUDA_HX_BACKEND): its "device" memory is host memory, so this checks the device
@@ -24,6 +25,7 @@
 #include "coll_harness.h"
 #include "collectives/coll.h"
 #include "collectives/comm.h"
+#include "core/clock.h"
 #include "hoop/tensor.h"
 #include "run_suite.h"
 
@@ -199,6 +201,54 @@ START_TEST(test_mixed_refused)
 }
 END_TEST
 
+/* A rank that dies in the middle of an all-reduce on device buffers (its links closed
+ * abruptly, as when its process is killed): the others fail within 2 s with
+ * HOOP_ERR_REMOTE naming it, as on host buffers (check_direct's dead_peer), and nothing
+ * hangs in the staging path. _i: 0 the victim dies before the data moves, 1 while its
+ * own call is in flight. */
+static void dead_peer(h_rank *h)
+{
+    size_t count = (size_t)1 << 18; /* 1 MiB of f32: many staged chunks */
+    hoop_tensor *t = NULL;
+    float *d = dev_alloc(&t, count * 4), *x = calloc(count, 4);
+    int mode = *(const int *)h->user;
+    if (!d || !x || put(t, x, count * 4) != HOOP_OK) {
+        h_fail(h, "device buffer: %s", hoop_last_error());
+        goto out;
+    }
+    if (h->rank == 2) {
+        hoop_request *req = NULL;
+        if (mode == 1)
+            hoop_allreduce(h->comm, d, d, count, HOOP_DTYPE_F32, HOOP_OP_SUM, &req);
+        else
+            usleep(100 * 1000);
+        hoop__comm_kill(h->comm);
+        if (req) hoop_wait(req, -1);
+        goto out;
+    }
+    int64_t t0 = hoop__now_ns();
+    hoop_status st = hoop_allreduce(h->comm, d, d, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    double secs = (double)(hoop__now_ns() - t0) / 1e9;
+    if (st != HOOP_ERR_REMOTE && !(mode == 1 && st == HOOP_OK))
+        h_fail(h, "want HOOP_ERR_REMOTE, got %s: %s", hoop_status_name(st), hoop_last_error());
+    else if (st == HOOP_ERR_REMOTE && !strstr(hoop_last_error(), "rank 2"))
+        h_fail(h, "the message does not name rank 2: %s", hoop_last_error());
+    if (secs > 2.0) h_fail(h, "took %.2f s to notice the dead peer", secs);
+out:
+    hoop_tensor_free(t);
+    free(x);
+}
+
+START_TEST(test_dead_peer)
+{
+    int mode = _i;
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    cfg.chunk_bytes = 16384;
+    cfg.timeout_ms = 20000;
+    run_ranks(4, &cfg, dead_peer, &mode);
+}
+END_TEST
+
 int main(void)
 {
     const char *hx = getenv("TEST_CUDA_HX_BACKEND");
@@ -213,6 +263,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_device_buffers, 2, 5);
     tcase_add_test(tc, test_mixed_refused);
+    tcase_add_loop_test(tc, test_dead_peer, 0, 2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     if (!hx) srunner_set_fork_status(sr, CK_NOFORK); /* a real GPU: no CUDA across fork */
