@@ -6,7 +6,7 @@
 # under configure --enable-fuzz (clang) as tests/fuzz/fuzz_NAME with libFuzzer's main,
 # which scripts/fuzz.sh runs for a bounded time (.ci/run: 30 s each).
 FUZZ_LIBS = libhoopcore.la $(HOOP_DEP_LIBS)
-EXTRA_DIST += tests/fuzz/corpus tests/fuzz/fuzz.h
+EXTRA_DIST += tests/fuzz/corpus tests/fuzz/fuzz.h tests/fuzz/make_corpus.py
 
 check_PROGRAMS += tests/fuzz/replay_hostlist tests/fuzz/replay_settings tests/fuzz/replay_idx \
 	tests/fuzz/replay_checkpoint tests/fuzz/replay_store
