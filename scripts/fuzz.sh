@@ -26,7 +26,7 @@ while getopts "t:j:h" opt; do
 done
 shift $((OPTIND - 1))
 case $secs$jobs in '' | *[!0-9]*) echo "$0: -t and -j take whole numbers" >&2 && exit 2 ;; esac
-all="hostlist settings idx checkpoint store"
+all="hostlist settings idx checkpoint store tcp shm ib header"
 targets=${*:-$all}
 for t in $targets; do
     case " $all " in *" $t "*) ;; *) echo "$0: unknown target '$t' ($all)" >&2 && exit 2 ;; esac

@@ -70,7 +70,86 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "transport/ib_util.h"
+#include "transport/sock.h"
 #include "transport/transport.h"
+
+// ----------------------------------------------------------------- the wire (any build)
+
+#define IB_MAGIC 0x686f6962u /* "hoib" */
+#define IB_VERSION 1
+#define IB_SLOTS 16               /* eager slots per link */
+#define IB_SLOT_BYTES (64u << 10) /* largest eager message */
+
+/* A QP's half of the set-up. */
+struct ib_qpinfo {
+    uint32_t qpn, psn;
+    uint8_t gid[16];
+    uint16_t lid;
+    uint8_t mtu, link_eth;
+    uint32_t max_msg;
+    uint64_t ring_addr; /* connector: its grant ring; acceptor: its slots */
+    uint32_t ring_rkey, slot_bytes;
+    uint32_t nslots, pad;
+};
+
+struct ib_hello {
+    uint32_t magic;
+    uint16_t version, pad;
+    int32_t rank, channel;
+    char token[HOOP_TP_TOKEN_MAX];
+    struct ib_qpinfo qp;
+};
+
+struct ib_reply {
+    uint32_t magic;
+    int32_t verdict; /* 1 = accepted */
+    struct ib_qpinfo qp;
+};
+_Static_assert(sizeof(struct ib_qpinfo) == HOOP__IB_QPINFO_BYTES, "ib_util.h's qpinfo size");
+_Static_assert(sizeof(struct ib_hello) == HOOP__IB_HELLO_BYTES, "ib_util.h's hello size");
+_Static_assert(sizeof(struct ib_reply) == HOOP__IB_REPLY_BYTES, "ib_util.h's reply size");
+
+int hoop__ib_hello_check(const void *bytes, size_t n, const char *token, const char **why)
+{
+    struct ib_hello h;
+    *why = NULL;
+    if (n == sizeof(h)) memcpy(&h, bytes, sizeof(h));
+    if (n != sizeof(h) || h.magic != IB_MAGIC)
+        *why = "not a hoop ib hello";
+    else if (h.version != IB_VERSION)
+        *why = "another ib protocol version";
+    else if (!hoop__sock_token_equal(h.token, token))
+        *why = "wrong token";
+    return *why == NULL;
+}
+
+int hoop__ib_reply_check(const void *bytes, size_t n)
+{
+    struct ib_reply r;
+    if (n != sizeof(r)) return 0;
+    memcpy(&r, bytes, sizeof(r));
+    return r.magic == IB_MAGIC && r.verdict == 1;
+}
+
+hoop_status hoop__ib_qpinfo_check(const void *bytes, size_t n, int peer, const char *dev,
+                                  int link_eth)
+{
+    struct ib_qpinfo q;
+    if (n != sizeof(q))
+        return HOOP_ERROR(HOOP_ERR_REMOTE,
+                          "ib: rank %d sent a QP description of %zu bytes, not %zu", peer, n,
+                          sizeof(q));
+    memcpy(&q, bytes, sizeof(q));
+    if (q.link_eth != link_eth)
+        return HOOP_ERROR(HOOP_ERR_REMOTE, "ib: rank %d's port is %s, ours (%s) is %s", peer,
+                          q.link_eth ? "RoCE" : "InfiniBand", dev,
+                          link_eth ? "RoCE" : "InfiniBand");
+    if (q.slot_bytes != IB_SLOT_BYTES || q.nslots != IB_SLOTS)
+        return HOOP_ERROR(HOOP_ERR_REMOTE, "ib: rank %d runs another slot layout (%u x %u bytes)",
+                          peer, q.nslots, q.slot_bytes);
+    return HOOP_OK;
+}
 
 #ifndef HOOP_HAVE_VERBS
 
@@ -89,15 +168,9 @@ const struct hoop_transport hoop__transport_ib = {
 
 #include <infiniband/verbs.h>
 
-#include "transport/ib_util.h"
 #include "transport/regcache.h"
 #include "transport/reqpool.h"
-#include "transport/sock.h"
 
-#define IB_MAGIC 0x686f6962u /* "hoib" */
-#define IB_VERSION 1
-#define IB_SLOTS 16                /* eager slots per link */
-#define IB_SLOT_BYTES (64u << 10)  /* largest eager message */
 #define IB_GRANTS 32               /* rendezvous grants outstanding per link */
 #define IB_SQ_DEPTH 256            /* send work requests per QP */
 #define IB_SIGNAL_EVERY 32         /* a signalled send work request at least this often */
@@ -168,32 +241,6 @@ struct ib_handle {
     struct ib_comm *pending;
 };
 _Static_assert(sizeof(struct ib_handle) <= HOOP_TP_HANDLE_MAX, "ib handle too large");
-
-/* A QP's half of the set-up. */
-struct ib_qpinfo {
-    uint32_t qpn, psn;
-    uint8_t gid[16];
-    uint16_t lid;
-    uint8_t mtu, link_eth;
-    uint32_t max_msg;
-    uint64_t ring_addr; /* connector: its grant ring; acceptor: its slots */
-    uint32_t ring_rkey, slot_bytes;
-    uint32_t nslots, pad;
-};
-
-struct ib_hello {
-    uint32_t magic;
-    uint16_t version, pad;
-    int32_t rank, channel;
-    char token[HOOP_TP_TOKEN_MAX];
-    struct ib_qpinfo qp;
-};
-
-struct ib_reply {
-    uint32_t magic;
-    int32_t verdict; /* 1 = accepted */
-    struct ib_qpinfo qp;
-};
 
 enum ib_kind { IK_LISTEN, IK_SEND, IK_RECV };
 enum ib_conn { IC_START, IC_CONNECTING, IC_HELLO, IC_REPLY, IC_READY, IC_DONE };
@@ -835,13 +882,7 @@ static hoop_status qp_connect(struct ib_comm *c, const struct ib_qpinfo *mine,
     char g1[64], g2[64];
     c->peer = *peer;
     memcpy(c->peer_gid.raw, peer->gid, 16);
-    if (peer->link_eth != p->link_eth)
-        return HOOP_ERROR(HOOP_ERR_REMOTE, "ib: rank %d's port is %s, ours (%s) is %s",
-                          c->base.peer, peer->link_eth ? "RoCE" : "InfiniBand", p->dev,
-                          p->link_eth ? "RoCE" : "InfiniBand");
-    if (peer->slot_bytes != IB_SLOT_BYTES || peer->nslots != IB_SLOTS)
-        return HOOP_ERROR(HOOP_ERR_REMOTE, "ib: rank %d runs another slot layout (%u x %u bytes)",
-                          c->base.peer, peer->nslots, peer->slot_bytes);
+    HOOP_CHECK(hoop__ib_qpinfo_check(peer, sizeof(*peer), c->base.peer, p->dev, p->link_eth));
     c->max_msg = peer->max_msg < p->max_msg ? peer->max_msg : p->max_msg;
     struct ibv_qp_attr a = {
         .qp_state = IBV_QPS_RTR,
@@ -953,12 +994,10 @@ static hoop_status judge(struct ib_comm *l, struct ib_pend *p, int *drop)
     *drop = 0;
     int r = sock_io(p->fd, h, sizeof(*h), &p->off, 0);
     if (r == 0) return HOOP_OK;
-    if (r < 0 || h->magic != IB_MAGIC)
+    if (r < 0)
         why = "not a hoop ib hello";
-    else if (h->version != IB_VERSION)
-        why = "another ib protocol version";
-    else if (!hoop__sock_token_equal(h->token, l->ctx->token))
-        why = "wrong token";
+    else
+        hoop__ib_hello_check(h, sizeof(*h), l->ctx->token, &why);
     struct ib_reply rep = {.magic = IB_MAGIC, .verdict = 0};
     struct ib_comm *c = NULL;
     if (!why) {
@@ -1093,7 +1132,7 @@ static hoop_status conn_step(struct ib_comm *c, int *done)
                               "set-up (wrong HOOP_TOKEN, or see its log)",
                               c->base.peer);
         if (r == 0) return HOOP_OK;
-        if (c->reply.magic != IB_MAGIC || c->reply.verdict != 1)
+        if (!hoop__ib_reply_check(&c->reply, sizeof(c->reply)))
             return HOOP_ERROR(HOOP_ERR_REMOTE,
                               "ib: rank %d refused the connection (wrong HOOP_TOKEN, or its "
                               "QP set-up failed: see its log)",

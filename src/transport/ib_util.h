@@ -17,6 +17,7 @@
 
 #include "config.h" /* HOOP_HAVE_VERBS */
 #include "hoop/status.h"
+#include "transport/transport.h"
 
 HOOP_EXTERN_C_BEGIN
 
@@ -103,6 +104,40 @@ const char *hoop__ib_gid_str(const uint8_t raw[16], char *buf, size_t cap);
 
 /* The GID type's short name: "IB", "v1", "v2", or "type?" for anything else. */
 const char *hoop__ib_gid_type_str(int type);
+
+// ----------------------------------------------------------------- the connection blob
+
+/* The set-up a connecting rank and a listener exchange over a socket (ib.c, in every
+ * build, so that tests/fuzz/fuzz_ib.c runs without a device): the connector sends a
+ * hello (magic, version, rank, channel, token, then its QP's half: qpn, psn, gid, lid,
+ * mtu, link type, largest message, its grant ring and the slot layout), the listener
+ * answers a reply (magic, verdict, its QP's half). The byte counts are those of ib.c's
+ * structs (checked there); both ends run the same build, so the order is the host's. */
+#define HOOP__IB_QPINFO_BYTES 56
+#define HOOP__IB_HELLO_BYTES (16 + HOOP_TP_TOKEN_MAX + HOOP__IB_QPINFO_BYTES)
+#define HOOP__IB_REPLY_BYTES (8 + HOOP__IB_QPINFO_BYTES)
+
+/* Judges the n bytes of a hello as the listener received them: 1 to accept, 0 to
+ * refuse, with *why the reason ("not a hoop ib hello": wrong size or magic, "another ib
+ * protocol version", "wrong token": not equal to token's HOOP_TP_TOKEN_MAX bytes,
+ * compared in constant time), NULL on acceptance. The QP half is judged afterwards, by
+ * hoop__ib_qpinfo_check on the bytes at offset HOOP__IB_HELLO_BYTES -
+ * HOOP__IB_QPINFO_BYTES. */
+int hoop__ib_hello_check(const void *bytes, size_t n, const char *token, const char **why);
+
+/* 1 when the n bytes of a listener's reply accept the connection (the size, the magic
+ * and verdict 1), else 0. Its QP half, at offset 8, is then judged by
+ * hoop__ib_qpinfo_check. */
+int hoop__ib_reply_check(const void *bytes, size_t n);
+
+/* Judges the n bytes of a peer's QP half against this end's port: the same link layer
+ * (link_eth: 1 RoCE, 0 InfiniBand) and the same eager slot layout. The addresses,
+ * numbers, mtu and message size are the peer's to give (the mtu and message size are
+ * clamped to this port's by the caller). peer (its rank) and dev (this port's device)
+ * name the two ends in the message. Errors: HOOP_ERR_REMOTE (a size other than
+ * HOOP__IB_QPINFO_BYTES, another link layer, another slot layout). */
+hoop_status hoop__ib_qpinfo_check(const void *bytes, size_t n, int peer, const char *dev,
+                                  int link_eth);
 
 // ----------------------------------------------------------------- completions
 

@@ -51,6 +51,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/rng.h"
+#include "transport/hello.h"
 #include "transport/reqpool.h"
 #include "transport/transport.h"
 
@@ -101,6 +102,7 @@ struct shm_hello {
     uint64_t ring_bytes;
     char token[HOOP_TP_TOKEN_MAX];
 };
+_Static_assert(sizeof(struct shm_hello) == HOOP__SHM_HELLO_BYTES, "hello.h's size of the hello");
 
 struct shm_req {
     hoop__req_link link; /* first: the comm's request pool (reqpool.h) */
@@ -307,6 +309,27 @@ static int token_equal(const char *a, const char *b)
     return diff == 0;
 }
 
+int hoop__shm_hello_check(const void *bytes, size_t n, int nfds, int truncated, int same_user,
+                          const char *token, const char **why)
+{
+    struct shm_hello h;
+    *why = NULL;
+    if (n == sizeof(h)) memcpy(&h, bytes, sizeof(h));
+    if (n != sizeof(h) || h.magic != SHM_MAGIC)
+        *why = "not a hoop shm hello";
+    else if (h.version != SHM_VERSION)
+        *why = "another shm protocol version";
+    else if (nfds != 3 || truncated)
+        *why = "the segment and eventfds did not arrive";
+    else if (!same_user)
+        *why = "the peer runs as another user";
+    else if (!token_equal(h.token, token))
+        *why = "wrong token";
+    else if (h.ring_bytes < 4096 || (h.ring_bytes & (h.ring_bytes - 1)))
+        *why = "a bad ring size";
+    return *why == NULL;
+}
+
 /* Maps a connector's segment (fd) and checks its header against the hello. */
 static hoop_status map_segment(struct shm_comm *c, int fd, uint64_t ring_bytes, int create)
 {
@@ -379,18 +402,10 @@ static hoop_status judge(struct shm_comm *l, int fd, int *keep, struct shm_comm 
             memcpy(fds, CMSG_DATA(cm), (size_t)nfds * sizeof(int));
         }
     const char *why = NULL;
-    if (n != (ssize_t)sizeof(h) || h.magic != SHM_MAGIC)
-        why = "not a hoop shm hello";
-    else if (h.version != SHM_VERSION)
-        why = "another shm protocol version";
-    else if (nfds != 3 || (m.msg_flags & MSG_CTRUNC))
-        why = "the segment and eventfds did not arrive";
-    else if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 || cred.uid != getuid())
-        why = "the peer runs as another user";
-    else if (!token_equal(h.token, l->ctx->token))
-        why = "wrong token";
-    else if (h.ring_bytes < 4096 || (h.ring_bytes & (h.ring_bytes - 1)))
-        why = "a bad ring size";
+    int same_user =
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 && cred.uid == getuid();
+    hoop__shm_hello_check(&h, n < 0 ? 0 : (size_t)n, nfds, (m.msg_flags & MSG_CTRUNC) != 0,
+                          same_user, l->ctx->token, &why);
     struct shm_comm *c = NULL;
     hoop_status st = HOOP_OK;
     if (!why) {

@@ -37,6 +37,7 @@
 
 #include "core/check.h"
 #include "core/clock.h"
+#include "transport/hello.h"
 #include "transport/reqpool.h"
 #include "transport/sock.h"
 #include "transport/transport.h"
@@ -74,6 +75,7 @@ struct tcp_hello {
     uint32_t nonce;
     char token[HOOP_TP_TOKEN_MAX];
 };
+_Static_assert(sizeof(struct tcp_hello) == HOOP__TCP_HELLO_BYTES, "hello.h's size of the hello");
 
 struct tcp_req;
 struct tcp_piece {
@@ -282,18 +284,34 @@ static hoop_status group_add(struct tcp_comm *l, const struct tcp_hello *h, int 
     return HOOP_OK;
 }
 
+int hoop__tcp_hello_check(const void *bytes, size_t n, const char *token, char *why, size_t cap)
+{
+    struct tcp_hello h;
+    if (n != sizeof(h)) {
+        if (cap) snprintf(why, cap, "that is not a hoop peer (bad hello)");
+        return 0;
+    }
+    memcpy(&h, bytes, sizeof(h));
+    int ok = h.magic == TCP_MAGIC && h.version == TCP_VERSION && h.nsocks >= 1 &&
+             h.nsocks <= TCP_MAX_SOCKS && h.idx >= 0 && h.idx < h.nsocks;
+    if (!ok) {
+        if (cap) snprintf(why, cap, "that is not a hoop peer (bad hello)");
+        return 0;
+    }
+    if (!hoop__sock_token_equal(h.token, token)) {
+        if (cap) snprintf(why, cap, "claiming rank %d: wrong HOOP_TOKEN", h.rank);
+        return 0;
+    }
+    return 1;
+}
+
 /* Judges a complete hello: refuses strangers, files friends. */
 static hoop_status pend_judge(struct tcp_comm *l, struct tcp_pend *p, struct tcp_comm **done)
 {
     const struct tcp_hello *h = &p->hello;
-    int ok = h->magic == TCP_MAGIC && h->version == TCP_VERSION && h->nsocks >= 1 &&
-             h->nsocks <= TCP_MAX_SOCKS && h->idx >= 0 && h->idx < h->nsocks;
-    if (ok && !hoop__sock_token_equal(h->token, l->ctx->token)) {
-        HOOP_WARN("TCP: refused a connection claiming rank %d: wrong HOOP_TOKEN", h->rank);
-        ok = 0;
-    } else if (!ok) {
-        HOOP_WARN("TCP: refused a connection that is not a hoop peer (bad hello)");
-    }
+    char why[96];
+    int ok = hoop__tcp_hello_check(h, sizeof(*h), l->ctx->token, why, sizeof(why));
+    if (!ok) HOOP_WARN("TCP: refused a connection %s", why);
     char verdict = ok ? 1 : 0;
     if (send(p->fd, &verdict, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) ok = 0;
     if (!ok) {
