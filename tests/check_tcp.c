@@ -2,7 +2,8 @@
 /*
  * tests/check_tcp.c -- the TCP transport on its own: vtable contract, data integrity
  * over several streams with partial I/O, peer close -> HOOP_ERR_REMOTE, wrong token
- * refused, listen-address choice.
+ * refused, a token holder's stream that arrives twice or disagrees with its link refused,
+ * listen-address choice.
  */
 #include <check.h>
 #include <dirent.h>
@@ -11,7 +12,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "core/clock.h"
+#include "transport/hello.h"
 #include "transport/transport.h"
 
 static const struct hoop_transport *tp = &hoop__transport_tcp;
@@ -155,6 +161,83 @@ START_TEST(test_ifname)
 }
 END_TEST
 
+// ----------------------------------------------------------------- hellos from a token holder
+
+/* Opens a raw stream to the listener whose handle is h (offsets written out: magic 0,
+ * IPv4 address 4, port 8, both in network order) and sends a hello with the given
+ * fields (layout: magic 0, version 4, nsocks 6, rank 8, channel 12, idx 16, nonce 20,
+ * token 24); returns the socket. */
+static int raw_hello(const unsigned char *h, uint16_t nsocks, int32_t idx, uint32_t nonce,
+                     const char *token)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    memcpy(&a.sin_addr.s_addr, h + 4, 4);
+    memcpy(&a.sin_port, h + 8, 2);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    unsigned char hello[HOOP__TCP_HELLO_BYTES] = {0};
+    uint32_t magic = 0x686f6f70u;
+    uint16_t version = 1;
+    int32_t rank = 0, channel = 7;
+    memcpy(hello, &magic, 4);
+    memcpy(hello + 4, &version, 2);
+    memcpy(hello + 6, &nsocks, 2);
+    memcpy(hello + 8, &rank, 4);
+    memcpy(hello + 12, &channel, 4);
+    memcpy(hello + 16, &idx, 4);
+    memcpy(hello + 20, &nonce, 4);
+    strncpy((char *)hello + 24, token, HOOP_TP_TOKEN_MAX);
+    ck_assert_int_eq(send(fd, hello, sizeof(hello), MSG_NOSIGNAL), (ssize_t)sizeof(hello));
+    return fd;
+}
+
+/* Drives the listener until fd's verdict arrives; returns it (1 accepted, 0 refused). */
+static int verdict(struct hoop_tp_comm *listen, int fd, struct hoop_tp_comm **got)
+{
+    char v = -1;
+    int64_t deadline = hoop__deadline_ns(5000);
+    while (hoop__now_ns() < deadline) {
+        struct hoop_tp_comm *c = NULL;
+        ck_assert_int_eq(tp->accept(listen, &c), HOOP_OK);
+        if (c) *got = c;
+        if (recv(fd, &v, 1, MSG_DONTWAIT) == 1) return v;
+        usleep(1000);
+    }
+    ck_abort_msg("no verdict within 5 s");
+    return -1;
+}
+
+/* A token holder's stream that arrives twice, or that disagrees with its link's number
+ * of streams, is refused with the reason; the listener keeps no descriptor of it, and the
+ * link still assembles from the right streams. */
+START_TEST(test_bad_stream)
+{
+    unsigned char handle[HOOP_TP_HANDLE_MAX];
+    void *ctx;
+    struct hoop_tp_comm *listen, *got = NULL;
+    int before = open_fds();
+    tp_make_ctx(&ctx, 1, "secret", (struct hoop_tp_config){.nsocks = 2});
+    ck_assert_int_eq(tp->listen(ctx, handle, &listen), HOOP_OK);
+    int first = raw_hello(handle, 2, 0, 42, "secret");
+    ck_assert_int_eq(verdict(listen, first, &got), 1);
+    int again = raw_hello(handle, 2, 0, 42, "secret"); /* stream 0 a second time */
+    ck_assert_int_eq(verdict(listen, again, &got), 0);
+    int wider = raw_hello(handle, 3, 2, 42, "secret"); /* three streams, where it has two */
+    ck_assert_int_eq(verdict(listen, wider, &got), 0);
+    ck_assert_ptr_null(got);
+    int second = raw_hello(handle, 2, 1, 42, "secret");
+    ck_assert_int_eq(verdict(listen, second, &got), 1);
+    ck_assert_ptr_nonnull(got); /* the link of streams 0 and 1, handed out */
+    ck_assert_int_eq(got->peer, 0);
+    ck_assert_int_eq(tp->close(got), HOOP_OK);
+    ck_assert_int_eq(tp->close(listen), HOOP_OK);
+    ck_assert_int_eq(tp->finalize(ctx), HOOP_OK);
+    close(first), close(again), close(wider), close(second);
+    ck_assert_int_eq(open_fds(), before);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tcp");
@@ -170,6 +253,7 @@ int main(void)
     tcase_add_test(err, test_peer_close);
     tcase_add_test(err, test_wrong_token);
     tcase_add_test(err, test_abandoned_connect);
+    tcase_add_test(err, test_bad_stream);
     suite_add_tcase(s, err);
     return run_suite(s);
 }

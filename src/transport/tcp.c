@@ -252,25 +252,56 @@ static int pend_read(struct tcp_pend *p)
     return p->off == sizeof(p->hello);
 }
 
-/* Files a verified stream into its group; returns the group when it is complete. */
+/* The group (half-assembled link) a hello belongs to: same rank, channel and nonce; -1
+ * when it opens a new one. */
+static int group_find(const struct tcp_comm *l, const struct tcp_hello *h)
+{
+    for (int gi = 0; gi < l->ngroups; gi++) {
+        const struct tcp_comm *x = l->groups[gi];
+        if (x->base.peer == h->rank && x->base.channel == h->channel &&
+            l->group_nonce[gi] == h->nonce)
+            return gi;
+    }
+    return -1;
+}
+
+/* Whether a verified hello fits its group: a stream index not taken yet, and the number of
+ * streams its group announced. A stream that arrives twice, or a link whose streams
+ * disagree, would otherwise overwrite a descriptor (a leak) or land in a slot that is
+ * never read. Only a peer that holds the token can send either. */
+static int group_fits(const struct tcp_comm *l, const struct tcp_hello *h, char *why, size_t cap)
+{
+    int gi = group_find(l, h);
+    if (gi < 0) {
+        if (l->ngroups < (int)(sizeof(l->group_nonce) / sizeof(l->group_nonce[0]))) return 1;
+        snprintf(why, cap, "claiming rank %d: too many half-open links", h->rank);
+        return 0;
+    }
+    const struct tcp_comm *g = l->groups[gi];
+    if (g->nsocks != h->nsocks)
+        snprintf(why, cap, "claiming rank %d channel %d: %d streams where its link has %d", h->rank,
+                 h->channel, h->nsocks, g->nsocks);
+    else if (g->s[h->idx].fd >= 0)
+        snprintf(why, cap, "claiming rank %d channel %d: stream %d arrived twice", h->rank,
+                 h->channel, h->idx);
+    else
+        return 1;
+    return 0;
+}
+
+/* Files a verified stream that fits its group (group_fits); returns the group when it is
+ * complete. On an error fd is the caller's to close. */
 static hoop_status group_add(struct tcp_comm *l, const struct tcp_hello *h, int fd,
                              struct tcp_comm **done)
 {
     struct tcp_comm *g = NULL;
-    int gi;
-    for (gi = 0; gi < l->ngroups; gi++) {
-        struct tcp_comm *x = l->groups[gi];
-        if (x->base.peer == h->rank && x->base.channel == h->channel &&
-            l->group_nonce[gi % 64] == h->nonce) {
-            g = x;
-            break;
-        }
-    }
-    if (!g) {
-        if (l->ngroups >= 64) return HOOP_ERROR(HOOP_ERR_INTERNAL, "too many half-open links");
+    int gi = group_find(l, h);
+    if (gi >= 0) {
+        g = l->groups[gi];
+    } else {
+        HOOP_CHECK(hoop__realloc(&l->groups, (size_t)l->ngroups + 1));
         HOOP_CHECK(comm_new(l->ctx, TK_RECV, h->nsocks, h->rank, &g));
         g->base.channel = h->channel;
-        HOOP_CHECK(hoop__realloc(&l->groups, (size_t)l->ngroups + 1));
         gi = l->ngroups++;
         l->groups[gi] = g;
         l->group_nonce[gi] = h->nonce;
@@ -310,7 +341,8 @@ static hoop_status pend_judge(struct tcp_comm *l, struct tcp_pend *p, struct tcp
 {
     const struct tcp_hello *h = &p->hello;
     char why[96];
-    int ok = hoop__tcp_hello_check(h, sizeof(*h), l->ctx->token, why, sizeof(why));
+    int ok = hoop__tcp_hello_check(h, sizeof(*h), l->ctx->token, why, sizeof(why)) &&
+             group_fits(l, h, why, sizeof(why));
     if (!ok) HOOP_WARN("TCP: refused a connection %s", why);
     char verdict = ok ? 1 : 0;
     if (send(p->fd, &verdict, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) ok = 0;
@@ -319,7 +351,9 @@ static hoop_status pend_judge(struct tcp_comm *l, struct tcp_pend *p, struct tcp
         return HOOP_OK;
     }
     set_sockopts(p->fd);
-    return group_add(l, h, p->fd, done);
+    hoop_status st = group_add(l, h, p->fd, done);
+    if (st != HOOP_OK) close(p->fd);
+    return st;
 }
 
 static hoop_status tcp_accept(struct hoop_tp_comm *lc, struct hoop_tp_comm **out)
