@@ -22,13 +22,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/clock.h"
 #include "core/rng.h"
+#include "transport/hello.h"
 #include "transport/transport.h"
 
 static const struct hoop_transport *tp = &hoop__transport_shm;
@@ -767,6 +771,68 @@ START_TEST(test_no_fd_leak)
 }
 END_TEST
 
+/* A hello that brings more descriptors than the three it needs is refused, and every
+ * descriptor that arrived with it is closed: the control buffer, sized for three, has
+ * room for a fourth through its alignment. Offsets written out: the handle's abstract
+ * SOCK_SEQPACKET socket name at 32 (40 bytes); the hello's magic 0, version 4, rank 8, channel 12,
+ * ring bytes 16, token 24. */
+START_TEST(test_extra_fds)
+{
+    unsigned char handle[HOOP_TP_HANDLE_MAX], hello[HOOP__SHM_HELLO_BYTES] = {0};
+    void *ctx;
+    struct hoop_tp_comm *listen, *got = NULL;
+    int before = open_fds();
+    tp_make_ctx(&ctx, 1, "k", (struct hoop_tp_config){.ring_bytes = 4096});
+    ck_assert_int_eq(tp->listen(ctx, handle, &listen), HOOP_OK);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    size_t len = strnlen((const char *)handle + 32, 40);
+    memcpy(a.sun_path + 1, handle + 32, len);
+    int sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    ck_assert_int_eq(connect(sock, (struct sockaddr *)&a,
+                             (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)),
+                     0);
+    uint32_t magic = 0x6873686du;
+    uint16_t version = 1;
+    int32_t rank = 0, channel = 7;
+    uint64_t ring = 4096;
+    memcpy(hello, &magic, 4);
+    memcpy(hello + 4, &version, 2);
+    memcpy(hello + 8, &rank, 4);
+    memcpy(hello + 12, &channel, 4);
+    memcpy(hello + 16, &ring, 8);
+    memcpy(hello + 24, "k", 2);
+    int fds[4];
+    for (int i = 0; i < 4; i++) ck_assert_int_ge(fds[i] = eventfd(0, EFD_CLOEXEC), 0);
+    union {
+        char buf[CMSG_SPACE(sizeof(fds))];
+        struct cmsghdr align;
+    } cbuf;
+    struct iovec iov = {.iov_base = hello, .iov_len = sizeof(hello)};
+    struct msghdr m = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = cbuf.buf,
+                       .msg_controllen = sizeof(cbuf.buf)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(fds));
+    memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+    ck_assert_int_eq(sendmsg(sock, &m, MSG_NOSIGNAL), (ssize_t)sizeof(hello));
+    for (int i = 0; i < 4; i++) close(fds[i]);
+    char v = -1;
+    for (int i = 0; i < 2000 && v == -1; i++) {
+        ck_assert_int_eq(tp->accept(listen, &got), HOOP_OK);
+        if (recv(sock, &v, 1, MSG_DONTWAIT) != 1) v = -1, usleep(1000);
+    }
+    ck_assert_int_eq(v, 0); /* refused */
+    ck_assert_ptr_null(got);
+    close(sock);
+    ck_assert_int_eq(tp->close(listen), HOOP_OK);
+    ck_assert_int_eq(tp->finalize(ctx), HOOP_OK);
+    ck_assert_int_eq(open_fds(), before);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("shm");
@@ -794,6 +860,7 @@ int main(void)
     tcase_add_loop_test(err, test_wrong_token, 0, 3);
     tcase_add_test(err, test_peer_gone_in_handshake);
     tcase_add_test(err, test_no_fd_leak);
+    tcase_add_test(err, test_extra_fds);
     suite_add_tcase(s, err);
     return run_suite(s);
 }

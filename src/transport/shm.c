@@ -378,6 +378,28 @@ static struct msghdr hello_msg_init(struct hello_msg *x, struct shm_hello *h)
                            .msg_controllen = sizeof(x->cbuf.buf)};
 }
 
+/* Takes the descriptors that came with a hello: the first three into fds, any others
+ * closed at once. The control buffer is sized for three but its alignment leaves room
+ * for a fourth, and a peer may send several SCM_RIGHTS messages: whatever arrives is
+ * either kept here or closed. Returns how many arrived (the hello needs exactly 3). */
+static int take_fds(struct msghdr *m, int fds[3])
+{
+    int nfds = 0;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+        size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++, nfds++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+            if (nfds < 3)
+                fds[nfds] = fd;
+            else
+                close(fd);
+        }
+    }
+    return nfds;
+}
+
 /* Reads the hello of an accepted socket. *out = a new recv comm when the peer is
  * accepted; the socket is consumed (closed or kept) unless its hello has not arrived. */
 static hoop_status judge(struct shm_comm *l, int fd, int *keep, struct shm_comm **out)
@@ -395,12 +417,7 @@ static hoop_status judge(struct shm_comm *l, int fd, int *keep, struct shm_comm 
         *keep = 1;
         return HOOP_OK;
     }
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); n >= 0 && cm; cm = CMSG_NXTHDR(&m, cm))
-        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-            nfds = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-            if (nfds > 3) nfds = 3;
-            memcpy(fds, CMSG_DATA(cm), (size_t)nfds * sizeof(int));
-        }
+    if (n >= 0) nfds = take_fds(&m, fds);
     const char *why = NULL;
     int same_user =
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 && cred.uid == getuid();
