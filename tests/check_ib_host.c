@@ -3,7 +3,8 @@
  * tests/check_ib_host.c -- the verbs transport's device-independent parts, no HCA
  * needed: the HOOP_IB_HCA parser and matcher, the GID choice on made-up GID tables,
  * GIDs as text, completion statuses as messages (where libibverbs is built in), and the
- * registration cache against a fake reg/dereg pair that records every call.
+ * registration cache against a fake reg/dereg pair that records every call, and the
+ * ranges a peer's QP half must respect.
  *
  * References: the HOOP_IB_HCA cases follow NCCL_IB_HCA's documented syntax and
  * examples; the GID tables are shaped like those of Soft-RoCE and mlx5 RoCE ports (a
@@ -1048,6 +1049,45 @@ START_TEST(test_credits_odd_orders)
 }
 END_TEST
 
+// ----------------------------------------------------------------- the QP half
+
+/* A peer's QP half (layout written out: mtu at 26, link_eth at 27, max_msg at 28,
+ * slot_bytes at 44, nslots at 48) is accepted only with a path MTU code of enum ibv_mtu
+ * (1..5) and a largest message of at least one eager slot (64 KiB); each refusal names
+ * the peer and the value. */
+static void qp_half(uint8_t q[HOOP__IB_QPINFO_BYTES], uint8_t mtu, uint32_t max_msg)
+{
+    uint32_t slot_bytes = 65536, nslots = 16;
+    memset(q, 0, HOOP__IB_QPINFO_BYTES);
+    q[26] = mtu;
+    q[27] = 1;
+    memcpy(q + 28, &max_msg, 4);
+    memcpy(q + 44, &slot_bytes, 4);
+    memcpy(q + 48, &nslots, 4);
+}
+
+START_TEST(test_qpinfo_ranges)
+{
+    uint8_t q[HOOP__IB_QPINFO_BYTES];
+    for (uint8_t mtu = 1; mtu <= 5; mtu++) {
+        qp_half(q, mtu, 65536);
+        ck_assert_int_eq(hoop__ib_qpinfo_check(q, sizeof(q), 3, "rxe0", 1), HOOP_OK);
+    }
+    static const uint8_t bad_mtu[] = {0, 6, 255};
+    for (size_t i = 0; i < sizeof(bad_mtu); i++) {
+        qp_half(q, bad_mtu[i], 1u << 30);
+        ck_assert_int_eq(hoop__ib_qpinfo_check(q, sizeof(q), 3, "rxe0", 1), HOOP_ERR_REMOTE);
+        ck_assert_ptr_nonnull(strstr(hoop_last_error(), "rank 3"));
+        ck_assert_ptr_nonnull(strstr(hoop_last_error(), "MTU"));
+    }
+    qp_half(q, 3, 65535);
+    ck_assert_int_eq(hoop__ib_qpinfo_check(q, sizeof(q), 3, "rxe0", 1), HOOP_ERR_REMOTE);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "65535"));
+    qp_half(q, 3, 0);
+    ck_assert_int_eq(hoop__ib_qpinfo_check(q, sizeof(q), 3, "rxe0", 1), HOOP_ERR_REMOTE);
+}
+END_TEST
+
 static Suite *ib_host_suite(void)
 {
     Suite *s = suite_create("ib_host");
@@ -1089,6 +1129,10 @@ static Suite *ib_host_suite(void)
     tcase_add_test(cr, test_credits_wrap);
     tcase_add_test(cr, test_credits_odd_orders);
     suite_add_tcase(s, cr);
+
+    TCase *qp = tcase_create("qpinfo");
+    tcase_add_test(qp, test_qpinfo_ranges);
+    suite_add_tcase(s, qp);
 
     TCase *rc = tcase_create("regcache");
     tcase_add_checked_fixture(rc, rc_setup, rc_teardown);

@@ -148,6 +148,19 @@ hoop_status hoop__ib_qpinfo_check(const void *bytes, size_t n, int peer, const c
     if (q.slot_bytes != IB_SLOT_BYTES || q.nslots != IB_SLOTS)
         return HOOP_ERROR(HOOP_ERR_REMOTE, "ib: rank %d runs another slot layout (%u x %u bytes)",
                           peer, q.nslots, q.slot_bytes);
+    /* enum ibv_mtu: IBV_MTU_256 = 1 .. IBV_MTU_4096 = 5 (written out: this part builds
+     * without verbs). ibv_modify_qp would refuse another value with an errno that names
+     * neither end; a message size under a slot would split a rendezvous into empty
+     * pieces forever. */
+    if (q.mtu < 1 || q.mtu > 5)
+        return HOOP_ERROR(HOOP_ERR_REMOTE,
+                          "ib: rank %d sent path MTU code %u (enum ibv_mtu is 1..5: 256..4096 "
+                          "bytes)",
+                          peer, q.mtu);
+    if (q.max_msg < IB_SLOT_BYTES)
+        return HOOP_ERROR(HOOP_ERR_REMOTE,
+                          "ib: rank %d's port takes messages of at most %u bytes (under %u)", peer,
+                          q.max_msg, IB_SLOT_BYTES);
     return HOOP_OK;
 }
 

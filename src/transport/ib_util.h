@@ -135,7 +135,8 @@ int hoop__ib_reply_check(const void *bytes, size_t n);
  * numbers, mtu and message size are the peer's to give (the mtu and message size are
  * clamped to this port's by the caller). peer (its rank) and dev (this port's device)
  * name the two ends in the message. Errors: HOOP_ERR_REMOTE (a size other than
- * HOOP__IB_QPINFO_BYTES, another link layer, another slot layout). */
+ * HOOP__IB_QPINFO_BYTES, another link layer, another slot layout, a path MTU code outside
+ * enum ibv_mtu's 1..5, a largest message under one eager slot). */
 hoop_status hoop__ib_qpinfo_check(const void *bytes, size_t n, int peer, const char *dev,
                                   int link_eth);
 

@@ -23,17 +23,20 @@
 
 static const char *devs[] = {"mlx5_0", "mlx5_1", "mlx5_10", "rxe0", "", "a"};
 
-/* The QP half's layout, written out: link_eth at 27, slot_bytes at 44, nslots at 48. */
+/* The QP half's layout, written out: mtu at 26, link_eth at 27, max_msg at 28,
+ * slot_bytes at 44, nslots at 48. */
 static void qpinfo(const uint8_t *q, size_t n, int link_eth)
 {
-    uint32_t slot_bytes, nslots;
+    uint32_t slot_bytes, nslots, max_msg;
     if (hoop__ib_qpinfo_check(q, n, 3, "rxe0", link_eth) != HOOP_OK) {
         if (hoop_last_error()[0] == '\0') abort();
         return;
     }
     memcpy(&slot_bytes, q + 44, 4);
     memcpy(&nslots, q + 48, 4);
-    if (n != HOOP__IB_QPINFO_BYTES || q[27] != link_eth || slot_bytes != 65536 || nslots != 16)
+    memcpy(&max_msg, q + 28, 4);
+    if (n != HOOP__IB_QPINFO_BYTES || q[27] != link_eth || slot_bytes != 65536 || nslots != 16 ||
+        q[26] < 1 || q[26] > 5 || max_msg < 65536)
         abort();
 }
 

@@ -176,9 +176,10 @@ ROCE_GID = bytes(10) + b'\xff\xff' + bytes([10, 1, 2, 3])
 IB_GID = bytes([0xfe, 0x80]) + bytes(6) + bytes.fromhex('0002c90300a1b2c3')
 
 
-def qpinfo(link_eth, gid, lid, slot_bytes=65536, nslots=16):
-    return struct.pack('<II16sHBBIQIIII', 0x1a2b, 0x3c4d5e, gid, lid, 3 if link_eth else 5, link_eth,
-                       1 << 30, 0x7f3a12340000, 0x1234, slot_bytes, nslots, 0)
+def qpinfo(link_eth, gid, lid, slot_bytes=65536, nslots=16, mtu=None, max_msg=1 << 30):
+    mtu = (3 if link_eth else 5) if mtu is None else mtu
+    return struct.pack('<II16sHBBIQIIII', 0x1a2b, 0x3c4d5e, gid, lid, mtu, link_eth,
+                       max_msg, 0x7f3a12340000, 0x1234, slot_bytes, nslots, 0)
 
 
 def ib_hello(qp, tok='fuzz-token', version=IB_VERSION):
@@ -188,6 +189,8 @@ def ib_hello(qp, tok='fuzz-token', version=IB_VERSION):
 put('ib', 'hello_roce', b'\0' + ib_hello(qpinfo(1, ROCE_GID, 0)))
 put('ib', 'hello_ib', b'\2' + ib_hello(qpinfo(0, IB_GID, 7)))
 put('ib', 'hello_slots', b'\0' + ib_hello(qpinfo(1, ROCE_GID, 0, slot_bytes=32768, nslots=32)))
+put('ib', 'hello_mtu', b'\0' + ib_hello(qpinfo(1, ROCE_GID, 0, mtu=9)))
+put('ib', 'hello_max_msg', b'\0' + ib_hello(qpinfo(1, ROCE_GID, 0, max_msg=0)))
 put('ib', 'hello_token', b'\0' + ib_hello(qpinfo(1, ROCE_GID, 0), tok='nope'))
 put('ib', 'reply_roce', b'\0' + struct.pack('<Ii', IB_MAGIC, 1) + qpinfo(1, ROCE_GID, 0))
 put('ib', 'reply_refused', b'\2' + struct.pack('<Ii', IB_MAGIC, 0) + bytes(56))
