@@ -251,8 +251,8 @@ HOOP_API hoop_status hoop_ddp_wait(hoop_ddp *ddp);
 HOOP_API void hoop_ddp_set_sync(hoop_ddp *ddp, int sync);
 
 /* Copies the timing totals into *stats (zeroed when ddp is NULL; nothing when stats is
- * NULL); reset clears them (NULL is ignored). On cuda get_stats first reads the rounds
- * the device has not reported yet (the host waits for them, HOOP_TIMEOUT at most each;
+ * NULL); reset clears them (NULL is ignored). On cuda both first read the rounds the
+ * device has not reported yet (the host waits for them, HOOP_TIMEOUT at most each;
  * rounds it cannot read are left out, with a warning). */
 HOOP_API void hoop_ddp_get_stats(const hoop_ddp *ddp, hoop_ddp_stats *stats);
 HOOP_API void hoop_ddp_reset_stats(hoop_ddp *ddp);

@@ -719,6 +719,10 @@ HOOP_API void hoop_ddp_get_stats(const hoop_ddp *ddp, hoop_ddp_stats *stats)
 HOOP_API void hoop_ddp_reset_stats(hoop_ddp *ddp)
 {
     if (!ddp) return;
+    /* cuda: the rounds before the reset are read first, so none counts after it */
+    if (ddp->dev && hoop__ddp_dev_harvest_all(ddp) != HOOP_OK)
+        HOOP_WARN("hoop_ddp_reset_stats: the last rounds' times are left out: %s",
+                  hoop_last_error());
     int nb = ddp->stats.nbuckets;
     size_t bytes = ddp->stats.bucket_bytes;
     memset(&ddp->stats, 0, sizeof(ddp->stats));
