@@ -208,7 +208,9 @@ typedef struct scenario {
     int lazy;   /* the host layer's lazy streams (TEST_HX_LAZY=1) */
 } scenario;
 
-enum { MODE_EQUIV, MODE_UNUSED, MODE_NO_SYNC, MODE_JOIN, MODE_DEATH };
+enum { MODE_EQUIV, MODE_UNUSED, MODE_NO_SYNC, MODE_JOIN, MODE_DEATH, MODE_TRACE };
+
+static char trace_path[64];
 
 static hoop_ddp *wrap(rank_out *o, job *j, hoop_comm *comm, const hoop_ddp_config *dc)
 {
@@ -400,6 +402,41 @@ static void run_death(const scenario *sc, int rank, hoop_comm *comm, rank_out *o
     job_free(&j);
 }
 
+/* Two steps of a wider MLP (several buckets of real size), traced. */
+static void run_trace(const scenario *sc, int rank, hoop_comm *comm, rank_out *o)
+{
+    static const int64_t wide[] = {256, 512, 512, 10};
+    job j = {.dev = sc->dev};
+    C_OK(o, hoop_model_new_mlp(&j.m, wide, 4, 3));
+    C_OK(o, hoop_model_to_device(j.m, sc->dev));
+    C_OK(o, hoop_tape_init(&j.tape));
+    hoop_ddp_config dc = HOOP_DDP_CONFIG_INIT;
+    dc.first_bucket_bytes = 64 << 10;
+    hoop_ddp *ddp = wrap(o, &j, comm, &dc);
+    C_OK(o, hoop_ddp_trace_enable(ddp, trace_path));
+    const int64_t shape[2] = {64, 256};
+    C_OK(o, hoop_tensor_new(&j.x[0], 2, shape, sc->dev, 0));
+    float *x = calloc(64 * 256, sizeof(float));
+    if (!x) child_fail(o, "no memory");
+    for (size_t i = 0; i < 64 * 256; i++) x[i] = data_x[(i + (size_t)rank) % (sizeof(data_x) / 4)];
+    C_OK(o, hoop_tensor_copy_from(j.x[0], x, 64 * 256));
+    free(x);
+    for (int s = 0; s < 2; s++) {
+        hoop_tensor *logits, *loss;
+        int64_t f0 = hoop_ddp_now_us();
+        C_OK(o, hoop_model_forward(j.m, j.tape, j.x[0], &logits));
+        C_OK(o, hoop_cross_entropy(j.tape, logits, data_y, 0.0f, &loss));
+        hoop_ddp_trace_event(ddp, "forward", f0, hoop_ddp_now_us());
+        C_OK(o, hoop_model_zero_grad(j.m));
+        C_OK(o, hoop_ddp_backward(ddp, j.tape, loss));
+        hoop_tape_reset(j.tape);
+    }
+    C_OK(o, hoop_ddp_trace_flush(ddp));
+    hoop_ddp_get_stats(ddp, &o->stats);
+    C_OK(o, hoop_ddp_destroy(ddp));
+    job_free(&j);
+}
+
 static void rank_main(const scenario *sc, int rank, int port)
 {
     rank_out *o = &out->r[rank];
@@ -413,6 +450,7 @@ static void rank_main(const scenario *sc, int rank, int port)
     case MODE_UNUSED: run_unused(sc, rank, comm, o); break;
     case MODE_NO_SYNC: run_no_sync(sc, rank, comm, o); break;
     case MODE_JOIN: run_join(sc, rank, comm, o); break;
+    case MODE_TRACE: run_trace(sc, rank, comm, o); break;
     default: run_death(sc, rank, comm, o); break;
     }
     hoop_status dst = hoop_comm_destroy(comm);
@@ -751,6 +789,79 @@ START_TEST(test_peer_dies)
 }
 END_TEST
 
+/* "ts" and "dur" of the n-th (from 0) complete event of rank pid on row tid whose name is
+ * name exactly; 0 when there is none. */
+static int find_event(const char *json, const char *name, int pid, int tid, int nth, long long *ts,
+                      long long *dur)
+{
+    char key[64];
+    snprintf(key, sizeof(key), "{\"name\":\"%s\",\"ph\":\"X\"", name);
+    for (const char *p = strstr(json, key); p; p = strstr(p + 1, key)) {
+        int epid, etid;
+        const char *t = strstr(p, "\"ts\":");
+        if (t &&
+            sscanf(t, "\"ts\":%lld,\"dur\":%lld,\"pid\":%d,\"tid\":%d", ts, dur, &epid, &etid) ==
+                4 &&
+            epid == pid && etid == tid && nth-- == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* The trace of DDP on cuda: per rank the training thread (host), the compute stream and
+ * the bucket stream as named rows with device times; in the second step the first
+ * bucket's all-reduce starts on the bucket stream while the compute stream still runs
+ * backward; the statistics count time hidden. */
+START_TEST(test_trace_streams)
+{
+    snprintf(trace_path, sizeof(trace_path), "/tmp/hoop-ddp-cuda-trace-XXXXXX");
+    int fd = mkstemp(trace_path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    scenario sc = {.mode = MODE_TRACE, .ws = 2, .dev = HOOP_DEVICE_CUDA};
+    run_ranks_proc(&sc);
+    FILE *f = fopen(trace_path, "r");
+    ck_assert_ptr_nonnull(f);
+    static char json[1 << 18];
+    size_t len = fread(json, 1, sizeof(json) - 1, f);
+    json[len] = '\0';
+    fclose(f);
+    unlink(trace_path);
+    for (int r = 0; r < 2; r++) {
+        char row[128];
+        static const char *const rows[3] = {"training thread (host)", "compute stream (device)",
+                                            "bucket stream (device)"};
+        static const int tids[3] = {0, 2, 3};
+        for (int k = 0; k < 3; k++) {
+            snprintf(row, sizeof(row), "\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}", r,
+                     tids[k], rows[k]);
+            ck_assert_msg(strstr(json, row) != NULL, "rank %d: no row '%s'", r, rows[k]);
+        }
+        long long bts, bdur, ats, adur, hts, hdur, lts, ldur;
+        ck_assert_msg(find_event(json, "backward", r, 2, 1, &bts, &bdur),
+                      "rank %d: no second backward on the compute stream", r);
+        ck_assert_msg(find_event(json, "allreduce bucket 0", r, 3, 1, &ats, &adur),
+                      "rank %d: no bucket 0 on the bucket stream", r);
+        ck_assert_msg(find_event(json, "backward (host)", r, 0, 1, &hts, &hdur),
+                      "rank %d: no backward on the training thread's row", r);
+        const int nb = out->r[r].stats.nbuckets;
+        char last[40];
+        snprintf(last, sizeof(last), "allreduce bucket %d", nb - 1);
+        ck_assert_msg(find_event(json, last, r, 3, 1, &lts, &ldur), "rank %d: no %s", r, last);
+        printf("rank %d, step 2 (device times, us): backward %lld+%lld, bucket 0 %lld+%lld, "
+               "bucket %d %lld+%lld\n",
+               r, bts, bdur, ats, adur, nb - 1, lts, ldur);
+        ck_assert_msg(bts <= ats && ats < bts + bdur,
+                      "rank %d: bucket 0 starts at %lld, outside backward [%lld, %lld)", r, ats,
+                      bts, bts + bdur);
+        ck_assert_msg(lts >= ats + adur, "rank %d: the buckets overlap on their stream", r);
+        ck_assert_int_ge(nb, 2);
+        ck_assert_int_eq(out->r[r].stats.steps, 2);
+        ck_assert_msg(out->r[r].stats.hidden_ms > 0, "rank %d: nothing hidden", r);
+    }
+}
+END_TEST
+
 /* 0 when a CUDA device can be had, else 77 having said why. */
 static int probe_device(void)
 {
@@ -777,6 +888,7 @@ int main(void)
     tcase_add_loop_test(tc, test_join_uneven, 0, 2);
     tcase_add_test(tc, test_join_error_on_uneven);
     tcase_add_test(tc, test_peer_dies);
+    tcase_add_test(tc, test_trace_streams);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

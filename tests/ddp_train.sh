@@ -172,7 +172,7 @@ if [ -r "${TEST_CUDA_HX_BACKEND:-}" ]; then
     drun dc "$hx" --device cuda --exit-after-epoch 1
     drun dc "$run" --device cpu --resume
     drun de "$run" --exit-after-epoch 1
-    drun de "$hx" --device cuda --resume
+    drun de "env HOOP_TRACE_FILE=$tmp/cuda-trace.json $hx" --device cuda --resume
     for r in dc de; do
         grep -q '^\[rank 0\] hoop-train: device cuda (cuda:0 ' "$tmp/$r.out" &&
             grep -q '^\[rank 0\] hoop-train: cuda graph: off under DDP' "$tmp/$r.out" &&
@@ -217,6 +217,24 @@ for name, cuda_epoch in (("dc", 1), ("de", 2)):
               f"hidden, host layer), the other on the cpu: every loss within {worst:.2g} relative "
               f"of the cpu DDP run's (the metrics carry 6 decimals)")
 sys.exit(bad)
+PY
+    # The cuda epoch's trace: per rank the compute and bucket streams as named rows with
+    # device times, bucket all-reduces starting inside the device's backward passes.
+    python3 - "$tmp/cuda-trace.json" <<'PY' || fail=1
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+for rank in (0, 1):
+    rows = {e["tid"]: e["args"]["name"] for e in ev
+            if e.get("ph") == "M" and e.get("name") == "thread_name" and e["pid"] == rank}
+    assert rows.get(2) == "compute stream (device)" and rows.get(3) == "bucket stream (device)", \
+        f"rank {rank}: rows {rows}"
+    mine = [e for e in ev if e.get("pid") == rank and e.get("ph") == "X"]
+    bwd = [e for e in mine if e["tid"] == 2 and e["name"] == "backward"]
+    ar = [e for e in mine if e["tid"] == 3 and e["name"].startswith("allreduce bucket")]
+    assert bwd and ar, f"rank {rank}: no device events"
+    early = sum(1 for b in bwd for a in ar if b["ts"] <= a["ts"] < b["ts"] + b["dur"])
+    assert early > 0, f"rank {rank}: no all-reduce starts inside a backward on the device"
+print(f"ok: cuda trace: compute and bucket stream rows on both ranks, {len(ev)} events")
 PY
 else
     echo "note: no TEST_CUDA_HX_BACKEND (run under make check); --device cuda runs skipped"

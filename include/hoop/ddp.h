@@ -258,10 +258,10 @@ HOOP_API void hoop_ddp_get_stats(const hoop_ddp *ddp, hoop_ddp_stats *stats);
 HOOP_API void hoop_ddp_reset_stats(hoop_ddp *ddp);
 
 /* Records a named interval ("forward", "optimizer") of this rank for the trace, in
- * hoop_ddp_now_us() microseconds. DDP itself records "backward" and one event per bucket
- * all-reduce. Events are kept only when tracing is on (HOOP_TRACE_FILE set, or
- * hoop_ddp_trace_enable). Never fails: events past the buffer's capacity are dropped;
- * NULL ddp or name is ignored. */
+ * hoop_ddp_now_us() microseconds, on the training thread's row. DDP itself records
+ * "backward" and one event per bucket all-reduce (see hoop_ddp_trace_flush for rows). Events are
+ * kept only when tracing is on (HOOP_TRACE_FILE set, or hoop_ddp_trace_enable). Never fails: events
+ * past the buffer's capacity are dropped; NULL ddp or name is ignored. */
 HOOP_API void hoop_ddp_trace_event(hoop_ddp *ddp, const char *name, int64_t begin_us,
                                    int64_t end_us);
 
@@ -275,9 +275,16 @@ HOOP_API int64_t hoop_ddp_now_us(void);
 HOOP_API hoop_status hoop_ddp_trace_enable(hoop_ddp *ddp, const char *path);
 
 /* Collective (every rank must call it, tracing or not): gathers every rank's events to
- * rank 0, which writes them as one Chrome trace JSON file (chrome://tracing, Perfetto;
- * pid = rank, tid 0 = compute, 1 = all-reduce) atomically (temporary file + rename),
- * then clears the events. Writes nothing when no rank recorded events.
+ * rank 0, which writes them as one Chrome trace JSON file (chrome://tracing, Perfetto)
+ * atomically (temporary file + rename), then clears the events. pid = rank; one named
+ * row (tid) per thread or stream: with cpu parameters tid 0 = the training thread
+ * ("backward", "forward", "optimizer"...) and tid 1 = the bucket all-reduces ("allreduce
+ * bucket N"), host times; with cuda parameters tid 0 = the training thread (what it
+ * issued: "backward (host)", "forward"...), tid 2 = the compute stream ("backward": the
+ * pass on the device) and tid 3 = the bucket stream ("allreduce bucket N"), device times
+ * (event times placed on the host's clock by a timer recorded on the idle compute stream
+ * at init; on cuda the rounds still on the device are waited for first). Writes nothing
+ * when no rank recorded events.
  * Errors: HOOP_ERR_INVALID (ddp NULL), HOOP_ERR_SYSTEM naming the file; the collectives'
  * errors. */
 HOOP_API hoop_status hoop_ddp_trace_flush(hoop_ddp *ddp);
