@@ -1458,11 +1458,13 @@ static void c_ddp(void)
     INVALID("ddp", hoop_ddp_trace_enable(NULL, "x"));
     INVALID("ddp", hoop_ddp_trace_flush(NULL));
     INVALID("ddp", hoop_ddp_join(NULL, join_step, NULL));
+    INVALID("ddp", hoop_ddp_wait(NULL));
     OK(hoop_ddp_init(&d, c, ps, 1, NULL));
     INVALID("step", hoop_ddp_join(d, NULL, NULL));
     INVALID("tape", hoop_ddp_backward(d, NULL, loss));
     INVALID("loss", hoop_ddp_backward(d, tp, NULL));
     hoop_ddp_get_stats(d, NULL);
+    OK(hoop_ddp_wait(d)); /* on the cpu nothing is in flight */
     hoop_ddp_trace_event(d, NULL, 0, 1);
     hoop_ddp_trace_event(d, "backwards", 5, -5); /* an interval that ends before it starts */
     OK(hoop_ddp_destroy(d));
@@ -1548,7 +1550,7 @@ static const struct api_case CASES[] = {
      "hoop_reduce_scatter_stream hoop_barrier_stream hoop_stream_status", c_collectives_stream},
     {"hoop_ddp_init hoop_ddp_destroy hoop_ddp_backward hoop_ddp_set_sync hoop_ddp_get_stats "
      "hoop_ddp_reset_stats hoop_ddp_trace_event hoop_ddp_now_us hoop_ddp_trace_enable "
-     "hoop_ddp_trace_flush hoop_ddp_join", c_ddp},
+     "hoop_ddp_trace_flush hoop_ddp_join hoop_ddp_wait", c_ddp},
 };
 /* clang-format on */
 #define NCASES ((int)(sizeof(CASES) / sizeof(CASES[0])))

@@ -24,9 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "autograd/kern.h"
+#include "core/clock.h"
+#include "cuda/coll.h"
 #include "cuda/ctx.h"
 #include "hoop/log.h"
 #include "run_suite.h"
@@ -841,6 +844,100 @@ START_TEST(test_table_uploads)
 }
 END_TEST
 
+static void sleep_ms(int ms)
+{
+    struct timespec t = {0, (long)ms * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+/* The kernel table's side streams and timers (kern.h: stream_new .. event_elapsed). A side
+ * stream ordered after the compute stream by stream_wait (on lazy streams: without the wait
+ * the copy reads the buffer before the fill ran); timers read the device's time: two
+ * records 20 ms apart on an idle stream, and a record held behind a wait for a value (the
+ * stream form's wait) stamped when the value was stored, not when the host asked 30 ms
+ * later (on the host layer, its model of device time: hx.h); the errors of timers that
+ * have not completed or keep no time. */
+START_TEST(test_table_streams_and_timers)
+{
+    const struct hoop__kern *k = &hoop__kern_cuda;
+    const struct hoop__cuda_coll *cc = &hoop__cuda_coll_table;
+    const size_t n = 1024;
+#if HX
+    hoop__hx_set_lazy(1);
+#endif
+    float *d, *host;
+    void *s, *a, *t0, *t1, *t2, *plain;
+    ck_assert_int_eq(k->mem_alloc((void **)&d, n * sizeof(float)), HOOP_OK);
+    ck_assert_int_eq(k->host_alloc((void **)&host, n * sizeof(float)), HOOP_OK);
+    ck_assert_int_eq(k->stream_new(&s), HOOP_OK);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(k->timer_new(&a), HOOP_OK);
+    ck_assert_int_eq(k->fill(d, n, 7.0f), HOOP_OK);
+    ck_assert_int_eq(k->stream_record(NULL, a), HOOP_OK);
+    ck_assert_int_eq(k->stream_wait(s, a), HOOP_OK);
+#if HX
+    ck_assert_int_eq(hoop__hx_stream_ordered(s, hoop__cuda_stream()), 1);
+#endif
+    ck_assert_int_eq(hoop__cuda_copy_async(host, d, n * sizeof(float), HOOP_CUDA_DEVICE_TO_HOST, s),
+                     HOOP_OK);
+    ck_assert_int_eq(hoop__cuda_stream_sync(s), HOOP_OK);
+    for (size_t i = 0; i < n; i++) ck_assert_msg(host[i] == 7.0f, "[%zu] = %g", i, host[i]);
+    k->stream_free(s);
+#if HX
+    hoop__hx_set_lazy(0);
+#endif
+    /* timing, on a stream that runs its work when it can */
+    ck_assert_int_eq(k->stream_new(&s), HOOP_OK);
+    ck_assert_int_eq(k->timer_new(&t0), HOOP_OK);
+    ck_assert_int_eq(k->timer_new(&t1), HOOP_OK);
+    ck_assert_int_eq(k->timer_new(&t2), HOOP_OK);
+    ck_assert_int_eq(k->event_new(&plain), HOOP_OK);
+    double ms = -1;
+    ck_assert_int_eq(k->event_elapsed(t0, t1, &ms), HOOP_ERR_USAGE); /* never recorded */
+    ck_assert_int_eq(k->stream_record(s, t0), HOOP_OK);
+    sleep_ms(20);
+    ck_assert_int_eq(k->stream_record(s, t1), HOOP_OK);
+    ck_assert_int_eq(k->event_sync(t1), HOOP_OK);
+    const int64_t at_t1 = hoop__now_ns();
+    ck_assert_int_eq(k->event_elapsed(t0, t1, &ms), HOOP_OK);
+    ck_assert_msg(ms >= 19.0 && ms < 2000.0, "20 ms apart: %g ms", ms);
+    ck_assert_int_eq(k->event_elapsed(t1, t0, &ms), HOOP_OK);
+    ck_assert_msg(ms < 0, "backwards: %g ms", ms);
+    ck_assert_int_eq(k->stream_record(s, plain), HOOP_OK);
+    ck_assert_int_eq(k->event_elapsed(t0, plain, &ms), HOOP_ERR_USAGE); /* keeps no time */
+    /* a record behind a wait for a value: not done until the value is stored */
+    uint32_t *flag = NULL;
+    ck_assert_int_eq(cc->flag_alloc(&flag), HOOP_OK);
+    ck_assert_int_eq(hoop__cuda_test_rt_table.wait_value(s, flag, 1), 0);
+    ck_assert_int_eq(k->stream_record(s, t2), HOOP_OK);
+    int done = 1;
+    sleep_ms(30);
+    ck_assert_int_eq(k->event_query(t2, &done), HOOP_OK);
+    ck_assert_int_eq(done, 0);
+    ck_assert_int_eq(k->event_elapsed(t1, t2, &ms), HOOP_ERR_USAGE);
+    assert_error_has("event_elapsed", "not completed");
+    const int64_t stored = hoop__now_ns();
+    cc->flag_write(flag, 1);
+    sleep_ms(30);
+    ck_assert_int_eq(k->event_sync(t2), HOOP_OK);
+    ck_assert_int_eq(k->event_query(t2, &done), HOOP_OK);
+    ck_assert_int_eq(done, 1);
+    ck_assert_int_eq(k->event_elapsed(t1, t2, &ms), HOOP_OK);
+    const double want = (double)(stored - at_t1) / 1e6; /* at least: t1 ran before at_t1 */
+    ck_assert_msg(ms >= want - 1.0 && ms < want + 15.0,
+                  "the held record: %g ms after t1, the value was stored %g ms after it", ms, want);
+    k->stream_free(s);
+    cc->flag_free(flag);
+    k->event_free(t0);
+    k->event_free(t1);
+    k->event_free(t2);
+    k->event_free(plain);
+    k->event_free(a);
+    k->mem_free(d);
+    k->host_free(host);
+}
+END_TEST
+
 int main(void)
 {
     setenv("HOOP_DEBUG", "INFO", 1);
@@ -887,6 +984,7 @@ int main(void)
     tcase_add_test(tc, test_copy_round_trip);
     tcase_add_test(tc, test_stream_wait_and_events);
     tcase_add_test(tc, test_table_uploads);
+    tcase_add_test(tc, test_table_streams_and_timers);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
 #ifdef HOOP_KERN_CUDA_GPU

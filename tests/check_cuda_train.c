@@ -4,8 +4,8 @@
  * CPU engine: 20 training steps of the MLP and of the CNN (with dropout) agree to 1e-4
  * relative, step by step (the loss) and at the end (every parameter); the same dropout
  * masks; gradients through a chain of ops; a checkpoint written on one device resumes on
- * the other; the steady state allocates no device memory; and errors (mixed devices,
- * DDP on cuda) name their culprit; a training step captured as a CUDA graph and replayed
+ * the other; the steady state allocates no device memory; and errors (mixed devices)
+ * name their culprit; a training step captured as a CUDA graph and replayed
  * trains exactly as the eager loop does; the asynchronous uploads, and a double-buffered
  * loop on them that trains exactly as the synchronous one (on the host layer's lazy
  * streams, which run queued work only when the host waits for it).

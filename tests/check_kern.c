@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "autograd/autograd_impl.h"
 #include "autograd/kern.h"
@@ -67,6 +68,38 @@ START_TEST(test_dispatch)
     k.col2im = NULL;
     ck_assert_int_eq(hoop__kern_validate(&k, "the cuda kernel table"), HOOP_ERR_INVALID);
     assert_error_has("has no col2im", NULL);
+}
+END_TEST
+
+/* The CPU's side streams and timers (kern.h: stream_new .. event_elapsed): its work is
+ * done when a call returns, so a stream is a token and a timer reads the host's clock. */
+START_TEST(test_cpu_streams_and_timers)
+{
+    const struct hoop__kern *k = &hoop__kern_cpu;
+    void *s = NULL, *a, *b, *plain;
+    ck_assert_int_eq(k->stream_new(&s), HOOP_OK);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(k->timer_new(&a), HOOP_OK);
+    ck_assert_int_eq(k->timer_new(&b), HOOP_OK);
+    ck_assert_int_eq(k->event_new(&plain), HOOP_OK);
+    double ms = -1;
+    ck_assert_int_eq(k->event_elapsed(a, b, &ms), HOOP_ERR_USAGE);
+    assert_error_has("never recorded", NULL);
+    ck_assert_int_eq(k->stream_record(s, a), HOOP_OK);
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+    ck_assert_int_eq(k->compute_record(b), HOOP_OK);
+    ck_assert_int_eq(k->stream_wait(s, b), HOOP_OK);
+    int done = 0;
+    ck_assert_int_eq(k->event_query(b, &done), HOOP_OK);
+    ck_assert_int_eq(done, 1);
+    ck_assert_int_eq(k->event_elapsed(a, b, &ms), HOOP_OK);
+    ck_assert_msg(ms >= 9.5 && ms < 2000.0, "10 ms apart: %g ms", ms);
+    ck_assert_int_eq(k->event_elapsed(a, plain, &ms), HOOP_ERR_USAGE);
+    k->event_free(a);
+    k->event_free(b);
+    k->event_free(plain);
+    k->stream_free(s);
 }
 END_TEST
 
@@ -324,6 +357,7 @@ static Suite *kern_suite(void)
     TCase *tc = tcase_create("dispatch");
     tcase_add_test(tc, test_dispatch);
     tcase_add_test(tc, test_cpu_gemm_conventions);
+    tcase_add_test(tc, test_cpu_streams_and_timers);
     suite_add_tcase(s, tc);
     tc = tcase_create("devices");
     tcase_add_test(tc, test_mixed_devices);

@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # tests/ddp_train.sh -- hoop-train under hooprun: DDP training, silent workers,
 # checkpoint/resume equivalence (after an epoch, and after SIGUSR1 mid-epoch sent to
-# hooprun or to rank 1 alone), the Chrome trace, and errors with exit code 2.
+# hooprun or to rank 1 alone), the Chrome trace, errors with exit code 2, and --device
+# cuda (on the host execution layer's CUDA backend under make check) against the cpu,
+# checkpoints crossing devices both ways.
 #
 # Needs the real Fashion-MNIST (Debian's dataset-fashion-mnist); skips (77) without it.
 set -u
@@ -146,4 +148,95 @@ if [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
         bad "HOOP_TRANSPORT=ib without a device: rc=$rc $(cat "$tmp/e5")"
 fi
 echo "ok: errors exit 2, named once"
+
+# 5. --device cuda under hooprun, on the CUDA backend built on the host execution layer
+# (TEST_CUDA_HX_BACKEND, exported by make check; its kernels run on the CPU): 2 workers on
+# the one "GPU", DDP reducing each bucket on the device. 544 samples (4 full batches of 64
+# and a short one per worker), 500 test samples. The cpu DDP run (dd) is the reference;
+# cuda for epoch 1 resumed on the cpu (dc), cpu for epoch 1 resumed on cuda (de): every
+# step's and epoch's losses within 1e-4 relative of dd's (the accuracy within 1.5 test
+# samples: a near-tie between two logits may fall either way). The checkpoints are not
+# compared byte for byte: the CUDA kernels add in other orders than the CPU engine.
+if [ -r "${TEST_CUDA_HX_BACKEND:-}" ]; then
+    tiny="--data $tmp/data --train-limit 544 --batch-size 64 --eval-batch-size 200 --epochs 2"
+    tiny="$tiny --threads 1 --progress plain --log-every 0 --metrics-every 1"
+    hx="env HOOP_CUDA_BACKEND=$TEST_CUDA_HX_BACKEND $run"
+    drun() { # NAME LAUNCH ARGS...: one part of a run, appending to NAME's metrics and output
+        _name=$1 _launch=$2
+        shift 2
+        # shellcheck disable=SC2086
+        $_launch $tiny --checkpoint "$tmp/$_name.ckpt" --metrics "$tmp/$_name.jsonl" "$@" \
+            >>"$tmp/$_name.out" 2>&1 || bad "run $_name ($*) exited $?: $(cat "$tmp/$_name.out")"
+    }
+    drun dd "$run"
+    drun dc "$hx" --device cuda --exit-after-epoch 1
+    drun dc "$run" --device cpu --resume
+    drun de "$run" --exit-after-epoch 1
+    drun de "env HOOP_TRACE_FILE=$tmp/cuda-trace.json $hx" --device cuda --resume
+    for r in dc de; do
+        grep -q '^\[rank 0\] hoop-train: device cuda (cuda:0 ' "$tmp/$r.out" &&
+            grep -q '^\[rank 0\] hoop-train: cuda graph: off under DDP' "$tmp/$r.out" &&
+            ! grep -q '^\[rank 1\]' "$tmp/$r.out" ||
+            bad "$r: no 'device cuda' or graphs-off line from rank 0 alone: $(cat "$tmp/$r.out")"
+    done
+    # the cuda epochs' lines give the all-reduce time and the share hidden (device times)
+    grep -Eq '^\[rank 0\] epoch 1/2 .*all-reduce [0-9.]+ ms/step, [0-9]+% hidden' "$tmp/dc.out" ||
+        bad "dc: no all-reduce figures in the cuda epoch's line: $(cat "$tmp/dc.out")"
+    python3 - "$tmp" <<'PY' || fail=1
+import json, sys
+tmp = sys.argv[1]
+def recs(name):
+    return [json.loads(l) for l in open(f"{tmp}/{name}.jsonl")]
+def close(a, b):
+    return abs(a - b) <= 1e-4 * max(abs(a), abs(b))
+u, bad = recs("dd"), 0
+for name, cuda_epoch in (("dc", 1), ("de", 2)):
+    g = recs(name)
+    if [(r["type"], r["step"]) for r in g] != [(r["type"], r["step"]) for r in u]:
+        print(f"FAIL: {name}: other records than the cpu DDP run's: {g}")
+        bad = 1
+        continue
+    worst = 0.0
+    for a, b in zip(u, g):
+        keys = ["train_loss"] + (["test_loss"] if a["type"] == "epoch" else [])
+        off = [k for k in keys if not close(a[k], b[k])]
+        worst = max([worst] + [abs(a[k] - b[k]) / max(abs(a[k]), abs(b[k])) for k in keys])
+        if a["type"] == "epoch" and abs(a["test_acc"] - b["test_acc"]) > 1.5 / 500:
+            off.append("test_acc")
+        if off:
+            print(f"FAIL: {name} step {a['step']} {a['type']}: {off}: cpu {a} vs {b}")
+            bad = 1
+    ep = [r for r in g if r["type"] == "epoch"]
+    if ep[cuda_epoch - 1]["world_size"] != 2 or ep[cuda_epoch - 1]["allreduce_ms_per_step"] <= 0:
+        print(f"FAIL: {name}: epoch {cuda_epoch} on cuda: {ep[cuda_epoch - 1]}")
+        bad = 1
+    if not bad:
+        e = ep[cuda_epoch - 1]
+        print(f"ok: {name}: 2 workers, epoch {cuda_epoch} on cuda (all-reduce "
+              f"{e['allreduce_ms_per_step']:.2f} ms/step, {100 * e['hidden_share']:.0f}% "
+              f"hidden, host layer), the other on the cpu: every loss within {worst:.2g} relative "
+              f"of the cpu DDP run's (the metrics carry 6 decimals)")
+sys.exit(bad)
+PY
+    # The cuda epoch's trace: per rank the compute and bucket streams as named rows with
+    # device times, bucket all-reduces starting inside the device's backward passes.
+    python3 - "$tmp/cuda-trace.json" <<'PY' || fail=1
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+for rank in (0, 1):
+    rows = {e["tid"]: e["args"]["name"] for e in ev
+            if e.get("ph") == "M" and e.get("name") == "thread_name" and e["pid"] == rank}
+    assert rows.get(2) == "compute stream (device)" and rows.get(3) == "bucket stream (device)", \
+        f"rank {rank}: rows {rows}"
+    mine = [e for e in ev if e.get("pid") == rank and e.get("ph") == "X"]
+    bwd = [e for e in mine if e["tid"] == 2 and e["name"] == "backward"]
+    ar = [e for e in mine if e["tid"] == 3 and e["name"].startswith("allreduce bucket")]
+    assert bwd and ar, f"rank {rank}: no device events"
+    early = sum(1 for b in bwd for a in ar if b["ts"] <= a["ts"] < b["ts"] + b["dur"])
+    assert early > 0, f"rank {rank}: no all-reduce starts inside a backward on the device"
+print(f"ok: cuda trace: compute and bucket stream rows on both ranks, {len(ev)} events")
+PY
+else
+    echo "note: no TEST_CUDA_HX_BACKEND (run under make check); --device cuda runs skipped"
+fi
 exit $fail

@@ -27,7 +27,9 @@
  * --cuda-graph each slot has its own tape and graph (two graphs, one per input buffer; see
  * cuda_step). The evaluation copies its batches synchronously (a tensor per batch size,
  * made once). Checkpoints are the same file on both devices. Rank 0's first line names
- * the device.
+ * the device. Under hooprun on cuda every worker takes its GPU (several may share one)
+ * and DDP reduces each bucket on the device while backward runs (no host wait per step);
+ * CUDA graphs are off then (the bucket all-reduces cannot be captured yet), said once.
  *
  * Preemption: SIGINT, SIGTERM and SIGUSR1 (Slurm's --signal) only set a flag. The ranks
  * agree on it with a one-int maximum all-reduce posted after every step and collected
@@ -388,32 +390,23 @@ static const char *skip_prefix(const char *msg)
 }
 
 /* Resolves --device into t->device. cuda is refused where it cannot be had, with the
- * reason: the CUDA backend's loader's (no module, no GPU; HOOP_ERR_UNSUPPORTED), or that
- * the job runs under hooprun (DDP reduces host gradients only in this version;
- * HOOP_ERR_INVALID). auto takes cpu in both cases instead and copies the reason to why
- * ("" when it took cuda). */
+ * CUDA backend's loader's reason (no module, no GPU; HOOP_ERR_UNSUPPORTED); auto takes
+ * cpu then instead and copies the reason to why ("" when it took cuda). Under hooprun
+ * each worker takes its GPU (the device layer's choice: LOCAL_RANK modulo the GPUs, so
+ * several workers may share one) and DDP reduces the gradients on the device. */
 static hoop_status resolve_device(trainer *t, char *why, size_t len)
 {
-    char reason[1100];
-    const char *hint = "";
-    hoop_status st = HOOP_ERR_INVALID;
+    hoop_status st;
     t->device = HOOP_DEVICE_CPU;
     why[0] = '\0';
     if (t->o->device == TRAIN_DEVICE_CPU) return HOOP_OK;
-    if (t->dist.comm) {
-        snprintf(reason, sizeof reason,
-                 "DDP on GPU tensors is not in this version yet (%d worker(s) under hooprun)",
-                 t->dist.world_size);
-        hint = "; run one process without hooprun, or use --device cpu";
-    } else if ((st = hoop_device_check(HOOP_DEVICE_CUDA)) != HOOP_OK) {
-        snprintf(reason, sizeof reason, "%s", skip_prefix(hoop_last_error()));
-    } else {
+    if ((st = hoop_device_check(HOOP_DEVICE_CUDA)) == HOOP_OK) {
         t->device = HOOP_DEVICE_CUDA;
         return HOOP_OK;
     }
     if (t->o->device == TRAIN_DEVICE_CUDA)
-        return HOOP_ERROR(st, "--device cuda: %s%s", reason, hint);
-    snprintf(why, len, "%s", reason);
+        return HOOP_ERROR(st, "--device cuda: %s", skip_prefix(hoop_last_error()));
+    snprintf(why, len, "%s", skip_prefix(hoop_last_error()));
     return HOOP_OK;
 }
 
@@ -446,6 +439,10 @@ static hoop_status slots_init(trainer *t)
     int64_t cnn_shape[4] = {(int64_t)bs, 1, hoop_dataset_rows(t->train),
                             hoop_dataset_cols(t->train)};
     t->graphs = t->o->cuda_graph && t->dist.ddp == NULL;
+    /* The bucket all-reduces are the collectives' stream form, which refuses capture. */
+    if (t->o->cuda_graph && t->dist.ddp && t->dist.rank == 0)
+        printf("hoop-train: cuda graph: off under DDP (the bucket all-reduces, ordered on "
+               "the device, cannot be captured yet); training eagerly\n");
     for (int i = 0; i < SLOTS; i++) {
         batch_slot *b = &t->slot[i];
         HOOP_CHECK(
@@ -996,6 +993,8 @@ static hoop_status save_checkpoint(trainer *t, int64_t epochs_done, int64_t batc
 {
     const train_opts *o = t->o;
     if (!o->checkpoint) return HOOP_OK;
+    /* cuda: the last steps' bucket all-reduces have run, or their failure stops the save */
+    if (t->dist.ddp) HOOP_CHECK(hoop_ddp_wait(t->dist.ddp));
     train_ckpt_extra ex = run_identity(t);
     ex.epochs_done = epochs_done;
     ex.batches_done = batches_done;
@@ -1177,7 +1176,7 @@ static hoop_status run_bench(trainer *t)
     /* On cuda the data stays on the device (the batch is uploaded once and every step
      * trains on it) and the loss is read back after the last step only, as a GPU
      * benchmark of the step itself asks; the cpu gathers a batch per step. */
-    const int resident = t->device != HOOP_DEVICE_CPU && t->dist.world_size <= 1;
+    const int resident = t->device != HOOP_DEVICE_CPU;
     hoop_tensor *x = NULL;
     if (resident) { /* one batch in slot 0, full-sized when the shard has one */
         HOOP_CHECK(prefetch(t, 0));
@@ -1190,6 +1189,7 @@ static hoop_status run_bench(trainer *t)
     for (int64_t s = 0; s < total; s++) {
         if (s == o->bench_warmup) {
             if (resident) HOOP_CHECK(hoop_device_sync(t->device));
+            if (t->dist.ddp) hoop_ddp_reset_stats(t->dist.ddp); /* the timed steps' only */
             t0 = hoop__now_ns();
             t->agree_ns = 0;
         }

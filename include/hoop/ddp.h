@@ -17,6 +17,31 @@
  * Buckets are launched in index order on every rank, so the collectives match even when
  * ranks finish gradients in different orders.
  *
+ * Parameters on cuda (every parameter on one device). The buckets are device memory, and
+ * nothing waits on the host: a grad-ready hook records an event on the compute stream
+ * (after the kernels that produced the bucket's gradients) and queues, on a stream of
+ * the hoop_ddp's own (the bucket stream), a wait for that event and the bucket's average
+ * in the collectives' stream form (hoop_allreduce_stream: reduced and divided on the
+ * device); hoop_ddp_backward then makes the compute stream wait, on the device, for the
+ * last bucket, so the optimizer step queued after it reads the averages. The calling
+ * thread only queues work; the overlap with backward happens on the device. Consequences:
+ *   - A bucket's failure (a peer that died, a timeout: HOOP_TIMEOUT bounds every wait)
+ *     releases the streams and is kept by the communicator (hoop_stream_status); it is
+ *     returned, naming the culprit, by the hoop_ddp_backward that issued the call when it
+ *     failed by then, else by the next one, by hoop_ddp_join or by hoop_ddp_wait.
+ *   - The host waits for a round only where it must read its result: in hoop_ddp_join
+ *     (each round's count of ranks with data) and in hoop_ddp_backward with
+ *     divide_by_initial_world_size = 0 or error_on_uneven = 1; the statistics are read
+ *     from the device's event times once the device is done with a round.
+ *   - One rank per process: the compute stream is the process's, so ranks that are
+ *     threads of one process would hold each other's streams (hooprun's workers are
+ *     processes; several may share a GPU).
+ *   - The gradients are the cpu's to float rounding (the cuda kernels sum in other
+ *     orders), and bitwise identical on every rank as on the cpu. With
+ *     divide_by_initial_world_size = 0 a join round's rescaling multiplies by ws / k
+ *     rounded to f32 (within 1 ulp of the cpu's double arithmetic).
+ *   - A step cannot be captured into a CUDA graph yet (the stream form refuses capture).
+ *
  * A training step:
  *
  *     hoop_ddp *ddp;
@@ -126,7 +151,12 @@ typedef struct hoop_ddp_config {
 /* Per-step timing totals since init (or hoop_ddp_reset_stats), in milliseconds. comm_ms is
  * the time during which at least one bucket all-reduce was in flight; hidden_ms the part
  * of it that overlapped the backward pass. hidden_ms / comm_ms is the share of
- * communication hidden behind backward. */
+ * communication hidden behind backward. On the cpu these are host times (backward: the
+ * pass up to its last grad-ready hook; wait: the host waiting for the buckets after it).
+ * On cuda they are the device's (event times): backward is the compute stream's pass,
+ * an all-reduce runs on the bucket stream from the moment its gradients are final and
+ * the previous bucket is done until its result is in place, and wait is how long after
+ * the pass the last bucket ended (what the optimizer step waited for on the device). */
 typedef struct hoop_ddp_stats {
     int64_t steps;        /* synchronising backward passes */
     double backward_ms;   /* inside hoop_backward */
@@ -149,28 +179,33 @@ typedef struct hoop_ddp_stats {
  * parameters must outlive the hoop_ddp. cfg may be NULL (defaults). *out is NULL on
  * failure. Errors: HOOP_ERR_INVALID naming the argument (out, comm or params NULL,
  * count 0 or above INT_MAX, a NULL parameter, one without requires_grad, one listed
- * twice, a cfg flag other than 0 or 1), HOOP_ERR_MISMATCH, HOOP_ERR_NOMEM, and the
- * communicator's errors (HOOP_ERR_REMOTE, HOOP_ERR_TIMEOUT); after a local argument
- * error the other ranks fail at the communicator's timeout, naming this rank. */
+ * twice, parameters on different devices, a cfg flag other than 0 or 1),
+ * HOOP_ERR_MISMATCH, HOOP_ERR_NOMEM, HOOP_ERR_UNSUPPORTED or HOOP_ERR_CUDA (cuda: the
+ * backend's), and the communicator's errors (HOOP_ERR_REMOTE, HOOP_ERR_TIMEOUT); after a
+ * local argument error the other ranks fail at the communicator's timeout, naming this
+ * rank. */
 HOOP_API hoop_status hoop_ddp_init(hoop_ddp **out, hoop_comm *comm, hoop_tensor *const *params,
                                    size_t count, const hoop_ddp_config *cfg);
 
 /* Removes the hooks, gives each parameter back a private gradient (values kept), frees
- * the buckets. Waits for bucket all-reduces still in flight. Accepts NULL. */
+ * the buckets. Waits for bucket all-reduces still in flight (on cuda: on the host, up to
+ * HOOP_TIMEOUT each). Accepts NULL. */
 HOOP_API hoop_status hoop_ddp_destroy(hoop_ddp *ddp);
 
 /* Runs hoop_backward(tape, loss) while all-reducing (average over ranks) each bucket as
  * soon as its gradients are final, then marks parameters that took no part in the loss
  * as ready (their accumulated gradient, zero after zero_grad, is reduced too), and waits
  * for every bucket. On return every parameter's gradient is the rank average of the
- * local gradients, bitwise identical on every rank. Under no_sync
+ * local gradients, bitwise identical on every rank (on cuda: in the compute stream's
+ * order, for the work queued after the call; the host has not waited). Under no_sync
  * (hoop_ddp_set_sync(ddp, 0)) it only runs backward: gradients accumulate locally and
  * the next synchronising call reduces the accumulated sums. When other ranks have
  * joined (hoop_ddp_join), the average is taken as divide_by_initial_world_size says.
  * Errors: HOOP_ERR_INVALID (ddp, tape or loss NULL); those of hoop_backward and of the
- * collectives; HOOP_ERR_USAGE naming unused parameters when error_on_unused is set
- * (after the reduction completed), or saying how many ranks had joined when
- * error_on_uneven is set. */
+ * collectives (on cuda a failure may come one call late: see the top of this file);
+ * HOOP_ERR_USAGE naming unused parameters when error_on_unused is set (after the
+ * reduction completed, on cuda after it was queued), or saying how many ranks had joined
+ * when error_on_uneven is set. */
 HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *loss);
 
 /* What a joined rank runs after each round it answered for ranks that still had data:
@@ -197,6 +232,18 @@ typedef hoop_status (*hoop_ddp_step_fn)(void *user);
  * collectives' errors (HOOP_ERR_REMOTE, HOOP_ERR_TIMEOUT). */
 HOOP_API hoop_status hoop_ddp_join(hoop_ddp *ddp, hoop_ddp_step_fn step, void *user);
 
+/* Waits on the host until every bucket all-reduce this rank has issued has completed, and
+ * returns the first failure of one (with cuda parameters: the stream form's status,
+ * hoop_stream_status, naming the call and the culprit rank). With parameters on the cpu
+ * nothing is in flight once hoop_ddp_backward has returned, so it returns HOOP_OK at
+ * once. With cuda parameters hoop_ddp_backward returns without waiting for the device, so
+ * a bucket that fails later is reported by the next hoop_ddp_backward, by hoop_ddp_join,
+ * or here: call it before trusting the parameters for something that lasts (a
+ * checkpoint). Each wait ends after HOOP_TIMEOUT (HOOP_ERR_TIMEOUT). Errors:
+ * HOOP_ERR_INVALID (ddp NULL), HOOP_ERR_REMOTE, HOOP_ERR_TIMEOUT, HOOP_ERR_MISMATCH,
+ * HOOP_ERR_CUDA. */
+HOOP_API hoop_status hoop_ddp_wait(hoop_ddp *ddp);
+
 /* sync = 0 enters no_sync (gradient accumulation: backward passes do not communicate);
  * any other value leaves it, and the next hoop_ddp_backward reduces. A joined rank's
  * rounds answer only synchronising passes, so no_sync needs nothing special under join.
@@ -204,15 +251,17 @@ HOOP_API hoop_status hoop_ddp_join(hoop_ddp *ddp, hoop_ddp_step_fn step, void *u
 HOOP_API void hoop_ddp_set_sync(hoop_ddp *ddp, int sync);
 
 /* Copies the timing totals into *stats (zeroed when ddp is NULL; nothing when stats is
- * NULL); reset clears them (NULL is ignored). */
+ * NULL); reset clears them (NULL is ignored). On cuda both first read the rounds the
+ * device has not reported yet (the host waits for them, HOOP_TIMEOUT at most each;
+ * rounds it cannot read are left out, with a warning). */
 HOOP_API void hoop_ddp_get_stats(const hoop_ddp *ddp, hoop_ddp_stats *stats);
 HOOP_API void hoop_ddp_reset_stats(hoop_ddp *ddp);
 
 /* Records a named interval ("forward", "optimizer") of this rank for the trace, in
- * hoop_ddp_now_us() microseconds. DDP itself records "backward" and one event per bucket
- * all-reduce. Events are kept only when tracing is on (HOOP_TRACE_FILE set, or
- * hoop_ddp_trace_enable). Never fails: events past the buffer's capacity are dropped;
- * NULL ddp or name is ignored. */
+ * hoop_ddp_now_us() microseconds, on the training thread's row. DDP itself records
+ * "backward" and one event per bucket all-reduce (see hoop_ddp_trace_flush for rows). Events are
+ * kept only when tracing is on (HOOP_TRACE_FILE set, or hoop_ddp_trace_enable). Never fails: events
+ * past the buffer's capacity are dropped; NULL ddp or name is ignored. */
 HOOP_API void hoop_ddp_trace_event(hoop_ddp *ddp, const char *name, int64_t begin_us,
                                    int64_t end_us);
 
@@ -226,9 +275,16 @@ HOOP_API int64_t hoop_ddp_now_us(void);
 HOOP_API hoop_status hoop_ddp_trace_enable(hoop_ddp *ddp, const char *path);
 
 /* Collective (every rank must call it, tracing or not): gathers every rank's events to
- * rank 0, which writes them as one Chrome trace JSON file (chrome://tracing, Perfetto;
- * pid = rank, tid 0 = compute, 1 = all-reduce) atomically (temporary file + rename),
- * then clears the events. Writes nothing when no rank recorded events.
+ * rank 0, which writes them as one Chrome trace JSON file (chrome://tracing, Perfetto)
+ * atomically (temporary file + rename), then clears the events. pid = rank; one named
+ * row (tid) per thread or stream: with cpu parameters tid 0 = the training thread
+ * ("backward", "forward", "optimizer"...) and tid 1 = the bucket all-reduces ("allreduce
+ * bucket N"), host times; with cuda parameters tid 0 = the training thread (what it
+ * issued: "backward (host)", "forward"...), tid 2 = the compute stream ("backward": the
+ * pass on the device) and tid 3 = the bucket stream ("allreduce bucket N"), device times
+ * (event times placed on the host's clock by a timer recorded on the idle compute stream
+ * at init; on cuda the rounds still on the device are waited for first). Writes nothing
+ * when no rank recorded events.
  * Errors: HOOP_ERR_INVALID (ddp NULL), HOOP_ERR_SYSTEM naming the file; the collectives'
  * errors. */
 HOOP_API hoop_status hoop_ddp_trace_flush(hoop_ddp *ddp);

@@ -146,6 +146,13 @@ hoop_status hoop__kern_validate(const struct hoop__kern *k, const char *what)
     SLOT(graph_launch);
     SLOT(graph_sync);
     SLOT(graph_free);
+    SLOT(stream_new);
+    SLOT(stream_free);
+    SLOT(stream_record);
+    SLOT(stream_wait);
+    SLOT(timer_new);
+    SLOT(event_query);
+    SLOT(event_elapsed);
 #undef SLOT
     return HOOP_OK;
 }

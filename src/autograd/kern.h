@@ -279,6 +279,33 @@ struct hoop__kern {
      * what the launch reads from host memory may be rewritten after it. */
     hoop_status (*graph_sync)(void *graph);
     void (*graph_free)(void *graph);
+
+    // ----- more streams, and timed events (DDP on the device, src/ddp/ddp.c)
+
+    /* A stream of its own beside the compute and copy streams: *s (on a GPU a non-blocking
+     * cudaStream_t, which the collectives' _stream forms take as a hoop_stream *; the
+     * CPU's: a token that needs nothing), freed by stream_free (NULL is a no-op; work
+     * queued on it still runs). Errors as event_new's. */
+    hoop_status (*stream_new)(void **s);
+    void (*stream_free)(void *s);
+    /* Records ev on stream s (NULL: the compute stream): it marks the work queued there so
+     * far (compute_record is stream_record(NULL, ev)). */
+    hoop_status (*stream_record)(void *s, void *ev);
+    /* Stream s's later work (NULL: the compute stream's) waits for the work ev marks, on
+     * the device; the host does not wait (compute_wait is stream_wait(NULL, ev)). */
+    hoop_status (*stream_wait)(void *s, void *ev);
+    /* *ev = a new event that also keeps the device's time at which the work before its
+     * record had run (event_elapsed); freed by event_free, usable wherever event_new's
+     * are. Errors as event_new's. */
+    hoop_status (*timer_new)(void **ev);
+    /* *done = 1 when the work ev marks has run (also for an event never recorded), 0 while
+     * it has not; never waits. HOOP_ERR_CUDA for that work's execution failure. */
+    hoop_status (*event_query)(void *ev, int *done);
+    /* *ms = the device time from timer a's record to timer b's (negative when b's came
+     * first), once both have completed: HOOP_ERR_USAGE while either has not, or was never
+     * recorded; HOOP_ERR_CUDA naming the call. A GPU's: cudaEventElapsedTime (about 0.5 us
+     * resolution, in float); the CPU's: the host's clock at each record. */
+    hoop_status (*event_elapsed)(void *a, void *b, double *ms);
 };
 
 /* The module's entry points and what it is given: src/core/backend.h. */

@@ -20,6 +20,7 @@
 
 #include "autograd/kern.h"
 #include "core/check.h"
+#include "core/clock.h"
 #include "core/philox.h"
 #include "hoop/nn.h"
 
@@ -73,7 +74,8 @@ static hoop_status cpu_copy(void *dst, const void *src, size_t bytes, int to_dev
 }
 
 /* The CPU's asynchronous uploads are plain copies, done when the call returns, so its
- * events have nothing to mark: one static token serves as every event. */
+ * events have nothing to mark: one static token serves as every event (and as every
+ * stream). A timer is a heap cell for the host's clock at its last record (0: never). */
 static char cpu_event_token;
 
 static hoop_status cpu_event_new(void **ev)
@@ -84,7 +86,7 @@ static hoop_status cpu_event_new(void **ev)
 
 static void cpu_event_free(void *ev)
 {
-    (void)ev;
+    if (ev != &cpu_event_token) free(ev);
 }
 
 static hoop_status cpu_upload_async(void *dst, const void *src, size_t bytes, void *after,
@@ -103,7 +105,59 @@ static hoop_status cpu_download_async(void *dst, const void *src, size_t bytes)
 
 static hoop_status cpu_event_op(void *ev)
 {
-    (void)ev; /* compute_wait, compute_record, event_sync: the work is done already */
+    (void)ev; /* compute_wait, event_sync: the work is done already */
+    return HOOP_OK;
+}
+
+static hoop_status cpu_stream_record(void *s, void *ev)
+{
+    (void)s; /* every stream's work is done when its call returns: a timer reads the clock */
+    if (ev && ev != &cpu_event_token) *(int64_t *)ev = hoop__now_ns();
+    return HOOP_OK;
+}
+
+static hoop_status cpu_compute_record(void *ev)
+{
+    return cpu_stream_record(NULL, ev);
+}
+
+static hoop_status cpu_stream_new(void **s)
+{
+    *s = &cpu_event_token;
+    return HOOP_OK;
+}
+
+static void cpu_stream_free(void *s)
+{
+    (void)s;
+}
+
+static hoop_status cpu_stream_wait(void *s, void *ev)
+{
+    (void)s, (void)ev;
+    return HOOP_OK;
+}
+
+static hoop_status cpu_timer_new(void **ev)
+{
+    return hoop__calloc((int64_t **)ev, 1);
+}
+
+static hoop_status cpu_event_query(void *ev, int *done)
+{
+    (void)ev;
+    *done = 1;
+    return HOOP_OK;
+}
+
+static hoop_status cpu_event_elapsed(void *a, void *b, double *ms)
+{
+    if (a == &cpu_event_token || b == &cpu_event_token)
+        return HOOP_ERROR(HOOP_ERR_USAGE, "cpu: event_elapsed of an event that is no timer");
+    const int64_t ta = *(const int64_t *)a, tb = *(const int64_t *)b;
+    if (ta == 0 || tb == 0)
+        return HOOP_ERROR(HOOP_ERR_USAGE, "cpu: event_elapsed of a timer never recorded");
+    *ms = (double)(tb - ta) / 1e6;
     return HOOP_OK;
 }
 
@@ -718,7 +772,7 @@ const struct hoop__kern hoop__kern_cpu = {
     .upload_async = cpu_upload_async,
     .download_async = cpu_download_async,
     .compute_wait = cpu_event_op,
-    .compute_record = cpu_event_op,
+    .compute_record = cpu_compute_record,
     .event_sync = cpu_event_op,
     .gemm = cpu_gemm,
     .fill = cpu_fill,
@@ -757,4 +811,11 @@ const struct hoop__kern hoop__kern_cpu = {
     .graph_launch = cpu_graph_launch,
     .graph_sync = cpu_graph_sync,
     .graph_free = cpu_graph_free,
+    .stream_new = cpu_stream_new,
+    .stream_free = cpu_stream_free,
+    .stream_record = cpu_stream_record,
+    .stream_wait = cpu_stream_wait,
+    .timer_new = cpu_timer_new,
+    .event_query = cpu_event_query,
+    .event_elapsed = cpu_event_elapsed,
 };

@@ -338,7 +338,11 @@ static void cm_start_free(void *start)
 
 static void cm_flag_write(uint32_t *flag, uint32_t value)
 {
+#ifdef __CUDACC__
     __atomic_store_n(flag, value, __ATOMIC_RELEASE);
+#else
+    hoop__hx_write_value32(flag, value); /* the same store, timed for the layer's events */
+#endif
 }
 
 extern "C" const struct hoop__cuda_coll hoop__cuda_coll_table = {

@@ -472,6 +472,74 @@ extern "C" hoop_status hoop__cuda_table_event_sync(void *ev)
     return ctx_wait_event((cudaEvent_t)ev, "an upload's event");
 }
 
+// ----------------------------------------------------------------- the table's streams, timers
+
+extern "C" hoop_status hoop__cuda_table_stream_new(void **s)
+{
+    *s = NULL;
+    HOOP_CHECK(hoop__cuda_init());
+    cudaStream_t st = NULL;
+    HOOP_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    *s = st;
+    return HOOP_OK;
+}
+
+extern "C" void hoop__cuda_table_stream_free(void *s)
+{
+    if (s && cudaStreamDestroy((cudaStream_t)s) != cudaSuccess) cudaGetLastError();
+}
+
+extern "C" hoop_status hoop__cuda_table_stream_record(void *s, void *ev)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    cudaError_t e = cudaEventRecord((cudaEvent_t)ev, s ? (cudaStream_t)s : ctx.compute);
+    if (e != cudaSuccess)
+        return ctx_async_fail("stream_record",
+                              s ? "cudaEventRecord" : "cudaEventRecord (the compute stream)", 0, e);
+    return HOOP_OK;
+}
+
+extern "C" hoop_status hoop__cuda_table_stream_wait(void *s, void *ev)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    cudaError_t e = cudaStreamWaitEvent(s ? (cudaStream_t)s : ctx.compute, (cudaEvent_t)ev, 0);
+    if (e != cudaSuccess)
+        return ctx_async_fail(
+            "stream_wait", s ? "cudaStreamWaitEvent" : "cudaStreamWaitEvent (the compute stream)",
+            0, e);
+    return HOOP_OK;
+}
+
+extern "C" hoop_status hoop__cuda_table_timer_new(void **ev)
+{
+    *ev = NULL;
+    HOOP_CHECK(hoop__cuda_init());
+    HOOP_CUDA_CHECK(cudaEventCreateWithFlags((cudaEvent_t *)ev, cudaEventDefault));
+    return HOOP_OK;
+}
+
+extern "C" hoop_status hoop__cuda_table_event_query(void *ev, int *done)
+{
+    return hoop__cuda_event_done((cudaEvent_t)ev, done);
+}
+
+extern "C" hoop_status hoop__cuda_table_event_elapsed(void *a, void *b, double *ms)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    float f = 0.0f;
+    cudaError_t e = cudaEventElapsedTime(&f, (cudaEvent_t)a, (cudaEvent_t)b);
+    if (e == cudaErrorNotReady || e == cudaErrorInvalidResourceHandle) {
+        cudaGetLastError();
+        return HOOP_ERROR(HOOP_ERR_USAGE,
+                          "event_elapsed on cuda:%d: an event has not completed, or was never "
+                          "recorded (%s)",
+                          ctx.device, cudaGetErrorString(e));
+    }
+    HOOP_CUDA_CHECK(e);
+    *ms = (double)f;
+    return HOOP_OK;
+}
+
 hoop_status hoop__cuda_blas(cublasHandle_t *h)
 {
     HOOP_CHECK(hoop__cuda_init());

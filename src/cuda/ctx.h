@@ -141,6 +141,19 @@ hoop_status hoop__cuda_compute_wait(void *ev);
 hoop_status hoop__cuda_compute_record(void *ev);
 hoop_status hoop__cuda_table_event_sync(void *ev);
 
+/* The kernel table's stream and timer entries (src/autograd/kern.h: stream_new ..
+ * event_elapsed): a non-blocking stream of the context's device; records and waits on it
+ * (NULL: the compute stream); events with timing (cudaEventDefault); cudaEventQuery;
+ * cudaEventElapsedTime. Errors: HOOP_ERR_CUDA naming the call and CUDA's message,
+ * HOOP_ERR_USAGE from event_elapsed while an event has not completed, hoop__cuda_init's. */
+hoop_status hoop__cuda_table_stream_new(void **s);
+void hoop__cuda_table_stream_free(void *s);
+hoop_status hoop__cuda_table_stream_record(void *s, void *ev);
+hoop_status hoop__cuda_table_stream_wait(void *s, void *ev);
+hoop_status hoop__cuda_table_timer_new(void **ev);
+hoop_status hoop__cuda_table_event_query(void *ev, int *done);
+hoop_status hoop__cuda_table_event_elapsed(void *a, void *b, double *ms);
+
 #ifdef __cplusplus
 }
 #endif

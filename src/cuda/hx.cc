@@ -360,6 +360,21 @@ struct hx_queued {
     unsigned long seq;
     std::function<void()> op;
     std::function<bool()> ready; /* empty, or true once op may run (a wait's condition) */
+    /* event timing (hx.h): when the host issued it, and (a wait) the device time its
+     * condition became true (empty: none) */
+    int64_t issued_ns;
+    std::function<int64_t()> since;
+};
+
+/* An event record's device time (ns, CLOCK_MONOTONIC), shared by the event and the waits
+ * on that record; 0 while the work before the record has not run. */
+typedef std::shared_ptr<std::atomic<int64_t>> hx_stamp;
+
+/* A record behind queued work: stamped once the stream has run its first at pieces. */
+struct hx_pending_stamp {
+    unsigned long at;
+    int64_t issued_ns;
+    hx_stamp cell;
 };
 
 struct hoop__hx_stream {
@@ -377,18 +392,24 @@ struct hoop__hx_stream {
      * such a stream): what is issued to it queues, as on a lazy stream, until the queue
      * has run (set and cleared under lazy_mu). */
     std::atomic<bool> held;
+    /* event timing (hx.h): the device time at which the work run so far finished, and
+     * the records waiting for queued work to run (under lazy_mu) */
+    std::atomic<int64_t> vt;
+    std::vector<hx_pending_stamp> stamps;
 };
 
 struct hoop__hx_event {
     int device;
     const hoop__hx_stream *stream; /* where it was last recorded, or NULL */
     unsigned long at;              /* how much of that stream's work it covers */
+    unsigned flags;                /* cudaEventDisableTiming: no stamp is kept */
+    hx_stamp stamp;                /* the last record's device time (NULL before the first) */
 };
 
 namespace
 {
 
-hoop__hx_stream legacy = {-1, 0, {0}, {}, {}, 0, false, {}, {false}};
+hoop__hx_stream legacy = {-1, 0, {0}, {}, {}, 0, false, {}, {false}, {0}, {}};
 
 hoop__hx_stream *stream_of(cudaStream_t s)
 {
@@ -404,9 +425,25 @@ std::vector<hoop__hx_stream *> lazy_streams; /* under lazy_mu */
 std::atomic<int> lazy_mode{-1};              /* -1: TEST_HX_LAZY not read yet */
 thread_local int draining;                   /* > 0: running queued work (issue() counts none) */
 
+int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* The stream's device time is at least t (work that ran when it was issued). */
+void vt_raise(hoop__hx_stream *s, int64_t t)
+{
+    int64_t v = s->vt.load();
+    while (v < t && !s->vt.compare_exchange_weak(v, t)) continue;
+}
+
 void issue(cudaStream_t s)
 {
-    if (!draining) stream_of(s)->issued++;
+    if (draining) return;
+    stream_of(s)->issued++;
+    vt_raise(stream_of(s), now_ns());
 }
 
 int lazy_now(void)
@@ -433,7 +470,7 @@ int is_lazy(cudaStream_t s)
  * (a wait): on a stream that is neither lazy nor held, op runs at once when it may, else
  * it is queued and holds the stream (what is issued after it queues behind it). */
 void lazy_push(hoop__hx_stream *s, std::function<void()> op, bool counted,
-               std::function<bool()> ready = {})
+               std::function<bool()> ready = {}, std::function<int64_t()> since = {})
 {
     s = stream_of(s);
     std::lock_guard<std::recursive_mutex> g(lazy_mu);
@@ -442,11 +479,12 @@ void lazy_push(hoop__hx_stream *s, std::function<void()> op, bool counted,
         op();
         draining--;
         if (counted) s->issued++;
+        vt_raise(s, now_ns());
         return;
     }
     unsigned long seq = counted ? ++s->issued : s->issued.load() + 1;
     try {
-        s->q.push_back(hx_queued{seq, std::move(op), std::move(ready)});
+        s->q.push_back(hx_queued{seq, std::move(op), std::move(ready), now_ns(), std::move(since)});
         if (!s->lazy && !s->held.load()) {
             s->held.store(true);
             bool known = false;
@@ -458,9 +496,27 @@ void lazy_push(hoop__hx_stream *s, std::function<void()> op, bool counted,
     }
 }
 
+/* Stamps the records behind queued work that covers fewer than upto pieces of s's work,
+ * which have all run: with the stream's device time, or the record's own issue (under
+ * lazy_mu). */
+void stamp_before(hoop__hx_stream *s, unsigned long upto)
+{
+    for (size_t i = 0; i < s->stamps.size();) {
+        if (s->stamps[i].at >= upto) {
+            i++;
+            continue;
+        }
+        int64_t v = s->vt.load();
+        s->stamps[i].cell->store(v > s->stamps[i].issued_ns ? v : s->stamps[i].issued_ns);
+        s->stamps.erase(s->stamps.begin() + (long)i);
+    }
+}
+
 /* Runs s's queue up to its at-th piece of work (all of it for at == ~0ul). Returns true
  * when it got there, false when a wait at the front of the queue cannot pass yet (its
- * condition is false: the rest stays queued). */
+ * condition is false: the rest stays queued). Each piece's device time (hx.h, event
+ * timing) starts when the stream finished the one before, it was issued, and its
+ * condition became true, whichever is last, and lasts as long as it runs here. */
 bool lazy_run(hoop__hx_stream *s, unsigned long at)
 {
     s = stream_of(s);
@@ -473,10 +529,17 @@ bool lazy_run(hoop__hx_stream *s, unsigned long at)
             reached = false;
             break;
         }
-        std::function<void()> op = std::move(s->q.front().op);
+        hx_queued q = std::move(s->q.front());
         s->q.pop_front();
-        op();
+        stamp_before(s, q.seq);
+        int64_t start = s->vt.load(), since = q.since ? q.since() : 0;
+        start = start > q.issued_ns ? start : q.issued_ns;
+        start = start > since ? start : since;
+        int64_t t0 = now_ns();
+        q.op();
+        s->vt.store(start + (now_ns() - t0));
     }
+    stamp_before(s, s->q.empty() ? ~0ul : s->q.front().seq);
     if (!s->lazy && s->q.empty()) s->held.store(false);
     draining--;
     return reached;
@@ -1103,7 +1166,6 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 {
-    (void)flags;
     *e = NULL;
     if (!valid_device("cudaEventCreateWithFlags", cur_dev)) return cudaPeekAtLastError();
     hoop__hx_event *ev = new (std::nothrow) hoop__hx_event();
@@ -1112,6 +1174,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
         return cudaErrorMemoryAllocation;
     }
     ev->device = cur_dev;
+    ev->flags = flags;
     *e = ev;
     return cudaSuccess;
 }
@@ -1138,9 +1201,38 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
              e ? "event and stream of different devices" : "NULL event");
         return cudaErrorInvalidResourceHandle;
     }
+    hx_stamp cell;
+    try {
+        cell = std::make_shared<std::atomic<int64_t>>(0);
+    } catch (...) {
+        fail(cudaErrorMemoryAllocation, "cudaEventRecord: no memory");
+        return cudaErrorMemoryAllocation;
+    }
+    unsigned long at;
+    {
+        std::lock_guard<std::recursive_mutex> g(lazy_mu);
+        hoop__hx_stream *w = stream_of(s);
+        /* A record covers what was queued before it: a wait queued last (not counted as
+         * work) is made part of one more piece, which the record then covers. */
+        if (is_lazy(s) && !w->q.empty() && w->q.back().seq > w->issued.load())
+            lazy_push(
+                w, [] {}, true);
+        at = w->issued.load();
+        if (!is_lazy(s) || w->q.empty()) {
+            cell->store(now_ns()); /* everything before it has run */
+        } else {
+            try {
+                w->stamps.push_back(hx_pending_stamp{at, now_ns(), cell});
+            } catch (...) {
+                fail(cudaErrorMemoryAllocation, "cudaEventRecord: no memory");
+                return cudaErrorMemoryAllocation;
+            }
+        }
+    }
     std::lock_guard<std::mutex> g(mem_mu);
     e->stream = st;
-    e->at = st->issued;
+    e->at = at;
+    e->stamp = cell;
     return cudaSuccess;
 }
 
@@ -1174,20 +1266,24 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
     hoop__hx_stream *w = stream_of(s);
     hoop__hx_stream *p;
     unsigned long at;
+    hx_stamp cell;
     {
         std::lock_guard<std::mutex> g(mem_mu);
         p = (hoop__hx_stream *)e->stream;
         at = e->at;
+        cell = e->stamp;
     }
     /* A lazy waiter runs the producer up to the event when it reaches the wait; one that
      * is not lazy does at once, and is held behind the wait when the producer cannot get
-     * there yet (a wait of its own that has not passed). */
+     * there yet (a wait of its own that has not passed). A queued wait passes, in device
+     * time, when the record it waits for was stamped. */
+    auto since = [cell]() -> int64_t { return cell ? cell->load() : 0; };
     if (p && is_lazy(p) && is_lazy(w) && !hoop__hx_capturing(s))
         lazy_push(
-            w, [] {}, false, [p, at]() { return lazy_run(p, at); });
+            w, [] {}, false, [p, at]() { return lazy_run(p, at); }, since);
     else if (p && is_lazy(p) && !lazy_run(p, at) && !hoop__hx_capturing(s))
         lazy_push(
-            w, [] {}, false, [p, at]() { return lazy_run(p, at); });
+            w, [] {}, false, [p, at]() { return lazy_run(p, at); }, since);
     std::lock_guard<std::mutex> g(mem_mu);
     n_wait++;
     if (!e->stream) return cudaSuccess; /* never recorded: nothing to wait for */
@@ -1205,6 +1301,36 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
 
 // ----------------------------------------------------------------- stream memory operations
 
+namespace
+{
+/* The last HX_WRITES stores of hoop__hx_write_value32 (address, value, when), for the
+ * device time at which a wait for a value passed. */
+#define HX_WRITES 256
+struct hx_write {
+    const uint32_t *addr;
+    uint32_t value;
+    int64_t ns;
+};
+std::mutex write_mu;
+hx_write writes[HX_WRITES]; /* under write_mu */
+unsigned long nwrites;
+
+/* When *addr first reached value (cyclic comparison) by a logged store; now when no
+ * logged store did (a plain store, or one that fell out of the log). */
+int64_t written_at(const uint32_t *addr, uint32_t value)
+{
+    int64_t best = 0;
+    std::lock_guard<std::mutex> g(write_mu);
+    unsigned long n = nwrites < HX_WRITES ? nwrites : HX_WRITES;
+    for (unsigned long i = 0; i < n; i++) {
+        const hx_write &w = writes[i];
+        if (w.addr == addr && (int32_t)(w.value - value) >= 0 && (best == 0 || w.ns < best))
+            best = w.ns;
+    }
+    return best ? best : now_ns();
+}
+} // namespace
+
 cudaError_t hoop__hx_stream_wait_value32(cudaStream_t s, const uint32_t *addr, uint32_t value)
 {
     if (sticky != cudaSuccess) return sticky;
@@ -1216,9 +1342,49 @@ cudaError_t hoop__hx_stream_wait_value32(cudaStream_t s, const uint32_t *addr, u
         return cudaErrorStreamCaptureUnsupported;
     lazy_push(
         s, [] {}, true,
-        [addr, value]() {
-            return (int32_t)(__atomic_load_n(addr, __ATOMIC_ACQUIRE) - value) >= 0;
-        });
+        [addr, value]() { return (int32_t)(__atomic_load_n(addr, __ATOMIC_ACQUIRE) - value) >= 0; },
+        [addr, value]() { return written_at(addr, value); });
+    return cudaSuccess;
+}
+
+void hoop__hx_write_value32(uint32_t *addr, uint32_t value)
+{
+    {
+        std::lock_guard<std::mutex> g(write_mu);
+        writes[nwrites++ % HX_WRITES] = hx_write{addr, value, now_ns()};
+    }
+    __atomic_store_n(addr, value, __ATOMIC_RELEASE);
+}
+
+// ----------------------------------------------------------------- event timing
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    if (!ms || !start || !end) {
+        fail(cudaErrorInvalidValue, "cudaEventElapsedTime: NULL argument");
+        return cudaErrorInvalidValue;
+    }
+    if ((start->flags | end->flags) & cudaEventDisableTiming) {
+        fail(cudaErrorInvalidResourceHandle,
+             "cudaEventElapsedTime: an event made with cudaEventDisableTiming");
+        return cudaErrorInvalidResourceHandle;
+    }
+    hx_stamp a, b;
+    {
+        std::lock_guard<std::mutex> g(mem_mu);
+        a = start->stamp;
+        b = end->stamp;
+    }
+    if (!a || !b) {
+        fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event never recorded");
+        return cudaErrorInvalidResourceHandle;
+    }
+    /* as CUDA: not ready (and no error kept) while either has not completed */
+    cudaError_t r = cudaEventQuery(start);
+    if (r == cudaSuccess) r = cudaEventQuery(end);
+    if (r != cudaSuccess) return r;
+    if (a->load() == 0 || b->load() == 0) return cudaErrorNotReady;
+    *ms = (float)((double)(b->load() - a->load()) / 1e6);
     return cudaSuccess;
 }
 

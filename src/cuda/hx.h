@@ -291,9 +291,19 @@ cudaError_t cudaDeviceReset(void); /* clears an execution failure (and nothing e
  * cudaStreamWaitEvent makes the waiting stream "ordered after" that much of the
  * recording stream's work: hoop__hx_stream_ordered reads it back, so a test can see a
  * missing or misplaced wait although the work itself ran at once.
+ * Event timing (cudaEventElapsedTime, for events made without cudaEventDisableTiming) is
+ * the layer's model of device time: each stream keeps the time (CLOCK_MONOTONIC) at
+ * which the work it has run finished. Work that runs when it is issued finishes then; a
+ * piece queued behind a wait (lazy or held streams, below) starts when the stream
+ * finished the piece before, it was issued, and its wait passed, whichever is last (a
+ * wait for an event passes at that record's time, a wait for a value at the store that
+ * met it: hoop__hx_write_value32), and lasts as long as it takes when it runs. A record
+ * gets the stream's time when the work before it has run (or the time it was issued, if
+ * later). So a record behind a held wait reads when the wait's condition became true, not
+ * when the host later asked, as on a GPU that runs every stream at once.
  * Not modelled: devices' separate memories (one memory of that size serves them all, and
  * a pointer works on every device), peer
- * access, a stream's flags (kept, without effect), event timing, concurrency between
+ * access, a stream's flags (kept, without effect), concurrency between
  * streams (there is none here: everything is ordered; lazy streams, below, run work as
  * late as possible instead, which is what a missing wait needs to show).
  */
@@ -331,6 +341,10 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
 cudaError_t cudaEventQuery(cudaEvent_t e); /* cudaSuccess: work ran when it was issued */
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags = 0);
+/* *ms = device time from start's record to end's (the model above): cudaErrorNotReady
+ * while either has not completed, cudaErrorInvalidResourceHandle for an event never
+ * recorded or made with cudaEventDisableTiming. */
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 
 // ----------------------------------------------------------------- stream capture, graphs
 /*
@@ -424,6 +438,10 @@ void hoop__hx_stream_op(cudaStream_t s, std::function<void()> op);
  * waiter in turn. In a capture: cudaErrorStreamCaptureUnsupported (not modelled).
  */
 cudaError_t hoop__hx_stream_wait_value32(cudaStream_t s, const uint32_t *addr, uint32_t value);
+/* *addr = value with release order, as a host thread meeting such a wait stores it; the
+ * layer notes when (the last 256 stores), so a queued wait that this store lets pass
+ * starts its stream's later work then in device time (event timing, above). */
+void hoop__hx_write_value32(uint32_t *addr, uint32_t value);
 
 /* Test hooks, with C linkage (tests in C declare them themselves). */
 extern "C" {

@@ -68,5 +68,12 @@ extern "C" const struct hoop__kern hoop__kern_cuda = {
     hoop__cuda_graph_launch,
     hoop__cuda_graph_sync,
     hoop__cuda_graph_free,
+    hoop__cuda_table_stream_new,
+    hoop__cuda_table_stream_free,
+    hoop__cuda_table_stream_record,
+    hoop__cuda_table_stream_wait,
+    hoop__cuda_table_timer_new,
+    hoop__cuda_table_event_query,
+    hoop__cuda_table_event_elapsed,
 };
 // clang-format on

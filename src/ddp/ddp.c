@@ -7,6 +7,8 @@
  * hoop_ddp_backward(); the all-reduces themselves run on the communicator's progress
  * thread. Bucketing and in-order launching follow PyTorch DDP's reducer (Li et al.,
  * "PyTorch Distributed: Experiences on Accelerating Data Parallel Training", VLDB 2020).
+ * On cuda the buckets are device memory and each all-reduce is ordered on the device
+ * (ddp_dev.c); this file decides what runs when, on either device.
  */
 #include <limits.h>
 #include <math.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "autograd/kern.h"
 #include "core/check.h"
 #include "core/clock.h"
 #include "ddp/ddp_internal.h"
@@ -102,6 +105,9 @@ out:
 
 static hoop_status broadcast_params(hoop_ddp *ddp)
 {
+    /* cuda: what the compute stream wrote into the parameters is there before the
+     * collective reads them (it runs on streams of its own) */
+    HOOP_CHECK(ddp->k->sync());
     for (size_t i = 0; i < ddp->nparams; i++) {
         float *d = hoop_tensor_data(ddp->params[i]);
         size_t n = hoop_tensor_count(ddp->params[i]);
@@ -143,14 +149,31 @@ static hoop_status plan_buckets(hoop_ddp *ddp)
     return HOOP_OK;
 }
 
+/* The one place bucket memory comes from: bytes (> 0), zeroed, of the parameters' device.
+ * On the cpu memory the local ranks map (hoop_comm_alloc_shared: their all-reduces then
+ * run direct, with no copies); on cuda the device's allocator. */
+static hoop_status bucket_alloc(hoop_ddp *ddp, size_t bytes, float **p)
+{
+    if (ddp->device == HOOP_DEVICE_CPU) return hoop_comm_alloc_shared(ddp->comm, bytes, (void **)p);
+    HOOP_CHECK(ddp->k->mem_alloc((void **)p, bytes));
+    return ddp->k->fill(*p, bytes / sizeof(float), 0.0f);
+}
+
+/* Gives back what bucket_alloc gave (NULL is a no-op). */
+static hoop_status bucket_free(hoop_ddp *ddp, float *p)
+{
+    if (ddp->device == HOOP_DEVICE_CPU) return hoop_comm_free_shared(ddp->comm, p);
+    if (p) ddp->k->mem_free(p);
+    return HOOP_OK;
+}
+
 /* Allocates each bucket and moves the parameters' gradients into it (values kept). */
 static hoop_status attach_buckets(hoop_ddp *ddp)
 {
     for (int b = 0; b < ddp->nbuckets; b++) {
         ddp_bucket *bk = &ddp->buckets[b];
         size_t bytes = bk->count * sizeof(float);
-        /* Memory the local ranks map: their all-reduces then run direct (no copies). */
-        HOOP_CHECK(hoop_comm_alloc_shared(ddp->comm, bytes ? bytes : 64, (void **)&bk->buf));
+        HOOP_CHECK(bucket_alloc(ddp, bytes ? bytes : 64, &bk->buf));
         for (int j = 0; j < bk->nparams; j++) {
             int p = ddp->order[bk->first + j];
             HOOP_CHECK(hoop_tensor_set_grad_buffer(ddp->params[p], bk->buf + ddp->offset[p]));
@@ -220,11 +243,13 @@ static hoop_status check_args(hoop_ddp **out, hoop_comm *comm, hoop_tensor *cons
                               "hoop_ddp_init: parameter %zu ('%s') is not a tensor with "
                               "requires_grad",
                               i, params[i] ? hoop_tensor_name(params[i]) : "NULL");
-        if (hoop_tensor_device(params[i]) != HOOP_DEVICE_CPU)
-            return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
-                              "hoop_ddp_init: parameter %zu ('%s') is on cuda; DDP reduces "
-                              "host buffers only in this version (GPU buckets are to come)",
-                              i, hoop_tensor_name(params[i]));
+        if (hoop_tensor_device(params[i]) != hoop_tensor_device(params[0]))
+            return HOOP_ERROR(
+                HOOP_ERR_INVALID,
+                "hoop_ddp_init: parameter %zu ('%s') is on %s but parameter 0 "
+                "('%s') is on %s; move the whole model to one device",
+                i, hoop_tensor_name(params[i]), hoop__device_name(hoop_tensor_device(params[i])),
+                hoop_tensor_name(params[0]), hoop__device_name(hoop_tensor_device(params[0])));
     }
     HOOP_CHECK(check_unique(params, count));
     if (!cfg) return HOOP_OK;
@@ -261,10 +286,13 @@ HOOP_API hoop_status hoop_ddp_init(hoop_ddp **out, hoop_comm *comm, hoop_tensor 
     ddp->comm = comm;
     ddp->nparams = count;
     ddp->sync = 1;
+    ddp->device = hoop_tensor_device(params[0]);
+    HOOP_CHECK_GOTO(hoop__kern_get(ddp->device, "hoop_ddp_init", &ddp->k), st, fail);
     HOOP_CHECK_GOTO(ddp_alloc(ddp, params, count), st, fail);
     HOOP_CHECK_GOTO(check_shapes(ddp), st, fail);
-    if (ddp->cfg.broadcast_params) HOOP_CHECK_GOTO(broadcast_params(ddp), st, fail);
     HOOP_CHECK_GOTO(plan_buckets(ddp), st, fail);
+    if (ddp->device != HOOP_DEVICE_CPU) HOOP_CHECK_GOTO(hoop__ddp_dev_init(ddp), st, fail);
+    if (ddp->cfg.broadcast_params) HOOP_CHECK_GOTO(broadcast_params(ddp), st, fail);
     HOOP_CHECK_GOTO(attach_buckets(ddp), st, fail);
     HOOP_CHECK_GOTO(attach_hooks(ddp), st, fail);
     for (int b = 0; b < ddp->nbuckets; b++) {
@@ -277,8 +305,9 @@ HOOP_API hoop_status hoop_ddp_init(hoop_ddp **out, hoop_comm *comm, hoop_tensor 
     int32_t on = trace && *trace;
     HOOP_CHECK_GOTO(hoop_broadcast(comm, &on, &on, 1, HOOP_DTYPE_I32, 0, NULL), st, fail);
     if (on) HOOP_CHECK_GOTO(hoop_ddp_trace_enable(ddp, trace && *trace ? trace : ""), st, fail);
-    HOOP_INFO(DDP, "DDP: %zu parameters in %d buckets (%zu bytes), world_size %d", count,
-              ddp->nbuckets, ddp->stats.bucket_bytes, hoop_comm_world_size(comm));
+    HOOP_INFO(DDP, "DDP: %zu parameters in %d buckets (%zu bytes) on %s, world_size %d", count,
+              ddp->nbuckets, ddp->stats.bucket_bytes, hoop__device_name(ddp->device),
+              hoop_comm_world_size(comm));
     *out = ddp;
     return HOOP_OK;
 fail:
@@ -292,13 +321,15 @@ HOOP_API hoop_status hoop_ddp_destroy(hoop_ddp *ddp)
     hoop_status st = HOOP_OK;
     for (int b = 0; ddp->buckets && b < ddp->nbuckets; b++)
         if (ddp->buckets[b].req) HOOP_CHECK_KEEP(hoop_wait(ddp->buckets[b].req, -1), st);
+    /* cuda: the all-reduces still on the device end first (and the events go) */
+    hoop__ddp_dev_destroy(ddp, &st);
     for (size_t i = 0; ddp->params && i < ddp->nparams; i++) {
         if (ddp->hooks && ddp->hooks[i].ddp) hoop_tensor_set_grad_hook(ddp->params[i], NULL, NULL);
         if (ddp->buckets && ddp->buckets[ddp->bucket_of[i]].buf)
             HOOP_CHECK_KEEP(hoop_tensor_set_grad_buffer(ddp->params[i], NULL), st);
     }
     for (int b = 0; ddp->buckets && b < ddp->nbuckets; b++)
-        HOOP_CHECK_KEEP(hoop_comm_free_shared(ddp->comm, ddp->buckets[b].buf), st);
+        HOOP_CHECK_KEEP(bucket_free(ddp, ddp->buckets[b].buf), st);
     free(ddp->buckets);
     free(ddp->params);
     free(ddp->order);
@@ -328,6 +359,11 @@ static void launch_ready(hoop_ddp *ddp)
         ddp_bucket *bk = &ddp->buckets[ddp->next_launch++];
         bk->t_launch_us = hoop_ddp_now_us();
         bk->t_done_us = 0;
+        if (ddp->dev) { /* ordered on the device; the hook does not wait */
+            hoop_status st = hoop__ddp_dev_launch(ddp, (int)(bk - ddp->buckets));
+            if (st != HOOP_OK) hook_fail(ddp, st);
+            continue;
+        }
         hoop_status st = hoop_allreduce(ddp->comm, bk->buf, bk->buf, bk->count, HOOP_DTYPE_F32,
                                         HOOP_OP_AVG, &bk->req);
         if (st != HOOP_OK) {
@@ -457,14 +493,43 @@ static void record_step(hoop_ddp *ddp, int64_t bwd_b, int64_t bwd_e, int64_t wai
 
 /* Starts a round: nothing ready, nothing launched; the control float says whether this
  * rank has data (1) or has joined (0). It is set before any launch, so before the last
- * bucket's. */
-static void reset_step(hoop_ddp *ddp, float has_data)
+ * bucket's (on cuda by a kernel on the compute stream, which the last bucket's launch
+ * follows). */
+static hoop_status reset_step(hoop_ddp *ddp, float has_data, int join)
 {
     memset(ddp->ready, 0, ddp->nparams);
     for (int b = 0; b < ddp->nbuckets; b++) ddp->buckets[b].pending = ddp->buckets[b].nparams;
     ddp->next_launch = 0;
     ddp->hook_st = HOOP_OK;
-    *ddp->control = has_data;
+    if (!ddp->dev) {
+        *ddp->control = has_data;
+        return HOOP_OK;
+    }
+    HOOP_CHECK(ddp->k->fill(ddp->control, 1, has_data));
+    return hoop__ddp_dev_begin(ddp, join);
+}
+
+/* The reduced control float of the round just ended (on cuda the host waits for it). */
+static hoop_status read_control(hoop_ddp *ddp, float *v)
+{
+    if (ddp->dev) return hoop__ddp_dev_control(ddp, v);
+    *v = *ddp->control;
+    return HOOP_OK;
+}
+
+/* g *= ws / k over every bucket: on the cpu in double, rounded once; on cuda by the
+ * device's scale kernel with the factor rounded to f32 (within 1 ulp of the cpu's). */
+static hoop_status rescale(hoop_ddp *ddp, int ws, double k)
+{
+    for (int b = 0; b < ddp->nbuckets; b++) {
+        float *g = ddp->buckets[b].buf;
+        if (ddp->dev) {
+            HOOP_CHECK(ddp->k->scale(g, ddp->buckets[b].count, (float)((double)ws / k)));
+            continue;
+        }
+        for (size_t i = 0; i < ddp->buckets[b].count; i++) g[i] = (float)((double)g[i] * ws / k);
+    }
+    return HOOP_OK;
 }
 
 /* After a round: *active = how many ranks had data in it (the control float is their
@@ -474,12 +539,14 @@ static void reset_step(hoop_ddp *ddp, float has_data)
 static hoop_status finish_round(hoop_ddp *ddp, int *active)
 {
     int ws = hoop_comm_world_size(ddp->comm);
-    double k = rint((double)*ddp->control * ws);
+    float control;
+    HOOP_CHECK(read_control(ddp, &control));
+    double k = rint((double)control * ws);
     if (!(k >= 0 && k <= ws))
         return HOOP_ERROR(HOOP_ERR_INTERNAL,
                           "DDP: the control value %g of the last bucket is not "
                           "a share of ranks (world_size %d)",
-                          (double)*ddp->control, ws);
+                          (double)control, ws);
     *active = (int)k;
     if (*active == ws || *active == 0) return HOOP_OK;
     if (ddp->cfg.error_on_uneven)
@@ -490,11 +557,50 @@ static hoop_status finish_round(hoop_ddp *ddp, int *active)
     if (ddp->cfg.divide_by_initial_world_size) return HOOP_OK;
     /* From sum / ws to sum / k: g * ws is exact in double, then one division and one
      * rounding to f32: within 2 ulp of the reduced sum / k. */
-    for (int b = 0; b < ddp->nbuckets; b++) {
-        float *g = ddp->buckets[b].buf;
-        for (size_t i = 0; i < ddp->buckets[b].count; i++) g[i] = (float)((double)g[i] * ws / k);
+    return rescale(ddp, ws, k);
+}
+
+/* The status of the bucket all-reduces ordered on the device so far (none on the cpu):
+ * the first failure, naming its call and culprit (hoop_stream_status). */
+static hoop_status stream_status(hoop_ddp *ddp)
+{
+    if (!ddp->dev) return HOOP_OK;
+    hoop_status st = hoop_stream_status(ddp->comm);
+    if (st == HOOP_OK) return HOOP_OK;
+    char why[512]; /* the message is rewritten below: copy it first */
+    snprintf(why, sizeof(why), "%s", hoop_last_error());
+    return HOOP_ERROR(st, "DDP bucket all-reduce failed: %s", why);
+}
+
+/* hoop_ddp_backward on cuda: the same round, ordered on the device. The host waits for
+ * nothing unless the configuration needs the round's control float at once (a divisor
+ * other than world_size, or error_on_uneven); the statistics are read from the device's
+ * times later (ddp_dev.c). A failure of a bucket's all-reduce that comes after the return
+ * is reported by the next call (or hoop_ddp_wait). */
+static hoop_status backward_dev(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *loss)
+{
+    HOOP_CHECK(reset_step(ddp, 1.0f, 0));
+    int64_t bwd_b = hoop_ddp_now_us();
+    hoop_status st = hoop_backward(tape, loss);
+    hoop_status end_st = hoop__ddp_dev_backward_end(ddp);
+    int64_t bwd_e = hoop_ddp_now_us();
+    hoop_status unused_st = mark_unused(ddp, tape);
+    hoop_status wait_st = hoop__ddp_dev_end(ddp);
+    if (ddp->tracing) hoop__ddp_trace_add(ddp, "backward (host)", bwd_b, bwd_e, DDP_LANE_HOST);
+    if (st != HOOP_OK) return st;
+    if (ddp->hook_st != HOOP_OK)
+        return HOOP_ERROR(ddp->hook_st, "DDP bucket all-reduce failed: %s", ddp->hook_msg);
+    HOOP_CHECK(end_st);
+    HOOP_CHECK(wait_st);
+    if (ddp->cfg.error_on_uneven || !ddp->cfg.divide_by_initial_world_size) {
+        float control;
+        int active;
+        HOOP_CHECK(hoop__ddp_dev_control(ddp, &control)); /* the host waits for the round */
+        HOOP_CHECK(stream_status(ddp)); /* a failed round's control float means nothing */
+        HOOP_CHECK(finish_round(ddp, &active));
     }
-    return HOOP_OK;
+    HOOP_CHECK(stream_status(ddp));
+    return unused_st;
 }
 
 HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *loss)
@@ -502,7 +608,8 @@ HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tens
     if (!ddp || !tape || !loss)
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_backward: ddp, tape and loss must be set");
     if (!ddp->sync) return hoop_backward(tape, loss);
-    reset_step(ddp, 1.0f);
+    if (ddp->dev) return backward_dev(ddp, tape, loss);
+    reset_step(ddp, 1.0f, 0);
     int64_t bwd_b = hoop_ddp_now_us();
     ddp->t_last_hook_us = 0;
     hoop_status st = hoop_backward(tape, loss);
@@ -532,15 +639,29 @@ HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tens
 static hoop_status shadow_round(hoop_ddp *ddp, int *active)
 {
     int64_t t0 = hoop_ddp_now_us();
-    for (int b = 0; b < ddp->nbuckets; b++)
-        memset(ddp->buckets[b].buf, 0, ddp->buckets[b].count * sizeof(float));
-    reset_step(ddp, 0.0f);
+    for (int b = 0; b < ddp->nbuckets; b++) {
+        if (ddp->dev)
+            HOOP_CHECK(ddp->k->fill(ddp->buckets[b].buf, ddp->buckets[b].count, 0.0f));
+        else
+            memset(ddp->buckets[b].buf, 0, ddp->buckets[b].count * sizeof(float));
+    }
+    HOOP_CHECK(reset_step(ddp, 0.0f, 1));
     for (size_t i = 0; i < ddp->nparams; i++) mark_ready(ddp, (int)i);
-    hoop_status wait_st = wait_all(ddp);
-    trace_round(ddp, "join round", t0, hoop_ddp_now_us());
+    hoop_status wait_st = ddp->dev ? hoop__ddp_dev_end(ddp) : wait_all(ddp);
+    if (ddp->dev) {
+        if (ddp->tracing)
+            hoop__ddp_trace_add(ddp, "join round (host)", t0, hoop_ddp_now_us(), DDP_LANE_HOST);
+    } else {
+        trace_round(ddp, "join round", t0, hoop_ddp_now_us());
+    }
     if (ddp->hook_st != HOOP_OK)
         return HOOP_ERROR(ddp->hook_st, "DDP join: bucket all-reduce failed: %s", ddp->hook_msg);
     if (wait_st != HOOP_OK) return wait_st;
+    if (ddp->dev) { /* the round's count is needed now: the host waits for it */
+        float control;
+        HOOP_CHECK(hoop__ddp_dev_control(ddp, &control));
+        HOOP_CHECK(stream_status(ddp));
+    }
     return finish_round(ddp, active);
 }
 
@@ -574,18 +695,34 @@ HOOP_API void hoop_ddp_set_sync(hoop_ddp *ddp, int sync)
     if (ddp) ddp->sync = sync != 0;
 }
 
+HOOP_API hoop_status hoop_ddp_wait(hoop_ddp *ddp)
+{
+    if (!ddp) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_wait: ddp is NULL");
+    HOOP_CHECK(hoop__ddp_dev_harvest_all(ddp));
+    return stream_status(ddp);
+}
+
 HOOP_API void hoop_ddp_get_stats(const hoop_ddp *ddp, hoop_ddp_stats *stats)
 {
     if (!stats) return;
-    if (ddp)
-        *stats = ddp->stats;
-    else
+    if (!ddp) {
         memset(stats, 0, sizeof(*stats));
+        return;
+    }
+    /* cuda: the rounds still on the device are read first (the host waits for them); the
+     * totals are what the caller sees, so this stays a read in the API's sense */
+    if (ddp->dev && hoop__ddp_dev_harvest_all((hoop_ddp *)ddp) != HOOP_OK)
+        HOOP_WARN("hoop_ddp_get_stats: the last rounds' times are left out: %s", hoop_last_error());
+    *stats = ddp->stats;
 }
 
 HOOP_API void hoop_ddp_reset_stats(hoop_ddp *ddp)
 {
     if (!ddp) return;
+    /* cuda: the rounds before the reset are read first, so none counts after it */
+    if (ddp->dev && hoop__ddp_dev_harvest_all(ddp) != HOOP_OK)
+        HOOP_WARN("hoop_ddp_reset_stats: the last rounds' times are left out: %s",
+                  hoop_last_error());
     int nb = ddp->stats.nbuckets;
     size_t bytes = ddp->stats.bucket_bytes;
     memset(&ddp->stats, 0, sizeof(ddp->stats));

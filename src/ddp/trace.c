@@ -5,8 +5,11 @@
  * Owns the event buffer of a hoop_ddp. Events are fixed-size records, so flushing is
  * two all-gathers (counts, then records padded to the largest count). The output is the
  * Trace Event Format's JSON object form ("traceEvents", complete events "ph":"X" with
- * microsecond "ts"/"dur"), read by chrome://tracing and Perfetto; pid = rank, tid 0 =
- * compute, tid 1 = communication. Single-threaded, like the hoop_ddp that owns it.
+ * microsecond "ts"/"dur"), read by chrome://tracing and Perfetto; pid = rank, tid = a
+ * row (enum ddp_lane, each named by a thread_name record): on the cpu the training
+ * thread (0) and the bucket all-reduces (1), host times; on cuda the training thread
+ * (0, host times), the compute stream (2) and the bucket stream (3), device times placed
+ * on the host's clock (ddp_dev.c). Single-threaded, like the hoop_ddp that owns it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +67,25 @@ static void put_name(FILE *f, const char *s)
     }
 }
 
+/* The rows rank r's events use, each named once. */
+static void put_lanes(FILE *f, int r, const ddp_event *ev, int64_t n)
+{
+    static const char *const names[DDP_LANES] = {
+        [DDP_LANE_HOST] = "training thread (host)",
+        [DDP_LANE_ALLREDUCE] = "bucket all-reduces (host)",
+        [DDP_LANE_COMPUTE_STREAM] = "compute stream (device)",
+        [DDP_LANE_BUCKET_STREAM] = "bucket stream (device)"};
+    int used[DDP_LANES] = {0};
+    for (int64_t i = 0; i < n; i++)
+        if (ev[i].lane >= 0 && ev[i].lane < DDP_LANES) used[ev[i].lane] = 1;
+    for (int l = 0; l < DDP_LANES; l++)
+        if (used[l])
+            fprintf(f,
+                    ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+                    "\"args\":{\"name\":\"%s\"}}",
+                    r, l, names[l]);
+}
+
 static hoop_status write_json(const char *path, const ddp_event *all, const int64_t *counts, int ws,
                               size_t stride)
 {
@@ -80,6 +102,7 @@ static hoop_status write_json(const char *path, const ddp_event *all, const int6
             "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}",
             first ? "" : ",\n", r, r);
         first = 0;
+        put_lanes(f, r, &all[(size_t)r * stride], counts[r]);
         for (int64_t i = 0; i < counts[r]; i++) {
             const ddp_event *ev = &all[(size_t)r * stride + (size_t)i];
             fputs(",\n{\"name\":\"", f);
@@ -107,9 +130,14 @@ HOOP_API hoop_status hoop_ddp_trace_flush(hoop_ddp *ddp)
 {
     if (!ddp) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_trace_flush: ddp is NULL");
     int ws = hoop_comm_world_size(ddp->comm), rank = hoop_comm_rank(ddp->comm);
-    int64_t mine = (int64_t)ddp->nevents, *counts = NULL, maxc = 0;
+    int64_t *counts = NULL, maxc = 0;
     ddp_event *pad = NULL, *all = NULL;
     hoop_status st;
+    /* cuda: the rounds still on the device first (their events are its times) */
+    if (hoop__ddp_dev_harvest_all(ddp) != HOOP_OK)
+        HOOP_WARN("hoop_ddp_trace_flush: the last rounds' device times are left out: %s",
+                  hoop_last_error());
+    int64_t mine = (int64_t)ddp->nevents;
     HOOP_CHECK(hoop__calloc(&counts, (size_t)ws));
     HOOP_CHECK_GOTO(hoop_allgather(ddp->comm, &mine, counts, 1, HOOP_DTYPE_I64, NULL), st, out);
     for (int r = 0; r < ws; r++) maxc = counts[r] > maxc ? counts[r] : maxc;

@@ -6,12 +6,16 @@
 # and a captured CUDA graph against the eager step; check_cuda_ctx_gpu: the device layer;
 # check_cuda_coll_gpu: the collectives' device reduction against the host's;
 # check_coll_device: the collectives on GPU buffers, 2 to 4 ranks on the one GPU;
-# check_coll_stream: their stream form, ordered on each rank's stream),
+# check_coll_stream: their stream form, ordered on each rank's stream; check_ddp_cuda: DDP
+# with parameters on cuda, 2 and 3 ranks as processes on the one GPU, against one process on
+# the combined batch, the cpu, lazy streams' absence, join, a killed rank, the trace),
 # the GPU builds of the host-execution-layer tests (check_hx_gpu, check_kern_cuda*_gpu),
 # each also under compute-sanitizer (memcheck, racecheck, synccheck), and the device's
 # description; then the benchmarks: the device's ceilings, hoop-bench --device cuda with 2
 # and 4 ranks beside Gloo on CUDA tensors, the staged TCP path against host buffers, and
-# hoop-train on cuda against PyTorch. Output goes to stdout and, when OUT is set, to
+# hoop-train on cuda against PyTorch, and DDP on the GPU (hoop-train under hooprun with 2
+# ranks: samples/s and the share of all-reduce hidden behind backward, beside one process
+# on the same per-rank batch). Output goes to stdout and, when OUT is set, to
 # $OUT/gpu.log.
 #
 #   bash tests/gpu/run.sh --carried DIR   run what tests/gpu/pack.sh put in DIR (built on
@@ -57,7 +61,7 @@ prepare() {
     fi
     $src/configure --with-cuda | tail -14 || return 1
     make -j"$(nproc)" >/dev/null || return 1
-    make -j"$(nproc)" tests/check_cuda tests/check_cuda_train tests/check_cuda_ctx_gpu tests/check_cuda_coll_gpu tests/check_coll_device tests/check_coll_stream tests/check_hx_gpu \
+    make -j"$(nproc)" tests/check_cuda tests/check_cuda_train tests/check_cuda_ctx_gpu tests/check_cuda_coll_gpu tests/check_coll_device tests/check_coll_stream tests/check_ddp_cuda tests/check_hx_gpu \
         tests/check_kern_cuda_gpu tests/check_kern_cuda_a_gpu tests/check_kern_cuda_b_gpu \
         >/dev/null || return 1
     export HOOP_CUDA_BACKEND=$PWD/.libs/libhoop-cuda.so
@@ -95,6 +99,7 @@ main() {
     run_one check_cuda_coll_gpu memcheck
     run_one check_coll_device memcheck
     run_one check_coll_stream memcheck
+    run_one check_ddp_cuda memcheck
     local t
     for t in check_hx_gpu check_kern_cuda_gpu check_kern_cuda_a_gpu check_kern_cuda_b_gpu; do
         run_one "$t" "memcheck racecheck synccheck"
@@ -125,6 +130,24 @@ main() {
     if [ -x "$bin/hoop-train" ] && [ -d "${carried:-/nonexistent}/data" ]; then
         DATA=$carried/data STEPS=${STEPS:-300} ROUNDS=${ROUNDS:-1} \
             sh "$bin/gpu_train.sh" "$bin/hoop-train" python3 || echo "gpu: gpu_train.sh exit $?"
+    fi
+    # DDP on the GPU (issue 13): 2 ranks on the one GPU, each with its batch resident
+    # (--bench-steps), the buckets reduced on the device while backward runs: samples/s of
+    # both ranks together, the all-reduce time per step and the share of it hidden behind
+    # backward (device event times); beside it one process on the same per-rank batch
+    # (graphs off, as under DDP). One JSON line each, "ddp_ranks" added.
+    if [ -x "$bin/hoop-train" ] && [ -x "$bin/hooprun" ] && [ -d "${carried:-/nonexistent}/data" ]; then
+        local cfg m b
+        for cfg in "mlp 128" "mlp 1024" "cnn 128"; do
+            m=${cfg% *} b=${cfg#* }
+            "$bin/hoop-train" --device cuda --cuda-graph off --model "$m" --batch-size "$b" \
+                --bench-steps "${STEPS:-300}" --data "$carried/data" --progress plain 2>&1 |
+                grep '^{' | sed 's/^{/{"ddp_ranks":1,/' || echo "gpu: hoop-train $cfg exit $?"
+            "$bin/hooprun" --nproc-per-node 2 "$bin/hoop-train" --device cuda --model "$m" \
+                --batch-size "$b" --bench-steps "${STEPS:-300}" --data "$carried/data" \
+                --progress plain 2>&1 | grep '^{' | sed 's/^{/{"ddp_ranks":2,/' ||
+                { echo "gpu: DDP hoop-train $cfg, 2 ranks, exit $?"; status=1; }
+        done
     fi
     return "$status"
 }
