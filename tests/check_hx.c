@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,6 +43,7 @@ int hxk_ipc_get(void *handle, void *p);
 int hxk_ipc_open(void **p, const void *handle);
 int hxk_ipc_close(void *p);
 int hxk_mem_type(const void *p);
+int hxk_free_rc(void *p);
 
 /* A device copy of host[0..n). */
 static float *upload(const float *host, size_t n)
@@ -385,7 +387,8 @@ END_TEST
 #define IPC_FLOATS ((size_t)3 << 18) /* 3 MiB */
 #define IPC_OFF 1000                 /* the exported pointer, in floats into it */
 #define IPC_STALE 2                  /* peer mode: the handle must not open */
-static int hx_layer;                 /* 1: the host execution layer (set in main, and in a peer) */
+#define IPC_HOLD 3   /* peer mode: open, wait for a byte, then see the freed memory's 0xff */
+static int hx_layer; /* 1: the host execution layer (set in main, and in a peer) */
 
 static int open_fds(void)
 {
@@ -422,8 +425,15 @@ static int ipc_peer(char **argv)
     size_t lo = strtoul(argv[3], NULL, 10), hi = strtoul(argv[4], NULL, 10);
     float v = strtof(argv[5], NULL);
     if (read(fd, h, 64) != 64 || read(fd, &off, 8) != 8) return 10;
-    close(fd);
     hx_layer = hxk_gpu_count() < 0;
+    if (mode == IPC_HOLD) { /* the exporter frees it meanwhile (host layer: 0xff bytes) */
+        char go;
+        uint32_t first = 0;
+        if (hxk_ipc_open(&b, h) != 0 || write(fd, "o", 1) != 1 || read(fd, &go, 1) != 1) return 18;
+        memcpy(&first, b, 4);
+        return hxk_ipc_close(b) == 0 && first == 0xffffffffu ? 0 : 19;
+    }
+    close(fd);
     int fds0 = open_fds();
     int e = hxk_ipc_open(&b, h);
     if (mode == IPC_STALE) return e != 0 ? 0 : 11;
@@ -437,13 +447,15 @@ static int ipc_peer(char **argv)
     return 0;
 }
 
-/* Starts a peer (fork, then exec at once) and sends it the handle; returns its pid. */
-static pid_t ipc_spawn(const unsigned char *h, size_t lo, size_t hi, float v, int mode)
+/* Starts a peer (fork, then exec at once) and sends it the handle; returns its pid.
+ * keep (may be NULL): the pipe's write end stays open there, for one more byte. */
+static pid_t ipc_spawn_keep(const unsigned char *h, size_t lo, size_t hi, float v, int mode,
+                            int *keep)
 {
     int pfd[2];
     char a[5][32];
     uint64_t off = IPC_OFF * sizeof(float);
-    ck_assert_int_eq(pipe(pfd), 0);
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, pfd), 0); /* both ways (IPC_HOLD) */
     snprintf(a[0], 32, "%d", pfd[0]);
     snprintf(a[1], 32, "%zu", lo);
     snprintf(a[2], 32, "%zu", hi);
@@ -461,8 +473,16 @@ static pid_t ipc_spawn(const unsigned char *h, size_t lo, size_t hi, float v, in
     close(pfd[0]);
     ck_assert_int_eq(write(pfd[1], h, 64), 64);
     ck_assert_int_eq(write(pfd[1], &off, 8), 8);
-    close(pfd[1]);
+    if (keep)
+        *keep = pfd[1];
+    else
+        close(pfd[1]);
     return pid;
+}
+
+static pid_t ipc_spawn(const unsigned char *h, size_t lo, size_t hi, float v, int mode)
+{
+    return ipc_spawn_keep(h, lo, hi, v, mode, NULL);
 }
 
 static void ipc_reap(pid_t pid, const char *who)
@@ -520,6 +540,26 @@ START_TEST(test_ipc_stale_handle)
 }
 END_TEST
 
+/* Host layer: cudaFree of an allocation a peer still has open (undefined in CUDA) fails,
+ * naming the peer, and the peer reads 0xff bytes from then on. */
+START_TEST(test_ipc_free_while_open)
+{
+    unsigned char h[64];
+    float *d = NULL;
+    int keep;
+    ck_assert_int_eq(hxk_alloc(&d, IPC_FLOATS), HOOP_OK);
+    ck_assert_int_eq(hxk_ipc_get(h, d), 0);
+    char opened;
+    pid_t p = ipc_spawn_keep(h, 0, 0, 0.0f, IPC_HOLD, &keep);
+    ck_assert_msg(read(keep, &opened, 1) == 1, "the peer did not open the memory");
+    int e = hxk_free_rc(d);
+    ck_assert_msg(e == 1, "cudaFree of memory a peer maps: error %d (want 1)", e);
+    ck_assert_int_eq(write(keep, "g", 1), 1);
+    close(keep);
+    ipc_reap(p, "a peer reading freed memory");
+}
+END_TEST
+
 /* The same program runs on the host execution layer (check_hx) and, linked with the
  * nvcc build of the kernels, on a GPU (check_hx_gpu, for tests/gpu/run.sh). The broken
  * kernels run on the host layer only: on a GPU the deadlock would hang and a missing
@@ -563,6 +603,7 @@ int main(int argc, char **argv)
         tcase_add_test(tc, test_deadlock_fails);
         tcase_add_test(tc, test_barrier_in_plain_launch_fails);
         tcase_add_test(tc, test_bad_mask_fails);
+        tcase_add_test(tc, test_ipc_free_while_open);
     }
     suite_add_tcase(s, tc);
     return run_suite(s);

@@ -329,6 +329,14 @@ extern "C" int hxk_ipc_open(void **p, const void *handle)
     return e;
 }
 
+/* cudaFree's cudaError_t as an int. */
+extern "C" int hxk_free_rc(void *p)
+{
+    int e = (int)cudaFree(p);
+    cudaGetLastError();
+    return e;
+}
+
 extern "C" int hxk_ipc_close(void *p)
 {
     int e = (int)cudaIpcCloseMemHandle(p);

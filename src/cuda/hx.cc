@@ -808,9 +808,9 @@ cudaError_t cudaFree(void *p)
     dev_allocs.erase(it);
     n_free++;
     g.unlock(); /* p is no allocation any more: nobody else finds it */
-    hoop__hx_ipc_release(p, bytes);
+    cudaError_t e = hoop__hx_ipc_release(p, bytes);
     free(p);
-    return cudaSuccess;
+    return e;
 }
 
 cudaError_t cudaMallocHost(void **p, size_t bytes)

@@ -452,8 +452,10 @@ cudaError_t hoop__hx_stream_wait_value32(cudaStream_t s, const uint32_t *addr, u
  *   - cudaIpcCloseMemHandle(q) drops one count and unmaps at the last (another pointer:
  *     cudaErrorInvalidValue).
  *   - cudaFree of an exported allocation: CUDA leaves a peer that still has it open
- *     undefined; here its bytes become 0xff (NaN as f32) first, so such a peer reads
- *     garbage it can see; the pages go back to private memory and the file is closed.
+ *     undefined; here it fails (cudaErrorInvalidValue, naming that process, found in
+ *     /proc/<pid>/maps) after freeing it anyway, its bytes made 0xff (NaN as f32) first
+ *     so that such a peer reads garbage it can see; the pages go back to private memory
+ *     and the file is closed.
  * Not modelled: contexts (CUDA lets one context per device and process open a given
  * handle; here a process is one context), devices and peer access (lazy peer access
  * always succeeds: there is one memory), CUDA's allocation granularity (a handle of a
@@ -472,12 +474,12 @@ cudaError_t cudaIpcCloseMemHandle(void *p);
 /* For the layer itself (hx.cc <-> hx_ipc.cc): the cudaMalloc allocation holding p (its
  * base and its bytes as asked; 0 when none); the length cudaMalloc gives an allocation of
  * bytes (whole pages from one page up); whether p lies in memory opened from a handle;
- * what cudaFree does to an exported allocation before the heap gets it back; the
- * thread's last error set to e with a detail. */
+ * what cudaFree does to an exported allocation before the heap gets it back (returning
+ * cudaFree's verdict); the thread's last error set to e with a detail. */
 int hoop__hx_dev_find(const void *p, void **base, size_t *bytes);
 size_t hoop__hx_dev_len(size_t bytes);
 int hoop__hx_ipc_imported(const void *p);
-void hoop__hx_ipc_release(void *base, size_t bytes);
+cudaError_t hoop__hx_ipc_release(void *base, size_t bytes);
 void hoop__hx_set_error(cudaError_t e, const char *detail);
 
 /* Test hooks, with C linkage (tests in C declare them themselves). */

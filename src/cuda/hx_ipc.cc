@@ -18,6 +18,7 @@
  * inside it: cudaPointerGetAttributes takes them in the other order).
  * Thread-safety: every call is thread-safe.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -25,6 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <map>
@@ -218,17 +220,51 @@ int hoop__hx_ipc_imported(const void *p)
     return import_of(p) != imports.end();
 }
 
-void hoop__hx_ipc_release(void *b, size_t bytes)
+/* A process other than this one that maps the file (dev, ino), or 0. */
+static int mapped_elsewhere(uint64_t dev, uint64_t ino)
+{
+    DIR *d = opendir("/proc");
+    int found = 0;
+    if (!d) return 0;
+    for (struct dirent *e; !found && (e = readdir(d));) {
+        char path[300], line[512];
+        int pid = atoi(e->d_name);
+        if (pid <= 0 || pid == (int)getpid()) continue;
+        snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+        FILE *f = fopen(path, "r");
+        if (!f) continue; /* gone, or not ours */
+        while (!found && fgets(line, sizeof(line), f)) {
+            unsigned maj, mnr;
+            unsigned long long node;
+            if (!strstr(line, "hx-cuda-ipc") ||
+                sscanf(line, "%*s %*s %*s %x:%x %llu", &maj, &mnr, &node) != 3)
+                continue;
+            found = node == ino && makedev(maj, mnr) == (dev_t)dev ? pid : 0;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return found;
+}
+
+cudaError_t hoop__hx_ipc_release(void *b, size_t bytes)
 {
     char *base = (char *)b;
     std::lock_guard<std::mutex> g(ipc_mu);
     auto it = exports.find(base);
-    if (it == exports.end()) return;
+    if (it == exports.end()) return cudaSuccess;
     size_t len = it->second.len;
+    int other = mapped_elsewhere(it->second.dev, it->second.ino);
     /* A peer that still maps the file reads garbage from now on (CUDA: undefined). */
     memset(base, 0xff, bytes);
     /* The heap gets private pages back, at the same place. */
     mmap(base, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     close(it->second.fd);
     exports.erase(it);
+    if (!other) return cudaSuccess;
+    return refuse(cudaErrorInvalidValue,
+                  "cudaFree: the allocation at %p is still open in process %d (its "
+                  "cudaIpcOpenMemHandle was not closed): CUDA leaves that undefined; the memory "
+                  "is freed and reads as garbage there",
+                  b, other);
 }
