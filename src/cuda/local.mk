@@ -30,7 +30,7 @@ CUDA_BACKEND_FILES = %reldir%/ctx.cu %reldir%/alloc.cu %reldir%/kern_cuda.cu \
 CUDA_BACKEND_FILES += %reldir%/ops/optim.cu %reldir%/ops/im2col.cu %reldir%/ops/pool.cu
 CUDA_BACKEND_FILES += %reldir%/ops/unary.cu %reldir%/ops/softmax.cu %reldir%/ops/reduce.cu
 CUDA_BACKEND_FILES += %reldir%/ops/dropout.cu %reldir%/graph.cu %reldir%/coll_reduce.cu \
-	%reldir%/coll_memops.cu
+	%reldir%/coll_memops.cu %reldir%/coll_direct.cu
 noinst_HEADERS += %reldir%/ctx.h %reldir%/alloc.h %reldir%/ops/ops.h %reldir%/coll.h
 EXTRA_DIST += $(CUDA_BACKEND_FILES)
 %reldir%/hx_backend.lo: $(CUDA_BACKEND_FILES)
