@@ -70,6 +70,15 @@ std::mutex ipc_mu;
 std::map<char *, export_rec> exports; /* by the allocation's base */
 std::map<char *, import_rec> imports; /* by the mapping's base */
 
+/* strerror without its shared buffer (g++ has the GNU strerror_r, returning the text). */
+struct errtext {
+    char buf[128];
+    const char *of(int e)
+    {
+        return strerror_r(e, buf, sizeof(buf));
+    }
+};
+
 cudaError_t refuse(cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 cudaError_t refuse(cudaError_t e, const char *fmt, ...)
 {
@@ -90,7 +99,7 @@ cudaError_t export_pages(char *base, size_t len, size_t bytes, export_rec *out)
     int fd = memfd_create("hx-cuda-ipc", MFD_CLOEXEC);
     if (fd < 0)
         return refuse(cudaErrorMemoryAllocation, "cudaIpcGetMemHandle: memfd_create: %s",
-                      strerror(errno));
+                      errtext().of(errno));
     int ok = ftruncate(fd, (off_t)len) == 0 && fstat(fd, &sb) == 0;
 #if HX_IPC_ASAN
     ASAN_UNPOISON_MEMORY_REGION(base + bytes, len - bytes); /* the tail is copied too */
@@ -107,7 +116,7 @@ cudaError_t export_pages(char *base, size_t len, size_t bytes, export_rec *out)
         if (len > bytes) ASAN_POISON_MEMORY_REGION(base + bytes, len - bytes);
 #endif
         return refuse(cudaErrorMemoryAllocation,
-                      "cudaIpcGetMemHandle: moving %zu bytes to a memfd: %s", len, strerror(e));
+                      "cudaIpcGetMemHandle: moving %zu bytes to a memfd: %s", len, errtext().of(e));
     }
 #if HX_IPC_ASAN
     if (len > bytes) ASAN_POISON_MEMORY_REGION(base + bytes, len - bytes);
@@ -185,7 +194,7 @@ cudaError_t cudaIpcOpenMemHandle(void **p, cudaIpcMemHandle_t handle, unsigned f
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0)
         return refuse(cudaErrorMapBufferObjectFailed, "cudaIpcOpenMemHandle: %s: %s", path,
-                      strerror(errno));
+                      errtext().of(errno));
     void *m = MAP_FAILED;
     if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_dev == w.dev && (uint64_t)sb.st_ino == w.ino &&
         (uint64_t)sb.st_size == w.len)
