@@ -45,9 +45,11 @@ static const char usage[] =
     "  -z,--blocking 0|1|2    0: all calls in flight, waited for at the end; 1: wait and\n"
     "                         barrier after each call; 2 (hoop's): wait after each call,\n"
     "                         no barrier (default 0)\n"
-    "  -R,--local_register 0|1|2  1 or 2: buffers from hoop_comm_alloc_shared, hoop's\n"
-    "                         analogue of registered (1) and symmetric (2) buffers:\n"
-    "                         in-place calls of ranks on one host may run direct (default 0)\n"
+    "  -R,--local_register 0|1|2  1 or 2: buffers from hoop_comm_alloc_shared (with\n"
+    "                         --device cuda: hoop_comm_alloc_shared_cuda, mapped through\n"
+    "                         CUDA IPC), hoop's analogue of registered (1) and symmetric (2)\n"
+    "                         buffers: in-place calls of ranks on one host may run direct\n"
+    "                         (default 0)\n"
     "  -J,--output_file FILE  also write nccl-tests' JSON to FILE (.json; an existing\n"
     "                         file is kept and FILE.0, FILE.1, ... used instead)\n"
     "  -g,--ngpus 1           devices per rank: 1 only (start ranks with hooprun)\n"
@@ -381,11 +383,6 @@ static int check_combination(parse_ctx *p)
         o->dtypes[0] >= HOOP_DTYPE_I32 && bench_has_op(o->coll))
         return bad(p, "-o avg is only defined for floating types, not %s",
                    nccl_types[o->dtypes[0]]);
-    if (o->device && o->reg)
-        return bad(p,
-                   "-R %" PRId64 ": shared buffers are host memory; with --device cuda use "
-                   "-R 0",
-                   o->reg);
     if (o->json) {
         const char *dot = strrchr(o->json, '.'), *slash = strrchr(o->json, '/');
         if (dot == NULL || (slash && slash > dot) || strcmp(dot, ".json") != 0)

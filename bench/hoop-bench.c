@@ -14,7 +14,8 @@
  * fresh data, each compared with bench_data.c's exact reference. -N repeats the sweep;
  * -d all / -o all run it for every type / op. Rank 0 prints (bench_report.c); a wrong
  * element makes the exit code 1, bad flags or environment 2. --device cuda: the calls
- * get device buffers (the CUDA backend's allocator, on the rank's GPU), data goes there
+ * get device buffers (the CUDA backend's allocator, on the rank's GPU; with -R,
+ * hoop_comm_alloc_shared_cuda's, which the ranks map through CUDA IPC), data goes there
  * from pinned host mirrors before each untimed call and comes back for each check, and
  * each row adds the pinned host<->device copy rates at its size. Without MASTER_ADDR and
  * WORLD_SIZE it runs alone (world_size 1). Single-threaded; owns its comm, buffers and
@@ -126,7 +127,8 @@ static const char *row_algo(const bench_ctx *c, const bench_layout *L, char *buf
                         : hoop_algo_name(hoop__comm_algo_pick(c->comm, HOOP_ALGO_AUTO, L->bytes));
     int direct = strcmp(algo_label(c), "direct") == 0;
     size_t min = direct ? 0 : c->bc.world_size == 2 ? 8 << 10 : 64 << 10;
-    void *whole = c->o.coll == BENCH_REDUCESCATTER ? c->send : c->recv;
+    void *whole = c->o.coll == BENCH_REDUCESCATTER ? (c->o.device ? c->dsend : c->send)
+                                                   : (c->o.device ? c->drecv : c->recv);
     if (L->bytes < min || !hoop_comm_is_shared(c->comm, whole, L->bytes)) return a;
     snprintf(buf, len, "%s|direct", a);
     return buf;
@@ -408,6 +410,12 @@ static int alloc_device(bench_ctx *c)
     if ((st = c->cuda->host_register(c->send, c->sbytes)) != HOOP_OK ||
         (st = c->cuda->host_register(c->recv, c->rbytes)) != HOOP_OK)
         return failed(c, "page-locking the host buffers", st);
+    if (c->o.reg) { /* -R: memory the ranks map (CUDA IPC), so in-place calls run direct */
+        if ((st = hoop_comm_alloc_shared_cuda(c->comm, c->sbytes, &c->dsend)) != HOOP_OK ||
+            (st = hoop_comm_alloc_shared_cuda(c->comm, c->rbytes, &c->drecv)) != HOOP_OK)
+            return failed(c, "hoop_comm_alloc_shared_cuda", st);
+        return 0;
+    }
     if ((st = c->cuda->dev_alloc(&c->dsend, c->sbytes)) != HOOP_OK ||
         (st = c->cuda->dev_alloc(&c->drecv, c->rbytes)) != HOOP_OK)
         return failed(c, "allocating device buffers", st);
@@ -548,7 +556,11 @@ int main(int argc, char **argv)
     if (rc != 0) return bad_flag("%s", err);
     rc = setup(&ctx, argc, argv);
     if (rc == 0) rc = sweep(&ctx);
-    if (ctx.o.reg && ctx.comm) { /* hoop_comm_destroy would release them too */
+    if (ctx.o.reg && ctx.comm && ctx.o.device) { /* collective: every rank gets here */
+        if (ctx.dsend) hoop_comm_free_shared_cuda(ctx.comm, ctx.dsend);
+        if (ctx.drecv) hoop_comm_free_shared_cuda(ctx.comm, ctx.drecv);
+        ctx.dsend = ctx.drecv = NULL;
+    } else if (ctx.o.reg && ctx.comm) { /* hoop_comm_destroy would release them too */
         if (ctx.send) hoop_comm_free_shared(ctx.comm, ctx.send);
         if (ctx.recv) hoop_comm_free_shared(ctx.comm, ctx.recv);
         ctx.send = ctx.recv = NULL;

@@ -1300,6 +1300,26 @@ static void c_shared(void)
     ck_assert_int_eq(hoop_comm_destroy(c), HOOP_OK);
 }
 
+/* The argument checks come before any CUDA is asked for, so this needs no GPU. */
+static void c_shared_cuda(void)
+{
+    hoop_comm *c = comm1();
+    void *p = &p, *h = NULL;
+    char x[8];
+    INVALID("comm", hoop_comm_alloc_shared_cuda(NULL, 64, &p));
+    INVALID("ptr", hoop_comm_alloc_shared_cuda(c, 64, NULL));
+    INVALID("bytes", hoop_comm_alloc_shared_cuda(c, 0, &p));
+    ck_assert_ptr_null(p);
+    INVALID("bytes", hoop_comm_alloc_shared_cuda(c, SIZE_MAX, &p));
+    OK(hoop_comm_free_shared_cuda(c, NULL));
+    INVALID("comm", hoop_comm_free_shared_cuda(NULL, x));
+    INVALID("hoop_comm_alloc_shared_cuda", hoop_comm_free_shared_cuda(c, x));
+    OK(hoop_comm_alloc_shared(c, 64, &h)); /* host memory: freed by the other call */
+    INVALID("hoop_comm_free_shared", hoop_comm_free_shared_cuda(c, h));
+    OK(hoop_comm_free_shared(c, h));
+    ck_assert_int_eq(hoop_comm_destroy(c), HOOP_OK);
+}
+
 static void c_requests(void)
 {
     int done;
@@ -1542,6 +1562,7 @@ static const struct api_case CASES[] = {
      c_comm_queries},
     {"hoop_algo_from_name", c_algo_from_name},
     {"hoop_comm_alloc_shared hoop_comm_free_shared", c_shared},
+    {"hoop_comm_alloc_shared_cuda hoop_comm_free_shared_cuda", c_shared_cuda},
     {"hoop_test hoop_wait", c_requests},
     {"hoop_dtype_size hoop_dtype_name hoop_op_name", c_dtype_names},
     {"hoop_allreduce hoop_broadcast hoop_reduce hoop_allgather hoop_reduce_scatter "

@@ -7,7 +7,9 @@
  * and grid-stride bounds, out of place and in place on either operand, on data full of
  * special values (NaN, infinities, signed zeros, subnormals, values whose sum overflows
  * the type). Results must be bitwise the host's; on a GPU a NaN result need only be a
- * NaN (which NaN the hardware makes is unspecified).
+ * NaN (which NaN the hardware makes is unspecified). The same for the direct algorithm's
+ * reduction over 1 to 5 (and 64) copies against the host's (hoop__direct_reduce), at
+ * offsets and counts around its 16-byte packs, written into every copy or one.
  *
  * check_cuda_coll runs the kernels on the host execution layer (src/cuda/hx.h);
  * check_cuda_coll_gpu runs them on a GPU (77 without one), in one process (no fork).
@@ -184,6 +186,69 @@ START_TEST(test_every_dtype_op)
 }
 END_TEST
 
+/* The direct algorithm's device reduction (hoop__cuda_coll_direct) over n copies against
+ * the host's (hoop__direct_reduce) on the same bytes: every copy, the elements outside
+ * [off, off + count) included, must come out bitwise the same, but that a NaN need only
+ * be a NaN, also here: which NaN inf - inf, 0 x inf or two NaNs make depends on the order
+ * of the operands, which the host's compiler may swap in its vectorised loops (the result
+ * is still one element computed once and copied, so the same NaN on every rank). The
+ * copies are separate allocations here, as IPC-mapped peers' copies are. */
+static void check_direct(hoop_dtype t, hoop_op op, int n, int me, size_t off, size_t count,
+                         int copy_out)
+{
+    size_t elem = hoop_dtype_size(t), len = (off + count + 5) * elem;
+    char *host[HOOP__CUDA_DIRECT_MAX_RANKS], *dev[HOOP__CUDA_DIRECT_MAX_RANKS];
+    char *got = malloc(len);
+    ck_assert(got != NULL);
+    for (int q = 0; q < n; q++) {
+        host[q] = malloc(len);
+        ck_assert(host[q] != NULL);
+        for (size_t i = 0; i < len / elem; i++) fill_elem(t, host[q] + i * elem);
+        ck_assert_int_eq(hoop__cuda_malloc((void **)&dev[q], len), HOOP_OK);
+        ck_assert_int_eq(hoop__cuda_copy(dev[q], host[q], len, 1), HOOP_OK);
+    }
+    hoop__direct_reduce(t, op, host, n, me, off * elem, count * elem, elem, copy_out);
+    hoop_status st = hoop__cuda_coll_direct(t, op, dev, n, me, off * elem, count * elem, copy_out,
+                                            hoop__cuda_stream());
+    ck_assert_msg(st == HOOP_OK, "%s", hoop_last_error());
+    ck_assert_int_eq(hoop__cuda_sync(), HOOP_OK);
+    for (int q = 0; q < n; q++) {
+        ck_assert_int_eq(hoop__cuda_copy(got, dev[q], len, 0), HOOP_OK);
+        for (size_t i = 0; i < len / elem; i++) {
+            const char *w = host[q] + i * elem, *g = got + i * elem;
+            if ((is_nan(t, w) && is_nan(t, g)) || memcmp(w, g, elem) == 0) continue;
+            uint64_t wv = 0, gv = 0;
+            memcpy(&wv, w, elem);
+            memcpy(&gv, g, elem);
+            ck_abort_msg("direct %s %s, rank %d of %d, %zu elements at %zu, copy_out %d: copy %d "
+                         "element %zu is 0x%llx, host 0x%llx",
+                         hoop_dtype_name(t), hoop_op_name(op), me, n, count, off, copy_out, q, i,
+                         (unsigned long long)gv, (unsigned long long)wv);
+        }
+        hoop__cuda_free(dev[q]);
+        free(host[q]);
+    }
+    free(got);
+}
+
+START_TEST(test_direct_every_dtype_op)
+{
+    hoop_dtype t = (hoop_dtype)_i;
+    int fl =
+        t == HOOP_DTYPE_F32 || t == HOOP_DTYPE_F64 || t == HOOP_DTYPE_F16 || t == HOOP_DTYPE_BF16;
+    /* offsets (elements) around the 16-byte packs, counts around a pack and a block */
+    static const size_t offs[] = {0, 1, 3, 8}, counts[] = {1, 7, 17, 4099};
+    for (int op = 0; op < HOOP_OP_COUNT_; op++) {
+        if (op == HOOP_OP_AVG && !fl) continue;
+        for (int n = 1; n <= 5; n++)
+            for (size_t k = 0; k < 4; k++)
+                check_direct(t, (hoop_op)op, n, (int)k % n, offs[k], counts[(k + (size_t)n) % 4],
+                             (int)(k + (size_t)op) % 2);
+    }
+    check_direct(t, HOOP_OP_SUM, HOOP__CUDA_DIRECT_MAX_RANKS, 5, 3, 4096 * 256 + 3, 1);
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     void *d = NULL;
@@ -203,6 +268,21 @@ START_TEST(test_errors)
     ck_assert_int_eq(hoop__cuda_coll_reduce(HOOP_DTYPE_F32, HOOP_OP_SUM, NULL, NULL, NULL, 0, 0,
                                             hoop__cuda_stream()),
                      HOOP_OK); /* nothing to do: nothing launched */
+    char *bufs[2] = {d, NULL};
+    ck_assert_int_eq(hoop__cuda_coll_direct(HOOP_DTYPE_F32, HOOP_OP_SUM, bufs, 2, 0, 0, 8, 1,
+                                            hoop__cuda_stream()),
+                     HOOP_ERR_INVALID); /* a NULL copy */
+    bufs[1] = d;
+    ck_assert_int_eq(hoop__cuda_coll_direct(HOOP_DTYPE_F32, HOOP_OP_SUM, bufs, 2, 2, 0, 8, 1,
+                                            hoop__cuda_stream()),
+                     HOOP_ERR_INVALID); /* rank 2 of 2 */
+    ck_assert_int_eq(hoop__cuda_coll_direct(HOOP_DTYPE_F64, HOOP_OP_SUM, bufs, 2, 0, 4, 8, 1,
+                                            hoop__cuda_stream()),
+                     HOOP_ERR_INVALID); /* not at an element */
+    ck_assert_int_eq(hoop__cuda_coll_direct(HOOP_DTYPE_F32, HOOP_OP_SUM, bufs,
+                                            HOOP__CUDA_DIRECT_MAX_RANKS + 1, 0, 0, 8, 1,
+                                            hoop__cuda_stream()),
+                     HOOP_ERR_INVALID); /* too many copies */
     hoop__cuda_free(d);
 }
 END_TEST
@@ -229,6 +309,7 @@ int main(void)
     TCase *tc = tcase_create("reduce");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_every_dtype_op, 0, HOOP_DTYPE_COUNT_);
+    tcase_add_loop_test(tc, test_direct_every_dtype_op, 0, HOOP_DTYPE_COUNT_);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -5,14 +5,20 @@
  * shared memory per block, barriers and shuffles, CUDA's launch limits and errors; and it
  * exposes a kernel's bugs: a missing barrier, divergent barriers, a deadlock, a barrier
  * in a plain launch, a read of unwritten shared memory. References are host loops in
- * double precision. The kernels are tests/hx_kernels.cu.
+ * double precision. The kernels are tests/hx_kernels.cu. It also runs CUDA IPC between
+ * real processes (the layer's model of it: memfds opened through /proc).
  */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <dirent.h>
 #include "run_suite.h"
 
 hoop_status hxk_axpy(float *y, const float *x, float a, size_t n, unsigned block);
@@ -32,6 +38,12 @@ hoop_status hxk_big_locals(float *out, unsigned block);
 hoop_status hxk_sync(void);
 void hxk_reset(void);
 hoop_status hxk_bogus_math_mode(void);
+hoop_status hxk_add(float *x, float v, size_t n);
+int hxk_ipc_get(void *handle, void *p);
+int hxk_ipc_open(void **p, const void *handle);
+int hxk_ipc_close(void *p);
+int hxk_mem_type(const void *p);
+int hxk_free_rc(void *p);
 
 /* A device copy of host[0..n). */
 static float *upload(const float *host, size_t n)
@@ -360,6 +372,194 @@ START_TEST(test_big_locals)
 }
 END_TEST
 
+// ----------------------------------------------------------------- interprocess memory
+/*
+ * CUDA IPC between real processes: this process exports an allocation through a pointer
+ * inside it, peers (this program again, exec'd: --ipc-peer, so no CUDA crosses a fork)
+ * open the handle, add to their half through a kernel and close it; this process then
+ * sees their writes, with the bytes before the exported pointer untouched (a handle
+ * names the whole allocation: a peer that took the pointer it got for the exported one
+ * would write in the wrong place). Also: opening a handle in its own process is refused
+ * (CUDA: "invalid device context"), a second open in a peer gives the same pointer and
+ * is counted, a freed allocation's handle no longer opens, and (host layer) no
+ * descriptor or mapping is left after close and cudaFree.
+ */
+#define IPC_FLOATS ((size_t)3 << 18) /* 3 MiB */
+#define IPC_OFF 1000                 /* the exported pointer, in floats into it */
+#define IPC_STALE 2                  /* peer mode: the handle must not open */
+#define IPC_HOLD 3   /* peer mode: open, wait for a byte, then see the freed memory's 0xff */
+static int hx_layer; /* 1: the host execution layer (set in main, and in a peer) */
+
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    while (readdir(d)) n++;
+    closedir(d);
+    return n;
+}
+
+/* Mappings of this process made by the host layer's exports or imports. */
+static int ipc_mappings(void)
+{
+    char line[512];
+    int n = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return -1;
+    while (fgets(line, sizeof(line), f)) n += strstr(line, "hx-cuda-ipc") != NULL;
+    fclose(f);
+    return n;
+}
+
+/* check_hx --ipc-peer FD LO HI V MODE: reads a handle and a byte offset from FD, opens
+ * the handle (twice: the same pointer), adds V to floats [LO, HI) at that offset, closes
+ * it; MODE IPC_STALE: the open must fail. The exit code says what went wrong (0: all
+ * right). */
+static int ipc_peer(char **argv)
+{
+    unsigned char h[64];
+    uint64_t off;
+    void *b = NULL, *b2 = NULL;
+    int fd = atoi(argv[2]), mode = atoi(argv[6]);
+    size_t lo = strtoul(argv[3], NULL, 10), hi = strtoul(argv[4], NULL, 10);
+    float v = strtof(argv[5], NULL);
+    if (read(fd, h, 64) != 64 || read(fd, &off, 8) != 8) return 10;
+    hx_layer = hxk_gpu_count() < 0;
+    if (mode == IPC_HOLD) { /* the exporter frees it meanwhile (host layer: 0xff bytes) */
+        char go;
+        uint32_t first = 0;
+        if (hxk_ipc_open(&b, h) != 0 || write(fd, "o", 1) != 1 || read(fd, &go, 1) != 1) return 18;
+        memcpy(&first, b, 4);
+        return hxk_ipc_close(b) == 0 && first == 0xffffffffu ? 0 : 19;
+    }
+    close(fd);
+    int fds0 = open_fds();
+    int e = hxk_ipc_open(&b, h);
+    if (mode == IPC_STALE) return e != 0 ? 0 : 11;
+    if (e != 0) return fprintf(stderr, "peer: open: error %d\n", e), 12;
+    if (hxk_mem_type(b) != 2) return 13;
+    if (hxk_ipc_open(&b2, h) != 0 || b2 != b || hxk_ipc_close(b2) != 0) return 14;
+    if (hxk_add((float *)((char *)b + off) + lo, v, hi - lo) != HOOP_OK || hxk_sync() != HOOP_OK)
+        return fprintf(stderr, "peer: %s\n", hoop_last_error()), 15;
+    if (hxk_ipc_close(b) != 0 || hxk_ipc_close(b) == 0) return 16; /* the count is spent */
+    if (hx_layer && (open_fds() != fds0 || ipc_mappings() != 0)) return 17;
+    return 0;
+}
+
+/* Starts a peer (fork, then exec at once) and sends it the handle; returns its pid.
+ * keep (may be NULL): the pipe's write end stays open there, for one more byte. */
+static pid_t ipc_spawn_keep(const unsigned char *h, size_t lo, size_t hi, float v, int mode,
+                            int *keep)
+{
+    int pfd[2];
+    char a[5][32];
+    uint64_t off = IPC_OFF * sizeof(float);
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, pfd), 0); /* both ways (IPC_HOLD) */
+    snprintf(a[0], 32, "%d", pfd[0]);
+    snprintf(a[1], 32, "%zu", lo);
+    snprintf(a[2], 32, "%zu", hi);
+    snprintf(a[3], 32, "%g", (double)v);
+    snprintf(a[4], 32, "%d", mode);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(pfd[1]);
+        execl("/proc/self/exe", "check_hx", "--ipc-peer", a[0], a[1], a[2], a[3], a[4],
+              (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[0]);
+    ck_assert_int_eq(write(pfd[1], h, 64), 64);
+    ck_assert_int_eq(write(pfd[1], &off, 8), 8);
+    if (keep)
+        *keep = pfd[1];
+    else
+        close(pfd[1]);
+    return pid;
+}
+
+static pid_t ipc_spawn(const unsigned char *h, size_t lo, size_t hi, float v, int mode)
+{
+    return ipc_spawn_keep(h, lo, hi, v, mode, NULL);
+}
+
+static void ipc_reap(pid_t pid, const char *who)
+{
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: exit %d (signal %d)", who,
+                  WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                  WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+START_TEST(test_ipc_processes)
+{
+    size_t n = IPC_FLOATS, half = (n - IPC_OFF) / 2;
+    float *host = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+    unsigned char h[64];
+    void *own = NULL;
+    ck_assert(host && got);
+    for (size_t i = 0; i < n; i++) host[i] = val(i);
+    int fds0 = open_fds();
+    float *d = upload(host, n);
+    ck_assert_int_eq(hxk_ipc_get(h, d + IPC_OFF), 0);
+    int e = hxk_ipc_open(&own, h); /* CUDA: 201, "invalid device context" */
+    ck_assert_msg(e != 0 && (!hx_layer || e == 201), "open in the exporting process: error %d", e);
+    if (hx_layer) ck_assert_int_eq(ipc_mappings(), 1);
+    pid_t p1 = ipc_spawn(h, 0, half, 1.0f, 0), p2 = ipc_spawn(h, half, n - IPC_OFF, 2.0f, 0);
+    ipc_reap(p1, "peer 1");
+    ipc_reap(p2, "peer 2");
+    download(got, d, n);
+    size_t wrong = 0, first = 0;
+    for (size_t i = 0; i < n; i++) {
+        float want = host[i] + (i < IPC_OFF ? 0.0f : i < IPC_OFF + half ? 1.0f : 2.0f);
+        if (got[i] != want && !wrong++) first = i;
+    }
+    ck_assert_msg(wrong == 0, "%zu wrong, first at %zu: %g", wrong, first, (double)got[first]);
+    hxk_free(d);
+    if (hx_layer) {
+        ck_assert_int_eq(ipc_mappings(), 0);
+        ck_assert_int_eq(open_fds(), fds0);
+    }
+    free(host);
+    free(got);
+}
+END_TEST
+
+/* The handle of a freed allocation opens nowhere. */
+START_TEST(test_ipc_stale_handle)
+{
+    unsigned char h[64];
+    float *d = NULL;
+    ck_assert_int_eq(hxk_alloc(&d, IPC_FLOATS), HOOP_OK);
+    ck_assert_int_eq(hxk_ipc_get(h, d), 0);
+    hxk_free(d);
+    ipc_reap(ipc_spawn(h, 0, 0, 0.0f, IPC_STALE), "a peer opening a freed allocation's handle");
+}
+END_TEST
+
+/* Host layer: cudaFree of an allocation a peer still has open (undefined in CUDA) fails,
+ * naming the peer, and the peer reads 0xff bytes from then on. */
+START_TEST(test_ipc_free_while_open)
+{
+    unsigned char h[64];
+    float *d = NULL;
+    int keep;
+    ck_assert_int_eq(hxk_alloc(&d, IPC_FLOATS), HOOP_OK);
+    ck_assert_int_eq(hxk_ipc_get(h, d), 0);
+    char opened;
+    pid_t p = ipc_spawn_keep(h, 0, 0, 0.0f, IPC_HOLD, &keep);
+    ck_assert_msg(read(keep, &opened, 1) == 1, "the peer did not open the memory");
+    int e = hxk_free_rc(d);
+    ck_assert_msg(e == 1, "cudaFree of memory a peer maps: error %d (want 1)", e);
+    ck_assert_int_eq(write(keep, "g", 1), 1);
+    close(keep);
+    ipc_reap(p, "a peer reading freed memory");
+}
+END_TEST
+
 /* The same program runs on the host execution layer (check_hx) and, linked with the
  * nvcc build of the kernels, on a GPU (check_hx_gpu, for tests/gpu/run.sh). The broken
  * kernels run on the host layer only: on a GPU the deadlock would hang and a missing
@@ -371,11 +571,13 @@ static int gpu_count_code(void)
     return n < 0 ? 255 : n > 254 ? 254 : n;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 7 && strcmp(argv[1], "--ipc-peer") == 0) return ipc_peer(argv);
     /* in a child: the parent must not initialise CUDA before the cases fork */
     int gpus = in_child(gpu_count_code);
     if (gpus == 255) gpus = -1;
+    hx_layer = gpus < 0;
     if (gpus == 0) {
         puts("check_hx_gpu: no usable GPU here: skipped (check_hx runs the same kernels on the "
              "host execution layer)");
@@ -392,6 +594,8 @@ int main(void)
     tcase_add_test(tc, test_gemm_conventions);
     tcase_add_test(tc, test_shuffles);
     tcase_add_test(tc, test_big_locals);
+    tcase_add_test(tc, test_ipc_processes);
+    tcase_add_test(tc, test_ipc_stale_handle);
     if (gpus < 0) {
         tcase_add_test(tc, test_missing_barrier_shows);
         tcase_add_test(tc, test_missing_barrier_either_way);
@@ -399,6 +603,7 @@ int main(void)
         tcase_add_test(tc, test_deadlock_fails);
         tcase_add_test(tc, test_barrier_in_plain_launch_fails);
         tcase_add_test(tc, test_bad_mask_fails);
+        tcase_add_test(tc, test_ipc_free_while_open);
     }
     suite_add_tcase(s, tc);
     return run_suite(s);

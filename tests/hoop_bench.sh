@@ -6,7 +6,7 @@
 # nccl-tests' factor) in the text and, to 6 decimals, in the -J JSON; -d / -o (all
 # included), -z 0/1/2, -m, -N, -i, -c 0, -a, --algo, --csv, -J's no-overwrite rule, shared
 # buffers (-R 1: the direct all-reduce), device buffers (--device cuda, on the host
-# execution layer's CUDA backend), and bad flags (one line naming the flag, exit 2).
+# execution layer's CUDA backend; with -R 1 the device direct all-reduce), and bad flags (one line naming the flag, exit 2).
 # tests/hoop_bench_nccl.sh is the nccl-tests parser's test. Works whether or not hooprun
 # prefixes worker lines with "[rank N] " (strip removes it).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
@@ -198,6 +198,16 @@ for path in glob.glob(os.path.join(sys.argv[1], "dev.*.json")):
     c = list(csv.DictReader(open(path[:-4] + "csv")))
     assert len(c) == 5 and all(float(r["h2d_bw"]) > 0 for r in c), c
 EOF
+    # -R 1 with device buffers: memory the ranks map (hoop_comm_alloc_shared_cuda, CUDA
+    # IPC on the host layer between the two processes), so the in-place all-reduces run
+    # direct on the device from 8 KiB up, checked against the exact reference.
+    HOOP_CUDA_BACKEND=$TEST_CUDA_HX_BACKEND "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce \
+        --device cuda -R 1 -b 1K -e 256K -f 4 -n 2 -w 1 -c 1 -d float -o sum --show-algo \
+        > "$TMP/out" 2>&1 || { cat "$TMP/out"; fail "--device cuda -R 1"; }
+    strip "$TMP/out" > "$TMP/rows"
+    assert_contains "$TMP/rows" "# Out of bounds values : 0 OK"
+    awk '!/^#/ && NF { d = $NF ~ /\|direct$/; if (d != ($1 >= 8192)) bad = 1 }
+        END { exit bad }' "$TMP/rows" || { cat "$TMP/rows"; fail "--device cuda -R 1: direct"; }
     # No backend to be had: one line naming the reason, exit 2.
     HOOP_CUDA_BACKEND=/nonexistent/libhoop-cuda.so "$BENCH" allreduce --device cuda -b 64 -e 64 \
         > "$TMP/o" 2> "$TMP/e"
@@ -233,7 +243,6 @@ bad "gather" gather
 bad "collective"
 bad "-r 2" broadcast -r 2
 bad "--device: unknown device 'gpu'" allreduce --device gpu
-bad "-R 1: shared buffers are host memory" allreduce --device cuda -R 1
 "$HOOPRUN" --nproc-per-node 2 "$BENCH" reduce -r 2 > "$TMP/o" 2> "$TMP/e"
 rc=$?
 [ "$rc" = 2 ] || { cat "$TMP/o" "$TMP/e"; fail "-r 2 on 2 ranks exited $rc"; }

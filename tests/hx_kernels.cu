@@ -10,6 +10,8 @@
  * Accumulate contract: hxk_axpy and hxk_sum add into their output (+=); the others
  * write (=).
  */
+#include <string.h>
+
 #include "cuda/kern_blas.h"
 
 /* y[i] += a * x[i], i < n. */
@@ -287,4 +289,69 @@ extern "C" int hxk_gpu_count(void)
 #else
     return -1;
 #endif
+}
+
+// ----------------------------------------------------------------- interprocess memory
+
+/* x[i] += v, i < n (a peer's kernel writing memory it opened from a handle). */
+static __global__ void add_kernel(float *x, float v, size_t n)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] += v;
+}
+
+extern "C" hoop_status hxk_add(float *x, float v, size_t n)
+{
+    if (n == 0) return HOOP_OK;
+    size_t blocks = (n + 255) / 256;
+    HOOP_KLAUNCH(add_kernel, (unsigned)(blocks < 1024 ? blocks : 1024), 256, 0, 0, x, v, n);
+    return HOOP_KCHECK("add_kernel");
+}
+
+/* CUDA IPC's three calls, their cudaError_t as an int (0: success); handle is the 64
+ * bytes of a cudaIpcMemHandle_t. */
+extern "C" int hxk_ipc_get(void *handle, void *p)
+{
+    cudaIpcMemHandle_t h;
+    int e = (int)cudaIpcGetMemHandle(&h, p);
+    memcpy(handle, &h, sizeof(h));
+    cudaGetLastError();
+    return e;
+}
+
+extern "C" int hxk_ipc_open(void **p, const void *handle)
+{
+    cudaIpcMemHandle_t h;
+    memcpy(&h, handle, sizeof(h));
+    int e = (int)cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess);
+    cudaGetLastError();
+    return e;
+}
+
+/* cudaFree's cudaError_t as an int. */
+extern "C" int hxk_free_rc(void *p)
+{
+    int e = (int)cudaFree(p);
+    cudaGetLastError();
+    return e;
+}
+
+extern "C" int hxk_ipc_close(void *p)
+{
+    int e = (int)cudaIpcCloseMemHandle(p);
+    cudaGetLastError();
+    return e;
+}
+
+/* What cudaPointerGetAttributes says p is: 2 device memory, 1 pinned host memory, 0
+ * anything else (or an error). */
+extern "C" int hxk_mem_type(const void *p)
+{
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice ? 2 : a.type == cudaMemoryTypeHost ? 1 : 0;
 }

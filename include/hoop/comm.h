@@ -50,8 +50,9 @@ typedef struct hoop_rendezvous hoop_rendezvous;
  *   ring:   reduce-scatter + all-gather ring (Patarasuk & Yuan 2009)
  *   rd:     recursive doubling (Thakur, Rabenseifner & Gropp 2005)
  *   rhd:    recursive halving-doubling, Rabenseifner's algorithm (same)
- *   direct: in-place on memory from hoop_comm_alloc_shared: each rank reduces its share
- *           straight from its peers' copies (other buffers run the cost model's pick) */
+ *   direct: in-place on memory from hoop_comm_alloc_shared or hoop_comm_alloc_shared_cuda:
+ *           each rank reduces its share straight from its peers' copies (other buffers run
+ *           the cost model's pick) */
 #define HOOP_ALGO_MAP(X) \
     X(AUTO, 0, "auto")   \
     X(RING, 1, "ring")   \
@@ -167,11 +168,58 @@ HOOP_API hoop_status hoop_comm_alloc_shared(hoop_comm *comm, size_t bytes, void 
  * that issues collectives. */
 HOOP_API hoop_status hoop_comm_free_shared(hoop_comm *comm, void *ptr);
 
-/* 1 when [ptr, ptr + bytes) lies inside memory from hoop_comm_alloc_shared that every
- * rank of comm maps, so in-place all-reduces on it can run direct; else 0 (also on a
- * 1-rank comm, and for NULL). No errors. Call from the thread that issues collectives
- * (it reads the list that alloc and free change). */
+/* 1 when [ptr, ptr + bytes) lies inside memory from hoop_comm_alloc_shared or
+ * hoop_comm_alloc_shared_cuda that every rank of comm maps, so in-place all-reduces on it
+ * can run direct; else 0 (also on a 1-rank comm, and for NULL). No errors. Call from the
+ * thread that issues collectives (it reads the list that alloc and free change). */
 HOOP_API int hoop_comm_is_shared(const hoop_comm *comm, const void *ptr, size_t bytes);
+
+/* hoop_comm_alloc_shared for GPU buffers: allocates device memory on this rank's GPU (the
+ * worker's CUDA device: HOOP_CUDA_DEVICE, else LOCAL_RANK modulo the device count; the
+ * calling thread is bound to it) that the ranks of comm on this node map into each
+ * other's address spaces. Collective: every rank calls it, in the same order among its
+ * collectives, with the same bytes. Returns zeroed device memory of at least bytes,
+ * page-aligned, in *ptr (one cudaMalloc allocation of its own).
+ * Each rank's copy is mapped by the ranks of other processes through CUDA IPC (a handle
+ * of it opened with cudaIpcOpenMemHandle) and used by ranks of the same process (threads)
+ * through its pointer; several ranks may share one GPU. When every rank maps every copy
+ * (all ranks on this node, HOOP_TRANSPORT auto or shm, at most 64 ranks, CUDA IPC
+ * possible between their devices), in-place all-reduces, all-gathers and reduce-scatters
+ * lying wholly inside such memory run the direct algorithm on the device, in the host
+ * forms and the _stream forms alike: once every rank has called the collective (the
+ * vote), rank r's kernel, on a stream of the comm, reduces its 1/world_size share of the
+ * elements reading every rank's copy and writes the result into every copy (bitwise the
+ * host direct algorithm's results: f16 / bf16 combined in f64 and rounded once, the same
+ * on every rank); the progress thread polls the kernel's event (it never blocks on the
+ * GPU), and a token exchange keeps each rank from completing while a peer's kernel
+ * still reads or writes its copy. No byte passes through a transport or host memory.
+ * The host forms read the copy as it is when the call is made: work that writes it must
+ * have finished (cudaStreamSynchronize of its stream, or a blocking cudaMemcpy); the
+ * _stream forms start after the work queued before them, as always. AUTO chooses direct
+ * by the same sizes as on host memory (hoop_comm_alloc_shared).
+ * Anywhere else the memory is plain device memory of this rank, and collectives on it
+ * run staged through host memory as on any device buffer.
+ * Errors: HOOP_ERR_INVALID (NULL comm or ptr, bytes 0), HOOP_ERR_UNSUPPORTED (no CUDA
+ * backend or device, named), HOOP_ERR_MISMATCH (ranks asked for different sizes; names
+ * both), HOOP_ERR_NOMEM (the device is full), HOOP_ERR_CUDA (naming the call), or the
+ * error that failed the comm. Call from the thread that issues collectives. */
+HOOP_API hoop_status hoop_comm_alloc_shared_cuda(hoop_comm *comm, size_t bytes, void **ptr);
+
+/* Releases memory from hoop_comm_alloc_shared_cuda on this comm. Memory that every rank
+ * maps (hoop_comm_is_shared: the same answer on every rank) is released collectively,
+ * since CUDA leaves a copy freed while a peer still maps it undefined: every rank calls
+ * this for it, in the same order among its collectives; each closes its mappings of the
+ * peers' copies, a barrier proves all have, then each frees its own copy. Other such
+ * memory is released locally. The free waits for the device (cudaFree): not from a
+ * thread whose progress a pending _stream call of this process needs (see
+ * include/hoop/collectives.h). Accepts NULL. hoop_comm_destroy releases what is left the
+ * same way (with the barrier while the comm has not failed). Errors: HOOP_ERR_INVALID
+ * when ptr is not the start of such memory (host memory from hoop_comm_alloc_shared is
+ * named: it is freed with hoop_comm_free_shared); HOOP_ERR_USAGE (nothing released) while
+ * a collective on it is still queued or running; the barrier's error (HOOP_ERR_REMOTE,
+ * HOOP_ERR_TIMEOUT: the memory is released anyway). Call from the thread that issues
+ * collectives. */
+HOOP_API hoop_status hoop_comm_free_shared_cuda(hoop_comm *comm, void *ptr);
 
 /* Chooses the all-reduce algorithm for the collectives called after this one (AUTO =
  * cost model; DIRECT applies to buffers that allow it, see hoop_comm_alloc_shared, and

@@ -189,7 +189,11 @@ HOOP_API hoop_status hoop_ddp_init(hoop_ddp **out, hoop_comm *comm, hoop_tensor 
 
 /* Removes the hooks, gives each parameter back a private gradient (values kept), frees
  * the buckets. Waits for bucket all-reduces still in flight (on cuda: on the host, up to
- * HOOP_TIMEOUT each). Accepts NULL. */
+ * HOOP_TIMEOUT each). On cuda the buckets are memory the node's ranks map into each other
+ * (hoop_comm_alloc_shared_cuda), and freeing such memory is collective: every rank calls
+ * hoop_ddp_destroy, in the same order among its collectives (a rank that calls another
+ * collective instead fails everyone with HOOP_ERR_MISMATCH; one that never calls, at
+ * HOOP_TIMEOUT). On the cpu it is local. Accepts NULL. */
 HOOP_API hoop_status hoop_ddp_destroy(hoop_ddp *ddp);
 
 /* Runs hoop_backward(tape, loss) while all-reducing (average over ranks) each bucket as

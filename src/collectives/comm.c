@@ -579,6 +579,8 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
     hoop_status st = HOOP_OK;
     char msg[512] = "";
     if (!comm) return HOOP_OK;
+    /* Device memory the ranks map goes first: its release needs a barrier, so the links. */
+    if (comm->segs) keep_first(hoop__comm_free_segs_cuda(comm), &st, msg, sizeof(msg));
     if (comm->started) {
         atomic_store(&comm->stop, 1);
         uint64_t one = 1;

@@ -78,6 +78,8 @@ typedef struct hoop__seg {
     size_t len;          /* mapped bytes (a page multiple) */
     atomic_int inflight; /* calls on it queued or running (free refuses while > 0) */
     char **base;         /* [world_size]: rank q's copy as mapped here (NULL where not mapped) */
+    int cuda;            /* device memory (shared_cuda.c): base[] are device pointers */
+    uint8_t *opened;     /* cuda: [world_size], 1 where base[q] came from a CUDA IPC handle */
 } hoop__seg;
 
 struct hoop_comm {
@@ -209,8 +211,13 @@ hoop_status hoop__wait_done_ns(struct hoop_request *req, int64_t timeout_ms, int
 
 /* shared.c: the segment holding [ptr, ptr + bytes) whole, or NULL. */
 hoop__seg *hoop__seg_find(const hoop_comm *comm, const void *ptr, size_t bytes);
-/* shared.c: unmaps every segment (destroy). */
+/* shared.c: unmaps every host segment (destroy; device ones are shared_cuda.c's). */
 void hoop__comm_free_segs(hoop_comm *comm);
+/* shared_cuda.c: frees every device segment (destroy, while the progress thread still
+ * runs): each rank closes its mappings of the peers' copies, a barrier (when any was
+ * mapped and the comm has not failed) proves every rank has, then each frees its own.
+ * Returns the barrier's error (the memory is freed anyway). */
+hoop_status hoop__comm_free_segs_cuda(hoop_comm *comm);
 
 /* Test-only: closes every link without telling anyone, as a crashed process would. */
 hoop_status hoop__comm_kill(hoop_comm *comm);

@@ -16,6 +16,7 @@ libhoopcore_la_SOURCES += \
 	%reldir%/rhd.c \
 	%reldir%/ring.c \
 	%reldir%/shared.c \
+	%reldir%/shared_cuda.c \
 	%reldir%/stage.c \
 	%reldir%/vote.c
 noinst_HEADERS += \
@@ -84,6 +85,13 @@ tests_check_stage_SOURCES = tests/check_stage.c tests/coll_harness.h
 tests_check_stage_CFLAGS = $(TEST_CFLAGS)
 tests_check_stage_LDADD = $(TEST_LDADD)
 TESTS += tests/check_stage
+
+# Device memory the ranks of a node map (CUDA IPC) and the device direct algorithm.
+check_PROGRAMS += tests/check_coll_ipc
+tests_check_coll_ipc_SOURCES = tests/check_coll_ipc.c tests/coll_harness.h tests/direct_ref.h
+tests_check_coll_ipc_CFLAGS = $(TEST_CFLAGS)
+tests_check_coll_ipc_LDADD = $(TEST_LDADD)
+TESTS += tests/check_coll_ipc
 
 check_PROGRAMS += tests/check_coll_stream
 tests_check_coll_stream_SOURCES = tests/check_coll_stream.c tests/coll_harness.h

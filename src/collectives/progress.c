@@ -497,7 +497,8 @@ static void stage_free(hoop_comm *comm)
 }
 
 /* A call on GPU buffers (a->dev): every copy and reduction through the backend's memory
- * table (a stream of this comm's), the slots page-locked (a reduction kernel reads the
+ * table (a stream of this comm's); a direct call needs nothing more. Otherwise the slots
+ * page-locked (a reduction kernel reads the
  * received chunk there), scratch in device memory, the sends and receives of the call's
  * buffers and scratch staged through the page-locked stage slots (stage.c), and a 16-bit
  * average's pre-division done on the device. Sets *scratch and *stage for the env. */
@@ -508,14 +509,17 @@ static hoop_status dev_prepare(hoop_comm *comm, const hoop__coll_args *a, const 
     HOOP_CHECK(hoop__cuda_backend(NULL, &cc));
     if (!cc) return HOOP_INTERNAL_ERROR("the CUDA backend has no collectives' table");
     if (!comm->dev_mem) HOOP_CHECK(cc->memops_open(dev_wake, comm, &comm->dev_mem));
+    *in = a->sendbuf;
+    *op = a->op;
+    /* Direct on device memory every rank maps (shared_cuda.c): the data never leaves the
+     * GPUs, nothing is staged, and an average divides once, in the kernel. */
+    if (a->algo == HOOP_ALGO_DIRECT) return HOOP_OK;
     if (!comm->slots_pinned && comm->slots) {
         HOOP_CHECK(cc->host_register(comm->slots, (size_t)comm->nslots * comm->slot_bytes));
         comm->slots_pinned = 1;
     }
     HOOP_CHECK(grow_dev(cc, &comm->dscratch, &comm->dscratch_cap, comm->sched.scratch_bytes));
     *scratch = comm->dscratch;
-    *in = a->sendbuf;
-    *op = a->op;
     int half = a->dtype == HOOP_DTYPE_F16 || a->dtype == HOOP_DTYPE_BF16;
     if (a->op == HOOP_OP_AVG && half) { /* as prescale() does on the host */
         size_t count =

@@ -42,8 +42,9 @@ typedef struct seg_rec {
 
 static void seg_unmap(hoop__seg *g, int world_size)
 {
-    for (int q = 0; g->base && q < world_size; q++)
+    for (int q = 0; !g->cuda && g->base && q < world_size; q++) /* device: shared_cuda.c's */
         if (g->base[q]) munmap(g->base[q], g->len);
+    free(g->opened);
     free(g->base);
     free(g);
 }
@@ -184,6 +185,12 @@ hoop_status hoop_comm_free_shared(hoop_comm *comm, void *ptr)
     for (hoop__seg **at = &comm->segs; *at; at = &(*at)->next) {
         hoop__seg *g = *at;
         if (g->base[comm->rank] != ptr) continue;
+        if (g->cuda)
+            return HOOP_ERROR(HOOP_ERR_INVALID,
+                              "hoop_comm_free_shared: %p is device memory from "
+                              "hoop_comm_alloc_shared_cuda: free it with "
+                              "hoop_comm_free_shared_cuda",
+                              ptr);
         int n = atomic_load(&g->inflight);
         if (n > 0)
             return HOOP_ERROR(HOOP_ERR_USAGE,

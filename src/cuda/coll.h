@@ -36,7 +36,8 @@ struct hoop__cuda_coll {
     int (*mem_kind)(const void *p);
     /* A memory-operation table (src/collectives/memops.h) on a stream of its own: copies
      * (cudaMemcpyAsync, any direction), the reduction of coll_reduce.cu, each followed by
-     * an event the test polls (cudaEventQuery). DIRECT jobs: HOOP_ERR_UNSUPPORTED. */
+     * an event the test polls (cudaEventQuery); DIRECT jobs run hoop__cuda_coll_direct
+     * over copies the device reaches (shared_alloc's memory, mapped by ipc_open). */
     hoop_status (*memops_open)(void (*wake)(void *), void *wake_arg, struct hoop__memops **out);
     /* Page-locks [p, p + bytes) so kernels can read it and copies run asynchronously
      * (cudaHostRegister); unregister undoes it. HOOP_ERR_CUDA naming the call. */
@@ -75,7 +76,36 @@ struct hoop__cuda_coll {
     void (*start_free)(void *start);
     /* *flag = value with release order: every wait up to value passes. Any thread. */
     void (*flag_write)(uint32_t *flag, uint32_t value);
+
+    /* Device memory that the ranks of a node map (hoop_comm_alloc_shared_cuda,
+     * src/collectives/shared_cuda.c); these entries exist where size covers them
+     * (HOOP__CUDA_COLL_HAS). shared_alloc: *p = bytes of zeroed device memory from
+     * cudaMalloc itself, not the caching allocator (a CUDA IPC handle names a whole
+     * allocation, and this one must go back to CUDA when freed, not to a cache that
+     * would hand it out while peers still map it); HOOP_ERR_NOMEM when the device is
+     * full, HOOP_ERR_CUDA naming the call. shared_free: cudaFree (which waits for the
+     * device; NULL does nothing); HOOP_ERR_CUDA naming it when it fails (the memory is
+     * then given up all the same). */
+    hoop_status (*shared_alloc)(void **p, size_t bytes);
+    hoop_status (*shared_free)(void *p);
+    /* CUDA IPC: ipc_export fills handle (HOOP__CUDA_IPC_HANDLE_BYTES) for the allocation
+     * holding p (cudaIpcGetMemHandle); ipc_open maps, in this process, the allocation a
+     * handle from another process names and sets *p to its base
+     * (cudaIpcOpenMemHandle with lazy peer access: the same pointer again, counted, for a
+     * handle already open here); ipc_close undoes one ipc_open (cudaIpcCloseMemHandle).
+     * HOOP_ERR_CUDA naming the call (a handle of this process cannot be opened in it:
+     * its ranks use the pointers themselves). */
+    hoop_status (*ipc_export)(void *p, void *handle);
+    hoop_status (*ipc_open)(const void *handle, void **p);
+    void (*ipc_close)(void *p);
 };
+
+/* Bytes of a CUDA IPC memory handle (cudaIpcMemHandle_t). */
+#define HOOP__CUDA_IPC_HANDLE_BYTES 64
+/* The most copies the device direct reduction combines (its pointers are kernel
+ * parameters: 512 bytes); more ranks on a node get no IPC mapping (the memory stays
+ * plain device memory, and collectives on it are staged). */
+#define HOOP__CUDA_DIRECT_MAX_RANKS 64
 
 /* Whether table t (of t->size bytes) has entry e (for a module older than this build). */
 #define HOOP__CUDA_COLL_HAS(t, e) \
@@ -99,6 +129,18 @@ hoop_status hoop__cuda_coll_reduce(hoop_dtype dtype, hoop_op op, void *dst, cons
  * divisor <= 0; HOOP_ERR_CUDA naming the kernel. */
 hoop_status hoop__cuda_coll_prescale(hoop_dtype dtype, void *dst, const void *src, size_t count,
                                      int divisor, hoop__cuda_stream_t s);
+
+/* The direct algorithm's reduction (src/collectives/direct.c) of bytes [off, off + bytes)
+ * of the n copies bufs[q] of a buffer (device memory this device reaches: its own, or
+ * mapped through CUDA IPC), on stream s (returns once queued): each element combined from
+ * bufs[me] on in ring order, f16 / bf16 through an f64 accumulator, an average divided
+ * once, as hoop__direct_reduce does on the host (the same bits), written into bufs[me]
+ * and, when copy_out, into every other copy. off and bytes are multiples of the element
+ * size. HOOP_ERR_INVALID for an unknown dtype or op, n outside [1,
+ * HOOP__CUDA_DIRECT_MAX_RANKS], a NULL copy or a misaligned range; HOOP_ERR_CUDA naming
+ * the kernel when the launch fails. bytes 0 launches nothing. */
+hoop_status hoop__cuda_coll_direct(hoop_dtype dtype, hoop_op op, char *const *bufs, int n, int me,
+                                   size_t off, size_t bytes, int copy_out, hoop__cuda_stream_t s);
 
 /* The table above, filled in (coll_memops.cu). */
 extern const struct hoop__cuda_coll hoop__cuda_coll_table;

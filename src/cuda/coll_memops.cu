@@ -52,10 +52,11 @@ static hoop_status cm_start(hoop__memops *m, const hoop__memjob *j, hoop__memop 
         HOOP_CHECK(hoop__cuda_coll_reduce(j->dtype, j->op, j->dst, j->a, j->b, j->bytes / j->elem,
                                           j->divisor, c->stream));
         break;
-    default:
-        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
-                          "the direct algorithm's reduction of device buffers is not "
-                          "implemented (it reads the peers' copies through host memory)");
+    case HOOP__MJ_DIRECT:
+        if (j->bytes == 0) return HOOP_OK;
+        HOOP_CHECK(hoop__cuda_coll_direct(j->dtype, j->op, j->bufs, j->n, j->me, j->off, j->bytes,
+                                          j->copy_out, c->stream));
+        break;
     }
     struct cuda_memop *op = c->free_ops;
     if (op) {
@@ -345,6 +346,66 @@ static void cm_flag_write(uint32_t *flag, uint32_t value)
 #endif
 }
 
+// ----------------------------------------------------------------- memory ranks map (IPC)
+
+static hoop_status cm_shared_alloc(void **p, size_t bytes)
+{
+    *p = NULL;
+    HOOP_CHECK(hoop__cuda_init());
+    cudaError_t e = cudaMalloc(p, bytes);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        cudaGetLastError();
+        return HOOP_ERROR(e == cudaErrorMemoryAllocation ? HOOP_ERR_NOMEM : HOOP_ERR_CUDA,
+                          "cudaMalloc of %zu bytes of device memory the ranks share: %s", bytes,
+                          cudaGetErrorString(e));
+    }
+    cudaStream_t s = hoop__cuda_stream();
+    e = cudaMemsetAsync(*p, 0, bytes, s);
+    hoop_status st = e == cudaSuccess ? hoop__cuda_stream_sync(s)
+                                      : HOOP_ERROR(HOOP_ERR_CUDA, "cudaMemsetAsync failed: %s",
+                                                   cudaGetErrorString(e));
+    if (st != HOOP_OK) {
+        cudaGetLastError();
+        cudaFree(*p);
+        *p = NULL;
+    }
+    return st;
+}
+
+static hoop_status cm_shared_free(void *p)
+{
+    if (p) HOOP_CUDA_CHECK(cudaFree(p));
+    return HOOP_OK;
+}
+
+static_assert(sizeof(cudaIpcMemHandle_t) == HOOP__CUDA_IPC_HANDLE_BYTES,
+              "coll.h's handle size is CUDA's");
+
+static hoop_status cm_ipc_export(void *p, void *handle)
+{
+    cudaIpcMemHandle_t h;
+    HOOP_CHECK(hoop__cuda_init());
+    HOOP_CUDA_CHECK(cudaIpcGetMemHandle(&h, p));
+    memcpy(handle, &h, sizeof(h));
+    return HOOP_OK;
+}
+
+static hoop_status cm_ipc_open(const void *handle, void **p)
+{
+    cudaIpcMemHandle_t h;
+    *p = NULL;
+    HOOP_CHECK(hoop__cuda_init());
+    memcpy(&h, handle, sizeof(h));
+    HOOP_CUDA_CHECK(cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess));
+    return HOOP_OK;
+}
+
+static void cm_ipc_close(void *p)
+{
+    if (p && cudaIpcCloseMemHandle(p) != cudaSuccess) cudaGetLastError();
+}
+
 extern "C" const struct hoop__cuda_coll hoop__cuda_coll_table = {
     sizeof(struct hoop__cuda_coll),
     cm_mem_kind,
@@ -361,6 +422,11 @@ extern "C" const struct hoop__cuda_coll hoop__cuda_coll_table = {
     cm_stream_started,
     cm_start_free,
     cm_flag_write,
+    cm_shared_alloc,
+    cm_shared_free,
+    cm_ipc_export,
+    cm_ipc_open,
+    cm_ipc_close,
 };
 
 // ----------------------------------------------------------------- for tests (coll.h)

@@ -39,6 +39,7 @@
 #include "cuda/hx.h"
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define HX_ASAN 1
 #else
@@ -778,6 +779,8 @@ const char *cudaGetErrorString(cudaError_t e)
         return "CUDA driver version is insufficient for CUDA runtime version";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorDeviceUninitialized: return "invalid device context";
+    case cudaErrorMapBufferObjectFailed: return "mapping of buffer object failed";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorHostMemoryAlreadyRegistered:
@@ -803,7 +806,8 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
         return fail_err;
     }
     void *m = NULL;
-    if (bytes > left_bytes() || posix_memalign(&m, 256, bytes ? bytes : 1) != 0) {
+    size_t len = hoop__hx_dev_len(bytes), page = (size_t)sysconf(_SC_PAGESIZE);
+    if (bytes > left_bytes() || posix_memalign(&m, len >= page ? page : 256, len) != 0) {
         fail(cudaErrorMemoryAllocation, "cudaMalloc: %zu bytes, %zu of %zu left", bytes,
              left_bytes(), total_bytes());
         return cudaErrorMemoryAllocation;
@@ -819,8 +823,36 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
     if (fail_after > 0) fail_after--;
     n_malloc++;
     memset(m, 0xff, bytes); /* device memory starts as garbage: NaN here */
+#if HX_ASAN
+    if (len > bytes) ASAN_POISON_MEMORY_REGION((char *)m + bytes, len - bytes);
+#endif
     *p = m;
     return cudaSuccess;
+}
+
+size_t hoop__hx_dev_len(size_t bytes)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (bytes < page) return bytes ? bytes : 1;
+    return bytes > SIZE_MAX - page ? bytes : (bytes + page - 1) / page * page;
+}
+
+int hoop__hx_dev_find(const void *p, void **base, size_t *bytes)
+{
+    std::lock_guard<std::mutex> g(mem_mu);
+    for (const auto &kv : dev_allocs)
+        if ((const char *)p >= (const char *)kv.first &&
+            (const char *)p < (const char *)kv.first + (kv.second ? kv.second : 1)) {
+            *base = kv.first;
+            *bytes = kv.second;
+            return 1;
+        }
+    return 0;
+}
+
+void hoop__hx_set_error(cudaError_t e, const char *msg)
+{
+    fail(e, "%s", msg);
 }
 
 cudaError_t cudaFree(void *p)
@@ -828,17 +860,20 @@ cudaError_t cudaFree(void *p)
     if (hoop__hx_capture_blocks("cudaFree")) return cudaErrorStreamCaptureUnsupported;
     if (!p) return cudaSuccess;
     lazy_run_all(); /* cudaFree synchronises the device */
-    std::lock_guard<std::mutex> g(mem_mu);
+    std::unique_lock<std::mutex> g(mem_mu);
     auto it = dev_allocs.find(p);
     if (it == dev_allocs.end()) {
         fail(cudaErrorInvalidValue, "cudaFree: %p is not from cudaMalloc, or was freed already", p);
         return cudaErrorInvalidValue;
     }
-    live_bytes -= it->second;
+    size_t bytes = it->second;
+    live_bytes -= bytes;
     dev_allocs.erase(it);
-    free(p);
     n_free++;
-    return cudaSuccess;
+    g.unlock(); /* p is no allocation any more: nobody else finds it */
+    cudaError_t e = hoop__hx_ipc_release(p, bytes);
+    free(p);
+    return e;
 }
 
 cudaError_t cudaMallocHost(void **p, size_t bytes)
@@ -881,7 +916,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attr, const void *p)
     if (!attr) return cudaErrorInvalidValue;
     std::lock_guard<std::mutex> g(mem_mu);
     attr->device = 0;
-    attr->type = in_range(dev_allocs, p)                               ? cudaMemoryTypeDevice
+    attr->type = in_range(dev_allocs, p) || hoop__hx_ipc_imported(p)   ? cudaMemoryTypeDevice
                  : in_range(host_allocs, p) || in_range(registered, p) ? cudaMemoryTypeHost
                                                                        : cudaMemoryTypeUnregistered;
     return cudaSuccess;

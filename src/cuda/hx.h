@@ -92,6 +92,8 @@ enum cudaError_t {
     cudaErrorInsufficientDriver = 35,
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
+    cudaErrorDeviceUninitialized = 201, /* "invalid device context" */
+    cudaErrorMapBufferObjectFailed = 205,
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorNotReady = 600,
     cudaErrorHostMemoryAlreadyRegistered = 712,
@@ -281,9 +283,10 @@ cudaError_t cudaDeviceReset(void); /* clears an execution failure (and nothing e
  * thread's current device (0 until cudaSetDevice, per OS thread as in CUDA), and device
  * memory of a fixed size (the host's physical memory unless a test says otherwise):
  * cudaMalloc refuses what would exceed it (cudaErrorMemoryAllocation, nothing allocated)
- * and cudaMemGetInfo reports what is left. cudaMalloc's memory is 256-byte aligned,
- * cudaMallocHost's page aligned, and freeing what was not allocated (or twice) is
- * cudaErrorInvalidValue. Streams and events record their device: CUDA's rules that a
+ * and cudaMemGetInfo reports what is left. cudaMalloc's memory is 256-byte aligned (an
+ * allocation of a page or more: page aligned, whole pages of its own, the bytes past the
+ * request poisoned under ASan), cudaMallocHost's page aligned, and freeing what was not allocated
+ * (or twice) is cudaErrorInvalidValue. Streams and events record their device: CUDA's rules that a
  * kernel launch fails on a stream of another device than the current one, and that
  * cudaEventRecord fails when event and stream belong to different devices, hold
  * (cudaErrorInvalidResourceHandle); memcpys and waits across devices succeed, as in CUDA.
@@ -442,6 +445,60 @@ cudaError_t hoop__hx_stream_wait_value32(cudaStream_t s, const uint32_t *addr, u
  * layer notes when (the last 256 stores), so a queued wait that this store lets pass
  * starts its stream's later work then in device time (event timing, above). */
 void hoop__hx_write_value32(uint32_t *addr, uint32_t value);
+
+// ----------------------------------------------------------------- interprocess memory
+/*
+ * CUDA IPC (hx_ipc.cc; CUDA Runtime API, "Device Management": cudaIpcGetMemHandle,
+ * cudaIpcOpenMemHandle, cudaIpcCloseMemHandle), modelled with memory files so that the
+ * tests run it between real processes:
+ *   - cudaIpcGetMemHandle(&h, p): p lies in an allocation of cudaMalloc; the handle names
+ *     that whole allocation (as CUDA's does), whatever p's offset in it. The first export
+ *     moves the allocation's pages into a memfd (same address, same contents: the memory
+ *     becomes a shared mapping of the file) and keeps the file open until cudaFree; the
+ *     handle holds (magic, pid, fd, st_dev, st_ino, length). An allocation below one page
+ *     is refused (cudaErrorInvalidValue; cudaMalloc gives every allocation of a page or
+ *     more whole pages of its own, smaller ones share pages with the host's heap).
+ *   - cudaIpcOpenMemHandle(&q, h, cudaIpcMemLazyEnablePeerAccess) in another process opens
+ *     /proc/<pid>/fd/<fd>, checks that it is the same file (st_dev, st_ino, length: a
+ *     reused fd number or pid is refused) and maps it whole; q is the allocation's base.
+ *     Opened in the exporting process itself: cudaErrorDeviceUninitialized ("invalid
+ *     device context"), as CUDA refuses it. Opened again in the same process: the same q,
+ *     counted (CUDA's reference count). A handle that names nothing (an exporter gone or
+ *     that freed it, a forged handle): cudaErrorMapBufferObjectFailed; flags other than
+ *     cudaIpcMemLazyEnablePeerAccess: cudaErrorInvalidValue. q reads as device memory
+ *     (cudaPointerGetAttributes); cudaFree(q) is cudaErrorInvalidValue.
+ *   - cudaIpcCloseMemHandle(q) drops one count and unmaps at the last (another pointer:
+ *     cudaErrorInvalidValue).
+ *   - cudaFree of an exported allocation: CUDA leaves a peer that still has it open
+ *     undefined; here it fails (cudaErrorInvalidValue, naming that process, found in
+ *     /proc/<pid>/maps) after freeing it anyway, its bytes made 0xff (NaN as f32) first
+ *     so that such a peer reads garbage it can see; the pages go back to private memory
+ *     and the file is closed.
+ * Not modelled: contexts (CUDA lets one context per device and process open a given
+ * handle; here a process is one context), devices and peer access (lazy peer access
+ * always succeeds: there is one memory), CUDA's allocation granularity (a handle of a
+ * small allocation that shares a 2 MiB page with others maps them too on a GPU), IPC
+ * event handles (cudaIpcGetEventHandle), and a fork after an export: the child shares
+ * the exported pages instead of getting a copy (CUDA is unusable in such a child anyway).
+ */
+#define CUDA_IPC_HANDLE_SIZE 64
+typedef struct cudaIpcMemHandle_st {
+    char reserved[CUDA_IPC_HANDLE_SIZE];
+} cudaIpcMemHandle_t;
+enum { cudaIpcMemLazyEnablePeerAccess = 1 };
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *p);
+cudaError_t cudaIpcOpenMemHandle(void **p, cudaIpcMemHandle_t handle, unsigned flags);
+cudaError_t cudaIpcCloseMemHandle(void *p);
+/* For the layer itself (hx.cc <-> hx_ipc.cc): the cudaMalloc allocation holding p (its
+ * base and its bytes as asked; 0 when none); the length cudaMalloc gives an allocation of
+ * bytes (whole pages from one page up); whether p lies in memory opened from a handle;
+ * what cudaFree does to an exported allocation before the heap gets it back (returning
+ * cudaFree's verdict); the thread's last error set to e with a detail. */
+int hoop__hx_dev_find(const void *p, void **base, size_t *bytes);
+size_t hoop__hx_dev_len(size_t bytes);
+int hoop__hx_ipc_imported(const void *p);
+cudaError_t hoop__hx_ipc_release(void *base, size_t bytes);
+void hoop__hx_set_error(cudaError_t e, const char *detail);
 
 /* Test hooks, with C linkage (tests in C declare them themselves). */
 extern "C" {

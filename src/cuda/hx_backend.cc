@@ -9,6 +9,7 @@
 #include "cuda/alloc.cu"
 #include "cuda/ctx.cu"
 #include "cuda/graph.cu"
+#include "cuda/coll_direct.cu"
 #include "cuda/coll_memops.cu"
 #include "cuda/coll_reduce.cu"
 #include "cuda/kern_cuda.cu"

@@ -21,7 +21,7 @@ noinst_HEADERS += %reldir%/hx.h %reldir%/hx_blas.h %reldir%/kern_rt.h %reldir%/k
 # ops/*.cu) built on it, for the tests that run the CUDA table on the host (built by
 # make check only, as the tests are).
 check_LTLIBRARIES = libhoophx.la libhoopcudahx.la
-libhoophx_la_SOURCES = %reldir%/hx.cc %reldir%/hx_blas.cc
+libhoophx_la_SOURCES = %reldir%/hx.cc %reldir%/hx_ipc.cc %reldir%/hx_blas.cc
 libhoophx_la_CPPFLAGS = $(AM_CPPFLAGS)
 libhoopcudahx_la_SOURCES = %reldir%/hx_backend.cc
 libhoopcudahx_la_LIBADD = libhoophx.la
@@ -30,14 +30,15 @@ CUDA_BACKEND_FILES = %reldir%/ctx.cu %reldir%/alloc.cu %reldir%/kern_cuda.cu \
 CUDA_BACKEND_FILES += %reldir%/ops/optim.cu %reldir%/ops/im2col.cu %reldir%/ops/pool.cu
 CUDA_BACKEND_FILES += %reldir%/ops/unary.cu %reldir%/ops/softmax.cu %reldir%/ops/reduce.cu
 CUDA_BACKEND_FILES += %reldir%/ops/dropout.cu %reldir%/graph.cu %reldir%/coll_reduce.cu \
-	%reldir%/coll_memops.cu
+	%reldir%/coll_memops.cu %reldir%/coll_direct.cu
 noinst_HEADERS += %reldir%/ctx.h %reldir%/alloc.h %reldir%/ops/ops.h %reldir%/coll.h
 EXTRA_DIST += $(CUDA_BACKEND_FILES)
 %reldir%/hx_backend.lo: $(CUDA_BACKEND_FILES)
 # The same backend as a loadable module on the host layer (the tests point
 # HOOP_CUDA_BACKEND at .libs/libhoop-cuda-hx.so); -rpath makes libtool build it shared.
 check_LTLIBRARIES += libhoop-cuda-hx.la
-libhoop_cuda_hx_la_SOURCES = %reldir%/hx_module.cc %reldir%/hx.cc %reldir%/hx_blas.cc
+libhoop_cuda_hx_la_SOURCES = %reldir%/hx_module.cc %reldir%/hx.cc %reldir%/hx_ipc.cc \
+	%reldir%/hx_blas.cc
 libhoop_cuda_hx_la_CXXFLAGS = $(AM_CXXFLAGS) -fvisibility=hidden
 libhoop_cuda_hx_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir) $(AM_LDFLAGS) \
 	$(MODULE_NO_UNDEFINED)

@@ -149,22 +149,23 @@ static hoop_status plan_buckets(hoop_ddp *ddp)
     return HOOP_OK;
 }
 
-/* The one place bucket memory comes from: bytes (> 0), zeroed, of the parameters' device.
- * On the cpu memory the local ranks map (hoop_comm_alloc_shared: their all-reduces then
- * run direct, with no copies); on cuda the device's allocator. */
+/* The one place bucket memory comes from: bytes (> 0), zeroed, of the parameters' device,
+ * mapped by the local ranks so that their all-reduces run direct, with no copies: on the
+ * cpu hoop_comm_alloc_shared, on cuda hoop_comm_alloc_shared_cuda (CUDA IPC between the
+ * node's processes; plain device memory, reduced staged, where the ranks cannot map it).
+ * Collective, in bucket order on every rank. */
 static hoop_status bucket_alloc(hoop_ddp *ddp, size_t bytes, float **p)
 {
     if (ddp->device == HOOP_DEVICE_CPU) return hoop_comm_alloc_shared(ddp->comm, bytes, (void **)p);
-    HOOP_CHECK(ddp->k->mem_alloc((void **)p, bytes));
-    return ddp->k->fill(*p, bytes / sizeof(float), 0.0f);
+    return hoop_comm_alloc_shared_cuda(ddp->comm, bytes, (void **)p);
 }
 
-/* Gives back what bucket_alloc gave (NULL is a no-op). */
+/* Gives back what bucket_alloc gave (NULL is a no-op). On cuda, memory every rank maps is
+ * released collectively (hoop_comm_free_shared_cuda): hoop_ddp_destroy runs on every rank. */
 static hoop_status bucket_free(hoop_ddp *ddp, float *p)
 {
     if (ddp->device == HOOP_DEVICE_CPU) return hoop_comm_free_shared(ddp->comm, p);
-    if (p) ddp->k->mem_free(p);
-    return HOOP_OK;
+    return hoop_comm_free_shared_cuda(ddp->comm, p);
 }
 
 /* Allocates each bucket and moves the parameters' gradients into it (values kept). */

@@ -21,7 +21,7 @@ train_n=${TRAIN_N:-20000}
 fmnist=${FMNIST:-/usr/share/datasets/fashion-mnist}
 progs="tools/hoop-train tools/hooprun bench/hoop-bench bench/gpu_ceilings tests/check_cuda tests/check_cuda_train tests/check_cuda_ctx_gpu tests/check_hx_gpu tests/check_kern_cuda_gpu
        tests/check_kern_cuda_a_gpu tests/check_kern_cuda_b_gpu tests/check_cuda_coll_gpu tests/check_coll_device tests/check_coll_stream
-       tests/check_ddp_cuda"
+       tests/check_ddp_cuda tests/check_coll_ipc"
 
 [ -e "$build/.libs/libhoop-cuda.so" ] ||
     { echo "pack.sh: $build/.libs/libhoop-cuda.so is missing: configure with CUDA and run make" >&2; exit 2; }

@@ -6,13 +6,16 @@
 # and a captured CUDA graph against the eager step; check_cuda_ctx_gpu: the device layer;
 # check_cuda_coll_gpu: the collectives' device reduction against the host's;
 # check_coll_device: the collectives on GPU buffers, 2 to 4 ranks on the one GPU;
-# check_coll_stream: their stream form, ordered on each rank's stream; check_ddp_cuda: DDP
+# check_coll_stream: their stream form, ordered on each rank's stream; check_coll_ipc:
+# device memory the ranks map through CUDA IPC and the device direct algorithm, 2 to 4
+# ranks as processes and as threads on the one GPU, a killed rank; check_ddp_cuda: DDP
 # with parameters on cuda, 2 and 3 ranks as processes on the one GPU, against one process on
 # the combined batch, the cpu, lazy streams' absence, join, a killed rank, the trace),
 # the GPU builds of the host-execution-layer tests (check_hx_gpu, check_kern_cuda*_gpu),
 # each also under compute-sanitizer (memcheck, racecheck, synccheck), and the device's
 # description; then the benchmarks: the device's ceilings, hoop-bench --device cuda with 2
-# and 4 ranks beside Gloo on CUDA tensors, the staged TCP path against host buffers, and
+# and 4 ranks beside Gloo on CUDA tensors, the same on buffers the ranks map through CUDA IPC
+# (-R 1: the device direct algorithm), the staged TCP path against host buffers,
 # hoop-train on cuda against PyTorch, and DDP on the GPU (hoop-train under hooprun with 2
 # ranks: samples/s and the share of all-reduce hidden behind backward, beside one process
 # on the same per-rank batch). Output goes to stdout and, when OUT is set, to
@@ -61,7 +64,7 @@ prepare() {
     fi
     $src/configure --with-cuda | tail -14 || return 1
     make -j"$(nproc)" >/dev/null || return 1
-    make -j"$(nproc)" tests/check_cuda tests/check_cuda_train tests/check_cuda_ctx_gpu tests/check_cuda_coll_gpu tests/check_coll_device tests/check_coll_stream tests/check_ddp_cuda tests/check_hx_gpu \
+    make -j"$(nproc)" tests/check_cuda tests/check_cuda_train tests/check_cuda_ctx_gpu tests/check_cuda_coll_gpu tests/check_coll_device tests/check_coll_stream tests/check_ddp_cuda tests/check_coll_ipc tests/check_hx_gpu \
         tests/check_kern_cuda_gpu tests/check_kern_cuda_a_gpu tests/check_kern_cuda_b_gpu \
         >/dev/null || return 1
     export HOOP_CUDA_BACKEND=$PWD/.libs/libhoop-cuda.so
@@ -100,6 +103,7 @@ main() {
     run_one check_coll_device memcheck
     run_one check_coll_stream memcheck
     run_one check_ddp_cuda memcheck
+    run_one check_coll_ipc memcheck
     local t
     for t in check_hx_gpu check_kern_cuda_gpu check_kern_cuda_a_gpu check_kern_cuda_b_gpu; do
         run_one "$t" "memcheck racecheck synccheck"
@@ -120,6 +124,15 @@ main() {
                 -n 5 -w 2 -c 1 || { echo "gpu: hoop-bench --device cuda, $n ranks, exit $?"; status=1; }
             python3 "$bin/gloo_allreduce.py" --launch $n --device cuda $sz -r 3 -w 1 -T 50 \
                 -l "gloo-cuda-$n" || echo "gpu: gloo_allreduce.py --device cuda, $n ranks, exit $?"
+        done
+        # The device direct algorithm (issue 13, "between processes on one node"): the
+        # buffers from hoop_comm_alloc_shared_cuda (-R 1), mapped through CUDA IPC, so the
+        # in-place column is direct on the GPU (no staging, no transport); compare its busbw
+        # with gpu_ceilings' d2d_copy above (bytes read plus written per second).
+        for n in 2 4; do
+            "$bin/hooprun" --nproc-per-node $n "$bin/hoop-bench" allreduce --device cuda -R 1 $sz \
+                -n 5 -w 2 -c 1 --show-algo ||
+                { echo "gpu: hoop-bench --device cuda -R 1, $n ranks, exit $?"; status=1; }
         done
         for dev in cpu cuda; do
             HOOP_TRANSPORT=tcp "$bin/hooprun" --nproc-per-node 2 "$bin/hoop-bench" allreduce \
