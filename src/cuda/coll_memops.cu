@@ -261,7 +261,7 @@ static hoop_status issue_wait(cudaStream_t s, uint32_t *flag, uint32_t value)
 #else
 static hoop_status issue_wait(cudaStream_t s, uint32_t *flag, uint32_t value)
 {
-    HOOP_CUDA_CHECK(hoop__hx_stream_wait_value32(s, flag, value));
+    HOOP_CUDA_CHECK(hoop__hx_stream_wait_value32(s, flag, value, HOOP__HX_WAIT_GEQ));
     return HOOP_OK;
 }
 #endif
