@@ -303,6 +303,85 @@ START_TEST(test_start_never)
 }
 END_TEST
 
+/* A nearly full device (host layer only): rank 0's call needs a device buffer (a 16-bit
+ * average's pre-division) that fits only once the allocator gives its cache back, which
+ * synchronises the device (cudaFree). The issuing thread does it, before the call's wait
+ * is on its stream; the progress thread, which the wait waits for, must not: there the
+ * cudaFree would wait for the stream forever (the host layer's cudaFree waits for every
+ * held stream, as CUDA's synchronises the device). Rank 1 calls only after rank 0's call
+ * has returned, so no other stream waits meanwhile (collectives.h: a thread-rank's device
+ * synchronisation waits for the others' streams). */
+#define FULL_MAX 8192
+static void *full_blocks[FULL_MAX];
+static int full_n;
+static atomic_int zero_called;
+
+/* Fills the device: 2 MiB blocks, then 512-byte ones, until none fits; then one 2 MiB
+ * block goes back to the cache. 0 on failure (reported). */
+static int fill_device(h_rank *h)
+{
+    size_t sizes[2] = {2u << 20, 512};
+    full_n = 0;
+    for (int k = 0; k < 2; k++)
+        while (full_n < FULL_MAX && cc->dev_alloc(&full_blocks[full_n], sizes[k]) == HOOP_OK)
+            full_n++;
+    if (full_n < 2 || full_n == FULL_MAX) {
+        h_fail(h, "filling the device: %d blocks", full_n);
+        return 0;
+    }
+    cc->dev_free(full_blocks[0]); /* a 2 MiB block, cached */
+    full_blocks[0] = NULL;
+    return 1;
+}
+
+static void nearly_full(h_rank *h)
+{
+    bufs b;
+    size_t bytes = COUNT * 2;
+    uint16_t *host = malloc(bytes);
+    if (!host || !make_bufs(h, &b, bytes)) {
+        h_fail(h, "buffers");
+        goto out;
+    }
+    for (size_t i = 0; i < COUNT; i++) host[i] = h->rank == 0 ? 0x3C00 : 0x4000; /* 1, 2 */
+    if (cc->copy(b.send[0], host, bytes) != HOOP_OK) h_fail(h, "copy: %s", hoop_last_error());
+    pthread_barrier_wait(h->bar); /* every buffer made */
+    if (h->rank == 0 && fill_device(h)) {
+        if (hoop_allreduce_stream(h->comm, b.send[0], b.recv[0], COUNT, HOOP_DTYPE_F16, HOOP_OP_AVG,
+                                  (hoop_stream *)b.stream) != HOOP_OK)
+            h_fail(h, "the call: %s", hoop_last_error());
+        atomic_store(&zero_called, 1);
+    }
+    while (h->rank == 1 && !atomic_load(&zero_called)) {
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (h->rank == 1 && hoop_allreduce_stream(h->comm, b.send[0], b.recv[0], COUNT, HOOP_DTYPE_F16,
+                                              HOOP_OP_AVG, (hoop_stream *)b.stream) != HOOP_OK)
+        h_fail(h, "the call: %s", hoop_last_error());
+    if (rt->stream_sync(b.stream) != 0) h_fail(h, "cudaStreamSynchronize failed");
+    if (hoop_stream_status(h->comm) != HOOP_OK)
+        h_fail(h, "hoop_stream_status: %s", hoop_last_error());
+    memset(host, 0, bytes);
+    if (!h->err[0] && cc->copy(host, b.recv[0], bytes) != HOOP_OK) h_fail(h, "copy back");
+    for (size_t i = 0; i < COUNT && !h->err[0]; i++)
+        if (host[i] != 0x3E00) h_fail(h, "element %zu: 0x%04x, expected 0x3e00 (1.5)", i, host[i]);
+out:
+    pthread_barrier_wait(h->bar);
+    if (h->rank == 0)
+        for (int i = 0; i < full_n; i++) cc->dev_free(full_blocks[i]);
+    free_bufs(&b);
+    free(host);
+}
+
+START_TEST(test_nearly_full)
+{
+    rt->set_devices(1, (size_t)16 << 20);
+    atomic_store(&zero_called, 0);
+    run_ranks_ms(2, 5000, nearly_full, NULL);
+}
+END_TEST
+
 START_TEST(test_bad_args)
 {
     float x = 0;
@@ -352,6 +431,12 @@ int main(void)
     tcase_add_test(tc, test_start_never);
     tcase_add_test(tc, test_bad_args);
     suite_add_tcase(s, tc);
+    if (rt->set_devices) { /* a hang here is the failure: a case of its own, a short timeout */
+        tc = tcase_create("nearly_full");
+        tcase_set_timeout(tc, 30);
+        tcase_add_test(tc, test_nearly_full);
+        suite_add_tcase(s, tc);
+    }
     SRunner *sr = srunner_create(s);
     if (!hx) srunner_set_fork_status(sr, CK_NOFORK); /* a real GPU: no CUDA across fork */
     srunner_run_all(sr, CK_NORMAL);

@@ -180,7 +180,11 @@ HOOP_API hoop_status hoop_barrier(hoop_comm *comm, hoop_request **req);
  *     cudaFree, which synchronises it) from a thread whose progress a pending stream
  *     call needs, e.g. one rank's thread while another rank of the same process is
  *     still to call: the stream's wait holds the device until the collective finishes
- *     (NCCL has the same rule).
+ *     (NCCL has the same rule). hoop keeps to it: the device memory and page-locked host
+ *     memory a call on GPU buffers needs are made on the calling thread, at the call,
+ *     before its wait is queued, never by the progress thread. On a nearly full GPU that
+ *     may give the allocator's cache back to CUDA there (cudaFree): with ranks as threads
+ *     of one process on one GPU, let no other rank's stream call be pending then.
  *   - Thread-safety: as the forms above (one issuing thread per comm); hoop_stream_status
  *     from any thread.
  */

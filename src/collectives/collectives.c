@@ -311,6 +311,10 @@ static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **r
     a->world_size = comm->world_size;
     a->elem = hoop_dtype_size(a->dtype);
     a->chunk_bytes = comm->chunk_bytes;
+    /* Device memory and page locks come from this thread, before the call is queued (and
+     * before a stream call's wait): the progress thread must not make CUDA wait for the
+     * device (devres.c). */
+    if (a->dev) HOOP_CHECK(hoop__comm_dev_reserve(comm, a));
     if (comm->segs) { /* memory from hoop_comm_alloc_shared cannot be freed under the call */
         a->held[0] = hoop__seg_find(comm, a->sendbuf, 1);
         a->held[1] = hoop__seg_find(comm, a->recvbuf, 1);

@@ -5,6 +5,7 @@ libhoopcore_la_SOURCES += \
 	%reldir%/chain.c \
 	%reldir%/collectives.c \
 	%reldir%/comm.c \
+	%reldir%/devres.c \
 	%reldir%/direct.c \
 	%reldir%/exec.c \
 	%reldir%/links.c \

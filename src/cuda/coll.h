@@ -46,10 +46,13 @@ struct hoop__cuda_coll {
     hoop_status (*dev_alloc)(void **p, size_t bytes);
     void (*dev_free)(void *p);
     /* dst[i] = src[i] / divisor for count 16-bit values, rounded once, on the device, and
-     * waits for it (an average's pre-division, as hoop__half_prescale on the host). */
+     * waits for it (an average's pre-division, as hoop__half_prescale on the host), on a
+     * stream of the module's own that no user's work can hold (the progress thread's). */
     hoop_status (*half_prescale)(hoop_dtype dtype, void *dst, const void *src, size_t count,
                                  int divisor);
-    /* dst = src (bytes, any memory kinds) and waits for it. */
+    /* dst = src (bytes, any memory kinds) on the compute stream, after the work queued
+     * there, and waits for it. Not for the progress thread (a user's work on the compute
+     * stream may wait for the very call it runs): it copies through memops_open's table. */
     hoop_status (*copy)(void *dst, const void *src, size_t bytes);
 
     /* The stream form of the collectives (hoop_*_stream, include/hoop/collectives.h);
@@ -121,6 +124,9 @@ struct hoop__cuda_test_rt {
     /* stream_enter's wait alone: work issued to s after it waits until *flag (from
      * flag_alloc) reaches value; an int status (HOOP_OK, or stream_enter's errors). */
     int (*wait_value)(void *s, uint32_t *flag, uint32_t value);
+    /* The host layer's hoop__hx_set_devices (count devices of bytes each: a nearly full
+     * device); NULL in a real CUDA build. */
+    void (*set_devices)(int count, size_t bytes);
 };
 typedef const struct hoop__cuda_test_rt *(*hoop__backend_test_rt_fn)(void);
 #define HOOP__BACKEND_TEST_RT "hoop_backend_test_rt"

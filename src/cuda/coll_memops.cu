@@ -177,10 +177,34 @@ static void cm_host_unregister(void *p)
     if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
 }
 
+/* The stream of the progress thread's waited-for work (a 16-bit average's
+ * pre-division), made once: not the compute stream, which a user's work may hold
+ * behind a stream call's wait (a user stream's, or one the compute stream waits for),
+ * and which the progress thread, running the call, must not wait for. */
+static cudaStream_t side_stream;
+static pthread_mutex_t side_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static hoop_status side(cudaStream_t *s)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    pthread_mutex_lock(&side_mu);
+    cudaError_t e =
+        side_stream ? cudaSuccess : cudaStreamCreateWithFlags(&side_stream, cudaStreamNonBlocking);
+    *s = side_stream;
+    pthread_mutex_unlock(&side_mu);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return HOOP_ERROR(HOOP_ERR_CUDA, "cudaStreamCreateWithFlags failed: %s",
+                          cudaGetErrorString(e));
+    }
+    return HOOP_OK;
+}
+
 static hoop_status cm_half_prescale(hoop_dtype dtype, void *dst, const void *src, size_t count,
                                     int divisor)
 {
-    cudaStream_t s = hoop__cuda_stream();
+    cudaStream_t s;
+    HOOP_CHECK(side(&s));
     HOOP_CHECK(hoop__cuda_coll_prescale(dtype, dst, src, count, divisor, s));
     return hoop__cuda_stream_sync(s);
 }
@@ -418,4 +442,9 @@ extern "C" const struct hoop__cuda_test_rt hoop__cuda_test_rt_table = {
     tr_queued,
 #endif
     tr_wait_value,
+#ifdef __CUDACC__
+    NULL,
+#else
+    hoop__hx_set_devices,
+#endif
 };
