@@ -579,6 +579,8 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
     hoop_status st = HOOP_OK;
     char msg[512] = "";
     if (!comm) return HOOP_OK;
+    /* First: a graph's replay queues no call on a comm going away (capture.c). */
+    hoop__capture_detach(comm);
     if (comm->started) {
         atomic_store(&comm->stop, 1);
         uint64_t one = 1;

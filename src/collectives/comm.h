@@ -65,6 +65,7 @@ struct hoop_request {
      * stores there (sflag NULL for other calls). */
     void *start;
     uint32_t *sflag, sflag_value;
+    struct hoop__gcall *gcall; /* a captured call's replay (capture.c): its record */
     char msg[512];
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -127,6 +128,8 @@ struct hoop_comm {
      * bytes (pend_*: made and not yet adopted, under mu). Kept until destroy. */
     struct hoop__memops *dev_mem;
     int slots_pinned;
+    /* Calls captured into CUDA graphs whose graphs still exist (capture.c; under mu). */
+    struct hoop__gcall *gcalls;
     void *res_stage;
     size_t res_scratch, res_pre;
     void *pend_dscratch, *pend_dpre;
@@ -224,6 +227,33 @@ hoop_status hoop__comm_stage_prepare(hoop_comm *comm, int pinned, void **stage);
  * after the progress thread stopped and the links are closed, before the transports are
  * finalized. */
 void hoop__comm_free_dev(hoop_comm *comm);
+/* collectives.c: keeps the first failure of a call ordered on a stream (or of a captured
+ * call's replay) for hoop_stream_status; hoop__stream_failed says whether one was kept.
+ * Thread-safe (comm->mu). */
+void hoop__stream_fail(hoop_comm *comm, hoop_status st, const char *msg);
+int hoop__stream_failed(hoop_comm *comm);
+/* collectives.c: queues a replay of captured call g (its arguments a, prepared at
+ * capture) as a new call on comm; its completion sets g's flag to 1. No CUDA call (a
+ * CUDA thread's host node runs it). HOOP_ERR_NOMEM. */
+hoop_status hoop__request_queue_replay(hoop_comm *comm, const hoop__coll_args *a,
+                                       struct hoop__gcall *g);
+/* capture.c (see there): on the issuing thread, captures call a (checked and prepared as
+ * any call) on stream, which is being captured: nothing is queued now, each replay queues
+ * it. Errors: HOOP_ERR_UNSUPPORTED (an older backend module; a direct call on shared
+ * memory; a driver that cannot capture stream memory operations), the reservation's,
+ * HOOP_ERR_CUDA naming the call. */
+struct hoop__cuda_coll;
+hoop_status hoop__capture_call(hoop_comm *comm, const struct hoop__cuda_coll *cc,
+                               const hoop__coll_args *a, void *stream, const char *fn);
+/* capture.c: a replay's call has ended (before its flag is set: the next may fire), and
+ * the record's reference the call held (after the flag is set: the flag is the
+ * record's). */
+void hoop__capture_idle(struct hoop__gcall *g);
+void hoop__capture_release(struct hoop__gcall *g);
+uint32_t *hoop__capture_flag(const struct hoop__gcall *g);
+/* capture.c, at destroy (first): the comm's captured calls forget it, so their replays
+ * run nothing and let their streams go. */
+void hoop__capture_detach(hoop_comm *comm);
 /* collectives.c: releases one reference to req. */
 void hoop__request_release(struct hoop_request *req);
 /* Completes req with st and msg (NULL = "") and drops the progress thread's reference. */

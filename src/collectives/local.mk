@@ -2,6 +2,7 @@
 # src/collectives/local.mk -- sources and tests of the collectives layer (included by Makefile.am).
 libhoopcore_la_SOURCES += \
 	%reldir%/algo.c \
+	%reldir%/capture.c \
 	%reldir%/chain.c \
 	%reldir%/collectives.c \
 	%reldir%/comm.c \

@@ -78,6 +78,51 @@ struct hoop__cuda_coll {
     void (*start_free)(void *start);
     /* *flag = value with release order: every wait up to value passes. Any thread. */
     void (*flag_write)(uint32_t *flag, uint32_t value);
+
+    /* Capture of the stream form into CUDA graphs (src/collectives/capture.c). */
+    /* *on = 1 when stream is being captured (cudaStreamIsCapturing), else 0.
+     * HOOP_ERR_CUDA naming the stream when its capture was invalidated by an earlier
+     * error, or the call failed. */
+    hoop_status (*stream_capturing)(void *stream, int *on);
+    /* On the capturing thread: adds to stream's capture a host node that runs fire(arg)
+     * at each replay (on a CUDA thread: fire may not call CUDA), then a wait node that
+     * holds the rest of the replay until *flag == 1 (the driver's cuStreamWaitValue32,
+     * EQ); and gives the graph being captured a reference to arg (a user object) whose
+     * release calls drop(arg) once the graph and every executable graph made from it are
+     * destroyed and their launches have run (on a CUDA thread: no CUDA either). *taken = 1
+     * once the graph holds that reference (drop will then be called, even after a later
+     * failure here), else 0 and the caller keeps it. Errors: HOOP_ERR_UNSUPPORTED when the
+     * driver has no stream memory operations or cannot capture them, HOOP_ERR_CUDA naming
+     * the call. */
+    hoop_status (*stream_capture)(void *stream, uint32_t *flag, void (*fire)(void *),
+                                  void (*drop)(void *), void *arg, int *taken);
+    /* A captured call's flag: a 32-bit word of page-locked memory (its own cache line),
+     * from a process-wide pool of pages that are kept for the process's life; flag_put
+     * returns one to the pool without calling CUDA (any thread, a CUDA thread's callback
+     * too). *flag is 0 when handed out. HOOP_ERR_CUDA naming cudaMallocHost. */
+    hoop_status (*gflag_get)(uint32_t **flag);
+    void (*gflag_put)(uint32_t *flag);
+    /* Sets the calling thread's stream-capture mode (cudaThreadExchangeStreamCaptureMode;
+     * the values are cudaStreamCaptureMode's: 2 relaxed lets a capturing thread allocate)
+     * and returns the one it replaces, or -1 when the call failed. */
+    int (*capture_mode)(int mode);
+
+    /* Streams and graphs for a program of the collectives' (hoop-bench -G; tests). */
+    /* A non-blocking stream on the rank's device; stream_free accepts NULL; stream_sync
+     * waits for the work issued so far, up to HOOP_TIMEOUT (HOOP_ERR_TIMEOUT naming the
+     * stream; HOOP_ERR_CUDA on an execution failure). */
+    hoop_status (*stream_new)(void **stream);
+    void (*stream_free)(void *stream);
+    hoop_status (*stream_sync)(void *stream);
+    /* Capture (cudaStreamBeginCapture, thread-local mode) of what the calling thread
+     * issues to stream; graph_end ends it and instantiates the graph (*graph, an
+     * executable graph); graph_launch issues it to stream; graph_free destroys it (NULL
+     * accepted; launches still queued run first, as CUDA defers). Errors: HOOP_ERR_CUDA
+     * naming the call; graph_end's HOOP_ERR_UNSUPPORTED when the capture broke. */
+    hoop_status (*graph_begin)(void *stream);
+    hoop_status (*graph_end)(void *stream, void **graph);
+    hoop_status (*graph_launch)(void *graph, void *stream);
+    void (*graph_free)(void *graph);
 };
 
 /* Whether table t (of t->size bytes) has entry e (for a module older than this build). */
