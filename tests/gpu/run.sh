@@ -6,12 +6,14 @@
 # and a captured CUDA graph against the eager step; check_cuda_ctx_gpu: the device layer;
 # check_cuda_coll_gpu: the collectives' device reduction against the host's;
 # check_coll_device: the collectives on GPU buffers, 2 to 4 ranks on the one GPU;
-# check_coll_stream: their stream form, ordered on each rank's stream),
+# check_coll_stream: their stream form, ordered on each rank's stream, and captured into
+# CUDA graphs and replayed),
 # the GPU builds of the host-execution-layer tests (check_hx_gpu, check_kern_cuda*_gpu),
 # each also under compute-sanitizer (memcheck, racecheck, synccheck), and the device's
 # description; then the benchmarks: the device's ceilings, hoop-bench --device cuda with 2
-# and 4 ranks beside Gloo on CUDA tensors, the staged TCP path against host buffers, and
-# hoop-train on cuda against PyTorch. Output goes to stdout and, when OUT is set, to
+# and 4 ranks beside Gloo on CUDA tensors, the staged TCP path against host buffers,
+# hoop-bench -G (CUDA-graph launches of the stream form, replays checked), and hoop-train
+# on cuda against PyTorch. Output goes to stdout and, when OUT is set, to
 # $OUT/gpu.log.
 #
 #   bash tests/gpu/run.sh --carried DIR   run what tests/gpu/pack.sh put in DIR (built on
@@ -121,6 +123,15 @@ main() {
                 --device $dev $sz -n 5 -w 2 -c 1 ||
                 { echo "gpu: hoop-bench tcp --device $dev exit $?"; status=1; }
         done
+        # -G (nccl-tests' CUDA-graph launches): the timed calls captured, in their stream
+        # form, into a graph launched 5 times; the checks are replays (3 per size), so a
+        # wrong replay fails it. Small sizes first (where a graph's launch saves most).
+        "$bin/hooprun" --nproc-per-node 2 "$bin/hoop-bench" allreduce --device cuda -G 5 \
+            -b 8 -e 1M -f 8 -n 10 -w 2 -c 3 ||
+            { echo "gpu: hoop-bench --device cuda -G 5 exit $?"; status=1; }
+        "$bin/hooprun" --nproc-per-node 4 "$bin/hoop-bench" allreduce --device cuda -G 5 \
+            -b 1M -e 64M -f 4 -n 5 -w 2 -c 3 ||
+            { echo "gpu: hoop-bench --device cuda -G 5, 4 ranks, exit $?"; status=1; }
     fi
     if [ -x "$bin/hoop-train" ] && [ -d "${carried:-/nonexistent}/data" ]; then
         DATA=$carried/data STEPS=${STEPS:-300} ROUNDS=${ROUNDS:-1} \
