@@ -326,10 +326,10 @@ static hoop_status cm_stream_enter(void *stream, uint32_t *flag, uint32_t value,
     *start = NULL;
     HOOP_CHECK(hoop__cuda_init());
     HOOP_CUDA_CHECK(cudaStreamIsCapturing(s, &cap));
-    if (cap != cudaStreamCaptureStatusNone) /* the host cannot poll an event in a graph */
+    if (cap != cudaStreamCaptureStatusNone) /* captured calls go through stream_capture */
         return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
-                          "stream %p is being captured into a CUDA graph: a collective's stream "
-                          "form cannot be captured (its progress runs on the host)",
+                          "stream %p is being captured into a CUDA graph, though it was not when "
+                          "the call began (a capture begun by another thread meanwhile?)",
                           stream);
     HOOP_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     cudaError_t e = cudaEventRecord(ev, s);
