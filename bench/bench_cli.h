@@ -47,6 +47,7 @@ typedef struct bench_opts {
     hoop_algo algo;
     int show_algo;          /* --show-algo: the per-row algorithm column */
     int device;             /* --device: 0 host buffers (cpu), 1 CUDA device buffers */
+    int64_t graphs;         /* -G: launches of each size's calls captured into a CUDA graph */
     const char *json, *csv; /* -J / --json, --csv */
 } bench_opts;
 

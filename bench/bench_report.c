@@ -127,9 +127,9 @@ static void text_header(bench_report *r)
     fprintf(f,
             "# nThread 1 nGpus 1 minBytes %" PRId64 " maxBytes %" PRId64 " step: %" PRId64
             "(%s) warmup iters: %" PRId64 " iters: %" PRId64 " agg iters: %" PRId64
-            " validation: %" PRId64 " graph: 0\n",
+            " validation: %" PRId64 " graph: %" PRId64 "\n",
             o->minb, o->maxb, factor ? o->factor : o->stepb, factor ? "factor" : "bytes", o->warmup,
-            o->iters, o->agg, o->check);
+            o->iters, o->agg, o->check, o->graphs);
     if (o->blocking == BENCH_Z_BARRIER)
         fprintf(f, "# Blocking Enabled: wait for completion and barrier after each collective \n");
     if (o->blocking == BENCH_Z_WAIT)
@@ -245,7 +245,7 @@ static void json_config(bench_report *r, const bench_rank_info *ranks, int nrank
     j_kint(r, "iterations", o->iters);
     j_kint(r, "aggregated_iterations", o->agg);
     j_kint(r, "validation", o->check);
-    j_kint(r, "graph", 0);
+    j_kint(r, "graph", o->graphs);
     j_kbool(r, "blocking_collectives", o->blocking != BENCH_Z_ASYNC);
     j_kbool(r, "parallel_init", (int)o->parallel_init);
     j_key(r, "devices");

@@ -17,9 +17,12 @@
  * get device buffers (the CUDA backend's allocator, on the rank's GPU; with -R,
  * hoop_comm_alloc_shared_cuda's, which the ranks map through CUDA IPC), data goes there
  * from pinned host mirrors before each untimed call and comes back for each check, and
- * each row adds the pinned host<->device copy rates at its size. Without MASTER_ADDR and
- * WORLD_SIZE it runs alone (world_size 1). Single-threaded; owns its comm, buffers and
- * output files.
+ * each row adds the pinned host<->device copy rates at its size. -G N (nccl-tests'
+ * cudaGraphLaunches): the timed loop's calls, in their stream form on a stream of the
+ * rank's, are captured into a CUDA graph that is launched N times (time per call = the
+ * launches' time / (n x m x N)), and each check replays a graph of one captured call. Without
+ * MASTER_ADDR and WORLD_SIZE it runs alone (world_size 1). Single-threaded; owns its comm, buffers
+ * and output files.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -55,6 +58,7 @@ typedef struct bench_ctx {
     size_t sbytes, rbytes;
     void *dsend, *drecv;                /* --device cuda: the buffers the calls are given */
     const struct hoop__cuda_coll *cuda; /* --device cuda: the backend's device memory ops */
+    void *stream;                       /* -G: the stream the calls are captured on */
     char dev[64];                       /* --device cuda: "cuda:0 NVIDIA H200, 139.8 GiB" */
     bench_report rep;
     char json_path[4096], knobs[256];
@@ -214,6 +218,49 @@ static hoop_status issue(bench_ctx *c, const bench_layout *L, void *s, void *r, 
     }
 }
 
+/* -G: the call ordered on the rank's stream (captured: the stream is being captured). */
+static hoop_status issue_stream(bench_ctx *c, const bench_layout *L, void *s, void *r)
+{
+    const bench_case *b = &c->bc;
+    hoop_stream *st = (hoop_stream *)c->stream;
+    switch (b->coll) {
+    case BENCH_ALLREDUCE:
+        return hoop_allreduce_stream(c->comm, s, r, L->count, b->dtype, b->op, st);
+    case BENCH_BROADCAST:
+        return hoop_broadcast_stream(c->comm, s, r, L->count, b->dtype, b->root, st);
+    case BENCH_REDUCE:
+        return hoop_reduce_stream(c->comm, s, r, L->count, b->dtype, b->op, b->root, st);
+    case BENCH_ALLGATHER: return hoop_allgather_stream(c->comm, s, r, L->count, b->dtype, st);
+    default: return hoop_reduce_scatter_stream(c->comm, s, r, L->count, b->dtype, b->op, st);
+    }
+}
+
+/* -G: n calls captured into a CUDA graph (*graph, NULL on failure). */
+static hoop_status capture(bench_ctx *c, const bench_layout *L, void *s, void *r, int64_t n,
+                           void **graph)
+{
+    hoop_status st = c->cuda->graph_begin(c->stream);
+    if (st != HOOP_OK) return st;
+    for (int64_t k = 0; k < n && st == HOOP_OK; k++) st = issue_stream(c, L, s, r);
+    hoop_status end = c->cuda->graph_end(c->stream, graph); /* also after a failed call */
+    if (st != HOOP_OK) {
+        c->cuda->graph_free(*graph);
+        *graph = NULL;
+    }
+    return st != HOOP_OK ? st : end;
+}
+
+/* -G: graph launched n times on the rank's stream, then the stream waited for; a replay's
+ * failure comes from hoop_stream_status. */
+static hoop_status replay(bench_ctx *c, void *graph, int64_t n)
+{
+    hoop_status st = HOOP_OK;
+    for (int64_t k = 0; k < n && st == HOOP_OK; k++) st = c->cuda->graph_launch(graph, c->stream);
+    hoop_status sync = c->cuda->stream_sync(c->stream); /* whatever was launched */
+    if (st == HOOP_OK) st = sync;
+    return st == HOOP_OK ? hoop_stream_status(c->comm) : st;
+}
+
 /* n calls with up to BENCH_WINDOW in flight; returns when all have finished (or one
  * timed out) with the first failure. */
 static hoop_status run_calls(bench_ctx *c, const bench_layout *L, void *s, void *r, int64_t n)
@@ -236,11 +283,29 @@ static hoop_status run_calls(bench_ctx *c, const bench_layout *L, void *s, void 
     return first;
 }
 
+/* -G (nccl-tests' BenchTime with cudaGraphLaunches): the -n x -m calls captured into a
+ * CUDA graph, a barrier, then the graph launched -G times: *us = the time from the first
+ * launch to the stream's end, per call. */
+static hoop_status time_graph(bench_ctx *c, const bench_layout *L, void *s, void *r, double *us)
+{
+    const bench_opts *o = &c->o;
+    void *graph = NULL;
+    int64_t calls = o->iters * o->agg;
+    HOOP_CHECK(capture(c, L, s, r, calls, &graph));
+    hoop_status st = hoop_barrier(c->comm, NULL);
+    int64_t t0 = hoop__now_ns();
+    if (st == HOOP_OK) st = replay(c, graph, o->graphs);
+    *us = (double)(hoop__now_ns() - t0) / 1e3 / (double)(calls * o->graphs);
+    c->cuda->graph_free(graph);
+    return st;
+}
+
 /* The timed loop of one placement; *us = mean time per call on this rank. */
 static hoop_status time_calls(bench_ctx *c, const bench_layout *L, void *s, void *r, double *us)
 {
     const bench_opts *o = &c->o;
     hoop_status st = HOOP_OK;
+    if (o->graphs) return time_graph(c, L, s, r, us);
     int64_t t0 = hoop__now_ns();
     if (o->blocking == BENCH_Z_ASYNC) st = run_calls(c, L, s, r, o->iters * o->agg);
     for (int64_t i = 0; o->blocking != BENCH_Z_ASYNC && i < o->iters && st == HOOP_OK; i++) {
@@ -262,22 +327,27 @@ static hoop_status combine(bench_ctx *c, double *us)
 }
 
 /* Up to -c calls on fresh data, each compared with the reference, stopping at the first
- * wrong one: wrong elements and the ranks that saw any, summed over ranks. */
+ * wrong one: wrong elements and the ranks that saw any, summed over ranks. With -G the
+ * call is captured once and each check is a replay of that graph. */
 static hoop_status check_calls(bench_ctx *c, const bench_layout *L, int in_place, int64_t *wrong,
                                int64_t *errors)
 {
-    void *s, *r;
+    void *s, *r, *graph = NULL;
+    hoop_status st = HOOP_OK;
     *wrong = *errors = 0;
-    for (int64_t k = 0; k < c->o.check && *wrong == 0; k++) {
-        HOOP_CHECK(prepare(c, L, in_place, &s, &r));
-        HOOP_CHECK(issue(c, L, s, r, NULL));
-        HOOP_CHECK(fetch(c, L));
+    for (int64_t k = 0; k < c->o.check && *wrong == 0 && st == HOOP_OK; k++) {
+        if ((st = prepare(c, L, in_place, &s, &r)) != HOOP_OK) break;
+        if (c->o.graphs && !graph && (st = capture(c, L, s, r, 1, &graph)) != HOOP_OK) break;
+        st = c->o.graphs ? replay(c, graph, 1) : issue(c, L, s, r, NULL);
+        if (st == HOOP_OK) st = fetch(c, L);
+        if (st != HOOP_OK) break;
         int64_t v[2] = {(int64_t)bench_count_wrong(&c->bc, L, host_ptr(c, r)), 0};
         v[1] = v[0] > 0;
-        HOOP_CHECK(hoop_allreduce(c->comm, v, v, 2, HOOP_DTYPE_I64, HOOP_OP_SUM, NULL));
+        st = hoop_allreduce(c->comm, v, v, 2, HOOP_DTYPE_I64, HOOP_OP_SUM, NULL);
         *wrong = v[0], *errors = v[1];
     }
-    return HOOP_OK;
+    if (graph) c->cuda->graph_free(graph);
+    return st;
 }
 
 /* One placement of one size: data, one untimed call, barrier, timed calls, checks. */
@@ -419,6 +489,15 @@ static int alloc_device(bench_ctx *c)
     if ((st = c->cuda->dev_alloc(&c->dsend, c->sbytes)) != HOOP_OK ||
         (st = c->cuda->dev_alloc(&c->drecv, c->rbytes)) != HOOP_OK)
         return failed(c, "allocating device buffers", st);
+    if (c->o.graphs && !HOOP__CUDA_COLL_HAS(c->cuda, graph_free)) {
+        fprintf(stderr,
+                "hoop-bench: rank %d: -G: the CUDA backend cannot capture collectives "
+                "(older than this hoop-bench)\n",
+                c->bc.rank);
+        return 2;
+    }
+    if (c->o.graphs && (st = c->cuda->stream_new(&c->stream)) != HOOP_OK)
+        return failed(c, "making the stream for -G", st);
     return 0;
 }
 
@@ -570,6 +649,7 @@ int main(int argc, char **argv)
     if (ctx.rep.json && fclose(ctx.rep.json) != 0 && rc == 0) rc = 1;
     if (ctx.rep.csv && fclose(ctx.rep.csv) != 0 && rc == 0) rc = 1;
     if (ctx.cuda) {
+        if (ctx.stream) ctx.cuda->stream_free(ctx.stream);
         if (ctx.dsend) ctx.cuda->dev_free(ctx.dsend);
         if (ctx.drecv) ctx.cuda->dev_free(ctx.drecv);
         if (ctx.send) ctx.cuda->host_unregister(ctx.send);

@@ -242,6 +242,10 @@ START_TEST(test_parse_nccl_flags)
     ck_assert_int_eq(o.ops[2], HOOP_OP_MAX);
     ck_assert_int_eq(o.ops[4], HOOP_OP_AVG);
     ck_assert_str_eq(o.json, "r.json");
+    /* -G: CUDA-graph launches, with device buffers */
+    ck_assert_int_eq(parse_line("allreduce --device cuda --cudagraph 3", &o, err, sizeof(err)), 0);
+    ck_assert_int_eq(o.graphs, 3);
+    ck_assert_int_eq(o.device, 1);
 }
 END_TEST
 
@@ -256,7 +260,8 @@ START_TEST(test_parse_refusals)
         {"allreduce -t f32", "-t f32", "the datatype is -d"},
         {"allreduce -a ring", "-a ring", "--algo ring"},
         {"allreduce -a 4", "-a", "4"},
-        {"allreduce -G 1", "-G 1", "device buffers"},
+        {"allreduce -G 1", "-G 1", "--device cuda"},
+        {"allreduce --device cuda -G 2 -z 2", "-G 2 -z 2", "-z 0 with -G"},
         {"allreduce -d int8", "hoop has no int8", "uint8"},
         {"allreduce -d f99", "unknown type 'f99'", NULL},
         {"allreduce -o mulsum", "mulsum", NULL},

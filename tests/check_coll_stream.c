@@ -58,6 +58,7 @@ typedef struct bufs {
 } bufs;
 
 static atomic_int late_called; /* the last rank has made its first call */
+static atomic_int zero_called; /* rank 0 has made its call (the tests that order ranks) */
 static atomic_int issued;      /* ranks (but the last) that issued every call */
 
 static void free_bufs(bufs *b)
@@ -303,6 +304,361 @@ START_TEST(test_start_never)
 }
 END_TEST
 
+// ----------------------------------------------------------------- captured into graphs
+
+#define REPLAYS 3
+
+/* Rank r's input elements at replay k: small integers, exact in any order. */
+static int32_t input(int k, int r)
+{
+    return (k + 1) * 100 + r + 1;
+}
+
+/* What replay k of call c leaves in this rank's snapshot, element i. */
+static int32_t expect_replay(const h_rank *h, int c, size_t i, int k)
+{
+    int n = h->n;
+    int32_t sum = n * (k + 1) * 100 + n * (n + 1) / 2;
+    switch (c) {
+    case 0: return i < COUNT ? sum : 0;
+    case 1: return i < COUNT ? input(k, 1 % n) : 0;
+    case 2: return i < COUNT && h->rank == 0 ? sum : 0;
+    case 3: return input(k, (int)(i / COUNT));
+    case 4: return i < COUNT ? sum : 0;
+    default: return 0;
+    }
+}
+
+typedef struct capture {
+    bufs b;
+    int32_t *hin[NCALLS]; /* each call's input, page-locked: the graph copies it in */
+    void *graph;
+    size_t bytes;
+} capture;
+
+static void free_capture(capture *k)
+{
+    cc->graph_free(k->graph);
+    k->graph = NULL;
+    for (int c = 0; c < NCALLS; c++) {
+        if (k->hin[c]) cc->host_unregister(k->hin[c]);
+        free(k->hin[c]);
+        k->hin[c] = NULL;
+    }
+    free_bufs(&k->b);
+}
+
+/* The buffers, and calls [first, last) captured into one graph on the rank's stream, each
+ * between a copy of its input in (from the host, read at each replay) and a copy of its
+ * result out: 0 on failure (reported). */
+static int capture_calls(h_rank *h, capture *k, int first, int last)
+{
+    memset(k, 0, sizeof(*k));
+    k->bytes = (size_t)h->n * COUNT * 4;
+    if (!make_bufs(h, &k->b, k->bytes)) return 0;
+    for (int c = 0; c < NCALLS; c++)
+        if (!(k->hin[c] = calloc(1, k->bytes)) ||
+            cc->host_register(k->hin[c], k->bytes) != HOOP_OK) {
+            free(k->hin[c]);
+            k->hin[c] = NULL;
+            h_fail(h, "page-locked inputs: %s", hoop_last_error());
+            return 0;
+        }
+    if (cc->graph_begin(k->b.stream) != HOOP_OK) {
+        h_fail(h, "graph_begin: %s", hoop_last_error());
+        return 0;
+    }
+    for (int c = first; c < last; c++) {
+        void *s = k->b.send[c], *r = k->b.recv[c];
+        size_t in = k->bytes;
+        if (c == 3) s = (char *)r + (size_t)h->rank * COUNT * 4, in = COUNT * 4;
+        if (c == 4) r = (char *)s + (size_t)h->rank * COUNT * 4;
+        if (rt->memcpy_async(s, k->hin[c], in, k->b.stream) != 0) h_fail(h, "copy in: captured");
+        hoop_status st = call(h, c, s, r, (hoop_stream *)k->b.stream);
+        if (st != HOOP_OK) h_fail(h, "call %d, captured: %s", c, hoop_last_error());
+        if (rt->memcpy_async(k->b.snap[c], r, c == 3 ? k->bytes : COUNT * 4, k->b.stream) != 0)
+            h_fail(h, "copy out: captured");
+    }
+    hoop_status st = cc->graph_end(k->b.stream, &k->graph);
+    if (st != HOOP_OK) h_fail(h, "graph_end: %s", hoop_last_error());
+    return !h->err[0];
+}
+
+/* Replay k's inputs, and every receive buffer and snapshot zero (queued on the stream
+ * before the graph), so a replay that did not run leaves zeros. */
+static int set_replay(h_rank *h, capture *k, int replay)
+{
+    for (int c = 0; c < NCALLS; c++) {
+        for (size_t i = 0; i < k->bytes / 4; i++) k->hin[c][i] = input(replay, h->rank);
+        if (rt->memset_async(k->b.recv[c], 0, k->bytes, k->b.stream) != 0 ||
+            rt->memset_async(k->b.snap[c], 0, k->bytes, k->b.stream) != 0) {
+            h_fail(h, "zeroing the buffers");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void check_replay(h_rank *h, capture *k, int first, int last, int replay)
+{
+    int32_t *got = malloc(k->bytes);
+    for (int c = first; c < last && got && !h->err[0]; c++) {
+        if (cc->copy(got, k->b.snap[c], k->bytes) != HOOP_OK) {
+            h_fail(h, "reading a snapshot: %s", hoop_last_error());
+            break;
+        }
+        size_t bad = 0, first_bad = 0;
+        for (size_t i = 0; i < k->bytes / 4; i++)
+            if (got[i] != expect_replay(h, c, i, replay) && bad++ == 0) first_bad = i;
+        if (bad)
+            h_fail(h, "replay %d, call %d: %zu wrong of %zu; first at %zu: %d, expected %d", replay,
+                   c, bad, k->bytes / 4, first_bad, got[first_bad],
+                   expect_replay(h, c, first_bad, replay));
+    }
+    free(got);
+}
+
+/* Every collective captured into one graph per rank, replayed REPLAYS times with new
+ * inputs: each replay is a new call on every rank (results of that replay's inputs), in
+ * the graph's stream order (the copy in before it, the copy out after it). The last rank
+ * launches each replay only once the others have launched theirs, which must not block
+ * and must leave their streams held. */
+static void captured(h_rank *h)
+{
+    capture k;
+    int late = h->n > 1 && h->rank == h->n - 1;
+    if (!capture_calls(h, &k, 0, NCALLS)) goto out;
+    for (int replay = 0; replay < REPLAYS && !h->err[0]; replay++) {
+        if (!set_replay(h, &k, replay)) break;
+        pthread_barrier_wait(h->bar);
+        if (late) { /* after the others launched theirs */
+            struct timespec ts = {0, LATE_MS * 1000000L};
+            int64_t deadline = hoop__deadline_ns(20000);
+            while (atomic_load(&issued) < (replay + 1) * (h->n - 1) && hoop__now_ns() < deadline)
+                nanosleep(&ts, NULL);
+            nanosleep(&ts, NULL);
+        }
+        if (cc->graph_launch(k.graph, k.b.stream) != HOOP_OK) {
+            h_fail(h, "graph_launch: %s", hoop_last_error());
+            break;
+        }
+        if (!late && h->n > 1 && rt->queued && rt->queued(k.b.stream) == 0)
+            h_fail(h, "replay %d: nothing is held on the stream after the launch", replay);
+        if (!late) atomic_fetch_add(&issued, 1);
+        if (cc->stream_sync(k.b.stream) != HOOP_OK) {
+            h_fail(h, "replay %d: the stream: %s", replay, hoop_last_error());
+            break;
+        }
+        if (hoop_stream_status(h->comm) != HOOP_OK)
+            h_fail(h, "hoop_stream_status: %s", hoop_last_error());
+        check_replay(h, &k, 0, NCALLS, replay);
+    }
+out:
+    pthread_barrier_wait(h->bar);
+    free_capture(&k);
+}
+
+static void run_captured(int n)
+{
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    cfg.chunk_bytes = 1024; /* several pipelined chunks */
+    cfg.timeout_ms = 30000;
+    atomic_store(&issued, 0);
+    run_ranks(n, &cfg, captured, NULL);
+}
+
+START_TEST(test_captured)
+{
+    run_captured(_i);
+}
+END_TEST
+
+START_TEST(test_captured_eager)
+{
+    if (rt->set_lazy) rt->set_lazy(0);
+    run_captured(_i);
+}
+END_TEST
+
+/* Rank 1 replays its graph once only: rank 0's second replay fails after HOOP_TIMEOUT
+ * naming rank 1 and still lets its stream go; its third runs nothing (the comm's stream
+ * calls have failed) and lets the stream go at once. */
+static void failed_replay(h_rank *h)
+{
+    capture k;
+    if (!capture_calls(h, &k, 0, 1)) goto out;
+    for (int replay = 0; replay < (h->rank == 0 ? 3 : 1) && !h->err[0]; replay++) {
+        int64_t t0 = hoop__now_ns();
+        if (!set_replay(h, &k, replay) || cc->graph_launch(k.graph, k.b.stream) != HOOP_OK ||
+            cc->stream_sync(k.b.stream) != HOOP_OK) {
+            h_fail(h, "replay %d: %s", replay, hoop_last_error());
+            break;
+        }
+        double ms = (double)(hoop__now_ns() - t0) / 1e6;
+        hoop_status st = hoop_stream_status(h->comm);
+        if (replay == 0) check_replay(h, &k, 0, 1, 0);
+        if (replay == 0 && st != HOOP_OK) h_fail(h, "replay 0: %s", hoop_last_error());
+        if (replay > 0 && (st != HOOP_ERR_TIMEOUT || !strstr(hoop_last_error(), "rank 1")))
+            h_fail(h, "replay %d: hoop_stream_status: %s (%s)", replay, hoop_status_str(st),
+                   hoop_last_error());
+        if (replay == 1 && ms > 5000) h_fail(h, "replay 1 let its stream go after %.0f ms", ms);
+        if (replay == 2 && ms > 500) h_fail(h, "replay 2 let its stream go after %.0f ms", ms);
+    }
+out:
+    pthread_barrier_wait(h->bar); /* rank 1 keeps its comm until rank 0 is done */
+    free_capture(&k);
+}
+
+START_TEST(test_captured_failed_replay)
+{
+    run_ranks_ms(2, 800, failed_replay, NULL);
+}
+END_TEST
+
+/* Rank 0 destroys its executable graph right after launching it, before the call can
+ * complete (rank 1 calls later, not captured): the replay still runs to its end, with
+ * the right result, and the graph's record goes once it has (ASan: no leak, no use after
+ * free). */
+static void freed_graph(h_rank *h)
+{
+    capture k;
+    if (!capture_calls(h, &k, 0, 1) || !set_replay(h, &k, 0)) goto out;
+    if (h->rank == 0) {
+        if (cc->graph_launch(k.graph, k.b.stream) != HOOP_OK) h_fail(h, "graph_launch");
+        cc->graph_free(k.graph);
+        k.graph = NULL;
+        atomic_store(&zero_called, 1);
+    } else {
+        while (!atomic_load(&zero_called)) {
+            struct timespec ts = {0, 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        if (rt->memcpy_async(k.b.send[0], k.hin[0], k.bytes, k.b.stream) != 0 ||
+            call(h, 0, k.b.send[0], k.b.recv[0], (hoop_stream *)k.b.stream) != HOOP_OK ||
+            rt->memcpy_async(k.b.snap[0], k.b.recv[0], COUNT * 4, k.b.stream) != 0)
+            h_fail(h, "the call: %s", hoop_last_error());
+    }
+    if (cc->stream_sync(k.b.stream) != HOOP_OK) h_fail(h, "sync: %s", hoop_last_error());
+    if (hoop_stream_status(h->comm) != HOOP_OK) h_fail(h, "status: %s", hoop_last_error());
+    check_replay(h, &k, 0, 1, 0);
+out:
+    pthread_barrier_wait(h->bar);
+    free_capture(&k);
+}
+
+START_TEST(test_captured_graph_freed)
+{
+    atomic_store(&zero_called, 0);
+    run_ranks_ms(2, 5000, freed_graph, NULL);
+}
+END_TEST
+
+/* Graphs that outlive their comm: replayed after hoop_comm_destroy, they run nothing and
+ * let their streams go at once (no crash, no hang; ASan: no use of the freed comm). */
+static capture kept[2];
+
+static void keep_graph(h_rank *h)
+{
+    if (capture_calls(h, &kept[h->rank], 0, 1) && set_replay(h, &kept[h->rank], 0) &&
+        cc->graph_launch(kept[h->rank].graph, kept[h->rank].b.stream) == HOOP_OK &&
+        cc->stream_sync(kept[h->rank].b.stream) == HOOP_OK)
+        check_replay(h, &kept[h->rank], 0, 1, 0);
+    else
+        h_fail(h, "the first replay: %s", hoop_last_error());
+}
+
+START_TEST(test_captured_comm_destroyed)
+{
+    memset(kept, 0, sizeof(kept));
+    run_ranks_ms(2, 5000, keep_graph, NULL);
+    for (int r = 0; r < 2; r++) { /* the comms are gone */
+        int64_t t0 = hoop__now_ns();
+        ck_assert_int_eq(cc->graph_launch(kept[r].graph, kept[r].b.stream), HOOP_OK);
+        ck_assert_int_eq(cc->stream_sync(kept[r].b.stream), HOOP_OK);
+        ck_assert_int_lt(hoop__now_ns() - t0, 2000000000LL);
+        free_capture(&kept[r]);
+    }
+}
+END_TEST
+
+/* A nearly full device (host layer only): rank 0's call needs a device buffer (a 16-bit
+ * average's pre-division) that fits only once the allocator gives its cache back, which
+ * synchronises the device (cudaFree). The issuing thread does it, before the call's wait
+ * is on its stream; the progress thread, which the wait waits for, must not: there the
+ * cudaFree would wait for the stream forever (the host layer's cudaFree waits for every
+ * held stream, as CUDA's synchronises the device). Rank 1 calls only after rank 0's call
+ * has returned, so no other stream waits meanwhile (collectives.h: a thread-rank's device
+ * synchronisation waits for the others' streams). */
+#define FULL_MAX 8192
+static void *full_blocks[FULL_MAX];
+static int full_n;
+
+/* Fills the device: 2 MiB blocks, then 512-byte ones, until none fits; then one 2 MiB
+ * block goes back to the cache. 0 on failure (reported). */
+static int fill_device(h_rank *h)
+{
+    size_t sizes[2] = {2u << 20, 512};
+    full_n = 0;
+    for (int k = 0; k < 2; k++)
+        while (full_n < FULL_MAX && cc->dev_alloc(&full_blocks[full_n], sizes[k]) == HOOP_OK)
+            full_n++;
+    if (full_n < 2 || full_n == FULL_MAX) {
+        h_fail(h, "filling the device: %d blocks", full_n);
+        return 0;
+    }
+    cc->dev_free(full_blocks[0]); /* a 2 MiB block, cached */
+    full_blocks[0] = NULL;
+    return 1;
+}
+
+static void nearly_full(h_rank *h)
+{
+    bufs b;
+    size_t bytes = COUNT * 2;
+    uint16_t *host = malloc(bytes);
+    if (!host || !make_bufs(h, &b, bytes)) {
+        h_fail(h, "buffers");
+        goto out;
+    }
+    for (size_t i = 0; i < COUNT; i++) host[i] = h->rank == 0 ? 0x3C00 : 0x4000; /* 1, 2 */
+    if (cc->copy(b.send[0], host, bytes) != HOOP_OK) h_fail(h, "copy: %s", hoop_last_error());
+    pthread_barrier_wait(h->bar); /* every buffer made */
+    if (h->rank == 0 && fill_device(h)) {
+        if (hoop_allreduce_stream(h->comm, b.send[0], b.recv[0], COUNT, HOOP_DTYPE_F16, HOOP_OP_AVG,
+                                  (hoop_stream *)b.stream) != HOOP_OK)
+            h_fail(h, "the call: %s", hoop_last_error());
+        atomic_store(&zero_called, 1);
+    }
+    while (h->rank == 1 && !atomic_load(&zero_called)) {
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (h->rank == 1 && hoop_allreduce_stream(h->comm, b.send[0], b.recv[0], COUNT, HOOP_DTYPE_F16,
+                                              HOOP_OP_AVG, (hoop_stream *)b.stream) != HOOP_OK)
+        h_fail(h, "the call: %s", hoop_last_error());
+    if (rt->stream_sync(b.stream) != 0) h_fail(h, "cudaStreamSynchronize failed");
+    if (hoop_stream_status(h->comm) != HOOP_OK)
+        h_fail(h, "hoop_stream_status: %s", hoop_last_error());
+    memset(host, 0, bytes);
+    if (!h->err[0] && cc->copy(host, b.recv[0], bytes) != HOOP_OK) h_fail(h, "copy back");
+    for (size_t i = 0; i < COUNT && !h->err[0]; i++)
+        if (host[i] != 0x3E00) h_fail(h, "element %zu: 0x%04x, expected 0x3e00 (1.5)", i, host[i]);
+out:
+    pthread_barrier_wait(h->bar);
+    if (h->rank == 0)
+        for (int i = 0; i < full_n; i++) cc->dev_free(full_blocks[i]);
+    free_bufs(&b);
+    free(host);
+}
+
+START_TEST(test_nearly_full)
+{
+    rt->set_devices(1, (size_t)16 << 20);
+    atomic_store(&zero_called, 0);
+    run_ranks_ms(2, 5000, nearly_full, NULL);
+}
+END_TEST
+
 START_TEST(test_bad_args)
 {
     float x = 0;
@@ -337,7 +693,7 @@ int main(void)
     }
     rt = find_rt();
     if (hoop__cuda_backend(NULL, &cc) != HOOP_OK || !cc || !rt ||
-        !HOOP__CUDA_COLL_HAS(cc, flag_write)) {
+        !HOOP__CUDA_COLL_HAS(cc, graph_free)) {
         printf("SKIP: the CUDA backend has no stream entries or test runtime\n");
         return 77;
     }
@@ -352,6 +708,20 @@ int main(void)
     tcase_add_test(tc, test_start_never);
     tcase_add_test(tc, test_bad_args);
     suite_add_tcase(s, tc);
+    tc = tcase_create("captured");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_captured, 1, 5);
+    if (hx) tcase_add_loop_test(tc, test_captured_eager, 2, 4);
+    tcase_add_test(tc, test_captured_failed_replay);
+    tcase_add_test(tc, test_captured_graph_freed);
+    tcase_add_test(tc, test_captured_comm_destroyed);
+    suite_add_tcase(s, tc);
+    if (rt->set_devices) { /* a hang here is the failure: a case of its own, a short timeout */
+        tc = tcase_create("nearly_full");
+        tcase_set_timeout(tc, 30);
+        tcase_add_test(tc, test_nearly_full);
+        suite_add_tcase(s, tc);
+    }
     SRunner *sr = srunner_create(s);
     if (!hx) srunner_set_fork_status(sr, CK_NOFORK); /* a real GPU: no CUDA across fork */
     srunner_run_all(sr, CK_NORMAL);

@@ -827,6 +827,60 @@ START_TEST(test_algo_list)
 }
 END_TEST
 
+/* The scratch the issuing thread reserves for a call on GPU buffers
+ * (hoop__coll_scratch_bytes, devres.c) is what the call's schedule uses: every
+ * collective, algorithm, world size, rank, root and a few counts. */
+START_TEST(test_scratch_bytes_agree)
+{
+    static const hoop_algo algos[] = {HOOP_ALGO_RING, HOOP_ALGO_RD, HOOP_ALGO_RHD,
+                                      HOOP_ALGO_DIRECT};
+    static const size_t counts[] = {0, 1, 1000};
+    int checked = 0;
+    for (int n = 2; n <= 6; n++)
+        for (int coll = HOOP__COLL_ALLREDUCE; coll <= HOOP__COLL_BARRIER; coll++)
+            for (int k = 0; k < 4; k++)
+                for (int r = 0; r < n; r++)
+                    for (int root = 0; root < n; root++)
+                        for (int c = 0; c < 3; c++) {
+                            int direct = algos[k] == HOOP_ALGO_DIRECT;
+                            if (coll != HOOP__COLL_ALLREDUCE && k > 0 && !direct) continue;
+                            if (direct && (coll == HOOP__COLL_BROADCAST ||
+                                           coll == HOOP__COLL_REDUCE || coll == HOOP__COLL_BARRIER))
+                                continue;
+                            hoop__sched s = {0};
+                            hoop__coll_args a = {.coll = (hoop__coll)coll,
+                                                 .count = counts[c],
+                                                 .dtype = HOOP_DTYPE_F32,
+                                                 .op = HOOP_OP_SUM,
+                                                 .root = root,
+                                                 .algo = algos[k],
+                                                 .rank = r,
+                                                 .world_size = n,
+                                                 .elem = 4,
+                                                 .chunk_bytes = 256};
+                            static char seg[1 << 16], *bases[8] = {seg};
+                            if (direct) { /* in place on memory every rank maps */
+                                a.seg_base = bases;
+                                a.recvbuf = seg;
+                                a.sendbuf = coll == HOOP__COLL_ALLGATHER
+                                                ? seg + (size_t)r * counts[c] * 4
+                                                : seg;
+                            }
+                            hoop_status st = hoop__coll_schedule(&a, &s);
+                            ck_assert_msg(st == HOOP_OK, "coll %d algo %d n %d: %s", coll,
+                                          (int)algos[k], n, hoop_last_error());
+                            ck_assert_msg(hoop__coll_scratch_bytes(&a) == s.scratch_bytes,
+                                          "coll %d algo %d n %d rank %d root %d count %zu: "
+                                          "%zu reserved, the schedule uses %zu",
+                                          coll, (int)algos[k], n, r, root, counts[c],
+                                          hoop__coll_scratch_bytes(&a), s.scratch_bytes);
+                            hoop__sched_free(&s);
+                            checked++;
+                        }
+    ck_assert_int_gt(checked, 1000);
+}
+END_TEST
+
 /* A collective without a schedule is an internal error naming it, never a barrier. */
 START_TEST(test_unknown_collective)
 {
@@ -1108,6 +1162,9 @@ static Suite *suite(void)
     tcase_add_loop_test(core, test_unwaited, 2, 4);
     tcase_add_test(core, test_env_processes);
     suite_add_tcase(s, core);
+    TCase *sched = tcase_create("schedules");
+    tcase_add_test(sched, test_scratch_bytes_agree);
+    suite_add_tcase(s, sched);
     TCase *errors = tcase_create("errors");
     tcase_set_timeout(errors, 30);
     tcase_add_loop_test(errors, test_mismatch, 0, 2);

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "autograd/kern.h"
+#include "core/backend.h"
 #include "core/clock.h"
 #include "cuda/coll.h"
 #include "cuda/ctx.h"
@@ -549,6 +550,35 @@ START_TEST(test_oom_retry)
 }
 END_TEST
 
+/* A thread that may not wait for the device (a communicator's progress thread: a
+ * stream's wait for its collective holds the device) keeps the cache when CUDA is out of
+ * memory: no cudaFree, and a message that says why; unmarked, the same request succeeds
+ * by giving the cache back. */
+START_TEST(test_oom_kept_when_no_sync)
+{
+    hoop__hx_set_devices(1, 64 * MIB);
+    void *a = NULL, *b = NULL;
+    ck_assert_int_eq(hoop__cuda_malloc(&a, 40 * MIB), HOOP_OK);
+    hoop__cuda_free(a);
+    struct hoop__cuda_mem_stats s = stats();
+    unsigned long f0 = hoop__hx_count("cudaFree");
+    hoop__device_sync_forbid(1);
+    ck_assert_int_eq(hoop__cuda_malloc(&b, 30 * MIB), HOOP_ERR_NOMEM);
+    assert_error_has("cached 40.0 MiB kept", "may not wait for the device, as cudaFree");
+    ck_assert_ptr_null(b);
+    ck_assert_uint_eq(hoop__hx_count("cudaFree"), f0);
+    struct hoop__cuda_mem_stats t = stats();
+    ck_assert_uint_eq(t.cache_flushes, s.cache_flushes);
+    ck_assert_uint_eq(t.bytes_cached, s.bytes_cached);
+    hoop__device_sync_forbid(-1);
+    ck_assert_int_eq(hoop__cuda_malloc(&b, 30 * MIB), HOOP_OK);
+    ck_assert_uint_eq(stats().cache_flushes, s.cache_flushes + 1);
+    ck_assert_uint_eq(hoop__hx_count("cudaFree"), f0 + 1);
+    hoop__cuda_free(b);
+    hoop__hx_set_devices(1, 0);
+}
+END_TEST
+
 /* Another CUDA error than out-of-memory: HOOP_ERR_CUDA naming the call, no retry, and
  * no error left for the next launch. */
 START_TEST(test_cuda_error)
@@ -974,6 +1004,7 @@ int main(void)
     tcase_add_test(tc, test_threads);
 #if HX
     tcase_add_test(tc, test_oom_retry);
+    tcase_add_test(tc, test_oom_kept_when_no_sync);
     tcase_add_test(tc, test_cuda_error);
     tcase_add_test(tc, test_reused_block_is_garbage);
 #endif

@@ -44,6 +44,11 @@ int hxk_ipc_open(void **p, const void *handle);
 int hxk_ipc_close(void *p);
 int hxk_mem_type(const void *p);
 int hxk_free_rc(void *p);
+#ifdef HOOP_HX_HOST_TESTS
+const char *hxg_host_fn_and_wait(int lazy, int n);
+const char *hxg_user_object_deferred(void);
+const char *hxg_relaxed_alloc(void);
+#endif
 
 /* A device copy of host[0..n). */
 static float *upload(const float *host, size_t n)
@@ -560,6 +565,32 @@ START_TEST(test_ipc_free_while_open)
 }
 END_TEST
 
+#ifdef HOOP_HX_HOST_TESTS
+/* The layer's graphs as the collectives' captured calls use them (tests/hx_graph_host.cc):
+ * a host function and a value wait kept by a capture run at every launch, in order, the
+ * wait holding what follows it; on streams that run work when issued and on lazy ones. */
+START_TEST(test_graph_host_fn_and_wait)
+{
+    const char *why = hxg_host_fn_and_wait(_i, 3);
+    ck_assert_msg(why == NULL, "%s streams: %s", _i ? "lazy" : "eager", why);
+}
+END_TEST
+
+START_TEST(test_graph_user_object)
+{
+    const char *why = hxg_user_object_deferred();
+    ck_assert_msg(why == NULL, "%s", why);
+}
+END_TEST
+
+START_TEST(test_graph_relaxed_alloc)
+{
+    const char *why = hxg_relaxed_alloc();
+    ck_assert_msg(why == NULL, "%s", why);
+}
+END_TEST
+#endif
+
 /* The same program runs on the host execution layer (check_hx) and, linked with the
  * nvcc build of the kernels, on a GPU (check_hx_gpu, for tests/gpu/run.sh). The broken
  * kernels run on the host layer only: on a GPU the deadlock would hang and a missing
@@ -604,6 +635,11 @@ int main(int argc, char **argv)
         tcase_add_test(tc, test_barrier_in_plain_launch_fails);
         tcase_add_test(tc, test_bad_mask_fails);
         tcase_add_test(tc, test_ipc_free_while_open);
+#ifdef HOOP_HX_HOST_TESTS
+        tcase_add_loop_test(tc, test_graph_host_fn_and_wait, 0, 2);
+        tcase_add_test(tc, test_graph_user_object);
+        tcase_add_test(tc, test_graph_relaxed_alloc);
+#endif
     }
     suite_add_tcase(s, tc);
     return run_suite(s);

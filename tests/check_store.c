@@ -1165,10 +1165,13 @@ START_TEST(test_stalled_client)
     raw_send(half, &b, b.len - 6); /* HELLO, then all but the end of SET */
     hoop__buf_free(&b);
     int64_t t0 = hoop__now_ns();
+    /* A server held by a stalled client would answer the good one only when it closes the
+     * stalled one, 500 ms on: 350 ms tells the two apart, also on a loaded machine (100
+     * ms failed here at a load of 7 to 10 on 2 cores, at 124 and 173 ms). */
     for (int i = 0; i < 20; i++) {
         int64_t t1 = hoop__now_ns();
         check_still_served(good);
-        if (latency_checked("stalled_client")) ck_assert_double_lt(ms_since(t1), 100);
+        if (latency_checked("stalled_client")) ck_assert_double_lt(ms_since(t1), 350);
     }
     ck_assert(raw_closed(half));
     double ms = ms_since(t0);

@@ -6,7 +6,8 @@
 # nccl-tests' factor) in the text and, to 6 decimals, in the -J JSON; -d / -o (all
 # included), -z 0/1/2, -m, -N, -i, -c 0, -a, --algo, --csv, -J's no-overwrite rule, shared
 # buffers (-R 1: the direct all-reduce), device buffers (--device cuda, on the host
-# execution layer's CUDA backend; with -R 1 the device direct all-reduce), and bad flags (one line naming the flag, exit 2).
+# execution layer's CUDA backend; with -R 1 the device direct all-reduce) and CUDA-graph
+# launches of them (-G), and bad flags (one line naming the flag, exit 2).
 # tests/hoop_bench_nccl.sh is the nccl-tests parser's test. Works whether or not hooprun
 # prefixes worker lines with "[rank N] " (strip removes it).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
@@ -208,6 +209,30 @@ EOF
     assert_contains "$TMP/rows" "# Out of bounds values : 0 OK"
     awk '!/^#/ && NF { d = $NF ~ /\|direct$/; if (d != ($1 >= 8192)) bad = 1 }
         END { exit bad }' "$TMP/rows" || { cat "$TMP/rows"; fail "--device cuda -R 1: direct"; }
+    # -G (nccl-tests' CUDA-graph launches): each size's timed calls captured, in their
+    # stream form, into a graph launched twice; each of the 3 checks is a replay of a
+    # captured call on fresh data (a replay that did not run leaves zeros or the input:
+    # #wrong > 0, exit 1). Every collective on 2 ranks, the all-reduce on 3.
+    for run in "2 allreduce" "2 broadcast" "2 reduce" "2 allgather" "2 reducescatter" \
+        "3 allreduce"; do
+        set -- $run
+        HOOP_CUDA_BACKEND=$TEST_CUDA_HX_BACKEND "$HOOPRUN" --nproc-per-node $1 "$BENCH" $2 \
+            --device cuda -G 2 -b 8 -e 64K -f 8 -n 2 -m 2 -w 1 -c 3 -r 1 -d int32 -o sum \
+            -J "$TMP/graph.$2.$1.json" > "$TMP/out" 2>&1 || { cat "$TMP/out"; fail "-G 2: $run"; }
+        strip "$TMP/out" > "$TMP/rows"
+        assert_contains "$TMP/rows" "# Out of bounds values : 0 OK"
+        assert_contains "$TMP/rows" " validation: 3 graph: 2"
+        check_rows "$TMP/rows" $2 $1 4 || { cat "$TMP/rows"; fail "-G 2: $run columns"; }
+    done
+    python3 - "$TMP" <<'EOF' || fail "-G JSON"
+import glob, json, os, sys
+paths = glob.glob(os.path.join(sys.argv[1], "graph.*.json"))
+assert len(paths) == 6, paths
+for path in paths:
+    d = json.load(open(path))
+    assert d["config"]["graph"] == 2 and d["out_of_bounds"]["count"] == 0, path
+    assert all(r[p]["nwrong"] == 0 for r in d["results"] for p in ("out_of_place", "in_place"))
+EOF
     # No backend to be had: one line naming the reason, exit 2.
     HOOP_CUDA_BACKEND=/nonexistent/libhoop-cuda.so "$BENCH" allreduce --device cuda -b 64 -e 64 \
         > "$TMP/o" 2> "$TMP/e"
@@ -235,7 +260,8 @@ bad() { # WHAT ARGS...: expects exit 2 and one stderr line containing WHAT
 bad "the datatype is -d" allreduce -t f32
 bad "--algo ring" allreduce -a ring
 bad "-g 2" allreduce -g 2
-bad "device buffers" allreduce -G 1
+bad "-G 1: CUDA graphs capture calls on device buffers" allreduce -G 1
+bad "-z 0 with -G" allreduce --device cuda -G 1 -z 1
 bad "hoop has no int8" allreduce -d int8
 bad ".json" allreduce -J out.csv
 bad "-n needs" allreduce -n

@@ -157,8 +157,7 @@ HOOP_API hoop_status hoop_barrier(hoop_comm *comm, hoop_request **req);
  *   - The stream must belong to the rank's device (the worker's: HOOP_CUDA_DEVICE, else
  *     LOCAL_RANK modulo the device count; the call makes it the thread's current device,
  *     as every CUDA use of hoop does); recording on another device's stream fails with
- * HOOP_ERR_CUDA. A stream being captured into a CUDA graph is refused (HOOP_ERR_UNSUPPORTED): the
- *     collective's progress runs on the host, outside any graph.
+ *     HOOP_ERR_CUDA. A stream being captured into a CUDA graph captures the call (below).
  *   - Ordering is per communicator too: the comm runs its calls, stream or not, in call
  *     order, so a stream call waits for the calls issued before it, and a host call
  *     issued after a stream call waits (hoop_wait, or blocking) for the stream to reach it.
@@ -180,9 +179,49 @@ HOOP_API hoop_status hoop_barrier(hoop_comm *comm, hoop_request **req);
  *     cudaFree, which synchronises it) from a thread whose progress a pending stream
  *     call needs, e.g. one rank's thread while another rank of the same process is
  *     still to call: the stream's wait holds the device until the collective finishes
- *     (NCCL has the same rule).
+ *     (NCCL has the same rule). hoop keeps to it: the device memory and page-locked host
+ *     memory a call on GPU buffers needs are made on the calling thread, at the call,
+ *     before its wait is queued, never by the progress thread. On a nearly full GPU that
+ *     may give the allocator's cache back to CUDA there (cudaFree): with ranks as threads
+ *     of one process on one GPU, let no other rank's stream call be pending then.
  *   - Thread-safety: as the forms above (one issuing thread per comm); hoop_stream_status
  *     from any thread.
+ *
+ * Captured into a CUDA graph: a _stream call on a stream being captured
+ * (cudaStreamBeginCapture; any mode) queues nothing. It checks its arguments and makes
+ * what the call will need (device scratch, page-locked slots) as at any call, and adds
+ * to the capture a host node and a wait: each replay of the graph (cudaGraphLaunch)
+ * makes a new collective with these arguments when the replay reaches it in stream order
+ * (a new call on the comm: sequence number, vote, as if issued then), and the work after
+ * it in the graph waits, on the device, until that collective has finished. So every
+ * rank's replays must come in the same order as its other calls on the comm, as all
+ * calls must: a replay's calls join the comm's order when the replay reaches them, not
+ * when the graph is launched.
+ *   - Between a graph's launch and the end of its replay, make no other call on the
+ *     comm unless every rank orders it the same way against the replay: a host call
+ *     issued meanwhile may come before or after the replay's calls, and a stream call
+ *     queued on the same stream after the launch comes before them on the comm while its
+ *     stream puts it after (it then fails after HOOP_TIMEOUT). Waiting for the stream
+ *     (cudaStreamSynchronize, or an event recorded after the launch) orders them.
+ *   - Buffers and arguments are fixed at capture: every replay reads and writes the
+ *     same buffers, which must stay valid while the graph exists. Memory from
+ *     hoop_comm_alloc_shared run direct is refused (HOOP_ERR_UNSUPPORTED): it could be
+ *     freed between replays.
+ *   - Errors: those found at capture return at once (as a _stream call's, plus
+ *     HOOP_ERR_UNSUPPORTED when the driver cannot capture stream memory operations;
+ *     the capture should then be abandoned). A replay whose collective fails still lets
+ *     the stream go (output buffers unspecified) and the failure is kept, as for a
+ *     _stream call: hoop_stream_status reports it, and later replays run nothing and
+ *     let their streams go at once. Two executable graphs of one capture replayed at the
+ *     same time share the call's completion: the second replay runs nothing and is
+ *     reported (HOOP_ERR_USAGE).
+ *   - Lifetimes: destroying a graph (or its executable graphs) while a replay runs is
+ *     allowed: CUDA keeps what the replay uses until it has finished. Destroying the
+ *     comm while graphs holding its calls exist is allowed too: from then on their
+ *     replays run nothing and let their streams go at once (the graph's results are
+ *     unspecified); destroy it after the replays in flight have finished (their calls
+ *     would fail). What a captured call keeps (a few hundred bytes and a flag word) is
+ *     freed with the last of its graph and its comm.
  */
 typedef struct hoop_stream hoop_stream;
 

@@ -171,6 +171,19 @@ hoop_status hoop__coll_schedule(const hoop__coll_args *a, hoop__sched *s)
                                (int)a->algo, hoop_algo_name(a->algo));
 }
 
+/* As the schedules set scratch_bytes: the chain reduce at positions 2 and on (chain.c),
+ * the ring reduce-scatter for 3 ranks and more (ring.c); nothing else uses scratch.
+ * check_collectives compares the two for every collective, algorithm and position. */
+size_t hoop__coll_scratch_bytes(const hoop__coll_args *a)
+{
+    int n = a->world_size, pos = ((a->rank - a->root) % n + n) % n;
+    size_t bytes = a->count * a->elem;
+    if (a->coll == HOOP__COLL_REDUCE) return pos >= 2 ? bytes : 0;
+    if (a->coll == HOOP__COLL_REDUCE_SCATTER && a->algo != HOOP_ALGO_DIRECT)
+        return n > 2 ? bytes : 0;
+    return 0;
+}
+
 int32_t hoop__sched_add(hoop__sched *s, hoop__step st)
 {
     if (s->err != HOOP_OK) return -1;

@@ -221,6 +221,9 @@ hoop_status hoop__barrier_vote(const hoop__coll_args *a, hoop__sched *s);
 /* Appends the schedule of call a (its collective and algorithm) to s;
  * HOOP_ERR_INTERNAL naming them when no schedule exists (never a silent substitute). */
 hoop_status hoop__coll_schedule(const hoop__coll_args *a, hoop__sched *s);
+/* The scratch bytes the schedule of call a needs (hoop__coll_schedule's scratch_bytes,
+ * without building it: the issuing thread reserves device scratch with it, devres.c). */
+size_t hoop__coll_scratch_bytes(const hoop__coll_args *a);
 hoop_status hoop__allreduce_direct(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__allgather_direct(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__reduce_scatter_direct(const hoop__coll_args *a, hoop__sched *s);

@@ -65,26 +65,42 @@ void hoop__request_release(struct hoop_request *req)
     free(req);
 }
 
+void hoop__stream_fail(hoop_comm *comm, hoop_status st, const char *msg)
+{
+    pthread_mutex_lock(&comm->mu);
+    if (comm->stream_st == HOOP_OK) {
+        comm->stream_st = st;
+        snprintf(comm->stream_msg, sizeof(comm->stream_msg), "%s",
+                 msg && *msg ? msg : hoop_status_str(st));
+    }
+    pthread_mutex_unlock(&comm->mu);
+}
+
+int hoop__stream_failed(hoop_comm *comm)
+{
+    pthread_mutex_lock(&comm->mu);
+    int failed = comm->stream_st != HOOP_OK;
+    pthread_mutex_unlock(&comm->mu);
+    return failed;
+}
+
 /* A call ordered on a stream has ended: the stream's wait passes (after the results are
  * in place: completion comes after the last copy finished), and a failure is kept for
- * hoop_stream_status and the next stream call. */
+ * hoop_stream_status and the next stream call. A captured call's replay (req->gcall) is
+ * marked idle first, so the next replay, which may run as soon as the wait passes, finds
+ * it so; its record, which holds the flag, is released after the write. */
 static void stream_release(struct hoop_request *req, hoop_status st, const char *msg)
 {
     const struct hoop__cuda_coll *cc = NULL;
-    hoop_comm *comm = req->comm;
-    if (st != HOOP_OK) {
-        pthread_mutex_lock(&comm->mu);
-        if (comm->stream_st == HOOP_OK) {
-            comm->stream_st = st;
-            snprintf(comm->stream_msg, sizeof(comm->stream_msg), "%s",
-                     msg && *msg ? msg : hoop_status_str(st));
-        }
-        pthread_mutex_unlock(&comm->mu);
+    if (st != HOOP_OK) hoop__stream_fail(req->comm, st, msg);
+    if (hoop__cuda_backend(NULL, &cc) == HOOP_OK && cc) { /* loaded at the call */
+        if (req->start) cc->start_free(req->start);
+        req->start = NULL;
+        if (req->gcall) hoop__capture_idle(req->gcall);
+        cc->flag_write(req->sflag, req->sflag_value);
     }
-    if (hoop__cuda_backend(NULL, &cc) != HOOP_OK || !cc) return; /* loaded at the call */
-    if (req->start) cc->start_free(req->start);
-    req->start = NULL;
-    cc->flag_write(req->sflag, req->sflag_value);
+    if (req->gcall) hoop__capture_release(req->gcall);
+    req->gcall = NULL;
 }
 
 void hoop__request_complete(struct hoop_request *req, hoop_status st, const char *msg)
@@ -294,6 +310,33 @@ static hoop_status stream_enter(hoop_comm *comm, const struct hoop__cuda_coll *c
     return HOOP_OK;
 }
 
+/* Gives r the comm's next sequence number and appends it to the queue. */
+static void queue_push(hoop_comm *comm, hoop_request *r)
+{
+    pthread_mutex_lock(&comm->mu);
+    r->hdr.seq = comm->next_seq++;
+    if (comm->q_tail)
+        comm->q_tail->next = r;
+    else
+        comm->q_head = r;
+    comm->q_tail = r;
+    pthread_mutex_unlock(&comm->mu);
+}
+
+hoop_status hoop__request_queue_replay(hoop_comm *comm, const hoop__coll_args *a,
+                                       struct hoop__gcall *g)
+{
+    hoop_request *r;
+    HOOP_CHECK(new_request(comm, a, &r));
+    atomic_store(&r->refs, 1); /* the progress thread's: nobody waits on the host */
+    r->gcall = g;
+    r->sflag = hoop__capture_flag(g);
+    r->sflag_value = 1;
+    queue_push(comm, r);
+    hoop__comm_wake(comm);
+    return HOOP_OK;
+}
+
 static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **req,
                            const struct via *v)
 {
@@ -311,6 +354,14 @@ static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **r
     a->world_size = comm->world_size;
     a->elem = hoop_dtype_size(a->dtype);
     a->chunk_bytes = comm->chunk_bytes;
+    int captured = 0;
+    if (v && HOOP__CUDA_COLL_HAS(cc, stream_capturing))
+        HOOP_CHECK(cc->stream_capturing(v->stream, &captured));
+    if (captured) return hoop__capture_call(comm, cc, a, v->stream, sfns[a->coll]);
+    /* Device memory and page locks come from this thread, before the call is queued (and
+     * before a stream call's wait): the progress thread must not make CUDA wait for the
+     * device (devres.c). */
+    if (a->dev) HOOP_CHECK(hoop__comm_dev_reserve(comm, a));
     if (comm->segs) { /* memory from hoop_comm_alloc_shared cannot be freed under the call */
         a->held[0] = hoop__seg_find(comm, a->sendbuf, 1);
         a->held[1] = hoop__seg_find(comm, a->recvbuf, 1);
@@ -327,14 +378,7 @@ static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **r
     }
     for (int k = 0; k < 2; k++) /* dropped by hoop__request_complete */
         if (a->held[k]) atomic_fetch_add(&a->held[k]->inflight, 1);
-    pthread_mutex_lock(&comm->mu);
-    r->hdr.seq = comm->next_seq++;
-    if (comm->q_tail)
-        comm->q_tail->next = r;
-    else
-        comm->q_head = r;
-    comm->q_tail = r;
-    pthread_mutex_unlock(&comm->mu);
+    queue_push(comm, r);
     if (v) { /* nobody waits on the host: the progress thread runs it */
         hoop__comm_wake(comm);
         hoop__request_release(r);

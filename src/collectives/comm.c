@@ -579,6 +579,8 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
     hoop_status st = HOOP_OK;
     char msg[512] = "";
     if (!comm) return HOOP_OK;
+    /* First: a graph's replay queues no call on a comm going away (capture.c). */
+    hoop__capture_detach(comm);
     /* Device memory the ranks map goes first: its release needs a barrier, so the links. */
     if (comm->segs) keep_first(hoop__comm_free_segs_cuda(comm), &st, msg, sizeof(msg));
     if (comm->started) {
@@ -598,10 +600,15 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
                                   hoop__strerror(rc)),
                        &st, msg, sizeof(msg));
     }
-    hoop__comm_free_dev(comm);     /* before the slots are freed: they may be registered */
+    /* Teardown order: nothing may touch a buffer after it is freed. The progress thread
+     * has stopped (its calls failed, their memory operations drained); the links close
+     * next (a transport may use the memory of a receive or send still posted, a NIC until
+     * its queue pair is gone); then the memory tables (each waits for its own work); then
+     * the stage slots, device buffers and registrations they used. */
+    hoop__comm_close_links(comm);
     hoop__memops_close(comm->mem); /* the progress thread, its only user, has stopped */
     comm->mem = NULL;
-    hoop__comm_close_links(comm);
+    hoop__comm_free_dev(comm); /* before the slots are freed: they may be registered */
     hoop__comm_free_segs(comm);
     for (int k = 0; k < comm->ntps; k++) {
         hoop__tp_open *o = &comm->tps[k];

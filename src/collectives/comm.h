@@ -65,6 +65,7 @@ struct hoop_request {
      * stores there (sflag NULL for other calls). */
     void *start;
     uint32_t *sflag, sflag_value;
+    struct hoop__gcall *gcall; /* a captured call's replay (capture.c): its record */
     char msg[512];
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -121,6 +122,20 @@ struct hoop_comm {
     uint32_t *sflag, sflag_next;
     hoop_status stream_st;
     char stream_msg[512];
+    /* Calls on GPU buffers: what the issuing thread makes before such a call is queued,
+     * so that the progress thread never allocates device memory or page-locks host memory
+     * (devres.c, hoop__comm_dev_reserve): the backend's memory table, the receive slots
+     * page-locked, the page-locked stage slots (res_stage, under mu until the progress
+     * thread adopts them as stage), and device buffers at least res_scratch / res_pre
+     * bytes (pend_*: made and not yet adopted, under mu). Kept until destroy. */
+    struct hoop__memops *dev_mem;
+    int slots_pinned;
+    /* Calls captured into CUDA graphs whose graphs still exist (capture.c; under mu). */
+    struct hoop__gcall *gcalls;
+    void *res_stage;
+    size_t res_scratch, res_pre;
+    void *pend_dscratch, *pend_dpre;
+    size_t pend_dscratch_cap, pend_dpre_cap;
 
     /* progress thread only */
     struct hoop_request *cur;
@@ -131,19 +146,18 @@ struct hoop_comm {
     void *exec_block;         /* the executor's block, kept across calls (exec.c) */
     struct hoop__memops *mem; /* the executor's copies and reductions (HOOP_MEMOPS) */
     int stage_all;            /* HOOP_MEMOPS=staged: every call's buffers go through stage */
-    /* Calls on GPU buffers (progress.c, dev_prepare): the backend's memory table, the
-     * slots page-locked, device scratch and pre-division buffers; made at the first such
-     * call, kept. */
-    struct hoop__memops *dev_mem;
-    int slots_pinned;
+    /* Calls on GPU buffers (devres.c): the device scratch and pre-division buffers the
+     * current call uses (grown only by adopting what the issuing thread reserved). */
     void *dscratch, *dpre;
     size_t dscratch_cap, dpre_cap;
-    /* The stage slots (stage.c; progress.c, stage_prepare): stage_nslots (HOOP_STAGE_SLOTS)
-     * x slot_bytes of host memory for staged sends and receives, made at the first staged
-     * call and kept, page-locked from the first call on GPU buffers (stage_pinned) and
-     * registered once with each transport that takes registrations (tps[k].stage_mr).
-     * stage_bytes is what was allocated (whatever the calls' sizes); stage_peak the most
-     * slots one call held at once so far. Tests read both after a call completed. */
+    /* The stage slots (stage.c; devres.c, hoop__comm_stage_prepare): stage_nslots
+     * (HOOP_STAGE_SLOTS) x slot_bytes of host memory for staged sends and receives, made at
+     * the first staged call and kept: the issuing thread's page-locked res_stage from the
+     * first call on GPU buffers (stage_pinned), else plain memory made here for a host call
+     * (HOOP_MEMOPS=staged), replaced by res_stage when that comes; registered once with
+     * each transport that takes registrations (tps[k].stage_mr). stage_bytes is what was
+     * allocated (whatever the calls' sizes); stage_peak the most slots one call held at
+     * once so far. Tests read both after a call completed. */
     void *stage;
     size_t stage_bytes;
     int stage_nslots, stage_pinned, stage_peak;
@@ -197,9 +211,51 @@ void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap);
 enum { HOOP__SLEEP_NONE = 0, HOOP__SLEEP_LONG = 1, HOOP__SLEEP_NAP = 2 };
 /* collectives.c: wakes the progress thread if it sleeps in poll(). */
 void hoop__comm_wake(hoop_comm *comm);
-/* Frees what calls on GPU buffers and staged calls made (progress.c: the stage slots too);
- * after the progress thread stopped, before the transports are finalized. */
+/* devres.c: on the issuing thread, before a call on GPU buffers (a->dev) is queued, makes
+ * what it will need that allocates device memory or page-locks host memory (see comm.h,
+ * dev_mem ...): the backend's errors (HOOP_ERR_NOMEM naming the device's state,
+ * HOOP_ERR_CUDA naming the call), nothing queued. */
+hoop_status hoop__comm_dev_reserve(hoop_comm *comm, const hoop__coll_args *a);
+/* devres.c, progress thread: the call's device resources (adopting what was reserved), a
+ * 16-bit average's pre-division on the device, and the stage slots: sets *in, *op,
+ * *scratch and *stage for the executor. */
+hoop_status hoop__comm_dev_prepare(hoop_comm *comm, const hoop__coll_args *a, const void **in,
+                                   hoop_op *op, void **scratch, void **stage);
+/* devres.c, progress thread: stages the schedule's sends and receives (stage.c) through
+ * the stage slots, made here for a host call (HOOP_MEMOPS=staged) or adopted from the
+ * issuing thread's (pinned: a call on GPU buffers, which needs them page-locked). */
+hoop_status hoop__comm_stage_prepare(hoop_comm *comm, int pinned, void **stage);
+/* devres.c: frees what calls on GPU buffers and staged calls made, the stage slots too;
+ * after the progress thread stopped and the links are closed, before the transports are
+ * finalized. */
 void hoop__comm_free_dev(hoop_comm *comm);
+/* collectives.c: keeps the first failure of a call ordered on a stream (or of a captured
+ * call's replay) for hoop_stream_status; hoop__stream_failed says whether one was kept.
+ * Thread-safe (comm->mu). */
+void hoop__stream_fail(hoop_comm *comm, hoop_status st, const char *msg);
+int hoop__stream_failed(hoop_comm *comm);
+/* collectives.c: queues a replay of captured call g (its arguments a, prepared at
+ * capture) as a new call on comm; its completion sets g's flag to 1. No CUDA call (a
+ * CUDA thread's host node runs it). HOOP_ERR_NOMEM. */
+hoop_status hoop__request_queue_replay(hoop_comm *comm, const hoop__coll_args *a,
+                                       struct hoop__gcall *g);
+/* capture.c (see there): on the issuing thread, captures call a (checked and prepared as
+ * any call) on stream, which is being captured: nothing is queued now, each replay queues
+ * it. Errors: HOOP_ERR_UNSUPPORTED (an older backend module; a direct call on shared
+ * memory; a driver that cannot capture stream memory operations), the reservation's,
+ * HOOP_ERR_CUDA naming the call. */
+struct hoop__cuda_coll;
+hoop_status hoop__capture_call(hoop_comm *comm, const struct hoop__cuda_coll *cc,
+                               const hoop__coll_args *a, void *stream, const char *fn);
+/* capture.c: a replay's call has ended (before its flag is set: the next may fire), and
+ * the record's reference the call held (after the flag is set: the flag is the
+ * record's). */
+void hoop__capture_idle(struct hoop__gcall *g);
+void hoop__capture_release(struct hoop__gcall *g);
+uint32_t *hoop__capture_flag(const struct hoop__gcall *g);
+/* capture.c, at destroy (first): the comm's captured calls forget it, so their replays
+ * run nothing and let their streams go. */
+void hoop__capture_detach(hoop_comm *comm);
 /* collectives.c: releases one reference to req. */
 void hoop__request_release(struct hoop_request *req);
 /* Completes req with st and msg (NULL = "") and drops the progress thread's reference. */

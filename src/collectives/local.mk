@@ -2,9 +2,11 @@
 # src/collectives/local.mk -- sources and tests of the collectives layer (included by Makefile.am).
 libhoopcore_la_SOURCES += \
 	%reldir%/algo.c \
+	%reldir%/capture.c \
 	%reldir%/chain.c \
 	%reldir%/collectives.c \
 	%reldir%/comm.c \
+	%reldir%/devres.c \
 	%reldir%/direct.c \
 	%reldir%/exec.c \
 	%reldir%/links.c \

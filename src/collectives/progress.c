@@ -343,8 +343,9 @@ static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg)
     }
 }
 
-/* world_size 1: every collective is a copy (or nothing). */
-static hoop_status run_local(struct hoop_request *r)
+/* world_size 1: every collective is a copy (or nothing); on GPU buffers through the
+ * comm's memory table (its own stream: waiting for it cannot wait for a user's stream). */
+static hoop_status run_local(hoop_comm *comm, struct hoop_request *r)
 {
     const hoop__coll_args *a = &r->args;
     size_t bytes = a->count * a->elem;
@@ -354,9 +355,12 @@ static hoop_status run_local(struct hoop_request *r)
         memmove(a->recvbuf, a->sendbuf, bytes);
         return HOOP_OK;
     }
-    const struct hoop__cuda_coll *cc;
-    HOOP_CHECK(hoop__cuda_backend(NULL, &cc));
-    return cc->copy(a->recvbuf, a->sendbuf, bytes);
+    if (!comm->dev_mem)
+        return HOOP_INTERNAL_ERROR("a call on GPU buffers found no memory table (not reserved)");
+    hoop__memjob j = {.kind = HOOP__MJ_COPY, .dst = a->recvbuf, .a = a->sendbuf, .bytes = bytes};
+    hoop__memop *op = NULL;
+    HOOP_CHECK(comm->dev_mem->vt->start(comm->dev_mem, &j, &op));
+    return op ? comm->dev_mem->vt->wait(comm->dev_mem, op, comm->timeout_ms) : HOOP_OK;
 }
 
 /* HOOP_DEBUG=TRACE HOOP_DEBUG_SUBSYS=COLL prints every schedule, step by step. */
@@ -415,141 +419,6 @@ static hoop_status prescale(hoop_comm *comm, const hoop__coll_args *a, const voi
     return HOOP_OK;
 }
 
-static void dev_wake(void *comm)
-{
-    hoop__comm_wake(comm);
-}
-
-/* Makes *buf (*cap bytes) device memory of at least bytes. */
-static hoop_status grow_dev(const struct hoop__cuda_coll *cc, void **buf, size_t *cap, size_t bytes)
-{
-    if (bytes <= *cap) return HOOP_OK;
-    cc->dev_free(*buf);
-    *buf = NULL;
-    *cap = 0;
-    HOOP_CHECK(cc->dev_alloc(buf, bytes));
-    *cap = bytes;
-    return HOOP_OK;
-}
-
-/* Registers the stage slots with every transport that takes registrations, once (the
- * verbs transport writes into them; tcp and shm need none). */
-static hoop_status stage_register(hoop_comm *comm)
-{
-    int kind = comm->stage_pinned ? HOOP_TP_MEM_PINNED : HOOP_TP_MEM_HOST;
-    for (int k = 0; k < comm->ntps; k++) {
-        hoop__tp_open *o = &comm->tps[k];
-        if (!o->tp->reg_mr || o->stage_mr) continue;
-        hoop_status st = o->tp->reg_mr(o->ctx, comm->stage, comm->stage_bytes, kind, &o->stage_mr);
-        if (st != HOOP_OK) {
-            char why[400]; /* the message is rewritten below: copy it out first */
-            snprintf(why, sizeof(why), "%s", hoop_last_error());
-            o->stage_mr = NULL;
-            return HOOP_ERROR(st, "rank %d: registering %zu bytes of stage slots with %s: %s",
-                              comm->rank, comm->stage_bytes, o->tp->name, why);
-        }
-    }
-    return HOOP_OK;
-}
-
-/* Stages the call's buffers and scratch (stage.c) through the comm's stage slots: made
- * at the first staged call (stage_nslots x slot_bytes, whatever the call's size),
- * page-locked by cc's backend once a call on GPU buffers comes (cc != NULL), registered
- * once with the transports. Sets *stage for the env. */
-static hoop_status stage_prepare(hoop_comm *comm, const struct hoop__cuda_coll *cc, void **stage)
-{
-    HOOP_CHECK(hoop__sched_stage(
-        &comm->sched, 1u << HOOP__BUF_SEND | 1u << HOOP__BUF_RECV | 1u << HOOP__BUF_SCRATCH,
-        comm->slot_bytes));
-    if (!comm->stage) {
-        size_t bytes = (size_t)comm->stage_nslots * comm->slot_bytes;
-        HOOP_CHECK(hoop__calloc((char **)&comm->stage, bytes));
-        comm->stage_bytes = bytes;
-    }
-    if (cc && !comm->stage_pinned) {
-        /* Pinned before the transports see it where a GPU call comes first; a host call's
-         * (HOOP_MEMOPS=staged) registration stays valid: the pages do not move. */
-        HOOP_CHECK(cc->host_register(comm->stage, comm->stage_bytes));
-        comm->stage_pinned = 1;
-    }
-    HOOP_CHECK(stage_register(comm));
-    *stage = comm->stage;
-    return HOOP_OK;
-}
-
-/* Frees the stage slots: their registrations, their page lock, the memory. */
-static void stage_free(hoop_comm *comm)
-{
-    const struct hoop__cuda_coll *cc = NULL;
-    for (int k = 0; k < comm->ntps; k++) {
-        hoop__tp_open *o = &comm->tps[k];
-        if (o->stage_mr && o->tp->dereg_mr(o->ctx, o->stage_mr) != HOOP_OK)
-            HOOP_WARN("rank %d: deregistering the stage slots from %s: %s", comm->rank, o->tp->name,
-                      hoop_last_error());
-        o->stage_mr = NULL;
-    }
-    if (comm->stage_pinned && hoop__cuda_backend(NULL, &cc) == HOOP_OK && cc)
-        cc->host_unregister(comm->stage);
-    free(comm->stage);
-    comm->stage = NULL;
-    comm->stage_bytes = 0;
-    comm->stage_pinned = 0;
-}
-
-/* A call on GPU buffers (a->dev): every copy and reduction through the backend's memory
- * table (a stream of this comm's); a direct call needs nothing more. Otherwise the slots
- * page-locked (a reduction kernel reads the
- * received chunk there), scratch in device memory, the sends and receives of the call's
- * buffers and scratch staged through the page-locked stage slots (stage.c), and a 16-bit
- * average's pre-division done on the device. Sets *scratch and *stage for the env. */
-static hoop_status dev_prepare(hoop_comm *comm, const hoop__coll_args *a, const void **in,
-                               hoop_op *op, void **scratch, void **stage)
-{
-    const struct hoop__cuda_coll *cc;
-    HOOP_CHECK(hoop__cuda_backend(NULL, &cc));
-    if (!cc) return HOOP_INTERNAL_ERROR("the CUDA backend has no collectives' table");
-    if (!comm->dev_mem) HOOP_CHECK(cc->memops_open(dev_wake, comm, &comm->dev_mem));
-    *in = a->sendbuf;
-    *op = a->op;
-    /* Direct on device memory every rank maps (shared_cuda.c): the data never leaves the
-     * GPUs, nothing is staged, and an average divides once, in the kernel. */
-    if (a->algo == HOOP_ALGO_DIRECT) return HOOP_OK;
-    if (!comm->slots_pinned && comm->slots) {
-        HOOP_CHECK(cc->host_register(comm->slots, (size_t)comm->nslots * comm->slot_bytes));
-        comm->slots_pinned = 1;
-    }
-    HOOP_CHECK(grow_dev(cc, &comm->dscratch, &comm->dscratch_cap, comm->sched.scratch_bytes));
-    *scratch = comm->dscratch;
-    int half = a->dtype == HOOP_DTYPE_F16 || a->dtype == HOOP_DTYPE_BF16;
-    if (a->op == HOOP_OP_AVG && half) { /* as prescale() does on the host */
-        size_t count =
-            a->count * (a->coll == HOOP__COLL_REDUCE_SCATTER ? (size_t)a->world_size : 1);
-        HOOP_CHECK(grow_dev(cc, &comm->dpre, &comm->dpre_cap, count * a->elem));
-        HOOP_CHECK(cc->half_prescale(a->dtype, comm->dpre, a->sendbuf, count, a->world_size));
-        *in = comm->dpre;
-        *op = HOOP__OP_SUM_SAT;
-    }
-    return stage_prepare(comm, cc, stage);
-}
-
-void hoop__comm_free_dev(hoop_comm *comm)
-{
-    const struct hoop__cuda_coll *cc = NULL;
-    stage_free(comm);
-    if (!comm->dev_mem && !comm->dscratch && !comm->dpre && !comm->sflag) return;
-    if (hoop__cuda_backend(NULL, &cc) != HOOP_OK || !cc) return;
-    if (comm->sflag) cc->flag_free(comm->sflag); /* every call ended: no stream waits on it */
-    comm->sflag = NULL;
-    hoop__memops_close(comm->dev_mem);
-    comm->dev_mem = NULL;
-    if (comm->slots_pinned) cc->host_unregister(comm->slots);
-    comm->slots_pinned = 0;
-    cc->dev_free(comm->dscratch);
-    cc->dev_free(comm->dpre);
-    comm->dscratch = comm->dpre = NULL;
-    comm->dscratch_cap = comm->dpre_cap = 0;
-}
-
 static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
 {
     const hoop__coll_args *a = &r->args;
@@ -568,7 +437,7 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
     void *scratch = comm->scratch, *stage = NULL;
     struct hoop__memops *mem = comm->mem;
     if (a->dev) {
-        HOOP_CHECK(dev_prepare(comm, a, &in, &op, &scratch, &stage));
+        HOOP_CHECK(hoop__comm_dev_prepare(comm, a, &in, &op, &scratch, &stage));
         mem = comm->dev_mem;
     } else {
         HOOP_CHECK(grow(comm, &comm->scratch, &comm->scratch_cap, comm->sched.scratch_bytes));
@@ -576,7 +445,7 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
         HOOP_CHECK(prescale(comm, a, &in, &op));
     }
     /* HOOP_MEMOPS=staged: the call's buffers as a GPU's would be */
-    if (comm->stage_all && !a->dev) HOOP_CHECK(stage_prepare(comm, NULL, &stage));
+    if (comm->stage_all && !a->dev) HOOP_CHECK(hoop__comm_stage_prepare(comm, 0, &stage));
     sched_trace(comm, &comm->sched); /* after staging: it shows which steps are staged */
     hoop__exec_env env = {
         .world_size = comm->world_size,
@@ -707,7 +576,7 @@ static int stream_gate(hoop_comm *comm, int *progressed)
 static int op_begin(hoop_comm *comm)
 {
     if (comm->world_size == 1) {
-        hoop_status lst = run_local(comm->cur);
+        hoop_status lst = run_local(comm, comm->cur);
         hoop__request_complete(comm->cur, lst, lst == HOOP_OK ? NULL : hoop_last_error());
         comm->cur = NULL;
         return 0;
@@ -844,6 +713,10 @@ static void prev_lost_check(hoop_comm *comm)
 int hoop__progress_pass(hoop_comm *comm)
 {
     int progressed = 0, how = atomic_exchange(&comm->abort_req, 0);
+    /* Whoever drives progress (this thread, or a caller in hoop_wait) may not make the host
+     * wait for the whole device: a stream's wait for a call may be what holds it
+     * (core/backend.h; devres.c). */
+    hoop__device_sync_forbid(1);
     int state = atomic_load(&comm->state);
     if (how) handle_abort(comm, how);
     /* The control link carries only failures and goodbyes: a pass that spins on a
@@ -859,6 +732,7 @@ int hoop__progress_pass(hoop_comm *comm)
     prev_lost_check(comm);
     if (atomic_load(&comm->state) == HOOP__CS_FAILED)
         ops_fail_all(comm, comm->fail_st, comm->fail_msg);
+    hoop__device_sync_forbid(-1);
     return progressed;
 }
 
@@ -866,6 +740,7 @@ void *hoop__progress_main(void *arg)
 {
     hoop_comm *comm = arg;
     int64_t last_progress = 0;
+    hoop__device_sync_forbid(1); /* for the thread's life (see hoop__progress_pass) */
     pthread_mutex_lock(&comm->engine);
     while (!atomic_load(&comm->stop)) {
         int64_t now = hoop__now_ns();

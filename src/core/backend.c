@@ -124,6 +124,7 @@ static void cuda_load(void)
         .set_error = hoop__set_error,
         .trace_status = hoop__trace_status,
         .log = hoop__log,
+        .device_sync_ok = hoop__device_sync_ok,
     };
     hoop__log_init();
     struct hoop__backend_host h = host;
@@ -183,4 +184,18 @@ int hoop__cuda_in_process(void)
     dlclose(drv); /* drops the reference NOLOAD took: the library stays */
     atomic_store(&seen, 1);
     return 1;
+}
+
+// ----------------------------------------------------------------- device synchronisation
+
+static _Thread_local int no_device_sync; /* nested marks of hoop__device_sync_forbid */
+
+void hoop__device_sync_forbid(int delta)
+{
+    no_device_sync += delta;
+}
+
+int hoop__device_sync_ok(void)
+{
+    return no_device_sync <= 0;
 }

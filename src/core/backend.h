@@ -40,6 +40,8 @@ struct hoop__backend_host {
                 ...);
     int log_level;
     unsigned log_mask;
+    /* hoop__device_sync_ok (below), for the module's allocator. */
+    int (*device_sync_ok)(void);
 };
 
 /* A backend module's first exported function, named HOOP__BACKEND_OPEN: keeps host (it
@@ -68,5 +70,18 @@ hoop_status hoop__cuda_backend(const struct hoop__kern **kern, const struct hoop
  * a dl_iterate_phdr call (nanoseconds) when nothing was loaded since the last answer, a
  * dlopen(RTLD_NOLOAD) (tens of microseconds) otherwise. Thread-safe. */
 int hoop__cuda_in_process(void);
+
+/* Whether the calling thread may make the host wait for the whole device (cudaFree,
+ * cudaFreeHost: CUDA synchronises the device before it frees). A thread that runs a
+ * communicator's progress may not: a stream's wait for a collective (hoop_*_stream) holds
+ * the device until that thread has finished the collective, so such a wait would never end
+ * (the CUDA allocator then refuses to give its cache back, src/cuda/alloc.h). forbid(+1)
+ * marks the calling thread until a matching forbid(-1); the marks nest. The thread's own
+ * state: thread-safe. The module's definition forwards to libhoop's (module.cu), as the
+ * error functions do. */
+HOOP_EXTERN_C_BEGIN
+void hoop__device_sync_forbid(int delta);
+int hoop__device_sync_ok(void);
+HOOP_EXTERN_C_END
 
 #endif /* HOOP_CORE_BACKEND_H */

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/backend.h"
 #include "cuda/ctx.h"
 
 #define ALLOC_SMALL_MAX (1024 * 1024)      /* the largest request of a small class */
@@ -266,30 +267,39 @@ static const char *alloc_human(char *buf, size_t len, size_t bytes)
     return buf;
 }
 
-static hoop_status alloc_oom(const struct alloc_pool *P, size_t bytes, size_t size, size_t released)
+/* kept: the cache was not given back (the thread may not wait for the device). */
+static hoop_status alloc_oom(const struct alloc_pool *P, size_t bytes, size_t size, size_t released,
+                             int kept)
 {
-    char use[32], cached[32], rel[32], fr[32], tot[32];
+    char use[32], cached[32], rel[32], fr[32], tot[32], after[160];
     alloc_human(use, sizeof(use), P->st.bytes_in_use);
     alloc_human(cached, sizeof(cached), P->st.bytes_cached);
     alloc_human(rel, sizeof(rel), released);
+    if (kept)
+        snprintf(after, sizeof(after),
+                 "cached %s kept: this thread runs a communicator's progress and may not wait "
+                 "for the device, as %s would",
+                 cached, P->k->free_call);
+    else
+        snprintf(after, sizeof(after), "cached %s after giving %s back", cached, rel);
     if (!P->k->device)
         return HOOP_ERROR(HOOP_ERR_NOMEM,
-                          "cuda: cannot allocate %zu bytes of %s (a %zu-byte block; in use %s, "
-                          "cached %s after giving %s back)",
-                          bytes, P->k->what, size, use, cached, rel);
+                          "cuda: cannot allocate %zu bytes of %s (a %zu-byte block; in use %s, %s)",
+                          bytes, P->k->what, size, use, after);
     int dev = -1;
     size_t free_b = 0, total_b = 0;
     hoop__cuda_device_info(&dev, NULL, 0, NULL);
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) cudaGetLastError();
     return HOOP_ERROR(HOOP_ERR_NOMEM,
                       "cuda: cannot allocate %zu bytes on cuda:%d (a %zu-byte block; in use %s, "
-                      "cached %s after giving %s back, device free %s of %s)",
-                      bytes, dev, size, use, cached, rel, alloc_human(fr, sizeof(fr), free_b),
+                      "%s, device free %s of %s)",
+                      bytes, dev, size, use, after, alloc_human(fr, sizeof(fr), free_b),
                       alloc_human(tot, sizeof(tot), total_b));
 }
 
 /* A new block of size from CUDA: when CUDA is out of memory, the cache goes back to it
- * and the call is tried once more. */
+ * and the call is tried once more, unless the thread may not wait for the device
+ * (hoop__device_sync_ok: giving a block back synchronises it). */
 static hoop_status alloc_fresh(struct alloc_pool *P, size_t size, size_t bytes,
                                struct alloc_blk **out)
 {
@@ -299,7 +309,8 @@ static hoop_status alloc_fresh(struct alloc_pool *P, size_t size, size_t bytes,
     void *p = NULL;
     cudaError_t e = P->k->raw_alloc(&p, size);
     size_t released = 0;
-    if (e == cudaErrorMemoryAllocation && P->st.blocks_cached > 0) {
+    int may_flush = hoop__device_sync_ok();
+    if (e == cudaErrorMemoryAllocation && P->st.blocks_cached > 0 && may_flush) {
         cudaGetLastError();
         released = P->st.bytes_cached;
         hoop_status st = alloc_release(P);
@@ -313,7 +324,8 @@ static hoop_status alloc_fresh(struct alloc_pool *P, size_t size, size_t bytes,
     if (e != cudaSuccess) {
         cudaGetLastError();
         free(b);
-        if (e == cudaErrorMemoryAllocation) return alloc_oom(P, bytes, size, released);
+        if (e == cudaErrorMemoryAllocation)
+            return alloc_oom(P, bytes, size, released, !may_flush && P->st.blocks_cached > 0);
         return HOOP_ERROR(HOOP_ERR_CUDA, "%s(%zu bytes) failed: %s", P->k->alloc_call, size,
                           cudaGetErrorString(e));
     }

@@ -12,8 +12,12 @@
  * 256-byte aligned (cudaMalloc's guarantee), and a cached block serves only its own
  * class (no splitting; a block is never handed out larger than its class). When
  * cudaMalloc runs out of memory, the allocator gives every cached block back to CUDA and
- * tries once more before it fails. Pinned host memory (cudaMallocHost, which copies
- * need to run asynchronously) is cached the same way, in a pool of its own.
+ * tries once more before it fails, except on a thread that may not wait for the device
+ * (hoop__device_sync_ok, src/core/backend.h: one running a communicator's progress, which
+ * a stream's wait for a collective may be waiting for; cudaFree would synchronise the
+ * device and never return): there it fails at once, its message saying so. Pinned host memory
+ * (cudaMallocHost, which copies need to run asynchronously) is cached the same way, in a pool of
+ * its own.
  *
  * Blocks belong to the compute stream: a block freed while kernels on the compute
  * stream may still use it can be handed out again at once, because its next user's work
@@ -57,9 +61,10 @@ struct hoop__cuda_mem_stats {
 /* Device memory: *p = a block of at least bytes (0 allowed: a block no byte of which
  * may be used) on the context's device, made by hoop__cuda_init when needed; contents
  * undefined. Errors: HOOP_ERR_NOMEM "cuda: cannot allocate N bytes on cuda:D (in use X,
- * cached Y, device free Z of T)" when the device is full even after giving the cache
- * back; HOOP_ERR_CUDA naming the call for any other CUDA error; HOOP_ERR_INVALID for a
- * NULL p; hoop__cuda_init's errors. *p is NULL on failure. */
+ * cached Y ..., device free Z of T)" when the device is full even after giving the cache
+ * back (or with the cache kept, on a thread that may not wait for the device); HOOP_ERR_CUDA naming
+ * the call for any other CUDA error; HOOP_ERR_INVALID for a NULL p; hoop__cuda_init's errors. *p is
+ * NULL on failure. */
 hoop_status hoop__cuda_malloc(void **p, size_t bytes);
 /* Returns a block of hoop__cuda_malloc to the cache (NULL is a no-op). A pointer that is
  * no block in use (freed twice, or from elsewhere) is ignored with a warning. */

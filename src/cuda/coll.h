@@ -47,10 +47,13 @@ struct hoop__cuda_coll {
     hoop_status (*dev_alloc)(void **p, size_t bytes);
     void (*dev_free)(void *p);
     /* dst[i] = src[i] / divisor for count 16-bit values, rounded once, on the device, and
-     * waits for it (an average's pre-division, as hoop__half_prescale on the host). */
+     * waits for it (an average's pre-division, as hoop__half_prescale on the host), on a
+     * stream of the module's own that no user's work can hold (the progress thread's). */
     hoop_status (*half_prescale)(hoop_dtype dtype, void *dst, const void *src, size_t count,
                                  int divisor);
-    /* dst = src (bytes, any memory kinds) and waits for it. */
+    /* dst = src (bytes, any memory kinds) on the compute stream, after the work queued
+     * there, and waits for it. Not for the progress thread (a user's work on the compute
+     * stream may wait for the very call it runs): it copies through memops_open's table. */
     hoop_status (*copy)(void *dst, const void *src, size_t bytes);
 
     /* The stream form of the collectives (hoop_*_stream, include/hoop/collectives.h);
@@ -65,7 +68,8 @@ struct hoop__cuda_coll {
      * then a wait that holds the work issued after it until *flag reaches value (the
      * driver's cuStreamWaitValue32, GEQ: a cyclic comparison, so the counter may wrap).
      * The thread does not wait. HOOP_ERR_UNSUPPORTED when the driver has no stream
-     * memory operations (named); HOOP_ERR_CUDA naming the call (nothing is then left to
+     * memory operations (named), or when stream is being captured (a captured call goes
+     * through stream_capture); HOOP_ERR_CUDA naming the call (nothing is then left to
      * free; an event already issued is harmless). */
     hoop_status (*stream_enter)(void *stream, uint32_t *flag, uint32_t value, void **start);
     /* Polls start (cudaEventQuery; never blocks): 1 when the work issued before it has
@@ -98,6 +102,51 @@ struct hoop__cuda_coll {
     hoop_status (*ipc_export)(void *p, void *handle);
     hoop_status (*ipc_open)(const void *handle, void **p);
     void (*ipc_close)(void *p);
+
+    /* Capture of the stream form into CUDA graphs (src/collectives/capture.c). */
+    /* *on = 1 when stream is being captured (cudaStreamIsCapturing), else 0.
+     * HOOP_ERR_CUDA naming the stream when its capture was invalidated by an earlier
+     * error, or the call failed. */
+    hoop_status (*stream_capturing)(void *stream, int *on);
+    /* On the capturing thread: adds to stream's capture a host node that runs fire(arg)
+     * at each replay (on a CUDA thread: fire may not call CUDA), then a wait node that
+     * holds the rest of the replay until *flag == 1 (the driver's cuStreamWaitValue32,
+     * EQ); and gives the graph being captured a reference to arg (a user object) whose
+     * release calls drop(arg) once the graph and every executable graph made from it are
+     * destroyed and their launches have run (on a CUDA thread: no CUDA either). *taken = 1
+     * once the graph holds that reference (drop will then be called, even after a later
+     * failure here), else 0 and the caller keeps it. Errors: HOOP_ERR_UNSUPPORTED when the
+     * driver has no stream memory operations or cannot capture them, HOOP_ERR_CUDA naming
+     * the call. */
+    hoop_status (*stream_capture)(void *stream, uint32_t *flag, void (*fire)(void *),
+                                  void (*drop)(void *), void *arg, int *taken);
+    /* A captured call's flag: a 32-bit word of page-locked memory (its own cache line),
+     * from a process-wide pool of pages that are kept for the process's life; flag_put
+     * returns one to the pool without calling CUDA (any thread, a CUDA thread's callback
+     * too). *flag is 0 when handed out. HOOP_ERR_CUDA naming cudaMallocHost. */
+    hoop_status (*gflag_get)(uint32_t **flag);
+    void (*gflag_put)(uint32_t *flag);
+    /* Sets the calling thread's stream-capture mode (cudaThreadExchangeStreamCaptureMode;
+     * the values are cudaStreamCaptureMode's: 2 relaxed lets a capturing thread allocate)
+     * and returns the one it replaces, or -1 when the call failed. */
+    int (*capture_mode)(int mode);
+
+    /* Streams and graphs for a program of the collectives' (hoop-bench -G; tests). */
+    /* A non-blocking stream on the rank's device; stream_free accepts NULL; stream_sync
+     * waits for the work issued so far, up to HOOP_TIMEOUT (HOOP_ERR_TIMEOUT naming the
+     * stream; HOOP_ERR_CUDA on an execution failure). */
+    hoop_status (*stream_new)(void **stream);
+    void (*stream_free)(void *stream);
+    hoop_status (*stream_sync)(void *stream);
+    /* Capture (cudaStreamBeginCapture, thread-local mode) of what the calling thread
+     * issues to stream; graph_end ends it and instantiates the graph (*graph, an
+     * executable graph); graph_launch issues it to stream; graph_free destroys it (NULL
+     * accepted; launches still queued run first, as CUDA defers). Errors: HOOP_ERR_CUDA
+     * naming the call; graph_end's HOOP_ERR_UNSUPPORTED when the capture broke. */
+    hoop_status (*graph_begin)(void *stream);
+    hoop_status (*graph_end)(void *stream, void **graph);
+    hoop_status (*graph_launch)(void *graph, void *stream);
+    void (*graph_free)(void *graph);
 };
 
 /* Bytes of a CUDA IPC memory handle (cudaIpcMemHandle_t). */
@@ -163,6 +212,9 @@ struct hoop__cuda_test_rt {
     /* stream_enter's wait alone: work issued to s after it waits until *flag (from
      * flag_alloc) reaches value; an int status (HOOP_OK, or stream_enter's errors). */
     int (*wait_value)(void *s, uint32_t *flag, uint32_t value);
+    /* The host layer's hoop__hx_set_devices (count devices of bytes each: a nearly full
+     * device); NULL in a real CUDA build. */
+    void (*set_devices)(int count, size_t bytes);
 };
 typedef const struct hoop__cuda_test_rt *(*hoop__backend_test_rt_fn)(void);
 #define HOOP__BACKEND_TEST_RT "hoop_backend_test_rt"

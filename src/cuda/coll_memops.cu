@@ -178,10 +178,34 @@ static void cm_host_unregister(void *p)
     if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
 }
 
+/* The stream of the progress thread's waited-for work (a 16-bit average's
+ * pre-division), made once: not the compute stream, which a user's work may hold
+ * behind a stream call's wait (a user stream's, or one the compute stream waits for),
+ * and which the progress thread, running the call, must not wait for. */
+static cudaStream_t side_stream;
+static pthread_mutex_t side_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static hoop_status side(cudaStream_t *s)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    pthread_mutex_lock(&side_mu);
+    cudaError_t e =
+        side_stream ? cudaSuccess : cudaStreamCreateWithFlags(&side_stream, cudaStreamNonBlocking);
+    *s = side_stream;
+    pthread_mutex_unlock(&side_mu);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return HOOP_ERROR(HOOP_ERR_CUDA, "cudaStreamCreateWithFlags failed: %s",
+                          cudaGetErrorString(e));
+    }
+    return HOOP_OK;
+}
+
 static hoop_status cm_half_prescale(hoop_dtype dtype, void *dst, const void *src, size_t count,
                                     int divisor)
 {
-    cudaStream_t s = hoop__cuda_stream();
+    cudaStream_t s;
+    HOOP_CHECK(side(&s));
     HOOP_CHECK(hoop__cuda_coll_prescale(dtype, dst, src, count, divisor, s));
     return hoop__cuda_stream_sync(s);
 }
@@ -212,8 +236,11 @@ static hoop_status cm_copy(void *dst, const void *src, size_t bytes)
  * struct, CUdeviceptr an unsigned long long, CUresult an int (0: success). */
 typedef int (*wait_value32_fn)(cudaStream_t s, unsigned long long addr, unsigned value,
                                unsigned flags);
-#define WAIT_VALUE_GEQ 0x0    /* CU_STREAM_WAIT_VALUE_GEQ */
-#define DRV_NOT_SUPPORTED 801 /* CUDA_ERROR_NOT_SUPPORTED */
+#define WAIT_VALUE_GEQ 0x0          /* CU_STREAM_WAIT_VALUE_GEQ */
+#define WAIT_VALUE_EQ 0x1           /* CU_STREAM_WAIT_VALUE_EQ */
+#define DRV_NOT_SUPPORTED 801       /* CUDA_ERROR_NOT_SUPPORTED */
+#define DRV_CAPTURE_UNSUPPORTED 900 /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED */
+#define DRV_CAPTURE_INVALIDATED 901 /* CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */
 
 static wait_value32_fn wait_value32;
 static cudaError_t wait_value32_err = cudaSuccess;
@@ -241,7 +268,8 @@ static void find_wait_value32(void)
     cudaGetLastError();
 }
 
-static hoop_status issue_wait(cudaStream_t s, uint32_t *flag, uint32_t value)
+/* A wait on s for *flag to reach value (how: WAIT_VALUE_GEQ) or equal it (WAIT_VALUE_EQ). */
+static hoop_status issue_wait(cudaStream_t s, uint32_t *flag, uint32_t value, unsigned how)
 {
     void *dev = NULL;
     pthread_once(&wait_value32_once, find_wait_value32);
@@ -251,18 +279,26 @@ static hoop_status issue_wait(cudaStream_t s, uint32_t *flag, uint32_t value)
                           "stream form needs stream memory operations (CUDA 12 or later drivers)",
                           cudaGetErrorString(wait_value32_err));
     HOOP_CUDA_CHECK(cudaHostGetDevicePointer(&dev, flag, 0));
-    int r = wait_value32(s, (unsigned long long)(uintptr_t)dev, value, WAIT_VALUE_GEQ);
+    int r = wait_value32(s, (unsigned long long)(uintptr_t)dev, value, how);
     if (r == DRV_NOT_SUPPORTED)
         return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
                           "cuStreamWaitValue32 is not supported on this device or driver "
                           "(CUDA_ERROR_NOT_SUPPORTED): the collectives' stream form needs it");
+    if (r == DRV_CAPTURE_UNSUPPORTED || r == DRV_CAPTURE_INVALIDATED)
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                          "cuStreamWaitValue32 could not be captured into a CUDA graph (CUresult "
+                          "%d): this driver cannot capture stream memory operations, which a "
+                          "captured collective needs",
+                          r);
     if (r != 0) return HOOP_ERROR(HOOP_ERR_CUDA, "cuStreamWaitValue32 failed: CUresult %d", r);
     return HOOP_OK;
 }
 #else
-static hoop_status issue_wait(cudaStream_t s, uint32_t *flag, uint32_t value)
+#define WAIT_VALUE_GEQ HOOP__HX_WAIT_GEQ
+#define WAIT_VALUE_EQ HOOP__HX_WAIT_EQ
+static hoop_status issue_wait(cudaStream_t s, uint32_t *flag, uint32_t value, unsigned how)
 {
-    HOOP_CUDA_CHECK(hoop__hx_stream_wait_value32(s, flag, value));
+    HOOP_CUDA_CHECK(hoop__hx_stream_wait_value32(s, flag, value, how));
     return HOOP_OK;
 }
 #endif
@@ -291,10 +327,10 @@ static hoop_status cm_stream_enter(void *stream, uint32_t *flag, uint32_t value,
     *start = NULL;
     HOOP_CHECK(hoop__cuda_init());
     HOOP_CUDA_CHECK(cudaStreamIsCapturing(s, &cap));
-    if (cap != cudaStreamCaptureStatusNone) /* the host cannot poll an event in a graph */
+    if (cap != cudaStreamCaptureStatusNone) /* captured calls go through stream_capture */
         return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
-                          "stream %p is being captured into a CUDA graph: a collective's stream "
-                          "form cannot be captured (its progress runs on the host)",
+                          "stream %p is being captured into a CUDA graph, though it was not when "
+                          "the call began (a capture begun by another thread meanwhile?)",
                           stream);
     HOOP_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     cudaError_t e = cudaEventRecord(ev, s);
@@ -306,7 +342,7 @@ static hoop_status cm_stream_enter(void *stream, uint32_t *flag, uint32_t value,
                           "stream of this rank's device?)",
                           stream, cudaGetErrorString(e));
     }
-    hoop_status st = issue_wait(s, flag, value);
+    hoop_status st = issue_wait(s, flag, value, WAIT_VALUE_GEQ);
     if (st != HOOP_OK) {
         cudaEventDestroy(ev);
         return st;
@@ -406,6 +442,196 @@ static void cm_ipc_close(void *p)
     if (p && cudaIpcCloseMemHandle(p) != cudaSuccess) cudaGetLastError();
 }
 
+// ----------------------------------------------------------------- captured calls
+/*
+ * A collective captured into a CUDA graph (src/collectives/capture.c) is a host node that
+ * queues a new call at each replay, then a wait node on a flag of the call's own, which
+ * the call's completion sets to 1 and the next replay's host node resets to 0 (so no
+ * write node is needed: the host node runs only after the previous replay's wait has
+ * passed). The record behind them belongs to the graph through a user object (CUDA C++
+ * Programming Guide, "Graph Memory Nodes" and "User Objects": the graph's references are
+ * released once it and its executable graphs are destroyed, after their launches).
+ */
+
+static hoop_status cm_stream_capturing(void *stream, int *on)
+{
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    *on = 0;
+    HOOP_CHECK(hoop__cuda_init());
+    HOOP_CUDA_CHECK(cudaStreamIsCapturing((cudaStream_t)stream, &cs));
+    if (cs == cudaStreamCaptureStatusInvalidated)
+        return HOOP_ERROR(HOOP_ERR_CUDA,
+                          "stream %p: its capture into a CUDA graph was invalidated by an "
+                          "earlier error",
+                          stream);
+    *on = cs == cudaStreamCaptureStatusActive;
+    return HOOP_OK;
+}
+
+/* The graph being captured on s (cudaStreamGetCaptureInfo: the graph is its fourth
+ * output from CUDA 12 on, _v2's in CUDA 11.3 to 11.8). */
+static cudaError_t capture_graph(cudaStream_t s, cudaGraph_t *g)
+{
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    *g = NULL;
+#if !defined(__CUDACC__) || CUDART_VERSION >= 12000
+    cudaError_t e = cudaStreamGetCaptureInfo(s, &cs, &id, g);
+#else
+    cudaError_t e = cudaStreamGetCaptureInfo_v2(s, &cs, &id, g, NULL, NULL);
+#endif
+    if (e == cudaSuccess && (cs != cudaStreamCaptureStatusActive || !*g))
+        e = cudaErrorStreamCaptureInvalidated;
+    return e;
+}
+
+static hoop_status cm_stream_capture(void *stream, uint32_t *flag, void (*fire)(void *),
+                                     void (*drop)(void *), void *arg, int *taken)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    cudaGraph_t g;
+    cudaUserObject_t obj;
+    *taken = 0;
+    HOOP_CHECK(hoop__cuda_init());
+    HOOP_CUDA_CHECK(capture_graph(s, &g));
+    /* the graph's reference first: the nodes below may be in the graph even if a later
+     * step fails, and they must never outlive arg */
+    HOOP_CUDA_CHECK(cudaUserObjectCreate(&obj, arg, drop, 1, cudaUserObjectNoDestructorSync));
+    *taken = 1; /* from here on the object's release calls drop(arg) */
+    cudaError_t e = cudaGraphRetainUserObject(g, obj, 1, cudaGraphUserObjectMove);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cudaUserObjectRelease(obj, 1); /* drop(arg), now */
+        return HOOP_ERROR(HOOP_ERR_CUDA, "cudaGraphRetainUserObject failed: %s",
+                          cudaGetErrorString(e));
+    }
+    HOOP_CUDA_CHECK(cudaLaunchHostFunc(s, fire, arg));
+    return issue_wait(s, flag, 1, WAIT_VALUE_EQ);
+}
+
+/* The flags of captured calls: 64-byte words of page-locked pages, kept for the process's
+ * life (a graph may outlive its comm, and its wait reads the flag at every replay); free
+ * words in a list whose capacity always covers every word made, so a put (from a CUDA
+ * thread's callback) never allocates. */
+#define GFLAG_PAGE 4096
+#define GFLAG_STRIDE 64
+static pthread_mutex_t gflag_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t **gflag_free;
+static size_t gflag_n, gflag_cap;
+
+static hoop_status cm_gflag_get(uint32_t **flag)
+{
+    *flag = NULL;
+    pthread_mutex_lock(&gflag_mu);
+    if (gflag_n > 0) *flag = gflag_free[--gflag_n];
+    pthread_mutex_unlock(&gflag_mu);
+    if (!*flag) { /* a new page, allocated outside the lock */
+        void *p = NULL;
+        HOOP_CHECK(hoop__cuda_init());
+        HOOP_CUDA_CHECK(cudaMallocHost(&p, GFLAG_PAGE));
+        memset(p, 0, GFLAG_PAGE);
+        const size_t per = GFLAG_PAGE / GFLAG_STRIDE;
+        pthread_mutex_lock(&gflag_mu);
+        uint32_t **list = (uint32_t **)realloc(gflag_free, (gflag_cap + per) * sizeof(*list));
+        if (list) {
+            gflag_free = list;
+            gflag_cap += per;
+            for (size_t i = 1; i < per; i++)
+                gflag_free[gflag_n++] = (uint32_t *)((char *)p + i * GFLAG_STRIDE);
+        }
+        pthread_mutex_unlock(&gflag_mu);
+        if (!list) {
+            if (cudaFreeHost(p) != cudaSuccess) cudaGetLastError();
+            return HOOP_ERROR(HOOP_ERR_NOMEM, "no host memory for the captured calls' flags");
+        }
+        *flag = (uint32_t *)p;
+    }
+    __atomic_store_n(*flag, 0, __ATOMIC_RELAXED);
+    return HOOP_OK;
+}
+
+static void cm_gflag_put(uint32_t *flag)
+{
+    if (!flag) return;
+    pthread_mutex_lock(&gflag_mu);
+    gflag_free[gflag_n++] = flag; /* gflag_cap counts every word made: room is certain */
+    pthread_mutex_unlock(&gflag_mu);
+}
+
+static int cm_capture_mode(int mode)
+{
+    cudaStreamCaptureMode m = (cudaStreamCaptureMode)mode;
+    if (hoop__cuda_init() != HOOP_OK || cudaThreadExchangeStreamCaptureMode(&m) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return (int)m;
+}
+
+// ----------------------------------------------------------------- streams and graphs
+
+static hoop_status cm_stream_new(void **stream)
+{
+    cudaStream_t s = NULL;
+    *stream = NULL;
+    HOOP_CHECK(hoop__cuda_init());
+    HOOP_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    *stream = s;
+    return HOOP_OK;
+}
+
+static void cm_stream_free(void *stream)
+{
+    if (stream && cudaStreamDestroy((cudaStream_t)stream) != cudaSuccess) cudaGetLastError();
+}
+
+static hoop_status cm_stream_sync(void *stream)
+{
+    return hoop__cuda_stream_sync((cudaStream_t)stream);
+}
+
+static hoop_status cm_graph_begin(void *stream)
+{
+    HOOP_CHECK(hoop__cuda_init());
+    HOOP_CUDA_CHECK(cudaStreamBeginCapture((cudaStream_t)stream, cudaStreamCaptureModeThreadLocal));
+    return HOOP_OK;
+}
+
+static hoop_status cm_graph_end(void *stream, void **graph)
+{
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t x = NULL;
+    *graph = NULL;
+    cudaError_t e = cudaStreamEndCapture((cudaStream_t)stream, &g);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        if (g) cudaGraphDestroy(g);
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                          "the capture broke (cudaStreamEndCapture: %s): a call inside it "
+                          "waited for the device or allocated",
+                          cudaGetErrorString(e));
+    }
+    e = cudaGraphInstantiate(&x, g, 0);
+    cudaGraphDestroy(g); /* the executable graph has what it needs, references included */
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return HOOP_ERROR(HOOP_ERR_CUDA, "cudaGraphInstantiate failed: %s", cudaGetErrorString(e));
+    }
+    *graph = x;
+    return HOOP_OK;
+}
+
+static hoop_status cm_graph_launch(void *graph, void *stream)
+{
+    HOOP_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)graph, (cudaStream_t)stream));
+    return HOOP_OK;
+}
+
+static void cm_graph_free(void *graph)
+{
+    if (graph && cudaGraphExecDestroy((cudaGraphExec_t)graph) != cudaSuccess) cudaGetLastError();
+}
+
 extern "C" const struct hoop__cuda_coll hoop__cuda_coll_table = {
     sizeof(struct hoop__cuda_coll),
     cm_mem_kind,
@@ -427,6 +653,18 @@ extern "C" const struct hoop__cuda_coll hoop__cuda_coll_table = {
     cm_ipc_export,
     cm_ipc_open,
     cm_ipc_close,
+    cm_stream_capturing,
+    cm_stream_capture,
+    cm_gflag_get,
+    cm_gflag_put,
+    cm_capture_mode,
+    cm_stream_new,
+    cm_stream_free,
+    cm_stream_sync,
+    cm_graph_begin,
+    cm_graph_end,
+    cm_graph_launch,
+    cm_graph_free,
 };
 
 // ----------------------------------------------------------------- for tests (coll.h)
@@ -463,7 +701,7 @@ static int tr_memcpy_async(void *dst, const void *src, size_t bytes, void *s)
 static int tr_wait_value(void *s, uint32_t *flag, uint32_t value)
 {
     if (hoop__cuda_init() != HOOP_OK) return (int)HOOP_ERR_UNSUPPORTED;
-    return (int)issue_wait((cudaStream_t)s, flag, value);
+    return (int)issue_wait((cudaStream_t)s, flag, value, WAIT_VALUE_GEQ);
 }
 
 #ifndef __CUDACC__
@@ -488,4 +726,9 @@ extern "C" const struct hoop__cuda_test_rt hoop__cuda_test_rt_table = {
     tr_queued,
 #endif
     tr_wait_value,
+#ifdef __CUDACC__
+    NULL,
+#else
+    hoop__hx_set_devices,
+#endif
 };

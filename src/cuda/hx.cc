@@ -36,7 +36,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cuda/hx.h"
+#include "cuda/hx_int.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -52,7 +52,7 @@
 
 thread_local const struct hoop__hx_view *hoop__hx_cur;
 
-namespace
+namespace hoop_hx
 {
 
 enum fstate { F_RUN, F_BAR, F_SHFL, F_DONE };
@@ -105,6 +105,26 @@ void fail(cudaError_t e, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(detail, sizeof(detail), fmt, ap);
     va_end(ap);
+}
+
+/* > 0 while this thread runs a host function or a user object's destructor. */
+thread_local int in_host_fn;
+
+int host_fn_blocks(const char *call)
+{
+    if (!in_host_fn) return 0;
+    fail(cudaErrorNotPermitted,
+         "%s: called from a host function or a user object's destructor, which may not call "
+         "CUDA",
+         call);
+    return 1;
+}
+
+void run_host_fn(cudaHostFn_t fn, void *data)
+{
+    in_host_fn++;
+    fn(data);
+    in_host_fn--;
 }
 
 /* Switches from the scheduler into f, and back when f waits or returns. */
@@ -353,7 +373,9 @@ size_t left_bytes(void)
     return total > live_bytes ? total - live_bytes : 0;
 }
 
-} // namespace
+} // namespace hoop_hx
+
+using namespace hoop_hx;
 
 /* A lazy stream's queued work: op runs once the stream has run seq pieces of work
  * (hoop__hx_stream_op's and waits: the next piece's number, so they run before it). */
@@ -407,7 +429,7 @@ struct hoop__hx_event {
     hx_stamp stamp;                /* the last record's device time (NULL before the first) */
 };
 
-namespace
+namespace hoop_hx
 {
 
 hoop__hx_stream legacy = {-1, 0, {0}, {}, {}, 0, false, {}, {false}, {0}, {}};
@@ -471,7 +493,7 @@ int is_lazy(cudaStream_t s)
  * (a wait): on a stream that is neither lazy nor held, op runs at once when it may, else
  * it is queued and holds the stream (what is issued after it queues behind it). */
 void lazy_push(hoop__hx_stream *s, std::function<void()> op, bool counted,
-               std::function<bool()> ready = {}, std::function<int64_t()> since = {})
+               std::function<bool()> ready, std::function<int64_t()> since)
 {
     s = stream_of(s);
     std::lock_guard<std::recursive_mutex> g(lazy_mu);
@@ -608,11 +630,12 @@ int stream_on_current_device(const char *kernel, cudaStream_t s)
     return 0;
 }
 
-} // namespace
+} // namespace hoop_hx
 
 void hoop__hx_launch(const char *kernel, dim3 g, dim3 b, size_t smem, cudaStream_t s, int sync,
                      void (*fn)(void *), void *arg)
 {
+    if (host_fn_blocks(kernel)) return;
     (void)s;
     if (running) {
         fail(cudaErrorLaunchFailure, "%s: launched from inside kernel %s (not supported)", kernel,
@@ -786,6 +809,7 @@ const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorHostMemoryAlreadyRegistered:
         return "part or all of the requested memory range is already mapped";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorNotPermitted: return "operation not permitted";
     case cudaErrorStreamCaptureUnsupported:
         return "operation not permitted when stream is capturing";
     case cudaErrorStreamCaptureInvalidated:
@@ -797,8 +821,9 @@ const char *cudaGetErrorString(cudaError_t e)
 
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
+    if (host_fn_blocks("cudaMalloc")) return cudaErrorNotPermitted;
     *p = NULL;
-    if (hoop__hx_capture_blocks("cudaMalloc")) return cudaErrorStreamCaptureUnsupported;
+    if (hoop__hx_capture_blocks_unsafe("cudaMalloc")) return cudaErrorStreamCaptureUnsupported;
     std::lock_guard<std::mutex> g(mem_mu);
     if (fail_after == 0) {
         fail(fail_err, "cudaMalloc: %zu bytes: failing on purpose (hoop__hx_fail_malloc_after)",
@@ -857,6 +882,7 @@ void hoop__hx_set_error(cudaError_t e, const char *msg)
 
 cudaError_t cudaFree(void *p)
 {
+    if (host_fn_blocks("cudaFree")) return cudaErrorNotPermitted;
     if (hoop__hx_capture_blocks("cudaFree")) return cudaErrorStreamCaptureUnsupported;
     if (!p) return cudaSuccess;
     lazy_run_all(); /* cudaFree synchronises the device */
@@ -878,8 +904,9 @@ cudaError_t cudaFree(void *p)
 
 cudaError_t cudaMallocHost(void **p, size_t bytes)
 {
+    if (host_fn_blocks("cudaMallocHost")) return cudaErrorNotPermitted;
     *p = NULL;
-    if (hoop__hx_capture_blocks("cudaMallocHost")) return cudaErrorStreamCaptureUnsupported;
+    if (hoop__hx_capture_blocks_unsafe("cudaMallocHost")) return cudaErrorStreamCaptureUnsupported;
     std::lock_guard<std::mutex> g(mem_mu);
     void *m = NULL;
     size_t phys = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
@@ -913,6 +940,7 @@ static int in_range(const std::unordered_map<void *, size_t> &m, const void *p)
 
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attr, const void *p)
 {
+    if (host_fn_blocks("cudaPointerGetAttributes")) return cudaErrorNotPermitted;
     if (!attr) return cudaErrorInvalidValue;
     std::lock_guard<std::mutex> g(mem_mu);
     attr->device = 0;
@@ -924,6 +952,9 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attr, const void *p)
 
 cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags)
 {
+    if (host_fn_blocks("cudaHostRegister")) return cudaErrorNotPermitted;
+    if (hoop__hx_capture_blocks_unsafe("cudaHostRegister"))
+        return cudaErrorStreamCaptureUnsupported;
     (void)flags;
     std::lock_guard<std::mutex> g(mem_mu);
     if (!p || bytes == 0) return cudaErrorInvalidValue;
@@ -934,6 +965,7 @@ cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned flags)
 
 cudaError_t cudaHostUnregister(void *p)
 {
+    if (host_fn_blocks("cudaHostUnregister")) return cudaErrorNotPermitted;
     std::lock_guard<std::mutex> g(mem_mu);
     if (!registered.erase(p)) return cudaErrorInvalidValue;
     return cudaSuccess;
@@ -941,6 +973,7 @@ cudaError_t cudaHostUnregister(void *p)
 
 cudaError_t cudaFreeHost(void *p)
 {
+    if (host_fn_blocks("cudaFreeHost")) return cudaErrorNotPermitted;
     if (hoop__hx_capture_blocks("cudaFreeHost")) return cudaErrorStreamCaptureUnsupported;
     if (!p) return cudaSuccess;
     lazy_run_all(); /* as cudaFree */
@@ -1017,6 +1050,7 @@ static cudaError_t lazy_memcpy(void *dst, const void *src, size_t bytes, cudaMem
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
 {
+    if (host_fn_blocks("cudaMemcpy")) return cudaErrorNotPermitted;
     (void)kind;
     if (hoop__hx_capture_blocks("cudaMemcpy")) return cudaErrorStreamCaptureUnsupported;
     return do_memcpy(dst, src, bytes);
@@ -1025,6 +1059,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t s)
 {
+    if (host_fn_blocks("cudaMemcpyAsync")) return cudaErrorNotPermitted;
     if (hoop__hx_capturing(s)) {
         if (sticky != cudaSuccess) return sticky;
         if (bytes && (!dst || !src)) {
@@ -1060,12 +1095,14 @@ static cudaError_t do_memset(void *p, int value, size_t bytes)
 
 cudaError_t cudaMemset(void *p, int value, size_t bytes)
 {
+    if (host_fn_blocks("cudaMemset")) return cudaErrorNotPermitted;
     if (hoop__hx_capture_blocks("cudaMemset")) return cudaErrorStreamCaptureUnsupported;
     return do_memset(p, value, bytes);
 }
 
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s)
 {
+    if (host_fn_blocks("cudaMemsetAsync")) return cudaErrorNotPermitted;
     if (hoop__hx_capturing(s)) {
         if (bytes && !p) {
             fail(cudaErrorInvalidValue, "cudaMemsetAsync: NULL pointer");
@@ -1093,6 +1130,7 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s)
 /* Work ran when it was issued; what a synchronisation reports is an execution failure. */
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
+    if (host_fn_blocks("cudaStreamSynchronize")) return cudaErrorNotPermitted;
     if (hoop__hx_capture_blocks("cudaStreamSynchronize")) return cudaErrorStreamCaptureUnsupported;
     lazy_wait(stream_of(s), ~0ul);
     if (sticky == cudaSuccess) n_stream_sync++;
@@ -1101,6 +1139,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 
 cudaError_t cudaDeviceSynchronize(void)
 {
+    if (host_fn_blocks("cudaDeviceSynchronize")) return cudaErrorNotPermitted;
     if (hoop__hx_capture_blocks("cudaDeviceSynchronize")) return cudaErrorStreamCaptureUnsupported;
     lazy_run_all();
     if (sticky == cudaSuccess) n_dev_sync++;
@@ -1159,6 +1198,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
 {
+    if (host_fn_blocks("cudaStreamCreateWithFlags")) return cudaErrorNotPermitted;
     *s = NULL;
     if (!valid_device("cudaStreamCreateWithFlags", cur_dev)) return cudaPeekAtLastError();
     hoop__hx_stream *st = new (std::nothrow) hoop__hx_stream();
@@ -1185,6 +1225,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
 
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
+    if (host_fn_blocks("cudaStreamDestroy")) return cudaErrorNotPermitted;
     if (!s) {
         fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: the legacy stream");
         return cudaErrorInvalidResourceHandle;
@@ -1201,6 +1242,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 {
+    if (host_fn_blocks("cudaEventCreateWithFlags")) return cudaErrorNotPermitted;
     *e = NULL;
     if (!valid_device("cudaEventCreateWithFlags", cur_dev)) return cudaPeekAtLastError();
     hoop__hx_event *ev = new (std::nothrow) hoop__hx_event();
@@ -1216,6 +1258,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 
 cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
+    if (host_fn_blocks("cudaEventDestroy")) return cudaErrorNotPermitted;
     if (!e) {
         fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: NULL event");
         return cudaErrorInvalidResourceHandle;
@@ -1228,6 +1271,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
  * to different devices" (the legacy stream is the current device's). */
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
+    if (host_fn_blocks("cudaEventRecord")) return cudaErrorNotPermitted;
     if (sticky != cudaSuccess) return sticky;
     const hoop__hx_stream *st = stream_of(s);
     int sdev = st->device < 0 ? cur_dev : st->device;
@@ -1273,6 +1317,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 
 cudaError_t cudaEventQuery(cudaEvent_t e)
 {
+    if (host_fn_blocks("cudaEventQuery")) return cudaErrorNotPermitted;
     if (!e) {
         fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: NULL event");
         return cudaErrorInvalidResourceHandle;
@@ -1284,6 +1329,7 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
+    if (host_fn_blocks("cudaEventSynchronize")) return cudaErrorNotPermitted;
     if (hoop__hx_capture_blocks("cudaEventSynchronize")) return cudaErrorStreamCaptureUnsupported;
     cudaError_t r;
     while ((r = cudaEventQuery(e)) == cudaErrorNotReady) nap();
@@ -1292,6 +1338,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
 {
+    if (host_fn_blocks("cudaStreamWaitEvent")) return cudaErrorNotPermitted;
     (void)flags;
     if (sticky != cudaSuccess) return sticky;
     if (!e) {
@@ -1350,35 +1397,43 @@ std::mutex write_mu;
 hx_write writes[HX_WRITES]; /* under write_mu */
 unsigned long nwrites;
 
-/* When *addr first reached value (cyclic comparison) by a logged store; now when no
- * logged store did (a plain store, or one that fell out of the log). */
-int64_t written_at(const uint32_t *addr, uint32_t value)
+/* When *addr first reached value (GEQ: cyclic comparison; EQ: equal) by a logged store;
+ * now when no logged store did (a plain store, or one that fell out of the log). */
+int64_t written_at(const uint32_t *addr, uint32_t value, unsigned flags)
 {
     int64_t best = 0;
     std::lock_guard<std::mutex> g(write_mu);
     unsigned long n = nwrites < HX_WRITES ? nwrites : HX_WRITES;
     for (unsigned long i = 0; i < n; i++) {
         const hx_write &w = writes[i];
-        if (w.addr == addr && (int32_t)(w.value - value) >= 0 && (best == 0 || w.ns < best))
-            best = w.ns;
+        bool met = flags == HOOP__HX_WAIT_EQ ? w.value == value : (int32_t)(w.value - value) >= 0;
+        if (w.addr == addr && met && (best == 0 || w.ns < best)) best = w.ns;
     }
     return best ? best : now_ns();
 }
 } // namespace
 
-cudaError_t hoop__hx_stream_wait_value32(cudaStream_t s, const uint32_t *addr, uint32_t value)
+cudaError_t hoop__hx_stream_wait_value32(cudaStream_t s, const uint32_t *addr, uint32_t value,
+                                         unsigned flags)
 {
+    if (host_fn_blocks("a stream wait for a value")) return cudaErrorNotPermitted;
     if (sticky != cudaSuccess) return sticky;
-    if (!addr) {
-        fail(cudaErrorInvalidValue, "hoop__hx_stream_wait_value32: NULL address");
+    if (!addr || (flags != HOOP__HX_WAIT_GEQ && flags != HOOP__HX_WAIT_EQ)) {
+        fail(cudaErrorInvalidValue, "hoop__hx_stream_wait_value32: %s",
+             addr ? "flags other than GEQ or EQ" : "NULL address");
         return cudaErrorInvalidValue;
     }
-    if (hoop__hx_capturing(s) && hoop__hx_capture_blocks("a stream wait for a value"))
-        return cudaErrorStreamCaptureUnsupported;
+    std::function<bool()> ready = [addr, value, flags]() {
+        uint32_t v = __atomic_load_n(addr, __ATOMIC_ACQUIRE);
+        return flags == HOOP__HX_WAIT_EQ ? v == value : (int32_t)(v - value) >= 0;
+    };
+    if (hoop__hx_capturing(s)) {
+        hoop__hx_record_wait(s, std::move(ready));
+        return cudaSuccess;
+    }
     lazy_push(
-        s, [] {}, true,
-        [addr, value]() { return (int32_t)(__atomic_load_n(addr, __ATOMIC_ACQUIRE) - value) >= 0; },
-        [addr, value]() { return written_at(addr, value); });
+        s, [] {}, true, std::move(ready),
+        [addr, value, flags]() { return written_at(addr, value, flags); });
     return cudaSuccess;
 }
 
@@ -1478,193 +1533,4 @@ extern "C" int hoop__hx_stream_ordered(cudaStream_t waiter, cudaStream_t produce
     for (int i = 0; i < w->ndeps; i++)
         if (w->dep[i] == p) at = w->dep_at[i];
     return at >= p->issued;
-}
-
-// ----------------------------------------------------------------- stream capture, graphs
-
-struct hoop__hx_graph {
-    std::vector<std::function<void()>> ops;
-};
-struct hoop__hx_graph_exec {
-    std::vector<std::function<void()>> ops;
-};
-
-namespace
-{
-/* The calling thread's capture (cudaStreamCaptureModeThreadLocal): its stream, the work
- * kept so far, and whether a forbidden call broke it. */
-struct capture {
-    cudaStream_t stream;
-    hoop__hx_graph *graph;
-    bool broken;
-};
-thread_local capture cap;
-thread_local bool cap_on;
-} // namespace
-
-int hoop__hx_capturing(cudaStream_t s)
-{
-    return cap_on && s == cap.stream;
-}
-
-int hoop__hx_capture_blocks(const char *call)
-{
-    if (!cap_on) return 0;
-    cap.broken = true;
-    fail(cudaErrorStreamCaptureUnsupported,
-         "%s: not permitted while this thread captures a stream (it waits or allocates)", call);
-    return 1;
-}
-
-int hoop__hx_deferred(cudaStream_t s)
-{
-    return hoop__hx_capturing(s) || is_lazy(s);
-}
-
-void hoop__hx_stream_op(cudaStream_t s, std::function<void()> op)
-{
-    if (is_lazy(s) && !hoop__hx_capturing(s))
-        lazy_push(s, std::move(op), false);
-    else
-        op();
-}
-
-void hoop__hx_record(cudaStream_t s, std::function<void()> op)
-{
-    if (!hoop__hx_capturing(s)) {
-        if (is_lazy(s)) lazy_push(s, std::move(op), true);
-        return;
-    }
-    try {
-        cap.graph->ops.push_back(std::move(op));
-    } catch (...) {
-        cap.broken = true;
-        fail(cudaErrorMemoryAllocation, "capture: no memory to keep an operation");
-    }
-    issue(s);
-}
-
-void hoop__hx_record_launch(const char *kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                            std::function<void()> op)
-{
-    if (!hoop__hx_check_launch(kernel, grid, block, smem, s)) return;
-    hoop__hx_record(s, std::move(op));
-}
-
-cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
-{
-    (void)mode; /* every mode is modelled as thread-local */
-    if (sticky != cudaSuccess) return sticky;
-    if (cap_on) {
-        fail(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture: already capturing");
-        return cudaErrorStreamCaptureUnsupported;
-    }
-    if (!s) { /* CUDA: the legacy stream cannot be captured */
-        fail(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture: the legacy stream");
-        return cudaErrorStreamCaptureUnsupported;
-    }
-    hoop__hx_graph *g = new (std::nothrow) hoop__hx_graph;
-    if (!g) {
-        fail(cudaErrorMemoryAllocation, "cudaStreamBeginCapture: no memory");
-        return cudaErrorMemoryAllocation;
-    }
-    cap = capture{s, g, false};
-    cap_on = true;
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
-{
-    *graph = NULL;
-    if (!cap_on || s != cap.stream) {
-        fail(cudaErrorStreamCaptureUnmatched, "cudaStreamEndCapture: not capturing this stream");
-        return cudaErrorStreamCaptureUnmatched;
-    }
-    cap_on = false;
-    if (cap.broken) {
-        delete cap.graph;
-        fail(cudaErrorStreamCaptureInvalidated,
-             "cudaStreamEndCapture: a call inside the capture was not permitted");
-        return cudaErrorStreamCaptureInvalidated;
-    }
-    *graph = cap.graph;
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status)
-{
-    *status = !hoop__hx_capturing(s) ? cudaStreamCaptureStatusNone
-              : cap.broken           ? cudaStreamCaptureStatusInvalidated
-                                     : cudaStreamCaptureStatusActive;
-    return cudaSuccess;
-}
-
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)
-{
-    (void)flags;
-    *exec = NULL;
-    if (!graph) {
-        fail(cudaErrorInvalidValue, "cudaGraphInstantiate: NULL graph");
-        return cudaErrorInvalidValue;
-    }
-    hoop__hx_graph_exec *x = new (std::nothrow) hoop__hx_graph_exec;
-    if (!x) {
-        fail(cudaErrorMemoryAllocation, "cudaGraphInstantiate: no memory");
-        return cudaErrorMemoryAllocation;
-    }
-    try {
-        x->ops = graph->ops;
-    } catch (...) {
-        delete x;
-        fail(cudaErrorMemoryAllocation, "cudaGraphInstantiate: no memory");
-        return cudaErrorMemoryAllocation;
-    }
-    *exec = x;
-    return cudaSuccess;
-}
-
-cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
-{
-    if (!exec) {
-        fail(cudaErrorInvalidValue, "cudaGraphLaunch: NULL graph");
-        return cudaErrorInvalidValue;
-    }
-    if (sticky != cudaSuccess) return sticky;
-    if (hoop__hx_capturing(s)) { /* a graph launched into a capture: kept as one op */
-        hoop__hx_record(s, [exec]() {
-            for (auto &op : exec->ops) op();
-        });
-        return cudaSuccess;
-    }
-    if (is_lazy(s)) { /* cudaGraphExecDestroy runs the queues before it frees exec */
-        lazy_push(
-            s,
-            [exec]() {
-                for (auto &op : exec->ops) {
-                    op();
-                    if (sticky != cudaSuccess) return;
-                }
-            },
-            true);
-        return cudaSuccess;
-    }
-    for (auto &op : exec->ops) {
-        op();
-        if (sticky != cudaSuccess) return sticky;
-    }
-    issue(s);
-    return cudaSuccess;
-}
-
-cudaError_t cudaGraphDestroy(cudaGraph_t graph)
-{
-    delete graph;
-    return cudaSuccess;
-}
-
-cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
-{
-    lazy_run_all(); /* a queued launch of exec completes first, as in CUDA */
-    delete exec;
-    return cudaSuccess;
 }

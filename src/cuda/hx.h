@@ -98,6 +98,7 @@ enum cudaError_t {
     cudaErrorNotReady = 600,
     cudaErrorHostMemoryAlreadyRegistered = 712,
     cudaErrorLaunchFailure = 719,
+    cudaErrorNotPermitted = 800,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
     cudaErrorStreamCaptureUnmatched = 903,
@@ -354,18 +355,33 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
  * What these model (hx_graph.cc; CUDA C++ Programming Guide, "CUDA Graphs", stream
  * capture in cudaStreamCaptureModeThreadLocal): between cudaStreamBeginCapture and
  * cudaStreamEndCapture on a stream, the kernels (their configuration checked at once),
- * cuBLAS GEMMs and async copies and memsets issued to it are kept, not run; a copy between
+ * cuBLAS GEMMs, async copies and memsets, host functions (cudaLaunchHostFunc) and value
+ * waits (hoop__hx_stream_wait_value32) issued to it are kept, not run; a copy between
  * the host and the device from or to memory not from cudaMallocHost breaks the capture
  * (a graph must not read pageable memory it cannot see), and so does any call of the
- * capturing thread that waits or allocates (cudaMalloc, cudaFree, cudaMallocHost,
- * cudaFreeHost, cudaMemcpy, cudaMemset, cudaStreamSynchronize, cudaDeviceSynchronize,
- * cudaEventSynchronize): it returns cudaErrorStreamCaptureUnsupported and
+ * capturing thread that waits (cudaFree, cudaFreeHost, cudaMemcpy, cudaMemset,
+ * cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize) or, unless the
+ * thread's mode is cudaStreamCaptureModeRelaxed (cudaThreadExchangeStreamCaptureMode;
+ * a capture begun in that mode counts too), allocates or pins (cudaMalloc,
+ * cudaMallocHost, cudaHostRegister): it returns cudaErrorStreamCaptureUnsupported and
  * cudaStreamEndCapture then returns cudaErrorStreamCaptureInvalidated and no graph.
- * cudaGraphLaunch runs the kept work in capture order, reading memory as it is then (a
- * kept host-to-device copy reads its host buffer at each launch). Not modelled: graphs
- * as DAGs (work is a list: the order of capture), capture across several streams, event
- * record/wait nodes (ordering is trivially kept), global and relaxed modes (the
- * restrictions above apply to the capturing thread only), graph updates.
+ * cudaStreamGetCaptureInfo names the graph being captured. cudaGraphLaunch issues the
+ * kept work to the stream in capture order, each piece as if issued then (reading
+ * memory as it is when it runs: a kept host-to-device copy reads its host buffer at each
+ * launch), so a kept value wait whose condition is false holds the rest of the launch,
+ * and what follows it on the stream, as a wait issued directly does (stream memory
+ * operations below). User objects (cudaUserObjectCreate) are counted references whose
+ * destructor runs when the last is released: a graph owns those given to it
+ * (cudaGraphRetainUserObject), an executable graph takes its own at instantiation, and
+ * an executable graph destroyed while launches of it are queued keeps its work, and its
+ * references, until they have run (CUDA defers the release the same way). A destructor
+ * runs on whichever thread drops the last reference, as a host function does; both may
+ * not call CUDA: a call from one fails with cudaErrorNotPermitted (CUDA says the result
+ * is undefined). Not modelled: graphs as DAGs (work is a list: the order of capture),
+ * capture across several streams, event record/wait nodes (ordering is trivially kept),
+ * global mode's reach into other threads (the restrictions above apply to the capturing
+ * thread only), graph updates, a host function's own thread (it runs on the thread that
+ * runs the stream's work: the issuing thread, or one that waits for the stream).
  */
 enum cudaStreamCaptureMode {
     cudaStreamCaptureModeGlobal = 0,
@@ -379,21 +395,43 @@ enum cudaStreamCaptureStatus {
 };
 typedef struct hoop__hx_graph *cudaGraph_t;
 typedef struct hoop__hx_graph_exec *cudaGraphExec_t;
+typedef struct hoop__hx_user_object *cudaUserObject_t;
+typedef void (*cudaHostFn_t)(void *data);
+enum { cudaUserObjectNoDestructorSync = 0x1 }; /* the values are CUDA's */
+enum { cudaGraphUserObjectMove = 0x1 };
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph);
 cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status);
+/* status as cudaStreamIsCapturing; *id a number per capture; *graph the graph being
+ * captured (NULL when none). id and graph may be NULL. */
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s, cudaStreamCaptureStatus *status,
+                                     unsigned long long *id = NULL, cudaGraph_t *graph = NULL);
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode *mode);
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
                                  unsigned long long flags = 0);
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
 cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+/* fn(data) in s's order: at once on a stream that runs work when issued, when the
+ * stream's queue reaches it on a lazy or held one, at each launch when captured. */
+cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data);
+cudaError_t cudaUserObjectCreate(cudaUserObject_t *obj, void *ptr, cudaHostFn_t destroy,
+                                 unsigned initial_refs, unsigned flags);
+cudaError_t cudaUserObjectRetain(cudaUserObject_t obj, unsigned count = 1);
+cudaError_t cudaUserObjectRelease(cudaUserObject_t obj, unsigned count = 1);
+cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t obj, unsigned count = 1,
+                                      unsigned flags = 0);
 /* For the layer itself: when the calling thread is capturing, breaks the capture and
  * returns 1 (the caller then fails with cudaErrorStreamCaptureUnsupported), naming call;
- * else 0. hoop__hx_record keeps op for the capture on s, or queues it on a lazy s (one
- * piece of work issued to s). hoop__hx_pinned says whether [p, p + bytes) lies in one
- * cudaMallocHost allocation. */
+ * else 0. hoop__hx_capture_blocks_unsafe does so only outside relaxed mode (an
+ * allocation). hoop__hx_record keeps op for the capture on s, or queues it on a lazy s
+ * (one piece of work issued to s); hoop__hx_record_wait keeps a wait (the rest of a
+ * launch waits until ready() is true). hoop__hx_pinned says whether [p, p + bytes) lies
+ * in one cudaMallocHost allocation. */
 int hoop__hx_capture_blocks(const char *call);
+int hoop__hx_capture_blocks_unsafe(const char *call);
 void hoop__hx_record(cudaStream_t s, std::function<void()> op);
+void hoop__hx_record_wait(cudaStream_t s, std::function<bool()> ready);
 int hoop__hx_pinned(const void *p, size_t bytes);
 /* Checks a launch's configuration as hoop__hx_launch does (1: good; else the error is
  * set). */
@@ -404,43 +442,45 @@ int hoop__hx_check_launch(const char *kernel, dim3 grid, dim3 block, size_t smem
  * A test switch for code that uses several streams: with TEST_HX_LAZY=1 in the
  * environment when the first stream is made (or after hoop__hx_set_lazy(1)), every stream
  * made from then on is lazy: what is issued to it (kernels, cuBLAS GEMMs, async copies and
- * memsets, graph launches, cudaStreamWaitEvent) is queued in order and runs only when the
- * host needs it, as late as CUDA's ordering rules allow: cudaStreamSynchronize runs the
- * stream's queue, cudaEventSynchronize and cudaEventQuery run the recording stream up to
- * the event, cudaDeviceSynchronize, cudaFree, cudaFreeHost, cudaStreamDestroy and
- * cudaGraphExecDestroy run every queue; a queued cudaStreamWaitEvent runs the producer
- * up to the event when the waiter reaches it (a waiter that is not lazy makes it run at
- * once). So a missing cross-stream wait leaves the consumer reading the old bytes, and
- * host memory rewritten before the copy that reads it has been waited for is copied with
- * its new contents: both change results a test sees, where the eager layer (everything
- * runs when issued) hides them. A copy from pageable host memory reads it when issued (as
- * CUDA stages it) and one to pageable memory runs the stream first and returns done;
- * cudaMemcpy (the legacy stream, which non-blocking streams do not wait for) runs at
- * once. What shows depends on the host's waits: a wait for one stream's event runs that
- * stream (and what it waited for) and nothing else, so a test should wait only as the
- * code under test does (a wait for every step hides what a later wait would have shown).
- * Queued work runs on the thread that needs it, under one lock.
- * hoop__hx_stream_op runs op in s's order without counting it as work (the allocator's
- * reuse fill and ASan poisoning under the layer: a block's next user is queued behind
- * the last one): at once unless s is lazy.
+ * memsets, graph launches, host functions, cudaStreamWaitEvent) is queued in order and runs
+ * only when the host needs it, as late as CUDA's ordering rules allow: cudaStreamSynchronize runs
+ * the stream's queue, cudaEventSynchronize and cudaEventQuery run the recording stream up to the
+ * event, cudaDeviceSynchronize, cudaFree, cudaFreeHost and cudaStreamDestroy run every queue; a
+ * queued cudaStreamWaitEvent runs the producer up to the event when the waiter reaches it (a waiter
+ * that is not lazy makes it run at once). So a missing cross-stream wait leaves the consumer
+ * reading the old bytes, and host memory rewritten before the copy that reads it has been waited
+ * for is copied with its new contents: both change results a test sees, where the eager layer
+ * (everything runs when issued) hides them. A copy from pageable host memory reads it when issued
+ * (as CUDA stages it) and one to pageable memory runs the stream first and returns done; cudaMemcpy
+ * (the legacy stream, which non-blocking streams do not wait for) runs at once. What shows depends
+ * on the host's waits: a wait for one stream's event runs that stream (and what it waited for) and
+ * nothing else, so a test should wait only as the code under test does (a wait for every step hides
+ * what a later wait would have shown). Queued work runs on the thread that needs it, under one
+ * lock. hoop__hx_stream_op runs op in s's order without counting it as work (the allocator's reuse
+ * fill and ASan poisoning under the layer: a block's next user is queued behind the last one): at
+ * once unless s is lazy.
  */
 void hoop__hx_stream_op(cudaStream_t s, std::function<void()> op);
 
 // ----------------------------------------------------------------- stream memory operations
 /*
- * The driver's cuStreamWaitValue32 with CU_STREAM_WAIT_VALUE_GEQ (what the CUDA build
- * reaches through cudaGetDriverEntryPoint): work issued to s after this call runs only
- * once (int32_t)(*addr - value) >= 0 (a cyclic comparison), where *addr is host memory
- * that another thread stores to (with release order; the wait reads with acquire). The
- * calling thread does not wait: a stream whose wait cannot pass when it is issued holds
- * what is issued to it after (queued, as on a lazy stream, even on a stream that is not
- * lazy) until the condition is true and someone needs the work: cudaStreamSynchronize
- * and the other host waits of "lazy streams" above wait for the condition (without a
- * deadline, as CUDA's), cudaEventQuery of an event recorded after the wait returns
- * cudaErrorNotReady while it holds, and cudaStreamWaitEvent on such an event holds the
- * waiter in turn. In a capture: cudaErrorStreamCaptureUnsupported (not modelled).
+ * The driver's cuStreamWaitValue32 with CU_STREAM_WAIT_VALUE_GEQ or _EQ (what the CUDA
+ * build reaches through cudaGetDriverEntryPoint): work issued to s after this call runs
+ * only once (int32_t)(*addr - value) >= 0 (GEQ: a cyclic comparison) or *addr == value
+ * (EQ), where *addr is host memory that another thread stores to (with release order;
+ * the wait reads with acquire). The calling thread does not wait: a stream whose wait
+ * cannot pass when it is issued holds what is issued to it after (queued, as on a lazy
+ * stream, even on a stream that is not lazy) until the condition is true and someone
+ * needs the work: cudaStreamSynchronize and the other host waits of "lazy streams" above
+ * wait for the condition (without a deadline, as CUDA's), cudaEventQuery of an event
+ * recorded after the wait returns cudaErrorNotReady while it holds, and
+ * cudaStreamWaitEvent on such an event holds the waiter in turn. In a capture it is kept
+ * as a wait node (see "stream capture, graphs"). flags: HOOP__HX_WAIT_GEQ or _EQ
+ * (CU_STREAM_WAIT_VALUE_GEQ's and _EQ's values); another is cudaErrorInvalidValue.
  */
-cudaError_t hoop__hx_stream_wait_value32(cudaStream_t s, const uint32_t *addr, uint32_t value);
+enum { HOOP__HX_WAIT_GEQ = 0x0, HOOP__HX_WAIT_EQ = 0x1 };
+cudaError_t hoop__hx_stream_wait_value32(cudaStream_t s, const uint32_t *addr, uint32_t value,
+                                         unsigned flags);
 /* *addr = value with release order, as a host thread meeting such a wait stores it; the
  * layer notes when (the last 256 stores), so a queued wait that this store lets pass
  * starts its stream's later work then in device time (event timing, above). */

@@ -16,12 +16,12 @@ TESTS += tests/check_cuda
 
 # The host execution layer (issue 12): kernel sources compiled a second time, by the host's
 # C++ compiler, run their kernels on the CPU in make check (the build machines have no GPU).
-noinst_HEADERS += %reldir%/hx.h %reldir%/hx_blas.h %reldir%/kern_rt.h %reldir%/kern_blas.h
+noinst_HEADERS += %reldir%/hx.h %reldir%/hx_int.h %reldir%/hx_blas.h %reldir%/kern_rt.h %reldir%/kern_blas.h
 # libhoophx: the layer; libhoopcudahx: the CUDA backend (src/cuda/ctx.cu, kern_cuda.cu,
 # ops/*.cu) built on it, for the tests that run the CUDA table on the host (built by
 # make check only, as the tests are).
 check_LTLIBRARIES = libhoophx.la libhoopcudahx.la
-libhoophx_la_SOURCES = %reldir%/hx.cc %reldir%/hx_ipc.cc %reldir%/hx_blas.cc
+libhoophx_la_SOURCES = %reldir%/hx.cc %reldir%/hx_ipc.cc %reldir%/hx_graph.cc %reldir%/hx_blas.cc
 libhoophx_la_CPPFLAGS = $(AM_CPPFLAGS)
 libhoopcudahx_la_SOURCES = %reldir%/hx_backend.cc
 libhoopcudahx_la_LIBADD = libhoophx.la
@@ -37,7 +37,7 @@ EXTRA_DIST += $(CUDA_BACKEND_FILES)
 # The same backend as a loadable module on the host layer (the tests point
 # HOOP_CUDA_BACKEND at .libs/libhoop-cuda-hx.so); -rpath makes libtool build it shared.
 check_LTLIBRARIES += libhoop-cuda-hx.la
-libhoop_cuda_hx_la_SOURCES = %reldir%/hx_module.cc %reldir%/hx.cc %reldir%/hx_ipc.cc \
+libhoop_cuda_hx_la_SOURCES = %reldir%/hx_module.cc %reldir%/hx.cc %reldir%/hx_ipc.cc %reldir%/hx_graph.cc \
 	%reldir%/hx_blas.cc
 libhoop_cuda_hx_la_CXXFLAGS = $(AM_CXXFLAGS) -fvisibility=hidden
 libhoop_cuda_hx_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir) $(AM_LDFLAGS) \
@@ -45,8 +45,8 @@ libhoop_cuda_hx_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddi
 libhoop_cuda_hx_la_LIBADD = $(BLAS_LIBS) -lm
 EXTRA_DIST += %reldir%/module.cu
 check_PROGRAMS += tests/check_hx
-tests_check_hx_SOURCES = tests/check_hx.c tests/hx_kernels_host.cc
-tests_check_hx_CFLAGS = $(TEST_CFLAGS)
+tests_check_hx_SOURCES = tests/check_hx.c tests/hx_kernels_host.cc tests/hx_graph_host.cc
+tests_check_hx_CFLAGS = $(TEST_CFLAGS) -DHOOP_HX_HOST_TESTS=1
 tests_check_hx_LDADD = libhoophx.la $(TEST_LDADD)
 TESTS += tests/check_hx
 # The kernel-table tests (the CUDA table on the host layer against the CPU table); the

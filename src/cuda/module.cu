@@ -62,6 +62,12 @@ void hoop__log(hoop_log_level level, unsigned subsys, const char *file, int line
     if (host) host->log(level, subsys, file, line, "%s", msg);
 }
 
+/* libhoop's thread mark (core/backend.h); a host without one lets every thread. */
+int hoop__device_sync_ok(void)
+{
+    return host && host->device_sync_ok ? host->device_sync_ok() : 1;
+}
+
 extern const struct hoop__kern hoop__kern_cuda;
 
 /* The entry point (HOOP__BACKEND_OPEN, src/core/backend.h). */

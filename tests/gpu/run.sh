@@ -6,7 +6,8 @@
 # and a captured CUDA graph against the eager step; check_cuda_ctx_gpu: the device layer;
 # check_cuda_coll_gpu: the collectives' device reduction against the host's;
 # check_coll_device: the collectives on GPU buffers, 2 to 4 ranks on the one GPU;
-# check_coll_stream: their stream form, ordered on each rank's stream; check_coll_ipc:
+# check_coll_stream: their stream form, ordered on each rank's stream, and captured into
+# CUDA graphs and replayed; check_coll_ipc:
 # device memory the ranks map through CUDA IPC and the device direct algorithm, 2 to 4
 # ranks as processes and as threads on the one GPU, a killed rank; check_ddp_cuda: DDP
 # with parameters on cuda, 2 and 3 ranks as processes on the one GPU, against one process on
@@ -16,6 +17,7 @@
 # description; then the benchmarks: the device's ceilings, hoop-bench --device cuda with 2
 # and 4 ranks beside Gloo on CUDA tensors, the same on buffers the ranks map through CUDA IPC
 # (-R 1: the device direct algorithm), the staged TCP path against host buffers,
+# hoop-bench -G (CUDA-graph launches of the stream form, replays checked),
 # hoop-train on cuda against PyTorch, and DDP on the GPU (hoop-train under hooprun with 2
 # ranks: samples/s and the share of all-reduce hidden behind backward, beside one process
 # on the same per-rank batch). Output goes to stdout and, when OUT is set, to
@@ -139,6 +141,15 @@ main() {
                 --device $dev $sz -n 5 -w 2 -c 1 ||
                 { echo "gpu: hoop-bench tcp --device $dev exit $?"; status=1; }
         done
+        # -G (nccl-tests' CUDA-graph launches): the timed calls captured, in their stream
+        # form, into a graph launched 5 times; the checks are replays (3 per size), so a
+        # wrong replay fails it. Small sizes first (where a graph's launch saves most).
+        "$bin/hooprun" --nproc-per-node 2 "$bin/hoop-bench" allreduce --device cuda -G 5 \
+            -b 8 -e 1M -f 8 -n 10 -w 2 -c 3 ||
+            { echo "gpu: hoop-bench --device cuda -G 5 exit $?"; status=1; }
+        "$bin/hooprun" --nproc-per-node 4 "$bin/hoop-bench" allreduce --device cuda -G 5 \
+            -b 1M -e 64M -f 4 -n 5 -w 2 -c 3 ||
+            { echo "gpu: hoop-bench --device cuda -G 5, 4 ranks, exit $?"; status=1; }
     fi
     if [ -x "$bin/hoop-train" ] && [ -d "${carried:-/nonexistent}/data" ]; then
         DATA=$carried/data STEPS=${STEPS:-300} ROUNDS=${ROUNDS:-1} \
