@@ -36,6 +36,7 @@
 #include "autograd/kern.h"
 #include "autograd/optim_impl.h"
 #include "core/check.h"
+#include "core/fault.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint.c writes the host's byte order and assumes little-endian"
@@ -213,7 +214,16 @@ static hoop_status atomic_write(const char *path, const unsigned char *img, size
         free(tmp);
         return st;
     }
-    st = write_all(fd, img, n, tmp);
+    size_t first = n; /* the test hook (HOOP_TEST_FAULT) strikes half-way */
+    if (hoop__fault_tick(HOOP__FAULT_CHECKPOINT, -1)) first = n / 2;
+    st = write_all(fd, img, first, tmp);
+    if (st == HOOP_OK && first < n) {
+        char where[600];
+        snprintf(where, sizeof(where), "a checkpoint save of '%s' (%zu of %zu bytes written)", path,
+                 first, n);
+        hoop__fault_raise(-1, where);
+        st = write_all(fd, img + first, n - first, tmp);
+    }
     if (st == HOOP_OK && fsync(fd) != 0)
         st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: fsync of '%s' failed: %s", tmp,
                         hoop__strerror(errno));

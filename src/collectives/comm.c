@@ -33,6 +33,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/env.h"
+#include "core/fault.h"
 
 #define COMM_DEPTH 8                /* chunks in flight per peer and direction */
 #define COMM_SLOT_BUDGET (32 << 20) /* bytes of staging slots per comm, at most */
@@ -321,8 +322,10 @@ static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen,
                                 const struct link_plan *ctl, int64_t deadline)
 {
     char list[200];
-    for (;;) {
+    for (int round = 0;; round++) {
         HOOP_CHECK(connect_round(comm, listen, need, plan, ctl));
+        if (round == 0 && hoop__fault_tick(HOOP__FAULT_CONNECT, comm->rank))
+            hoop__fault_raise(comm->rank, "connecting its links (after the first round)");
         if (links_missing(comm, need, list, sizeof(list)) == 0) break;
         if (hoop__now_ns() > deadline)
             return HOOP_ERROR(HOOP_ERR_TIMEOUT,
@@ -425,6 +428,8 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
     HOOP_CHECK_GOTO(hoop__calloc(&comm->send, (size_t)comm->world_size), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&comm->recv, (size_t)comm->world_size), st, out);
     if (!cfg->rendezvous) gen = atomic_fetch_add(&generation, 1);
+    if (hoop__fault_tick(HOOP__FAULT_RENDEZVOUS, comm->rank))
+        hoop__fault_raise(comm->rank, "the rendezvous (before publishing its card)");
     HOOP_CHECK_GOTO(exchange(comm, cfg, gen, "", &mine, cards, deadline), st, out);
     for (int p = 0; p < comm->world_size; p++)
         HOOP_CHECK_GOTO(hoop__card_check(&cards[p], p), st, out);

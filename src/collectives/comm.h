@@ -170,6 +170,7 @@ struct hoop_comm {
     void *pre; /* a 16-bit average's pre-divided input (progress.c) */
     size_t pre_cap;
     char token[2];
+    char fault_where[300]; /* the test hook's description of its moment (progress.c) */
     _Alignas(8) char votes[HOOP__VOTE_BYTES];
 };
 

@@ -42,6 +42,7 @@
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/clock.h"
+#include "core/fault.h"
 #include "cuda/coll.h"
 
 #define FAIL_GRACE_MS 1000 /* wait this long for the predecessor's ABORT record */
@@ -546,6 +547,31 @@ void hoop__comm_free_dev(hoop_comm *comm)
     comm->dscratch_cap = comm->dpre_cap = 0;
 }
 
+/* Test hook (HOOP_TEST_FAULT, core/fault.h): 1 + the step after which this rank raises
+ * its signal in call r, described in comm->fault_where; 0 when not armed for it. The
+ * reduce-scatter phase is the call's receive-and-reduce steps, the all-gather phase its
+ * plain receives; the moment is the middle one of them (the vote's are not counted). */
+static int32_t fault_step(hoop_comm *comm, const struct hoop_request *r)
+{
+    int rs = hoop__fault_at(HOOP__FAULT_REDUCE_SCATTER, comm->rank, (int64_t)r->hdr.seq);
+    if (!rs && !hoop__fault_at(HOOP__FAULT_ALL_GATHER, comm->rank, (int64_t)r->hdr.seq)) return 0;
+    int kind = rs ? HOOP__STEP_RECV_REDUCE : HOOP__STEP_RECV;
+    size_t n = 0, k = 0;
+    for (size_t i = 0; i < comm->sched.n; i++)
+        n += comm->sched.steps[i].kind == kind && comm->sched.steps[i].buf != HOOP__BUF_VOTE;
+    for (size_t i = 0; i < comm->sched.n; i++) {
+        const hoop__step *st = &comm->sched.steps[i];
+        if (st->kind != kind || st->buf == HOOP__BUF_VOTE || ++k < (n + 1) / 2) continue;
+        char d[160];
+        hoop__hdr_describe(&r->hdr, d, sizeof(d));
+        snprintf(comm->fault_where, sizeof(comm->fault_where),
+                 "the %s phase of %s (receive %zu of %zu, from rank %d)",
+                 rs ? "reduce-scatter" : "all-gather", d, k, n, st->peer);
+        return (int32_t)i + 1;
+    }
+    return 0; /* the call has no such phase: the hook never fires */
+}
+
 static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
 {
     const hoop__coll_args *a = &r->args;
@@ -595,7 +621,9 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
         .seg_base = a->seg_base,
         .seg_off = a->seg_off,
         .cache = &comm->exec_block,
-        .cache_bytes = &comm->exec_block_bytes};
+        .cache_bytes = &comm->exec_block_bytes,
+        .fault_step = fault_step(comm, r),
+        .fault_where = comm->fault_where};
     return hoop__exec_start(&comm->exec, &comm->sched, &env);
 }
 
