@@ -1673,6 +1673,10 @@ static int ib_pollfds(struct hoop_tp_comm *tc, struct pollfd *fds, int cap)
     } else {
         kick(c->ctx); /* cannot arm: do not sleep on it */
     }
+    /* The peer was found gone (check_peer): the next test fails what waits on it, so
+     * the caller must not sleep before it (the socket, at EOF, is no longer watched).
+     * A send on the wire waits for its ACK through the CQ's channel instead. */
+    if (c->peer_gone && c->qhead && !(c->kind == IK_SEND && c->gone_ns)) kick(c->ctx);
     fds[n++] = (struct pollfd){.fd = c->ch->fd, .events = POLLIN};
     fds[n++] = (struct pollfd){.fd = c->ctx->kick_fd, .events = POLLIN};
     fds[n++] = (struct pollfd){.fd = c->sock, .events = c->peer_gone ? 0 : POLLIN};
