@@ -397,7 +397,16 @@ static hoop_status conn_step(struct tcp_comm *c, int i, int *done)
     case TCS_ACK:
         n = recv(s->fd, &verdict, 1, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) return HOOP_OK;
-        if (n != 1 || verdict != 1)
+        /* An end of file or a reset before the verdict: the peer went away mid-handshake
+         * (a refusal is a verdict of 0). */
+        if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE)))
+            return HOOP_ERROR(HOOP_ERR_REMOTE,
+                              "rank %d (%s:%d) exited (or closed its end) during the connection "
+                              "handshake",
+                              peer, hoop__sock_ip_str(c->raddr.sin_addr, ip),
+                              ntohs(c->raddr.sin_port));
+        if (n < 0) goto fail;
+        if (verdict != 1)
             return HOOP_ERROR(HOOP_ERR_REMOTE,
                               "rank %d (%s:%d) refused the connection (wrong HOOP_TOKEN?)", peer,
                               hoop__sock_ip_str(c->raddr.sin_addr, ip), ntohs(c->raddr.sin_port));
