@@ -152,18 +152,29 @@ static hoop_status file_accepted(hoop_comm *comm, const unsigned char *need, str
                       comm->rank, p, c->channel);
 }
 
-static int links_missing(hoop_comm *comm, const unsigned char *need, char *list, size_t cap)
+/* How many of the links this rank needs are not up yet, and which, for the timeout's
+ * message: "links to rank 2", "links to ranks 2, 3 and the control link from rank 1". */
+static int links_missing(hoop_comm *comm, const unsigned char *need, char *what, size_t cap)
 {
-    int missing = 0;
+    int ranks = 0;
     size_t len = 0;
-    list[0] = '\0';
+    char list[160] = "";
     for (int p = 0; p < comm->world_size; p++) {
         if (!need[p] || (comm->send[p] && comm->recv[p])) continue;
-        missing++;
-        if (len + 12 < cap) len += (size_t)snprintf(list + len, cap - len, " %d", p);
+        if (len + 14 < sizeof(list))
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d", ranks ? ", " : "", p);
+        ranks++;
     }
-    missing += !comm->ctl_send + !comm->ctl_recv;
-    return missing;
+    len = 0;
+    what[0] = '\0';
+    if (ranks) len = (size_t)snprintf(what, cap, "links to rank%s %s", ranks > 1 ? "s" : "", list);
+    if (!comm->ctl_send && len < cap)
+        len += (size_t)snprintf(what + len, cap - len, "%sthe control link to rank %d",
+                                len ? " and " : "", comm->next);
+    if (!comm->ctl_recv && len < cap)
+        snprintf(what + len, cap - len, "%sthe control link from rank %d", len ? " and " : "",
+                 comm->prev);
+    return ranks + !comm->ctl_send + !comm->ctl_recv;
 }
 
 /* 1 when every rank is reachable over shm (what hoop_comm_alloc_shared's memory needs). */
@@ -321,17 +332,15 @@ static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen,
                                 const unsigned char *need, const struct link_plan *plan,
                                 const struct link_plan *ctl, int64_t deadline)
 {
-    char list[200];
+    char list[300];
     for (int round = 0;; round++) {
         HOOP_CHECK(connect_round(comm, listen, need, plan, ctl));
         if (round == 0 && hoop__fault_tick(HOOP__FAULT_CONNECT, comm->rank))
             hoop__fault_raise(comm->rank, "connecting its links (after the first round)");
         if (links_missing(comm, need, list, sizeof(list)) == 0) break;
         if (hoop__now_ns() > deadline)
-            return HOOP_ERROR(HOOP_ERR_TIMEOUT,
-                              "rank %d: links to ranks%s (or the control ring) not up within "
-                              "the timeout",
-                              comm->rank, list);
+            return HOOP_ERROR(HOOP_ERR_TIMEOUT, "rank %d: %s not up within HOOP_TIMEOUT (%lld ms)",
+                              comm->rank, list, (long long)comm->timeout_ms);
         struct pollfd pfd[HOOP__TP_MAX];
         int n = 0;
         for (int k = 0; k < comm->ntps; k++)
