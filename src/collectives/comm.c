@@ -633,6 +633,7 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
     free(comm->stage);
     hoop__sched_free(&comm->sched);
     hoop__sched_free(&comm->vote_tpl);
+    hoop__claims_free(comm);
     free(comm->exec_block);
     free(comm);
     return st == HOOP_OK ? HOOP_OK : HOOP_ERROR(st, "%s", msg);

@@ -20,7 +20,10 @@
 
 /* The 32-byte header every collective sends to the next rank first (on the data link),
  * and the same-sized records that carry failures and goodbyes on the control link. */
-enum { HOOP__REC_HDR = 1, HOOP__REC_ABORT = 2, HOOP__REC_BYE = 3 };
+/* CLAIM: a timeout that names a peer, sent ahead of the comm's failure (claims.c). An
+ * ABORT or a CLAIM is followed by two records: the origin's call, and {kind: what it
+ * waited for (1 a rank's vote, 2 data, 3 relayed votes)}. */
+enum { HOOP__REC_HDR = 1, HOOP__REC_ABORT = 2, HOOP__REC_BYE = 3, HOOP__REC_CLAIM = 4 };
 typedef struct hoop__hdr {
     uint64_t seq;   /* HDR: call number on this comm; ABORT: culprit rank (or -1) */
     uint64_t count; /* elements */
@@ -150,6 +153,15 @@ struct hoop_comm {
     hoop__hdr ctl_in, abort_rec[3];
     void *ctl_req;
     int abort_tail, prev_bye, ctl_eof;
+    int tail_kind; /* the record abort_rec[0] is: HOOP__REC_ABORT or HOOP__REC_CLAIM */
+    /* Timeout claims (claims.c): per origin rank, its claim's three records, and whom it
+     * waits for (-1: no claim); made at the first claim. first_claim: the first origin
+     * heard of (not this rank); claim_later: one about a later call than cur, acted on
+     * when cur ends; fail_adopted: the failure is a predecessor's ABORT (final as is). */
+    hoop__hdr claim_in[3]; /* a claim being read from the control link */
+    hoop__hdr (*claims)[3];
+    int *claim_culprit;
+    int first_claim, claim_later, fail_adopted;
     int deferred; /* abort_rec holds a later call's failure, parked until cur ends */
     /* The predecessor's control link hit EOF while cur was running: cur may still finish
      * from what its links hold (the predecessor may have died just after finishing it);
@@ -212,6 +224,18 @@ hoop_status hoop__wait_done_ns(struct hoop_request *req, int64_t timeout_ms, int
 hoop__seg *hoop__seg_find(const hoop_comm *comm, const void *ptr, size_t bytes);
 /* shared.c: unmaps every segment (destroy). */
 void hoop__comm_free_segs(hoop_comm *comm);
+
+/* claims.c: records a claim (ABORT-shaped records, kind CLAIM); 1 when it is new (the
+ * first of its origin), 0 when seen before, malformed, or out of memory. */
+int hoop__claim_add(hoop_comm *comm, const hoop__hdr rec[3]);
+/* claims.c: the claim that explains this rank's failure: from its own claim (else the
+ * first one it heard of), the last of the chain of claims; NULL when it holds none. */
+const hoop__hdr *hoop__claim_final(const hoop_comm *comm);
+/* claims.c: from start, follows culprit[] (whom each rank's claim waits for, -1 = no
+ * claim) while the rank waited for has a claim too; returns the last claim's origin.
+ * At most world_size hops (a cycle ends anywhere). Pure. */
+int hoop__claims_follow(const int *culprit, int world_size, int start);
+void hoop__claims_free(hoop_comm *comm);
 
 /* Test-only: closes every link without telling anyone, as a crashed process would. */
 hoop_status hoop__comm_kill(hoop_comm *comm);

@@ -3,6 +3,7 @@
 libhoopcore_la_SOURCES += \
 	%reldir%/algo.c \
 	%reldir%/chain.c \
+	%reldir%/claims.c \
 	%reldir%/collectives.c \
 	%reldir%/comm.c \
 	%reldir%/direct.c \

@@ -23,8 +23,10 @@
  * mismatch, its own deadline) sends an ABORT record (culprit, status, the two calls) to
  * the next rank, then closes all its links. Each rank forwards exactly one ABORT. A
  * rank that saw a link error first waits briefly for its predecessor's record, so every
- * rank reports the original cause (a mismatch stays a mismatch). A goodbye record (BYE)
- * before a graceful close tells the next rank that the EOF that follows is no failure.
+ * rank reports the original cause (a mismatch stays a mismatch). A deadline that names
+ * a peer is first a CLAIM record, forwarded by every rank, so that the rank a waiter
+ * blamed can say whom it waits for in turn (claims.c). A goodbye record (BYE) before a
+ * graceful close tells the next rank that the EOF that follows is no failure.
  *
  * Owns: the thread's view of the comm (see comm.h). Thread-safety: internal.
  */
@@ -46,9 +48,9 @@
 #include "cuda/coll.h"
 
 #define FAIL_GRACE_MS 1000 /* wait this long for the predecessor's ABORT record */
-/* A vague timeout (this rank waited for a relay) waits less: it fires at the comm's
- * deadline, and the blocked caller's own wait ends WAIT_GRACE_MS (500) after that. */
-#define TIMEOUT_GRACE_MS 250
+/* A timeout waits less for others' claims (claims.c): it fires at the comm's deadline,
+ * and the blocked caller's own wait ends WAIT_GRACE_MS (1000) after that. */
+#define TIMEOUT_GRACE_MS 500
 #define FLUSH_MS 200        /* best-effort time to push a last record out */
 #define SPIN_NS (30 * 1000) /* poll without sleeping this long after progress */
 #define MAX_POLL 256
@@ -127,10 +129,41 @@ static void ctl_flush(hoop_comm *comm, const hoop__hdr *recs, int n)
 
 // ----------------------------------------------------------------- failure
 
+/* "rank O: CALL did not finish within HOOP_TIMEOUT; it was still waiting for data from
+ * rank C": the timeout that an ABORT or CLAIM record r carries. */
+static void timeout_text(const hoop__hdr *r, char *buf, size_t cap)
+{
+    char a[160];
+    hoop__hdr_describe(&r[1], a, sizeof(a));
+    snprintf(buf, cap,
+             "rank %d: %s did not finish within HOOP_TIMEOUT; it was still waiting for %s from "
+             "rank %d",
+             r[0].root, a,
+             r[2].kind == 1   ? "the call's vote"
+             : r[2].kind == 3 ? "the votes relayed"
+                              : "data",
+             (int)(int64_t)r[0].seq);
+}
+
+/* A timeout's cause, once the grace for others' claims is over (claims.c): the claim at
+ * the end of the chain from this rank's own (or the first it heard of). */
+static void claim_resolve(hoop_comm *comm)
+{
+    const hoop__hdr *r = hoop__claim_final(comm);
+    if (!r) return;
+    /* This rank's own timeout message says more (HOOP_TIMEOUT's value): kept when the
+     * chain ends at this rank's claim and the failure began with its own deadline. */
+    if (r[0].root != comm->rank || comm->fail_rec[0].root != comm->rank)
+        timeout_text(r, comm->fail_msg, sizeof(comm->fail_msg));
+    memcpy(comm->fail_rec, r, sizeof(comm->fail_rec));
+    comm->fail_rec[0].kind = HOOP__REC_ABORT;
+}
+
 /* Final step of a failure: tell the next rank, close everything, fail every call. */
 static void fail_finalize(hoop_comm *comm)
 {
     if (atomic_load(&comm->state) == HOOP__CS_FAILED) return;
+    if (comm->fail_st == HOOP_ERR_TIMEOUT && !comm->fail_adopted) claim_resolve(comm);
     ctl_flush(comm, comm->fail_rec, 3);
     hoop__comm_close_links(comm);
     atomic_store(&comm->state, HOOP__CS_FAILED);
@@ -222,14 +255,7 @@ static void adopt_record(hoop_comm *comm)
     else if (st == HOOP_ERR_TIMEOUT && r[2].kind == 3 && culprit == comm->rank && comm->exec) {
         if (adopt_relay_timeout(comm, origin, a)) return;
     } else if (st == HOOP_ERR_TIMEOUT && culprit >= 0) /* r[2].kind: 1 vote, 2 data, 3 relay */
-        snprintf(comm->fail_msg, sizeof(comm->fail_msg),
-                 "rank %d: %s did not finish within HOOP_TIMEOUT; it was still waiting for %s "
-                 "from rank %d",
-                 origin, a,
-                 r[2].kind == 1   ? "the call's vote"
-                 : r[2].kind == 3 ? "the votes relayed"
-                                  : "data",
-                 culprit);
+        timeout_text(r, comm->fail_msg, sizeof(comm->fail_msg));
     else if (culprit == origin)
         snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d aborted its communicator",
                  origin);
@@ -241,6 +267,7 @@ static void adopt_record(hoop_comm *comm)
         snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d failed: %s during %s", origin,
                  hoop_status_name(st), a);
     memcpy(comm->fail_rec, r, sizeof(comm->fail_rec));
+    comm->fail_adopted = 1; /* the predecessor resolved its claims: final as it is */
     fail_finalize(comm);
 }
 
@@ -266,16 +293,70 @@ static void fail_adopt(hoop_comm *comm)
 
 // ----------------------------------------------------------------- control link
 
+static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, int *kind);
+
+/* The comm fails because of claim r: a rank timed out in r's call, waiting for another.
+ * Not final: the grace lets the claims that explain it arrive (claims.c). A claim about
+ * a later call than the one this rank still runs waits until that one ends (as
+ * fail_adopt's records do). */
+static void claim_fail(hoop_comm *comm, const hoop__hdr *r)
+{
+    char msg[512];
+    if (atomic_load(&comm->state) != HOOP__CS_RUNNING) return;
+    if (comm->cur && r[1].kind == HOOP__REC_HDR && r[1].seq > comm->cur->hdr.seq) {
+        comm->claim_later = r[0].root + 1;
+        return;
+    }
+    timeout_text(r, msg, sizeof(msg));
+    fail_record(comm, HOOP_ERR_TIMEOUT, r[0].root, (int)(int64_t)r[0].seq, &r[1], &r[2], msg, 0);
+}
+
+/* This rank's own claim: in its current call it waits for culprit (kind: 1 that rank's
+ * vote, 2 its data, 3 votes it relays); kept and sent down the control ring at once. */
+static void claim_make(hoop_comm *comm, int culprit, int kind)
+{
+    hoop__hdr claim[3] = {{.kind = HOOP__REC_CLAIM,
+                           .seq = (uint64_t)(int64_t)culprit,
+                           .root = comm->rank,
+                           .aux = (int32_t)HOOP_ERR_TIMEOUT},
+                          comm->cur->hdr,
+                          {.kind = (uint8_t)kind}};
+    if (hoop__claim_add(comm, claim)) ctl_flush(comm, claim, 3);
+}
+
+/* A claim arrived from the predecessor: kept, passed on (once per origin: it stops at its
+ * origin, and at a rank that cannot read it), and the comm fails. A rank that runs the
+ * claim's call and waits there for a peer claims so too, before its own deadline: the
+ * ranks after it may be waiting for it, and must learn whom it waits for. */
+static void claim_received(hoop_comm *comm)
+{
+    const hoop__hdr *r = comm->claim_in;
+    if (!hoop__claim_add(comm, r)) return;
+    HOOP_DEBUGF(COLL, "rank %d: rank %d claims it waited for rank %d", comm->rank, r[0].root,
+                (int)(int64_t)r[0].seq);
+    if (comm->next != r[0].root) ctl_flush(comm, r, 3);
+    if (atomic_load(&comm->state) == HOOP__CS_RUNNING && comm->cur && comm->exec &&
+        r[1].kind == HOOP__REC_HDR && r[1].seq == comm->cur->hdr.seq) {
+        char why[300];
+        int culprit, kind;
+        wait_reason(comm, why, sizeof(why), &culprit, &kind);
+        if (culprit >= 0) claim_make(comm, culprit, kind);
+    }
+    claim_fail(comm, r);
+}
+
 static void ctl_record(hoop_comm *comm, const hoop__hdr *h)
 {
     if (comm->abort_tail > 0) {
-        comm->abort_rec[3 - comm->abort_tail] = *h;
-        if (--comm->abort_tail == 0) fail_adopt(comm);
+        int claim = comm->tail_kind == HOOP__REC_CLAIM;
+        (claim ? comm->claim_in : comm->abort_rec)[3 - comm->abort_tail] = *h;
+        if (--comm->abort_tail == 0) claim ? claim_received(comm) : fail_adopt(comm);
         return;
     }
     if (h->kind == HOOP__REC_BYE) comm->prev_bye = 1;
-    if (h->kind == HOOP__REC_ABORT) {
-        comm->abort_rec[0] = *h;
+    if (h->kind == HOOP__REC_ABORT || h->kind == HOOP__REC_CLAIM) {
+        comm->tail_kind = h->kind;
+        (h->kind == HOOP__REC_CLAIM ? comm->claim_in : comm->abort_rec)[0] = *h;
         comm->abort_tail = 2;
     }
 }
@@ -635,7 +716,12 @@ static void finish_op(hoop_comm *comm)
     comm->exec = NULL;
     hoop__request_complete(comm->cur, HOOP_OK, NULL);
     comm->cur = NULL;
-    if (comm->deferred) adopt_record(comm); /* the later call's failure, now */
+    if (comm->deferred) adopt_record(comm);  /* the later call's failure, now */
+    if (comm->claim_later && comm->claims) { /* a later call's timeout, now */
+        const hoop__hdr *r = comm->claims[comm->claim_later - 1];
+        comm->claim_later = 0;
+        claim_fail(comm, r);
+    }
 }
 
 /* One executor round; 0 on failure (a link error, or the vote found two calls). */
@@ -681,11 +767,12 @@ static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, in
     }
 }
 
-/* The call passed HOOP_TIMEOUT: fail it naming whom this rank was still waiting for.
- * Waiting for a rank's own vote (or for its data) names it: final at once. Waiting for a
- * vote that relays others' records is vaguer: the rank waits briefly for the record of
- * a rank that knows better, and its own record, naming the relay, lets the relay answer
- * with what it waits for (fail_adopt). */
+/* The call passed HOOP_TIMEOUT: fail it naming whom this rank was still waiting for (a
+ * rank's own vote, its data, or the votes it relays). That rank may itself be waiting for
+ * another: this rank's claim goes down the control ring at once, and the comm fails
+ * after a short grace, with the cause at the end of the chain of claims it then holds
+ * (claims.c). A relay that receives the record naming it answers with what it waits for
+ * (fail_adopt). A wait for nothing remote (a local step) is final at once. */
 static void op_timeout(hoop_comm *comm)
 {
     char d[160], why[300], msg[512];
@@ -694,8 +781,9 @@ static void op_timeout(hoop_comm *comm)
     hoop__hdr_describe(&comm->cur->hdr, d, sizeof(d));
     snprintf(msg, sizeof(msg), "rank %d: %s did not finish within HOOP_TIMEOUT (%lld ms)%s%.250s",
              comm->rank, d, (long long)comm->timeout_ms, why[0] ? "; still waiting " : "", why);
-    hoop__hdr waited = {.kind = (uint8_t)kind}; /* for the ABORT record's readers */
-    fail_local(comm, HOOP_ERR_TIMEOUT, culprit, &comm->cur->hdr, &waited, msg, kind != 3);
+    hoop__hdr waited = {.kind = (uint8_t)kind};        /* for the ABORT record's readers */
+    if (culprit >= 0) claim_make(comm, culprit, kind); /* resolved after the grace */
+    fail_local(comm, HOOP_ERR_TIMEOUT, culprit, &comm->cur->hdr, &waited, msg, culprit < 0);
 }
 
 /* A call ordered on a stream (cur->start) starts once the work queued on the stream
@@ -799,9 +887,11 @@ static void wait_events(hoop_comm *comm)
         if (comm->recv) n = add_fds(comm->recv[p], fds, n, 0);
     }
     int64_t until = INT64_MAX;
-    if (comm->cur) until = comm->cur_deadline;
-    if (atomic_load(&comm->state) == HOOP__CS_FAILING && comm->failing_deadline < until)
-        until = comm->failing_deadline;
+    int failing = atomic_load(&comm->state) == HOOP__CS_FAILING;
+    /* A failing comm's call has had its deadline (that may be why it fails): sleeping
+     * until then would be no sleep at all, and the grace is spent spinning. */
+    if (comm->cur && !failing) until = comm->cur_deadline;
+    if (failing && comm->failing_deadline < until) until = comm->failing_deadline;
     if (comm->prev_lost && comm->prev_lost_deadline < until) until = comm->prev_lost_deadline;
     int ms = hoop__ms_left(until);
     if (ms > 1000) ms = 1000;
