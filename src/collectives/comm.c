@@ -251,18 +251,21 @@ static hoop_status plan_link(const hoop_comm *comm, hoop__card *card, const char
 /* One round of connects (data links, then the control link) and accepts. */
 static hoop_status connect_round(hoop_comm *comm, struct hoop_tp_comm **listen,
                                  const unsigned char *need, const struct link_plan *plan,
-                                 const struct link_plan *ctl)
+                                 const struct link_plan *ctl, int *bad)
 {
     struct hoop_tp_comm *c;
     for (int p = 0; p < comm->world_size; p++) {
         if (!need[p] || comm->send[p]) continue;
         const hoop__tp_open *o = &comm->tps[plan[p].k];
+        *bad = p;
         HOOP_CHECK(o->tp->connect(o->ctx, plan[p].handle, 0, &comm->send[p]));
     }
     if (!comm->ctl_send) {
         const hoop__tp_open *o = &comm->tps[ctl->k];
+        *bad = comm->next;
         HOOP_CHECK(o->tp->connect(o->ctx, ctl->handle, 1, &comm->ctl_send));
     }
+    *bad = -1; /* an accept's failure: the peer may not be known */
     for (int k = 0; k < comm->ntps; k++) {
         if (!listen[k]) continue;
         do {
@@ -330,14 +333,15 @@ hoop_algo hoop__comm_algo_pick(const hoop_comm *comm, hoop_algo algo, size_t byt
 /* Drives connects and accepts until every needed link is up or the deadline. */
 static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen,
                                 const unsigned char *need, const struct link_plan *plan,
-                                const struct link_plan *ctl, int64_t deadline)
+                                const struct link_plan *ctl, int64_t deadline, int *bad)
 {
     char list[300];
     for (int round = 0;; round++) {
-        HOOP_CHECK(connect_round(comm, listen, need, plan, ctl));
+        HOOP_CHECK(connect_round(comm, listen, need, plan, ctl, bad));
         if (round == 0 && hoop__fault_tick(HOOP__FAULT_CONNECT, comm->rank))
             hoop__fault_raise(comm->rank, "connecting its links (after the first round)");
         if (links_missing(comm, need, list, sizeof(list)) == 0) break;
+        *bad = -1;
         if (hoop__now_ns() > deadline)
             return HOOP_ERROR(HOOP_ERR_TIMEOUT, "rank %d: %s not up within HOOP_TIMEOUT (%lld ms)",
                               comm->rank, list, (long long)comm->timeout_ms);
@@ -421,6 +425,34 @@ static hoop_status open_endpoints(hoop_comm *comm, const hoop_comm_config *cfg,
     return HOOP_OK;
 }
 
+/* A set-up that failed shares its reason through the store (every rank reads the key of
+ * a rank whose link broke): a rank that fails because peer went away mid-handshake may
+ * be seeing the exit of a rank that had failed first, because of a third one; peer's
+ * reason, when it left one within FAIL_NOTE_MS (or rank 0's store's goodbye, which
+ * carries rank 0's), is added to this rank's message. Best effort: the store may be
+ * gone. Returns st with the message. */
+#define FAIL_NOTE_MS 300
+static hoop_status share_failure(hoop_comm *comm, hoop_store *store, int gen, hoop_status st,
+                                 int peer)
+{
+    char key[64], why[1024], theirs[600];
+    size_t n = 0, len;
+    len = (size_t)snprintf(why, sizeof(why), "%s", hoop_last_error());
+    if (st == HOOP_ERR_REMOTE && peer >= 0 && peer != comm->rank && len < sizeof(why)) {
+        snprintf(key, sizeof(key), "hoop.comm.%d.failed.%d", gen, peer);
+        hoop_status g = hoop_store_get(store, key, theirs, sizeof(theirs) - 1, &n, FAIL_NOTE_MS);
+        if (g == HOOP_OK) {
+            theirs[n] = '\0';
+            snprintf(why + len, sizeof(why) - len, "; rank %d had failed first: %s", peer, theirs);
+        } else if (g != HOOP_ERR_TIMEOUT) { /* the store went away: its goodbye says why */
+            snprintf(why + len, sizeof(why) - len, "; then %s", hoop_last_error());
+        }
+    }
+    snprintf(key, sizeof(key), "hoop.comm.%d.failed.%d", gen, comm->rank);
+    (void)hoop_store_set(store, key, why, strlen(why));
+    return HOOP_ERROR(st, "%s", why);
+}
+
 static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, const comm_settings *s)
 {
     struct hoop_tp_comm *listen[HOOP__TP_MAX] = {0};
@@ -447,7 +479,9 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
     ctl_card = cards[comm->next];
     HOOP_CHECK_GOTO(plan_links(comm, cards, &ctl_card, need, s->forced, plan, &ctl), st, out);
     HOOP_CHECK_GOTO(agree_cost(comm, cfg, gen, need, plan, deadline), st, out);
-    st = connect_loop(comm, listen, need, plan, &ctl, deadline);
+    int bad = -1;
+    st = connect_loop(comm, listen, need, plan, &ctl, deadline, &bad);
+    if (st != HOOP_OK && cfg->store) st = share_failure(comm, cfg->store, gen, st, bad);
 out:
     for (int k = 0; k < comm->ntps; k++)
         if (listen[k]) comm->tps[k].tp->close(listen[k]);
