@@ -27,7 +27,7 @@
 #include "core/clock.h"
 
 #define WAIT_SPIN_NS (50 * 1000) /* drive progress while it moves, then this long idle */
-#define WAIT_GRACE_MS 1000       /* see wait_req */
+#define WAIT_GRACE_MS 1200       /* see wait_req */
 
 size_t hoop_dtype_size(hoop_dtype dtype)
 {

@@ -49,8 +49,11 @@
 
 #define FAIL_GRACE_MS 1000 /* wait this long for the predecessor's ABORT record */
 /* A timeout waits less for others' claims (claims.c): it fires at the comm's deadline,
- * and the blocked caller's own wait ends WAIT_GRACE_MS (1000) after that. */
-#define TIMEOUT_GRACE_MS 500
+ * and the blocked caller's own wait ends WAIT_GRACE_MS (1200) after that. The ranks'
+ * deadlines differ by as much as their calls' starts do (the previous call's last chunk
+ * over a slow link: 0.6 s at 100 Mbit/s for 16 MiB), and claims from ranks whose
+ * deadlines come later than that are not heard. */
+#define TIMEOUT_GRACE_MS 700
 #define FLUSH_MS 200        /* best-effort time to push a last record out */
 #define SPIN_NS (30 * 1000) /* poll without sleeping this long after progress */
 #define MAX_POLL 256
