@@ -191,7 +191,9 @@ void *hoop__progress_main(void *arg);
 /* One non-blocking round of progress; returns 1 when anything moved. Caller holds
  * comm->engine. */
 int hoop__progress_pass(hoop_comm *comm);
-void hoop__comm_close_links(hoop_comm *comm);
+/* Closes every link; failed = 1 drops what the data links still hold (the transports'
+ * abort: a timed-out comm's). */
+void hoop__comm_close_links(hoop_comm *comm, int failed);
 
 /* Fills ib from the HOOP_IB_* settings (defaults where unset), as hoop_comm_init hands
  * them to the transports. HOOP_ERR_INVALID names a malformed one (env.c checks range and

@@ -94,11 +94,25 @@ static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg);
 
 // ----------------------------------------------------------------- links
 
-void hoop__comm_close_links(hoop_comm *comm)
+/* Closes a data link; abortively (the transport's abort, where it has one) when the
+ * comm failed by a timeout: what is still queued on it is garbage, and a peer that a cut
+ * link hides (or that is stopped) would otherwise keep a socket of ours retransmitting
+ * it for minutes. Other failures close gracefully: a peer may still be finishing the
+ * call before, whose last bytes from this rank may still be in flight. */
+static void close_link(struct hoop_tp_comm *c, int failed)
 {
+    if (failed && c->tp->abort)
+        c->tp->abort(c);
+    else
+        c->tp->close(c);
+}
+
+void hoop__comm_close_links(hoop_comm *comm, int failed)
+{
+    /* The control links always close gracefully: they carry the ABORT record out. */
     for (int p = 0; p < comm->world_size; p++) {
-        if (comm->send && comm->send[p]) comm->send[p]->tp->close(comm->send[p]);
-        if (comm->recv && comm->recv[p]) comm->recv[p]->tp->close(comm->recv[p]);
+        if (comm->send && comm->send[p]) close_link(comm->send[p], failed);
+        if (comm->recv && comm->recv[p]) close_link(comm->recv[p], failed);
         if (comm->send) comm->send[p] = NULL;
         if (comm->recv) comm->recv[p] = NULL;
     }
@@ -168,7 +182,7 @@ static void fail_finalize(hoop_comm *comm)
     if (atomic_load(&comm->state) == HOOP__CS_FAILED) return;
     if (comm->fail_st == HOOP_ERR_TIMEOUT && !comm->fail_adopted) claim_resolve(comm);
     ctl_flush(comm, comm->fail_rec, 3);
-    hoop__comm_close_links(comm);
+    hoop__comm_close_links(comm, comm->fail_st == HOOP_ERR_TIMEOUT);
     atomic_store(&comm->state, HOOP__CS_FAILED);
     HOOP_INFO(COLL, "rank %d: communicator failed: %s", comm->rank, comm->fail_msg);
     ops_fail_all(comm, comm->fail_st, comm->fail_msg);
@@ -936,7 +950,7 @@ static void handle_abort(hoop_comm *comm, int how)
 {
     char msg[200];
     if (how == 2) { /* test hook: vanish like a crashed process */
-        hoop__comm_close_links(comm);
+        hoop__comm_close_links(comm, 0);
         comm->fail_st = HOOP_ERR_REMOTE;
         snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d was killed", comm->rank);
         atomic_store(&comm->state, HOOP__CS_FAILED);

@@ -626,6 +626,18 @@ static int tcp_pollfds(struct hoop_tp_comm *tc, struct pollfd *fds, int cap)
     return n;
 }
 
+/* A failed communicator's link: a zero linger makes close send a reset and free the
+ * socket at once, dropping what was still queued (nobody will read it). */
+static hoop_status tcp_abort(struct hoop_tp_comm *tc)
+{
+    if (!tc) return HOOP_OK;
+    struct tcp_comm *c = HOOP_CONTAINER_OF(tc, struct tcp_comm, base);
+    struct linger now = {.l_onoff = 1, .l_linger = 0};
+    for (int i = 0; i < TCP_MAX_SOCKS; i++)
+        if (c->s[i].fd >= 0) (void)setsockopt(c->s[i].fd, SOL_SOCKET, SO_LINGER, &now, sizeof(now));
+    return tcp_close(tc);
+}
+
 static hoop_status tcp_close(struct hoop_tp_comm *tc)
 {
     if (!tc) return HOOP_OK;
@@ -656,6 +668,7 @@ const struct hoop_transport hoop__transport_tcp = {
     .test = tcp_test,
     .pollfds = tcp_pollfds,
     .close = tcp_close,
+    .abort = tcp_abort,
     .finalize = tcp_finalize,
 };
 
