@@ -35,12 +35,17 @@
 #   faults_sockets_left    prints the sockets a cell left (none: nothing)
 #   faults_link_slow R, faults_link_cut R, faults_link_mend R
 #                          (cut cells) limit R's link's rate, take it down, restore it
+#   faults_side R          (optional) which side of the cut rank R is on (default: 1 for
+#                          the victim, 0 for the others); after a cut every rank must
+#                          name a rank on the other side
 # Results: FAULTS_PASS, FAULTS_FAIL (counts) and FAULTS_FAILED (cell names).
 
 FAULTS_PASS=0
 FAULTS_FAIL=0
 FAULTS_FAILED=""
 FAULTS_N=4
+
+faults_side() { [ "$1" = "$victim" ] && echo 1 || echo 0; }
 
 # The state letter of pid (R, S, T, Z...; empty when it is gone), without a fork.
 faults_state() {
@@ -298,21 +303,19 @@ faults_coll() {
     faults_reap
     [ -z "${FAULTS_PROFILE:-}" ] || echo "profile: reaped at +$(faults_dt "$cell_t0" "$(faults_now)") s"
     for r in $(seq 0 $((FAULTS_N - 1))); do
-        if [ "$r" = "$v" ]; then
-            [ "$how" = cut ] || continue
-            # The rank cut off must fail too, naming a rank across the broken link.
-            msg=$(faults_msg_coll "$cell_dir/rank.$r")
-            t=$(sed -n 's/^fw: rank [0-9]* error at \([0-9.]*\) .*/\1/p' "$cell_dir/rank.$r")
-            local other
-            other=$(echo "$msg" | grep -oE 'rank [0-9]+' | awk -v v="$v" '$2 != v { print $2; exit }')
-            faults_judge "$r" "$t" "$f" "$msg" "${other:-none}"
-            continue
-        fi
+        [ "$r" = "$v" ] && [ "$how" != cut ] && continue
         rc=${rcs[r]}
         [ "$rc" = 1 ] || faults_bad "rank $r exited with $rc, not 1 (an error)"
         msg=$(faults_msg_coll "$cell_dir/rank.$r")
         t=$(sed -n 's/^fw: rank [0-9]* error at \([0-9.]*\) .*/\1/p' "$cell_dir/rank.$r")
-        faults_judge "$r" "$t" "$f" "$msg"
+        local want=$v
+        if [ "$how" = cut ]; then # every rank, the victim too, names one across the cut
+            want=none
+            for q in $(echo "$msg" | grep -oE 'rank [0-9]+' | awk '{ print $2 }'); do
+                [ "$(faults_side "$q")" != "$(faults_side "$r")" ] && want=$q && break
+            done
+        fi
+        faults_judge "$r" "$t" "$f" "$msg" "$want"
     done
     if [ -n "${cont_row:-}" ]; then
         cell_rows="$cell_rows         rank $v  $cont_row"$'\n'

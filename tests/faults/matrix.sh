@@ -14,7 +14,8 @@
 # namespaces made here, named hf<pid>*, removed on exit whatever happens). The shm and
 # tcp cells run in a namespace of their own too (a private loopback: their sockets are
 # easy to account for); without namespaces they run in this one and the netns cells
-# skip. FAULTS_CELLS (a regular expression) picks cells by name, e.g. 'kill@connect'.
+# skip (FAULTS_NETNS=0 does that as root too). FAULTS_CELLS (a regular expression)
+# picks cells by name, e.g. 'kill@connect'; FAULTS_TIMEOUT sets HOOP_TIMEOUT.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/cells.sh"
@@ -69,7 +70,8 @@ fi
 
 no_tw() { grep -v -e TIME-WAIT -e '^$' || true; }
 
-if [ "$(id -u)" = 0 ] && command -v ip > /dev/null && ip netns add "${ns}lo" 2> /dev/null; then
+if [ "${FAULTS_NETNS:-1}" != 0 ] && [ "$(id -u)" = 0 ] && command -v ip > /dev/null &&
+    ip netns add "${ns}lo" 2> /dev/null; then
     netns=1
     ip -n "${ns}lo" link set lo up
 fi
