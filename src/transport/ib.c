@@ -1126,10 +1126,10 @@ static hoop_status conn_step(struct ib_comm *c, int *done)
     }
     if (c->state == IC_REPLY) {
         int r = sock_io(c->sock, &c->reply, sizeof(c->reply), &c->off, 0);
-        if (r < 0)
+        if (r < 0) /* a refusal is a reply (verdict 0): the peer went away before it */
             return HOOP_ERROR(HOOP_ERR_REMOTE,
-                              "ib: rank %d refused the connection or exited during the "
-                              "set-up (wrong HOOP_TOKEN, or see its log)",
+                              "ib: rank %d exited (or closed its end) during the connection "
+                              "handshake",
                               c->base.peer);
         if (r == 0) return HOOP_OK;
         if (!hoop__ib_reply_check(&c->reply, sizeof(c->reply)))
