@@ -78,6 +78,7 @@ fi
 
 next_port=29500
 lo_prefix() { [ $netns = 1 ] && echo "ip netns exec ${ns}lo"; }
+faults_hooprun_prefix() { lo_prefix; }
 lo_master() { echo 127.0.0.1; }
 lo_port() {
     if [ $netns = 1 ]; then
