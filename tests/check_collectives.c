@@ -32,6 +32,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/env.h"
+#include "core/fault.h"
 #include "coll_harness.h"
 #include "run_suite.h"
 
@@ -1143,6 +1144,61 @@ START_TEST(test_killed_process)
 }
 END_TEST
 
+/* A worker process that stops (SIGSTOP, by the HOOP_TEST_FAULT hook) in the middle of a
+ * ring all-reduce's reduce-scatter phase: every other rank fails with HOOP_ERR_TIMEOUT
+ * naming it (rank 2) within HOOP_TIMEOUT + 1 s. Rank 3, the one rank that waits for
+ * rank 2 directly, starts the call 150 ms after the others, so its deadline comes last:
+ * ranks 0 and 1 run out of time first, waiting for ranks 3 and 0, and must learn from
+ * rank 3's claim whom it waited for (they named ranks 3 and 0 before claims.c). */
+static int stop_worker(int rank, int n, int port)
+{
+    hoop_comm *comm;
+    size_t count = 1 << 20;
+    h_set_env(rank, n, port, "check-collectives", "2");
+    setenv("HOOP_ALGO", "ring", 1);
+    if (rank == 2 && hoop__fault_arm("2:reduce_scatter:1:STOP") != HOOP_OK) return 2;
+    if (hoop_comm_init_env(&comm) != HOOP_OK) return 2;
+    float *x = calloc(count, sizeof(float));
+    hoop_status st = hoop_allreduce(comm, x, x, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    if (rank == 3) usleep(150 * 1000);
+    int64_t t0 = hoop__now_ns();
+    if (st == HOOP_OK) st = hoop_allreduce(comm, x, x, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    double secs = (double)(hoop__now_ns() - t0) / 1e9;
+    int ok = st == HOOP_ERR_TIMEOUT && strstr(hoop_last_error(), "from rank 2") && secs < 3.0;
+    if (!ok)
+        fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank, hoop_status_name(st), secs,
+                hoop_last_error());
+    free(x);
+    hoop_comm_destroy(comm);
+    return ok ? 0 : 1;
+}
+
+START_TEST(test_stopped_process)
+{
+    int n = 4, port = h_free_port();
+    pid_t pid[4];
+    const char *memops = getenv("HOOP_MEMOPS");
+    if (memops && strcmp(memops, "sync") != 0) return; /* timing, not memory: once per transport */
+    for (int r = 0; r < n; r++) {
+        pid[r] = fork();
+        ck_assert_int_ge(pid[r], 0);
+        if (pid[r] == 0) _exit(stop_worker(r, n, port));
+    }
+    int status[4];
+    for (int r = 0; r < n; r++) {
+        if (r == 2) continue;
+        ck_assert_int_eq(waitpid(pid[r], &status[r], 0), pid[r]);
+    }
+    ck_assert_int_eq(waitpid(pid[2], &status[2], WNOHANG | WUNTRACED), pid[2]);
+    ck_assert_msg(WIFSTOPPED(status[2]), "rank 2 is not stopped (status %d)", status[2]);
+    kill(pid[2], SIGKILL);
+    ck_assert_int_eq(waitpid(pid[2], &status[2], 0), pid[2]);
+    for (int r = 0; r < n; r++)
+        if (r != 2)
+            ck_assert_msg(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0, "rank %d failed", r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("collectives");
@@ -1178,6 +1234,7 @@ static Suite *suite(void)
     tcase_add_test(errors, test_destroy_message);
     tcase_add_test(errors, test_no_fd_leak);
     tcase_add_test(errors, test_killed_process);
+    tcase_add_test(errors, test_stopped_process);
     suite_add_tcase(s, errors);
     return s;
 }

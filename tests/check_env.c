@@ -4,10 +4,12 @@
  * srun step, unset variables of the contract come from Slurm's.
  */
 #include <check.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/env.h"
+#include "core/fault.h"
 #include "run_suite.h"
 
 static void clear_dist(void)
@@ -366,6 +368,63 @@ START_TEST(test_parse_bytes)
 }
 END_TEST
 
+/* HOOP_TEST_FAULT (the test hook): every field required and checked, so that no
+ * ordinary value arms it; hoop__env_check_all refuses a malformed one. */
+static const struct {
+    const char *text, *says;
+} fault_bad[] = {
+    {"", "field 1 is missing"},
+    {"2:all_gather:3", "field 4 is missing"},
+    {"2:all_gather:3:KILL:x", "more than four fields"},
+    {"x:all_gather:3:KILL", "RANK='x' is not an integer"},
+    {"-1:all_gather:3:KILL", "RANK=-1 is out of range"},
+    {"2:gather:3:KILL", "'gather' is not a point"},
+    {"2:all_gather:-3:KILL", "INDEX=-3 is out of range"},
+    {"2:all_gather:3:HUP", "'HUP' is not a signal"},
+    {"2::3:KILL", "field 2 is missing"},
+    {"1", "field 2 is missing"},
+};
+
+START_TEST(test_test_fault)
+{
+    hoop__fault_spec f;
+    ck_assert_int_eq(hoop__fault_parse("2:all_gather:3:KILL", &f), HOOP_OK);
+    ck_assert_int_eq(f.rank, 2);
+    ck_assert_int_eq(f.point, HOOP__FAULT_ALL_GATHER);
+    ck_assert_int_eq(f.index, 3);
+    ck_assert_int_eq(f.sig, SIGKILL);
+    ck_assert_int_eq(hoop__fault_parse("0:checkpoint:0:STOP", &f), HOOP_OK);
+    ck_assert_int_eq(f.point, HOOP__FAULT_CHECKPOINT);
+    ck_assert_int_eq(f.sig, SIGSTOP);
+    for (size_t i = 0; i < sizeof(fault_bad) / sizeof(fault_bad[0]); i++) {
+        ck_assert_int_eq(hoop__fault_parse(fault_bad[i].text, &f), HOOP_ERR_INVALID);
+        ck_assert_msg(strstr(hoop_last_error(), fault_bad[i].says), "'%s': %s", fault_bad[i].text,
+                      hoop_last_error());
+    }
+    setenv("HOOP_TEST_FAULT", "2:all_gather:3:HUP", 1);
+    ck_assert_int_eq(hoop__env_check_all(), HOOP_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "HOOP_TEST_FAULT"));
+    setenv("HOOP_TEST_FAULT", "2:all_gather:3:KILL", 1);
+    ck_assert_int_eq(hoop__env_check_all(), HOOP_OK);
+    /* Armed for rank 2's call #3: nothing else fires. */
+    ck_assert_int_eq(hoop__fault_at(HOOP__FAULT_ALL_GATHER, 2, 3), 1);
+    ck_assert_int_eq(hoop__fault_at(HOOP__FAULT_ALL_GATHER, 1, 3), 0);
+    ck_assert_int_eq(hoop__fault_at(HOOP__FAULT_ALL_GATHER, 2, 2), 0);
+    ck_assert_int_eq(hoop__fault_at(HOOP__FAULT_REDUCE_SCATTER, 2, 3), 0);
+    ck_assert_int_eq(hoop__fault_tick(HOOP__FAULT_BACKWARD, 2), 0);
+    /* Counted points: the INDEX-th occurrence (from 0) on the named rank only. */
+    ck_assert_int_eq(hoop__fault_arm("1:backward:2:KILL"), HOOP_OK);
+    ck_assert_int_eq(hoop__fault_tick(HOOP__FAULT_BACKWARD, 0), 0);
+    ck_assert_int_eq(hoop__fault_tick(HOOP__FAULT_BACKWARD, 1), 0);
+    ck_assert_int_eq(hoop__fault_tick(HOOP__FAULT_BACKWARD, 1), 0);
+    ck_assert_int_eq(hoop__fault_tick(HOOP__FAULT_BACKWARD, 1), 1);
+    ck_assert_int_eq(hoop__fault_tick(HOOP__FAULT_BACKWARD, 1), 0);
+    ck_assert_int_eq(hoop__fault_arm(NULL), HOOP_OK);
+    ck_assert_int_eq(hoop__fault_tick(HOOP__FAULT_BACKWARD, 1), 0);
+    unsetenv("HOOP_TEST_FAULT");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("env");
@@ -378,6 +437,7 @@ int main(void)
     tcase_add_test(tc, test_ib_knobs);
     tcase_add_test(tc, test_help_lists_every_knob);
     tcase_add_test(tc, test_parse_bytes);
+    tcase_add_test(tc, test_test_fault);
     suite_add_tcase(s, tc);
     TCase *errs = tcase_create("errors");
     tcase_add_loop_test(errs, test_dist_rejects, 0,

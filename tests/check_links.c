@@ -501,6 +501,28 @@ START_TEST(test_auto_no_device)
 }
 END_TEST
 
+/* claims.c: following "who waits for whom" from a rank's claim to a rank that made
+ * none (the one that stopped), whatever the order the claims came in. */
+START_TEST(test_claims_follow)
+{
+    /* ring 0 -> 1 -> 2 (stopped) -> 3: 0 waits for 3, 1 for 0, 3 for 2 */
+    int c[4] = {3, 0, -1, 2};
+    ck_assert_int_eq(hoop__claims_follow(c, 4, 1), 3);
+    ck_assert_int_eq(hoop__claims_follow(c, 4, 0), 3);
+    ck_assert_int_eq(hoop__claims_follow(c, 4, 3), 3);
+    /* rank 3 never claimed: 1's chain ends at 0, whose claim names 3 */
+    int d[4] = {3, 0, -1, -1};
+    ck_assert_int_eq(hoop__claims_follow(d, 4, 1), 0);
+    /* a cycle (a link cut both ways) ends, somewhere on it */
+    int e[3] = {1, 2, 0};
+    int end = hoop__claims_follow(e, 3, 0);
+    ck_assert(end >= 0 && end < 3);
+    /* a culprit out of range is the end */
+    int f[2] = {7, -1};
+    ck_assert_int_eq(hoop__claims_follow(f, 2, 0), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("links");
@@ -517,6 +539,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_registry);
     tcase_add_test(tc, test_ib_config);
     tcase_add_test(tc, test_link_cost_max);
+    tcase_add_test(tc, test_claims_follow);
     suite_add_tcase(s, tc);
     TCase *comm = tcase_create("comm");
     tcase_set_timeout(comm, 30);

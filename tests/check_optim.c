@@ -6,13 +6,17 @@
  * Multi-step agreement with PyTorch is in check_autograd_ref.c.
  */
 #include <check.h>
+#include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include "core/fault.h"
 #include "hoop/autograd.h"
 #include "hoop/nn.h"
 #include "hoop/optim.h"
@@ -358,6 +362,46 @@ START_TEST(test_checkpoint_rejects_bad_files)
 }
 END_TEST
 
+/* A writer killed half-way through a save (the HOOP_TEST_FAULT hook, in a child) leaves
+ * the previous checkpoint whole and nothing else: no torn file, no temporary one. */
+START_TEST(test_checkpoint_killed_writer)
+{
+    struct fixture a, b;
+    fixture_make(&a, 1);
+    fixture_make(&b, 2);
+    ck_assert_int_eq(hoop_checkpoint_save(a.path, hoop_model_params(a.m), 4, a.opt, NULL, 0),
+                     HOOP_OK);
+    size_t n0, n1;
+    unsigned char *before = slurp(a.path, &n0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) { /* saves b's parameters over a's file and dies in the middle */
+        if (hoop__fault_arm("0:checkpoint:0:KILL") != HOOP_OK) _exit(3);
+        hoop_checkpoint_save(a.path, hoop_model_params(b.m), 4, b.opt, NULL, 0);
+        _exit(4); /* not reached: the hook kills the child */
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the child ended with %d",
+                  status);
+    unsigned char *after = slurp(a.path, &n1);
+    ck_assert_uint_eq(n0, n1);
+    ck_assert_mem_eq(before, after, n0);
+    free(before);
+    free(after);
+    DIR *d = opendir(a.dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        ck_assert_msg(e->d_name[0] == '.' || strcmp(e->d_name, "model.ckpt") == 0,
+                      "the killed save left '%s' beside the checkpoint", e->d_name);
+    closedir(d);
+    fixture_free(&a);
+    fixture_free(&b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("optim");
@@ -371,6 +415,7 @@ int main(void)
     tcase_add_test(errors, test_optim_config_errors);
     tcase_add_test(errors, test_checkpoint_rejects_bad_files);
     tcase_add_test(errors, test_checkpoint_inspect);
+    tcase_add_test(errors, test_checkpoint_killed_writer);
     suite_add_tcase(s, core);
     suite_add_tcase(s, errors);
     return run_suite(s);

@@ -422,6 +422,41 @@ START_TEST(test_peer_close)
 }
 END_TEST
 
+/* A receiver that sleeps between tests, as the progress thread does (test, pollfds, poll),
+ * hears of its peer's exit at once: the test that finds the peer gone (a peek at the
+ * socket) leaves the failure to the next test, so pollfds must not let the caller sleep
+ * before that one (it slept until its poll timed out: the fault matrix saw survivors of a
+ * killed rank fail only after the comm's 1 s grace, kill@checkpoint over shm). */
+START_TEST(test_peer_close_wakes_sleeper)
+{
+    pair p;
+    unsigned char in[8];
+    void *rreq = NULL;
+    int done = 0;
+    hoop_status st = HOOP_OK;
+    ck_assert_int_eq(connect_pair(&p, NULL, NULL, 4096), HOOP_OK);
+    ck_assert_int_eq(tp->irecv(p.recv, in, sizeof(in), NULL, &rreq), HOOP_OK);
+    ck_assert_int_eq(tp->test(rreq, &done, NULL), HOOP_OK);
+    ck_assert_int_eq(done, 0);
+    ck_assert_int_eq(tp->close(p.send), HOOP_OK);
+    p.send = NULL;
+    int64_t t0 = hoop__now_ns();
+    while (st == HOOP_OK && hoop__now_ns() - t0 < 3000000000LL) {
+        st = tp->test(rreq, &done, NULL);
+        if (st != HOOP_OK) break;
+        struct pollfd fds[4];
+        int n = tp->pollfds(p.recv, fds, 4);
+        for (int k = 0; k < n; k++) /* as the progress thread does: nothing asked, no wait */
+            if (fds[k].events == 0) fds[k].fd = -1;
+        poll(fds, (nfds_t)n, 1000);
+    }
+    double ms = (double)(hoop__now_ns() - t0) / 1e6;
+    ck_assert_int_eq(st, HOOP_ERR_REMOTE);
+    ck_assert_msg(ms < 500, "the close was noticed after %.0f ms of sleeping", ms);
+    close_pair(&p);
+}
+END_TEST
+
 /* A sender stalled on a full ring whose receiver closes fails within 1 s. */
 START_TEST(test_stalled_sender)
 {
@@ -859,6 +894,7 @@ int main(void)
     tcase_add_test(err, test_close_race);
     tcase_add_loop_test(err, test_wrong_token, 0, 3);
     tcase_add_test(err, test_peer_gone_in_handshake);
+    tcase_add_test(err, test_peer_close_wakes_sleeper);
     tcase_add_test(err, test_no_fd_leak);
     tcase_add_test(err, test_extra_fds);
     suite_add_tcase(s, err);

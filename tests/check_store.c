@@ -511,6 +511,26 @@ START_TEST(test_connect_timeout)
 }
 END_TEST
 
+/* A rank that finds no store at MASTER_ADDR:MASTER_PORT says whose store it waited for:
+ * rank 0 may have died before this rank came (tests/faults, kill@rendezvous-r0). */
+static void set_rendezvous_env(int port, int world_size);
+START_TEST(test_connect_timeout_rank0)
+{
+    int port = free_port();
+    hoop_store *h = NULL;
+    set_rendezvous_env(port, 2);
+    setenv("RANK", "1", 1);
+    setenv("HOOP_TIMEOUT", "0.5", 1);
+    ck_assert_int_eq(hoop_store_init_env(&h), HOOP_ERR_TIMEOUT);
+    ck_assert_ptr_null(h);
+    char where[96];
+    snprintf(where, sizeof(where), "rank 0's store (MASTER_ADDR:MASTER_PORT = 127.0.0.1:%d)", port);
+    ASSERT_MSG_HAS(where);
+    ASSERT_MSG_HAS("within 500 ms");
+    ASSERT_MSG_HAS("rank 0 never opened its store there, or has exited");
+}
+END_TEST
+
 START_TEST(test_port_in_use_and_restart)
 {
     int port = hoop_store_server_port(srv);
@@ -1381,6 +1401,7 @@ int main(void)
     tcase_add_test(core, test_allgather);
     tcase_add_test(core, test_connect_retry);
     tcase_add_test(core, test_connect_timeout);
+    tcase_add_test(core, test_connect_timeout_rank0);
     tcase_add_test(core, test_port_in_use_and_restart);
     tcase_add_test(core, test_init_env);
     TCase *errs = tcase(s, "errors", 30);

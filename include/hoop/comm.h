@@ -246,8 +246,8 @@ HOOP_API hoop_status hoop_algo_from_name(const char *name, hoop_algo *out);
 HOOP_API hoop_status hoop_test(hoop_request *req, int *done);
 
 /* Waits for req until it finishes or timeout_ms passes (< 0 = the comm's timeout,
- * HOOP_TIMEOUT, plus 0.5 s for the comm's own timeout failure to arrive: it names the
- * call and the rank this one was still waiting for). While the communicator makes progress the
+ * HOOP_TIMEOUT, plus 1.2 s for the comm's own timeout failure to arrive: it names the
+ * call and the rank that the ranks were waiting for). While the communicator makes progress the
  * caller drives it itself (no hand-off to the progress thread on the fast path); after 50 us
  * without progress it sleeps. On completion releases the request and returns the collective's
  * status. HOOP_ERR_TIMEOUT leaves the request valid: wait again or destroy the comm. Do not destroy

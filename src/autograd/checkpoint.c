@@ -11,8 +11,10 @@
  *           weight_decay, beta1, beta2, eps | i64 steps | nparams x nstate x f32[count]
  *   extra   extra_bytes of caller data
  *   trailer u32 CRC-32 (zlib's crc32) of every byte before it
- * The writer builds the image in memory, writes it to a temporary file in the same
- * directory, fsyncs it, renames it over path and fsyncs the directory. The reader checks
+ * The writer builds the image in memory, writes it to an unnamed file in the same
+ * directory (O_TMPFILE; a named temporary file where the filesystem has none), fsyncs
+ * it, links it under a temporary name, renames that over path and fsyncs the directory:
+ * a writer killed while writing leaves neither a torn file nor a temporary one. The reader checks
  * size, magic, version and checksum before it parses, and parses twice: once to validate
  * against the caller's parameters, once to copy, so a bad file changes nothing.
  *
@@ -22,6 +24,7 @@
  * Thread-safety: the functions keep no state; callers must not modify the parameters or
  * optimizer concurrently.
  */
+#define _GNU_SOURCE /* O_TMPFILE, AT_EMPTY_PATH */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -36,6 +39,7 @@
 #include "autograd/kern.h"
 #include "autograd/optim_impl.h"
 #include "core/check.h"
+#include "core/fault.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint.c writes the host's byte order and assumes little-endian"
@@ -173,7 +177,7 @@ static hoop_status write_all(int fd, const unsigned char *p, size_t n, const cha
         ssize_t w = write(fd, p, n);
         if (w < 0 && errno == EINTR) continue;
         if (w < 0)
-            return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: write to '%s' failed: %s", tmp,
+            return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: write to %s failed: %s", tmp,
                               hoop__strerror(errno));
         p += w;
         n -= (size_t)w;
@@ -196,34 +200,95 @@ static hoop_status fsync_dir(const char *path)
     return st;
 }
 
-/* Temporary file beside path, write, fsync, rename over path, fsync the directory. */
+/* Opens the file a save writes: an unnamed file in path's directory (O_TMPFILE), so that
+ * a process killed while writing leaves nothing behind; where the filesystem has none,
+ * a named temporary file beside path (*tmp, removed on failure; a kill while writing
+ * leaves it). Returns the descriptor, or -1 with errno. */
+static int open_tmp(const char *path, char *tmp, size_t cap, int *named)
+{
+    char *copy = strdup(path);
+    int fd = -1;
+    if (copy != NULL) {
+        fd = open(dirname(copy), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+        free(copy);
+    }
+    *named = fd < 0;
+    if (fd >= 0) return fd;
+    snprintf(tmp, cap, "%s.tmp.XXXXXX", path);
+    return mkstemp(tmp);
+}
+
+/* Gives the written unnamed file fd a temporary name beside path (*tmp): through
+ * /proc/self/fd, or AT_EMPTY_PATH where /proc is missing (that one needs
+ * CAP_DAC_READ_SEARCH). A name taken by someone else is retried with another. */
+static hoop_status link_tmp(int fd, const char *path, char *tmp, size_t cap)
+{
+    char proc[64];
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    for (int i = 0; i < 100; i++) {
+        snprintf(tmp, cap, "%s.tmp.%d.%d", path, (int)getpid(), i);
+        if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0) return HOOP_OK;
+        if (errno == ENOENT && linkat(fd, "", AT_FDCWD, tmp, AT_EMPTY_PATH) == 0) return HOOP_OK;
+        if (errno != EEXIST) break;
+    }
+    return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: cannot link the written file as '%s': %s", tmp,
+                      hoop__strerror(errno));
+}
+
+/* Writes n bytes of img to fd (the test hook, HOOP_TEST_FAULT, strikes half-way). */
+static hoop_status write_img(int fd, const unsigned char *img, size_t n, const char *path,
+                             const char *what)
+{
+    size_t first = n;
+    if (hoop__fault_tick(HOOP__FAULT_CHECKPOINT, -1)) first = n / 2;
+    HOOP_CHECK(write_all(fd, img, first, what));
+    if (first < n) {
+        char where[600];
+        snprintf(where, sizeof(where), "a checkpoint save of '%s' (%zu of %zu bytes written)", path,
+                 first, n);
+        hoop__fault_raise(-1, where);
+    }
+    return write_all(fd, img + first, n - first, what);
+}
+
+/* Unnamed file in path's directory (or a temporary one beside it), write, fsync, name it,
+ * rename over path, fsync the directory: path holds the old file or the new one, whole,
+ * whenever the process dies; after a kill while writing, nothing else is left (a kill in
+ * the microseconds between the link and the rename leaves path.tmp.PID.N). */
 static hoop_status atomic_write(const char *path, const unsigned char *img, size_t n)
 {
-    const size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
+    const size_t cap = strlen(path) + 32;
+    char *tmp = malloc(cap);
+    int named;
     if (tmp == NULL) return HOOP_ERROR(HOOP_ERR_NOMEM, "checkpoint: out of memory");
-    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    hoop_status st = HOOP_OK;
+    int fd = open_tmp(path, tmp, cap, &named);
     if (fd < 0) {
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM,
-                        "checkpoint: cannot create a temporary file beside "
-                        "'%s': %s",
-                        path, hoop__strerror(errno));
+        hoop_status st = HOOP_ERROR(HOOP_ERR_SYSTEM,
+                                    "checkpoint: cannot create a temporary file beside '%s': %s",
+                                    path, hoop__strerror(errno));
         free(tmp);
         return st;
     }
-    st = write_all(fd, img, n, tmp);
+    char what[600]; /* for messages */
+    if (named)
+        snprintf(what, sizeof(what), "'%s'", tmp);
+    else
+        snprintf(what, sizeof(what), "an unnamed file beside '%s'", path);
+    hoop_status st = write_img(fd, img, n, path, what);
     if (st == HOOP_OK && fsync(fd) != 0)
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: fsync of '%s' failed: %s", tmp,
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: fsync of %s failed: %s", what,
                         hoop__strerror(errno));
+    if (st == HOOP_OK && !named) {
+        st = link_tmp(fd, path, tmp, cap);
+        named = st == HOOP_OK;
+    }
     if (close(fd) != 0 && st == HOOP_OK)
         st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: close of '%s' failed: %s", tmp,
                         hoop__strerror(errno));
     if (st == HOOP_OK && rename(tmp, path) != 0)
         st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: rename '%s' -> '%s' failed: %s", tmp, path,
                         hoop__strerror(errno));
-    if (st != HOOP_OK) unlink(tmp);
+    if (st != HOOP_OK && named) unlink(tmp);
     free(tmp);
     if (st == HOOP_OK) st = fsync_dir(path);
     return st;

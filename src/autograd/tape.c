@@ -32,6 +32,7 @@
 #include "autograd/graph.h"
 #include "autograd/kern.h"
 #include "core/check.h"
+#include "core/fault.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "hoop/nn.h"
@@ -486,6 +487,15 @@ static hoop_status backward_failed(const struct hoop_node *n, hoop_status st)
     return HOOP_ERROR(st, "hoop_backward: %s backward: %s", n->op, why);
 }
 
+/* The test hook's moment in a backward pass: node n, the done-th of total walked. */
+static void backward_fault(const struct hoop_node *n, size_t done, size_t total)
+{
+    char where[160];
+    snprintf(where, sizeof(where), "a backward pass (%zu of %zu nodes walked, the last %s)", done,
+             total, n->op);
+    hoop__fault_raise(-1, where);
+}
+
 hoop_status hoop__backward_from(hoop_tape *tape, hoop_tensor *out, const float *dy)
 {
     if (tape == NULL || out == NULL || dy == NULL)
@@ -510,6 +520,8 @@ hoop_status hoop__backward_from(hoop_tape *tape, hoop_tensor *out, const float *
         HOOP_CHECK(out->node->kern->copy(g, dy, out->count * sizeof(float), 1));
     tape->backward_done = 1;
     tape->bw_gen = new_gen();
+    /* test hook (HOOP_TEST_FAULT): half-way through the walk */
+    size_t fault_at = hoop__fault_tick(HOOP__FAULT_BACKWARD, -1) ? last / 2 : SIZE_MAX;
     for (size_t i = last + 1; i-- > 0;) {
         struct hoop_node *n = tape->nodes[i];
         if (n->out->grad_set) {
@@ -517,6 +529,7 @@ hoop_status hoop__backward_from(hoop_tape *tape, hoop_tensor *out, const float *
             if (st != HOOP_OK) return backward_failed(n, st);
         }
         fire_ready(tape, n);
+        if (i == fault_at) backward_fault(n, last + 1 - i, last + 1);
     }
     return HOOP_OK;
 }

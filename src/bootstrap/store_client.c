@@ -423,6 +423,13 @@ static hoop_status connect_retry(hoop_store *st, const char *host, int port)
         backoff(&step_ms, &seed, deadline_ns);
     }
     freeaddrinfo(res);
+    /* A rank that finds no rendezvous store must say whose it is: rank 0 may have died
+     * before this rank came (the address alone does not tell a reader that). */
+    if (s == HOOP_ERR_TIMEOUT && st->rendezvous)
+        return HOOP_ERROR(HOOP_ERR_TIMEOUT,
+                          "store: nobody answered at %s within %" PRId64
+                          " ms (last: %s): rank 0 never opened its store there, or has exited",
+                          st->label, st->timeout_ms, last);
     if (s == HOOP_ERR_TIMEOUT)
         return HOOP_ERROR(HOOP_ERR_TIMEOUT,
                           "store: nobody answered at %s within %" PRId64 " ms (last: %s)", st->name,

@@ -33,6 +33,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/env.h"
+#include "core/fault.h"
 
 #define COMM_DEPTH 8                /* chunks in flight per peer and direction */
 #define COMM_SLOT_BUDGET (32 << 20) /* bytes of staging slots per comm, at most */
@@ -151,18 +152,29 @@ static hoop_status file_accepted(hoop_comm *comm, const unsigned char *need, str
                       comm->rank, p, c->channel);
 }
 
-static int links_missing(hoop_comm *comm, const unsigned char *need, char *list, size_t cap)
+/* How many of the links this rank needs are not up yet, and which, for the timeout's
+ * message: "links to rank 2", "links to ranks 2, 3 and the control link from rank 1". */
+static int links_missing(hoop_comm *comm, const unsigned char *need, char *what, size_t cap)
 {
-    int missing = 0;
+    int ranks = 0;
     size_t len = 0;
-    list[0] = '\0';
+    char list[160] = "";
     for (int p = 0; p < comm->world_size; p++) {
         if (!need[p] || (comm->send[p] && comm->recv[p])) continue;
-        missing++;
-        if (len + 12 < cap) len += (size_t)snprintf(list + len, cap - len, " %d", p);
+        if (len + 14 < sizeof(list))
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d", ranks ? ", " : "", p);
+        ranks++;
     }
-    missing += !comm->ctl_send + !comm->ctl_recv;
-    return missing;
+    len = 0;
+    what[0] = '\0';
+    if (ranks) len = (size_t)snprintf(what, cap, "links to rank%s %s", ranks > 1 ? "s" : "", list);
+    if (!comm->ctl_send && len < cap)
+        len += (size_t)snprintf(what + len, cap - len, "%sthe control link to rank %d",
+                                len ? " and " : "", comm->next);
+    if (!comm->ctl_recv && len < cap)
+        snprintf(what + len, cap - len, "%sthe control link from rank %d", len ? " and " : "",
+                 comm->prev);
+    return ranks + !comm->ctl_send + !comm->ctl_recv;
 }
 
 /* 1 when every rank is reachable over shm (what hoop_comm_alloc_shared's memory needs). */
@@ -239,18 +251,21 @@ static hoop_status plan_link(const hoop_comm *comm, hoop__card *card, const char
 /* One round of connects (data links, then the control link) and accepts. */
 static hoop_status connect_round(hoop_comm *comm, struct hoop_tp_comm **listen,
                                  const unsigned char *need, const struct link_plan *plan,
-                                 const struct link_plan *ctl)
+                                 const struct link_plan *ctl, int *bad)
 {
     struct hoop_tp_comm *c;
     for (int p = 0; p < comm->world_size; p++) {
         if (!need[p] || comm->send[p]) continue;
         const hoop__tp_open *o = &comm->tps[plan[p].k];
+        *bad = p;
         HOOP_CHECK(o->tp->connect(o->ctx, plan[p].handle, 0, &comm->send[p]));
     }
     if (!comm->ctl_send) {
         const hoop__tp_open *o = &comm->tps[ctl->k];
+        *bad = comm->next;
         HOOP_CHECK(o->tp->connect(o->ctx, ctl->handle, 1, &comm->ctl_send));
     }
+    *bad = -1; /* an accept's failure: the peer may not be known */
     for (int k = 0; k < comm->ntps; k++) {
         if (!listen[k]) continue;
         do {
@@ -318,17 +333,18 @@ hoop_algo hoop__comm_algo_pick(const hoop_comm *comm, hoop_algo algo, size_t byt
 /* Drives connects and accepts until every needed link is up or the deadline. */
 static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen,
                                 const unsigned char *need, const struct link_plan *plan,
-                                const struct link_plan *ctl, int64_t deadline)
+                                const struct link_plan *ctl, int64_t deadline, int *bad)
 {
-    char list[200];
-    for (;;) {
-        HOOP_CHECK(connect_round(comm, listen, need, plan, ctl));
+    char list[300];
+    for (int round = 0;; round++) {
+        HOOP_CHECK(connect_round(comm, listen, need, plan, ctl, bad));
+        if (round == 0 && hoop__fault_tick(HOOP__FAULT_CONNECT, comm->rank))
+            hoop__fault_raise(comm->rank, "connecting its links (after the first round)");
         if (links_missing(comm, need, list, sizeof(list)) == 0) break;
+        *bad = -1;
         if (hoop__now_ns() > deadline)
-            return HOOP_ERROR(HOOP_ERR_TIMEOUT,
-                              "rank %d: links to ranks%s (or the control ring) not up within "
-                              "the timeout",
-                              comm->rank, list);
+            return HOOP_ERROR(HOOP_ERR_TIMEOUT, "rank %d: %s not up within HOOP_TIMEOUT (%lld ms)",
+                              comm->rank, list, (long long)comm->timeout_ms);
         struct pollfd pfd[HOOP__TP_MAX];
         int n = 0;
         for (int k = 0; k < comm->ntps; k++)
@@ -409,6 +425,34 @@ static hoop_status open_endpoints(hoop_comm *comm, const hoop_comm_config *cfg,
     return HOOP_OK;
 }
 
+/* A set-up that failed shares its reason through the store (every rank reads the key of
+ * a rank whose link broke): a rank that fails because peer went away mid-handshake may
+ * be seeing the exit of a rank that had failed first, because of a third one; peer's
+ * reason, when it left one within FAIL_NOTE_MS (or rank 0's store's goodbye, which
+ * carries rank 0's), is added to this rank's message. Best effort: the store may be
+ * gone. Returns st with the message. */
+#define FAIL_NOTE_MS 300
+static hoop_status share_failure(hoop_comm *comm, hoop_store *store, int gen, hoop_status st,
+                                 int peer)
+{
+    char key[64], why[1024], theirs[600];
+    size_t n = 0, len;
+    len = (size_t)snprintf(why, sizeof(why), "%s", hoop_last_error());
+    if (st == HOOP_ERR_REMOTE && peer >= 0 && peer != comm->rank && len < sizeof(why)) {
+        snprintf(key, sizeof(key), "hoop.comm.%d.failed.%d", gen, peer);
+        hoop_status g = hoop_store_get(store, key, theirs, sizeof(theirs) - 1, &n, FAIL_NOTE_MS);
+        if (g == HOOP_OK) {
+            theirs[n] = '\0';
+            snprintf(why + len, sizeof(why) - len, "; rank %d had failed first: %s", peer, theirs);
+        } else if (g != HOOP_ERR_TIMEOUT) { /* the store went away: its goodbye says why */
+            snprintf(why + len, sizeof(why) - len, "; then %s", hoop_last_error());
+        }
+    }
+    snprintf(key, sizeof(key), "hoop.comm.%d.failed.%d", gen, comm->rank);
+    (void)hoop_store_set(store, key, why, strlen(why));
+    return HOOP_ERROR(st, "%s", why);
+}
+
 static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, const comm_settings *s)
 {
     struct hoop_tp_comm *listen[HOOP__TP_MAX] = {0};
@@ -425,6 +469,8 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
     HOOP_CHECK_GOTO(hoop__calloc(&comm->send, (size_t)comm->world_size), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&comm->recv, (size_t)comm->world_size), st, out);
     if (!cfg->rendezvous) gen = atomic_fetch_add(&generation, 1);
+    if (hoop__fault_tick(HOOP__FAULT_RENDEZVOUS, comm->rank))
+        hoop__fault_raise(comm->rank, "the rendezvous (before publishing its card)");
     HOOP_CHECK_GOTO(exchange(comm, cfg, gen, "", &mine, cards, deadline), st, out);
     for (int p = 0; p < comm->world_size; p++)
         HOOP_CHECK_GOTO(hoop__card_check(&cards[p], p), st, out);
@@ -433,7 +479,9 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
     ctl_card = cards[comm->next];
     HOOP_CHECK_GOTO(plan_links(comm, cards, &ctl_card, need, s->forced, plan, &ctl), st, out);
     HOOP_CHECK_GOTO(agree_cost(comm, cfg, gen, need, plan, deadline), st, out);
-    st = connect_loop(comm, listen, need, plan, &ctl, deadline);
+    int bad = -1;
+    st = connect_loop(comm, listen, need, plan, &ctl, deadline, &bad);
+    if (st != HOOP_OK && cfg->store) st = share_failure(comm, cfg->store, gen, st, bad);
 out:
     for (int k = 0; k < comm->ntps; k++)
         if (listen[k]) comm->tps[k].tp->close(listen[k]);
@@ -605,7 +653,7 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
      * next (a transport may use the memory of a receive or send still posted, a NIC until
      * its queue pair is gone); then the memory tables (each waits for its own work); then
      * the stage slots, device buffers and registrations they used. */
-    hoop__comm_close_links(comm);
+    hoop__comm_close_links(comm, 0);
     hoop__memops_close(comm->mem); /* the progress thread, its only user, has stopped */
     comm->mem = NULL;
     hoop__comm_free_dev(comm); /* before the slots are freed: they may be registered */
@@ -628,6 +676,7 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
     free(comm->stage);
     hoop__sched_free(&comm->sched);
     hoop__sched_free(&comm->vote_tpl);
+    hoop__claims_free(comm);
     free(comm->exec_block);
     free(comm);
     return st == HOOP_OK ? HOOP_OK : HOOP_ERROR(st, "%s", msg);

@@ -20,7 +20,10 @@
 
 /* The 32-byte header every collective sends to the next rank first (on the data link),
  * and the same-sized records that carry failures and goodbyes on the control link. */
-enum { HOOP__REC_HDR = 1, HOOP__REC_ABORT = 2, HOOP__REC_BYE = 3 };
+/* CLAIM: a timeout that names a peer, sent ahead of the comm's failure (claims.c). An
+ * ABORT or a CLAIM is followed by two records: the origin's call, and {kind: what it
+ * waited for (1 a rank's vote, 2 data, 3 relayed votes)}. */
+enum { HOOP__REC_HDR = 1, HOOP__REC_ABORT = 2, HOOP__REC_BYE = 3, HOOP__REC_CLAIM = 4 };
 typedef struct hoop__hdr {
     uint64_t seq;   /* HDR: call number on this comm; ABORT: culprit rank (or -1) */
     uint64_t count; /* elements */
@@ -166,6 +169,15 @@ struct hoop_comm {
     hoop__hdr ctl_in, abort_rec[3];
     void *ctl_req;
     int abort_tail, prev_bye, ctl_eof;
+    int tail_kind; /* the record abort_rec[0] is: HOOP__REC_ABORT or HOOP__REC_CLAIM */
+    /* Timeout claims (claims.c): per origin rank, its claim's three records, and whom it
+     * waits for (-1: no claim); made at the first claim. first_claim: the first origin
+     * heard of (not this rank); claim_later: one about a later call than cur, acted on
+     * when cur ends; fail_adopted: the failure is a predecessor's ABORT (final as is). */
+    hoop__hdr claim_in[3]; /* a claim being read from the control link */
+    hoop__hdr (*claims)[3];
+    int *claim_culprit;
+    int first_claim, claim_later, fail_adopted;
     int deferred; /* abort_rec holds a later call's failure, parked until cur ends */
     /* The predecessor's control link hit EOF while cur was running: cur may still finish
      * from what its links hold (the predecessor may have died just after finishing it);
@@ -186,6 +198,7 @@ struct hoop_comm {
     void *pre; /* a 16-bit average's pre-divided input (progress.c) */
     size_t pre_cap;
     char token[2];
+    char fault_where[300]; /* the test hook's description of its moment (progress.c) */
     _Alignas(8) char votes[HOOP__VOTE_BYTES];
 };
 
@@ -194,7 +207,9 @@ void *hoop__progress_main(void *arg);
 /* One non-blocking round of progress; returns 1 when anything moved. Caller holds
  * comm->engine. */
 int hoop__progress_pass(hoop_comm *comm);
-void hoop__comm_close_links(hoop_comm *comm);
+/* Closes every link; failed = 1 drops what the data links still hold (the transports'
+ * abort: a timed-out comm's). */
+void hoop__comm_close_links(hoop_comm *comm, int failed);
 
 /* Fills ib from the HOOP_IB_* settings (defaults where unset), as hoop_comm_init hands
  * them to the transports. HOOP_ERR_INVALID names a malformed one (env.c checks range and
@@ -274,6 +289,18 @@ void hoop__comm_free_segs(hoop_comm *comm);
  * mapped and the comm has not failed) proves every rank has, then each frees its own.
  * Returns the barrier's error (the memory is freed anyway). */
 hoop_status hoop__comm_free_segs_cuda(hoop_comm *comm);
+
+/* claims.c: records a claim (ABORT-shaped records, kind CLAIM); 1 when it is new (the
+ * first of its origin), 0 when seen before, malformed, or out of memory. */
+int hoop__claim_add(hoop_comm *comm, const hoop__hdr rec[3]);
+/* claims.c: the claim that explains this rank's failure: from its own claim (else the
+ * first one it heard of), the last of the chain of claims; NULL when it holds none. */
+const hoop__hdr *hoop__claim_final(const hoop_comm *comm);
+/* claims.c: from start, follows culprit[] (whom each rank's claim waits for, -1 = no
+ * claim) while the rank waited for has a claim too; returns the last claim's origin.
+ * At most world_size hops (a cycle ends anywhere). Pure. */
+int hoop__claims_follow(const int *culprit, int world_size, int start);
+void hoop__claims_free(hoop_comm *comm);
 
 /* Test-only: closes every link without telling anyone, as a crashed process would. */
 hoop_status hoop__comm_kill(hoop_comm *comm);

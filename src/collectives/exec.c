@@ -57,6 +57,7 @@
 #include "collectives/exec.h"
 #include "collectives/memops.h"
 #include "core/check.h"
+#include "core/fault.h"
 
 enum { ST_WAIT = 0, ST_POSTED, ST_RECEIVED, ST_MEMOP, ST_DONE };
 
@@ -296,6 +297,7 @@ static void finish(hoop__exec *x, int32_t i)
 {
     x->state[i] = ST_DONE;
     x->ndone++;
+    if (i + 1 == x->env.fault_step) hoop__fault_raise(x->env.rank, x->env.fault_where);
 }
 
 /* 1 when a stage slot may go to a send (is_send) or a receive: one is free, and the

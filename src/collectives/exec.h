@@ -29,13 +29,16 @@ typedef struct hoop__exec_env {
     hoop_dtype dtype;
     hoop_op op;
     size_t elem;
-    char *const *seg_base; /* DIRECT steps: each rank's copy of the segment, mapped here */
-    size_t seg_off;        /* DIRECT steps: the call's buffer's offset in the segment */
-    void **cache;          /* (optional) a block the comm keeps across calls: exec_start
-                            * uses it when large enough, else replaces it; NULL = own one */
-    size_t *cache_bytes;   /* its size */
-    uint64_t bytes_sent;   /* payload bytes of completed sends (output) */
-    int failed_peer;       /* the peer whose link failed (output; -1 = none) */
+    char *const *seg_base;   /* DIRECT steps: each rank's copy of the segment, mapped here */
+    size_t seg_off;          /* DIRECT steps: the call's buffer's offset in the segment */
+    void **cache;            /* (optional) a block the comm keeps across calls: exec_start
+                              * uses it when large enough, else replaces it; NULL = own one */
+    size_t *cache_bytes;     /* its size */
+    int32_t fault_step;      /* test hook (HOOP_TEST_FAULT, core/fault.h): raise its signal
+                              * once step fault_step - 1 is done; 0 = never */
+    const char *fault_where; /* what the hook's line calls that moment */
+    uint64_t bytes_sent;     /* payload bytes of completed sends (output) */
+    int failed_peer;         /* the peer whose link failed (output; -1 = none) */
 } hoop__exec_env;
 
 hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop__exec_env *env);

@@ -4,6 +4,7 @@ libhoopcore_la_SOURCES += \
 	%reldir%/algo.c \
 	%reldir%/capture.c \
 	%reldir%/chain.c \
+	%reldir%/claims.c \
 	%reldir%/collectives.c \
 	%reldir%/comm.c \
 	%reldir%/devres.c \

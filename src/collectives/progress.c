@@ -23,8 +23,10 @@
  * mismatch, its own deadline) sends an ABORT record (culprit, status, the two calls) to
  * the next rank, then closes all its links. Each rank forwards exactly one ABORT. A
  * rank that saw a link error first waits briefly for its predecessor's record, so every
- * rank reports the original cause (a mismatch stays a mismatch). A goodbye record (BYE)
- * before a graceful close tells the next rank that the EOF that follows is no failure.
+ * rank reports the original cause (a mismatch stays a mismatch). A deadline that names
+ * a peer is first a CLAIM record, forwarded by every rank, so that the rank a waiter
+ * blamed can say whom it waits for in turn (claims.c). A goodbye record (BYE) before a
+ * graceful close tells the next rank that the EOF that follows is no failure.
  *
  * Owns: the thread's view of the comm (see comm.h). Thread-safety: internal.
  */
@@ -42,12 +44,16 @@
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/clock.h"
+#include "core/fault.h"
 #include "cuda/coll.h"
 
 #define FAIL_GRACE_MS 1000 /* wait this long for the predecessor's ABORT record */
-/* A vague timeout (this rank waited for a relay) waits less: it fires at the comm's
- * deadline, and the blocked caller's own wait ends WAIT_GRACE_MS (500) after that. */
-#define TIMEOUT_GRACE_MS 250
+/* A timeout waits less for others' claims (claims.c): it fires at the comm's deadline,
+ * and the blocked caller's own wait ends WAIT_GRACE_MS (1200) after that. The ranks'
+ * deadlines differ by as much as their calls' starts do (the previous call's last chunk
+ * over a slow link: 0.6 s at 100 Mbit/s for 16 MiB), and claims from ranks whose
+ * deadlines come later than that are not heard. */
+#define TIMEOUT_GRACE_MS 700
 #define FLUSH_MS 200        /* best-effort time to push a last record out */
 #define SPIN_NS (30 * 1000) /* poll without sleeping this long after progress */
 #define MAX_POLL 256
@@ -88,11 +94,25 @@ static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg);
 
 // ----------------------------------------------------------------- links
 
-void hoop__comm_close_links(hoop_comm *comm)
+/* Closes a data link; abortively (the transport's abort, where it has one) when the
+ * comm failed by a timeout: what is still queued on it is garbage, and a peer that a cut
+ * link hides (or that is stopped) would otherwise keep a socket of ours retransmitting
+ * it for minutes. Other failures close gracefully: a peer may still be finishing the
+ * call before, whose last bytes from this rank may still be in flight. */
+static void close_link(struct hoop_tp_comm *c, int failed)
 {
+    if (failed && c->tp->abort)
+        c->tp->abort(c);
+    else
+        c->tp->close(c);
+}
+
+void hoop__comm_close_links(hoop_comm *comm, int failed)
+{
+    /* The control links always close gracefully: they carry the ABORT record out. */
     for (int p = 0; p < comm->world_size; p++) {
-        if (comm->send && comm->send[p]) comm->send[p]->tp->close(comm->send[p]);
-        if (comm->recv && comm->recv[p]) comm->recv[p]->tp->close(comm->recv[p]);
+        if (comm->send && comm->send[p]) close_link(comm->send[p], failed);
+        if (comm->recv && comm->recv[p]) close_link(comm->recv[p], failed);
         if (comm->send) comm->send[p] = NULL;
         if (comm->recv) comm->recv[p] = NULL;
     }
@@ -126,12 +146,43 @@ static void ctl_flush(hoop_comm *comm, const hoop__hdr *recs, int n)
 
 // ----------------------------------------------------------------- failure
 
+/* "rank O: CALL did not finish within HOOP_TIMEOUT; it was still waiting for data from
+ * rank C": the timeout that an ABORT or CLAIM record r carries. */
+static void timeout_text(const hoop__hdr *r, char *buf, size_t cap)
+{
+    char a[160];
+    hoop__hdr_describe(&r[1], a, sizeof(a));
+    snprintf(buf, cap,
+             "rank %d: %s did not finish within HOOP_TIMEOUT; it was still waiting for %s from "
+             "rank %d",
+             r[0].root, a,
+             r[2].kind == 1   ? "the call's vote"
+             : r[2].kind == 3 ? "the votes relayed"
+                              : "data",
+             (int)(int64_t)r[0].seq);
+}
+
+/* A timeout's cause, once the grace for others' claims is over (claims.c): the claim at
+ * the end of the chain from this rank's own (or the first it heard of). */
+static void claim_resolve(hoop_comm *comm)
+{
+    const hoop__hdr *r = hoop__claim_final(comm);
+    if (!r) return;
+    /* This rank's own timeout message says more (HOOP_TIMEOUT's value): kept when the
+     * chain ends at this rank's claim and the failure began with its own deadline. */
+    if (r[0].root != comm->rank || comm->fail_rec[0].root != comm->rank)
+        timeout_text(r, comm->fail_msg, sizeof(comm->fail_msg));
+    memcpy(comm->fail_rec, r, sizeof(comm->fail_rec));
+    comm->fail_rec[0].kind = HOOP__REC_ABORT;
+}
+
 /* Final step of a failure: tell the next rank, close everything, fail every call. */
 static void fail_finalize(hoop_comm *comm)
 {
     if (atomic_load(&comm->state) == HOOP__CS_FAILED) return;
+    if (comm->fail_st == HOOP_ERR_TIMEOUT && !comm->fail_adopted) claim_resolve(comm);
     ctl_flush(comm, comm->fail_rec, 3);
-    hoop__comm_close_links(comm);
+    hoop__comm_close_links(comm, comm->fail_st == HOOP_ERR_TIMEOUT);
     atomic_store(&comm->state, HOOP__CS_FAILED);
     HOOP_INFO(COLL, "rank %d: communicator failed: %s", comm->rank, comm->fail_msg);
     ops_fail_all(comm, comm->fail_st, comm->fail_msg);
@@ -221,14 +272,7 @@ static void adopt_record(hoop_comm *comm)
     else if (st == HOOP_ERR_TIMEOUT && r[2].kind == 3 && culprit == comm->rank && comm->exec) {
         if (adopt_relay_timeout(comm, origin, a)) return;
     } else if (st == HOOP_ERR_TIMEOUT && culprit >= 0) /* r[2].kind: 1 vote, 2 data, 3 relay */
-        snprintf(comm->fail_msg, sizeof(comm->fail_msg),
-                 "rank %d: %s did not finish within HOOP_TIMEOUT; it was still waiting for %s "
-                 "from rank %d",
-                 origin, a,
-                 r[2].kind == 1   ? "the call's vote"
-                 : r[2].kind == 3 ? "the votes relayed"
-                                  : "data",
-                 culprit);
+        timeout_text(r, comm->fail_msg, sizeof(comm->fail_msg));
     else if (culprit == origin)
         snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d aborted its communicator",
                  origin);
@@ -240,6 +284,7 @@ static void adopt_record(hoop_comm *comm)
         snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d failed: %s during %s", origin,
                  hoop_status_name(st), a);
     memcpy(comm->fail_rec, r, sizeof(comm->fail_rec));
+    comm->fail_adopted = 1; /* the predecessor resolved its claims: final as it is */
     fail_finalize(comm);
 }
 
@@ -265,16 +310,70 @@ static void fail_adopt(hoop_comm *comm)
 
 // ----------------------------------------------------------------- control link
 
+static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, int *kind);
+
+/* The comm fails because of claim r: a rank timed out in r's call, waiting for another.
+ * Not final: the grace lets the claims that explain it arrive (claims.c). A claim about
+ * a later call than the one this rank still runs waits until that one ends (as
+ * fail_adopt's records do). */
+static void claim_fail(hoop_comm *comm, const hoop__hdr *r)
+{
+    char msg[512];
+    if (atomic_load(&comm->state) != HOOP__CS_RUNNING) return;
+    if (comm->cur && r[1].kind == HOOP__REC_HDR && r[1].seq > comm->cur->hdr.seq) {
+        comm->claim_later = r[0].root + 1;
+        return;
+    }
+    timeout_text(r, msg, sizeof(msg));
+    fail_record(comm, HOOP_ERR_TIMEOUT, r[0].root, (int)(int64_t)r[0].seq, &r[1], &r[2], msg, 0);
+}
+
+/* This rank's own claim: in its current call it waits for culprit (kind: 1 that rank's
+ * vote, 2 its data, 3 votes it relays); kept and sent down the control ring at once. */
+static void claim_make(hoop_comm *comm, int culprit, int kind)
+{
+    hoop__hdr claim[3] = {{.kind = HOOP__REC_CLAIM,
+                           .seq = (uint64_t)(int64_t)culprit,
+                           .root = comm->rank,
+                           .aux = (int32_t)HOOP_ERR_TIMEOUT},
+                          comm->cur->hdr,
+                          {.kind = (uint8_t)kind}};
+    if (hoop__claim_add(comm, claim)) ctl_flush(comm, claim, 3);
+}
+
+/* A claim arrived from the predecessor: kept, passed on (once per origin: it stops at its
+ * origin, and at a rank that cannot read it), and the comm fails. A rank that runs the
+ * claim's call and waits there for a peer claims so too, before its own deadline: the
+ * ranks after it may be waiting for it, and must learn whom it waits for. */
+static void claim_received(hoop_comm *comm)
+{
+    const hoop__hdr *r = comm->claim_in;
+    if (!hoop__claim_add(comm, r)) return;
+    HOOP_DEBUGF(COLL, "rank %d: rank %d claims it waited for rank %d", comm->rank, r[0].root,
+                (int)(int64_t)r[0].seq);
+    if (comm->next != r[0].root) ctl_flush(comm, r, 3);
+    if (atomic_load(&comm->state) == HOOP__CS_RUNNING && comm->cur && comm->exec &&
+        r[1].kind == HOOP__REC_HDR && r[1].seq == comm->cur->hdr.seq) {
+        char why[300];
+        int culprit, kind;
+        wait_reason(comm, why, sizeof(why), &culprit, &kind);
+        if (culprit >= 0) claim_make(comm, culprit, kind);
+    }
+    claim_fail(comm, r);
+}
+
 static void ctl_record(hoop_comm *comm, const hoop__hdr *h)
 {
     if (comm->abort_tail > 0) {
-        comm->abort_rec[3 - comm->abort_tail] = *h;
-        if (--comm->abort_tail == 0) fail_adopt(comm);
+        int claim = comm->tail_kind == HOOP__REC_CLAIM;
+        (claim ? comm->claim_in : comm->abort_rec)[3 - comm->abort_tail] = *h;
+        if (--comm->abort_tail == 0) claim ? claim_received(comm) : fail_adopt(comm);
         return;
     }
     if (h->kind == HOOP__REC_BYE) comm->prev_bye = 1;
-    if (h->kind == HOOP__REC_ABORT) {
-        comm->abort_rec[0] = *h;
+    if (h->kind == HOOP__REC_ABORT || h->kind == HOOP__REC_CLAIM) {
+        comm->tail_kind = h->kind;
+        (h->kind == HOOP__REC_CLAIM ? comm->claim_in : comm->abort_rec)[0] = *h;
         comm->abort_tail = 2;
     }
 }
@@ -419,6 +518,31 @@ static hoop_status prescale(hoop_comm *comm, const hoop__coll_args *a, const voi
     return HOOP_OK;
 }
 
+/* Test hook (HOOP_TEST_FAULT, core/fault.h): 1 + the step after which this rank raises
+ * its signal in call r, described in comm->fault_where; 0 when not armed for it. The
+ * reduce-scatter phase is the call's receive-and-reduce steps, the all-gather phase its
+ * plain receives; the moment is the middle one of them (the vote's are not counted). */
+static int32_t fault_step(hoop_comm *comm, const struct hoop_request *r)
+{
+    int rs = hoop__fault_at(HOOP__FAULT_REDUCE_SCATTER, comm->rank, (int64_t)r->hdr.seq);
+    if (!rs && !hoop__fault_at(HOOP__FAULT_ALL_GATHER, comm->rank, (int64_t)r->hdr.seq)) return 0;
+    int kind = rs ? HOOP__STEP_RECV_REDUCE : HOOP__STEP_RECV;
+    size_t n = 0, k = 0;
+    for (size_t i = 0; i < comm->sched.n; i++)
+        n += comm->sched.steps[i].kind == kind && comm->sched.steps[i].buf != HOOP__BUF_VOTE;
+    for (size_t i = 0; i < comm->sched.n; i++) {
+        const hoop__step *st = &comm->sched.steps[i];
+        if (st->kind != kind || st->buf == HOOP__BUF_VOTE || ++k < (n + 1) / 2) continue;
+        char d[160];
+        hoop__hdr_describe(&r->hdr, d, sizeof(d));
+        snprintf(comm->fault_where, sizeof(comm->fault_where),
+                 "the %s phase of %s (receive %zu of %zu, from rank %d)",
+                 rs ? "reduce-scatter" : "all-gather", d, k, n, st->peer);
+        return (int32_t)i + 1;
+    }
+    return 0; /* the call has no such phase: the hook never fires */
+}
+
 static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
 {
     const hoop__coll_args *a = &r->args;
@@ -468,7 +592,9 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
         .seg_base = a->seg_base,
         .seg_off = a->seg_off,
         .cache = &comm->exec_block,
-        .cache_bytes = &comm->exec_block_bytes};
+        .cache_bytes = &comm->exec_block_bytes,
+        .fault_step = fault_step(comm, r),
+        .fault_where = comm->fault_where};
     return hoop__exec_start(&comm->exec, &comm->sched, &env);
 }
 
@@ -480,7 +606,12 @@ static void finish_op(hoop_comm *comm)
     comm->exec = NULL;
     hoop__request_complete(comm->cur, HOOP_OK, NULL);
     comm->cur = NULL;
-    if (comm->deferred) adopt_record(comm); /* the later call's failure, now */
+    if (comm->deferred) adopt_record(comm);  /* the later call's failure, now */
+    if (comm->claim_later && comm->claims) { /* a later call's timeout, now */
+        const hoop__hdr *r = comm->claims[comm->claim_later - 1];
+        comm->claim_later = 0;
+        claim_fail(comm, r);
+    }
 }
 
 /* One executor round; 0 on failure (a link error, or the vote found two calls). */
@@ -526,11 +657,12 @@ static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, in
     }
 }
 
-/* The call passed HOOP_TIMEOUT: fail it naming whom this rank was still waiting for.
- * Waiting for a rank's own vote (or for its data) names it: final at once. Waiting for a
- * vote that relays others' records is vaguer: the rank waits briefly for the record of
- * a rank that knows better, and its own record, naming the relay, lets the relay answer
- * with what it waits for (fail_adopt). */
+/* The call passed HOOP_TIMEOUT: fail it naming whom this rank was still waiting for (a
+ * rank's own vote, its data, or the votes it relays). That rank may itself be waiting for
+ * another: this rank's claim goes down the control ring at once, and the comm fails
+ * after a short grace, with the cause at the end of the chain of claims it then holds
+ * (claims.c). A relay that receives the record naming it answers with what it waits for
+ * (fail_adopt). A wait for nothing remote (a local step) is final at once. */
 static void op_timeout(hoop_comm *comm)
 {
     char d[160], why[300], msg[512];
@@ -539,8 +671,9 @@ static void op_timeout(hoop_comm *comm)
     hoop__hdr_describe(&comm->cur->hdr, d, sizeof(d));
     snprintf(msg, sizeof(msg), "rank %d: %s did not finish within HOOP_TIMEOUT (%lld ms)%s%.250s",
              comm->rank, d, (long long)comm->timeout_ms, why[0] ? "; still waiting " : "", why);
-    hoop__hdr waited = {.kind = (uint8_t)kind}; /* for the ABORT record's readers */
-    fail_local(comm, HOOP_ERR_TIMEOUT, culprit, &comm->cur->hdr, &waited, msg, kind != 3);
+    hoop__hdr waited = {.kind = (uint8_t)kind};        /* for the ABORT record's readers */
+    if (culprit >= 0) claim_make(comm, culprit, kind); /* resolved after the grace */
+    fail_local(comm, HOOP_ERR_TIMEOUT, culprit, &comm->cur->hdr, &waited, msg, culprit < 0);
 }
 
 /* A call ordered on a stream (cur->start) starts once the work queued on the stream
@@ -644,9 +777,11 @@ static void wait_events(hoop_comm *comm)
         if (comm->recv) n = add_fds(comm->recv[p], fds, n, 0);
     }
     int64_t until = INT64_MAX;
-    if (comm->cur) until = comm->cur_deadline;
-    if (atomic_load(&comm->state) == HOOP__CS_FAILING && comm->failing_deadline < until)
-        until = comm->failing_deadline;
+    int failing = atomic_load(&comm->state) == HOOP__CS_FAILING;
+    /* A failing comm's call has had its deadline (that may be why it fails): sleeping
+     * until then would be no sleep at all, and the grace is spent spinning. */
+    if (comm->cur && !failing) until = comm->cur_deadline;
+    if (failing && comm->failing_deadline < until) until = comm->failing_deadline;
     if (comm->prev_lost && comm->prev_lost_deadline < until) until = comm->prev_lost_deadline;
     int ms = hoop__ms_left(until);
     if (ms > 1000) ms = 1000;
@@ -688,7 +823,7 @@ static void handle_abort(hoop_comm *comm, int how)
 {
     char msg[200];
     if (how == 2) { /* test hook: vanish like a crashed process */
-        hoop__comm_close_links(comm);
+        hoop__comm_close_links(comm, 0);
         comm->fail_st = HOOP_ERR_REMOTE;
         snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d was killed", comm->rank);
         atomic_store(&comm->state, HOOP__CS_FAILED);

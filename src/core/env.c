@@ -19,6 +19,7 @@
 
 #include "core/check.h"
 #include "core/env.h"
+#include "core/fault.h"
 #include "core/launch.h"
 #include "core/log.h"
 #include "hoop/comm.h"         /* HOOP_ALGO_CHOICES: the algorithm names' one list */
@@ -66,6 +67,13 @@ static hoop_status subsystems(const char *name, const char *text, int64_t num)
                       name, text, bad);
 }
 
+/* HOOP_TEST_FAULT: the test hook's own parser (fault.c) checks the form. */
+static hoop_status test_fault(const char *text)
+{
+    hoop__fault_spec spec;
+    return text ? hoop__fault_parse(text, &spec) : HOOP_OK;
+}
+
 /* Rules beyond type, range and choices, for the settings that have one; the getters
  * apply them, so hooprun's check and every reader agree. */
 static hoop_status rule_of(const hoop_env_param *p, const char *text, int64_t num)
@@ -74,6 +82,7 @@ static hoop_status rule_of(const hoop_env_param *p, const char *text, int64_t nu
     if (strcmp(p->name, "HOOP_DEBUG_SUBSYS") == 0) return subsystems(p->name, text, num);
     if (strcmp(p->name, "HOOP_IB_HCA") == 0) return hca_list(p->name, text, num);
     if (strcmp(p->name, "HOOP_IB_ADDR_RANGE") == 0) return cidr(p->name, text, num);
+    if (strcmp(p->name, "HOOP_TEST_FAULT") == 0) return test_fault(text);
     return HOOP_OK;
 }
 
@@ -151,6 +160,12 @@ const hoop_env_param hoop__env_params[] = {
     {"HOOP_CUDA_TF32", HOOP_ENV_INT, "0", 0, 1, NULL,
      "1: let cuBLAS use TF32 tensor cores for f32 GEMMs (faster, about 1e-3 relative error); "
      "0: full f32"},
+    {"HOOP_TEST_FAULT", HOOP_ENV_STRING, NULL, 0, 0, NULL,
+     "TEST HOOK, never for real jobs: RANK:POINT:INDEX:SIGNAL (e.g. 2:all_gather:3:KILL) "
+     "makes that rank send itself SIGNAL (KILL|STOP|TERM|SEGV) at POINT (rendezvous|connect: "
+     "its INDEX-th communicator's set-up; reduce_scatter|all_gather: that phase of call "
+     "#INDEX; backward: its INDEX-th backward pass; checkpoint: half-way through its "
+     "INDEX-th checkpoint save); tests/faults/"},
     {NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 

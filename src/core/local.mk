@@ -5,12 +5,14 @@ libhoopcore_la_SOURCES += \
 	%reldir%/log.c \
 	%reldir%/backend.c \
 	%reldir%/env.c \
+	%reldir%/fault.c \
 	%reldir%/version.c
 noinst_HEADERS += \
 	%reldir%/backend.h \
 	%reldir%/check.h \
 	%reldir%/log.h \
 	%reldir%/env.h \
+	%reldir%/fault.h \
 	%reldir%/clock.h \
 	%reldir%/rng.h
 hoopinclude_HEADERS += \

@@ -1139,10 +1139,10 @@ static hoop_status conn_step(struct ib_comm *c, int *done)
     }
     if (c->state == IC_REPLY) {
         int r = sock_io(c->sock, &c->reply, sizeof(c->reply), &c->off, 0);
-        if (r < 0)
+        if (r < 0) /* a refusal is a reply (verdict 0): the peer went away before it */
             return HOOP_ERROR(HOOP_ERR_REMOTE,
-                              "ib: rank %d refused the connection or exited during the "
-                              "set-up (wrong HOOP_TOKEN, or see its log)",
+                              "ib: rank %d exited (or closed its end) during the connection "
+                              "handshake",
                               c->base.peer);
         if (r == 0) return HOOP_OK;
         if (!hoop__ib_reply_check(&c->reply, sizeof(c->reply)))
@@ -1686,6 +1686,10 @@ static int ib_pollfds(struct hoop_tp_comm *tc, struct pollfd *fds, int cap)
     } else {
         kick(c->ctx); /* cannot arm: do not sleep on it */
     }
+    /* The peer was found gone (check_peer): the next test fails what waits on it, so
+     * the caller must not sleep before it (the socket, at EOF, is no longer watched).
+     * A send on the wire waits for its ACK through the CQ's channel instead. */
+    if (c->peer_gone && c->qhead && !(c->kind == IK_SEND && c->gone_ns)) kick(c->ctx);
     fds[n++] = (struct pollfd){.fd = c->ch->fd, .events = POLLIN};
     fds[n++] = (struct pollfd){.fd = c->ctx->kick_fd, .events = POLLIN};
     fds[n++] = (struct pollfd){.fd = c->sock, .events = c->peer_gone ? 0 : POLLIN};

@@ -799,7 +799,10 @@ static int shm_pollfds(struct hoop_tp_comm *tc, struct pollfd *fds, int cap)
     atomic_store(send ? &r->tx_wait : &r->rx_wait, 1);
     atomic_thread_fence(memory_order_seq_cst);
     uint64_t other = atomic_load(send ? &r->tail : &r->head);
-    if (send ? c->size - (size_t)(c->pos - other) > 0 : other != c->pos) ring_bell(efd);
+    /* The peer was found gone (check_peer): the next test fails the request, so the
+     * caller must not sleep before it (the socket, at EOF, is no longer watched). */
+    if (c->peer_gone || (send ? c->size - (size_t)(c->pos - other) > 0 : other != c->pos))
+        ring_bell(efd);
     fds[0] = (struct pollfd){.fd = efd, .events = POLLIN};
     fds[1] = (struct pollfd){.fd = c->sock, .events = c->peer_gone ? 0 : POLLIN};
     return 2;

@@ -431,7 +431,16 @@ static hoop_status conn_step(struct tcp_comm *c, int i, int *done)
     case TCS_ACK:
         n = recv(s->fd, &verdict, 1, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) return HOOP_OK;
-        if (n != 1 || verdict != 1)
+        /* An end of file or a reset before the verdict: the peer went away mid-handshake
+         * (a refusal is a verdict of 0). */
+        if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE)))
+            return HOOP_ERROR(HOOP_ERR_REMOTE,
+                              "rank %d (%s:%d) exited (or closed its end) during the connection "
+                              "handshake",
+                              peer, hoop__sock_ip_str(c->raddr.sin_addr, ip),
+                              ntohs(c->raddr.sin_port));
+        if (n < 0) goto fail;
+        if (verdict != 1)
             return HOOP_ERROR(HOOP_ERR_REMOTE,
                               "rank %d (%s:%d) refused the connection (wrong HOOP_TOKEN?)", peer,
                               hoop__sock_ip_str(c->raddr.sin_addr, ip), ntohs(c->raddr.sin_port));
@@ -651,6 +660,18 @@ static int tcp_pollfds(struct hoop_tp_comm *tc, struct pollfd *fds, int cap)
     return n;
 }
 
+/* A failed communicator's link: a zero linger makes close send a reset and free the
+ * socket at once, dropping what was still queued (nobody will read it). */
+static hoop_status tcp_abort(struct hoop_tp_comm *tc)
+{
+    if (!tc) return HOOP_OK;
+    struct tcp_comm *c = HOOP_CONTAINER_OF(tc, struct tcp_comm, base);
+    struct linger now = {.l_onoff = 1, .l_linger = 0};
+    for (int i = 0; i < TCP_MAX_SOCKS; i++)
+        if (c->s[i].fd >= 0) (void)setsockopt(c->s[i].fd, SOL_SOCKET, SO_LINGER, &now, sizeof(now));
+    return tcp_close(tc);
+}
+
 static hoop_status tcp_close(struct hoop_tp_comm *tc)
 {
     if (!tc) return HOOP_OK;
@@ -681,6 +702,7 @@ const struct hoop_transport hoop__transport_tcp = {
     .test = tcp_test,
     .pollfds = tcp_pollfds,
     .close = tcp_close,
+    .abort = tcp_abort,
     .finalize = tcp_finalize,
 };
 

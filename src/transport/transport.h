@@ -108,6 +108,10 @@ struct hoop_tp_comm {
  *             context caches about it (ib: registrations, which would otherwise pin the
  *             old pages and serve a new allocation at the same address wrongly).
  *   close     closes a comm (safe on half-open comms); pending requests are released.
+ *   abort     (optional) closes a comm of a failed communicator: bytes not yet sent are
+ *             dropped and the kernel keeps nothing (tcp: a reset, where close would leave
+ *             a socket retransmitting megabytes to a dead or unreachable peer for
+ *             minutes); NULL = close.
  *   finalize  destroys the context.
  */
 struct hoop_transport {
@@ -131,6 +135,7 @@ struct hoop_transport {
     void (*cost)(void *tctx, struct hoop_tp_cost *out);
     void (*forget)(void *tctx, void *addr, size_t bytes);
     hoop_status (*close)(struct hoop_tp_comm *c);
+    hoop_status (*abort)(struct hoop_tp_comm *c);
     hoop_status (*finalize)(void *tctx);
 };
 

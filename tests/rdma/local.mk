@@ -10,7 +10,7 @@ EXTRA_DIST += tests/rdma/vm.sh tests/rdma/suite.sh tests/rdma/guest-init.sh \
 CLEANFILES += tests/rdma-logs/*.log bench/rdma-logs/*
 # The guest's hard limit, boot included: above the sum of the steps' own timeouts, so a
 # hung step is reported by the suite, not by the guest being killed.
-RDMA_TIMEOUT = 1300
+RDMA_TIMEOUT = 1550
 RDMA_STEPS =
 RDMA_VM = bash $(top_srcdir)/tests/rdma/vm.sh
 rdma_skip = if test $$rc -eq 77 && test -z "$$HOOP_RDMA_REQUIRE"; then \

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * src/core/fault.h -- a test hook: a rank sends itself a signal at a named point
+ * (HOOP_TEST_FAULT; internal, see fault.c).
+ *
+ * tests/faults/ uses it to kill or stop one rank exactly in a phase that an outside
+ * kill could only hit by luck (a reduce-scatter phase, the middle of a backward pass).
+ * Off unless HOOP_TEST_FAULT is set; while it is unset every check below is one load of
+ * a value parsed once, and the executor's per-step check compares two integers.
+ */
+#ifndef HOOP_CORE_FAULT_H
+#define HOOP_CORE_FAULT_H
+
+#include <stdint.h>
+
+#include "hoop/status.h"
+
+HOOP_EXTERN_C_BEGIN
+
+/* Where a fault may be raised. The spec's index counts, per point:
+ *   RENDEZVOUS   communicators this process set up (0 = its first), just before its card
+ *                is published (hoop_comm_init's store or in-process exchange);
+ *   CONNECT      the same, once the first round of link connects and accepts has run;
+ *   REDUCE_SCATTER, ALL_GATHER
+ *                a call's sequence number on its communicator (the "#N" of messages):
+ *                once the middle one of its receive-and-reduce steps (the
+ *                reduce-scatter phase of ring, rhd and reduce_scatter) or of its plain
+ *                receive steps (the all-gather phase of ring, rhd, allgather) is done;
+ *   BACKWARD     backward passes of this process (hoop_backward), once half of the
+ *                tape's nodes are walked;
+ *   CHECKPOINT   checkpoint saves of this process (hoop_checkpoint_save), once half of
+ *                the file's bytes are written, before it is renamed into place. */
+typedef enum hoop__fault_point {
+    HOOP__FAULT_NONE = 0,
+    HOOP__FAULT_RENDEZVOUS,
+    HOOP__FAULT_CONNECT,
+    HOOP__FAULT_REDUCE_SCATTER,
+    HOOP__FAULT_ALL_GATHER,
+    HOOP__FAULT_BACKWARD,
+    HOOP__FAULT_CHECKPOINT,
+} hoop__fault_point;
+
+/* A parsed HOOP_TEST_FAULT value: "RANK:POINT:INDEX:SIGNAL", e.g. "2:all_gather:3:KILL"
+ * (rank 2 raises SIGKILL in the all-gather phase of call #3). POINT is one of
+ * rendezvous, connect, reduce_scatter, all_gather, backward, checkpoint; SIGNAL one of
+ * KILL, STOP, TERM, SEGV. RANK is the communicator's rank at the collective points, the
+ * process's RANK variable (0 when unset) at backward and checkpoint. */
+typedef struct hoop__fault_spec {
+    int rank;
+    hoop__fault_point point;
+    int64_t index;
+    int sig;
+} hoop__fault_spec;
+
+/* Parses text into *out. HOOP_ERR_INVALID names the field that is wrong and gives the
+ * form; every field is required, so no ordinary value can arm the hook. Pure. */
+hoop_status hoop__fault_parse(const char *text, hoop__fault_spec *out);
+
+/* 1 when HOOP_TEST_FAULT names this point and rank (-1: the RANK variable's) and index
+ * is its index. Parsed once (the first call of any of these); a malformed value arms
+ * nothing (hoop_comm_init_env and hooprun refuse it first). Thread-safe. */
+int hoop__fault_at(hoop__fault_point point, int rank, int64_t index);
+
+/* For the points whose index counts occurrences (rendezvous, connect, backward,
+ * checkpoint): counts this one and returns 1 when it is the armed one. Thread-safe. */
+int hoop__fault_tick(hoop__fault_point point, int rank);
+
+/* Raises the armed signal in this process, after one stderr line saying so with the
+ * wall-clock time (the tests measure the others' reactions from it):
+ *   "hoop: HOOP_TEST_FAULT: rank 2 raises SIGKILL in <where> at 1700000000.123456789".
+ * Returns only after a SIGSTOP is continued (or for a signal that is caught). */
+void hoop__fault_raise(int rank, const char *where);
+
+/* Test-only: arms value (as HOOP_TEST_FAULT would; NULL disarms) and restarts the
+ * occurrence counts, whatever the environment said. For unit tests, in a process (a
+ * forked child) that runs no other thread yet. HOOP_ERR_INVALID for a malformed value. */
+hoop_status hoop__fault_arm(const char *value);
+
+HOOP_EXTERN_C_END
+
+#endif /* HOOP_CORE_FAULT_H */
