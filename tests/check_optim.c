@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -357,6 +358,15 @@ START_TEST(test_checkpoint_rejects_bad_files)
     ck_assert_int_eq(hoop_checkpoint_load(missing, hoop_model_params(b.m), 4, NULL, NULL, 0, NULL),
                      HOOP_ERR_SYSTEM);
     assert_error_has(missing, "cannot open");
+    /* Not a regular file: refused by its type; a FIFO without waiting for a writer. */
+    ck_assert_int_eq(hoop_checkpoint_load(a.dir, hoop_model_params(b.m), 4, NULL, NULL, 0, NULL),
+                     HOOP_ERR_INVALID);
+    assert_error_has(a.dir, "is not a regular file (a directory)");
+    ck_assert_int_eq(mkfifo(missing, 0600), 0);
+    hoop_checkpoint_info info;
+    ck_assert_int_eq(hoop_checkpoint_inspect(missing, &info, NULL, 0), HOOP_ERR_INVALID);
+    assert_error_has(missing, "is not a regular file (a FIFO)");
+    ck_assert_int_eq(unlink(missing), 0);
     fixture_free(&a);
     fixture_free(&b);
 }

@@ -70,6 +70,12 @@ expect 2 "neither train-images-idx3-ubyte.gz nor" --data "$tmp/none"
 expect 2 "--checkpoint-every needs --checkpoint PATH" --checkpoint-every 10
 expect 2 "--checkpoint-every=0 is out of range" --checkpoint-every 0 --checkpoint "$tmp/x.ckpt"
 expect 2 "--metrics-every needs --metrics FILE" --metrics-every 10
+# A checkpoint path that is a directory: refused before any data is read (not by the
+# rename after the first epoch), with --resume too (not a calloc of 2^63 bytes).
+mkdir "$tmp/ckdir"
+expect 2 "--checkpoint '$tmp/ckdir' is a directory" --checkpoint "$tmp/ckdir" --data "$tmp/none"
+expect 2 "--checkpoint '$tmp/ckdir' is a directory" --checkpoint "$tmp/ckdir" --resume \
+    --data "$tmp/none"
 
 # A data directory whose image file has a corrupt magic number, then a truncated one.
 mkdir "$tmp/bad"
@@ -331,6 +337,17 @@ fi
 # The same checkpoint with another --train-limit: its position means nothing there.
 expect 2 "stopped inside epoch 1 of 20000 training samples; this run has 10000" \
     $data --checkpoint "$tmp/mid.ckpt" --resume --train-limit 10000
+# --resume from a FIFO: refused by its type, not waited on for a writer forever.
+mkfifo "$tmp/fifo.ckpt"
+# shellcheck disable=SC2086
+timeout 60 "$bin" $data --epochs 1 --checkpoint "$tmp/fifo.ckpt" --resume >"$tmp/f.out" 2>&1
+rc=$?
+if [ $rc = 2 ] && grep -qF "checkpoint '$tmp/fifo.ckpt' is not a regular file (a FIFO)" "$tmp/f.out"; then
+    echo "ok: hoop-train --checkpoint FIFO --resume -> 2"
+else
+    echo "FAIL: --resume from a FIFO: exit $rc (want 2): $(cat "$tmp/f.out")"
+    fail=1
+fi
 
 # A benchmark stopped by SIGTERM says so and exits 143.
 # shellcheck disable=SC2086

@@ -57,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "autograd/kern.h"
@@ -244,9 +245,15 @@ static hoop_status build_optim(trainer *t)
     return HOOP_OK;
 }
 
-/* Is the directory that would hold path writable? what names the flag or variable. */
+/* Is the directory that would hold path writable, and path itself no directory (the
+ * save's rename over it would fail only at the end of the first epoch)? what names the
+ * flag or variable. */
 static hoop_status check_output_dir(const char *what, const char *path)
 {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s '%s' is a directory; give a file's path", what,
+                          path);
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');

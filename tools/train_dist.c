@@ -9,9 +9,11 @@
 #include "train_dist.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/check.h"
@@ -121,25 +123,44 @@ hoop_status train_dist_sum(train_dist *d, double *v, size_t n)
     return hoop_allreduce(d->comm, v, v, n, HOOP_DTYPE_F64, HOOP_OP_SUM, NULL);
 }
 
-/* Rank 0: reads the whole file into *buf (*bytes); *exists = 0 when there is none. */
+/* Rank 0: reads the whole file into *buf (*bytes); *exists = 0 when there is none. Only
+ * a regular file: a directory (whose size ext4 reports as 2^63 - 1) or a device is
+ * refused, and a FIFO too, without blocking in open (O_NONBLOCK) for a writer. */
 static hoop_status read_file(const char *path, char **buf, int64_t *bytes, int *exists)
 {
     *buf = NULL;
     *bytes = 0;
     *exists = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         if (errno == ENOENT) return HOOP_OK;
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "--checkpoint '%s': %s", path, hoop__strerror(errno));
     }
     *exists = 1;
     hoop_status st = HOOP_OK;
-    if (fseek(f, 0, SEEK_END) != 0 || (*bytes = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0)
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "--checkpoint '%s': cannot size it", path);
-    if (st == HOOP_OK) st = hoop__calloc(buf, (size_t)*bytes + 1);
-    if (st == HOOP_OK && fread(*buf, 1, (size_t)*bytes, f) != (size_t)*bytes)
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "--checkpoint '%s': short read", path);
-    fclose(f);
+    struct stat sb;
+    if (fstat(fd, &sb) != 0)
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "--checkpoint '%s': fstat: %s", path,
+                        hoop__strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
+        st = HOOP_ERROR(HOOP_ERR_INVALID, "--checkpoint '%s' is not a regular file (%s)", path,
+                        S_ISDIR(sb.st_mode)    ? "a directory"
+                        : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                                               : "a device or socket");
+    if (st == HOOP_OK) {
+        *bytes = (int64_t)sb.st_size;
+        st = hoop__calloc(buf, (size_t)*bytes + 1);
+    }
+    for (int64_t got = 0; st == HOOP_OK && got < *bytes;) {
+        ssize_t r = read(fd, *buf + got, (size_t)(*bytes - got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0)
+            st = HOOP_ERROR(HOOP_ERR_SYSTEM, "--checkpoint '%s': %s", path,
+                            r < 0 ? hoop__strerror(errno) : "short read");
+        else
+            got += r;
+    }
+    close(fd);
     return st;
 }
 

@@ -132,8 +132,10 @@ HOOP_API hoop_status hoop_checkpoint_save(const char *path, hoop_tensor *const *
  * same parameters). Up to extra_cap bytes of caller data are copied to extra and their
  * stored size goes to *extra_bytes (either may be NULL). Nothing is modified unless the
  * whole file is valid. Errors: HOOP_ERR_SYSTEM (cannot open/read, naming path),
- * HOOP_ERR_INVALID (not a hoop checkpoint: wrong magic, unknown version, truncated, bad
- * checksum — the message names path and which), HOOP_ERR_MISMATCH, HOOP_ERR_NOMEM. */
+ * HOOP_ERR_INVALID (not a regular file: a directory, FIFO or device, refused without
+ * waiting for a FIFO's writer; not a hoop checkpoint: wrong magic, unknown version,
+ * truncated, bad checksum — the message names path and which), HOOP_ERR_MISMATCH,
+ * HOOP_ERR_NOMEM. */
 HOOP_API hoop_status hoop_checkpoint_load(const char *path, hoop_tensor *const *params,
                                           size_t count, hoop_optim *opt, void *extra,
                                           size_t extra_cap, size_t *extra_bytes);
@@ -152,9 +154,10 @@ typedef struct hoop_checkpoint_info {
  * hoop_checkpoint_load() does (size, magic, version, CRC-32, every record in bounds), fills
  * *info, and copies up to extra_cap bytes of the caller data to extra (may be NULL when
  * extra_cap is 0). Lets a program say which model a file was written for before loading.
- * Errors: HOOP_ERR_INVALID (NULL path or info; not a valid checkpoint, the message names
- * path and what is wrong), HOOP_ERR_SYSTEM (cannot open or read path), HOOP_ERR_NOMEM.
- * *info is zeroed on any error. Thread-safe (keeps no state). */
+ * Errors: HOOP_ERR_INVALID (NULL path or info; not a regular file, as for
+ * hoop_checkpoint_load(); not a valid checkpoint, the message names path and what is wrong),
+ * HOOP_ERR_SYSTEM (cannot open or read path), HOOP_ERR_NOMEM. *info is zeroed on any error.
+ * Thread-safe (keeps no state). */
 HOOP_API hoop_status hoop_checkpoint_inspect(const char *path, hoop_checkpoint_info *info,
                                              void *extra, size_t extra_cap);
 

@@ -331,9 +331,12 @@ hoop_status hoop_checkpoint_save(const char *path, hoop_tensor *const *params, s
 
 // ----- reading ------------------------------------------------------------------------------
 
+/* Reads the whole of a regular file. O_NONBLOCK: a FIFO at path would otherwise block
+ * the open until a writer came (forever); it and every other non-regular file (a
+ * directory, a device) are refused by their type. */
 static hoop_status read_file(const char *path, unsigned char **out, size_t *len)
 {
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': cannot open: %s", path,
                           hoop__strerror(errno));
@@ -342,6 +345,13 @@ static hoop_status read_file(const char *path, unsigned char **out, size_t *len)
     unsigned char *buf = NULL;
     if (fstat(fd, &sb) != 0) {
         st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': fstat: %s", path, hoop__strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        st = HOOP_ERROR(HOOP_ERR_INVALID, "checkpoint '%s' is not a regular file (%s)", path,
+                        S_ISDIR(sb.st_mode)    ? "a directory"
+                        : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                                               : "a device or socket");
         goto out;
     }
     buf = malloc(sb.st_size > 0 ? (size_t)sb.st_size : 1);
