@@ -376,6 +376,7 @@ static const struct {
     {"", "field 1 is missing"},
     {"2:all_gather:3", "field 4 is missing"},
     {"2:all_gather:3:KILL:x", "more than four fields"},
+    {"2:all_gather:3:KILL:", "more than four fields"}, /* an empty fifth one */
     {"x:all_gather:3:KILL", "RANK='x' is not an integer"},
     {"-1:all_gather:3:KILL", "RANK=-1 is out of range"},
     {"2:gather:3:KILL", "'gather' is not a point"},

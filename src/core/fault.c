@@ -69,7 +69,9 @@ hoop_status hoop__fault_parse(const char *text, hoop__fault_spec *out)
                               "HOOP_TEST_FAULT='%s' is not a test fault (" FAULT_FORM
                               "): field %d is missing, empty or too long",
                               text ? text : "", i + 1);
-    if (*s != '\0')
+    /* field() steps over the separator after the fourth field too: "...:KILL:" has an
+     * empty fifth field, no more acceptable than "...:KILL:x". */
+    if (*s != '\0' || s[-1] == ':')
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "HOOP_TEST_FAULT='%s' has more than four fields (" FAULT_FORM ")", text);
     memset(out, 0, sizeof(*out));
