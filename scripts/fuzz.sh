@@ -25,7 +25,12 @@ while getopts "t:j:h" opt; do
     esac
 done
 shift $((OPTIND - 1))
-case $secs$jobs in '' | *[!0-9]*) echo "$0: -t and -j take whole numbers" >&2 && exit 2 ;; esac
+# At least 1 each: libFuzzer reads -max_total_time=0 as "no limit" (a run that never
+# ends), and make refuses -j0.
+for v in "$secs" "$jobs"; do
+    case $v in '' | *[!0-9]*) v=0 ;; esac
+    [ "$((10#$v))" -ge 1 ] || { echo "$0: -t and -j take whole numbers of at least 1" >&2 && exit 2; }
+done
 all="hostlist settings idx checkpoint store tcp shm ib header"
 targets=${*:-$all}
 for t in $targets; do

@@ -6,7 +6,8 @@
 # under configure --enable-fuzz (clang) as tests/fuzz/fuzz_NAME with libFuzzer's main,
 # which scripts/fuzz.sh runs for a bounded time (.ci/run: 30 s each).
 FUZZ_LIBS = libhoopcore.la $(HOOP_DEP_LIBS)
-EXTRA_DIST += tests/fuzz/corpus tests/fuzz/fuzz.h tests/fuzz/make_corpus.py
+EXTRA_DIST += tests/fuzz/corpus tests/fuzz/fuzz.h tests/fuzz/make_corpus.py tests/fuzz/usage.sh
+TESTS += tests/fuzz/usage.sh
 
 check_PROGRAMS += tests/fuzz/replay_hostlist tests/fuzz/replay_settings tests/fuzz/replay_idx \
 	tests/fuzz/replay_checkpoint tests/fuzz/replay_store tests/fuzz/replay_tcp \
