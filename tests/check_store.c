@@ -531,6 +531,31 @@ START_TEST(test_connect_timeout_rank0)
 }
 END_TEST
 
+/* Rank 0 alive but frozen (SIGSTOP): its listening socket takes the connection and
+ * nobody answers. The message must not say rank 0 never came or exited. */
+START_TEST(test_connect_timeout_rank0_silent)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(lfd, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(sa);
+    ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(listen(lfd, 16), 0); /* never accepts: the kernel completes connects */
+    ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
+    hoop_store *h = NULL;
+    set_rendezvous_env(ntohs(sa.sin_port), 2);
+    setenv("RANK", "1", 1);
+    setenv("HOOP_TIMEOUT", "0.5", 1);
+    ck_assert_int_eq(hoop_store_init_env(&h), HOOP_ERR_TIMEOUT);
+    ck_assert_ptr_null(h);
+    ASSERT_MSG_HAS("within 500 ms");
+    ASSERT_MSG_HAS("its port took the connection, but rank 0 did not answer");
+    ck_assert_ptr_null(strstr(hoop_last_error(), "never opened"));
+    close(lfd);
+}
+END_TEST
+
 START_TEST(test_port_in_use_and_restart)
 {
     int port = hoop_store_server_port(srv);
@@ -1402,6 +1427,7 @@ int main(void)
     tcase_add_test(core, test_connect_retry);
     tcase_add_test(core, test_connect_timeout);
     tcase_add_test(core, test_connect_timeout_rank0);
+    tcase_add_test(core, test_connect_timeout_rank0_silent);
     tcase_add_test(core, test_port_in_use_and_restart);
     tcase_add_test(core, test_init_env);
     TCase *errs = tcase(s, "errors", 30);

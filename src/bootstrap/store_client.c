@@ -386,12 +386,14 @@ static void backoff(int *step_ms, unsigned *seed, int64_t deadline_ns)
 }
 
 /* Tries every address once, then the handshake; returns HOOP_OK, a final error, or
- * HOOP_ERR_TIMEOUT meaning "try again" with the reason in last. */
+ * HOOP_ERR_TIMEOUT meaning "try again" with the reason in last. *silent says whether the
+ * last attempt reached a listener that then did not answer within the deadline. */
 static hoop_status try_connect(hoop_store *st, const struct addrinfo *res, int64_t deadline_ns,
-                               char *last, size_t cap)
+                               char *last, size_t cap, int *silent)
 {
     for (const struct addrinfo *a = res; a; a = a->ai_next) {
         st->fd = connect_one(a, deadline_ns);
+        *silent = 0;
         if (st->fd < 0) {
             snprintf(last, cap, "%s", hoop__strerror(errno));
             continue;
@@ -400,6 +402,7 @@ static hoop_status try_connect(hoop_store *st, const struct addrinfo *res, int64
         st->lost[0] = '\0';
         hoop_status s = handshake(st, deadline_ns, &final);
         if (s == HOOP_OK || final) return s;
+        *silent = s == HOOP_ERR_TIMEOUT;
         snprintf(last, cap, "%s", st->lost[0] ? st->lost : hoop_last_error());
         if (st->fd >= 0) close(st->fd);
         st->fd = -1;
@@ -416,15 +419,24 @@ static hoop_status connect_retry(hoop_store *st, const char *host, int port)
     int step_ms = BACKOFF_MIN_MS;
     unsigned seed = (unsigned)hoop__now_ns() ^ (unsigned)(uintptr_t)st;
     char last[sizeof(st->lost)] = "no attempt";
+    int silent = 0;
     hoop_status s;
     for (;;) {
-        s = try_connect(st, res, deadline_ns, last, sizeof(last));
+        s = try_connect(st, res, deadline_ns, last, sizeof(last), &silent);
         if (s != HOOP_ERR_TIMEOUT || hoop__ms_left(deadline_ns) == 0) break;
         backoff(&step_ms, &seed, deadline_ns);
     }
     freeaddrinfo(res);
     /* A rank that finds no rendezvous store must say whose it is: rank 0 may have died
-     * before this rank came (the address alone does not tell a reader that). */
+     * before this rank came (the address alone does not tell a reader that). One whose
+     * last attempt was taken by the listening socket but never answered found rank 0
+     * alive and frozen (stopped, or its store thread stuck), not gone. */
+    if (s == HOOP_ERR_TIMEOUT && st->rendezvous && silent)
+        return HOOP_ERROR(HOOP_ERR_TIMEOUT,
+                          "store: nobody answered at %s within %" PRId64
+                          " ms (last: %s): its port took the connection, but rank 0 did not "
+                          "answer (stopped, or stuck?)",
+                          st->label, st->timeout_ms, last);
     if (s == HOOP_ERR_TIMEOUT && st->rendezvous)
         return HOOP_ERROR(HOOP_ERR_TIMEOUT,
                           "store: nobody answered at %s within %" PRId64
