@@ -181,7 +181,44 @@ rc=$?
 assert_contains "$TMP/crash/err" "first failure: rank 2 (pid "
 assert_contains "$TMP/crash/err" "was killed by signal 11"
 
-# 8. All workers exit 0: hooprun exits 0 and says nothing.
+# 8. A stopped worker (SIGSTOP: a frozen rank, issue 14's fault matrix) fails nobody by
+# itself; a peer that waits for it times out and exits first. hooprun names the stopped
+# one first with the peer's message, exits with the peer's code, and its SIGTERM is
+# followed by SIGCONT, so the stopped worker ends at once (no SIGKILL after the grace).
+cat > "$TMP/stop.sh" <<'W'
+#!/bin/bash
+d=$1
+echo $$ > "$d/pid.$RANK.tmp" && mv "$d/pid.$RANK.tmp" "$d/pid.$RANK"
+if [ "$RANK" = 1 ]; then sleep 0.3; kill -STOP $$; sleep 30; exit 0; fi
+if [ "$RANK" = 2 ]; then
+    for _ in $(seq 200); do
+        [ -e "$d/pid.1" ] && [ "$(sed 's/.*) //' "/proc/$(cat "$d/pid.1")/stat" | cut -c1)" = T ] && break
+        sleep 0.02
+    done
+    sleep 0.2
+    echo "rank 2: timed out waiting for data from rank 1" >&2
+    exit 4
+fi
+sleep 30
+W
+chmod +x "$TMP/stop.sh"
+mkdir -p "$TMP/stop"
+t0=$(now_ms)
+"$HOOPRUN" --nproc-per-node 3 "$TMP/stop.sh" "$TMP/stop" > /dev/null 2> "$TMP/stop/err"
+rc=$?
+ms=$(($(now_ms) - t0))
+cat "$TMP/stop/err"
+[ "$rc" = 4 ] || fail "a stopped rank 1 gave $rc, not rank 2's 4"
+assert_contains "$TMP/stop/err" "hooprun: rank 1 (pid $(cat "$TMP/stop/pid.1")) is stopped"
+assert_contains "$TMP/stop/err" "hooprun: first failure: rank 1 (pid "
+assert_contains "$TMP/stop/err" "when rank 2 failed; the others waited for it"
+assert_contains "$TMP/stop/err" "message: rank 2: timed out waiting for data from rank 1"
+grep -qE "^hooprun:   1 +\S+ +[0-9]+ +- +15 \(SIGTERM\) +[0-9:.]+ +first failure \(was stopped\)\$" \
+    "$TMP/stop/err" || fail "no summary row for the stopped rank 1"
+grep -q "did not stop within" "$TMP/stop/err" && fail "the stopped rank waited for SIGKILL"
+[ "$ms" -lt 4000 ] || fail "hooprun took $ms ms with a stopped worker (SIGCONT after SIGTERM: < 4000)"
+
+# 9. All workers exit 0: hooprun exits 0 and says nothing.
 "$HOOPRUN" --nproc-per-node 3 true > "$TMP/ok.out" 2> "$TMP/ok.err" || fail "3 x true failed"
 [ -s "$TMP/ok.err" ] && fail "hooprun printed on success: $(cat "$TMP/ok.err")"
 echo "PASS"

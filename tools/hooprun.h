@@ -68,6 +68,9 @@ typedef struct hooprun_worker {
     int64_t end_ns;           /* CLOCK_MONOTONIC when hooprun reaped it */
     struct timespec end_wall; /* CLOCK_REALTIME at the same moment */
     int after_stop;           /* it ended after hooprun had sent it SIGTERM */
+    int found_stopped;        /* it was stopped (state T or t: SIGSTOP, a debugger) when
+                               * the first worker failed: the others may have timed out
+                               * waiting for it */
 } hooprun_worker;
 
 /* Splits the CPUs this process may use into nproc disjoint, non-empty sets (hwloc's
@@ -107,8 +110,9 @@ void hooprun_out_free(hooprun_worker *w);
 
 // ----- failure summary (hooprun_report.c) ----------------------------------------------
 
-/* Picks the worker whose failure came first among those that failed on their own (see
- * hooprun_report.c for the rule); -1 when none did. */
+/* Picks the worker whose failure came first among those that failed on their own, or
+ * one found stopped when the first of them failed (see hooprun_report.c for the rules);
+ * -1 when none did. */
 int hooprun_first_failure(const hooprun_worker *w, int n);
 
 /* Prints the failure summary for an attempt that had a failure: the first failure with

@@ -115,6 +115,8 @@ static int signal_children(const supervisor *s, int sig, int orphans_only)
     return count;
 }
 
+/* SIGTERM to every worker and child, then SIGCONT (as systemd stops a unit): a stopped
+ * worker takes its SIGTERM at once instead of being killed after the grace period. */
 static void begin_stop(supervisor *s)
 {
     if (s->stopping) return;
@@ -122,6 +124,38 @@ static void begin_stop(supervisor *s)
     s->kill_at_ns = hoop__now_ns() + s->plan->grace_ms * 1000000LL;
     signal_groups(s, SIGTERM);
     signal_children(s, SIGTERM, 0);
+    signal_groups(s, SIGCONT);
+    signal_children(s, SIGCONT, 0);
+}
+
+/* Is pid stopped (state T, by a signal, or t, by a debugger, in /proc/PID/stat)? */
+static int process_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t len = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (len <= 0) return 0;
+    buf[len] = '\0';
+    const char *paren = strrchr(buf, ')'); /* the command may hold ')' itself */
+    return paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+}
+
+/* At the first failure: marks the workers that are stopped, and says so. Their peers
+ * may be failing because they wait for them (hooprun_report.c, rule 4). */
+static void find_stopped(supervisor *s, const worker *failed)
+{
+    for (int i = 0; i < s->n; i++) {
+        worker *w = &s->w[i];
+        if (!w->running || !process_stopped(w->pid)) continue;
+        w->found_stopped = 1;
+        fprintf(stderr,
+                "hooprun: rank %d (pid %d) is stopped (SIGSTOP, a debugger or job control) as "
+                "rank %d fails\n",
+                w->rank, (int)w->pid, failed->rank);
+    }
 }
 
 static void kill_everything(supervisor *s)
@@ -169,6 +203,7 @@ static void worker_ended(supervisor *s, worker *w, int status, int64_t now)
         return;
     }
     s->exit_code = code;
+    find_stopped(s, w);
     char how[80];
     if (WIFSIGNALED(status))
         snprintf(how, sizeof(how), "was killed by signal %d", WTERMSIG(status));

@@ -23,6 +23,12 @@
  *      loop carry the same time; then a death by signal comes first (its peers' errors
  *      follow from it), then a worker with last words (a silent exit right after
  *      another worker's message is the echo), then the lower rank.
+ *   4. A worker that was stopped (SIGSTOP, a debugger, job control: state T or t in
+ *      /proc) when the first worker failed comes before all of that, unless that failure
+ *      was a death by a signal: a stopped rank fails nobody by itself, but every peer
+ *      that waits for it times out, and the first of them to exit is only the first to
+ *      notice. Its exit status is still the noticing worker's (the stopped one ends by
+ *      hooprun's SIGTERM). The lowest stopped rank is named.
  *
  * This is inference from timing, not proof: a worker that printed a warning (other than
  * through hoop's logger) less than LAST_WORDS_NS before it exited silently, only because
@@ -89,11 +95,21 @@ static int earlier(const hooprun_worker *a, const hooprun_worker *b)
     return a->rank < b->rank;
 }
 
-int hooprun_first_failure(const hooprun_worker *w, int n)
+/* The earliest of the workers that failed on their own (rules 1 to 3); -1 when none. */
+static int first_own_failure(const hooprun_worker *w, int n)
 {
     int best = -1;
     for (int i = 0; i < n; i++)
         if (own_failure(&w[i]) && (best < 0 || earlier(&w[i], &w[best]))) best = i;
+    return best;
+}
+
+int hooprun_first_failure(const hooprun_worker *w, int n)
+{
+    int best = first_own_failure(w, n);
+    if (best >= 0 && WIFSIGNALED(w[best].status)) return best; /* rule 4's exception */
+    for (int i = 0; i < n; i++)
+        if (w[i].found_stopped) return i;
     return best;
 }
 
@@ -152,10 +168,11 @@ static void print_row(const hooprun_plan *p, const hooprun_worker *w, int first)
         else
             snprintf(code, sizeof(code), "%d", WEXITSTATUS(w->status));
         wall_time(&w->end_wall, when, sizeof(when), "%H:%M:%S");
-        note = first           ? "first failure"
-               : w->after_stop ? "ended after hooprun's SIGTERM"
-               : failed(w)     ? "failed too"
-                               : "finished";
+        note = first && w->found_stopped ? "first failure (was stopped)"
+               : first                   ? "first failure"
+               : w->after_stop           ? "ended after hooprun's SIGTERM"
+               : failed(w)               ? "failed too"
+                                         : "finished";
     }
     fprintf(stderr, "hooprun:   %-6d %-16.16s %-8d %-5s %-14s %-13s %s\n", w->rank, p->host,
             (int)w->pid, code, sig, when, note);
@@ -164,7 +181,21 @@ static void print_row(const hooprun_plan *p, const hooprun_worker *w, int first)
 int hooprun_report(const hooprun_plan *p, const hooprun_worker *w, int n, int fallback_code)
 {
     int first = hooprun_first_failure(w, n);
-    if (first >= 0) {
+    int noticed = first_own_failure(w, n);
+    if (first >= 0 && w[first].found_stopped) {
+        fprintf(stderr,
+                "hooprun: first failure: rank %d (pid %d) was stopped (SIGSTOP, a debugger or "
+                "job control) when ",
+                w[first].rank, (int)w[first].pid);
+        if (noticed >= 0) {
+            fprintf(stderr, "rank %d failed; the others waited for it\n", w[noticed].rank);
+            fprintf(stderr, "hooprun:   rank %d's message:\n", w[noticed].rank);
+            print_message(&w[noticed]);
+        } else {
+            fprintf(stderr, "the job failed; the others waited for it\n");
+        }
+        if (p->log_dir) fprintf(stderr, "hooprun:   its output: %s\n", w[first].log_path);
+    } else if (first >= 0) {
         char how[96];
         describe_end(&w[first], how, sizeof(how));
         fprintf(stderr, "hooprun: first failure: rank %d (pid %d) %s\n", w[first].rank,
@@ -181,5 +212,6 @@ int hooprun_report(const hooprun_plan *p, const hooprun_worker *w, int n, int fa
     fprintf(stderr, "hooprun:   %-6s %-16s %-8s %-5s %-14s %-13s %s\n", "rank", "host", "pid",
             "exit", "signal", "time", "");
     for (int i = 0; i < n; i++) print_row(p, &w[i], i == first);
+    if (first >= 0 && w[first].found_stopped) first = noticed; /* rule 4: its status */
     return first >= 0 ? exit_status(&w[first]) : fallback_code;
 }

@@ -144,6 +144,12 @@ run_cells() {
     want stop@collective && faults_coll stop@collective 2 2:reduce_scatter:1:STOP 1000000 3 stop
     want kill@ddp-backward && faults_train kill@ddp-backward 2 2:backward:3:KILL
     want kill@checkpoint && faults_train kill@checkpoint 0 0:checkpoint:1:KILL
+    # A stopped worker under one hooprun: it must be named first (found stopped when the
+    # first survivor failed). With one hooprun per rank (netns) the stopped rank's own
+    # hooprun hears of no failure: on a real cluster the scheduler ends that job step.
+    if [ "${HOOPRUN_PER_RANK:-0}" != 1 ]; then
+        want stop@ddp-backward && faults_train stop@ddp-backward 2 2:backward:3:STOP
+    fi
     return 0
 }
 
