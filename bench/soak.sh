@@ -10,8 +10,18 @@
 #
 # Run from a build tree after `make check` (or `make tests/check_soak`).
 set -eu
+usage() {
+    echo "usage: soak.sh [OPS [SEED...]]: OPS a whole number above 200 (the warm-up's calls), each SEED a whole number below 2^63; $*" >&2
+    exit 2
+}
 ops=${1:-50000}
 [ $# -gt 0 ] && shift
+case $ops in '' | *[!0-9]*) usage "OPS is '$ops'" ;; esac
+[ ${#ops} -le 9 ] && [ "$ops" -gt 200 ] || usage "OPS is $ops"
+for seed in "$@"; do
+    case $seed in '' | *[!0-9]*) usage "a SEED is '$seed'" ;; esac
+    [ ${#seed} -le 18 ] || usage "a SEED is $seed"
+done
 prog=${top_builddir:-.}/tests/check_soak
 [ -x "$prog" ] || { echo "soak.sh: $prog is not built (make tests/check_soak)" >&2; exit 2; }
 rc=0
