@@ -156,6 +156,12 @@ assert_contains "$TMP/e4" "HOOP_IB_HCA='mlx5_0:x': entry 'mlx5_0:x' has a bad po
 HOOP_DEBUG_SUBSYS=BOGUS "$HOOPRUN" --nproc-per-node 1 true 2> "$TMP/e5"
 [ $? = 2 ] || fail "HOOP_DEBUG_SUBSYS=BOGUS did not give exit 2"
 assert_contains "$TMP/e5" "HOOP_DEBUG_SUBSYS='BOGUS': 'BOGUS' is not a subsystem"
+# A HOOP_TEST_FAULT rank outside the job would never fire: refused (rank 1 of 2 is in).
+HOOP_TEST_FAULT=2:connect:0:KILL "$HOOPRUN" --nproc-per-node 2 true 2> "$TMP/e6"
+[ $? = 2 ] || fail "HOOP_TEST_FAULT for rank 2 of 2 did not give exit 2"
+assert_contains "$TMP/e6" "HOOP_TEST_FAULT='2:connect:0:KILL': rank 2 is outside the job (world_size 2, ranks 0..1)"
+HOOP_TEST_FAULT=1:connect:0:KILL "$HOOPRUN" --nproc-per-node 2 true 2> "$TMP/e7" ||
+    fail "HOOP_TEST_FAULT for rank 1 of 2 was refused: $(cat "$TMP/e7")"
 # HOOP_TRANSPORT=ib is a valid setting (whether this host can run it is the worker's
 # communicator's business): hooprun lets it through.
 HOOP_TRANSPORT=ib "$HOOPRUN" --nproc-per-node 1 true 2> "$TMP/e2" ||

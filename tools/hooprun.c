@@ -27,6 +27,7 @@
 
 #include "core/check.h"
 #include "core/env.h"
+#include "core/fault.h"
 #include "core/hostlist.h"
 #include "core/log.h"
 #include "core/launch.h"
@@ -641,6 +642,23 @@ static int check_prog(const char *prog)
     return 127;
 }
 
+/* HOOP_TEST_FAULT names a rank of this job (its form was checked with the other
+ * settings): a rank outside the world would leave the hook silently unfired. Returns 0,
+ * or 2 after saying why. */
+static int check_fault_rank(const hooprun_plan *p)
+{
+    const char *v = getenv("HOOP_TEST_FAULT");
+    hoop__fault_spec spec;
+    if (!v || hoop__fault_parse(v, &spec) != HOOP_OK) return 0;
+    int world_size = p->nnodes * p->nproc_per_node;
+    if (spec.rank < world_size) return 0;
+    fprintf(stderr,
+            "hooprun: HOOP_TEST_FAULT='%s': rank %d is outside the job (world_size %d, ranks "
+            "0..%d); the hook would never fire\n",
+            v, spec.rank, world_size, world_size - 1);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     cli c;
@@ -653,6 +671,7 @@ int main(int argc, char **argv)
     hooprun_plan plan;
     int reserve_fd = -1;
     rc = resolve(&c, &plan, &reserve_fd);
+    if (rc == 0) rc = check_fault_rank(&plan);
     if (rc == 0 && c.dry_run) print_dry_run(&plan);
     if (rc == 0 && !c.dry_run) rc = check_prog(plan.argv[0]);
     if (rc == 0 && !c.dry_run) rc = run_attempts(&plan, &reserve_fd);
