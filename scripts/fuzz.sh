@@ -4,7 +4,11 @@
 # (configure CC=clang --enable-fuzz --enable-sanitizers, in its own build directory,
 # default build-fuzz/) and runs each for a bounded time from its seed corpus.
 #
-#   scripts/fuzz.sh [-t SECONDS] [-j N] [TARGET...]     (default: 30 s each, every target)
+#   scripts/fuzz.sh [-t SECONDS] [-j N] [-p P] [TARGET...]  (default: 30 s each, every target)
+#
+# -j N: make's jobs for the build; -p P: how many targets fuzz at once (default 1; each
+# target is one process on one core, so a machine with P free cores gives each its whole
+# SECONDS as with -p 1, in 1/P of the wall time).
 #
 # Each run starts from tests/fuzz/corpus/TARGET (read only) and grows a working corpus in
 # BUILD/corpus/TARGET, which later runs reuse. Per target it prints libFuzzer's totals:
@@ -17,19 +21,22 @@
 set -euo pipefail
 secs=30
 jobs=2
-while getopts "t:j:h" opt; do
+par=1
+while getopts "t:j:p:h" opt; do
     case $opt in
     t) secs=$OPTARG ;;
     j) jobs=$OPTARG ;;
-    *) echo "usage: $0 [-t SECONDS] [-j N] [TARGET...]" >&2 && exit 2 ;;
+    p) par=$OPTARG ;;
+    *) echo "usage: $0 [-t SECONDS] [-j N] [-p P] [TARGET...]" >&2 && exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
 # At least 1 each: libFuzzer reads -max_total_time=0 as "no limit" (a run that never
 # ends), and make refuses -j0.
-for v in "$secs" "$jobs"; do
+for v in "$secs" "$jobs" "$par"; do
     case $v in '' | *[!0-9]*) v=0 ;; esac
-    [ "$((10#$v))" -ge 1 ] || { echo "$0: -t and -j take whole numbers of at least 1" >&2 && exit 2; }
+    [ "${#v}" -le 9 ] && [ "$((10#$v))" -ge 1 ] ||
+        { echo "$0: -t, -j and -p take whole numbers of at least 1" >&2 && exit 2; }
 done
 all="hostlist settings idx checkpoint store tcp shm ib header"
 targets=${*:-$all}
@@ -60,22 +67,39 @@ echo "fuzz: built $(echo $targets) in $(($(date +%s) - start)) s ($build)"
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1:halt_on_error=1"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}halt_on_error=1:print_stacktrace=1"
-rc=0
-for t in $targets; do
+# fuzz_one TARGET: runs it, writes its summary to fuzz-TARGET.sum; its exit status is
+# libFuzzer's.
+fuzz_one() {
+    local t=$1 log=fuzz-$1.log r=0 execs rate cov
     mkdir -p "corpus/$t" "crashes/$t"
-    log=fuzz-$t.log
-    r=0
     "./tests/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=4096 \
         -print_final_stats=1 -artifact_prefix="crashes/$t/" "corpus/$t" "$src/tests/fuzz/corpus/$t" \
         > "$log" 2>&1 || r=$?
     execs=$(awk '/stat::number_of_executed_units/ {print $2}' "$log")
     rate=$(awk '/stat::average_exec_per_sec/ {print $2}' "$log")
     cov=$(grep -E '^#[0-9]+' "$log" | tail -1 | sed -n 's/.* cov: \([0-9]*\) ft: \([0-9]*\) corp: \([0-9]*\).*/cov \1 ft \2 corpus \3/p')
-    echo "fuzz: $t: ${execs:-?} executions (${rate:-?}/s), ${cov:-no coverage line}, exit $r"
+    echo "fuzz: $t: ${execs:-?} executions (${rate:-?}/s), ${cov:-no coverage line}, exit $r" > "fuzz-$t.sum"
     if [ "$r" -ne 0 ]; then
-        rc=1
-        grep -E -A30 'ERROR: |runtime error|==ERROR|SUMMARY' "$log" | head -60
-        echo "fuzz: $t: the input is in $build/crashes/$t/ (whole log: $build/$log)"
+        grep -E -A30 'ERROR: |runtime error|==ERROR|SUMMARY' "$log" | head -60 >> "fuzz-$t.sum"
+        echo "fuzz: $t: the input is in $build/crashes/$t/ (whole log: $build/$log)" >> "fuzz-$t.sum"
     fi
+    return "$r"
+}
+# P at a time; the summaries are printed in the targets' order.
+running=0
+for t in $targets; do
+    rm -f "fuzz-$t.sum"
+    if [ "$running" -ge "$par" ]; then
+        wait -n || true
+        running=$((running - 1))
+    fi
+    fuzz_one "$t" &
+    running=$((running + 1))
+done
+wait || true
+rc=0
+for t in $targets; do
+    if [ -f "fuzz-$t.sum" ]; then cat "fuzz-$t.sum"; else echo "fuzz: $t: no summary (the run was cut short)"; fi
+    grep -q "^fuzz: $t: .*, exit 0\$" "fuzz-$t.sum" 2> /dev/null || rc=1
 done
 exit $rc

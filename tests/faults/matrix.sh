@@ -154,7 +154,7 @@ run_cells() {
 }
 
 t0=$(date +%s)
-echo "fault matrix: 4 ranks, HOOP_TIMEOUT=$T_S s; time to error from the fault, each survivor"
+echo "fault matrix: 4 ranks, HOOP_TIMEOUT=$T_S s${FAULTS_CELLS:+, only the cells matching FAULTS_CELLS='$FAULTS_CELLS'}; time to error from the fault, each survivor"
 faults_prefix() { lo_prefix; }
 faults_master() { lo_master; }
 faults_port() { lo_port; }

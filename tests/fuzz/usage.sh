@@ -29,6 +29,8 @@ refused -t abc hostlist
 refused -t -5 hostlist
 refused -t 5 -j x hostlist
 refused -t 5 nosuch
+refused -p 0 hostlist
+refused -t 5 -p x hostlist
 soak=${top_srcdir:-.}/bench/soak.sh
 soak_refused() { # ARGS...: soak.sh ARGS must exit 2 before it runs anything
     out=$(top_builddir=/nonexistent timeout 20 sh "$soak" "$@" 2>&1)
