@@ -200,6 +200,18 @@ static void fail_record(hoop_comm *comm, hoop_status st, int origin, int culprit
         adopt_record(comm);
         return;
     }
+    /* The predecessor vanished without notice earlier in this call (prev_lost, waiting for
+     * the call to finish): a link error with another rank now is most likely that rank's
+     * reaction to the same loss (its own grace ran out first and it closed its links), so
+     * the predecessor stays the cause, and the later error is told after it. */
+    char both[sizeof(comm->fail_msg)];
+    if (comm->prev_lost && !final && st == HOOP_ERR_REMOTE && origin == comm->rank &&
+        culprit != comm->prev) {
+        snprintf(both, sizeof(both), "%.250s; then %.250s", comm->prev_lost_msg, msg);
+        msg = both;
+        culprit = comm->prev;
+        comm->prev_lost = 0;
+    }
     comm->fail_st = st;
     snprintf(comm->fail_msg, sizeof(comm->fail_msg), "%s", msg);
     comm->fail_rec[0] = (hoop__hdr){.kind = HOOP__REC_ABORT,
