@@ -146,14 +146,7 @@ tests=${*:-}
 [ $# -gt 0 ] || [ "$kind" = asan ] || tests=$(echo "$TSAN_TESTS" | tr '\n' ' ')
 start=$(date +%s)
 rc=0
-if [ -n "$tests" ] && [ "$kind" = tsan ] && [ $# -eq 0 ]; then
-    # $TSAN_TESTS: only their own programs are built (make check would build every test
-    # program and the host execution layer's libraries, which none of them loads): the
-    # Check programs among them, by name; the script test runs what `all` built.
-    progs=$(for t in $tests; do case $t in *.sh) ;; *) echo "$t" ;; esac; done | tr '\n' ' ')
-    make -j"$jobs" check TESTS="$tests" check_PROGRAMS="$progs" check_LTLIBRARIES= \
-        > check.out 2>&1 || rc=$?
-elif [ -n "$tests" ]; then
+if [ -n "$tests" ]; then
     make -j"$jobs" check TESTS="$tests" > check.out 2>&1 || rc=$?
 else
     make -j"$jobs" check > check.out 2>&1 || rc=$?
