@@ -489,12 +489,13 @@ static void unwaited_calls(h_rank *h)
             h_fail(h, "blocking call: %s", hoop_last_error());
         usleep((useconds_t)(round * 1500)); /* 0, 1.5, 3, 4.5 ms: the nap is 2 ms */
         int64_t issued = hoop__now_ns(), done_ns = 0;
+        int collected;
         if (hoop_allreduce(h->comm, &w, &w, 1, HOOP_DTYPE_I32, HOOP_OP_SUM, &req) != HOOP_OK) {
             h_fail(h, "enqueue: %s", hoop_last_error());
             return;
         }
         usleep(300 * 1000);
-        if (hoop__wait_done_ns(req, -1, &done_ns) != HOOP_OK)
+        if (hoop__wait_done_ns(req, -1, &done_ns, &collected) != HOOP_OK)
             h_fail(h, "wait: %s", hoop_last_error());
         int64_t n = h->n;
         if (v != (int32_t)(n * (n + 1) / 2) || w != (int32_t)(5 * n * (n - 1) + n * round))

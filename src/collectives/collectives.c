@@ -142,16 +142,6 @@ hoop_status hoop_test(hoop_request *req, int *done)
     return *done ? collect(req) : HOOP_OK;
 }
 
-hoop_status hoop__wait_done_ns(hoop_request *req, int64_t timeout_ms, int64_t *done_ns)
-{
-    if (!req) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_wait: req is NULL");
-    atomic_fetch_add(&req->refs, 1); /* keeps req readable after hoop_wait releases it */
-    hoop_status st = hoop_wait(req, timeout_ms);
-    *done_ns = atomic_load(&req->done) ? req->done_ns : hoop__now_ns();
-    hoop__request_release(req);
-    return st;
-}
-
 /* hoop_wait; *collected = 1 when it reported the completion (and dropped the caller's
  * reference), 0 when its own deadline passed first (the reference is still held). */
 static hoop_status wait_req(hoop_request *req, int64_t timeout_ms, int *collected)
@@ -204,6 +194,18 @@ static hoop_status wait_req(hoop_request *req, int64_t timeout_ms, int *collecte
     pthread_mutex_unlock(&req->mu);
     *collected = 1;
     return collect(req);
+}
+
+hoop_status hoop__wait_done_ns(hoop_request *req, int64_t timeout_ms, int64_t *done_ns,
+                               int *collected)
+{
+    *collected = 0;
+    if (!req) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_wait: req is NULL");
+    atomic_fetch_add(&req->refs, 1); /* keeps req readable after wait_req releases it */
+    hoop_status st = wait_req(req, timeout_ms, collected);
+    *done_ns = atomic_load(&req->done) ? req->done_ns : hoop__now_ns();
+    hoop__request_release(req);
+    return st;
 }
 
 hoop_status hoop_wait(hoop_request *req, int64_t timeout_ms)

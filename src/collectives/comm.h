@@ -277,8 +277,12 @@ void hoop__request_release(struct hoop_request *req);
 void hoop__request_complete(struct hoop_request *req, hoop_status st, const char *msg);
 
 /* hoop_wait that also reports when the collective completed (monotonic ns, as
- * hoop__now_ns), however long after that the caller came to wait. */
-hoop_status hoop__wait_done_ns(struct hoop_request *req, int64_t timeout_ms, int64_t *done_ns);
+ * hoop__now_ns), however long after that the caller came to wait. *collected = 1 when
+ * it reported the completion (req is released: the caller must not touch it again,
+ * whatever the status, HOOP_ERR_TIMEOUT of a call that failed by a timeout included);
+ * 0 when the wait's own deadline passed first (the caller still holds req). */
+hoop_status hoop__wait_done_ns(struct hoop_request *req, int64_t timeout_ms, int64_t *done_ns,
+                               int *collected);
 
 /* shared.c: the segment holding [ptr, ptr + bytes) whole, or NULL. */
 hoop__seg *hoop__seg_find(const hoop_comm *comm, const void *ptr, size_t bytes);

@@ -449,9 +449,11 @@ static hoop_status wait_all(hoop_ddp *ddp)
         ddp_bucket *bk = &ddp->buckets[b];
         if (!bk->req) continue;
         int64_t done_ns = 0;
-        hoop_status rc = hoop__wait_done_ns(bk->req, -1, &done_ns);
+        int collected = 0;
+        hoop_status rc = hoop__wait_done_ns(bk->req, -1, &done_ns, &collected);
         int left = 0;
-        if (rc == HOOP_ERR_TIMEOUT && hoop_test(bk->req, &left) == HOOP_OK && !left) {
+        /* A call that failed by a timeout was collected (and freed) like any other. */
+        if (rc == HOOP_ERR_TIMEOUT && !collected && hoop_test(bk->req, &left) == HOOP_OK && !left) {
             /* The wait gave up before the progress thread failed the call: the request
              * still holds the bucket. Abort the comm (every call then fails at once) and
              * collect it, so no late write can land in the bucket and nothing leaks. */
