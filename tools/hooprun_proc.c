@@ -128,7 +128,9 @@ static void begin_stop(supervisor *s)
     signal_children(s, SIGCONT, 0);
 }
 
-/* Is pid stopped (state T, by a signal, or t, by a debugger, in /proc/PID/stat)? */
+/* Is pid stopped by a signal (state T in /proc/PID/stat: SIGSTOP, job control)? Not a
+ * tracing stop (t): a debugger's, or LeakSanitizer's at a sanitized worker's exit (it
+ * stops the process's threads with ptrace to scan them), which is no hang. */
 static int process_stopped(pid_t pid)
 {
     char path[64], buf[512];
@@ -140,7 +142,7 @@ static int process_stopped(pid_t pid)
     if (len <= 0) return 0;
     buf[len] = '\0';
     const char *paren = strrchr(buf, ')'); /* the command may hold ')' itself */
-    return paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+    return paren && paren[1] == ' ' && paren[2] == 'T';
 }
 
 /* At the first failure: marks the workers that are stopped, and says so. Their peers
@@ -152,7 +154,7 @@ static void find_stopped(supervisor *s, const worker *failed)
         if (!w->running || !process_stopped(w->pid)) continue;
         w->found_stopped = 1;
         fprintf(stderr,
-                "hooprun: rank %d (pid %d) is stopped (SIGSTOP, a debugger or job control) as "
+                "hooprun: rank %d (pid %d) is stopped (SIGSTOP or job control) as "
                 "rank %d fails\n",
                 w->rank, (int)w->pid, failed->rank);
     }

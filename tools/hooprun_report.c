@@ -23,8 +23,8 @@
  *      loop carry the same time; then a death by signal comes first (its peers' errors
  *      follow from it), then a worker with last words (a silent exit right after
  *      another worker's message is the echo), then the lower rank.
- *   4. A worker that was stopped (SIGSTOP, a debugger, job control: state T or t in
- *      /proc) when the first worker failed comes before all of that, unless that failure
+ *   4. A worker that was stopped (SIGSTOP, job control: state T in /proc; not a
+ *      tracing stop) when the first worker failed comes before all of that, unless that failure
  *      was a death by a signal: a stopped rank fails nobody by itself, but every peer
  *      that waits for it times out, and the first of them to exit is only the first to
  *      notice. Its exit status is still the noticing worker's (the stopped one ends by
@@ -184,8 +184,8 @@ int hooprun_report(const hooprun_plan *p, const hooprun_worker *w, int n, int fa
     int noticed = first_own_failure(w, n);
     if (first >= 0 && w[first].found_stopped) {
         fprintf(stderr,
-                "hooprun: first failure: rank %d (pid %d) was stopped (SIGSTOP, a debugger or "
-                "job control) when ",
+                "hooprun: first failure: rank %d (pid %d) was stopped (SIGSTOP or job control) "
+                "when ",
                 w[first].rank, (int)w[first].pid);
         if (noticed >= 0) {
             fprintf(stderr, "rank %d failed; the others waited for it\n", w[noticed].rank);
