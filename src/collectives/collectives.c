@@ -176,14 +176,29 @@ static hoop_status wait_req(hoop_request *req, int64_t timeout_ms, int *collecte
                               .tv_nsec = deadline % 1000000000LL};
         if (deadline == INT64_MAX) {
             pthread_cond_wait(&req->cv, &req->mu);
-        } else if (pthread_cond_timedwait(&req->cv, &req->mu, &ts) != 0 &&
-                   hoop__now_ns() >= deadline && !atomic_load(&req->done) && !extended &&
-                   atomic_load(&req->comm->state) == HOOP__CS_FAILING) {
+            continue;
+        }
+        if (pthread_cond_timedwait(&req->cv, &req->mu, &ts) != 0 && !extended &&
+            hoop__now_ns() >= deadline && !atomic_load(&req->done) &&
+            atomic_load(&req->comm->state) == HOOP__CS_RUNNING) {
+            /* The progress thread is late with the call's own timeout (a starved or
+             * stopped process, continued past both deadlines): one pass here fires it,
+             * with the message that names the call and the rank it waited for. */
+            pthread_mutex_unlock(&req->mu);
+            if (pthread_mutex_trylock(&req->comm->engine) == 0) {
+                hoop__progress_pass(req->comm);
+                pthread_mutex_unlock(&req->comm->engine);
+            }
+            pthread_mutex_lock(&req->mu);
+        }
+        if (atomic_load(&req->done)) break;
+        if (hoop__now_ns() >= deadline && !extended &&
+            atomic_load(&req->comm->state) == HOOP__CS_FAILING) {
             /* The comm is failing (its grace for the others' claims, progress.c): its
              * message names the culprit, ours could not; a slow machine gets it later. */
             extended = 1;
             deadline = hoop__deadline_ns(WAIT_GRACE_MS);
-        } else if (hoop__now_ns() >= deadline && !atomic_load(&req->done)) {
+        } else if (hoop__now_ns() >= deadline) {
             pthread_mutex_unlock(&req->mu);
             return HOOP_ERROR(HOOP_ERR_TIMEOUT,
                               "hoop_wait: the collective did not finish "

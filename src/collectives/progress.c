@@ -107,19 +107,30 @@ static void close_link(struct hoop_tp_comm *c, int failed)
         c->tp->close(c);
 }
 
-void hoop__comm_close_links(hoop_comm *comm, int failed)
+static void close_data_links(hoop_comm *comm, int failed)
 {
-    /* The control links always close gracefully: they carry the ABORT record out. */
     for (int p = 0; p < comm->world_size; p++) {
         if (comm->send && comm->send[p]) close_link(comm->send[p], failed);
         if (comm->recv && comm->recv[p]) close_link(comm->recv[p], failed);
         if (comm->send) comm->send[p] = NULL;
         if (comm->recv) comm->recv[p] = NULL;
     }
+}
+
+/* The control links always close gracefully: they carry the ABORT record out (an ib
+ * link's close waits up to 2 s for its last send to be acknowledged). */
+static void close_ctl_links(hoop_comm *comm)
+{
     if (comm->ctl_send) comm->ctl_send->tp->close(comm->ctl_send);
     if (comm->ctl_recv) comm->ctl_recv->tp->close(comm->ctl_recv);
     comm->ctl_send = comm->ctl_recv = NULL;
     comm->ctl_req = NULL; /* released by close */
+}
+
+void hoop__comm_close_links(hoop_comm *comm, int failed)
+{
+    close_data_links(comm, failed);
+    close_ctl_links(comm);
 }
 
 /* Sends records on the control link and waits up to FLUSH_MS for them to leave. */
@@ -176,16 +187,20 @@ static void claim_resolve(hoop_comm *comm)
     comm->fail_rec[0].kind = HOOP__REC_ABORT;
 }
 
-/* Final step of a failure: tell the next rank, close everything, fail every call. */
+/* Final step of a failure: tell the next rank, close the data links (nothing lands in
+ * a caller's buffer after its call has failed), fail every call, then close the control
+ * links: their graceful close, which gives the ABORT record its best chance, may wait
+ * for a peer that is cut off or stopped, and the callers need not wait with it. */
 static void fail_finalize(hoop_comm *comm)
 {
     if (atomic_load(&comm->state) == HOOP__CS_FAILED) return;
     if (comm->fail_st == HOOP_ERR_TIMEOUT && !comm->fail_adopted) claim_resolve(comm);
     ctl_flush(comm, comm->fail_rec, 3);
-    hoop__comm_close_links(comm, comm->fail_st == HOOP_ERR_TIMEOUT);
+    close_data_links(comm, comm->fail_st == HOOP_ERR_TIMEOUT);
     atomic_store(&comm->state, HOOP__CS_FAILED);
     HOOP_INFO(COLL, "rank %d: communicator failed: %s", comm->rank, comm->fail_msg);
     ops_fail_all(comm, comm->fail_st, comm->fail_msg);
+    close_ctl_links(comm);
 }
 
 static void adopt_record(hoop_comm *comm);

@@ -1696,25 +1696,31 @@ static int ib_pollfds(struct hoop_tp_comm *tc, struct pollfd *fds, int cap)
     return n;
 }
 
-/* Lets the sends already posted leave (a graceful close must not drop the last bytes),
- * then destroys the QP and frees the link's memory. */
-static hoop_status ib_close(struct hoop_tp_comm *tc)
+/* Destroys the QP and frees the link's memory; a graceful close (drain = 1) first lets
+ * the sends already posted leave (the last bytes must not be dropped), for at most
+ * IB_CLOSE_DRAIN_NS and only while the peer's socket is open. */
+static hoop_status close_comm(struct hoop_tp_comm *tc, int drain)
 {
     if (!tc) return HOOP_OK;
     struct ib_comm *c = HOOP_CONTAINER_OF(tc, struct ib_comm, base);
     if (c->kind == IK_SEND && c->state != IC_DONE) unlink_connecting(c->ctx, c);
-    if (c->sock >= 0 && c->qp) {
+    if (drain && c->sock >= 0 && c->qp) {
         c->eof_checked_ns = 0;
         check_peer(c);
     }
-    if (c->qp && c->kind == IK_SEND && c->state == IC_DONE && c->failed == HOOP_OK &&
+    if (drain && c->qp && c->kind == IK_SEND && c->state == IC_DONE && c->failed == HOOP_OK &&
         !c->peer_gone && c->sq_posted > c->sq_done) {
         uint64_t last;
         int64_t until = hoop__now_ns() + IB_CLOSE_DRAIN_NS;
         if (post_write(c, NULL, 0, 0, c->remote_slots, c->remote_rkey, 0, 0, 1, &last) == HOOP_OK) {
             int got;
-            while (c->sq_done <= last && c->failed == HOOP_OK && hoop__now_ns() < until)
+            /* A peer that has closed its end (its QP may be gone: our write would retry
+             * for half a minute) has no use for the bytes. */
+            while (c->sq_done <= last && c->failed == HOOP_OK && !c->peer_gone &&
+                   hoop__now_ns() < until) {
                 (void)poll_cq(c, &got);
+                if (!got) check_peer(c);
+            }
         }
     }
     for (hoop__req_link *l = c->pool.live; l; l = l->next) {
@@ -1746,6 +1752,20 @@ static hoop_status ib_close(struct hoop_tp_comm *tc)
     return HOOP_OK;
 }
 
+static hoop_status ib_close(struct hoop_tp_comm *tc)
+{
+    return close_comm(tc, 1);
+}
+
+/* A failed communicator's link (a timeout): what is still posted is garbage, and a
+ * peer that is stopped or cut off would hold the drain for IB_CLOSE_DRAIN_NS, past the
+ * grace the waiting caller gives the failure to arrive (collectives.c): the QP goes
+ * without waiting. */
+static hoop_status ib_abort(struct hoop_tp_comm *tc)
+{
+    return close_comm(tc, 0);
+}
+
 const struct hoop_transport hoop__transport_ib = {
     .name = "ib",
     .api_version = HOOP_TRANSPORT_API_VERSION,
@@ -1765,6 +1785,7 @@ const struct hoop_transport hoop__transport_ib = {
     .cost = ib_cost,
     .forget = ib_forget,
     .close = ib_close,
+    .abort = ib_abort,
     .finalize = ib_finalize,
 };
 

@@ -49,6 +49,30 @@ FAULTS_N=4
 
 faults_side() { [ "$1" = "$victim" ] && echo 1 || echo 0; }
 
+# The first N records of a gzipped IDX file (Fashion-MNIST), unpacked, with the count in
+# its header set to N.
+idx_cut() { # SRC.gz DST HEADER_BYTES RECORD_BYTES N
+    local n=$5
+    {
+        zcat "$1" | head -c 4
+        printf '%b' "$(printf '\\%03o\\%03o\\%03o\\%03o' $((n >> 24 & 255)) $((n >> 16 & 255)) \
+            $((n >> 8 & 255)) $((n & 255)))"
+        zcat "$1" | head -c $(($3 + $4 * n)) | tail -c +9
+    } > "$2"
+}
+
+# A small Fashion-MNIST (TRAIN training and TEST test records) in DIR, from Debian's
+# dataset-fashion-mnist; 1 (and nothing made) when that is not installed.
+faults_data() { # DIR TRAIN TEST
+    local src=/usr/share/datasets/fashion-mnist
+    [ -r "$src/train-images-idx3-ubyte.gz" ] || return 1
+    mkdir -p "$1"
+    idx_cut "$src/train-images-idx3-ubyte.gz" "$1/train-images-idx3-ubyte" 16 784 "$2"
+    idx_cut "$src/train-labels-idx1-ubyte.gz" "$1/train-labels-idx1-ubyte" 8 1 "$2"
+    idx_cut "$src/t10k-images-idx3-ubyte.gz" "$1/t10k-images-idx3-ubyte" 16 784 "$3"
+    idx_cut "$src/t10k-labels-idx1-ubyte.gz" "$1/t10k-labels-idx1-ubyte" 8 1 "$3"
+}
+
 # The state letter of pid (R, S, T, Z...; empty when it is gone), without a fork.
 faults_state() {
     local line

@@ -51,13 +51,15 @@ coll3     hoop  120 collectives over ib, 3 ranks: every algorithm
 coll4     hoop  120 collectives over ib, 4 ranks: every algorithm
 ddp       hoop  150 hoop-train, 2 ranks: a checkpoint trained over ib equals one trained over tcp
 kill      hoop  60  SIGKILL of rank 2 of 4: the others fail with HOOP_ERR_REMOTE naming it within 2 s
-faults    hoop  240 the fault matrix's cells over ib (tests/faults/cells.sh): kills, a stop
+faults    hoop  300 the fault matrix's cells over ib (tests/faults/cells.sh): kills, a stop, a cut
 bad_gid   hoop  45  HOOP_IB_GID_INDEX of an empty GID entry: a clear error naming it
 bad_hca   hoop  45  HOOP_IB_HCA naming no device, forced ib: an error naming it
 auto      hoop  90  ranks in two network namespaces (two hosts): auto picks ib; with a bogus HCA, tcp
 "
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# The fault matrix's cells (step faults) and its Fashion-MNIST cut (faults_data).
+. "$src/tests/faults/cells.sh"
 build=$(pwd)
 hooprun=$build/tools/hooprun
 bench=$build/bench/hoop-bench
@@ -192,25 +194,11 @@ step_coll3() { coll_world 3; }
 step_coll4() { coll_world 4; }
 
 # The first N images and labels of an installed Fashion-MNIST split, uncompressed.
-idx_cut() { # SRC.gz DST HEADER_BYTES RECORD_BYTES N
-    local n=$5
-    {
-        zcat "$1" | head -c 4
-        printf '%b' "$(printf '\\%03o\\%03o\\%03o\\%03o' $((n >> 24 & 255)) $((n >> 16 & 255)) \
-            $((n >> 8 & 255)) $((n & 255)))"
-        zcat "$1" | head -c $(($3 + $4 * n)) | tail -c +9
-    } > "$2"
-}
-
 step_ddp() {
     need_guest
-    local data=/usr/share/datasets/fashion-mnist d t
-    [ -r "$data/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not installed on the host ($data)"
-    mkdir "$tmp/data"
-    idx_cut "$data/train-images-idx3-ubyte.gz" "$tmp/data/train-images-idx3-ubyte" 16 784 2048
-    idx_cut "$data/train-labels-idx1-ubyte.gz" "$tmp/data/train-labels-idx1-ubyte" 8 1 2048
-    idx_cut "$data/t10k-images-idx3-ubyte.gz" "$tmp/data/t10k-images-idx3-ubyte" 16 784 500
-    idx_cut "$data/t10k-labels-idx1-ubyte.gz" "$tmp/data/t10k-labels-idx1-ubyte" 8 1 500
+    local d t
+    faults_data "$tmp/data" 2048 500 ||
+        skip "Fashion-MNIST not installed on the host (/usr/share/datasets/fashion-mnist)"
     # Two ranks sum in one addition, so the result is the same whatever the transport.
     for t in "$tp" tcp; do
         echo "== hoop-train over $t"
@@ -285,24 +273,17 @@ step_kill() {
 # over shm and tcp) over the transport under test: rank 2 killed during the connection
 # set-up (the store phase is the same on every transport: matrix.sh has it), in a
 # reduce-scatter and an all-gather phase, in DDP's backward and (rank 0) while writing a
-# checkpoint; and stopped inside a collective. HOOP_TIMEOUT is 10 s here
+# checkpoint; stopped inside a collective; and the link between the two devices cut
+# in the middle of a large all-reduce. HOOP_TIMEOUT is 10 s here
 # (RDMA_SUITE_FAULTS_TIMEOUT): a rank's start-up under emulation takes seconds.
 # RDMA_SUITE_FAULTS picks cells by name.
 step_faults() {
     need_guest
-    . "$src/tests/faults/cells.sh"
     FW=$build/tests/faults/fault_worker HOOPRUN=$hooprun TRAIN=$build/tools/hoop-train
     [ -x "$FW" ] || skip "tests/faults/fault_worker is not built (make check-rdma builds it)"
-    T_S=${RDMA_SUITE_FAULTS_TIMEOUT:-10} WORK=$tmp TP=$tp LABEL=$tp DATA=""
-    local data=/usr/share/datasets/fashion-mnist next=29600
-    if [ -r "$data/train-images-idx3-ubyte.gz" ]; then
-        DATA=$tmp/data
-        mkdir "$DATA"
-        idx_cut "$data/train-images-idx3-ubyte.gz" "$DATA/train-images-idx3-ubyte" 16 784 2048
-        idx_cut "$data/train-labels-idx1-ubyte.gz" "$DATA/train-labels-idx1-ubyte" 8 1 2048
-        idx_cut "$data/t10k-images-idx3-ubyte.gz" "$DATA/t10k-images-idx3-ubyte" 16 784 256
-        idx_cut "$data/t10k-labels-idx1-ubyte.gz" "$DATA/t10k-labels-idx1-ubyte" 8 1 256
-    fi
+    T_S=${RDMA_SUITE_FAULTS_TIMEOUT:-10} WORK=$tmp TP=$tp LABEL=$tp DATA=$tmp/data
+    local next=29600
+    faults_data "$DATA" 2048 256 || DATA=""
     TRAIN_WRAP=$wrap
     # hooprun sends SIGTERM 1 s after the first failure; under emulation a survivor may
     # take longer to notice (its own error still counts: exit 1 naming the victim).
@@ -317,13 +298,29 @@ step_faults() {
     # The guest runs nothing else: every TCP socket (the store, ib's set-up and liveness
     # sockets) and every Unix socket is the cells'.
     faults_sockets_left() { { ss -Htan; ss -Hxa; } | grep -v -e TIME-WAIT -e '^$' || true; }
-    # Under emulation a cell takes 20-35 s (starting 4 ranks and their verbs devices; a
-    # training cell 60 s): by default the cells that reach what is ib's own (its queue
-    # pairs' set-up, its data path dying, a timeout and the claims over ib). The others
-    # pass here too: RDMA_SUITE_FAULTS=. runs every cell. No cut: taking veth1 down
-    # under queue pairs in flight locks the guest's CPUs up inside rdma_rxe (Debian's
-    # 6.1 kernel: "soft lockup ... [fault_worker]" until the guest is killed).
-    local want=${RDMA_SUITE_FAULTS:-kill@connect|kill@reduce-scatter|stop@collective}
+    # The cut: the veth pair stops carrying frames between rxe0 (even ranks) and rxe1
+    # (odd ranks), both ways, while a large call is in flight: each side's neighbour
+    # entry for the other's address gets a MAC nobody has, so the frames leave and the
+    # other end drops them (not for its address), as on a pulled cable. Not `ip link set
+    # down`: taking veth1 down under queue pairs in flight locks the guest's CPUs up
+    # inside rdma_rxe (Debian's 6.1 kernel: "soft lockup ... [fault_worker]" until the
+    # guest is killed). The control and store sockets are on loopback, so the ranks
+    # learn of the cut from their calls' timeouts, and each must name a rank across it.
+    # Emulated rxe is slow enough that a 64 MiB all-reduce is long without a rate limit.
+    faults_side() { echo $(($1 % 2)); }
+    faults_link_slow() { :; }
+    faults_link_cut() { rdma_neigh 02:00:00:00:00:01 02:00:00:00:00:02; }
+    faults_link_mend() {
+        rdma_neigh "$(cat "/sys/class/net/$RDMA_NETDEV1/address")" \
+            "$(cat "/sys/class/net/$RDMA_NETDEV0/address")"
+    }
+    rdma_neigh() { # MAC-FOR-ADDR1-ON-NETDEV0 MAC-FOR-ADDR0-ON-NETDEV1
+        ip neigh replace "$RDMA_ADDR1" lladdr "$1" dev "$RDMA_NETDEV0" nud permanent &&
+            ip neigh replace "$RDMA_ADDR0" lladdr "$2" dev "$RDMA_NETDEV1" nud permanent
+    }
+    # Under emulation a cell takes 5-16 s (a timeout cell HOOP_TIMEOUT and more; starting
+    # 4 ranks and their verbs devices takes seconds). RDMA_SUITE_FAULTS picks cells.
+    local want=${RDMA_SUITE_FAULTS:-.}
     echo "fault matrix over $tp: 4 ranks, HOOP_TIMEOUT=$T_S s; time to error from the fault, each survivor"
     [[ kill@connect =~ $want ]] && faults_coll kill@connect 2 2:connect:0:KILL 4096 2
     [[ kill@reduce-scatter =~ $want ]] &&
@@ -333,6 +330,7 @@ step_faults() {
         faults_coll stop@collective 2 2:reduce_scatter:1:STOP 262144 3 stop
     [[ kill@ddp-backward =~ $want ]] && faults_train kill@ddp-backward 2 2:backward:3:KILL
     [[ kill@checkpoint =~ $want ]] && faults_train kill@checkpoint 0 0:checkpoint:1:KILL
+    [[ cut@link =~ $want ]] && faults_coll cut@link 2 "" 16777216 2 cut
     echo "fault matrix over $tp: $FAULTS_PASS passed, $FAULTS_FAIL failed${FAULTS_FAILED:+; failed:$FAULTS_FAILED}"
     [ "$FAULTS_FAIL" = 0 ]
 }
