@@ -12,3 +12,5 @@ TESTS += tests/faults/matrix.sh
 EXTRA_DIST += tests/faults/matrix.sh tests/faults/cells.sh
 TESTS += tests/faults/usage.sh
 EXTRA_DIST += tests/faults/usage.sh
+TESTS += tests/faults/interrupt.sh
+EXTRA_DIST += tests/faults/interrupt.sh

@@ -59,6 +59,9 @@ unset HOOP_TOKEN MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_
 
 cleanup() {
     local n p
+    # A run stopped in a cell (SIGTERM, ^C) ends that cell's processes: without
+    # namespaces nothing else would, and a SIGSTOPped victim would stay forever.
+    [ -z "${cell_sids:-}" ] || faults_reap
     for n in $(ip netns list 2> /dev/null | awk '{print $1}' | grep -E "^$ns(lo|hub|r[0-9])\$"); do
         for p in $(ip netns pids "$n" 2> /dev/null); do kill -KILL "$p" 2> /dev/null; done
         ip netns del "$n" 2> /dev/null
