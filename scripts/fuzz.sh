@@ -17,7 +17,8 @@
 # input that did it is kept as BUILD/crashes/TARGET/crash-* (or leak-*, timeout-*), and
 # the fix goes with that file copied into tests/fuzz/corpus/TARGET/, where make check
 # replays it (tests/fuzz/replay_TARGET). Exit status: 0 no finding, 1 a finding or a
-# failed build, 2 bad usage.
+# failed build, 2 bad usage; stopped by SIGHUP, SIGINT or SIGTERM it stops its fuzzers
+# and exits 128 + the signal.
 set -euo pipefail
 secs=30
 jobs=2
@@ -85,6 +86,22 @@ fuzz_one() {
     fi
     return "$r"
 }
+# Stopped by a signal (a CI stage's time limit, ^C to this script alone), it stops its
+# fuzzers too: each is the child of a subshell below, and would otherwise run out its
+# SECONDS as an orphan, a core each. By parent pid: only this run's fuzzers.
+stop_all() {
+    local j
+    for j in $(jobs -p); do
+        pkill -TERM -P "$j" 2> /dev/null || true
+        kill -TERM "$j" 2> /dev/null || true
+    done
+    wait 2> /dev/null || true
+    echo "$0: stopped by a signal; the fuzzers were stopped too" >&2
+    exit "$1"
+}
+trap 'stop_all 129' HUP
+trap 'stop_all 130' INT
+trap 'stop_all 143' TERM
 # P at a time; the summaries are printed in the targets' order.
 running=0
 for t in $targets; do

@@ -227,6 +227,7 @@ faults_end() {
     else
         FAULTS_PASS=$((FAULTS_PASS + 1))
     fi
+    cell_sids="" # reaped: nothing of it is left to end (a caller's cleanup reaps these)
 }
 
 # One survivor's row: R SECONDS MESSAGE.

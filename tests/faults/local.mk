@@ -10,3 +10,7 @@ tests_faults_fault_worker_SOURCES = tests/faults/fault_worker.c
 tests_faults_fault_worker_LDADD = $(TEST_LDADD)
 TESTS += tests/faults/matrix.sh
 EXTRA_DIST += tests/faults/matrix.sh tests/faults/cells.sh
+TESTS += tests/faults/usage.sh
+EXTRA_DIST += tests/faults/usage.sh
+TESTS += tests/faults/interrupt.sh
+EXTRA_DIST += tests/faults/interrupt.sh

@@ -20,14 +20,37 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/cells.sh"
 build=${top_builddir:-.}
+# Bad settings are refused (exit 2) before anything runs: FAULTS_TIMEOUT is whole
+# seconds (the cells' waits are shell arithmetic: 0.5 used to abort the run half-way
+# with "0 failed" and exit 0), and FAULTS_CELLS must be a regular expression that
+# matches a cell's name (a typo used to run nothing and pass). The names: every
+# "want NAME" below.
+usage() {
+    echo "matrix.sh: $*" >&2
+    exit 2
+}
+T_S=${FAULTS_TIMEOUT:-5}
+case $T_S in '' | *[!0-9]*) usage "FAULTS_TIMEOUT='$T_S' is not a whole number of seconds (HOOP_TIMEOUT for the cells, default 5)" ;; esac
+[ ${#T_S} -le 6 ] && [ $((10#$T_S)) -ge 1 ] ||
+    usage "FAULTS_TIMEOUT=$T_S is out of range (1 to 999999 seconds)"
+T_S=$((10#$T_S))
+all_cells=$(sed -n 's/^ *want \([a-z0-9@-]*\) && .*/\1/p' "$here/matrix.sh" | paste -s -d ' ')
+if [ -n "${FAULTS_CELLS:-}" ]; then
+    [[ "" =~ $FAULTS_CELLS ]]
+    [ $? != 2 ] || usage "FAULTS_CELLS='$FAULTS_CELLS' is not a regular expression (bash's =~)"
+    hit=0
+    for c in $all_cells; do [[ $c =~ $FAULTS_CELLS ]] && hit=1; done
+    [ $hit = 1 ] || usage "FAULTS_CELLS='$FAULTS_CELLS' matches no cell (cells: $all_cells)"
+fi
 FW=$build/tests/faults/fault_worker
 HOOPRUN=$build/tools/hooprun
 TRAIN=$build/tools/hoop-train
 for p in "$FW" "$HOOPRUN" "$TRAIN"; do
     [ -x "$p" ] || { echo "FAIL: $p is not built"; exit 1; }
 done
-T_S=${FAULTS_TIMEOUT:-5}
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/hoop-faults.XXXXXX")
+# Without its scratch folder the cells would write at the root (cell_dir=/shm.CELL).
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/hoop-faults.XXXXXX") && [ -d "$WORK" ] ||
+    { echo "FAIL: cannot make a scratch folder in ${TMPDIR:-/tmp} (TMPDIR)"; exit 1; }
 ns=hf$$
 netns=0
 unset HOOP_TOKEN MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE \
@@ -36,6 +59,9 @@ unset HOOP_TOKEN MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_
 
 cleanup() {
     local n p
+    # A run stopped in a cell (SIGTERM, ^C) ends that cell's processes: without
+    # namespaces nothing else would, and a SIGSTOPped victim would stay forever.
+    [ -z "${cell_sids:-}" ] || faults_reap
     for n in $(ip netns list 2> /dev/null | awk '{print $1}' | grep -E "^$ns(lo|hub|r[0-9])\$"); do
         for p in $(ip netns pids "$n" 2> /dev/null); do kill -KILL "$p" 2> /dev/null; done
         ip netns del "$n" 2> /dev/null
