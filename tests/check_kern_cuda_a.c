@@ -49,8 +49,8 @@ static void expect_close_each(const char *what, const float *ref, const float *d
     ck_assert_int_eq(hoop__cuda_copy(got, dev, n * sizeof(float), 0), HOOP_OK);
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - (double)ref[i]);
-        ck_assert_msg(d <= tol[i], "%s: [%zu] cuda %.9g, cpu %.9g (tolerance %.3g)", what, i,
-                      got[i], ref[i], tol[i]);
+        EXPECT_ELEM(d <= tol[i], "%s: [%zu] cuda %.9g, cpu %.9g (tolerance %.3g)", what, i, got[i],
+                    ref[i], tol[i]);
     }
     free(got);
 }

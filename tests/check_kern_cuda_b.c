@@ -38,7 +38,7 @@ static void expect_same_i32(const char *what, const int32_t *ref, const int32_t 
     ck_assert_int_eq(hoop__cuda_sync(), HOOP_OK);
     ck_assert_int_eq(hoop__cuda_copy(got, dev, n * sizeof(int32_t), 0), HOOP_OK);
     for (size_t i = 0; i < n; i++)
-        ck_assert_msg(got[i] == ref[i], "%s: [%zu] cuda %d, cpu %d", what, i, got[i], ref[i]);
+        EXPECT_ELEM(got[i] == ref[i], "%s: [%zu] cuda %d, cpu %d", what, i, got[i], ref[i]);
     free(got);
 }
 
