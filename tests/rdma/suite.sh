@@ -270,8 +270,8 @@ step_kill() {
 }
 
 # The fault matrix's cells (tests/faults/cells.sh, as tests/faults/matrix.sh runs them
-# over shm and tcp) over the transport under test: rank 2 killed during the connection
-# set-up (the store phase is the same on every transport: matrix.sh has it), in a
+# over shm and tcp) over the transport under test: rank 2 killed during the rendezvous
+# (and rank 0, whose store it is) and the connection set-up, in a
 # reduce-scatter and an all-gather phase, in DDP's backward and (rank 0) while writing a
 # checkpoint; stopped inside a collective; and the link between the two devices cut
 # in the middle of a large all-reduce. HOOP_TIMEOUT is 10 s here
@@ -322,6 +322,9 @@ step_faults() {
     # 4 ranks and their verbs devices takes seconds). RDMA_SUITE_FAULTS picks cells.
     local want=${RDMA_SUITE_FAULTS:-.}
     echo "fault matrix over $tp: 4 ranks, HOOP_TIMEOUT=$T_S s; time to error from the fault, each survivor"
+    [[ kill@rendezvous =~ $want ]] && faults_coll kill@rendezvous 2 2:rendezvous:0:KILL 4096 2
+    [[ kill@rendezvous-r0 =~ $want ]] &&
+        faults_coll kill@rendezvous-r0 0 0:rendezvous:0:KILL 4096 2
     [[ kill@connect =~ $want ]] && faults_coll kill@connect 2 2:connect:0:KILL 4096 2
     [[ kill@reduce-scatter =~ $want ]] &&
         faults_coll kill@reduce-scatter 2 2:reduce_scatter:1:KILL 262144 3
