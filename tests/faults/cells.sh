@@ -49,6 +49,9 @@ FAULTS_N=4
 
 faults_side() { [ "$1" = "$victim" ] && echo 1 || echo 0; }
 
+# Whether cell NAME is to run: FAULTS_CELLS (a regular expression; unset: every cell).
+faults_want() { [[ $1 =~ ${FAULTS_CELLS:-.} ]]; }
+
 # The first N records of a gzipped IDX file (Fashion-MNIST), unpacked, with the count in
 # its header set to N.
 idx_cut() { # SRC.gz DST HEADER_BYTES RECORD_BYTES N

@@ -8,18 +8,18 @@
 # seconds), then sends the matrix SIGTERM and checks that every rank it started is gone.
 set -u
 matrix=${top_srcdir:-.}/tests/faults/matrix.sh
+. "${top_srcdir:-.}/tests/faults/cells.sh" # faults_state
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 FAULTS_NETNS=0 FAULTS_CELLS='^stop@collective$' TMPDIR=$scratch bash "$matrix" \
     > "$scratch/out" 2>&1 &
 m=$!
-state() { { read -r l < "/proc/$1/stat"; } 2> /dev/null && l=${l##*) } && echo "${l%% *}"; }
 # The victim is rank 2: wait (up to 60 s) until its pid is known and it is stopped.
 pids="" stopped=0
 for _ in $(seq 1200); do
     d=$(ls -d "$scratch"/hoop-faults.*/shm.stop@collective 2> /dev/null | head -n 1)
     if [ -n "$d" ] && [ -s "$d/pid.3" ] && [ -s "$d/pid.2" ] &&
-        [ "$(state "$(cat "$d/pid.2")")" = T ]; then
+        [ "$(faults_state "$(cat "$d/pid.2")")" = T ]; then
         pids=$(cat "$d"/pid.*)
         stopped=1
         break
@@ -38,7 +38,7 @@ fi
 echo "matrix.sh got SIGTERM with rank 2 stopped; it exited $rc"
 fail=0
 for p in $pids; do
-    s=$(state "$p")
+    s=$(faults_state "$p")
     if [ -n "$s" ] && [ "$s" != Z ]; then
         echo "FAIL: rank pid $p is left (state $s): $(tr '\0' ' ' < "/proc/$p/cmdline")"
         kill -CONT "$p" 2> /dev/null

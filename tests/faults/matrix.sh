@@ -24,7 +24,7 @@ build=${top_builddir:-.}
 # seconds (the cells' waits are shell arithmetic: 0.5 used to abort the run half-way
 # with "0 failed" and exit 0), and FAULTS_CELLS must be a regular expression that
 # matches a cell's name (a typo used to run nothing and pass). The names: every
-# "want NAME" below.
+# "faults_want NAME" below.
 usage() {
     echo "matrix.sh: $*" >&2
     exit 2
@@ -34,7 +34,7 @@ case $T_S in '' | *[!0-9]*) usage "FAULTS_TIMEOUT='$T_S' is not a whole number o
 [ ${#T_S} -le 6 ] && [ $((10#$T_S)) -ge 1 ] ||
     usage "FAULTS_TIMEOUT=$T_S is out of range (1 to 999999 seconds)"
 T_S=$((10#$T_S))
-all_cells=$(sed -n 's/^ *want \([a-z0-9@-]*\) && .*/\1/p' "$here/matrix.sh" | paste -s -d ' ')
+all_cells=$(sed -n 's/^ *faults_want \([a-z0-9@-]*\) && .*/\1/p' "$here/matrix.sh" | paste -s -d ' ')
 if [ -n "${FAULTS_CELLS:-}" ]; then
     [[ "" =~ $FAULTS_CELLS ]]
     [ $? != 2 ] || usage "FAULTS_CELLS='$FAULTS_CELLS' is not a regular expression (bash's =~)"
@@ -142,22 +142,20 @@ netns_mend() {
 
 # ---------------------------------------------------------------- the cells
 
-want() { [[ $1 =~ ${FAULTS_CELLS:-.} ]]; }
-
 run_cells() {
-    want kill@rendezvous && faults_coll kill@rendezvous 2 2:rendezvous:0:KILL 4096 2
-    want kill@rendezvous-r0 && faults_coll kill@rendezvous-r0 0 0:rendezvous:0:KILL 4096 2
-    want kill@connect && faults_coll kill@connect 2 2:connect:0:KILL 4096 2
-    want kill@reduce-scatter && faults_coll kill@reduce-scatter 2 2:reduce_scatter:1:KILL 1000000 3
-    want kill@all-gather && faults_coll kill@all-gather 2 2:all_gather:1:KILL 1000000 3
-    want stop@collective && faults_coll stop@collective 2 2:reduce_scatter:1:STOP 1000000 3 stop
-    want kill@ddp-backward && faults_train kill@ddp-backward 2 2:backward:3:KILL
-    want kill@checkpoint && faults_train kill@checkpoint 0 0:checkpoint:1:KILL
+    faults_want kill@rendezvous && faults_coll kill@rendezvous 2 2:rendezvous:0:KILL 4096 2
+    faults_want kill@rendezvous-r0 && faults_coll kill@rendezvous-r0 0 0:rendezvous:0:KILL 4096 2
+    faults_want kill@connect && faults_coll kill@connect 2 2:connect:0:KILL 4096 2
+    faults_want kill@reduce-scatter && faults_coll kill@reduce-scatter 2 2:reduce_scatter:1:KILL 1000000 3
+    faults_want kill@all-gather && faults_coll kill@all-gather 2 2:all_gather:1:KILL 1000000 3
+    faults_want stop@collective && faults_coll stop@collective 2 2:reduce_scatter:1:STOP 1000000 3 stop
+    faults_want kill@ddp-backward && faults_train kill@ddp-backward 2 2:backward:3:KILL
+    faults_want kill@checkpoint && faults_train kill@checkpoint 0 0:checkpoint:1:KILL
     # A stopped worker under one hooprun: it must be named first (found stopped when the
     # first survivor failed). With one hooprun per rank (netns) the stopped rank's own
     # hooprun hears of no failure: on a real cluster the scheduler ends that job step.
     if [ "${HOOPRUN_PER_RANK:-0}" != 1 ]; then
-        want stop@ddp-backward && faults_train stop@ddp-backward 2 2:backward:3:STOP
+        faults_want stop@ddp-backward && faults_train stop@ddp-backward 2 2:backward:3:STOP
     fi
     return 0
 }
@@ -189,7 +187,7 @@ else
     faults_link_cut() { netns_cut "$1"; }
     faults_link_mend() { netns_mend "$1"; }
     run_cells
-    want cut@link && faults_coll cut@link 2 "" 4000000 2 cut
+    faults_want cut@link && faults_coll cut@link 2 "" 4000000 2 cut
 fi
 echo "fault matrix: $FAULTS_PASS passed, $FAULTS_FAIL failed in $(($(date +%s) - t0)) s${FAULTS_FAILED:+; failed:$FAULTS_FAILED}"
 [ "$FAULTS_FAIL" = 0 ]

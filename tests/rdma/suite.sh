@@ -320,20 +320,20 @@ step_faults() {
     }
     # Under emulation a cell takes 5-16 s (a timeout cell HOOP_TIMEOUT and more; starting
     # 4 ranks and their verbs devices takes seconds). RDMA_SUITE_FAULTS picks cells.
-    local want=${RDMA_SUITE_FAULTS:-.}
+    local FAULTS_CELLS=${RDMA_SUITE_FAULTS:-.}
     echo "fault matrix over $tp: 4 ranks, HOOP_TIMEOUT=$T_S s; time to error from the fault, each survivor"
-    [[ kill@rendezvous =~ $want ]] && faults_coll kill@rendezvous 2 2:rendezvous:0:KILL 4096 2
-    [[ kill@rendezvous-r0 =~ $want ]] &&
+    faults_want kill@rendezvous && faults_coll kill@rendezvous 2 2:rendezvous:0:KILL 4096 2
+    faults_want kill@rendezvous-r0 &&
         faults_coll kill@rendezvous-r0 0 0:rendezvous:0:KILL 4096 2
-    [[ kill@connect =~ $want ]] && faults_coll kill@connect 2 2:connect:0:KILL 4096 2
-    [[ kill@reduce-scatter =~ $want ]] &&
+    faults_want kill@connect && faults_coll kill@connect 2 2:connect:0:KILL 4096 2
+    faults_want kill@reduce-scatter &&
         faults_coll kill@reduce-scatter 2 2:reduce_scatter:1:KILL 262144 3
-    [[ kill@all-gather =~ $want ]] && faults_coll kill@all-gather 2 2:all_gather:1:KILL 262144 3
-    [[ stop@collective =~ $want ]] &&
+    faults_want kill@all-gather && faults_coll kill@all-gather 2 2:all_gather:1:KILL 262144 3
+    faults_want stop@collective &&
         faults_coll stop@collective 2 2:reduce_scatter:1:STOP 262144 3 stop
-    [[ kill@ddp-backward =~ $want ]] && faults_train kill@ddp-backward 2 2:backward:3:KILL
-    [[ kill@checkpoint =~ $want ]] && faults_train kill@checkpoint 0 0:checkpoint:1:KILL
-    [[ cut@link =~ $want ]] && faults_coll cut@link 2 "" 16777216 2 cut
+    faults_want kill@ddp-backward && faults_train kill@ddp-backward 2 2:backward:3:KILL
+    faults_want kill@checkpoint && faults_train kill@checkpoint 0 0:checkpoint:1:KILL
+    faults_want cut@link && faults_coll cut@link 2 "" 16777216 2 cut
     echo "fault matrix over $tp: $FAULTS_PASS passed, $FAULTS_FAIL failed${FAULTS_FAILED:+; failed:$FAULTS_FAILED}"
     [ "$FAULTS_FAIL" = 0 ]
 }
