@@ -862,6 +862,42 @@ START_TEST(test_trace_streams)
 }
 END_TEST
 
+/* Two thread-ranks of one process (coll_harness.h's run_ranks) asking for DDP on cuda:
+ * both must be refused at once, naming both ranks, where they would otherwise share one
+ * compute stream and wait for each other until HOOP_TIMEOUT. */
+static void thread_rank_ddp(h_rank *h)
+{
+    hoop_model *m = NULL;
+    hoop_ddp *ddp = NULL;
+    if (hoop_model_new_mlp(&m, mlp_sizes, 4, 7) != HOOP_OK ||
+        hoop_model_to_device(m, HOOP_DEVICE_CUDA) != HOOP_OK) {
+        h_fail(h, "model on cuda: %s", hoop_last_error());
+        hoop_model_free(m);
+        return;
+    }
+    hoop_status st =
+        hoop_ddp_init(&ddp, h->comm, hoop_model_params(m), hoop_model_param_count(m), NULL);
+    if (st != HOOP_ERR_UNSUPPORTED || ddp != NULL)
+        h_fail(h, "hoop_ddp_init gave %s (%s), not HOOP_ERR_UNSUPPORTED", hoop_status_name(st),
+               hoop_last_error());
+    else if (!strstr(hoop_last_error(), "ranks 0 and 1 are threads of one process"))
+        h_fail(h, "message does not name both ranks: %s", hoop_last_error());
+    hoop_ddp_destroy(ddp);
+    hoop_model_free(m);
+}
+
+static int thread_ranks_child(void)
+{
+    run_ranks_ms(2, 5000, thread_rank_ddp, NULL); /* a hang fails at 5 s, not 300 */
+    return 0;
+}
+
+START_TEST(test_thread_ranks_refused)
+{
+    ck_assert_int_eq(in_child(thread_ranks_child), 0);
+}
+END_TEST
+
 /* 0 when a CUDA device can be had, else 77 having said why. */
 static int probe_device(void)
 {
@@ -889,6 +925,7 @@ int main(void)
     tcase_add_test(tc, test_join_error_on_uneven);
     tcase_add_test(tc, test_peer_dies);
     tcase_add_test(tc, test_trace_streams);
+    tcase_add_test(tc, test_thread_ranks_refused);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

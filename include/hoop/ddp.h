@@ -181,7 +181,9 @@ typedef struct hoop_ddp_stats {
  * count 0 or above INT_MAX, a NULL parameter, one without requires_grad, one listed
  * twice, parameters on different devices, a cfg flag other than 0 or 1),
  * HOOP_ERR_MISMATCH, HOOP_ERR_NOMEM, HOOP_ERR_UNSUPPORTED or HOOP_ERR_CUDA (cuda: the
- * backend's), and the communicator's errors (HOOP_ERR_REMOTE, HOOP_ERR_TIMEOUT); after a
+ * backend's; HOOP_ERR_UNSUPPORTED on every rank, naming two, where ranks are threads of
+ * one process: DDP on cuda needs a process per rank, as hooprun starts them), and the
+ * communicator's errors (HOOP_ERR_REMOTE, HOOP_ERR_TIMEOUT); after a
  * local argument error the other ranks fail at the communicator's timeout, naming this
  * rank. */
 HOOP_API hoop_status hoop_ddp_init(hoop_ddp **out, hoop_comm *comm, hoop_tensor *const *params,

@@ -293,6 +293,9 @@ void hoop__comm_free_segs(hoop_comm *comm);
  * mapped and the comm has not failed) proves every rank has, then each frees its own.
  * Returns the barrier's error (the memory is freed anyway). */
 hoop_status hoop__comm_free_segs_cuda(hoop_comm *comm);
+/* shared_cuda.c: a number, never 0, that tells this process from any other on the node,
+ * pid namespaces included (two containers may both have a pid 1). Thread-safe. */
+uint64_t hoop__process_token(void);
 
 /* claims.c: records a claim (ABORT-shaped records, kind CLAIM); 1 when it is new (the
  * first of its origin), 0 when seen before, malformed, or out of memory. */

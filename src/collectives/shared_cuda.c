@@ -60,15 +60,13 @@
 typedef struct dseg_rec {
     uint64_t bytes;   /* as asked for */
     uint64_t ptr;     /* its address in its process */
-    uint64_t process; /* this process's token (process_token) */
+    uint64_t process; /* this process's token (hoop__process_token) */
     int32_t pid;
     int32_t exported; /* handle is valid */
     unsigned char handle[HOOP__CUDA_IPC_HANDLE_BYTES];
 } dseg_rec;
 
-/* A number that tells this process from any other on the node, pid namespaces
- * included (a pid alone is not enough: two containers may both have a pid 1). */
-static uint64_t process_token(void)
+uint64_t hoop__process_token(void)
 {
     static _Atomic uint64_t token;
     uint64_t t = atomic_load(&token);
@@ -127,7 +125,7 @@ static int map_peer(const hoop__seg *g, const dseg_rec *r, const struct hoop__cu
 {
     void *p = NULL;
     (void)g;
-    if (r->process == process_token() && r->pid == (int32_t)getpid()) {
+    if (r->process == hoop__process_token() && r->pid == (int32_t)getpid()) {
         *at = (char *)(uintptr_t)r->ptr;
         return 1;
     }
@@ -191,7 +189,7 @@ static hoop_status create_own(hoop_comm *comm, hoop__seg *g, dseg_rec *me,
     g->base[comm->rank] = p;
     *me = (dseg_rec){.bytes = me->bytes,
                      .ptr = (uint64_t)(uintptr_t)p,
-                     .process = process_token(),
+                     .process = hoop__process_token(),
                      .pid = (int32_t)getpid()};
     if (!comm->all_local || comm->world_size < 2 || comm->world_size > HOOP__CUDA_DIRECT_MAX_RANKS)
         return HOOP_OK;

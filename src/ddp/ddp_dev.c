@@ -23,6 +23,9 @@
 #include <string.h>
 
 #include "autograd/kern.h"
+#include <unistd.h>
+
+#include "collectives/comm.h"
 #include "core/check.h"
 #include "ddp/ddp_internal.h"
 #include "hoop/collectives.h"
@@ -91,8 +94,39 @@ static hoop_status anchor(hoop_ddp *ddp)
     return HOOP_OK;
 }
 
+/* DDP on cuda needs each rank in a process of its own (as hooprun starts them): ranks
+ * that are threads of one process share its CUDA context and compute stream, so one
+ * rank's optimizer kernels, queued behind its wait for the last bucket, would hold back
+ * the other rank's backward kernels that bucket's all-reduce needs, until HOOP_TIMEOUT.
+ * Collective (an all-gather of each rank's process), so every rank gets the same answer:
+ * HOOP_ERR_UNSUPPORTED naming the first two ranks that share a process. */
+static hoop_status check_one_rank_per_process(const hoop_ddp *ddp)
+{
+    int ws = hoop_comm_world_size(ddp->comm);
+    uint64_t me[2] = {hoop__process_token(), (uint64_t)getpid()}, *all;
+    hoop_status st = HOOP_OK;
+    if (ws < 2) return HOOP_OK;
+    HOOP_CHECK(hoop__calloc(&all, 2 * (size_t)ws));
+    HOOP_CHECK_GOTO(hoop_allgather(ddp->comm, me, all, 2, HOOP_DTYPE_I64, NULL), st, out);
+    for (int a = 0; a < ws && st == HOOP_OK; a++)
+        for (int b = a + 1; b < ws; b++)
+            if (all[2 * a] == all[2 * b] && all[2 * a + 1] == all[2 * b + 1]) {
+                st = HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                                "hoop_ddp_init: ranks %d and %d are threads of one process "
+                                "(pid %llu); DDP on %s needs a process per rank, as hooprun "
+                                "starts them (they would share one compute stream)",
+                                a, b, (unsigned long long)all[2 * a + 1],
+                                hoop__device_name(ddp->device));
+                break;
+            }
+out:
+    free(all);
+    return st;
+}
+
 hoop_status hoop__ddp_dev_init(hoop_ddp *ddp)
 {
+    HOOP_CHECK(check_one_rank_per_process(ddp));
     ddp_dev *d;
     HOOP_CHECK(hoop__calloc(&d, 1));
     ddp->dev = d;
