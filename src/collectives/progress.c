@@ -296,11 +296,14 @@ static void adopt_record(hoop_comm *comm)
         snprintf(comm->fail_msg, sizeof(comm->fail_msg),
                  "collective mismatch: rank %d called %s but rank %d called %s", origin, a, culprit,
                  b);
-    else if (st == HOOP_ERR_TIMEOUT && r[2].kind == 3 && culprit == comm->rank && comm->exec) {
-        if (adopt_relay_timeout(comm, origin, a)) return;
-    } else if (st == HOOP_ERR_TIMEOUT && culprit >= 0) /* r[2].kind: 1 vote, 2 data, 3 relay */
+    else if (st == HOOP_ERR_TIMEOUT && culprit >= 0) { /* r[2].kind: 1 vote, 2 data, 3 relay */
+        /* A relay named: it says what it waits for itself, where it knows (else the
+         * record's own words: never a status without its text) */
+        if (r[2].kind == 3 && culprit == comm->rank && comm->exec &&
+            adopt_relay_timeout(comm, origin, a))
+            return;
         timeout_text(r, comm->fail_msg, sizeof(comm->fail_msg));
-    else if (culprit == origin)
+    } else if (culprit == origin)
         snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d aborted its communicator",
                  origin);
     else if (culprit >= 0)

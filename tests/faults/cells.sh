@@ -240,6 +240,15 @@ faults_row() {
     cell_rows="$cell_rows$(printf '         rank %d  %7s s  %s' "$1" "$2" "$shown")"$'\n'
 }
 
+# MSG's status and its words agree: a HOOP_ERR_TIMEOUT speaks of a time limit (a link
+# error's words under a timeout's status once came from a record adopted without its
+# text). Says what is wrong (faults_bad) for rank R.
+faults_coherent() { # R MSG
+    case $2 in
+        *HOOP_ERR_TIMEOUT*) case $2 in *HOOP_TIMEOUT* | *within*) ;; *) faults_bad "rank $1's status is HOOP_ERR_TIMEOUT but its message tells of no time limit" ;; esac ;;
+    esac
+}
+
 # Judges survivor R's error: its time T (or empty), message MSG, against the fault at F.
 faults_judge() { # R T F MSG [WANT-RANK]
     local r=$1 t=$2 f=$3 msg=$4 want=${5:-$victim} dt
@@ -253,6 +262,7 @@ faults_judge() { # R T F MSG [WANT-RANK]
     awk -v d="$dt" -v l="$T_S" 'BEGIN { exit !(d <= l + 1) }' ||
         faults_bad "rank $r failed $dt s after the fault (limit: HOOP_TIMEOUT $T_S s + 1 s)"
     faults_names "$msg" "$want" || faults_bad "rank $r's message does not name rank $want"
+    faults_coherent "$r" "$msg"
 }
 
 # ---------------------------------------------------------------- collective cells
@@ -315,6 +325,7 @@ faults_coll() {
             t=$(sed -n 's/^fw: rank [0-9]* error at \([0-9.]*\) .*/\1/p' "$cell_dir/rank.$v")
             [ -n "$t" ] || faults_bad "rank $v, continued, returned no error"
             [ -z "$t" ] || cont_row="continued at +$(faults_dt "$f" "$c") s, its error $(faults_dt "$c" "$t") s later: $(faults_msg_coll "$cell_dir/rank.$v")"
+            [ -z "$t" ] || faults_coherent "$v" "$(faults_msg_coll "$cell_dir/rank.$v")"
         else
             faults_bad "rank $v is not stopped"
         fi
