@@ -5,8 +5,10 @@
  * foreign and corrupt files rejected with messages naming the file and the fault).
  * Multi-step agreement with PyTorch is in check_autograd_ref.c.
  */
+#define _XOPEN_SOURCE 700 /* nftw */
 #include <check.h>
 #include <dirent.h>
+#include <ftw.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -137,8 +139,13 @@ END_TEST
 
 // ----- checkpoints --------------------------------------------------------------------------
 
+/* Every fixture's folder is made inside this one, which main makes and removes whole
+ * after the run: a test that fails half-way (its assertion ends its process before
+ * fixture_free) leaves nothing in /tmp. */
+static char tmp_root[256];
+
 struct fixture {
-    char dir[64], path[128];
+    char dir[300], path[sizeof(tmp_root) + 64];
     hoop_model *m;
     hoop_optim *opt;
 };
@@ -146,7 +153,7 @@ struct fixture {
 /* A CNN-free small MLP trained 3 AdamW steps, so the optimizer state is non-trivial. */
 static void fixture_make(struct fixture *f, uint64_t seed)
 {
-    snprintf(f->dir, sizeof(f->dir), "/tmp/hoop_ckpt_XXXXXX");
+    snprintf(f->dir, sizeof(f->dir), "%s/fixture_XXXXXX", tmp_root);
     ck_assert_ptr_nonnull(mkdtemp(f->dir));
     snprintf(f->path, sizeof(f->path), "%s/model.ckpt", f->dir);
     const int64_t sizes[3] = {6, 5, 3};
@@ -214,7 +221,7 @@ START_TEST(test_checkpoint_round_trip)
     ck_assert_str_eq(got, "epoch=7");
     ck_assert_int_eq(hoop_optim_step_count(b.opt), 3);
     /* Saving what was loaded reproduces the file byte for byte. */
-    char again[160];
+    char again[sizeof(b.dir) + 16];
     snprintf(again, sizeof(again), "%s/again.ckpt", b.dir);
     ck_assert_int_eq(
         hoop_checkpoint_save(again, hoop_model_params(b.m), 4, b.opt, extra, sizeof(extra)),
@@ -353,7 +360,7 @@ START_TEST(test_checkpoint_rejects_bad_files)
                      HOOP_ERR_MISMATCH);
     assert_error_has("fc1.weight", "(4, 6)");
     hoop_model_free(other);
-    char missing[160];
+    char missing[sizeof(a.dir) + 16];
     snprintf(missing, sizeof(missing), "%s/missing.ckpt", a.dir);
     ck_assert_int_eq(hoop_checkpoint_load(missing, hoop_model_params(b.m), 4, NULL, NULL, 0, NULL),
                      HOOP_ERR_SYSTEM);
@@ -412,8 +419,22 @@ START_TEST(test_checkpoint_killed_writer)
 }
 END_TEST
 
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
 int main(void)
 {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(tmp_root, sizeof(tmp_root), "%s/hoop_ckpt_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(tmp_root)) {
+        perror(tmp_root);
+        return EXIT_FAILURE;
+    }
     Suite *s = suite_create("optim");
     TCase *core = tcase_create("core");
     tcase_add_test(core, test_sgd_momentum_by_hand);
@@ -428,5 +449,7 @@ int main(void)
     tcase_add_test(errors, test_checkpoint_killed_writer);
     suite_add_tcase(s, core);
     suite_add_tcase(s, errors);
-    return run_suite(s);
+    int rc = run_suite(s);
+    nftw(tmp_root, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    return rc;
 }
