@@ -317,6 +317,13 @@ START_TEST(test_abandoned_connect)
 }
 END_TEST
 
+/* tp_harness.h's check_peer_gone_in_handshake. */
+START_TEST(test_peer_gone_in_handshake)
+{
+    check_peer_gone_in_handshake(ib_cfg("HOOP_TEST_IB_HCA_A"));
+}
+END_TEST
+
 START_TEST(test_wrong_token)
 {
     pair p;
@@ -500,6 +507,7 @@ int main(void)
     tcase_add_test(err, test_bad_gid_index);
     tcase_add_test(err, test_bogus_hca);
     tcase_add_test(err, test_abandoned_connect);
+    tcase_add_test(err, test_peer_gone_in_handshake);
     suite_add_tcase(s, err);
     return run_suite(s);
 }

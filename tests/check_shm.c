@@ -569,35 +569,10 @@ START_TEST(test_wrong_token)
 }
 END_TEST
 
-/* The acceptor goes away after the connector's hello but before its verdict (a rank
- * killed during set-up): the connector fails with HOOP_ERR_REMOTE saying the peer exited
- * during the handshake, not that it refused the connection (wrong token). */
+/* tp_harness.h's check_peer_gone_in_handshake. */
 START_TEST(test_peer_gone_in_handshake)
 {
-    pair p = {0};
-    unsigned char handle[HOOP_TP_HANDLE_MAX];
-    tp_make_ctx(&p.ctx_a, 0, "t", (struct hoop_tp_config){.ring_bytes = 4096});
-    tp_make_ctx(&p.ctx_b, 1, "t", (struct hoop_tp_config){.ring_bytes = 4096});
-    ck_assert_int_eq(tp->listen(p.ctx_b, handle, &p.listen), HOOP_OK);
-    /* Connect until the hello is out (the call returns OK, not done, awaiting a verdict). */
-    hoop_status st = HOOP_OK;
-    for (int i = 0; i < 20 && st == HOOP_OK && !p.send; i++) {
-        st = tp->connect(p.ctx_a, handle, 7, &p.send);
-        usleep(1000);
-    }
-    ck_assert_int_eq(st, HOOP_OK);
-    ck_assert_ptr_null(p.send);
-    ck_assert_int_eq(tp->close(p.listen), HOOP_OK); /* the acceptor exits, never answering */
-    ck_assert_int_eq(tp->finalize(p.ctx_b), HOOP_OK);
-    int64_t deadline = hoop__deadline_ns(5000);
-    while (st == HOOP_OK && !p.send && hoop__now_ns() < deadline) {
-        st = tp->connect(p.ctx_a, handle, 7, &p.send);
-        usleep(500);
-    }
-    ck_assert_int_eq(st, HOOP_ERR_REMOTE);
-    assert_error_has("exited", "during the connection handshake");
-    ck_assert_ptr_null(strstr(hoop_last_error(), "refused"));
-    ck_assert_int_eq(tp->finalize(p.ctx_a), HOOP_OK);
+    check_peer_gone_in_handshake((struct hoop_tp_config){.ring_bytes = 4096});
 }
 END_TEST
 
