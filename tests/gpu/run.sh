@@ -95,6 +95,13 @@ step() {
 prepare() {
     if [ "$mode" = carried ]; then
         carried=$(cd "$carried" && pwd) || return 1
+        # PyTorch (the peers' benchmarks) runs with the machine's own libraries, not the
+        # carried Debian ones (an older libstdc++ first on the path): py, a python3 with
+        # the path as it was.
+        local was=${LD_LIBRARY_PATH-}
+        printf '#!/bin/sh\nLD_LIBRARY_PATH=%s\nexport LD_LIBRARY_PATH\nexec python3 "$@"\n' \
+            "'$was'" >"$tmpd/py" && chmod +x "$tmpd/py" || return 1
+        py=$tmpd/py
         . "$carried/env.sh" || return 1
         # CUDA's libraries come from the machine: the toolkit beside nvcc, else the usual
         # places; then what the module still lacks is named here, not as a bare skip.
@@ -172,7 +179,7 @@ main() {
         timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
     fi
     timeout 30 nvcc --version | tail -2 || true
-    local bin status=0 r=0 t tools tool sanitize=0 tmpd
+    local bin status=0 r=0 t tools tool sanitize=0 tmpd py=python3
     tmpd=$(mktemp -d) || return 1
     prepare || { echo "prepare failed" >>"$summary"; return 1; }
     step check_cuda 60 "$bin/check_cuda" || r=$?
@@ -214,7 +221,7 @@ main() {
         for n in 2 4; do
             step "hoop-bench --device cuda, $n ranks" 60 "$bin/hooprun" --nproc-per-node $n \
                 "$bin/hoop-bench" allreduce --device cuda $sz -n 5 -w 2 -c 1 || status=1
-            step "gloo_allreduce.py --device cuda, $n ranks" 60 python3 "$bin/gloo_allreduce.py" \
+            step "gloo_allreduce.py --device cuda, $n ranks" 60 "$py" "$bin/gloo_allreduce.py" \
                 --launch $n --device cuda $sz -r 3 -w 1 -T 50 -l "gloo-cuda-$n"
         done
         # The device direct algorithm (issue 13, "between processes on one node"): the
@@ -242,7 +249,7 @@ main() {
     fi
     if [ -x "$bin/hoop-train" ] && [ -d "${carried:-/nonexistent}/data" ]; then
         step gpu_train.sh 120 env DATA="$carried/data" STEPS="${STEPS:-300}" ROUNDS="${ROUNDS:-1}" \
-            sh "$bin/gpu_train.sh" "$bin/hoop-train" python3
+            sh "$bin/gpu_train.sh" "$bin/hoop-train" "$py"
     fi
     # DDP on the GPU (issue 13): 2 ranks on the one GPU, each with its batch resident
     # (--bench-steps), the buckets reduced on the device while backward runs: samples/s of
