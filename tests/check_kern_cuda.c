@@ -198,6 +198,30 @@ START_TEST(test_gemm)
 }
 END_TEST
 
+#ifndef HOOP_KERN_CUDA_GPU
+void hoop__hx_blas_last_workspace(void **workspace, size_t *bytes); /* src/cuda/hx_blas.h */
+
+/* Every GEMM runs on the thread's own cuBLAS workspace, bound again after each
+ * cublasSetStream (which puts the handle back on cuBLAS's default pool): so a GEMM
+ * captured into a graph allocates nothing there and picks the eager one's algorithm. */
+START_TEST(test_gemm_workspace)
+{
+    float *d = dev_copy((const float[4]){1, 2, 3, 4}, 4), *dc = NULL;
+    ck_assert_int_eq(hoop__cuda_malloc((void **)&dc, 4 * sizeof(float)), HOOP_OK);
+    for (int r = 0; r < 2; r++) {
+        void *ws = NULL;
+        size_t bytes = 0;
+        ck_assert_int_eq(gpu->gemm(0, 0, 2, 2, 1, 1.0f, d, 1, d, 2, 0.0f, dc, 2), HOOP_OK);
+        hoop__hx_blas_last_workspace(&ws, &bytes);
+        ck_assert_msg(ws != NULL && bytes >= (4u << 20),
+                      "GEMM %d ran on cuBLAS's default workspace (%p, %zu bytes)", r, ws, bytes);
+    }
+    hoop__cuda_free(d);
+    hoop__cuda_free(dc);
+}
+END_TEST
+#endif
+
 int main(void)
 {
     kern_cuda_needs_device("check_kern_cuda");
@@ -209,6 +233,9 @@ int main(void)
     tcase_add_test(tc, test_bias);
     tcase_add_test(tc, test_signed_zero);
     tcase_add_test(tc, test_gemm);
+#ifndef HOOP_KERN_CUDA_GPU
+    tcase_add_test(tc, test_gemm_workspace);
+#endif
     tcase_add_test(tc, test_dropout_same_mask);
     suite_add_tcase(s, tc);
     return run_suite(s);

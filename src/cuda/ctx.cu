@@ -7,7 +7,9 @@
  * Owns: the process's context (made once under ctx_mu, published through ctx_ready; its
  * streams and events live until the process ends) and, per thread, the cuBLAS handle and
  * the event a host wait records (released when the thread exits; the main thread's at
- * the process's end, by CUDA). Thread-safety: see ctx.h.
+ * the process's end, by CUDA), and the handle's workspace (from the caching allocator,
+ * kept for the process's life: a graph captured with it may outlive the thread). Thread-safety: see
+ * ctx.h.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -18,6 +20,7 @@
 
 #include <atomic>
 
+#include "cuda/alloc.h"
 #include "cuda/ctx.h"
 
 struct cuda_ctx {
@@ -26,7 +29,8 @@ struct cuda_ctx {
     cudaEvent_t marks[2]; /* recorded on compute, copy by hoop__cuda_stream_wait */
     char name[256];
     size_t total_bytes;
-    int64_t timeout_ms; /* HOOP_TIMEOUT: how long a host wait may take */
+    size_t blas_ws_bytes; /* each thread's cuBLAS workspace (hoop__cuda_blas) */
+    int64_t timeout_ms;   /* HOOP_TIMEOUT: how long a host wait may take */
 };
 
 static struct cuda_ctx ctx;
@@ -36,6 +40,7 @@ static thread_local int ctx_bound; /* this thread's current device is ctx.device
 /* What a thread makes for itself, released when it exits (a pthread key's destructor). */
 struct ctx_thread {
     cublasHandle_t blas;
+    void *blas_ws;         /* its workspace: kept for the process's life (a graph refers to it) */
     cudaEvent_t sync_mark; /* what this thread's host waits record */
 };
 static thread_local struct ctx_thread *ctx_me;
@@ -181,6 +186,9 @@ static hoop_status ctx_make(struct cuda_ctx *c)
     HOOP_CUDA_CHECK(cudaGetDeviceProperties(&prop, c->device));
     snprintf(c->name, sizeof(c->name), "%s", prop.name);
     c->total_bytes = prop.totalGlobalMem;
+    /* cuBLAS's recommended workspace (cublasSetWorkspace): 32 MiB on Hopper and later, 4 MiB
+     * before */
+    c->blas_ws_bytes = (size_t)(prop.major >= 9 ? 32 : 4) << 20;
     HOOP_CUDA_CHECK(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
     HOOP_CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
     for (int i = 0; i < 2; i++)
@@ -546,13 +554,20 @@ hoop_status hoop__cuda_blas(cublasHandle_t *h)
     struct ctx_thread *t;
     HOOP_CHECK(ctx_thread(&t));
     if (!t->blas) {
+        if (!t->blas_ws) HOOP_CHECK(hoop__cuda_malloc(&t->blas_ws, ctx.blas_ws_bytes));
         HOOP_CUBLAS_CHECK(cublasCreate(&t->blas));
         const char *tf32 = getenv("HOOP_CUDA_TF32");
         int on = tf32 && strcmp(tf32, "1") == 0;
         HOOP_CUBLAS_CHECK(
             cublasSetMathMode(t->blas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     }
+    /* cublasSetStream puts the handle back on cuBLAS's default workspace pool, which a
+     * GEMM captured into a graph would then allocate from inside the graph (cuBLAS 12.2
+     * on: stream-ordered allocation nodes), or run without (another algorithm than the
+     * eager step's): the workspace is ours, the same eager and captured (the cuBLAS
+     * library guide, cublasSetWorkspace and "CUDA Graphs Support"). */
     HOOP_CUBLAS_CHECK(cublasSetStream(t->blas, ctx.compute));
+    HOOP_CUBLAS_CHECK(cublasSetWorkspace(t->blas, t->blas_ws, ctx.blas_ws_bytes));
     *h = t->blas;
     return HOOP_OK;
 }

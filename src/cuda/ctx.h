@@ -36,8 +36,10 @@
 typedef cudaStream_t hoop__cuda_stream_t;
 typedef cudaEvent_t hoop__cuda_event_t;
 /* The thread's cuBLAS handle on the compute stream, made on first use (TF32 off unless
- * HOOP_CUDA_TF32=1); HOOP_ERR_CUDA naming the call when cuBLAS cannot start, or the
- * context's error. */
+ * HOOP_CUDA_TF32=1) with a workspace of its own (32 MiB on Hopper, 4 MiB before: cuBLAS's
+ * recommendation), bound again at each call, so that a GEMM captured into a graph uses it
+ * too; HOOP_ERR_CUDA naming the call when cuBLAS cannot start, the allocator's error for
+ * the workspace, or the context's error. */
 hoop_status hoop__cuda_blas(cublasHandle_t *h);
 
 /* For a call that returns cudaError_t: HOOP_ERR_CUDA naming the call and CUDA's message

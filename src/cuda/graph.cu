@@ -76,12 +76,7 @@ extern "C" hoop_status hoop__cuda_upload(void *dst, const void *src, size_t byte
         if (bytes > GRAPH_SLOT_BYTES) return hoop__cuda_copy(dst, src, bytes, 1); /* waits */
         HOOP_CHECK(graph_ring_get(&r));
         slot = r->next++ % GRAPH_SLOTS;
-        if (r->used[slot]) {
-            cudaError_t e = cudaEventSynchronize(r->ev[slot]);
-            if (e != cudaSuccess)
-                return HOOP_ERROR(HOOP_ERR_CUDA, "upload: cudaEventSynchronize failed: %s",
-                                  cudaGetErrorString(e));
-        }
+        if (r->used[slot]) HOOP_CHECK(hoop__cuda_event_sync(r->ev[slot])); /* HOOP_TIMEOUT */
         unsigned char *p = r->buf + (size_t)slot * GRAPH_SLOT_BYTES;
         memcpy(p, src, bytes);
         from = p;
@@ -194,11 +189,9 @@ extern "C" hoop_status hoop__cuda_graph_sync(void *graph)
 {
     struct graph_exec *x = (struct graph_exec *)graph;
     if (!x->launched) return HOOP_OK;
-    cudaError_t e = cudaEventSynchronize(x->done);
-    if (e != cudaSuccess)
-        return HOOP_ERROR(HOOP_ERR_CUDA, "the graph's last replay failed: %s",
-                          cudaGetErrorString(e));
-    return HOOP_OK;
+    /* polled up to HOOP_TIMEOUT (a replay held by a captured collective's wait would
+     * otherwise hold this thread for good) */
+    return hoop__cuda_event_sync(x->done);
 }
 
 extern "C" void hoop__cuda_graph_free(void *graph)

@@ -220,6 +220,12 @@ static inline float rsqrtf(float x)
 {
     return 1.0f / sqrtf(x);
 }
+/* A product rounded on its own (CUDA never fuses it with an add into an FMA; the host's
+ * compiler, for x86-64 without -mfma, does not fuse at all). */
+static inline float __fmul_rn(float a, float b)
+{
+    return a * b;
+}
 
 // ----------------------------------------------------------------- launches
 

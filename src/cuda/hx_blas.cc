@@ -6,6 +6,7 @@
  * Owns: the handles it makes. Thread-safety: one thread per handle.
  */
 #include <cblas.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "cuda/hx_blas.h"
@@ -13,6 +14,8 @@
 struct hoop__hx_blas {
     cudaStream_t stream;
     cublasMath_t mode;
+    void *ws; /* cublasSetWorkspace's, until the next cublasSetStream */
+    size_t ws_bytes;
 };
 
 cublasStatus_t cublasCreate(cublasHandle_t *h)
@@ -33,7 +36,29 @@ cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
 {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     h->stream = s;
+    h->ws = NULL;
+    h->ws_bytes = 0;
     return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *workspace, size_t bytes)
+{
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if ((uintptr_t)workspace % 256 != 0 || (!workspace && bytes))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    h->ws = workspace;
+    h->ws_bytes = bytes;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* The workspace of this thread's last SGEMM (hoop__hx_blas_last_workspace). */
+static thread_local void *last_ws;
+static thread_local size_t last_ws_bytes;
+
+void hoop__hx_blas_last_workspace(void **workspace, size_t *bytes)
+{
+    *workspace = last_ws;
+    *bytes = last_ws_bytes;
 }
 
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode)
@@ -70,6 +95,8 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                            const float *B, int ldb, const float *beta, float *C, int ldc)
 {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    last_ws = h->ws;
+    last_ws_bytes = h->ws_bytes;
     int arows = ta == CUBLAS_OP_N ? m : k, brows = tb == CUBLAS_OP_N ? k : n;
     if ((ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T) ||
         m < 0 || n < 0 || k < 0 || lda < (arows > 1 ? arows : 1) || ldb < (brows > 1 ? brows : 1) ||

@@ -37,13 +37,22 @@ typedef struct hoop__hx_blas *cublasHandle_t;
 
 cublasStatus_t cublasCreate(cublasHandle_t *h);
 cublasStatus_t cublasDestroy(cublasHandle_t h);
+/* As cuBLAS's: also puts the handle back on its default workspace pool (cublasSetWorkspace
+ * must follow it for a workspace of the caller's). */
 cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s);
+/* The caller's workspace for the handle's later calls: CUBLAS_STATUS_INVALID_VALUE when it
+ * is not 256-byte aligned, or NULL with a size (cuBLAS's checks). Kept, not used here. */
+cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *workspace, size_t bytes);
 /* Accepts cuBLAS's modes (default, tensor op, pedantic, TF32), optionally with the
  * disallow-reduced-precision flag; anything else is CUBLAS_STATUS_INVALID_VALUE. */
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode);
 cublasStatus_t cublasGetMathMode(cublasHandle_t h, cublasMath_t *mode);
 /* The status's name, "CUBLAS_STATUS_INVALID_VALUE" (cuBLAS's cublasGetStatusName). */
 const char *cublasGetStatusName(cublasStatus_t st);
+/* For tests (C linkage): the workspace the calling thread's last SGEMM ran with (its
+ * handle's cublasSetWorkspace since the last cublasSetStream), NULL and 0 for cuBLAS's
+ * default pool. */
+extern "C" void hoop__hx_blas_last_workspace(void **workspace, size_t *bytes);
 /* C(m, n) = alpha op(A) op(B) + beta C, column-major; op(A) is m x k, op(B) k x n. */
 cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                            int n, int k, const float *alpha, const float *A, int lda,

@@ -2,7 +2,7 @@
 # src/cuda/local.mk -- the CUDA backend: device memory, streams, kernels (built by nvcc
 # when CUDA is found) as the module libhoop-cuda.so, which libhoop loads on first use
 # (src/autograd/kern.c), and its build on the host execution layer for the tests.
-EXTRA_DIST += tests/gpu/run.sh tests/gpu/pack.sh
+EXTRA_DIST += tests/gpu/run.sh tests/gpu/pack.sh tests/cuda_no_fma.sh
 # nvcc objects have no automatic dependency tracking: rebuild them when any header changes.
 CUDA_HEADER_DEPS = $(noinst_HEADERS) $(hoopinclude_HEADERS)
 
@@ -114,6 +114,8 @@ tests_check_hx_gpu_SOURCES = tests/check_hx.c
 tests_check_hx_gpu_CFLAGS = $(TEST_CFLAGS)
 tests_check_hx_gpu_LDADD = tests/hx_kernels.lo $(TEST_LDADD) $(CUDA_LIBS) -lcublas
 TESTS += tests/check_hx_gpu
+# The kernels that must match the CPU bit for bit hold no FMA nvcc contracted (no GPU needed).
+TESTS += tests/cuda_no_fma.sh
 tests/hx_kernels.lo: $(CUDA_HEADER_DEPS)
 CLEANFILES += tests/hx_kernels.lo tests/hx_kernels.o tests/.libs/hx_kernels.o
 endif

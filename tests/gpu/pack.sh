@@ -12,8 +12,9 @@
 # hoop-train, hooprun, hoop-bench, bench/gpu_ceilings and the GPU benchmark scripts), lib/ (the module
 # libhoop-cuda.so), debs/ (the unpacked packages), data/ (Fashion-MNIST's first TRAIN_N
 # (20000) training images and the whole test set: the full set would not fit beside
-# OpenBLAS) and env.sh, which run.sh --carried sources. Prints the total size: a device
-# call carries at most 64 MiB.
+# OpenBLAS) and env.sh, which run.sh --carried sources (and which unpacks the libraries
+# over 1 MiB, carried gzipped). Prints the total size: a device call carries at most 64 MiB,
+# the checkout's tracked files included.
 set -eu -o pipefail
 build=${1:-.}
 carry=${2:-gpu-carry}
@@ -75,10 +76,17 @@ rm -rf "$carry/dl" "$carry/debs/usr/share"
 find "$carry/debs" \( -name 'liblapack*' -o -name 'libblas*' -o -name '*.a' \) -delete
 
 # The library folders, for LD_LIBRARY_PATH (OpenBLAS sits in a folder of its own).
+dirs=$(find "$carry/debs" -name '*.so*' -printf '%h\n' | sort -u | sed "s|^$carry|\$carry|")
+# Libraries over 1 MiB travel gzipped (OpenBLAS alone is 36 MB of the 64 MiB a device
+# call carries, the checkout included: 10.7 MB gzipped); env.sh unpacks them in place.
+find "$carry/debs" -type f -name '*.so*' -size +1M -exec gzip -9 {} +
 {
     echo "# written by tests/gpu/pack.sh"
     echo 'carry=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)'
-    dirs=$(find "$carry/debs" -name '*.so*' -printf '%h\n' | sort -u | sed "s|^$carry|\$carry|")
+    echo 'for z in $(find "$carry/debs" -name "*.so*.gz"); do'
+    echo '    [ -e "${z%.gz}" ] || { gzip -dc "$z" >"${z%.gz}.part" && mv "${z%.gz}.part" "${z%.gz}"; } ||'
+    echo '        echo "env.sh: cannot unpack $z" >&2'
+    echo 'done'
     echo "LD_LIBRARY_PATH=$(echo $dirs | tr ' ' ':')\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
     echo 'export LD_LIBRARY_PATH HOOP_CUDA_BACKEND=$carry/lib/libhoop-cuda.so'
 } >"$carry/env.sh"
@@ -86,4 +94,7 @@ find "$carry/debs" \( -name 'liblapack*' -o -name 'libblas*' -o -name '*.a' \) -
 ( . "$carry/env.sh" && for f in $elfs; do
     ldd "$f" | grep 'not found' | grep -v -e libcuda -e libcublas && exit 1; done; true ) ||
     { echo "pack.sh: a carried program lacks a library (above)" >&2; exit 1; }
-echo "pack.sh: $carry: $(du -sh "$carry" | cut -f1) ($(du -sb "$carry" | cut -f1) bytes)"
+# what that check unpacked goes again: only the .gz travel
+find "$carry/debs" -name '*.so*.gz' | while read -r z; do rm -f "${z%.gz}"; done
+bytes=$(du -sb "$carry" | cut -f1)
+echo "pack.sh: $carry: $(du -sh "$carry" | cut -f1) ($bytes bytes; a device call carries 67108864 with the checkout)"

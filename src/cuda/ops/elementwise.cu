@@ -28,13 +28,16 @@ static __global__ void axpby_kernel(float *dst, const float *src, const float *b
     }
 }
 
-/* dx (+)= dy[0] * scale, or dx (+)= dy * mask. */
+/* dx (+)= dy[0] * scale, or dx (+)= dy * mask. The product is rounded before the sum, as
+ * the CPU's is: __fmul_rn is never contracted into an FMA, which nvcc does by default
+ * (--fmad=true) with a plain dx + dy * mask, one rounding instead of two: a last-bit
+ * difference from the CPU's result. */
 static __global__ void bcast_kernel(float *dx, const float *dy, const float *mask, float scale,
                                     size_t n, int acc)
 {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        float v = mask ? dy[i] * mask[i] : dy[0] * scale;
+        float v = mask ? __fmul_rn(dy[i], mask[i]) : __fmul_rn(dy[0], scale);
         dx[i] = acc ? dx[i] + v : v;
     }
 }
