@@ -29,6 +29,18 @@ HOOP_TIMEOUT=abc expect_bad "HOOP_TIMEOUT='abc' is not a number of seconds" \
     --nproc-per-node 1 true
 HOOP_TRANSPORT=carrier-pigeon expect_bad "HOOP_TRANSPORT='carrier-pigeon' is not one of" \
     --nproc-per-node 1 true
+# One rule for white space around a number, in flags and settings alike: refused.
+expect_bad "--grace=' 1' is not a number of seconds" --grace ' 1' --nproc-per-node 1 true
+expect_bad "--nproc-per-node='2 ' is not an integer" --nproc-per-node '2 ' true
+HOOP_TIMEOUT=' 5' expect_bad "HOOP_TIMEOUT=' 5' is not a number of seconds" \
+    --nproc-per-node 1 true
+HOOP_TIMEOUT='5 ' expect_bad "HOOP_TIMEOUT='5 ' is not a number of seconds" \
+    --nproc-per-node 1 true
+# Seconds as the CUDA backend reads HOOP_TIMEOUT too: from a digit on.
+HOOP_TIMEOUT=.5 expect_bad "HOOP_TIMEOUT='.5' is not a number of seconds" \
+    --nproc-per-node 1 true
+HOOP_SHM_BYTES='4M ' expect_bad "HOOP_SHM_BYTES='4M ' is not a size in bytes" \
+    --nproc-per-node 1 true
 
 # Flags after PROG belong to PROG.
 "$HOOPRUN" --no-prefix --nproc-per-node 1 echo --nproc-per-node 9 > "$TMP/a" ||

@@ -3,13 +3,14 @@
  * tools/train_cli.c -- parsing of hoop-train's flags.
  *
  * Flags take "--name value" or "--name=value". Numbers go through the strict parsers of
- * src/core/env.c (integers) or train_parse_float below; choices are matched exactly.
+ * src/core/env.c (integers, and decimals through parse_float below); choices are matched
+ * exactly.
  * Learning rate and weight decay default per optimizer when not given (NaN = unset).
  * Owns nothing; not thread-safe (called once from main).
  */
 #include "train_cli.h"
 
-#include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,16 +109,16 @@ static void defaults(train_opts *o)
     };
 }
 
-/* Strict float: whole string, finite, in [min, max]. */
+/* Strict float: the shared decimal parser's rules (whole string, no white space, finite,
+ * in [min, max]), and a value that is not 0 must not round to 0 as a float. */
 static hoop_status parse_float(const char *flag, const char *s, double min, double max, float *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (*s == '\0' || *end != '\0' || errno != 0 || !isfinite(v))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a number", flag, s);
-    if (v < min || v > max)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "%s=%s is out of range [%g, %g]", flag, s, min, max);
+    double v;
+    HOOP_CHECK(hoop__parse_decimal(flag, s, min, max, &v));
+    if (v != 0.0 && (float)v == 0.0f)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s=%s is too small: it would be 0 as a float (the smallest is %g)", flag,
+                          s, (double)FLT_TRUE_MIN);
     *out = (float)v;
     return HOOP_OK;
 }
