@@ -41,6 +41,14 @@ HOOP_TIMEOUT=.5 expect_bad "HOOP_TIMEOUT='.5' is not a number of seconds" \
     --nproc-per-node 1 true
 HOOP_SHM_BYTES='4M ' expect_bad "HOOP_SHM_BYTES='4M ' is not a size in bytes" \
     --nproc-per-node 1 true
+# A MASTER_ADDR too long to be a host name is refused, not replaced by 127.0.0.1.
+MASTER_ADDR=$(printf 'h%.0s' $(seq 300)) expect_bad "MASTER_ADDR is longer than 255 characters" \
+    --nproc-per-node 1 true
+# The range is said once.
+expect_bad "--rdzv-endpoint's port is empty; expected an integer in [1, 65535]" \
+    --rdzv-endpoint host: --nproc-per-node 1 true
+grep -q "allowed" "$TMP/err" && fail "the range was said twice: $(cat "$TMP/err")"
+expect_bad "--nproc-per-node gpu: hooprun does not count GPUs yet" --nproc-per-node gpu true
 
 # Flags after PROG belong to PROG.
 "$HOOPRUN" --no-prefix --nproc-per-node 1 echo --nproc-per-node 9 > "$TMP/a" ||
