@@ -123,6 +123,15 @@ static hoop_status parse_float(const char *flag, const char *s, double min, doub
     return HOOP_OK;
 }
 
+/* A file or directory name: anything but empty (an empty --checkpoint would only fail at
+ * the first save, after a whole epoch of work). */
+static hoop_status parse_path(const char *flag, const char *s, const char **out)
+{
+    if (*s == '\0') return HOOP_ERROR(HOOP_ERR_INVALID, "%s is empty; give a path", flag);
+    *out = s;
+    return HOOP_OK;
+}
+
 /* Index of s in the NULL-terminated list, or an error naming flag and the choices. */
 static hoop_status parse_choice(const char *flag, const char *s, const char *const *choices,
                                 int *out)
@@ -196,7 +205,7 @@ static hoop_status apply_flag(train_opts *o, const char *f, const char *v)
     } else if (!strcmp(f, "--metrics-every")) {
         return hoop__parse_int(f, v, 1, INT64_MAX, &o->metrics_every);
     } else if (!strcmp(f, "--checkpoint")) {
-        o->checkpoint = v;
+        HOOP_CHECK(parse_path(f, v, &o->checkpoint));
     } else if (!strcmp(f, "--lr")) {
         return parse_float(f, v, 0.0, 100.0, &o->lr);
     } else if (!strcmp(f, "--momentum")) {
@@ -206,7 +215,7 @@ static hoop_status apply_flag(train_opts *o, const char *f, const char *v)
     } else if (!strcmp(f, "--dropout")) {
         return parse_float(f, v, 0.0, 0.99, &o->dropout);
     } else if (!strcmp(f, "--data")) {
-        o->data = v;
+        HOOP_CHECK(parse_path(f, v, &o->data));
     } else if (!strcmp(f, "--device")) {
         HOOP_CHECK(parse_choice(f, v, devices, &c));
         o->device = (train_device)c;
@@ -214,7 +223,7 @@ static hoop_status apply_flag(train_opts *o, const char *f, const char *v)
         HOOP_CHECK(parse_choice(f, v, on_off, &c));
         o->cuda_graph = c;
     } else if (!strcmp(f, "--metrics")) {
-        o->metrics = v;
+        HOOP_CHECK(parse_path(f, v, &o->metrics));
     } else {
         return HOOP_ERROR(HOOP_ERR_INVALID, "unknown option '%s' (see --help)", f);
     }
