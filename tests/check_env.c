@@ -4,6 +4,7 @@
  * srun step, unset variables of the contract come from Slurm's.
  */
 #include <check.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,6 +369,54 @@ START_TEST(test_parse_bytes)
 }
 END_TEST
 
+/* One rule for white space around a number, in every parser: refused, before and after,
+ * whatever the kind (strtoll and strtod would skip it in front). Seconds start with a
+ * digit and count at least 1 ms when positive, as the CUDA backend reads HOOP_TIMEOUT;
+ * decimals refuse what a double cannot hold, and -0 reads as 0. */
+START_TEST(test_number_text)
+{
+    static const char *const padded[] = {" 5", "5 ", "\t5", "5\n", " 5 ", " "};
+    int64_t v;
+    double d;
+    for (size_t i = 0; i < sizeof(padded) / sizeof(padded[0]); i++) {
+        const char *s = padded[i];
+        ck_assert_int_eq(hoop__parse_int("x", s, 0, 100, &v), HOOP_ERR_INVALID);
+        ck_assert_int_eq(hoop__parse_bytes("x", s, 0, 100, &v), HOOP_ERR_INVALID);
+        ck_assert_int_eq(hoop__parse_seconds_ms("x", s, &v), HOOP_ERR_INVALID);
+        ck_assert_int_eq(hoop__parse_decimal("x", s, 0, 100, &d), HOOP_ERR_INVALID);
+        ck_assert_ptr_nonnull(strstr(hoop_last_error(), "is not a number"));
+        setenv("HOOP_TIMEOUT", s, 1);
+        ck_assert_int_eq(hoop__env_ms("HOOP_TIMEOUT", &v), HOOP_ERR_INVALID);
+        setenv("HOOP_TCP_NSOCKS", s, 1);
+        ck_assert_int_eq(hoop__env_int("HOOP_TCP_NSOCKS", &v), HOOP_ERR_INVALID);
+    }
+    unsetenv("HOOP_TCP_NSOCKS");
+    ck_assert_int_eq(hoop__parse_seconds_ms("x", ".5", &v), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__parse_seconds_ms("x", "+5", &v), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__parse_seconds_ms("x", "0.5", &v), HOOP_OK);
+    ck_assert_int_eq(v, 500);
+    setenv("HOOP_TIMEOUT", "0.0001", 1); /* 0.1 ms: positive, so 1 ms, not "not > 0" */
+    ck_assert_int_eq(hoop__env_ms("HOOP_TIMEOUT", &v), HOOP_OK);
+    ck_assert_int_eq(v, 1);
+    setenv("HOOP_TIMEOUT", "0", 1);
+    ck_assert_int_eq(hoop__env_ms("HOOP_TIMEOUT", &v), HOOP_ERR_INVALID);
+    unsetenv("HOOP_TIMEOUT");
+    ck_assert_int_eq(hoop__parse_decimal("x", "0.25", 0, 1, &d), HOOP_OK);
+    ck_assert(d == 0.25);
+    ck_assert_int_eq(hoop__parse_decimal("x", "-0", 0, 1, &d), HOOP_OK);
+    ck_assert(d == 0.0 && !signbit(d));
+    ck_assert_int_eq(hoop__parse_decimal("x", "1e-400", 0, 1, &d), HOOP_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "x=1e-400 is too small"));
+    ck_assert_int_eq(hoop__parse_decimal("x", "1e400", 0, 1, &d), HOOP_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "x=1e400 is out of range"));
+    ck_assert_int_eq(hoop__parse_decimal("x", "inf", 0, 1, &d), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__parse_decimal("x", "nan", 0, 1, &d), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__parse_decimal("x", "", 0, 1, &d), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__parse_decimal("x", "2", 0, 1, &d), HOOP_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "x=2 is out of range [0, 1]"));
+}
+END_TEST
+
 /* HOOP_TEST_FAULT (the test hook): every field required and checked, so that no
  * ordinary value arms it; hoop__env_check_all refuses a malformed one. */
 static const struct {
@@ -438,6 +487,7 @@ int main(void)
     tcase_add_test(tc, test_ib_knobs);
     tcase_add_test(tc, test_help_lists_every_knob);
     tcase_add_test(tc, test_parse_bytes);
+    tcase_add_test(tc, test_number_text);
     tcase_add_test(tc, test_test_fault);
     suite_add_tcase(s, tc);
     TCase *errs = tcase_create("errors");

@@ -43,6 +43,14 @@ expect 2 "--epochs=0 is out of range" --epochs=0
 expect 2 "--model='rnn' is not one of mlp|cnn" --model rnn
 expect 2 "--lr needs a value" --lr
 expect 2 "--lr='x' is not a number" --lr x
+expect 2 "--lr=' 0.1' is not a number" --lr ' 0.1' # white space: as every number's
+expect 2 "--lr='0.1 ' is not a number" --lr '0.1 '
+expect 2 "--lr=1e-50 is too small: it would be 0 as a float" --lr 1e-50
+expect 2 "--momentum=1e-400 is too small" --momentum 1e-400
+# An empty path is refused at once (an empty --checkpoint failed only at the first save).
+expect 2 "--checkpoint is empty; give a path" --checkpoint ''
+expect 2 "--data is empty; give a path" --data=
+expect 2 "--metrics is empty; give a path" --metrics ''
 expect 2 "--device='bogus' is not one of cpu|cuda|auto" --device bogus
 # Without a backend (a path that does not exist), before any data is read; the message is
 # the loader's, naming the path.

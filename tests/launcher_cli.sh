@@ -29,6 +29,26 @@ HOOP_TIMEOUT=abc expect_bad "HOOP_TIMEOUT='abc' is not a number of seconds" \
     --nproc-per-node 1 true
 HOOP_TRANSPORT=carrier-pigeon expect_bad "HOOP_TRANSPORT='carrier-pigeon' is not one of" \
     --nproc-per-node 1 true
+# One rule for white space around a number, in flags and settings alike: refused.
+expect_bad "--grace=' 1' is not a number of seconds" --grace ' 1' --nproc-per-node 1 true
+expect_bad "--nproc-per-node='2 ' is not an integer" --nproc-per-node '2 ' true
+HOOP_TIMEOUT=' 5' expect_bad "HOOP_TIMEOUT=' 5' is not a number of seconds" \
+    --nproc-per-node 1 true
+HOOP_TIMEOUT='5 ' expect_bad "HOOP_TIMEOUT='5 ' is not a number of seconds" \
+    --nproc-per-node 1 true
+# Seconds as the CUDA backend reads HOOP_TIMEOUT too: from a digit on.
+HOOP_TIMEOUT=.5 expect_bad "HOOP_TIMEOUT='.5' is not a number of seconds" \
+    --nproc-per-node 1 true
+HOOP_SHM_BYTES='4M ' expect_bad "HOOP_SHM_BYTES='4M ' is not a size in bytes" \
+    --nproc-per-node 1 true
+# A MASTER_ADDR too long to be a host name is refused, not replaced by 127.0.0.1.
+MASTER_ADDR=$(printf 'h%.0s' $(seq 300)) expect_bad "MASTER_ADDR is longer than 255 characters" \
+    --nproc-per-node 1 true
+# The range is said once.
+expect_bad "--rdzv-endpoint's port is empty; expected an integer in [1, 65535]" \
+    --rdzv-endpoint host: --nproc-per-node 1 true
+grep -q "allowed" "$TMP/err" && fail "the range was said twice: $(cat "$TMP/err")"
+expect_bad "--nproc-per-node gpu: hooprun does not count GPUs yet" --nproc-per-node gpu true
 
 # Flags after PROG belong to PROG.
 "$HOOPRUN" --no-prefix --nproc-per-node 1 echo --nproc-per-node 9 > "$TMP/a" ||

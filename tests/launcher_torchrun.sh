@@ -53,7 +53,7 @@ expect_bad "--rdzv-backend 'etcd'" --rdzv-backend etcd --nproc-per-node 1 prog
 expect_bad "--tee copies what --log-dir writes" --tee --nproc-per-node 1 prog
 expect_bad "--tee '0:1' is not 0, 1, 2 or 3" --log-dir "$TMP/l0" --tee=0:1 --nproc-per-node 1 prog
 expect_bad "--max-restarts=-1 is out of range" --max-restarts -1 --nproc-per-node 1 prog
-expect_bad "--nproc-per-node gpu: hoop has no GPU support yet" --nproc-per-node gpu prog
+expect_bad "--nproc-per-node gpu: hooprun does not count GPUs yet" --nproc-per-node gpu prog
 
 # 2. torchrun's worker variables; OMP_NUM_THREADS=1 with several workers unless set.
 show='echo "$RANK g=$GROUP_RANK/$GROUP_WORLD_SIZE r=$ROLE_RANK/$ROLE_WORLD_SIZE restarts=$TORCHELASTIC_RESTART_COUNT/$TORCHELASTIC_MAX_RESTARTS omp=${OMP_NUM_THREADS-unset}"'

@@ -138,7 +138,8 @@ static int parse_num(const char *what, const char *s, int64_t min, int64_t max, 
 {
     int64_t v;
     if (hoop__parse_int(what, s, min, max, &v) != HOOP_OK) {
-        if (strstr(hoop_last_error(), "out of range")) /* the message already gives the range */
+        /* "out of range" and "is empty; expected ..." already give the range */
+        if (strstr(hoop_last_error(), "out of range") || strstr(hoop_last_error(), "expected"))
             fprintf(stderr, "hooprun: %s\n", hoop_last_error());
         else
             fprintf(stderr, "hooprun: %s; allowed: an integer in %" PRId64 "..%" PRId64 "\n",
@@ -230,8 +231,8 @@ static int parse_nproc(const char *arg, int *out)
         return 0;
     }
     if (strcmp(arg, "gpu") == 0)
-        return bad_usage("--nproc-per-node gpu: hoop has no GPU support yet; use a number, "
-                         "auto or cpu");
+        return bad_usage("--nproc-per-node gpu: hooprun does not count GPUs yet; give the number "
+                         "of workers (each takes GPU LOCAL_RANK modulo the GPUs), auto or cpu");
     return parse_num("--nproc-per-node", arg, 1, NPROC_MAX, out);
 }
 
@@ -467,7 +468,10 @@ static int pick_master(const cli *c, hooprun_plan *p, int *reserve_fd)
     const char *env_addr = c->standalone ? NULL : getenv("MASTER_ADDR");
     int env_port = -1;
     if (!c->standalone && env_num("MASTER_PORT", 1, 65535, &env_port)) return 2;
-    if (env_addr && strlen(env_addr) > 255) env_addr = NULL;
+    if (env_addr && strlen(env_addr) > 255)
+        return bad_usage("MASTER_ADDR is longer than 255 characters (%zu): not a host name or "
+                         "address",
+                         strlen(env_addr));
     const char *flag_addr = c->rdzv ? c->rdzv_host : c->addr;
     if (flag_addr)
         snprintf(p->master_addr, sizeof(p->master_addr), "%s", flag_addr);

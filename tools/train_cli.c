@@ -3,13 +3,14 @@
  * tools/train_cli.c -- parsing of hoop-train's flags.
  *
  * Flags take "--name value" or "--name=value". Numbers go through the strict parsers of
- * src/core/env.c (integers) or train_parse_float below; choices are matched exactly.
+ * src/core/env.c (integers, and decimals through parse_float below); choices are matched
+ * exactly.
  * Learning rate and weight decay default per optimizer when not given (NaN = unset).
  * Owns nothing; not thread-safe (called once from main).
  */
 #include "train_cli.h"
 
-#include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,17 +109,26 @@ static void defaults(train_opts *o)
     };
 }
 
-/* Strict float: whole string, finite, in [min, max]. */
+/* Strict float: the shared decimal parser's rules (whole string, no white space, finite,
+ * in [min, max]), and a value that is not 0 must not round to 0 as a float. */
 static hoop_status parse_float(const char *flag, const char *s, double min, double max, float *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (*s == '\0' || *end != '\0' || errno != 0 || !isfinite(v))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a number", flag, s);
-    if (v < min || v > max)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "%s=%s is out of range [%g, %g]", flag, s, min, max);
+    double v;
+    HOOP_CHECK(hoop__parse_decimal(flag, s, min, max, &v));
+    if (v != 0.0 && (float)v == 0.0f)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s=%s is too small: it would be 0 as a float (the smallest is %g)", flag,
+                          s, (double)FLT_TRUE_MIN);
     *out = (float)v;
+    return HOOP_OK;
+}
+
+/* A file or directory name: anything but empty (an empty --checkpoint would only fail at
+ * the first save, after a whole epoch of work). */
+static hoop_status parse_path(const char *flag, const char *s, const char **out)
+{
+    if (*s == '\0') return HOOP_ERROR(HOOP_ERR_INVALID, "%s is empty; give a path", flag);
+    *out = s;
     return HOOP_OK;
 }
 
@@ -195,7 +205,7 @@ static hoop_status apply_flag(train_opts *o, const char *f, const char *v)
     } else if (!strcmp(f, "--metrics-every")) {
         return hoop__parse_int(f, v, 1, INT64_MAX, &o->metrics_every);
     } else if (!strcmp(f, "--checkpoint")) {
-        o->checkpoint = v;
+        HOOP_CHECK(parse_path(f, v, &o->checkpoint));
     } else if (!strcmp(f, "--lr")) {
         return parse_float(f, v, 0.0, 100.0, &o->lr);
     } else if (!strcmp(f, "--momentum")) {
@@ -205,7 +215,7 @@ static hoop_status apply_flag(train_opts *o, const char *f, const char *v)
     } else if (!strcmp(f, "--dropout")) {
         return parse_float(f, v, 0.0, 0.99, &o->dropout);
     } else if (!strcmp(f, "--data")) {
-        o->data = v;
+        HOOP_CHECK(parse_path(f, v, &o->data));
     } else if (!strcmp(f, "--device")) {
         HOOP_CHECK(parse_choice(f, v, devices, &c));
         o->device = (train_device)c;
@@ -213,7 +223,7 @@ static hoop_status apply_flag(train_opts *o, const char *f, const char *v)
         HOOP_CHECK(parse_choice(f, v, on_off, &c));
         o->cuda_graph = c;
     } else if (!strcmp(f, "--metrics")) {
-        o->metrics = v;
+        HOOP_CHECK(parse_path(f, v, &o->metrics));
     } else {
         return HOOP_ERROR(HOOP_ERR_INVALID, "unknown option '%s' (see --help)", f);
     }

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -182,6 +183,18 @@ static const char *value_of(const hoop_env_param *p)
     return (v && *v) ? v : p->def;
 }
 
+/* The one rule for a number's text, in every setting and flag that takes a number (the
+ * parsers below: integers, sizes, seconds, decimals): the string is the number and
+ * nothing else, white space around it included. strtoll and strtod skip leading blanks
+ * by themselves, so each parser asks this first, and " 5" or "5 " is refused by every
+ * one of them alike rather than read by some and refused by others. Returns 1 when s
+ * is non-empty and starts and ends with something other than white space. */
+static int bare_text(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    return n > 0 && !isspace((unsigned char)s[0]) && !isspace((unsigned char)s[n - 1]);
+}
+
 hoop_status hoop__parse_int(const char *what, const char *s, int64_t min, int64_t max, int64_t *out)
 {
     char *end;
@@ -191,7 +204,7 @@ hoop_status hoop__parse_int(const char *what, const char *s, int64_t min, int64_
                           min, max);
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno != 0 || *end != '\0' || isspace((unsigned char)s[0]))
+    if (!bare_text(s) || errno != 0 || *end != '\0')
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not an integer", what, s);
     if (v < min || v > max)
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s=%s is out of range [%" PRId64 ", %" PRId64 "]",
@@ -204,7 +217,7 @@ hoop_status hoop__parse_bytes(const char *what, const char *s, int64_t min, int6
                               int64_t *out)
 {
     char *end;
-    if (s == NULL || *s == '\0' || !isdigit((unsigned char)s[0]))
+    if (!bare_text(s) || !isdigit((unsigned char)s[0]))
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a size in bytes (e.g. 4096, 512K, 8M)",
                           what, s ? s : "");
     errno = 0;
@@ -238,17 +251,37 @@ hoop_status hoop__parse_bytes(const char *what, const char *s, int64_t min, int6
     return HOOP_OK;
 }
 
+/* Seconds start with a digit ("30", "0.5"; not ".5" or "+5"), as the CUDA backend's own
+ * reader of HOOP_TIMEOUT (src/cuda/ctx.cu) takes them, so that both accept the same
+ * values. */
 hoop_status hoop__parse_seconds_ms(const char *what, const char *s, int64_t *out_ms)
 {
-    char *end;
+    char *end = NULL;
     errno = 0;
-    double v = (s && *s) ? strtod(s, &end) : -1;
-    if (s == NULL || *s == '\0' || (errno != 0 && errno != ERANGE) || *end != '\0' || isnan(v) ||
-        v < 0)
+    double v = bare_text(s) && isdigit((unsigned char)s[0]) ? strtod(s, &end) : -1;
+    if (end == NULL || (errno != 0 && errno != ERANGE) || *end != '\0' || isnan(v) || v < 0)
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a number of seconds", what, s ? s : "");
     if (errno == ERANGE || v > 1e9) /* a billion seconds (31 years) is the longest deadline */
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is too large: at most 1e9 seconds", what, s);
     *out_ms = (int64_t)llround(v * 1000.0);
+    if (*out_ms == 0 && v > 0) *out_ms = 1; /* a deadline counts whole ms: at least 1 */
+    return HOOP_OK;
+}
+
+hoop_status hoop__parse_decimal(const char *what, const char *s, double min, double max,
+                                double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = bare_text(s) ? strtod(s, &end) : NAN;
+    if (end == NULL || *end != '\0' || isnan(v) || (errno != 0 && errno != ERANGE))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a number", what, s ? s : "");
+    if (errno == ERANGE && fabs(v) < 1.0) /* underflow: strtod gives 0 or a denormal */
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s=%s is too small: under the smallest double (%g)",
+                          what, s, DBL_MIN);
+    if (errno == ERANGE || isinf(v) || v < min || v > max)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s=%s is out of range [%g, %g]", what, s, min, max);
+    *out = v == 0.0 ? 0.0 : v; /* -0 reads as 0 */
     return HOOP_OK;
 }
 

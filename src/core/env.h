@@ -54,13 +54,20 @@ hoop_status hoop__env_check_all(void);
 /* Prints the table (name, type, default, range, description) for --help-env. */
 void hoop__env_print_help(FILE *f);
 
-/* Strict parsers shared with the tools: whole string, no junk, range-checked.
- * what names the culprit in the message ("MASTER_PORT", "--nproc-per-node"). */
+/* Strict parsers shared with the tools: whole string, no junk, range-checked; one rule
+ * for white space in all of them (none before or after the number: " 5" and "5 " are
+ * refused). what names the culprit in the message ("MASTER_PORT", "--nproc-per-node").
+ * Seconds start with a digit, and a positive value under a millisecond reads as 1 ms
+ * (a deadline counts whole milliseconds), as the CUDA backend reads HOOP_TIMEOUT. */
 hoop_status hoop__parse_int(const char *what, const char *s, int64_t min, int64_t max,
                             int64_t *out);
 hoop_status hoop__parse_bytes(const char *what, const char *s, int64_t min, int64_t max,
                               int64_t *out);
 hoop_status hoop__parse_seconds_ms(const char *what, const char *s, int64_t *out_ms);
+/* A decimal number (strtod's forms: "0.1", "1e-3"), finite, in [min, max]; -0 reads as 0.
+ * A value under the smallest double (strtod would round it to 0 or a denormal) is refused. */
+hoop_status hoop__parse_decimal(const char *what, const char *s, double min, double max,
+                                double *out);
 
 /* The PyTorch env:// contract: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK,
  * LOCAL_WORLD_SIZE (the last two default to RANK mod LOCAL_WORLD_SIZE and WORLD_SIZE
