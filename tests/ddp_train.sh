@@ -53,6 +53,13 @@ echo "ok: checkpoint after interrupt + resume is identical to the uninterrupted 
 $train $small --checkpoint "$tmp/a.ckpt" --resume >"$tmp/ws" 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q "written with world_size 2" "$tmp/ws" || bad "world_size check: rc=$rc $(cat "$tmp/ws")"
+# So is one with another --train-limit, at an epoch boundary too (its steps per epoch, and
+# the learning-rate schedule with them, would change: lr 0 for the rest of the run).
+# shellcheck disable=SC2086
+$run $small --train-limit 2000 --epochs 4 --checkpoint "$tmp/a.ckpt" --resume >"$tmp/tl" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "trained on 3000 samples per epoch; this run has 2000 (--train-limit)" "$tmp/tl" ||
+    bad "train-limit check: rc=$rc $(cat "$tmp/tl")"
 
 # 2b. Preempted mid-epoch by SIGUSR1 (Slurm's --signal), resumed == uninterrupted. First
 # sent to hooprun, which forwards it to every worker; then to rank 1 alone: rank 0 never

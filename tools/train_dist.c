@@ -229,6 +229,15 @@ static hoop_status check_resumable(const char *path, const hoop_checkpoint_info 
                           "run has %lld (--train-limit), so its position means nothing here",
                           path, (long long)have->epochs_done + 1, (long long)have->ntrain,
                           (long long)want->ntrain);
+    /* At an epoch boundary too: the learning-rate schedule counts steps per epoch, so a
+     * run at step 16 of a schedule recomputed for 10 steps in all would train with lr 0. */
+    if (have->ntrain > 0 && have->ntrain != want->ntrain)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "--resume: %s was trained on %lld samples per epoch; this run has %lld "
+                          "(--train-limit), so its steps per epoch, and the learning-rate "
+                          "schedule, would not carry over (pass the --train-limit it was "
+                          "written with, or another --checkpoint)",
+                          path, (long long)have->ntrain, (long long)want->ntrain);
     return HOOP_OK;
 }
 
