@@ -75,6 +75,19 @@ static hoop_status test_fault(const char *text)
     return text ? hoop__fault_parse(text, &spec) : HOOP_OK;
 }
 
+/* HOOP_CUDA_DEVICE: a device index, as ctx.cu reads it (whether that device exists is
+ * known only to the worker that opens CUDA); unset or empty: none forced. */
+static hoop_status device_index(const char *name, const char *text, int64_t num)
+{
+    int64_t v;
+    (void)num;
+    if (!text || !*text) return HOOP_OK;
+    if (*text < '0' || *text > '9') /* no sign: ctx.cu reads digits only */
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a device index (0, 1, 2, ...)", name,
+                          text);
+    return hoop__parse_int(name, text, 0, 100000000, &v);
+}
+
 /* Rules beyond type, range and choices, for the settings that have one; the getters
  * apply them, so hooprun's check and every reader agree. */
 static hoop_status rule_of(const hoop_env_param *p, const char *text, int64_t num)
@@ -84,6 +97,7 @@ static hoop_status rule_of(const hoop_env_param *p, const char *text, int64_t nu
     if (strcmp(p->name, "HOOP_IB_HCA") == 0) return hca_list(p->name, text, num);
     if (strcmp(p->name, "HOOP_IB_ADDR_RANGE") == 0) return cidr(p->name, text, num);
     if (strcmp(p->name, "HOOP_TEST_FAULT") == 0) return test_fault(text);
+    if (strcmp(p->name, "HOOP_CUDA_DEVICE") == 0) return device_index(p->name, text, num);
     return HOOP_OK;
 }
 
