@@ -5,14 +5,22 @@
  * barriers and shuffles, the last error, and the stand-ins for devices, memory, streams
  * and events.
  *
- * A synchronising launch gives each thread of a block a fiber (makecontext on a stack
- * from this OS thread's pool, 64 KiB each, kept for later launches). The scheduler
- * sweeps the fibers in linear thread order, running each runnable one until it waits
- * at a barrier or returns; after a sweep it releases the block barrier when every live
- * thread waits there, and each warp whose live lanes all wait at a shuffle (doing the
- * exchange); when nothing can run and nothing can be released, the block deadlocked.
- * Under ASan the switches are announced (__sanitizer_start_switch_fiber), as its
- * documentation asks of every stack switch.
+ * A synchronising launch gives each thread of a block a fiber (on a stack from this OS
+ * thread's pool, 256 KiB each). The scheduler sweeps the fibers in linear thread order,
+ * running each runnable one until it waits at a barrier or returns; after a sweep it
+ * releases the block barrier when every live thread waits there, and each warp whose
+ * live lanes all wait at a shuffle (doing the exchange); when nothing can run and nothing
+ * can be released, the block deadlocked.
+ *
+ * Fibers persist: one that has run a thread's body to its end parks (switches to the
+ * scheduler as at a barrier) and, when entered again, runs the body of whichever thread
+ * of this or a later block or launch it is given; it ends only when its OS thread exits
+ * (pool_owner). Under ASan the switches are announced (__sanitizer_start_switch_fiber),
+ * as its documentation asks of every stack switch, and a fiber that ended on every
+ * thread's return made ASan map, clear and unmap a fake stack (where
+ * detect_stack_use_after_return puts frames) per thread per block: 96% of
+ * check_kern_cuda_a's time under ASan (284 s of CPU, 12 s with persistent fibers). A
+ * parked fiber keeps its fake stack.
  *
  * Owns: per OS thread, the fiber pool, the dynamic shared memory buffer, the last error
  * and the current device; per process, the device count and the memory's accounting.
@@ -127,7 +135,7 @@ struct fiber {
 #endif
     char *stack;
     struct hoop__hx_view view;
-    fstate state;
+    fstate state;         /* F_DONE: parked, ready for another thread */
     int line;             /* F_BAR: the __syncthreads' source line */
     int mode, arg, width; /* F_SHFL: the shuffle */
     unsigned mask;
@@ -154,6 +162,7 @@ thread_local fiber *pool;
 thread_local unsigned char *dyn;
 thread_local size_t dyn_cap, dyn_bytes;
 thread_local launch *running;
+thread_local int ending; /* set while pool_owner ends the parked fibers */
 #if HX_FAST_SWITCH
 thread_local void *sched_sp; /* the scheduler's, while a fiber runs */
 #else
@@ -217,7 +226,8 @@ void enter(fiber *f)
     running->cur = NULL;
 }
 
-/* Switches from the running fiber back to the scheduler (dying: it never resumes). */
+/* Switches from the running fiber back to the scheduler (dying: it never resumes, and
+ * under ASan its fake stack is freed). */
 void leave(fiber *f, int dying)
 {
     (void)dying;
@@ -241,9 +251,12 @@ void fiber_run(fiber *f)
 #if HX_ASAN
     __sanitizer_finish_switch_fiber(NULL, &sched_bottom, &sched_size);
 #endif
-    running->fn(running->arg);
-    f->state = F_DONE;
-    leave(f, 1);
+    for (;;) {
+        running->fn(running->arg);
+        f->state = F_DONE;
+        leave(f, 0); /* parked; resumes as the next thread it is given */
+        if (ending) leave(f, 1);
+    }
 }
 
 #if !HX_FAST_SWITCH
@@ -283,9 +296,44 @@ void view_of(struct hoop__hx_view *v, dim3 g, dim3 b, uint3 blk, unsigned t)
     v->thread = uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
 }
 
+/* When its OS thread exits, ends the parked fibers (under ASan: so that each frees its
+ * fake stack; ASan frees only the running context's) and frees the pool and its stacks.
+ * A fiber abandoned at a barrier by a failed block keeps its fake stack (leaked). */
+struct pool_owner {
+    ~pool_owner()
+    {
+        if (!pool) return;
+#if HX_ASAN
+        launch L = {"(thread exit)", NULL, NULL, 1, NULL, 0};
+        running = &L;
+        ending = 1;
+        for (unsigned i = 0; i < HX_MAX_THREADS; i++)
+            if (pool[i].stack && pool[i].state == F_DONE) enter(&pool[i]);
+        ending = 0;
+        running = NULL;
+        hoop__hx_cur = NULL;
+#endif
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        for (unsigned i = 0; i < HX_MAX_THREADS; i++) {
+            if (!pool[i].stack) continue;
+#if HX_ASAN
+            /* the frames left on it are poisoned; whatever maps this range next is not */
+            __asan_unpoison_memory_region(pool[i].stack, HX_STACK_BYTES);
+#endif
+            munmap(pool[i].stack - page, HX_STACK_BYTES + page);
+        }
+        free(pool);
+        pool = NULL;
+    }
+};
+thread_local pool_owner owner;
+
 int ensure_pool(unsigned n)
 {
-    if (!pool) pool = (fiber *)calloc(HX_MAX_THREADS, sizeof(fiber));
+    if (!pool) {
+        (void)&owner; /* registers its destructor for this thread */
+        pool = (fiber *)calloc(HX_MAX_THREADS, sizeof(fiber));
+    }
     if (!pool) return 0;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     for (unsigned i = 0; i < n; i++) {
@@ -429,7 +477,10 @@ void run_block_sync(launch *L, dim3 g, dim3 b, uint3 blk)
     unsigned n = b.x * b.y * b.z;
     for (unsigned i = 0; i < n; i++) {
         view_of(&pool[i].view, g, b, blk, i);
-        init_fiber(&pool[i]);
+        if (pool[i].state == F_DONE)
+            pool[i].state = F_RUN; /* parked: resumed, it runs thread i */
+        else
+            init_fiber(&pool[i]); /* new, or abandoned by a failed block */
     }
     /* Blocks alternate the sweep's direction (so in any grid of two blocks or more a
      * thread reads, without a barrier, what a later thread writes and what an earlier one
@@ -448,7 +499,7 @@ void run_block_sync(launch *L, dim3 g, dim3 b, uint3 blk)
         }
         if (!live) return;
         int woke = release(n, L->kernel, blk);
-        if (woke < 0) return; /* failed; the fibers are abandoned (their stacks reused) */
+        if (woke < 0) return; /* failed; the waiting fibers are abandoned (stacks reused) */
         if (woke == 0 && !ran) {
             fail(cudaErrorLaunchFailure,
                  "%s: block (%u, %u, %u) deadlocked: threads wait at a barrier that others of "
