@@ -6,7 +6,7 @@
  *
  * A capture keeps a list of nodes: work (a kernel, a copy, a host function) or a wait
  * (its condition). A launch issues each node to the stream through the lazy queues
- * (hx.cc's lazy_push), so a wait that cannot pass holds the rest, as a wait issued
+ * (hx_stream.cc's lazy_push), so a wait that cannot pass holds the rest, as a wait issued
  * directly does; the nodes hold the executable graph's body by a shared pointer, so a
  * graph destroyed while a launch is queued lives until that launch has run, and its user
  * objects' references with it.

@@ -21,7 +21,8 @@ noinst_HEADERS += %reldir%/hx.h %reldir%/hx_int.h %reldir%/hx_blas.h %reldir%/ke
 # ops/*.cu) built on it, for the tests that run the CUDA table on the host (built by
 # make check only, as the tests are).
 check_LTLIBRARIES = libhoophx.la libhoopcudahx.la
-libhoophx_la_SOURCES = %reldir%/hx.cc %reldir%/hx_ipc.cc %reldir%/hx_graph.cc %reldir%/hx_blas.cc
+libhoophx_la_SOURCES = %reldir%/hx.cc %reldir%/hx_fiber.cc %reldir%/hx_stream.cc %reldir%/hx_ipc.cc \
+	%reldir%/hx_graph.cc %reldir%/hx_blas.cc
 libhoophx_la_CPPFLAGS = $(AM_CPPFLAGS)
 libhoopcudahx_la_SOURCES = %reldir%/hx_backend.cc
 libhoopcudahx_la_LIBADD = libhoophx.la
@@ -37,7 +38,8 @@ EXTRA_DIST += $(CUDA_BACKEND_FILES)
 # The same backend as a loadable module on the host layer (the tests point
 # HOOP_CUDA_BACKEND at .libs/libhoop-cuda-hx.so); -rpath makes libtool build it shared.
 check_LTLIBRARIES += libhoop-cuda-hx.la
-libhoop_cuda_hx_la_SOURCES = %reldir%/hx_module.cc %reldir%/hx.cc %reldir%/hx_ipc.cc %reldir%/hx_graph.cc \
+libhoop_cuda_hx_la_SOURCES = %reldir%/hx_module.cc %reldir%/hx.cc %reldir%/hx_fiber.cc \
+	%reldir%/hx_stream.cc %reldir%/hx_ipc.cc %reldir%/hx_graph.cc \
 	%reldir%/hx_blas.cc
 libhoop_cuda_hx_la_CXXFLAGS = $(AM_CXXFLAGS) -fvisibility=hidden
 libhoop_cuda_hx_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir) $(AM_LDFLAGS) \
