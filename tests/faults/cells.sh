@@ -240,13 +240,13 @@ faults_row() {
     cell_rows="$cell_rows$(printf '         rank %d  %7s s  %s' "$1" "$2" "$shown")"$'\n'
 }
 
-# MSG's status and its words agree: a HOOP_ERR_TIMEOUT speaks of a time limit (a link
+# MSG's status and its words agree: a HOOP_ERR_TIMEOUT speaks of a time limit or a wait (a link
 # error's words under a timeout's status once came from a record adopted without its
 # text). Says what is wrong (faults_bad) for rank R.
 faults_coherent() { # R MSG
-    case $2 in
-        *HOOP_ERR_TIMEOUT*) case $2 in *HOOP_TIMEOUT* | *within*) ;; *) faults_bad "rank $1's status is HOOP_ERR_TIMEOUT but its message tells of no time limit" ;; esac ;;
-    esac
+    case $2 in *HOOP_ERR_TIMEOUT*) ;; *) return ;; esac
+    echo "$2" | grep -qE 'HOOP_TIMEOUT|within|waited|never arrived|deadline|[0-9] ?ms|no progress' ||
+        faults_bad "rank $1's status is HOOP_ERR_TIMEOUT but its message tells of no time limit"
 }
 
 # Judges survivor R's error: its time T (or empty), message MSG, against the fault at F.
