@@ -904,6 +904,17 @@ static void c_checkpoint(void)
     EXPECT(HOOP_ERR_SYSTEM, "/nonexistent/ckpt",
            hoop_checkpoint_inspect("/nonexistent/ckpt", &info, NULL, 0));
     EXPECT(HOOP_ERR_INVALID, "checkpoint", hoop_checkpoint_inspect(path, &info, xb, 4));
+    /* The in-memory forms: NULL buf or info, bad bytes named by name. */
+    static const char junk[] = "not a checkpoint";
+    INVALID("buf", hoop_checkpoint_load_mem("m", NULL, 16, ps, 1, NULL, NULL, 0, NULL));
+    INVALID("params", hoop_checkpoint_load_mem("m", junk, 16, NULL, 1, NULL, NULL, 0, NULL));
+    INVALID("optimizer", hoop_checkpoint_load_mem("m", junk, 16, ps, 0, o, NULL, 0, NULL));
+    EXPECT(HOOP_ERR_INVALID, "from-rank-0",
+           hoop_checkpoint_load_mem("from-rank-0", junk, 16, ps, 1, NULL, xb, 4, &n));
+    INVALID("buf", hoop_checkpoint_inspect_mem("m", NULL, 16, &info, NULL, 0));
+    INVALID("info", hoop_checkpoint_inspect_mem("m", junk, 16, NULL, NULL, 0));
+    INVALID("extra", hoop_checkpoint_inspect_mem("m", junk, 16, &info, NULL, 4));
+    EXPECT(HOOP_ERR_INVALID, "(memory)", hoop_checkpoint_inspect_mem(NULL, junk, 0, &info, xb, 4));
     hoop_optim_free(o);
 }
 
@@ -1541,7 +1552,9 @@ static const struct api_case CASES[] = {
      "hoop_optim_step_count", c_optim_use},
     {"hoop_lr_at", c_lr_at},
     {"hoop_clip_grad_norm", c_clip},
-    {"hoop_checkpoint_save hoop_checkpoint_load hoop_checkpoint_inspect", c_checkpoint},
+    {"hoop_checkpoint_save hoop_checkpoint_load hoop_checkpoint_inspect "
+     "hoop_checkpoint_load_mem hoop_checkpoint_inspect_mem",
+     c_checkpoint},
     {"hoop_sampler_new hoop_sampler_free hoop_sampler_set_epoch hoop_sampler_num_samples "
      "hoop_sampler_indices", c_sampler},
     {"hoop_dataset_load_idx hoop_dataset_load_mnist hoop_dataset_free", c_dataset_load},

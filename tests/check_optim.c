@@ -247,6 +247,60 @@ START_TEST(test_checkpoint_round_trip)
 }
 END_TEST
 
+/* The in-memory forms read exactly what the file forms read from the same bytes, and
+ * refuse a corrupt copy (naming it) without touching the model. */
+START_TEST(test_checkpoint_in_memory)
+{
+    struct fixture a, b, c;
+    fixture_make(&a, 1);
+    fixture_make(&b, 2);
+    fixture_make(&c, 2);
+    const char extra[] = "epoch=7";
+    ck_assert_int_eq(
+        hoop_checkpoint_save(a.path, hoop_model_params(a.m), 4, a.opt, extra, sizeof(extra)),
+        HOOP_OK);
+    size_t n;
+    unsigned char *bytes = slurp(a.path, &n);
+    hoop_checkpoint_info fi, mi;
+    char fx[16] = "", mx[16] = "";
+    ck_assert_int_eq(hoop_checkpoint_inspect(a.path, &fi, fx, sizeof(fx)), HOOP_OK);
+    ck_assert_int_eq(hoop_checkpoint_inspect_mem("copy", bytes, n, &mi, mx, sizeof(mx)), HOOP_OK);
+    ck_assert_mem_eq(&fi, &mi, sizeof(fi));
+    ck_assert_str_eq(mx, "epoch=7");
+    /* b from the bytes, c from the file: the same bits, and the same next step. */
+    char got[16] = "";
+    size_t got_bytes = 0;
+    ck_assert_int_eq(hoop_checkpoint_load_mem("copy", bytes, n, hoop_model_params(b.m), 4, b.opt,
+                                              got, sizeof(got), &got_bytes),
+                     HOOP_OK);
+    ck_assert_uint_eq(got_bytes, sizeof(extra));
+    ck_assert_str_eq(got, "epoch=7");
+    ck_assert_int_eq(hoop_checkpoint_load(a.path, hoop_model_params(c.m), 4, c.opt, NULL, 0, NULL),
+                     HOOP_OK);
+    step_both(&b, &c);
+    for (size_t i = 0; i < 4; i++) {
+        hoop_tensor *pb = hoop_model_param(b.m, i), *pc = hoop_model_param(c.m, i);
+        ck_assert_mem_eq(hoop_tensor_data(pb), hoop_tensor_data(pc),
+                         hoop_tensor_count(pb) * sizeof(float));
+    }
+    /* One flipped byte of the copy: refused by its checksum, naming the copy; b unchanged. */
+    float before = hoop_tensor_data(hoop_model_param(b.m, 0))[0];
+    bytes[n / 2] ^= 0x40;
+    ck_assert_int_eq(hoop_checkpoint_load_mem("copy from rank 0", bytes, n, hoop_model_params(b.m),
+                                              4, b.opt, NULL, 0, NULL),
+                     HOOP_ERR_INVALID);
+    assert_error_has("checkpoint 'copy from rank 0'", "bad checksum");
+    ck_assert_float_eq(hoop_tensor_data(hoop_model_param(b.m, 0))[0], before);
+    ck_assert_int_eq(hoop_checkpoint_inspect_mem(NULL, bytes, n, &mi, NULL, 0), HOOP_ERR_INVALID);
+    assert_error_has("checkpoint '(memory)'", "bad checksum");
+    ck_assert_uint_eq(mi.param_count, 0); /* zeroed on error */
+    free(bytes);
+    fixture_free(&a);
+    fixture_free(&b);
+    fixture_free(&c);
+}
+END_TEST
+
 static void rewrite(const char *path, long offset, const void *bytes, size_t n, long truncate_to)
 {
     FILE *f = fopen(path, "r+b");
@@ -442,6 +496,7 @@ int main(void)
     tcase_add_test(core, test_lr_schedule);
     tcase_add_test(core, test_clip_grad_norm);
     tcase_add_test(core, test_checkpoint_round_trip);
+    tcase_add_test(core, test_checkpoint_in_memory);
     TCase *errors = tcase_create("errors");
     tcase_add_test(errors, test_optim_config_errors);
     tcase_add_test(errors, test_checkpoint_rejects_bad_files);

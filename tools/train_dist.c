@@ -164,28 +164,6 @@ static hoop_status read_file(const char *path, char **buf, int64_t *bytes, int *
     return st;
 }
 
-/* Other ranks: loads the broadcast bytes through a private temporary file that is
- * unlinked at once (read back through /proc/self/fd), so a killed rank leaves nothing. */
-static hoop_status load_copy(const char *buf, int64_t bytes, hoop_tensor *const *params,
-                             size_t count, hoop_optim *opt, train_ckpt_extra *extra, size_t *got)
-{
-    char tmp[512], fdpath[64];
-    const char *dir = getenv("TMPDIR");
-    snprintf(tmp, sizeof(tmp), "%s/hoop-ckpt-XXXXXX", dir && *dir ? dir : "/tmp");
-    int fd = mkstemp(tmp);
-    if (fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "mkstemp '%s': %s", tmp, hoop__strerror(errno));
-    unlink(tmp);
-    ssize_t w = write(fd, buf, (size_t)bytes);
-    if (w != (ssize_t)bytes) {
-        close(fd);
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "writing the checkpoint copy failed");
-    }
-    snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
-    hoop_status st = hoop_checkpoint_load(fdpath, params, count, opt, extra, sizeof(*extra), got);
-    close(fd);
-    return st;
-}
-
 const char *train_ckpt_model_name(int64_t model)
 {
     return model == TRAIN_CKPT_MODEL_MLP   ? "mlp"
@@ -241,7 +219,9 @@ static hoop_status check_resumable(const char *path, const hoop_checkpoint_info 
     return HOOP_OK;
 }
 
-/* Rank 0: reads, checks and loads the file; *exists says whether there is one. */
+/* Rank 0: reads the file once, then checks and loads those bytes (the ones it sends the
+ * others: a file replaced meanwhile cannot make rank 0 load another checkpoint than
+ * theirs); *exists says whether there is one. */
 static hoop_status load_root(const char *path, char **buf, int64_t *bytes, int *exists,
                              hoop_tensor *const *params, size_t count, hoop_optim *opt,
                              const train_ckpt_extra *want, size_t numel, train_ckpt_extra *extra)
@@ -249,10 +229,12 @@ static hoop_status load_root(const char *path, char **buf, int64_t *bytes, int *
     hoop_checkpoint_info info;
     HOOP_CHECK(read_file(path, buf, bytes, exists));
     if (!*exists) return HOOP_OK;
-    HOOP_CHECK(hoop_checkpoint_inspect(path, &info, extra, sizeof(*extra)));
+    HOOP_CHECK(
+        hoop_checkpoint_inspect_mem(path, *buf, (size_t)*bytes, &info, extra, sizeof(*extra)));
     HOOP_CHECK(check_resumable(path, &info, extra, want, numel));
     memset(extra, 0, sizeof(*extra));
-    return hoop_checkpoint_load(path, params, count, opt, extra, sizeof(*extra), NULL);
+    return hoop_checkpoint_load_mem(path, *buf, (size_t)*bytes, params, count, opt, extra,
+                                    sizeof(*extra), NULL);
 }
 
 hoop_status train_dist_agree(train_dist *d, int32_t *sig, int pipelined)
@@ -299,7 +281,9 @@ hoop_status train_dist_load(train_dist *d, const char *path, hoop_tensor *const 
             HOOP_CHECK_GOTO(
                 hoop_broadcast(d->comm, buf, buf, (size_t)meta[1], HOOP_DTYPE_U8, 0, NULL), st,
                 out);
-        if (meta[0] && d->rank != 0) st = load_copy(buf, meta[1], params, count, opt, extra, &got);
+        if (meta[0] && d->rank != 0)
+            st = hoop_checkpoint_load_mem(path, buf, (size_t)meta[1], params, count, opt, extra,
+                                          sizeof(*extra), &got);
     }
     *found = meta[0] != 0;
 out:

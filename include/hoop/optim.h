@@ -140,6 +140,16 @@ HOOP_API hoop_status hoop_checkpoint_load(const char *path, hoop_tensor *const *
                                           size_t count, hoop_optim *opt, void *extra,
                                           size_t extra_cap, size_t *extra_bytes);
 
+/* hoop_checkpoint_load() of a checkpoint's bytes already in memory (len bytes at buf, as
+ * hoop_checkpoint_save() wrote them to a file): for a program that read the file once and
+ * sent it to other processes, so that each loads exactly those bytes. name says where the
+ * bytes came from in messages (NULL: "(memory)"). Errors: as hoop_checkpoint_load(), with
+ * HOOP_ERR_INVALID for a NULL buf and no HOOP_ERR_SYSTEM. Thread-safe (keeps no state). */
+HOOP_API hoop_status hoop_checkpoint_load_mem(const char *name, const void *buf, size_t len,
+                                              hoop_tensor *const *params, size_t count,
+                                              hoop_optim *opt, void *extra, size_t extra_cap,
+                                              size_t *extra_bytes);
+
 /* What a checkpoint file holds, as hoop_checkpoint_inspect() reads it. */
 typedef struct hoop_checkpoint_info {
     size_t param_count;         /* parameter tensors */
@@ -160,6 +170,13 @@ typedef struct hoop_checkpoint_info {
  * Thread-safe (keeps no state). */
 HOOP_API hoop_status hoop_checkpoint_inspect(const char *path, hoop_checkpoint_info *info,
                                              void *extra, size_t extra_cap);
+
+/* hoop_checkpoint_inspect() of a checkpoint's bytes in memory (len bytes at buf; name as
+ * for hoop_checkpoint_load_mem()). Errors: HOOP_ERR_INVALID (NULL buf or info; not a valid
+ * checkpoint, naming name and what is wrong). *info is zeroed on any error. Thread-safe. */
+HOOP_API hoop_status hoop_checkpoint_inspect_mem(const char *name, const void *buf, size_t len,
+                                                 hoop_checkpoint_info *info, void *extra,
+                                                 size_t extra_cap);
 
 HOOP_EXTERN_C_END
 

@@ -612,6 +612,17 @@ static hoop_status inspect_image(const char *path, const unsigned char *b, size_
     return HOOP_OK;
 }
 
+/* A checkpoint's bytes, checked and parsed: the body of both inspect forms. */
+static hoop_status inspect_bytes(const char *name, const unsigned char *b, size_t len,
+                                 hoop_checkpoint_info *info, void *extra, size_t extra_cap)
+{
+    hoop_checkpoint_info got = {0};
+    hoop_status st = check_envelope(name, b, len);
+    if (st == HOOP_OK) st = inspect_image(name, b, len, &got, extra, extra_cap);
+    if (st == HOOP_OK) *info = got;
+    return st;
+}
+
 hoop_status hoop_checkpoint_inspect(const char *path, hoop_checkpoint_info *info, void *extra,
                                     size_t extra_cap)
 {
@@ -624,11 +635,43 @@ hoop_status hoop_checkpoint_inspect(const char *path, hoop_checkpoint_info *info
     unsigned char *b = NULL;
     size_t len = 0;
     HOOP_CHECK(read_file(path, &b, &len));
-    hoop_checkpoint_info got = {0};
-    hoop_status st = check_envelope(path, b, len);
-    if (st == HOOP_OK) st = inspect_image(path, b, len, &got, extra, extra_cap);
-    if (st == HOOP_OK) *info = got;
+    hoop_status st = inspect_bytes(path, b, len, info, extra, extra_cap);
     free(b);
+    return st;
+}
+
+hoop_status hoop_checkpoint_inspect_mem(const char *name, const void *buf, size_t len,
+                                        hoop_checkpoint_info *info, void *extra, size_t extra_cap)
+{
+    if (info) memset(info, 0, sizeof(*info));
+    if (buf == NULL || info == NULL || (extra == NULL && extra_cap > 0))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_inspect_mem: %s is NULL",
+                          !buf    ? "buf"
+                          : !info ? "info"
+                                  : "extra (with extra_cap > 0)");
+    return inspect_bytes(name ? name : "(memory)", buf, len, info, extra, extra_cap);
+}
+
+/* The arguments both load forms check (fn names the function in the message). */
+static hoop_status check_load_args(const char *fn, hoop_tensor *const *params, size_t count,
+                                   const hoop_optim *opt)
+{
+    if (params == NULL && count > 0) return HOOP_ERROR(HOOP_ERR_INVALID, "%s: params is NULL", fn);
+    for (size_t i = 0; i < count; i++)
+        if (params[i] == NULL)
+            return HOOP_ERROR(HOOP_ERR_INVALID, "%s: params[%zu] is NULL", fn, i);
+    if (opt != NULL && opt->count != count)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s: the optimizer has %zu parameters, %zu given", fn,
+                          opt->count, count);
+    return HOOP_OK;
+}
+
+/* Checks every byte first (a dry parse), then applies: nothing changes unless all is valid. */
+static hoop_status load_bytes(const struct load_args *a, const unsigned char *b, size_t len)
+{
+    hoop_status st = check_envelope(a->path, b, len);
+    if (st == HOOP_OK) st = parse(a, b, len, 0);
+    if (st == HOOP_OK) st = parse(a, b, len, 1);
     return st;
 }
 
@@ -636,24 +679,24 @@ hoop_status hoop_checkpoint_load(const char *path, hoop_tensor *const *params, s
                                  hoop_optim *opt, void *extra, size_t extra_cap,
                                  size_t *extra_bytes)
 {
-    if (path == NULL || (params == NULL && count > 0))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_load: %s is NULL",
-                          path == NULL ? "path" : "params");
-    for (size_t i = 0; i < count; i++)
-        if (params[i] == NULL)
-            return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_load: params[%zu] is NULL", i);
-    if (opt != NULL && opt->count != count)
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "hoop_checkpoint_load: the optimizer has %zu "
-                          "parameters, %zu given",
-                          opt->count, count);
+    if (path == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_load: path is NULL");
+    HOOP_CHECK(check_load_args("hoop_checkpoint_load", params, count, opt));
     unsigned char *b = NULL;
     size_t len = 0;
     HOOP_CHECK(read_file(path, &b, &len));
     const struct load_args a = {path, params, count, opt, extra, extra_cap, extra_bytes};
-    hoop_status st = check_envelope(path, b, len);
-    if (st == HOOP_OK) st = parse(&a, b, len, 0);
-    if (st == HOOP_OK) st = parse(&a, b, len, 1);
+    hoop_status st = load_bytes(&a, b, len);
     free(b);
     return st;
+}
+
+hoop_status hoop_checkpoint_load_mem(const char *name, const void *buf, size_t len,
+                                     hoop_tensor *const *params, size_t count, hoop_optim *opt,
+                                     void *extra, size_t extra_cap, size_t *extra_bytes)
+{
+    if (buf == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_load_mem: buf is NULL");
+    HOOP_CHECK(check_load_args("hoop_checkpoint_load_mem", params, count, opt));
+    const struct load_args a = {
+        name ? name : "(memory)", params, count, opt, extra, extra_cap, extra_bytes};
+    return load_bytes(&a, buf, len);
 }

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tests/fuzz/fuzz_checkpoint.c -- the checkpoint reader (src/autograd/checkpoint.c):
- * the input is a file for hoop_checkpoint_inspect and for hoop_checkpoint_load into a
- * small model (two parameters, "w" [3, 4] and "b" [4], with SGD-momentum state). So
- * that the fuzzer gets past the envelope, the header's total size and the trailing
- * CRC-32 are set to what the reader checks before it writes the file (a corrupt size or
+ * the input is a checkpoint's bytes for hoop_checkpoint_inspect_mem and for
+ * hoop_checkpoint_load_mem (what hoop-train's ranks load from rank 0's broadcast; the
+ * file forms read the file and parse it with the same code) into a small model (two parameters, "w"
+ * [3, 4] and "b" [4], with SGD-momentum state). So that the fuzzer gets past the envelope, the
+ * header's total size and the trailing CRC-32 are set to what the reader checks (a corrupt size or
  * checksum is tests/check_optim.c's). A failed load must leave the parameters as they
  * were.
  */
@@ -38,7 +39,7 @@ static void model(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char path[64], extra[64];
+    char extra[64];
     size_t extra_bytes;
     hoop_checkpoint_info info;
     fuzz_quiet();
@@ -52,17 +53,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint32_t crc = (uint32_t)crc32(0L, b, (uInt)(size - 4));
         memcpy(b + size - 4, &crc, 4);
     }
-    int fd = fuzz_file(b, size, path, sizeof(path));
-    free(b);
-    if (fd < 0) return 0;
-    hoop_checkpoint_inspect(path, &info, extra, sizeof(extra));
-    if (hoop_checkpoint_load(path, params, 2, opt, extra, sizeof(extra), &extra_bytes) != HOOP_OK) {
+    hoop_checkpoint_inspect_mem("fuzz", b, size, &info, extra, sizeof(extra));
+    if (hoop_checkpoint_load_mem("fuzz", b, size, params, 2, opt, extra, sizeof(extra),
+                                 &extra_bytes) != HOOP_OK) {
         if (hoop_tensor_data(params[0])[11] != 0.5f || hoop_tensor_data(params[1])[3] != -1.0f)
             abort(); /* a failed load changed a parameter */
     } else {         /* a valid file: put the values back for the next input */
         hoop_tensor_fill(params[0], 0.5f);
         hoop_tensor_fill(params[1], -1.0f);
     }
-    close(fd);
+    free(b);
     return 0;
 }
