@@ -904,6 +904,13 @@ static void c_checkpoint(void)
     EXPECT(HOOP_ERR_SYSTEM, "/nonexistent/ckpt",
            hoop_checkpoint_inspect("/nonexistent/ckpt", &info, NULL, 0));
     EXPECT(HOOP_ERR_INVALID, "checkpoint", hoop_checkpoint_inspect(path, &info, xb, 4));
+    void *rb;
+    size_t rn;
+    INVALID("path", hoop_checkpoint_read(NULL, &rb, &rn));
+    INVALID("buf", hoop_checkpoint_read(path, NULL, &rn));
+    INVALID("len", hoop_checkpoint_read(path, &rb, NULL));
+    EXPECT(HOOP_ERR_SYSTEM, "/nonexistent/ckpt",
+           hoop_checkpoint_read("/nonexistent/ckpt", &rb, &rn));
     /* The in-memory forms: NULL buf or info, bad bytes named by name. */
     static const char junk[] = "not a checkpoint";
     INVALID("buf", hoop_checkpoint_load_mem("m", NULL, 16, ps, 1, NULL, NULL, 0, NULL));
@@ -1553,7 +1560,7 @@ static const struct api_case CASES[] = {
     {"hoop_lr_at", c_lr_at},
     {"hoop_clip_grad_norm", c_clip},
     {"hoop_checkpoint_save hoop_checkpoint_load hoop_checkpoint_inspect "
-     "hoop_checkpoint_load_mem hoop_checkpoint_inspect_mem",
+     "hoop_checkpoint_load_mem hoop_checkpoint_inspect_mem hoop_checkpoint_read",
      c_checkpoint},
     {"hoop_sampler_new hoop_sampler_free hoop_sampler_set_epoch hoop_sampler_num_samples "
      "hoop_sampler_indices", c_sampler},

@@ -261,6 +261,13 @@ START_TEST(test_checkpoint_in_memory)
         HOOP_OK);
     size_t n;
     unsigned char *bytes = slurp(a.path, &n);
+    /* hoop_checkpoint_read: the file's bytes, as stdio reads them. */
+    void *rb = (void *)&n;
+    size_t rn = 0;
+    ck_assert_int_eq(hoop_checkpoint_read(a.path, &rb, &rn), HOOP_OK);
+    ck_assert_uint_eq(rn, n);
+    ck_assert_mem_eq(rb, bytes, n);
+    free(rb);
     hoop_checkpoint_info fi, mi;
     char fx[16] = "", mx[16] = "";
     ck_assert_int_eq(hoop_checkpoint_inspect(a.path, &fi, fx, sizeof(fx)), HOOP_OK);
@@ -419,6 +426,12 @@ START_TEST(test_checkpoint_rejects_bad_files)
     ck_assert_int_eq(hoop_checkpoint_load(missing, hoop_model_params(b.m), 4, NULL, NULL, 0, NULL),
                      HOOP_ERR_SYSTEM);
     assert_error_has(missing, "cannot open");
+    void *rb = (void *)&b;
+    size_t rn = 7;
+    ck_assert_int_eq(hoop_checkpoint_read(missing, &rb, &rn), HOOP_ERR_SYSTEM);
+    assert_error_has(missing, "No such file");
+    ck_assert_ptr_null(rb);
+    ck_assert_uint_eq(rn, 0);
     /* Not a regular file: refused by its type; a FIFO without waiting for a writer. */
     ck_assert_int_eq(hoop_checkpoint_load(a.dir, hoop_model_params(b.m), 4, NULL, NULL, 0, NULL),
                      HOOP_ERR_INVALID);
@@ -426,6 +439,8 @@ START_TEST(test_checkpoint_rejects_bad_files)
     ck_assert_int_eq(mkfifo(missing, 0600), 0);
     hoop_checkpoint_info info;
     ck_assert_int_eq(hoop_checkpoint_inspect(missing, &info, NULL, 0), HOOP_ERR_INVALID);
+    assert_error_has(missing, "is not a regular file (a FIFO)");
+    ck_assert_int_eq(hoop_checkpoint_read(missing, &rb, &rn), HOOP_ERR_INVALID);
     assert_error_has(missing, "is not a regular file (a FIFO)");
     ck_assert_int_eq(unlink(missing), 0);
     fixture_free(&a);

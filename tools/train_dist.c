@@ -123,47 +123,6 @@ hoop_status train_dist_sum(train_dist *d, double *v, size_t n)
     return hoop_allreduce(d->comm, v, v, n, HOOP_DTYPE_F64, HOOP_OP_SUM, NULL);
 }
 
-/* Rank 0: reads the whole file into *buf (*bytes); *exists = 0 when there is none. Only
- * a regular file: a directory (whose size ext4 reports as 2^63 - 1) or a device is
- * refused, and a FIFO too, without blocking in open (O_NONBLOCK) for a writer. */
-static hoop_status read_file(const char *path, char **buf, int64_t *bytes, int *exists)
-{
-    *buf = NULL;
-    *bytes = 0;
-    *exists = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) return HOOP_OK;
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "--checkpoint '%s': %s", path, hoop__strerror(errno));
-    }
-    *exists = 1;
-    hoop_status st = HOOP_OK;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0)
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "--checkpoint '%s': fstat: %s", path,
-                        hoop__strerror(errno));
-    else if (!S_ISREG(sb.st_mode))
-        st = HOOP_ERROR(HOOP_ERR_INVALID, "--checkpoint '%s' is not a regular file (%s)", path,
-                        S_ISDIR(sb.st_mode)    ? "a directory"
-                        : S_ISFIFO(sb.st_mode) ? "a FIFO"
-                                               : "a device or socket");
-    if (st == HOOP_OK) {
-        *bytes = (int64_t)sb.st_size;
-        st = hoop__calloc(buf, (size_t)*bytes + 1);
-    }
-    for (int64_t got = 0; st == HOOP_OK && got < *bytes;) {
-        ssize_t r = read(fd, *buf + got, (size_t)(*bytes - got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0)
-            st = HOOP_ERROR(HOOP_ERR_SYSTEM, "--checkpoint '%s': %s", path,
-                            r < 0 ? hoop__strerror(errno) : "short read");
-        else
-            got += r;
-    }
-    close(fd);
-    return st;
-}
-
 const char *train_ckpt_model_name(int64_t model)
 {
     return model == TRAIN_CKPT_MODEL_MLP   ? "mlp"
@@ -227,8 +186,12 @@ static hoop_status load_root(const char *path, char **buf, int64_t *bytes, int *
                              const train_ckpt_extra *want, size_t numel, train_ckpt_extra *extra)
 {
     hoop_checkpoint_info info;
-    HOOP_CHECK(read_file(path, buf, bytes, exists));
+    struct stat sb;
+    *exists = !(stat(path, &sb) != 0 && errno == ENOENT); /* else the read says what is wrong */
     if (!*exists) return HOOP_OK;
+    size_t len = 0;
+    HOOP_CHECK(hoop_checkpoint_read(path, (void **)buf, &len));
+    *bytes = (int64_t)len;
     HOOP_CHECK(
         hoop_checkpoint_inspect_mem(path, *buf, (size_t)*bytes, &info, extra, sizeof(*extra)));
     HOOP_CHECK(check_resumable(path, &info, extra, want, numel));

@@ -140,6 +140,16 @@ HOOP_API hoop_status hoop_checkpoint_load(const char *path, hoop_tensor *const *
                                           size_t count, hoop_optim *opt, void *extra,
                                           size_t extra_cap, size_t *extra_bytes);
 
+/* Reads the whole file at path into a new buffer: *buf (free it with free()) holds *len
+ * bytes, for hoop_checkpoint_load_mem() / hoop_checkpoint_inspect_mem() (a program that
+ * reads a checkpoint once and sends its bytes to other processes). Does not check the
+ * contents. Only a regular file: a directory, FIFO or device is refused by its type,
+ * without waiting for a FIFO's writer. Errors: HOOP_ERR_INVALID (NULL argument; not a
+ * regular file, naming path and its type), HOOP_ERR_SYSTEM (cannot open or read path,
+ * naming it and errno's text: ENOENT reads "No such file or directory"), HOOP_ERR_NOMEM;
+ * on any error *buf is NULL and *len 0. Thread-safe (keeps no state). */
+HOOP_API hoop_status hoop_checkpoint_read(const char *path, void **buf, size_t *len);
+
 /* hoop_checkpoint_load() of a checkpoint's bytes already in memory (len bytes at buf, as
  * hoop_checkpoint_save() wrote them to a file): for a program that read the file once and
  * sent it to other processes, so that each loads exactly those bytes. name says where the

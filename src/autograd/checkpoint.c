@@ -331,11 +331,17 @@ hoop_status hoop_checkpoint_save(const char *path, hoop_tensor *const *params, s
 
 // ----- reading ------------------------------------------------------------------------------
 
-/* Reads the whole of a regular file. O_NONBLOCK: a FIFO at path would otherwise block
- * the open until a writer came (forever); it and every other non-regular file (a
- * directory, a device) are refused by their type. */
-static hoop_status read_file(const char *path, unsigned char **out, size_t *len)
+/* O_NONBLOCK: a FIFO at path would otherwise block the open until a writer came (forever);
+ * it and every other non-regular file (a directory, a device) are refused by their type. */
+hoop_status hoop_checkpoint_read(const char *path, void **out, size_t *len)
 {
+    if (out) *out = NULL;
+    if (len) *len = 0;
+    if (path == NULL || out == NULL || len == NULL)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_read: %s is NULL",
+                          !path  ? "path"
+                          : !out ? "buf"
+                                 : "len");
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': cannot open: %s", path,
@@ -632,9 +638,9 @@ hoop_status hoop_checkpoint_inspect(const char *path, hoop_checkpoint_info *info
                           !path   ? "path"
                           : !info ? "info"
                                   : "extra (with extra_cap > 0)");
-    unsigned char *b = NULL;
+    void *b = NULL;
     size_t len = 0;
-    HOOP_CHECK(read_file(path, &b, &len));
+    HOOP_CHECK(hoop_checkpoint_read(path, &b, &len));
     hoop_status st = inspect_bytes(path, b, len, info, extra, extra_cap);
     free(b);
     return st;
@@ -681,9 +687,9 @@ hoop_status hoop_checkpoint_load(const char *path, hoop_tensor *const *params, s
 {
     if (path == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_checkpoint_load: path is NULL");
     HOOP_CHECK(check_load_args("hoop_checkpoint_load", params, count, opt));
-    unsigned char *b = NULL;
+    void *b = NULL;
     size_t len = 0;
-    HOOP_CHECK(read_file(path, &b, &len));
+    HOOP_CHECK(hoop_checkpoint_read(path, &b, &len));
     const struct load_args a = {path, params, count, opt, extra, extra_cap, extra_bytes};
     hoop_status st = load_bytes(&a, b, len);
     free(b);
