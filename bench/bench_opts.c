@@ -26,7 +26,7 @@ static const char usage[] =
     "              reduce_scatter_perf)\n"
     "\n"
     "nccl-tests' flags, with nccl-tests' meanings and defaults:\n"
-    "  -b,--minbytes SIZE     smallest size, K/M/G suffixes (default 32M)\n"
+    "  -b,--minbytes SIZE     smallest size, K/M/G/T suffixes (default 32M)\n"
     "  -e,--maxbytes SIZE     largest size (default 32M)\n"
     "  -f,--stepfactor N      size factor between steps; 1 = off, use -i (default 1)\n"
     "  -i,--stepbytes SIZE    size increment when -f is 1 (default 1M)\n"
@@ -61,7 +61,7 @@ static const char usage[] =
     "\n"
     "hoop's own:\n"
     "  --algo ALGO            ring rd rhd direct auto (default: HOOP_ALGO, else auto;\n"
-    "                         direct needs -R 1 and applies to the in-place calls)\n"
+    "                         direct needs -R 1 or 2 and applies to the in-place calls)\n"
     "  --show-algo            a last column with the algorithm of each row\n"
     "  --device cpu|cuda      where the buffers live (default cpu): cuda puts them in\n"
     "                         each rank's GPU (cuda:local_rank) and adds the columns\n"
@@ -186,7 +186,7 @@ static int is_type_name(const char *s)
     return 0;
 }
 
-/* One integer flag; bytes: K/M/G suffixes allowed. */
+/* One integer flag; bytes: K/M/G/T suffixes allowed. */
 static int int_flag(parse_ctx *p, int opt, const char *arg, int bytes, int64_t lo, int64_t hi,
                     int64_t *out)
 {
@@ -396,6 +396,9 @@ static int check_combination(parse_ctx *p)
                    "-G %" PRId64 " -R %" PRId64 ": a call captured into a CUDA graph cannot run "
                    "direct on shared buffers: -R 0 with -G",
                    o->graphs, o->reg);
+    if (o->algo_set && o->algo == HOOP_ALGO_DIRECT && !o->reg)
+        return bad(p, "--algo direct reads the peers' buffers where they lie: it needs shared "
+                      "buffers, -R 1 or 2 (with -R 0 every call would run another algorithm)");
     if (o->json) {
         const char *dot = strrchr(o->json, '.'), *slash = strrchr(o->json, '/');
         if (dot == NULL || (slash && slash > dot) || strcmp(dot, ".json") != 0)

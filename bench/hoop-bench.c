@@ -102,6 +102,7 @@ static const char *algo_label(const bench_ctx *c)
     const char *env = NULL;
     if (c->o.algo_set) return hoop_algo_name(c->o.algo);
     if (hoop__env_str("HOOP_ALGO", &env) != HOOP_OK || env == NULL) return "auto";
+    if (strcmp(env, "direct") == 0 && !c->o.reg) return "auto"; /* direct needs shared buffers */
     return env;
 }
 

@@ -276,6 +276,8 @@ START_TEST(test_parse_refusals)
         {"allreduce -b 1M -e 1K", "-e 1024 is below -b 1048576", NULL},
         {"allreduce -d int32 -o avg", "-o avg", "int32"},
         {"allreduce --algo tree", "--algo", "tree"},
+        {"allreduce --algo direct", "--algo direct", "-R 1"},
+        {"allreduce -b 1T -e 2T", "-e=2T is out of range", NULL},
         {"allreduce --bogus", "--bogus", NULL},
         {"allreduce -n", "-n needs a value", NULL},
         {"gather", "unknown collective 'gather'", NULL},

@@ -365,7 +365,23 @@ START_TEST(test_parse_bytes)
     ck_assert_int_eq(hoop__parse_bytes("-b", "4KB", 0, INT64_MAX, &v), HOOP_OK);
     ck_assert_int_eq(v, 4096);
     ck_assert_int_eq(hoop__parse_bytes("-b", "x", 0, INT64_MAX, &v), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__parse_bytes("-b", "1T", 0, INT64_MAX, &v), HOOP_OK);
+    ck_assert_int_eq(v, 1LL << 40);
+    ck_assert_int_eq(hoop__parse_bytes("-b", "2tb", 0, INT64_MAX, &v), HOOP_OK);
+    ck_assert_int_eq(v, 2LL << 40);
+    /* Past 64 bits, with a suffix or without: out of range, not malformed. */
     ck_assert_int_eq(hoop__parse_bytes("-b", "99999999999G", 0, INT64_MAX, &v), HOOP_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "out of range"));
+    ck_assert_int_eq(hoop__parse_bytes("-b", "99999999999999999999", 0, INT64_MAX, &v),
+                     HOOP_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "-b=99999999999999999999 is out of range"));
+    ck_assert_int_eq(hoop__parse_int("-n", "99999999999999999999", 1, 64, &v), HOOP_ERR_INVALID);
+    ck_assert_ptr_nonnull(
+        strstr(hoop_last_error(), "-n=99999999999999999999 is out of range [1, 64]"));
+    ck_assert_int_eq(hoop__parse_int("-n", "-99999999999999999999", 1, 64, &v), HOOP_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "is out of range"));
+    ck_assert_int_eq(hoop__parse_bytes("-b", "1P", 0, INT64_MAX, &v), HOOP_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "is not a size in bytes"));
 }
 END_TEST
 

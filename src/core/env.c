@@ -31,6 +31,7 @@ extern char **environ;
 #define KIB 1024LL
 #define MIB (1024LL * 1024)
 #define GIB (1024LL * 1024 * 1024)
+#define TIB (1024LL * 1024 * 1024 * 1024)
 
 static hoop_status power_of_two(const char *name, const char *text, int64_t num)
 {
@@ -218,9 +219,9 @@ hoop_status hoop__parse_int(const char *what, const char *s, int64_t min, int64_
                           min, max);
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (!bare_text(s) || errno != 0 || *end != '\0')
+    if (!bare_text(s) || (errno != 0 && errno != ERANGE) || *end != '\0')
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not an integer", what, s);
-    if (v < min || v > max)
+    if (errno == ERANGE || v < min || v > max) /* ERANGE: past what 64 bits hold */
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s=%s is out of range [%" PRId64 ", %" PRId64 "]",
                           what, s, min, max);
     *out = v;
@@ -250,14 +251,20 @@ hoop_status hoop__parse_bytes(const char *what, const char *s, int64_t min, int6
         mult = GIB;
         end++;
         break;
+    case 'T':
+        mult = TIB;
+        end++;
+        break;
     default: break;
     }
     if (*end == 'B' || *end == 'b') end++;
-    if (errno != 0 || *end != '\0' || v > (unsigned long long)INT64_MAX / (unsigned long long)mult)
+    if ((errno != 0 && errno != ERANGE) || *end != '\0')
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a size in bytes (e.g. 4096, 512K, 8M)",
                           what, s);
-    int64_t b = (int64_t)v * mult;
-    if (b < min || b > max)
+    /* A size past what 64 bits hold is a size out of range, not a malformed one. */
+    int over = errno == ERANGE || v > (unsigned long long)INT64_MAX / (unsigned long long)mult;
+    int64_t b = over ? INT64_MAX : (int64_t)v * mult;
+    if (over || b < min || b > max)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "%s=%s is out of range [%" PRId64 ", %" PRId64 "] bytes", what, s, min,
                           max);
