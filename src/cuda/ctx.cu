@@ -246,7 +246,9 @@ static int64_t ctx_ms_since(const struct timespec *t0)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)(t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+    /* whole ms, truncated from the nanoseconds (per field, a negative tv_nsec difference
+     * rounded toward zero would count up to 1 ms that has not passed) */
+    return ((int64_t)(t.tv_sec - t0->tv_sec) * 1000000000 + (t.tv_nsec - t0->tv_nsec)) / 1000000;
 }
 
 /* Polls e until its work is done: spinning for the first 2 ms (a step's wait is often
