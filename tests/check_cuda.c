@@ -13,12 +13,15 @@
  * with the loader's message where no backend or no GPU can be had. Exit: 0 pass, 1
  * fail, 77 skip (the automake convention).
  */
+#include <dlfcn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/backend.h"
 #include "core/env.h"
 #include "hoop/autograd.h"
 #include "hoop/tensor.h"
@@ -147,6 +150,49 @@ static void test_settings_from_libhoop(void)
            "%d %s", c.st, c.msg);
 }
 
+static char refusal[512]; /* what the module said through note_error */
+
+static hoop_status note_error(hoop_status st, const char *file, int line, const char *fmt, ...)
+{
+    (void)file, (void)line;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(refusal, sizeof(refusal), fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* The module refuses a host table of another build's size (a libhoop from before or after a
+ * field such as settings was added), naming both sizes, before it touches the device. */
+static void test_host_table_size(void)
+{
+    const char *path = getenv("HOOP_CUDA_BACKEND");
+    if (!path) {
+        printf("note: HOOP_CUDA_BACKEND is unset: the host table's size check is not run\n");
+        return;
+    }
+    void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    hoop__backend_open_fn open_fn = NULL;
+    if (so) *(void **)&open_fn = dlsym(so, HOOP__BACKEND_OPEN);
+    EXPECT(open_fn != NULL, "no %s in %s: %s", HOOP__BACKEND_OPEN, path, dlerror());
+    if (!open_fn) return;
+    const size_t sizes[2] = {sizeof(struct hoop__backend_host) - sizeof(void *),
+                             sizeof(struct hoop__backend_host) + sizeof(void *)};
+    for (int i = 0; i < 2; i++) {
+        struct hoop__backend_host h = {.size = sizes[i], .set_error = note_error};
+        const struct hoop__kern *k = NULL;
+        char want[96];
+        snprintf(want, sizeof(want), "host table of %zu bytes, expected %zu", sizes[i],
+                 sizeof(struct hoop__backend_host));
+        refusal[0] = '\0';
+        hoop_status st = open_fn(&h, &k);
+        EXPECT(st == HOOP_ERR_INVALID && k == NULL && strstr(refusal, "another version") &&
+                   strstr(refusal, want),
+               "size %zu: status %d, '%s'", sizes[i], (int)st, refusal);
+    }
+    dlclose(so); /* libhoop's own dlopen holds it too, or will load it again */
+}
+
 int main(void)
 {
     use_test_cuda_backend();
@@ -156,6 +202,7 @@ int main(void)
         printf("SKIP: no CUDA device for hoop: %s\n", hoop_last_error());
         return 77;
     }
+    test_host_table_size();
     test_round_trip();
     printf("%s: check_cuda\n", failures ? "FAIL" : "PASS");
     return failures ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -4,9 +4,9 @@
  *
  * Its entry point (HOOP__BACKEND_OPEN) receives this library's error and log functions,
  * so its messages are ours, and its reader of the environment (hoop__backend_settings,
- * below), so its settings are read by env.c's rules alone, and returns its kernel table; the second
- * entry (HOOP__BACKEND_COLL) gives the collectives' table. A failure (no backend, no GPU) is kept
- * and repeated to every later caller with the same message.
+ * below), so its settings are read by env.c's rules alone, and returns its kernel table;
+ * the second entry (HOOP__BACKEND_COLL) gives the collectives' table. A failure (no
+ * backend, no GPU) is kept and repeated to every later caller with the same message.
  *
  * Owns: the loaded backend (never unloaded: CUDA's libraries do not survive dlclose).
  * Thread-safety: the load runs once (pthread_once); the lookups only read.
