@@ -30,6 +30,7 @@
 #include "autograd/kern.h"
 #include "core/backend.h"
 #include "core/clock.h"
+#include "core/env.h"
 #include "cuda/coll.h"
 #include "cuda/ctx.h"
 #include "hoop/log.h"
@@ -111,8 +112,28 @@ static struct child_out fork_case(const char *const *names, const char *const *v
         memset(&o, 0, sizeof(o));
         o.dev = -1;
         child_res = &o;
-        const char *clear[] = {"HOOP_CUDA_DEVICE", "LOCAL_RANK",    "SLURM_STEP_ID",
-                               "SLURM_PROCID",     "SLURM_LOCALID", "HOOP_TIMEOUT"};
+        static const char *const clear[] = {"HOOP_CUDA_DEVICE",
+                                            "HOOP_TIMEOUT",
+                                            "HOOP_CUDA_TF32",
+                                            "MASTER_ADDR",
+                                            "MASTER_PORT",
+                                            "RANK",
+                                            "WORLD_SIZE",
+                                            "LOCAL_RANK",
+                                            "LOCAL_WORLD_SIZE",
+                                            "SLURM_STEP_ID",
+                                            "SLURM_JOB_ID",
+                                            "SLURM_PROCID",
+                                            "SLURM_LOCALID",
+                                            "SLURM_NODEID",
+                                            "SLURM_STEP_NUM_TASKS",
+                                            "SLURM_NTASKS",
+                                            "SLURM_STEP_TASKS_PER_NODE",
+                                            "SLURM_TASKS_PER_NODE",
+                                            "SLURM_NTASKS_PER_NODE",
+                                            "SLURM_STEP_NODELIST",
+                                            "SLURM_JOB_NODELIST",
+                                            "SLURM_NODELIST"};
         for (size_t i = 0; i < sizeof(clear) / sizeof(clear[0]); i++) unsetenv(clear[i]);
         for (int i = 0; i < n; i++) setenv(names[i], values[i], 1);
 #if HX
@@ -183,47 +204,177 @@ START_TEST(test_hoop_cuda_device)
 }
 END_TEST
 
+/* libhoop's own reading of name=value (env.c; the parent's environment is left as it
+ * was): its status, its value (*v) and its message (msg, "" when it accepts). */
+static hoop_status libhoop_reads(const char *name, const char *value, int64_t *v, char *msg,
+                                 size_t len)
+{
+    const char *was = getenv(name);
+    char old[256];
+    snprintf(old, sizeof(old), "%s", was ? was : "");
+    setenv(name, value, 1);
+    hoop_status st;
+    int dev = -1;
+    if (strcmp(name, "HOOP_TIMEOUT") == 0) {
+        st = hoop__env_ms(name, v);
+    } else if (strcmp(name, "HOOP_CUDA_DEVICE") == 0) {
+        st = hoop__env_cuda_device(&dev);
+        *v = dev;
+    } else {
+        st = hoop__env_int(name, v);
+    }
+    snprintf(msg, len, "%s", st == HOOP_OK ? "" : hoop_last_error());
+    if (was)
+        setenv(name, old, 1);
+    else
+        unsetenv(name);
+    return st;
+}
+
+/* A malformed HOOP_CUDA_DEVICE is refused as libhoop refuses it, with its message (the
+ * backend parses nothing itself); a well-formed index past the devices names the count. */
 START_TEST(test_hoop_cuda_device_bad)
 {
-    char count[16], want[64];
+    char count[16], want[128], msg[512];
+    int64_t v;
     struct child_out o = choose(NULL, NULL);
     snprintf(count, sizeof(count), "%d", o.count);
-    snprintf(want, sizeof(want), "sees %d CUDA device", o.count);
-    const char *bad[] = {count, "-1", "x", "1x", " 0", "", "99999999999"};
+    snprintf(want, sizeof(want),
+             "HOOP_CUDA_DEVICE=%d is not a device of this process: it sees %d "
+             "CUDA device",
+             o.count, o.count);
+    o = choose("HOOP_CUDA_DEVICE", count);
+    ck_assert_msg(o.st == HOOP_ERR_INVALID && strstr(o.err, want), "%d: %s", o.st, o.err);
+    o = choose("HOOP_CUDA_DEVICE", ""); /* empty is unset: the default */
+    ck_assert_int_eq(o.st, HOOP_OK);
+    const char *bad[] = {"-1", "x", "1x", " 0", "0 ", "+1", "99999999999"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_int_eq(libhoop_reads("HOOP_CUDA_DEVICE", bad[i], &v, msg, sizeof(msg)),
+                         HOOP_ERR_INVALID);
         o = choose("HOOP_CUDA_DEVICE", bad[i]);
-        if (bad[i][0] == '\0') { /* empty is unset: the default */
-            ck_assert_int_eq(o.st, HOOP_OK);
-            continue;
-        }
         ck_assert_msg(o.st == HOOP_ERR_INVALID, "HOOP_CUDA_DEVICE='%s': status %d (%s)", bad[i],
                       o.st, o.err);
-        ck_assert_msg(strstr(o.err, "HOOP_CUDA_DEVICE") && strstr(o.err, want), "%s", o.err);
+        ck_assert_msg(strcmp(o.err, msg) == 0, "the backend said '%s', libhoop '%s'", o.err, msg);
+        ck_assert_msg(strstr(o.err, "HOOP_CUDA_DEVICE") && strstr(o.err, bad[i]), "%s", o.err);
     }
 }
 END_TEST
 
+/* The host waits for a stream that never finishes (it waits for a flag nobody sets):
+ * hoop__cuda_stream_sync's HOOP_ERR_TIMEOUT says the deadline it kept (o->err), and
+ * o->extra is how long it took, in ms. */
+static void case_deadline(struct child_out *o)
+{
+    case_init(o);
+    if (o->st != HOOP_OK) return;
+    const struct hoop__cuda_coll *cc = &hoop__cuda_coll_table;
+    const struct hoop__cuda_test_rt *rt = &hoop__cuda_test_rt_table;
+    uint32_t *flag = NULL;
+    void *s = NULL;
+    if ((o->st = cc->flag_alloc(&flag)) != HOOP_OK) return;
+    if (rt->stream_create(&s) != 0 || rt->wait_value(s, flag, 1) != 0) {
+        o->st = HOOP_ERR_INTERNAL;
+        snprintf(o->err, sizeof(o->err), "the stream or its wait could not be made");
+        return;
+    }
+    int64_t t0 = hoop__now_ns();
+    o->st = hoop__cuda_stream_sync((hoop__cuda_stream_t)s);
+    o->extra = (int)((hoop__now_ns() - t0) / 1000000);
+    snprintf(o->err, sizeof(o->err), "%s", hoop_last_error());
+    cc->flag_write(flag, 1);
+    if (hoop__cuda_stream_sync((hoop__cuda_stream_t)s) != HOOP_OK) o->extra = -1;
+}
+
+/* The backend takes HOOP_TIMEOUT and HOOP_CUDA_TF32 as libhoop reads them (env.c): what
+ * libhoop refuses the context refuses with libhoop's message; what it accepts (a leading
+ * point, a value far under a millisecond) the context takes, and its host waits keep
+ * libhoop's deadline to the millisecond. A parser of the backend's own would differ:
+ * each of these cases failed with the one ctx.cu had. */
+START_TEST(test_settings_from_libhoop)
+{
+    static const struct {
+        const char *name, *value;
+    } refused[] = {{"HOOP_TIMEOUT", "abc"}, {"HOOP_TIMEOUT", "0"},   {"HOOP_TIMEOUT", "+5"},
+                   {"HOOP_TIMEOUT", "2e9"}, {"HOOP_TIMEOUT", " 5"},  {"HOOP_TIMEOUT", "nan"},
+                   {"HOOP_CUDA_TF32", "2"}, {"HOOP_CUDA_TF32", "on"}};
+    char msg[512];
+    int64_t v;
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        hoop_status want = libhoop_reads(refused[i].name, refused[i].value, &v, msg, sizeof(msg));
+        ck_assert_int_eq(want, HOOP_ERR_INVALID);
+        struct child_out o = choose(refused[i].name, refused[i].value);
+        ck_assert_msg(o.st == (int)want && strcmp(o.err, msg) == 0,
+                      "%s='%s': the backend said %d '%s', libhoop %d '%s'", refused[i].name,
+                      refused[i].value, o.st, o.err, want, msg);
+    }
+    ck_assert_int_eq(choose("HOOP_CUDA_TF32", "1").st, HOOP_OK);
+    static const char *const accepted[] = {".25", "1e-400", "0.0004"};
+    for (size_t i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++) {
+        ck_assert_int_eq(libhoop_reads("HOOP_TIMEOUT", accepted[i], &v, msg, sizeof(msg)), HOOP_OK);
+        const char *names[1] = {"HOOP_TIMEOUT"}, *values[1] = {accepted[i]};
+        struct child_out o = fork_case(names, values, 1, case_deadline);
+        char within[64];
+        snprintf(within, sizeof(within), "within %lld ms (HOOP_TIMEOUT)", (long long)v);
+        ck_assert_msg(o.st == HOOP_ERR_TIMEOUT && strstr(o.err, within),
+                      "HOOP_TIMEOUT='%s' (%lld ms): %d %s", accepted[i], (long long)v, o.st, o.err);
+        ck_assert_msg(o.extra >= v && o.extra < v + 10000, "waited %d ms for %lld", o.extra,
+                      (long long)v);
+    }
+}
+END_TEST
+
+/* A job of ws workers on one node, as hooprun starts it; local_rank NULL leaves LOCAL_RANK
+ * unset (the contract then takes RANK mod LOCAL_WORLD_SIZE). */
+static struct child_out choose_in_job(const char *rank, const char *local_rank, const char *ws)
+{
+    const char *names[6] = {"MASTER_ADDR", "MASTER_PORT",      "RANK",
+                            "WORLD_SIZE",  "LOCAL_WORLD_SIZE", "LOCAL_RANK"};
+    const char *values[6] = {"127.0.0.1", "29500", rank, ws, ws, local_rank};
+    return fork_case(names, values, local_rank ? 6 : 5, case_init);
+}
+
+/* The device follows the local rank of the env:// contract as libhoop reads it
+ * (hoop__env_dist): LOCAL_RANK, an srun step's SLURM_LOCALID, else RANK mod
+ * LOCAL_WORLD_SIZE; a contract libhoop refuses is refused, naming what is wrong. */
 START_TEST(test_local_rank_round_robin)
 {
     int count = choose(NULL, NULL).count;
+    char ws[16];
+    snprintf(ws, sizeof(ws), "%d", 2 * count + 1);
     for (int rank = 0; rank <= 2 * count; rank++) { /* up to twice round the devices */
         char v[16];
         snprintf(v, sizeof(v), "%d", rank);
-        struct child_out o = choose("LOCAL_RANK", v);
+        struct child_out o = choose_in_job(v, v, ws);
         ck_assert_msg(o.st == HOOP_OK, "LOCAL_RANK=%d: %s", rank, o.err);
         ck_assert_int_eq(o.dev, rank % o.count);
         /* one INFO line when workers outnumber the devices, none otherwise */
         ck_assert_int_eq(o.rr_lines, rank >= o.count ? 1 : 0);
     }
-    /* srun without LOCAL_RANK: SLURM_LOCALID */
-    const char *names[3] = {"SLURM_STEP_ID", "SLURM_PROCID", "SLURM_LOCALID"};
-    const char *values[3] = {"0", "5", "1"};
-    struct child_out o = fork_case(names, values, 3, case_init);
+    /* no LOCAL_RANK: the contract's RANK mod LOCAL_WORLD_SIZE (not 0) */
+    struct child_out o = choose_in_job("1", NULL, "2");
     ck_assert_msg(o.st == HOOP_OK, "%s", o.err);
     ck_assert_int_eq(o.dev, 1 % o.count);
-    o = choose("LOCAL_RANK", "two");
+    /* srun without LOCAL_RANK: SLURM_LOCALID (task 3 of 2 nodes x 2 tasks) */
+    const char *names[9] = {"SLURM_STEP_ID",
+                            "SLURM_JOB_ID",
+                            "SLURM_PROCID",
+                            "SLURM_LOCALID",
+                            "SLURM_NODEID",
+                            "SLURM_STEP_NUM_TASKS",
+                            "SLURM_STEP_TASKS_PER_NODE",
+                            "SLURM_STEP_NODELIST",
+                            "HOOP_TOKEN"};
+    const char *values[9] = {"3", "4242", "3", "1", "1", "4", "2(x2)", "node[1-2]", "t"};
+    o = fork_case(names, values, 9, case_init);
+    ck_assert_msg(o.st == HOOP_OK, "%s", o.err);
+    ck_assert_int_eq(o.dev, 1 % o.count);
+    o = choose_in_job("0", "two", "2");
     ck_assert_int_eq(o.st, HOOP_ERR_INVALID);
-    ck_assert_msg(strstr(o.err, "LOCAL_RANK"), "%s", o.err);
+    ck_assert_msg(strstr(o.err, "LOCAL_RANK='two' is not an integer"), "%s", o.err);
+    o = choose("LOCAL_RANK", "1"); /* a contract without its master: libhoop refuses it */
+    ck_assert_int_eq(o.st, HOOP_ERR_INVALID);
+    ck_assert_msg(strstr(o.err, "choosing the GPU by local rank") && strstr(o.err, "MASTER_ADDR"),
+                  "%s", o.err);
     o = choose("HOOP_TIMEOUT", "soon");
     ck_assert_int_eq(o.st, HOOP_ERR_INVALID);
     ck_assert_msg(strstr(o.err, "HOOP_TIMEOUT"), "%s", o.err);
@@ -314,8 +465,10 @@ static void case_other_thread(struct child_out *o)
 
 START_TEST(test_other_thread_bound)
 {
-    const char *names[1] = {"LOCAL_RANK"}, *values[1] = {"2"};
-    struct child_out o = fork_case(names, values, 1, case_other_thread);
+    const char *names[6] = {"MASTER_ADDR", "MASTER_PORT",      "RANK",
+                            "WORLD_SIZE",  "LOCAL_WORLD_SIZE", "LOCAL_RANK"};
+    const char *values[6] = {"127.0.0.1", "29500", "2", "3", "3", "2"};
+    struct child_out o = fork_case(names, values, 6, case_other_thread);
     ck_assert_msg(o.st == HOOP_OK, "%s", o.err);
     ck_assert_int_eq(o.dev, 2 % o.count);
     ck_assert_int_eq(o.extra, 0);
@@ -986,6 +1139,7 @@ int main(void)
     tcase_add_test(tc, test_hoop_cuda_device);
     tcase_add_test(tc, test_hoop_cuda_device_bad);
     tcase_add_test(tc, test_local_rank_round_robin);
+    tcase_add_test(tc, test_settings_from_libhoop);
     tcase_add_test(tc, test_failed_init_retries);
     tcase_add_test(tc, test_other_thread_bound);
 #if HX

@@ -407,8 +407,14 @@ START_TEST(test_number_text)
         ck_assert_int_eq(hoop__env_int("HOOP_TCP_NSOCKS", &v), HOOP_ERR_INVALID);
     }
     unsetenv("HOOP_TCP_NSOCKS");
-    ck_assert_int_eq(hoop__parse_seconds_ms("x", ".5", &v), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__parse_seconds_ms("x", ".5", &v), HOOP_OK); /* no sign; a point */
+    ck_assert_int_eq(v, 500);
     ck_assert_int_eq(hoop__parse_seconds_ms("x", "+5", &v), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__parse_seconds_ms("x", "-0", &v), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__parse_seconds_ms("x", "inf", &v), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__parse_seconds_ms("x", ".", &v), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__parse_seconds_ms("x", "1e-400", &v), HOOP_OK); /* underflow: > 0 */
+    ck_assert_int_eq(v, 1);
     ck_assert_int_eq(hoop__parse_seconds_ms("x", "0.5", &v), HOOP_OK);
     ck_assert_int_eq(v, 500);
     setenv("HOOP_TIMEOUT", "0.0001", 1); /* 0.1 ms: positive, so 1 ms, not "not > 0" */

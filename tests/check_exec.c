@@ -177,9 +177,10 @@ static hoop_status held_wait(hoop__memops *m, hoop__memop *op, int64_t timeout_m
     return HOOP_OK;
 }
 
-static void held_close(hoop__memops *m)
+static hoop_status held_close(hoop__memops *m)
 {
     (void)m;
+    return HOOP_OK;
 }
 
 static const hoop__memops_vt held_vt = {

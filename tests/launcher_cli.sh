@@ -36,9 +36,12 @@ HOOP_TIMEOUT=' 5' expect_bad "HOOP_TIMEOUT=' 5' is not a number of seconds" \
     --nproc-per-node 1 true
 HOOP_TIMEOUT='5 ' expect_bad "HOOP_TIMEOUT='5 ' is not a number of seconds" \
     --nproc-per-node 1 true
-# Seconds as the CUDA backend reads HOOP_TIMEOUT too: from a digit on.
-HOOP_TIMEOUT=.5 expect_bad "HOOP_TIMEOUT='.5' is not a number of seconds" \
+# A duration has no sign; a leading point is a fraction (libhoop alone reads HOOP_TIMEOUT:
+# the CUDA backend takes its value, so no rule keeps two readers in step).
+HOOP_TIMEOUT=+5 expect_bad "HOOP_TIMEOUT='+5' is not a number of seconds (e.g. 30, 0.5)" \
     --nproc-per-node 1 true
+HOOP_TIMEOUT=.5 "$HOOPRUN" --nproc-per-node 1 true 2> "$TMP/err" ||
+    fail "HOOP_TIMEOUT=.5 was refused: $(cat "$TMP/err")"
 # HOOP_CUDA_DEVICE is checked once by hooprun, not by each worker at its first GPU call.
 HOOP_CUDA_DEVICE=abc expect_bad "HOOP_CUDA_DEVICE='abc' is not a device index" --nproc-per-node 1 true
 HOOP_CUDA_DEVICE=+1 expect_bad "HOOP_CUDA_DEVICE='+1' is not a device index" --nproc-per-node 1 true

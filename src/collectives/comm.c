@@ -656,7 +656,8 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
     hoop__comm_close_links(comm, 0);
     hoop__memops_close(comm->mem); /* the progress thread, its only user, has stopped */
     comm->mem = NULL;
-    hoop__comm_free_dev(comm); /* before the slots are freed: they may be registered */
+    /* before the slots are freed: they may be registered */
+    keep_first(hoop__comm_free_dev(comm), &st, msg, sizeof(msg));
     hoop__comm_free_segs(comm);
     for (int k = 0; k < comm->ntps; k++) {
         hoop__tp_open *o = &comm->tps[k];

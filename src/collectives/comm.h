@@ -242,8 +242,11 @@ hoop_status hoop__comm_dev_prepare(hoop_comm *comm, const hoop__coll_args *a, co
 hoop_status hoop__comm_stage_prepare(hoop_comm *comm, int pinned, void **stage);
 /* devres.c: frees what calls on GPU buffers and staged calls made, the stage slots too;
  * after the progress thread stopped and the links are closed, before the transports are
- * finalized. */
-void hoop__comm_free_dev(hoop_comm *comm);
+ * finalized. HOOP_ERR_TIMEOUT when the device memory table's stream was still busy after
+ * HOOP_TIMEOUT: what its copies and reductions may still touch (the stage and receive
+ * slots, the device scratch, the stream flag) is then leaked, with a WARN line, instead of
+ * freed under the device (comm->slots is left NULL for the same reason). */
+hoop_status hoop__comm_free_dev(hoop_comm *comm);
 /* collectives.c: keeps the first failure of a call ordered on a stream (or of a captured
  * call's replay) for hoop_stream_status; hoop__stream_failed says whether one was kept.
  * Thread-safe (comm->mu). */

@@ -222,15 +222,38 @@ hoop_status hoop__comm_dev_prepare(hoop_comm *comm, const hoop__coll_args *a, co
     return hoop__comm_stage_prepare(comm, 1, stage);
 }
 
-void hoop__comm_free_dev(hoop_comm *comm)
+/* After the memory table's stream outlived its deadline: forgets (leaks) every buffer its
+ * copies and reductions may still read or write, so that nothing frees them under the
+ * device. The transports' registrations go (the device does not use them). */
+static hoop_status leak_dev(hoop_comm *comm)
+{
+    char why[512];
+    snprintf(why, sizeof(why), "%s", hoop_last_error());
+    HOOP_WARN("rank %d: the GPU still runs this communicator's copies (%s); its stage slots, "
+              "receive slots and device scratch are leaked, not freed under the device",
+              comm->rank, why);
+    stage_deregister(comm);
+    comm->stage = comm->res_stage = comm->slots = NULL;
+    comm->stage_bytes = 0;
+    comm->stage_pinned = comm->slots_pinned = 0;
+    comm->sflag = NULL;
+    comm->dscratch = comm->dpre = comm->pend_dscratch = comm->pend_dpre = NULL;
+    comm->dscratch_cap = comm->dpre_cap = comm->pend_dscratch_cap = comm->pend_dpre_cap = 0;
+    comm->res_scratch = comm->res_pre = 0;
+    return HOOP_ERROR(HOOP_ERR_TIMEOUT, "rank %d: %s", comm->rank, why);
+}
+
+hoop_status hoop__comm_free_dev(hoop_comm *comm)
 {
     const struct hoop__cuda_coll *cc = NULL;
     /* only where a call on GPU buffers came: a host program never loads the backend */
     int dev = comm->dev_mem || comm->res_stage || comm->sflag || comm->slots_pinned ||
               comm->dscratch || comm->dpre || comm->pend_dscratch || comm->pend_dpre;
     if (dev && hoop__cuda_backend(NULL, &cc) != HOOP_OK) cc = NULL;
-    hoop__memops_close(comm->dev_mem); /* first: it waits for its stream's copies */
+    /* first: it waits for its stream's copies */
+    hoop_status st = hoop__memops_close(comm->dev_mem);
     comm->dev_mem = NULL;
+    if (st == HOOP_ERR_TIMEOUT) return leak_dev(comm);
     stage_deregister(comm);
     if (comm->stage_pinned) {
         unpin_free(comm->stage); /* res_stage, adopted */
@@ -241,7 +264,7 @@ void hoop__comm_free_dev(hoop_comm *comm)
     comm->stage = comm->res_stage = NULL;
     comm->stage_bytes = 0;
     comm->stage_pinned = 0;
-    if (!cc) return;
+    if (!cc) return HOOP_OK;
     if (comm->sflag) cc->flag_free(comm->sflag); /* every call ended: no stream waits on it */
     comm->sflag = NULL;
     if (comm->slots_pinned) cc->host_unregister(comm->slots);
@@ -251,4 +274,5 @@ void hoop__comm_free_dev(hoop_comm *comm)
     comm->dscratch = comm->dpre = comm->pend_dscratch = comm->pend_dpre = NULL;
     comm->dscratch_cap = comm->dpre_cap = comm->pend_dscratch_cap = comm->pend_dpre_cap = 0;
     comm->res_scratch = comm->res_pre = 0;
+    return HOOP_OK;
 }

@@ -68,9 +68,10 @@ static hoop_status sync_wait(hoop__memops *m, hoop__memop *op, int64_t timeout_m
     return HOOP_OK;
 }
 
-static void sync_close(hoop__memops *m)
+static hoop_status sync_close(hoop__memops *m)
 {
     (void)m; /* the shared instance is static */
+    return HOOP_OK;
 }
 
 static const hoop__memops_vt sync_vt = {.name = "sync",
@@ -184,7 +185,7 @@ static hoop_status async_wait(hoop__memops *m, hoop__memop *op, int64_t timeout_
     }
 }
 
-static void async_close(hoop__memops *m)
+static hoop_status async_close(hoop__memops *m)
 {
     async_ops *a = (async_ops *)m;
     pthread_mutex_lock(&a->mu);
@@ -195,6 +196,7 @@ static void async_close(hoop__memops *m)
     pthread_cond_destroy(&a->cv);
     pthread_mutex_destroy(&a->mu);
     free(a);
+    return HOOP_OK; /* the helper's jobs are host copies: they end */
 }
 
 static const hoop__memops_vt async_vt = {.name = "async",
@@ -238,7 +240,7 @@ hoop_status hoop__memops_open(const char *name, void (*wake)(void *), void *wake
                       name);
 }
 
-void hoop__memops_close(hoop__memops *m)
+hoop_status hoop__memops_close(hoop__memops *m)
 {
-    if (m && m != &host_sync) m->vt->close(m);
+    return m && m != &host_sync ? m->vt->close(m) : HOOP_OK;
 }

@@ -85,8 +85,11 @@ typedef struct hoop__memops_vt {
      * with operations in flight, which must not write memory the caller gets back.
      * HOOP_ERR_TIMEOUT when it did not finish (op is then leaked, never freed twice). */
     hoop_status (*wait)(hoop__memops *m, hoop__memop *op, int64_t timeout_ms);
-    /* Frees the instance (it waits for its own thread or stream to be idle; no errors). */
-    void (*close)(hoop__memops *m);
+    /* Frees the instance once its own thread or stream is idle: HOOP_OK. A stream still
+     * busy after HOOP_TIMEOUT (a device's wait has a deadline) is HOOP_ERR_TIMEOUT: the
+     * instance is then leaked, with a WARN line, and so must be every buffer its jobs
+     * touch, which the device may still write or read. */
+    hoop_status (*close)(hoop__memops *m);
 } hoop__memops_vt;
 
 struct hoop__memops {
@@ -101,8 +104,9 @@ struct hoop__memops {
  * HOOP_ERR_NOMEM, HOOP_ERR_SYSTEM when the helper thread cannot start. */
 hoop_status hoop__memops_open(const char *name, void (*wake)(void *), void *wake_arg,
                               hoop__memops **out);
-/* Closes m (NULL is a no-op); no operation may be in flight. */
-void hoop__memops_close(hoop__memops *m);
+/* Closes m (NULL is a no-op: HOOP_OK); no operation may be in flight. Its close's status:
+ * HOOP_ERR_TIMEOUT when m was leaked, its jobs' buffers then unsafe to free. */
+hoop_status hoop__memops_close(hoop__memops *m);
 
 /* The host's sync table, shared (never closed): the default of an executor given none. */
 hoop__memops *hoop__memops_host(void);

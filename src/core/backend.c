@@ -3,9 +3,10 @@
  * src/core/backend.c -- finding and loading the CUDA backend module (see backend.h).
  *
  * Its entry point (HOOP__BACKEND_OPEN) receives this library's error and log functions,
- * so its messages are ours, and returns its kernel table; the second entry
- * (HOOP__BACKEND_COLL) gives the collectives' table. A failure (no backend, no GPU) is
- * kept and repeated to every later caller with the same message.
+ * so its messages are ours, and its reader of the environment (hoop__backend_settings,
+ * below), so its settings are read by env.c's rules alone, and returns its kernel table;
+ * the second entry (HOOP__BACKEND_COLL) gives the collectives' table. A failure (no
+ * backend, no GPU) is kept and repeated to every later caller with the same message.
  *
  * Owns: the loaded backend (never unloaded: CUDA's libraries do not survive dlclose).
  * Thread-safety: the load runs once (pthread_once); the lookups only read.
@@ -23,6 +24,7 @@
 #include "config.h"
 #include "core/backend.h"
 #include "core/check.h"
+#include "core/env.h"
 #include "core/log.h"
 
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
@@ -125,6 +127,7 @@ static void cuda_load(void)
         .trace_status = hoop__trace_status,
         .log = hoop__log,
         .device_sync_ok = hoop__device_sync_ok,
+        .settings = hoop__backend_settings,
     };
     hoop__log_init();
     struct hoop__backend_host h = host;
@@ -198,4 +201,41 @@ void hoop__device_sync_forbid(int delta)
 int hoop__device_sync_ok(void)
 {
     return no_device_sync <= 0;
+}
+
+// ----------------------------------------------------------------- the module's settings
+
+/* The contract's local rank (env.h), for a device chosen by it. */
+static hoop_status settings_local_rank(int *local_rank)
+{
+    *local_rank = 0;
+    if (!hoop__env_dist_wanted()) return HOOP_OK;
+    hoop_dist_env d;
+    hoop_status st = hoop__env_dist(&d);
+    if (st != HOOP_OK) {
+        char why[1024];
+        snprintf(why, sizeof(why), "%s", hoop_last_error());
+        return HOOP_ERROR(st, "choosing the GPU by local rank (HOOP_CUDA_DEVICE is unset): %s",
+                          why);
+    }
+    *local_rank = d.local_rank;
+    return HOOP_OK;
+}
+
+hoop_status hoop__backend_settings(struct hoop__backend_settings *out, size_t size)
+{
+    if (size != sizeof(struct hoop__backend_settings))
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "the CUDA backend was built against another version of hoop (settings "
+                          "of %zu bytes, expected %zu)",
+                          size, sizeof(struct hoop__backend_settings));
+    struct hoop__backend_settings s = {.device = -1};
+    int64_t tf32;
+    HOOP_CHECK(hoop__env_ms("HOOP_TIMEOUT", &s.timeout_ms));
+    HOOP_CHECK(hoop__env_cuda_device(&s.device));
+    HOOP_CHECK(hoop__env_int("HOOP_CUDA_TF32", &tf32));
+    s.tf32 = (int)tf32;
+    if (s.device < 0) HOOP_CHECK(settings_local_rank(&s.local_rank));
+    *out = s;
+    return HOOP_OK;
 }

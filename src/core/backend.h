@@ -22,16 +22,20 @@
 #define HOOP_CORE_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/log.h"
 #include "hoop/status.h"
 
 struct hoop__kern;
 struct hoop__cuda_coll;
+struct hoop__backend_settings;
 
 /* What this library gives a backend module when it opens it (backend.c): its error and log
  * functions (core/check.h, core/log.h), which the module's own definitions of those
- * names forward to, and the log settings at the time. */
+ * names forward to, the log settings at the time, and its readers of the module's settings
+ * and thread marks (below). A module refuses a table of another size: a field added here
+ * changes it. */
 struct hoop__backend_host {
     size_t size; /* sizeof(struct hoop__backend_host) of the host's build */
     hoop_status (*set_error)(hoop_status st, const char *file, int line, const char *fmt, ...);
@@ -42,6 +46,8 @@ struct hoop__backend_host {
     unsigned log_mask;
     /* hoop__device_sync_ok (below), for the module's allocator. */
     int (*device_sync_ok)(void);
+    /* hoop__backend_settings (below), for the module's context. */
+    hoop_status (*settings)(struct hoop__backend_settings *out, size_t size);
 };
 
 /* A backend module's first exported function, named HOOP__BACKEND_OPEN: keeps host (it
@@ -82,6 +88,27 @@ int hoop__cuda_in_process(void);
 HOOP_EXTERN_C_BEGIN
 void hoop__device_sync_forbid(int delta);
 int hoop__device_sync_ok(void);
+
+/* What the CUDA backend takes from the environment, read by this library alone (env.c's
+ * table and the env:// contract, src/core/env.h), so that the module and the rest of hoop
+ * read each variable by one rule and name a bad value in one way. */
+struct hoop__backend_settings {
+    int64_t timeout_ms; /* HOOP_TIMEOUT, ms (> 0): the deadline of every host wait */
+    int device;         /* HOOP_CUDA_DEVICE: the device index asked for; -1 when unset */
+    int local_rank;     /* the contract's local rank when device is -1 (else 0); 0 alone */
+    int tf32;           /* HOOP_CUDA_TF32: 1 lets cuBLAS use TF32 tensor cores */
+};
+
+/* Fills *out from the environment as it is now (size: sizeof(struct
+ * hoop__backend_settings) of the caller's build). local_rank is read only when
+ * HOOP_CUDA_DEVICE is unset and the environment describes a distributed job
+ * (hoop__env_dist_wanted): hoop__env_dist's local rank (LOCAL_RANK, an srun step's
+ * SLURM_LOCALID, or RANK mod LOCAL_WORLD_SIZE). Errors: HOOP_ERR_INVALID from the first
+ * bad setting, with env.c's message naming the variable and its value (for the contract,
+ * after "choosing the GPU by local rank: "), or for a size of another build. Reads the
+ * environment: thread-safe as getenv is. The module's definition forwards to libhoop's
+ * (module.cu), as the error functions do. */
+hoop_status hoop__backend_settings(struct hoop__backend_settings *out, size_t size);
 HOOP_EXTERN_C_END
 
 #endif /* HOOP_CORE_BACKEND_H */

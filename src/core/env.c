@@ -76,17 +76,17 @@ static hoop_status test_fault(const char *text)
     return text ? hoop__fault_parse(text, &spec) : HOOP_OK;
 }
 
-/* HOOP_CUDA_DEVICE: a device index, as ctx.cu reads it (whether that device exists is
- * known only to the worker that opens CUDA); unset or empty: none forced. */
-static hoop_status device_index(const char *name, const char *text, int64_t num)
+/* HOOP_CUDA_DEVICE: a device index (whether that device exists is known only to the
+ * worker that opens CUDA) into *v; unset or empty: -1, none forced. No sign and no white
+ * space: digits only. */
+static hoop_status device_index(const char *name, const char *text, int64_t *v)
 {
-    int64_t v;
-    (void)num;
+    *v = -1;
     if (!text || !*text) return HOOP_OK;
-    if (*text < '0' || *text > '9') /* no sign: ctx.cu reads digits only */
+    if (*text < '0' || *text > '9')
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a device index (0, 1, 2, ...)", name,
                           text);
-    return hoop__parse_int(name, text, 0, 100000000, &v);
+    return hoop__parse_int(name, text, 0, 100000000, v);
 }
 
 /* Rules beyond type, range and choices, for the settings that have one; the getters
@@ -98,7 +98,7 @@ static hoop_status rule_of(const hoop_env_param *p, const char *text, int64_t nu
     if (strcmp(p->name, "HOOP_IB_HCA") == 0) return hca_list(p->name, text, num);
     if (strcmp(p->name, "HOOP_IB_ADDR_RANGE") == 0) return cidr(p->name, text, num);
     if (strcmp(p->name, "HOOP_TEST_FAULT") == 0) return test_fault(text);
-    if (strcmp(p->name, "HOOP_CUDA_DEVICE") == 0) return device_index(p->name, text, num);
+    if (strcmp(p->name, "HOOP_CUDA_DEVICE") == 0) return device_index(p->name, text, &num);
     return HOOP_OK;
 }
 
@@ -272,16 +272,21 @@ hoop_status hoop__parse_bytes(const char *what, const char *s, int64_t min, int6
     return HOOP_OK;
 }
 
-/* Seconds start with a digit ("30", "0.5"; not ".5" or "+5"), as the CUDA backend's own
- * reader of HOOP_TIMEOUT (src/cuda/ctx.cu) takes them, so that both accept the same
- * values. */
+/* A duration has no sign: its text starts with a digit or a point ("30", "0.5", ".5"; not
+ * "+5", "-0" or "inf"). */
 hoop_status hoop__parse_seconds_ms(const char *what, const char *s, int64_t *out_ms)
 {
     char *end = NULL;
     errno = 0;
-    double v = bare_text(s) && isdigit((unsigned char)s[0]) ? strtod(s, &end) : -1;
+    int unsigned_num = s && (isdigit((unsigned char)s[0]) || s[0] == '.');
+    double v = bare_text(s) && unsigned_num ? strtod(s, &end) : -1;
     if (end == NULL || (errno != 0 && errno != ERANGE) || *end != '\0' || isnan(v) || v < 0)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a number of seconds", what, s ? s : "");
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a number of seconds (e.g. 30, 0.5)",
+                          what, s ? s : "");
+    if (errno == ERANGE && v < 1.0) { /* underflow: positive, far under a millisecond */
+        *out_ms = 1;
+        return HOOP_OK;
+    }
     if (errno == ERANGE || v > 1e9) /* a billion seconds (31 years) is the longest deadline */
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is too large: at most 1e9 seconds", what, s);
     *out_ms = (int64_t)llround(v * 1000.0);
@@ -353,6 +358,14 @@ hoop_status hoop__env_str(const char *name, const char **out)
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not one of %s", name, v, p->choices);
     HOOP_CHECK(rule_of(p, v, 0));
     *out = v;
+    return HOOP_OK;
+}
+
+hoop_status hoop__env_cuda_device(int *out)
+{
+    int64_t v;
+    HOOP_CHECK(device_index("HOOP_CUDA_DEVICE", getenv("HOOP_CUDA_DEVICE"), &v));
+    *out = (int)v;
     return HOOP_OK;
 }
 

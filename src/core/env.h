@@ -47,6 +47,11 @@ hoop_status hoop__env_ms(const char *name, int64_t *out_ms);
  * CHOICE values are checked against the table. */
 hoop_status hoop__env_str(const char *name, const char **out);
 
+/* HOOP_CUDA_DEVICE as a device index: *out = the index (0 .. 100000000), or -1 when it is
+ * unset or empty. HOOP_ERR_INVALID naming the value when it is not digits only, or out of
+ * range (the table's rule). Whether that device exists only the CUDA backend knows. */
+hoop_status hoop__env_cuda_device(int *out);
+
 /* Validates every HOOP_* variable that is set and, at INFO on INIT/ENV, logs
  * "HOOP_X set by environment to V". Unknown HOOP_* names only warn. */
 hoop_status hoop__env_check_all(void);
@@ -57,8 +62,8 @@ void hoop__env_print_help(FILE *f);
 /* Strict parsers shared with the tools: whole string, no junk, range-checked; one rule
  * for white space in all of them (none before or after the number: " 5" and "5 " are
  * refused). what names the culprit in the message ("MASTER_PORT", "--nproc-per-node").
- * Seconds start with a digit, and a positive value under a millisecond reads as 1 ms
- * (a deadline counts whole milliseconds), as the CUDA backend reads HOOP_TIMEOUT. */
+ * Seconds have no sign (they start with a digit or a point), and a positive value under a
+ * millisecond reads as 1 ms (a deadline counts whole milliseconds). */
 hoop_status hoop__parse_int(const char *what, const char *s, int64_t min, int64_t max,
                             int64_t *out);
 hoop_status hoop__parse_bytes(const char *what, const char *s, int64_t min, int64_t max,

@@ -215,6 +215,9 @@ struct hoop__cuda_test_rt {
     /* The host layer's hoop__hx_set_devices (count devices of bytes each: a nearly full
      * device); NULL in a real CUDA build. */
     void (*set_devices)(int count, size_t bytes);
+    /* The stream of a table memops_open made (a test makes it wait, wait_value, and sees
+     * its close keep its deadline). */
+    void *(*memops_stream)(struct hoop__memops *m);
 };
 typedef const struct hoop__cuda_test_rt *(*hoop__backend_test_rt_fn)(void);
 #define HOOP__BACKEND_TEST_RT "hoop_backend_test_rt"

@@ -115,10 +115,22 @@ static hoop_status cm_wait(hoop__memops *m, hoop__memop *o, int64_t timeout_ms)
     }
 }
 
-static void cm_close(hoop__memops *m)
+/* Waits for the stream (nothing should be in flight; be sure), up to HOOP_TIMEOUT, then
+ * frees it and its events. A stream still busy then (a copy or kernel that never ends) is
+ * leaked with the instance, and the caller told (memops.h): its work may still touch them
+ * and the buffers it was given. */
+static hoop_status cm_close(hoop__memops *m)
 {
     struct cuda_memops *c = (struct cuda_memops *)m;
-    cudaStreamSynchronize(c->stream); /* nothing may be in flight; be sure */
+    hoop_status st = hoop__cuda_stream_sync(c->stream);
+    if (st == HOOP_ERR_TIMEOUT) { /* the error hoop__cuda_stream_sync left says how long */
+        HOOP_WARN("cuda: a collectives' memory table's stream is still busy after HOOP_TIMEOUT: "
+                  "the table (its stream and events) is leaked, not freed under the device");
+        return st;
+    }
+    if (st != HOOP_OK) /* the device failed (the thread's last error says how): it runs no more */
+        HOOP_WARN("cuda: closing a collectives' memory table, its stream failed (status %d)",
+                  (int)st);
     while (c->free_ops) {
         struct cuda_memop *op = c->free_ops;
         c->free_ops = op->next;
@@ -128,6 +140,7 @@ static void cm_close(hoop__memops *m)
     cudaStreamDestroy(c->stream);
     cudaGetLastError();
     free(c);
+    return HOOP_OK;
 }
 
 static const hoop__memops_vt cuda_vt = {
@@ -711,6 +724,11 @@ static unsigned long tr_queued(void *s)
 }
 #endif
 
+static void *tr_memops_stream(hoop__memops *m)
+{
+    return ((struct cuda_memops *)m)->stream;
+}
+
 extern "C" const struct hoop__cuda_test_rt hoop__cuda_test_rt_table = {
     sizeof(struct hoop__cuda_test_rt),
     tr_stream_create,
@@ -731,4 +749,5 @@ extern "C" const struct hoop__cuda_test_rt hoop__cuda_test_rt_table = {
 #else
     hoop__hx_set_devices,
 #endif
+    tr_memops_stream,
 };

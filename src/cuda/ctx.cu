@@ -20,6 +20,7 @@
 
 #include <atomic>
 
+#include "core/backend.h"
 #include "cuda/alloc.h"
 #include "cuda/ctx.h"
 
@@ -31,6 +32,7 @@ struct cuda_ctx {
     size_t total_bytes;
     size_t blas_ws_bytes; /* each thread's cuBLAS workspace (hoop__cuda_blas) */
     int64_t timeout_ms;   /* HOOP_TIMEOUT: how long a host wait may take */
+    int tf32;             /* HOOP_CUDA_TF32 */
 };
 
 static struct cuda_ctx ctx;
@@ -83,70 +85,30 @@ static hoop_status ctx_thread(struct ctx_thread **out)
 
 // ----------------------------------------------------------------- the device
 
-/* A non-negative decimal integer, the whole string; -1 otherwise. */
-static long ctx_index(const char *s)
+/* The device: HOOP_CUDA_DEVICE's (an index libhoop read, which must name one of the
+ * count devices), else the local rank modulo count (ctx.h). */
+static hoop_status ctx_pick(const struct hoop__backend_settings *set, int count, int *dev)
 {
-    long v = 0;
-    if (!*s) return -1;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9' || v > 100000000) return -1;
-        v = v * 10 + (*s - '0');
+    if (set->device >= 0) {
+        if (set->device >= count) {
+            const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+            return HOOP_ERROR(HOOP_ERR_INVALID,
+                              "HOOP_CUDA_DEVICE=%d is not a device of this process: it sees %d "
+                              "CUDA device%s (0..%d)%s%s%s",
+                              set->device, count, count == 1 ? "" : "s", count - 1,
+                              vis ? ", CUDA_VISIBLE_DEVICES='" : "", vis ? vis : "",
+                              vis ? "'" : "");
+        }
+        *dev = set->device;
+        HOOP_INFO(INIT, "cuda: HOOP_CUDA_DEVICE=%d chooses cuda:%d of %d", *dev, *dev, count);
+        return HOOP_OK;
     }
-    return v;
-}
-
-static hoop_status ctx_pick_forced(const char *s, int count, int *dev)
-{
-    long v = ctx_index(s);
-    if (v < 0 || v >= count) {
-        const char *vis = getenv("CUDA_VISIBLE_DEVICES");
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "HOOP_CUDA_DEVICE='%s' is not a device of this process: it sees %d "
-                          "CUDA device%s (0..%d)%s%s%s",
-                          s, count, count == 1 ? "" : "s", count - 1,
-                          vis ? ", CUDA_VISIBLE_DEVICES='" : "", vis ? vis : "", vis ? "'" : "");
-    }
-    *dev = (int)v;
-    HOOP_INFO(INIT, "cuda: HOOP_CUDA_DEVICE=%s chooses cuda:%d of %d", s, *dev, count);
-    return HOOP_OK;
-}
-
-/* HOOP_CUDA_DEVICE, else the local rank modulo count (ctx.h). */
-static hoop_status ctx_pick(int count, int *dev)
-{
-    const char *s = getenv("HOOP_CUDA_DEVICE");
-    if (s && *s) return ctx_pick_forced(s, count, dev);
-    const char *what = "LOCAL_RANK", *lr = getenv("LOCAL_RANK");
-    if ((!lr || !*lr) && getenv("SLURM_STEP_ID") && getenv("SLURM_PROCID"))
-        what = "SLURM_LOCALID", lr = getenv("SLURM_LOCALID");
-    long rank = lr && *lr ? ctx_index(lr) : 0;
-    if (rank < 0)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a local rank (0, 1, 2, ...)", what, lr);
-    *dev = (int)(rank % count);
-    if (rank >= count)
+    *dev = set->local_rank % count;
+    if (set->local_rank >= count)
         HOOP_INFO(INIT,
-                  "cuda: %s=%ld but this process sees %d CUDA device%s: workers share GPUs "
-                  "round-robin (local rank mod %d), this one cuda:%d",
-                  what, rank, count, count == 1 ? "" : "s", count, *dev);
-    return HOOP_OK;
-}
-
-/* HOOP_TIMEOUT in ms: decimal seconds, more than 0 (default 300), as src/core/env.c's
- * table reads it; parsed here because the backend is a module that libhoop loads, which
- * reaches libhoop only through the error and log functions (src/cuda/module.cu). */
-static hoop_status ctx_timeout(int64_t *ms)
-{
-    const char *s = getenv("HOOP_TIMEOUT");
-    *ms = 300 * 1000;
-    if (!s || !*s) return HOOP_OK;
-    char *end = NULL;
-    double v = strtod(s, &end);
-    if (*s < '0' || *s > '9' || *end != '\0' || !(v > 0) || v > 1e9)
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "HOOP_TIMEOUT='%s' is not a number of seconds more than 0 (e.g. 30, 0.5)",
-                          s);
-    *ms = (int64_t)(v * 1000.0 + 0.5);
-    if (*ms < 1) *ms = 1;
+                  "cuda: local rank %d but this process sees %d CUDA device%s: workers share "
+                  "GPUs round-robin (local rank mod %d), this one cuda:%d",
+                  set->local_rank, count, count == 1 ? "" : "s", count, *dev);
     return HOOP_OK;
 }
 
@@ -179,8 +141,13 @@ static hoop_status ctx_count(int *count)
 static hoop_status ctx_make(struct cuda_ctx *c)
 {
     HOOP_CHECK(ctx_count(&c->count));
-    HOOP_CHECK(ctx_timeout(&c->timeout_ms));
-    HOOP_CHECK(ctx_pick(c->count, &c->device));
+    /* read by libhoop (core/backend.h), when the context is made: a bad value fails the
+     * first CUDA call, naming the variable */
+    struct hoop__backend_settings set;
+    HOOP_CHECK(hoop__backend_settings(&set, sizeof(set)));
+    c->timeout_ms = set.timeout_ms;
+    c->tf32 = set.tf32;
+    HOOP_CHECK(ctx_pick(&set, c->count, &c->device));
     HOOP_CUDA_CHECK(cudaSetDevice(c->device));
     cudaDeviceProp prop;
     HOOP_CUDA_CHECK(cudaGetDeviceProperties(&prop, c->device));
@@ -279,7 +246,9 @@ static int64_t ctx_ms_since(const struct timespec *t0)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)(t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+    /* whole ms, truncated from the nanoseconds (per field, a negative tv_nsec difference
+     * rounded toward zero would count up to 1 ms that has not passed) */
+    return ((int64_t)(t.tv_sec - t0->tv_sec) * 1000000000 + (t.tv_nsec - t0->tv_nsec)) / 1000000;
 }
 
 /* Polls e until its work is done: spinning for the first 2 ms (a step's wait is often
@@ -556,10 +525,8 @@ hoop_status hoop__cuda_blas(cublasHandle_t *h)
     if (!t->blas) {
         if (!t->blas_ws) HOOP_CHECK(hoop__cuda_malloc(&t->blas_ws, ctx.blas_ws_bytes));
         HOOP_CUBLAS_CHECK(cublasCreate(&t->blas));
-        const char *tf32 = getenv("HOOP_CUDA_TF32");
-        int on = tf32 && strcmp(tf32, "1") == 0;
-        HOOP_CUBLAS_CHECK(
-            cublasSetMathMode(t->blas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+        HOOP_CUBLAS_CHECK(cublasSetMathMode(t->blas, ctx.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                              : CUBLAS_DEFAULT_MATH));
     }
     /* cublasSetStream puts the handle back on cuBLAS's default workspace pool, which a
      * GEMM captured into a graph would then allocate from inside the graph (cuBLAS 12.2

@@ -7,11 +7,12 @@
  * (internal; C and C++). Device memory is src/cuda/alloc.h's caching allocator.
  *
  * The device: HOOP_CUDA_DEVICE when it is set (an index among the devices this process
- * sees, which CUDA_VISIBLE_DEVICES decides), else LOCAL_RANK modulo the device count
- * (SLURM_LOCALID in an srun step when LOCAL_RANK is unset, as src/core/env.h's contract
- * says; 0 when neither is set). More workers than GPUs is allowed: they share the GPUs
- * round-robin, and one INFO line says so (NCCL refuses this; a one-GPU machine running
- * several workers needs it).
+ * sees, which CUDA_VISIBLE_DEVICES decides), else the worker's local rank modulo the device
+ * count (src/core/env.h's contract: LOCAL_RANK, or SLURM_LOCALID in an srun step; 0 outside
+ * a distributed job). libhoop reads these variables and HOOP_TIMEOUT, HOOP_CUDA_TF32
+ * (hoop__backend_settings, src/core/backend.h): the backend parses none itself. More
+ * workers than GPUs is allowed: they share the GPUs round-robin, and one INFO line says so
+ * (NCCL refuses this; a one-GPU machine running several workers needs it).
  *
  * Both streams are non-blocking (cudaStreamNonBlocking): they do not wait for CUDA's
  * legacy default stream, and nothing here uses it. Work on one stream that must follow
@@ -73,9 +74,10 @@ typedef enum hoop__cuda_copy_kind {
  * picks the device) and binds the calling thread to its device. Idempotent and cheap
  * once made. Errors: HOOP_ERR_UNSUPPORTED "no CUDA device ..." with CUDA's message when
  * the process sees none (or the driver is missing or too old); HOOP_ERR_INVALID naming
- * HOOP_CUDA_DEVICE and the device count when it names no device, or naming LOCAL_RANK
- * (or SLURM_LOCALID, or HOOP_TIMEOUT) when it is malformed; HOOP_ERR_CUDA naming the
- * call for the rest. A failed call leaves nothing made, and the next call tries again. */
+ * HOOP_CUDA_DEVICE and the device count when it names no device, or libhoop's message
+ * (hoop__backend_settings) for a malformed HOOP_TIMEOUT, HOOP_CUDA_DEVICE, HOOP_CUDA_TF32
+ * or env:// contract; HOOP_ERR_CUDA naming the call for the rest. A failed call leaves nothing
+ * made, and the next call tries again. */
 hoop_status hoop__cuda_init(void);
 
 /* The context's device (*dev, its index in this process), its name (NUL-terminated,

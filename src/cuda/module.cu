@@ -3,8 +3,9 @@
  * src/cuda/module.cu -- what makes the CUDA backend a loadable module (libhoop-cuda.so,
  * and its host-execution-layer twin for the tests): the two exported entry points, and
  * this module's own definitions of the error and log functions its sources call
- * (core/check.h, core/log.h), which forward to libhoop's through the table it gave at
- * open (struct hoop__backend_host, src/core/backend.h). Everything else in the module is hidden
+ * (core/check.h, core/log.h) and of the settings and thread-mark readers
+ * (core/backend.h), which forward to libhoop's through the table it gave at open (struct
+ * hoop__backend_host, src/core/backend.h). Everything else in the module is hidden
  * (-fvisibility=hidden), so these never clash with libhoop's or with a program's.
  *
  * Owns: the host table pointer, kept from open on. Thread-safety: open runs once (the
@@ -66,6 +67,15 @@ void hoop__log(hoop_log_level level, unsigned subsys, const char *file, int line
 int hoop__device_sync_ok(void)
 {
     return host && host->device_sync_ok ? host->device_sync_ok() : 1;
+}
+
+/* libhoop's reader of the environment (core/backend.h), so that the module reads no
+ * setting by a rule of its own. open checked the table's size, so the slot is there. */
+hoop_status hoop__backend_settings(struct hoop__backend_settings *out, size_t size)
+{
+    if (host == NULL || host->settings == NULL)
+        return HOOP_ERROR(HOOP_ERR_INTERNAL, "the CUDA backend was not opened by libhoop");
+    return host->settings(out, size);
 }
 
 extern const struct hoop__kern hoop__kern_cuda;
