@@ -43,6 +43,10 @@ HOOP_TIMEOUT=.5 expect_bad "HOOP_TIMEOUT='.5' is not a number of seconds" \
 HOOP_CUDA_DEVICE=abc expect_bad "HOOP_CUDA_DEVICE='abc' is not a device index" --nproc-per-node 1 true
 HOOP_CUDA_DEVICE=+1 expect_bad "HOOP_CUDA_DEVICE='+1' is not a device index" --nproc-per-node 1 true
 HOOP_CUDA_DEVICE='1 ' expect_bad "HOOP_CUDA_DEVICE='1 ' is not an integer" --nproc-per-node 1 true
+# The log's timestamp format is checked too: what it takes is said.
+HOOP_DEBUG_TIMESTAMP_FORMAT='[%T] %Q' expect_bad \
+    "HOOP_DEBUG_TIMESTAMP_FORMAT='[%T] %Q': '%Q' is not a conversion it takes; it takes text" \
+    --nproc-per-node 1 true
 HOOP_SHM_BYTES='4M ' expect_bad "HOOP_SHM_BYTES='4M ' is not a size in bytes" \
     --nproc-per-node 1 true
 # A MASTER_ADDR too long to be a host name is refused, not replaced by 127.0.0.1.
