@@ -62,7 +62,10 @@ static const char usage[] =
     "  --nproc-per-node P  workers on this node, 1..4096, or auto|cpu: one per CPU hooprun\n"
     "                      may use (required)\n"
     "  --master-addr A     host of rank 0's store (default: MASTER_ADDR; under Slurm with\n"
-    "                      N > 1 the first host of SLURM_JOB_NODELIST; else 127.0.0.1)\n"
+    "                      N > 1 the first host of SLURM_JOB_NODELIST; else 127.0.0.1): a\n"
+    "                      host name (letters, digits, '-', '_', '.'; up to 253), an IPv4\n"
+    "                      address, or an IPv6 one without brackets (fe80::1%eth0 too);\n"
+    "                      checked by its form, not looked up\n"
     "  --master-port Q     its port, 1..65535 (default: MASTER_PORT; with one node and no\n"
     "                      address or port given, a free port of 127.0.0.1; else 29500)\n"
     "  --rdzv-endpoint A[:Q]  the same as --master-addr A --master-port Q (Q: 29400);\n"
@@ -258,6 +261,8 @@ static int parse_endpoint(cli *c, const char *arg)
     if (hlen == 0 || hlen >= sizeof(c->rdzv_host))
         return bad_usage("--rdzv-endpoint '%s' has no host name or address", arg);
     snprintf(c->rdzv_host, sizeof(c->rdzv_host), "%.*s", (int)hlen, host);
+    if (hoop__launch_check_host("--rdzv-endpoint's host", c->rdzv_host) != HOOP_OK)
+        return bad_usage("%s", hoop_last_error());
     c->rdzv = 1;
     c->port = RDZV_DEFAULT_PORT;
     return port ? parse_num("--rdzv-endpoint's port", port, 1, 65535, &c->port) : 0;
@@ -292,8 +297,8 @@ static int take_option(cli *c, int opt, const char *arg, int argc, char **argv)
     case OPT_NPROC: return parse_nproc(arg, &c->nproc);
     case OPT_PORT: return parse_num("--master-port", arg, 1, 65535, &c->port);
     case OPT_ADDR:
-        if (*arg == '\0' || strlen(arg) > 255)
-            return bad_usage("--master-addr '%s' is not a host name or address", arg);
+        if (hoop__launch_check_host("--master-addr", arg) != HOOP_OK)
+            return bad_usage("%s", hoop_last_error());
         c->addr = arg;
         return 0;
     case OPT_RDZV_ENDPOINT: return parse_endpoint(c, arg);
@@ -468,11 +473,11 @@ static int pick_master(const cli *c, hooprun_plan *p, int *reserve_fd)
     const char *env_addr = c->standalone ? NULL : getenv("MASTER_ADDR");
     int env_port = -1;
     if (!c->standalone && env_num("MASTER_PORT", 1, 65535, &env_port)) return 2;
-    if (env_addr && strlen(env_addr) > 255)
-        return bad_usage("MASTER_ADDR is longer than 255 characters (%zu): not a host name or "
-                         "address",
-                         strlen(env_addr));
     const char *flag_addr = c->rdzv ? c->rdzv_host : c->addr;
+    /* The variable is checked as the flag is, where it is used (a flag wins over it). */
+    if (!flag_addr && env_addr && *env_addr &&
+        hoop__launch_check_host("MASTER_ADDR", env_addr) != HOOP_OK)
+        return bad_usage("%s", hoop_last_error());
     if (flag_addr)
         snprintf(p->master_addr, sizeof(p->master_addr), "%s", flag_addr);
     else if (env_addr && *env_addr)
