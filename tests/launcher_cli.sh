@@ -92,6 +92,18 @@ expect_bad "--nproc-per-node gpu: hooprun does not count GPUs yet" --nproc-per-n
     fail "flags after PROG were not passed through"
 [ "$(cat "$TMP/a")" = "--nproc-per-node 9" ] || fail "PROG got '$(cat "$TMP/a")'"
 
+# One worker is one worker, not "1 workers".
+"$HOOPRUN" --dry-run --nproc-per-node 1 true > "$TMP/o" || fail "--dry-run failed"
+assert_contains "$TMP/o" "hooprun: dry run: 1 worker on node 0 of 1; command: true"
+"$HOOPRUN" --nproc-per-node 1 --max-restarts 1 false 2> "$TMP/e"
+assert_contains "$TMP/e" "hooprun: restart 1 of 1: starting the 1 worker again"
+assert_contains "$TMP/e" "hooprun: summary of node 0 (1 worker; local time"
+grep -q "1 workers" "$TMP/o" "$TMP/e" && fail "'1 workers': $(cat "$TMP/o" "$TMP/e")"
+# A switch given a value is refused, named as a switch (not as an unknown flag).
+expect_bad "--help takes no value ('--help=x')" --help=x
+expect_bad "--help-env takes no value ('--help-env=')" --help-env=
+expect_bad "--dry-run takes no value ('--dry-run=yes')" --dry-run=yes --nproc-per-node 1 true
+expect_bad "unknown flag '--bogus=1'" --bogus=1 --nproc-per-node 1 true
 "$HOOPRUN" --help > "$TMP/help" || fail "--help did not exit 0"
 assert_contains "$TMP/help" "usage: hooprun"
 assert_contains "$TMP/help" "HOOP_TOKEN"

@@ -356,6 +356,19 @@ static int check_combinations(const cli *c)
     return 0;
 }
 
+/* Is arg "--NAME=VALUE" for a flag NAME that takes no value (getopt_long refuses it as it
+ * refuses an unknown flag: the message must say which it is)? */
+static int takes_no_value(const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    if (strncmp(arg, "--", 2) != 0 || eq == NULL) return 0;
+    for (const struct option *o = long_opts; o->name; o++)
+        if (o->has_arg == no_argument && strlen(o->name) == (size_t)(eq - arg - 2) &&
+            strncmp(o->name, arg + 2, (size_t)(eq - arg - 2)) == 0)
+            return 1;
+    return 0;
+}
+
 /* Returns 0 to go on, 2 for a usage error, -1 when help was printed. */
 static int parse_cli(int argc, char **argv, cli *c)
 {
@@ -372,6 +385,8 @@ static int parse_cli(int argc, char **argv, cli *c)
     while ((opt = getopt_long(argc, argv, "+:", long_opts, NULL)) != -1) {
         const char *flag = argv[optind - 1];
         if (opt == ':') return bad_usage("%s needs a value", flag);
+        if (opt == '?' && takes_no_value(flag))
+            return bad_usage("%.*s takes no value ('%s')", (int)strcspn(flag, "="), flag, flag);
         if (opt == '?') return bad_usage("unknown flag '%s'", flag);
         if (opt == OPT_PORT) c->port_flag = 1;
         int rc = take_option(c, opt, optarg, argc, argv);
@@ -555,8 +570,8 @@ static int resolve(const cli *c, hooprun_plan *p, int *reserve_fd)
 
 static void print_dry_run(const hooprun_plan *p)
 {
-    printf("hooprun: dry run: %d workers on node %d of %d; command:", p->nproc_per_node,
-           p->node_rank, p->nnodes);
+    printf("hooprun: dry run: %d worker%s on node %d of %d; command:", p->nproc_per_node,
+           p->nproc_per_node == 1 ? "" : "s", p->node_rank, p->nnodes);
     for (char **a = p->argv; *a; a++) printf(" %s", *a);
     printf("\n");
     const char *t = getenv("HOOP_TOKEN");
@@ -608,9 +623,10 @@ static int run_attempts(hooprun_plan *p, int *reserve_fd)
         }
         if (k > 0)
             fprintf(stderr,
-                    "hooprun: restart %d of %d: starting all %d workers again (rendezvous "
+                    "hooprun: restart %d of %d: starting %s %d worker%s again (rendezvous "
                     "%s:%d, restart count %d in the token)\n",
-                    k, p->max_restarts, p->nproc_per_node, p->master_addr, p->master_port, k);
+                    k, p->max_restarts, p->nproc_per_node == 1 ? "the" : "all", p->nproc_per_node,
+                    p->nproc_per_node == 1 ? "" : "s", p->master_addr, p->master_port, k);
         int failed;
         int rc = hooprun_supervise(p, &failed);
         if (!failed) return rc;

@@ -952,7 +952,9 @@ static void say_goodbye(hoop_store_server *s)
         queue_goodbye(s, c, code, reason);
         told++;
     }
-    if (told) HOOP_INFO(BOOT, "store %s: told %d clients goodbye: %s", s->name, told, reason);
+    if (told)
+        HOOP_INFO(BOOT, "store %s: told %d client%s goodbye: %s", s->name, told,
+                  told == 1 ? "" : "s", reason);
     flush_goodbyes(s);
     drain_inputs(s);
 }
