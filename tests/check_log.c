@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "core/env.h"
 #include "core/log.h"
 #include "run_suite.h"
 
@@ -138,6 +139,75 @@ START_TEST(test_timestamps)
 }
 END_TEST
 
+/* What HOOP_DEBUG_TIMESTAMP_FORMAT takes: every accepted form, and each refused one with
+ * why; env.c's check (which the tools run, exit 2) says the same, naming the variable. */
+static const char *const ts_good[] = {
+    "",
+    "[%F %T.%3f] ",
+    "%Y-%m-%dT%H:%M:%S.%f%z ",
+    "%s.%9f|%% %1f %a %A %b %B %e %j %Z",
+    "%Ec %EY %Od %OH %k %l %P %p %r %R %D %n %t %u %w %U %V %W %g %G %C %y %x %X %h %I %c",
+    "plain text, no conversion"};
+static const struct {
+    const char *format, *why;
+} ts_bad[] = {
+    {"%Q ", "'%Q' is not a conversion it takes"},
+    {"[%T] %", "'%' is not a conversion it takes"},
+    {"%0f", "'%0' is not a conversion it takes"},
+    {"%Ez", "'%Ez' is not a conversion it takes"},
+    {"%Oq", "'%Oq' is not a conversion it takes"},
+    {"%E", "'%E' is not a conversion it takes"},
+    {"%-d", "'%-' is not a conversion it takes"},
+    {"%A %A %A %A %A %A %A %A %A %A %A %A %A %A %A %A %A",
+     "the time it writes can be longer than 159 bytes"},
+};
+
+START_TEST(test_timestamp_format_check)
+{
+    char why[160];
+    for (size_t i = 0; i < sizeof(ts_good) / sizeof(ts_good[0]); i++) {
+        ck_assert_msg(hoop__log_ts_format_check(ts_good[i], why, sizeof(why)) == 1, "'%s': %s",
+                      ts_good[i], why);
+        setenv("HOOP_DEBUG_TIMESTAMP_FORMAT", ts_good[i], 1);
+        ck_assert_int_eq(hoop__env_check_all(), HOOP_OK);
+    }
+    for (size_t i = 0; i < sizeof(ts_bad) / sizeof(ts_bad[0]); i++) {
+        why[0] = '\0';
+        ck_assert_msg(hoop__log_ts_format_check(ts_bad[i].format, why, sizeof(why)) == 0,
+                      "'%s' was taken", ts_bad[i].format);
+        ck_assert_msg(strstr(why, ts_bad[i].why), "'%s': %s", ts_bad[i].format, why);
+        setenv("HOOP_DEBUG_TIMESTAMP_FORMAT", ts_bad[i].format, 1);
+        const char *v;
+        ck_assert_int_eq(hoop__env_str("HOOP_DEBUG_TIMESTAMP_FORMAT", &v), HOOP_ERR_INVALID);
+        char want[200];
+        snprintf(want, sizeof(want), "HOOP_DEBUG_TIMESTAMP_FORMAT='%s': %s", ts_bad[i].format,
+                 ts_bad[i].why);
+        ck_assert_msg(strstr(hoop_last_error(), want), "%s", hoop_last_error());
+        ck_assert_ptr_nonnull(strstr(hoop_last_error(), "%1f..%9f"));
+    }
+    char long_format[200];
+    memset(long_format, 'x', 128);
+    long_format[128] = '\0';
+    ck_assert_int_eq(hoop__log_ts_format_check(long_format, why, sizeof(why)), 0);
+    ck_assert_ptr_nonnull(strstr(why, "it is 128 bytes long, over 127"));
+    long_format[127] = '\0';
+    ck_assert_int_eq(hoop__log_ts_format_check(long_format, why, sizeof(why)), 1);
+}
+END_TEST
+
+/* The logger stamps nothing with a format it does not take (rather than garbage). */
+START_TEST(test_bad_timestamp_format_ignored)
+{
+    setenv("HOOP_DEBUG_TIMESTAMP_FORMAT", "%Q [%T] ", 1);
+    hoop_log_set(capture, NULL);
+    HOOP_WARN("unstamped");
+    ck_assert_int_eq(nlines, 1);
+    char host[64] = "";
+    gethostname(host, sizeof(host) - 1);
+    ck_assert_msg(strncmp(lines[0], host, strlen(host)) == 0, "%s", lines[0]);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("log");
@@ -147,6 +217,8 @@ int main(void)
     tcase_add_test(tc, test_info_names_the_version);
     tcase_add_test(tc, test_no_version_at_warn);
     tcase_add_test(tc, test_timestamps);
+    tcase_add_test(tc, test_timestamp_format_check);
+    tcase_add_test(tc, test_bad_timestamp_format_ignored);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

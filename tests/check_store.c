@@ -625,7 +625,7 @@ static void *waiter_main(void *arg)
     hoop_store *h = NULL;
     char buf[8];
     size_t n;
-    w->st = connect_as(&h, w->port, TOKEN, 0, 1, 5000);
+    w->st = connect_as(&h, w->port, TOKEN, 0, 0, 5000); /* world_size not stated */
     if (w->st == HOOP_OK) w->st = hoop_store_get(h, "never", buf, sizeof(buf), &n, 10000);
     w->done_ns = hoop__now_ns();
     snprintf(w->msg, sizeof(w->msg), "%s", hoop_last_error());
@@ -1015,6 +1015,98 @@ START_TEST(test_bad_token)
 }
 END_TEST
 
+/* Parks a get on the store as rank a->rank of a->ws; records how and when it ended. */
+static void *parked_get_main(void *arg)
+{
+    struct rank_arg *a = arg;
+    hoop_store *h = NULL;
+    char buf[8];
+    size_t n;
+    a->st = connect_as(&h, a->port, TOKEN, a->rank, a->ws, 5000);
+    if (a->st == HOOP_OK) a->st = hoop_store_get(h, "never", buf, sizeof(buf), &n, 20000);
+    a->done_ns = hoop__now_ns();
+    snprintf(a->msg, sizeof(a->msg), "%s", hoop_last_error());
+    hoop_store_destroy(h);
+    return NULL;
+}
+
+/* A rank of the job (rank 1 of 3) that has not connected yet comes with another
+ * world_size (case 0) or a wrong token (case 1): the job cannot start, so the server
+ * fails the ranks waiting on it at once (not at their 20 s timeout) with
+ * HOOP_ERR_MISMATCH naming rank 1 and what differs, refuses rank 1 saying the same, and
+ * refuses the ranks that come after. The token itself is never shown. */
+START_TEST(test_job_rank_refused)
+{
+    hoop_store_config cfg = {
+        .host = "127.0.0.1", .token = TOKEN, .rank = 0, .world_size = 3, .timeout_ms = 5000};
+    hoop_store_server *owner = NULL;
+    ASSERT_OK(hoop_store_server_init(&owner, &cfg));
+    int port = hoop_store_server_port(owner);
+    struct rank_arg w[2] = {{.port = port, .rank = 0, .ws = 3}, {.port = port, .rank = 2, .ws = 3}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, parked_get_main, &w[i]), 0);
+    msleep(300); /* both gets are parked by now */
+    const char *why = _i == 0 ? "WORLD_SIZE=4 on rank 1 but WORLD_SIZE=3 on rank 0"
+                              : "wrong or missing HOOP_TOKEN";
+    hoop_store *h = NULL;
+    int64_t t0 = hoop__now_ns();
+    ck_assert_int_eq(connect_as(&h, port, _i == 0 ? TOKEN : "wrong", 1, _i == 0 ? 4 : 3, 5000),
+                     HOOP_ERR_REMOTE);
+    ASSERT_MSG_HAS(why);
+    ck_assert_msg(!strstr(hoop_last_error(), TOKEN), "the token leaked: %s", hoop_last_error());
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        double ms = (double)(w[i].done_ns - t0) / 1e6;
+        ck_assert_msg(w[i].st == HOOP_ERR_MISMATCH, "rank %d: %s: %s", w[i].rank,
+                      hoop_status_name(w[i].st), w[i].msg);
+        ck_assert_msg(ms < 3000, "rank %d failed %.0f ms after rank 1 was refused", w[i].rank, ms);
+        ck_assert_msg(strstr(w[i].msg, "it refused rank 1 (127.0.0.1:") && strstr(w[i].msg, why),
+                      "rank %d: %s", w[i].rank, w[i].msg);
+        ck_assert_msg(!strstr(w[i].msg, TOKEN), "the token leaked: %s", w[i].msg);
+    }
+    char fault[700];
+    ck_assert_int_eq(hoop__store_server_fault(owner, fault, sizeof(fault)), 1);
+    ck_assert_msg(strstr(fault, why), "%s", fault);
+    /* A rank that comes later, rightly configured, is refused with the reason. */
+    ck_assert_int_eq(connect_as(&h, port, TOKEN, 2, 3, 5000), HOOP_ERR_REMOTE);
+    ASSERT_MSG_HAS("the store gave up: it refused rank 1");
+    ASSERT_MSG_HAS(why);
+    ck_assert_ptr_null(h);
+    ASSERT_OK(hoop_store_server_destroy(owner));
+}
+END_TEST
+
+/* Refusals that must not fail the job: a rank outside the world, and a rank already
+ * connected (a stray second rank 1 with a wrong token). The parked get stays parked. */
+START_TEST(test_stray_refusal_harmless)
+{
+    hoop_store_config cfg = {
+        .host = "127.0.0.1", .token = TOKEN, .rank = 0, .world_size = 2, .timeout_ms = 5000};
+    hoop_store_server *owner = NULL;
+    ASSERT_OK(hoop_store_server_init(&owner, &cfg));
+    int port = hoop_store_server_port(owner);
+    hoop_store *r1 = NULL, *h = NULL;
+    ASSERT_OK(connect_as(&r1, port, TOKEN, 1, 2, 5000));
+    struct rank_arg w = {.port = port, .rank = 0, .ws = 2};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, parked_get_main, &w), 0);
+    msleep(300);
+    ck_assert_int_eq(connect_as(&h, port, "wrong", 1, 2, 5000), HOOP_ERR_REMOTE);  /* seen */
+    ck_assert_int_eq(connect_as(&h, port, "wrong", 5, 2, 5000), HOOP_ERR_INVALID); /* local */
+    hoop_store_config stray = {
+        .host = "127.0.0.1", .port = port, .token = "wrong", .rank = 7, .timeout_ms = 5000};
+    ck_assert_int_eq(hoop_store_init(&h, &stray), HOOP_ERR_REMOTE); /* outside the world */
+    char fault[700];
+    ck_assert_int_eq(hoop__store_server_fault(owner, fault, sizeof(fault)), 0);
+    ASSERT_OK(hoop_store_set(r1, "never", "x", 1)); /* the parked get is still served */
+    pthread_join(th, NULL);
+    ck_assert_msg(w.st == HOOP_OK, "%s: %s", hoop_status_name(w.st), w.msg);
+    ASSERT_OK(hoop_store_destroy(r1));
+    ASSERT_OK(hoop_store_server_destroy(owner));
+}
+END_TEST
+
 // ----- errors: raw sockets that break the protocol ------------------------------------------
 
 static int raw_connect(int port)
@@ -1047,12 +1139,13 @@ static void put_preface(hoop__buf *b)
     hoop__put_bytes(b, HOOP__STORE_PREFACE, HOOP__STORE_PREFACE_LEN);
 }
 
-/* A HELLO: magic, version, rank 7, then a token of declared and actual length. */
+/* A HELLO: magic, version, rank 7, world_size 0 (not stated), then a token of declared
+ * and actual length. */
 static void put_hello_raw(hoop__buf *b, uint32_t magic, const char *token, size_t declared)
 {
     size_t at = hoop__frame_begin(b, HOOP__STORE_HELLO);
     hoop__put_u32(b, magic);
-    hoop__put_bytes(b, (const uint8_t[]){0, HOOP__STORE_VERSION, 0, 0, 0, 7}, 6);
+    hoop__put_bytes(b, (const uint8_t[]){0, HOOP__STORE_VERSION, 0, 0, 0, 7, 0, 0, 0, 0}, 10);
     hoop__put_u32(b, (uint32_t)declared);
     hoop__put_bytes(b, token, strlen(token));
     hoop__frame_end(b, at);
@@ -1095,7 +1188,7 @@ static const struct {
     {0, 0, "it speaks TLS (\"\\x16\\x03\\x01\\x02\\x00"},      /* 0: a TLS ClientHello */
     {1, 0, "request before the HELLO"},                        /* 1: SET first */
     {1, 0, "bad magic"},                                       /* 2 */
-    {1, 0, "frame length 1015"},                               /* 3: a 1000-byte token */
+    {1, 0, "frame length 1019"},                               /* 3: a 1000-byte token */
     {1, 0, "runs past"},                                       /* 4: token length past the frame */
     {0, 1, "frame length"},                                    /* 5: an HTTP request */
     {0, 1, "frame length 4294967280"},                         /* 6: length 0xFFFFFFF0 */
@@ -1113,7 +1206,7 @@ static const struct {
     {0, 0, "it speaks HTTP (\"GET / HTTP/1.1\\r\\nHost: x"},   /* 18: an HTTP client */
     {0, 0, "it speaks SSH (\"SSH-2.0-OpenSSH_9.2p1\\r\\n\")"}, /* 19: an SSH client */
     {0, 0, "it speaks hoop store protocol 1 (an older hoop)"}, /* 20: a HELLO, no preface */
-    {0, 0, "another version (\"HOOP-STORE/3\\r\\n\\r\\n"},     /* 21 */
+    {0, 0, "another version (\"HOOP-STORE/4\\r\\n\\r\\n"},     /* 21 */
     {0, 0, "no protocol hoop knows (\"\\x7fELF\\x02\\x01\\x01\")"}, /* 22 */
 };
 
@@ -1146,7 +1239,7 @@ static void build_bad(hoop__buf *b, int c)
     case 18: hoop__put_bytes(b, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27); break;
     case 19: hoop__put_bytes(b, "SSH-2.0-OpenSSH_9.2p1\r\n", 23); break;
     case 20: put_hello_raw(b, HOOP__STORE_MAGIC, TOKEN, strlen(TOKEN)); break;
-    case 21: hoop__put_bytes(b, "HOOP-STORE/3\r\n\r\n", 16); break;
+    case 21: hoop__put_bytes(b, "HOOP-STORE/4\r\n\r\n", 16); break;
     case 22:
         hoop__put_bytes(b,
                         "\x7f"
@@ -1234,20 +1327,13 @@ START_TEST(test_stalled_client)
 }
 END_TEST
 
-/* A client of protocol 1 (an older hoop: HELLO without the preface) is answered with a
- * protocol 1 REFUSED frame that says why, not just dropped. */
-START_TEST(test_old_client_told)
+/* Reads one REFUSED frame from fd (then EOF) into why. */
+static void read_refusal(int fd, char *why, size_t cap)
 {
-    int fd = raw_connect(hoop_store_server_port(srv));
-    hoop__buf b = {0};
-    put_hello_raw(&b, HOOP__STORE_MAGIC, TOKEN, strlen(TOKEN));
-    raw_send(fd, &b, b.len);
-    hoop__buf_free(&b);
     uint8_t reply[512];
     size_t n = 0;
     ssize_t k;
     while (n < sizeof(reply) && (k = recv(fd, reply + n, sizeof(reply) - n, 0)) > 0) n += (size_t)k;
-    close(fd);
     ck_assert_uint_ge(n, 9);
     hoop__rd r = {.p = reply, .left = n};
     uint32_t len = hoop__get_u32(&r);
@@ -1256,10 +1342,32 @@ START_TEST(test_old_client_told)
     size_t tn = 0;
     const uint8_t *text = hoop__get_str(&r, 400, &tn);
     ck_assert(!r.bad && r.left == 0 && text != NULL);
-    char why[400];
-    snprintf(why, sizeof(why), "%.*s", (int)tn, (const char *)text);
-    ck_assert_msg(strstr(why, "store protocol 2") && strstr(why, "same hoop"), "%s", why);
-    assert_last_warn_has("hoop store protocol 1 (an older hoop)");
+    snprintf(why, cap, "%.*s", (int)tn, (const char *)text);
+}
+
+/* A client of protocol 1 (an older hoop: HELLO without the preface) or 2 (preface
+ * "HOOP-STORE/2", HELLO without world_size) is answered with a REFUSED frame of its
+ * protocol (the framing is the same) that says why, not just dropped. */
+START_TEST(test_old_client_told)
+{
+    for (int version = 1; version <= 2; version++) {
+        int fd = raw_connect(hoop_store_server_port(srv));
+        hoop__buf b = {0};
+        if (version == 2) hoop__put_bytes(&b, "HOOP-STORE/2\r\n\r\n", 16);
+        size_t at = hoop__frame_begin(&b, HOOP__STORE_HELLO); /* rank 7, the token */
+        hoop__put_u32(&b, HOOP__STORE_MAGIC);
+        hoop__put_bytes(&b, (const uint8_t[]){0, (uint8_t)version, 0, 0, 0, 7}, 6);
+        hoop__put_str(&b, TOKEN, strlen(TOKEN));
+        hoop__frame_end(&b, at);
+        raw_send(fd, &b, b.len);
+        hoop__buf_free(&b);
+        char why[400];
+        read_refusal(fd, why, sizeof(why));
+        close(fd);
+        ck_assert_msg(strstr(why, "store protocol 3") && strstr(why, "same hoop"), "%s", why);
+        assert_last_warn_has(version == 1 ? "hoop store protocol 1 (an older hoop)"
+                                          : "told it so in protocol 2");
+    }
 }
 END_TEST
 
@@ -1435,6 +1543,8 @@ int main(void)
     tcase_add_test(errs, test_server_dies);
     tcase_add_test(errs, test_goodbye_long_reason);
     tcase_add_test(errs, test_bad_token);
+    tcase_add_loop_test(errs, test_job_rank_refused, 0, 2);
+    tcase_add_test(errs, test_stray_refusal_harmless);
     tcase_add_loop_test(errs, test_malformed, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(errs, test_stalled_client);
     tcase_add_test(errs, test_foreign_http_server);

@@ -46,11 +46,44 @@ HOOP_TIMEOUT=.5 "$HOOPRUN" --nproc-per-node 1 true 2> "$TMP/err" ||
 HOOP_CUDA_DEVICE=abc expect_bad "HOOP_CUDA_DEVICE='abc' is not a device index" --nproc-per-node 1 true
 HOOP_CUDA_DEVICE=+1 expect_bad "HOOP_CUDA_DEVICE='+1' is not a device index" --nproc-per-node 1 true
 HOOP_CUDA_DEVICE='1 ' expect_bad "HOOP_CUDA_DEVICE='1 ' is not an integer" --nproc-per-node 1 true
+# The log's timestamp format is checked too: what it takes is said.
+HOOP_DEBUG_TIMESTAMP_FORMAT='[%T] %Q' expect_bad \
+    "HOOP_DEBUG_TIMESTAMP_FORMAT='[%T] %Q': '%Q' is not a conversion it takes; it takes text" \
+    --nproc-per-node 1 true
 HOOP_SHM_BYTES='4M ' expect_bad "HOOP_SHM_BYTES='4M ' is not a size in bytes" \
     --nproc-per-node 1 true
 # A MASTER_ADDR too long to be a host name is refused, not replaced by 127.0.0.1.
-MASTER_ADDR=$(printf 'h%.0s' $(seq 300)) expect_bad "MASTER_ADDR is longer than 255 characters" \
+MASTER_ADDR=$(printf 'h%.0s' $(seq 300)) expect_bad \
+    "(300 characters) is not a host name or address: it is longer than 253 characters" \
     --nproc-per-node 1 true
+# What cannot be a host name or address is refused by its form (no lookup), naming the
+# flag or variable and the value; what can is taken as given.
+nohost="is not a host name or address"
+expect_bad "--master-addr '' $nohost: it is empty" --master-addr '' --nproc-per-node 1 true
+expect_bad "--master-addr 'a b' $nohost: ' ' is not allowed in a host name" \
+    --master-addr 'a b' --nproc-per-node 1 true
+expect_bad "--master-addr 'h;x' $nohost: ';' is not allowed" --master-addr 'h;x' \
+    --nproc-per-node 1 true
+expect_bad "--master-addr 'x..y' $nohost: it has an empty label" --master-addr x..y \
+    --nproc-per-node 1 true
+expect_bad "--master-addr '-n' $nohost: a label starts or ends with '-'" --master-addr -n \
+    --nproc-per-node 1 true
+expect_bad "--master-addr '999.1.1.1' $nohost: it is no IPv4 address" --master-addr 999.1.1.1 \
+    --nproc-per-node 1 true
+expect_bad "--master-addr '::1::2' $nohost: it has ':' but is no IPv6 address" \
+    --master-addr ::1::2 --nproc-per-node 1 true
+expect_bad "--master-addr '[::1]' $nohost: write an IPv6 address without brackets" \
+    --master-addr '[::1]' --nproc-per-node 1 true
+expect_bad "a label has 64 characters, over 63" --nproc-per-node 1 \
+    --master-addr "$(printf 'a%.0s' $(seq 64)).example" true
+expect_bad "--rdzv-endpoint's host 'a*b' $nohost: '*' is not allowed" \
+    --rdzv-endpoint 'a*b:29400' --nproc-per-node 1 true
+MASTER_ADDR='node 1' expect_bad "MASTER_ADDR 'node 1' $nohost" --nproc-per-node 1 true
+for addr in gpu-node-07.cluster.local. web_1 10.0.0.2 127.1 ::1 fe80::1%eth0; do
+    "$HOOPRUN" --dry-run --master-addr "$addr" --nproc-per-node 1 true > "$TMP/o" 2>&1 ||
+        fail "--master-addr $addr was refused: $(cat "$TMP/o")"
+    assert_contains "$TMP/o" "MASTER_ADDR=$addr MASTER_PORT="
+done
 # The range is said once.
 expect_bad "--rdzv-endpoint's port is empty; expected an integer in [1, 65535]" \
     --rdzv-endpoint host: --nproc-per-node 1 true
@@ -62,6 +95,18 @@ expect_bad "--nproc-per-node gpu: hooprun does not count GPUs yet" --nproc-per-n
     fail "flags after PROG were not passed through"
 [ "$(cat "$TMP/a")" = "--nproc-per-node 9" ] || fail "PROG got '$(cat "$TMP/a")'"
 
+# One worker is one worker, not "1 workers".
+"$HOOPRUN" --dry-run --nproc-per-node 1 true > "$TMP/o" || fail "--dry-run failed"
+assert_contains "$TMP/o" "hooprun: dry run: 1 worker on node 0 of 1; command: true"
+"$HOOPRUN" --nproc-per-node 1 --max-restarts 1 false 2> "$TMP/e"
+assert_contains "$TMP/e" "hooprun: restart 1 of 1: starting the 1 worker again"
+assert_contains "$TMP/e" "hooprun: summary of node 0 (1 worker; local time"
+grep -q "1 workers" "$TMP/o" "$TMP/e" && fail "'1 workers': $(cat "$TMP/o" "$TMP/e")"
+# A switch given a value is refused, named as a switch (not as an unknown flag).
+expect_bad "--help takes no value ('--help=x')" --help=x
+expect_bad "--help-env takes no value ('--help-env=')" --help-env=
+expect_bad "--dry-run takes no value ('--dry-run=yes')" --dry-run=yes --nproc-per-node 1 true
+expect_bad "unknown flag '--bogus=1'" --bogus=1 --nproc-per-node 1 true
 "$HOOPRUN" --help > "$TMP/help" || fail "--help did not exit 0"
 assert_contains "$TMP/help" "usage: hooprun"
 assert_contains "$TMP/help" "HOOP_TOKEN"

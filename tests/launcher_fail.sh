@@ -51,7 +51,7 @@ echo "plain: rc=$rc, ${ms} ms"
 [ "$ms" -lt 5000 ] || fail "hooprun took $ms ms (limit 5000)"
 assert_contains "$TMP/plain/err" "hooprun: first failure: rank 1 (pid "
 assert_contains "$TMP/plain/err" ") exited with code 3"
-assert_contains "$TMP/plain/err" "ended after hooprun's SIGTERM"
+assert_contains "$TMP/plain/err" "ended by hooprun's SIGTERM"
 assert_contains "$TMP/plain/out" "[rank 1] rank 1 fails now"
 TMP_SAVE=$TMP; TMP=$TMP/plain; assert_no_survivors "$TMP/pids"; TMP=$TMP_SAVE
 [ "$(wc -l < "$TMP/plain/pids")" = 12 ] || fail "expected 12 recorded pids"
@@ -66,6 +66,11 @@ echo "ignore: rc=$rc, ${ms} ms"
 [ "$ms" -ge 3900 ] || fail "hooprun took $ms ms: it cannot have waited 1 s + the 3 s grace period"
 assert_contains "$TMP/ignore/err" "rank 2 (pid "
 assert_contains "$TMP/ignore/err" "sending SIGKILL"
+# Its summary row says what ended it: hooprun's SIGKILL, not "after hooprun's SIGTERM".
+grep -qE "^hooprun:   2 +\S+ +[0-9]+ +- +9 \(SIGKILL\) +[0-9:.]+ +killed by hooprun's SIGKILL \(still running --grace after SIGTERM\)\$" \
+    "$TMP/ignore/err" || { cat "$TMP/ignore/err"; fail "rank 2's row does not name hooprun's SIGKILL"; }
+grep -qE "^hooprun:   2 .*after hooprun's SIGTERM\$" "$TMP/ignore/err" &&
+    fail "rank 2, killed by SIGKILL, is said to have ended after SIGTERM"
 TMP_SAVE=$TMP; TMP=$TMP/ignore; assert_no_survivors "$TMP/pids"; TMP=$TMP_SAVE
 
 # sigint_when_ready PID N: once N workers have touched $dir/ready.*, sends SIGINT to
@@ -158,7 +163,7 @@ grep -qE "^hooprun:   0 +$host +[0-9]+ +2 +- +[0-9:.]+ +first failure\$" "$TMP/e
     fail "no summary row for rank 0"
 grep -qE "^hooprun:   1 +$host +[0-9]+ +2 +- +[0-9:.]+ +failed too\$" "$TMP/echo/err" ||
     fail "no summary row for rank 1"
-grep -qE "^hooprun:   2 +$host +[0-9]+ +- +15 \(SIGTERM\) +[0-9:.]+ +ended after" "$TMP/echo/err" ||
+grep -qE "^hooprun:   2 +$host +[0-9]+ +- +15 \(SIGTERM\) +[0-9:.]+ +ended by hooprun's SIGTERM\$" "$TMP/echo/err" ||
     fail "no summary row for rank 2"
 
 # 7. A worker dies of a signal; the others notice, print an error and exit 1 right after
@@ -211,9 +216,10 @@ cat "$TMP/stop/err"
 [ "$rc" = 4 ] || fail "a stopped rank 1 gave $rc, not rank 2's 4"
 assert_contains "$TMP/stop/err" "hooprun: rank 1 (pid $(cat "$TMP/stop/pid.1")) is stopped"
 assert_contains "$TMP/stop/err" "hooprun: first failure: rank 1 (pid "
-assert_contains "$TMP/stop/err" "when rank 2 failed; the others waited for it"
-assert_contains "$TMP/stop/err" "message: rank 2: timed out waiting for data from rank 1"
-grep -qE "^hooprun:   1 +\S+ +[0-9]+ +- +15 \(SIGTERM\) +[0-9:.]+ +first failure \(was stopped\)\$" \
+assert_contains "$TMP/stop/err" "is stopped (SIGSTOP or job control) while rank 2 fails: rank 2 may have failed waiting for it"
+assert_contains "$TMP/stop/err" "when rank 2 failed, which it may have done waiting for it"
+assert_contains "$TMP/stop/err" "rank 2's message: rank 2: timed out waiting for data from rank 1"
+grep -qE "^hooprun:   1 +\S+ +[0-9]+ +- +15 \(SIGTERM\) +[0-9:.]+ +first failure: it was stopped \(SIGSTOP\); ended by hooprun's SIGTERM\$" \
     "$TMP/stop/err" || fail "no summary row for the stopped rank 1"
 grep -q "did not stop within" "$TMP/stop/err" && fail "the stopped rank waited for SIGKILL"
 [ "$ms" -lt 4000 ] || fail "hooprun took $ms ms with a stopped worker (SIGCONT after SIGTERM: < 4000)"

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # tests/launcher_smoke.sh -- the README's first job: 4 workers meet through the store under
 # hooprun (on the port hooprun reserved), pass a barrier, add and all-gather. Also: bad
-# env exits 2, a missing rank 0 exits 1 at about HOOP_TIMEOUT.
+# env exits 2, ranks started by hand that disagree on WORLD_SIZE or HOOP_TOKEN both exit 1
+# at once naming it, a missing rank 0 exits 1 at about HOOP_TIMEOUT.
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 SMOKE=${top_builddir:-.}/tools/hoop-smoke
 [ -x "$SMOKE" ] || fail "$SMOKE is not built"
@@ -29,6 +30,38 @@ assert_contains "$TMP/e1" "MASTER_PORT"
 "$SMOKE" 2> "$TMP/e2"
 [ $? = 2 ] || fail "a missing env did not give exit 2"
 assert_contains "$TMP/e2" "MASTER_ADDR"
+
+# Two ranks started by hand (no hooprun) that disagree on WORLD_SIZE, or on HOOP_TOKEN:
+# both fail at once, not at HOOP_TIMEOUT=30 s, each naming the disagreement and who said
+# what; rank 0's store never shows the token.
+hand_pair() { # WS0 TOKEN0 WS1 TOKEN1: rc0, rc1, ms; stderr in $TMP/h0, $TMP/h1
+    local port=$((20000 + RANDOM % 20000)) t0 pid0
+    t0=$(now_ms)
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=$1 HOOP_TOKEN=$2 HOOP_TIMEOUT=30 \
+        "$SMOKE" 2> "$TMP/h0" &
+    pid0=$!
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=1 WORLD_SIZE=$3 HOOP_TOKEN=$4 HOOP_TIMEOUT=30 \
+        "$SMOKE" 2> "$TMP/h1"
+    rc1=$?
+    wait $pid0
+    rc0=$?
+    ms=$(($(now_ms) - t0))
+}
+hand_pair 2 s3cret-zero 3 s3cret-zero
+echo "WORLD_SIZE 2 vs 3: rc=$rc0,$rc1, ${ms} ms"
+[ "$rc0,$rc1" = 1,1 ] || { cat "$TMP/h0" "$TMP/h1"; fail "WORLD_SIZE 2 vs 3 gave $rc0,$rc1"; }
+[ "$ms" -lt 10000 ] || fail "WORLD_SIZE 2 vs 3 took $ms ms to fail (HOOP_TIMEOUT=30)"
+assert_contains "$TMP/h0" "rank 0's store refused rank 1 (127.0.0.1:"
+assert_contains "$TMP/h0" "WORLD_SIZE=3 on rank 1 but WORLD_SIZE=2 on rank 0"
+assert_contains "$TMP/h1" "refused this client: WORLD_SIZE=3 on rank 1 but WORLD_SIZE=2 on rank 0"
+hand_pair 2 s3cret-zero 2 s3cret-one
+echo "HOOP_TOKEN differs: rc=$rc0,$rc1, ${ms} ms"
+[ "$rc0,$rc1" = 1,1 ] || { cat "$TMP/h0" "$TMP/h1"; fail "a wrong HOOP_TOKEN gave $rc0,$rc1"; }
+[ "$ms" -lt 10000 ] || fail "a wrong HOOP_TOKEN took $ms ms to fail (HOOP_TIMEOUT=30)"
+assert_contains "$TMP/h0" "rank 0's store refused rank 1 (127.0.0.1:"
+assert_contains "$TMP/h0" "wrong or missing HOOP_TOKEN"
+assert_contains "$TMP/h1" "refused this client: wrong or missing HOOP_TOKEN"
+grep -q s3cret "$TMP/h0" "$TMP/h1" && fail "a token was printed: $(cat "$TMP/h0" "$TMP/h1")"
 
 # Rank 1 of 2 with nobody hosting the store: fails (exit 1) near HOOP_TIMEOUT=2 s.
 t0=$(now_ms)

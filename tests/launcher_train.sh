@@ -35,6 +35,8 @@ line_at=$(grep -abo '\[rank 0\] epoch 1/1 loss' "$TMP/bar" | head -1 | cut -d: -
 [ -n "$bar_at" ] && [ -n "$line_at" ] || fail "bar or epoch line missing: $(od -c "$TMP/bar")"
 [ "$bar_at" -lt "$line_at" ] ||
     fail "the bar (byte $bar_at) came after the epoch line (byte $line_at): $(od -c "$TMP/bar")"
+grep -q "^\[rank 0\] hoop-train: .*, 1 epoch, " "$TMP/bar" ||
+    fail "the first line does not say '1 epoch': $(head -c 400 "$TMP/bar")"
 grep -q "$(printf '32/32 loss [0-9.]* [0-9]* samples/s \r')" "$TMP/bar" ||
     fail "the last bar did not end with its '\\r': $(od -c "$TMP/bar")"
 echo "PASS"

@@ -116,7 +116,8 @@ int main(int argc, char **argv)
     if (rc == 0) rc = check_allgather(st, rank, world_size);
     if (rc == 0) rc = wait_for_others(st, rank, world_size);
     if (rc == 0 && rank == 0)
-        printf("smoke: %d ranks joined, barrier ok, allgather ok\n", world_size);
+        printf("smoke: %d rank%s joined, barrier ok, allgather ok\n", world_size,
+               world_size == 1 ? "" : "s");
     if ((s = hoop_store_destroy(st)) != HOOP_OK && rc == 0) rc = failed(rank, "destroy", s);
     return rc;
 }

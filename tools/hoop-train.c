@@ -1278,11 +1278,11 @@ static hoop_status run(trainer *t)
     }
     if (t->dist.rank == 0) {
         printf("hoop-train: %s, %zu parameters, %zu train / %zu test samples, %d worker(s) x "
-               "batch %lld, %s lr %g, %lld epochs, %d OpenBLAS thread(s)\n",
+               "batch %lld, %s lr %g, %lld epoch%s, %d OpenBLAS thread(s)\n",
                model_name(t), hoop_model_numel(t->model), t->ntrain, hoop_dataset_count(t->test),
                t->dist.world_size, (long long)o->batch_size,
                o->optimizer == TRAIN_OPT_SGD ? "sgd" : "adamw", (double)o->lr, (long long)o->epochs,
-               openblas_get_num_threads());
+               o->epochs == 1 ? "" : "s", openblas_get_num_threads());
         fflush(stdout);
     }
     for (int64_t epoch = t->start_epoch; epoch < o->epochs; epoch++) {

@@ -62,7 +62,10 @@ static const char usage[] =
     "  --nproc-per-node P  workers on this node, 1..4096, or auto|cpu: one per CPU hooprun\n"
     "                      may use (required)\n"
     "  --master-addr A     host of rank 0's store (default: MASTER_ADDR; under Slurm with\n"
-    "                      N > 1 the first host of SLURM_JOB_NODELIST; else 127.0.0.1)\n"
+    "                      N > 1 the first host of SLURM_JOB_NODELIST; else 127.0.0.1): a\n"
+    "                      host name (letters, digits, '-', '_', '.'; up to 253), an IPv4\n"
+    "                      address, or an IPv6 one without brackets (fe80::1%eth0 too);\n"
+    "                      checked by its form, not looked up\n"
     "  --master-port Q     its port, 1..65535 (default: MASTER_PORT; with one node and no\n"
     "                      address or port given, a free port of 127.0.0.1; else 29500)\n"
     "  --rdzv-endpoint A[:Q]  the same as --master-addr A --master-port Q (Q: 29400);\n"
@@ -258,6 +261,8 @@ static int parse_endpoint(cli *c, const char *arg)
     if (hlen == 0 || hlen >= sizeof(c->rdzv_host))
         return bad_usage("--rdzv-endpoint '%s' has no host name or address", arg);
     snprintf(c->rdzv_host, sizeof(c->rdzv_host), "%.*s", (int)hlen, host);
+    if (hoop__launch_check_host("--rdzv-endpoint's host", c->rdzv_host) != HOOP_OK)
+        return bad_usage("%s", hoop_last_error());
     c->rdzv = 1;
     c->port = RDZV_DEFAULT_PORT;
     return port ? parse_num("--rdzv-endpoint's port", port, 1, 65535, &c->port) : 0;
@@ -292,8 +297,8 @@ static int take_option(cli *c, int opt, const char *arg, int argc, char **argv)
     case OPT_NPROC: return parse_nproc(arg, &c->nproc);
     case OPT_PORT: return parse_num("--master-port", arg, 1, 65535, &c->port);
     case OPT_ADDR:
-        if (*arg == '\0' || strlen(arg) > 255)
-            return bad_usage("--master-addr '%s' is not a host name or address", arg);
+        if (hoop__launch_check_host("--master-addr", arg) != HOOP_OK)
+            return bad_usage("%s", hoop_last_error());
         c->addr = arg;
         return 0;
     case OPT_RDZV_ENDPOINT: return parse_endpoint(c, arg);
@@ -351,6 +356,19 @@ static int check_combinations(const cli *c)
     return 0;
 }
 
+/* Is arg "--NAME=VALUE" for a flag NAME that takes no value (getopt_long refuses it as it
+ * refuses an unknown flag: the message must say which it is)? */
+static int takes_no_value(const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    if (strncmp(arg, "--", 2) != 0 || eq == NULL) return 0;
+    for (const struct option *o = long_opts; o->name; o++)
+        if (o->has_arg == no_argument && strlen(o->name) == (size_t)(eq - arg - 2) &&
+            strncmp(o->name, arg + 2, (size_t)(eq - arg - 2)) == 0)
+            return 1;
+    return 0;
+}
+
 /* Returns 0 to go on, 2 for a usage error, -1 when help was printed. */
 static int parse_cli(int argc, char **argv, cli *c)
 {
@@ -367,6 +385,8 @@ static int parse_cli(int argc, char **argv, cli *c)
     while ((opt = getopt_long(argc, argv, "+:", long_opts, NULL)) != -1) {
         const char *flag = argv[optind - 1];
         if (opt == ':') return bad_usage("%s needs a value", flag);
+        if (opt == '?' && takes_no_value(flag))
+            return bad_usage("%.*s takes no value ('%s')", (int)strcspn(flag, "="), flag, flag);
         if (opt == '?') return bad_usage("unknown flag '%s'", flag);
         if (opt == OPT_PORT) c->port_flag = 1;
         int rc = take_option(c, opt, optarg, argc, argv);
@@ -468,11 +488,11 @@ static int pick_master(const cli *c, hooprun_plan *p, int *reserve_fd)
     const char *env_addr = c->standalone ? NULL : getenv("MASTER_ADDR");
     int env_port = -1;
     if (!c->standalone && env_num("MASTER_PORT", 1, 65535, &env_port)) return 2;
-    if (env_addr && strlen(env_addr) > 255)
-        return bad_usage("MASTER_ADDR is longer than 255 characters (%zu): not a host name or "
-                         "address",
-                         strlen(env_addr));
     const char *flag_addr = c->rdzv ? c->rdzv_host : c->addr;
+    /* The variable is checked as the flag is, where it is used (a flag wins over it). */
+    if (!flag_addr && env_addr && *env_addr &&
+        hoop__launch_check_host("MASTER_ADDR", env_addr) != HOOP_OK)
+        return bad_usage("%s", hoop_last_error());
     if (flag_addr)
         snprintf(p->master_addr, sizeof(p->master_addr), "%s", flag_addr);
     else if (env_addr && *env_addr)
@@ -550,8 +570,8 @@ static int resolve(const cli *c, hooprun_plan *p, int *reserve_fd)
 
 static void print_dry_run(const hooprun_plan *p)
 {
-    printf("hooprun: dry run: %d workers on node %d of %d; command:", p->nproc_per_node,
-           p->node_rank, p->nnodes);
+    printf("hooprun: dry run: %d worker%s on node %d of %d; command:", p->nproc_per_node,
+           p->nproc_per_node == 1 ? "" : "s", p->node_rank, p->nnodes);
     for (char **a = p->argv; *a; a++) printf(" %s", *a);
     printf("\n");
     const char *t = getenv("HOOP_TOKEN");
@@ -603,9 +623,10 @@ static int run_attempts(hooprun_plan *p, int *reserve_fd)
         }
         if (k > 0)
             fprintf(stderr,
-                    "hooprun: restart %d of %d: starting all %d workers again (rendezvous "
+                    "hooprun: restart %d of %d: starting %s %d worker%s again (rendezvous "
                     "%s:%d, restart count %d in the token)\n",
-                    k, p->max_restarts, p->nproc_per_node, p->master_addr, p->master_port, k);
+                    k, p->max_restarts, p->nproc_per_node == 1 ? "the" : "all", p->nproc_per_node,
+                    p->nproc_per_node == 1 ? "" : "s", p->master_addr, p->master_port, k);
         int failed;
         int rc = hooprun_supervise(p, &failed);
         if (!failed) return rc;

@@ -68,6 +68,7 @@ typedef struct hooprun_worker {
     int64_t end_ns;           /* CLOCK_MONOTONIC when hooprun reaped it */
     struct timespec end_wall; /* CLOCK_REALTIME at the same moment */
     int after_stop;           /* it ended after hooprun had sent it SIGTERM */
+    int after_kill;           /* ... and after hooprun had sent SIGKILL too */
     int found_stopped;        /* it was stopped (state T: SIGSTOP) when
                                * the first worker failed: the others may have timed out
                                * waiting for it */

@@ -154,9 +154,9 @@ static void find_stopped(supervisor *s, const worker *failed)
         if (!w->running || !process_stopped(w->pid)) continue;
         w->found_stopped = 1;
         fprintf(stderr,
-                "hooprun: rank %d (pid %d) is stopped (SIGSTOP or job control) as "
-                "rank %d fails\n",
-                w->rank, (int)w->pid, failed->rank);
+                "hooprun: rank %d (pid %d) is stopped (SIGSTOP or job control) while rank %d "
+                "fails: rank %d may have failed waiting for it\n",
+                w->rank, (int)w->pid, failed->rank, failed->rank);
     }
 }
 
@@ -184,6 +184,7 @@ static void worker_ended(supervisor *s, worker *w, int status, int64_t now)
     w->status = status;
     w->end_ns = now;
     w->after_stop = s->stopping;
+    w->after_kill = s->killed;
     clock_gettime(CLOCK_REALTIME, &w->end_wall);
     int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
     /* After hooprun was interrupted, workers dying of it are expected: no culprit. */
@@ -479,8 +480,8 @@ int hooprun_supervise(const hooprun_plan *plan, int *failed)
     for (int i = 0; i < plan->nproc_per_node && !s.spawn_failed; i++)
         s.spawn_failed = spawn(&s, i) != 0;
     if (s.spawn_failed) {
-        fprintf(stderr, "hooprun: could not start rank %d; stopping the %d started workers\n",
-                plan->node_rank * plan->nproc_per_node + s.n, s.n);
+        fprintf(stderr, "hooprun: could not start rank %d; stopping the %d started worker%s\n",
+                plan->node_rank * plan->nproc_per_node + s.n, s.n, s.n == 1 ? "" : "s");
         begin_stop(&s); /* their deaths by SIGTERM are ours, not theirs */
     }
     run_loop(&s);

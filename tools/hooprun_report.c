@@ -137,7 +137,7 @@ static void wall_time(const struct timespec *ts, char *buf, size_t cap, const ch
 static void print_message(const hooprun_worker *w)
 {
     if (w->tail_count == 0) {
-        fprintf(stderr, "hooprun:   (it wrote nothing on stderr)\n");
+        fprintf(stderr, "hooprun:   (rank %d wrote nothing on stderr)\n", w->rank);
         return;
     }
     int last = (w->tail_next + HOOPRUN_TAIL_LINES - 1) % HOOPRUN_TAIL_LINES;
@@ -146,18 +146,31 @@ static void print_message(const hooprun_worker *w)
                 (double)(w->end_ns - w->tail[last].ns) / 1e9, w->tail[last].text);
         return;
     }
-    const char *label = "  message: ";
+    char label[40];
+    int width = snprintf(label, sizeof(label), "  rank %d's message: ", w->rank);
     for (int k = 0; k < w->tail_count; k++) {
         int i = (w->tail_next - w->tail_count + k + HOOPRUN_TAIL_LINES) % HOOPRUN_TAIL_LINES;
         if (w->tail[i].ns < w->tail[last].ns - BURST_NS) continue;
         fprintf(stderr, "hooprun: %s%s\n", label, w->tail[i].text);
-        label = "           ";
+        snprintf(label, sizeof(label), "%*s", width, "");
     }
+}
+
+/* How a worker that ended after hooprun began to stop the workers ended: by hooprun's
+ * SIGTERM, by its SIGKILL (the worker outlived --grace), or otherwise after them. */
+static const char *stop_note(const hooprun_worker *w)
+{
+    int sig = WIFSIGNALED(w->status) ? WTERMSIG(w->status) : 0;
+    if (sig == SIGKILL && w->after_kill)
+        return "killed by hooprun's SIGKILL (still running --grace after SIGTERM)";
+    if (sig == SIGTERM) return "ended by hooprun's SIGTERM";
+    if (sig == SIGKILL) return "killed by a SIGKILL not hooprun's, after hooprun's SIGTERM";
+    return "ended after hooprun's SIGTERM";
 }
 
 static void print_row(const hooprun_plan *p, const hooprun_worker *w, int first)
 {
-    char code[16] = "-", sig[40] = "-", when[64] = "-";
+    char code[16] = "-", sig[40] = "-", when[64] = "-", stopped[120];
     const char *note;
     if (!w->ended) {
         note = "still running (survived SIGKILL)";
@@ -168,9 +181,11 @@ static void print_row(const hooprun_plan *p, const hooprun_worker *w, int first)
         else
             snprintf(code, sizeof(code), "%d", WEXITSTATUS(w->status));
         wall_time(&w->end_wall, when, sizeof(when), "%H:%M:%S");
-        note = first && w->found_stopped ? "first failure (was stopped)"
+        snprintf(stopped, sizeof(stopped), "first failure: it was stopped (SIGSTOP); %s",
+                 stop_note(w));
+        note = first && w->found_stopped ? stopped
                : first                   ? "first failure"
-               : w->after_stop           ? "ended after hooprun's SIGTERM"
+               : w->after_stop           ? stop_note(w)
                : failed(w)               ? "failed too"
                                          : "finished";
     }
@@ -188,11 +203,11 @@ int hooprun_report(const hooprun_plan *p, const hooprun_worker *w, int n, int fa
                 "when ",
                 w[first].rank, (int)w[first].pid);
         if (noticed >= 0) {
-            fprintf(stderr, "rank %d failed; the others waited for it\n", w[noticed].rank);
-            fprintf(stderr, "hooprun:   rank %d's message:\n", w[noticed].rank);
+            fprintf(stderr, "rank %d failed, which it may have done waiting for it\n",
+                    w[noticed].rank);
             print_message(&w[noticed]);
         } else {
-            fprintf(stderr, "the job failed; the others waited for it\n");
+            fprintf(stderr, "the job failed; the others may have waited for it\n");
         }
         if (p->log_dir) fprintf(stderr, "hooprun:   its output: %s\n", w[first].log_path);
     } else if (first >= 0) {
@@ -207,8 +222,8 @@ int hooprun_report(const hooprun_plan *p, const hooprun_worker *w, int n, int fa
     char date[64];
     clock_gettime(CLOCK_REALTIME, &now);
     wall_time(&now, date, sizeof(date), "%Y-%m-%d %H:%M:%S");
-    fprintf(stderr, "hooprun: summary of node %d (%d workers; local time, now %s):\n", p->node_rank,
-            n, date);
+    fprintf(stderr, "hooprun: summary of node %d (%d worker%s; local time, now %s):\n",
+            p->node_rank, n, n == 1 ? "" : "s", date);
     fprintf(stderr, "hooprun:   %-6s %-16s %-8s %-5s %-14s %-13s %s\n", "rank", "host", "pid",
             "exit", "signal", "time", "");
     for (int i = 0; i < n; i++) print_row(p, &w[i], i == first);

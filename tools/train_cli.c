@@ -291,7 +291,8 @@ static int is_valued(const char *f)
 /* Switches: flags that take no value. */
 static int is_switch(const char *f)
 {
-    return !strcmp(f, "--nesterov") || !strcmp(f, "--resume") || !strcmp(f, "--help");
+    return !strcmp(f, "--nesterov") || !strcmp(f, "--resume") || !strcmp(f, "--help") ||
+           !strcmp(f, "--version");
 }
 
 hoop_status train_cli_parse(train_opts *o, int argc, char **argv)
@@ -306,16 +307,16 @@ hoop_status train_cli_parse(train_opts *o, int argc, char **argv)
         if (len >= FLAG_MAX) return HOOP_ERROR(HOOP_ERR_INVALID, "unknown option '%s'", a);
         memcpy(flag, a, len);
         flag[len] = '\0';
-        if (!strcmp(flag, "--help")) {
-            train_cli_usage(stdout);
-            return HOOP_ERR_USAGE;
-        }
-        if (!strcmp(flag, "--version")) {
-            printf("hoop-train (hoop) %s\n", hoop_version_string());
-            return HOOP_ERR_USAGE;
-        }
         if (is_switch(flag)) {
-            if (eq) return HOOP_ERROR(HOOP_ERR_INVALID, "%s takes no value", flag);
+            if (eq) return HOOP_ERROR(HOOP_ERR_INVALID, "%s takes no value ('%s')", flag, a);
+            if (!strcmp(flag, "--help")) {
+                train_cli_usage(stdout);
+                return HOOP_ERR_USAGE;
+            }
+            if (!strcmp(flag, "--version")) {
+                printf("hoop-train (hoop) %s\n", hoop_version_string());
+                return HOOP_ERR_USAGE;
+            }
             if (!strcmp(flag, "--resume"))
                 o->resume = 1;
             else

@@ -70,8 +70,13 @@ typedef struct hoop_store_config {
  * past that it is closed. A peer that breaks the protocol (bad length, opcode, key,
  * truncated field) is logged at WARN with its address and closed, and one that speaks
  * another protocol (HTTP, TLS, SSH, an older hoop's) is named; others are unaffected.
- * rank is ignored; world_size, when > 0, lets the server name the ranks that never
- * connected when it stops. Errors: HOOP_ERR_INVALID for a bad config or an
+ * rank (>= 0) names whose store it is in messages ("WORLD_SIZE=3 on rank 1 but
+ * WORLD_SIZE=2 on rank 0"). world_size, when > 0, lets the server name the ranks that
+ * never connected when it stops, refuse a client that states another world_size, and
+ * give up at once when it refuses a rank of its world that had not connected yet (a
+ * wrong token or world_size: that job cannot start): every connected client then fails
+ * with HOOP_ERR_MISMATCH and a message naming that rank and what differs, and later
+ * clients are refused. Errors: HOOP_ERR_INVALID for a bad config or an
  * unresolvable host (named); HOOP_ERR_SYSTEM when the port is in use
  * ("127.0.0.1:29500 is already in use") or a socket call fails. */
 HOOP_API hoop_status hoop_store_server_init(hoop_store_server **out, const hoop_store_config *cfg);
@@ -92,7 +97,8 @@ HOOP_API hoop_status hoop_store_server_destroy(hoop_store_server *srv);
  * under ".invalid" never reach DNS; or something else listens there: fails at once,
  * naming the protocol it speaks -- HTTP, TLS, SSH, or unknown bytes, shown),
  * HOOP_ERR_TIMEOUT (nobody answered before the deadline, naming host:port),
- * HOOP_ERR_REMOTE (the server refused the token, or said it is shutting down). */
+ * HOOP_ERR_REMOTE (the server refused the token, or a world_size > 0 other than its
+ * own, or said it is shutting down). */
 HOOP_API hoop_status hoop_store_init(hoop_store **out, const hoop_store_config *cfg);
 
 /* Reads the env:// contract (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, HOOP_TOKEN,

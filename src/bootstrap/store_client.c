@@ -162,7 +162,13 @@ static hoop_status on_goodbye(hoop_store *st, hoop__rd *rd)
     for (uint32_t i = 0; i < st->bye_nmissing; i++) st->bye_missing[i] = hoop__get_u32(rd);
     hoop_status s =
         code > HOOP_OK && code <= HOOP_ERR_INTERNAL ? (hoop_status)code : HOOP_ERR_REMOTE;
-    char why[HOOP__STORE_REASON_MAX + 64];
+    char why[HOOP__STORE_REASON_MAX + 64], fault[700];
+    if (hoop__store_server_fault(st->server, fault, sizeof(fault))) {
+        /* This rank's own store gave up (it refused a rank of the job): say so plainly. */
+        snprintf(why, sizeof(why), "%.*s", (int)n, (const char *)text);
+        lose(st, s, why);
+        return HOOP_ERROR(s, "rank %d's store %s", st->rank, fault);
+    }
     if (st->rendezvous)
         snprintf(why, sizeof(why), "rank 0 %s its store: %.*s",
                  code ? "gave up and closed" : "closed", (int)n, (const char *)text);
@@ -354,6 +360,7 @@ static hoop_status handshake(hoop_store *st, int64_t deadline_ns, int *final)
     hoop__put_u32(&st->out, HOOP__STORE_MAGIC);
     hoop__put_bytes(&st->out, (const uint8_t[]){0, HOOP__STORE_VERSION}, 2);
     hoop__put_u32(&st->out, (uint32_t)st->rank);
+    hoop__put_u32(&st->out, (uint32_t)st->world_size);
     hoop__put_str(&st->out, st->token, strlen(st->token));
     hoop__frame_end(&st->out, at);
     HOOP_CHECK(send_request(st, deadline_ns));
@@ -553,6 +560,11 @@ int hoop__store_fd(const hoop_store *st)
 void hoop__store_own_server(hoop_store *st, hoop_store_server *srv)
 {
     st->server = srv;
+}
+
+int hoop__store_fault(const hoop_store *st, char *buf, size_t cap)
+{
+    return st && hoop__store_server_fault(st->server, buf, cap);
 }
 
 // ----- operations -----------------------------------------------------------------------------

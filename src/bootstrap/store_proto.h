@@ -4,9 +4,9 @@
  * that encode, decode and address it (internal; shared by store_server.c and
  * store_client.c).
  *
- * Wire format (version 2). A client opens with a fixed preface of 16 bytes,
+ * Wire format (version 3). A client opens with a fixed preface of 16 bytes,
  *
- *     "HOOP-STORE/2\r\n\r\n"
+ *     "HOOP-STORE/3\r\n\r\n"
  *
  * and after it, in both directions, everything is a frame:
  *
@@ -18,8 +18,9 @@
  * port by mistake (an HTTP server, say) answers at once instead of waiting for a line
  * that never comes, and the client can name what it reached (HTTP/2's connection
  * preface does the same for HTTP/1 servers). A server that reads anything else names
- * what it got (HTTP, TLS, SSH, a version 1 client) in its warning; a version 1 client
- * is answered with a version 1 REFUSED frame, so it fails at once with a reason.
+ * what it got (HTTP, TLS, SSH, an older client) in its warning; a version 1 or 2 client
+ * is answered with a REFUSED frame of its own version, so it fails at once with a reason.
+ * (Version 3 added world_size to HELLO, and the refusal of a job's rank below.)
  *
  * Integers are big-endian (network order); i64 is two's complement. A "str" is
  * u32 n followed by n bytes (no terminator). Keys are str of 1..HOOP_STORE_KEY_MAX bytes
@@ -28,9 +29,11 @@
  * Requests (client -> server), one at a time: a client sends the next request only
  * after it has read the reply to the previous one.
  *
- *     HELLO    = 1  u32 magic 0x484F4F50 ("HOOP"), u16 version, i32 rank, str token
- *                   (token <= HOOP__STORE_TOKEN_MAX bytes). Must be the first frame;
- *                   until it is accepted, frames are limited to HOOP__STORE_HELLO_MAX.
+ *     HELLO    = 1  u32 magic 0x484F4F50 ("HOOP"), u16 version, i32 rank, i32 world_size
+ *                   (0: not stated), str token (<= HOOP__STORE_TOKEN_MAX bytes). Must be
+ *                   the first frame; until it is accepted, frames are limited to
+ *                   HOOP__STORE_HELLO_MAX. The server refuses a wrong token, and a
+ *                   world_size > 0 that differs from its own (when it has one).
  *     SET      = 2  str key, str value
  *     ADD      = 3  str key, i64 delta           (the value is kept as decimal text)
  *     WAIT     = 4  u8 flags (bit 0: return the values), i64 timeout_ms (>= 0),
@@ -56,6 +59,16 @@
  * rank 0 gave up (e.g. "allgather 'x': rank 2 of 3 never arrived"), and which ranks never
  * connected, before the waiting ranks lose it.
  *
+ * A job's rank refused at start-up. When a server that knows its world_size refuses the
+ * HELLO of a rank r of that world (0 <= r < world_size) that has not connected before, for
+ * a wrong token or another world_size, the job cannot start: a rank is misconfigured and
+ * everyone else would wait for it until the timeout. So the server gives up at once: it
+ * sends GOODBYE (code HOOP_ERR_MISMATCH, the reason naming rank r, its address and what
+ * differs, never the token) to every authenticated connection, ignores what they send
+ * after it, and refuses every later HELLO with that reason; it keeps listening until its
+ * owner stops it. A refusal of anyone else (a rank already connected, one outside the
+ * world, a server without world_size) changes nothing for the others.
+ *
  * A WAIT whose keys all exist is answered at once; otherwise the server parks the
  * client (no polling) and answers when the last key is set, or with TIMEOUT at the
  * deadline. Anything else -- a wrong preface, a length of 0 or above the limit, an
@@ -77,11 +90,12 @@
 #include "hoop/store.h"
 
 #define HOOP__STORE_MAGIC 0x484F4F50u /* "HOOP" */
-#define HOOP__STORE_VERSION 2
-#define HOOP__STORE_PREFACE "HOOP-STORE/2\r\n\r\n"
+#define HOOP__STORE_VERSION 3
+#define HOOP__STORE_PREFACE "HOOP-STORE/3\r\n\r\n"
+#define HOOP__STORE_PREFACE_V2 "HOOP-STORE/2\r\n\r\n" /* answered in its own framing */
 #define HOOP__STORE_PREFACE_LEN 16
 #define HOOP__STORE_TOKEN_MAX 256
-#define HOOP__STORE_HELLO_MAX (1 + 4 + 2 + 4 + 4 + HOOP__STORE_TOKEN_MAX)
+#define HOOP__STORE_HELLO_MAX (1 + 4 + 2 + 4 + 4 + 4 + HOOP__STORE_TOKEN_MAX)
 /* Room for a SET of the largest key and value, plus slack for headers. */
 #define HOOP__STORE_FRAME_MAX (HOOP_STORE_VALUE_MAX + 4096u)
 #define HOOP__STORE_WAIT_KEYS_MAX 65536u
@@ -321,6 +335,14 @@ hoop_status hoop__store_init_rendezvous(hoop_store **out, const hoop_store_confi
  * waiting rank when st is destroyed. The store's own barrier, all-gather and env
  * start-up note their failures; other layers may note theirs. */
 void hoop__store_note_failure(hoop_store *st, hoop_status code, const char *msg);
+
+/* When st owns a server (rank 0's store) that refused a rank of its job (see "A job's
+ * rank refused at start-up" above), writes "refused rank R (ADDR): WHY" into buf and
+ * returns 1; else returns 0. Thread-safe. */
+int hoop__store_fault(const hoop_store *st, char *buf, size_t cap);
+
+/* The same, asked of a server. Thread-safe. */
+int hoop__store_server_fault(hoop_store_server *srv, char *buf, size_t cap);
 
 /* Stops srv as hoop_store_server_destroy does, first telling every client GOODBYE with
  * code and reason (NULL: "the server was shut down"). */

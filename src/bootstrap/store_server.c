@@ -55,6 +55,7 @@ typedef struct conn {
     int greeted;   /* the client's preface has arrived */
     int authed;    /* HELLO accepted */
     int closing;   /* a refusal is being written; close once it is out */
+    int bye;       /* told GOODBYE when the server gave up: what it sends is ignored */
     int rank;      /* from HELLO, for messages */
     char peer[64]; /* "ip:port" */
     uint32_t events;
@@ -89,10 +90,12 @@ struct hoop_store_server {
     conn *all, *graveyard, *parked, *ready;
     hoop__store_table table;
     int world_size;         /* from the config (0: unknown), to name ranks never seen */
+    int owner_rank;         /* from the config (-1: none): whose store this is, for messages */
     unsigned char *seen;    /* [world_size]: rank r said HELLO at some point */
-    pthread_mutex_t bye_mu; /* guards bye_code and bye_reason */
+    pthread_mutex_t bye_mu; /* guards bye_code, bye_reason and fault */
     hoop_status bye_code;
     char bye_reason[1024];
+    char fault[640]; /* "refused rank R (ADDR): WHY" once a job's rank was refused; else "" */
 };
 
 // ----- connection lifetime -----------------------------------------------------------
@@ -367,11 +370,62 @@ static const char *read_key(hoop__rd *r, const uint8_t **key, size_t *n)
     return NULL;
 }
 
+static void queue_goodbye(hoop_store_server *s, conn *c, uint8_t code, const char *reason);
+
+/* The server gives up on its job (store_proto.h, "A job's rank refused at start-up"):
+ * tells every authenticated client GOODBYE with the reason, and keeps it for later
+ * HELLOs. Runs on the server thread. */
+static void give_up(hoop_store_server *s, int rank, const char *peer, const char *why)
+{
+    char fault[sizeof(s->fault)], reason[sizeof(fault) + 8];
+    snprintf(fault, sizeof(fault), "refused rank %d (%s): %s", rank, peer, why);
+    pthread_mutex_lock(&s->bye_mu);
+    snprintf(s->fault, sizeof(s->fault), "%s", fault);
+    pthread_mutex_unlock(&s->bye_mu);
+    snprintf(reason, sizeof(reason), "it %s", fault);
+    HOOP_WARN("store %s: gives up: %s; telling every client", s->name, reason);
+    /* (the refused connection itself is not authenticated: it gets its REFUSED only) */
+    for (conn *c = s->all, *next; c; c = next) {
+        next = c->next;
+        if (c->dead || !c->authed || c->closing || c->bye) continue;
+        queue_goodbye(s, c, HOOP_ERR_MISMATCH, reason);
+        c->bye = 1;
+        conn_flush(s, c);
+    }
+}
+
+/* Refuses c's HELLO (rank: the rank it claims) and closes it once told; when that is a
+ * rank of this server's world not seen before, the job cannot start: give_up. */
+static void refuse(hoop_store_server *s, conn *c, int rank, const char *why)
+{
+    reply_text(c, HOOP__STORE_R_REFUSED, why);
+    if (s->seen && rank >= 0 && rank < s->world_size && !s->seen[rank] && !s->fault[0])
+        give_up(s, rank, c->peer, why); /* which says it */
+    else
+        HOOP_WARN("store %s: refused connection from %s (rank %d): %s", s->name, c->peer, rank,
+                  why);
+}
+
+/* "" when world_size (the client's, 0: not stated) agrees with the server's; else why not. */
+static void world_size_check(const hoop_store_server *s, int rank, int world_size, char *why,
+                             size_t cap)
+{
+    why[0] = '\0';
+    if (s->world_size <= 0 || world_size <= 0 || world_size == s->world_size) return;
+    if (s->owner_rank >= 0)
+        snprintf(why, cap, "WORLD_SIZE=%d on rank %d but WORLD_SIZE=%d on rank %d", world_size,
+                 rank, s->world_size, s->owner_rank);
+    else
+        snprintf(why, cap, "world_size %d on rank %d but %d at the store", world_size, rank,
+                 s->world_size);
+}
+
 static const char *on_hello(hoop_store_server *s, conn *c, hoop__rd *r)
 {
     uint32_t magic = hoop__get_u32(r);
     uint16_t version = hoop__get_u16(r);
     int32_t rank = (int32_t)hoop__get_u32(r);
+    int32_t world_size = (int32_t)hoop__get_u32(r);
     size_t n;
     const uint8_t *tok = hoop__get_str(r, HOOP__STORE_TOKEN_MAX, &n);
     if (magic != HOOP__STORE_MAGIC) return "not a hoop store client (bad magic)";
@@ -384,13 +438,21 @@ static const char *on_hello(hoop_store_server *s, conn *c, hoop__rd *r)
         reply_text(c, HOOP__STORE_R_REFUSED, "protocol version not supported by the server");
         return NULL;
     }
-    char token[HOOP__STORE_TOKEN_MAX + 1];
+    char token[HOOP__STORE_TOKEN_MAX + 1], why[sizeof(s->fault) + 64];
     memcpy(token, tok, n);
     token[n] = '\0';
+    if (s->fault[0]) { /* the server thread alone writes fault: no lock to read it here */
+        snprintf(why, sizeof(why), "the store gave up: it %s", s->fault);
+        refuse(s, c, (int)rank, why);
+        return NULL;
+    }
     if (memchr(tok, 0, n) || !hoop__store_token_eq(token, s->token)) {
-        HOOP_WARN("store %s: refused connection from %s (rank %d): wrong or missing HOOP_TOKEN",
-                  s->name, c->peer, (int)rank);
-        reply_text(c, HOOP__STORE_R_REFUSED, "wrong or missing HOOP_TOKEN");
+        refuse(s, c, (int)rank, "wrong or missing HOOP_TOKEN");
+        return NULL;
+    }
+    world_size_check(s, (int)rank, (int)world_size, why, sizeof(why));
+    if (why[0]) {
+        refuse(s, c, (int)rank, why);
         return NULL;
     }
     c->closing = 0;
@@ -571,24 +633,32 @@ static const char *handle_frame(hoop_store_server *s, conn *c, const uint8_t *bo
     if (op >= HOOP_ARRAY_SIZE(handlers) || handlers[op] == NULL) return "unknown opcode";
     if (!c->authed && op != HOOP__STORE_HELLO) return "request before the HELLO handshake";
     if (c->authed && op == HOOP__STORE_HELLO) return "a second HELLO";
+    if (c->bye) return NULL; /* told GOODBYE: it has its answer */
     return handlers[op](s, c, &r);
 }
 
 // ----- input -----------------------------------------------------------------------------
 
 /* Drops a peer whose first bytes are not the preface, naming what it speaks. A version
- * 1 client gets a version 1 REFUSED frame first, so that it stops retrying. */
+ * 1 or 2 client gets a REFUSED frame of its version first (the same framing), so that it
+ * stops retrying. */
 static void wrong_preface(hoop_store_server *s, conn *c, const uint8_t *p, size_t n)
 {
     char what[300], why[340];
     hoop__store_describe(p, n, what, sizeof(what));
     snprintf(why, sizeof(why), "not a hoop store client: it %s", what);
-    if (strncmp(hoop__store_sniff(p, n), "hoop store protocol 1", 21) == 0) {
-        HOOP_WARN("store %s: closing connection from %s: %s; told it so in protocol 1", s->name,
-                  c->peer, why);
-        reply_text(c, HOOP__STORE_R_REFUSED,
-                   "this server speaks store protocol 2 (a newer hoop): run the same hoop on "
-                   "every node");
+    int v1 = strncmp(hoop__store_sniff(p, n), "hoop store protocol 1", 21) == 0;
+    int v2 = n >= HOOP__STORE_PREFACE_LEN &&
+             memcmp(p, HOOP__STORE_PREFACE_V2, HOOP__STORE_PREFACE_LEN) == 0;
+    if (v1 || v2) {
+        HOOP_WARN("store %s: closing connection from %s: %s; told it so in protocol %d", s->name,
+                  c->peer, why, v1 ? 1 : 2);
+        char text[128];
+        snprintf(text, sizeof(text),
+                 "this server speaks store protocol %d (a newer hoop): run the same hoop on "
+                 "every node",
+                 HOOP__STORE_VERSION);
+        reply_text(c, HOOP__STORE_R_REFUSED, text);
         c->closing = 1;
         c->in.len = c->in_off = 0;
         conn_flush(s, c);
@@ -878,11 +948,13 @@ static void say_goodbye(hoop_store_server *s)
     add_never_seen(s, reason, sizeof(reason));
     int told = 0;
     for (conn *c = s->all; c; c = c->next) {
-        if (c->dead || !c->authed || c->closing) continue;
+        if (c->dead || !c->authed || c->closing || c->bye) continue;
         queue_goodbye(s, c, code, reason);
         told++;
     }
-    if (told) HOOP_INFO(BOOT, "store %s: told %d clients goodbye: %s", s->name, told, reason);
+    if (told)
+        HOOP_INFO(BOOT, "store %s: told %d client%s goodbye: %s", s->name, told,
+                  told == 1 ? "" : "s", reason);
     flush_goodbyes(s);
     drain_inputs(s);
 }
@@ -1024,6 +1096,7 @@ HOOP_API hoop_status hoop_store_server_init(hoop_store_server **out, const hoop_
         s->world_size = cfg->world_size;
         HOOP_CHECK_GOTO(hoop__calloc(&s->seen, (size_t)cfg->world_size), st, fail);
     }
+    s->owner_rank = cfg->rank >= 0 ? cfg->rank : -1;
     s->timeout_ms = cfg->timeout_ms;
     if (s->timeout_ms < 0) HOOP_CHECK_GOTO(hoop__env_ms("HOOP_TIMEOUT", &s->timeout_ms), st, fail);
     if (s->timeout_ms > HOOP__STORE_TIMEOUT_MAX_MS) s->timeout_ms = HOOP__STORE_TIMEOUT_MAX_MS;
@@ -1045,6 +1118,16 @@ HOOP_API int hoop_store_server_port(const hoop_store_server *srv)
 int hoop__store_server_nclients(const hoop_store_server *srv)
 {
     return atomic_load(&((hoop_store_server *)srv)->nclients);
+}
+
+int hoop__store_server_fault(hoop_store_server *srv, char *buf, size_t cap)
+{
+    if (srv == NULL) return 0;
+    pthread_mutex_lock(&srv->bye_mu);
+    int has = srv->fault[0] != '\0';
+    if (has) snprintf(buf, cap, "%s", srv->fault);
+    pthread_mutex_unlock(&srv->bye_mu);
+    return has;
 }
 
 HOOP_API hoop_status hoop_store_server_destroy(hoop_store_server *srv)

@@ -11,9 +11,10 @@
  * A waiting rank parks on the server (no polling); at its deadline it asks which
  * arrival keys are missing and names those ranks in its HOOP_ERR_TIMEOUT message.
  * A failure is noted on the handle, so that rank 0's store, when destroyed, tells the
- * ranks still waiting why rank 0 gave up; a rank whose store goes away while it waits
- * says so with what it knew (how many ranks had arrived when it did, how long it
- * waited, and the ranks rank 0 reported missing).
+ * ranks still waiting why rank 0 gave up (and when rank 0's store itself gave up because
+ * it refused a misconfigured rank, rank 0's own message names that rank and why); a rank whose
+ * store goes away while it waits says so with what it knew (how many ranks had arrived when it did,
+ * how long it waited, and the ranks rank 0 reported missing).
  *
  * Owns nothing between calls. Thread-safety: that of the hoop_store handle used.
  */
@@ -158,6 +159,9 @@ static hoop_status store_gone(hoop_store *st, hoop_status s, const char *what, c
     snprintf(lost, sizeof(lost), "%s", hoop_last_error());
     int ws = hoop_store_world_size(st), rank = hoop_store_rank(st);
     long long waited = (long long)((hoop__now_ns() - t0) / 1000000);
+    if (hoop__store_fault(st, lost, sizeof(lost))) /* rank 0: its own store refused a rank */
+        return HOOP_ERROR(HOOP_ERR_MISMATCH, "%s '%s': rank %d's store %s (rank %d waited %lld ms)",
+                          what, name, rank, lost, rank, waited);
     if (res->goodbye && by_rank && res->nmissing > 0) {
         rank_list(res->missing, res->nmissing, ws, ranks, sizeof(ranks));
         return HOOP_ERROR(s, "%s '%s': %s of %d never arrived (rank %d waited %lld ms; then %s)",
@@ -344,24 +348,6 @@ static hoop_status start_rank0_server(const hoop_store_config *cfg, hoop_store_s
     return HOOP_OK;
 }
 
-/* Rank 0 publishes its WORLD_SIZE; every other rank compares its own with it, so a
- * worker started with another WORLD_SIZE fails at once naming both values instead of
- * waiting for links that will never come. */
-static hoop_status check_world_size(hoop_store *st, int rank, int world_size, int64_t timeout_ms)
-{
-    const char *key = "hoop/env/world_size";
-    char mine[24], theirs[24] = "";
-    size_t len = 0;
-    snprintf(mine, sizeof(mine), "%d", world_size);
-    if (rank == 0) return hoop_store_set(st, key, mine, strlen(mine));
-    HOOP_CHECK(hoop_store_get(st, key, theirs, sizeof(theirs) - 1, &len, timeout_ms));
-    theirs[len < sizeof(theirs) ? len : sizeof(theirs) - 1] = '\0';
-    if (strcmp(mine, theirs) != 0)
-        return HOOP_ERROR(HOOP_ERR_MISMATCH, "WORLD_SIZE=%s on rank %d but WORLD_SIZE=%s on rank 0",
-                          mine, rank, theirs);
-    return HOOP_OK;
-}
-
 HOOP_API hoop_status hoop_store_init_env(hoop_store **out)
 {
     if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: out is NULL");
@@ -381,15 +367,16 @@ HOOP_API hoop_status hoop_store_init_env(hoop_store **out)
     hoop_store_server *srv = NULL;
     if (d.rank == 0) HOOP_CHECK(start_rank0_server(&cfg, &srv));
     hoop_status s = hoop__store_init_rendezvous(out, &cfg);
+    char fault[700];
+    if (s != HOOP_OK && hoop__store_server_fault(srv, fault, sizeof(fault)))
+        s = HOOP_ERROR(HOOP_ERR_MISMATCH, "rank %d's store %s (before rank %d itself connected)",
+                       d.rank, fault, d.rank); /* a bad rank came first: say what rank 0 saw */
     if (s != HOOP_OK) {
         hoop_store_server_destroy(srv);
         return s;
     }
+    /* A rank whose WORLD_SIZE or HOOP_TOKEN differs from rank 0's is refused by rank 0's
+     * store in the handshake, which then fails every rank at once (store_proto.h). */
     hoop__store_own_server(*out, srv);
-    s = noted(*out, check_world_size(*out, d.rank, d.world_size, timeout_ms));
-    if (s != HOOP_OK) {
-        hoop_store_destroy(*out);
-        *out = NULL;
-    }
-    return s;
+    return HOOP_OK;
 }

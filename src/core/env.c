@@ -69,6 +69,19 @@ static hoop_status subsystems(const char *name, const char *text, int64_t num)
                       name, text, bad);
 }
 
+/* HOOP_DEBUG_TIMESTAMP_FORMAT: the logger's own check (log.c) says what is wrong. */
+static hoop_status timestamp_format(const char *name, const char *text)
+{
+    char why[160];
+    if (!text || !*text || hoop__log_ts_format_check(text, why, sizeof(why))) return HOOP_OK;
+    return HOOP_ERROR(HOOP_ERR_INVALID,
+                      "%s='%s': %s; it takes text with strftime's conversions (%%Y %%m %%d %%H "
+                      "%%M %%S %%F %%T %%z and the other C and POSIX ones, %%E and %%O forms), "
+                      "%%%% and %%f or %%1f..%%9f (digits of the second's fraction), in at most "
+                      "127 bytes",
+                      name, text, why);
+}
+
 /* HOOP_TEST_FAULT: the test hook's own parser (fault.c) checks the form. */
 static hoop_status test_fault(const char *text)
 {
@@ -98,6 +111,7 @@ static hoop_status rule_of(const hoop_env_param *p, const char *text, int64_t nu
     if (strcmp(p->name, "HOOP_IB_HCA") == 0) return hca_list(p->name, text, num);
     if (strcmp(p->name, "HOOP_IB_ADDR_RANGE") == 0) return cidr(p->name, text, num);
     if (strcmp(p->name, "HOOP_TEST_FAULT") == 0) return test_fault(text);
+    if (strcmp(p->name, "HOOP_DEBUG_TIMESTAMP_FORMAT") == 0) return timestamp_format(p->name, text);
     if (strcmp(p->name, "HOOP_CUDA_DEVICE") == 0) return device_index(p->name, text, &num);
     return HOOP_OK;
 }
@@ -112,8 +126,9 @@ const hoop_env_param hoop__env_params[] = {
     {"HOOP_DEBUG_FILE", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "write logs to this file instead of stderr (%h = host, %p = pid)"},
     {"HOOP_DEBUG_TIMESTAMP_FORMAT", HOOP_ENV_STRING, NULL, 0, 0, NULL,
-     "start every log line with the local time in this strftime format, %Nf = N digits of "
-     "the second's fraction (e.g. '[%F %T.%3f] '); unset: no timestamps"},
+     "start every log line with the local time in this strftime format (C and POSIX "
+     "conversions), %Nf = N digits of the second's fraction (e.g. '[%F %T.%3f] '), at most "
+     "127 bytes; unset: no timestamps"},
     {"HOOP_TIMEOUT", HOOP_ENV_SECONDS, "300", 0, 0, NULL,
      "deadline in seconds (> 0) for every blocking wait (rendezvous, collectives)"},
     {"HOOP_TOKEN", HOOP_ENV_STRING, NULL, 0, 0, NULL,

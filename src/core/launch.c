@@ -5,6 +5,10 @@
  *
  * Owns nothing. Thread-safe (pure functions, and getenv).
  */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,5 +151,86 @@ hoop_status hoop__launch_slurm_task(hoop_slurm_task *out, int *found)
     snprintf(t.token, sizeof(t.token), "slurm-%lld.%lld", (long long)job, (long long)step_id);
     *out = t;
     *found = 1;
+    return HOOP_OK;
+}
+
+// ----- host names and addresses ------------------------------------------------------------
+
+#define HOST_TAKES "letters, digits, '-', '_' and '.'; or an IPv4 or IPv6 address"
+
+static hoop_status bad_host(const char *what, const char *host, const char *why)
+{
+    return HOOP_ERROR(HOOP_ERR_INVALID, "%s '%s' is not a host name or address: %s", what, host,
+                      why);
+}
+
+/* An IPv6 address, with an optional %zone (an interface name or number). */
+static hoop_status check_ipv6(const char *what, const char *host)
+{
+    char addr[INET6_ADDRSTRLEN + 1];
+    struct in6_addr a6;
+    const char *zone = strchr(host, '%');
+    size_t n = zone ? (size_t)(zone - host) : strlen(host);
+    int ok = n < sizeof(addr);
+    if (ok) {
+        memcpy(addr, host, n);
+        addr[n] = '\0';
+        ok = inet_pton(AF_INET6, addr, &a6) == 1;
+    }
+    if (ok && zone)
+        ok =
+            zone[1] != '\0' && strlen(zone + 1) < IF_NAMESIZE &&
+            strspn(zone + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
+                strlen(zone + 1);
+    return ok ? HOOP_OK : bad_host(what, host, "it has ':' but is no IPv6 address");
+}
+
+/* One label of a host name: p[0..n). */
+static hoop_status check_label(const char *what, const char *host, const char *p, size_t n)
+{
+    char why[160];
+    if (n == 0) return bad_host(what, host, "it has an empty label (a leading dot or '..')");
+    if (n > 63) {
+        snprintf(why, sizeof(why), "a label has %zu characters, over 63", n);
+        return bad_host(what, host, why);
+    }
+    if (p[0] == '-' || p[n - 1] == '-')
+        return bad_host(what, host, "a label starts or ends with '-'");
+    return HOOP_OK;
+}
+
+hoop_status hoop__launch_check_host(const char *what, const char *host)
+{
+    char why[160];
+    size_t len = host ? strlen(host) : 0;
+    struct in_addr a4;
+    if (len == 0) return bad_host(what, host ? host : "", "it is empty");
+    if (len > HOOP_LAUNCH_HOST_MAX + (host[len - 1] == '.')) {
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s '%.32s...' (%zu characters) is not a host name or address: it is "
+                          "longer than %d characters",
+                          what, host, len, HOOP_LAUNCH_HOST_MAX);
+    }
+    if (host[0] == '[') return bad_host(what, host, "write an IPv6 address without brackets");
+    if (strchr(host, ':')) return check_ipv6(what, host);
+    if (strspn(host, "0123456789.") == len && strpbrk(host, "0123456789")) /* only IPv4 */
+        return inet_aton(host, &a4) ? HOOP_OK : bad_host(what, host, "it is no IPv4 address");
+    for (const char *p = host; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (isalnum(c) || c == '-' || c == '_' || c == '.') continue;
+        if (isprint(c))
+            snprintf(why, sizeof(why), "'%c' is not allowed in a host name (" HOST_TAKES ")", c);
+        else
+            snprintf(why, sizeof(why), "byte 0x%02x is not allowed in a host name (" HOST_TAKES ")",
+                     c);
+        return bad_host(what, host, why);
+    }
+    size_t end = host[len - 1] == '.' ? len - 1 : len; /* a trailing dot: the root */
+    for (size_t i = 0; i <= end;) {
+        size_t n = strcspn(host + i, ".");
+        if (i + n > end) n = end - i;
+        HOOP_CHECK(check_label(what, host, host + i, n));
+        i += n + 1;
+    }
     return HOOP_OK;
 }

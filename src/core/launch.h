@@ -67,4 +67,17 @@ typedef struct hoop_slurm_task {
  * block and cyclic distributions both do. */
 hoop_status hoop__launch_slurm_task(hoop_slurm_task *out, int *found);
 
+/* Longest host name (RFC 1035 2.3.4: 253 characters without the trailing dot). */
+#define HOOP_LAUNCH_HOST_MAX 253
+
+/* Checks that host can be a host name or an address, by its form only (no lookup): an
+ * IPv4 address as inet_aton reads it (getaddrinfo's rule: "10.0.0.2", "127.1"); an IPv6
+ * address without brackets, with an optional "%zone" ("fe80::1%eth0"); or a host name of
+ * 1..253 characters: dot-separated labels of 1..63 letters, digits, '-' and '_' (Docker's
+ * and some DNS names have '_'), not starting or ending with '-', an optional trailing
+ * dot. what names the source in the message ("--master-addr", "MASTER_ADDR").
+ * HOOP_ERR_INVALID says what is wrong: "--master-addr 'a b' is not a host name or
+ * address: ' ' is not allowed in a host name (...)". Thread-safe. */
+hoop_status hoop__launch_check_host(const char *what, const char *host);
+
 #endif /* HOOP_CORE_LAUNCH_H */

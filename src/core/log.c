@@ -35,9 +35,11 @@ unsigned hoop__log_mask = HOOP_LOG_INIT | HOOP_LOG_ENV;
 
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static pthread_once_t version_once = PTHREAD_ONCE_INIT;
-static atomic_int log_ready;    /* both onces done: the fast path of hoop__log_init */
-static int log_version_only;    /* HOOP_DEBUG=VERSION */
-static char log_ts_format[128]; /* HOOP_DEBUG_TIMESTAMP_FORMAT; "" = no timestamps */
+static atomic_int log_ready;  /* both onces done: the fast path of hoop__log_init */
+static int log_version_only;  /* HOOP_DEBUG=VERSION */
+#define LOG_TS_FORMAT_MAX 128 /* bytes of HOOP_DEBUG_TIMESTAMP_FORMAT, with its NUL */
+#define LOG_STAMP_MAX 160     /* bytes of the stamp it writes, with its NUL */
+static char log_ts_format[LOG_TS_FORMAT_MAX]; /* HOOP_DEBUG_TIMESTAMP_FORMAT; "" = none */
 static FILE *log_stream;
 static hoop_log_fn log_fn;
 static void *log_user;
@@ -126,7 +128,10 @@ static void log_init_once(void)
         log_version_only = strcasecmp(lvl, "VERSION") == 0;
     }
     const char *ts = getenv("HOOP_DEBUG_TIMESTAMP_FORMAT");
-    if (ts) snprintf(log_ts_format, sizeof(log_ts_format), "%s", ts);
+    char why[160];
+    /* A bad format (refused by the tools, env.c) stamps nothing rather than garbage. */
+    if (ts && hoop__log_ts_format_check(ts, why, sizeof(why)))
+        snprintf(log_ts_format, sizeof(log_ts_format), "%s", ts);
     const char *sub = getenv("HOOP_DEBUG_SUBSYS");
     char bad[32];
     if (sub && *sub) hoop__log_parse_mask(sub, &hoop__log_mask, bad, sizeof(bad));
@@ -184,16 +189,14 @@ static const char *subsys_name(unsigned subsys)
     return NULL;
 }
 
-/* Writes the timestamp of now in the HOOP_DEBUG_TIMESTAMP_FORMAT format into out:
- * strftime's conversions in local time, plus %Nf (N = 1..9) and %f (= %6f) for the
- * first N digits of the fraction of the second, which strftime lacks. */
-static void format_timestamp(char *out, size_t cap)
+/* Formats the time ts (local time) by format into out (cap bytes): strftime's
+ * conversions plus %Nf (N = 1..9) and %f (= %6f) for the first N digits of the fraction
+ * of the second, which strftime lacks. Returns the length, 0 when it did not fit. */
+static size_t format_stamp(const char *format, const struct timespec *ts, char *out, size_t cap)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    char fmt[sizeof(log_ts_format) * 2];
+    char fmt[LOG_TS_FORMAT_MAX * 2];
     size_t n = 0;
-    for (const char *p = log_ts_format; *p && n + 12 < sizeof(fmt); p++) {
+    for (const char *p = format; *p && n + 12 < sizeof(fmt); p++) {
         int digits = 0;
         if (p[0] == '%' && p[1] == 'f')
             digits = 6;
@@ -205,15 +208,77 @@ static void format_timestamp(char *out, size_t cap)
             continue;
         }
         char frac[16];
-        snprintf(frac, sizeof(frac), "%09ld", now.tv_nsec);
+        snprintf(frac, sizeof(frac), "%09ld", ts->tv_nsec);
         memcpy(fmt + n, frac, (size_t)digits);
         n += (size_t)digits;
         p += digits == 6 && p[1] == 'f' ? 1 : 2;
     }
     fmt[n] = '\0';
     struct tm tm;
-    localtime_r(&now.tv_sec, &tm);
-    if (strftime(out, cap, fmt, &tm) == 0) out[0] = '\0';
+    localtime_r(&ts->tv_sec, &tm);
+    size_t len = strftime(out, cap, fmt, &tm);
+    if (len == 0) out[0] = '\0';
+    return len;
+}
+
+/* The conversions a timestamp format may use besides %f and %1f..%9f: C11's and POSIX's
+ * strftime conversions, and GNU's %k %l %P %s; %E and %O take the C11 lists below. */
+#define TS_CONVERSIONS "aAbBcCdDeFgGhHIjklmMnpPrRsStTuUVwWxXyYzZ%"
+#define TS_E_CONVERSIONS "cCxXyY"
+#define TS_O_CONVERSIONS "deHImMSuUVwWy"
+
+/* Length of the conversion at p ('%' ...) when it is one the format accepts, else 0. */
+static size_t ts_conversion(const char *p)
+{
+    const char *c = p + 1;
+    if (*c == 'f') return 2;
+    if (*c >= '1' && *c <= '9' && c[1] == 'f') return 3;
+    if (*c == 'E' && c[1] && strchr(TS_E_CONVERSIONS, c[1])) return 3;
+    if (*c == 'O' && c[1] && strchr(TS_O_CONVERSIONS, c[1])) return 3;
+    if (*c && strchr(TS_CONVERSIONS, *c)) return 2;
+    return 0;
+}
+
+int hoop__log_ts_format_check(const char *format, char *why, size_t cap)
+{
+    size_t len = strlen(format);
+    if (len >= LOG_TS_FORMAT_MAX) {
+        snprintf(why, cap, "it is %zu bytes long, over %d", len, LOG_TS_FORMAT_MAX - 1);
+        return 0;
+    }
+    for (const char *p = format; *p; p++) {
+        if (*p != '%') continue;
+        size_t k = ts_conversion(p);
+        if (k == 0) {
+            size_t shown = p[1] == '\0' ? 1 : (p[1] == 'E' || p[1] == 'O') && p[2] ? 3 : 2;
+            snprintf(why, cap, "'%.*s' is not a conversion it takes", (int)shown, p);
+            return 0;
+        }
+        p += k - 1;
+    }
+    /* Long names (Wednesday, September) and every digit: the longest stamp it makes. */
+    struct tm tm = {.tm_year = 100,
+                    .tm_mon = 8,
+                    .tm_mday = 27,
+                    .tm_hour = 23,
+                    .tm_min = 59,
+                    .tm_sec = 59,
+                    .tm_isdst = -1};
+    struct timespec ts = {.tv_sec = mktime(&tm), .tv_nsec = 999999999};
+    char out[LOG_STAMP_MAX];
+    if (len > 0 && format_stamp(format, &ts, out, sizeof(out)) == 0) {
+        snprintf(why, cap, "the time it writes can be longer than %d bytes", LOG_STAMP_MAX - 1);
+        return 0;
+    }
+    return 1;
+}
+
+/* Writes the timestamp of now in the HOOP_DEBUG_TIMESTAMP_FORMAT format into out. */
+static void format_timestamp(char *out, size_t cap)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    format_stamp(log_ts_format, &now, out, cap);
 }
 
 /* Hands one finished line to the sink, or writes it to the stream. */
@@ -232,7 +297,7 @@ static void emit(hoop_log_level level, const char *line)
 static void vlog(hoop_log_level level, unsigned subsys, const char *file, int line, const char *fmt,
                  va_list ap)
 {
-    char msg[1536], prefix[320], where[96] = "", stamp[160] = "";
+    char msg[1536], prefix[320], where[96] = "", stamp[LOG_STAMP_MAX] = "";
     vsnprintf(msg, sizeof(msg), fmt, ap);
     const char *sub = subsys_name(subsys);
     if (level == HOOP_LOG_WARN || level == HOOP_LOG_TRACE || sub == NULL) {

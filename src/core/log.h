@@ -8,6 +8,8 @@
 #ifndef HOOP_CORE_LOG_H
 #define HOOP_CORE_LOG_H
 
+#include <stddef.h>
+
 #include "hoop/log.h"
 
 HOOP_EXTERN_C_BEGIN
@@ -41,6 +43,12 @@ static inline int hoop__log_on(hoop_log_level level, unsigned subsys)
 /* Parses a subsystem list ("INIT,NET", "ALL", "^TCP") into a mask; returns 0 and sets
  * *bad to the first unknown name on error (for tests and env validation). */
 int hoop__log_parse_mask(const char *spec, unsigned *mask, char *bad, int bad_len);
+
+/* Checks a HOOP_DEBUG_TIMESTAMP_FORMAT value: text with strftime's conversions (C11's
+ * and POSIX's, %E and %O forms, GNU's %k %l %P %s), %% and hoop's %f / %1f..%9f (digits
+ * of the second's fraction); at most 127 bytes, and a stamp of at most 159 bytes. Returns
+ * 1 when good; else 0 with why ("'%Q' is not a conversion it takes") in why. Thread-safe. */
+int hoop__log_ts_format_check(const char *format, char *why, size_t cap);
 
 /* Parses a level name; returns -1 for an unknown one. */
 int hoop__log_parse_level(const char *name);
