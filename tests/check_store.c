@@ -1030,11 +1030,11 @@ static void *parked_get_main(void *arg)
     return NULL;
 }
 
-/* A rank of the job (rank 1 of 3) that has not connected yet comes with another
- * world_size (case 0) or a wrong token (case 1): the job cannot start, so the server
- * fails the ranks waiting on it at once (not at their 20 s timeout) with
- * HOOP_ERR_MISMATCH naming rank 1 and what differs, refuses rank 1 saying the same, and
- * refuses the ranks that come after. The token itself is never shown. */
+/* A rank of the job (rank 1 of 3) that has not connected yet comes with the token but
+ * another world_size: the job cannot start, so the server fails the ranks waiting on it
+ * at once (not at their 20 s timeout) with HOOP_ERR_MISMATCH naming rank 1 and what
+ * differs, refuses rank 1 saying the same, and refuses the ranks that come after. The
+ * token itself is never shown. */
 START_TEST(test_job_rank_refused)
 {
     hoop_store_config cfg = {
@@ -1047,12 +1047,10 @@ START_TEST(test_job_rank_refused)
     for (int i = 0; i < 2; i++)
         ck_assert_int_eq(pthread_create(&th[i], NULL, parked_get_main, &w[i]), 0);
     msleep(300); /* both gets are parked by now */
-    const char *why = _i == 0 ? "WORLD_SIZE=4 on rank 1 but WORLD_SIZE=3 on rank 0"
-                              : "wrong or missing HOOP_TOKEN";
+    const char *why = "WORLD_SIZE=4 on rank 1 but WORLD_SIZE=3 on rank 0";
     hoop_store *h = NULL;
     int64_t t0 = hoop__now_ns();
-    ck_assert_int_eq(connect_as(&h, port, _i == 0 ? TOKEN : "wrong", 1, _i == 0 ? 4 : 3, 5000),
-                     HOOP_ERR_REMOTE);
+    ck_assert_int_eq(connect_as(&h, port, TOKEN, 1, 4, 5000), HOOP_ERR_REMOTE);
     ASSERT_MSG_HAS(why);
     ck_assert_msg(!strstr(hoop_last_error(), TOKEN), "the token leaked: %s", hoop_last_error());
     for (int i = 0; i < 2; i++) {
@@ -1073,6 +1071,41 @@ START_TEST(test_job_rank_refused)
     ASSERT_MSG_HAS("the store gave up: it refused rank 1");
     ASSERT_MSG_HAS(why);
     ck_assert_ptr_null(h);
+    ASSERT_OK(hoop_store_server_destroy(owner));
+}
+END_TEST
+
+/* A wrong token from a rank of the job not seen yet fails nobody else (anyone who can
+ * reach the port could send one): the refused client is told, the parked gets stay
+ * parked, the rightly configured rank 1 still joins, and the server remembers the
+ * stranger (address, claimed rank, why; never the token) for the owner's messages. */
+START_TEST(test_wrong_token_not_fatal)
+{
+    hoop_store_config cfg = {
+        .host = "127.0.0.1", .token = TOKEN, .rank = 0, .world_size = 2, .timeout_ms = 5000};
+    hoop_store_server *owner = NULL;
+    ASSERT_OK(hoop_store_server_init(&owner, &cfg));
+    int port = hoop_store_server_port(owner);
+    struct rank_arg w = {.port = port, .rank = 0, .ws = 2};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, parked_get_main, &w), 0);
+    msleep(300);
+    hoop_store *h = NULL, *r1 = NULL;
+    char note[700] = "";
+    ck_assert_int_eq(hoop__store_server_stranger(owner, note, sizeof(note)), 0);
+    ck_assert_int_eq(connect_as(&h, port, "stale-x9", 1, 2, 5000), HOOP_ERR_REMOTE);
+    ASSERT_MSG_HAS("wrong or missing HOOP_TOKEN");
+    ck_assert_int_eq(hoop__store_server_fault(owner, note, sizeof(note)), 0);
+    ck_assert_int_eq(hoop__store_server_stranger(owner, note, sizeof(note)), 1);
+    ck_assert_msg(strstr(note, "a client at 127.0.0.1:") &&
+                      strstr(note, "claiming rank 1: wrong or missing HOOP_TOKEN"),
+                  "%s", note);
+    ck_assert_msg(!strstr(note, TOKEN) && !strstr(note, "stale-x9"), "a token leaked: %s", note);
+    ASSERT_OK(connect_as(&r1, port, TOKEN, 1, 2, 5000)); /* the real rank 1 */
+    ASSERT_OK(hoop_store_set(r1, "never", "x", 1));      /* serves the parked get */
+    pthread_join(th, NULL);
+    ck_assert_msg(w.st == HOOP_OK, "%s: %s", hoop_status_name(w.st), w.msg);
+    ASSERT_OK(hoop_store_destroy(r1));
     ASSERT_OK(hoop_store_server_destroy(owner));
 }
 END_TEST
@@ -1543,7 +1576,8 @@ int main(void)
     tcase_add_test(errs, test_server_dies);
     tcase_add_test(errs, test_goodbye_long_reason);
     tcase_add_test(errs, test_bad_token);
-    tcase_add_loop_test(errs, test_job_rank_refused, 0, 2);
+    tcase_add_test(errs, test_job_rank_refused);
+    tcase_add_test(errs, test_wrong_token_not_fatal);
     tcase_add_test(errs, test_stray_refusal_harmless);
     tcase_add_loop_test(errs, test_malformed, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(errs, test_stalled_client);

@@ -73,8 +73,9 @@ typedef struct hoop_store_config {
  * rank (>= 0) names whose store it is in messages ("WORLD_SIZE=3 on rank 1 but
  * WORLD_SIZE=2 on rank 0"). world_size, when > 0, lets the server name the ranks that
  * never connected when it stops, refuse a client that states another world_size, and
- * give up at once when it refuses a rank of its world that had not connected yet (a
- * wrong token or world_size: that job cannot start): every connected client then fails
+ * give up at once when it refuses a rank of its world that had not connected yet and
+ * that holds the token but states another world_size (that job cannot start; a wrong
+ * token alone fails no one else, as anyone could send one): every connected client then fails
  * with HOOP_ERR_MISMATCH and a message naming that rank and what differs, and later
  * clients are refused. Errors: HOOP_ERR_INVALID for a bad config or an
  * unresolvable host (named); HOOP_ERR_SYSTEM when the port is in use

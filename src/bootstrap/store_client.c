@@ -567,6 +567,11 @@ int hoop__store_fault(const hoop_store *st, char *buf, size_t cap)
     return st && hoop__store_server_fault(st->server, buf, cap);
 }
 
+int hoop__store_stranger(const hoop_store *st, char *buf, size_t cap)
+{
+    return st && hoop__store_server_stranger(st->server, buf, cap);
+}
+
 // ----- operations -----------------------------------------------------------------------------
 
 static hoop_status check_key(const char *key)

@@ -60,14 +60,19 @@
  * connected, before the waiting ranks lose it.
  *
  * A job's rank refused at start-up. When a server that knows its world_size refuses the
- * HELLO of a rank r of that world (0 <= r < world_size) that has not connected before, for
- * a wrong token or another world_size, the job cannot start: a rank is misconfigured and
- * everyone else would wait for it until the timeout. So the server gives up at once: it
+ * HELLO of a rank r of that world (0 <= r < world_size) that has not connected before,
+ * with the right token but another world_size, the job cannot start: a rank is
+ * misconfigured and everyone else would wait for it until the timeout. So the server
+ * gives up at once: it
  * sends GOODBYE (code HOOP_ERR_MISMATCH, the reason naming rank r, its address and what
  * differs, never the token) to every authenticated connection, ignores what they send
  * after it, and refuses every later HELLO with that reason; it keeps listening until its
  * owner stops it. A refusal of anyone else (a rank already connected, one outside the
- * world, a server without world_size) changes nothing for the others.
+ * world, a server without world_size) changes nothing for the others, nor does a wrong
+ * token: whoever can reach the port could send one (a stray process of an earlier job
+ * on the same port), and the token exists so that such a process cannot act on the job.
+ * The owner's waits that time out then name the last such client (its address, the
+ * rank it claimed), the likeliest reason a rank never arrived.
  *
  * A WAIT whose keys all exist is answered at once; otherwise the server parks the
  * client (no polling) and answers when the last key is set, or with TIMEOUT at the
@@ -343,6 +348,13 @@ int hoop__store_fault(const hoop_store *st, char *buf, size_t cap);
 
 /* The same, asked of a server. Thread-safe. */
 int hoop__store_server_fault(hoop_store_server *srv, char *buf, size_t cap);
+
+/* When srv refused a HELLO for its token (the last one; none after it gave up), writes
+ * "a client at ADDR claiming rank R: wrong or missing HOOP_TOKEN" into buf and returns 1;
+ * else 0. st: the same, asked of the server st owns (0 for a store that owns none).
+ * Thread-safe. */
+int hoop__store_server_stranger(hoop_store_server *srv, char *buf, size_t cap);
+int hoop__store_stranger(const hoop_store *st, char *buf, size_t cap);
 
 /* Stops srv as hoop_store_server_destroy does, first telling every client GOODBYE with
  * code and reason (NULL: "the server was shut down"). */

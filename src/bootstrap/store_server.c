@@ -92,10 +92,11 @@ struct hoop_store_server {
     int world_size;         /* from the config (0: unknown), to name ranks never seen */
     int owner_rank;         /* from the config (-1: none): whose store this is, for messages */
     unsigned char *seen;    /* [world_size]: rank r said HELLO at some point */
-    pthread_mutex_t bye_mu; /* guards bye_code, bye_reason and fault */
+    pthread_mutex_t bye_mu; /* guards bye_code, bye_reason, fault and stranger */
     hoop_status bye_code;
     char bye_reason[1024];
-    char fault[640]; /* "refused rank R (ADDR): WHY" once a job's rank was refused; else "" */
+    char fault[640];    /* "refused rank R (ADDR): WHY" once a job's rank was refused; else "" */
+    char stranger[640]; /* the last HELLO refused for its token, for messages; else "" */
 };
 
 // ----- connection lifetime -----------------------------------------------------------
@@ -394,16 +395,26 @@ static void give_up(hoop_store_server *s, int rank, const char *peer, const char
     }
 }
 
-/* Refuses c's HELLO (rank: the rank it claims) and closes it once told; when that is a
- * rank of this server's world not seen before, the job cannot start: give_up. */
-static void refuse(hoop_store_server *s, conn *c, int rank, const char *why)
+/* Refuses c's HELLO (rank: the rank it claims) and closes it once told. A client that
+ * holds the token but differs (fatal) and claims a rank of this server's world not seen
+ * before means the job cannot start: give_up. A wrong token fails nobody else: anyone who
+ * can reach the port could send one (a stray process of an earlier job on the same port,
+ * a stranger), so it is only remembered, for the message of the wait it leaves unfinished
+ * (hoop__store_server_stranger). */
+static void refuse(hoop_store_server *s, conn *c, int rank, const char *why, int fatal)
 {
     reply_text(c, HOOP__STORE_R_REFUSED, why);
-    if (s->seen && rank >= 0 && rank < s->world_size && !s->seen[rank] && !s->fault[0])
+    if (fatal && s->seen && rank >= 0 && rank < s->world_size && !s->seen[rank] && !s->fault[0]) {
         give_up(s, rank, c->peer, why); /* which says it */
-    else
-        HOOP_WARN("store %s: refused connection from %s (rank %d): %s", s->name, c->peer, rank,
-                  why);
+        return;
+    }
+    HOOP_WARN("store %s: refused connection from %s (rank %d): %s", s->name, c->peer, rank, why);
+    if (!fatal && !s->fault[0]) {
+        pthread_mutex_lock(&s->bye_mu);
+        snprintf(s->stranger, sizeof(s->stranger), "a client at %s claiming rank %d: %s", c->peer,
+                 rank, why);
+        pthread_mutex_unlock(&s->bye_mu);
+    }
 }
 
 /* "" when world_size (the client's, 0: not stated) agrees with the server's; else why not. */
@@ -443,16 +454,16 @@ static const char *on_hello(hoop_store_server *s, conn *c, hoop__rd *r)
     token[n] = '\0';
     if (s->fault[0]) { /* the server thread alone writes fault: no lock to read it here */
         snprintf(why, sizeof(why), "the store gave up: it %s", s->fault);
-        refuse(s, c, (int)rank, why);
+        refuse(s, c, (int)rank, why, 0);
         return NULL;
     }
     if (memchr(tok, 0, n) || !hoop__store_token_eq(token, s->token)) {
-        refuse(s, c, (int)rank, "wrong or missing HOOP_TOKEN");
+        refuse(s, c, (int)rank, "wrong or missing HOOP_TOKEN", 0);
         return NULL;
     }
     world_size_check(s, (int)rank, (int)world_size, why, sizeof(why));
     if (why[0]) {
-        refuse(s, c, (int)rank, why);
+        refuse(s, c, (int)rank, why, 1);
         return NULL;
     }
     c->closing = 0;
@@ -1126,6 +1137,16 @@ int hoop__store_server_fault(hoop_store_server *srv, char *buf, size_t cap)
     pthread_mutex_lock(&srv->bye_mu);
     int has = srv->fault[0] != '\0';
     if (has) snprintf(buf, cap, "%s", srv->fault);
+    pthread_mutex_unlock(&srv->bye_mu);
+    return has;
+}
+
+int hoop__store_server_stranger(hoop_store_server *srv, char *buf, size_t cap)
+{
+    if (srv == NULL) return 0;
+    pthread_mutex_lock(&srv->bye_mu);
+    int has = srv->stranger[0] != '\0';
+    if (has) snprintf(buf, cap, "%s", srv->stranger);
     pthread_mutex_unlock(&srv->bye_mu);
     return has;
 }

@@ -135,11 +135,13 @@ static void rank_list(const uint32_t *idx, uint32_t n, int ws, char *buf, size_t
 static hoop_status never_arrived(const hoop_store *st, const char *what, const char *name,
                                  const uint32_t *idx, uint32_t n, int64_t timeout_ms)
 {
-    char ranks[256];
+    char ranks[256], stranger[700] = "";
     rank_list(idx, n, hoop_store_world_size(st), ranks, sizeof(ranks));
+    int refused = hoop__store_stranger(st, stranger, sizeof(stranger)); /* rank 0 alone */
     return HOOP_ERROR(HOOP_ERR_TIMEOUT,
-                      "%s '%s': %s of %d never arrived (waited %" PRId64 " ms, rank %d)", what,
-                      name, ranks, hoop_store_world_size(st), timeout_ms, hoop_store_rank(st));
+                      "%s '%s': %s of %d never arrived (waited %" PRId64 " ms, rank %d)%s%s", what,
+                      name, ranks, hoop_store_world_size(st), timeout_ms, hoop_store_rank(st),
+                      refused ? "; meanwhile its store refused " : "", stranger);
 }
 
 /* How many ranks (this one included) had entered generation g when this rank did. */
