@@ -75,6 +75,9 @@ else
 fi
 expect 2 "--dropout applies to --model cnn only" --dropout 0.5
 expect 2 "neither train-images-idx3-ubyte.gz nor" --data "$tmp/none"
+: >"$tmp/afile"
+expect 2 "'$tmp/afile' is not a directory; give the directory that holds the IDX files" \
+    --data "$tmp/afile"
 expect 2 "--checkpoint-every needs --checkpoint PATH" --checkpoint-every 10
 expect 2 "--checkpoint-every=0 is out of range" --checkpoint-every 0 --checkpoint "$tmp/x.ckpt"
 expect 2 "--metrics-every needs --metrics FILE" --metrics-every 10
