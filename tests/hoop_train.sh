@@ -78,6 +78,12 @@ expect 2 "neither train-images-idx3-ubyte.gz nor" --data "$tmp/none"
 : >"$tmp/afile"
 expect 2 "'$tmp/afile' is not a directory; give the directory that holds the IDX files" \
     --data "$tmp/afile"
+# A --checkpoint no save could write, though access() says its directory is writable (as
+# root, /proc): refused at once by making the save's temporary file, not after an epoch.
+if [ "$(id -u)" = 0 ]; then
+    expect 2 "--checkpoint: cannot create a temporary file beside '/proc/version'" \
+        --checkpoint /proc/version --data "$tmp/none"
+fi
 expect 2 "--checkpoint-every needs --checkpoint PATH" --checkpoint-every 10
 expect 2 "--checkpoint-every=0 is out of range" --checkpoint-every 0 --checkpoint "$tmp/x.ckpt"
 expect 2 "--metrics-every needs --metrics FILE" --metrics-every 10

@@ -60,6 +60,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "autograd/checkpoint.h"
 #include "autograd/kern.h"
 #include "core/check.h"
 #include "core/clock.h"
@@ -267,12 +268,24 @@ static hoop_status check_output_dir(const char *what, const char *path)
     return HOOP_OK;
 }
 
+/* --checkpoint: can a save write there? Makes and removes the temporary file a save makes
+ * (access() passes for root where no file can be made, in /proc for one), so that a path
+ * a save would fail on fails now, not after an epoch of work. */
+static hoop_status check_checkpoint_path(const char *path)
+{
+    char why[1024];
+    HOOP_CHECK(check_output_dir("--checkpoint", path));
+    if (hoop__checkpoint_probe(path) == HOOP_OK) return HOOP_OK;
+    snprintf(why, sizeof why, "%s", hoop_last_error()); /* "checkpoint: cannot create ..." */
+    return HOOP_ERROR(HOOP_ERR_INVALID, "--%s (a save would fail there)", why);
+}
+
 /* Rank 0's preparation: the data, and every output path, checked before any work. */
 static hoop_status prepare_rank0(trainer *t)
 {
     const train_opts *o = t->o;
     const char *trace = getenv("HOOP_TRACE_FILE");
-    if (o->checkpoint) HOOP_CHECK(check_output_dir("--checkpoint", o->checkpoint));
+    if (o->checkpoint) HOOP_CHECK(check_checkpoint_path(o->checkpoint));
     if (trace && *trace) HOOP_CHECK(check_output_dir("HOOP_TRACE_FILE", trace));
     if (o->metrics && !(t->metrics = fopen(o->metrics, "a")))
         return HOOP_ERROR(HOOP_ERR_INVALID, "--metrics: cannot open '%s': %s", o->metrics,
