@@ -37,6 +37,9 @@ expect() {
 }
 
 expect 0 "usage: hoop-train" --help
+expect 0 "usage: hoop-train" -h
+expect 2 "--help takes no value" --help=foo
+expect 2 "--version takes no value" --version=1
 expect 2 "unknown option '--bogus'" --bogus 1
 expect 2 "--epochs='abc' is not an integer" --epochs abc
 expect 2 "--epochs=0 is out of range" --epochs=0

@@ -70,7 +70,7 @@ static const char usage_text[] =
     "Distributed: start under hooprun (hooprun --nproc-per-node P hoop-train ...); each\n"
     "worker trains on its DistributedSampler shard with batch B, gradients are averaged\n"
     "by DDP, and rank 0 alone prints, writes metrics and checkpoints.\n"
-    "  --help                   this text\n"
+    "  -h, --help               this text\n"
     "SIGINT, SIGTERM, SIGUSR1 (Slurm's --signal): every rank finishes the current step,\n"
     "rank 0 saves --checkpoint with the position in the epoch, prints \"preempted at\n"
     "epoch E step S; saved PATH\", and all exit with 128 + the signal (130, 143, 138);\n"
@@ -300,12 +300,15 @@ hoop_status train_cli_parse(train_opts *o, int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         char flag[FLAG_MAX];
         const char *a = argv[i], *eq = strchr(a, '='), *v;
+        if (!strcmp(a, "-h")) a = "--help"; /* the one short option, as users expect */
         if (strncmp(a, "--", 2) != 0)
             return HOOP_ERROR(HOOP_ERR_INVALID, "unexpected argument '%s' (see --help)", a);
         size_t len = eq ? (size_t)(eq - a) : strlen(a);
         if (len >= FLAG_MAX) return HOOP_ERROR(HOOP_ERR_INVALID, "unknown option '%s'", a);
         memcpy(flag, a, len);
         flag[len] = '\0';
+        if ((!strcmp(flag, "--help") || !strcmp(flag, "--version")) && eq)
+            return HOOP_ERROR(HOOP_ERR_INVALID, "%s takes no value", flag);
         if (!strcmp(flag, "--help")) {
             train_cli_usage(stdout);
             return HOOP_ERR_USAGE;
