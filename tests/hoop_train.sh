@@ -369,6 +369,39 @@ else
     fail=1
 fi
 
+# --resume continues the same run: a flag that shapes the math must be as the checkpoint was
+# written with (mu.ckpt: 1 epoch, sgd lr 0.05, cosine), --epochs included under cosine.
+expect 2 "--resume: $tmp/mu.ckpt was written with --lr 0.05; this run has --lr 0.1" \
+    $mlp --checkpoint "$tmp/mu.ckpt" --resume --lr 0.1
+expect 2 "was written with --momentum 0.9; this run has --momentum 0" \
+    $mlp --checkpoint "$tmp/mu.ckpt" --resume --momentum 0
+expect 2 "was written with --epochs 1; this run has --epochs 2 (under --schedule cosine" \
+    $mlp --checkpoint "$tmp/mu.ckpt" --resume --epochs 2
+# A finished run resumed: nothing to do, said once, without the banner of a run to come.
+# shellcheck disable=SC2086
+"$bin" $mlp --checkpoint "$tmp/mu.ckpt" --resume >"$tmp/done.out" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q "it already has --epochs, nothing to do" "$tmp/done.out" &&
+    ! grep -q "^hoop-train: mlp, " "$tmp/done.out"; then
+    echo "ok: a finished run resumed: nothing to do, no banner"
+else
+    echo "FAIL: a finished run resumed: exit $rc: $(cat "$tmp/done.out")"
+    fail=1
+fi
+# Under --schedule constant the learning rate does not depend on the total steps: a
+# finished run may go on for more epochs.
+const="$data --train-limit 640 --log-every 0 --schedule constant --checkpoint $tmp/c.ckpt"
+# shellcheck disable=SC2086
+"$bin" $const --epochs 1 >"$tmp/c1.out" 2>&1 && "$bin" $const --epochs 2 --resume >"$tmp/c2.out" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q "resumed from .*c.ckpt after epoch 1 (step 5)$" "$tmp/c2.out" &&
+    grep -q "^epoch 2/2 loss" "$tmp/c2.out"; then
+    echo "ok: --schedule constant, resumed with --epochs 2: epoch 2 trained"
+else
+    echo "FAIL: --schedule constant resumed with more epochs: exit $rc: $(cat "$tmp/c1.out" "$tmp/c2.out")"
+    fail=1
+fi
+
 # A benchmark stopped by SIGTERM says so and exits 143.
 # shellcheck disable=SC2086
 "$bin" $data --bench-steps 1000000 --bench-warmup 0 >"$tmp/b.out" 2>&1 &
