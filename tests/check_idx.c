@@ -283,6 +283,16 @@ START_TEST(test_missing)
     ck_assert_int_eq(hoop_dataset_load_mnist(&ds, tmpdir, "train", NULL), HOOP_ERR_INVALID);
     ck_assert_ptr_null(ds);
     ck_assert_ptr_nonnull(strstr(hoop_last_error(), "train-images-idx3-ubyte.gz nor"));
+    /* A file given for the directory is named as such, not as a directory lacking files. */
+    snprintf(img, sizeof img, "%s/plain-file", tmpdir);
+    FILE *f = fopen(img, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    ck_assert_int_eq(hoop_dataset_load_mnist(&ds, img, "train", NULL), HOOP_ERR_INVALID);
+    ck_assert_ptr_null(ds);
+    ck_assert_msg(strstr(hoop_last_error(), "plain-file' is not a directory") != NULL, "%s",
+                  hoop_last_error());
+    unlink(img);
     ck_assert_int_eq(hoop_dataset_load_mnist(&ds, tmpdir, "valid", NULL), HOOP_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(hoop_last_error(), "unknown split 'valid'"));
 }

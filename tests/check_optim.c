@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "autograd/checkpoint.h"
 #include "core/fault.h"
 #include "hoop/autograd.h"
 #include "hoop/nn.h"
@@ -496,6 +497,30 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
     return remove(path);
 }
 
+/* hoop__checkpoint_probe does what a save does before writing: in a writable directory it
+ * succeeds and leaves nothing there (path untouched); where no file can be made (a missing
+ * directory; /proc, where root passes access(W_OK)) it fails with the save's message. */
+START_TEST(test_checkpoint_probe)
+{
+    char dir[sizeof(tmp_root) + 32], path[sizeof(dir) + 32];
+    snprintf(dir, sizeof(dir), "%s/probe_XXXXXX", tmp_root);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/run.ckpt", dir);
+    ck_assert_int_eq(hoop__checkpoint_probe(path), HOOP_OK);
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        ck_assert_msg(e->d_name[0] == '.', "the probe left %s", e->d_name);
+    closedir(d);
+    ck_assert_int_eq(rmdir(dir), 0);
+    ck_assert_int_eq(hoop__checkpoint_probe(path), HOOP_ERR_SYSTEM); /* dir is gone */
+    ck_assert_msg(strstr(hoop_last_error(), "cannot create a temporary file beside") != NULL, "%s",
+                  hoop_last_error());
+    ck_assert_int_eq(hoop__checkpoint_probe("/proc/version"), HOOP_ERR_SYSTEM);
+    ck_assert_msg(strstr(hoop_last_error(), "'/proc/version'") != NULL, "%s", hoop_last_error());
+}
+END_TEST
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR");
@@ -517,6 +542,7 @@ int main(void)
     tcase_add_test(errors, test_checkpoint_rejects_bad_files);
     tcase_add_test(errors, test_checkpoint_inspect);
     tcase_add_test(errors, test_checkpoint_killed_writer);
+    tcase_add_test(errors, test_checkpoint_probe);
     suite_add_tcase(s, core);
     suite_add_tcase(s, errors);
     int rc = run_suite(s);

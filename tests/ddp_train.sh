@@ -25,6 +25,13 @@ bad() {
     echo "FAIL: $*"
     fail=1
 }
+# wrap: hoop-train with $RANK1_FLAGS added on rank 1 only (flags that differ per rank).
+cat >"$tmp/wrap" <<EOF
+#!/bin/sh
+[ "\$RANK" = 1 ] && exec "$train" "\$@" \$RANK1_FLAGS
+exec "$train" "\$@"
+EOF
+chmod +x "$tmp/wrap"
 
 # 1. Two workers train; only rank 0 speaks; metrics carry world_size 2.
 # shellcheck disable=SC2086
@@ -66,6 +73,12 @@ rc=$?
 # sees a signal and still stops after the same step and saves (the ranks agree).
 small_data "$tmp/data" || exit 1
 pre="--data $tmp/data --train-limit 12000 --epochs 2 --threads 1 --progress plain --log-every 8"
+# What may differ between ranks (where they write, how they show progress) does.
+# shellcheck disable=SC2086
+RANK1_FLAGS="--progress bar --log-every 3 --threads 1 --cuda-graph off --metrics $tmp/r1.jsonl" \
+    $build/tools/hooprun --nproc-per-node 2 "$tmp/wrap" --data "$tmp/data" --threads 1 \
+    --bench-steps 2 --bench-warmup 0 >"$tmp/ag" 2>&1 ||
+    bad "rank 1 with output flags of its own: exit $?: $(cat "$tmp/ag")"
 # shellcheck disable=SC2086
 $run $pre --checkpoint "$tmp/u.ckpt" >"$tmp/u.out" 2>&1 || bad "uninterrupted run failed: $(cat "$tmp/u.out")"
 # rank_pid HOOPRUN_PID RANK: the worker of that rank (from its environment).
@@ -155,6 +168,23 @@ if [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
         bad "HOOP_TRANSPORT=ib without a device: rc=$rc $(cat "$tmp/e5")"
 fi
 echo "ok: errors exit 2, named once"
+
+# Every rank must get the same flags: a wrapper adds flags on rank 1 only. Refused before
+# any data is read (a missing --data here), with exit 2, rank 0 naming the flag and both
+# values, rank 1 silent; before, --lr and --seed trained silently diverged models or
+# overlapping shards, and --epochs failed later at a collective mismatch naming no flag.
+for case in "--lr 0.5|--lr: rank 0 has 0.05, rank 1 has 0.5" \
+    "--seed 7|--seed: rank 0 has 1, rank 1 has 7" "--epochs 2|--epochs: rank 0 has 3, rank 1 has 2" \
+    "--metrics-every 5 --metrics $tmp/r1.jsonl|--metrics-every: rank 0 has (none), rank 1 has 5"; do
+    # shellcheck disable=SC2086
+    RANK1_FLAGS=${case%%|*} $build/tools/hooprun --prefix --nproc-per-node 2 "$tmp/wrap" $small \
+        --data "$tmp/nowhere" >"$tmp/ag" 2>&1
+    rc=$?
+    want="[rank 0] hoop-train: ranks disagree on ${case#*|} (every rank must get the same flags)"
+    [ $rc = 2 ] && grep -qF -- "$want" "$tmp/ag" && ! grep -q '^\[rank 1\] hoop-train' "$tmp/ag" ||
+        bad "rank 1 with ${case%%|*}: rc=$rc (want 2, '$want'): $(cat "$tmp/ag")"
+done
+echo "ok: flags that differ between ranks: exit 2, the flag and both values named"
 
 # 5. --device cuda under hooprun, on the CUDA backend built on the host execution layer
 # (TEST_CUDA_HX_BACKEND, exported by make check; its kernels run on the CPU): 2 workers on

@@ -37,6 +37,7 @@ expect() {
 }
 
 expect 0 "usage: hoop-train" --help
+expect 0 "usage: hoop-train" -h
 expect 2 "--help takes no value ('--help=x')" --help=x
 expect 2 "--version takes no value ('--version=1')" --version=1
 expect 2 "unknown option '--bogus'" --bogus 1
@@ -77,6 +78,15 @@ else
 fi
 expect 2 "--dropout applies to --model cnn only" --dropout 0.5
 expect 2 "neither train-images-idx3-ubyte.gz nor" --data "$tmp/none"
+: >"$tmp/afile"
+expect 2 "'$tmp/afile' is not a directory; give the directory that holds the IDX files" \
+    --data "$tmp/afile"
+# A --checkpoint no save could write, though access() says its directory is writable (as
+# root, /proc): refused at once by making the save's temporary file, not after an epoch.
+if [ "$(id -u)" = 0 ]; then
+    expect 2 "--checkpoint: cannot create a temporary file beside '/proc/version'" \
+        --checkpoint /proc/version --data "$tmp/none"
+fi
 expect 2 "--checkpoint-every needs --checkpoint PATH" --checkpoint-every 10
 expect 2 "--checkpoint-every=0 is out of range" --checkpoint-every 0 --checkpoint "$tmp/x.ckpt"
 expect 2 "--metrics-every needs --metrics FILE" --metrics-every 10
@@ -356,6 +366,39 @@ if [ $rc = 2 ] && grep -qF "checkpoint '$tmp/fifo.ckpt' is not a regular file (a
     echo "ok: hoop-train --checkpoint FIFO --resume -> 2"
 else
     echo "FAIL: --resume from a FIFO: exit $rc (want 2): $(cat "$tmp/f.out")"
+    fail=1
+fi
+
+# --resume continues the same run: a flag that shapes the math must be as the checkpoint was
+# written with (mu.ckpt: 1 epoch, sgd lr 0.05, cosine), --epochs included under cosine.
+expect 2 "--resume: $tmp/mu.ckpt was written with --lr 0.05; this run has --lr 0.1" \
+    $mlp --checkpoint "$tmp/mu.ckpt" --resume --lr 0.1
+expect 2 "was written with --momentum 0.9; this run has --momentum 0" \
+    $mlp --checkpoint "$tmp/mu.ckpt" --resume --momentum 0
+expect 2 "was written with --epochs 1; this run has --epochs 2 (under --schedule cosine" \
+    $mlp --checkpoint "$tmp/mu.ckpt" --resume --epochs 2
+# A finished run resumed: nothing to do, said once, without the banner of a run to come.
+# shellcheck disable=SC2086
+"$bin" $mlp --checkpoint "$tmp/mu.ckpt" --resume >"$tmp/done.out" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q "it already has --epochs, nothing to do" "$tmp/done.out" &&
+    ! grep -q "^hoop-train: mlp, " "$tmp/done.out"; then
+    echo "ok: a finished run resumed: nothing to do, no banner"
+else
+    echo "FAIL: a finished run resumed: exit $rc: $(cat "$tmp/done.out")"
+    fail=1
+fi
+# Under --schedule constant the learning rate does not depend on the total steps: a
+# finished run may go on for more epochs.
+const="$data --train-limit 640 --log-every 0 --schedule constant --checkpoint $tmp/c.ckpt"
+# shellcheck disable=SC2086
+"$bin" $const --epochs 1 >"$tmp/c1.out" 2>&1 && "$bin" $const --epochs 2 --resume >"$tmp/c2.out" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q "resumed from .*c.ckpt after epoch 1 (step 5)$" "$tmp/c2.out" &&
+    grep -q "^epoch 2/2 loss" "$tmp/c2.out"; then
+    echo "ok: --schedule constant, resumed with --epochs 2: epoch 2 trained"
+else
+    echo "FAIL: --schedule constant resumed with more epochs: exit $rc: $(cat "$tmp/c1.out" "$tmp/c2.out")"
     fail=1
 fi
 

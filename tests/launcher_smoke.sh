@@ -67,6 +67,13 @@ assert_contains "$TMP/h0" "meanwhile its store refused a client at 127.0.0.1:"
 assert_contains "$TMP/h0" "claiming rank 1: wrong or missing HOOP_TOKEN"
 grep -q s3cret "$TMP/h0" "$TMP/h1" && fail "a token was printed: $(cat "$TMP/h0" "$TMP/h1")"
 
+# -h is --help (exit 0, the usage); --help with a value is refused like any bad argument.
+"$SMOKE" -h > "$TMP/h" 2>&1 || fail "hoop-smoke -h exited $?"
+assert_contains "$TMP/h" "usage: hooprun --nproc-per-node N hoop-smoke"
+"$SMOKE" --help=foo > "$TMP/h2" 2>&1
+[ $? = 2 ] || fail "hoop-smoke --help=foo did not give exit 2"
+assert_contains "$TMP/h2" "unexpected argument '--help=foo'"
+
 # Rank 1 of 2 with nobody hosting the store: fails (exit 1) near HOOP_TIMEOUT=2 s.
 t0=$(now_ms)
 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + RANDOM % 20000)) RANK=1 WORLD_SIZE=2 \

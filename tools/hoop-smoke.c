@@ -91,11 +91,11 @@ int main(int argc, char **argv)
         printf("hoop-smoke (hoop) %s\n", hoop_version_string());
         return 0;
     }
-    if (argc > 1 && strcmp(argv[1], "--help") == 0) {
+    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         printf("usage: hooprun --nproc-per-node N hoop-smoke\n\n"
                "Every worker joins rank 0's store (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)\n"
                "and checks barrier, add and all-gather; rank 0 prints one line.\n"
-               "  --help, --version  print this text, or the version, and exit\n"
+               "  -h, --help, --version  print this text, or the version, and exit\n"
                "Exit status: 0 success, 2 bad environment or arguments, 1 other failures.\n");
         return 0;
     }

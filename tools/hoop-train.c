@@ -60,6 +60,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "autograd/checkpoint.h"
 #include "autograd/kern.h"
 #include "core/check.h"
 #include "core/clock.h"
@@ -267,12 +268,24 @@ static hoop_status check_output_dir(const char *what, const char *path)
     return HOOP_OK;
 }
 
+/* --checkpoint: can a save write there? Makes and removes the temporary file a save makes
+ * (access() passes for root where no file can be made, in /proc for one), so that a path
+ * a save would fail on fails now, not after an epoch of work. */
+static hoop_status check_checkpoint_path(const char *path)
+{
+    char why[1024];
+    HOOP_CHECK(check_output_dir("--checkpoint", path));
+    if (hoop__checkpoint_probe(path) == HOOP_OK) return HOOP_OK;
+    snprintf(why, sizeof why, "%s", hoop_last_error()); /* "checkpoint: cannot create ..." */
+    return HOOP_ERROR(HOOP_ERR_INVALID, "--%s (a save would fail there)", why);
+}
+
 /* Rank 0's preparation: the data, and every output path, checked before any work. */
 static hoop_status prepare_rank0(trainer *t)
 {
     const train_opts *o = t->o;
     const char *trace = getenv("HOOP_TRACE_FILE");
-    if (o->checkpoint) HOOP_CHECK(check_output_dir("--checkpoint", o->checkpoint));
+    if (o->checkpoint) HOOP_CHECK(check_checkpoint_path(o->checkpoint));
     if (trace && *trace) HOOP_CHECK(check_output_dir("HOOP_TRACE_FILE", trace));
     if (o->metrics && !(t->metrics = fopen(o->metrics, "a")))
         return HOOP_ERROR(HOOP_ERR_INVALID, "--metrics: cannot open '%s': %s", o->metrics,
@@ -307,9 +320,9 @@ static hoop_status select_shard(trainer *t, int64_t epoch, int64_t skip)
 }
 
 /* What a checkpoint of this run records about it (and what a resumed file must match). */
-static train_ckpt_extra run_identity(const trainer *t)
+static hoop_status run_identity(const trainer *t, train_ckpt_extra *ex)
 {
-    return (train_ckpt_extra){
+    *ex = (train_ckpt_extra){
         .magic = TRAIN_CKPT_MAGIC,
         .seed = t->o->seed,
         .world_size = t->dist.world_size,
@@ -317,6 +330,7 @@ static train_ckpt_extra run_identity(const trainer *t)
         .ntrain = (int64_t)t->ntrain,
         .model = t->o->model == TRAIN_MODEL_MLP ? TRAIN_CKPT_MODEL_MLP : TRAIN_CKPT_MODEL_CNN,
     };
+    return train_cli_settings(t->o, TRAIN_SAME_RESUME, ex->settings, sizeof ex->settings);
 }
 
 /* --resume: continue from the checkpoint (shared from rank 0) when there is one, at the
@@ -324,9 +338,10 @@ static train_ckpt_extra run_identity(const trainer *t)
 static hoop_status maybe_resume(trainer *t)
 {
     const train_opts *o = t->o;
-    train_ckpt_extra ex, want = run_identity(t);
+    train_ckpt_extra ex, want;
     int found = 0;
     if (!o->resume) return HOOP_OK;
+    HOOP_CHECK(run_identity(t, &want));
     HOOP_CHECK(train_dist_load(&t->dist, o->checkpoint, hoop_model_params(t->model),
                                hoop_model_param_count(t->model), t->opt, &want,
                                hoop_model_numel(t->model), &ex, &found));
@@ -492,7 +507,12 @@ static hoop_status trainer_init(trainer *t, const train_opts *o)
 {
     memset(t, 0, sizeof *t);
     t->o = o;
+    char settings[TRAIN_SETTINGS_BYTES];
     HOOP_CHECK(train_dist_init(&t->dist));
+    /* Flags that differ between ranks would diverge the models, overlap the shards or
+     * mismatch a collective much later: refused first, naming the flag. */
+    HOOP_CHECK(train_cli_settings(o, TRAIN_SAME_RANKS, settings, sizeof settings));
+    HOOP_CHECK(train_dist_same_settings(&t->dist, settings));
     share_cores(t);
     HOOP_CHECK(pick_device(t));
     HOOP_CHECK(load_data_rank0_first(t));
@@ -1002,7 +1022,8 @@ static hoop_status save_checkpoint(trainer *t, int64_t epochs_done, int64_t batc
     if (!o->checkpoint) return HOOP_OK;
     /* cuda: the last steps' bucket all-reduces have run, or their failure stops the save */
     if (t->dist.ddp) HOOP_CHECK(hoop_ddp_wait(t->dist.ddp));
-    train_ckpt_extra ex = run_identity(t);
+    train_ckpt_extra ex;
+    HOOP_CHECK(run_identity(t, &ex));
     ex.epochs_done = epochs_done;
     ex.batches_done = batches_done;
     ex.step = t->step;
@@ -1276,7 +1297,7 @@ static hoop_status run(trainer *t)
         HOOP_CHECK(run_bench(t));
         return t->dist.ddp ? hoop_ddp_trace_flush(t->dist.ddp) : HOOP_OK;
     }
-    if (t->dist.rank == 0) {
+    if (t->dist.rank == 0 && t->start_epoch < o->epochs) { /* else resumed, nothing to do */
         printf("hoop-train: %s, %zu parameters, %zu train / %zu test samples, %d worker(s) x "
                "batch %lld, %s lr %g, %lld epoch%s, %d OpenBLAS thread(s)\n",
                model_name(t), hoop_model_numel(t->model), t->ntrain, hoop_dataset_count(t->test),

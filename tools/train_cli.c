@@ -12,6 +12,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,7 +62,12 @@ static const char usage_text[] =
     "                           (rank 0, atomically: temporary file + rename)\n"
     "  --checkpoint-every N     also save every N steps, mid-epoch\n"
     "  --resume                 continue from --checkpoint if it exists, at the epoch and\n"
-    "                           step it holds (mid-epoch too)\n"
+    "                           step it holds (mid-epoch too), as the same run: a flag that\n"
+    "                           shapes the math (model, optimizer and its settings, schedule,\n"
+    "                           warm-up, batch size, seed, train limit, dropout, normalize,\n"
+    "                           workers) must be as it was written with, or exit 2 says which;\n"
+    "                           --epochs may change with --schedule constant only (cosine\n"
+    "                           spreads its decay over all the steps)\n"
     "  --exit-after-epoch K     stop after epoch K as if interrupted (for tests)\n"
     "  --train-limit N          train on the first N samples only (quick runs, tests)\n"
     "  --bucket-cap-kb N        DDP bucket size cap in KiB (25600)\n"
@@ -69,8 +75,11 @@ static const char usage_text[] =
     "                           are reduced while the first layer's backward runs)\n"
     "Distributed: start under hooprun (hooprun --nproc-per-node P hoop-train ...); each\n"
     "worker trains on its DistributedSampler shard with batch B, gradients are averaged\n"
-    "by DDP, and rank 0 alone prints, writes metrics and checkpoints.\n"
-    "  --help                   this text\n"
+    "by DDP, and rank 0 alone prints, writes metrics and checkpoints. Every rank must get\n"
+    "the same flags (else all exit 2, naming one that differs), except --data, --metrics,\n"
+    "--progress, --log-every, --threads, --cuda-graph and --checkpoint's path (only\n"
+    "whether one is given must agree).\n"
+    "  -h, --help               this text\n"
     "SIGINT, SIGTERM, SIGUSR1 (Slurm's --signal): every rank finishes the current step,\n"
     "rank 0 saves --checkpoint with the position in the epoch, prints \"preempted at\n"
     "epoch E step S; saved PATH\", and all exit with 128 + the signal (130, 143, 138);\n"
@@ -301,6 +310,7 @@ hoop_status train_cli_parse(train_opts *o, int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         char flag[FLAG_MAX];
         const char *a = argv[i], *eq = strchr(a, '='), *v;
+        if (!strcmp(a, "-h")) a = "--help"; /* the one short option, as users expect */
         if (strncmp(a, "--", 2) != 0)
             return HOOP_ERROR(HOOP_ERR_INVALID, "unexpected argument '%s' (see --help)", a);
         size_t len = eq ? (size_t)(eq - a) : strlen(a);
@@ -330,4 +340,128 @@ hoop_status train_cli_parse(train_opts *o, int argc, char **argv)
         HOOP_CHECK(apply_flag(o, flag, v));
     }
     return finish(o);
+}
+
+// ----- settings that must be equal -------------------------------------------------------
+
+/* The text being written by train_cli_settings. */
+typedef struct settings_out {
+    char *buf;
+    size_t len, pos;
+    int scope, full;
+} settings_out;
+
+/* Appends "flag value\n" when the setting's scopes (TRAIN_SAME_*) include the text's. */
+static void put(settings_out *s, int scopes, const char *flag, const char *fmt, ...)
+{
+    char value[96];
+    va_list ap;
+    if (!(scopes & s->scope)) return;
+    va_start(ap, fmt);
+    vsnprintf(value, sizeof value, fmt, ap);
+    va_end(ap);
+    int n = snprintf(s->buf + s->pos, s->len - s->pos, "%s %s\n", flag, value);
+    if (n < 0 || (size_t)n >= s->len - s->pos) {
+        s->full = 1;
+        return;
+    }
+    s->pos += (size_t)n;
+}
+
+/* The shortest %g text that reads back as v (0.1f gives "0.1", not "0.100000001"). */
+static const char *float_text(float v, char *out, size_t len)
+{
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(out, len, "%.*g", digits, (double)v);
+        if (strtof(out, NULL) == v) break;
+    }
+    return out;
+}
+
+/* A count whose 0 means "not asked for": "(none)" then. */
+static const char *count_text(int64_t v, char *out, size_t len)
+{
+    if (v == 0) return "(none)";
+    snprintf(out, len, "%lld", (long long)v);
+    return out;
+}
+
+hoop_status train_cli_settings(const train_opts *o, int scope, char *buf, size_t len)
+{
+    static const char *const models[] = {"mlp", "cnn"}, *const optims[] = {"sgd", "adamw"};
+    static const char *const scheds[] = {"cosine", "constant"};
+    static const char *const devices[] = {"cpu", "cuda", "auto"};
+    const int both = TRAIN_SAME_RANKS | TRAIN_SAME_RESUME, ranks = TRAIN_SAME_RANKS;
+    const int sgd = o->optimizer == TRAIN_OPT_SGD;
+    settings_out s = {.buf = buf, .len = len, .scope = scope};
+    char f[32];
+    memset(buf, 0, len);
+    put(&s, both, "--model", "%s", models[o->model]);
+    put(&s, both, "--optimizer", "%s", optims[o->optimizer]);
+    put(&s, both, "--lr", "%s", float_text(o->lr, f, sizeof f));
+    if (sgd) put(&s, both, "--momentum", "%s", float_text(o->momentum, f, sizeof f));
+    if (sgd) put(&s, both, "--nesterov", "%s", o->nesterov ? "on" : "off");
+    put(&s, both, "--weight-decay", "%s", float_text(o->weight_decay, f, sizeof f));
+    put(&s, both, "--schedule", "%s", scheds[o->schedule]);
+    put(&s, both, "--warmup-steps", "%lld", (long long)o->warmup_steps);
+    /* A constant schedule's learning rate does not depend on the total steps: such a run
+     * may be resumed with more (or fewer) epochs. */
+    put(&s, o->schedule == TRAIN_SCHED_COSINE ? both : ranks, "--epochs", "%lld",
+        (long long)o->epochs);
+    put(&s, both, "--batch-size", "%lld", (long long)o->batch_size);
+    put(&s, both, "--seed", "%lld", (long long)o->seed);
+    put(&s, both, "--dropout", "%s", float_text(o->dropout, f, sizeof f));
+    put(&s, both, "--normalize", "%s", o->standardize ? "standard" : "unit");
+    /* --train-limit: a resume checks the samples it amounts to (train_dist.c). */
+    put(&s, ranks, "--train-limit", "%s", count_text(o->train_limit, f, sizeof f));
+    put(&s, ranks, "--eval-batch-size", "%lld", (long long)o->eval_batch_size);
+    put(&s, ranks, "--device", "%s", devices[o->device]);
+    put(&s, ranks, "--checkpoint", "%s", o->checkpoint ? "(a path)" : "(none)");
+    put(&s, ranks, "--checkpoint-every", "%s", count_text(o->checkpoint_every, f, sizeof f));
+    put(&s, ranks, "--resume", "%s", o->resume ? "on" : "off");
+    put(&s, ranks, "--exit-after-epoch", "%s", count_text(o->exit_after_epoch, f, sizeof f));
+    put(&s, ranks, "--metrics-every", "%s", count_text(o->metrics_every, f, sizeof f));
+    put(&s, ranks, "--bench-steps", "%s", count_text(o->bench_steps, f, sizeof f));
+    put(&s, ranks, "--bench-warmup", "%lld", (long long)o->bench_warmup);
+    put(&s, ranks, "--bucket-cap-kb", "%s",
+        o->bucket_cap_kb ? count_text(o->bucket_cap_kb, f, sizeof f) : "(default)");
+    put(&s, ranks, "--first-bucket-kb", "%lld", (long long)o->first_bucket_kb);
+    if (s.full)
+        return HOOP_ERROR(HOOP_ERR_INTERNAL, "%s:%d: the settings need more than %zu bytes",
+                          __FILE__, __LINE__, len);
+    return HOOP_OK;
+}
+
+/* Finds flag's line in text: its value's start and length, or NULL. */
+static const char *find_value(const char *text, const char *flag, size_t flen, size_t *vlen)
+{
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n');
+        if (!end) return NULL;
+        if ((size_t)(end - line) > flen && !strncmp(line, flag, flen) && line[flen] == ' ') {
+            *vlen = (size_t)(end - line) - flen - 1;
+            return line + flen + 1;
+        }
+        line = end + 1;
+    }
+    return NULL;
+}
+
+int train_cli_settings_diff(const char *a, const char *b, char *flag, char *va, char *vb,
+                            size_t cap)
+{
+    for (const char *line = a; *line;) {
+        const char *end = strchr(line, '\n'), *sp = strchr(line, ' ');
+        if (!end || !sp || sp > end) return 0;
+        size_t flen = (size_t)(sp - line), alen = (size_t)(end - sp - 1), blen;
+        const char *bv = find_value(b, line, flen, &blen);
+        if (bv && (alen != blen || memcmp(sp + 1, bv, alen) != 0)) {
+            snprintf(flag, cap, "%.*s", (int)flen, line);
+            snprintf(va, cap, "%.*s", (int)alen, sp + 1);
+            snprintf(vb, cap, "%.*s", (int)blen, bv);
+            return 1;
+        }
+        line = end + 1;
+    }
+    return 0;
 }

@@ -51,4 +51,29 @@ hoop_status train_cli_parse(train_opts *o, int argc, char **argv);
 /* Prints the usage text. */
 void train_cli_usage(FILE *f);
 
+/* Which settings must be equal. TRAIN_SAME_RANKS: across the ranks of one job (everything
+ * that shapes the math, the data order or the collectives each rank calls; not what only
+ * says where a rank reads or writes, or how it shows progress: --data, --metrics FILE,
+ * --checkpoint PATH (only whether one is given), --progress, --log-every, --threads,
+ * --cuda-graph). TRAIN_SAME_RESUME: between a checkpoint and the run resuming it
+ * (everything that shapes the remaining steps' math; --epochs only under --schedule
+ * cosine, whose learning rate depends on the total step count; not --device, since a
+ * checkpoint crosses devices). */
+#define TRAIN_SAME_RANKS 1
+#define TRAIN_SAME_RESUME 2
+#define TRAIN_SETTINGS_BYTES 1024 /* room for every setting's line, with a margin */
+
+/* Writes o's settings of scope (TRAIN_SAME_*) into buf (len bytes, zero-filled first) as
+ * lines "--flag value", in a fixed order, with defaults resolved and numbers in one
+ * canonical form (a float as the shortest decimal that reads back as the same float), so
+ * that equal settings give equal text. Returns HOOP_OK, or HOOP_ERR_INTERNAL when len is
+ * too small. */
+hoop_status train_cli_settings(const train_opts *o, int scope, char *buf, size_t len);
+
+/* Compares two texts of train_cli_settings: the first flag that both list with different
+ * values. Returns 1 and copies the flag and the values a and b give it into flag, va and vb
+ * (each cap bytes, truncated), or 0 when every flag both list is the same. */
+int train_cli_settings_diff(const char *a, const char *b, char *flag, char *va, char *vb,
+                            size_t cap);
+
 #endif /* HOOP_TOOLS_TRAIN_CLI_H */

@@ -48,6 +48,30 @@ hoop_status train_dist_destroy(train_dist *d)
     return st;
 }
 
+hoop_status train_dist_same_settings(train_dist *d, const char *text)
+{
+    char *all = NULL, flag[64], va[128], vb[128];
+    hoop_status st = HOOP_OK;
+    if (!d->comm) return HOOP_OK;
+    HOOP_CHECK(hoop__calloc(&all, (size_t)d->world_size * TRAIN_SETTINGS_BYTES));
+    HOOP_CHECK_GOTO(hoop_allgather(d->comm, text, all, TRAIN_SETTINGS_BYTES, HOOP_DTYPE_U8, NULL),
+                    st, out);
+    for (int r = 1; r < d->world_size; r++) {
+        char *theirs = all + (size_t)r * TRAIN_SETTINGS_BYTES;
+        theirs[TRAIN_SETTINGS_BYTES - 1] = '\0'; /* whatever another build sent */
+        if (!train_cli_settings_diff(all, theirs, flag, va, vb, sizeof va)) continue;
+        st = HOOP_ERROR(HOOP_ERR_INVALID,
+                        "ranks disagree on %s: rank 0 has %s, rank %d has %s (every rank must "
+                        "get the same flags)",
+                        flag, va, r, vb);
+        d->root_failed = d->rank != 0; /* rank 0 says it, for all */
+        break;
+    }
+out:
+    free(all);
+    return st;
+}
+
 hoop_status train_dist_root_status(train_dist *d, hoop_status st)
 {
     if (!d->comm) return st;
@@ -130,12 +154,33 @@ const char *train_ckpt_model_name(int64_t model)
                                            : "unknown";
 }
 
+/* Rank 0: were have's settings (a checkpoint's, "" when it has none) those of this run,
+ * want? A resumed run continues the run it was written by, bit for bit; --epochs may
+ * change only where the schedule does not depend on it (train_cli_settings). */
+static hoop_status check_settings(const char *path, const char *have, const char *want)
+{
+    char flag[64], va[128], vb[128];
+    if (!train_cli_settings_diff(have, want, flag, va, vb, sizeof va)) return HOOP_OK;
+    if (!strcmp(flag, "--epochs"))
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "--resume: %s was written with --epochs %s; this run has --epochs %s "
+                          "(under --schedule cosine every step's learning rate depends on the "
+                          "total steps; only a --schedule constant run may change --epochs)",
+                          path, va, vb);
+    return HOOP_ERROR(HOOP_ERR_INVALID,
+                      "--resume: %s was written with %s %s; this run has %s %s (a resumed run "
+                      "goes on as the run that wrote it: pass the flags it was written with, or "
+                      "another --checkpoint)",
+                      path, flag, va, flag, vb);
+}
+
 /* Rank 0: is the file at path one this run can continue from? have is what it holds. */
 static hoop_status check_resumable(const char *path, const hoop_checkpoint_info *info,
                                    const train_ckpt_extra *have, const train_ckpt_extra *want,
                                    size_t numel)
 {
-    if ((info->extra_bytes != sizeof(*have) && info->extra_bytes != TRAIN_CKPT_EXTRA_V1_BYTES) ||
+    if ((info->extra_bytes != sizeof(*have) && info->extra_bytes != TRAIN_CKPT_EXTRA_V2_BYTES &&
+         info->extra_bytes != TRAIN_CKPT_EXTRA_V1_BYTES) ||
         have->magic != TRAIN_CKPT_MAGIC)
         return HOOP_ERROR(HOOP_ERR_INVALID, "--checkpoint '%s' was not written by hoop-train",
                           path);
@@ -175,7 +220,7 @@ static hoop_status check_resumable(const char *path, const hoop_checkpoint_info 
                           "schedule, would not carry over (pass the --train-limit it was "
                           "written with, or another --checkpoint)",
                           path, (long long)have->ntrain, (long long)want->ntrain);
-    return HOOP_OK;
+    return check_settings(path, have->settings, want->settings);
 }
 
 /* Rank 0: reads the file once, then checks and loads those bytes (the ones it sends the
@@ -194,6 +239,7 @@ static hoop_status load_root(const char *path, char **buf, int64_t *bytes, int *
     *bytes = (int64_t)len;
     HOOP_CHECK(
         hoop_checkpoint_inspect_mem(path, *buf, (size_t)*bytes, &info, extra, sizeof(*extra)));
+    extra->settings[sizeof(extra->settings) - 1] = '\0'; /* whatever the file holds */
     HOOP_CHECK(check_resumable(path, &info, extra, want, numel));
     memset(extra, 0, sizeof(*extra));
     return hoop_checkpoint_load_mem(path, *buf, (size_t)*bytes, params, count, opt, extra,

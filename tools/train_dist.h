@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "train_cli.h"
+
 #include "hoop/comm.h"
 #include "hoop/ddp.h"
 #include "hoop/optim.h"
@@ -34,7 +36,10 @@ typedef struct train_dist {
 /* What a checkpoint carries besides parameters and optimizer state: where training
  * stands and what it needs to continue exactly. Files written before mid-epoch
  * checkpoints end after batch_size (TRAIN_CKPT_EXTRA_V1_BYTES); they read as epoch
- * boundaries of an unknown model. */
+ * boundaries of an unknown model. Files written before the settings were recorded end
+ * after loss_sum (TRAIN_CKPT_EXTRA_V2_BYTES); their settings read as "" (unchecked). */
+#define TRAIN_CKPT_SETTINGS_BYTES 512
+
 typedef struct train_ckpt_extra {
     uint64_t magic; /* TRAIN_CKPT_MAGIC */
     int64_t epochs_done, step;
@@ -44,10 +49,13 @@ typedef struct train_ckpt_extra {
     int64_t model;        /* TRAIN_CKPT_MODEL_*; 0 = not recorded (older files) */
     int64_t loss_samples; /* samples of those batches, summed over ranks */
     double loss_sum;      /* their loss x samples, summed over ranks (for the epoch's mean) */
+    /* train_cli_settings(TRAIN_SAME_RESUME) of the run that wrote it, NUL-terminated */
+    char settings[TRAIN_CKPT_SETTINGS_BYTES];
 } train_ckpt_extra;
 
 #define TRAIN_CKPT_MAGIC 0x6e69617274706f68ULL /* "hooptrain" */
 #define TRAIN_CKPT_EXTRA_V1_BYTES (6 * sizeof(int64_t))
+#define TRAIN_CKPT_EXTRA_V2_BYTES offsetof(train_ckpt_extra, settings)
 #define TRAIN_CKPT_MODEL_MLP 1
 #define TRAIN_CKPT_MODEL_CNN 2
 
@@ -57,6 +65,14 @@ const char *train_ckpt_model_name(int64_t model);
 /* Joins the job described by the env:// contract when WORLD_SIZE is set. */
 hoop_status train_dist_init(train_dist *d);
 hoop_status train_dist_destroy(train_dist *d);
+
+/* Every rank's settings (text: TRAIN_SETTINGS_BYTES of train_cli_settings with
+ * TRAIN_SAME_RANKS) are gathered and compared with rank 0's (a collective when
+ * distributed; nothing when single). A difference is HOOP_ERR_INVALID on every rank, the
+ * same message everywhere: "ranks disagree on --lr: rank 0 has 0.1, rank 1 has 0.5 (every
+ * rank must get the same flags)", naming the lowest rank that differs and the first flag in
+ * the text's order; rank 0 alone prints it (the others are marked root_failed). */
+hoop_status train_dist_same_settings(train_dist *d, const char *text);
 
 /* Rank 0 shares its status st with everyone (a collective when distributed): returns st
  * on rank 0 and, on the others, HOOP_OK or rank 0's status. A failing rank 0 prints its
@@ -97,10 +113,11 @@ hoop_status train_dist_agree(train_dist *d, int32_t *sig, int pipelined);
 /* Loads the checkpoint at path on every rank from rank 0's copy of the file: rank 0
  * inspects it first and refuses, with a message naming the difference (HOOP_ERR_INVALID),
  * a file of another model (want->model; numel = this model's parameters), world_size,
- * batch size or seed, or one stopped inside an epoch over another number of training
- * samples; then it loads, validates and broadcasts the bytes, so other nodes need no
- * shared filesystem (they load from an unlinked private copy). *found = 0 (and nothing
- * loaded) when rank 0 has no file there; an empty or damaged file is an error. */
+ * batch size or seed, another number of training samples, or other settings (want->
+ * settings: the first flag whose value differs, both values); then it loads, validates and
+ * broadcasts the bytes, so other nodes need no shared filesystem (they load from an unlinked
+ * private copy). *found = 0 (and nothing loaded) when rank 0 has no file there; an empty or damaged
+ * file is an error. */
 hoop_status train_dist_load(train_dist *d, const char *path, hoop_tensor *const *params,
                             size_t count, hoop_optim *opt, const train_ckpt_extra *want,
                             size_t numel, train_ckpt_extra *extra, int *found);

@@ -79,7 +79,8 @@ HOOP_API hoop_status hoop_dataset_load_idx(hoop_dataset **out, const char *image
 /* Loads split "train" or "t10k" from dir using the MNIST file names
  * <split>-images-idx3-ubyte and <split>-labels-idx1-ubyte, taking the ".gz" file when it
  * exists and the plain one otherwise. Errors: as hoop_dataset_load_idx, plus
- * HOOP_ERR_INVALID when split is unknown or neither file exists (naming the path tried). */
+ * HOOP_ERR_INVALID when split is unknown, dir exists but is not a directory, or neither
+ * file exists (naming the path tried). */
 HOOP_API hoop_status hoop_dataset_load_mnist(hoop_dataset **out, const char *dir, const char *split,
                                              const hoop_dataset_config *cfg);
 

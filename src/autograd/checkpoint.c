@@ -36,6 +36,7 @@
 #include <zlib.h>
 
 #include "autograd/autograd_impl.h"
+#include "autograd/checkpoint.h"
 #include "autograd/kern.h"
 #include "autograd/optim_impl.h"
 #include "core/check.h"
@@ -251,6 +252,36 @@ static hoop_status write_img(int fd, const unsigned char *img, size_t n, const c
     return write_all(fd, img + first, n - first, what);
 }
 
+/* The error of a temporary file that could not be made (errno says why). */
+static hoop_status open_failed(const char *path)
+{
+    return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: cannot create a temporary file beside '%s': %s",
+                      path, hoop__strerror(errno));
+}
+
+hoop_status hoop__checkpoint_probe(const char *path)
+{
+    const size_t cap = strlen(path) + 32;
+    char *tmp = malloc(cap);
+    int named;
+    if (tmp == NULL) return HOOP_ERROR(HOOP_ERR_NOMEM, "checkpoint: out of memory");
+    int fd = open_tmp(path, tmp, cap, &named);
+    if (fd < 0) {
+        hoop_status st = open_failed(path);
+        free(tmp);
+        return st;
+    }
+    hoop_status st = HOOP_OK;
+    if (!named) {
+        st = link_tmp(fd, path, tmp, cap);
+        named = st == HOOP_OK;
+    }
+    close(fd);
+    if (named) unlink(tmp);
+    free(tmp);
+    return st;
+}
+
 /* Unnamed file in path's directory (or a temporary one beside it), write, fsync, name it,
  * rename over path, fsync the directory: path holds the old file or the new one, whole,
  * whenever the process dies; after a kill while writing, nothing else is left (a kill in
@@ -263,9 +294,7 @@ static hoop_status atomic_write(const char *path, const unsigned char *img, size
     if (tmp == NULL) return HOOP_ERROR(HOOP_ERR_NOMEM, "checkpoint: out of memory");
     int fd = open_tmp(path, tmp, cap, &named);
     if (fd < 0) {
-        hoop_status st = HOOP_ERROR(HOOP_ERR_SYSTEM,
-                                    "checkpoint: cannot create a temporary file beside '%s': %s",
-                                    path, hoop__strerror(errno));
+        hoop_status st = open_failed(path);
         free(tmp);
         return st;
     }

@@ -14,6 +14,7 @@ libhoopcore_la_SOURCES += \
 	%reldir%/checkpoint.c
 noinst_HEADERS += \
 	%reldir%/autograd_impl.h \
+	%reldir%/checkpoint.h \
 	%reldir%/graph.h \
 	%reldir%/kern.h \
 	%reldir%/ops.h \

@@ -135,6 +135,12 @@ hoop_status hoop_dataset_load_mnist(hoop_dataset **out, const char *dir, const c
     *out = NULL;
     if (strcmp(split, "train") != 0 && strcmp(split, "t10k") != 0)
         return HOOP_ERROR(HOOP_ERR_INVALID, "unknown split '%s' (expected train or t10k)", split);
+    struct stat sb; /* a file given for the directory would read as "no such file in it" */
+    if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "'%s' is not a directory; give the directory that holds the IDX files "
+                          "(%s-images-idx3-ubyte[.gz], ...)",
+                          dir, split);
     snprintf(base, sizeof base, "%s-images-idx3-ubyte", split);
     HOOP_CHECK(dataset_path(images, sizeof images, dir, base));
     snprintf(base, sizeof base, "%s-labels-idx1-ubyte", split);
