@@ -1393,6 +1393,7 @@ static void c_collectives(void)
     INVALID("HOOP_OP_AVG", hoop_allreduce(c, s, r, 4, HOOP_DTYPE_I32, HOOP_OP_AVG, NULL));
     INVALID("count", hoop_allreduce(c, s, r, huge, F, SUM, NULL));
     INVALID("sendbuf", hoop_allreduce(c, (char *)s + 1, r, 1, F, SUM, NULL)); /* misaligned */
+    INVALID("recvbuf", hoop_allreduce(c, s, s + 1, 2, F, SUM, NULL)); /* overlap, not in place */
     /* broadcast */
     INVALID("comm", hoop_broadcast(NULL, s, r, 4, F, 0, NULL));
     INVALID("sendbuf", hoop_broadcast(c, NULL, r, 4, F, 0, NULL));
@@ -1400,6 +1401,7 @@ static void c_collectives(void)
     INVALID("dtype", hoop_broadcast(c, s, r, 4, bad_dt, 0, NULL));
     INVALID("root", hoop_broadcast(c, s, r, 4, F, 1, NULL)); /* root >= world_size */
     INVALID("root", hoop_broadcast(c, s, r, 4, F, -1, NULL));
+    INVALID("recvbuf", hoop_broadcast(c, s + 1, s, 2, F, 0, NULL)); /* overlap on the root */
     INVALID("count", hoop_broadcast(c, s, r, SIZE_MAX, F, 0, NULL));
     /* reduce */
     INVALID("comm", hoop_reduce(NULL, s, r, 4, F, SUM, 0, NULL));
@@ -1409,12 +1411,14 @@ static void c_collectives(void)
     INVALID("op", hoop_reduce(c, s, r, 4, F, (hoop_op)HOOP_OP_COUNT_, 0, NULL));
     INVALID("root", hoop_reduce(c, s, r, 4, F, SUM, 1, NULL));
     INVALID("root", hoop_reduce(c, s, r, 4, F, SUM, INT_MIN, NULL));
+    INVALID("recvbuf", hoop_reduce(c, s, s + 2, 4, F, SUM, 0, NULL)); /* overlap on the root */
     /* all-gather */
     INVALID("comm", hoop_allgather(NULL, s, r, 4, F, NULL));
     INVALID("sendbuf", hoop_allgather(c, NULL, r, 4, F, NULL));
     INVALID("recvbuf", hoop_allgather(c, s, NULL, 4, F, NULL));
     INVALID("dtype", hoop_allgather(c, s, r, 4, bad_dt, NULL));
     INVALID("count", hoop_allgather(c, s, r, huge, F, NULL));
+    INVALID("recvbuf", hoop_allgather(c, s + 1, s, 2, F, NULL)); /* not recvbuf + 0 x count */
     /* reduce-scatter */
     INVALID("comm", hoop_reduce_scatter(NULL, s, r, 4, F, SUM, NULL));
     INVALID("sendbuf", hoop_reduce_scatter(c, NULL, r, 4, F, SUM, NULL));
@@ -1422,6 +1426,7 @@ static void c_collectives(void)
     INVALID("dtype", hoop_reduce_scatter(c, s, r, 4, bad_dt, SUM, NULL));
     INVALID("op", hoop_reduce_scatter(c, s, r, 4, F, bad_op, NULL));
     INVALID("count", hoop_reduce_scatter(c, s, r, huge, F, SUM, NULL));
+    INVALID("recvbuf", hoop_reduce_scatter(c, s, s + 1, 2, F, SUM, NULL)); /* not sendbuf + 0 */
     /* barrier */
     INVALID("comm", hoop_barrier(NULL, NULL));
     /* Nothing was enqueued by the calls above: the comm still works. */
@@ -1451,6 +1456,7 @@ static void c_collectives_stream(void)
     INVALID("dtype", hoop_allgather_stream(c, s, r, 4, bad_dt, NULL));
     INVALID("hoop_reduce_scatter_stream", hoop_reduce_scatter_stream(NULL, s, r, 4, F, SUM, NULL));
     INVALID("recvbuf", hoop_reduce_scatter_stream(c, s, NULL, 4, F, SUM, NULL));
+    INVALID("recvbuf", hoop_allreduce_stream(c, s + 1, s, 2, F, SUM, NULL)); /* overlap */
     INVALID("hoop_barrier_stream", hoop_barrier_stream(NULL, NULL));
     INVALID("comm", hoop_stream_status(NULL));
     OK(hoop_stream_status(c)); /* no stream call failed */

@@ -6,7 +6,8 @@
  * enough for many pipelined steps. Each call is made twice, once on device buffers and
  * once on host copies of the same data, and the results must be bitwise equal (the host
  * path is checked against exact references by check_collectives); a call mixing GPU and
- * host buffers is refused, naming both; a rank that dies mid-call fails the others
+ * host buffers is refused, naming both, and so are partly overlapping device buffers; a
+ * rank that dies mid-call fails the others
  * within 2 s, naming it.
  *
  * In make check the CUDA backend is the host execution layer's build
@@ -201,6 +202,38 @@ START_TEST(test_mixed_refused)
 }
 END_TEST
 
+/* Device pointers into one allocation that overlap partly are refused as host ones are
+ * (HOOP_ERR_INVALID naming both), on every rank; the in-place form still works. */
+static void device_overlap(h_rank *h)
+{
+    hoop_tensor *t = NULL;
+    float host[8] = {1, 1, 1, 1, 1, 1, 1, 1}, back[8];
+    float *d = dev_alloc(&t, sizeof(host));
+    if (!d || put(t, host, sizeof(host)) != HOOP_OK) {
+        h_fail(h, "device buffer: %s", hoop_last_error());
+        goto out;
+    }
+    hoop_status st = hoop_allreduce(h->comm, d, d + 1, 4, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    if (st != HOOP_ERR_INVALID || !strstr(hoop_last_error(), "sendbuf") ||
+        !strstr(hoop_last_error(), "recvbuf") || !strstr(hoop_last_error(), "overlap"))
+        h_fail(h, "device (d, d + 1): %s (%s)", hoop_status_str(st), hoop_last_error());
+    st = hoop_reduce_scatter(h->comm, d, d + 2 * h->rank + 1, 2, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    if (st != HOOP_ERR_INVALID || !strstr(hoop_last_error(), "overlap"))
+        h_fail(h, "device reduce-scatter off its block: %s (%s)", hoop_status_str(st),
+               hoop_last_error());
+    st = hoop_allreduce(h->comm, d, d, 4, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    if (st != HOOP_OK || get(t, back, sizeof(back)) != HOOP_OK || back[3] != (float)h->n)
+        h_fail(h, "device in place: %s (%s)", hoop_status_str(st), hoop_last_error());
+out:
+    hoop_tensor_free(t);
+}
+
+START_TEST(test_device_overlap)
+{
+    run_ranks_ms(2, 20000, device_overlap, NULL);
+}
+END_TEST
+
 /* A rank that dies in the middle of an all-reduce on device buffers (its links closed
  * abruptly, as when its process is killed): the others fail within 2 s with
  * HOOP_ERR_REMOTE naming it, as on host buffers (check_direct's dead_peer), and nothing
@@ -263,6 +296,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_device_buffers, 2, 5);
     tcase_add_test(tc, test_mixed_refused);
+    tcase_add_test(tc, test_device_overlap);
     tcase_add_loop_test(tc, test_dead_peer, 0, 2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

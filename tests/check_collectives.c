@@ -657,7 +657,7 @@ static void bad_args(h_rank *h)
     if (hoop_reduce_scatter(c, v, odd, 1, HOOP_DTYPE_I32, HOOP_OP_SUM, NULL) != HOOP_ERR_INVALID ||
         !strstr(hoop_last_error(), "recvbuf"))
         h_fail(h, "a misaligned reduce-scatter recvbuf was not rejected: %s", hoop_last_error());
-    /* Rejected calls were never queued: the comm still works. */
+    /* Calls rejected alike on every rank pass as refused barriers: the comm still works. */
     v[0] = 1;
     if (hoop_allreduce(c, v, v, 1, HOOP_DTYPE_I32, HOOP_OP_SUM, NULL) != HOOP_OK || v[0] != h->n)
         h_fail(h, "comm unusable after rejected calls");
@@ -666,6 +666,93 @@ static void bad_args(h_rank *h)
 START_TEST(test_bad_args)
 {
     run_ranks(2, NULL, bad_args, NULL);
+}
+END_TEST
+
+/* hoop_last_error() names both buffers and the overlap. */
+static int overlap_named(void)
+{
+    const char *m = hoop_last_error();
+    return strstr(m, "sendbuf") && strstr(m, "recvbuf") && strstr(m, "overlap");
+}
+
+/* Partly overlapping send and receive buffers, the same on every rank: HOOP_ERR_INVALID
+ * naming both on every rank, for each collective whose every rank passes both buffers
+ * (before, hoop_allreduce(x, x + 1, 4) returned HOOP_OK with results that differed
+ * between ranks); the in-place forms are still accepted and exact, and the comm goes on
+ * after the refusals. Broadcast and reduce: test_overlap_one_rank. */
+static void overlap(h_rank *h)
+{
+    hoop_comm *c = h->comm;
+    const int n = h->n, me = h->rank;
+    float x[64], want = (float)(n * (n + 1) / 2);
+    for (int i = 0; i < 64; i++) x[i] = (float)(me + 1);
+    if (hoop_allreduce(c, x, x + 1, 4, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL) != HOOP_ERR_INVALID ||
+        !overlap_named())
+        h_fail(h, "all-reduce (x, x + 1): %s", hoop_last_error());
+    if (hoop_allreduce(c, x + 3, x, 4, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL) != HOOP_ERR_INVALID ||
+        !overlap_named())
+        h_fail(h, "all-reduce (x + 3, x): %s", hoop_last_error());
+    /* all-gather: the next rank's block is not this rank's in-place sendbuf. */
+    if (hoop_allgather(c, x + 4 * ((me + 1) % n), x, 4, HOOP_DTYPE_F32, NULL) != HOOP_ERR_INVALID ||
+        !overlap_named() || !strstr(hoop_last_error(), "recvbuf + rank x count"))
+        h_fail(h, "all-gather into the next block: %s", hoop_last_error());
+    if (hoop_reduce_scatter(c, x, x + 4 * me + 1, 4, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL) !=
+            HOOP_ERR_INVALID ||
+        !overlap_named() || !strstr(hoop_last_error(), "sendbuf + rank x count"))
+        h_fail(h, "reduce-scatter off its block by one: %s", hoop_last_error());
+    /* The in-place forms, exact. */
+    for (int i = 0; i < 64; i++) x[i] = (float)(me + 1);
+    if (hoop_allreduce(c, x, x, 4, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL) != HOOP_OK || x[3] != want)
+        h_fail(h, "in-place all-reduce: %s, x[3] = %g", hoop_last_error(), x[3]);
+    for (int i = 0; i < 4 * n; i++) x[i] = (float)(me + 1);
+    if (hoop_reduce_scatter(c, x, x + 4 * me, 4, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL) != HOOP_OK ||
+        x[4 * me + 3] != want)
+        h_fail(h, "in-place reduce-scatter: %s", hoop_last_error());
+    x[4 * me] = (float)(100 + me);
+    if (hoop_allgather(c, x + 4 * me, x, 4, HOOP_DTYPE_F32, NULL) != HOOP_OK)
+        h_fail(h, "in-place all-gather: %s", hoop_last_error());
+    for (int r = 0; r < n; r++)
+        if (x[4 * r] != (float)(100 + r)) h_fail(h, "all-gather block %d: %g", r, x[4 * r]);
+}
+
+START_TEST(test_overlap)
+{
+    run_ranks(3, NULL, overlap, NULL);
+}
+END_TEST
+
+/* The overlap on rank 1 only, the others in place: rank 1 gets HOOP_ERR_INVALID, and the
+ * others HOOP_ERR_MISMATCH naming rank 1's refusal, all well before HOOP_TIMEOUT (20 s),
+ * instead of waiting for it (or, before, all of them going on with wrong sums). _i: 0
+ * all-reduce, 1 broadcast from root 1 and 2 reduce to root 1 (only the root passes both
+ * buffers there, so a refusal is always one rank's). */
+static void overlap_one_rank(h_rank *h)
+{
+    float x[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    float *r = h->rank == 1 ? x + 1 : x;
+    int64_t t0 = hoop__now_ns();
+    int which = *(const int *)h->user;
+    hoop_status st =
+        which == 0   ? hoop_allreduce(h->comm, x, r, 4, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL)
+        : which == 1 ? hoop_broadcast(h->comm, x, r, 4, HOOP_DTYPE_F32, 1, NULL)
+                     : hoop_reduce(h->comm, x, r, 4, HOOP_DTYPE_F32, HOOP_OP_SUM, 1, NULL);
+    double ms = (double)(hoop__now_ns() - t0) / 1e6;
+    if (h->rank == 1 && (st != HOOP_ERR_INVALID || !overlap_named()))
+        h_fail(h, "the overlap gave %s: %s", hoop_status_name(st), hoop_last_error());
+    if (h->rank != 1 && (st != HOOP_ERR_MISMATCH || !strstr(hoop_last_error(), "rank 1 called") ||
+                         !strstr(hoop_last_error(), "refused by that rank as invalid")))
+        h_fail(h, "in place against rank 1's overlap gave %s: %s", hoop_status_name(st),
+               hoop_last_error());
+    if (ms > 5000) h_fail(h, "the call took %.0f ms", ms);
+}
+
+START_TEST(test_overlap_one_rank)
+{
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    cfg.timeout_ms = 20000;
+    int which = _i;
+    run_ranks(3, &cfg, overlap_one_rank, &which);
 }
 END_TEST
 
@@ -1231,6 +1318,8 @@ static Suite *suite(void)
     tcase_add_test(errors, test_wait_deadline);
     tcase_add_test(errors, test_lost_after_call);
     tcase_add_test(errors, test_bad_args);
+    tcase_add_test(errors, test_overlap);
+    tcase_add_loop_test(errors, test_overlap_one_rank, 0, 3);
     tcase_add_test(errors, test_bad_config);
     tcase_add_test(errors, test_destroy_message);
     tcase_add_test(errors, test_no_fd_leak);

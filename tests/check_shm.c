@@ -569,6 +569,41 @@ START_TEST(test_wrong_token)
 }
 END_TEST
 
+/* Out of descriptors: with none left, accept fails at once with HOOP_ERR_SYSTEM naming
+ * the limit (_i = 0); with one left, accept takes the connection but the kernel cannot
+ * install the ring's memfd and eventfds that came with its hello (MSG_CTRUNC), which is
+ * this process's limit, not a bad peer: HOOP_ERR_SYSTEM naming it too (_i = 1), where
+ * the hello used to be refused as "did not arrive" and the link waited for until the
+ * timeout. */
+START_TEST(test_out_of_fds)
+{
+    void *ctx_a, *ctx_b;
+    struct hoop_tp_comm *listen, *send = NULL, *recv = NULL;
+    unsigned char handle[HOOP_TP_HANDLE_MAX];
+    fd_fill f;
+    tp_make_ctx(&ctx_a, 0, "tok", (struct hoop_tp_config){.ring_bytes = 4096});
+    tp_make_ctx(&ctx_b, 1, "tok", (struct hoop_tp_config){.ring_bytes = 4096});
+    ck_assert_int_eq(tp->listen(ctx_b, handle, &listen), HOOP_OK);
+    ck_assert_int_eq(tp->connect(ctx_a, handle, 0, &send), HOOP_OK); /* hello sent */
+    ck_assert_ptr_null(send);
+    tp_fill(&f, _i);
+    int64_t t0 = hoop__now_ns();
+    ck_assert_int_eq(tp->accept(listen, &recv), HOOP_ERR_SYSTEM);
+    ck_assert_ptr_null(recv);
+    if (_i == 0)
+        assert_error_has("rank 1: shm transport cannot accept a connection: Too many open",
+                         "(RLIMIT_NOFILE soft limit 64, hard limit ");
+    else
+        assert_error_has("cannot take the ring and eventfds of a link from rank 0: Too many open",
+                         "(RLIMIT_NOFILE soft limit 64, hard limit ");
+    ck_assert_int_lt(hoop__now_ns() - t0, 1000000000LL);
+    tp_unfill(&f);
+    ck_assert_int_eq(tp->close(listen), HOOP_OK);
+    ck_assert_int_eq(tp->finalize(ctx_a), HOOP_OK);
+    ck_assert_int_eq(tp->finalize(ctx_b), HOOP_OK);
+}
+END_TEST
+
 /* tp_harness.h's check_peer_gone_in_handshake. */
 START_TEST(test_peer_gone_in_handshake)
 {
@@ -872,6 +907,7 @@ int main(void)
     tcase_add_test(err, test_peer_close_wakes_sleeper);
     tcase_add_test(err, test_no_fd_leak);
     tcase_add_test(err, test_extra_fds);
+    tcase_add_loop_test(err, test_out_of_fds, 0, 2);
     suite_add_tcase(s, err);
     return run_suite(s);
 }

@@ -245,6 +245,39 @@ START_TEST(test_bad_stream)
 }
 END_TEST
 
+/* Out of descriptors (EMFILE): accept fails at once with HOOP_ERR_SYSTEM naming the
+ * limit, where it used to answer "nothing yet" with the connection still queued (the
+ * listening socket stayed readable: a rank polling it spun until HOOP_TIMEOUT), and a
+ * connect's socket() fails the same way, naming the peer. */
+START_TEST(test_out_of_fds)
+{
+    void *ctx_a, *ctx_b;
+    struct hoop_tp_comm *listen, *send = NULL, *recv = NULL;
+    unsigned char handle[HOOP_TP_HANDLE_MAX], again[HOOP_TP_HANDLE_MAX];
+    fd_fill f;
+    tp_make_ctx(&ctx_a, 0, "tok", (struct hoop_tp_config){.nsocks = 2});
+    tp_make_ctx(&ctx_b, 1, "tok", (struct hoop_tp_config){.nsocks = 2});
+    ck_assert_int_eq(tp->listen(ctx_b, handle, &listen), HOOP_OK);
+    memcpy(again, handle, sizeof(again));
+    ck_assert_int_eq(tp->connect(ctx_a, handle, 0, &send), HOOP_OK); /* both streams queued */
+    ck_assert_ptr_null(send);
+    tp_fill(&f, 0);
+    int64_t t0 = hoop__now_ns();
+    ck_assert_int_eq(tp->accept(listen, &recv), HOOP_ERR_SYSTEM);
+    ck_assert_ptr_null(recv);
+    assert_error_has("rank 1: tcp cannot accept a connection: Too many open files",
+                     "(RLIMIT_NOFILE soft limit 64, hard limit ");
+    ck_assert_int_eq(tp->connect(ctx_a, again, 0, &send), HOOP_ERR_SYSTEM);
+    assert_error_has("rank 0: tcp cannot open a socket for stream 0 to rank 1: Too many open",
+                     "RLIMIT_NOFILE soft limit 64");
+    ck_assert_int_lt(hoop__now_ns() - t0, 1000000000LL); /* at once, not at a timeout */
+    tp_unfill(&f);
+    ck_assert_int_eq(tp->close(listen), HOOP_OK);
+    ck_assert_int_eq(tp->finalize(ctx_a), HOOP_OK);
+    ck_assert_int_eq(tp->finalize(ctx_b), HOOP_OK);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tcp");
@@ -262,6 +295,7 @@ int main(void)
     tcase_add_test(err, test_peer_gone_in_handshake);
     tcase_add_test(err, test_abandoned_connect);
     tcase_add_test(err, test_bad_stream);
+    tcase_add_test(err, test_out_of_fds);
     suite_add_tcase(s, err);
     return run_suite(s);
 }

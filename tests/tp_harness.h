@@ -11,6 +11,9 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -180,6 +183,33 @@ static void check_request_pool(pair *p)
         ck_assert_ptr_nonnull(rreq[i]);
     }
     close_pair(p); /* K receives still pending */
+}
+
+/* A full descriptor table: the soft RLIMIT_NOFILE lowered to FILL_LIMIT and every
+ * descriptor below it taken (dups of stdin, or /dev/null's) but `spare`. tp_unfill closes
+ * them and restores the limit (a Check case runs in its own child; CK_FORK=no too). */
+#define FILL_LIMIT 64
+typedef struct fd_fill {
+    struct rlimit old;
+    int fds[FILL_LIMIT], n;
+} fd_fill;
+
+static inline void tp_fill(fd_fill *f, int spare)
+{
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &f->old), 0);
+    ck_assert_msg(open_fds() + spare + 4 < FILL_LIMIT, "%d descriptors open already", open_fds());
+    struct rlimit low = {.rlim_cur = FILL_LIMIT, .rlim_max = f->old.rlim_max};
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+    f->n = 0;
+    for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) f->fds[f->n++] = fd;
+    ck_assert_int_eq(errno, EMFILE);
+    for (int i = 0; i < spare; i++) close(f->fds[--f->n]);
+}
+
+static inline void tp_unfill(fd_fill *f)
+{
+    while (f->n > 0) close(f->fds[--f->n]);
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &f->old), 0);
 }
 
 #endif /* HOOP_TESTS_TP_HARNESS_H */

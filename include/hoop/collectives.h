@@ -14,7 +14,22 @@
  * Common rules:
  *   - count is in elements of dtype (size_t); 0 is allowed and moves no data.
  *   - In-place when sendbuf == recvbuf (all-gather: sendbuf == recvbuf + rank * count
- *     elements; reduce-scatter: recvbuf == sendbuf + rank * count elements).
+ *     elements; reduce-scatter: recvbuf == sendbuf + rank * count elements). Otherwise
+ *     the two buffers must not overlap: a partial overlap (recvbuf == sendbuf + 1, say)
+ *     cannot be honoured (ranks would read elements already overwritten and end with
+ *     different results) and is refused with HOOP_ERR_INVALID naming both buffers, for
+ *     GPU buffers (pointers into one allocation) as for host ones. Broadcast and reduce
+ *     check it on the root only, the one rank that uses both buffers.
+ *   - A call refused for its arguments on some ranks only does not leave the others
+ *     waiting: the refusing rank returns HOOP_ERR_INVALID, and its refusal still takes
+ *     the call's turn (a barrier carrying the call, marked refused), so every other
+ *     rank fails that call promptly with HOOP_ERR_MISMATCH naming the refusing rank
+ *     ("refused by that rank as invalid"); the comm then stays failed. When every rank
+ *     refuses the same call, every rank gets HOOP_ERR_INVALID and the comm goes on. A
+ *     blocking call (req == NULL) that is refused returns once that barrier is over, so
+ *     the others have heard of it before this rank goes on or exits. Not on a one-rank
+ *     comm, nor for a NULL comm, nor for a stream call while its stream is captured
+ *     (that rank alone refuses it).
  *   - Every rank must call the same collectives in the same order. Before any rank
  *     completes a call, every rank learns that every rank called the same collective
  *     with the same count, dtype, op, root and algorithm (the vote: lg world_size rounds

@@ -427,6 +427,71 @@ static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **r
     return st;
 }
 
+/* A call this rank refuses for its arguments (st, HOOP_ERR_INVALID, message set) still
+ * takes its turn on the comm, so that no other rank waits for it until HOOP_TIMEOUT: a
+ * barrier (the vote alone) whose header is the call as given, marked refused. Where
+ * every rank refused the same call, the headers agree and the barrier passes: each rank
+ * got HOOP_ERR_INVALID and the comm goes on. Where another rank called it validly, the
+ * vote fails the call on every rank with HOOP_ERR_MISMATCH naming the refusal, and the
+ * comm stays failed. A blocking call (wait) returns st once that vote is over, so every
+ * rank has heard of the refusal before this one goes on (or exits: its links closing
+ * first would tell the others only that it left); the others return st at once, the
+ * barrier running on the progress thread. Not done on a one-rank comm, nor for a call
+ * ordered on a stream that is being captured (its rank's later calls would be numbered
+ * differently from the graph's), nor when the request cannot be made. */
+static hoop_status refuse(hoop_comm *comm, const hoop__coll_args *a, const struct via *v, int wait,
+                          hoop_status st)
+{
+    const struct hoop__cuda_coll *cc = NULL;
+    hoop_request *r;
+    int captured = 0;
+    char msg[512];
+    if (!comm || comm->world_size < 2 || st != HOOP_ERR_INVALID) return st;
+    snprintf(msg, sizeof(msg), "%s", hoop_last_error());
+    if (v && hoop__cuda_backend(NULL, &cc) == HOOP_OK && cc &&
+        HOOP__CUDA_COLL_HAS(cc, stream_capturing) &&
+        (cc->stream_capturing(v->stream, &captured) != HOOP_OK || captured))
+        return HOOP_ERROR(st, "%s", msg);
+    hoop__coll_args b = {.coll = HOOP__COLL_BARRIER,
+                         .dtype = HOOP_DTYPE_U8,
+                         .rank = comm->rank,
+                         .world_size = comm->world_size,
+                         .elem = 1,
+                         .chunk_bytes = comm->chunk_bytes};
+    if (new_request(comm, &b, &r) == HOOP_OK) {
+        r->hdr.coll = (uint8_t)a->coll;
+        r->hdr.count = a->count;
+        r->hdr.dtype = (uint8_t)a->dtype;
+        r->hdr.op = (uint8_t)a->op;
+        r->hdr.root = a->root;
+        r->hdr.refused = 1;
+        wait = wait && !v;
+        if (!wait) atomic_store(&r->refs, 1); /* the progress thread's: nobody waits */
+        queue_push(comm, r);
+        hoop__comm_wake(comm);
+        int collected;
+        if (wait) (void)wait_req(r, -1, &collected); /* its outcome: the others' news */
+        if (wait && !collected) hoop__request_release(r);
+    }
+    return HOOP_ERROR(st, "%s", msg);
+}
+
+/* HOOP_ERR_INVALID when the byte ranges [s, s + sb) and [r, r + rb) overlap other than
+ * as the call's in-place form (in_place: the caller's test of it; rule: its wording). A
+ * partial overlap cannot be honoured: a rank would read elements it has already
+ * overwritten, and ranks would end with different results. The same test holds for GPU
+ * buffers (pointers into one allocation compare as addresses there too). */
+static hoop_status check_overlap(const char *fn, const void *s, size_t sb, const void *r, size_t rb,
+                                 int in_place, const char *rule)
+{
+    uintptr_t x = (uintptr_t)s, y = (uintptr_t)r;
+    if (in_place || sb == 0 || rb == 0 || x >= y + rb || y >= x + sb) return HOOP_OK;
+    return HOOP_ERROR(HOOP_ERR_INVALID,
+                      "%s: sendbuf %p (%zu bytes) and recvbuf %p (%zu bytes) overlap: in place "
+                      "means %s, otherwise the two buffers must not overlap",
+                      fn, s, sb, r, rb, rule);
+}
+
 static hoop_status check_common(const char *fn, hoop_comm *comm, size_t count, hoop_dtype dtype,
                                 hoop_op op, int reduces)
 {
@@ -503,37 +568,52 @@ static hoop_status allreduce(hoop_comm *comm, const void *sendbuf, void *recvbuf
                              hoop_dtype dtype, hoop_op op, hoop_request **req, const struct via *v)
 {
     const char *fn = v ? "hoop_allreduce_stream" : "hoop_allreduce";
-    HOOP_CHECK(check_common(fn, comm, count, dtype, op, 1));
-    HOOP_CHECK(check_rbuf(fn, "sendbuf", sendbuf, count, dtype));
-    HOOP_CHECK(check_rbuf(fn, "recvbuf", recvbuf, count, dtype));
     hoop__coll_args a = {.coll = HOOP__COLL_ALLREDUCE,
                          .sendbuf = sendbuf,
                          .recvbuf = recvbuf,
                          .count = count,
                          .dtype = dtype,
                          .op = op};
+    hoop_status st;
+    HOOP_CHECK_GOTO(check_common(fn, comm, count, dtype, op, 1), st, bad);
+    HOOP_CHECK_GOTO(check_rbuf(fn, "sendbuf", sendbuf, count, dtype), st, bad);
+    HOOP_CHECK_GOTO(check_rbuf(fn, "recvbuf", recvbuf, count, dtype), st, bad);
     size_t bytes = count * hoop_dtype_size(dtype);
+    HOOP_CHECK_GOTO(
+        check_overlap(fn, sendbuf, bytes, recvbuf, bytes, sendbuf == recvbuf, "sendbuf == recvbuf"),
+        st, bad);
     try_direct(comm, &a, recvbuf, bytes, sendbuf == recvbuf);
     if (a.algo != HOOP_ALGO_DIRECT)
         a.algo = hoop__comm_algo_pick(comm, (hoop_algo)atomic_load(&comm->algo), bytes);
     return enqueue(comm, &a, req, v);
+bad:
+    return refuse(comm, &a, v, req == NULL, st);
 }
 
 static hoop_status broadcast(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                              hoop_dtype dtype, int root, hoop_request **req, const struct via *v)
 {
     const char *fn = v ? "hoop_broadcast_stream" : "hoop_broadcast";
-    HOOP_CHECK(check_common(fn, comm, count, dtype, HOOP_OP_SUM, 0));
-    HOOP_CHECK(check_root(fn, comm, root));
-    if (comm->rank == root) HOOP_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
-    HOOP_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
     hoop__coll_args a = {.coll = HOOP__COLL_BROADCAST,
                          .sendbuf = sendbuf,
                          .recvbuf = recvbuf,
                          .count = count,
                          .dtype = dtype,
                          .root = root};
+    hoop_status st;
+    HOOP_CHECK_GOTO(check_common(fn, comm, count, dtype, HOOP_OP_SUM, 0), st, bad);
+    HOOP_CHECK_GOTO(check_root(fn, comm, root), st, bad);
+    if (comm->rank == root) {
+        size_t bytes = count * hoop_dtype_size(dtype);
+        HOOP_CHECK_GOTO(check_buf(fn, "sendbuf", sendbuf, count), st, bad);
+        HOOP_CHECK_GOTO(check_overlap(fn, sendbuf, bytes, recvbuf, bytes, sendbuf == recvbuf,
+                                      "sendbuf == recvbuf"),
+                        st, bad);
+    }
+    HOOP_CHECK_GOTO(check_buf(fn, "recvbuf", recvbuf, count), st, bad);
     return enqueue(comm, &a, req, v);
+bad:
+    return refuse(comm, &a, v, req == NULL, st);
 }
 
 static hoop_status reduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -541,10 +621,6 @@ static hoop_status reduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, s
                           const struct via *v)
 {
     const char *fn = v ? "hoop_reduce_stream" : "hoop_reduce";
-    HOOP_CHECK(check_common(fn, comm, count, dtype, op, 1));
-    HOOP_CHECK(check_root(fn, comm, root));
-    HOOP_CHECK(check_rbuf(fn, "sendbuf", sendbuf, count, dtype));
-    if (comm->rank == root) HOOP_CHECK(check_rbuf(fn, "recvbuf", recvbuf, count, dtype));
     hoop__coll_args a = {.coll = HOOP__COLL_REDUCE,
                          .sendbuf = sendbuf,
                          .recvbuf = recvbuf,
@@ -552,25 +628,44 @@ static hoop_status reduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, s
                          .dtype = dtype,
                          .op = op,
                          .root = root};
+    hoop_status st;
+    HOOP_CHECK_GOTO(check_common(fn, comm, count, dtype, op, 1), st, bad);
+    HOOP_CHECK_GOTO(check_root(fn, comm, root), st, bad);
+    HOOP_CHECK_GOTO(check_rbuf(fn, "sendbuf", sendbuf, count, dtype), st, bad);
+    if (comm->rank == root) {
+        size_t bytes = count * hoop_dtype_size(dtype);
+        HOOP_CHECK_GOTO(check_rbuf(fn, "recvbuf", recvbuf, count, dtype), st, bad);
+        HOOP_CHECK_GOTO(check_overlap(fn, sendbuf, bytes, recvbuf, bytes, sendbuf == recvbuf,
+                                      "sendbuf == recvbuf"),
+                        st, bad);
+    }
     return enqueue(comm, &a, req, v);
+bad:
+    return refuse(comm, &a, v, req == NULL, st);
 }
 
 static hoop_status allgather(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                              hoop_dtype dtype, hoop_request **req, const struct via *v)
 {
     const char *fn = v ? "hoop_allgather_stream" : "hoop_allgather";
-    HOOP_CHECK(check_common(fn, comm, count, dtype, HOOP_OP_SUM, 0));
-    HOOP_CHECK(check_buf(fn, "sendbuf", sendbuf, count));
-    HOOP_CHECK(check_buf(fn, "recvbuf", recvbuf, count));
     hoop__coll_args a = {.coll = HOOP__COLL_ALLGATHER,
                          .sendbuf = sendbuf,
                          .recvbuf = recvbuf,
                          .count = count,
                          .dtype = dtype};
-    size_t block = count * hoop_dtype_size(dtype);
-    try_direct(comm, &a, recvbuf, block * (size_t)comm->world_size,
-               sendbuf == (const char *)recvbuf + block * (size_t)comm->rank);
+    hoop_status st;
+    HOOP_CHECK_GOTO(check_common(fn, comm, count, dtype, HOOP_OP_SUM, 0), st, bad);
+    HOOP_CHECK_GOTO(check_buf(fn, "sendbuf", sendbuf, count), st, bad);
+    HOOP_CHECK_GOTO(check_buf(fn, "recvbuf", recvbuf, count), st, bad);
+    size_t block = count * hoop_dtype_size(dtype), total = block * (size_t)comm->world_size;
+    int in_place = sendbuf == (const char *)recvbuf + block * (size_t)comm->rank;
+    HOOP_CHECK_GOTO(check_overlap(fn, sendbuf, block, recvbuf, total, in_place,
+                                  "sendbuf == recvbuf + rank x count elements"),
+                    st, bad);
+    try_direct(comm, &a, recvbuf, total, in_place);
     return enqueue(comm, &a, req, v);
+bad:
+    return refuse(comm, &a, v, req == NULL, st);
 }
 
 static hoop_status reduce_scatter(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -578,19 +673,25 @@ static hoop_status reduce_scatter(hoop_comm *comm, const void *sendbuf, void *re
                                   const struct via *v)
 {
     const char *fn = v ? "hoop_reduce_scatter_stream" : "hoop_reduce_scatter";
-    HOOP_CHECK(check_common(fn, comm, count, dtype, op, 1));
-    HOOP_CHECK(check_rbuf(fn, "sendbuf", sendbuf, count, dtype));
-    HOOP_CHECK(check_rbuf(fn, "recvbuf", recvbuf, count, dtype));
     hoop__coll_args a = {.coll = HOOP__COLL_REDUCE_SCATTER,
                          .sendbuf = sendbuf,
                          .recvbuf = recvbuf,
                          .count = count,
                          .dtype = dtype,
                          .op = op};
-    size_t block = count * hoop_dtype_size(dtype);
-    try_direct(comm, &a, sendbuf, block * (size_t)comm->world_size,
-               recvbuf == (const char *)sendbuf + block * (size_t)comm->rank);
+    hoop_status st;
+    HOOP_CHECK_GOTO(check_common(fn, comm, count, dtype, op, 1), st, bad);
+    HOOP_CHECK_GOTO(check_rbuf(fn, "sendbuf", sendbuf, count, dtype), st, bad);
+    HOOP_CHECK_GOTO(check_rbuf(fn, "recvbuf", recvbuf, count, dtype), st, bad);
+    size_t block = count * hoop_dtype_size(dtype), total = block * (size_t)comm->world_size;
+    int in_place = recvbuf == (const char *)sendbuf + block * (size_t)comm->rank;
+    HOOP_CHECK_GOTO(check_overlap(fn, sendbuf, total, recvbuf, block, in_place,
+                                  "recvbuf == sendbuf + rank x count elements"),
+                    st, bad);
+    try_direct(comm, &a, sendbuf, total, in_place);
     return enqueue(comm, &a, req, v);
+bad:
+    return refuse(comm, &a, v, req == NULL, st);
 }
 
 static hoop_status barrier(hoop_comm *comm, hoop_request **req, const struct via *v)

@@ -33,6 +33,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/env.h"
+#include "core/fdlimit.h"
 #include "core/fault.h"
 
 #define COMM_DEPTH 8                /* chunks in flight per peer and direction */
@@ -289,6 +290,40 @@ static hoop_status plan_links(const hoop_comm *comm, hoop__card *cards, hoop__ca
     return HOOP_OK;
 }
 
+/* Checks, before any link is connected, that RLIMIT_NOFILE leaves room for the
+ * descriptors this rank's links will hold: both ends of the link to every needed peer
+ * and of the control ring, each holding its transport's link_fds, plus the progress
+ * thread's eventfd. Raises the soft limit where that suffices (hoop__fd_reserve);
+ * otherwise fails at once with HOOP_ERR_SYSTEM naming the need and the limit: run out of
+ * descriptors halfway, a rank could only fail one accept or socket at a time while its
+ * peers waited for it. */
+static hoop_status reserve_fds(const hoop_comm *comm, const unsigned char *need,
+                               const struct link_plan *plan, const struct link_plan *ctl)
+{
+    int64_t ends[HOOP__TP_MAX] = {0}, more = 1;
+    int peers = 0;
+    char what[400];
+    for (int p = 0; p < comm->world_size; p++)
+        if (need[p]) ends[plan[p].k] += 2, peers++;
+    ends[ctl->k] += 2;
+    size_t len =
+        (size_t)snprintf(what, sizeof(what), "rank %d's links to %d peer%s and the control ring (",
+                         comm->rank, peers, peers == 1 ? "" : "s");
+    for (int k = 0, first = 1; k < comm->ntps && len < sizeof(what); k++) {
+        const hoop__tp_open *o = &comm->tps[k];
+        if (!ends[k]) continue;
+        int fds = o->tp->link_fds ? o->tp->link_fds(o->ctx) : 1;
+        more += ends[k] * fds;
+        len += (size_t)snprintf(
+            what + len, sizeof(what) - len, "%s%lld link ends over %s, %d descriptor%s each%s",
+            first ? "" : "; ", (long long)ends[k], o->tp->name, fds, fds == 1 ? "" : "s",
+            o->tp == &hoop__transport_tcp ? ", one per HOOP_TCP_NSOCKS stream" : "");
+        first = 0;
+    }
+    if (len < sizeof(what)) snprintf(what + len, sizeof(what) - len, ")");
+    return hoop__fd_reserve(more, what);
+}
+
 // ----------------------------------------------------------------- link cost
 
 /* The cost model's alpha and beta: the slowest of every rank's data links. Each rank
@@ -480,7 +515,8 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
     HOOP_CHECK_GOTO(plan_links(comm, cards, &ctl_card, need, s->forced, plan, &ctl), st, out);
     HOOP_CHECK_GOTO(agree_cost(comm, cfg, gen, need, plan, deadline), st, out);
     int bad = -1;
-    st = connect_loop(comm, listen, need, plan, &ctl, deadline, &bad);
+    st = reserve_fds(comm, need, plan, &ctl);
+    if (st == HOOP_OK) st = connect_loop(comm, listen, need, plan, &ctl, deadline, &bad);
     if (st != HOOP_OK && cfg->store) st = share_failure(comm, cfg->store, gen, st, bad);
 out:
     for (int k = 0; k < comm->ntps; k++)
@@ -541,7 +577,12 @@ static hoop_status comm_start(hoop_comm *comm, const comm_settings *s)
         HOOP_CHECK(register_slots(comm));
     }
     comm->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (comm->wake_fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "eventfd: %s", hoop__strerror(errno));
+    if (comm->wake_fd < 0) {
+        int err = errno;
+        char hint[160];
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "rank %d: eventfd for the progress thread: %s%s",
+                          comm->rank, hoop__strerror(err), hoop__fd_hint(err, hint, sizeof(hint)));
+    }
     /* staged: the async table, and every call staged as device buffers will be */
     comm->stage_all = s->memops && strcmp(s->memops, "staged") == 0;
     HOOP_CHECK(

@@ -27,7 +27,9 @@ enum { HOOP__REC_HDR = 1, HOOP__REC_ABORT = 2, HOOP__REC_BYE = 3, HOOP__REC_CLAI
 typedef struct hoop__hdr {
     uint64_t seq;   /* HDR: call number on this comm; ABORT: culprit rank (or -1) */
     uint64_t count; /* elements */
-    uint8_t kind, coll, dtype, op, algo, pad[3];
+    uint8_t kind, coll, dtype, op, algo;
+    uint8_t refused; /* HDR: 1 = this rank refused the call for its arguments (collectives.c) */
+    uint8_t pad[2];
     int32_t root;
     int32_t aux; /* ABORT: hoop_status; the two records after an ABORT are the calls */
 } hoop__hdr;

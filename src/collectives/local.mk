@@ -73,6 +73,8 @@ TESTS += tests/check_exec
 
 TESTS += tests/mixed_links.sh
 EXTRA_DIST += tests/mixed_links.sh
+TESTS += tests/fd_limit.sh
+EXTRA_DIST += tests/fd_limit.sh
 
 # Collectives on GPU buffers, through the CUDA backend (the host execution layer's build
 # here, the real one under tests/gpu/run.sh).

@@ -78,7 +78,7 @@ void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap)
     }
     /* Only what the collective has: an op where it reduces, a root where it has one, the
      * algorithm where there is a choice (all-reduce). */
-    char op[16] = "", root[24] = "", algo[24] = "";
+    char op[16] = "", root[24] = "", algo[64] = "";
     int c = h->coll;
     if (c == HOOP__COLL_ALLREDUCE || c == HOOP__COLL_REDUCE || c == HOOP__COLL_REDUCE_SCATTER)
         snprintf(op, sizeof(op), ", %s", hoop_op_name((hoop_op)h->op));
@@ -86,6 +86,8 @@ void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap)
         snprintf(root, sizeof(root), ", root=%d", (int)h->root);
     if (c == HOOP__COLL_ALLREDUCE)
         snprintf(algo, sizeof(algo), ", algo=%s", hoop_algo_name((hoop_algo)h->algo));
+    if (h->refused) /* the algorithm was never picked */
+        snprintf(algo, sizeof(algo), ", refused by that rank as invalid: see its error");
     snprintf(buf, cap, "%s(count=%llu, %s%s%s%s) #%llu", coll_name(c), (unsigned long long)h->count,
              hoop_dtype_name((hoop_dtype)h->dtype), op, root, algo, (unsigned long long)h->seq);
 }

@@ -145,7 +145,7 @@ static int hdr_equal(const hoop__hdr *a, const hoop__hdr *b)
 {
     return a->kind == b->kind && a->seq == b->seq && a->count == b->count && a->coll == b->coll &&
            a->dtype == b->dtype && a->op == b->op && a->algo == b->algo && a->root == b->root &&
-           a->aux == b->aux;
+           a->aux == b->aux && a->refused == b->refused;
 }
 
 hoop_status hoop__vote_merge(void *votes, const hoop__step *st, int rank)

@@ -6,6 +6,7 @@ libhoopcore_la_SOURCES += \
 	%reldir%/backend.c \
 	%reldir%/env.c \
 	%reldir%/fault.c \
+	%reldir%/fdlimit.c \
 	%reldir%/version.c
 noinst_HEADERS += \
 	%reldir%/backend.h \
@@ -13,6 +14,7 @@ noinst_HEADERS += \
 	%reldir%/log.h \
 	%reldir%/env.h \
 	%reldir%/fault.h \
+	%reldir%/fdlimit.h \
 	%reldir%/clock.h \
 	%reldir%/rng.h
 hoopinclude_HEADERS += \

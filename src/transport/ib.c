@@ -68,6 +68,7 @@
 #include "config.h" /* HOOP_HAVE_VERBS */
 #include "core/check.h"
 #include "core/clock.h"
+#include "core/fdlimit.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "transport/ib_util.h"
@@ -677,7 +678,10 @@ static hoop_status ib_init(const struct hoop_tp_config *cfg, void **tctx)
                     st, fail);
     ctx->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (ctx->kick_fd < 0) {
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "ib: eventfd: %s", hoop__strerror(errno));
+        int err = errno;
+        char hint[160];
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "ib: eventfd: %s%s", hoop__strerror(err),
+                        hoop__fd_hint(err, hint, sizeof(hint)));
         goto fail;
     }
     int fl = fcntl(ctx->p.vctx->async_fd, F_GETFL);
@@ -970,8 +974,10 @@ static hoop_status ib_listen(void *tctx, void *handle, struct hoop_tp_comm **out
         int e = errno;
         char ip[INET_ADDRSTRLEN];
         ib_close(&c->base);
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "ib: listen on %s: %s", hoop__sock_ip_str(ctx->addr, ip),
-                          hoop__strerror(e));
+        char hint[160];
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "ib: listen on %s: %s%s",
+                          hoop__sock_ip_str(ctx->addr, ip), hoop__strerror(e),
+                          hoop__fd_hint(e, hint, sizeof(hint)));
     }
     struct ib_handle h = {.magic = IB_MAGIC,
                           .rank = ctx->rank,
@@ -1045,7 +1051,8 @@ static hoop_status ib_accept(struct hoop_tp_comm *lc, struct hoop_tp_comm **out)
     struct ib_comm *l = HOOP_CONTAINER_OF(lc, struct ib_comm, base);
     *out = NULL;
     for (;;) {
-        int fd = accept4(l->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd;
+        HOOP_CHECK(hoop__sock_accept(l->sock, l->ctx->rank, "ib", &fd));
         if (fd < 0) break;
         int one = 1;
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -1089,6 +1096,16 @@ static hoop_status ib_accept(struct hoop_tp_comm *lc, struct hoop_tp_comm **out)
 
 // ----------------------------------------------------------------- connect
 
+/* A failed socket() for c's connection (errno), naming the descriptor limit on EMFILE. */
+static hoop_status sock_error(const struct ib_comm *c)
+{
+    int err = errno;
+    char hint[160];
+    return HOOP_ERROR(HOOP_ERR_SYSTEM, "rank %d: ib cannot open a socket to rank %d: %s%s",
+                      c->ctx->rank, c->base.peer, hoop__strerror(err),
+                      hoop__fd_hint(err, hint, sizeof(hint)));
+}
+
 static hoop_status conn_step(struct ib_comm *c, int *done)
 {
     *done = 0;
@@ -1098,8 +1115,7 @@ static hoop_status conn_step(struct ib_comm *c, int *done)
             if (errno == ECONNREFUSED) { /* not listening yet: a fresh socket next time */
                 close(c->sock);
                 c->sock = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-                if (c->sock < 0)
-                    return HOOP_ERROR(HOOP_ERR_SYSTEM, "ib: socket: %s", hoop__strerror(errno));
+                if (c->sock < 0) return sock_error(c);
                 return HOOP_OK;
             }
             return HOOP_ERROR(HOOP_ERR_REMOTE, "ib: connect to rank %d: %s", c->base.peer,
@@ -1117,9 +1133,7 @@ static hoop_status conn_step(struct ib_comm *c, int *done)
             close(c->sock);
             c->sock = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
             c->state = IC_START;
-            return c->sock < 0
-                       ? HOOP_ERROR(HOOP_ERR_SYSTEM, "ib: socket: %s", hoop__strerror(errno))
-                       : HOOP_OK;
+            return c->sock < 0 ? sock_error(c) : HOOP_OK;
         }
         if (err != 0)
             return HOOP_ERROR(HOOP_ERR_REMOTE, "ib: connect to rank %d: %s", c->base.peer,
@@ -1192,7 +1206,7 @@ static hoop_status ib_connect(void *tctx, void *handle, int channel, struct hoop
             .sin_family = AF_INET, .sin_port = h->port, .sin_addr.s_addr = h->addr};
         c->sock = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (c->sock < 0) {
-            st = HOOP_ERROR(HOOP_ERR_SYSTEM, "ib: socket: %s", hoop__strerror(errno));
+            st = sock_error(c);
             goto fail;
         }
         HOOP_CHECK_GOTO(qp_create(c), st, fail);
@@ -1766,6 +1780,13 @@ static hoop_status ib_abort(struct hoop_tp_comm *tc)
     return close_comm(tc, 0);
 }
 
+/* Each end of a link holds its liveness socket and its completion channel. */
+static int ib_link_fds(void *tctx)
+{
+    (void)tctx;
+    return 2;
+}
+
 const struct hoop_transport hoop__transport_ib = {
     .name = "ib",
     .api_version = HOOP_TRANSPORT_API_VERSION,
@@ -1784,6 +1805,7 @@ const struct hoop_transport hoop__transport_ib = {
     .pollfds = ib_pollfds,
     .cost = ib_cost,
     .forget = ib_forget,
+    .link_fds = ib_link_fds,
     .close = ib_close,
     .abort = ib_abort,
     .finalize = ib_finalize,

@@ -50,9 +50,11 @@
 
 #include "core/check.h"
 #include "core/clock.h"
+#include "core/fdlimit.h"
 #include "core/rng.h"
 #include "transport/hello.h"
 #include "transport/reqpool.h"
+#include "transport/sock.h"
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x6873686du /* "hshm" */
@@ -289,8 +291,9 @@ static hoop_status shm_listen(void *tctx, void *handle, struct hoop_tp_comm **ou
     if (c->sock < 0 || listen(c->sock, 512) != 0) {
         int e = errno;
         shm_close(&c->base);
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "shm transport: cannot listen on a Unix socket: %s",
-                          hoop__strerror(e));
+        char hint[160];
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "shm transport: cannot listen on a Unix socket: %s%s",
+                          hoop__strerror(e), hoop__fd_hint(e, hint, sizeof(hint)));
     }
     struct shm_handle h = {
         .magic = SHM_MAGIC, .rank = ctx->rank, .netns = ctx->netns, .uid = ctx->uid};
@@ -400,6 +403,30 @@ static int take_fds(struct msghdr *m, int fds[3])
     return nfds;
 }
 
+/* A hello whose descriptors were cut short (MSG_CTRUNC): when this process cannot open
+ * one more descriptor, the kernel dropped them for want of room here, not the peer:
+ * refuses the link (the peer hears a verdict of 0) and fails with HOOP_ERR_SYSTEM naming
+ * the limit, instead of refusing it as a bad hello and waiting for it until the timeout.
+ * HOOP_OK otherwise (the hello check then refuses the peer). */
+static hoop_status fds_full(int fd, int peer, int fds[3])
+{
+    char hint[160], no = 0;
+    int probe = dup(fd), err = errno;
+    if (probe >= 0) {
+        close(probe);
+        return HOOP_OK;
+    }
+    if (err != EMFILE && err != ENFILE) return HOOP_OK;
+    for (int i = 0; i < 3; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    fds[0] = fds[1] = fds[2] = -1;
+    (void)send(fd, &no, 1, MSG_DONTWAIT | MSG_NOSIGNAL); /* fd: the listener's to close */
+    return HOOP_ERROR(HOOP_ERR_SYSTEM,
+                      "shm transport: cannot take the ring and eventfds of a link from rank %d: "
+                      "%s%s",
+                      peer, hoop__strerror(err), hoop__fd_hint(err, hint, sizeof(hint)));
+}
+
 /* Reads the hello of an accepted socket. *out = a new recv comm when the peer is
  * accepted; the socket is consumed (closed or kept) unless its hello has not arrived. */
 static hoop_status judge(struct shm_comm *l, int fd, int *keep, struct shm_comm **out)
@@ -418,6 +445,8 @@ static hoop_status judge(struct shm_comm *l, int fd, int *keep, struct shm_comm 
         return HOOP_OK;
     }
     if (n >= 0) nfds = take_fds(&m, fds);
+    if (n == (ssize_t)sizeof(h) && (m.msg_flags & MSG_CTRUNC))
+        HOOP_CHECK(fds_full(fd, h.rank, fds));
     const char *why = NULL;
     int same_user =
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 && cred.uid == getuid();
@@ -456,7 +485,8 @@ static hoop_status shm_accept(struct hoop_tp_comm *lc, struct hoop_tp_comm **out
     struct shm_comm *l = HOOP_CONTAINER_OF(lc, struct shm_comm, base);
     *out = NULL;
     for (;;) {
-        int fd = accept4(l->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd;
+        HOOP_CHECK(hoop__sock_accept(l->sock, l->ctx->rank, "shm transport", &fd));
         if (fd < 0) break;
         if (l->npend == l->cappend) {
             int cap = l->cappend ? 2 * l->cappend : 16;
@@ -491,9 +521,15 @@ static hoop_status connector_setup(struct shm_comm *c)
     c->memfd = memfd_create("hoop-shm", MFD_CLOEXEC);
     c->efd_data = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     c->efd_space = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (c->memfd < 0 || c->efd_data < 0 || c->efd_space < 0)
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "shm transport: memfd_create/eventfd: %s",
-                          hoop__strerror(errno));
+    if (c->memfd < 0 || c->efd_data < 0 || c->efd_space < 0) {
+        int err = errno;
+        char hint[160];
+        return HOOP_ERROR(HOOP_ERR_SYSTEM,
+                          "rank %d: shm transport: memfd_create/eventfd for the link to rank %d: "
+                          "%s%s",
+                          c->ctx->rank, c->base.peer, hoop__strerror(err),
+                          hoop__fd_hint(err, hint, sizeof(hint)));
+    }
     return map_segment(c, c->memfd, c->ctx->ring_bytes, 1);
 }
 
@@ -582,7 +618,11 @@ static hoop_status shm_connect(void *tctx, void *handle, int channel, struct hoo
         abstract_addr(h->name, &c->raddr, &c->raddr_len);
         c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (c->sock < 0) {
-            st = HOOP_ERROR(HOOP_ERR_SYSTEM, "shm transport: socket: %s", hoop__strerror(errno));
+            int err = errno;
+            char hint[160];
+            st = HOOP_ERROR(HOOP_ERR_SYSTEM, "rank %d: shm transport: socket to rank %d: %s%s",
+                            ctx->rank, h->rank, hoop__strerror(err),
+                            hoop__fd_hint(err, hint, sizeof(hint)));
             goto fail;
         }
         HOOP_CHECK_GOTO(connector_setup(c), st, fail);
@@ -824,6 +864,13 @@ static hoop_status shm_close(struct hoop_tp_comm *tc)
     return HOOP_OK;
 }
 
+/* Each end of a link holds its socket, the ring's memfd and two eventfds. */
+static int shm_link_fds(void *tctx)
+{
+    (void)tctx;
+    return 4;
+}
+
 const struct hoop_transport hoop__transport_shm = {
     .name = "shm",
     .preference = 0, /* within a host, nothing is faster */
@@ -839,6 +886,7 @@ const struct hoop_transport hoop__transport_shm = {
     .test = shm_test,
     .pollfds = shm_pollfds,
     .cost = shm_cost,
+    .link_fds = shm_link_fds,
     .close = shm_close,
     .finalize = shm_finalize,
 };

@@ -6,11 +6,13 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/fdlimit.h"
 #include "transport/sock.h"
 
 const char *hoop__sock_ip_str(struct in_addr a, char b[INET_ADDRSTRLEN])
@@ -86,4 +88,32 @@ hoop_status hoop__sock_listen_addr(const char *ifname, const char *master_addr, 
     if (ifname && *ifname) return addr_from_ifname(ifname, out);
     if (master_addr && *master_addr) return addr_routing_to(master_addr, out);
     return HOOP_OK;
+}
+
+/* accept(2): Linux passes errors already pending on the new connection to accept; they
+ * end that connection only, and the next one may be fine. */
+static int accept_skips(int err)
+{
+    return err == EINTR || err == ECONNABORTED || err == EPROTO || err == ENETDOWN ||
+           err == ENOPROTOOPT || err == EHOSTDOWN || err == ENONET || err == EHOSTUNREACH ||
+           err == EOPNOTSUPP || err == ENETUNREACH;
+}
+
+hoop_status hoop__sock_accept(int lfd, int rank, const char *who, int *fd)
+{
+    char hint[160];
+    for (;;) {
+        *fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (*fd >= 0) return HOOP_OK;
+        int err = errno;
+        if (err == EAGAIN || err == EWOULDBLOCK) return HOOP_OK;
+        if (accept_skips(err)) continue;
+        /* accept(2) takes a descriptor slot before it looks for a connection: with the
+         * table full it fails with EMFILE even when none is pending, which is no
+         * failure (the rank may have every link it needs). */
+        struct pollfd p = {.fd = lfd, .events = POLLIN};
+        if (poll(&p, 1, 0) == 0) return HOOP_OK;
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "rank %d: %s cannot accept a connection: %s%s", rank,
+                          who, hoop__strerror(err), hoop__fd_hint(err, hint, sizeof(hint)));
+    }
 }

@@ -24,6 +24,16 @@ const char *hoop__sock_ip_str(struct in_addr a, char b[INET_ADDRSTRLEN]);
 hoop_status hoop__sock_listen_addr(const char *ifname, const char *master_addr,
                                    struct in_addr *out);
 
+/* One accept4 on the non-blocking listening socket lfd (flags SOCK_NONBLOCK |
+ * SOCK_CLOEXEC): *fd = the new socket, or -1 when none is pending. Errors that concern
+ * one pending connection only (ECONNABORTED, EPROTO, the network errors accept(2) passes
+ * on) skip it. Anything else, above all EMFILE / ENFILE (out of descriptors: the
+ * connection stays queued, so the listening socket stays readable and a caller that
+ * polled it again would spin), fails with HOOP_ERR_SYSTEM "rank R: <who> cannot accept a
+ * connection: <strerror> (<the descriptor limit>)" when a connection is pending (with
+ * none pending, a full table is no error: *fd = -1). */
+hoop_status hoop__sock_accept(int lfd, int rank, const char *who, int *fd);
+
 /* 1 when the two HOOP_TP_TOKEN_MAX-byte tokens are equal, in time independent of where
  * they differ. */
 int hoop__sock_token_equal(const char *a, const char *b);

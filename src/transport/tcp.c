@@ -37,6 +37,7 @@
 
 #include "core/check.h"
 #include "core/clock.h"
+#include "core/fdlimit.h"
 #include "transport/hello.h"
 #include "transport/reqpool.h"
 #include "transport/sock.h"
@@ -216,7 +217,12 @@ static hoop_status tcp_listen(void *tctx, void *handle, struct hoop_tp_comm **ou
     struct sockaddr_in a = ctx->addr;
     socklen_t len = sizeof(a);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "socket: %s", hoop__strerror(errno));
+    if (fd < 0) {
+        int err = errno;
+        char hint[160];
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "rank %d: tcp cannot open its listening socket: %s%s",
+                          ctx->rank, hoop__strerror(err), hoop__fd_hint(err, hint, sizeof(hint)));
+    }
     if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 256) != 0 ||
         getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
         int err = errno;
@@ -362,7 +368,8 @@ static hoop_status tcp_accept(struct hoop_tp_comm *lc, struct hoop_tp_comm **out
     struct tcp_comm *done = NULL;
     *out = NULL;
     for (;;) {
-        int fd = accept4(l->s[0].fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd;
+        HOOP_CHECK(hoop__sock_accept(l->s[0].fd, l->ctx->rank, "tcp", &fd));
         if (fd < 0) break;
         HOOP_CHECK(hoop__realloc(&l->pend, (size_t)l->npend + 1));
         l->pend[l->npend++] = (struct tcp_pend){.fd = fd};
@@ -397,12 +404,17 @@ static hoop_status conn_step(struct tcp_comm *c, int i, int *done)
     int peer = c->base.peer, err = 0;
     socklen_t len = sizeof(err);
     ssize_t n;
-    char verdict, ip[INET_ADDRSTRLEN];
+    char verdict, ip[INET_ADDRSTRLEN], hint[160];
     struct pollfd pfd = {.fd = s->fd, .events = POLLOUT};
     switch (s->state) {
     case TCS_START:
         s->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (s->fd < 0) return HOOP_ERROR(HOOP_ERR_SYSTEM, "socket: %s", hoop__strerror(errno));
+        if (s->fd < 0) {
+            err = errno;
+            return HOOP_ERROR(
+                HOOP_ERR_SYSTEM, "rank %d: tcp cannot open a socket for stream %d to rank %d: %s%s",
+                c->ctx->rank, i, peer, hoop__strerror(err), hoop__fd_hint(err, hint, sizeof(hint)));
+        }
         set_sockopts(s->fd);
         if (connect(s->fd, (struct sockaddr *)&c->raddr, sizeof(c->raddr)) != 0 &&
             errno != EINPROGRESS)
@@ -687,6 +699,12 @@ static hoop_status tcp_close(struct hoop_tp_comm *tc)
     return HOOP_OK;
 }
 
+/* Each end of a link holds one socket per stream. */
+static int tcp_link_fds(void *tctx)
+{
+    return ((struct tcp_ctx *)tctx)->nsocks;
+}
+
 const struct hoop_transport hoop__transport_tcp = {
     .name = "tcp",
     .preference = 2, /* the fallback: reaches every peer */
@@ -701,6 +719,7 @@ const struct hoop_transport hoop__transport_tcp = {
     .irecv = tcp_irecv,
     .test = tcp_test,
     .pollfds = tcp_pollfds,
+    .link_fds = tcp_link_fds,
     .close = tcp_close,
     .abort = tcp_abort,
     .finalize = tcp_finalize,

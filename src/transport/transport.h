@@ -27,7 +27,7 @@
 
 #include "hoop/status.h"
 
-#define HOOP_TRANSPORT_API_VERSION 3
+#define HOOP_TRANSPORT_API_VERSION 4
 #define HOOP_TP_HANDLE_MAX 128 /* bytes exchanged through the bootstrap store */
 #define HOOP_TP_TOKEN_MAX 64   /* longest accepted HOOP_TOKEN, bytes */
 
@@ -104,6 +104,9 @@ struct hoop_tp_comm {
  *   pollfds   (optional) lists up to cap pollfds a caller may sleep on for this comm;
  *             NULL for transports that are only polled by test.
  *   cost      (optional) this context's link cost; NULL = loopback TCP's figures.
+ *   link_fds  (optional) the descriptors one end of a link holds in this context, for
+ *             the communicator's check of RLIMIT_NOFILE before it connects (tcp:
+ *             HOOP_TCP_NSOCKS); NULL = 1.
  *   forget    (optional) [addr, addr + bytes) is about to be freed: drop what the
  *             context caches about it (ib: registrations, which would otherwise pin the
  *             old pages and serve a new allocation at the same address wrongly).
@@ -133,6 +136,7 @@ struct hoop_transport {
     hoop_status (*test)(void *req, int *done, size_t *bytes);
     int (*pollfds)(struct hoop_tp_comm *c, struct pollfd *fds, int cap);
     void (*cost)(void *tctx, struct hoop_tp_cost *out);
+    int (*link_fds)(void *tctx);
     void (*forget)(void *tctx, void *addr, size_t bytes);
     hoop_status (*close)(struct hoop_tp_comm *c);
     hoop_status (*abort)(struct hoop_tp_comm *c);
