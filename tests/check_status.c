@@ -57,6 +57,14 @@ START_TEST(test_error_message_at_origin)
     HOOP_CHECK_KEEP(inner(-1), keep);
     HOOP_CHECK_KEEP(HOOP_ERR_SYSTEM, keep);
     ck_assert_int_eq(keep, HOOP_ERR_INVALID);
+    /* A message that quotes the previous one (as callers that add context do), twice:
+     * the old text must come out whole after the new prefix. */
+    ck_assert_int_eq(inner(-3), HOOP_ERR_INVALID);
+    ck_assert_int_eq(HOOP_ERROR(HOOP_ERR_SYSTEM, "while loading: %s", hoop_last_error()),
+                     HOOP_ERR_SYSTEM);
+    ck_assert_int_eq(HOOP_ERROR(HOOP_ERR_SYSTEM, "rank %d %s", 2, hoop_last_error()),
+                     HOOP_ERR_SYSTEM);
+    ck_assert_str_eq(hoop_last_error(), "rank 2 while loading: x=-3 must not be negative");
 }
 END_TEST
 

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/check.h"
 
@@ -52,10 +53,14 @@ const char *hoop__strerror(int errnum)
 
 hoop_status hoop__set_error(hoop_status st, const char *file, int line, const char *fmt, ...)
 {
+    /* Formatted aside first: a message may quote the previous one ("...: %s",
+     * hoop_last_error()), and vsnprintf into the buffer it reads from is undefined. */
+    char msg[sizeof(last_error)];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof(msg));
     /* The log line carries file:line (a developer's clue); the message stays the user's. */
     if (hoop__log_on(HOOP_LOG_DEBUG, HOOP_LOG_ALL))
         hoop__log(HOOP_LOG_DEBUG, HOOP_LOG_ALL, file, line, "%s: %s", hoop_status_name(st),
