@@ -9,7 +9,8 @@
  * (hoop__hdr_describe). A finding is a crash, a sanitizer report, a description that is
  * not a terminated string in its buffer, or a merge whose verdict is not: HOOP_OK exactly
  * when the record has the magic, comes from rank 1, is not marked bad and carries the
- * same header bytes (the 3 pad bytes aside); HOOP_ERR_MISMATCH otherwise.
+ * same header bytes (the 2 pad bytes aside; the refused mark counts); HOOP_ERR_MISMATCH
+ * otherwise.
  */
 #include "fuzz.h"
 
@@ -46,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(&from, in + 4, 4);
     memcpy(&bad, in + 8, 4);
     memcpy(me, &mine, sizeof(me));
-    int same = memcmp(in + 32, me, 21) == 0 && memcmp(in + 56, me + 24, 8) == 0;
+    int same = memcmp(in + 32, me, 22) == 0 && memcmp(in + 56, me + 24, 8) == 0;
     hoop_status want =
         magic == 0x564f5445u && from == 1 && bad == 0 && same ? HOOP_OK : HOOP_ERR_MISMATCH;
     if (got != want) abort();
