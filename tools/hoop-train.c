@@ -35,11 +35,11 @@
  * with the same sampler order, optimizer state and dropout stream (seeded per step), so
  * the run ends with the same checkpoint as an uninterrupted one, byte for byte.
  *
- * Exit status: 0 success; 2 bad flags, a missing data directory or a corrupt data file
- * (any HOOP_ERR_INVALID before training starts), or --device cuda where no GPU can be
- * had; 1 any other failure; 128 + N after a stop by signal N (130 SIGINT, 138 SIGUSR1,
- * 143 SIGTERM) with the checkpoint saved. Every failure prints one line
- * "hoop-train: <message>" on stderr.
+ * Exit status: 0 success; 2 bad flags, a missing data directory, a corrupt data file or
+ * ranks that loaded different data (any HOOP_ERR_INVALID before training starts), or
+ * --device cuda where no GPU can be had; 1 any other failure; 128 + N after a stop by
+ * signal N (130 SIGINT, 138 SIGUSR1, 143 SIGTERM) with the checkpoint saved. Every
+ * failure prints one line "hoop-train: <message>" on stderr.
  *
  * Files (tools/train.h lists them): this one holds main, the epoch and benchmark loops
  * and the stop signals; the set-up, data, step, evaluation, reporting and checkpoint

@@ -6,10 +6,10 @@
  * hoop-train is one program in several files, each around one part of the job:
  * hoop-train.c (main, the epoch and benchmark loops, stop signals), train_setup.c (the
  * trainer's set-up and tear-down: outputs, model, optimizer, device), train_data.c (the
- * data: loading, shards, input tensors), train_step.c (one optimizer step, on the cpu
- * and double buffered on cuda), train_eval.c (the test set's evaluation), train_report.c
- * (progress, epoch lines, --metrics), train_ckpt.c (saving and resuming), beside
- * train_cli.c (flags) and train_dist.c (the distributed side).
+ * data: loading, the ranks' agreement on it, shards, input tensors), train_step.c (one
+ * optimizer step, on the cpu and double buffered on cuda), train_eval.c (the test set's
+ * evaluation), train_report.c (progress, epoch lines, --metrics), train_ckpt.c (saving
+ * and resuming), beside train_cli.c (flags) and train_dist.c (the distributed side).
  * Not thread-safe: everything here runs on hoop-train's main thread.
  */
 #ifndef HOOP_TOOLS_TRAIN_H
@@ -118,7 +118,8 @@ hoop_status trainer_destroy(trainer *t);
 
 /* Loads --data: rank 0 first, while the others wait for its verdict (root_st is rank 0's
  * status from before, its output checks: when not HOOP_OK it loads nothing), then the
- * others. Sets t->train, t->test, t->sample and t->ntrain. A collective when distributed. */
+ * others; then every rank's datasets are compared with rank 0's (train_dist_same_data).
+ * Sets t->train, t->test, t->sample and t->ntrain. A collective when distributed. */
 hoop_status train_data_load(trainer *t, hoop_status root_st);
 
 /* Points the loader at this rank's shard of epoch, past its first skip batches (the ones

@@ -1,15 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tools/train_data.c -- hoop-train's data: --data loaded (rank 0 first, then the others),
- * this rank's shard of each epoch, and the input tensors the
+ * the ranks' agreement on it, this rank's shard of each epoch, and the input tensors the
  * batches are gathered into.
  *
  * Rank 0 loads first while the others wait for its verdict, so a missing or corrupt file
  * is named once, by rank 0; then the others load their own copy (no shared filesystem is
- * needed). Batches are gathered by the loader (hoop/data.h) from this rank's DistributedSampler
+ * needed) and every rank's sample counts and checksums are compared with rank 0's, so
+ * ranks given other data stop at start with a message naming the rank and both datasets
+ * instead of running different numbers of steps into a collective that fails later.
+ * Batches are gathered by the loader (hoop/data.h) from this rank's DistributedSampler
  * shard (hoop/sampler.h). Not thread-safe: hoop-train's main thread only.
  */
+#include <stdio.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "core/check.h"
 #include "train.h"
@@ -33,14 +38,42 @@ static hoop_status load_data(trainer *t)
     return HOOP_OK;
 }
 
+/* zlib's crc32 of ds's pixels, then its labels (crc32_z: lengths beyond 4 GiB). */
+static uint32_t dataset_crc(const hoop_dataset *ds)
+{
+    const size_t n = hoop_dataset_count(ds);
+    const size_t pixels = n * (size_t)hoop_dataset_rows(ds) * (size_t)hoop_dataset_cols(ds);
+    uLong crc = crc32_z(0L, hoop_dataset_pixels(ds), pixels);
+    return (uint32_t)crc32_z(crc, hoop_dataset_labels(ds), n);
+}
+
+/* What this rank loaded, for the ranks' comparison: counts, image size, checksums (10 to
+ * 20 ms for Fashion-MNIST's 55 MB on this build machine), and --data as given. */
+static void data_id(const trainer *t, train_data_id *id)
+{
+    memset(id, 0, sizeof(*id));
+    id->count[0] = (int64_t)hoop_dataset_count(t->train);
+    id->count[1] = (int64_t)hoop_dataset_count(t->test);
+    id->rows = hoop_dataset_rows(t->train);
+    id->cols = hoop_dataset_cols(t->train);
+    id->crc[0] = dataset_crc(t->train);
+    id->crc[1] = dataset_crc(t->test);
+    snprintf(id->path, sizeof(id->path), "%s", t->o->data);
+}
+
 /* Rank 0 loads the data (when root_st, its output checks, passed) while the others wait
  * for its verdict; then they load theirs (a failure on rank 0 stops everyone with rank
- * 0's message). */
+ * 0's message), and all compare what they loaded with rank 0's. */
 hoop_status train_data_load(trainer *t, hoop_status root_st)
 {
     hoop_status st = t->dist.rank == 0 && root_st == HOOP_OK ? load_data(t) : root_st;
     HOOP_CHECK(train_dist_root_status(&t->dist, st));
     if (t->dist.rank != 0) HOOP_CHECK(load_data(t));
+    if (t->dist.comm) {
+        train_data_id id;
+        data_id(t, &id);
+        HOOP_CHECK(train_dist_same_data(&t->dist, &id));
+    }
     size_t n = hoop_dataset_count(t->train);
     t->ntrain =
         t->o->train_limit > 0 && (size_t)t->o->train_limit < n ? (size_t)t->o->train_limit : n;
