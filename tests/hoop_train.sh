@@ -10,10 +10,12 @@
 # --checkpoint-every save, must resume to the uninterrupted run's final checkpoint, byte
 # for byte; a checkpoint of the other model is refused naming the model it holds.
 # --device: a bad value and cuda without a backend (also under hooprun) exit 2 naming why;
-# auto without a backend trains on the cpu and says why in the first line. On the CUDA
-# backend built on the host execution layer (TEST_CUDA_HX_BACKEND, exported by make
-# check) a tiny MLP trained on cuda follows the cpu run step by step, and checkpoints
-# cross devices both ways (cuda -> cpu, cpu -> cuda).
+# auto without a backend trains on the cpu and says why in the first line. Two ranks
+# given different --data (fewer samples, a changed pixel, another test set; small random
+# files) exit 2, rank 0 naming rank 1, both paths, counts and crc32s; an identical copy
+# at another path trains. On the CUDA backend built on the host execution layer
+# (TEST_CUDA_HX_BACKEND, exported by make check) a tiny MLP trained on cuda follows the
+# cpu run step by step, and checkpoints cross devices both ways (cuda -> cpu, cpu -> cuda).
 set -u
 . "${top_srcdir:-.}/tests/train_lib.sh"
 bin=${top_builddir:-.}/tools/hoop-train
@@ -76,6 +78,66 @@ else
     echo "FAIL: --device cuda under hooprun without a backend: exit $rc (want 2): $(cat "$tmp/out")"
     fail=1
 fi
+# Every rank must load the same data (--data's path may differ, not what it holds). Small
+# random IDX files: 64 training and 16 test samples (d64), a copy at another path (same),
+# one cut to 60 training samples (d60), one with a pixel changed (flip), one cut to 15
+# test samples (t15). Rank 1 gets another --data through a wrapper; the ranks compare
+# counts and crc32s after loading, and a difference stops both with exit 2, rank 0 naming
+# rank 1, both paths, counts and crc32s (computed here by Python's zlib as the
+# reference), rank 1 silent. Before, a cut copy ran fewer steps per epoch on rank 1.
+idx() { # DIR NTRAIN NTEST [flip]: writes the files, prints the two sets' crc32s
+    python3 - "$@" <<'PY'
+import os, random, struct, sys, zlib
+d, counts, flip = sys.argv[1], (int(sys.argv[2]), int(sys.argv[3])), len(sys.argv) > 4
+os.mkdir(d)
+crcs = []
+for (split, seed), n in zip((("train", 1), ("t10k", 2)), counts):
+    rng = random.Random(seed)  # one stream per set: a cut set is a prefix of the whole one
+    px = bytearray(rng.randrange(256) for _ in range(64 * 784))[: n * 784]
+    lb = bytes(rng.randrange(10) for _ in range(64))[:n]
+    if flip and split == "train":
+        px[5] ^= 1
+    open(f"{d}/{split}-images-idx3-ubyte", "wb").write(struct.pack(">IIII", 0x803, n, 28, 28) + px)
+    open(f"{d}/{split}-labels-idx1-ubyte", "wb").write(struct.pack(">II", 0x801, n) + lb)
+    crcs.append("%08x" % zlib.crc32(bytes(px) + lb))
+print(" ".join(crcs))
+PY
+}
+cat >"$tmp/rank1" <<EOF
+#!/bin/sh
+[ "\$RANK" = 1 ] && exec "$bin" "\$@" --data "\$RANK1_DATA"
+exec "$bin" "\$@"
+EOF
+chmod +x "$tmp/rank1"
+crcs=$(idx "$tmp/d64" 64 16)
+tr64=${crcs% *} te16=${crcs#* }
+idx "$tmp/same" 64 16 >/dev/null
+tr60=$(idx "$tmp/d60" 60 16 | cut -d' ' -f1)
+trflip=$(idx "$tmp/flip" 64 16 flip | cut -d' ' -f1)
+te15=$(idx "$tmp/t15" 64 15 | cut -d' ' -f2)
+for case in "d60|60 training samples (crc32 $tr60); rank 0's $tmp/d64 has 64 (crc32 $tr64)" \
+    "flip|64 training samples (crc32 $trflip); rank 0's $tmp/d64 has 64 (crc32 $tr64)" \
+    "t15|15 test samples (crc32 $te15); rank 0's $tmp/d64 has 16 (crc32 $te16)" "same|"; do
+    d=${case%%|*}
+    RANK1_DATA=$tmp/$d "${top_builddir:-.}/tools/hooprun" --prefix --nproc-per-node 2 \
+        "$tmp/rank1" --data "$tmp/d64" --threads 1 --batch-size 16 --bench-steps 2 \
+        --bench-warmup 0 >"$tmp/out" 2>&1
+    rc=$?
+    if [ "$d" = same ]; then # the same samples at another path: trains
+        want='"bench":"hoop_train"'
+        [ $rc = 0 ] && grep -qF -- "$want" "$tmp/out"
+    else
+        want="[rank 0] hoop-train: rank 1's --data $tmp/$d has ${case#*|} (every rank must"
+        [ $rc = 2 ] && grep -qF -- "$want" "$tmp/out" && ! grep -q '^\[rank 1\] hoop-train' "$tmp/out"
+    fi
+    if [ $? = 0 ]; then
+        echo "ok: rank 1 with --data $d: exit $rc"
+    else
+        echo "FAIL: rank 1 with --data $d: exit $rc (want '$want'): $(cat "$tmp/out")"
+        fail=1
+    fi
+done
+
 expect 2 "--dropout applies to --model cnn only" --dropout 0.5
 expect 2 "neither train-images-idx3-ubyte.gz nor" --data "$tmp/none"
 : >"$tmp/afile"

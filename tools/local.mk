@@ -21,10 +21,12 @@ tools_hoop_smoke_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 TESTS += tests/launcher_smoke.sh
 EXTRA_DIST += tests/launcher_smoke.sh
 
-# hoop-train: the main job (DDP training under hooprun, or one process).
+# hoop-train: the main job (DDP training under hooprun, or one process); tools/train.h
+# says which file holds what.
 bin_PROGRAMS += tools/hoop-train
-tools_hoop_train_SOURCES = tools/hoop-train.c tools/train_cli.c tools/train_cli.h \
-	tools/train_dist.c tools/train_dist.h
+tools_hoop_train_SOURCES = tools/hoop-train.c tools/train.h tools/train_setup.c \
+	tools/train_data.c tools/train_step.c tools/train_eval.c tools/train_report.c \
+	tools/train_ckpt.c tools/train_cli.c tools/train_cli.h tools/train_dist.c tools/train_dist.h
 tools_hoop_train_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 TESTS += tests/hoop_train.sh
 EXTRA_DIST += tests/hoop_train.sh

@@ -72,6 +72,45 @@ out:
     return st;
 }
 
+/* How theirs (rank r's) differs from rank 0's: the message, or HOOP_OK when it does not. */
+static hoop_status data_diff(const train_data_id *root, const train_data_id *theirs, int r)
+{
+    static const char *const set[2] = {"training", "test"};
+    if (theirs->rows != root->rows || theirs->cols != root->cols)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "rank %d's --data %s has %lldx%lld images; rank 0's %s has %lldx%lld "
+                          "(every rank must load the same data)",
+                          r, theirs->path, (long long)theirs->rows, (long long)theirs->cols,
+                          root->path, (long long)root->rows, (long long)root->cols);
+    for (int k = 0; k < 2; k++) {
+        if (theirs->count[k] == root->count[k] && theirs->crc[k] == root->crc[k]) continue;
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "rank %d's --data %s has %lld %s samples (crc32 %08x); rank 0's %s has "
+                          "%lld (crc32 %08x) (every rank must load the same data)",
+                          r, theirs->path, (long long)theirs->count[k], set[k],
+                          (unsigned)theirs->crc[k], root->path, (long long)root->count[k],
+                          (unsigned)root->crc[k]);
+    }
+    return HOOP_OK;
+}
+
+hoop_status train_dist_same_data(train_dist *d, const train_data_id *mine)
+{
+    train_data_id *all = NULL;
+    hoop_status st = HOOP_OK;
+    if (!d->comm) return HOOP_OK;
+    HOOP_CHECK(hoop__calloc(&all, (size_t)d->world_size));
+    HOOP_CHECK_GOTO(hoop_allgather(d->comm, mine, all, sizeof(*mine), HOOP_DTYPE_U8, NULL), st,
+                    out);
+    for (int r = 0; r < d->world_size; r++) /* whatever another build sent */
+        all[r].path[TRAIN_DATA_PATH_BYTES - 1] = '\0';
+    for (int r = 1; r < d->world_size && st == HOOP_OK; r++) st = data_diff(&all[0], &all[r], r);
+    d->root_failed = st != HOOP_OK && d->rank != 0; /* rank 0 says it, for all */
+out:
+    free(all);
+    return st;
+}
+
 hoop_status train_dist_root_status(train_dist *d, hoop_status st)
 {
     if (!d->comm) return st;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tools/train_dist.h -- hoop-train's distributed side: communicator, DDP, sampler shards,
- * global sums, and checkpoints shared from rank 0.
+ * global sums, the ranks' agreement on flags and data, and checkpoints shared from rank 0.
  *
  * Without WORLD_SIZE in the environment hoop-train is one process: no communicator, and
  * every call here degrades to its local meaning (sums are identities, rank 0 of 1).
@@ -73,6 +73,25 @@ hoop_status train_dist_destroy(train_dist *d);
  * rank must get the same flags)", naming the lowest rank that differs and the first flag in
  * the text's order; rank 0 alone prints it (the others are marked root_failed). */
 hoop_status train_dist_same_settings(train_dist *d, const char *text);
+
+/* What a rank loaded from --data, compared across the ranks by train_dist_same_data. */
+#define TRAIN_DATA_PATH_BYTES 256 /* two fit in one message (HOOP_ERRMSG_MAX) */
+typedef struct train_data_id {
+    int64_t count[2];   /* samples: [0] the training set, [1] the test set */
+    int64_t rows, cols; /* image size in pixels, both sets */
+    uint32_t crc[2];    /* zlib crc32 of a set's pixels, then its labels, as in the files */
+    char path[TRAIN_DATA_PATH_BYTES]; /* --data as given, NUL-terminated (cut if longer) */
+} train_data_id;
+
+/* Every rank's id (mine) is gathered and compared with rank 0's (a collective when
+ * distributed; nothing when single): ranks given other data would run other numbers of
+ * steps per epoch, or train one model on several datasets, and fail much later at a
+ * collective naming no file. A difference is HOOP_ERR_INVALID on every rank, the same
+ * message everywhere, naming the lowest rank that differs, its path and what it loaded
+ * against rank 0's: "rank 1's --data /x has 59000 training samples (crc32 1a2b3c4d);
+ * rank 0's /y has 60000 (crc32 5e6f7a8b) (every rank must load the same data)", or their
+ * image sizes; rank 0 alone prints it (the others are marked root_failed). */
+hoop_status train_dist_same_data(train_dist *d, const train_data_id *mine);
 
 /* Rank 0 shares its status st with everyone (a collective when distributed): returns st
  * on rank 0 and, on the others, HOOP_OK or rank 0's status. A failing rank 0 prints its

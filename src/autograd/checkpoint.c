@@ -259,18 +259,29 @@ static hoop_status open_failed(const char *path)
                       path, hoop__strerror(errno));
 }
 
+/* What the probe and a save begin with: room for a temporary name beside path (*tmp, cap
+ * bytes, for the caller to free) and the file a save writes, opened by open_tmp (*fd,
+ * *named). On failure nothing is left to free or close: HOOP_ERR_NOMEM, or
+ * HOOP_ERR_SYSTEM naming path with errno's reason. */
+static hoop_status begin_tmp(const char *path, char **tmp, size_t *cap, int *fd, int *named)
+{
+    *cap = strlen(path) + 32;
+    *tmp = malloc(*cap);
+    if (*tmp == NULL) return HOOP_ERROR(HOOP_ERR_NOMEM, "checkpoint: out of memory");
+    *fd = open_tmp(path, *tmp, *cap, named);
+    if (*fd >= 0) return HOOP_OK;
+    hoop_status st = open_failed(path); /* before free(), which may change errno */
+    free(*tmp);
+    *tmp = NULL;
+    return st;
+}
+
 hoop_status hoop__checkpoint_probe(const char *path)
 {
-    const size_t cap = strlen(path) + 32;
-    char *tmp = malloc(cap);
-    int named;
-    if (tmp == NULL) return HOOP_ERROR(HOOP_ERR_NOMEM, "checkpoint: out of memory");
-    int fd = open_tmp(path, tmp, cap, &named);
-    if (fd < 0) {
-        hoop_status st = open_failed(path);
-        free(tmp);
-        return st;
-    }
+    char *tmp;
+    size_t cap;
+    int fd, named;
+    HOOP_CHECK(begin_tmp(path, &tmp, &cap, &fd, &named));
     hoop_status st = HOOP_OK;
     if (!named) {
         st = link_tmp(fd, path, tmp, cap);
@@ -288,16 +299,10 @@ hoop_status hoop__checkpoint_probe(const char *path)
  * the microseconds between the link and the rename leaves path.tmp.PID.N). */
 static hoop_status atomic_write(const char *path, const unsigned char *img, size_t n)
 {
-    const size_t cap = strlen(path) + 32;
-    char *tmp = malloc(cap);
-    int named;
-    if (tmp == NULL) return HOOP_ERROR(HOOP_ERR_NOMEM, "checkpoint: out of memory");
-    int fd = open_tmp(path, tmp, cap, &named);
-    if (fd < 0) {
-        hoop_status st = open_failed(path);
-        free(tmp);
-        return st;
-    }
+    char *tmp;
+    size_t cap;
+    int fd, named;
+    HOOP_CHECK(begin_tmp(path, &tmp, &cap, &fd, &named));
     char what[600]; /* for messages */
     if (named)
         snprintf(what, sizeof(what), "'%s'", tmp);

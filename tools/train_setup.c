@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tools/train_setup.c -- hoop-train's set-up and tear-down: the job joined, the flags
+ * agreed, the device picked, the output paths checked, then the data, model, loader,
+ * sampler, optimizer, checkpoint and DDP in that order (trainer_init), and everything
+ * freed again (trainer_destroy).
+ *
+ * On cuda the model is built on the host as on the cpu (so both start from the same
+ * weights) and moved to the GPU before the optimizer and any checkpoint exist; the
+ * double-buffered slots (tools/train_step.c) are made here. Under hooprun on cuda every
+ * worker takes its GPU (several may share one). Not thread-safe: hoop-train's main thread
+ * only.
+ */
+#define _GNU_SOURCE
+#include <cblas.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "autograd/checkpoint.h"
+#include "core/check.h"
+#include "train.h"
+
+static hoop_status build_model(trainer *t)
+{
+    const train_opts *o = t->o;
+    if (o->model == TRAIN_MODEL_MLP) {
+        const int64_t sizes[4] = {t->sample, 512, 256, hoop_dataset_num_classes(t->train)};
+        return hoop_model_new_mlp(&t->model, sizes, 4, (uint64_t)o->seed);
+    }
+    hoop_cnn_config cfg = HOOP_CNN_CONFIG_INIT;
+    cfg.height = hoop_dataset_rows(t->train);
+    cfg.width = hoop_dataset_cols(t->train);
+    cfg.classes = hoop_dataset_num_classes(t->train);
+    cfg.dropout = o->dropout;
+    return hoop_model_new_cnn(&t->model, &cfg, (uint64_t)o->seed);
+}
+
+static hoop_status build_optim(trainer *t)
+{
+    const train_opts *o = t->o;
+    hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
+    cfg.kind = o->optimizer == TRAIN_OPT_SGD ? HOOP_OPTIM_SGD : HOOP_OPTIM_ADAMW;
+    cfg.lr = o->lr;
+    cfg.weight_decay = o->weight_decay;
+    if (o->optimizer == TRAIN_OPT_SGD) {
+        cfg.momentum = o->momentum;
+        cfg.nesterov = o->nesterov;
+    }
+    HOOP_CHECK(hoop_optim_new(&t->opt, &cfg, hoop_model_params(t->model),
+                              hoop_model_param_count(t->model)));
+    int64_t per_epoch = (int64_t)hoop_loader_num_batches(t->loader);
+    t->sched = (hoop_lr_schedule){
+        .base_lr = o->lr,
+        .min_lr = o->schedule == TRAIN_SCHED_COSINE ? 0.0f : o->lr,
+        .warmup_steps = o->warmup_steps,
+        .total_steps = per_epoch * o->epochs,
+    };
+    return HOOP_OK;
+}
+
+/* Is the directory that would hold path writable, and path itself no directory (the
+ * save's rename over it would fail only at the end of the first epoch)? what names the
+ * flag or variable. */
+static hoop_status check_output_dir(const char *what, const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s '%s' is a directory; give a file's path", what,
+                          path);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        slash[slash == dir] = '\0';
+    if (access(dir, W_OK) != 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s '%s': directory '%s' is not writable: %s", what,
+                          path, dir, hoop__strerror(errno));
+    return HOOP_OK;
+}
+
+/* --checkpoint: can a save write there? Makes and removes the temporary file a save makes
+ * (access() passes for root where no file can be made, in /proc for one), so that a path
+ * a save would fail on fails now, not after an epoch of work. */
+static hoop_status check_checkpoint_path(const char *path)
+{
+    char why[1024];
+    HOOP_CHECK(check_output_dir("--checkpoint", path));
+    if (hoop__checkpoint_probe(path) == HOOP_OK) return HOOP_OK;
+    snprintf(why, sizeof why, "%s", hoop_last_error()); /* "checkpoint: cannot create ..." */
+    return HOOP_ERROR(HOOP_ERR_INVALID, "--%s (a save would fail there)", why);
+}
+
+/* Rank 0's preparation before the data: every output path checked, --metrics opened, so
+ * that none fails after an epoch of work. */
+static hoop_status check_outputs(trainer *t)
+{
+    const train_opts *o = t->o;
+    const char *trace = getenv("HOOP_TRACE_FILE");
+    if (o->checkpoint) HOOP_CHECK(check_checkpoint_path(o->checkpoint));
+    if (trace && *trace) HOOP_CHECK(check_output_dir("HOOP_TRACE_FILE", trace));
+    if (o->metrics && !(t->metrics = fopen(o->metrics, "a")))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "--metrics: cannot open '%s': %s", o->metrics,
+                          hoop__strerror(errno));
+    return HOOP_OK;
+}
+
+/* Several workers on one node share its cores: unless --threads or OPENBLAS_NUM_THREADS
+ * says otherwise, each gets cores / LOCAL_WORLD_SIZE OpenBLAS threads (at least 1), as
+ * torchrun sets OMP_NUM_THREADS, instead of every worker starting one per core. */
+static void share_cores(const trainer *t)
+{
+    const char *env = getenv("OPENBLAS_NUM_THREADS"), *lws = getenv("LOCAL_WORLD_SIZE");
+    const char *bound = getenv("HOOP_CPU_BIND");
+    cpu_set_t mine;
+    if (t->o->threads > 0 || (env && *env) || !lws || atoi(lws) <= 1) return;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (sched_getaffinity(0, sizeof(mine), &mine) == 0) cores = CPU_COUNT(&mine);
+    long per = bound && *bound ? cores : cores / atoi(lws); /* bound: the block is ours */
+    openblas_set_num_threads(per >= 1 ? (int)per : 1);
+}
+
+// ----- the device -------------------------------------------------------------------------
+
+/* What rank 0's first line says about the device: "cpu" or "cuda".
+ * DEVICE LAYER: the GPU's name and memory (e.g. "cuda (NVIDIA H200, 139.8 GiB)") go here
+ * once src/cuda reports them; until then this names the device's kind only. */
+/* "cpu", or "cuda" and the GPU's name and memory ("cuda (cuda:0 NVIDIA H200, 139.8
+ * GiB)"), for the first line. */
+static const char *device_description(const trainer *t)
+{
+    static char line[320];
+    char d[256];
+    if (t->device != HOOP_DEVICE_CUDA) return "cpu";
+    if (hoop_device_describe(t->device, d, sizeof(d)) != HOOP_OK) return "cuda";
+    snprintf(line, sizeof(line), "cuda (%s)", d);
+    return line;
+}
+
+/* The loader's reason without the function and device it names ("hoop_device_check:
+ * device cuda: "), which --device's own messages say already. */
+static const char *skip_prefix(const char *msg)
+{
+    static const char *const prefixes[] = {"hoop_device_check: ", "device cuda: "};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (strncmp(msg, prefixes[i], strlen(prefixes[i])) == 0) msg += strlen(prefixes[i]);
+    return msg;
+}
+
+/* Resolves --device into t->device. cuda is refused where it cannot be had, with the
+ * CUDA backend's loader's reason (no module, no GPU; HOOP_ERR_UNSUPPORTED); auto takes
+ * cpu then instead and copies the reason to why ("" when it took cuda). Under hooprun
+ * each worker takes its GPU (the device layer's choice: LOCAL_RANK modulo the GPUs, so
+ * several workers may share one) and DDP reduces the gradients on the device. */
+static hoop_status resolve_device(trainer *t, char *why, size_t len)
+{
+    hoop_status st;
+    t->device = HOOP_DEVICE_CPU;
+    why[0] = '\0';
+    if (t->o->device == TRAIN_DEVICE_CPU) return HOOP_OK;
+    if ((st = hoop_device_check(HOOP_DEVICE_CUDA)) == HOOP_OK) {
+        t->device = HOOP_DEVICE_CUDA;
+        return HOOP_OK;
+    }
+    if (t->o->device == TRAIN_DEVICE_CUDA)
+        return HOOP_ERROR(st, "--device cuda: %s", skip_prefix(hoop_last_error()));
+    snprintf(why, len, "%s", skip_prefix(hoop_last_error()));
+    return HOOP_OK;
+}
+
+/* Every rank resolves its device; rank 0's refusal stops everyone with its one message.
+ * Rank 0's first line names the device ("hoop-train: device cpu"), and why auto did not
+ * take cuda. */
+static hoop_status pick_device(trainer *t)
+{
+    char why[1200];
+    hoop_status st = resolve_device(t, why, sizeof why);
+    HOOP_CHECK(train_dist_root_status(&t->dist, st));
+    HOOP_CHECK(st); /* this rank's own failure, where rank 0's device was fine */
+    if (t->dist.rank != 0) return HOOP_OK;
+    if (why[0])
+        printf("hoop-train: device %s (--device auto: %s)\n", device_description(t), why);
+    else
+        printf("hoop-train: device %s\n", device_description(t));
+    fflush(stdout);
+    return HOOP_OK;
+}
+
+/* cuda: the double-buffered slots (pinned batches, device batch tensors, events, with
+ * --cuda-graph a tape each). Their free events are recorded once made, so the first
+ * upload into a slot's tensor follows what the compute stream did to its memory before. */
+static hoop_status slots_init(trainer *t)
+{
+    const size_t bs = (size_t)t->o->batch_size;
+    const int mlp = t->o->model == TRAIN_MODEL_MLP;
+    int64_t mlp_shape[2] = {(int64_t)bs, t->sample};
+    int64_t cnn_shape[4] = {(int64_t)bs, 1, hoop_dataset_rows(t->train),
+                            hoop_dataset_cols(t->train)};
+    t->graphs = t->o->cuda_graph && t->dist.ddp == NULL;
+    /* The bucket all-reduces are the collectives' stream form, which refuses capture. */
+    if (t->o->cuda_graph && t->dist.ddp && t->dist.rank == 0)
+        printf("hoop-train: cuda graph: off under DDP (the bucket all-reduces, ordered on "
+               "the device, cannot be captured yet); training eagerly\n");
+    for (int i = 0; i < SLOTS; i++) {
+        batch_slot *b = &t->slot[i];
+        HOOP_CHECK(
+            hoop_host_alloc(t->device, bs * (size_t)t->sample * sizeof(float), (void **)&b->x));
+        HOOP_CHECK(hoop_host_alloc(t->device, bs * sizeof(int32_t), (void **)&b->y));
+        HOOP_CHECK(hoop_host_alloc(t->device, sizeof(float), (void **)&b->loss));
+        HOOP_CHECK(
+            hoop_tensor_new(&b->dev_x, mlp ? 2 : 4, mlp ? mlp_shape : cnn_shape, t->device, 0));
+        HOOP_CHECK(hoop__event_new(t->device, &b->uploaded));
+        HOOP_CHECK(hoop__event_new(t->device, &b->free));
+        HOOP_CHECK(hoop__event_record(b->free));
+        if (t->graphs) HOOP_CHECK(hoop_tape_init(&b->tape));
+    }
+    return HOOP_OK;
+}
+
+/* Waits for what the slots' buffers are still used by (an upload in flight, a step), then
+ * frees them; keeps the first error in *st. */
+static void slots_destroy(trainer *t, hoop_status *st)
+{
+    /* A step that failed after it was issued but before its slot's events were recorded
+     * may still read the slot's pinned buffers: wait for all the device's work first. */
+    if (t->device == HOOP_DEVICE_CUDA) HOOP_CHECK_KEEP(hoop_device_sync(t->device), *st);
+    for (int i = 0; i < SLOTS; i++) {
+        batch_slot *b = &t->slot[i];
+        if (b->uploaded) HOOP_CHECK_KEEP(hoop__event_sync(b->uploaded), *st);
+        if (b->free) HOOP_CHECK_KEEP(hoop__event_sync(b->free), *st);
+        hoop_graph_free(b->graph);
+        HOOP_CHECK_KEEP(hoop_tape_destroy(b->tape), *st);
+        hoop__event_free(b->uploaded);
+        hoop__event_free(b->free);
+        hoop_tensor_free(b->dev_x);
+        hoop_host_free(t->device, b->x);
+        hoop_host_free(t->device, b->y);
+        hoop_host_free(t->device, b->loss);
+    }
+}
+
+// ----- the trainer ------------------------------------------------------------------------
+
+hoop_status trainer_init(trainer *t, const train_opts *o)
+{
+    memset(t, 0, sizeof *t);
+    t->o = o;
+    char settings[TRAIN_SETTINGS_BYTES];
+    HOOP_CHECK(train_dist_init(&t->dist));
+    /* Flags that differ between ranks would diverge the models, overlap the shards or
+     * mismatch a collective much later: refused first, naming the flag. */
+    HOOP_CHECK(train_cli_settings(o, TRAIN_SAME_RANKS, settings, sizeof settings));
+    HOOP_CHECK(train_dist_same_settings(&t->dist, settings));
+    share_cores(t);
+    HOOP_CHECK(pick_device(t));
+    HOOP_CHECK(train_data_load(t, t->dist.rank == 0 ? check_outputs(t) : HOOP_OK));
+    HOOP_CHECK(build_model(t));
+    /* Built and initialised on the host, moved before the optimizer makes its state and
+     * before a checkpoint is loaded into it. */
+    if (t->device != HOOP_DEVICE_CPU) HOOP_CHECK(hoop_model_to_device(t->model, t->device));
+    HOOP_CHECK(hoop_loader_new(&t->loader, t->train, (size_t)o->batch_size, (uint64_t)o->seed));
+    HOOP_CHECK(train_dist_sampler(&t->dist, t->ntrain, (uint64_t)o->seed));
+    HOOP_CHECK(train_data_shard(t, 0, 0));
+    HOOP_CHECK(build_optim(t));
+    HOOP_CHECK(train_ckpt_resume(t));
+    HOOP_CHECK(train_dist_wrap(&t->dist, hoop_model_params(t->model),
+                               hoop_model_param_count(t->model), o->bucket_cap_kb,
+                               o->first_bucket_kb));
+    HOOP_CHECK(hoop_tape_init(&t->tape));
+    int64_t cap = o->batch_size > o->eval_batch_size ? o->batch_size : o->eval_batch_size;
+    HOOP_CHECK(hoop__calloc(&t->x, (size_t)(cap * t->sample)));
+    /* cuda: the labels in pinned memory (a captured step reads them at each replay) */
+    if (t->device == HOOP_DEVICE_CPU)
+        HOOP_CHECK(hoop__calloc(&t->y, (size_t)cap));
+    else
+        HOOP_CHECK(hoop_host_alloc(t->device, (size_t)cap * sizeof(int32_t), (void **)&t->y));
+    if (t->device == HOOP_DEVICE_CUDA) HOOP_CHECK(slots_init(t));
+    if (t->device != HOOP_DEVICE_CPU)
+        HOOP_CHECK(hoop__calloc(&t->logits, (size_t)o->eval_batch_size *
+                                                (size_t)hoop_dataset_num_classes(t->train)));
+    t->bar =
+        t->dist.rank == 0 && (o->progress == 1 || (o->progress == -1 && isatty(STDERR_FILENO)));
+    return HOOP_OK;
+}
+
+hoop_status trainer_destroy(trainer *t)
+{
+    hoop_status st = HOOP_OK;
+    if (t->metrics && fclose(t->metrics) != 0)
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "--metrics: writing '%s' failed: %s", t->o->metrics,
+                        hoop__strerror(errno));
+    if (t->device == HOOP_DEVICE_CUDA) slots_destroy(t, &st);
+    HOOP_CHECK_KEEP(hoop_tape_destroy(t->tape), st);
+    /* DDP first: it hands the gradients back to the parameters the model owns. */
+    HOOP_CHECK_KEEP(train_dist_destroy(&t->dist), st);
+    hoop_optim_free(t->opt);
+    hoop_model_free(t->model);
+    for (int i = 0; i < DEVICE_INPUTS; i++) hoop_tensor_free(t->dev_x[i]);
+    free(t->logits);
+    hoop_loader_free(t->loader);
+    hoop_dataset_free(t->train);
+    hoop_dataset_free(t->test);
+    free(t->x);
+    if (t->device == HOOP_DEVICE_CPU)
+        free(t->y);
+    else
+        hoop_host_free(t->device, t->y);
+    return st;
+}
