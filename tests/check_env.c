@@ -111,7 +111,50 @@ START_TEST(test_dist_missing_master)
     hoop_dist_env d;
     clear_dist();
     ck_assert_int_eq(hoop__env_dist(&d), HOOP_ERR_INVALID);
-    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "MASTER_ADDR is not set"));
+    ck_assert_ptr_nonnull(
+        strstr(hoop_last_error(), "MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK are not set"));
+    setenv("MASTER_PORT", "29500", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("RANK", "1", 1);
+    ck_assert_int_eq(hoop__env_dist(&d), HOOP_ERR_INVALID);
+    ck_assert_msg(strstr(hoop_last_error(), "MASTER_ADDR is not set (hint:") &&
+                      !strstr(hoop_last_error(), "also"),
+                  "%s", hoop_last_error());
+}
+END_TEST
+
+/* A partial contract by hand: what was given is checked before what is missing is named,
+ * and both are said at once (WORLD_SIZE=abc with no MASTER_ADDR names WORLD_SIZE first). */
+static const struct {
+    const char *name, *value, *culprit, *missing;
+} partial_cases[] = {
+    {"WORLD_SIZE", "abc", "WORLD_SIZE='abc' is not an integer; also ",
+     "MASTER_ADDR, MASTER_PORT and RANK are not set"},
+    {"WORLD_SIZE", "0", "WORLD_SIZE=0 is out of range [1, 1048576]; also ",
+     "MASTER_ADDR, MASTER_PORT and RANK are not set"},
+    {"RANK", "x", "RANK='x' is not an integer; also ",
+     "MASTER_ADDR, MASTER_PORT and WORLD_SIZE are not set"},
+    {"MASTER_PORT", "70000", "MASTER_PORT=70000 is out of range", "MASTER_ADDR, WORLD_SIZE and"},
+    {"LOCAL_RANK", "-1", "LOCAL_RANK=-1 is out of range", "MASTER_ADDR, MASTER_PORT, WORLD_SIZE"},
+};
+
+START_TEST(test_dist_partial)
+{
+    hoop_dist_env d;
+    clear_dist();
+    setenv(partial_cases[_i].name, partial_cases[_i].value, 1);
+    ck_assert_int_eq(hoop__env_dist(&d), HOOP_ERR_INVALID);
+    const char *m = hoop_last_error(), *bad = strstr(m, partial_cases[_i].culprit);
+    const char *missing = strstr(m, partial_cases[_i].missing);
+    ck_assert_msg(bad && missing && bad < missing, "message '%s' lacks '%s' before '%s'", m,
+                  partial_cases[_i].culprit, partial_cases[_i].missing);
+    /* Both given and contradictory: the relation is named as well. */
+    clear_dist();
+    setenv("RANK", "4", 1);
+    setenv("WORLD_SIZE", "4", 1);
+    ck_assert_int_eq(hoop__env_dist(&d), HOOP_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "RANK=4 is not below WORLD_SIZE=4; also "
+                                                    "MASTER_ADDR and MASTER_PORT are not set"));
 }
 END_TEST
 
@@ -195,7 +238,7 @@ START_TEST(test_dist_batch_script_is_not_a_step)
     unsetenv("SLURM_STEP_ID");
     setenv("SLURM_PROCID", "0", 1);
     ck_assert_int_eq(hoop__env_dist(&d), HOOP_ERR_INVALID);
-    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "MASTER_ADDR is not set"));
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "MASTER_ADDR, MASTER_PORT"));
 }
 END_TEST
 
@@ -516,6 +559,8 @@ int main(void)
     tcase_add_loop_test(errs, test_dist_rejects, 0,
                         (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(errs, test_dist_missing_master);
+    tcase_add_loop_test(errs, test_dist_partial, 0,
+                        (int)(sizeof(partial_cases) / sizeof(partial_cases[0])));
     tcase_add_loop_test(errs, test_dist_srun_rejects, 0,
                         (int)(sizeof(srun_bad) / sizeof(srun_bad[0])));
     suite_add_tcase(s, errs);

@@ -1075,6 +1075,75 @@ START_TEST(test_job_rank_refused)
 }
 END_TEST
 
+/* Two processes claim rank 1 of 3 (two nodes given the same --node-rank, two workers the
+ * same RANK), both with the right token and world_size: the second is refused, and since
+ * the job cannot start, the ranks waiting fail at once (not at their 20 s timeout), the
+ * first rank 1 among them, each naming the rank and both claimants' addresses. */
+START_TEST(test_rank_claimed_twice)
+{
+    hoop_store_config cfg = {
+        .host = "127.0.0.1", .token = TOKEN, .rank = 0, .world_size = 3, .timeout_ms = 5000};
+    hoop_store_server *owner = NULL;
+    ASSERT_OK(hoop_store_server_init(&owner, &cfg));
+    int port = hoop_store_server_port(owner);
+    struct rank_arg w[2] = {{.port = port, .rank = 0, .ws = 3}, {.port = port, .rank = 1, .ws = 3}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, parked_get_main, &w[i]), 0);
+    msleep(300); /* both gets are parked by now */
+    hoop_store *h = NULL;
+    int64_t t0 = hoop__now_ns();
+    ck_assert_int_eq(connect_as(&h, port, TOKEN, 1, 3, 5000), HOOP_ERR_REMOTE);
+    ck_assert_ptr_null(h);
+    ASSERT_MSG_HAS("the server refused this client: rank 1 claimed twice: by 127.0.0.1:");
+    ASSERT_MSG_HAS(" and 127.0.0.1:");
+    ASSERT_MSG_HAS("; check --node-rank / RANK");
+    char first[700];
+    snprintf(first, sizeof(first), "%s", strstr(hoop_last_error(), "by 127.0.0.1:"));
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        double ms = (double)(w[i].done_ns - t0) / 1e6;
+        ck_assert_msg(w[i].st == HOOP_ERR_MISMATCH, "rank %d: %s: %s", w[i].rank,
+                      hoop_status_name(w[i].st), w[i].msg);
+        ck_assert_msg(ms < 3000, "rank %d failed %.0f ms after rank 1 was refused", w[i].rank, ms);
+        ck_assert_msg(strstr(w[i].msg, "rank 1 claimed twice") && strstr(w[i].msg, first),
+                      "rank %d: '%s' lacks '%s'", w[i].rank, w[i].msg, first);
+    }
+    char fault[700];
+    ck_assert_int_eq(hoop__store_server_fault(owner, fault, sizeof(fault)), 1);
+    ck_assert_msg(strstr(fault, "rank 1 claimed twice"), "%s", fault);
+    ASSERT_OK(hoop_store_server_destroy(owner));
+}
+END_TEST
+
+/* A rank that closes its connection and connects again is the same rank coming back,
+ * not a second claimant: it is let in, at once after its close as well (the server may
+ * see the new HELLO before it has processed the old connection's hang-up). Clients
+ * outside the world (rank -1) are never compared. */
+START_TEST(test_rank_reconnects)
+{
+    hoop_store_config cfg = {
+        .host = "127.0.0.1", .token = TOKEN, .rank = 0, .world_size = 2, .timeout_ms = 5000};
+    hoop_store_server *owner = NULL;
+    ASSERT_OK(hoop_store_server_init(&owner, &cfg));
+    int port = hoop_store_server_port(owner);
+    hoop_store *h = NULL, *a = NULL, *b = NULL;
+    for (int k = 0; k < 50; k++) {
+        ASSERT_OK(connect_as(&h, port, TOKEN, 1, 2, 5000));
+        ASSERT_OK(hoop_store_set(h, "k", "v", 1));
+        ASSERT_OK(hoop_store_destroy(h));
+        h = NULL;
+    }
+    ASSERT_OK(connect_as(&a, port, TOKEN, -1, 0, 5000));
+    ASSERT_OK(connect_as(&b, port, TOKEN, -1, 0, 5000));
+    char fault[700];
+    ck_assert_int_eq(hoop__store_server_fault(owner, fault, sizeof(fault)), 0);
+    ASSERT_OK(hoop_store_destroy(a));
+    ASSERT_OK(hoop_store_destroy(b));
+    ASSERT_OK(hoop_store_server_destroy(owner));
+}
+END_TEST
+
 /* A wrong token from a rank of the job not seen yet fails nobody else (anyone who can
  * reach the port could send one): the refused client is told, the parked gets stay
  * parked, the rightly configured rank 1 still joins, and the server remembers the
@@ -1577,6 +1646,8 @@ int main(void)
     tcase_add_test(errs, test_goodbye_long_reason);
     tcase_add_test(errs, test_bad_token);
     tcase_add_test(errs, test_job_rank_refused);
+    tcase_add_test(errs, test_rank_claimed_twice);
+    tcase_add_test(errs, test_rank_reconnects);
     tcase_add_test(errs, test_wrong_token_not_fatal);
     tcase_add_test(errs, test_stray_refusal_harmless);
     tcase_add_loop_test(errs, test_malformed, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));

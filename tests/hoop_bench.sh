@@ -258,6 +258,12 @@ bad() { # WHAT ARGS...: expects exit 2 and one stderr line containing WHAT
     assert_contains "$TMP/be" "$what"
 }
 bad "the datatype is -d" allreduce -t f32
+# Standalone with a partial env:// contract: the malformed value is named first, then
+# everything missing, in one line (as libhoop and hoop-train say it).
+WORLD_SIZE=abc bad "hoop-bench: WORLD_SIZE='abc' is not an integer; also MASTER_ADDR, MASTER_PORT and RANK are not set" \
+    allreduce -b 64 -e 64 -n 1 -w 0
+RANK=3 WORLD_SIZE=2 bad "RANK=3 is not below WORLD_SIZE=2; also MASTER_ADDR and MASTER_PORT are not set" \
+    allreduce -b 64 -e 64 -n 1 -w 0
 bad "--algo ring" allreduce -a ring
 bad "-g 2" allreduce -g 2
 bad "-G 1: CUDA graphs capture calls on device buffers" allreduce -G 1

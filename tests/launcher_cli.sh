@@ -133,6 +133,21 @@ for prog in "$TMP" "$TMP/plain.txt" no-such-program-anywhere; do
     [ "$rc" = 127 ] && [ "$(wc -l < "$TMP/e")" = 1 ] && grep -q "cannot run '$prog'" "$TMP/e" ||
         fail "PROG $prog: exit $rc: $(cat "$TMP/e")"
 done
+# A script whose #! interpreter is missing is not called missing itself: the interpreter
+# is named, once (not by each worker), exit 127; one whose interpreter is there runs.
+printf '#!/no/such/dir/bash -e\necho hi\n' > "$TMP/orphan.sh"
+chmod +x "$TMP/orphan.sh"
+"$HOOPRUN" --nproc-per-node 2 "$TMP/orphan.sh" > "$TMP/o" 2> "$TMP/e"
+rc=$?
+[ "$rc" = 127 ] || fail "a script with a missing interpreter gave $rc, not 127"
+assert_contains "$TMP/e" "hooprun: cannot run '$TMP/orphan.sh': its interpreter '/no/such/dir/bash' (from its #! line) does not exist"
+[ "$(wc -l < "$TMP/e")" = 1 ] || fail "a missing interpreter took more than one line: $(cat "$TMP/e")"
+PATH="$TMP:$PATH" "$HOOPRUN" --nproc-per-node 1 orphan.sh > "$TMP/o" 2> "$TMP/e"
+assert_contains "$TMP/e" "hooprun: cannot run 'orphan.sh': its interpreter '/no/such/dir/bash'"
+printf '#! /bin/sh\necho "ran $RANK"\n' > "$TMP/fine.sh"
+chmod +x "$TMP/fine.sh"
+"$HOOPRUN" --nproc-per-node 1 "$TMP/fine.sh" > "$TMP/o" 2> "$TMP/e" || fail "#! /bin/sh: $(cat "$TMP/e")"
+assert_contains "$TMP/o" "ran 0"
 # hooprun cannot start every worker (out of fds): it stops the started ones and exits 1.
 (ulimit -n 64 && exec "$HOOPRUN" --nproc-per-node 64 sleep 30) > "$TMP/o" 2> "$TMP/e"
 rc=$?

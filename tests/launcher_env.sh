@@ -105,6 +105,27 @@ SLURM_JOB_NODELIST='n1' SLURM_NNODES=1 SLURM_NODEID=x "$HOOPRUN" --dry-run --npr
     prog 2> "$TMP/s5"
 [ $? = 2 ] || fail "SLURM_NODEID=x did not give exit 2"
 assert_contains "$TMP/s5" "SLURM_NODEID='x' is not an integer"
+# A value Slurm gave is named as Slurm's, not as a flag nobody typed; a flag as a flag.
+SLURM_JOB_NODELIST='n[1-2]' SLURM_NNODES=2 SLURM_NODEID=3 HOOP_TOKEN=t expect_bad \
+    "hooprun: SLURM_NODEID=3 is not in [0, 1] (SLURM_NNODES=2)" --dry-run --nproc-per-node 1 prog
+grep -q -- "--node-rank" "$TMP/err" && fail "SLURM_NODEID was called --node-rank: $(cat "$TMP/err")"
+SLURM_JOB_NODELIST='n[1-2]' SLURM_NNODES=2 SLURM_NODEID=0 HOOP_TOKEN=t expect_bad \
+    "hooprun: --node-rank 5 is not in [0, 1] (SLURM_NNODES=2)" --dry-run --node-rank 5 \
+    --nproc-per-node 1 prog
+SLURM_JOB_NODELIST='n[1-2]' SLURM_NNODES=2 SLURM_NODEID=0 expect_bad \
+    "HOOP_TOKEN must be exported with SLURM_NNODES=2" --nproc-per-node 1 prog
+# SLURM_NNODES that disagrees with the node list is refused, naming both; inside an srun
+# step the step's list is the one counted (and gives the master).
+SLURM_JOB_NODELIST='n[1-2]' SLURM_NNODES=3 SLURM_NODEID=0 HOOP_TOKEN=t expect_bad \
+    "hooprun: SLURM_NNODES=3 but SLURM_JOB_NODELIST='n[1-2]' names 2 hosts" --dry-run \
+    --nproc-per-node 1 prog
+SLURM_JOB_NODELIST='n1' SLURM_NNODES=2 SLURM_NODEID=0 HOOP_TOKEN=t expect_bad \
+    "hooprun: SLURM_NNODES=2 but SLURM_JOB_NODELIST='n1' names 1 host;" --dry-run \
+    --nproc-per-node 1 prog
+SLURM_JOB_NODELIST='n[1-4]' SLURM_STEP_NODELIST='n[3-4]' SLURM_NNODES=2 SLURM_NODEID=1 \
+    HOOP_TOKEN=t "$HOOPRUN" --dry-run --nproc-per-node 1 prog > "$TMP/s7" 2>&1 ||
+    fail "a 2-node step of a 4-node job was refused: $(cat "$TMP/s7")"
+assert_contains "$TMP/s7" "[rank 1] RANK=1 LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=1 NODE_RANK=1 MASTER_ADDR=n3 "
 
 # 6. --bind core (the default): each worker runs on its own block of hooprun's CPUs and
 # is told which (HOOP_CPU_BIND = its Cpus_allowed_list); --bind none and more workers

@@ -3,7 +3,8 @@
 # tests/launcher_smoke.sh -- the README's first job: 4 workers meet through the store under
 # hooprun (on the port hooprun reserved), pass a barrier, add and all-gather. Also: bad
 # env exits 2, ranks started by hand that disagree on WORLD_SIZE or HOOP_TOKEN both exit 1
-# at once naming it, a missing rank 0 exits 1 at about HOOP_TIMEOUT.
+# at once naming it, two nodes given the same --node-rank all exit 1 at once naming the
+# rank twice claimed, a missing rank 0 exits 1 at about HOOP_TIMEOUT.
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 SMOKE=${top_builddir:-.}/tools/hoop-smoke
 [ -x "$SMOKE" ] || fail "$SMOKE is not built"
@@ -66,6 +67,32 @@ assert_contains "$TMP/h0" "rank 1 of 2 never arrived"
 assert_contains "$TMP/h0" "meanwhile its store refused a client at 127.0.0.1:"
 assert_contains "$TMP/h0" "claiming rank 1: wrong or missing HOOP_TOKEN"
 grep -q s3cret "$TMP/h0" "$TMP/h1" && fail "a token was printed: $(cat "$TMP/h0" "$TMP/h1")"
+
+# Two nodes started with the same --node-rank (1 of 3): rank 1 is claimed twice. The store
+# refuses the second claimant and the job ends at once (HOOP_TIMEOUT=30 s), every node
+# naming the rank and both claimants' addresses.
+port=$((20000 + RANDOM % 20000))
+node() { # NODE_RANK: hooprun for that node, stderr in $TMP/n$2
+    HOOP_TOKEN=dup HOOP_TIMEOUT=30 "$HOOPRUN" --nnodes 3 --node-rank "$1" --nproc-per-node 1 \
+        --master-addr 127.0.0.1 --master-port $port "$SMOKE" > /dev/null 2> "$TMP/n$2"
+}
+t0=$(now_ms)
+node 0 a & pa=$!
+node 1 b & pb=$!
+node 1 c
+rcc=$?
+wait $pa; rca=$?
+wait $pb; rcb=$?
+ms=$(($(now_ms) - t0))
+echo "--node-rank 1 twice: rc=$rca,$rcb,$rcc, ${ms} ms"
+[ "$rca,$rcb,$rcc" = 1,1,1 ] || { cat "$TMP"/n?; fail "--node-rank 1 twice gave $rca,$rcb,$rcc"; }
+[ "$ms" -lt 10000 ] || fail "--node-rank 1 twice took $ms ms to fail (HOOP_TIMEOUT=30)"
+for n in a b c; do
+    assert_contains "$TMP/n$n" "rank 1 claimed twice: by 127.0.0.1:"
+    assert_contains "$TMP/n$n" "; check --node-rank / RANK"
+done
+grep -q "refused this client: rank 1 claimed twice" "$TMP/nb" "$TMP/nc" ||
+    fail "neither rank 1 was told it was refused: $(cat "$TMP/nb" "$TMP/nc")"
 
 # -h is --help (exit 0, the usage); --help with a value is refused like any bad argument.
 "$SMOKE" -h > "$TMP/h" 2>&1 || fail "hoop-smoke -h exited $?"

@@ -57,15 +57,18 @@ static const char usage[] =
     "--nproc_per_node, --node_rank, --master_addr, --master_port, --rdzv_endpoint,\n"
     "--rdzv_backend, --rdzv_id, --max_restarts, --log_dir.\n"
     "\n"
-    "  --nnodes N          nodes in the job; N:N is accepted (default: SLURM_NNODES, else 1)\n"
-    "  --node-rank K       this node's index, 0..N-1 (default: SLURM_NODEID, else 0)\n"
+    "  --nnodes N          nodes in the job; N:N is accepted (default: SLURM_NNODES, which\n"
+    "                      must match the hosts of Slurm's node list, else 1)\n"
+    "  --node-rank K       this node's index, 0..N-1 (default: SLURM_NODEID, else 0); each\n"
+    "                      node needs its own: a rank claimed twice ends the job at once\n"
     "  --nproc-per-node P  workers on this node, 1..4096, or auto|cpu: one per CPU hooprun\n"
     "                      may use (required)\n"
     "  --master-addr A     host of rank 0's store (default: MASTER_ADDR; under Slurm with\n"
-    "                      N > 1 the first host of SLURM_JOB_NODELIST; else 127.0.0.1): a\n"
-    "                      host name (letters, digits, '-', '_', '.'; up to 253), an IPv4\n"
-    "                      address, or an IPv6 one without brackets (fe80::1%eth0 too);\n"
-    "                      checked by its form, not looked up\n"
+    "                      N > 1 the first host of SLURM_STEP_NODELIST inside an srun step,\n"
+    "                      else of SLURM_JOB_NODELIST; else 127.0.0.1): a host name\n"
+    "                      (letters, digits, '-', '_', '.'; up to 253), an IPv4 address,\n"
+    "                      or an IPv6 one without brackets (fe80::1%eth0 too); checked by\n"
+    "                      its form, not looked up\n"
     "  --master-port Q     its port, 1..65535 (default: MASTER_PORT; with one node and no\n"
     "                      address or port given, a free port of 127.0.0.1; else 29500)\n"
     "  --rdzv-endpoint A[:Q]  the same as --master-addr A --master-port Q (Q: 29400);\n"
@@ -408,25 +411,43 @@ static int env_num(const char *name, int64_t min, int64_t max, int *out)
     return parse_num(name, v, min, max, out);
 }
 
-/* Fills nnodes, node_rank and (for several nodes) the master from Slurm's variables. */
+/* Fills nnodes, node_rank and (for several nodes) the master from Slurm's variables,
+ * noting which variable each came from. The node list is the step's inside an srun step
+ * (SLURM_STEP_NODELIST, which srun's SLURM_NNODES counts), else the job's. A node count
+ * taken from SLURM_NNODES must match the hosts of that list: a disagreement would start
+ * a job whose master or size is wrong, so it is refused naming both. */
 static int from_slurm(const cli *c, hooprun_plan *p)
 {
-    const char *list = getenv("SLURM_JOB_NODELIST");
+    const char *list = getenv("SLURM_JOB_NODELIST"), *step_list = getenv("SLURM_STEP_NODELIST");
+    const char *list_from = "SLURM_JOB_NODELIST", *nn = getenv("SLURM_NNODES");
     if (list == NULL || *list == '\0') return 0;
+    if (step_list && *step_list) list = step_list, list_from = "SLURM_STEP_NODELIST";
     int nnodes = 1, node_id = 0;
     if (env_num("SLURM_NNODES", 1, HOOP_LAUNCH_WORLD_MAX, &nnodes) ||
         env_num("SLURM_NODEID", 0, HOOP_LAUNCH_WORLD_MAX - 1, &node_id))
         return 2;
+    int nnodes_used = c->nnodes < 0 && nn && *nn;
     if (c->nnodes < 0) p->nnodes = nnodes;
+    if (nnodes_used) p->nnodes_from = "SLURM_NNODES";
     if (c->node_rank < 0) p->node_rank = node_id;
-    if (p->nnodes == 1) return 0; /* one node: loopback is the master */
+    if (c->node_rank < 0 && getenv("SLURM_NODEID") && *getenv("SLURM_NODEID"))
+        p->node_rank_from = "SLURM_NODEID";
+    if (p->nnodes == 1 && !nnodes_used) return 0; /* one node: loopback is the master */
     char **hosts = NULL;
     int count = 0;
     if (hoop__hostlist_expand(list, &hosts, &count) != HOOP_OK) {
-        fprintf(stderr, "hooprun: SLURM_JOB_NODELIST: %s\n", hoop_last_error());
+        fprintf(stderr, "hooprun: %s: %s\n", list_from, hoop_last_error());
         return 2;
     }
-    snprintf(p->master_addr, sizeof(p->master_addr), "%s", hosts[0]);
+    if (nnodes_used && count != nnodes) {
+        fprintf(stderr,
+                "hooprun: SLURM_NNODES=%d but %s='%s' names %d host%s; they must agree (one "
+                "hooprun per node)\n",
+                nnodes, list_from, list, count, count == 1 ? "" : "s");
+        hoop__hostlist_free(hosts, count);
+        return 2;
+    }
+    if (p->nnodes > 1) snprintf(p->master_addr, sizeof(p->master_addr), "%s", hosts[0]);
     hoop__hostlist_free(hosts, count);
     return 0;
 }
@@ -467,9 +488,9 @@ static int make_token(const hooprun_plan *p, char *out, size_t cap)
     }
     if (p->nnodes > 1) {
         fprintf(stderr,
-                "hooprun: HOOP_TOKEN must be exported with --nnodes %d (every node needs "
-                "the same secret; see hooprun --help)\n",
-                p->nnodes);
+                "hooprun: HOOP_TOKEN must be exported with %s%s%d (every node needs the same "
+                "secret; see hooprun --help)\n",
+                p->nnodes_from, p->nnodes_from[0] == '-' ? " " : "=", p->nnodes);
         return 2;
     }
     unsigned char raw[16];
@@ -551,11 +572,14 @@ static int resolve(const cli *c, hooprun_plan *p, int *reserve_fd)
                         .argv = c->argv,
                         .log_dir = c->log_dir,
                         .tee = c->tee > 0 ? c->tee : 0,
-                        .max_restarts = c->max_restarts};
+                        .max_restarts = c->max_restarts,
+                        .nnodes_from = "--nnodes",
+                        .node_rank_from = "--node-rank"};
     if (gethostname(p->host, sizeof(p->host) - 1) != 0) snprintf(p->host, sizeof(p->host), "?");
     int rc = c->standalone ? 0 : from_slurm(c, p);
     if (rc) return rc;
-    if (hoop__launch_check(p->nnodes, p->node_rank, p->nproc_per_node) != HOOP_OK) {
+    if (hoop__launch_check_from(p->nnodes, p->nnodes_from, p->node_rank, p->node_rank_from,
+                                p->nproc_per_node) != HOOP_OK) {
         fprintf(stderr, "hooprun: %s\n", hoop_last_error());
         return 2;
     }
@@ -643,26 +667,25 @@ static int run_attempts(hooprun_plan *p, int *reserve_fd)
  * instead of in every worker (a failure report for each of them). Returns 0 or 127. */
 static int check_prog(const char *prog)
 {
-    char path[4096];
+    char path[4096], missing[4200];
     struct stat sb;
     const char *why = "No such file or directory";
     if (strchr(prog, '/')) {
         if (stat(prog, &sb) == 0 && S_ISDIR(sb.st_mode))
             why = "Is a directory";
         else if (access(prog, X_OK) == 0)
-            return 0;
+            why = NULL;
         else if (errno == EACCES)
             why = "Permission denied (not executable)";
     } else {
-        const char *dirs = getenv("PATH");
-        for (const char *d = dirs ? dirs : "/usr/bin:/bin"; *d;) {
-            size_t len = strcspn(d, ":");
-            snprintf(path, sizeof(path), "%.*s/%s", (int)len, len ? d : ".", prog);
-            if (access(path, X_OK) == 0 && stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode)) return 0;
-            d += len + (d[len] == ':');
-        }
-        why = "not found on PATH";
+        why = hooprun_which(prog, path, sizeof(path)) ? NULL : "not found on PATH";
     }
+    /* A script whose #! interpreter is missing: execvp would say ENOENT, which reads as
+     * if the script itself were missing. Name the interpreter instead. */
+    if (why == NULL &&
+        hooprun_interpreter_missing(strchr(prog, '/') ? prog : path, missing, sizeof(missing)))
+        why = missing;
+    if (why == NULL) return 0;
     fprintf(stderr, "hooprun: cannot run '%s': %s\n", prog, why);
     return 127;
 }

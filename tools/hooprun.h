@@ -23,6 +23,7 @@
 
 typedef struct hooprun_plan {
     int nnodes, node_rank, nproc_per_node;
+    const char *nnodes_from, *node_rank_from; /* "--nnodes" or "SLURM_NNODES", ...: for messages */
     char master_addr[256];
     int master_port;
     char token[129];     /* HOOP_TOKEN every worker of this attempt gets */
@@ -89,6 +90,19 @@ void hooprun_cpu_list(const cpu_set_t *set, char *buf, size_t cap);
  * hooprun itself failed (fork, pipe, log file). *failed is 1 when a worker failed or
  * could not be started (a restart may help), 0 on success or interruption. */
 int hooprun_supervise(const hooprun_plan *plan, int *failed);
+
+/* Why a file that exists cannot be executed for lack of something else: when path
+ * starts with a "#!" line whose interpreter is missing or not executable, writes
+ * "its interpreter '/x/y' (from its #! line) does not exist" (or "is not executable")
+ * into buf and returns 1; else returns 0. execvp reports a missing interpreter as
+ * ENOENT, which reads as if the script itself were missing. Used before the fork and in
+ * the forked child of (single-threaded) hooprun after a failed execvp. */
+int hooprun_interpreter_missing(const char *path, char *buf, size_t cap);
+
+/* Finds prog as execvp would (as given when it has a '/', else the first executable
+ * regular file of that name on PATH, "/usr/bin:/bin" when PATH is unset) and writes
+ * its path into buf; returns 0 when none is found. */
+int hooprun_which(const char *prog, char *buf, size_t cap);
 
 // ----- output relay (hooprun_out.c) ----------------------------------------------------
 

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -324,8 +325,55 @@ static void exec_worker(const supervisor *s, int local_rank, int out_w, int err_
             setenv("HOOP_CPU_BIND", list, 1);
     }
     execvp(p->argv[0], p->argv);
-    dprintf(2, "hooprun: cannot run '%s': %s\n", p->argv[0], hoop__strerror(errno));
+    int err = errno;
+    char path[4096], why[4200];
+    if ((err == ENOENT || err == EACCES) && hooprun_which(p->argv[0], path, sizeof(path)) &&
+        hooprun_interpreter_missing(path, why, sizeof(why)))
+        dprintf(2, "hooprun: cannot run '%s': %s\n", p->argv[0], why);
+    else
+        dprintf(2, "hooprun: cannot run '%s': %s\n", p->argv[0], hoop__strerror(err));
     _exit(127);
+}
+
+int hooprun_interpreter_missing(const char *path, char *buf, size_t cap)
+{
+    char head[512];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, head, sizeof(head) - 1);
+    close(fd);
+    if (n < 3 || head[0] != '#' || head[1] != '!') return 0;
+    head[n] = '\0';
+    char *interp = head + 2 + strspn(head + 2, " \t"); /* Linux: "#! /bin/sh" works too */
+    interp[strcspn(interp, " \t\r\n")] = '\0';
+    if (*interp == '\0') {
+        snprintf(buf, cap, "its #! line names no interpreter");
+        return 1;
+    }
+    if (access(interp, X_OK) == 0) return 0;
+    int err = errno;
+    if (err == EACCES && access(interp, F_OK) == 0)
+        snprintf(buf, cap, "its interpreter '%s' (from its #! line) is not executable", interp);
+    else
+        snprintf(buf, cap, "its interpreter '%s' (from its #! line) does not exist", interp);
+    return 1;
+}
+
+int hooprun_which(const char *prog, char *buf, size_t cap)
+{
+    struct stat sb;
+    if (strchr(prog, '/')) {
+        snprintf(buf, cap, "%s", prog);
+        return stat(prog, &sb) == 0;
+    }
+    const char *dirs = getenv("PATH");
+    for (const char *d = dirs ? dirs : "/usr/bin:/bin"; *d;) {
+        size_t len = strcspn(d, ":");
+        snprintf(buf, cap, "%.*s/%s", (int)len, len ? d : ".", prog);
+        if (access(buf, X_OK) == 0 && stat(buf, &sb) == 0 && !S_ISDIR(sb.st_mode)) return 1;
+        d += len + (d[len] == ':');
+    }
+    return 0;
 }
 
 static int spawn(supervisor *s, int local_rank)

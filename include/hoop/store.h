@@ -77,8 +77,11 @@ typedef struct hoop_store_config {
  * that holds the token but states another world_size (that job cannot start; a wrong
  * token alone fails no one else, as anyone could send one): every connected client then fails
  * with HOOP_ERR_MISMATCH and a message naming that rank and what differs, and later
- * clients are refused. Errors: HOOP_ERR_INVALID for a bad config or an
- * unresolvable host (named); HOOP_ERR_SYSTEM when the port is in use
+ * clients are refused. It gives up the same way when a second live connection claims a
+ * rank of its world ("rank 3 claimed twice: by 10.0.0.2:41234 and 10.0.0.3:40110; check
+ * --node-rank / RANK"); a rank whose first connection has closed may connect again. Errors:
+ * HOOP_ERR_INVALID for a bad config or an unresolvable host (named); HOOP_ERR_SYSTEM when the port
+ * is in use
  * ("127.0.0.1:29500 is already in use") or a socket call fails. */
 HOOP_API hoop_status hoop_store_server_init(hoop_store_server **out, const hoop_store_config *cfg);
 

@@ -67,10 +67,17 @@
  * sends GOODBYE (code HOOP_ERR_MISMATCH, the reason naming rank r, its address and what
  * differs, never the token) to every authenticated connection, ignores what they send
  * after it, and refuses every later HELLO with that reason; it keeps listening until its
- * owner stops it. A refusal of anyone else (a rank already connected, one outside the
- * world, a server without world_size) changes nothing for the others, nor does a wrong
- * token: whoever can reach the port could send one (a stray process of an earlier job
- * on the same port), and the token exists so that such a process cannot act on the job.
+ * owner stops it. The same happens when a HELLO with the right token and world_size
+ * claims a rank r of the world that another live connection already holds (two nodes
+ * given the same --node-rank, two workers the same RANK): the reason is "rank r claimed
+ * twice: by ADDR1 and ADDR2; check --node-rank / RANK", and the second claimant is
+ * REFUSED with it. A rank whose earlier connection has closed may connect again (the
+ * server peeks at the old connection first, in case its hang-up is not processed yet).
+ * A refusal of anyone else (a rank already connected whose world_size differs, one
+ * outside the world, a server without world_size) changes nothing for the others, nor
+ * does a wrong token: whoever can reach the port could send one (a stray process of an
+ * earlier job on the same port), and the token exists so that such a process cannot act
+ * on the job.
  * The owner's waits that time out then name the last such client (its address, the
  * rank it claimed), the likeliest reason a rank never arrived.
  *

@@ -92,6 +92,7 @@ struct hoop_store_server {
     int world_size;         /* from the config (0: unknown), to name ranks never seen */
     int owner_rank;         /* from the config (-1: none): whose store this is, for messages */
     unsigned char *seen;    /* [world_size]: rank r said HELLO at some point */
+    conn **holder;          /* [world_size]: the live connection that holds rank r, or NULL */
     pthread_mutex_t bye_mu; /* guards bye_code, bye_reason, fault and stranger */
     hoop_status bye_code;
     char bye_reason[1024];
@@ -140,6 +141,9 @@ static void conn_close(hoop_store_server *s, conn *c)
 {
     if (c->dead) return;
     unpark(s, c);
+    if (s->holder && c->authed && c->rank >= 0 && c->rank < s->world_size &&
+        s->holder[c->rank] == c)
+        s->holder[c->rank] = NULL;
     epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -431,6 +435,39 @@ static void world_size_check(const hoop_store_server *s, int rank, int world_siz
                  s->world_size);
 }
 
+/* Is c's peer gone (end of stream or an error pending), though the server has not
+ * processed its hang-up yet? Peeks without consuming anything. */
+static int peer_gone(const conn *c)
+{
+    uint8_t b;
+    ssize_t n;
+    do {
+        n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    } while (n == -1 && errno == EINTR);
+    return n == 0 || (n == -1 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* Does another live connection hold rank (of this server's world) already? Then c, which
+ * claims it too, is a second process started as that rank (two nodes given the same
+ * --node-rank, two workers given the same RANK): the job cannot start, and waiting would
+ * only end at the timeout. why gets the message naming both addresses. A holder whose
+ * peer has already closed (its hang-up not yet processed: the rank reconnects) is closed
+ * here, and c takes its place. */
+static int claimed_twice(hoop_store_server *s, conn *c, int rank, char *why, size_t cap)
+{
+    conn *h = s->holder[rank];
+    if (h == NULL || h == c || h->dead) return 0;
+    if (peer_gone(h)) {
+        HOOP_INFO(BOOT, "store %s: %s (rank %d) disconnected; %s takes rank %d", s->name, h->peer,
+                  rank, c->peer, rank);
+        conn_close(s, h);
+        return 0;
+    }
+    snprintf(why, cap, "rank %d claimed twice: by %s and %s; check --node-rank / RANK", rank,
+             h->peer, c->peer);
+    return 1;
+}
+
 static const char *on_hello(hoop_store_server *s, conn *c, hoop__rd *r)
 {
     uint32_t magic = hoop__get_u32(r);
@@ -466,10 +503,19 @@ static const char *on_hello(hoop_store_server *s, conn *c, hoop__rd *r)
         refuse(s, c, (int)rank, why, 1);
         return NULL;
     }
+    int in_world = s->seen && rank >= 0 && rank < s->world_size;
+    if (in_world && claimed_twice(s, c, (int)rank, why, sizeof(why))) {
+        reply_text(c, HOOP__STORE_R_REFUSED, why);
+        give_up(s, (int)rank, c->peer, why); /* the job cannot start: tell everyone */
+        return NULL;
+    }
     c->closing = 0;
     c->authed = 1;
     c->rank = rank;
-    if (s->seen && rank >= 0 && rank < s->world_size) s->seen[rank] = 1;
+    if (in_world) {
+        s->seen[rank] = 1;
+        s->holder[rank] = c;
+    }
     HOOP_INFO(BOOT, "store %s: client %s (rank %d) connected", s->name, c->peer, (int)rank);
     reply_status(c, HOOP__STORE_R_OK);
     return NULL;
@@ -1106,6 +1152,7 @@ HOOP_API hoop_status hoop_store_server_init(hoop_store_server **out, const hoop_
     if (cfg->world_size > 0) {
         s->world_size = cfg->world_size;
         HOOP_CHECK_GOTO(hoop__calloc(&s->seen, (size_t)cfg->world_size), st, fail);
+        HOOP_CHECK_GOTO(hoop__calloc(&s->holder, (size_t)cfg->world_size), st, fail);
     }
     s->owner_rank = cfg->rank >= 0 ? cfg->rank : -1;
     s->timeout_ms = cfg->timeout_ms;
@@ -1188,6 +1235,7 @@ hoop_status hoop__store_server_close(hoop_store_server *srv, hoop_status code, c
     HOOP_INFO(BOOT, "store %s: stopped", srv->name);
     pthread_mutex_destroy(&srv->bye_mu);
     free(srv->seen);
+    free(srv->holder);
     free(srv);
     return HOOP_OK;
 }

@@ -554,6 +554,68 @@ int hoop__env_dist_wanted(void)
     return step && *step && procid && *procid;
 }
 
+/* Outside an srun step, with required variables unset: checks the ones that are set
+ * first, so that a malformed value is named before what is missing (one who typed
+ * WORLD_SIZE=abc learns that, not only that MASTER_ADDR is unset), and names every
+ * required variable that is missing at once. Returns the error to report. */
+static const char *const required[] = {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"};
+
+static hoop_status dist_incomplete(void)
+{
+    static const struct {
+        const char *name;
+        int64_t min, max;
+    } ints[] = {{"MASTER_PORT", 1, 65535},
+                {"WORLD_SIZE", 1, 1 << 20},
+                {"RANK", 0, INT32_MAX},
+                {"LOCAL_WORLD_SIZE", 1, 1 << 20},
+                {"LOCAL_RANK", 0, INT32_MAX}};
+    char missing[128] = "", bad[512] = "";
+    size_t used = 0, nmissing = 0, left = 0;
+    for (size_t i = 0; i < HOOP_ARRAY_SIZE(required); i++) {
+        const char *v = getenv(required[i]);
+        left += v == NULL || *v == '\0';
+    }
+    for (size_t i = 0; i < HOOP_ARRAY_SIZE(required); i++) { /* "A, B and C" */
+        const char *v = getenv(required[i]);
+        if (v && *v) continue;
+        nmissing++;
+        const char *sep = nmissing == 1 ? "" : nmissing == left ? " and " : ", ";
+        int k = snprintf(missing + used, sizeof(missing) - used, "%s%s", sep, required[i]);
+        used += k > 0 ? (size_t)k : 0;
+    }
+    const char *addr = getenv("MASTER_ADDR");
+    int64_t x[HOOP_ARRAY_SIZE(ints)] = {0};
+    int given[HOOP_ARRAY_SIZE(ints)] = {0};
+    if (addr && strlen(addr) > 255)
+        snprintf(bad, sizeof(bad), "MASTER_ADDR is longer than 255 characters");
+    for (size_t i = 0; !bad[0] && i < HOOP_ARRAY_SIZE(ints); i++) {
+        const char *v = getenv(ints[i].name);
+        given[i] = v && *v;
+        if (given[i] &&
+            hoop__parse_int(ints[i].name, v, ints[i].min, ints[i].max, &x[i]) != HOOP_OK)
+            snprintf(bad, sizeof(bad), "%s", hoop_last_error());
+    }
+    if (!bad[0] && given[1] && given[2] && x[2] >= x[1]) /* RANK, WORLD_SIZE */
+        snprintf(bad, sizeof(bad), "RANK=%" PRId64 " is not below WORLD_SIZE=%" PRId64, x[2], x[1]);
+    const char *hint = "(hint: start workers with hooprun or srun, or set MASTER_ADDR, "
+                       "MASTER_PORT, RANK and WORLD_SIZE)";
+    const char *verb = nmissing == 1 ? "is" : "are";
+    if (bad[0])
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s; also %s %s not set %s", bad, missing, verb, hint);
+    return HOOP_ERROR(HOOP_ERR_INVALID, "%s %s not set %s", missing, verb, hint);
+}
+
+/* Is a variable the contract requires unset (whatever an srun step would give)? */
+static int required_unset(void)
+{
+    for (size_t i = 0; i < HOOP_ARRAY_SIZE(required); i++) {
+        const char *v = getenv(required[i]);
+        if (v == NULL || *v == '\0') return 1;
+    }
+    return 0;
+}
+
 hoop_status hoop__env_dist(hoop_dist_env *out)
 {
     memset(out, 0, sizeof(*out));
@@ -561,6 +623,7 @@ hoop_status hoop__env_dist(hoop_dist_env *out)
     int in_step = 0;
     if (contract_incomplete()) HOOP_CHECK(hoop__launch_slurm_task(&slurm, &in_step));
     const hoop_slurm_task *sl = in_step ? &slurm : NULL;
+    if (sl == NULL && required_unset()) return dist_incomplete();
     const char *port_src, *ws_src, *rank_src, *lws_src, *lr_src;
     char a[96], b[96];
     HOOP_CHECK(dist_master(out, sl));

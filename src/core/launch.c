@@ -18,21 +18,37 @@
 #include "core/hostlist.h"
 #include "core/launch.h"
 
-hoop_status hoop__launch_check(int nnodes, int node_rank, int nproc_per_node)
+/* "--node-rank 3" for a flag, "SLURM_NODEID=3" for a variable. */
+static const char *named(char *buf, size_t cap, const char *from, int v)
 {
+    snprintf(buf, cap, from[0] == '-' ? "%s %d" : "%s=%d", from, v);
+    return buf;
+}
+
+hoop_status hoop__launch_check_from(int nnodes, const char *nnodes_from, int node_rank,
+                                    const char *node_rank_from, int nproc_per_node)
+{
+    char a[64], b[64];
     if (nnodes < 1 || nnodes > HOOP_LAUNCH_WORLD_MAX)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "--nnodes %d is out of range [1, %d]", nnodes,
-                          HOOP_LAUNCH_WORLD_MAX);
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s is out of range [1, %d]",
+                          named(a, sizeof(a), nnodes_from, nnodes), HOOP_LAUNCH_WORLD_MAX);
     if (nproc_per_node < 1 || nproc_per_node > HOOP_LAUNCH_WORLD_MAX)
         return HOOP_ERROR(HOOP_ERR_INVALID, "--nproc-per-node %d is out of range [1, %d]",
                           nproc_per_node, HOOP_LAUNCH_WORLD_MAX);
     if (node_rank < 0 || node_rank >= nnodes)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "--node-rank %d is not in [0, %d] (--nnodes %d)",
-                          node_rank, nnodes - 1, nnodes);
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s is not in [0, %d] (%s)",
+                          named(a, sizeof(a), node_rank_from, node_rank), nnodes - 1,
+                          named(b, sizeof(b), nnodes_from, nnodes));
     if ((long long)nnodes * nproc_per_node > HOOP_LAUNCH_WORLD_MAX)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "--nnodes %d x --nproc-per-node %d exceeds %d workers",
-                          nnodes, nproc_per_node, HOOP_LAUNCH_WORLD_MAX);
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s x --nproc-per-node %d exceeds %d workers",
+                          named(a, sizeof(a), nnodes_from, nnodes), nproc_per_node,
+                          HOOP_LAUNCH_WORLD_MAX);
     return HOOP_OK;
+}
+
+hoop_status hoop__launch_check(int nnodes, int node_rank, int nproc_per_node)
+{
+    return hoop__launch_check_from(nnodes, "--nnodes", node_rank, "--node-rank", nproc_per_node);
 }
 
 hoop_status hoop__launch_ids_of(int nnodes, int node_rank, int nproc_per_node, int local_rank,

@@ -30,6 +30,13 @@ typedef struct hoop_launch_ids {
  * broken, using the flag names of hooprun ("--node-rank 3 is not below --nnodes 2"). */
 hoop_status hoop__launch_check(int nnodes, int node_rank, int nproc_per_node);
 
+/* hoop__launch_check naming where nnodes and node_rank came from: a flag ("--nnodes",
+ * written "--nnodes 2") or a variable ("SLURM_NNODES", written "SLURM_NNODES=2"), so
+ * that a value Slurm gave is not blamed on a flag nobody typed ("SLURM_NODEID=3 is not in
+ * [0, 1] (SLURM_NNODES=2)"). Same errors. */
+hoop_status hoop__launch_check_from(int nnodes, const char *nnodes_from, int node_rank,
+                                    const char *node_rank_from, int nproc_per_node);
+
 /* Fills *out for worker local_rank (0 <= local_rank < nproc_per_node) of node node_rank.
  * Errors: HOOP_ERR_INVALID as hoop__launch_check, or for a local_rank out of range. */
 hoop_status hoop__launch_ids_of(int nnodes, int node_rank, int nproc_per_node, int local_rank,
