@@ -985,6 +985,9 @@ static hoop_status ib_listen(void *tctx, void *handle, struct hoop_tp_comm **out
     hoop__sock_to_wire(&a, &h.addr);
     memset(handle, 0, HOOP_TP_HANDLE_MAX);
     memcpy(handle, &h, sizeof(h));
+    char ip[HOOP_SOCK_ADDR_STRLEN];
+    HOOP_DEBUGF(IB, "ib: rank %d's set-up socket listening on %s", ctx->rank,
+                hoop__sock_addr_str(&a, ip));
     *out = &c->base;
     return HOOP_OK;
 }
