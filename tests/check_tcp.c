@@ -246,6 +246,8 @@ START_TEST(test_addr_forms)
     ck_assert_int_eq(hoop__sock_from_wire(&w, "rank 3", &back), HOOP_OK);
     ck_assert_str_eq(hoop__sock_addr_str(&back, b), "[fe80::1%lo]:7");
     ck_assert_int_eq(memcmp(&back.in6, &ll.in6, sizeof(ll.in6)), 0);
+    back.in6.sin6_scope_id = 0x7ffffff0; /* no such interface here */
+    ck_assert_str_eq(hoop__sock_addr_str(&back, b), "[fe80::1%2147483632]:7");
     /* Dialled from a link-local listener: its own interface, not the publisher's. */
     hoop_sockaddr self = ll;
     self.in6.sin6_scope_id = 12345;

@@ -33,9 +33,11 @@ const char *hoop__sock_addr_str(const hoop_sockaddr *a, char b[HOOP_SOCK_ADDR_ST
     } else if (a->sa.sa_family == AF_INET6 &&
                inet_ntop(AF_INET6, &a->in6.sin6_addr, ip, sizeof(ip))) {
         char name[IF_NAMESIZE];
-        if (a->in6.sin6_scope_id != 0)
-            snprintf(zone, sizeof(zone), "%%%s",
-                     if_indextoname(a->in6.sin6_scope_id, name) ? name : "?");
+        /* An index of another host's interface has no name here: its number, then. */
+        if (a->in6.sin6_scope_id != 0 && if_indextoname(a->in6.sin6_scope_id, name))
+            snprintf(zone, sizeof(zone), "%%%s", name);
+        else if (a->in6.sin6_scope_id != 0)
+            snprintf(zone, sizeof(zone), "%%%u", (unsigned)a->in6.sin6_scope_id);
         snprintf(b, HOOP_SOCK_ADDR_STRLEN, "[%s%s]:%d", ip, zone, ntohs(a->in6.sin6_port));
     } else {
         snprintf(b, HOOP_SOCK_ADDR_STRLEN, "?");

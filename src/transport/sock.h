@@ -38,7 +38,8 @@ struct hoop_sock_wire {
 #define HOOP_SOCK_ADDR_STRLEN (INET6_ADDRSTRLEN + IF_NAMESIZE + 10)
 
 /* a as "10.0.0.2:41234", or "[fd00::2]:41234" ("[fe80::1%eth0]:41234" with the zone of a
- * link-local address), into b; "?" for another family. Returns b. Thread-safe. */
+ * link-local address; "%7" where this host has no interface of index 7), into b; "?"
+ * for another family. Returns b. Thread-safe. */
 const char *hoop__sock_addr_str(const hoop_sockaddr *a, char b[HOOP_SOCK_ADDR_STRLEN]);
 
 /* The length bind(2) and connect(2) take for a's family (0 for another family). */
