@@ -83,18 +83,22 @@ p=$(port)
     2> "$TMP/restart"
 assert_contains "$TMP/restart" "(rendezvous [::1]:$p, restart count 1 in the token)"
 SMOKE=${top_builddir:-.}/tools/hoop-smoke
-MASTER_ADDR=::1 MASTER_PORT=$p RANK=0 WORLD_SIZE=2 HOOP_TOKEN=t HOOP_TIMEOUT=20 "$SMOKE" \
-    > /dev/null 2>&1 &
+MASTER_ADDR=::1 MASTER_PORT=$p RANK=0 WORLD_SIZE=2 HOOP_TOKEN=t HOOP_TIMEOUT=120 "$SMOKE" \
+    > /dev/null 2> "$TMP/first" &
 first=$!
 hexport=$(printf '%04X' "$p")
-for _ in $(seq 100); do # until /proc/net/tcp6 lists [::1]:p listening (state 0A)
-    grep -q "^ *[0-9]*: 0*1:$hexport 0*:0000 0A" /proc/net/tcp6 && break
+t0=$(now_ms)
+# Until /proc/net/tcp6 lists port p listening (state 0A; its addresses are words in
+# host order, so the port alone is matched), for 60 s at most.
+until grep -qE "^ *[0-9]+: [0-9A-F]+:$hexport [0-9A-F]+:0000 0A" /proc/net/tcp6; do
+    kill -0 "$first" 2> /dev/null || { cat "$TMP/first"; fail "the first rank 0 on [::1]:$p exited"; }
+    [ $(($(now_ms) - t0)) -lt 60000 ] || fail "nothing listens on [::1]:$p after 60 s"
     sleep 0.1
 done
 MASTER_ADDR=::1 MASTER_PORT=$p RANK=0 WORLD_SIZE=2 HOOP_TOKEN=t HOOP_TIMEOUT=20 "$SMOKE" \
     > /dev/null 2> "$TMP/inuse"
 rc=$?
-kill "$first"
+kill "$first" 2> /dev/null
 wait "$first"
 [ "$rc" = 1 ] || { cat "$TMP/inuse"; fail "a second rank 0 on [::1]:$p exited $rc, not 1"; }
 assert_contains "$TMP/inuse" "store: [::1]:$p is already in use"
