@@ -71,8 +71,9 @@ static const char usage[] =
     "                      its form, not looked up\n"
     "  --master-port Q     its port, 1..65535 (default: MASTER_PORT; with one node and no\n"
     "                      address or port given, a free port of 127.0.0.1; else 29500)\n"
-    "  --rdzv-endpoint A[:Q]  the same as --master-addr A --master-port Q (Q: 29400);\n"
-    "                      --rdzv-backend c10d|static and --rdzv-id are accepted and unused\n"
+    "  --rdzv-endpoint A[:Q]  the same as --master-addr A --master-port Q (Q: 29400); an\n"
+    "                      IPv6 A in brackets: [::1]:29500; --rdzv-backend c10d|static\n"
+    "                      and --rdzv-id are accepted and unused\n"
     "  --standalone        one node on 127.0.0.1 with a free port, whatever MASTER_ADDR,\n"
     "                      MASTER_PORT or Slurm say\n"
     "  --max-restarts R    after a failure, stop everyone and start the whole group again,\n"
@@ -645,12 +646,14 @@ static int run_attempts(hooprun_plan *p, int *reserve_fd)
             close(old);
             if (*reserve_fd < 0) return 1;
         }
+        int v6 = strchr(p->master_addr, ':') != NULL; /* an IPv6 address: in brackets */
         if (k > 0)
             fprintf(stderr,
                     "hooprun: restart %d of %d: starting %s %d worker%s again (rendezvous "
-                    "%s:%d, restart count %d in the token)\n",
+                    "%s%s%s:%d, restart count %d in the token)\n",
                     k, p->max_restarts, p->nproc_per_node == 1 ? "the" : "all", p->nproc_per_node,
-                    p->nproc_per_node == 1 ? "" : "s", p->master_addr, p->master_port, k);
+                    p->nproc_per_node == 1 ? "" : "s", v6 ? "[" : "", p->master_addr, v6 ? "]" : "",
+                    p->master_port, k);
         int failed;
         int rc = hooprun_supervise(p, &failed);
         if (!failed) return rc;

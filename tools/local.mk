@@ -20,6 +20,9 @@ tools_hoop_smoke_SOURCES = tools/hoop-smoke.c
 tools_hoop_smoke_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 TESTS += tests/launcher_smoke.sh
 EXTRA_DIST += tests/launcher_smoke.sh
+# A job over IPv6 (::1, link-local, an IPv6-only host name): hooprun, hoop-bench, tcp.
+TESTS += tests/launcher_ipv6.sh
+EXTRA_DIST += tests/launcher_ipv6.sh
 
 # hoop-train: the main job (DDP training under hooprun, or one process); tools/train.h
 # says which file holds what.

@@ -1085,9 +1085,12 @@ static hoop_status bind_listen(hoop_store_server *s, const struct addrinfo *res,
         last_errno = errno;
         close(fd);
     }
+    const char *fmt = strchr(host, ':') ? "[%s]:%d" : "%s:%d"; /* IPv6 in brackets */
+    char where[300];
+    snprintf(where, sizeof(where), fmt, host, port);
     if (last_errno == EADDRINUSE)
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "store: %s:%d is already in use", host, port);
-    return HOOP_ERROR(HOOP_ERR_SYSTEM, "store: cannot listen on %s:%d: %s", host, port,
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "store: %s is already in use", where);
+    return HOOP_ERROR(HOOP_ERR_SYSTEM, "store: cannot listen on %s: %s", where,
                       hoop__strerror(last_errno));
 }
 
@@ -1104,7 +1107,7 @@ static hoop_status server_open(hoop_store_server *s, const hoop_store_config *cf
     HOOP_SYSCHECK(getsockname(s->lfd, (struct sockaddr *)&sa, &len), "store: getsockname");
     s->port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
                                              : ((struct sockaddr_in *)&sa)->sin_port);
-    snprintf(s->name, sizeof(s->name), "%s:%d", host, s->port);
+    snprintf(s->name, sizeof(s->name), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, s->port);
     HOOP_SYSCHECK(s->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), "store: eventfd");
     HOOP_SYSCHECK(s->epfd = epoll_create1(EPOLL_CLOEXEC), "store: epoll_create1");
     struct epoll_event el = {.events = EPOLLIN, .data.ptr = &s->lfd};

@@ -234,7 +234,7 @@ struct ib_ctx {
     struct hoop_tp_ib_config cfg;
     int rank;
     char token[HOOP_TP_TOKEN_MAX];
-    struct in_addr addr; /* the connection socket's listen address */
+    hoop_sockaddr addr; /* the connection socket's listen address (port 0) */
     hoop__regcache *cache;
     struct ib_comm *connecting;
     int kick_fd; /* rung by pollfds when completions were already waiting */
@@ -248,9 +248,8 @@ struct ib_ctx {
 struct ib_handle {
     uint32_t magic;
     int32_t rank;
-    uint32_t addr; /* network order */
-    uint16_t port; /* network order */
-    uint8_t link_eth, pad;
+    struct hoop_sock_wire addr; /* the connection socket's address */
+    uint8_t link_eth, pad[7];
     uint64_t subnet_prefix; /* InfiniBand: links need the same subnet */
     struct ib_comm *pending;
 };
@@ -331,7 +330,7 @@ struct ib_comm {
     char why[400];
     /* connector */
     enum ib_conn state;
-    struct sockaddr_in raddr;
+    hoop_sockaddr raddr;
     size_t off;
     struct ib_hello hello;
     struct ib_reply reply;
@@ -965,28 +964,30 @@ static hoop_status ib_listen(void *tctx, void *handle, struct hoop_tp_comm **out
 {
     struct ib_ctx *ctx = tctx;
     struct ib_comm *c;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr = ctx->addr};
+    hoop_sockaddr a = ctx->addr;
     socklen_t len = sizeof(a);
     HOOP_CHECK(comm_new(ctx, IK_LISTEN, -1, -1, &c));
-    c->sock = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (c->sock < 0 || bind(c->sock, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        listen(c->sock, 256) != 0 || getsockname(c->sock, (struct sockaddr *)&a, &len) != 0) {
+    c->sock = socket(a.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->sock < 0 || bind(c->sock, &a.sa, hoop__sock_len(&a)) != 0 || listen(c->sock, 256) != 0 ||
+        getsockname(c->sock, &a.sa, &len) != 0) {
         int e = errno;
-        char ip[INET_ADDRSTRLEN];
+        char ip[HOOP_SOCK_ADDR_STRLEN];
         ib_close(&c->base);
         char hint[160];
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "ib: listen on %s: %s%s",
-                          hoop__sock_ip_str(ctx->addr, ip), hoop__strerror(e),
+                          hoop__sock_addr_str(&ctx->addr, ip), hoop__strerror(e),
                           hoop__fd_hint(e, hint, sizeof(hint)));
     }
     struct ib_handle h = {.magic = IB_MAGIC,
                           .rank = ctx->rank,
-                          .addr = a.sin_addr.s_addr,
-                          .port = a.sin_port,
                           .link_eth = (uint8_t)ctx->p.link_eth,
                           .subnet_prefix = ctx->p.gid.global.subnet_prefix};
+    hoop__sock_to_wire(&a, &h.addr);
     memset(handle, 0, HOOP_TP_HANDLE_MAX);
     memcpy(handle, &h, sizeof(h));
+    char ip[HOOP_SOCK_ADDR_STRLEN];
+    HOOP_DEBUGF(IB, "ib: rank %d's set-up socket listening on %s", ctx->rank,
+                hoop__sock_addr_str(&a, ip));
     *out = &c->base;
     return HOOP_OK;
 }
@@ -1110,11 +1111,12 @@ static hoop_status conn_step(struct ib_comm *c, int *done)
 {
     *done = 0;
     if (c->state == IC_START) {
-        if (connect(c->sock, (struct sockaddr *)&c->raddr, sizeof(c->raddr)) != 0 &&
+        if (connect(c->sock, &c->raddr.sa, hoop__sock_len(&c->raddr)) != 0 &&
             errno != EINPROGRESS) {
             if (errno == ECONNREFUSED) { /* not listening yet: a fresh socket next time */
                 close(c->sock);
-                c->sock = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+                c->sock =
+                    socket(c->raddr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
                 if (c->sock < 0) return sock_error(c);
                 return HOOP_OK;
             }
@@ -1131,7 +1133,7 @@ static hoop_status conn_step(struct ib_comm *c, int *done)
         (void)getsockopt(c->sock, SOL_SOCKET, SO_ERROR, &err, &el);
         if (err == ECONNREFUSED) {
             close(c->sock);
-            c->sock = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+            c->sock = socket(c->raddr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
             c->state = IC_START;
             return c->sock < 0 ? sock_error(c) : HOOP_OK;
         }
@@ -1198,13 +1200,16 @@ static hoop_status ib_connect(void *tctx, void *handle, int channel, struct hoop
     if (!c) {
         if (h->magic != IB_MAGIC)
             return HOOP_ERROR(HOOP_ERR_INVALID, "ib: rank %d published no ib endpoint", h->rank);
+        hoop_sockaddr peer;
+        char who[32];
+        snprintf(who, sizeof(who), "ib: rank %d", h->rank);
+        HOOP_CHECK(hoop__sock_from_wire(&h->addr, who, &peer));
         HOOP_CHECK(comm_new(ctx, IK_SEND, h->rank, channel, &c));
         c->next_connecting = ctx->connecting;
         ctx->connecting = c;
         h->pending = c;
-        c->raddr = (struct sockaddr_in){
-            .sin_family = AF_INET, .sin_port = h->port, .sin_addr.s_addr = h->addr};
-        c->sock = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        c->raddr = hoop__sock_dial_addr(&peer, &ctx->addr);
+        c->sock = socket(c->raddr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (c->sock < 0) {
             st = sock_error(c);
             goto fail;

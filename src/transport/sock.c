@@ -7,6 +7,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,63 +16,172 @@
 #include "core/fdlimit.h"
 #include "transport/sock.h"
 
-const char *hoop__sock_ip_str(struct in_addr a, char b[INET_ADDRSTRLEN])
+// ----- addresses ---------------------------------------------------------------------------
+
+socklen_t hoop__sock_len(const hoop_sockaddr *a)
 {
-    return inet_ntop(AF_INET, &a, b, INET_ADDRSTRLEN) ? b : "?";
+    return a->sa.sa_family == AF_INET6  ? (socklen_t)sizeof(a->in6)
+           : a->sa.sa_family == AF_INET ? (socklen_t)sizeof(a->in)
+                                        : 0;
 }
 
-static hoop_status addr_from_ifname(const char *prefix, struct in_addr *out)
+const char *hoop__sock_addr_str(const hoop_sockaddr *a, char b[HOOP_SOCK_ADDR_STRLEN])
 {
-    struct ifaddrs *ifs, *i;
-    int exact = prefix[0] == '=';
+    char ip[INET6_ADDRSTRLEN], zone[IF_NAMESIZE + 1] = "";
+    if (a->sa.sa_family == AF_INET && inet_ntop(AF_INET, &a->in.sin_addr, ip, sizeof(ip))) {
+        snprintf(b, HOOP_SOCK_ADDR_STRLEN, "%s:%d", ip, ntohs(a->in.sin_port));
+    } else if (a->sa.sa_family == AF_INET6 &&
+               inet_ntop(AF_INET6, &a->in6.sin6_addr, ip, sizeof(ip))) {
+        char name[IF_NAMESIZE];
+        /* An index of another host's interface has no name here: its number, then. */
+        if (a->in6.sin6_scope_id != 0 && if_indextoname(a->in6.sin6_scope_id, name))
+            snprintf(zone, sizeof(zone), "%%%s", name);
+        else if (a->in6.sin6_scope_id != 0)
+            snprintf(zone, sizeof(zone), "%%%u", (unsigned)a->in6.sin6_scope_id);
+        snprintf(b, HOOP_SOCK_ADDR_STRLEN, "[%s%s]:%d", ip, zone, ntohs(a->in6.sin6_port));
+    } else {
+        snprintf(b, HOOP_SOCK_ADDR_STRLEN, "?");
+    }
+    return b;
+}
+
+void hoop__sock_to_wire(const hoop_sockaddr *a, struct hoop_sock_wire *w)
+{
+    memset(w, 0, sizeof(*w));
+    w->family = a->sa.sa_family;
+    if (a->sa.sa_family == AF_INET6) {
+        w->port = a->in6.sin6_port;
+        w->scope_id = a->in6.sin6_scope_id;
+        memcpy(w->addr, &a->in6.sin6_addr, 16);
+    } else {
+        w->port = a->in.sin_port;
+        memcpy(w->addr, &a->in.sin_addr, 4);
+    }
+}
+
+hoop_status hoop__sock_from_wire(const struct hoop_sock_wire *w, const char *who, hoop_sockaddr *a)
+{
+    memset(a, 0, sizeof(*a));
+    if (w->family == AF_INET) {
+        a->in.sin_family = AF_INET;
+        a->in.sin_port = w->port;
+        memcpy(&a->in.sin_addr, w->addr, 4);
+    } else if (w->family == AF_INET6) {
+        a->in6.sin6_family = AF_INET6;
+        a->in6.sin6_port = w->port;
+        a->in6.sin6_scope_id = w->scope_id;
+        memcpy(&a->in6.sin6_addr, w->addr, 16);
+    } else {
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s published an address of unknown family %u", who,
+                          (unsigned)w->family);
+    }
+    return HOOP_OK;
+}
+
+static int is_link_local(const hoop_sockaddr *a)
+{
+    return a->sa.sa_family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&a->in6.sin6_addr);
+}
+
+hoop_sockaddr hoop__sock_dial_addr(const hoop_sockaddr *peer, const hoop_sockaddr *self)
+{
+    hoop_sockaddr d = *peer;
+    if (is_link_local(&d) && is_link_local(self)) d.in6.sin6_scope_id = self->in6.sin6_scope_id;
+    return d;
+}
+
+static int is_loopback(const hoop_sockaddr *a)
+{
+    if (a->sa.sa_family == AF_INET) return (ntohl(a->in.sin_addr.s_addr) >> 24) == 127;
+    return a->sa.sa_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&a->in6.sin6_addr);
+}
+
+static void set_loopback(int family, hoop_sockaddr *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (family == AF_INET6) {
+        out->in6.sin6_family = AF_INET6;
+        out->in6.sin6_addr = in6addr_loopback;
+    } else {
+        out->in.sin_family = AF_INET;
+        out->in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    }
+}
+
+// ----- choosing the listen address -------------------------------------------------------
+
+/* How well an interface address suits (lower is better; -1: not at all): the wanted
+ * family first, then a global address before a link-local one. */
+static int if_rank(const struct sockaddr *sa, int want)
+{
+    if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)) return -1;
+    int ll = sa->sa_family == AF_INET6 &&
+             IN6_IS_ADDR_LINKLOCAL(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+    return (sa->sa_family == want ? 0 : 2) + ll;
+}
+
+static hoop_status addr_from_ifname(const char *prefix, int want, hoop_sockaddr *out)
+{
+    struct ifaddrs *ifs, *best = NULL;
+    int best_rank = 4, exact = prefix[0] == '=';
     if (exact) prefix++;
     HOOP_SYSCHECK(getifaddrs(&ifs), "getifaddrs");
-    for (i = ifs; i; i = i->ifa_next) {
-        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
         int match = exact ? strcmp(i->ifa_name, prefix) == 0
                           : strncmp(i->ifa_name, prefix, strlen(prefix)) == 0;
-        if (match) break;
+        int r = match ? if_rank(i->ifa_addr, want) : -1;
+        if (r >= 0 && r < best_rank) best = i, best_rank = r;
     }
-    if (i) *out = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+    if (best) {
+        memset(out, 0, sizeof(*out));
+        memcpy(out, best->ifa_addr,
+               best->ifa_addr->sa_family == AF_INET6 ? sizeof(out->in6) : sizeof(out->in));
+        out->in.sin_port = 0; /* sin_port and sin6_port share their place */
+        if (is_link_local(out)) out->in6.sin6_scope_id = if_nametoindex(best->ifa_name);
+    }
     freeifaddrs(ifs);
-    if (!i)
+    if (!best)
         return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "HOOP_SOCKET_IFNAME=%s%s matches no interface with an IPv4 address",
+                          "HOOP_SOCKET_IFNAME=%s%s matches no interface with an IPv4 or IPv6 "
+                          "address",
                           exact ? "=" : "", prefix);
     return HOOP_OK;
 }
 
-/* The local address the kernel would use to reach host (UDP connect + getsockname). */
-static hoop_status addr_routing_to(const char *host, struct in_addr *out)
+/* The local address the kernel would use to reach host (UDP connect + getsockname), of
+ * the family of host's first address. */
+static hoop_status addr_routing_to(const char *host, hoop_sockaddr *out)
 {
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *ai;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM}, *ai;
     int rc = getaddrinfo(host, "9", &hints, &ai);
     if (rc != 0)
         return HOOP_ERROR(HOOP_ERR_INVALID, "MASTER_ADDR=%s cannot be resolved: %s", host,
                           gai_strerror(rc));
-    struct in_addr dst = ((struct sockaddr_in *)ai->ai_addr)->sin_addr;
-    if ((ntohl(dst.s_addr) >> 24) == 127) {
+    hoop_sockaddr dst = {.sa.sa_family = AF_UNSPEC};
+    if (ai->ai_addrlen <= sizeof(dst)) memcpy(&dst, ai->ai_addr, ai->ai_addrlen);
+    if (is_loopback(&dst)) {
         freeaddrinfo(ai);
-        out->s_addr = htonl(INADDR_LOOPBACK);
+        set_loopback(dst.sa.sa_family, out);
         return HOOP_OK;
     }
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in me;
+    int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    hoop_sockaddr me;
     socklen_t len = sizeof(me);
     int ok = fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-             getsockname(fd, (struct sockaddr *)&me, &len) == 0;
+             getsockname(fd, &me.sa, &len) == 0;
     int err = errno;
     if (fd >= 0) close(fd);
     freeaddrinfo(ai);
     if (!ok)
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "no route to MASTER_ADDR=%s: %s", host,
                           hoop__strerror(err));
-    if ((ntohl(me.sin_addr.s_addr) >> 24) == 127)
+    if (is_loopback(&me))
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "the route to MASTER_ADDR=%s leaves through loopback; set "
                           "HOOP_SOCKET_IFNAME",
                           host);
-    *out = me.sin_addr;
+    me.in.sin_port = 0;
+    *out = me;
     return HOOP_OK;
 }
 
@@ -82,10 +192,13 @@ int hoop__sock_token_equal(const char *a, const char *b)
     return diff == 0;
 }
 
-hoop_status hoop__sock_listen_addr(const char *ifname, const char *master_addr, struct in_addr *out)
+hoop_status hoop__sock_listen_addr(const char *ifname, const char *master_addr, hoop_sockaddr *out)
 {
-    out->s_addr = htonl(INADDR_LOOPBACK);
-    if (ifname && *ifname) return addr_from_ifname(ifname, out);
+    set_loopback(AF_INET, out);
+    if (ifname && *ifname) {
+        int want = master_addr && strchr(master_addr, ':') ? AF_INET6 : AF_INET;
+        return addr_from_ifname(ifname, want, out);
+    }
     if (master_addr && *master_addr) return addr_routing_to(master_addr, out);
     return HOOP_OK;
 }

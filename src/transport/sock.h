@@ -1,28 +1,73 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * src/transport/sock.h -- socket helpers the transports share (internal): the listen
- * address, the token comparison, printing an IPv4 address. tcp.c carries data over
- * them; shm.c and ib.c use a socket for the hello and to hear a peer die.
+ * address (IPv4 or IPv6) and its form in a handle, the token comparison, printing an
+ * address. tcp.c carries data over them; shm.c and ib.c use a socket for the hello and
+ * to hear a peer die.
  */
 #ifndef HOOP_TRANSPORT_SOCK_H
 #define HOOP_TRANSPORT_SOCK_H
 
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <netinet/in.h>
+#include <stdint.h>
+#include <sys/socket.h>
 
 #include "hoop/status.h"
 #include "transport/transport.h"
 
-/* Dotted-quad text of a into b (inet_ntoa's buffer is shared by threads); "?" if none. */
-const char *hoop__sock_ip_str(struct in_addr a, char b[INET_ADDRSTRLEN]);
+/* A socket address of either family; the family says which member is valid. */
+typedef union hoop_sockaddr {
+    struct sockaddr sa;
+    struct sockaddr_in in;   /* sa.sa_family == AF_INET */
+    struct sockaddr_in6 in6; /* sa.sa_family == AF_INET6 */
+} hoop_sockaddr;
 
-/* The IPv4 address to listen on: the first address of the interface named (or prefixed,
- * '=' for an exact name) by ifname; else the local address routing towards master_addr
- * (loopback when that is a loopback address); else loopback. Errors: HOOP_ERR_INVALID
- * (no such interface, unresolvable MASTER_ADDR, a route through loopback),
- * HOOP_ERR_SYSTEM. */
-hoop_status hoop__sock_listen_addr(const char *ifname, const char *master_addr,
-                                   struct in_addr *out);
+/* An address as a transport's handle publishes it (24 bytes). family: AF_INET or
+ * AF_INET6; port and addr in network order, an IPv4 address in addr's first 4 bytes;
+ * scope_id: the publisher's interface index of an IPv6 link-local address, else 0. */
+struct hoop_sock_wire {
+    uint16_t family;
+    uint16_t port;
+    uint32_t scope_id;
+    uint8_t addr[16];
+};
+
+/* Longest text of hoop__sock_addr_str: "[IPv6%zone]:65535" and its '\0'. */
+#define HOOP_SOCK_ADDR_STRLEN (INET6_ADDRSTRLEN + IF_NAMESIZE + 10)
+
+/* a as "10.0.0.2:41234", or "[fd00::2]:41234" ("[fe80::1%eth0]:41234" with the zone of a
+ * link-local address; "%7" where this host has no interface of index 7), into b; "?"
+ * for another family. Returns b. Thread-safe. */
+const char *hoop__sock_addr_str(const hoop_sockaddr *a, char b[HOOP_SOCK_ADDR_STRLEN]);
+
+/* The length bind(2) and connect(2) take for a's family (0 for another family). */
+socklen_t hoop__sock_len(const hoop_sockaddr *a);
+
+/* Converts a (AF_INET or AF_INET6) to what a handle carries, and back. from_wire fails
+ * with HOOP_ERR_INVALID "<who> published an address of unknown family N". */
+void hoop__sock_to_wire(const hoop_sockaddr *a, struct hoop_sock_wire *w);
+hoop_status hoop__sock_from_wire(const struct hoop_sock_wire *w, const char *who, hoop_sockaddr *a);
+
+/* The address a connector dials for a peer that published peer, from a rank listening on
+ * self: peer itself, except that a link-local IPv6 address takes self's interface index
+ * when self is link-local too (the publisher's index names an interface of its own host;
+ * both ranks are on that link, which self's interface reaches). Thread-safe. */
+hoop_sockaddr hoop__sock_dial_addr(const hoop_sockaddr *peer, const hoop_sockaddr *self);
+
+/* The address to listen on (port 0), IPv4 or IPv6:
+ *   ifname set: an address of the interface named (or prefixed; '=' for an exact name)
+ *     by ifname, of MASTER_ADDR's family (IPv6 when master_addr is an IPv6 address, that
+ *     is has a ':'; else IPv4) if it has one, else of the other; a global address before
+ *     a link-local one (which gets the interface's index as its scope);
+ *   else master_addr set: the local address the kernel routes towards master_addr (its
+ *     first address in getaddrinfo's order, the one the store's client tries first), or
+ *     loopback of master_addr's family when master_addr is a loopback address;
+ *   else 127.0.0.1.
+ * Errors: HOOP_ERR_INVALID (no such interface, or one without an address; an
+ * unresolvable MASTER_ADDR; a route through loopback), HOOP_ERR_SYSTEM. */
+hoop_status hoop__sock_listen_addr(const char *ifname, const char *master_addr, hoop_sockaddr *out);
 
 /* One accept4 on the non-blocking listening socket lfd (flags SOCK_NONBLOCK |
  * SOCK_CLOEXEC): *fd = the new socket, or -1 when none is pending. Errors that concern

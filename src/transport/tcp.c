@@ -55,16 +55,14 @@ struct tcp_ctx {
     struct tcp_comm *connecting; /* half-open send comms, closed by finalize */
     int rank, nsocks;
     char token[HOOP_TP_TOKEN_MAX];
-    struct sockaddr_in addr; /* listen address (port 0) */
+    hoop_sockaddr addr; /* listen address (port 0), IPv4 or IPv6 */
 };
 
 /* What a rank publishes; `pending` is the connector's progress, NULL when published. */
 struct tcp_handle {
     uint32_t magic;
-    uint32_t addr; /* IPv4, network order */
-    uint16_t port; /* network order */
-    uint16_t pad;
     int32_t rank;
+    struct hoop_sock_wire addr; /* where it listens */
     struct tcp_comm *pending;
 };
 _Static_assert(sizeof(struct tcp_handle) <= HOOP_TP_HANDLE_MAX, "tcp handle too large");
@@ -123,7 +121,7 @@ struct tcp_comm {
     hoop_status failed;
     char why[200];
     /* connector */
-    struct sockaddr_in raddr;
+    hoop_sockaddr raddr;
     struct tcp_hello hello;
     /* listener: sockets reading their hello, and groups of streams being assembled */
     struct tcp_pend *pend;
@@ -146,14 +144,13 @@ static hoop_status tcp_init(const struct hoop_tp_config *cfg, void **tctx)
     if (cfg->token && strlen(cfg->token) >= HOOP_TP_TOKEN_MAX)
         return HOOP_ERROR(HOOP_ERR_INVALID, "HOOP_TOKEN is longer than %d characters",
                           HOOP_TP_TOKEN_MAX - 1);
-    struct in_addr a;
+    hoop_sockaddr a;
     HOOP_CHECK(hoop__sock_listen_addr(cfg->ifname, cfg->master_addr, &a));
     HOOP_CHECK(hoop__calloc(&ctx, 1));
     ctx->rank = cfg->rank;
     ctx->nsocks = cfg->nsocks;
     if (cfg->token) strcpy(ctx->token, cfg->token);
-    ctx->addr.sin_family = AF_INET;
-    ctx->addr.sin_addr = a;
+    ctx->addr = a;
     *tctx = ctx;
     return HOOP_OK;
 }
@@ -214,22 +211,22 @@ static hoop_status tcp_listen(void *tctx, void *handle, struct hoop_tp_comm **ou
 {
     struct tcp_ctx *ctx = tctx;
     struct tcp_comm *c;
-    struct sockaddr_in a = ctx->addr;
+    hoop_sockaddr a = ctx->addr;
     socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = socket(a.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         int err = errno;
         char hint[160];
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "rank %d: tcp cannot open its listening socket: %s%s",
                           ctx->rank, hoop__strerror(err), hoop__fd_hint(err, hint, sizeof(hint)));
     }
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 256) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+    if (bind(fd, &a.sa, hoop__sock_len(&a)) != 0 || listen(fd, 256) != 0 ||
+        getsockname(fd, &a.sa, &len) != 0) {
         int err = errno;
-        char ip[INET_ADDRSTRLEN];
+        char ip[HOOP_SOCK_ADDR_STRLEN];
         close(fd);
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "listen on %s: %s",
-                          hoop__sock_ip_str(ctx->addr.sin_addr, ip), hoop__strerror(err));
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "listen on %s: %s", hoop__sock_addr_str(&ctx->addr, ip),
+                          hoop__strerror(err));
     }
     hoop_status st = comm_new(ctx, TK_LISTEN, 1, -1, &c);
     if (st != HOOP_OK) {
@@ -237,13 +234,12 @@ static hoop_status tcp_listen(void *tctx, void *handle, struct hoop_tp_comm **ou
         return st;
     }
     c->s[0].fd = fd;
-    struct tcp_handle h = {
-        .magic = TCP_MAGIC, .addr = a.sin_addr.s_addr, .port = a.sin_port, .rank = ctx->rank};
+    struct tcp_handle h = {.magic = TCP_MAGIC, .rank = ctx->rank};
+    hoop__sock_to_wire(&a, &h.addr);
     memset(handle, 0, HOOP_TP_HANDLE_MAX);
     memcpy(handle, &h, sizeof(h));
-    char ip[INET_ADDRSTRLEN];
-    HOOP_DEBUGF(NET, "TCP: rank %d listening on %s:%d", ctx->rank,
-                hoop__sock_ip_str(a.sin_addr, ip), ntohs(a.sin_port));
+    char ip[HOOP_SOCK_ADDR_STRLEN];
+    HOOP_DEBUGF(NET, "TCP: rank %d listening on %s", ctx->rank, hoop__sock_addr_str(&a, ip));
     *out = &c->base;
     return HOOP_OK;
 }
@@ -404,11 +400,11 @@ static hoop_status conn_step(struct tcp_comm *c, int i, int *done)
     int peer = c->base.peer, err = 0;
     socklen_t len = sizeof(err);
     ssize_t n;
-    char verdict, ip[INET_ADDRSTRLEN], hint[160];
+    char verdict, ip[HOOP_SOCK_ADDR_STRLEN], hint[160];
     struct pollfd pfd = {.fd = s->fd, .events = POLLOUT};
     switch (s->state) {
     case TCS_START:
-        s->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        s->fd = socket(c->raddr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (s->fd < 0) {
             err = errno;
             return HOOP_ERROR(
@@ -416,8 +412,7 @@ static hoop_status conn_step(struct tcp_comm *c, int i, int *done)
                 c->ctx->rank, i, peer, hoop__strerror(err), hoop__fd_hint(err, hint, sizeof(hint)));
         }
         set_sockopts(s->fd);
-        if (connect(s->fd, (struct sockaddr *)&c->raddr, sizeof(c->raddr)) != 0 &&
-            errno != EINPROGRESS)
+        if (connect(s->fd, &c->raddr.sa, hoop__sock_len(&c->raddr)) != 0 && errno != EINPROGRESS)
             goto fail;
         s->state = TCS_CONNECTING;
         return HOOP_OK;
@@ -447,23 +442,22 @@ static hoop_status conn_step(struct tcp_comm *c, int i, int *done)
          * (a refusal is a verdict of 0). */
         if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE)))
             return HOOP_ERROR(HOOP_ERR_REMOTE,
-                              "rank %d (%s:%d) exited (or closed its end) during the connection "
+                              "rank %d (%s) exited (or closed its end) during the connection "
                               "handshake",
-                              peer, hoop__sock_ip_str(c->raddr.sin_addr, ip),
-                              ntohs(c->raddr.sin_port));
+                              peer, hoop__sock_addr_str(&c->raddr, ip));
         if (n < 0) goto fail;
         if (verdict != 1)
             return HOOP_ERROR(HOOP_ERR_REMOTE,
-                              "rank %d (%s:%d) refused the connection (wrong HOOP_TOKEN?)", peer,
-                              hoop__sock_ip_str(c->raddr.sin_addr, ip), ntohs(c->raddr.sin_port));
+                              "rank %d (%s) refused the connection (wrong HOOP_TOKEN?)", peer,
+                              hoop__sock_addr_str(&c->raddr, ip));
         s->state = TCS_DONE;
         /* fall through */
     case TCS_DONE: *done = 1; return HOOP_OK;
     }
 fail:
-    return HOOP_ERROR(HOOP_ERR_REMOTE, "cannot connect to rank %d at %s:%d: %s", peer,
-                      hoop__sock_ip_str(c->raddr.sin_addr, ip), ntohs(c->raddr.sin_port),
-                      hoop__strerror(errno));
+    err = errno; /* before naming the address, which may look up an interface's name */
+    return HOOP_ERROR(HOOP_ERR_REMOTE, "cannot connect to rank %d at %s: %s", peer,
+                      hoop__sock_addr_str(&c->raddr, ip), hoop__strerror(err));
 }
 
 static hoop_status tcp_connect(void *tctx, void *handle, int channel, struct hoop_tp_comm **out)
@@ -475,11 +469,13 @@ static hoop_status tcp_connect(void *tctx, void *handle, int channel, struct hoo
     if (h->magic != TCP_MAGIC)
         return HOOP_ERROR(HOOP_ERR_INVALID, "connect: not a TCP endpoint handle");
     if (!c) {
+        hoop_sockaddr peer;
+        char who[32];
+        snprintf(who, sizeof(who), "tcp: rank %d", h->rank);
+        HOOP_CHECK(hoop__sock_from_wire(&h->addr, who, &peer));
         HOOP_CHECK(comm_new(ctx, TK_SEND, ctx->nsocks, h->rank, &c));
         c->base.channel = channel;
-        c->raddr.sin_family = AF_INET;
-        c->raddr.sin_addr.s_addr = h->addr;
-        c->raddr.sin_port = h->port;
+        c->raddr = hoop__sock_dial_addr(&peer, &ctx->addr);
         c->hello = (struct tcp_hello){.magic = TCP_MAGIC,
                                       .version = TCP_VERSION,
                                       .nsocks = (uint16_t)ctx->nsocks,

@@ -54,7 +54,7 @@ kill      hoop  60  SIGKILL of rank 2 of 4: the others fail with HOOP_ERR_REMOTE
 faults    hoop  300 the fault matrix's cells over ib (tests/faults/cells.sh): kills, a stop, a cut
 bad_gid   hoop  45  HOOP_IB_GID_INDEX of an empty GID entry: a clear error naming it
 bad_hca   hoop  45  HOOP_IB_HCA naming no device, forced ib: an error naming it
-auto      hoop  90  ranks in two network namespaces (two hosts): auto picks ib; with a bogus HCA, tcp
+auto      hoop  150 ranks in two network namespaces (two hosts): auto picks ib; with a bogus HCA, tcp; over IPv4 and IPv6
 "
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -367,39 +367,44 @@ step_bad_hca() {
     HOOP_IB_HCA=nosuchhca0 expect_error nosuchhca0
 }
 
-# Two "hosts": network namespaces hA (10.78.0.1) and hB (10.78.0.2) joined by a veth
-# pair; hoop tells hosts apart by boot id and network namespace. The rxe devices,
-# shared by every namespace, carry the verbs traffic.
+# Two "hosts": network namespaces hA (10.78.0.1, fd78::1) and hB (10.78.0.2, fd78::2)
+# joined by a veth pair; hoop tells hosts apart by boot id and network namespace. The
+# rxe devices, shared by every namespace, carry the verbs traffic. Each case runs with
+# MASTER_ADDR IPv4, then IPv6 (the store, tcp's links and ib's set-up sockets on fd78::).
 step_auto() {
     need_guest
     ip netns add hA && ip netns add hB || skip "no network namespaces (ip netns add failed)"
     on_exit='ip netns del hA; ip netns del hB'
     ip link add vA type veth peer name vB && ip link set vA netns hA && ip link set vB netns hB &&
         ip -n hA addr add 10.78.0.1/24 dev vA && ip -n hB addr add 10.78.0.2/24 dev vB &&
+        ip -n hA addr add fd78::1/64 dev vA nodad && ip -n hB addr add fd78::2/64 dev vB nodad &&
         ip -n hA link set vA up && ip -n hB link set vB up &&
         ip -n hA link set lo up && ip -n hB link set lo up || bad "cannot set up the namespaces"
-    local hca0 hca1 want port=29472 r
+    local hca0 hca1 want port=29472 r master
     export HOOP_TRANSPORT=auto HOOP_TIMEOUT=60 HOOP_DEBUG=INFO HOOP_DEBUG_SUBSYS=INIT
     local cases="$RDMA_DEV0 nosuchhca0"
     [ "$tp" = ib ] || cases=nosuchhca0
     for hca0 in $cases; do
         if [ "$hca0" = nosuchhca0 ]; then hca1=nosuchhca1 want=tcp; else hca1=$RDMA_DEV1 want=ib; fi
-        echo "== auto, HOOP_IB_HCA $hca0 / $hca1: expect $want"
-        for r in 0 1; do
-            local ns=hA hca=$hca0
-            [ $r = 1 ] && ns=hB hca=$hca1
-            ip netns exec $ns env RANK=$r LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=1 \
-                MASTER_ADDR=10.78.0.1 MASTER_PORT=$port HOOP_TOKEN=check-rdma HOOP_IB_HCA=$hca \
-                "$bench" allreduce -b 8 -e 64K -f 64 -n 2 -c 1 > "$tmp/rank.$r" 2>&1 &
-            pid[r]=$!
+        for master in 10.78.0.1 fd78::1; do
+            echo "== auto, MASTER_ADDR $master, HOOP_IB_HCA $hca0 / $hca1: expect $want"
+            for r in 0 1; do
+                local ns=hA hca=$hca0
+                [ $r = 1 ] && ns=hB hca=$hca1
+                ip netns exec $ns env RANK=$r LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=1 \
+                    MASTER_ADDR=$master MASTER_PORT=$port HOOP_TOKEN=check-rdma HOOP_IB_HCA=$hca \
+                    "$bench" allreduce -b 8 -e 64K -f 64 -n 2 -c 1 > "$tmp/rank.$r" 2>&1 &
+                pid[r]=$!
+            done
+            for r in 0 1; do
+                wait "${pid[r]}" ||
+                    { tail -n 20 "$tmp/rank.$r"; bad "rank $r failed (auto, $want expected)"; }
+            done
+            grep -v 'hoop INFO' "$tmp/rank.0" | grep -E '^ +[0-9]+ ' || true
+            links_are "$tmp/rank.0" $want
+            links_are "$tmp/rank.1" $want
+            port=$((port + 1))
         done
-        for r in 0 1; do
-            wait "${pid[r]}" || { tail -n 20 "$tmp/rank.$r"; bad "rank $r failed (auto, $want expected)"; }
-        done
-        grep -v 'hoop INFO' "$tmp/rank.0" | grep -E '^ +[0-9]+ ' || true
-        links_are "$tmp/rank.0" $want
-        links_are "$tmp/rank.1" $want
-        port=$((port + 1))
     done
 }
 
