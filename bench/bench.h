@@ -3,11 +3,11 @@
  * bench/bench.h -- hoop-bench's collectives, buffer layouts and correctness check.
  *
  * The check is independent of hoop's reduction code: every input element is a small
- * integer chosen from the rank and the element's index (period 4), so the exact result
- * of every collective is known in float64 / wrapping 64-bit integer arithmetic and is
- * rounded once to the destination type. The half-precision conversions here are our
- * own. Owns nothing; all functions are pure or write only the buffers they are given.
- * Thread-safe.
+ * integer chosen by a hash of the rank and the element's index (no period, so data moved
+ * to the wrong offset is seen), so the exact result of every collective is known in
+ * float64 / wrapping 64-bit integer arithmetic and is rounded once to the destination
+ * type. The half-precision conversions here are our own. Owns nothing; all functions
+ * are pure or write only the buffers they are given. Thread-safe.
  */
 #ifndef HOOP_BENCH_BENCH_H
 #define HOOP_BENCH_BENCH_H

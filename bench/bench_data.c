@@ -2,13 +2,17 @@
 /*
  * bench/bench_data.c -- hoop-bench's layouts, input data and independent check.
  *
- * Input: rank r's send element j is v(r, j) = 1 + ((3r + j) mod 4) (1 or 2 for prod:
- * 1 + ((r + j) mod 2)), so inputs and every partial result are small integers (or
- * powers of two) that every dtype holds exactly for world sizes up to 64; the exact
- * result is computed here in float64 or wrapping 64-bit integers and rounded once to the
- * dtype (avg: sum / world_size, compared within 2 ulps since an implementation may
- * divide in float32). Everything has period 4 in the element index, so buffers are
- * filled and compared 4 elements at a time. Owns nothing. Thread-safe.
+ * Input: rank r's send element j is v(r, j) = T(r, h(j)): h(j) is one of 16 phases,
+ * a hash of the index j, and T is a table of small integers from 1 to 4 (1 or 2 for
+ * prod) drawn by a hash of (rank, phase), so inputs and every partial result are small
+ * integers (or powers of two) that every dtype holds exactly for world sizes up to 64;
+ * the exact result of every phase is computed here in float64 or wrapping 64-bit
+ * integers and rounded once to the dtype (avg: sum / world_size, compared within 2 ulps
+ * since an implementation may divide in float32). The data has no period in the index:
+ * with a periodic pattern (an earlier one had period 4) a chunk or segment sent or
+ * received at the wrong offset carries the very values expected there, and the check
+ * could not see it. Rank tables differ too, so one rank's block or contribution in the
+ * place of another's is seen. Owns nothing. Thread-safe.
  */
 #include <math.h>
 #include <string.h>
@@ -114,10 +118,24 @@ static int is_float(hoop_dtype dt)
            dt == HOOP_DTYPE_BF16;
 }
 
-static uint64_t input_value(hoop_op op, int rank, size_t j)
+/* The phase (0..15) of element j of a buffer: the top bits of a hash of j, so that no
+ * shift of the data (a chunk, a segment, a block at the wrong offset) keeps it. */
+static inline unsigned phase_of(size_t j)
 {
-    if (op == HOOP_OP_PROD) return 1 + (((size_t)rank + j) & 1);
-    return 1 + ((3 * (size_t)rank + j) & 3);
+    uint64_t x = (uint64_t)j * UINT64_C(0x9e3779b97f4a7c15);
+    x ^= x >> 29;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    return (unsigned)(x >> 60);
+}
+
+/* Rank `rank`'s input at phase ph: 1..4 (prod: 1 or 2), from a hash of (rank, ph). */
+static uint64_t input_value(hoop_op op, int rank, unsigned ph)
+{
+    uint64_t x = ((uint64_t)(unsigned)rank << 4 | ph) * UINT64_C(0xd6e8feb86659fd93) + 0x5851f42d;
+    x ^= x >> 32;
+    x *= UINT64_C(0xd6e8feb86659fd93);
+    x ^= x >> 32;
+    return op == HOOP_OP_PROD ? 1 + (x & 1) : 1 + (x & 3);
 }
 
 static void store_ref(hoop_dtype dt, bench_ref r, unsigned char *p)
@@ -149,12 +167,12 @@ static double load_float(hoop_dtype dt, const unsigned char *p)
     }
 }
 
-/* The exact reduction over all ranks of input element phase (mod 4). */
-static bench_ref reduce_ref(const bench_case *bc, size_t phase)
+/* The exact reduction over all ranks of the inputs at phase ph. */
+static bench_ref reduce_ref(const bench_case *bc, unsigned ph)
 {
     bench_ref r = {0, 0};
     for (int q = 0; q < bc->world_size; q++) {
-        uint64_t v = input_value(bc->op, q, phase);
+        uint64_t v = input_value(bc->op, q, ph);
         if (q == 0)
             r.f = (double)v, r.u = v;
         else if (bc->op == HOOP_OP_PROD)
@@ -170,31 +188,37 @@ static bench_ref reduce_ref(const bench_case *bc, size_t phase)
     return r;
 }
 
-/* Writes the 4-element pattern starting at index `phase` for one source:
- * src_rank >= 0: that rank's inputs; src_rank < 0: the reduction over all ranks. */
-static void pattern(const bench_case *bc, int src_rank, size_t phase, unsigned char *out)
+/* The value of every phase (16 elements) for one source: src_rank >= 0: that rank's
+ * inputs; src_rank < 0: the reduction over all ranks. */
+static void pattern(const bench_case *bc, int src_rank, unsigned char *out)
 {
     size_t elt = hoop_dtype_size(bc->dtype);
-    for (size_t k = 0; k < 4; k++) {
-        size_t j = (phase + k) & 3;
+    for (unsigned ph = 0; ph < 16; ph++) {
         bench_ref r;
         if (src_rank >= 0)
-            r.u = input_value(bc->op, src_rank, j), r.f = (double)r.u;
+            r.u = input_value(bc->op, src_rank, ph), r.f = (double)r.u;
         else
-            r = reduce_ref(bc, j);
-        store_ref(bc->dtype, r, out + k * elt);
+            r = reduce_ref(bc, ph);
+        store_ref(bc->dtype, r, out + ph * elt);
     }
 }
 
-/* Fills n elements at buf with the pattern (period 4), by doubling copies. */
-static void fill_run(unsigned char *buf, size_t n, size_t elt, const unsigned char *pat)
+/* buf[j] = pat[phase_of(base + j)] for j < n; elt a constant where inlined. */
+static inline void fill_elts(unsigned char *buf, size_t n, size_t elt, const unsigned char *pat,
+                             size_t base)
 {
-    size_t total = n * elt, have = total < 4 * elt ? total : 4 * elt;
-    memcpy(buf, pat, have);
-    while (have < total) {
-        size_t step = have < total - have ? have : total - have;
-        memcpy(buf + have, buf, step);
-        have += step;
+    for (size_t j = 0; j < n; j++) memcpy(buf + j * elt, pat + phase_of(base + j) * elt, elt);
+}
+
+/* Fills the n elements at buf with the pattern, element j taking phase_of(base + j). */
+static void fill_run(unsigned char *buf, size_t n, size_t elt, const unsigned char *pat,
+                     size_t base)
+{
+    switch (elt) {
+    case 1: fill_elts(buf, n, 1, pat, base); break;
+    case 2: fill_elts(buf, n, 2, pat, base); break;
+    case 4: fill_elts(buf, n, 4, pat, base); break;
+    default: fill_elts(buf, n, 8, pat, base); break;
     }
 }
 
@@ -211,50 +235,60 @@ static int element_ok(const bench_case *bc, const unsigned char *got, const unsi
     return fabs(g - w) <= ldexp(fabs(w), 1 - mbits);
 }
 
-/* Counts elements of buf[0..n) that differ from the pattern (period 4, aligned so that
- * buf[0] is pattern element 0). */
-static size_t wrong_run(const bench_case *bc, const unsigned char *buf, size_t n,
-                        const unsigned char *pat)
+static inline size_t wrong_elts(const bench_case *bc, const unsigned char *buf, size_t n,
+                                size_t elt, const unsigned char *pat, size_t base)
 {
-    size_t elt = hoop_dtype_size(bc->dtype), wrong = 0, j = 0;
-    for (; j + 4 <= n; j += 4) {
-        if (memcmp(buf + j * elt, pat, 4 * elt) == 0) continue;
-        for (size_t k = 0; k < 4; k++) wrong += !element_ok(bc, buf + (j + k) * elt, pat + k * elt);
+    size_t wrong = 0;
+    for (size_t j = 0; j < n; j++) {
+        const unsigned char *want = pat + phase_of(base + j) * elt;
+        if (memcmp(buf + j * elt, want, elt) != 0) wrong += !element_ok(bc, buf + j * elt, want);
     }
-    for (; j < n; j++) wrong += !element_ok(bc, buf + j * elt, pat + (j & 3) * elt);
     return wrong;
+}
+
+/* Counts elements of buf[0..n) that differ from the pattern, element j being expected
+ * at phase_of(base + j). */
+static size_t wrong_run(const bench_case *bc, const unsigned char *buf, size_t n,
+                        const unsigned char *pat, size_t base)
+{
+    switch (hoop_dtype_size(bc->dtype)) {
+    case 1: return wrong_elts(bc, buf, n, 1, pat, base);
+    case 2: return wrong_elts(bc, buf, n, 2, pat, base);
+    case 4: return wrong_elts(bc, buf, n, 4, pat, base);
+    default: return wrong_elts(bc, buf, n, 8, pat, base);
+    }
 }
 
 void bench_prepare(const bench_case *bc, const bench_layout *L, int in_place, void *send,
                    void *recv, void **call_send, void **call_recv)
 {
     size_t elt = hoop_dtype_size(bc->dtype), me = (size_t)bc->rank * L->count * elt;
-    unsigned char pat[32], *s = send, *r = recv;
-    pattern(bc, bc->rank, 0, pat);
+    unsigned char pat[16 * 8], *s = send, *r = recv;
+    pattern(bc, bc->rank, pat);
     *call_send = send;
     *call_recv = recv;
     if (!in_place) {
-        fill_run(s, L->send_elems, elt, pat);
+        fill_run(s, L->send_elems, elt, pat, 0);
         memset(r, 0, L->recv_elems * elt);
         return;
     }
     switch (bc->coll) {
     case BENCH_ALLGATHER:
         memset(r, 0, L->recv_elems * elt);
-        fill_run(r + me, L->count, elt, pat);
+        fill_run(r + me, L->count, elt, pat, 0);
         *call_send = r + me;
         return;
     case BENCH_REDUCESCATTER:
-        fill_run(s, L->send_elems, elt, pat);
+        fill_run(s, L->send_elems, elt, pat, 0);
         *call_recv = s + me;
         return;
     case BENCH_BROADCAST:
         if (bc->rank == bc->root)
-            fill_run(s, L->send_elems, elt, pat);
+            fill_run(s, L->send_elems, elt, pat, 0);
         else
             memset(s, 0, L->send_elems * elt);
         break;
-    default: fill_run(s, L->send_elems, elt, pat); break;
+    default: fill_run(s, L->send_elems, elt, pat, 0); break;
     }
     *call_recv = send;
 }
@@ -263,23 +297,23 @@ size_t bench_count_wrong(const bench_case *bc, const bench_layout *L, const void
 {
     size_t elt = hoop_dtype_size(bc->dtype), wrong = 0;
     const unsigned char *r = recv;
-    unsigned char pat[32];
+    unsigned char pat[16 * 8];
     switch (bc->coll) {
     case BENCH_REDUCE:
         if (bc->rank != bc->root) return 0;
         /* fall through */
-    case BENCH_ALLREDUCE: pattern(bc, -1, 0, pat); return wrong_run(bc, r, L->recv_elems, pat);
+    case BENCH_ALLREDUCE: pattern(bc, -1, pat); return wrong_run(bc, r, L->recv_elems, pat, 0);
     case BENCH_BROADCAST:
-        pattern(bc, bc->root, 0, pat);
-        return wrong_run(bc, r, L->recv_elems, pat);
+        pattern(bc, bc->root, pat);
+        return wrong_run(bc, r, L->recv_elems, pat, 0);
     case BENCH_ALLGATHER:
         for (int q = 0; q < bc->world_size; q++) {
-            pattern(bc, q, 0, pat);
-            wrong += wrong_run(bc, r + (size_t)q * L->count * elt, L->count, pat);
+            pattern(bc, q, pat);
+            wrong += wrong_run(bc, r + (size_t)q * L->count * elt, L->count, pat, 0);
         }
         return wrong;
     default:
-        pattern(bc, -1, ((size_t)bc->rank * L->count) & 3, pat);
-        return wrong_run(bc, r, L->recv_elems, pat);
+        pattern(bc, -1, pat);
+        return wrong_run(bc, r, L->recv_elems, pat, (size_t)bc->rank * L->count);
     }
 }

@@ -302,7 +302,7 @@ static int parse_flag(parse_ctx *p, int c, const char *arg)
         return bad(p, "--device: unknown device '%s' (cpu cuda)", arg);
     case OPT_ALGO:
         if (hoop_algo_from_name(arg, &o->algo) != HOOP_OK)
-            return bad(p, "--algo: unknown algorithm '%s' (ring rd rhd direct auto)", arg);
+            return bad(p, "--algo: unknown algorithm '%s' (%s)", arg, HOOP_ALGO_CHOICES);
         o->algo_set = 1;
         return 0;
     default: return parse_limited(p, c, arg);

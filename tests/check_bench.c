@@ -146,6 +146,57 @@ START_TEST(test_check_gather_broadcast)
 }
 END_TEST
 
+/* Counts the elements of n (elt bytes each) where a and b differ bitwise. */
+static size_t differing(const void *a, const void *b, size_t n, size_t elt)
+{
+    size_t d = 0;
+    for (size_t j = 0; j < n; j++)
+        d += memcmp((const char *)a + j * elt, (const char *)b + j * elt, elt) != 0;
+    return d;
+}
+
+/* Right values at the wrong place: a chunk of a correct all-reduce result copied over the
+ * next chunk (a send or receive at a stale offset), and two ranks' blocks of an
+ * all-gather swapped. The check must count exactly the elements that differ from what
+ * belongs there, and there must be some: data with a period in the index (or ranks with
+ * the same inputs) would make the misplaced values equal to the right ones. */
+START_TEST(test_check_sees_misplaced_data)
+{
+    const size_t chunk = 64;
+    bench_case bc = {BENCH_ALLREDUCE, HOOP_DTYPE_F32, HOOP_OP_SUM, -1, 1, 3};
+    bench_layout L = bench_layout_of(BENCH_ALLREDUCE, 4 * 4 * chunk, 4, 3);
+    float *out = malloc(L.recv_elems * 4), *good = malloc(L.recv_elems * 4);
+    simulate_reduce(bc, &L, 1, good);
+    memcpy(out, good, L.recv_elems * 4);
+    ck_assert_uint_eq(bench_count_wrong(&bc, &L, out), 0);
+    memcpy(out + 2 * chunk, out + chunk, chunk * 4);
+    size_t want = differing(good + 2 * chunk, good + chunk, chunk, 4);
+    ck_assert_uint_gt(want, chunk / 2);
+    ck_assert_uint_eq(bench_count_wrong(&bc, &L, out), want);
+    free(out), free(good);
+
+    int n = 8;
+    bench_case bg = {BENCH_ALLGATHER, HOOP_DTYPE_F16, HOOP_OP_SUM, -1, 0, n};
+    L = bench_layout_of(BENCH_ALLGATHER, 2 * 16 * (size_t)n, 2, n);
+    uint16_t *all = calloc(L.recv_elems, 2), *s = malloc(L.count * 2),
+             *r = malloc(L.recv_elems * 2);
+    void *cs, *cr;
+    for (int q = 0; q < n; q++) {
+        bg.rank = q;
+        bench_prepare(&bg, &L, 0, s, all, &cs, &cr);
+        memcpy(r + (size_t)q * L.count, s, L.count * 2);
+    }
+    ck_assert_uint_eq(bench_count_wrong(&bg, &L, r), 0);
+    memcpy(all, r, L.recv_elems * 2);
+    memcpy(r, all + 4 * L.count, L.count * 2); /* rank 4's block where rank 0's belongs */
+    memcpy(r + 4 * L.count, all, L.count * 2);
+    want = 2 * differing(all, all + 4 * L.count, L.count, 2);
+    ck_assert_uint_gt(want, 0);
+    ck_assert_uint_eq(bench_count_wrong(&bg, &L, r), want);
+    free(all), free(s), free(r);
+}
+END_TEST
+
 // ----- the command line ------------------------------------------------------------
 
 /* Parses the words of line (space-separated) after "hoop-bench"; returns the code. */
@@ -448,6 +499,7 @@ int main(void)
     tcase_add_test(tc, test_layout_and_factors);
     tcase_add_test(tc, test_check_counts_corruption);
     tcase_add_test(tc, test_check_gather_broadcast);
+    tcase_add_test(tc, test_check_sees_misplaced_data);
     suite_add_tcase(s, tc);
     TCase *cli = tcase_create("cli");
     tcase_add_test(cli, test_parse_defaults);

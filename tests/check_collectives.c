@@ -1187,6 +1187,43 @@ START_TEST(test_env_processes)
 }
 END_TEST
 
+/* A second hoop_comm_init_env in one process: rank 0 cannot serve MASTER_PORT again, and
+ * says that its own store holds it and what to do; the first comm goes on working. */
+static int second_env_worker(int rank, int n, int port)
+{
+    hoop_comm *comm, *again = NULL;
+    int32_t x = rank + 1, ok = 1;
+    h_set_env(rank, n, port, "check-collectives", NULL);
+    if (hoop_comm_init_env(&comm) != HOOP_OK) return 1;
+    if (rank == 0) {
+        hoop_status st = hoop_comm_init_env(&again);
+        ok = st == HOOP_ERR_SYSTEM && again == NULL && strstr(hoop_last_error(), "in use") &&
+             strstr(hoop_last_error(), "once per process") &&
+             strstr(hoop_last_error(), "config.store");
+        if (!ok) fprintf(stderr, "second init: %s: %s\n", hoop_status_name(st), hoop_last_error());
+    }
+    if (hoop_allreduce(comm, &x, &x, 1, HOOP_DTYPE_I32, HOOP_OP_SUM, NULL) != HOOP_OK || x != 3)
+        ok = 0;
+    return (hoop_comm_destroy(comm) == HOOP_OK && ok) ? 0 : 1;
+}
+
+START_TEST(test_env_second_comm)
+{
+    int n = 2, port = h_free_port();
+    pid_t pid[2];
+    for (int r = 0; r < n; r++) {
+        pid[r] = fork();
+        ck_assert_int_ge(pid[r], 0);
+        if (pid[r] == 0) _exit(second_env_worker(r, n, port));
+    }
+    for (int r = 0; r < n; r++) {
+        int status;
+        ck_assert_int_eq(waitpid(pid[r], &status, 0), pid[r]);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d failed", r);
+    }
+}
+END_TEST
+
 /* A worker process that is SIGKILLed mid-collective: the others fail with
  * HOOP_ERR_REMOTE naming it within 2 s. */
 static int kill_worker(int rank, int n, int port)
@@ -1305,6 +1342,7 @@ static Suite *suite(void)
     tcase_add_loop_test(core, test_async, 1, 5);
     tcase_add_loop_test(core, test_unwaited, 2, 4);
     tcase_add_test(core, test_env_processes);
+    tcase_add_test(core, test_env_second_comm);
     suite_add_tcase(s, core);
     TCase *sched = tcase_create("schedules");
     tcase_add_test(sched, test_scratch_bytes_agree);

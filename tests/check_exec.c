@@ -316,6 +316,38 @@ START_TEST(test_memop_error_names_no_peer)
 }
 END_TEST
 
+/* A step towards a rank the comm has no link to (an algorithm added without marking its
+ * peers in hoop__algo_peers) fails the call at once, saying where the peers are chosen. */
+START_TEST(test_unlinked_peer_named)
+{
+    float in[4] = {1, 2, 3, 4}, out[4];
+    struct hoop_tp_comm c1 = {.tp = &fake_a, .peer = 1};
+    struct hoop_tp_comm *recv[3] = {NULL, &c1, NULL}, *send[3] = {NULL, &c1, NULL};
+    hoop__sched s = {0};
+    hoop__sched_add(&s, (hoop__step){.kind = HOOP__STEP_SEND,
+                                     .buf = HOOP__BUF_SEND,
+                                     .peer = 2,
+                                     .dep = {-1, -1},
+                                     .bytes = sizeof(in)});
+    hoop__exec_env env = {.world_size = 3,
+                          .recv = recv,
+                          .send = send,
+                          .bufs = {in, out},
+                          .depth = 4,
+                          .dtype = HOOP_DTYPE_F32,
+                          .op = HOOP_OP_SUM,
+                          .elem = sizeof(float)};
+    hoop__exec *x;
+    int progressed, done;
+    ck_assert_int_eq(hoop__exec_start(&x, &s, &env), HOOP_OK);
+    ck_assert_int_eq(hoop__exec_progress(x, &progressed, &done), HOOP_ERR_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "no link to rank 2"));
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "hoop__algo_peers"));
+    hoop__exec_free(x);
+    hoop__sched_free(&s);
+}
+END_TEST
+
 /* The async table runs its queue in order: waiting for a job behind one never polled
  * lets that one run too (a failed call drains its operations in step order, not in the
  * order they were started). */
@@ -451,6 +483,7 @@ int main(void)
     tcase_add_test(tc, test_slot_mr);
     tcase_add_test(tc, test_async_memops);
     tcase_add_test(tc, test_memop_error_names_no_peer);
+    tcase_add_test(tc, test_unlinked_peer_named);
     tcase_add_test(tc, test_async_wait_behind_unpolled);
     tcase_add_test(tc, test_stage_slots);
     suite_add_tcase(s, tc);

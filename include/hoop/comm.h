@@ -115,8 +115,13 @@ HOOP_API hoop_status hoop_comm_init(hoop_comm **out, const hoop_comm_config *cfg
 
 /* Builds a communicator from the env:// contract: MASTER_ADDR, MASTER_PORT, RANK,
  * WORLD_SIZE, LOCAL_RANK, HOOP_TOKEN, HOOP_TIMEOUT. Rank 0 serves the rendezvous
- * store at MASTER_ADDR:MASTER_PORT; the comm owns the store client. Errors as
- * hoop_comm_init, and HOOP_ERR_INVALID naming a malformed variable. */
+ * store at MASTER_ADDR:MASTER_PORT; the comm owns the store client. Once per process
+ * while that comm lives: a second call finds the port taken by the first one's store on
+ * rank 0 (HOOP_ERR_SYSTEM, saying so). For several communicators over the same ranks
+ * (there is no split or dup), make the store once with hoop_store_init_env
+ * (hoop/store.h) and pass it as config.store to hoop_comm_init for each, in the same
+ * order on every rank; destroy the store after them. Errors as hoop_comm_init, and
+ * HOOP_ERR_INVALID naming a malformed variable. */
 HOOP_API hoop_status hoop_comm_init_env(hoop_comm **out);
 
 /* Stops the progress thread, fails collectives still queued with HOOP_ERR_USAGE,

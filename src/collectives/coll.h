@@ -187,7 +187,15 @@ typedef struct hoop__algo_entry {
 hoop_status hoop__algo_check(const char *fn, hoop_algo algo);
 
 /* The all-reduce algorithm table (algo.c), terminated by name == NULL: a schedule and a
- * cost for each value of HOOP_ALGO_MAP but AUTO (tests/check_ring.c checks it). */
+ * cost (or NULL) for each value of HOOP_ALGO_MAP but AUTO (tests/check_collectives.c
+ * checks that every value has its row).
+ * Adding an algorithm: a value in HOOP_ALGO_MAP (hoop/comm.h; its name then works in
+ * HOOP_ALGO, hoop_comm_set_algo and hoop-bench --algo), a file with its schedule function
+ * (listed in local.mk), a row in algo.c's table (a NULL cost keeps AUTO from picking it), and, when
+ * it exchanges data with ranks other than the ring neighbours and the recursive-doubling partners
+ * (with the fold, for world sizes that are not powers of two), those ranks in hoop__algo_peers: a
+ * comm opens links to those peers only, and a step towards any other fails the call with
+ * HOOP_ERR_INTERNAL. */
 extern const hoop__algo_entry hoop__allreduce_algos[];
 
 /* AUTO runs direct on shared buffers from here up: measured crossovers against rd on

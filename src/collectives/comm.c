@@ -626,6 +626,11 @@ fail:
     return st;
 }
 
+/* Communicators of this process whose store hoop_comm_init_env made while serving it
+ * (rank 0) and that are not destroyed yet: another hoop_comm_init_env there cannot serve
+ * MASTER_PORT again, and its error says why. */
+static atomic_int env_servers;
+
 hoop_status hoop_comm_init_env(hoop_comm **out)
 {
     hoop_dist_env d;
@@ -641,7 +646,16 @@ hoop_status hoop_comm_init_env(hoop_comm **out)
     cfg.local_rank = d.local_rank;
     cfg.master_addr = d.master_addr;
     cfg.token = d.token[0] ? d.token : NULL; /* HOOP_TOKEN, or an srun step's (env.h) */
-    if (d.world_size > 1) HOOP_CHECK(hoop_store_init_env(&store));
+    if (d.world_size > 1 && (st = hoop_store_init_env(&store)) != HOOP_OK) {
+        if (st == HOOP_ERR_SYSTEM && d.rank == 0 && atomic_load(&env_servers) > 0)
+            return HOOP_ERROR(st,
+                              "%s (the store there is this process's own, served for an earlier "
+                              "hoop_comm_init_env: call it once per process; for several "
+                              "communicators make one store with hoop_store_init_env and pass "
+                              "it as config.store to hoop_comm_init for each)",
+                              hoop_last_error());
+        return st;
+    }
     cfg.store = store;
     st = hoop_comm_init(out, &cfg);
     if (st != HOOP_OK) {
@@ -651,6 +665,7 @@ hoop_status hoop_comm_init_env(hoop_comm **out)
         return st;
     }
     (*out)->owned_store = store;
+    if (store && d.rank == 0) atomic_fetch_add(&env_servers, 1);
     return HOOP_OK;
 }
 
@@ -707,6 +722,7 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
         keep_first(o->tp->finalize(o->ctx), &st, msg, sizeof(msg));
     }
     if (comm->wake_fd >= 0) close(comm->wake_fd);
+    if (comm->owned_store && comm->rank == 0) atomic_fetch_sub(&env_servers, 1);
     keep_first(hoop_store_destroy(comm->owned_store), &st, msg, sizeof(msg));
     pthread_mutex_destroy(&comm->mu);
     pthread_mutex_destroy(&comm->engine);
