@@ -916,6 +916,63 @@ START_TEST(test_algo_list)
 }
 END_TEST
 
+/* A researcher's star all-reduce (everything through rank 0) marks its peers in its
+ * table row; also marks itself, which must not become a link. */
+static void peers_star(int rank, int n, unsigned char *need)
+{
+    if (rank == 0)
+        for (int q = 0; q < n; q++) need[q] = 1;
+    else
+        need[0] = need[rank] = 1;
+}
+
+/* The links a comm opens (hoop__algo_peers_of): ring neighbours and rd partners always,
+ * plus what a table row's peers function marks; symmetric, never the rank itself. The
+ * rd partners of 6 ranks are frozen from the fold's definition (rd.c: ranks 0-3 pair as
+ * 0-1 and 2-3; the odd ones and ranks 4, 5 form a butterfly of 4 as indices 0..3). */
+START_TEST(test_algo_peers)
+{
+    static const hoop__algo_entry star[] = {
+        {"star", HOOP_ALGO_RING, hoop__allreduce_ring, NULL, peers_star},
+        {NULL, HOOP_ALGO_AUTO, NULL, NULL, NULL},
+    };
+    static const hoop__algo_entry none[] = {{NULL, HOOP_ALGO_AUTO, NULL, NULL, NULL}};
+    unsigned char a[64], b[64];
+    /* 6 ranks: ring neighbours, the pairs 0-1 and 2-3, then 1-3, 1-4, 3-5, 4-5 across the butterfly
+     */
+    static const char *const want6[6] = {"010001", "101110", "010100",
+                                         "011011", "010101", "100110"};
+    for (int r = 0; r < 6; r++) {
+        char got[7] = {0};
+        hoop__algo_peers(r, 6, a);
+        for (int q = 0; q < 6; q++) got[q] = (char)('0' + a[q]);
+        ck_assert_msg(!strcmp(got, want6[r]), "rank %d of 6 links %s, want %s", r, got, want6[r]);
+    }
+    for (int n = 1; n <= 64; n++)
+        for (int r = 0; r < n; r++) {
+            hoop__algo_peers(r, n, a);
+            hoop__algo_peers_of(none, r, n, b);
+            ck_assert_msg(!memcmp(a, b, (size_t)n), "n=%d rank %d: the rows add peers", n, r);
+            ck_assert_msg(!a[r], "n=%d rank %d links itself", n, r);
+            ck_assert(n < 2 || (a[(r + 1) % n] && a[(r + n - 1) % n]));
+            for (int q = 0; q < n; q++) {
+                hoop__algo_peers(q, n, b);
+                ck_assert_msg(a[q] == b[r], "n=%d: %d->%d is %d, %d->%d is %d", n, r, q, a[q], q, r,
+                              b[r]);
+            }
+        }
+    /* the star row: rank 0 links every rank of 7; rank 3 links 0 besides its own set */
+    hoop__algo_peers_of(star, 0, 7, a);
+    for (int q = 1; q < 7; q++) ck_assert_msg(a[q], "star: rank 0 of 7 does not link %d", q);
+    ck_assert(!a[0]);
+    hoop__algo_peers_of(star, 3, 7, a);
+    hoop__algo_peers(3, 7, b);
+    ck_assert_msg(a[0] && !b[0], "star: rank 3 of 7 must link 0 through the row alone");
+    b[0] = 1;
+    ck_assert(!memcmp(a, b, 7));
+}
+END_TEST
+
 /* The scratch the issuing thread reserves for a call on GPU buffers
  * (hoop__coll_scratch_bytes, devres.c) is what the call's schedule uses: every
  * collective, algorithm, world size, rank, root and a few counts. */
@@ -1335,6 +1392,7 @@ static Suite *suite(void)
     tcase_add_loop_test(core, test_beyond_link, 2, 5);
     tcase_add_test(core, test_algo_table);
     tcase_add_test(core, test_algo_list);
+    tcase_add_test(core, test_algo_peers);
     tcase_add_test(core, test_unknown_collective);
     tcase_add_loop_test(core, test_half_avg, 2, 9);
     tcase_add_loop_test(core, test_nan_rule, 2, 6);

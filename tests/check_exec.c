@@ -316,8 +316,8 @@ START_TEST(test_memop_error_names_no_peer)
 }
 END_TEST
 
-/* A step towards a rank the comm has no link to (an algorithm added without marking its
- * peers in hoop__algo_peers) fails the call at once, saying where the peers are chosen. */
+/* A step towards a rank the comm has no link to (an algorithm added without a peers
+ * function in its table row) fails the call at once, saying where the peers are chosen. */
 START_TEST(test_unlinked_peer_named)
 {
     float in[4] = {1, 2, 3, 4}, out[4];
@@ -343,6 +343,7 @@ START_TEST(test_unlinked_peer_named)
     ck_assert_int_eq(hoop__exec_progress(x, &progressed, &done), HOOP_ERR_INTERNAL);
     ck_assert_ptr_nonnull(strstr(hoop_last_error(), "no link to rank 2"));
     ck_assert_ptr_nonnull(strstr(hoop_last_error(), "hoop__algo_peers"));
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "row's peers function"));
     hoop__exec_free(x);
     hoop__sched_free(&s);
 }

@@ -75,12 +75,14 @@ static double cost_rhd(int n, size_t bytes, const hoop__cost_params *c)
 }
 
 const hoop__algo_entry hoop__allreduce_algos[] = {
-    {"ring", HOOP_ALGO_RING, hoop__allreduce_ring, cost_ring},
-    {"rd", HOOP_ALGO_RD, hoop__allreduce_rd, cost_rd},
-    {"rhd", HOOP_ALGO_RHD, hoop__allreduce_rhd, cost_rhd},
+    /* Each exchanges with ring neighbours or rd partners only, which every comm links
+     * (hoop__algo_peers_of): no peers function. */
+    {"ring", HOOP_ALGO_RING, hoop__allreduce_ring, cost_ring, NULL},
+    {"rd", HOOP_ALGO_RD, hoop__allreduce_rd, cost_rd, NULL},
+    {"rhd", HOOP_ALGO_RHD, hoop__allreduce_rhd, cost_rhd, NULL},
     /* Only for buffers that every rank maps (collectives.c decides; no cost here). */
-    {"direct", HOOP_ALGO_DIRECT, hoop__allreduce_direct, NULL},
-    {NULL, HOOP_ALGO_AUTO, NULL, NULL},
+    {"direct", HOOP_ALGO_DIRECT, hoop__allreduce_direct, NULL, NULL},
+    {NULL, HOOP_ALGO_AUTO, NULL, NULL, NULL},
 };
 
 hoop_algo hoop__algo_pick(hoop_algo requested, int world_size, size_t bytes, size_t chunk_bytes,
@@ -104,16 +106,27 @@ hoop_algo hoop__algo_pick(hoop_algo requested, int world_size, size_t bytes, siz
     return best;
 }
 
-void hoop__algo_peers(int rank, int n, unsigned char *need)
+void hoop__algo_peers_of(const hoop__algo_entry *rows, int rank, int n, unsigned char *need)
 {
     int p, rem, me;
     memset(need, 0, (size_t)n);
     if (n == 1) return;
     need[(rank + 1) % n] = need[(rank + n - 1) % n] = 1;
+    /* rd partners, for the vote and the token barrier of every call (vote.c): with the
+     * fold, ranks below 2 rem pair off as rank ^ 1, then the survivors exchange across
+     * each bit of their folded index. */
     hoop__fold(rank, n, &p, &rem, &me);
     if (rank < 2 * rem) need[rank ^ 1] = 1;
-    if (me < 0) return;
-    for (int mask = 1; mask < p; mask <<= 1) need[hoop__unfold(me ^ mask, rem)] = 1;
+    if (me >= 0)
+        for (int mask = 1; mask < p; mask <<= 1) need[hoop__unfold(me ^ mask, rem)] = 1;
+    for (const hoop__algo_entry *e = rows; e->name; e++)
+        if (e->peers) e->peers(rank, n, need);
+    need[rank] = 0; /* never a link to itself, whatever a row marks */
+}
+
+void hoop__algo_peers(int rank, int n, unsigned char *need)
+{
+    hoop__algo_peers_of(hoop__allreduce_algos, rank, n, need);
 }
 
 /* Names by value, from the one list in hoop/comm.h. */

@@ -175,11 +175,18 @@ typedef struct hoop__cost_params {
 } hoop__cost_params;
 typedef double (*hoop__cost_fn)(int world_size, size_t bytes, const hoop__cost_params *p);
 
+/* Marks (sets to 1, never clears) in need[0..world_size) the ranks that rank exchanges
+ * data with under one algorithm, beyond its ring neighbours and recursive-doubling
+ * partners (which every comm links: the other collectives and every call's vote use
+ * them). Must be symmetric: rank a marks b exactly when b marks a. */
+typedef void (*hoop__peers_fn)(int rank, int world_size, unsigned char *need);
+
 typedef struct hoop__algo_entry {
     const char *name;
     hoop_algo id;
     hoop__sched_fn fn;
     hoop__cost_fn cost;
+    hoop__peers_fn peers; /* NULL: ring neighbours and rd partners suffice */
 } hoop__algo_entry;
 
 /* HOOP_OK when algo is one of HOOP_ALGO_MAP's values, else HOOP_ERR_INVALID naming fn,
@@ -191,11 +198,10 @@ hoop_status hoop__algo_check(const char *fn, hoop_algo algo);
  * checks that every value has its row).
  * Adding an algorithm: a value in HOOP_ALGO_MAP (hoop/comm.h; its name then works in
  * HOOP_ALGO, hoop_comm_set_algo and hoop-bench --algo), a file with its schedule function
- * (listed in local.mk), a row in algo.c's table (a NULL cost keeps AUTO from picking it), and, when
- * it exchanges data with ranks other than the ring neighbours and the recursive-doubling partners
- * (with the fold, for world sizes that are not powers of two), those ranks in hoop__algo_peers: a
- * comm opens links to those peers only, and a step towards any other fails the call with
- * HOOP_ERR_INTERNAL. */
+ * (listed in local.mk), and a row in algo.c's table: a NULL cost keeps AUTO from picking
+ * it, and its peers function marks every rank it exchanges with beyond the ring
+ * neighbours and rd partners. A comm opens links to the union of the rows' peers only, so a step
+ * towards any other rank fails the call with HOOP_ERR_INTERNAL naming that rank. */
 extern const hoop__algo_entry hoop__allreduce_algos[];
 
 /* AUTO runs direct on shared buffers from here up: measured crossovers against rd on
@@ -213,8 +219,13 @@ hoop_algo hoop__algo_pick(hoop_algo requested, int world_size, size_t bytes, siz
  * hoop__algo_pick with the comm's world size, chunk and link cost (comm.c). */
 hoop_algo hoop__comm_algo_pick(const hoop_comm *comm, hoop_algo algo, size_t bytes);
 
-/* Marks in need[0..world_size) the peers this rank exchanges data with under any
- * algorithm (ring neighbours, recursive-doubling partners). Symmetric. */
+/* Marks in need[0..world_size) (cleared first) the peers rank exchanges data with under
+ * any algorithm of rows (a table ending at name == NULL): its ring neighbours, its
+ * recursive-doubling partners (with the fold) and what each row's peers function marks;
+ * never rank itself. Symmetric when every row's peers function is. hoop__algo_peers is
+ * this over hoop__allreduce_algos, what a comm links. */
+void hoop__algo_peers_of(const hoop__algo_entry *rows, int rank, int world_size,
+                         unsigned char *need);
 void hoop__algo_peers(int rank, int world_size, unsigned char *need);
 
 /* Schedules (ring.c, rd.c, rhd.c, chain.c). */

@@ -476,9 +476,9 @@ static hoop_status post_lane_steps(hoop__exec *x, struct lane *l, int is_send, i
         if (!c)
             return HOOP_INTERNAL_ERROR(
                 "no link to rank %d for this schedule: a comm links only the "
-                "peers hoop__algo_peers (src/collectives/algo.c) marks, and "
-                "an algorithm that exchanges with others must mark them "
-                "there",
+                "ring neighbours and the peers the rows of the algorithm table "
+                "mark (hoop__algo_peers, src/collectives/algo.c); an algorithm "
+                "that exchanges with other ranks marks them in its row's peers function",
                 st->peer);
         /* a staged SEND waits at its lane's head until its copy into a slot is done */
         if (is_send && st->stage && x->state[i] != ST_RECEIVED) return HOOP_OK;
