@@ -1098,6 +1098,7 @@ START_TEST(test_rank_claimed_twice)
     ASSERT_MSG_HAS("the server refused this client: rank 1 claimed twice: by 127.0.0.1:");
     ASSERT_MSG_HAS(" and 127.0.0.1:");
     ASSERT_MSG_HAS("; check --node-rank / RANK");
+    ASSERT_MSG_HAS("or open one store per process (hoop_store_init_env once");
     char first[700];
     snprintf(first, sizeof(first), "%s", strstr(hoop_last_error(), "by 127.0.0.1:"));
     for (int i = 0; i < 2; i++) {

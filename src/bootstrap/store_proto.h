@@ -70,7 +70,10 @@
  * owner stops it. The same happens when a HELLO with the right token and world_size
  * claims a rank r of the world that another live connection already holds (two nodes
  * given the same --node-rank, two workers the same RANK): the reason is "rank r claimed
- * twice: by ADDR1 and ADDR2; check --node-rank / RANK", and the second claimant is
+ * twice: by ADDR1 and ADDR2; check --node-rank / RANK (two processes), or open one store
+ * per process (...)" (a process that opens a second store client as its own rank, by a
+ * second hoop_comm_init_env, claims it twice too: HELLO does not say which process sent
+ * it), and the second claimant is
  * REFUSED with it. A rank whose earlier connection has closed may connect again (the
  * server peeks at the old connection first, in case its hang-up is not processed yet).
  * A refusal of anyone else (a rank already connected whose world_size differs, one

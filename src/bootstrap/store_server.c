@@ -450,7 +450,10 @@ static int peer_gone(const conn *c)
 /* Does another live connection hold rank (of this server's world) already? Then c, which
  * claims it too, is a second process started as that rank (two nodes given the same
  * --node-rank, two workers given the same RANK): the job cannot start, and waiting would
- * only end at the timeout. why gets the message naming both addresses. A holder whose
+ * only end at the timeout; or one process that opened a second store client as the same
+ * rank (a second hoop_comm_init_env, or one beside hoop_store_init_env: the HELLO does not
+ * say which process sent it, so the message names both causes). why gets the message
+ * naming both addresses. A holder whose
  * peer has already closed (its hang-up not yet processed: the rank reconnects) is closed
  * here, and c takes its place. */
 static int claimed_twice(hoop_store_server *s, conn *c, int rank, char *why, size_t cap)
@@ -463,8 +466,11 @@ static int claimed_twice(hoop_store_server *s, conn *c, int rank, char *why, siz
         conn_close(s, h);
         return 0;
     }
-    snprintf(why, cap, "rank %d claimed twice: by %s and %s; check --node-rank / RANK", rank,
-             h->peer, c->peer);
+    snprintf(why, cap,
+             "rank %d claimed twice: by %s and %s; check --node-rank / RANK (two processes), "
+             "or open one store per process (hoop_store_init_env once, then config.store "
+             "for each comm)",
+             rank, h->peer, c->peer);
     return 1;
 }
 
