@@ -1065,6 +1065,64 @@ START_TEST(test_destroy_message)
 }
 END_TEST
 
+/* Destroying a comm with a call running and one queued fails each with its own words:
+ * the running one may have written part of its buffer, the queued one touched nothing.
+ * Rank 1 never calls, so rank 0's first all-reduce stays running (in its vote). */
+struct destroy_pair {
+    hoop_rendezvous *rv;
+    hoop_comm *comm[2];
+    hoop_status st[2];
+    int rank;
+};
+
+static void *destroy_pair_init(void *arg)
+{
+    struct destroy_pair *d = arg;
+    int r = d->rank;
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    cfg.world_size = 2;
+    cfg.rank = r;
+    cfg.rendezvous = d->rv;
+    cfg.timeout_ms = 20000;
+    d->st[r] = hoop_comm_init(&d->comm[r], &cfg);
+    return NULL;
+}
+
+START_TEST(test_destroy_running_call)
+{
+    struct destroy_pair d = {0}, d1;
+    pthread_t th;
+    ck_assert_int_eq(hoop_rendezvous_new(&d.rv, 2), HOOP_OK);
+    d1 = d;
+    d1.rank = 1;
+    ck_assert_int_eq(pthread_create(&th, NULL, destroy_pair_init, &d1), 0);
+    destroy_pair_init(&d);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(d.st[0], HOOP_OK);
+    ck_assert_int_eq(d1.st[1], HOOP_OK);
+    hoop_comm *c0 = d.comm[0];
+    float x[64] = {0}, y[64] = {0};
+    hoop_request *run = NULL, *queued = NULL;
+    ck_assert_int_eq(hoop_allreduce(c0, x, x, 64, HOOP_DTYPE_F32, HOOP_OP_SUM, &run), HOOP_OK);
+    ck_assert_int_eq(hoop_allreduce(c0, y, y, 64, HOOP_DTYPE_F32, HOOP_OP_SUM, &queued), HOOP_OK);
+    int running = 0;
+    for (int i = 0; i < 2000 && !running; i++) { /* the progress thread takes it up */
+        pthread_mutex_lock(&c0->engine);
+        running = c0->cur == run;
+        pthread_mutex_unlock(&c0->engine);
+        if (!running) usleep(1000);
+    }
+    ck_assert_msg(running, "the first call never started");
+    ck_assert_int_eq(hoop_comm_destroy(c0), HOOP_OK);
+    ck_assert_int_eq(hoop_wait(run, 5000), HOOP_ERR_USAGE);
+    assert_error_has("destroyed while this call ran", "unspecified");
+    ck_assert_int_eq(hoop_wait(queued, 5000), HOOP_ERR_USAGE);
+    assert_error_has("destroyed before this call ran", NULL);
+    (void)hoop_comm_destroy(d1.comm[1]); /* rank 0 said goodbye: whatever it says */
+    hoop_rendezvous_free(d.rv);
+}
+END_TEST
+
 // ----------------------------------------------------------------- reduction rules
 
 static void put_f(hoop_dtype t, void *buf, size_t i, double v)
@@ -1418,6 +1476,7 @@ static Suite *suite(void)
     tcase_add_loop_test(errors, test_overlap_one_rank, 0, 3);
     tcase_add_test(errors, test_bad_config);
     tcase_add_test(errors, test_destroy_message);
+    tcase_add_test(errors, test_destroy_running_call);
     tcase_add_test(errors, test_no_fd_leak);
     tcase_add_test(errors, test_killed_process);
     tcase_add_test(errors, test_stopped_process);

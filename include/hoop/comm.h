@@ -124,8 +124,10 @@ HOOP_API hoop_status hoop_comm_init(hoop_comm **out, const hoop_comm_config *cfg
  * HOOP_ERR_INVALID naming a malformed variable. */
 HOOP_API hoop_status hoop_comm_init_env(hoop_comm **out);
 
-/* Stops the progress thread, fails collectives still queued with HOOP_ERR_USAGE,
- * says goodbye to the peers and closes every link. Requests not yet waited stay valid
+/* Stops the progress thread, fails the collective still running ("... destroyed while
+ * this call ran": its receive buffer then holds unspecified data) and those still queued
+ * ("... before this call ran") with HOOP_ERR_USAGE, says goodbye to the peers and
+ * closes every link. Requests not yet waited stay valid
  * until waited. Accepts NULL. Call from one thread, after the last collective. */
 HOOP_API hoop_status hoop_comm_destroy(hoop_comm *comm);
 

@@ -92,7 +92,7 @@ void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap)
              hoop_dtype_name((hoop_dtype)h->dtype), op, root, algo, (unsigned long long)h->seq);
 }
 
-static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg);
+static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg, const char *cur_msg);
 
 // ----------------------------------------------------------------- links
 
@@ -201,7 +201,7 @@ static void fail_finalize(hoop_comm *comm)
     close_data_links(comm, comm->fail_st == HOOP_ERR_TIMEOUT);
     atomic_store(&comm->state, HOOP__CS_FAILED);
     HOOP_INFO(COLL, "rank %d: communicator failed: %s", comm->rank, comm->fail_msg);
-    ops_fail_all(comm, comm->fail_st, comm->fail_msg);
+    ops_fail_all(comm, comm->fail_st, comm->fail_msg, NULL);
     close_ctl_links(comm);
 }
 
@@ -452,14 +452,15 @@ static void ctl_progress(hoop_comm *comm, int *progressed)
 
 // ----------------------------------------------------------------- running calls
 
-static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg)
+/* Fails the running call (with cur_msg, or msg when NULL) and every queued one (msg). */
+static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg, const char *cur_msg)
 {
     if (comm->cur) {
         atomic_fetch_add(&comm->bytes_sent, comm->exec ? hoop__exec_bytes_sent(comm->exec) : 0);
         hoop__exec_free(comm->exec);
         hoop__sched_reset(&comm->sched); /* storage kept for the next call */
         comm->exec = NULL;
-        hoop__request_complete(comm->cur, st, msg);
+        hoop__request_complete(comm->cur, st, cur_msg ? cur_msg : msg);
         comm->cur = NULL;
         comm->gated = 0;
     }
@@ -848,7 +849,9 @@ static void shutdown_links(hoop_comm *comm)
         hoop__hdr bye = {.kind = HOOP__REC_BYE, .root = comm->rank};
         ctl_flush(comm, &bye, 1);
     }
-    ops_fail_all(comm, HOOP_ERR_USAGE, "the communicator was destroyed before this call ran");
+    ops_fail_all(comm, HOOP_ERR_USAGE, "the communicator was destroyed before this call ran",
+                 "the communicator was destroyed while this call ran: its receive buffer "
+                 "holds unspecified data");
 }
 
 static void handle_abort(hoop_comm *comm, int how)
@@ -859,7 +862,7 @@ static void handle_abort(hoop_comm *comm, int how)
         comm->fail_st = HOOP_ERR_REMOTE;
         snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d was killed", comm->rank);
         atomic_store(&comm->state, HOOP__CS_FAILED);
-        ops_fail_all(comm, comm->fail_st, comm->fail_msg);
+        ops_fail_all(comm, comm->fail_st, comm->fail_msg, NULL);
         return;
     }
     snprintf(msg, sizeof(msg), "rank %d aborted its communicator", comm->rank);
@@ -898,7 +901,7 @@ int hoop__progress_pass(hoop_comm *comm)
     if (state == HOOP__CS_RUNNING) op_progress(comm, &progressed);
     prev_lost_check(comm);
     if (atomic_load(&comm->state) == HOOP__CS_FAILED)
-        ops_fail_all(comm, comm->fail_st, comm->fail_msg);
+        ops_fail_all(comm, comm->fail_st, comm->fail_msg, NULL);
     hoop__device_sync_forbid(-1);
     return progressed;
 }
