@@ -618,6 +618,30 @@ START_TEST(test_unresolvable)
 }
 END_TEST
 
+/* A link-local IPv6 address without its zone: connect() fails it with EINVAL on every
+ * try, so the client refuses it at once instead of retrying until the timeout. */
+START_TEST(test_link_local_without_zone)
+{
+    hoop_store *h = NULL;
+    hoop_store_config cfg = {.host = "fe80::1", .port = 29500, .timeout_ms = 30000};
+    int64_t t0 = hoop__now_ns();
+    ck_assert_int_eq(hoop_store_init(&h, &cfg), HOOP_ERR_INVALID);
+    ck_assert_double_lt(ms_since(t0), 200);
+    ASSERT_MSG_HAS("'fe80::1' is a link-local IPv6 address without its zone");
+    ck_assert_ptr_null(h);
+    setenv("MASTER_ADDR", "fe80::1", 1);
+    setenv("MASTER_PORT", "29500", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("RANK", "1", 1);
+    setenv("HOOP_TIMEOUT", "30", 1);
+    t0 = hoop__now_ns();
+    ck_assert_int_eq(hoop_store_init_env(&h), HOOP_ERR_INVALID);
+    ck_assert_double_lt(ms_since(t0), 200);
+    ASSERT_MSG_HAS("without its zone");
+    ck_assert_ptr_null(h);
+}
+END_TEST
+
 /* Parks a get on the server, which then dies: the get must fail at once. */
 static void *waiter_main(void *arg)
 {
@@ -1643,6 +1667,7 @@ int main(void)
     tcase_add_test(core, test_init_env);
     TCase *errs = tcase(s, "errors", 30);
     tcase_add_test(errs, test_unresolvable);
+    tcase_add_test(errs, test_link_local_without_zone);
     tcase_add_test(errs, test_server_dies);
     tcase_add_test(errs, test_goodbye_long_reason);
     tcase_add_test(errs, test_bad_token);

@@ -74,6 +74,12 @@ expect_bad "--master-addr '::1::2' $nohost: it has ':' but is no IPv6 address" \
     --master-addr ::1::2 --nproc-per-node 1 true
 expect_bad "--master-addr '[::1]' $nohost: write an IPv6 address without brackets" \
     --master-addr '[::1]' --nproc-per-node 1 true
+# A link-local address without its zone cannot be dialled (connect: EINVAL): refused at
+# once rather than retried until HOOP_TIMEOUT.
+expect_bad "--master-addr 'fe80::1' $nohost: a link-local address needs its zone" \
+    --master-addr fe80::1 --nproc-per-node 1 true
+expect_bad "--rdzv-endpoint's host 'fe80::1' $nohost: a link-local address needs its zone" \
+    --rdzv-endpoint '[fe80::1]:29400' --nproc-per-node 1 true
 expect_bad "a label has 64 characters, over 63" --nproc-per-node 1 \
     --master-addr "$(printf 'a%.0s' $(seq 64)).example" true
 expect_bad "--rdzv-endpoint's host 'a*b' $nohost: '*' is not allowed" \

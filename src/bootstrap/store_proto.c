@@ -99,6 +99,20 @@ hoop_status hoop__store_resolve(const char *host, int port, int passive, struct 
         return HOOP_ERROR(HOOP_ERR_INVALID, "store: cannot resolve host '%s': %s", any ? "*" : host,
                           gai_strerror(rc));
     }
+    /* connect() fails a link-local IPv6 address without its scope with EINVAL, on every
+     * try: refuse it here rather than retry until the timeout. */
+    for (const struct addrinfo *a = *res; !passive && a; a = a->ai_next) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)a->ai_addr;
+        if (a->ai_family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr) &&
+            in6->sin6_scope_id == 0) {
+            freeaddrinfo(*res);
+            *res = NULL;
+            return HOOP_ERROR(HOOP_ERR_INVALID,
+                              "store: '%s' is a link-local IPv6 address without its zone: add "
+                              "the interface it is reached through (fe80::1%%eth0)",
+                              host);
+        }
+    }
     return HOOP_OK;
 }
 

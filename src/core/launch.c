@@ -198,7 +198,14 @@ static hoop_status check_ipv6(const char *what, const char *host)
             zone[1] != '\0' && strlen(zone + 1) < IF_NAMESIZE &&
             strspn(zone + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
                 strlen(zone + 1);
-    return ok ? HOOP_OK : bad_host(what, host, "it has ':' but is no IPv6 address");
+    if (!ok) return bad_host(what, host, "it has ':' but is no IPv6 address");
+    /* connect() refuses a link-local address without its scope (EINVAL): say so now, not
+     * after HOOP_TIMEOUT of retries. */
+    if (IN6_IS_ADDR_LINKLOCAL(&a6) && !zone)
+        return bad_host(what, host,
+                        "a link-local address needs its zone, the interface it is reached "
+                        "through (fe80::1%eth0)");
+    return HOOP_OK;
 }
 
 /* One label of a host name: p[0..n). */
