@@ -1094,8 +1094,11 @@ static int proc_call(hoop_comm *comm, float *x, size_t count, int it, int victim
     if (st == HOOP_OK) st = hoop_wait(req, -1);
     double secs = (double)(hoop__now_ns() - t0) / 1e9;
     uint64_t sent = hoop_comm_bytes_sent(comm) - b0;
-    if (st == HOOP_ERR_REMOTE && victim >= 0 && (early || it >= 1) && secs < 3.0 &&
-        strstr(hoop_last_error(), "rank 2"))
+    /* Iteration 0 too: the victim dies in iteration 1 once its own iteration 0 is done,
+     * but a peer's report of that death can reach a rank still awaiting the victim's last
+     * departure token of iteration 0 (on another link, so in either order); the comm then
+     * fails that call, conservatively (seen 1 run in 12). */
+    if (st == HOOP_ERR_REMOTE && victim >= 0 && secs < 3.0 && strstr(hoop_last_error(), "rank 2"))
         return 1;
     if (st != HOOP_OK || sent >= TOKEN_BYTES) {
         fprintf(stderr, "rank %d iteration %d: %s after %.2f s, %llu bytes sent: %s\n", rank, it,
