@@ -14,7 +14,7 @@ command -v python3 > /dev/null || { echo "SKIP: no python3 (compare_table.py nee
 PYTHON=${PYTHON:-/usr/bin/python3}
 
 # tcpbw: one stream for 0.3 s; the two sides agree on the bytes.
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12000))
 "$TCPBW" -s -p $port -B 127.0.0.1 -i 10 > "$TMP/srv" &
 srv=$!
 "$TCPBW" -c 127.0.0.1 -p $port -t 0.3 -l 65536 > "$TMP/cli" || fail "tcpbw client"

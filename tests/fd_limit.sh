@@ -25,7 +25,7 @@ BENCH=${top_builddir:-.}/bench/hoop-bench
 run_case() {
     local name=$1 limited=$2 soft=$3 hard=$4 t0 t1 pids r
     for _ in 1 2 3; do # a random port may be taken: try another
-        local port=$((20000 + RANDOM % 20000))
+        local port=$((20000 + RANDOM % 12000))
         t0=$(now_ms)
         pids=""
         for r in 0 1 2 3; do

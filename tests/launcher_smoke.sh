@@ -38,7 +38,7 @@ assert_contains "$TMP/e2" "MASTER_ADDR"
 # token must not let any process that reaches the port end the job), naming the refused
 # client as the likely reason; neither shows a token.
 hand_pair() { # TIMEOUT WS0 TOKEN0 WS1 TOKEN1: rc0, rc1, ms, ms1; stderr in $TMP/h0, $TMP/h1
-    local port=$((20000 + RANDOM % 20000)) t0 pid0
+    local port=$((20000 + RANDOM % 12000)) t0 pid0
     t0=$(now_ms)
     MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=$2 HOOP_TOKEN=$3 HOOP_TIMEOUT=$1 \
         "$SMOKE" 2> "$TMP/h0" &
@@ -71,7 +71,7 @@ grep -q s3cret "$TMP/h0" "$TMP/h1" && fail "a token was printed: $(cat "$TMP/h0"
 # Two nodes started with the same --node-rank (1 of 3): rank 1 is claimed twice. The store
 # refuses the second claimant and the job ends at once (HOOP_TIMEOUT=30 s), every node
 # naming the rank and both claimants' addresses.
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12000))
 node() { # NODE_RANK: hooprun for that node, stderr in $TMP/n$2
     HOOP_TOKEN=dup HOOP_TIMEOUT=30 "$HOOPRUN" --nnodes 3 --node-rank "$1" --nproc-per-node 1 \
         --master-addr 127.0.0.1 --master-port $port "$SMOKE" > /dev/null 2> "$TMP/n$2"
@@ -103,7 +103,7 @@ assert_contains "$TMP/h2" "unexpected argument '--help=foo'"
 
 # Rank 1 of 2 with nobody hosting the store: fails (exit 1) near HOOP_TIMEOUT=2 s.
 t0=$(now_ms)
-MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + RANDOM % 20000)) RANK=1 WORLD_SIZE=2 \
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + RANDOM % 12000)) RANK=1 WORLD_SIZE=2 \
     HOOP_TOKEN=x HOOP_TIMEOUT=2 "$SMOKE" 2> "$TMP/e3"
 rc=$?
 ms=$(($(now_ms) - t0))

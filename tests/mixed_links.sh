@@ -11,7 +11,7 @@ BENCH=${top_builddir:-.}/bench/hoop-bench
 [ -x "$BENCH" ] || fail "hoop-bench is not built"
 
 for _ in 1 2 3; do # a random port may be taken: try another
-    port=$((20000 + RANDOM % 20000))
+    port=$((20000 + RANDOM % 12000))
     pids=""
     for r in 0 1 2 3 4 5; do
         tp=auto

@@ -94,7 +94,7 @@ lo_port() {
         next_port=$((next_port + 1))
         echo $next_port
     else
-        echo $((20000 + RANDOM % 20000))
+        echo $((20000 + RANDOM % 12000))
     fi
 }
 lo_sockets() {
