@@ -646,14 +646,14 @@ static int run_attempts(hooprun_plan *p, int *reserve_fd)
             close(old);
             if (*reserve_fd < 0) return 1;
         }
-        int v6 = strchr(p->master_addr, ':') != NULL; /* an IPv6 address: in brackets */
+        char master[300];
         if (k > 0)
             fprintf(stderr,
-                    "hooprun: restart %d of %d: starting %s %d worker%s again (rendezvous "
-                    "%s%s%s:%d, restart count %d in the token)\n",
+                    "hooprun: restart %d of %d: starting %s %d worker%s again (rendezvous %s, "
+                    "restart count %d in the token)\n",
                     k, p->max_restarts, p->nproc_per_node == 1 ? "the" : "all", p->nproc_per_node,
-                    p->nproc_per_node == 1 ? "" : "s", v6 ? "[" : "", p->master_addr, v6 ? "]" : "",
-                    p->master_port, k);
+                    p->nproc_per_node == 1 ? "" : "s",
+                    hoop__hostport(master, sizeof(master), p->master_addr, p->master_port), k);
         int failed;
         int rc = hooprun_supervise(p, &failed);
         if (!failed) return rc;

@@ -31,6 +31,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/env.h"
+#include "core/launch.h"
 
 /* Extra time a client waits, beyond a WAIT's server-side timeout, for the server's
  * TIMEOUT reply before it gives up on the connection itself. */
@@ -492,8 +493,7 @@ static hoop_status store_init(hoop_store **out, const hoop_store_config *cfg, in
     st->world_size = cfg->world_size;
     st->rendezvous = rendezvous;
     snprintf(st->token, sizeof(st->token), "%s", cfg->token ? cfg->token : "");
-    snprintf(st->name, sizeof(st->name), strchr(cfg->host, ':') ? "[%s]:%d" : "%s:%d", cfg->host,
-             cfg->port);
+    hoop__hostport(st->name, sizeof(st->name), cfg->host, cfg->port);
     snprintf(st->label, sizeof(st->label),
              rendezvous ? "rank 0's store (MASTER_ADDR:MASTER_PORT = %s)" : "store %s", st->name);
     hoop_status s = HOOP_OK;

@@ -18,6 +18,7 @@
 
 #include "bootstrap/store_proto.h"
 #include "core/check.h"
+#include "core/launch.h"
 
 int hoop__buf_reserve(hoop__buf *b, size_t n)
 {
@@ -124,12 +125,12 @@ void hoop__store_addr_str(const struct sockaddr *sa, socklen_t len, char *out, s
         const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
         inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
         port = ntohs(in->sin_port);
-        snprintf(out, cap, "%s:%d", host, port);
+        hoop__hostport(out, cap, host, port);
     } else if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
         const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
         inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
         port = ntohs(in6->sin6_port);
-        snprintf(out, cap, "[%s]:%d", host, port);
+        hoop__hostport(out, cap, host, port);
     } else {
         snprintf(out, cap, "(family %d)", sa->sa_family);
     }

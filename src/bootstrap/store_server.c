@@ -43,6 +43,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/env.h"
+#include "core/launch.h"
 
 #define READ_CHUNK (64u << 10)
 #define SWEEP_NS (100 * 1000000LL) /* how often stalled connections are looked for */
@@ -1091,9 +1092,8 @@ static hoop_status bind_listen(hoop_store_server *s, const struct addrinfo *res,
         last_errno = errno;
         close(fd);
     }
-    const char *fmt = strchr(host, ':') ? "[%s]:%d" : "%s:%d"; /* IPv6 in brackets */
     char where[300];
-    snprintf(where, sizeof(where), fmt, host, port);
+    hoop__hostport(where, sizeof(where), host, port);
     if (last_errno == EADDRINUSE)
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "store: %s is already in use", where);
     return HOOP_ERROR(HOOP_ERR_SYSTEM, "store: cannot listen on %s: %s", where,
@@ -1113,7 +1113,7 @@ static hoop_status server_open(hoop_store_server *s, const hoop_store_config *cf
     HOOP_SYSCHECK(getsockname(s->lfd, (struct sockaddr *)&sa, &len), "store: getsockname");
     s->port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
                                              : ((struct sockaddr_in *)&sa)->sin_port);
-    snprintf(s->name, sizeof(s->name), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, s->port);
+    hoop__hostport(s->name, sizeof(s->name), host, s->port);
     HOOP_SYSCHECK(s->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), "store: eventfd");
     HOOP_SYSCHECK(s->epfd = epoll_create1(EPOLL_CLOEXEC), "store: epoll_create1");
     struct epoll_event el = {.events = EPOLLIN, .data.ptr = &s->lfd};

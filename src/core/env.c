@@ -651,11 +651,12 @@ hoop_status hoop__env_dist(hoop_dist_env *out)
     out->from_slurm |= port_src || ws_src || rank_src || lws_src || lr_src;
     HOOP_CHECK(dist_token(out, sl));
     static atomic_int said; /* once per process: comm and store both read the contract */
-    int v6 = strchr(out->master_addr, ':') != NULL; /* an IPv6 address goes in brackets */
+    char master[300];
     if (out->from_slurm && atomic_exchange(&said, 1) == 0)
-        HOOP_INFO(ENV, "srun step: rank %d of %d (local %d of %d), master %s%s%s:%d (%s), token %s",
-                  out->rank, out->world_size, out->local_rank, out->local_world_size, v6 ? "[" : "",
-                  out->master_addr, v6 ? "]" : "", out->master_port, sl->master_from,
+        HOOP_INFO(ENV, "srun step: rank %d of %d (local %d of %d), master %s (%s), token %s",
+                  out->rank, out->world_size, out->local_rank, out->local_world_size,
+                  hoop__hostport(master, sizeof(master), out->master_addr, out->master_port),
+                  sl->master_from,
                   getenv("HOOP_TOKEN") && *getenv("HOOP_TOKEN")
                       ? "from HOOP_TOKEN"
                       : "derived from the job id (not a secret; export HOOP_TOKEN)");

@@ -222,6 +222,12 @@ static hoop_status check_label(const char *what, const char *host, const char *p
     return HOOP_OK;
 }
 
+char *hoop__hostport(char *out, size_t cap, const char *host, int port)
+{
+    snprintf(out, cap, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+    return out;
+}
+
 hoop_status hoop__launch_check_host(const char *what, const char *host)
 {
     char why[160];

@@ -87,4 +87,9 @@ hoop_status hoop__launch_slurm_task(hoop_slurm_task *out, int *found);
  * address: ' ' is not allowed in a host name (...)". Thread-safe. */
 hoop_status hoop__launch_check_host(const char *what, const char *host);
 
+/* Writes "host:port" into out (cap bytes, truncated and terminated), with an IPv6
+ * address in brackets as RFC 3986 writes one in a URI: "[::1]:29500",
+ * "[fe80::1%eth0]:29500". Returns out, so that it can stand in a format's argument. */
+char *hoop__hostport(char *out, size_t cap, const char *host, int port);
+
 #endif /* HOOP_CORE_LAUNCH_H */
