@@ -642,6 +642,33 @@ START_TEST(test_link_local_without_zone)
 }
 END_TEST
 
+/* IPv6 forms getaddrinfo refuses with only "Name or service not known": the message says
+ * what is wrong with each, for a client and for the server, at once. */
+START_TEST(test_ipv6_forms_explained)
+{
+    static const struct {
+        const char *host, *says;
+    } cases[] = {
+        {"[::1]", "write an IPv6 address without brackets"},
+        {"::1%lo", "a zone ('%lo') belongs only to a link-local address (fe80::/10); write '::1'"},
+        {"fe80::1%nosuch0", "this host has no interface 'nosuch0'"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        hoop_store *h = NULL;
+        hoop_store_server *s = NULL;
+        hoop_store_config cfg = {.host = cases[i].host, .port = 29500, .timeout_ms = 30000};
+        int64_t t0 = hoop__now_ns();
+        ck_assert_int_eq(hoop_store_init(&h, &cfg), HOOP_ERR_INVALID);
+        ck_assert_double_lt(ms_since(t0), 200);
+        ASSERT_MSG_HAS(cases[i].says);
+        ck_assert_int_eq(hoop_store_server_init(&s, &cfg), HOOP_ERR_INVALID);
+        ASSERT_MSG_HAS(cases[i].says);
+        ck_assert_ptr_null(h);
+        ck_assert_ptr_null(s);
+    }
+}
+END_TEST
+
 /* Parks a get on the server, which then dies: the get must fail at once. */
 static void *waiter_main(void *arg)
 {
@@ -1668,6 +1695,7 @@ int main(void)
     TCase *errs = tcase(s, "errors", 30);
     tcase_add_test(errs, test_unresolvable);
     tcase_add_test(errs, test_link_local_without_zone);
+    tcase_add_test(errs, test_ipv6_forms_explained);
     tcase_add_test(errs, test_server_dies);
     tcase_add_test(errs, test_goodbye_long_reason);
     tcase_add_test(errs, test_bad_token);

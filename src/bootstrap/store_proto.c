@@ -7,6 +7,7 @@
  * Owns nothing beyond what each call returns. Thread-safe (no shared state).
  */
 #include <fcntl.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -78,6 +79,40 @@ static int reserved_invalid(const char *host)
     return n > 8 && strncasecmp(host + n - 8, ".invalid", 8) == 0;
 }
 
+/* Why getaddrinfo could not take host, when its form says more than "Name or service not
+ * known": brackets, a zone on an address that has no zones, or a zone naming no interface
+ * of this host. NULL when none of these. */
+static const char *resolve_hint(const char *host, char *buf, size_t cap)
+{
+    if (host[0] == '[')
+        return "write an IPv6 address without brackets (MASTER_ADDR=::1; brackets only in "
+               "HOST:PORT forms such as --rdzv-endpoint [::1]:29500)";
+    const char *zone = strchr(host, '%');
+    if (!strchr(host, ':') || !zone) return NULL;
+    char addr[INET6_ADDRSTRLEN + 1];
+    struct in6_addr a6;
+    size_t n = (size_t)(zone - host);
+    if (n >= sizeof(addr)) return NULL;
+    memcpy(addr, host, n);
+    addr[n] = '\0';
+    if (inet_pton(AF_INET6, addr, &a6) != 1) return NULL;
+    if (!IN6_IS_ADDR_LINKLOCAL(&a6) && !IN6_IS_ADDR_MC_LINKLOCAL(&a6)) {
+        snprintf(buf, cap,
+                 "a zone ('%s') belongs only to a link-local address (fe80::/10); write '%s' "
+                 "without it",
+                 zone, addr);
+        return buf;
+    }
+    if (if_nametoindex(zone + 1) == 0) {
+        snprintf(buf, cap,
+                 "this host has no interface '%s' (the zone names the interface the address is "
+                 "reached through; 'ip -br link' lists them)",
+                 zone + 1);
+        return buf;
+    }
+    return NULL;
+}
+
 hoop_status hoop__store_resolve(const char *host, int port, int passive, struct addrinfo **res)
 {
     *res = NULL;
@@ -97,6 +132,10 @@ hoop_status hoop__store_resolve(const char *host, int port, int passive, struct 
     int rc = getaddrinfo(any ? NULL : host, serv, &hints, res);
     if (rc != 0) {
         *res = NULL;
+        char buf[200];
+        const char *hint = any ? NULL : resolve_hint(host, buf, sizeof(buf));
+        if (hint)
+            return HOOP_ERROR(HOOP_ERR_INVALID, "store: cannot resolve host '%s': %s", host, hint);
         return HOOP_ERROR(HOOP_ERR_INVALID, "store: cannot resolve host '%s': %s", any ? "*" : host,
                           gai_strerror(rc));
     }
