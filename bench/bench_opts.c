@@ -19,6 +19,9 @@
 #include "bench/bench_cli.h"
 #include "core/env.h"
 
+/* " auto ring rd rhd direct": the algorithms' one list (comm.h), for the help text. */
+#define ALGO_WORD_(name, val, str) " " str
+
 static const char usage[] =
     "usage: hoop-bench COLLECTIVE [options]      (under hooprun, or alone as one rank)\n"
     "  COLLECTIVE  allreduce broadcast reduce allgather reducescatter (or nccl-tests'\n"
@@ -60,25 +63,36 @@ static const char usage[] =
     "                         a captured call too (needs --device cuda, -z 0; default 0)\n"
     "\n"
     "hoop's own:\n"
-    "  --algo ALGO            ring rd rhd direct auto (default: HOOP_ALGO, else auto;\n"
-    "                         direct needs -R 1 or 2 and applies to the in-place calls)\n"
-    "  --show-algo            a last column with the algorithm of each row\n"
-    "  --device cpu|cuda      where the buffers live (default cpu): cuda puts them in\n"
-    "                         each rank's GPU (cuda:local_rank) and adds the columns\n"
-    "                         h2d d2h: the pinned host<->device copy rate (GB/s) of the\n"
-    "                         row's size, measured in the same run\n"
-    "  --json FILE            the same as -J FILE\n"
-    "  --csv FILE             also write the results as CSV (rank 0; overwritten)\n"
-    "  --help, --version      print this text, or hoop-bench's version, and exit\n"
-    "\n"
-    "Output: nccl-tests' lines (rank 0 only): the header, a Rank/Pid/host table, the\n"
-    "columns size count type redop root, then time (us) algbw busbw (GB/s = 1e9 B/s)\n"
-    "#wrong out-of-place and in-place, and the footer (# Out of bounds values,\n"
-    "# Avg bus bandwidth, # Collective test concluded). Size, as nccl-tests counts it:\n"
-    "the buffer (all-reduce, broadcast, reduce), the gathered buffer (all-gather), the\n"
-    "scattered buffer (reduce-scatter). busbw = algbw x 2(n-1)/n (all-reduce), (n-1)/n\n"
-    "(all-gather, reduce-scatter), 1 (broadcast, reduce).\n"
-    "Exit: 0 ok, 1 wrong results or a failed collective, 2 bad flags or environment.\n";
+    "  --algo ALGO           " HOOP_ALGO_MAP(
+        ALGO_WORD_) " (default: HOOP_ALGO, else auto;\n"
+                    "                         direct needs -R 1 or 2 and applies to the in-place "
+                    "calls)\n"
+                    "  --show-algo            a last column with the algorithm of each row\n"
+                    "  --device cpu|cuda      where the buffers live (default cpu): cuda puts them "
+                    "in\n"
+                    "                         each rank's GPU (cuda:local_rank) and adds the "
+                    "columns\n"
+                    "                         h2d d2h: the pinned host<->device copy rate (GB/s) "
+                    "of the\n"
+                    "                         row's size, measured in the same run\n"
+                    "  --json FILE            the same as -J FILE\n"
+                    "  --csv FILE             also write the results as CSV (rank 0; overwritten)\n"
+                    "  --help, --version      print this text, or hoop-bench's version, and exit\n"
+                    "\n"
+                    "Output: nccl-tests' lines (rank 0 only): the header, a Rank/Pid/host table, "
+                    "the\n"
+                    "columns size count type redop root, then time (us) algbw busbw (GB/s = 1e9 "
+                    "B/s)\n"
+                    "#wrong out-of-place and in-place, and the footer (# Out of bounds values,\n"
+                    "# Avg bus bandwidth, # Collective test concluded). Size, as nccl-tests counts "
+                    "it:\n"
+                    "the buffer (all-reduce, broadcast, reduce), the gathered buffer (all-gather), "
+                    "the\n"
+                    "scattered buffer (reduce-scatter). busbw = algbw x 2(n-1)/n (all-reduce), "
+                    "(n-1)/n\n"
+                    "(all-gather, reduce-scatter), 1 (broadcast, reduce).\n"
+                    "Exit: 0 ok, 1 wrong results or a failed collective, 2 bad flags or "
+                    "environment.\n";
 
 const char *bench_usage(void)
 {
