@@ -150,6 +150,12 @@ assert_contains "$TMP/e" "hooprun: cannot run '$TMP/orphan.sh': its interpreter 
 [ "$(wc -l < "$TMP/e")" = 1 ] || fail "a missing interpreter took more than one line: $(cat "$TMP/e")"
 PATH="$TMP:$PATH" "$HOOPRUN" --nproc-per-node 1 orphan.sh > "$TMP/o" 2> "$TMP/e"
 assert_contains "$TMP/e" "hooprun: cannot run 'orphan.sh': its interpreter '/no/such/dir/bash'"
+printf '#!%s\necho hi\n' "$TMP" > "$TMP/dir.sh"
+chmod +x "$TMP/dir.sh"
+"$HOOPRUN" --nproc-per-node 1 "$TMP/dir.sh" > "$TMP/o" 2> "$TMP/e"
+rc=$?
+[ "$rc" = 127 ] || fail "a script whose #! names a directory gave $rc, not 127"
+assert_contains "$TMP/e" "hooprun: cannot run '$TMP/dir.sh': its interpreter '$TMP' (from its #! line) is a directory"
 printf '#! /bin/sh\necho "ran $RANK"\n' > "$TMP/fine.sh"
 chmod +x "$TMP/fine.sh"
 "$HOOPRUN" --nproc-per-node 1 "$TMP/fine.sh" > "$TMP/o" 2> "$TMP/e" || fail "#! /bin/sh: $(cat "$TMP/e")"

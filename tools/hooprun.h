@@ -93,7 +93,8 @@ int hooprun_supervise(const hooprun_plan *plan, int *failed);
 
 /* Why a file that exists cannot be executed for lack of something else: when path
  * starts with a "#!" line whose interpreter is missing or not executable, writes
- * "its interpreter '/x/y' (from its #! line) does not exist" (or "is not executable")
+ * "its interpreter '/x/y' (from its #! line) does not exist" (or "is not executable",
+ * "is a directory")
  * into buf and returns 1; else returns 0. execvp reports a missing interpreter as
  * ENOENT, which reads as if the script itself were missing. Used before the fork and in
  * the forked child of (single-threaded) hooprun after a failed execvp. */

@@ -350,6 +350,11 @@ int hooprun_interpreter_missing(const char *path, char *buf, size_t cap)
         snprintf(buf, cap, "its #! line names no interpreter");
         return 1;
     }
+    struct stat sb;
+    if (stat(interp, &sb) == 0 && S_ISDIR(sb.st_mode)) { /* access(X_OK) passes a directory */
+        snprintf(buf, cap, "its interpreter '%s' (from its #! line) is a directory", interp);
+        return 1;
+    }
     if (access(interp, X_OK) == 0) return 0;
     int err = errno;
     if (err == EACCES && access(interp, F_OK) == 0)
