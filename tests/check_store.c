@@ -566,6 +566,9 @@ START_TEST(test_port_in_use_and_restart)
     char want[64];
     snprintf(want, sizeof(want), "127.0.0.1:%d is already in use", port);
     ASSERT_MSG_HAS(want);
+    ASSERT_MSG_HAS("two nodes given --node-rank 0");
+    snprintf(want, sizeof(want), "'ss -ltnp sport = :%d'", port);
+    ASSERT_MSG_HAS(want);
     /* Another server, stopped while a client is connected: it closes first, so its side
      * sits in TIME_WAIT, and a new server must still bind the port (SO_REUSEADDR). */
     hoop_store_server *first = server_at(0, 5000);

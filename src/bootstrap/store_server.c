@@ -1095,7 +1095,11 @@ static hoop_status bind_listen(hoop_store_server *s, const struct addrinfo *res,
     char where[300];
     hoop__hostport(where, sizeof(where), host, port);
     if (last_errno == EADDRINUSE)
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "store: %s is already in use", where);
+        return HOOP_ERROR(HOOP_ERR_SYSTEM,
+                          "store: %s is already in use (another job on this port, or a second "
+                          "rank 0: two nodes given --node-rank 0, two workers RANK=0; "
+                          "'ss -ltnp sport = :%d' names the process holding it)",
+                          where, port);
     return HOOP_ERROR(HOOP_ERR_SYSTEM, "store: cannot listen on %s: %s", where,
                       hoop__strerror(last_errno));
 }
