@@ -456,6 +456,15 @@ START_TEST(test_number_text)
     ck_assert_int_eq(hoop__parse_seconds_ms("x", "-0", &v), HOOP_ERR_INVALID);
     ck_assert_int_eq(hoop__parse_seconds_ms("x", "inf", &v), HOOP_ERR_INVALID);
     ck_assert_int_eq(hoop__parse_seconds_ms("x", ".", &v), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__parse_seconds_ms("x", "0x10", &v), HOOP_ERR_INVALID); /* C's hex */
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "x='0x10' is not a number of seconds"));
+    ck_assert_int_eq(hoop__parse_seconds_ms("x", "0x1p-2", &v), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__parse_seconds_ms("x", "1e3", &v), HOOP_OK); /* decimal exponent */
+    ck_assert_int_eq(v, 1000000);
+    ck_assert_int_eq(hoop__parse_seconds_ms("x", "2.5E-1", &v), HOOP_OK);
+    ck_assert_int_eq(v, 250);
+    setenv("HOOP_TIMEOUT", "0x10", 1);
+    ck_assert_int_eq(hoop__env_ms("HOOP_TIMEOUT", &v), HOOP_ERR_INVALID);
     ck_assert_int_eq(hoop__parse_seconds_ms("x", "1e-400", &v), HOOP_OK); /* underflow: > 0 */
     ck_assert_int_eq(v, 1);
     ck_assert_int_eq(hoop__parse_seconds_ms("x", "0.5", &v), HOOP_OK);

@@ -126,6 +126,21 @@ SLURM_JOB_NODELIST='n[1-4]' SLURM_STEP_NODELIST='n[3-4]' SLURM_NNODES=2 SLURM_NO
     HOOP_TOKEN=t "$HOOPRUN" --dry-run --nproc-per-node 1 prog > "$TMP/s7" 2>&1 ||
     fail "a 2-node step of a 4-node job was refused: $(cat "$TMP/s7")"
 assert_contains "$TMP/s7" "[rank 1] RANK=1 LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=1 NODE_RANK=1 MASTER_ADDR=n3 "
+# Slurm's node count or node id without a node list (a wrapper that kept only some of
+# Slurm's variables) is refused: ignored, it would make every node a one-node job on
+# 127.0.0.1. Flags that override them, and a one-node count, still run.
+(unset SLURM_JOB_NODELIST SLURM_STEP_NODELIST
+SLURM_NNODES=2 SLURM_NODEID=1 HOOP_TOKEN=t expect_bad \
+    "hooprun: SLURM_NNODES=2 is set but neither SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST is" \
+    --dry-run --nproc-per-node 1 prog
+SLURM_NODEID=1 HOOP_TOKEN=t expect_bad "hooprun: SLURM_NODEID=1 is set but neither" \
+    --dry-run --nproc-per-node 1 prog
+SLURM_NNODES=2 SLURM_NODEID=1 HOOP_TOKEN=t "$HOOPRUN" --dry-run --nnodes 2 --node-rank 1 \
+    --master-addr n1 --nproc-per-node 1 prog > "$TMP/s8" 2>&1 ||
+    fail "flags over a partial Slurm environment were refused: $(cat "$TMP/s8")"
+assert_contains "$TMP/s8" "[rank 1] RANK=1 LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=1 NODE_RANK=1 MASTER_ADDR=n1 "
+SLURM_NNODES=1 SLURM_NODEID=0 "$HOOPRUN" --dry-run --nproc-per-node 1 prog > "$TMP/s9" 2>&1 ||
+    fail "SLURM_NNODES=1 without a node list was refused: $(cat "$TMP/s9")") || exit 1
 
 # 6. --bind core (the default): each worker runs on its own block of hooprun's CPUs and
 # is told which (HOOP_CPU_BIND = its Cpus_allowed_list); --bind none and more workers

@@ -412,6 +412,27 @@ static int env_num(const char *name, int64_t min, int64_t max, int *out)
     return parse_num(name, v, min, max, out);
 }
 
+/* Slurm's node count or node id without its node list (a wrapper or hand-made environment
+ * that kept some of Slurm's variables): they would be ignored, and each node would run a
+ * job of its own on 127.0.0.1. Returns 0 when neither would be used (unset, 1 and 0, or
+ * overridden by --nnodes / --node-rank), else 2 after saying why. */
+static int partial_slurm(const cli *c)
+{
+    const char *nn = getenv("SLURM_NNODES"), *id = getenv("SLURM_NODEID");
+    int nnodes = 1, node_id = 0;
+    if ((c->nnodes < 0 && env_num("SLURM_NNODES", 1, HOOP_LAUNCH_WORLD_MAX, &nnodes)) ||
+        (c->node_rank < 0 && env_num("SLURM_NODEID", 0, HOOP_LAUNCH_WORLD_MAX - 1, &node_id)))
+        return 2;
+    const char *name = nnodes > 1 ? "SLURM_NNODES" : node_id > 0 ? "SLURM_NODEID" : NULL;
+    if (name == NULL) return 0;
+    fprintf(stderr,
+            "hooprun: %s=%s is set but neither SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST is, "
+            "so the master's host is unknown; give --nnodes, --node-rank and --master-addr "
+            "(or unset the SLURM_* variables for a one-node run)\n",
+            name, nnodes > 1 ? nn : id);
+    return 2;
+}
+
 /* Fills nnodes, node_rank and (for several nodes) the master from Slurm's variables,
  * noting which variable each came from. The node list is the step's inside an srun step
  * (SLURM_STEP_NODELIST, which srun's SLURM_NNODES counts), else the job's. A node count
@@ -421,7 +442,7 @@ static int from_slurm(const cli *c, hooprun_plan *p)
 {
     const char *list = getenv("SLURM_JOB_NODELIST"), *step_list = getenv("SLURM_STEP_NODELIST");
     const char *list_from = "SLURM_JOB_NODELIST", *nn = getenv("SLURM_NNODES");
-    if (list == NULL || *list == '\0') return 0;
+    if (list == NULL || *list == '\0') return partial_slurm(c);
     if (step_list && *step_list) list = step_list, list_from = "SLURM_STEP_NODELIST";
     int nnodes = 1, node_id = 0;
     if (env_num("SLURM_NNODES", 1, HOOP_LAUNCH_WORLD_MAX, &nnodes) ||

@@ -397,12 +397,14 @@ static void backoff(int *step_ms, unsigned *seed, int64_t deadline_ns)
  * HOOP_ERR_TIMEOUT meaning "try again" with the reason in last. *silent says whether the
  * last attempt reached a listener that then did not answer within the deadline. */
 static hoop_status try_connect(hoop_store *st, const struct addrinfo *res, int64_t deadline_ns,
-                               char *last, size_t cap, int *silent)
+                               char *last, size_t cap, int *silent, int *unroutable)
 {
     for (const struct addrinfo *a = res; a; a = a->ai_next) {
         st->fd = connect_one(a, deadline_ns);
         *silent = 0;
+        *unroutable = 0;
         if (st->fd < 0) {
+            *unroutable = errno == ENETUNREACH || errno == EHOSTUNREACH;
             snprintf(last, cap, "%s", hoop__strerror(errno));
             continue;
         }
@@ -427,10 +429,10 @@ static hoop_status connect_retry(hoop_store *st, const char *host, int port)
     int step_ms = BACKOFF_MIN_MS;
     unsigned seed = (unsigned)hoop__now_ns() ^ (unsigned)(uintptr_t)st;
     char last[sizeof(st->lost)] = "no attempt";
-    int silent = 0;
+    int silent = 0, unroutable = 0;
     hoop_status s;
     for (;;) {
-        s = try_connect(st, res, deadline_ns, last, sizeof(last), &silent);
+        s = try_connect(st, res, deadline_ns, last, sizeof(last), &silent, &unroutable);
         if (s != HOOP_ERR_TIMEOUT || hoop__ms_left(deadline_ns) == 0) break;
         backoff(&step_ms, &seed, deadline_ns);
     }
@@ -444,6 +446,14 @@ static hoop_status connect_retry(hoop_store *st, const char *host, int port)
                           "store: nobody answered at %s within %" PRId64
                           " ms (last: %s): its port took the connection, but rank 0 did not "
                           "answer (stopped, or stuck?)",
+                          st->label, st->timeout_ms, last);
+    /* No route from here (ENETUNREACH, EHOSTUNREACH): whether rank 0 runs is unknown;
+     * the address or this host's network is what to check. */
+    if (s == HOOP_ERR_TIMEOUT && st->rendezvous && unroutable)
+        return HOOP_ERROR(HOOP_ERR_TIMEOUT,
+                          "store: nobody answered at %s within %" PRId64
+                          " ms (last: %s): this host has no route to that address (check "
+                          "MASTER_ADDR, and this node's interfaces and routes)",
                           st->label, st->timeout_ms, last);
     if (s == HOOP_ERR_TIMEOUT && st->rendezvous)
         return HOOP_ERROR(HOOP_ERR_TIMEOUT,

@@ -288,12 +288,15 @@ hoop_status hoop__parse_bytes(const char *what, const char *s, int64_t min, int6
 }
 
 /* A duration has no sign: its text starts with a digit or a point ("30", "0.5", ".5"; not
- * "+5", "-0" or "inf"). */
+ * "+5", "-0" or "inf"), and is decimal: strtod would also read C's hexadecimal floats
+ * ("0x10" as 16 s, "0x1p-2" as 0.25 s), which no other reader of these settings (a shell
+ * script, Python's float) takes, so they are refused. */
 hoop_status hoop__parse_seconds_ms(const char *what, const char *s, int64_t *out_ms)
 {
     char *end = NULL;
     errno = 0;
-    int unsigned_num = s && (isdigit((unsigned char)s[0]) || s[0] == '.');
+    int unsigned_num = s && (isdigit((unsigned char)s[0]) || s[0] == '.') &&
+                       s[strspn(s, "0123456789.eE+-")] == '\0';
     double v = bare_text(s) && unsigned_num ? strtod(s, &end) : -1;
     if (end == NULL || (errno != 0 && errno != ERANGE) || *end != '\0' || isnan(v) || v < 0)
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a number of seconds (e.g. 30, 0.5)",
