@@ -468,7 +468,14 @@ fi
 # shellcheck disable=SC2086
 "$bin" $data --bench-steps 1000000 --bench-warmup 0 >"$tmp/b.out" 2>&1 &
 pid=$!
-sleep 0.5
+# Until its handler is in place (after start-up: loading the data can take seconds on a
+# loaded machine) SIGTERM keeps its default effect; wait for the kernel to show the
+# handler (bit 15-1 of SigCgt), at most 60 s.
+for _ in $(seq 600); do
+    cgt=$(awk '/^SigCgt:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || break
+    [ -n "$cgt" ] && [ $((0x$cgt >> 14 & 1)) = 1 ] && break
+    sleep 0.1
+done
 kill -TERM $pid
 wait $pid
 rc=$?
