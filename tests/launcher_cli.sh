@@ -166,4 +166,13 @@ rc=$?
 [ "$rc" = 1 ] || fail "a failed start gave $rc, not 1"
 assert_contains "$TMP/e" "stopping the"
 grep -q "killed by signal" "$TMP/e" && fail "a failed start blamed a worker"
+
+# --max-restarts on several nodes warns that each node restarts on its own; one node does not.
+HOOP_TOKEN=t "$HOOPRUN" --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 --master-port 29999 \
+    --max-restarts 1 --nproc-per-node 1 --dry-run true > "$TMP/o" 2> "$TMP/e" ||
+    fail "dry run with --max-restarts on 2 nodes: $(cat "$TMP/e")"
+assert_contains "$TMP/e" "hooprun: warning: --max-restarts restarts this node's workers only; the 2 nodes"
+"$HOOPRUN" --max-restarts 1 --nproc-per-node 1 --dry-run true > "$TMP/o" 2> "$TMP/e" ||
+    fail "dry run with --max-restarts on 1 node: $(cat "$TMP/e")"
+grep -q "warning" "$TMP/e" && fail "--max-restarts on one node warned: $(cat "$TMP/e")"
 echo "PASS"

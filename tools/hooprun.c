@@ -79,7 +79,8 @@ static const char usage[] =
     "  --max-restarts R    after a failure, stop everyone and start the whole group again,\n"
     "                      up to R times (default 0), each time with a new rendezvous (a\n"
     "                      new free port when hooprun picked it, and a HOOP_TOKEN carrying\n"
-    "                      the restart count, so a worker of an earlier attempt cannot join)\n"
+    "                      the restart count, so a worker of an earlier attempt cannot join);\n"
+    "                      with --nnodes > 1 each node restarts on its own (see README)\n"
     "  --log-dir DIR       write each worker's stdout and stderr, as written, to\n"
     "                      DIR/rank_N.log (DIR/rank_N.restart_K.log after restart K),\n"
     "                      instead of the terminal\n"
@@ -744,6 +745,14 @@ int main(int argc, char **argv)
     int reserve_fd = -1;
     rc = resolve(&c, &plan, &reserve_fd);
     if (rc == 0) rc = check_fault_rank(&plan);
+    if (rc == 0 && plan.nnodes > 1 && plan.max_restarts > 0)
+        fprintf(stderr,
+                "hooprun: warning: --max-restarts restarts this node's workers only; the %d "
+                "nodes start a new attempt together only when each sees the failure (a worker "
+                "failing mid-job reaches every node; one failing during start-up can leave the "
+                "nodes an attempt apart, each waiting HOOP_TIMEOUT for the others). Under "
+                "Slurm, prefer sbatch --requeue with a --checkpoint\n",
+                plan.nnodes);
     if (rc == 0 && c.dry_run) print_dry_run(&plan);
     if (rc == 0 && !c.dry_run) rc = check_prog(plan.argv[0]);
     if (rc == 0 && !c.dry_run) rc = run_attempts(&plan, &reserve_fd);
