@@ -255,6 +255,26 @@ START_TEST(test_addr_forms)
     ck_assert_uint_eq(d.in6.sin6_scope_id, 12345);
     ck_assert_uint_eq(hoop__sock_dial_addr(&ll, &v6).in6.sin6_scope_id, ll.in6.sin6_scope_id);
     ck_assert_uint_eq(hoop__sock_dial_addr(&v6, &self).in6.sin6_scope_id, 0);
+    /* Loopback, for the hint of a failed connect: 127/8, ::1, ::ffff:127.x.y.z only. */
+    static const struct {
+        int family;
+        const char *text;
+        int loopback;
+    } lb[] = {{AF_INET, "127.0.0.1", 1},
+              {AF_INET, "127.255.0.9", 1},
+              {AF_INET, "128.0.0.1", 0},
+              {AF_INET, "10.0.0.2", 0},
+              {AF_INET6, "::1", 1},
+              {AF_INET6, "::ffff:127.0.0.5", 1},
+              {AF_INET6, "::ffff:10.0.0.1", 0},
+              {AF_INET6, "fe80::1", 0},
+              {AF_INET6, "::2", 0}};
+    for (size_t i = 0; i < sizeof(lb) / sizeof(lb[0]); i++) {
+        hoop_sockaddr x = {.sa = {.sa_family = (sa_family_t)lb[i].family}};
+        void *dst = lb[i].family == AF_INET ? (void *)&x.in.sin_addr : (void *)&x.in6.sin6_addr;
+        ck_assert_int_eq(inet_pton(lb[i].family, lb[i].text, dst), 1);
+        ck_assert_msg(hoop__sock_is_loopback(&x) == lb[i].loopback, "%s", lb[i].text);
+    }
     w.family = 99;
     ck_assert_int_eq(hoop__sock_from_wire(&w, "tcp: rank 3", &back), HOOP_ERR_INVALID);
     snprintf(want, sizeof(want), "tcp: rank 3 published an address of unknown family 99");

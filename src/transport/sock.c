@@ -18,6 +18,14 @@
 
 // ----- addresses ---------------------------------------------------------------------------
 
+int hoop__sock_is_loopback(const hoop_sockaddr *a)
+{
+    if (a->sa.sa_family == AF_INET) return (ntohl(a->in.sin_addr.s_addr) >> 24) == 127;
+    if (a->sa.sa_family != AF_INET6) return 0;
+    const struct in6_addr *v6 = &a->in6.sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(v6) || (IN6_IS_ADDR_V4MAPPED(v6) && v6->s6_addr[12] == 127);
+}
+
 socklen_t hoop__sock_len(const hoop_sockaddr *a)
 {
     return a->sa.sa_family == AF_INET6  ? (socklen_t)sizeof(a->in6)

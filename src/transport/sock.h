@@ -42,6 +42,9 @@ struct hoop_sock_wire {
  * for another family. Returns b. Thread-safe. */
 const char *hoop__sock_addr_str(const hoop_sockaddr *a, char b[HOOP_SOCK_ADDR_STRLEN]);
 
+/* 1 when a is a loopback address (127.0.0.0/8, ::1, or ::ffff:127.x.y.z), else 0. */
+int hoop__sock_is_loopback(const hoop_sockaddr *a);
+
 /* The length bind(2) and connect(2) take for a's family (0 for another family). */
 socklen_t hoop__sock_len(const hoop_sockaddr *a);
 

@@ -456,8 +456,17 @@ static hoop_status conn_step(struct tcp_comm *c, int i, int *done)
     }
 fail:
     err = errno; /* before naming the address, which may look up an interface's name */
-    return HOOP_ERROR(HOOP_ERR_REMOTE, "cannot connect to rank %d at %s: %s", peer,
-                      hoop__sock_addr_str(&c->raddr, ip), hoop__strerror(err));
+    /* A peer that published loopback, seen from a rank that did not: on another host,
+     * that address is this host (HOOP_SOCKET_IFNAME=lo on one node, or MASTER_ADDR a
+     * loopback address there). */
+    hint[0] = '\0';
+    if (hoop__sock_is_loopback(&c->raddr) && !hoop__sock_is_loopback(&c->ctx->addr))
+        snprintf(hint, sizeof(hint),
+                 " (rank %d published a loopback address, which on another host means this "
+                 "one: check its HOOP_SOCKET_IFNAME and MASTER_ADDR)",
+                 peer);
+    return HOOP_ERROR(HOOP_ERR_REMOTE, "cannot connect to rank %d at %s: %s%s", peer,
+                      hoop__sock_addr_str(&c->raddr, ip), hoop__strerror(err), hint);
 }
 
 static hoop_status tcp_connect(void *tctx, void *handle, int channel, struct hoop_tp_comm **out)
