@@ -297,6 +297,12 @@ START_TEST(test_knobs)
     setenv("HOOP_TIMEOUT", "0", 1);
     ck_assert_int_eq(hoop__env_ms("HOOP_TIMEOUT", &v), HOOP_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(hoop_last_error(), "must be more than 0 seconds"));
+    setenv("HOOP_TIMEOUT", "-1.5", 1); /* a number, but signed: said so */
+    ck_assert_int_eq(hoop__env_ms("HOOP_TIMEOUT", &v), HOOP_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "HOOP_TIMEOUT='-1.5' is negative"));
+    setenv("HOOP_TIMEOUT", "-x", 1);
+    ck_assert_int_eq(hoop__env_ms("HOOP_TIMEOUT", &v), HOOP_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "HOOP_TIMEOUT='-x' is not a number"));
     setenv("HOOP_TIMEOUT", "2.5", 1);
     ck_assert_int_eq(hoop__env_ms("HOOP_TIMEOUT", &v), HOOP_OK);
     ck_assert_int_eq(v, 2500);

@@ -298,9 +298,19 @@ hoop_status hoop__parse_seconds_ms(const char *what, const char *s, int64_t *out
     int unsigned_num = s && (isdigit((unsigned char)s[0]) || s[0] == '.') &&
                        s[strspn(s, "0123456789.eE+-")] == '\0';
     double v = bare_text(s) && unsigned_num ? strtod(s, &end) : -1;
-    if (end == NULL || (errno != 0 && errno != ERANGE) || *end != '\0' || isnan(v) || v < 0)
+    if (end == NULL || (errno != 0 && errno != ERANGE) || *end != '\0' || isnan(v) || v < 0) {
+        /* "-1", "-0.5": a number, but a duration has no sign; say so rather than "not a
+         * number" (strtod reads the whole text as a number that is < 0 or -0). */
+        char *e2 = NULL;
+        double neg = s && s[0] == '-' && bare_text(s) ? strtod(s, &e2) : NAN;
+        if (e2 && *e2 == '\0' && !isnan(neg) && s[1 + strspn(s + 1, "0123456789.")] == '\0')
+            return HOOP_ERROR(HOOP_ERR_INVALID,
+                              "%s='%s' is negative: a duration must be more than 0 seconds "
+                              "(e.g. 30, 0.5)",
+                              what, s);
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a number of seconds (e.g. 30, 0.5)",
                           what, s ? s : "");
+    }
     if (errno == ERANGE && v < 1.0) { /* underflow: positive, far under a millisecond */
         *out_ms = 1;
         return HOOP_OK;
