@@ -36,6 +36,8 @@
 /* Extra time a client waits, beyond a WAIT's server-side timeout, for the server's
  * TIMEOUT reply before it gives up on the connection itself. */
 #define WAIT_GRACE_MS 1000
+/* How long hoop_store_destroy waits for the server to acknowledge its CLOSE. */
+#define CLOSE_WAIT_MS 1000
 #define BACKOFF_MIN_MS 10
 #define BACKOFF_MAX_MS 1000
 
@@ -519,11 +521,38 @@ hoop_status hoop__store_init_rendezvous(hoop_store **out, const hoop_store_confi
     return store_init(out, cfg, 1);
 }
 
+/* Says CLOSE and waits up to CLOSE_WAIT_MS for any answer (its OK, or a GOODBYE queued
+ * before it), so that the server has let go of this rank before the socket closes: a
+ * hang-up without it marks the rank lost (store_proto.h, "A rank lost"). Quiet: the
+ * thread's message (often the reason the caller is giving up) is left as it is. */
+static void say_close(hoop_store *st)
+{
+    static const uint8_t frame[5] = {0, 0, 0, 1, HOOP__STORE_CLOSE};
+    int64_t deadline = hoop__deadline_ns(CLOSE_WAIT_MS);
+    size_t off = 0;
+    while (off < sizeof(frame)) {
+        ssize_t k = send(st->fd, frame + off, sizeof(frame) - off, MSG_NOSIGNAL);
+        if (k > 0)
+            off += (size_t)k;
+        else if (!(k == -1 && errno == EINTR) &&
+                 !(k == -1 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+                   wait_fd(st->fd, POLLOUT, deadline) > 0))
+            return;
+    }
+    uint8_t b[64];
+    for (;;) {
+        ssize_t k = recv(st->fd, b, sizeof(b), 0);
+        if (k >= 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) return;
+        if (errno == EAGAIN && wait_fd(st->fd, POLLIN, deadline) <= 0) return;
+    }
+}
+
 /* The owned server (rank 0's) tells the others why it stops: the failure noted here. */
 HOOP_API hoop_status hoop_store_destroy(hoop_store *st)
 {
     if (st == NULL) return HOOP_OK;
     hoop_status s = HOOP_OK;
+    if (st->fd >= 0) say_close(st);
     if (st->fd >= 0) close(st->fd);
     hoop__buf_free(&st->out);
     hoop__buf_free(&st->in);
@@ -639,11 +668,16 @@ void hoop__store_wait_result_free(hoop__store_wait_result *res)
     *res = (hoop__store_wait_result){0};
 }
 
-/* Decodes a WAIT reply (OK with or without values, or TIMEOUT) into res. */
+/* Decodes a WAIT reply (OK with or without values, TIMEOUT, or LOST) into res. */
 static hoop_status decode_wait(hoop_store *st, uint8_t status, hoop__rd *rd, uint32_t nkeys,
-                               int want_values, hoop__store_wait_result *res)
+                               unsigned flags, hoop__store_wait_result *res)
 {
-    if (status == HOOP__STORE_R_TIMEOUT) {
+    if (status == HOOP__STORE_R_LOST && (flags & HOOP__STORE_WAIT_LOST)) {
+        res->lost_rank = (int)(int32_t)hoop__get_u32(rd);
+        res->lost_why = hoop__get_str(rd, HOOP__STORE_REASON_MAX, &res->lost_why_bytes);
+        res->rank_lost = 1;
+    }
+    if (status == HOOP__STORE_R_TIMEOUT || res->rank_lost) {
         uint32_t n = hoop__get_u32(rd);
         if (rd->bad || n == 0 || n > nkeys || rd->left != 4ull * n) return bad_reply(st);
         HOOP_CHECK(hoop__calloc(&res->missing, n));
@@ -653,10 +687,10 @@ static hoop_status decode_wait(hoop_store *st, uint8_t status, hoop__rd *rd, uin
             if (res->missing[i] >= nkeys || (i > 0 && res->missing[i] <= res->missing[i - 1]))
                 return bad_reply(st);
         }
-        return HOOP_ERR_TIMEOUT;
+        return res->rank_lost ? HOOP_ERR_REMOTE : HOOP_ERR_TIMEOUT;
     }
     if (status != HOOP__STORE_R_OK) return reply_error(st, status, rd, "wait");
-    if (want_values) {
+    if (flags & HOOP__STORE_WAIT_VALUES) {
         HOOP_CHECK(hoop__calloc(&res->values, nkeys));
         HOOP_CHECK(hoop__calloc(&res->value_bytes, nkeys));
         for (uint32_t i = 0; i < nkeys; i++)
@@ -666,7 +700,7 @@ static hoop_status decode_wait(hoop_store *st, uint8_t status, hoop__rd *rd, uin
 }
 
 hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int nkeys,
-                                  int want_values, int64_t timeout_ms, hoop__store_wait_result *res)
+                                  unsigned flags, int64_t timeout_ms, hoop__store_wait_result *res)
 {
     *res = (hoop__store_wait_result){0};
     HOOP_CHECK(usable(st));
@@ -675,7 +709,7 @@ hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int n
                           HOOP__STORE_WAIT_KEYS_MAX, nkeys);
     for (int i = 0; i < nkeys; i++) HOOP_CHECK(check_key(keys[i]));
     size_t at = hoop__frame_begin(&st->out, HOOP__STORE_WAIT);
-    hoop__put_u8(&st->out, want_values ? HOOP__STORE_WAIT_VALUES : 0);
+    hoop__put_u8(&st->out, (uint8_t)(flags & (HOOP__STORE_WAIT_VALUES | HOOP__STORE_WAIT_LOST)));
     hoop__put_i64(&st->out, timeout_ms);
     hoop__put_u32(&st->out, (uint32_t)nkeys);
     for (int i = 0; i < nkeys; i++) hoop__put_str(&st->out, keys[i], strlen(keys[i]));
@@ -701,8 +735,8 @@ hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int n
                 res->nmissing = i;
         return s;
     }
-    s = decode_wait(st, status, &rd, (uint32_t)nkeys, want_values, res);
-    if (s != HOOP_OK && s != HOOP_ERR_TIMEOUT) hoop__store_wait_result_free(res);
+    s = decode_wait(st, status, &rd, (uint32_t)nkeys, flags, res);
+    if (s != HOOP_OK && s != HOOP_ERR_TIMEOUT && !res->rank_lost) hoop__store_wait_result_free(res);
     return s;
 }
 
@@ -714,7 +748,7 @@ HOOP_API hoop_status hoop_store_get(hoop_store *st, const char *key, void *buf, 
     if (buf == NULL && cap > 0) return HOOP_ERROR(HOOP_ERR_INVALID, "store: get: buf is NULL");
     int64_t t = hoop__store_timeout(st, timeout_ms);
     hoop__store_wait_result res;
-    hoop_status s = hoop__store_wait_keys(st, &key, 1, 1, t, &res);
+    hoop_status s = hoop__store_wait_keys(st, &key, 1, HOOP__STORE_WAIT_VALUES, t, &res);
     if (s == HOOP_ERR_TIMEOUT && !res.lost) {
         hoop__store_wait_result_free(&res);
         return HOOP_ERROR(HOOP_ERR_TIMEOUT, "store %s: key '%s' was not set within %" PRId64 " ms",

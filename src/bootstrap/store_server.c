@@ -57,6 +57,7 @@ typedef struct conn {
     int authed;    /* HELLO accepted */
     int closing;   /* a refusal is being written; close once it is out */
     int bye;       /* told GOODBYE when the server gave up: what it sends is ignored */
+    int leaving;   /* sent CLOSE: its hang-up is no loss (store_proto.h, "A rank lost") */
     int rank;      /* from HELLO, for messages */
     char peer[64]; /* "ip:port" */
     uint32_t events;
@@ -71,6 +72,7 @@ typedef struct conn {
     uint8_t *wframe;
     uint32_t *koff, *klen, nkeys, kcur; /* kcur: first key not yet seen */
     int want_values;
+    int want_lost; /* WAIT flag bit 1: answer LOST once a rank is lost */
     int64_t deadline_ns;
     struct conn *pprev, *pnext; /* list of parked connections */
     struct conn *prev, *next;   /* list of all connections, or the graveyard */
@@ -94,6 +96,9 @@ struct hoop_store_server {
     int owner_rank;         /* from the config (-1: none): whose store this is, for messages */
     unsigned char *seen;    /* [world_size]: rank r said HELLO at some point */
     conn **holder;          /* [world_size]: the live connection that holds rank r, or NULL */
+    int lost_rank;          /* the first rank lost (store_proto.h, "A rank lost"); -1: none */
+    char lost_why[300];     /* its reason, for LOST answers */
+    int stopping;           /* closing every connection: hang-ups are no losses */
     pthread_mutex_t bye_mu; /* guards bye_code, bye_reason, fault and stranger */
     hoop_status bye_code;
     char bye_reason[1024];
@@ -138,13 +143,18 @@ static void unpark(hoop_store_server *s, conn *c)
 
 /* Closes c now and moves it to the graveyard (freed after this loop iteration, since
  * events of the same batch may still point at it). */
+static void rank_lost(hoop_store_server *s, const conn *c);
+
 static void conn_close(hoop_store_server *s, conn *c)
 {
     if (c->dead) return;
     unpark(s, c);
+    int lost = 0;
     if (s->holder && c->authed && c->rank >= 0 && c->rank < s->world_size &&
-        s->holder[c->rank] == c)
+        s->holder[c->rank] == c) {
         s->holder[c->rank] = NULL;
+        lost = !c->leaving && !s->stopping;
+    }
     epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -158,6 +168,7 @@ static void conn_close(hoop_store_server *s, conn *c)
     c->next = s->graveyard;
     s->graveyard = c;
     atomic_fetch_sub(&s->nclients, 1);
+    if (lost) rank_lost(s, c); /* c stays readable in the graveyard until bury */
 }
 
 /* Logs why a misbehaving peer is dropped (WARN) and closes it. */
@@ -321,6 +332,43 @@ static void reply_wait_timeout(hoop_store_server *s, conn *c)
     for (uint32_t i = 0; i < c->nkeys; i++)
         if (wait_key(s, c, i) == NULL) hoop__put_u32(&c->out, i);
     hoop__frame_end(&c->out, at);
+}
+
+/* LOST (store_proto.h): the first rank lost, and c's keys still missing. */
+static void reply_wait_lost(hoop_store_server *s, conn *c)
+{
+    uint32_t missing = 0;
+    for (uint32_t i = 0; i < c->nkeys; i++) missing += wait_key(s, c, i) == NULL;
+    size_t at = hoop__frame_begin(&c->out, HOOP__STORE_R_LOST);
+    hoop__put_u32(&c->out, (uint32_t)s->lost_rank);
+    hoop__put_str(&c->out, s->lost_why, strlen(s->lost_why));
+    hoop__put_u32(&c->out, missing);
+    for (uint32_t i = 0; i < c->nkeys; i++)
+        if (wait_key(s, c, i) == NULL) hoop__put_u32(&c->out, i);
+    hoop__frame_end(&c->out, at);
+}
+
+/* Rank c->rank hung up without CLOSE (store_proto.h, "A rank lost"): remembers the first
+ * such rank and answers every parked WAIT that asked to hear of it (none of them is
+ * complete: a complete one was answered when its last key was set). */
+static void rank_lost(hoop_store_server *s, const conn *c)
+{
+    HOOP_INFO(BOOT, "store %s: rank %d (%s) hung up without closing its store client", s->name,
+              c->rank, c->peer);
+    if (s->lost_rank < 0) {
+        s->lost_rank = c->rank;
+        snprintf(s->lost_why, sizeof(s->lost_why),
+                 "rank %d (%s) hung up on the store without closing it (its process died, was "
+                 "killed or lost the network)",
+                 c->rank, c->peer);
+    }
+    for (conn *w = s->parked, *next; w; w = next) {
+        next = w->pnext;
+        if (!w->want_lost || !w->parked) continue;
+        reply_wait_lost(s, w);
+        unpark(s, w);
+        conn_flush(s, w);
+    }
 }
 
 /* Answers every parked WAIT whose keys now all exist (after a SET or ADD). */
@@ -624,7 +672,7 @@ static const char *on_wait(hoop_store_server *s, conn *c, hoop__rd *r)
 {
     uint8_t flags = hoop__get_u8(r);
     int64_t timeout_ms = hoop__get_i64(r);
-    if (r->bad || timeout_ms < 0 || (flags & ~HOOP__STORE_WAIT_VALUES))
+    if (r->bad || timeout_ms < 0 || (flags & ~(HOOP__STORE_WAIT_VALUES | HOOP__STORE_WAIT_LOST)))
         return "bad WAIT flags or timeout";
     /* Keep a private copy of the request: keys are referenced until the reply. */
     c->wframe = malloc(r->left ? r->left : 1);
@@ -635,14 +683,18 @@ static const char *on_wait(hoop_store_server *s, conn *c, hoop__rd *r)
     r->left = 0;
     const char *err = read_keys(c, &kr, c->wframe);
     c->want_values = flags & HOOP__STORE_WAIT_VALUES;
+    c->want_lost = (flags & HOOP__STORE_WAIT_LOST) != 0;
     c->kcur = 0;
     int done = err == NULL && wait_done(s, c);
-    if (err == NULL && !done && timeout_ms > 0) {
+    int lost = err == NULL && !done && c->want_lost && s->lost_rank >= 0;
+    if (err == NULL && !done && !lost && timeout_ms > 0) {
         park(s, c, timeout_ms);
         return NULL;
     }
     if (err == NULL && done)
         reply_wait_ok(s, c);
+    else if (lost)
+        reply_wait_lost(s, c);
     else if (err == NULL)
         reply_wait_timeout(s, c);
     wait_clear(c);
@@ -674,6 +726,18 @@ static const char *on_delete(hoop_store_server *s, conn *c, hoop__rd *r)
     return NULL;
 }
 
+/* CLOSE: the client leaves on purpose; its rank is free for its next connection now. */
+static const char *on_close(hoop_store_server *s, conn *c, hoop__rd *r)
+{
+    const char *err = payload_error(r);
+    if (err) return err;
+    c->leaving = 1;
+    if (s->holder && c->rank >= 0 && c->rank < s->world_size && s->holder[c->rank] == c)
+        s->holder[c->rank] = NULL;
+    reply_status(c, HOOP__STORE_R_OK);
+    return NULL;
+}
+
 static const char *on_num_keys(hoop_store_server *s, conn *c, hoop__rd *r)
 {
     const char *err = payload_error(r);
@@ -688,6 +752,7 @@ static const handler_fn handlers[] = {
     [HOOP__STORE_HELLO] = on_hello,   [HOOP__STORE_SET] = on_set,
     [HOOP__STORE_ADD] = on_add,       [HOOP__STORE_WAIT] = on_wait,
     [HOOP__STORE_DELETE] = on_delete, [HOOP__STORE_NUM_KEYS] = on_num_keys,
+    [HOOP__STORE_CLOSE] = on_close,
 };
 
 static const char *handle_frame(hoop_store_server *s, conn *c, const uint8_t *body, uint32_t len)
@@ -920,6 +985,7 @@ static int wait_ms(int64_t now, int64_t deadline)
 
 static void close_all(hoop_store_server *s)
 {
+    s->stopping = 1;
     while (s->all) conn_close(s, s->all);
     s->ready = NULL;
     bury(s);
@@ -1164,6 +1230,7 @@ HOOP_API hoop_status hoop_store_server_init(hoop_store_server **out, const hoop_
         HOOP_CHECK_GOTO(hoop__calloc(&s->holder, (size_t)cfg->world_size), st, fail);
     }
     s->owner_rank = cfg->rank >= 0 ? cfg->rank : -1;
+    s->lost_rank = -1;
     s->timeout_ms = cfg->timeout_ms;
     if (s->timeout_ms < 0) HOOP_CHECK_GOTO(hoop__env_ms("HOOP_TIMEOUT", &s->timeout_ms), st, fail);
     if (s->timeout_ms > HOOP__STORE_TIMEOUT_MAX_MS) s->timeout_ms = HOOP__STORE_TIMEOUT_MAX_MS;

@@ -124,16 +124,23 @@ static hoop_status check_config(const hoop_comm_config *cfg)
 static atomic_int generation;
 
 /* One all-gather of a card-sized blob per rank (mine) into all (world_size blobs), through
- * the rendezvous or the store (name "hoop.comm.<gen><round>"). */
+ * the rendezvous or the store (name "hoop.comm.<gen><round>"). A failure through the
+ * store names the start-up step (step: "exchanging link cards") before the store's
+ * message (which names the all-gather and the ranks at fault). */
 static hoop_status exchange(const hoop_comm *comm, const hoop_comm_config *cfg, int gen,
-                            const char *round, const void *mine, void *all, int64_t deadline)
+                            const char *round, const char *step, const void *mine, void *all,
+                            int64_t deadline)
 {
     char name[64];
     if (cfg->rendezvous)
         return hoop__rendezvous_allgather(cfg->rendezvous, comm->rank, mine, all, deadline);
     snprintf(name, sizeof(name), "hoop.comm.%d%s", gen, round);
-    return hoop_store_allgather(cfg->store, name, mine, HOOP__CARD_BYTES, all,
-                                hoop__ms_left(deadline));
+    hoop_status st = hoop_store_allgather(cfg->store, name, mine, HOOP__CARD_BYTES, all,
+                                          hoop__ms_left(deadline));
+    if (st == HOOP_OK) return HOOP_OK;
+    char why[1800];
+    snprintf(why, sizeof(why), "%s", hoop_last_error());
+    return HOOP_ERROR(st, "rank %d's start-up, %s: %s", comm->rank, step, why);
 }
 
 /* Files one accepted link; anything unexpected is refused. */
@@ -350,7 +357,9 @@ static hoop_status agree_cost(hoop_comm *comm, const hoop_comm_config *cfg, int 
         HOOP_CHECK(hoop__link_cost_max(&mine.cost, &x, comm->rank));
     }
     HOOP_CHECK(hoop__calloc(&all, (size_t)comm->world_size));
-    HOOP_CHECK_GOTO(exchange(comm, cfg, gen, ".cost", &mine, all, deadline), st, out);
+    HOOP_CHECK_GOTO(
+        exchange(comm, cfg, gen, ".cost", "agreeing on the link cost model", &mine, all, deadline),
+        st, out);
     hoop__link_cost_init(&m);
     for (int p = 0; p < comm->world_size; p++)
         HOOP_CHECK_GOTO(hoop__link_cost_max(&m, &all[p].cost, p), st, out);
@@ -506,7 +515,8 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
     if (!cfg->rendezvous) gen = atomic_fetch_add(&generation, 1);
     if (hoop__fault_tick(HOOP__FAULT_RENDEZVOUS, comm->rank))
         hoop__fault_raise(comm->rank, "the rendezvous (before publishing its card)");
-    HOOP_CHECK_GOTO(exchange(comm, cfg, gen, "", &mine, cards, deadline), st, out);
+    HOOP_CHECK_GOTO(exchange(comm, cfg, gen, "", "exchanging link cards", &mine, cards, deadline),
+                    st, out);
     for (int p = 0; p < comm->world_size; p++)
         HOOP_CHECK_GOTO(hoop__card_check(&cards[p], p), st, out);
     hoop__algo_peers(comm->rank, comm->world_size, need);
