@@ -1063,12 +1063,29 @@ static int64_t reap_killed(pid_t pid)
     return hoop__now_ns();
 }
 
+/* Stops a server with a failure (as rank 0's store does when rank 0 gives up). */
+struct closer {
+    hoop_store_server *srv;
+    const char *reason;
+    double ms;
+};
+
+static void *closer_main(void *arg)
+{
+    struct closer *c = arg;
+    int64_t t0 = hoop__now_ns();
+    hoop__store_server_close(c->srv, HOOP_ERR_REMOTE, c->reason);
+    c->ms = ms_since(t0);
+    return NULL;
+}
+
 /* Rank 2 of 4 dies after contributing to an all-gather that ranks 1 and 3 have not
  * reached (ranks started by hand: no launcher watches them). Rank 0, parked in it, and
  * rank 1, arriving after the death, fail within moments (not at their 20 s timeout) with
  * HOOP_ERR_REMOTE naming rank 2, its address, the all-gather, the ranks still missing,
  * and what to do. A wait whose keys all exist is still answered (a rank that read its
- * results and exited without closing fails nobody). */
+ * results and exited without closing fails nobody); a probe names the lost rank. When
+ * rank 0 then gives up, rank 3, starting late, is told why at once. */
 START_TEST(test_rank_dies_in_allgather)
 {
     hoop_store_server *owner = NULL;
@@ -1076,6 +1093,7 @@ START_TEST(test_rank_dies_in_allgather)
     struct gather g0, g1;
     pthread_t th;
     pid_t pid = start_dying_job(4, &owner, &r0, &g0, &th);
+    int port_of_closer = hoop_store_server_port(owner);
     int64_t t_dead = reap_killed(pid);
     pthread_join(th, NULL);
     double ms0 = (double)(g0.done_ns - t_dead) / 1e6;
@@ -1107,10 +1125,30 @@ START_TEST(test_rank_dies_in_allgather)
     hoop__store_wait_result res;
     ck_assert_int_eq(hoop__store_wait_keys(w, have, 2, HOOP__STORE_WAIT_LOST, 1000, &res), HOOP_OK);
     hoop__store_wait_result_free(&res);
+    int lost = -1;
+    char why[400];
+    ASSERT_OK(hoop__store_lost_rank(w, &lost, why, sizeof(why)));
+    ck_assert_int_eq(lost, 2);
+    ck_assert_msg(strstr(why, "rank 2 (127.0.0.1:") && strstr(why, "without closing it"), "%s",
+                  why);
     ASSERT_OK(hoop_store_destroy(w));
     ASSERT_OK(hoop_store_destroy(r1));
     ASSERT_OK(hoop_store_destroy(r0));
-    ASSERT_OK(hoop_store_server_destroy(owner));
+    /* Rank 0 gives up; rank 3 starts a moment later: it is told why, not left to find no
+     * store until its timeout, and the owner's close returns once rank 3 was seen. */
+    struct closer c = {.srv = owner, .reason = g0.msg};
+    ck_assert_int_eq(pthread_create(&th, NULL, closer_main, &c), 0);
+    msleep(200);
+    hoop_store *r3 = NULL;
+    int64_t t3 = hoop__now_ns();
+    hoop_status s3 = connect_as(&r3, port_of_closer, TOKEN, 3, 4, 3000);
+    double ms3 = ms_since(t3);
+    pthread_join(th, NULL);
+    ck_assert_msg(s3 == HOOP_ERR_REMOTE, "rank 3: %s: %s", hoop_status_name(s3), hoop_last_error());
+    ck_assert_msg(ms3 < 1000, "rank 3 was told after %.0f ms", ms3);
+    ASSERT_MSG_HAS("the server closed the connection: allgather 'boot': rank 2 (127.0.0.1:");
+    ASSERT_MSG_HAS("; ranks that never connected to the store: 3");
+    ck_assert_msg(c.ms < 1500, "the owner's close took %.0f ms", c.ms);
 }
 END_TEST
 

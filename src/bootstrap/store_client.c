@@ -56,6 +56,7 @@ struct hoop_store {
     hoop_status fail_code;                  /* the first failure noted (hoop__store_note_failure) */
     char failure[1024];
     int said_goodbye;                    /* the connection ended with a GOODBYE */
+    uint8_t bye_code;                    /* its code (0: the owner closed without a failure) */
     uint32_t *bye_missing, bye_nmissing; /* its missing keys, for the WAIT */
 };
 
@@ -159,6 +160,7 @@ static hoop_status on_goodbye(hoop_store *st, hoop__rd *rd)
     if (rd->bad || rd->left != 4ull * nmissing || nmissing > HOOP__STORE_WAIT_KEYS_MAX)
         return lose(st, HOOP_ERR_REMOTE, "the server sent a malformed GOODBYE");
     st->said_goodbye = 1;
+    st->bye_code = code;
     free(st->bye_missing);
     st->bye_missing = nmissing ? malloc(nmissing * sizeof(uint32_t)) : NULL;
     st->bye_nmissing = st->bye_missing ? nmissing : 0;
@@ -737,6 +739,27 @@ hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int n
     }
     s = decode_wait(st, status, &rd, (uint32_t)nkeys, flags, res);
     if (s != HOOP_OK && s != HOOP_ERR_TIMEOUT && !res->rank_lost) hoop__store_wait_result_free(res);
+    return s;
+}
+
+hoop_status hoop__store_lost_rank(hoop_store *st, int *rank, char *why, size_t cap)
+{
+    *rank = -1;
+    if (cap) why[0] = '\0';
+    if (st->fd < 0) return HOOP_OK; /* gone before: the call that lost it said why */
+    const char *key = HOOP__STORE_PROBE_KEY;
+    hoop__store_wait_result res;
+    hoop_status s = hoop__store_wait_keys(st, &key, 1, HOOP__STORE_WAIT_LOST, 0, &res);
+    if (res.rank_lost) {
+        *rank = res.lost_rank;
+        snprintf(why, cap, "%.*s", (int)res.lost_why_bytes, (const char *)res.lost_why);
+        s = HOOP_OK;
+    } else if (s == HOOP_ERR_TIMEOUT && !res.lost) {
+        s = HOOP_OK; /* the key is missing, as it should be: nobody lost */
+    } else if (res.goodbye && st->bye_code == 0) {
+        s = HOOP_OK; /* the owner closed its store without a failure: nothing to report */
+    }
+    hoop__store_wait_result_free(&res);
     return s;
 }
 

@@ -79,11 +79,15 @@
  * barrier and all-gather (store_sync.c) set flag bit 1, because a world-wide sync that
  * still lacks keys cannot finish once a rank is gone, and its counters cannot take a
  * restarted rank back; hooprun --max-restarts restarts the whole job with a fresh
- * store. hoop_store_destroy sends CLOSE, so closing a store client and opening another
- * as the same rank (a second communicator) is no loss. CLOSE and LOST were added to
- * version 3 without a new preface: a server of an older hoop drops the connection
- * that sends either (the client then fails loudly, it never hangs); every node runs the
- * same hoop.
+ * store. When its owner then stops the server with a failure while ranks of the world
+ * have never connected (started a moment after rank 0, which failed within moments), the
+ * server tells every client GOODBYE at once and keeps listening for up to 2 s, answering
+ * each later HELLO with that GOODBYE, until every rank has been seen: so they fail with
+ * the reason instead of finding no store until their timeout (the owner's
+ * hoop_store_destroy returns after it). hoop_store_destroy sends CLOSE, so closing a store client
+ * and opening another as the same rank (a second communicator) is no loss. CLOSE and LOST were
+ * added to version 3 without a new preface: a server of an older hoop drops the connection that
+ * sends either (the client then fails loudly, it never hangs); every node runs the same hoop.
  *
  * A job's rank refused at start-up. When a server that knows its world_size refuses the
  * HELLO of a rank r of that world (0 <= r < world_size) that has not connected before,
@@ -364,6 +368,17 @@ typedef struct hoop__store_wait_result {
 hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int nkeys,
                                   unsigned flags, int64_t timeout_ms, hoop__store_wait_result *res);
 void hoop__store_wait_result_free(hoop__store_wait_result *res);
+
+/* Asks the server whether it has lost a rank ("A rank lost" above): a WAIT with flag
+ * LOST and timeout 0 for a key nobody sets (HOOP__STORE_PROBE_KEY), answered at once.
+ * *rank: the first rank lost, or -1 when none (why then ""); why gets the server's
+ * reason. Errors: the connection ended now because its owner failed (a GOODBYE with a
+ * failure: its code) or vanished (HOOP_ERR_REMOTE), the thread's message naming why; a
+ * GOODBYE without a failure, or a connection lost before this call, is HOOP_OK with
+ * *rank -1. For a phase that waits on something other than the store (the comm's link
+ * connects) and wants to stop early. Thread-safety: that of st. */
+#define HOOP__STORE_PROBE_KEY "hoop/probe/never-set"
+hoop_status hoop__store_lost_rank(hoop_store *st, int *rank, char *why, size_t cap);
 
 /* Deletes several keys in one request; *deleted (may be NULL) counts those that existed. */
 hoop_status hoop__store_delete_keys(hoop_store *st, const char *const *keys, int nkeys,

@@ -49,6 +49,7 @@
 #define SWEEP_NS (100 * 1000000LL) /* how often stalled connections are looked for */
 #define MAX_EVENTS 256
 #define GOODBYE_FLUSH_MS 200 /* how long a stopping server waits for GOODBYEs to leave */
+#define LINGER_MS 2000       /* how long a server that lost a rank waits for ranks not seen */
 
 typedef struct conn {
     int fd;
@@ -92,13 +93,16 @@ struct hoop_store_server {
     atomic_int nclients;
     conn *all, *graveyard, *parked, *ready;
     hoop__store_table table;
-    int world_size;         /* from the config (0: unknown), to name ranks never seen */
-    int owner_rank;         /* from the config (-1: none): whose store this is, for messages */
-    unsigned char *seen;    /* [world_size]: rank r said HELLO at some point */
-    conn **holder;          /* [world_size]: the live connection that holds rank r, or NULL */
-    int lost_rank;          /* the first rank lost (store_proto.h, "A rank lost"); -1: none */
-    char lost_why[300];     /* its reason, for LOST answers */
-    int stopping;           /* closing every connection: hang-ups are no losses */
+    int world_size;       /* from the config (0: unknown), to name ranks never seen */
+    int owner_rank;       /* from the config (-1: none): whose store this is, for messages */
+    unsigned char *seen;  /* [world_size]: rank r said HELLO at some point */
+    conn **holder;        /* [world_size]: the live connection that holds rank r, or NULL */
+    int lost_rank;        /* the first rank lost (store_proto.h, "A rank lost"); -1: none */
+    char lost_why[300];   /* its reason, for LOST answers */
+    int stopping;         /* closing every connection: hang-ups are no losses */
+    int64_t linger_until; /* > 0: the owner gave up, ranks not seen yet are told (linger) */
+    uint8_t linger_code;
+    char linger_reason[1400];
     pthread_mutex_t bye_mu; /* guards bye_code, bye_reason, fault and stranger */
     hoop_status bye_code;
     char bye_reason[1024];
@@ -559,6 +563,13 @@ static const char *on_hello(hoop_store_server *s, conn *c, hoop__rd *r)
         return NULL;
     }
     int in_world = s->seen && rank >= 0 && rank < s->world_size;
+    if (s->linger_until) { /* the owner gave up: this latecomer hears why, then goes */
+        if (in_world) s->seen[rank] = 1;
+        HOOP_INFO(BOOT, "store %s: told %s (rank %d), who came after its owner gave up, why",
+                  s->name, c->peer, (int)rank);
+        queue_goodbye(s, c, s->linger_code, s->linger_reason);
+        return NULL;
+    }
     if (in_world && claimed_twice(s, c, (int)rank, why, sizeof(why))) {
         reply_text(c, HOOP__STORE_R_REFUSED, why);
         give_up(s, (int)rank, c->peer, why); /* the job cannot start: tell everyone */
@@ -1066,6 +1077,42 @@ static void drain_inputs(hoop_store_server *s)
         }
 }
 
+/* 1 when some rank of the world never connected. */
+static int some_unseen(const hoop_store_server *s)
+{
+    for (int r = 0; s->seen && r < s->world_size; r++)
+        if (!s->seen[r]) return 1;
+    return 0;
+}
+
+/* The owner stops the server with a failure after a rank was lost (store_proto.h, "A
+ * rank lost"), within moments of the start-up: ranks started a moment after it have not
+ * connected yet, and would find no store and wait for it until their timeout. So the
+ * server tells every client GOODBYE now, and keeps listening for up to LINGER_MS until
+ * every rank has been seen, answering each later HELLO with the same GOODBYE. Returns 1
+ * when it lingers (the owner's thread waits for it in its join). */
+static int linger_start(hoop_store_server *s)
+{
+    pthread_mutex_lock(&s->bye_mu);
+    s->linger_code = (uint8_t)s->bye_code;
+    snprintf(s->linger_reason, sizeof(s->linger_reason), "%s",
+             s->bye_reason[0] ? s->bye_reason : "the server was shut down");
+    pthread_mutex_unlock(&s->bye_mu);
+    if (s->linger_code == HOOP_OK || s->lost_rank < 0 || !some_unseen(s)) return 0;
+    add_never_seen(s, s->linger_reason, sizeof(s->linger_reason));
+    s->linger_until = hoop__now_ns() + LINGER_MS * 1000000LL;
+    HOOP_INFO(BOOT, "store %s: its owner gave up; waiting up to %d ms to tell the ranks not seen",
+              s->name, LINGER_MS);
+    for (conn *c = s->all, *next; c; c = next) {
+        next = c->next;
+        if (c->dead || !c->authed || c->closing || c->bye) continue;
+        queue_goodbye(s, c, s->linger_code, s->linger_reason);
+        c->bye = 1;
+        conn_flush(s, c);
+    }
+    return 1;
+}
+
 static void say_goodbye(hoop_store_server *s)
 {
     char reason[sizeof(s->bye_reason) + 400];
@@ -1096,6 +1143,7 @@ static void *server_main(void *arg)
     int64_t next_sweep = hoop__now_ns() + SWEEP_NS, next_deadline = INT64_MAX;
     for (;;) {
         int64_t now = hoop__now_ns();
+        if (s->linger_until && next_deadline > s->linger_until) next_deadline = s->linger_until;
         int64_t until = next_deadline < next_sweep ? next_deadline : next_sweep;
         int sweeping = s->all != NULL || s->listen_paused;
         int n =
@@ -1108,12 +1156,15 @@ static void *server_main(void *arg)
         int stop = 0;
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
-            if (p == &s->wakefd)
-                stop = 1;
-            else if (p == &s->lfd)
+            if (p == &s->wakefd) {
+                uint64_t v; /* drained, since a lingering server goes on polling it */
+                if (read(s->wakefd, &v, sizeof(v)) < 0 && errno != EAGAIN) v = 0;
+                stop = s->linger_until || !linger_start(s);
+            } else if (p == &s->lfd) {
                 on_accept(s);
-            else
+            } else {
                 on_conn_event(s, p, evs[i].events);
+            }
         }
         if (stop) break;
         drain_ready(s);
@@ -1125,6 +1176,7 @@ static void *server_main(void *arg)
         }
         drain_ready(s);
         bury(s);
+        if (s->linger_until && (!some_unseen(s) || hoop__now_ns() >= s->linger_until)) break;
     }
     /* Telling every client why, then closing every connection, makes clients fail at
      * once, not at their timeout, and with the owner's reason. */
