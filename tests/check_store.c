@@ -974,7 +974,7 @@ struct gather {
 static void *gather_main(void *arg)
 {
     struct gather *g = arg;
-    uint32_t mine = 7, all[3];
+    uint32_t mine = 7, all[8]; /* worlds of up to 8 ranks */
     g->st = hoop_store_allgather(g->h, "boot", &mine, sizeof(mine), all, g->timeout_ms);
     g->done_ns = hoop__now_ns();
     snprintf(g->msg, sizeof(g->msg), "%s", hoop_last_error());
@@ -1072,6 +1072,213 @@ START_TEST(test_rank0_dies)
         ck_assert_msg(strstr(g1.msg, want[i]), "rank 1: '%s' lacks '%s'", g1.msg, want[i]);
     ASSERT_OK(hoop_store_destroy(r1));
     ck_assert_int_eq(count_entries("/proc/self/fd"), fds_before);
+}
+END_TEST
+
+// ----- errors: a rank lost in the middle of start-up ---------------------------------------
+
+/* A forked child: rank 2 of ws connects to port (retrying until the parent's server is
+ * up), enters all-gather 'boot', and once its blob is in the store kills itself with
+ * SIGKILL (so its connection ends without CLOSE): a process that died after
+ * contributing, before the all-gather finished. Never returns. */
+static void die_in_allgather(int port, int ws)
+{
+    hoop_store *h = NULL, *w = NULL;
+    if (connect_as(&h, port, TOKEN, 2, ws, 10000) != HOOP_OK) _exit(2);
+    struct gather g = {.h = h, .timeout_ms = 15000};
+    pthread_t th;
+    if (pthread_create(&th, NULL, gather_main, &g) != 0) _exit(3);
+    if (connect_as(&w, port, TOKEN, -1, 0, 10000) != HOOP_OK) _exit(4);
+    const char *mine = "hoop/allgather/boot/0/r2";
+    if (hoop_store_wait(w, &mine, 1, 15000) != HOOP_OK) _exit(5);
+    msleep(50); /* parked in its WAIT by now */
+    kill(getpid(), SIGKILL);
+    _exit(6);
+}
+
+/* Forks die_in_allgather, serves rank 0's store of ws ranks at its port (20 s timeout),
+ * and parks rank 0 (*r0, g0 on thread th) in all-gather 'boot'; returns the child. */
+static pid_t start_dying_job(int ws, hoop_store_server **owner, hoop_store **r0, struct gather *g0,
+                             pthread_t *th)
+{
+    int port = free_port();
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) die_in_allgather(port, ws);
+    hoop_store_config cfg = {.host = "127.0.0.1",
+                             .port = port,
+                             .token = TOKEN,
+                             .rank = 0,
+                             .world_size = ws,
+                             .timeout_ms = 20000};
+    ASSERT_OK(hoop_store_server_init(owner, &cfg));
+    ASSERT_OK(connect_as(r0, port, TOKEN, 0, ws, 10000));
+    *g0 = (struct gather){.h = *r0, .timeout_ms = 20000};
+    ck_assert_int_eq(pthread_create(th, NULL, gather_main, g0), 0);
+    return pid;
+}
+
+/* Waits for the child of start_dying_job; returns when it was reaped (ns). */
+static int64_t reap_killed(pid_t pid)
+{
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "rank 2 exited: %d",
+                  WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return hoop__now_ns();
+}
+
+/* Stops a server with a failure (as rank 0's store does when rank 0 gives up). */
+struct closer {
+    hoop_store_server *srv;
+    const char *reason;
+    double ms;
+};
+
+static void *closer_main(void *arg)
+{
+    struct closer *c = arg;
+    int64_t t0 = hoop__now_ns();
+    hoop__store_server_close(c->srv, HOOP_ERR_REMOTE, c->reason);
+    c->ms = ms_since(t0);
+    return NULL;
+}
+
+/* Rank 2 of 4 dies after contributing to an all-gather that ranks 1 and 3 have not
+ * reached (ranks started by hand: no launcher watches them). Rank 0, parked in it, and
+ * rank 1, arriving after the death, fail within moments (not at their 20 s timeout) with
+ * HOOP_ERR_REMOTE naming rank 2, its address, the all-gather, the ranks still missing,
+ * and what to do. A wait whose keys all exist is still answered (a rank that read its
+ * results and exited without closing fails nobody); a probe names the lost rank. When
+ * rank 0 then gives up, rank 3, starting late, is told why at once. */
+START_TEST(test_rank_dies_in_allgather)
+{
+    hoop_store_server *owner = NULL;
+    hoop_store *r0 = NULL, *r1 = NULL, *w = NULL;
+    struct gather g0, g1;
+    pthread_t th;
+    pid_t pid = start_dying_job(4, &owner, &r0, &g0, &th);
+    int port_of_closer = hoop_store_server_port(owner);
+    int64_t t_dead = reap_killed(pid);
+    pthread_join(th, NULL);
+    double ms0 = (double)(g0.done_ns - t_dead) / 1e6;
+    ck_assert_msg(g0.st == HOOP_ERR_REMOTE, "rank 0: %s: %s", hoop_status_name(g0.st), g0.msg);
+    ck_assert_msg(ms0 < 2000, "rank 0 failed %.0f ms after rank 2 died", ms0);
+    ASSERT_OK(connect_as(&r1, hoop_store_server_port(owner), TOKEN, 1, 4, 10000));
+    g1 = (struct gather){.h = r1, .timeout_ms = 20000};
+    int64_t t1 = hoop__now_ns();
+    gather_main(&g1);
+    double ms1 = ms_since(t1);
+    ck_assert_msg(g1.st == HOOP_ERR_REMOTE, "rank 1: %s: %s", hoop_status_name(g1.st), g1.msg);
+    ck_assert_msg(ms1 < 2000, "rank 1 failed after %.0f ms", ms1);
+    const char *common[] = {
+        "allgather 'boot': rank 2 (127.0.0.1:",
+        ") hung up on the store without closing it (its process died, was killed or lost the "
+        "network), and ",
+        "; the job cannot start without rank 2: restart the whole job (hooprun --max-restarts)",
+    };
+    for (size_t i = 0; i < sizeof(common) / sizeof(common[0]); i++) {
+        ck_assert_msg(strstr(g0.msg, common[i]), "rank 0: '%s' lacks '%s'", g0.msg, common[i]);
+        ck_assert_msg(strstr(g1.msg, common[i]), "rank 1: '%s' lacks '%s'", g1.msg, common[i]);
+    }
+    ck_assert_msg(strstr(g0.msg, "and ranks 1,3 of 4 had not arrived (rank 0 waited "), "%s",
+                  g0.msg);
+    ck_assert_msg(strstr(g1.msg, "and rank 3 of 4 had not arrived (rank 1 waited "), "%s", g1.msg);
+    /* Keys that all exist: OK, lost rank or not. */
+    ASSERT_OK(connect_as(&w, hoop_store_server_port(owner), TOKEN, -1, 0, 10000));
+    const char *have[] = {"hoop/allgather/boot/0/r0", "hoop/allgather/boot/0/r2"};
+    hoop__store_wait_result res;
+    ck_assert_int_eq(hoop__store_wait_keys(w, have, 2, HOOP__STORE_WAIT_LOST, 1000, &res), HOOP_OK);
+    hoop__store_wait_result_free(&res);
+    int lost = -1;
+    char why[400];
+    ASSERT_OK(hoop__store_lost_rank(w, &lost, why, sizeof(why)));
+    ck_assert_int_eq(lost, 2);
+    ck_assert_msg(strstr(why, "rank 2 (127.0.0.1:") && strstr(why, "without closing it"), "%s",
+                  why);
+    ASSERT_OK(hoop_store_destroy(w));
+    ASSERT_OK(hoop_store_destroy(r1));
+    ASSERT_OK(hoop_store_destroy(r0));
+    /* Rank 0 gives up; rank 3 starts a moment later: it is told why, not left to find no
+     * store until its timeout, and the owner's close returns once rank 3 was seen. */
+    struct closer c = {.srv = owner, .reason = g0.msg};
+    ck_assert_int_eq(pthread_create(&th, NULL, closer_main, &c), 0);
+    msleep(200);
+    hoop_store *r3 = NULL;
+    int64_t t3 = hoop__now_ns();
+    hoop_status s3 = connect_as(&r3, port_of_closer, TOKEN, 3, 4, 3000);
+    double ms3 = ms_since(t3);
+    pthread_join(th, NULL);
+    ck_assert_msg(s3 == HOOP_ERR_REMOTE, "rank 3: %s: %s", hoop_status_name(s3), hoop_last_error());
+    ck_assert_msg(ms3 < 1000, "rank 3 was told after %.0f ms", ms3);
+    ASSERT_MSG_HAS("the server closed the connection: allgather 'boot': rank 2 (127.0.0.1:");
+    ASSERT_MSG_HAS("; ranks that never connected to the store: 3");
+    ck_assert_msg(c.ms < 1500, "the owner's close took %.0f ms", c.ms);
+}
+END_TEST
+
+/* Rank 2 of 3 dies after contributing to the start-up all-gather and is started again by
+ * hand: its second life is let in as rank 2, but its all-gather fails at once saying
+ * that it came back after being lost, and what to do; rank 0, parked in the all-gather,
+ * has failed at once already (before: both waited until HOOP_TIMEOUT, rank 2's second
+ * life counted into a generation of its own, and said "rank 2 never arrived"). */
+START_TEST(test_rank_restarted_midway)
+{
+    hoop_store_server *owner = NULL;
+    hoop_store *r0 = NULL, *again = NULL;
+    struct gather g0, g2;
+    pthread_t th;
+    pid_t pid = start_dying_job(3, &owner, &r0, &g0, &th);
+    reap_killed(pid);
+    ASSERT_OK(connect_as(&again, hoop_store_server_port(owner), TOKEN, 2, 3, 10000));
+    g2 = (struct gather){.h = again, .timeout_ms = 20000};
+    int64_t t2 = hoop__now_ns();
+    gather_main(&g2);
+    double ms2 = ms_since(t2);
+    pthread_join(th, NULL);
+    ck_assert_msg(g2.st == HOOP_ERR_REMOTE, "rank 2: %s: %s", hoop_status_name(g2.st), g2.msg);
+    ck_assert_msg(ms2 < 2000, "rank 2's second life failed after %.0f ms", ms2);
+    ck_assert_msg(strstr(g2.msg, "allgather 'boot': rank 2 came back after an earlier connection "
+                                 "as rank 2 was lost (rank 2 (127.0.0.1:") &&
+                      strstr(g2.msg, "a start-up cannot take a rank back once it is lost: "
+                                     "restart the whole job (hooprun --max-restarts)"),
+                  "rank 2: %s", g2.msg);
+    ck_assert_msg(g0.st == HOOP_ERR_REMOTE && strstr(g0.msg, "the job cannot start without rank 2"),
+                  "rank 0: %s: %s", hoop_status_name(g0.st), g0.msg);
+    ASSERT_OK(hoop_store_destroy(again));
+    ASSERT_OK(hoop_store_destroy(r0));
+    ASSERT_OK(hoop_store_server_destroy(owner));
+}
+END_TEST
+
+/* Closing a store client and opening another as the same rank is no loss, even while
+ * the other rank already waits in the next all-gather (a second communicator of
+ * hoop_comm_init_env): both all-gathers and a barrier after them succeed. */
+START_TEST(test_rank_closes_and_returns)
+{
+    hoop_store_config cfg = {
+        .host = "127.0.0.1", .token = TOKEN, .rank = 0, .world_size = 2, .timeout_ms = 5000};
+    hoop_store_server *owner = NULL;
+    ASSERT_OK(hoop_store_server_init(&owner, &cfg));
+    int port = hoop_store_server_port(owner);
+    hoop_store *r0 = NULL, *r1 = NULL;
+    ASSERT_OK(connect_as(&r0, port, TOKEN, 0, 2, 5000));
+    for (int round = 0; round < 3; round++) {
+        struct gather g0 = {.h = r0, .timeout_ms = 5000}, g1 = {.timeout_ms = 5000};
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, gather_main, &g0), 0);
+        msleep(100); /* rank 0 is parked while rank 1 is away (closed, from round 1 on) */
+        ASSERT_OK(connect_as(&r1, port, TOKEN, 1, 2, 5000));
+        g1.h = r1;
+        gather_main(&g1);
+        pthread_join(th, NULL);
+        ck_assert_msg(g0.st == HOOP_OK, "round %d, rank 0: %s", round, g0.msg);
+        ck_assert_msg(g1.st == HOOP_OK, "round %d, rank 1: %s", round, g1.msg);
+        ASSERT_OK(hoop_store_destroy(r1));
+        r1 = NULL;
+    }
+    ASSERT_OK(hoop_store_destroy(r0));
+    ASSERT_OK(hoop_store_server_destroy(owner));
 }
 END_TEST
 
@@ -1741,6 +1948,7 @@ int main(void)
     tcase_add_test(errs, test_job_rank_refused);
     tcase_add_test(errs, test_rank_claimed_twice);
     tcase_add_test(errs, test_rank_reconnects);
+    tcase_add_test(errs, test_rank_closes_and_returns);
     tcase_add_test(errs, test_wrong_token_not_fatal);
     tcase_add_test(errs, test_stray_refusal_harmless);
     tcase_add_loop_test(errs, test_malformed, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
@@ -1757,6 +1965,8 @@ int main(void)
     TCase *procs = tcase_create("processes");
     tcase_set_timeout(procs, 30);
     tcase_add_test(procs, test_rank0_dies);
+    tcase_add_test(procs, test_rank_dies_in_allgather);
+    tcase_add_test(procs, test_rank_restarted_midway);
     suite_add_tcase(s, procs);
     TCase *limits = tcase(s, "limits", 60);
     if (crowd_ok) tcase_add_test(limits, test_1024_clients);

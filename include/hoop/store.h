@@ -112,9 +112,12 @@ HOOP_API hoop_status hoop_store_init(hoop_store **out, const hoop_store_config *
  * naming a malformed variable. */
 HOOP_API hoop_status hoop_store_init_env(hoop_store **out);
 
-/* Closes the connection (and the owned server, on rank 0: it tells the ranks still
- * connected why, i.e. the failure of this handle's barrier, all-gather or env start-up,
- * if one failed). Accepts NULL. */
+/* Tells the server this rank leaves on purpose (waiting up to 1 s for its answer), so
+ * that a later connection as the same rank is no restart of a lost rank, then closes
+ * the connection (and the owned server, on rank 0: it tells the ranks still connected
+ * why, i.e. the failure of this handle's barrier, all-gather or env start-up, if one
+ * failed; after a rank was lost, it waits up to 2 s more for the ranks that never
+ * connected, to tell them too). Leaves the thread's message as it was. Accepts NULL. */
 HOOP_API hoop_status hoop_store_destroy(hoop_store *st);
 
 HOOP_API int hoop_store_rank(const hoop_store *st);
@@ -153,7 +156,12 @@ HOOP_API hoop_status hoop_store_num_keys(hoop_store *st, int64_t *count);
  * On timeout every waiting rank fails with HOOP_ERR_TIMEOUT and a message listing the
  * missing ranks ("barrier 'start': ranks 2,3 of 4 never arrived"). A name may be used
  * again and again (each use is a new generation, whose keys the last rank out deletes),
- * but not after a barrier of that name failed. HOOP_ERR_USAGE when the handle has no
+ * but not after a barrier of that name failed. When a rank's connection to rank 0's
+ * store ends without hoop_store_destroy (its process died or was killed) while the
+ * barrier still lacks a rank, every rank in it, and every rank entering it later (a rank
+ * restarted by hand included), fails at once with HOOP_ERR_REMOTE naming that rank, its
+ * address and "restart the whole job (hooprun --max-restarts)"; a barrier that already
+ * has every rank completes as ever. HOOP_ERR_USAGE when the handle has no
  * rank / world_size. Costs each rank 4 round trips to the server (the last rank in and
  * the last rank out make one more each); keys live under "hoop/barrier/<name>/". */
 HOOP_API hoop_status hoop_store_barrier(hoop_store *st, const char *name, int64_t timeout_ms);
@@ -162,7 +170,7 @@ HOOP_API hoop_status hoop_store_barrier(hoop_store *st, const char *name, int64_
  * at out + r * bytes. Every rank must pass the same bytes (HOOP_ERR_MISMATCH otherwise,
  * on every rank, naming a rank that differs). world_size * (bytes + 4) must fit in one
  * reply (about HOOP_STORE_VALUE_MAX; HOOP_ERR_INVALID otherwise). Timeouts, name rules
- * and HOOP_ERR_USAGE as hoop_store_barrier, listing the missing ranks; keys live under
+ * a rank lost, and HOOP_ERR_USAGE as hoop_store_barrier, listing the missing ranks; keys live under
  * "hoop/allgather/<name>/". */
 HOOP_API hoop_status hoop_store_allgather(hoop_store *st, const char *name, const void *blob,
                                           size_t bytes, void *out, int64_t timeout_ms);

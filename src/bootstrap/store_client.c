@@ -36,6 +36,8 @@
 /* Extra time a client waits, beyond a WAIT's server-side timeout, for the server's
  * TIMEOUT reply before it gives up on the connection itself. */
 #define WAIT_GRACE_MS 1000
+/* How long hoop_store_destroy waits for the server to acknowledge its CLOSE. */
+#define CLOSE_WAIT_MS 1000
 #define BACKOFF_MIN_MS 10
 #define BACKOFF_MAX_MS 1000
 
@@ -54,6 +56,7 @@ struct hoop_store {
     hoop_status fail_code;                  /* the first failure noted (hoop__store_note_failure) */
     char failure[1024];
     int said_goodbye;                    /* the connection ended with a GOODBYE */
+    uint8_t bye_code;                    /* its code (0: the owner closed without a failure) */
     uint32_t *bye_missing, bye_nmissing; /* its missing keys, for the WAIT */
 };
 
@@ -157,6 +160,7 @@ static hoop_status on_goodbye(hoop_store *st, hoop__rd *rd)
     if (rd->bad || rd->left != 4ull * nmissing || nmissing > HOOP__STORE_WAIT_KEYS_MAX)
         return lose(st, HOOP_ERR_REMOTE, "the server sent a malformed GOODBYE");
     st->said_goodbye = 1;
+    st->bye_code = code;
     free(st->bye_missing);
     st->bye_missing = nmissing ? malloc(nmissing * sizeof(uint32_t)) : NULL;
     st->bye_nmissing = st->bye_missing ? nmissing : 0;
@@ -529,11 +533,38 @@ hoop_status hoop__store_init_rendezvous(hoop_store **out, const hoop_store_confi
     return store_init(out, cfg, 1);
 }
 
+/* Says CLOSE and waits up to CLOSE_WAIT_MS for any answer (its OK, or a GOODBYE queued
+ * before it), so that the server has let go of this rank before the socket closes: a
+ * hang-up without it marks the rank lost (store_proto.h, "A rank lost"). Quiet: the
+ * thread's message (often the reason the caller is giving up) is left as it is. */
+static void say_close(hoop_store *st)
+{
+    static const uint8_t frame[5] = {0, 0, 0, 1, HOOP__STORE_CLOSE};
+    int64_t deadline = hoop__deadline_ns(CLOSE_WAIT_MS);
+    size_t off = 0;
+    while (off < sizeof(frame)) {
+        ssize_t k = send(st->fd, frame + off, sizeof(frame) - off, MSG_NOSIGNAL);
+        if (k > 0)
+            off += (size_t)k;
+        else if (!(k == -1 && errno == EINTR) &&
+                 !(k == -1 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+                   wait_fd(st->fd, POLLOUT, deadline) > 0))
+            return;
+    }
+    uint8_t b[64];
+    for (;;) {
+        ssize_t k = recv(st->fd, b, sizeof(b), 0);
+        if (k >= 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) return;
+        if (errno == EAGAIN && wait_fd(st->fd, POLLIN, deadline) <= 0) return;
+    }
+}
+
 /* The owned server (rank 0's) tells the others why it stops: the failure noted here. */
 HOOP_API hoop_status hoop_store_destroy(hoop_store *st)
 {
     if (st == NULL) return HOOP_OK;
     hoop_status s = HOOP_OK;
+    if (st->fd >= 0) say_close(st);
     if (st->fd >= 0) close(st->fd);
     hoop__buf_free(&st->out);
     hoop__buf_free(&st->in);
@@ -649,11 +680,16 @@ void hoop__store_wait_result_free(hoop__store_wait_result *res)
     *res = (hoop__store_wait_result){0};
 }
 
-/* Decodes a WAIT reply (OK with or without values, or TIMEOUT) into res. */
+/* Decodes a WAIT reply (OK with or without values, TIMEOUT, or LOST) into res. */
 static hoop_status decode_wait(hoop_store *st, uint8_t status, hoop__rd *rd, uint32_t nkeys,
-                               int want_values, hoop__store_wait_result *res)
+                               unsigned flags, hoop__store_wait_result *res)
 {
-    if (status == HOOP__STORE_R_TIMEOUT) {
+    if (status == HOOP__STORE_R_LOST && (flags & HOOP__STORE_WAIT_LOST)) {
+        res->lost_rank = (int)(int32_t)hoop__get_u32(rd);
+        res->lost_why = hoop__get_str(rd, HOOP__STORE_REASON_MAX, &res->lost_why_bytes);
+        res->rank_lost = 1;
+    }
+    if (status == HOOP__STORE_R_TIMEOUT || res->rank_lost) {
         uint32_t n = hoop__get_u32(rd);
         if (rd->bad || n == 0 || n > nkeys || rd->left != 4ull * n) return bad_reply(st);
         HOOP_CHECK(hoop__calloc(&res->missing, n));
@@ -663,10 +699,10 @@ static hoop_status decode_wait(hoop_store *st, uint8_t status, hoop__rd *rd, uin
             if (res->missing[i] >= nkeys || (i > 0 && res->missing[i] <= res->missing[i - 1]))
                 return bad_reply(st);
         }
-        return HOOP_ERR_TIMEOUT;
+        return res->rank_lost ? HOOP_ERR_REMOTE : HOOP_ERR_TIMEOUT;
     }
     if (status != HOOP__STORE_R_OK) return reply_error(st, status, rd, "wait");
-    if (want_values) {
+    if (flags & HOOP__STORE_WAIT_VALUES) {
         HOOP_CHECK(hoop__calloc(&res->values, nkeys));
         HOOP_CHECK(hoop__calloc(&res->value_bytes, nkeys));
         for (uint32_t i = 0; i < nkeys; i++)
@@ -676,7 +712,7 @@ static hoop_status decode_wait(hoop_store *st, uint8_t status, hoop__rd *rd, uin
 }
 
 hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int nkeys,
-                                  int want_values, int64_t timeout_ms, hoop__store_wait_result *res)
+                                  unsigned flags, int64_t timeout_ms, hoop__store_wait_result *res)
 {
     *res = (hoop__store_wait_result){0};
     HOOP_CHECK(usable(st));
@@ -685,7 +721,7 @@ hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int n
                           HOOP__STORE_WAIT_KEYS_MAX, nkeys);
     for (int i = 0; i < nkeys; i++) HOOP_CHECK(check_key(keys[i]));
     size_t at = hoop__frame_begin(&st->out, HOOP__STORE_WAIT);
-    hoop__put_u8(&st->out, want_values ? HOOP__STORE_WAIT_VALUES : 0);
+    hoop__put_u8(&st->out, (uint8_t)(flags & (HOOP__STORE_WAIT_VALUES | HOOP__STORE_WAIT_LOST)));
     hoop__put_i64(&st->out, timeout_ms);
     hoop__put_u32(&st->out, (uint32_t)nkeys);
     for (int i = 0; i < nkeys; i++) hoop__put_str(&st->out, keys[i], strlen(keys[i]));
@@ -711,8 +747,29 @@ hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int n
                 res->nmissing = i;
         return s;
     }
-    s = decode_wait(st, status, &rd, (uint32_t)nkeys, want_values, res);
-    if (s != HOOP_OK && s != HOOP_ERR_TIMEOUT) hoop__store_wait_result_free(res);
+    s = decode_wait(st, status, &rd, (uint32_t)nkeys, flags, res);
+    if (s != HOOP_OK && s != HOOP_ERR_TIMEOUT && !res->rank_lost) hoop__store_wait_result_free(res);
+    return s;
+}
+
+hoop_status hoop__store_lost_rank(hoop_store *st, int *rank, char *why, size_t cap)
+{
+    *rank = -1;
+    if (cap) why[0] = '\0';
+    if (st->fd < 0) return HOOP_OK; /* gone before: the call that lost it said why */
+    const char *key = HOOP__STORE_PROBE_KEY;
+    hoop__store_wait_result res;
+    hoop_status s = hoop__store_wait_keys(st, &key, 1, HOOP__STORE_WAIT_LOST, 0, &res);
+    if (res.rank_lost) {
+        *rank = res.lost_rank;
+        snprintf(why, cap, "%.*s", (int)res.lost_why_bytes, (const char *)res.lost_why);
+        s = HOOP_OK;
+    } else if (s == HOOP_ERR_TIMEOUT && !res.lost) {
+        s = HOOP_OK; /* the key is missing, as it should be: nobody lost */
+    } else if (res.goodbye && st->bye_code == 0) {
+        s = HOOP_OK; /* the owner closed its store without a failure: nothing to report */
+    }
+    hoop__store_wait_result_free(&res);
     return s;
 }
 
@@ -724,7 +781,7 @@ HOOP_API hoop_status hoop_store_get(hoop_store *st, const char *key, void *buf, 
     if (buf == NULL && cap > 0) return HOOP_ERROR(HOOP_ERR_INVALID, "store: get: buf is NULL");
     int64_t t = hoop__store_timeout(st, timeout_ms);
     hoop__store_wait_result res;
-    hoop_status s = hoop__store_wait_keys(st, &key, 1, 1, t, &res);
+    hoop_status s = hoop__store_wait_keys(st, &key, 1, HOOP__STORE_WAIT_VALUES, t, &res);
     if (s == HOOP_ERR_TIMEOUT && !res.lost) {
         hoop__store_wait_result_free(&res);
         return HOOP_ERROR(HOOP_ERR_TIMEOUT, "store %s: key '%s' was not set within %" PRId64 " ms",

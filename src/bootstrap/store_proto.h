@@ -36,16 +36,20 @@
  *                   world_size > 0 that differs from its own (when it has one).
  *     SET      = 2  str key, str value
  *     ADD      = 3  str key, i64 delta           (the value is kept as decimal text)
- *     WAIT     = 4  u8 flags (bit 0: return the values), i64 timeout_ms (>= 0),
+ *     WAIT     = 4  u8 flags (bit 0: return the values; bit 1: answer LOST when a rank
+ *                   is lost, below), i64 timeout_ms (>= 0),
  *                   u32 nkeys (1..HOOP__STORE_WAIT_KEYS_MAX), nkeys x str key
  *     DELETE   = 5  u32 nkeys (1..HOOP__STORE_WAIT_KEYS_MAX), nkeys x str key
  *     NUM_KEYS = 6  (no payload)
+ *     CLOSE    = 7  (no payload) the client is leaving on purpose (hoop_store_destroy):
+ *                   the server lets go of its rank at once; the client closes after the
+ *                   reply. See "A rank lost" below.
  *
  * Replies (server -> client), the status byte then:
  *
- *     OK       = 0  HELLO, SET: nothing. ADD: i64 new value. WAIT: nothing, or with
- *                   flag bit 0, nkeys x str value in request order. DELETE: u32 number
- *                   of keys that existed. NUM_KEYS: i64 count.
+ *     OK       = 0  HELLO, SET, CLOSE: nothing. ADD: i64 new value. WAIT: nothing, or
+ *                   with flag bit 0, nkeys x str value in request order. DELETE: u32
+ *                   number of keys that existed. NUM_KEYS: i64 count.
  *     TIMEOUT  = 1  WAIT only: u32 nmissing, nmissing x u32 index (into the request's
  *                   keys) of the keys still missing when timeout_ms passed.
  *     REFUSED  = 2  HELLO only: str reason; the server then closes the connection.
@@ -58,6 +62,32 @@
  *                   reply (nmissing 0); then the server closes. Rank 0's store says this way why
  * rank 0 gave up (e.g. "allgather 'x': rank 2 of 3 never arrived"), and which ranks never
  * connected, before the waiting ranks lose it.
+ *     LOST     = 5  WAIT with flag bit 1 only: i32 rank, str reason (<=
+ *                   HOOP__STORE_REASON_MAX bytes), u32 nmissing, nmissing x u32 index (as
+ *                   TIMEOUT): a rank of the world is lost (below) and some keys are still
+ *                   missing.
+ *
+ * A rank lost. When the connection that holds rank r of a server that knows its
+ * world_size ends without a CLOSE request (the process died or was killed, or its
+ * network went), the server marks r lost, for the rest of its life: what that process
+ * added to counters and set before it died cannot be told apart from the rest, so a
+ * later process connecting as r (a rank restarted by hand) is let in but r stays lost.
+ * Every WAIT with flag bit 1 whose keys do not all exist is then answered LOST, naming
+ * the first rank lost, at once or when it happens; a WAIT whose keys all exist is
+ * answered OK as ever (a rank that read its results and then exited without closing
+ * fails nobody still reading them). That is the whole rule the server knows: the
+ * barrier and all-gather (store_sync.c) set flag bit 1, because a world-wide sync that
+ * still lacks keys cannot finish once a rank is gone, and its counters cannot take a
+ * restarted rank back; hooprun --max-restarts restarts the whole job with a fresh
+ * store. When its owner then stops the server with a failure while ranks of the world
+ * have never connected (started a moment after rank 0, which failed within moments), the
+ * server tells every client GOODBYE at once and keeps listening for up to 2 s, answering
+ * each later HELLO with that GOODBYE, until every rank has been seen: so they fail with
+ * the reason instead of finding no store until their timeout (the owner's
+ * hoop_store_destroy returns after it). hoop_store_destroy sends CLOSE, so closing a store client
+ * and opening another as the same rank (a second communicator) is no loss. CLOSE and LOST were
+ * added to version 3 without a new preface: a server of an older hoop drops the connection that
+ * sends either (the client then fails loudly, it never hangs); every node runs the same hoop.
  *
  * A job's rank refused at start-up. When a server that knows its world_size refuses the
  * HELLO of a rank r of that world (0 <= r < world_size) that has not connected before,
@@ -126,6 +156,7 @@ enum hoop__store_op {
     HOOP__STORE_WAIT = 4,
     HOOP__STORE_DELETE = 5,
     HOOP__STORE_NUM_KEYS = 6,
+    HOOP__STORE_CLOSE = 7,
 };
 
 enum hoop__store_reply {
@@ -134,9 +165,11 @@ enum hoop__store_reply {
     HOOP__STORE_R_REFUSED = 2,
     HOOP__STORE_R_INVALID = 3,
     HOOP__STORE_R_GOODBYE = 4,
+    HOOP__STORE_R_LOST = 5,
 };
 
 #define HOOP__STORE_WAIT_VALUES 1u /* WAIT flag: return the values (GET) */
+#define HOOP__STORE_WAIT_LOST 2u   /* WAIT flag: answer LOST once a rank is lost */
 
 // ----- growable output buffer -------------------------------------------------------
 
@@ -309,7 +342,10 @@ void hoop__store_describe(const uint8_t *p, size_t n, char *out, size_t cap);
  * into the client's receive buffer (valid until its next call). On HOOP_ERR_TIMEOUT
  * with lost = 0 (the server's answer at the deadline): missing[0..nmissing) are the
  * indices of the keys that did not exist, and the thread's message is not set (the
- * caller words it). lost = 1: the connection ended during the call, with any status
+ * caller words it). rank_lost = 1 (HOOP_ERR_REMOTE, the server's LOST answer; the
+ * connection stays up): lost_rank is the rank the server lost, lost_why[0..lost_why_bytes)
+ * its reason (in the receive buffer), missing the keys still missing; the thread's
+ * message is not set. lost = 1: the connection ended during the call, with any status
  * (HOOP_ERR_TIMEOUT included) and the thread's message set; when the server said
  * GOODBYE (goodbye = 1), missing lists the keys still missing then (maybe none). Free
  * with hoop__store_wait_result_free. */
@@ -319,15 +355,30 @@ typedef struct hoop__store_wait_result {
     uint32_t *missing;
     uint32_t nmissing;
     int lost, goodbye;
+    int rank_lost, lost_rank;
+    const uint8_t *lost_why;
+    size_t lost_why_bytes;
 } hoop__store_wait_result;
 
-/* Waits until the nkeys keys exist (server-side deadline timeout_ms >= 0), fetching
- * their values when want_values. Errors: HOOP_ERR_TIMEOUT (res->missing set),
- * HOOP_ERR_REMOTE, HOOP_ERR_INVALID, HOOP_ERR_NOMEM. */
+/* Waits until the nkeys keys exist (server-side deadline timeout_ms >= 0). flags:
+ * HOOP__STORE_WAIT_VALUES fetches their values; HOOP__STORE_WAIT_LOST ends the wait
+ * early when a rank of the server's world is lost ("A rank lost" above). Errors:
+ * HOOP_ERR_TIMEOUT (res->missing set), HOOP_ERR_REMOTE (res->rank_lost, or the
+ * connection ended), HOOP_ERR_INVALID, HOOP_ERR_NOMEM. */
 hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int nkeys,
-                                  int want_values, int64_t timeout_ms,
-                                  hoop__store_wait_result *res);
+                                  unsigned flags, int64_t timeout_ms, hoop__store_wait_result *res);
 void hoop__store_wait_result_free(hoop__store_wait_result *res);
+
+/* Asks the server whether it has lost a rank ("A rank lost" above): a WAIT with flag
+ * LOST and timeout 0 for a key nobody sets (HOOP__STORE_PROBE_KEY), answered at once.
+ * *rank: the first rank lost, or -1 when none (why then ""); why gets the server's
+ * reason. Errors: the connection ended now because its owner failed (a GOODBYE with a
+ * failure: its code) or vanished (HOOP_ERR_REMOTE), the thread's message naming why; a
+ * GOODBYE without a failure, or a connection lost before this call, is HOOP_OK with
+ * *rank -1. For a phase that waits on something other than the store (the comm's link
+ * connects) and wants to stop early. Thread-safety: that of st. */
+#define HOOP__STORE_PROBE_KEY "hoop/probe/never-set"
+hoop_status hoop__store_lost_rank(hoop_store *st, int *rank, char *why, size_t cap);
 
 /* Deletes several keys in one request; *deleted (may be NULL) counts those that existed. */
 hoop_status hoop__store_delete_keys(hoop_store *st, const char *const *keys, int nkeys,

@@ -49,6 +49,7 @@
 #define SWEEP_NS (100 * 1000000LL) /* how often stalled connections are looked for */
 #define MAX_EVENTS 256
 #define GOODBYE_FLUSH_MS 200 /* how long a stopping server waits for GOODBYEs to leave */
+#define LINGER_MS 2000       /* how long a server that lost a rank waits for ranks not seen */
 
 typedef struct conn {
     int fd;
@@ -57,6 +58,7 @@ typedef struct conn {
     int authed;    /* HELLO accepted */
     int closing;   /* a refusal is being written; close once it is out */
     int bye;       /* told GOODBYE when the server gave up: what it sends is ignored */
+    int leaving;   /* sent CLOSE: its hang-up is no loss (store_proto.h, "A rank lost") */
     int rank;      /* from HELLO, for messages */
     char peer[64]; /* "ip:port" */
     uint32_t events;
@@ -71,6 +73,7 @@ typedef struct conn {
     uint8_t *wframe;
     uint32_t *koff, *klen, nkeys, kcur; /* kcur: first key not yet seen */
     int want_values;
+    int want_lost; /* WAIT flag bit 1: answer LOST once a rank is lost */
     int64_t deadline_ns;
     struct conn *pprev, *pnext; /* list of parked connections */
     struct conn *prev, *next;   /* list of all connections, or the graveyard */
@@ -90,10 +93,16 @@ struct hoop_store_server {
     atomic_int nclients;
     conn *all, *graveyard, *parked, *ready;
     hoop__store_table table;
-    int world_size;         /* from the config (0: unknown), to name ranks never seen */
-    int owner_rank;         /* from the config (-1: none): whose store this is, for messages */
-    unsigned char *seen;    /* [world_size]: rank r said HELLO at some point */
-    conn **holder;          /* [world_size]: the live connection that holds rank r, or NULL */
+    int world_size;       /* from the config (0: unknown), to name ranks never seen */
+    int owner_rank;       /* from the config (-1: none): whose store this is, for messages */
+    unsigned char *seen;  /* [world_size]: rank r said HELLO at some point */
+    conn **holder;        /* [world_size]: the live connection that holds rank r, or NULL */
+    int lost_rank;        /* the first rank lost (store_proto.h, "A rank lost"); -1: none */
+    char lost_why[300];   /* its reason, for LOST answers */
+    int stopping;         /* closing every connection: hang-ups are no losses */
+    int64_t linger_until; /* > 0: the owner gave up, ranks not seen yet are told (linger) */
+    uint8_t linger_code;
+    char linger_reason[1400];
     pthread_mutex_t bye_mu; /* guards bye_code, bye_reason, fault and stranger */
     hoop_status bye_code;
     char bye_reason[1024];
@@ -138,13 +147,18 @@ static void unpark(hoop_store_server *s, conn *c)
 
 /* Closes c now and moves it to the graveyard (freed after this loop iteration, since
  * events of the same batch may still point at it). */
+static void rank_lost(hoop_store_server *s, const conn *c);
+
 static void conn_close(hoop_store_server *s, conn *c)
 {
     if (c->dead) return;
     unpark(s, c);
+    int lost = 0;
     if (s->holder && c->authed && c->rank >= 0 && c->rank < s->world_size &&
-        s->holder[c->rank] == c)
+        s->holder[c->rank] == c) {
         s->holder[c->rank] = NULL;
+        lost = !c->leaving && !s->stopping;
+    }
     epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -158,6 +172,7 @@ static void conn_close(hoop_store_server *s, conn *c)
     c->next = s->graveyard;
     s->graveyard = c;
     atomic_fetch_sub(&s->nclients, 1);
+    if (lost) rank_lost(s, c); /* c stays readable in the graveyard until bury */
 }
 
 /* Logs why a misbehaving peer is dropped (WARN) and closes it. */
@@ -321,6 +336,43 @@ static void reply_wait_timeout(hoop_store_server *s, conn *c)
     for (uint32_t i = 0; i < c->nkeys; i++)
         if (wait_key(s, c, i) == NULL) hoop__put_u32(&c->out, i);
     hoop__frame_end(&c->out, at);
+}
+
+/* LOST (store_proto.h): the first rank lost, and c's keys still missing. */
+static void reply_wait_lost(hoop_store_server *s, conn *c)
+{
+    uint32_t missing = 0;
+    for (uint32_t i = 0; i < c->nkeys; i++) missing += wait_key(s, c, i) == NULL;
+    size_t at = hoop__frame_begin(&c->out, HOOP__STORE_R_LOST);
+    hoop__put_u32(&c->out, (uint32_t)s->lost_rank);
+    hoop__put_str(&c->out, s->lost_why, strlen(s->lost_why));
+    hoop__put_u32(&c->out, missing);
+    for (uint32_t i = 0; i < c->nkeys; i++)
+        if (wait_key(s, c, i) == NULL) hoop__put_u32(&c->out, i);
+    hoop__frame_end(&c->out, at);
+}
+
+/* Rank c->rank hung up without CLOSE (store_proto.h, "A rank lost"): remembers the first
+ * such rank and answers every parked WAIT that asked to hear of it (none of them is
+ * complete: a complete one was answered when its last key was set). */
+static void rank_lost(hoop_store_server *s, const conn *c)
+{
+    HOOP_INFO(BOOT, "store %s: rank %d (%s) hung up without closing its store client", s->name,
+              c->rank, c->peer);
+    if (s->lost_rank < 0) {
+        s->lost_rank = c->rank;
+        snprintf(s->lost_why, sizeof(s->lost_why),
+                 "rank %d (%s) hung up on the store without closing it (its process died, was "
+                 "killed or lost the network)",
+                 c->rank, c->peer);
+    }
+    for (conn *w = s->parked, *next; w; w = next) {
+        next = w->pnext;
+        if (!w->want_lost || !w->parked) continue;
+        reply_wait_lost(s, w);
+        unpark(s, w);
+        conn_flush(s, w);
+    }
 }
 
 /* Answers every parked WAIT whose keys now all exist (after a SET or ADD). */
@@ -511,6 +563,13 @@ static const char *on_hello(hoop_store_server *s, conn *c, hoop__rd *r)
         return NULL;
     }
     int in_world = s->seen && rank >= 0 && rank < s->world_size;
+    if (s->linger_until) { /* the owner gave up: this latecomer hears why, then goes */
+        if (in_world) s->seen[rank] = 1;
+        HOOP_INFO(BOOT, "store %s: told %s (rank %d), who came after its owner gave up, why",
+                  s->name, c->peer, (int)rank);
+        queue_goodbye(s, c, s->linger_code, s->linger_reason);
+        return NULL;
+    }
     if (in_world && claimed_twice(s, c, (int)rank, why, sizeof(why))) {
         reply_text(c, HOOP__STORE_R_REFUSED, why);
         give_up(s, (int)rank, c->peer, why); /* the job cannot start: tell everyone */
@@ -624,7 +683,7 @@ static const char *on_wait(hoop_store_server *s, conn *c, hoop__rd *r)
 {
     uint8_t flags = hoop__get_u8(r);
     int64_t timeout_ms = hoop__get_i64(r);
-    if (r->bad || timeout_ms < 0 || (flags & ~HOOP__STORE_WAIT_VALUES))
+    if (r->bad || timeout_ms < 0 || (flags & ~(HOOP__STORE_WAIT_VALUES | HOOP__STORE_WAIT_LOST)))
         return "bad WAIT flags or timeout";
     /* Keep a private copy of the request: keys are referenced until the reply. */
     c->wframe = malloc(r->left ? r->left : 1);
@@ -635,14 +694,18 @@ static const char *on_wait(hoop_store_server *s, conn *c, hoop__rd *r)
     r->left = 0;
     const char *err = read_keys(c, &kr, c->wframe);
     c->want_values = flags & HOOP__STORE_WAIT_VALUES;
+    c->want_lost = (flags & HOOP__STORE_WAIT_LOST) != 0;
     c->kcur = 0;
     int done = err == NULL && wait_done(s, c);
-    if (err == NULL && !done && timeout_ms > 0) {
+    int lost = err == NULL && !done && c->want_lost && s->lost_rank >= 0;
+    if (err == NULL && !done && !lost && timeout_ms > 0) {
         park(s, c, timeout_ms);
         return NULL;
     }
     if (err == NULL && done)
         reply_wait_ok(s, c);
+    else if (lost)
+        reply_wait_lost(s, c);
     else if (err == NULL)
         reply_wait_timeout(s, c);
     wait_clear(c);
@@ -674,6 +737,18 @@ static const char *on_delete(hoop_store_server *s, conn *c, hoop__rd *r)
     return NULL;
 }
 
+/* CLOSE: the client leaves on purpose; its rank is free for its next connection now. */
+static const char *on_close(hoop_store_server *s, conn *c, hoop__rd *r)
+{
+    const char *err = payload_error(r);
+    if (err) return err;
+    c->leaving = 1;
+    if (s->holder && c->rank >= 0 && c->rank < s->world_size && s->holder[c->rank] == c)
+        s->holder[c->rank] = NULL;
+    reply_status(c, HOOP__STORE_R_OK);
+    return NULL;
+}
+
 static const char *on_num_keys(hoop_store_server *s, conn *c, hoop__rd *r)
 {
     const char *err = payload_error(r);
@@ -688,6 +763,7 @@ static const handler_fn handlers[] = {
     [HOOP__STORE_HELLO] = on_hello,   [HOOP__STORE_SET] = on_set,
     [HOOP__STORE_ADD] = on_add,       [HOOP__STORE_WAIT] = on_wait,
     [HOOP__STORE_DELETE] = on_delete, [HOOP__STORE_NUM_KEYS] = on_num_keys,
+    [HOOP__STORE_CLOSE] = on_close,
 };
 
 static const char *handle_frame(hoop_store_server *s, conn *c, const uint8_t *body, uint32_t len)
@@ -920,6 +996,7 @@ static int wait_ms(int64_t now, int64_t deadline)
 
 static void close_all(hoop_store_server *s)
 {
+    s->stopping = 1;
     while (s->all) conn_close(s, s->all);
     s->ready = NULL;
     bury(s);
@@ -1000,6 +1077,42 @@ static void drain_inputs(hoop_store_server *s)
         }
 }
 
+/* 1 when some rank of the world never connected. */
+static int some_unseen(const hoop_store_server *s)
+{
+    for (int r = 0; s->seen && r < s->world_size; r++)
+        if (!s->seen[r]) return 1;
+    return 0;
+}
+
+/* The owner stops the server with a failure after a rank was lost (store_proto.h, "A
+ * rank lost"), within moments of the start-up: ranks started a moment after it have not
+ * connected yet, and would find no store and wait for it until their timeout. So the
+ * server tells every client GOODBYE now, and keeps listening for up to LINGER_MS until
+ * every rank has been seen, answering each later HELLO with the same GOODBYE. Returns 1
+ * when it lingers (the owner's thread waits for it in its join). */
+static int linger_start(hoop_store_server *s)
+{
+    pthread_mutex_lock(&s->bye_mu);
+    s->linger_code = (uint8_t)s->bye_code;
+    snprintf(s->linger_reason, sizeof(s->linger_reason), "%s",
+             s->bye_reason[0] ? s->bye_reason : "the server was shut down");
+    pthread_mutex_unlock(&s->bye_mu);
+    if (s->linger_code == HOOP_OK || s->lost_rank < 0 || !some_unseen(s)) return 0;
+    add_never_seen(s, s->linger_reason, sizeof(s->linger_reason));
+    s->linger_until = hoop__now_ns() + LINGER_MS * 1000000LL;
+    HOOP_INFO(BOOT, "store %s: its owner gave up; waiting up to %d ms to tell the ranks not seen",
+              s->name, LINGER_MS);
+    for (conn *c = s->all, *next; c; c = next) {
+        next = c->next;
+        if (c->dead || !c->authed || c->closing || c->bye) continue;
+        queue_goodbye(s, c, s->linger_code, s->linger_reason);
+        c->bye = 1;
+        conn_flush(s, c);
+    }
+    return 1;
+}
+
 static void say_goodbye(hoop_store_server *s)
 {
     char reason[sizeof(s->bye_reason) + 400];
@@ -1030,6 +1143,7 @@ static void *server_main(void *arg)
     int64_t next_sweep = hoop__now_ns() + SWEEP_NS, next_deadline = INT64_MAX;
     for (;;) {
         int64_t now = hoop__now_ns();
+        if (s->linger_until && next_deadline > s->linger_until) next_deadline = s->linger_until;
         int64_t until = next_deadline < next_sweep ? next_deadline : next_sweep;
         int sweeping = s->all != NULL || s->listen_paused;
         int n =
@@ -1042,12 +1156,15 @@ static void *server_main(void *arg)
         int stop = 0;
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
-            if (p == &s->wakefd)
-                stop = 1;
-            else if (p == &s->lfd)
+            if (p == &s->wakefd) {
+                uint64_t v; /* drained, since a lingering server goes on polling it */
+                if (read(s->wakefd, &v, sizeof(v)) < 0 && errno != EAGAIN) v = 0;
+                stop = s->linger_until || !linger_start(s);
+            } else if (p == &s->lfd) {
                 on_accept(s);
-            else
+            } else {
                 on_conn_event(s, p, evs[i].events);
+            }
         }
         if (stop) break;
         drain_ready(s);
@@ -1059,6 +1176,7 @@ static void *server_main(void *arg)
         }
         drain_ready(s);
         bury(s);
+        if (s->linger_until && (!some_unseen(s) || hoop__now_ns() >= s->linger_until)) break;
     }
     /* Telling every client why, then closing every connection, makes clients fail at
      * once, not at their timeout, and with the owner's reason. */
@@ -1168,6 +1286,7 @@ HOOP_API hoop_status hoop_store_server_init(hoop_store_server **out, const hoop_
         HOOP_CHECK_GOTO(hoop__calloc(&s->holder, (size_t)cfg->world_size), st, fail);
     }
     s->owner_rank = cfg->rank >= 0 ? cfg->rank : -1;
+    s->lost_rank = -1;
     s->timeout_ms = cfg->timeout_ms;
     if (s->timeout_ms < 0) HOOP_CHECK_GOTO(hoop__env_ms("HOOP_TIMEOUT", &s->timeout_ms), st, fail);
     if (s->timeout_ms > HOOP__STORE_TIMEOUT_MAX_MS) s->timeout_ms = HOOP__STORE_TIMEOUT_MAX_MS;

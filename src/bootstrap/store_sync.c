@@ -180,6 +180,35 @@ static hoop_status store_gone(hoop_store *st, hoop_status s, const char *what, c
                       what, name, rank, arrived, ws, waited, lost);
 }
 
+/* The server lost a rank while this one waited in what/name, with keys still missing
+ * (store_proto.h, "A rank lost"): the sync cannot finish, and its counters cannot take a
+ * restarted rank back. Names the lost rank, the sync, and what to do. by_rank: the
+ * wait's keys are the ranks' arrival keys, so that its missing keys name ranks. */
+static hoop_status rank_gone(hoop_store *st, const char *what, const char *name,
+                             const hoop__store_wait_result *res, int by_rank, int64_t t0)
+{
+    int ws = hoop_store_world_size(st), rank = hoop_store_rank(st);
+    long long waited = (long long)((hoop__now_ns() - t0) / 1000000);
+    int why_n = (int)res->lost_why_bytes;
+    const char *why = (const char *)res->lost_why;
+    if (res->lost_rank == rank)
+        return HOOP_ERROR(HOOP_ERR_REMOTE,
+                          "%s '%s': rank %d came back after an earlier connection as rank %d "
+                          "was lost (%.*s); a start-up cannot take a rank back once it is lost: "
+                          "restart the whole job (hooprun --max-restarts)",
+                          what, name, rank, rank, why_n, why);
+    char ranks[300] = "not every rank had arrived";
+    if (by_rank && res->nmissing > 0) {
+        rank_list(res->missing, res->nmissing, ws, ranks, sizeof(ranks));
+        snprintf(ranks + strlen(ranks), sizeof(ranks) - strlen(ranks), " of %d had not arrived",
+                 ws);
+    }
+    return HOOP_ERROR(HOOP_ERR_REMOTE,
+                      "%s '%s': %.*s, and %s (rank %d waited %lld ms); the job cannot start "
+                      "without rank %d: restart the whole job (hooprun --max-restarts)",
+                      what, name, why_n, why, ranks, rank, waited, res->lost_rank);
+}
+
 /* Notes a failure on the handle (for rank 0's GOODBYE) and returns it. */
 static hoop_status noted(hoop_store *st, hoop_status s)
 {
@@ -231,8 +260,11 @@ static hoop_status barrier(hoop_store *st, const char *name, int64_t timeout_ms)
     if (entry % ws == 0) HOOP_CHECK(hoop_store_set(st, key, "1", 1)); /* the last to arrive */
     const char *done = key;
     hoop__store_wait_result res;
-    hoop_status s = hoop__store_wait_keys(st, &done, 1, 0, hoop__ms_left(deadline), &res);
-    if (s == HOOP_ERR_TIMEOUT && !res.lost)
+    hoop_status s =
+        hoop__store_wait_keys(st, &done, 1, HOOP__STORE_WAIT_LOST, hoop__ms_left(deadline), &res);
+    if (res.rank_lost)
+        s = rank_gone(st, "barrier", name, &res, 0, t0);
+    else if (s == HOOP_ERR_TIMEOUT && !res.lost)
         s = barrier_diagnose(st, name, prefix, t);
     else if (s != HOOP_OK && res.lost) /* the waiting key is no rank's */
         s = store_gone(st, s, "barrier", name, &res, 0, arrived_with(st, entry), t0);
@@ -292,9 +324,13 @@ static hoop_status allgather(hoop_store *st, const char *name, const void *blob,
     keyset ks;
     HOOP_CHECK(keyset_init(&ks, prefix, ws, NULL, 0));
     hoop__store_wait_result res;
-    hoop_status s = hoop__store_wait_keys(st, ks.keys, ks.n, 1, hoop__ms_left(deadline), &res);
+    hoop_status s =
+        hoop__store_wait_keys(st, ks.keys, ks.n, HOOP__STORE_WAIT_VALUES | HOOP__STORE_WAIT_LOST,
+                              hoop__ms_left(deadline), &res);
     keyset_free(&ks);
-    if (s != HOOP_OK && res.lost) /* the arrival keys are ranks 0..ws-1 */
+    if (res.rank_lost)
+        s = rank_gone(st, "allgather", name, &res, 1, t0);
+    else if (s != HOOP_OK && res.lost) /* the arrival keys are ranks 0..ws-1 */
         s = store_gone(st, s, "allgather", name, &res, 1, arrived_with(st, entry), t0);
     else if (s == HOOP_ERR_TIMEOUT)
         s = never_arrived(st, "allgather", name, res.missing, res.nmissing, t);

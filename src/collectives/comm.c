@@ -124,16 +124,23 @@ static hoop_status check_config(const hoop_comm_config *cfg)
 static atomic_int generation;
 
 /* One all-gather of a card-sized blob per rank (mine) into all (world_size blobs), through
- * the rendezvous or the store (name "hoop.comm.<gen><round>"). */
+ * the rendezvous or the store (name "hoop.comm.<gen><round>"). A failure through the
+ * store names the start-up step (step: "exchanging link cards") before the store's
+ * message (which names the all-gather and the ranks at fault). */
 static hoop_status exchange(const hoop_comm *comm, const hoop_comm_config *cfg, int gen,
-                            const char *round, const void *mine, void *all, int64_t deadline)
+                            const char *round, const char *step, const void *mine, void *all,
+                            int64_t deadline)
 {
     char name[64];
     if (cfg->rendezvous)
         return hoop__rendezvous_allgather(cfg->rendezvous, comm->rank, mine, all, deadline);
     snprintf(name, sizeof(name), "hoop.comm.%d%s", gen, round);
-    return hoop_store_allgather(cfg->store, name, mine, HOOP__CARD_BYTES, all,
-                                hoop__ms_left(deadline));
+    hoop_status st = hoop_store_allgather(cfg->store, name, mine, HOOP__CARD_BYTES, all,
+                                          hoop__ms_left(deadline));
+    if (st == HOOP_OK) return HOOP_OK;
+    char why[1800];
+    snprintf(why, sizeof(why), "%s", hoop_last_error());
+    return HOOP_ERROR(st, "rank %d's start-up, %s: %s", comm->rank, step, why);
 }
 
 /* Files one accepted link; anything unexpected is refused. */
@@ -350,7 +357,9 @@ static hoop_status agree_cost(hoop_comm *comm, const hoop_comm_config *cfg, int 
         HOOP_CHECK(hoop__link_cost_max(&mine.cost, &x, comm->rank));
     }
     HOOP_CHECK(hoop__calloc(&all, (size_t)comm->world_size));
-    HOOP_CHECK_GOTO(exchange(comm, cfg, gen, ".cost", &mine, all, deadline), st, out);
+    HOOP_CHECK_GOTO(
+        exchange(comm, cfg, gen, ".cost", "agreeing on the link cost model", &mine, all, deadline),
+        st, out);
     hoop__link_cost_init(&m);
     for (int p = 0; p < comm->world_size; p++)
         HOOP_CHECK_GOTO(hoop__link_cost_max(&m, &all[p].cost, p), st, out);
@@ -366,20 +375,54 @@ hoop_algo hoop__comm_algo_pick(const hoop_comm *comm, hoop_algo algo, size_t byt
 }
 
 /* Drives connects and accepts until every needed link is up or the deadline. */
+/* 1 when rank p is one whose links this rank still lacks (after links_missing). */
+static int still_missing(const hoop_comm *comm, const unsigned char *need, int p)
+{
+    if (p < 0 || p >= comm->world_size) return 0;
+    return (need[p] && !(comm->send[p] && comm->recv[p])) || (p == comm->next && !comm->ctl_send) ||
+           (p == comm->prev && !comm->ctl_recv);
+}
+
+/* How often a rank whose links are not all up asks the store whether a rank was lost. */
+#define LOST_PROBE_NS (200 * 1000000LL)
+
+/* Connects and accepts until every link is up, or the deadline. With a store, a rank
+ * lost meanwhile (its process died: store_proto.h, "A rank lost") whose links this rank
+ * still lacks, or rank 0 failing or dying (its store gone), fails the loop within
+ * LOST_PROBE_NS instead of at the deadline. */
 static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen,
                                 const unsigned char *need, const struct link_plan *plan,
-                                const struct link_plan *ctl, int64_t deadline, int *bad)
+                                const struct link_plan *ctl, hoop_store *store, int64_t deadline,
+                                int *bad)
 {
-    char list[300];
+    char list[300], why[1200];
+    int64_t next_probe = hoop__now_ns() + LOST_PROBE_NS;
     for (int round = 0;; round++) {
         HOOP_CHECK(connect_round(comm, listen, need, plan, ctl, bad));
         if (round == 0 && hoop__fault_tick(HOOP__FAULT_CONNECT, comm->rank))
             hoop__fault_raise(comm->rank, "connecting its links (after the first round)");
         if (links_missing(comm, need, list, sizeof(list)) == 0) break;
         *bad = -1;
-        if (hoop__now_ns() > deadline)
+        int64_t now = hoop__now_ns();
+        if (now > deadline)
             return HOOP_ERROR(HOOP_ERR_TIMEOUT, "rank %d: %s not up within HOOP_TIMEOUT (%lld ms)",
                               comm->rank, list, (long long)comm->timeout_ms);
+        int lost = -1;
+        if (store && now >= next_probe) {
+            next_probe = now + LOST_PROBE_NS;
+            hoop_status ps = hoop__store_lost_rank(store, &lost, why, sizeof(why));
+            if (ps != HOOP_OK) { /* rank 0 failed or died: its store said why */
+                snprintf(why, sizeof(why), "%s", hoop_last_error());
+                return HOOP_ERROR(ps, "rank %d's start-up, connecting links: %s not up: %s",
+                                  comm->rank, list, why);
+            }
+        }
+        if (still_missing(comm, need, lost))
+            return HOOP_ERROR(HOOP_ERR_REMOTE,
+                              "rank %d's start-up, connecting links: %s cannot come up: %s; "
+                              "the job cannot start without rank %d: restart the whole job "
+                              "(hooprun --max-restarts)",
+                              comm->rank, list, why, lost);
         struct pollfd pfd[HOOP__TP_MAX];
         int n = 0;
         for (int k = 0; k < comm->ntps; k++)
@@ -506,7 +549,8 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
     if (!cfg->rendezvous) gen = atomic_fetch_add(&generation, 1);
     if (hoop__fault_tick(HOOP__FAULT_RENDEZVOUS, comm->rank))
         hoop__fault_raise(comm->rank, "the rendezvous (before publishing its card)");
-    HOOP_CHECK_GOTO(exchange(comm, cfg, gen, "", &mine, cards, deadline), st, out);
+    HOOP_CHECK_GOTO(exchange(comm, cfg, gen, "", "exchanging link cards", &mine, cards, deadline),
+                    st, out);
     for (int p = 0; p < comm->world_size; p++)
         HOOP_CHECK_GOTO(hoop__card_check(&cards[p], p), st, out);
     hoop__algo_peers(comm->rank, comm->world_size, need);
@@ -516,7 +560,8 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
     HOOP_CHECK_GOTO(agree_cost(comm, cfg, gen, need, plan, deadline), st, out);
     int bad = -1;
     st = reserve_fds(comm, need, plan, &ctl);
-    if (st == HOOP_OK) st = connect_loop(comm, listen, need, plan, &ctl, deadline, &bad);
+    if (st == HOOP_OK)
+        st = connect_loop(comm, listen, need, plan, &ctl, cfg->store, deadline, &bad);
     if (st != HOOP_OK && cfg->store) st = share_failure(comm, cfg->store, gen, st, bad);
 out:
     for (int k = 0; k < comm->ntps; k++)
