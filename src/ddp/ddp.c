@@ -64,6 +64,19 @@ static hoop_status check_agreement(hoop_ddp *ddp, int ws, int64_t *all)
     return HOOP_OK;
 }
 
+/* Writes a shape signature (ndim, then HOOP_TENSOR_MAX_DIMS dimensions) as "(32, 16)", "()"
+ * for a scalar, into buf; returns buf. */
+static const char *sig_str(const int64_t *sig, char *buf, size_t bytes)
+{
+    int nd = sig[0] < 0 ? 0 : sig[0] > HOOP_TENSOR_MAX_DIMS ? HOOP_TENSOR_MAX_DIMS : (int)sig[0];
+    size_t len = (size_t)snprintf(buf, bytes, "(");
+    for (int d = 0; d < nd && len < bytes; d++)
+        len += (size_t)snprintf(buf + len, bytes - len, "%s%lld", d ? ", " : "",
+                                (long long)sig[1 + d]);
+    if (len < bytes) snprintf(buf + len, bytes - len, ")");
+    return buf;
+}
+
 /* Every rank must hold the same number of parameters with the same shapes, and use the
  * same configuration. */
 static hoop_status check_shapes(hoop_ddp *ddp)
@@ -86,12 +99,11 @@ static hoop_status check_shapes(hoop_ddp *ddp)
         for (size_t i = 0; i < n; i++) {
             const int64_t *a = all + i * per, *b = all + ((size_t)r * n + i) * per;
             if (memcmp(a, b, per * sizeof(int64_t)) == 0) continue;
+            char sa[128], sb[128];
             st = HOOP_ERROR(HOOP_ERR_MISMATCH,
-                            "DDP: parameter %zu ('%s') has shape (%lld, %lld, %lld, %lld)[:%lld] "
-                            "on rank 0 but (%lld, %lld, %lld, %lld)[:%lld] on rank %d",
-                            i, hoop_tensor_name(ddp->params[i]), (long long)a[1], (long long)a[2],
-                            (long long)a[3], (long long)a[4], (long long)a[0], (long long)b[1],
-                            (long long)b[2], (long long)b[3], (long long)b[4], (long long)b[0], r);
+                            "DDP: parameter %zu ('%s') has shape %s on rank 0 but %s on rank %d", i,
+                            hoop_tensor_name(ddp->params[i]), sig_str(a, sa, sizeof(sa)),
+                            sig_str(b, sb, sizeof(sb)), r);
             goto out;
         }
     }
