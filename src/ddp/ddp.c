@@ -328,10 +328,13 @@ fail:
     return st;
 }
 
+static hoop_status stray_status(hoop_ddp *ddp, const char *fn);
+
 HOOP_API hoop_status hoop_ddp_destroy(hoop_ddp *ddp)
 {
     if (!ddp) return HOOP_OK;
     hoop_status st = HOOP_OK;
+    HOOP_CHECK_KEEP(stray_status(ddp, "hoop_ddp_destroy"), st);
     for (int b = 0; ddp->buckets && b < ddp->nbuckets; b++)
         if (ddp->buckets[b].req) HOOP_CHECK_KEEP(hoop_wait(ddp->buckets[b].req, -1), st);
     /* cuda: the all-reduces still on the device end first (and the events go) */
@@ -395,11 +398,43 @@ static void mark_ready(hoop_ddp *ddp, int p)
     launch_ready(ddp);
 }
 
+/* A pass of hoop_backward that is not hoop_ddp_backward's (torch's loss.backward()
+ * habit): nothing is launched, since nobody would wait for it and the optimizer would
+ * read the gradients while they are reduced; the gradients stay local, so the ranks'
+ * parameters drift apart. Said once at once, and returned by the next call (stray_status). */
+static void stray_hook(hoop_ddp *ddp, hoop_tensor *param)
+{
+    if (ddp->stray[0]) return;
+    const char *name = hoop_tensor_name(param);
+    snprintf(ddp->stray, sizeof(ddp->stray), "%s", name && *name ? name : "(unnamed)");
+    HOOP_WARN("DDP: hoop_backward ran on parameters this hoop_ddp wraps ('%s' first): their "
+              "gradients are not averaged over the ranks; call hoop_ddp_backward instead",
+              ddp->stray);
+}
+
+/* HOOP_ERR_USAGE once after stray passes (see stray_hook), else HOOP_OK. */
+static hoop_status stray_status(hoop_ddp *ddp, const char *fn)
+{
+    if (!ddp->stray[0]) return HOOP_OK;
+    char name[HOOP_TENSOR_NAME_MAX];
+    snprintf(name, sizeof(name), "%s", ddp->stray);
+    ddp->stray[0] = '\0';
+    return HOOP_ERROR(HOOP_ERR_USAGE,
+                      "%s: hoop_backward ran on parameters this hoop_ddp wraps ('%s' first) "
+                      "outside hoop_ddp_backward: their gradients were not averaged over the "
+                      "ranks, so the ranks' parameters may differ; call hoop_ddp_backward(ddp, "
+                      "tape, loss) instead of hoop_backward",
+                      fn, name);
+}
+
 static void on_grad_ready(hoop_tensor *param, void *user)
 {
-    (void)param;
     ddp_hook_ctx *h = user;
     if (!h->ddp->sync) return;
+    if (!h->ddp->in_backward) {
+        stray_hook(h->ddp, param);
+        return;
+    }
     /* No polling here: driving the all-reduce from the backward thread would count
      * communication as computation. The request records its own completion time. */
     h->ddp->t_last_hook_us = hoop_ddp_now_us();
@@ -618,12 +653,9 @@ static hoop_status backward_dev(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *los
     return unused_st;
 }
 
-HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *loss)
+/* hoop_ddp_backward on the cpu. */
+static hoop_status backward_host(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *loss)
 {
-    if (!ddp || !tape || !loss)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_backward: ddp, tape and loss must be set");
-    if (!ddp->sync) return hoop_backward(tape, loss);
-    if (ddp->dev) return backward_dev(ddp, tape, loss);
     reset_step(ddp, 1.0f, 0);
     int64_t bwd_b = hoop_ddp_now_us();
     ddp->t_last_hook_us = 0;
@@ -645,6 +677,19 @@ HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tens
     HOOP_CHECK(finish_round(ddp, &active));
     if (active < ws) ddp->stats.uneven_steps++;
     return unused_st;
+}
+
+HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *loss)
+{
+    if (!ddp || !tape || !loss)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_backward: ddp, tape and loss must be set");
+    if (!ddp->sync) return hoop_backward(tape, loss);
+    ddp->in_backward = 1; /* its hooks launch the buckets; any other pass's are strays */
+    hoop_status st = ddp->dev ? backward_dev(ddp, tape, loss) : backward_host(ddp, tape, loss);
+    ddp->in_backward = 0;
+    HOOP_CHECK(st);
+    /* after the round, so that every rank took part in it */
+    return stray_status(ddp, "hoop_ddp_backward");
 }
 
 // ----------------------------------------------------------------- join
@@ -702,7 +747,7 @@ HOOP_API hoop_status hoop_ddp_join(hoop_ddp *ddp, hoop_ddp_step_fn step, void *u
     }
     if (step_st != HOOP_OK)
         return HOOP_ERROR(step_st, "DDP join: the step function failed: %s", step_msg);
-    return HOOP_OK;
+    return stray_status(ddp, "hoop_ddp_join");
 }
 
 HOOP_API void hoop_ddp_set_sync(hoop_ddp *ddp, int sync)
@@ -714,7 +759,8 @@ HOOP_API hoop_status hoop_ddp_wait(hoop_ddp *ddp)
 {
     if (!ddp) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_wait: ddp is NULL");
     HOOP_CHECK(hoop__ddp_dev_harvest_all(ddp));
-    return stream_status(ddp);
+    HOOP_CHECK(stream_status(ddp));
+    return stray_status(ddp, "hoop_ddp_wait");
 }
 
 HOOP_API void hoop_ddp_get_stats(const hoop_ddp *ddp, hoop_ddp_stats *stats)
