@@ -955,6 +955,11 @@ static void run_bad_args(rank_ctx *c, hoop_comm *comm)
     hoop_ddp_config dc = HOOP_DDP_CONFIG_INIT;
     dc.bucket_cap_bytes = dc.first_bucket_bytes = SIZE_MAX;
     ck_assert_int_eq(hoop_ddp_init(&ddp, comm, p, 6, &dc), HOOP_OK);
+    /* The same parameters wrapped twice: the second would steal the first's gradients. */
+    hoop_ddp *twice = (hoop_ddp *)1;
+    ck_assert_int_eq(hoop_ddp_init(&twice, comm, p + 2, 4, NULL), HOOP_ERR_INVALID);
+    ck_assert_ptr_null(twice);
+    assert_error_has("parameter 0 ('fc2.weight') is already wrapped by another hoop_ddp", NULL);
     hoop_ddp_stats st;
     hoop_ddp_get_stats(ddp, &st);
     ck_assert_int_eq(st.nbuckets, 1);
@@ -990,6 +995,9 @@ static void run_bad_args(rank_ctx *c, hoop_comm *comm)
     ck_assert_int_eq(hoop_ddp_trace_flush(ddp), HOOP_OK);
     ck_assert_int_eq(hoop_ddp_destroy(NULL), HOOP_OK);
     ck_assert_int_eq(hoop_ddp_destroy(ddp), HOOP_OK);
+    /* once that one is gone, the parameters may be wrapped again */
+    ck_assert_int_eq(hoop_ddp_init(&twice, comm, p + 2, 4, NULL), HOOP_OK);
+    ck_assert_int_eq(hoop_ddp_destroy(twice), HOOP_OK);
     hoop_tape_destroy(tape);
     hoop_tensor_free(plain);
     hoop_model_free(m);

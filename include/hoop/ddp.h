@@ -186,7 +186,8 @@ typedef struct hoop_ddp_stats {
  * parameters must outlive the hoop_ddp. cfg may be NULL (defaults). *out is NULL on
  * failure. Errors: HOOP_ERR_INVALID naming the argument (out, comm or params NULL,
  * count 0 or above INT_MAX, a NULL parameter, one without requires_grad, one listed
- * twice, parameters on different devices, a cfg flag other than 0 or 1),
+ * twice, one that another live hoop_ddp wraps, parameters on different devices, a cfg
+ * flag other than 0 or 1),
  * HOOP_ERR_MISMATCH, HOOP_ERR_NOMEM, HOOP_ERR_UNSUPPORTED or HOOP_ERR_CUDA (cuda: the
  * backend's; HOOP_ERR_UNSUPPORTED on every rank, naming two, where ranks are threads of
  * one process: DDP on cuda needs a process per rank, as hooprun starts them), and the

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "autograd/autograd_impl.h"
 #include "autograd/kern.h"
 #include "core/check.h"
 #include "core/clock.h"
@@ -240,6 +241,8 @@ static hoop_status check_flag(const char *name, int v)
     return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_init: cfg->%s=%d must be 0 or 1", name, v);
 }
 
+static void on_grad_ready(hoop_tensor *param, void *user);
+
 static hoop_status check_args(hoop_ddp **out, hoop_comm *comm, hoop_tensor *const *params,
                               size_t count, const hoop_ddp_config *cfg)
 {
@@ -265,6 +268,14 @@ static hoop_status check_args(hoop_ddp **out, hoop_comm *comm, hoop_tensor *cons
                 hoop_tensor_name(params[0]), hoop__device_name(hoop_tensor_device(params[0])));
     }
     HOOP_CHECK(check_unique(params, count));
+    /* A second hoop_ddp would take the hooks and move the gradients into its own buckets:
+     * the first would then reduce buffers nobody writes, and say HOOP_OK. */
+    for (size_t i = 0; i < count; i++)
+        if (params[i]->hook == on_grad_ready)
+            return HOOP_ERROR(HOOP_ERR_INVALID,
+                              "hoop_ddp_init: parameter %zu ('%s') is already wrapped by another "
+                              "hoop_ddp (hoop_ddp_destroy that one first)",
+                              i, hoop_tensor_name(params[i]));
     if (!cfg) return HOOP_OK;
     HOOP_CHECK(check_flag("broadcast_params", cfg->broadcast_params));
     HOOP_CHECK(check_flag("error_on_unused", cfg->error_on_unused));
