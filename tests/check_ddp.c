@@ -100,7 +100,7 @@ typedef struct rank_ctx {
     int rank, world_size;
     hoop_rendezvous *rv;
     int mode; /* 0 equivalence, 1 unused param, 2 no_sync, 3 trace, 4 shape mismatch, 5 join,
-                 6 config mismatch */
+                 6 config mismatch, 8 plain hoop_backward on wrapped parameters */
     const struct join_case *jc; /* join */
     size_t cap, first;          /* equivalence: bucket caps (0: 512 and 256) */
     int algo;                   /* equivalence: 1 + the hoop_algo to pin, or 0 */
@@ -111,6 +111,8 @@ typedef struct rank_ctx {
     int error_on_unused;
     const char *trace_path;
     hoop_status st, init_st, step_st;
+    hoop_status again_st, wait_st, destroy_st; /* plain backward */
+    char wait_msg[512];
     char msg[512];
     float *params; /* numel */
     double *grads; /* for no_sync */
@@ -495,8 +497,73 @@ START_TEST(test_shape_mismatch)
     spawn(ctx, 2, 4, 0);
     for (int r = 0; r < 2; r++) {
         ck_assert_int_eq(ctx[r].init_st, HOOP_ERR_MISMATCH);
-        ck_assert_msg(strstr(ctx[r].msg, "fc1.weight") && strstr(ctx[r].msg, "rank 1"),
+        /* the shapes as they are written everywhere else: (16, 12), not a padded signature */
+        ck_assert_msg(strstr(ctx[r].msg, "parameter 0 ('fc1.weight') has shape (16, 12) on rank "
+                                         "0 but (17, 12) on rank 1"),
                       "message: %s", ctx[r].msg);
+    }
+}
+END_TEST
+
+// ----------------------------------------------------------------- plain hoop_backward
+
+/* A PyTorch user's habit: loss.backward() is hoop_backward, which on wrapped parameters
+ * would leave the gradients local (the ranks drift apart) and, right after init, start
+ * bucket all-reduces nobody waits for. Nothing may be sent, and the next hoop_ddp_backward
+ * (after its own round), hoop_ddp_wait and hoop_ddp_destroy each report it once. */
+static void run_plain_backward(rank_ctx *c, hoop_comm *comm)
+{
+    hoop_model *m;
+    ck_assert_int_eq(hoop_model_new_mlp(&m, mlp_sizes, 4, 7), HOOP_OK);
+    hoop_tape *tape;
+    hoop_tape_init(&tape);
+    hoop_optim *opt = make_sgd(m);
+    hoop_ddp *ddp;
+    ck_assert_int_eq(hoop_ddp_init(&ddp, comm, hoop_model_params(m), 6, NULL), HOOP_OK);
+    size_t first = (size_t)c->rank * B;
+    uint64_t sent0 = hoop_comm_bytes_sent(comm);
+    hoop_tensor *loss = forward_loss(m, tape, first, B);
+    ck_assert_int_eq(hoop_backward(tape, loss), HOOP_OK);
+    c->sent_steps = hoop_comm_bytes_sent(comm) - sent0;
+    hoop_tape_reset(tape);
+    loss = forward_loss(m, tape, first, B);
+    hoop_optim_zero_grad(opt);
+    c->step_st = hoop_ddp_backward(ddp, tape, loss);
+    snprintf(c->msg, sizeof(c->msg), "%s", hoop_last_error());
+    hoop_tape_reset(tape);
+    loss = forward_loss(m, tape, first, B);
+    c->again_st = hoop_ddp_backward(ddp, tape, loss); /* reported once: this one is fine */
+    hoop_tape_reset(tape);
+    loss = forward_loss(m, tape, first, B);
+    ck_assert_int_eq(hoop_backward(tape, loss), HOOP_OK);
+    c->wait_st = hoop_ddp_wait(ddp);
+    snprintf(c->wait_msg, sizeof(c->wait_msg), "%s", hoop_last_error());
+    hoop_tape_reset(tape);
+    loss = forward_loss(m, tape, first, B);
+    ck_assert_int_eq(hoop_backward(tape, loss), HOOP_OK);
+    c->destroy_st = hoop_ddp_destroy(ddp);
+    hoop_optim_free(opt);
+    hoop_tape_destroy(tape);
+    hoop_model_free(m);
+}
+
+START_TEST(test_plain_backward_is_refused)
+{
+    rank_ctx ctx[MAXP];
+    memset(ctx, 0, sizeof(ctx));
+    spawn(ctx, 2, 8, 0);
+    for (int r = 0; r < 2; r++) {
+        ck_assert_msg(ctx[r].sent_steps == 0, "rank %d: the plain pass sent %llu bytes", r,
+                      (unsigned long long)ctx[r].sent_steps);
+        ck_assert_int_eq(ctx[r].step_st, HOOP_ERR_USAGE);
+        ck_assert_msg(strstr(ctx[r].msg, "hoop_ddp_backward: hoop_backward ran on parameters "
+                                         "this hoop_ddp wraps ('fc3.bias' first)"),
+                      "rank %d: %s", r, ctx[r].msg);
+        ck_assert_int_eq(ctx[r].again_st, HOOP_OK);
+        ck_assert_int_eq(ctx[r].wait_st, HOOP_ERR_USAGE);
+        ck_assert_msg(strstr(ctx[r].wait_msg, "hoop_ddp_wait: hoop_backward ran"), "rank %d: %s", r,
+                      ctx[r].wait_msg);
+        ck_assert_int_eq(ctx[r].destroy_st, HOOP_ERR_USAGE);
     }
 }
 END_TEST
@@ -888,6 +955,11 @@ static void run_bad_args(rank_ctx *c, hoop_comm *comm)
     hoop_ddp_config dc = HOOP_DDP_CONFIG_INIT;
     dc.bucket_cap_bytes = dc.first_bucket_bytes = SIZE_MAX;
     ck_assert_int_eq(hoop_ddp_init(&ddp, comm, p, 6, &dc), HOOP_OK);
+    /* The same parameters wrapped twice: the second would steal the first's gradients. */
+    hoop_ddp *twice = (hoop_ddp *)1;
+    ck_assert_int_eq(hoop_ddp_init(&twice, comm, p + 2, 4, NULL), HOOP_ERR_INVALID);
+    ck_assert_ptr_null(twice);
+    assert_error_has("parameter 0 ('fc2.weight') is already wrapped by another hoop_ddp", NULL);
     hoop_ddp_stats st;
     hoop_ddp_get_stats(ddp, &st);
     ck_assert_int_eq(st.nbuckets, 1);
@@ -923,6 +995,9 @@ static void run_bad_args(rank_ctx *c, hoop_comm *comm)
     ck_assert_int_eq(hoop_ddp_trace_flush(ddp), HOOP_OK);
     ck_assert_int_eq(hoop_ddp_destroy(NULL), HOOP_OK);
     ck_assert_int_eq(hoop_ddp_destroy(ddp), HOOP_OK);
+    /* once that one is gone, the parameters may be wrapped again */
+    ck_assert_int_eq(hoop_ddp_init(&twice, comm, p + 2, 4, NULL), HOOP_OK);
+    ck_assert_int_eq(hoop_ddp_destroy(twice), HOOP_OK);
     hoop_tape_destroy(tape);
     hoop_tensor_free(plain);
     hoop_model_free(m);
@@ -979,6 +1054,7 @@ static void *rank_main(void *arg)
     case 4: run_mismatch(c, comm); break;
     case 5: run_join(c, comm); break;
     case 6: run_config_mismatch(c, comm); break;
+    case 8: run_plain_backward(c, comm); break;
     default: run_bad_args(c, comm); break;
     }
     ck_assert_int_eq(hoop_comm_destroy(comm), HOOP_OK);
@@ -997,6 +1073,7 @@ int main(void)
     tcase_add_test(tc, test_no_sync_accumulation);
     tcase_add_test(tc, test_trace_shows_overlap);
     tcase_add_test(tc, test_shape_mismatch);
+    tcase_add_test(tc, test_plain_backward_is_refused);
     tcase_add_test(tc, test_bucket_layout_rounding);
     suite_add_tcase(s, tc);
     tc = tcase_create("join");

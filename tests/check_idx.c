@@ -220,7 +220,22 @@ START_TEST(test_corrupt_gzip)
     ck_assert_int_eq(fseek(f, 40, SEEK_SET), 0);
     for (int k = 0; k < 64; k++) fputc(0xFF, f);
     ck_assert_int_eq(fclose(f), 0);
-    expect_reject(img, lab, HOOP_ERR_INVALID, img, "corrupt after");
+    expect_reject(img, lab, HOOP_ERR_INVALID, img, "corrupt gzip stream (zlib: ");
+    /* the path once: zlib's own message repeats it */
+    const char *again = strstr(hoop_last_error(), img);
+    ck_assert_msg(again && !strstr(again + strlen(img), img), "%s", hoop_last_error());
+
+    /* Only the trailer's CRC-32 wrong: every byte inflates, the check fails at the end. */
+    write_file(img, sizeof img, "gz-img", big, ni, 1);
+    f = fopen(img, "r+b");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fseek(f, -8, SEEK_END), 0);
+    int c0 = fgetc(f);
+    ck_assert_int_eq(fseek(f, -8, SEEK_END), 0);
+    fputc(c0 ^ 0x5a, f);
+    ck_assert_int_eq(fclose(f), 0);
+    expect_reject(img, lab, HOOP_ERR_INVALID, img,
+                  "corrupt gzip stream (zlib: incorrect data check)");
 
     /* The same gzip file cut in half: truncation, not corruption. */
     write_file(img, sizeof img, "gz-img", big, ni, 1);

@@ -57,6 +57,13 @@
  *     }
  *     hoop_ddp_destroy(ddp);
  *
+ * hoop_ddp_backward takes the place of hoop_backward (PyTorch's loss.backward() on a DDP
+ * module reduces by itself; here the call does). A plain hoop_backward on wrapped
+ * parameters reduces nothing: it warns once, leaves the gradients local, and the next
+ * hoop_ddp_backward, hoop_ddp_join, hoop_ddp_wait or hoop_ddp_destroy returns
+ * HOOP_ERR_USAGE naming the first such parameter (once; a backward or join only after its
+ * own round, so no rank is left waiting).
+ *
  * Uneven inputs (hoop_ddp_join). Every synchronising backward pass is one round of
  * bucket all-reduces, and every rank must take part in every round. A rank that has run
  * out of batches calls hoop_ddp_join: it keeps answering the other ranks' rounds with
@@ -179,7 +186,8 @@ typedef struct hoop_ddp_stats {
  * parameters must outlive the hoop_ddp. cfg may be NULL (defaults). *out is NULL on
  * failure. Errors: HOOP_ERR_INVALID naming the argument (out, comm or params NULL,
  * count 0 or above INT_MAX, a NULL parameter, one without requires_grad, one listed
- * twice, parameters on different devices, a cfg flag other than 0 or 1),
+ * twice, one that another live hoop_ddp wraps, parameters on different devices, a cfg
+ * flag other than 0 or 1),
  * HOOP_ERR_MISMATCH, HOOP_ERR_NOMEM, HOOP_ERR_UNSUPPORTED or HOOP_ERR_CUDA (cuda: the
  * backend's; HOOP_ERR_UNSUPPORTED on every rank, naming two, where ranks are threads of
  * one process: DDP on cuda needs a process per rank, as hooprun starts them), and the
@@ -195,7 +203,9 @@ HOOP_API hoop_status hoop_ddp_init(hoop_ddp **out, hoop_comm *comm, hoop_tensor 
  * (hoop_comm_alloc_shared_cuda), and freeing such memory is collective: every rank calls
  * hoop_ddp_destroy, in the same order among its collectives (a rank that calls another
  * collective instead fails everyone with HOOP_ERR_MISMATCH; one that never calls, at
- * HOOP_TIMEOUT). On the cpu it is local. Accepts NULL. */
+ * HOOP_TIMEOUT). On the cpu it is local. Accepts NULL. Frees everything whatever it
+ * returns: HOOP_ERR_USAGE when a plain hoop_backward ran on the parameters since the last
+ * report (see the top of this file), else the first failure of a wait or a free. */
 HOOP_API hoop_status hoop_ddp_destroy(hoop_ddp *ddp);
 
 /* Runs hoop_backward(tape, loss) while all-reducing (average over ranks) each bucket as
@@ -210,8 +220,9 @@ HOOP_API hoop_status hoop_ddp_destroy(hoop_ddp *ddp);
  * Errors: HOOP_ERR_INVALID (ddp, tape or loss NULL); those of hoop_backward and of the
  * collectives (on cuda a failure may come one call late: see the top of this file);
  * HOOP_ERR_USAGE naming unused parameters when error_on_unused is set (after the
- * reduction completed, on cuda after it was queued), or saying how many ranks had joined
- * when error_on_uneven is set. */
+ * reduction completed, on cuda after it was queued), saying how many ranks had joined
+ * when error_on_uneven is set, or, after this call's own round, naming a parameter that
+ * a plain hoop_backward reached since the last report (top of this file). */
 HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *loss);
 
 /* What a joined rank runs after each round it answered for ranks that still had data:
@@ -234,7 +245,8 @@ typedef hoop_status (*hoop_ddp_step_fn)(void *user);
  * parameters are overwritten.
  * Errors: HOOP_ERR_INVALID (ddp or step NULL), HOOP_ERR_USAGE (under no_sync: the
  * accumulated gradients would never be reduced; or error_on_uneven is set and another
- * rank still had data: every rank fails in that round), step's error, and the
+ * rank still had data: every rank fails in that round; or, once every rank has joined, a
+ * plain hoop_backward ran on the parameters: top of this file), step's error, and the
  * collectives' errors (HOOP_ERR_REMOTE, HOOP_ERR_TIMEOUT). */
 HOOP_API hoop_status hoop_ddp_join(hoop_ddp *ddp, hoop_ddp_step_fn step, void *user);
 
@@ -247,7 +259,8 @@ HOOP_API hoop_status hoop_ddp_join(hoop_ddp *ddp, hoop_ddp_step_fn step, void *u
  * or here: call it before trusting the parameters for something that lasts (a
  * checkpoint). Each wait ends after HOOP_TIMEOUT (HOOP_ERR_TIMEOUT). Errors:
  * HOOP_ERR_INVALID (ddp NULL), HOOP_ERR_REMOTE, HOOP_ERR_TIMEOUT, HOOP_ERR_MISMATCH,
- * HOOP_ERR_CUDA. */
+ * HOOP_ERR_CUDA, HOOP_ERR_USAGE (a plain hoop_backward ran on the parameters: top of this
+ * file). */
 HOOP_API hoop_status hoop_ddp_wait(hoop_ddp *ddp);
 
 /* sync = 0 enters no_sync (gradient accumulation: backward passes do not communicate);

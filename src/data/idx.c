@@ -27,8 +27,10 @@
 /* Largest gzread call: its length is an unsigned int and its result an int. */
 #define IDX_READ_STEP ((size_t)1 << 30)
 
-/* Reads up to bytes into buf; *got is what arrived. Fails only on a corrupt stream
- * (gzread -1); a short count means end of file, which the caller judges. */
+/* Reads up to bytes into buf; *got is what arrived. Fails only on a corrupt stream or a
+ * read error (gzread -1); a short count means end of file, which the caller judges.
+ * No offset is named: gzread loses the bytes of the call that failed, and zlib finds a
+ * bad checksum only at the stream's end, so a count would mislead. */
 static hoop_status idx_read_full(gzFile gz, const char *path, void *buf, size_t bytes, size_t *got)
 {
     *got = 0;
@@ -38,8 +40,13 @@ static hoop_status idx_read_full(gzFile gz, const char *path, void *buf, size_t 
         if (n < 0) {
             int errnum = 0;
             const char *msg = gzerror(gz, &errnum);
-            return HOOP_ERROR(HOOP_ERR_INVALID, "%s: corrupt after %zu bytes: %s", path, *got,
-                              errnum == Z_ERRNO ? hoop__strerror(errno) : msg);
+            if (errnum == Z_ERRNO)
+                return HOOP_ERROR(HOOP_ERR_INVALID, "%s: read failed: %s", path,
+                                  hoop__strerror(errno));
+            /* zlib's message starts with the path it was opened with: once is enough */
+            size_t plen = strlen(path);
+            if (strncmp(msg, path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0) msg += plen + 2;
+            return HOOP_ERROR(HOOP_ERR_INVALID, "%s: corrupt gzip stream (zlib: %s)", path, msg);
         }
         if (n == 0) break;
         *got += (size_t)n;

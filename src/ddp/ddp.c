@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "autograd/autograd_impl.h"
 #include "autograd/kern.h"
 #include "core/check.h"
 #include "core/clock.h"
@@ -64,6 +65,19 @@ static hoop_status check_agreement(hoop_ddp *ddp, int ws, int64_t *all)
     return HOOP_OK;
 }
 
+/* Writes a shape signature (ndim, then HOOP_TENSOR_MAX_DIMS dimensions) as "(32, 16)", "()"
+ * for a scalar, into buf; returns buf. */
+static const char *sig_str(const int64_t *sig, char *buf, size_t bytes)
+{
+    int nd = sig[0] < 0 ? 0 : sig[0] > HOOP_TENSOR_MAX_DIMS ? HOOP_TENSOR_MAX_DIMS : (int)sig[0];
+    size_t len = (size_t)snprintf(buf, bytes, "(");
+    for (int d = 0; d < nd && len < bytes; d++)
+        len += (size_t)snprintf(buf + len, bytes - len, "%s%lld", d ? ", " : "",
+                                (long long)sig[1 + d]);
+    if (len < bytes) snprintf(buf + len, bytes - len, ")");
+    return buf;
+}
+
 /* Every rank must hold the same number of parameters with the same shapes, and use the
  * same configuration. */
 static hoop_status check_shapes(hoop_ddp *ddp)
@@ -86,12 +100,11 @@ static hoop_status check_shapes(hoop_ddp *ddp)
         for (size_t i = 0; i < n; i++) {
             const int64_t *a = all + i * per, *b = all + ((size_t)r * n + i) * per;
             if (memcmp(a, b, per * sizeof(int64_t)) == 0) continue;
+            char sa[128], sb[128];
             st = HOOP_ERROR(HOOP_ERR_MISMATCH,
-                            "DDP: parameter %zu ('%s') has shape (%lld, %lld, %lld, %lld)[:%lld] "
-                            "on rank 0 but (%lld, %lld, %lld, %lld)[:%lld] on rank %d",
-                            i, hoop_tensor_name(ddp->params[i]), (long long)a[1], (long long)a[2],
-                            (long long)a[3], (long long)a[4], (long long)a[0], (long long)b[1],
-                            (long long)b[2], (long long)b[3], (long long)b[4], (long long)b[0], r);
+                            "DDP: parameter %zu ('%s') has shape %s on rank 0 but %s on rank %d", i,
+                            hoop_tensor_name(ddp->params[i]), sig_str(a, sa, sizeof(sa)),
+                            sig_str(b, sb, sizeof(sb)), r);
             goto out;
         }
     }
@@ -228,6 +241,8 @@ static hoop_status check_flag(const char *name, int v)
     return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_init: cfg->%s=%d must be 0 or 1", name, v);
 }
 
+static void on_grad_ready(hoop_tensor *param, void *user);
+
 static hoop_status check_args(hoop_ddp **out, hoop_comm *comm, hoop_tensor *const *params,
                               size_t count, const hoop_ddp_config *cfg)
 {
@@ -253,6 +268,14 @@ static hoop_status check_args(hoop_ddp **out, hoop_comm *comm, hoop_tensor *cons
                 hoop_tensor_name(params[0]), hoop__device_name(hoop_tensor_device(params[0])));
     }
     HOOP_CHECK(check_unique(params, count));
+    /* A second hoop_ddp would take the hooks and move the gradients into its own buckets:
+     * the first would then reduce buffers nobody writes, and say HOOP_OK. */
+    for (size_t i = 0; i < count; i++)
+        if (params[i]->hook == on_grad_ready)
+            return HOOP_ERROR(HOOP_ERR_INVALID,
+                              "hoop_ddp_init: parameter %zu ('%s') is already wrapped by another "
+                              "hoop_ddp (hoop_ddp_destroy that one first)",
+                              i, hoop_tensor_name(params[i]));
     if (!cfg) return HOOP_OK;
     HOOP_CHECK(check_flag("broadcast_params", cfg->broadcast_params));
     HOOP_CHECK(check_flag("error_on_unused", cfg->error_on_unused));
@@ -316,10 +339,13 @@ fail:
     return st;
 }
 
+static hoop_status stray_status(hoop_ddp *ddp, const char *fn);
+
 HOOP_API hoop_status hoop_ddp_destroy(hoop_ddp *ddp)
 {
     if (!ddp) return HOOP_OK;
     hoop_status st = HOOP_OK;
+    HOOP_CHECK_KEEP(stray_status(ddp, "hoop_ddp_destroy"), st);
     for (int b = 0; ddp->buckets && b < ddp->nbuckets; b++)
         if (ddp->buckets[b].req) HOOP_CHECK_KEEP(hoop_wait(ddp->buckets[b].req, -1), st);
     /* cuda: the all-reduces still on the device end first (and the events go) */
@@ -383,11 +409,43 @@ static void mark_ready(hoop_ddp *ddp, int p)
     launch_ready(ddp);
 }
 
+/* A pass of hoop_backward that is not hoop_ddp_backward's (torch's loss.backward()
+ * habit): nothing is launched, since nobody would wait for it and the optimizer would
+ * read the gradients while they are reduced; the gradients stay local, so the ranks'
+ * parameters drift apart. Said once at once, and returned by the next call (stray_status). */
+static void stray_hook(hoop_ddp *ddp, hoop_tensor *param)
+{
+    if (ddp->stray[0]) return;
+    const char *name = hoop_tensor_name(param);
+    snprintf(ddp->stray, sizeof(ddp->stray), "%s", name && *name ? name : "(unnamed)");
+    HOOP_WARN("DDP: hoop_backward ran on parameters this hoop_ddp wraps ('%s' first): their "
+              "gradients are not averaged over the ranks; call hoop_ddp_backward instead",
+              ddp->stray);
+}
+
+/* HOOP_ERR_USAGE once after stray passes (see stray_hook), else HOOP_OK. */
+static hoop_status stray_status(hoop_ddp *ddp, const char *fn)
+{
+    if (!ddp->stray[0]) return HOOP_OK;
+    char name[HOOP_TENSOR_NAME_MAX];
+    snprintf(name, sizeof(name), "%s", ddp->stray);
+    ddp->stray[0] = '\0';
+    return HOOP_ERROR(HOOP_ERR_USAGE,
+                      "%s: hoop_backward ran on parameters this hoop_ddp wraps ('%s' first) "
+                      "outside hoop_ddp_backward: their gradients were not averaged over the "
+                      "ranks, so the ranks' parameters may differ; call hoop_ddp_backward(ddp, "
+                      "tape, loss) instead of hoop_backward",
+                      fn, name);
+}
+
 static void on_grad_ready(hoop_tensor *param, void *user)
 {
-    (void)param;
     ddp_hook_ctx *h = user;
     if (!h->ddp->sync) return;
+    if (!h->ddp->in_backward) {
+        stray_hook(h->ddp, param);
+        return;
+    }
     /* No polling here: driving the all-reduce from the backward thread would count
      * communication as computation. The request records its own completion time. */
     h->ddp->t_last_hook_us = hoop_ddp_now_us();
@@ -606,12 +664,9 @@ static hoop_status backward_dev(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *los
     return unused_st;
 }
 
-HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *loss)
+/* hoop_ddp_backward on the cpu. */
+static hoop_status backward_host(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *loss)
 {
-    if (!ddp || !tape || !loss)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_backward: ddp, tape and loss must be set");
-    if (!ddp->sync) return hoop_backward(tape, loss);
-    if (ddp->dev) return backward_dev(ddp, tape, loss);
     reset_step(ddp, 1.0f, 0);
     int64_t bwd_b = hoop_ddp_now_us();
     ddp->t_last_hook_us = 0;
@@ -633,6 +688,19 @@ HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tens
     HOOP_CHECK(finish_round(ddp, &active));
     if (active < ws) ddp->stats.uneven_steps++;
     return unused_st;
+}
+
+HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *loss)
+{
+    if (!ddp || !tape || !loss)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_backward: ddp, tape and loss must be set");
+    if (!ddp->sync) return hoop_backward(tape, loss);
+    ddp->in_backward = 1; /* its hooks launch the buckets; any other pass's are strays */
+    hoop_status st = ddp->dev ? backward_dev(ddp, tape, loss) : backward_host(ddp, tape, loss);
+    ddp->in_backward = 0;
+    HOOP_CHECK(st);
+    /* after the round, so that every rank took part in it */
+    return stray_status(ddp, "hoop_ddp_backward");
 }
 
 // ----------------------------------------------------------------- join
@@ -690,7 +758,7 @@ HOOP_API hoop_status hoop_ddp_join(hoop_ddp *ddp, hoop_ddp_step_fn step, void *u
     }
     if (step_st != HOOP_OK)
         return HOOP_ERROR(step_st, "DDP join: the step function failed: %s", step_msg);
-    return HOOP_OK;
+    return stray_status(ddp, "hoop_ddp_join");
 }
 
 HOOP_API void hoop_ddp_set_sync(hoop_ddp *ddp, int sync)
@@ -702,7 +770,8 @@ HOOP_API hoop_status hoop_ddp_wait(hoop_ddp *ddp)
 {
     if (!ddp) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_wait: ddp is NULL");
     HOOP_CHECK(hoop__ddp_dev_harvest_all(ddp));
-    return stream_status(ddp);
+    HOOP_CHECK(stream_status(ddp));
+    return stray_status(ddp, "hoop_ddp_wait");
 }
 
 HOOP_API void hoop_ddp_get_stats(const hoop_ddp *ddp, hoop_ddp_stats *stats)

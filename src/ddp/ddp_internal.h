@@ -94,6 +94,11 @@ struct hoop_ddp {
     int64_t t_last_hook_us; /* when the last grad-ready hook of this step fired */
     hoop_status hook_st;    /* first error raised inside a hook (hooks return void) */
     char hook_msg[512];
+    int in_backward; /* inside hoop_ddp_backward: its hooks may launch buckets */
+    /* A grad-ready hook fired outside hoop_ddp_backward (a plain hoop_backward on these
+     * parameters): its gradients were not averaged. The name of the first such parameter,
+     * reported as HOOP_ERR_USAGE by the next hoop_ddp_backward, _join, _wait or _destroy. */
+    char stray[HOOP_TENSOR_NAME_MAX];
     hoop_ddp_stats stats;
     /* trace */
     int tracing;
