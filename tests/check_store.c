@@ -1605,7 +1605,7 @@ static const struct {
     {0, 0, "it speaks HTTP (\"GET / HTTP/1.1\\r\\nHost: x"},   /* 18: an HTTP client */
     {0, 0, "it speaks SSH (\"SSH-2.0-OpenSSH_9.2p1\\r\\n\")"}, /* 19: an SSH client */
     {0, 0, "it speaks hoop store protocol 1 (an older hoop)"}, /* 20: a HELLO, no preface */
-    {0, 0, "another version (\"HOOP-STORE/4\\r\\n\\r\\n"},     /* 21 */
+    {0, 0, "another version (\"HOOP-STORE/5\\r\\n\\r\\n"},     /* 21 */
     {0, 0, "no protocol hoop knows (\"\\x7fELF\\x02\\x01\\x01\")"}, /* 22 */
 };
 
@@ -1638,7 +1638,7 @@ static void build_bad(hoop__buf *b, int c)
     case 18: hoop__put_bytes(b, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27); break;
     case 19: hoop__put_bytes(b, "SSH-2.0-OpenSSH_9.2p1\r\n", 23); break;
     case 20: put_hello_raw(b, HOOP__STORE_MAGIC, TOKEN, strlen(TOKEN)); break;
-    case 21: hoop__put_bytes(b, "HOOP-STORE/4\r\n\r\n", 16); break;
+    case 21: hoop__put_bytes(b, "HOOP-STORE/5\r\n\r\n", 16); break;
     case 22:
         hoop__put_bytes(b,
                         "\x7f"
@@ -1744,18 +1744,21 @@ static void read_refusal(int fd, char *why, size_t cap)
     snprintf(why, cap, "%.*s", (int)tn, (const char *)text);
 }
 
-/* A client of protocol 1 (an older hoop: HELLO without the preface) or 2 (preface
- * "HOOP-STORE/2", HELLO without world_size) is answered with a REFUSED frame of its
- * protocol (the framing is the same) that says why, not just dropped. */
+/* A client of protocol 1 (an older hoop: HELLO without the preface), 2 (preface
+ * "HOOP-STORE/2", HELLO without world_size) or 3 (no CLOSE, no LOST) is answered with a
+ * REFUSED frame of its protocol (the framing is the same) that says why, not just
+ * dropped. */
 START_TEST(test_old_client_told)
 {
-    for (int version = 1; version <= 2; version++) {
+    for (int version = 1; version <= 3; version++) {
         int fd = raw_connect(hoop_store_server_port(srv));
         hoop__buf b = {0};
         if (version == 2) hoop__put_bytes(&b, "HOOP-STORE/2\r\n\r\n", 16);
+        if (version == 3) hoop__put_bytes(&b, "HOOP-STORE/3\r\n\r\n", 16);
         size_t at = hoop__frame_begin(&b, HOOP__STORE_HELLO); /* rank 7, the token */
         hoop__put_u32(&b, HOOP__STORE_MAGIC);
         hoop__put_bytes(&b, (const uint8_t[]){0, (uint8_t)version, 0, 0, 0, 7}, 6);
+        if (version == 3) hoop__put_u32(&b, 0); /* world_size not stated */
         hoop__put_str(&b, TOKEN, strlen(TOKEN));
         hoop__frame_end(&b, at);
         raw_send(fd, &b, b.len);
@@ -1763,9 +1766,10 @@ START_TEST(test_old_client_told)
         char why[400];
         read_refusal(fd, why, sizeof(why));
         close(fd);
-        ck_assert_msg(strstr(why, "store protocol 3") && strstr(why, "same hoop"), "%s", why);
-        assert_last_warn_has(version == 1 ? "hoop store protocol 1 (an older hoop)"
-                                          : "told it so in protocol 2");
+        ck_assert_msg(strstr(why, "store protocol 4") && strstr(why, "same hoop"), "%s", why);
+        assert_last_warn_has(version == 1   ? "hoop store protocol 1 (an older hoop)"
+                             : version == 2 ? "told it so in protocol 2"
+                                            : "told it so in protocol 3");
     }
 }
 END_TEST

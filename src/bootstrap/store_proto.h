@@ -4,9 +4,9 @@
  * that encode, decode and address it (internal; shared by store_server.c and
  * store_client.c).
  *
- * Wire format (version 3). A client opens with a fixed preface of 16 bytes,
+ * Wire format (version 4). A client opens with a fixed preface of 16 bytes,
  *
- *     "HOOP-STORE/3\r\n\r\n"
+ *     "HOOP-STORE/4\r\n\r\n"
  *
  * and after it, in both directions, everything is a frame:
  *
@@ -18,9 +18,11 @@
  * port by mistake (an HTTP server, say) answers at once instead of waiting for a line
  * that never comes, and the client can name what it reached (HTTP/2's connection
  * preface does the same for HTTP/1 servers). A server that reads anything else names
- * what it got (HTTP, TLS, SSH, an older client) in its warning; a version 1 or 2 client
- * is answered with a REFUSED frame of its own version, so it fails at once with a reason.
- * (Version 3 added world_size to HELLO, and the refusal of a job's rank below.)
+ * what it got (HTTP, TLS, SSH, an older client) in its warning; a version 1, 2 or 3
+ * client is answered with a REFUSED frame of its own version (the framing has not
+ * changed), so it fails at once with a reason. (Version 3 added world_size to HELLO, and
+ * the refusal of a job's rank below; version 4 added CLOSE, LOST and WAIT's flag bit 1,
+ * "A rank lost" below.)
  *
  * Integers are big-endian (network order); i64 is two's complement. A "str" is
  * u32 n followed by n bytes (no terminator). Keys are str of 1..HOOP_STORE_KEY_MAX bytes
@@ -85,9 +87,7 @@
  * each later HELLO with that GOODBYE, until every rank has been seen: so they fail with
  * the reason instead of finding no store until their timeout (the owner's
  * hoop_store_destroy returns after it). hoop_store_destroy sends CLOSE, so closing a store client
- * and opening another as the same rank (a second communicator) is no loss. CLOSE and LOST were
- * added to version 3 without a new preface: a server of an older hoop drops the connection that
- * sends either (the client then fails loudly, it never hangs); every node runs the same hoop.
+ * and opening another as the same rank (a second communicator) is no loss.
  *
  * A job's rank refused at start-up. When a server that knows its world_size refuses the
  * HELLO of a rank r of that world (0 <= r < world_size) that has not connected before,
@@ -135,9 +135,10 @@
 #include "hoop/store.h"
 
 #define HOOP__STORE_MAGIC 0x484F4F50u /* "HOOP" */
-#define HOOP__STORE_VERSION 3
-#define HOOP__STORE_PREFACE "HOOP-STORE/3\r\n\r\n"
+#define HOOP__STORE_VERSION 4
+#define HOOP__STORE_PREFACE "HOOP-STORE/4\r\n\r\n"
 #define HOOP__STORE_PREFACE_V2 "HOOP-STORE/2\r\n\r\n" /* answered in its own framing */
+#define HOOP__STORE_PREFACE_V3 "HOOP-STORE/3\r\n\r\n" /* the same */
 #define HOOP__STORE_PREFACE_LEN 16
 #define HOOP__STORE_TOKEN_MAX 256
 #define HOOP__STORE_HELLO_MAX (1 + 4 + 2 + 4 + 4 + 4 + HOOP__STORE_TOKEN_MAX)

@@ -790,9 +790,14 @@ static void wrong_preface(hoop_store_server *s, conn *c, const uint8_t *p, size_
     int v1 = strncmp(hoop__store_sniff(p, n), "hoop store protocol 1", 21) == 0;
     int v2 = n >= HOOP__STORE_PREFACE_LEN &&
              memcmp(p, HOOP__STORE_PREFACE_V2, HOOP__STORE_PREFACE_LEN) == 0;
-    if (v1 || v2) {
+    int v3 = n >= HOOP__STORE_PREFACE_LEN &&
+             memcmp(p, HOOP__STORE_PREFACE_V3, HOOP__STORE_PREFACE_LEN) == 0;
+    if (v1 || v2 || v3) {
         HOOP_WARN("store %s: closing connection from %s: %s; told it so in protocol %d", s->name,
-                  c->peer, why, v1 ? 1 : 2);
+                  c->peer, why,
+                  v1   ? 1
+                  : v2 ? 2
+                       : 3);
         char text[128];
         snprintf(text, sizeof(text),
                  "this server speaks store protocol %d (a newer hoop): run the same hoop on "

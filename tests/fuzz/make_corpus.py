@@ -110,8 +110,8 @@ def sstr(b):
     return struct.pack('>I', len(b)) + b
 
 
-preface = b'HOOP-STORE/3\r\n\r\n'
-hello = frame(1, struct.pack('>IHii', 0x484F4F50, 3, 0, 0) + sstr('fuzz'))
+preface = b'HOOP-STORE/4\r\n\r\n'
+hello = frame(1, struct.pack('>IHii', 0x484F4F50, 4, 0, 0) + sstr('fuzz'))
 put('store', 'set_get', preface + hello + frame(2, sstr('k') + sstr('v1')) +
     frame(4, struct.pack('>Bq', 1, 100) + struct.pack('>I', 1) + sstr('k')))
 put('store', 'add', preface + hello + frame(3, sstr('n') + struct.pack('>q', 5)) +
@@ -120,8 +120,11 @@ put('store', 'wait_timeout', preface + hello +
     frame(4, struct.pack('>Bq', 0, 10) + struct.pack('>I', 2) + sstr('x') + sstr('y')))
 put('store', 'delete', preface + hello + frame(2, sstr('a') + sstr('')) +
     frame(5, struct.pack('>I', 2) + sstr('a') + sstr('b')))
-put('store', 'bad_token', preface + frame(1, struct.pack('>IHii', 0x484F4F50, 3, 3, 0) + sstr('nope')))
-put('store', 'world_size', preface + frame(1, struct.pack('>IHii', 0x484F4F50, 3, 1, 7) + sstr('fuzz')))
+put('store', 'bad_token', preface + frame(1, struct.pack('>IHii', 0x484F4F50, 4, 3, 0) + sstr('nope')))
+put('store', 'world_size', preface + frame(1, struct.pack('>IHii', 0x484F4F50, 4, 1, 7) + sstr('fuzz')))
+put('store', 'wait_lost_close', preface + hello +
+    frame(4, struct.pack('>Bq', 3, 0) + struct.pack('>I', 1) + sstr('x')) + frame(7))
+put('store', 'v3', b'HOOP-STORE/3\r\n\r\n' + frame(1, struct.pack('>IHii', 0x484F4F50, 3, 0, 0) + sstr('fuzz')))
 put('store', 'v2', b'HOOP-STORE/2\r\n\r\n' + frame(1, struct.pack('>IHi', 0x484F4F50, 2, 0) + sstr('fuzz')))
 put('store', 'http', b'GET / HTTP/1.1\r\nHost: x\r\n\r\n')
 put('store', 'v1', struct.pack('>IB', 9, 1) + struct.pack('>I', 0x484F4F50) + b'\0\1\0\0')
