@@ -1413,6 +1413,38 @@ START_TEST(test_rank_claimed_twice)
 }
 END_TEST
 
+/* Once every rank has come, a second claimant is a stray (a process of another job with
+ * the same port and token, a node started twice late): it alone is refused, with the
+ * same message, and the running job keeps its store. */
+START_TEST(test_late_claimant_refused_alone)
+{
+    hoop_store_config cfg = {
+        .host = "127.0.0.1", .token = TOKEN, .rank = 0, .world_size = 2, .timeout_ms = 5000};
+    hoop_store_server *owner = NULL;
+    ASSERT_OK(hoop_store_server_init(&owner, &cfg));
+    int port = hoop_store_server_port(owner);
+    hoop_store *r0 = NULL, *r1 = NULL, *stray = NULL;
+    ASSERT_OK(connect_as(&r0, port, TOKEN, 0, 2, 5000));
+    ASSERT_OK(connect_as(&r1, port, TOKEN, 1, 2, 5000));
+    ck_assert_int_eq(connect_as(&stray, port, TOKEN, 1, 2, 5000), HOOP_ERR_REMOTE);
+    ck_assert_ptr_null(stray);
+    ASSERT_MSG_HAS("rank 1 claimed twice: by 127.0.0.1:");
+    ASSERT_MSG_HAS("srun --ntasks-per-node=1");
+    char note[700];
+    ck_assert_int_eq(hoop__store_server_fault(owner, note, sizeof(note)), 0); /* no give-up */
+    ck_assert_int_eq(hoop__store_server_stranger(owner, note, sizeof(note)), 1);
+    ck_assert_msg(strstr(note, "claiming rank 1: rank 1 claimed twice"), "%s", note);
+    ASSERT_OK(hoop_store_set(r1, "after", "x", 1)); /* both ranks still served */
+    char buf[8];
+    size_t n = 0;
+    ASSERT_OK(hoop_store_get(r0, "after", buf, sizeof(buf), &n, 1000));
+    ck_assert_uint_eq(n, 1);
+    ASSERT_OK(hoop_store_destroy(r0));
+    ASSERT_OK(hoop_store_destroy(r1));
+    ASSERT_OK(hoop_store_server_destroy(owner));
+}
+END_TEST
+
 /* A rank that closes its connection and connects again is the same rank coming back,
  * not a second claimant: it is let in, at once after its close as well (the server may
  * see the new HELLO before it has processed the old connection's hang-up). Clients
@@ -1952,6 +1984,7 @@ int main(void)
     tcase_add_test(errs, test_job_rank_refused);
     tcase_add_test(errs, test_rank_claimed_twice);
     tcase_add_test(errs, test_rank_reconnects);
+    tcase_add_test(errs, test_late_claimant_refused_alone);
     tcase_add_test(errs, test_rank_closes_and_returns);
     tcase_add_test(errs, test_wrong_token_not_fatal);
     tcase_add_test(errs, test_stray_refusal_harmless);

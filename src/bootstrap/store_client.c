@@ -374,11 +374,11 @@ static hoop_status handshake(hoop_store *st, int64_t deadline_ns, int *final)
     HOOP_CHECK(first_reply(st, deadline_ns, &status, &rd, final));
     if (status == HOOP__STORE_R_OK && rd.left == 0) return HOOP_OK;
     size_t n;
-    const uint8_t *text = hoop__get_str(&rd, 200, &n);
+    const uint8_t *text = hoop__get_str(&rd, HOOP__STORE_REASON_MAX, &n);
     *final = 1;
     if (status != HOOP__STORE_R_REFUSED || rd.bad || rd.left)
         return foreign(st, st->in.data, st->in.len);
-    char why[256];
+    char why[HOOP__STORE_REASON_MAX + 64];
     snprintf(why, sizeof(why), "the server refused this client: %.*s", (int)n, (const char *)text);
     return lose(st, HOOP_ERR_REMOTE, why);
 }

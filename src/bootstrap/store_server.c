@@ -500,6 +500,14 @@ static int peer_gone(const conn *c)
     return n == 0 || (n == -1 && errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
+/* 1 when some rank of the world never connected. */
+static int some_unseen(const hoop_store_server *s)
+{
+    for (int r = 0; s->seen && r < s->world_size; r++)
+        if (!s->seen[r]) return 1;
+    return 0;
+}
+
 /* Does another live connection hold rank (of this server's world) already? Then c, which
  * claims it too, is a second process started as that rank (two nodes given the same
  * --node-rank, two workers given the same RANK): the job cannot start, and waiting would
@@ -508,7 +516,9 @@ static int peer_gone(const conn *c)
  * say which process sent it, so the message names both causes). why gets the message
  * naming both addresses. A holder whose
  * peer has already closed (its hang-up not yet processed: the rank reconnects) is closed
- * here, and c takes its place. */
+ * here, and c takes its place. The caller gives up on the job while some rank has not
+ * come yet; once every rank has come, the job runs, and the newcomer alone is refused (a
+ * stray process, or another job given the same port and token). */
 static int claimed_twice(hoop_store_server *s, conn *c, int rank, char *why, size_t cap)
 {
     conn *h = s->holder[rank];
@@ -520,9 +530,9 @@ static int claimed_twice(hoop_store_server *s, conn *c, int rank, char *why, siz
         return 0;
     }
     snprintf(why, cap,
-             "rank %d claimed twice: by %s and %s; check --node-rank / RANK (two processes), "
-             "or open one store per process (hoop_store_init_env once, then config.store "
-             "for each comm)",
+             "rank %d claimed twice: by %s and %s; check --node-rank / RANK (two processes; "
+             "under Slurm one hooprun per node: srun --ntasks-per-node=1), or open one store "
+             "per process (hoop_store_init_env once, then config.store for each comm)",
              rank, h->peer, c->peer);
     return 1;
 }
@@ -571,8 +581,12 @@ static const char *on_hello(hoop_store_server *s, conn *c, hoop__rd *r)
         return NULL;
     }
     if (in_world && claimed_twice(s, c, (int)rank, why, sizeof(why))) {
-        reply_text(c, HOOP__STORE_R_REFUSED, why);
-        give_up(s, (int)rank, c->peer, why); /* the job cannot start: tell everyone */
+        if (some_unseen(s)) { /* the job cannot start: tell everyone */
+            reply_text(c, HOOP__STORE_R_REFUSED, why);
+            give_up(s, (int)rank, c->peer, why);
+        } else { /* every rank came: the job runs; the newcomer is the stray */
+            refuse(s, c, (int)rank, why, 0);
+        }
         return NULL;
     }
     c->closing = 0;
@@ -1080,14 +1094,6 @@ static void drain_inputs(hoop_store_server *s)
     for (conn *c = s->all; c; c = c->next)
         for (int i = 0; i < 256 && recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++) {
         }
-}
-
-/* 1 when some rank of the world never connected. */
-static int some_unseen(const hoop_store_server *s)
-{
-    for (int r = 0; s->seen && r < s->world_size; r++)
-        if (!s->seen[r]) return 1;
-    return 0;
 }
 
 /* The owner stops the server with a failure after a rank was lost (store_proto.h, "A
