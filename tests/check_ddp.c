@@ -994,6 +994,13 @@ static void run_bad_args(rank_ctx *c, hoop_comm *comm)
     ck_assert_int_eq(hoop_ddp_trace_flush(NULL), HOOP_ERR_INVALID);
     ck_assert_int_eq(hoop_ddp_trace_flush(ddp), HOOP_OK);
     ck_assert_int_eq(hoop_ddp_destroy(NULL), HOOP_OK);
+    /* The comm first, while the hoop_ddp lives: refused, nothing destroyed (its buckets
+     * live in the comm's shared memory); the comm still works after. */
+    ck_assert_int_eq(hoop_comm_destroy(comm), HOOP_ERR_USAGE);
+    assert_error_has("1 hoop_ddp still uses this communicator", "call hoop_ddp_destroy first");
+    float one = 1;
+    ck_assert_int_eq(hoop_allreduce(comm, &one, &one, 1, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL),
+                     HOOP_OK);
     ck_assert_int_eq(hoop_ddp_destroy(ddp), HOOP_OK);
     /* once that one is gone, the parameters may be wrapped again */
     ck_assert_int_eq(hoop_ddp_init(&twice, comm, p + 2, 4, NULL), HOOP_OK);

@@ -128,7 +128,9 @@ HOOP_API hoop_status hoop_comm_init_env(hoop_comm **out);
  * this call ran": its receive buffer then holds unspecified data) and those still queued
  * ("... before this call ran") with HOOP_ERR_USAGE, says goodbye to the peers and
  * closes every link. Requests not yet waited stay valid
- * until waited. Accepts NULL. Call from one thread, after the last collective. */
+ * until waited. Accepts NULL. Call from one thread, after the last collective.
+ * HOOP_ERR_USAGE, destroying nothing, while a hoop_ddp built on comm lives (destroy it
+ * first: its buckets live in the comm's shared memory). */
 HOOP_API hoop_status hoop_comm_destroy(hoop_comm *comm);
 
 /* Fails the communicator now: the running and queued collectives return

@@ -728,6 +728,12 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
     hoop_status st = HOOP_OK;
     char msg[512] = "";
     if (!comm) return HOOP_OK;
+    int users = atomic_load(&comm->users);
+    if (users > 0) /* its buckets live in this comm's shared memory: refuse, lose nothing */
+        return HOOP_ERROR(HOOP_ERR_USAGE,
+                          "hoop_comm_destroy: %d hoop_ddp still use%s this communicator: call "
+                          "hoop_ddp_destroy first (nothing was destroyed)",
+                          users, users == 1 ? "s" : "");
     /* First: a graph's replay queues no call on a comm going away (capture.c). */
     hoop__capture_detach(comm);
     /* Device memory the ranks map goes first: its release needs a barrier, so the links. */

@@ -94,6 +94,7 @@ struct hoop_comm {
     size_t chunk_bytes;
     atomic_int algo;
     hoop_store *owned_store;
+    atomic_int users; /* live hoop_ddp built on this comm: hoop_comm_destroy refuses while > 0 */
 
     /* The transports this comm opened from the registry (auto: every one this host
      * has; HOOP_TRANSPORT=tcp|shm|ib: that one). Each link calls its own c->tp. */

@@ -308,6 +308,8 @@ HOOP_API hoop_status hoop_ddp_init(hoop_ddp **out, hoop_comm *comm, hoop_tensor 
     if (ddp->cfg.bucket_cap_bytes == 0) ddp->cfg.bucket_cap_bytes = DDP_DEFAULT_CAP;
     if (ddp->cfg.first_bucket_bytes == 0) ddp->cfg.first_bucket_bytes = DDP_DEFAULT_FIRST;
     ddp->comm = comm;
+    atomic_fetch_add(&comm->users, 1);
+    ddp->holds_comm = 1;
     ddp->nparams = count;
     ddp->sync = 1;
     ddp->device = hoop_tensor_device(params[0]);
@@ -366,6 +368,7 @@ HOOP_API hoop_status hoop_ddp_destroy(hoop_ddp *ddp)
     free(ddp->hooks);
     free(ddp->events);
     free(ddp->trace_path);
+    if (ddp->holds_comm) atomic_fetch_sub(&ddp->comm->users, 1);
     free(ddp);
     return st;
 }

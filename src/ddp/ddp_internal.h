@@ -74,6 +74,7 @@ typedef struct ddp_dev {
 
 struct hoop_ddp {
     hoop_comm *comm;
+    int holds_comm;             /* counted in comm->users (hoop_ddp_init), until hoop_ddp_destroy */
     hoop_device device;         /* the parameters' */
     const struct hoop__kern *k; /* that device's table */
     ddp_dev *dev;               /* cuda only; NULL on the cpu */
