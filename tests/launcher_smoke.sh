@@ -57,7 +57,7 @@ echo "WORLD_SIZE 2 vs 3: rc=$rc0,$rc1, ${ms} ms"
 [ "$ms" -lt 10000 ] || fail "WORLD_SIZE 2 vs 3 took $ms ms to fail (HOOP_TIMEOUT=30)"
 assert_contains "$TMP/h0" "rank 0's store refused rank 1 (127.0.0.1:"
 assert_contains "$TMP/h0" "WORLD_SIZE=3 on rank 1 but WORLD_SIZE=2 on rank 0"
-assert_contains "$TMP/h1" "refused this client: WORLD_SIZE=3 on rank 1 but WORLD_SIZE=2 on rank 0"
+assert_contains "$TMP/h1" "refused this client: WORLD_SIZE=3 on rank 1 but WORLD_SIZE=2 on rank 0 (with hooprun: give every node the same --nnodes and --nproc-per-node)"
 hand_pair 3 2 s3cret-zero 2 s3cret-one
 echo "HOOP_TOKEN differs: rc=$rc0,$rc1, rank 1 ${ms1} ms, rank 0 ${ms} ms"
 [ "$rc0,$rc1" = 1,1 ] || { cat "$TMP/h0" "$TMP/h1"; fail "a wrong HOOP_TOKEN gave $rc0,$rc1"; }

@@ -481,8 +481,10 @@ static void world_size_check(const hoop_store_server *s, int rank, int world_siz
     why[0] = '\0';
     if (s->world_size <= 0 || world_size <= 0 || world_size == s->world_size) return;
     if (s->owner_rank >= 0)
-        snprintf(why, cap, "WORLD_SIZE=%d on rank %d but WORLD_SIZE=%d on rank %d", world_size,
-                 rank, s->world_size, s->owner_rank);
+        snprintf(why, cap,
+                 "WORLD_SIZE=%d on rank %d but WORLD_SIZE=%d on rank %d (with hooprun: give "
+                 "every node the same --nnodes and --nproc-per-node)",
+                 world_size, rank, s->world_size, s->owner_rank);
     else
         snprintf(why, cap, "world_size %d on rank %d but %d at the store", world_size, rank,
                  s->world_size);
