@@ -233,6 +233,18 @@ START_TEST(test_checkpoint_round_trip)
     ck_assert_mem_eq(fa, fb, na);
     free(fa);
     free(fb);
+    /* The file's mode follows the umask, as open(O_CREAT, 0666) would give it. */
+    static const mode_t masks[] = {022, 077, 002};
+    for (int i = 0; i < 3; i++) {
+        mode_t old = umask(masks[i]);
+        ck_assert_int_eq(hoop_checkpoint_save(again, hoop_model_params(b.m), 4, b.opt, NULL, 0),
+                         HOOP_OK);
+        umask(old);
+        struct stat sb;
+        ck_assert_int_eq(stat(again, &sb), 0);
+        ck_assert_msg((sb.st_mode & 0777) == (0666 & ~masks[i]), "umask %03o: mode %03o",
+                      (unsigned)masks[i], (unsigned)(sb.st_mode & 0777));
+    }
     unlink(again);
     step_both(&a, &b);
     for (size_t i = 0; i < 4; i++) {

@@ -201,22 +201,39 @@ static hoop_status fsync_dir(const char *path)
     return st;
 }
 
+/* The process's umask, read from /proc/self/status (Linux 4.7 and later) since umask(2)
+ * can only be read by setting it, which races with other threads; 022 where unknown. */
+static mode_t current_umask(void)
+{
+    unsigned mask = 022;
+    char line[128];
+    FILE *f = fopen("/proc/self/status", "re");
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "Umask: %o", &mask) == 1) break;
+    if (f) fclose(f);
+    return (mode_t)mask;
+}
+
 /* Opens the file a save writes: an unnamed file in path's directory (O_TMPFILE), so that
  * a process killed while writing leaves nothing behind; where the filesystem has none,
  * a named temporary file beside path (*tmp, removed on failure; a kill while writing
- * leaves it). Returns the descriptor, or -1 with errno. */
+ * leaves it). Either way the file gets the mode open(O_CREAT, 0666) would give under the
+ * umask, as any other file the user writes (teammates on a shared cluster may read a
+ * checkpoint when the umask lets them). Returns the descriptor, or -1 with errno. */
 static int open_tmp(const char *path, char *tmp, size_t cap, int *named)
 {
     char *copy = strdup(path);
     int fd = -1;
     if (copy != NULL) {
-        fd = open(dirname(copy), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+        fd = open(dirname(copy), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
         free(copy);
     }
     *named = fd < 0;
     if (fd >= 0) return fd;
     snprintf(tmp, cap, "%s.tmp.XXXXXX", path);
-    return mkstemp(tmp);
+    fd = mkstemp(tmp); /* always 0600 */
+    if (fd >= 0) (void)fchmod(fd, 0666 & ~current_umask());
+    return fd;
 }
 
 /* Gives the written unnamed file fd a temporary name beside path (*tmp): through
