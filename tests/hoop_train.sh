@@ -195,6 +195,11 @@ fi
 small_data "$tmp/data" || exit 1
 data="--data $tmp/data --threads 1 --progress plain"
 
+# A warm-up longer than the run: the peak learning rate is never reached; said once.
+# shellcheck disable=SC2086
+expect 0 "warning: --warmup-steps 100 is more than the run's 5 steps (1 epoch of 5)" \
+    $data --train-limit 640 --epochs 1 --log-every 0 --warmup-steps 100
+
 # --device auto without a CUDA backend: trains on the cpu; the first line says so and why.
 # shellcheck disable=SC2086
 HOOP_CUDA_BACKEND=/nonexistent "$bin" $data --device auto --bench-steps 2 --bench-warmup 0 \
