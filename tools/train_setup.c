@@ -62,9 +62,9 @@ static hoop_status build_optim(trainer *t)
     };
     if (o->warmup_steps > t->sched.total_steps && o->bench_steps == 0 && t->dist.rank == 0)
         printf("hoop-train: warning: --warmup-steps %lld is more than the run's %lld steps "
-               "(%lld epochs of %lld): the learning rate never reaches --lr %g\n",
+               "(%lld epoch%s of %lld): the learning rate never reaches --lr %g\n",
                (long long)o->warmup_steps, (long long)t->sched.total_steps, (long long)o->epochs,
-               (long long)per_epoch, (double)o->lr);
+               o->epochs == 1 ? "" : "s", (long long)per_epoch, (double)o->lr);
     return HOOP_OK;
 }
 
