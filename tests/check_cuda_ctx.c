@@ -20,6 +20,7 @@
 #include <check.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -419,6 +420,27 @@ START_TEST(test_no_device)
     ck_assert_int_eq(o.extra, HOOP_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(o.err, "no CUDA device") && strstr(o.err, "no CUDA-capable device"), "%s",
                   o.err);
+}
+END_TEST
+
+static void case_no_driver(struct child_out *o)
+{
+    hoop__hx_set_devices(-1, 0);
+    case_init(o);
+}
+
+/* The runtime's "driver version is insufficient" also means "no driver at all": where
+ * libcuda.so.1 does not load, the message says that instead. */
+START_TEST(test_no_driver)
+{
+    struct child_out o = fork_case(NULL, NULL, 0, case_no_driver);
+    ck_assert_int_eq(o.st, HOOP_ERR_UNSUPPORTED);
+    void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    const char *want = drv ? "no CUDA device: cudaGetDeviceCount:"
+                           : "no CUDA device: no NVIDIA driver on this machine (libcuda.so.1 "
+                             "cannot be loaded: ";
+    if (drv) dlclose(drv);
+    ck_assert_msg(strstr(o.err, want), "'%s' lacks '%s'", o.err, want);
 }
 END_TEST
 #endif
@@ -1144,6 +1166,7 @@ int main(void)
     tcase_add_test(tc, test_other_thread_bound);
 #if HX
     tcase_add_test(tc, test_no_device);
+    tcase_add_test(tc, test_no_driver);
 #endif
     suite_add_tcase(s, tc);
     tc = tcase_create("alloc");

@@ -11,6 +11,7 @@
  * kept for the process's life: a graph captured with it may outlive the thread). Thread-safety: see
  * ctx.h.
  */
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -126,6 +127,20 @@ static void ctx_close(struct cuda_ctx *c)
 static hoop_status ctx_count(int *count)
 {
     cudaError_t e = cudaGetDeviceCount(count);
+    if (e == cudaErrorInsufficientDriver) {
+        /* The runtime says so too when there is no driver at all, which reads as "upgrade
+         * your driver": tell the two apart by whether the driver's library loads. */
+        void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+        if (drv == NULL) {
+            const char *why = dlerror();
+            cudaGetLastError();
+            return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                              "no CUDA device: no NVIDIA driver on this machine (libcuda.so.1 "
+                              "cannot be loaded: %s)",
+                              why ? why : "not found");
+        }
+        dlclose(drv);
+    }
     if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ||
         (e == cudaSuccess && *count <= 0)) {
         cudaGetLastError();

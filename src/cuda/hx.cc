@@ -494,8 +494,12 @@ cudaError_t cudaDeviceSynchronize(void)
 cudaError_t cudaGetDeviceCount(int *count)
 {
     std::lock_guard<std::mutex> g(mem_mu);
-    *count = dev_count;
+    *count = dev_count > 0 ? dev_count : 0;
     if (dev_count > 0) return cudaSuccess;
+    if (dev_count < 0) { /* what the runtime says with no driver, or one too old */
+        fail(cudaErrorInsufficientDriver, "cudaGetDeviceCount: the test pretends no driver");
+        return cudaErrorInsufficientDriver;
+    }
     fail(cudaErrorNoDevice, "cudaGetDeviceCount: the test pretends no device");
     return cudaErrorNoDevice;
 }

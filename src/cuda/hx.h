@@ -548,7 +548,8 @@ void hoop__hx_set_error(cudaError_t e, const char *detail);
 
 /* Test hooks, with C linkage (tests in C declare them themselves). */
 extern "C" {
-/* Pretends count devices (0: none) of bytes each (0: the host's physical memory); for a
+/* Pretends count devices (0: none; < 0: no driver, cudaGetDeviceCount failing with
+ * cudaErrorInsufficientDriver) of bytes each (0: the host's physical memory); for a
  * test, before anything else touches the layer. */
 void hoop__hx_set_devices(int count, size_t bytes);
 /* After n more successful cudaMalloc calls, every later one fails with error e (and
