@@ -444,31 +444,19 @@ static hoop_status connect_retry(hoop_store *st, const char *host, int port)
     /* A rank that finds no rendezvous store must say whose it is: rank 0 may have died
      * before this rank came (the address alone does not tell a reader that). One whose
      * last attempt was taken by the listening socket but never answered found rank 0
-     * alive and frozen (stopped, or its store thread stuck), not gone. */
-    if (s == HOOP_ERR_TIMEOUT && st->rendezvous && silent)
-        return HOOP_ERROR(HOOP_ERR_TIMEOUT,
-                          "store: nobody answered at %s within %" PRId64
-                          " ms (last: %s): its port took the connection, but rank 0 did not "
-                          "answer (stopped, or stuck?)",
-                          st->label, st->timeout_ms, last);
-    /* No route from here (ENETUNREACH, EHOSTUNREACH): whether rank 0 runs is unknown;
-     * the address or this host's network is what to check. */
-    if (s == HOOP_ERR_TIMEOUT && st->rendezvous && unroutable)
-        return HOOP_ERROR(HOOP_ERR_TIMEOUT,
-                          "store: nobody answered at %s within %" PRId64
-                          " ms (last: %s): this host has no route to that address (check "
-                          "MASTER_ADDR, and this node's interfaces and routes)",
-                          st->label, st->timeout_ms, last);
-    if (s == HOOP_ERR_TIMEOUT && st->rendezvous)
-        return HOOP_ERROR(HOOP_ERR_TIMEOUT,
-                          "store: nobody answered at %s within %" PRId64
-                          " ms (last: %s): rank 0 never opened its store there, or has exited",
-                          st->label, st->timeout_ms, last);
-    if (s == HOOP_ERR_TIMEOUT)
-        return HOOP_ERROR(HOOP_ERR_TIMEOUT,
-                          "store: nobody answered at %s within %" PRId64 " ms (last: %s)", st->name,
-                          st->timeout_ms, last);
-    return s;
+     * alive and frozen (stopped, or its store thread stuck), not gone. No route from here
+     * (ENETUNREACH, EHOSTUNREACH): whether rank 0 runs is unknown; the address or this
+     * host's network is what to check. */
+    if (s != HOOP_ERR_TIMEOUT) return s;
+    const char *why = !st->rendezvous ? ""
+                      : silent        ? ": its port took the connection, but rank 0 did not "
+                                        "answer (stopped, or stuck?)"
+                      : unroutable    ? ": this host has no route to that address (check "
+                                        "MASTER_ADDR, and this node's interfaces and routes)"
+                                      : ": rank 0 never opened its store there, or has exited";
+    return HOOP_ERROR(HOOP_ERR_TIMEOUT,
+                      "store: nobody answered at %s within %" PRId64 " ms (last: %s)%s",
+                      st->rendezvous ? st->label : st->name, st->timeout_ms, last, why);
 }
 
 // ----- lifetime -----------------------------------------------------------------------------
