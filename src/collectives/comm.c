@@ -374,7 +374,6 @@ hoop_algo hoop__comm_algo_pick(const hoop_comm *comm, hoop_algo algo, size_t byt
     return hoop__algo_pick(algo, comm->world_size, bytes, comm->chunk_bytes, &comm->link_cost.c);
 }
 
-/* Drives connects and accepts until every needed link is up or the deadline. */
 /* 1 when rank p is one whose links this rank still lacks (after links_missing). */
 static int still_missing(const hoop_comm *comm, const unsigned char *need, int p)
 {
