@@ -510,7 +510,7 @@ static const struct {
     {"-1:all_gather:3:KILL", "RANK=-1 is out of range"},
     {"2:gather:3:KILL", "'gather' is not a point"},
     {"2:all_gather:-3:KILL", "INDEX=-3 is out of range"},
-    {"2:all_gather:3:HUP", "'HUP' is not a signal"},
+    {"2:all_gather:3:HUP", "'HUP' is not a signal (KILL, STOP, TERM, SEGV) or FAIL"},
     {"2::3:KILL", "field 2 is missing"},
     {"1", "field 2 is missing"},
 };
@@ -526,6 +526,9 @@ START_TEST(test_test_fault)
     ck_assert_int_eq(hoop__fault_parse("0:checkpoint:0:STOP", &f), HOOP_OK);
     ck_assert_int_eq(f.point, HOOP__FAULT_CHECKPOINT);
     ck_assert_int_eq(f.sig, SIGSTOP);
+    ck_assert_int_eq(hoop__fault_parse("3:verdict:0:FAIL", &f), HOOP_OK);
+    ck_assert_int_eq(f.point, HOOP__FAULT_VERDICT);
+    ck_assert_int_eq(f.sig, HOOP__FAULT_FAIL);
     for (size_t i = 0; i < sizeof(fault_bad) / sizeof(fault_bad[0]); i++) {
         ck_assert_int_eq(hoop__fault_parse(fault_bad[i].text, &f), HOOP_ERR_INVALID);
         ck_assert_msg(strstr(hoop_last_error(), fault_bad[i].says), "'%s': %s", fault_bad[i].text,

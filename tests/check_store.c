@@ -1190,12 +1190,19 @@ START_TEST(test_rank_dies_in_allgather)
     hoop__store_wait_result res;
     ck_assert_int_eq(hoop__store_wait_keys(w, have, 2, HOOP__STORE_WAIT_LOST, 1000, &res), HOOP_OK);
     hoop__store_wait_result_free(&res);
-    int lost = -1;
+    int lost = -1, found = -1;
     char why[400];
-    ASSERT_OK(hoop__store_lost_rank(w, &lost, why, sizeof(why)));
+    ASSERT_OK(hoop__store_probe(w, NULL, &lost, &found, why, sizeof(why)));
     ck_assert_int_eq(lost, 2);
+    ck_assert_int_eq(found, 0);
     ck_assert_msg(strstr(why, "rank 2 (127.0.0.1:") && strstr(why, "without closing it"), "%s",
                   why);
+    /* A failure note that exists is found, lost rank or not, and read. */
+    ASSERT_OK(hoop_store_set(w, "hoop.comm.0.failed", "rank 1: no links", 16));
+    ASSERT_OK(hoop__store_probe(w, "hoop.comm.0.failed", &lost, &found, why, sizeof(why)));
+    ck_assert_int_eq(found, 1);
+    ck_assert_int_eq(lost, -1);
+    ck_assert_str_eq(why, "rank 1: no links");
     ASSERT_OK(hoop_store_destroy(w));
     ASSERT_OK(hoop_store_destroy(r1));
     ASSERT_OK(hoop_store_destroy(r0));

@@ -12,28 +12,32 @@
 #      it spun, accept failing with EMFILE on a connection that stayed queued);
 #   2. every rank under ulimit -n 64: each says so itself;
 #   3. every rank with a soft limit of 64 under a hard limit of 4096: the soft limit is
-#      raised (an INFO line says so) and the all-reduce is exact (#wrong 0).
+#      raised (an INFO line says so) and the all-reduce is exact (#wrong 0);
+#   4. 8 ranks, rank 5 alone under ulimit -n 64: rank 0 has no link to rank 5 (ring
+#      neighbours 1 and 7, doubling partners 1, 2, 4), so its own links may all come up;
+#      it must still fail, naming rank 5 and its reason (the start-up's verdict: it used
+#      to return a communicator whose first call then blamed another rank).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 BENCH=${top_builddir:-.}/bench/hoop-bench
 [ -x "$BENCH" ] || fail "hoop-bench is not built"
 [ "$(ulimit -Hn)" = unlimited ] || [ "$(ulimit -Hn)" -ge 4096 ] ||
     { echo "SKIP: the hard RLIMIT_NOFILE ($(ulimit -Hn)) is below 4096"; exit 77; }
 
-# run_case NAME LIMITED SOFT HARD: starts the 4 ranks, those in LIMITED ("0 1 2 3", or
-# "2") under ulimit -Sn SOFT -Hn HARD; outputs in $TMP/NAME.R, exit codes in
-# $TMP/NAME.rc.R, the milliseconds the slowest took in $TMP/NAME.ms.
+# run_case NAME LIMITED SOFT HARD [N]: starts N ranks (default 4), those in LIMITED
+# ("0 1 2 3", or "2") under ulimit -Sn SOFT -Hn HARD; outputs in $TMP/NAME.R, exit codes
+# in $TMP/NAME.rc.R, the milliseconds the slowest took in $TMP/NAME.ms.
 run_case() {
-    local name=$1 limited=$2 soft=$3 hard=$4 t0 t1 pids r
+    local name=$1 limited=$2 soft=$3 hard=$4 n=${5:-4} t0 t1 pids r
     for _ in 1 2 3; do # a random port may be taken: try another
         local port=$((20000 + RANDOM % 12000))
         t0=$(now_ms)
         pids=""
-        for r in 0 1 2 3; do
+        for r in $(seq 0 $((n - 1))); do
             (
                 case " $limited " in *" $r "*) ulimit -Sn "$soft" && ulimit -Hn "$hard" || exit 9 ;; esac
                 HOOP_TRANSPORT=tcp HOOP_TCP_NSOCKS=16 HOOP_TIMEOUT=20 HOOP_DEBUG=INFO \
                     HOOP_DEBUG_SUBSYS=INIT MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r \
-                    WORLD_SIZE=4 LOCAL_RANK=$r LOCAL_WORLD_SIZE=4 \
+                    WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n \
                     exec "$BENCH" allreduce -b 8K -e 8K -n 2 -w 1
             ) > "$TMP/$name.$r" 2>&1 &
             pids="$pids $!"
@@ -46,7 +50,7 @@ run_case() {
         done
         t1=$(now_ms)
         echo $((t1 - t0)) > "$TMP/$name.ms"
-        grep -q "Address already in use" "$TMP/$name".[0-3] || break
+        grep -q "Address already in use" "$TMP/$name".[0-9] || break
     done
 }
 
@@ -84,4 +88,13 @@ line=$(grep -E '^ +8192 ' "$TMP/raise.0")
 # shellcheck disable=SC2086 # the row, split into its columns
 set -- $line
 [ "${9}" = 0 ] && [ "${13}" = 0 ] || fail "wrong values: $line"
+# 4. A rank whose own links are all up still fails with the start-up.
+run_case far 5 64 64 8
+ms=$(cat "$TMP/far.ms")
+echo "rank 5 of 8 limited: every rank ended within $ms ms"
+for r in 0 1 2 3 4 5 6 7; do
+    [ "$(cat "$TMP/far.rc.$r")" = 1 ] || { cat "$TMP/far.$r"; fail "rank $r exited $(cat "$TMP/far.rc.$r"), not 1"; }
+    assert_contains "$TMP/far.$r" "too many open files ahead: rank 5's links"
+done
+[ "$ms" -lt 5000 ] || fail "the ranks took $ms ms to fail (HOOP_TIMEOUT is 20 s)"
 echo "PASS: out of descriptors fails at once on every rank; a soft limit below the need is raised"

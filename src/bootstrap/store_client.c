@@ -740,15 +740,21 @@ hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int n
     return s;
 }
 
-hoop_status hoop__store_lost_rank(hoop_store *st, int *rank, char *why, size_t cap)
+hoop_status hoop__store_probe(hoop_store *st, const char *key, int *rank, int *found, char *why,
+                              size_t cap)
 {
     *rank = -1;
+    *found = 0;
     if (cap) why[0] = '\0';
     if (st->fd < 0) return HOOP_OK; /* gone before: the call that lost it said why */
-    const char *key = HOOP__STORE_PROBE_KEY;
+    if (!key) key = HOOP__STORE_PROBE_KEY;
     hoop__store_wait_result res;
-    hoop_status s = hoop__store_wait_keys(st, &key, 1, HOOP__STORE_WAIT_LOST, 0, &res);
-    if (res.rank_lost) {
+    hoop_status s = hoop__store_wait_keys(st, &key, 1,
+                                          HOOP__STORE_WAIT_LOST | HOOP__STORE_WAIT_VALUES, 0, &res);
+    if (s == HOOP_OK) { /* the key exists: its value is the reason */
+        *found = 1;
+        snprintf(why, cap, "%.*s", (int)res.value_bytes[0], (const char *)res.values[0]);
+    } else if (res.rank_lost) {
         *rank = res.lost_rank;
         snprintf(why, cap, "%.*s", (int)res.lost_why_bytes, (const char *)res.lost_why);
         s = HOOP_OK;

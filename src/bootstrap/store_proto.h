@@ -370,16 +370,19 @@ hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int n
                                   unsigned flags, int64_t timeout_ms, hoop__store_wait_result *res);
 void hoop__store_wait_result_free(hoop__store_wait_result *res);
 
-/* Asks the server whether it has lost a rank ("A rank lost" above): a WAIT with flag
- * LOST and timeout 0 for a key nobody sets (HOOP__STORE_PROBE_KEY), answered at once.
- * *rank: the first rank lost, or -1 when none (why then ""); why gets the server's
+/* Asks the server whether it has lost a rank ("A rank lost" above), or whether key (NULL:
+ * none) exists: a WAIT with flag LOST and timeout 0 for key, or for a key nobody sets
+ * (HOOP__STORE_PROBE_KEY), answered at once. When key exists, *found = 1 and why gets
+ * its value (a phase's failure note: the comm's "hoop.comm.<gen>.failed"); else *rank
+ * is the first rank lost, or -1 when none (why then ""), and why gets the server's
  * reason. Errors: the connection ended now because its owner failed (a GOODBYE with a
  * failure: its code) or vanished (HOOP_ERR_REMOTE), the thread's message naming why; a
  * GOODBYE without a failure, or a connection lost before this call, is HOOP_OK with
  * *rank -1. For a phase that waits on something other than the store (the comm's link
  * connects) and wants to stop early. Thread-safety: that of st. */
 #define HOOP__STORE_PROBE_KEY "hoop/probe/never-set"
-hoop_status hoop__store_lost_rank(hoop_store *st, int *rank, char *why, size_t cap);
+hoop_status hoop__store_probe(hoop_store *st, const char *key, int *rank, int *found, char *why,
+                              size_t cap);
 
 /* Deletes several keys in one request; *deleted (may be NULL) counts those that existed. */
 hoop_status hoop__store_delete_keys(hoop_store *st, const char *const *keys, int nkeys,

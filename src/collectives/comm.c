@@ -385,17 +385,26 @@ static int still_missing(const hoop_comm *comm, const unsigned char *need, int p
 /* How often a rank whose links are not all up asks the store whether a rank was lost. */
 #define LOST_PROBE_NS (200 * 1000000LL)
 
+/* The store key where a rank whose start-up failed after the card exchange leaves its
+ * rank number (agree_verdict), for the ranks still connecting to stop early. */
+static void failed_key(char *key, size_t cap, int gen)
+{
+    snprintf(key, cap, "hoop.comm.%d.failed", gen);
+}
+
 /* Connects and accepts until every link is up, or the deadline. With a store, a rank
  * lost meanwhile (its process died: store_proto.h, "A rank lost") whose links this rank
- * still lacks, or rank 0 failing or dying (its store gone), fails the loop within
- * LOST_PROBE_NS instead of at the deadline. */
+ * still lacks, a rank whose start-up failed (its note under failed_key: *bad is set to
+ * it), or rank 0 failing or dying (its store gone), fails the loop within LOST_PROBE_NS
+ * instead of at the deadline. */
 static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen,
                                 const unsigned char *need, const struct link_plan *plan,
-                                const struct link_plan *ctl, hoop_store *store, int64_t deadline,
-                                int *bad)
+                                const struct link_plan *ctl, hoop_store *store, int gen,
+                                int64_t deadline, int *bad)
 {
-    char list[300], why[1200];
+    char list[300], why[1200], key[64];
     int64_t next_probe = hoop__now_ns() + LOST_PROBE_NS;
+    failed_key(key, sizeof(key), gen);
     for (int round = 0;; round++) {
         HOOP_CHECK(connect_round(comm, listen, need, plan, ctl, bad));
         if (round == 0 && hoop__fault_tick(HOOP__FAULT_CONNECT, comm->rank))
@@ -406,15 +415,22 @@ static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen,
         if (now > deadline)
             return HOOP_ERROR(HOOP_ERR_TIMEOUT, "rank %d: %s not up within HOOP_TIMEOUT (%lld ms)",
                               comm->rank, list, (long long)comm->timeout_ms);
-        int lost = -1;
+        int lost = -1, found = 0;
         if (store && now >= next_probe) {
             next_probe = now + LOST_PROBE_NS;
-            hoop_status ps = hoop__store_lost_rank(store, &lost, why, sizeof(why));
+            hoop_status ps = hoop__store_probe(store, key, &lost, &found, why, sizeof(why));
             if (ps != HOOP_OK) { /* rank 0 failed or died: its store said why */
                 snprintf(why, sizeof(why), "%s", hoop_last_error());
                 return HOOP_ERROR(ps, "rank %d's start-up, connecting links: %s not up: %s",
                                   comm->rank, list, why);
             }
+        }
+        if (found) { /* agree_verdict adds that rank's reason */
+            *bad = atoi(why);
+            return HOOP_ERROR(HOOP_ERR_REMOTE,
+                              "rank %d's start-up, connecting links: %s not up, and rank %s's "
+                              "start-up failed",
+                              comm->rank, list, why);
         }
         if (still_missing(comm, need, lost))
             return HOOP_ERROR(HOOP_ERR_REMOTE,
@@ -502,32 +518,105 @@ static hoop_status open_endpoints(hoop_comm *comm, const hoop_comm_config *cfg,
     return HOOP_OK;
 }
 
-/* A set-up that failed shares its reason through the store (every rank reads the key of
- * a rank whose link broke): a rank that fails because peer went away mid-handshake may
- * be seeing the exit of a rank that had failed first, because of a third one; peer's
- * reason, when it left one within FAIL_NOTE_MS (or rank 0's store's goodbye, which
- * carries rank 0's), is added to this rank's message. Best effort: the store may be
- * gone. Returns st with the message. */
-#define FAIL_NOTE_MS 300
-static hoop_status share_failure(hoop_comm *comm, hoop_store *store, int gen, hoop_status st,
-                                 int peer)
+/* The last step of a start-up: every rank tells every other whether its links came up
+ * (a card-sized blob through the rendezvous or the store: its status, the peer it blames,
+ * its message), and each decides from all of them, so that a start-up succeeds on every
+ * rank or fails on every rank naming where it went wrong. Without it, a rank whose links
+ * were all up returned from hoop_comm_init while a peer's failed, and its first
+ * collective blamed whichever peer closed a link first, not the rank at fault. A rank
+ * that died meanwhile, so never answers, is named by the store at once (store_proto.h,
+ * "A rank lost"). st and bad: this rank's outcome (bad: the peer a HOOP_ERR_REMOTE
+ * blames, or -1), its message the thread's. The wait lasts until the connect deadline,
+ * or VERDICT_GRACE_NS from now when that is later (ranks reach this step a moment apart).
+ *
+ * Returns HOOP_OK when every rank's links are up. The root is the first rank that failed
+ * of its own accord (not HOOP_ERR_REMOTE), else the first that failed. A rank that failed
+ * keeps its status and message; when it failed because of a peer (HOOP_ERR_REMOTE) it
+ * adds the root's reason, else its blamed peer's when that peer failed too ("rank 2 had
+ * failed first: ..."); when the step itself failed, the step's message ("; then ...").
+ * A rank that did not fail returns the step's failure, or HOOP_ERR_REMOTE naming the
+ * root and its reason. */
+#define VERDICT_GRACE_NS (1000 * 1000000LL)
+typedef union verdict {
+    hoop__card size;
+    struct {
+        int32_t status, bad;
+        char why[HOOP__CARD_BYTES - 8];
+    } v;
+} verdict;
+_Static_assert(sizeof(verdict) == HOOP__CARD_BYTES, "a verdict is one card's size");
+
+static hoop_status agree_verdict(hoop_comm *comm, const hoop_comm_config *cfg, int gen,
+                                 hoop_status st, int bad, int64_t deadline)
 {
-    char key[64], why[1024], theirs[600];
-    size_t n = 0, len;
-    len = (size_t)snprintf(why, sizeof(why), "%s", hoop_last_error());
-    if (st == HOOP_ERR_REMOTE && peer >= 0 && peer != comm->rank && len < sizeof(why)) {
-        snprintf(key, sizeof(key), "hoop.comm.%d.failed.%d", gen, peer);
-        hoop_status g = hoop_store_get(store, key, theirs, sizeof(theirs) - 1, &n, FAIL_NOTE_MS);
-        if (g == HOOP_OK) {
-            theirs[n] = '\0';
-            snprintf(why + len, sizeof(why) - len, "; rank %d had failed first: %s", peer, theirs);
-        } else if (g != HOOP_ERR_TIMEOUT) { /* the store went away: its goodbye says why */
-            snprintf(why + len, sizeof(why) - len, "; then %s", hoop_last_error());
+    verdict mine, *all = NULL;
+    char why[1800], key[64];
+    int n = comm->world_size, root = -1;
+    size_t len = 0;
+    memset(&mine, 0, sizeof(mine));
+    mine.v.status = st;
+    mine.v.bad = bad;
+    if (st != HOOP_OK) {
+        snprintf(why, sizeof(why), "%s", hoop_last_error());
+        len = strlen(why);
+        snprintf(mine.v.why, sizeof(mine.v.why), "%.*s", (int)sizeof(mine.v.why) - 1, why);
+        if (cfg->store) { /* the ranks still connecting stop at their next probe */
+            char r[16];
+            failed_key(key, sizeof(key), gen);
+            snprintf(r, sizeof(r), "%d", comm->rank);
+            (void)hoop_store_set(cfg->store, key, r, strlen(r));
         }
     }
-    snprintf(key, sizeof(key), "hoop.comm.%d.failed.%d", gen, comm->rank);
-    (void)hoop_store_set(store, key, why, strlen(why));
-    return HOOP_ERROR(st, "%s", why);
+    int64_t now = hoop__now_ns();
+    int64_t until = deadline > now + VERDICT_GRACE_NS ? deadline : now + VERDICT_GRACE_NS;
+    hoop_status vs = hoop__calloc(&all, (size_t)n);
+    if (vs == HOOP_OK)
+        vs = exchange(comm, cfg, gen, ".verdict", "agreeing that every rank's links are up", &mine,
+                      all, until);
+    if (vs != HOOP_OK) {
+        free(all);
+        if (st == HOOP_OK) return vs; /* its message names the step and the rank at fault */
+        if (len < sizeof(why))
+            snprintf(why + len, sizeof(why) - len, "; then %s", hoop_last_error());
+        return HOOP_ERROR(st, "%s", why);
+    }
+    for (int p = 0; p < n; p++) {
+        all[p].v.why[sizeof(all[p].v.why) - 1] = '\0'; /* another process's bytes */
+        if (all[p].v.status == HOOP_OK) continue;
+        if (root < 0 ||
+            (all[root].v.status == HOOP_ERR_REMOTE && all[p].v.status != HOOP_ERR_REMOTE))
+            root = p;
+    }
+    if (st != HOOP_OK) {
+        /* A failure caused by a peer's (a link that broke, or a note): the root's reason,
+         * else the blamed peer's, when they failed too. */
+        int first =
+            root >= 0 && root != comm->rank && all[root].v.status != HOOP_ERR_REMOTE ? root : bad;
+        if (st == HOOP_ERR_REMOTE && first >= 0 && first < n && first != comm->rank &&
+            all[first].v.status != HOOP_OK && len < sizeof(why))
+            snprintf(why + len, sizeof(why) - len, "; rank %d had failed first: %s", first,
+                     all[first].v.why);
+        free(all);
+        return HOOP_ERROR(st, "%s", why);
+    }
+    if (root < 0) {
+        free(all);
+        return HOOP_OK;
+    }
+    snprintf(why, sizeof(why), "%s", all[root].v.why);
+    free(all);
+    return HOOP_ERROR(HOOP_ERR_REMOTE,
+                      "rank %d's start-up: its links are up, but rank %d's are not: %s", comm->rank,
+                      root, why);
+}
+
+static void close_listeners(hoop_comm *comm, struct hoop_tp_comm **listen)
+{
+    for (int k = 0; k < comm->ntps; k++)
+        if (listen[k]) {
+            comm->tps[k].tp->close(listen[k]);
+            listen[k] = NULL;
+        }
 }
 
 static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, const comm_settings *s)
@@ -560,11 +649,18 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
     int bad = -1;
     st = reserve_fds(comm, need, plan, &ctl);
     if (st == HOOP_OK)
-        st = connect_loop(comm, listen, need, plan, &ctl, cfg->store, deadline, &bad);
-    if (st != HOOP_OK && cfg->store) st = share_failure(comm, cfg->store, gen, st, bad);
+        st = connect_loop(comm, listen, need, plan, &ctl, cfg->store, gen, deadline, &bad);
+    if (st == HOOP_OK && hoop__fault_tick(HOOP__FAULT_VERDICT, comm->rank)) {
+        hoop__fault_raise(comm->rank, "its start-up, its links up (before the verdict)");
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "rank %d: HOOP_TEST_FAULT failed its start-up here",
+                        comm->rank);
+    }
+    /* A rank that failed closes its endpoints before it waits for the verdict: a peer
+     * still connecting to it is refused at once instead of waiting in a backlog. */
+    close_listeners(comm, listen);
+    st = agree_verdict(comm, cfg, gen, st, bad, deadline);
 out:
-    for (int k = 0; k < comm->ntps; k++)
-        if (listen[k]) comm->tps[k].tp->close(listen[k]);
+    close_listeners(comm, listen);
     free(cards);
     free(need);
     free(plan);

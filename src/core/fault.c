@@ -34,13 +34,26 @@ static const char *const point_names[] = {
     [HOOP__FAULT_ALL_GATHER] = "all_gather",
     [HOOP__FAULT_BACKWARD] = "backward",
     [HOOP__FAULT_CHECKPOINT] = "checkpoint",
+    [HOOP__FAULT_VERDICT] = "verdict",
 };
 #define NPOINTS ((int)(sizeof(point_names) / sizeof(point_names[0])))
 
 static const struct {
-    const char *name;
+    const char *name, *raised; /* in HOOP_TEST_FAULT; in the line hoop__fault_raise prints */
     int sig;
-} signals[] = {{"KILL", SIGKILL}, {"STOP", SIGSTOP}, {"TERM", SIGTERM}, {"SEGV", SIGSEGV}};
+} signals[] = {{"KILL", "SIGKILL", SIGKILL},
+               {"STOP", "SIGSTOP", SIGSTOP},
+               {"TERM", "SIGTERM", SIGTERM},
+               {"SEGV", "SIGSEGV", SIGSEGV},
+               {"FAIL", "FAIL", HOOP__FAULT_FAIL}};
+
+/* "SIGKILL", or "FAIL". */
+static const char *action_name(int sig)
+{
+    for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++)
+        if (signals[i].sig == sig) return signals[i].raised;
+    return "?";
+}
 
 static hoop__fault_spec armed;       /* point NONE: nothing armed */
 static atomic_llong counts[NPOINTS]; /* occurrences seen, per point */
@@ -82,14 +95,15 @@ hoop_status hoop__fault_parse(const char *text, hoop__fault_spec *out)
     if (out->point == HOOP__FAULT_NONE)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "HOOP_TEST_FAULT: '%s' is not a point (rendezvous, connect, "
-                          "reduce_scatter, all_gather, backward, checkpoint)",
+                          "reduce_scatter, all_gather, backward, checkpoint, verdict)",
                           f[1]);
     HOOP_CHECK(hoop__parse_int("HOOP_TEST_FAULT's INDEX", f[2], 0, INT64_MAX, &out->index));
     for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++)
         if (strcmp(f[3], signals[i].name) == 0) out->sig = signals[i].sig;
     if (out->sig == 0)
         return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "HOOP_TEST_FAULT: '%s' is not a signal (KILL, STOP, TERM, SEGV)", f[3]);
+                          "HOOP_TEST_FAULT: '%s' is not a signal (KILL, STOP, TERM, SEGV) or FAIL",
+                          f[3]);
     return HOOP_OK;
 }
 
@@ -99,8 +113,8 @@ static void load(void)
     hoop__fault_spec s;
     if (!v || !*v || hoop__fault_parse(v, &s) != HOOP_OK) return;
     armed = s;
-    HOOP_WARN("HOOP_TEST_FAULT=%s is set: a test hook; rank %d will send itself %s at %s #%lld", v,
-              s.rank, sigabbrev_np(s.sig), point_names[s.point], (long long)s.index);
+    HOOP_WARN("HOOP_TEST_FAULT=%s is set: a test hook; rank %d will raise %s at %s #%lld", v,
+              s.rank, action_name(s.sig), point_names[s.point], (long long)s.index);
 }
 
 /* This process's RANK variable (0 when unset or malformed). */
@@ -129,11 +143,11 @@ void hoop__fault_raise(int rank, const char *where)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    fprintf(stderr, "hoop: HOOP_TEST_FAULT: rank %d raises SIG%s in %s at %lld.%09ld\n",
-            rank < 0 ? env_rank() : rank, sigabbrev_np(armed.sig), where, (long long)ts.tv_sec,
+    fprintf(stderr, "hoop: HOOP_TEST_FAULT: rank %d raises %s in %s at %lld.%09ld\n",
+            rank < 0 ? env_rank() : rank, action_name(armed.sig), where, (long long)ts.tv_sec,
             ts.tv_nsec);
     fflush(stderr);
-    raise(armed.sig);
+    if (armed.sig != HOOP__FAULT_FAIL) raise(armed.sig);
 }
 
 hoop_status hoop__fault_arm(const char *value)

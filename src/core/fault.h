@@ -29,7 +29,9 @@ HOOP_EXTERN_C_BEGIN
  *   BACKWARD     backward passes of this process (hoop_backward), once half of the
  *                tape's nodes are walked;
  *   CHECKPOINT   checkpoint saves of this process (hoop_checkpoint_save), once half of
- *                the file's bytes are written, before it is renamed into place. */
+ *                the file's bytes are written, before it is renamed into place;
+ *   VERDICT      communicators this process set up, once its links are all up, just
+ *                before the start-up's verdict (comm.c, agree_verdict). */
 typedef enum hoop__fault_point {
     HOOP__FAULT_NONE = 0,
     HOOP__FAULT_RENDEZVOUS,
@@ -38,13 +40,17 @@ typedef enum hoop__fault_point {
     HOOP__FAULT_ALL_GATHER,
     HOOP__FAULT_BACKWARD,
     HOOP__FAULT_CHECKPOINT,
+    HOOP__FAULT_VERDICT,
 } hoop__fault_point;
 
 /* A parsed HOOP_TEST_FAULT value: "RANK:POINT:INDEX:SIGNAL", e.g. "2:all_gather:3:KILL"
  * (rank 2 raises SIGKILL in the all-gather phase of call #3). POINT is one of
- * rendezvous, connect, reduce_scatter, all_gather, backward, checkpoint; SIGNAL one of
- * KILL, STOP, TERM, SEGV. RANK is the communicator's rank at the collective points, the
- * process's RANK variable (0 when unset) at backward and checkpoint. */
+ * rendezvous, connect, reduce_scatter, all_gather, backward, checkpoint, verdict; SIGNAL
+ * one of KILL, STOP, TERM, SEGV, or FAIL: no signal, the step fails with an error
+ * instead (the rank stays alive; only the points whose caller says so take FAIL:
+ * verdict). RANK is the communicator's rank at the collective points, the process's
+ * RANK variable (0 when unset) at backward and checkpoint. sig is -1 for FAIL. */
+#define HOOP__FAULT_FAIL (-1)
 typedef struct hoop__fault_spec {
     int rank;
     hoop__fault_point point;
@@ -68,7 +74,8 @@ int hoop__fault_tick(hoop__fault_point point, int rank);
 /* Raises the armed signal in this process, after one stderr line saying so with the
  * wall-clock time (the tests measure the others' reactions from it):
  *   "hoop: HOOP_TEST_FAULT: rank 2 raises SIGKILL in <where> at 1700000000.123456789".
- * Returns only after a SIGSTOP is continued (or for a signal that is caught). */
+ * Returns only after a SIGSTOP is continued (or for a signal that is caught), and at
+ * once for FAIL ("raises FAIL"): the caller then fails its step. */
 void hoop__fault_raise(int rank, const char *where);
 
 /* Test-only: arms value (as HOOP_TEST_FAULT would; NULL disarms) and restarts the

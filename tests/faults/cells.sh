@@ -347,6 +347,12 @@ faults_coll() {
         [ "$r" = "$v" ] && [ "$how" != cut ] && continue
         rc=${rcs[r]}
         [ "$rc" = 1 ] || faults_bad "rank $r exited with $rc, not 1 (an error)"
+        # A fault in the start-up fails every rank's start-up: no rank may leave
+        # hoop_comm_init with a communicator (its first call would blame another rank).
+        case $hook in *:rendezvous:* | *:connect:* | *:verdict:*)
+            grep -q "^fw: rank $r error at [0-9.]* in init:" "$cell_dir/rank.$r" ||
+                faults_bad "rank $r's start-up succeeded although rank $v's failed" ;;
+        esac
         msg=$(faults_msg_coll "$cell_dir/rank.$r")
         t=$(sed -n 's/^fw: rank [0-9]* error at \([0-9.]*\) .*/\1/p' "$cell_dir/rank.$r")
         local want=$v

@@ -5,8 +5,9 @@
 # tests/rdma/suite.sh, step faults). Each cell is described in tests/faults/cells.sh:
 # 4 ranks, one killed (SIGKILL) during the rendezvous, the connection set-up, a
 # reduce-scatter phase, an all-gather phase, a DDP backward pass (hoop-train under
-# hooprun) or rank 0's checkpoint save; stopped (SIGSTOP) inside a collective; or, across
-# namespaces, its link taken down mid-transfer. Every survivor must fail on its own within
+# hooprun) or rank 0's checkpoint save; stopped (SIGSTOP) inside a collective; failing
+# its start-up alive once its links are up (FAIL: the verdict must fail the others); or,
+# across namespaces, its link taken down mid-transfer. Every survivor must fail on its own within
 # HOOP_TIMEOUT (FAULTS_TIMEOUT, default 5 s) + 1 s naming the victim; hooprun must blame
 # it; nothing may be left behind. Prints the matrix; exit 0 when every cell passed.
 #
@@ -146,6 +147,7 @@ run_cells() {
     faults_want kill@rendezvous && faults_coll kill@rendezvous 2 2:rendezvous:0:KILL 4096 2
     faults_want kill@rendezvous-r0 && faults_coll kill@rendezvous-r0 0 0:rendezvous:0:KILL 4096 2
     faults_want kill@connect && faults_coll kill@connect 2 2:connect:0:KILL 4096 2
+    faults_want fail@verdict && faults_coll fail@verdict 2 2:verdict:0:FAIL 4096 2
     faults_want kill@reduce-scatter && faults_coll kill@reduce-scatter 2 2:reduce_scatter:1:KILL 1000000 3
     faults_want kill@all-gather && faults_coll kill@all-gather 2 2:all_gather:1:KILL 1000000 3
     faults_want stop@collective && faults_coll stop@collective 2 2:reduce_scatter:1:STOP 1000000 3 stop

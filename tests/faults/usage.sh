@@ -28,7 +28,7 @@ refused FAULTS_CELLS='kill@(connect'
 refused FAULTS_CELLS=kill@connect FAULTS_TIMEOUT=1.5
 # Every cell's name is known (a name the check missed would be refused wrongly): each
 # one alone passes the check and reaches the programs' check (exit 1 here).
-for c in kill@rendezvous kill@rendezvous-r0 kill@connect kill@reduce-scatter \
+for c in kill@rendezvous kill@rendezvous-r0 kill@connect fail@verdict kill@reduce-scatter \
     kill@all-gather stop@collective kill@ddp-backward kill@checkpoint stop@ddp-backward \
     cut@link; do
     out=$(env top_builddir=/nonexistent FAULTS_CELLS="^$c\$" timeout 20 bash "$matrix" 2>&1)

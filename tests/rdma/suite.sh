@@ -326,6 +326,7 @@ step_faults() {
     faults_want kill@rendezvous-r0 &&
         faults_coll kill@rendezvous-r0 0 0:rendezvous:0:KILL 4096 2
     faults_want kill@connect && faults_coll kill@connect 2 2:connect:0:KILL 4096 2
+    faults_want fail@verdict && faults_coll fail@verdict 2 2:verdict:0:FAIL 4096 2
     faults_want kill@reduce-scatter &&
         faults_coll kill@reduce-scatter 2 2:reduce_scatter:1:KILL 262144 3
     faults_want kill@all-gather && faults_coll kill@all-gather 2 2:all_gather:1:KILL 262144 3
