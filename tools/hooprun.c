@@ -80,7 +80,9 @@ static const char usage[] =
     "                      up to R times (default 0), each time with a new rendezvous (a\n"
     "                      new free port when hooprun picked it, and a HOOP_TOKEN carrying\n"
     "                      the restart count, so a worker of an earlier attempt cannot join);\n"
-    "                      with --nnodes > 1 each node restarts on its own (see README)\n"
+    "                      with --nnodes > 1 the nodes' hoopruns meet at MASTER_PORT + 1\n"
+    "                      (node 0's serves it) and start each attempt together; every\n"
+    "                      node needs the same R\n"
     "  --log-dir DIR       write each worker's stdout and stderr, as written, to\n"
     "                      DIR/rank_N.log (DIR/rank_N.restart_K.log after restart K),\n"
     "                      instead of the terminal\n"
@@ -623,6 +625,12 @@ static void print_dry_run(const hooprun_plan *p)
     printf("\n");
     const char *t = getenv("HOOP_TOKEN");
     const char *token = (t && *t) ? "(from the environment)" : "(generated, 32 hex digits)";
+    if (p->nnodes > 1 && p->max_restarts > 0) {
+        char hp[300];
+        printf("hooprun: dry run: the nodes' hoopruns meet at %s (MASTER_PORT + 1, served by "
+               "node 0's) before each attempt\n",
+               hoop__hostport(hp, sizeof(hp), p->master_addr, hooprun_agent_port(p->master_port)));
+    }
     for (int i = 0; i < p->nproc_per_node; i++) {
         hoop_launch_ids ids;
         hoop__launch_ids_of(p->nnodes, p->node_rank, p->nproc_per_node, i, &ids);
@@ -668,6 +676,8 @@ static int run_attempts(hooprun_plan *p, int *reserve_fd)
             close(old);
             if (*reserve_fd < 0) return 1;
         }
+        int rc = hooprun_agent_begin(p, k); /* every node starts attempt k together */
+        if (rc != 0) return rc;
         char master[300];
         if (k > 0)
             fprintf(stderr,
@@ -677,7 +687,7 @@ static int run_attempts(hooprun_plan *p, int *reserve_fd)
                     p->nproc_per_node == 1 ? "" : "s",
                     hoop__hostport(master, sizeof(master), p->master_addr, p->master_port), k);
         int failed;
-        int rc = hooprun_supervise(p, &failed);
+        rc = hooprun_supervise(p, &failed);
         if (!failed) return rc;
         if (k >= p->max_restarts) {
             if (p->max_restarts > 0)
@@ -745,17 +755,12 @@ int main(int argc, char **argv)
     int reserve_fd = -1;
     rc = resolve(&c, &plan, &reserve_fd);
     if (rc == 0) rc = check_fault_rank(&plan);
-    if (rc == 0 && plan.nnodes > 1 && plan.max_restarts > 0)
-        fprintf(stderr,
-                "hooprun: warning: --max-restarts restarts this node's workers only; the %d "
-                "nodes start a new attempt together only when each sees the failure (a worker "
-                "failing mid-job reaches every node; one failing during start-up can leave the "
-                "nodes an attempt apart, each waiting HOOP_TIMEOUT for the others). Under "
-                "Slurm, prefer sbatch --requeue with a --checkpoint\n",
-                plan.nnodes);
     if (rc == 0 && c.dry_run) print_dry_run(&plan);
     if (rc == 0 && !c.dry_run) rc = check_prog(plan.argv[0]);
+    if (rc == 0 && !c.dry_run && plan.nnodes > 1 && plan.max_restarts > 0)
+        rc = hooprun_agent_open(&plan);
     if (rc == 0 && !c.dry_run) rc = run_attempts(&plan, &reserve_fd);
+    hooprun_agent_close(&plan, rc);
     if (reserve_fd >= 0) close(reserve_fd);
     return rc;
 }

@@ -16,6 +16,8 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "hoop/store.h"
+
 #define HOOPRUN_BIND_MAX 1024  /* workers per node that --bind core handles */
 #define HOOPRUN_LINE_MAX 65536 /* longer output lines are cut into pieces, each prefixed */
 #define HOOPRUN_TAIL_LINES 4   /* stderr lines kept per worker for the failure summary */
@@ -36,6 +38,7 @@ typedef struct hooprun_plan {
     int restart;         /* this attempt's number of earlier restarts (0 = first attempt) */
     int max_restarts;    /* --max-restarts */
     char host[256];      /* this node's host name, for the summary */
+    hoop_store *agents;  /* the nodes' rendezvous (hooprun_agent.c); NULL = none */
 } hooprun_plan;
 
 /* One line a worker wrote on stderr, with the time hooprun read it. */
@@ -104,6 +107,38 @@ int hooprun_interpreter_missing(const char *path, char *buf, size_t cap);
  * regular file of that name on PATH, "/usr/bin:/bin" when PATH is unset) and writes
  * its path into buf; returns 0 when none is found. */
 int hooprun_which(const char *prog, char *buf, size_t cap);
+
+// ----- the nodes' rendezvous (hooprun_agent.c) ------------------------------------------
+/* With --max-restarts and --nnodes > 1 the nodes' hoopruns meet in a store that node 0's
+ * hooprun serves at MASTER_ADDR:MASTER_PORT + 1 (see hooprun_agent.c), so that every node
+ * starts each attempt together and stops its workers when another node's fail. */
+#define HOOPRUN_AGENT_PROBE_MS 200 /* how often a node looks for another node's failure */
+
+/* MASTER_PORT + 1, or -1 when master_port is 65535. */
+int hooprun_agent_port(int master_port);
+
+/* Connects this node's hooprun (node 0's also serves). Returns 0, or 1 (cannot serve or
+ * connect) / 2 (MASTER_PORT 65535, a bad HOOP_TIMEOUT) after one stderr line. */
+int hooprun_agent_open(hooprun_plan *p);
+
+/* Waits until every node's hooprun is ready to start attempt k (within HOOP_TIMEOUT);
+ * before attempt 0 it also refuses nodes told another --max-restarts or
+ * --nproc-per-node. Returns 0 (also without agents), or 1 / 2 (a difference) after one
+ * stderr line naming the node or the store's reason. */
+int hooprun_agent_begin(const hooprun_plan *p, int k);
+
+/* Tells the other nodes that this attempt failed here (why: which rank, how), unless
+ * another node said so first. Best effort. */
+void hooprun_agent_failed(const hooprun_plan *p, const char *why);
+
+/* 1 when another node's attempt p->restart failed (why: its note), -1 when the nodes'
+ * store is gone or lost a hooprun (why: the reason), else 0. One request, answered at
+ * once. */
+int hooprun_agent_poll(const hooprun_plan *p, char *why, size_t cap);
+
+/* Leaves the rendezvous (node 0's hooprun: ends the store, telling the others rc when it
+ * is not 0). */
+void hooprun_agent_close(hooprun_plan *p, int rc);
 
 // ----- output relay (hooprun_out.c) ----------------------------------------------------
 

@@ -50,16 +50,19 @@ typedef struct supervisor {
     int n;   /* workers started */
     int sfd; /* signalfd */
     sigset_t old_mask;
-    int64_t stop_at_ns; /* a failure was seen: SIGTERM everyone then (0 = not planned) */
-    int stopping;       /* 1 once SIGTERM went out (or a stop began) */
-    int killed;         /* 1 once SIGKILL went out */
-    int64_t kill_at_ns; /* when to send SIGKILL, while stopping */
-    int exit_code;      /* first bad exit's code; -1 = none yet */
-    int spawn_failed;   /* hooprun could not start every worker */
-    int interrupted;    /* INT/TERM that hooprun received, 0 = none */
-    int usr_forwarded;  /* SIGUSR1/SIGUSR2 last forwarded (a stop request, e.g. Slurm's
-                         * --signal before preemption), 0 = none */
-    int stopped_code;   /* 128 + that signal, once a worker ended with it */
+    int64_t stop_at_ns;  /* a failure was seen: SIGTERM everyone then (0 = not planned) */
+    int stopping;        /* 1 once SIGTERM went out (or a stop began) */
+    int killed;          /* 1 once SIGKILL went out */
+    int64_t kill_at_ns;  /* when to send SIGKILL, while stopping */
+    int exit_code;       /* first bad exit's code; -1 = none yet */
+    int spawn_failed;    /* hooprun could not start every worker */
+    int interrupted;     /* INT/TERM that hooprun received, 0 = none */
+    int usr_forwarded;   /* SIGUSR1/SIGUSR2 last forwarded (a stop request, e.g. Slurm's
+                          * --signal before preemption), 0 = none */
+    int stopped_code;    /* 128 + that signal, once a worker ended with it */
+    int peer_failed;     /* another node's workers failed (1) or the nodes' store went (-1):
+                          * this node's were stopped for it (hooprun_agent.c) */
+    int64_t probe_at_ns; /* when to look for another node's failure next */
 } supervisor;
 
 static const int forwarded[] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGHUP};
@@ -189,7 +192,7 @@ static void worker_ended(supervisor *s, worker *w, int status, int64_t now)
     clock_gettime(CLOCK_REALTIME, &w->end_wall);
     int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
     /* After hooprun was interrupted, workers dying of it are expected: no culprit. */
-    if (code == 0 || s->exit_code >= 0 || s->interrupted) return;
+    if (code == 0 || s->exit_code >= 0 || s->interrupted || s->peer_failed) return;
     /* A worker that ends with 128 + SIGUSR1/2 (hoop-train's exit after saving on
      * preemption: Slurm's --signal reaches hooprun, which forwards it, or the workers
      * themselves) did what was asked: no failure, and the others stop alike, at the same
@@ -208,11 +211,13 @@ static void worker_ended(supervisor *s, worker *w, int status, int64_t now)
     }
     s->exit_code = code;
     find_stopped(s, w);
-    char how[80];
+    char how[80], note[120];
     if (WIFSIGNALED(status))
         snprintf(how, sizeof(how), "was killed by signal %d", WTERMSIG(status));
     else
         snprintf(how, sizeof(how), "exited with code %d", code);
+    snprintf(note, sizeof(note), "rank %d %s", w->rank, how);
+    hooprun_agent_failed(s->plan, note);
     if (s->stopping || workers_left(s) == 0) return;
     fprintf(stderr,
             "hooprun: rank %d %s; stopping the other workers (SIGTERM in %.1f s, SIGKILL %.1f s "
@@ -454,7 +459,12 @@ static int fill_pollfds(supervisor *s, struct pollfd *pfd, hooprun_stream **who,
 /* How long poll may sleep: until the planned stop, the SIGKILL or the next orphan tick. */
 static int poll_timeout(const supervisor *s, int64_t give_up)
 {
-    if (!s->stopping) return s->stop_at_ns ? hoop__ms_left(s->stop_at_ns) : -1;
+    if (!s->stopping) {
+        int t = s->stop_at_ns ? hoop__ms_left(s->stop_at_ns) : -1;
+        if (s->plan->agents && !s->peer_failed && (t < 0 || t > HOOPRUN_AGENT_PROBE_MS))
+            t = HOOPRUN_AGENT_PROBE_MS;
+        return t;
+    }
     int timeout = hoop__ms_left(s->killed ? give_up : s->kill_at_ns);
     return timeout > STOP_TICK_MS ? STOP_TICK_MS : timeout;
 }
@@ -462,10 +472,30 @@ static int poll_timeout(const supervisor *s, int64_t give_up)
 /* One round: wait for output, a signal or the next deadline, then handle it. Output and
  * exits seen in one round are stamped with the same time, output first (hooprun_report
  * breaks such ties). Returns 0 when everything is over. */
+/* With the nodes' rendezvous: another node's failure (or the rendezvous gone) stops
+ * this node's workers now, instead of when they time out waiting for the failed ones. */
+static void probe_nodes(supervisor *s)
+{
+    char why[700];
+    int64_t now = hoop__now_ns();
+    if (!s->plan->agents || s->peer_failed || s->stopping || s->exit_code >= 0 ||
+        now < s->probe_at_ns)
+        return;
+    s->probe_at_ns = now + HOOPRUN_AGENT_PROBE_MS * 1000000LL;
+    int r = hooprun_agent_poll(s->plan, why, sizeof(why));
+    if (r == 0) return;
+    s->peer_failed = r;
+    fprintf(stderr, "hooprun (node %d): %s %s; stopping this node's %d worker%s\n",
+            s->plan->node_rank, r > 0 ? "attempt failed on" : "lost the nodes' rendezvous:", why,
+            workers_left(s), workers_left(s) == 1 ? "" : "s");
+    begin_stop(s);
+}
+
 static int step(supervisor *s, struct pollfd *pfd, hooprun_stream **who, worker **whose,
                 int64_t give_up)
 {
     reap(s, hoop__now_ns());
+    probe_nodes(s);
     int left = workers_left(s);
     if (!s->stopping && s->stop_at_ns && hoop__now_ns() >= s->stop_at_ns) begin_stop(s);
     if (left == 0 && !s->stopping && (signal_groups(s, 0) > 0 || have_children())) begin_stop(s);
@@ -555,7 +585,10 @@ int hooprun_supervise(const hooprun_plan *plan, int *failed)
         rc = 1;
     else if (s.exit_code > 0 && !s.interrupted)
         rc = hooprun_report(plan, s.w, s.n, s.exit_code);
-    *failed = s.spawn_failed || (s.exit_code > 0 && !s.interrupted);
+    else if (s.peer_failed && !s.interrupted && !all_ok)
+        rc = 1; /* the failure was another node's: its hooprun reports it */
+    *failed = s.spawn_failed || (s.exit_code > 0 && !s.interrupted) ||
+              (s.peer_failed && !s.interrupted && !all_ok);
     for (int i = 0; i < s.n; i++) hooprun_out_free(&s.w[i]);
     free(s.w);
     return rc;

@@ -2,17 +2,18 @@
 # tools/local.mk -- hooprun and hoop-train.
 
 # hooprun: the launcher (options and restarts in hooprun.c, the supervisor in hooprun_proc.c,
-# output relay in hooprun_out.c, the failure summary in hooprun_report.c).
+# output relay in hooprun_out.c, the failure summary in hooprun_report.c, the nodes'
+# rendezvous for restarts in hooprun_agent.c).
 bin_PROGRAMS += tools/hooprun
 tools_hooprun_SOURCES = tools/hooprun.c tools/hooprun_proc.c tools/hooprun_bind.c \
-	tools/hooprun_out.c tools/hooprun_report.c tools/hooprun.h
+	tools/hooprun_out.c tools/hooprun_report.c tools/hooprun_agent.c tools/hooprun.h
 tools_hooprun_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 
 # Launcher tests: shell scripts driving hooprun with small shell workers.
 TESTS += tests/launcher_fail.sh tests/launcher_env.sh tests/launcher_cli.sh \
-	tests/launcher_torchrun.sh
+	tests/launcher_torchrun.sh tests/launcher_nodes.sh
 EXTRA_DIST += tests/launcher_fail.sh tests/launcher_env.sh tests/launcher_cli.sh \
-	tests/launcher_torchrun.sh tests/launcher_lib.sh
+	tests/launcher_torchrun.sh tests/launcher_nodes.sh tests/launcher_lib.sh
 
 # hoop-smoke: a rendezvous smoke test (barrier, add, all-gather through the store) under hooprun.
 bin_PROGRAMS += tools/hoop-smoke

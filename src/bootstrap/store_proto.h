@@ -400,6 +400,14 @@ void hoop__store_own_server(hoop_store *st, hoop_store_server *srv);
  * MASTER_ADDR:MASTER_PORT, and messages say so. */
 hoop_status hoop__store_init_rendezvous(hoop_store **out, const hoop_store_config *cfg);
 
+/* What hoop_store_init_env does once it has read the environment, for a caller with a
+ * config of its own (hooprun's agents: the nodes' hoopruns, rank = node rank): rank 0
+ * serves at cfg->host:cfg->port (every address of its family unless host is loopback)
+ * and owns the server; every rank connects through hoop__store_init_rendezvous. Errors:
+ * those of hoop_store_server_init (rank 0: "rank 0 cannot serve the store ...") and of
+ * hoop_store_init. */
+hoop_status hoop__store_init_served(hoop_store **out, const hoop_store_config *cfg);
+
 /* Notes why this rank is giving up (code and the thread's message, e.g. a timed-out
  * all-gather); the first note is kept. On rank 0 the owned server passes it to every
  * waiting rank when st is destroyed. The store's own barrier, all-gather and env

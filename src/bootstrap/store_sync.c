@@ -402,13 +402,20 @@ HOOP_API hoop_status hoop_store_init_env(hoop_store **out)
                              .rank = d.rank,
                              .world_size = d.world_size,
                              .timeout_ms = timeout_ms};
+    return hoop__store_init_served(out, &cfg);
+}
+
+hoop_status hoop__store_init_served(hoop_store **out, const hoop_store_config *cfg_in)
+{
+    hoop_store_config cfg = *cfg_in;
     hoop_store_server *srv = NULL;
-    if (d.rank == 0) HOOP_CHECK(start_rank0_server(&cfg, &srv));
+    *out = NULL;
+    if (cfg.rank == 0) HOOP_CHECK(start_rank0_server(&cfg, &srv));
     hoop_status s = hoop__store_init_rendezvous(out, &cfg);
     char fault[700];
     if (s != HOOP_OK && hoop__store_server_fault(srv, fault, sizeof(fault)))
         s = HOOP_ERROR(HOOP_ERR_MISMATCH, "rank %d's store %s (before rank %d itself connected)",
-                       d.rank, fault, d.rank); /* a bad rank came first: say what rank 0 saw */
+                       cfg.rank, fault, cfg.rank); /* a bad rank came first: say what rank 0 saw */
     if (s != HOOP_OK) {
         hoop_store_server_destroy(srv);
         return s;

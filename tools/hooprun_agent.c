@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tools/hooprun_agent.c -- the nodes' hoopruns agree on each attempt (--max-restarts with
+ * --nnodes > 1), as torchelastic's agents do through their rendezvous store.
+ *
+ * Without it every node's hooprun restarted on its own: a worker failing during
+ * start-up let its node use up its restarts in moments while another node still sat in
+ * attempt 0, each side waiting HOOP_TIMEOUT for workers of an attempt the other had
+ * left. With it:
+ *   - node 0's hooprun serves a store at MASTER_ADDR:MASTER_PORT + 1 (the workers' rank 0
+ *     keeps MASTER_PORT), every node's hooprun connects to it as rank NODE_RANK of
+ *     nnodes, with HOOP_TOKEN + "-agents";
+ *   - before attempt k every hooprun waits in barrier "hooprun.attempt.k", so that all
+ *     nodes start attempt k together; the first one also compares what each node was
+ *     told (--max-restarts, --nproc-per-node) and refuses a difference, naming the node;
+ *   - a hooprun whose worker fails writes "hooprun.attempt.k.failed" (which node and
+ *     why); every hooprun looks for that key every AGENT_PROBE_MS while its workers run,
+ *     and stops its own workers when it appears, instead of leaving them to time out;
+ *   - a hooprun that dies is named by the store at once (store protocol 4, "A rank
+ *     lost"); node 0's hooprun exiting with a failure tells the others why.
+ * Single-threaded, as hooprun is (the store server runs its own thread, all signals
+ * blocked there).
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap/store_proto.h"
+#include "core/check.h"
+#include "core/env.h"
+#include "core/launch.h"
+#include "hooprun.h"
+
+/* What the first barrier compares: every node must have been told the same. */
+typedef struct agent_card {
+    int32_t max_restarts, nproc_per_node;
+    char host[64];
+} agent_card;
+
+int hooprun_agent_port(int master_port)
+{
+    return master_port < 65535 ? master_port + 1 : -1;
+}
+
+static void where(const hooprun_plan *p, char *buf, size_t cap)
+{
+    char hp[300];
+    snprintf(buf, cap,
+             "the nodes' rendezvous at %s (MASTER_PORT + 1, served by node 0's hooprun; its "
+             "ranks are node ranks)",
+             hoop__hostport(hp, sizeof(hp), p->master_addr, hooprun_agent_port(p->master_port)));
+}
+
+/* One stderr line for a failed meeting: where, when (before attempt 0, restart k) and the
+ * store's message. Returns 1. */
+static int say(const hooprun_plan *p, const char *when)
+{
+    char at[400];
+    where(p, at, sizeof(at));
+    fprintf(stderr, "hooprun (node %d): %s, %s: %s\n", p->node_rank, at, when, hoop_last_error());
+    return 1;
+}
+
+int hooprun_agent_open(hooprun_plan *p)
+{
+    char token[160];
+    int64_t timeout_ms;
+    int port = hooprun_agent_port(p->master_port);
+    if (port < 0) {
+        fprintf(stderr,
+                "hooprun: MASTER_PORT %d leaves no port above it for the nodes' rendezvous "
+                "(--max-restarts with %d nodes uses MASTER_PORT + 1): pick a lower one\n",
+                p->master_port, p->nnodes);
+        return 2;
+    }
+    if (hoop__env_ms("HOOP_TIMEOUT", &timeout_ms) != HOOP_OK) {
+        fprintf(stderr, "hooprun: %s\n", hoop_last_error());
+        return 2;
+    }
+    snprintf(token, sizeof(token), "%s-agents", p->token);
+    hoop_store_config cfg = {.host = p->master_addr,
+                             .port = port,
+                             .token = token,
+                             .rank = p->node_rank,
+                             .world_size = p->nnodes,
+                             .timeout_ms = timeout_ms};
+    if (hoop__store_init_served(&p->agents, &cfg) != HOOP_OK) {
+        p->agents = NULL;
+        return say(p, "connecting");
+    }
+    return 0;
+}
+
+/* The first attempt's barrier is an all-gather of what each node was told. */
+static int compare_cards(const hooprun_plan *p)
+{
+    agent_card mine = {.max_restarts = p->max_restarts, .nproc_per_node = p->nproc_per_node};
+    agent_card *all = calloc((size_t)p->nnodes, sizeof(*all));
+    snprintf(mine.host, sizeof(mine.host), "%.*s", (int)sizeof(mine.host) - 1, p->host);
+    if (all == NULL) {
+        fprintf(stderr, "hooprun: out of memory\n");
+        return 1;
+    }
+    /* Every node reads every card before any node leaves (node 0 leaving ends the store). */
+    if (hoop_store_allgather(p->agents, "hooprun.attempt.0", &mine, sizeof(mine), all, -1) !=
+            HOOP_OK ||
+        hoop_store_barrier(p->agents, "hooprun.attempt.0.read", -1) != HOOP_OK) {
+        free(all);
+        return say(p, "before attempt 0");
+    }
+    for (int n = 0; n < p->nnodes; n++) {
+        all[n].host[sizeof(all[n].host) - 1] = '\0';
+        const char *what = all[n].max_restarts != mine.max_restarts       ? "--max-restarts"
+                           : all[n].nproc_per_node != mine.nproc_per_node ? "--nproc-per-node"
+                                                                          : NULL;
+        if (!what) continue;
+        fprintf(stderr,
+                "hooprun (node %d): node %d (%s) runs %s %d but this node %d: give every node's "
+                "hooprun the same %s\n",
+                p->node_rank, n, all[n].host, what,
+                what[2] == 'm' ? all[n].max_restarts : all[n].nproc_per_node,
+                what[2] == 'm' ? mine.max_restarts : mine.nproc_per_node, what);
+        free(all);
+        return 2;
+    }
+    free(all);
+    return 0;
+}
+
+int hooprun_agent_begin(const hooprun_plan *p, int k)
+{
+    char name[64], when[64];
+    if (!p->agents) return 0;
+    if (k == 0) return compare_cards(p);
+    snprintf(name, sizeof(name), "hooprun.attempt.%d", k);
+    if (hoop_store_barrier(p->agents, name, -1) == HOOP_OK) return 0;
+    snprintf(when, sizeof(when), "before restart %d", k);
+    return say(p, when);
+}
+
+void hooprun_agent_failed(const hooprun_plan *p, const char *why)
+{
+    char key[64], text[600];
+    if (!p->agents || hooprun_agent_poll(p, text, sizeof(text)) != 0) return;
+    snprintf(key, sizeof(key), "hooprun.attempt.%d.failed", p->restart);
+    int n = snprintf(text, sizeof(text), "node %d (%s): %s", p->node_rank, p->host, why);
+    (void)hoop_store_set(p->agents, key, text,
+                         n < (int)sizeof(text) ? (size_t)n : sizeof(text) - 1);
+}
+
+int hooprun_agent_poll(const hooprun_plan *p, char *why, size_t cap)
+{
+    char key[64];
+    int lost = -1, found = 0;
+    if (!p->agents) return 0;
+    snprintf(key, sizeof(key), "hooprun.attempt.%d.failed", p->restart);
+    if (hoop__store_probe(p->agents, key, &lost, &found, why, cap) != HOOP_OK) {
+        snprintf(why, cap, "%s", hoop_last_error());
+        return -1;
+    }
+    if (found) return 1;
+    if (lost >= 0) return -1; /* why: the store's account of the hooprun that vanished */
+    return 0;
+}
+
+void hooprun_agent_close(hooprun_plan *p, int rc)
+{
+    if (!p->agents) return;
+    if (rc != 0) {
+        char why[64];
+        snprintf(why, sizeof(why), "node %d's hooprun exited with %d", p->node_rank, rc);
+        hoop__store_note_failure(p->agents, HOOP_ERR_REMOTE, why);
+    }
+    hoop_store_destroy(p->agents);
+    p->agents = NULL;
+}
