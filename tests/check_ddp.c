@@ -927,13 +927,13 @@ static void run_bad_args(rank_ctx *c, hoop_comm *comm)
     ck_assert_int_eq(hoop_ddp_init(&ddp, comm, p, SIZE_MAX, NULL), HOOP_ERR_INVALID);
     hoop_tensor *list[3] = {p[0], NULL, p[1]};
     ck_assert_int_eq(hoop_ddp_init(&ddp, comm, list, 3, NULL), HOOP_ERR_INVALID);
-    assert_error_has("parameter 1 ('NULL')", NULL);
+    assert_error_has("parameter 1 (NULL)", NULL);
     int64_t shape[1] = {3};
     hoop_tensor *plain;
     ck_assert_int_eq(hoop_tensor_new(&plain, 1, shape, HOOP_DEVICE_CPU, 0), HOOP_OK);
     list[1] = plain;
     ck_assert_int_eq(hoop_ddp_init(&ddp, comm, list, 3, NULL), HOOP_ERR_INVALID);
-    assert_error_has("parameter 1", "requires_grad");
+    assert_error_has("parameter 1 (unnamed) is not a tensor with requires_grad", NULL);
     list[1] = p[2];
     list[2] = p[0];
     ck_assert_int_eq(hoop_ddp_init(&ddp, comm, list, 3, NULL), HOOP_ERR_INVALID);

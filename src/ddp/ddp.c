@@ -67,6 +67,18 @@ static hoop_status check_agreement(hoop_ddp *ddp, int ws, int64_t *all)
 
 /* Writes a shape signature (ndim, then HOOP_TENSOR_MAX_DIMS dimensions) as "(32, 16)", "()"
  * for a scalar, into buf; returns buf. */
+/* A parameter as messages name it: 'fc1.weight' (quoted), or "unnamed" for a tensor
+ * without a name (an empty '' read as a missing word). buf: HOOP_TENSOR_NAME_MAX + 2. */
+#define PNAME_MAX (HOOP_TENSOR_NAME_MAX + 2)
+static const char *pname(const hoop_tensor *t, char *buf)
+{
+    const char *n = t ? hoop_tensor_name(t) : NULL;
+    if (!t) return "NULL";
+    if (!n || !*n) return "unnamed";
+    snprintf(buf, PNAME_MAX, "'%.*s'", HOOP_TENSOR_NAME_MAX - 1, n);
+    return buf;
+}
+
 static const char *sig_str(const int64_t *sig, char *buf, size_t bytes)
 {
     int nd = sig[0] < 0 ? 0 : sig[0] > HOOP_TENSOR_MAX_DIMS ? HOOP_TENSOR_MAX_DIMS : (int)sig[0];
@@ -100,10 +112,10 @@ static hoop_status check_shapes(hoop_ddp *ddp)
         for (size_t i = 0; i < n; i++) {
             const int64_t *a = all + i * per, *b = all + ((size_t)r * n + i) * per;
             if (memcmp(a, b, per * sizeof(int64_t)) == 0) continue;
-            char sa[128], sb[128];
+            char sa[128], sb[128], nm[PNAME_MAX];
             st = HOOP_ERROR(HOOP_ERR_MISMATCH,
-                            "DDP: parameter %zu ('%s') has shape %s on rank 0 but %s on rank %d", i,
-                            hoop_tensor_name(ddp->params[i]), sig_str(a, sa, sizeof(sa)),
+                            "DDP: parameter %zu (%s) has shape %s on rank 0 but %s on rank %d", i,
+                            pname(ddp->params[i], nm), sig_str(a, sa, sizeof(sa)),
                             sig_str(b, sb, sizeof(sb)), r);
             goto out;
         }
@@ -230,9 +242,10 @@ static hoop_status check_unique(hoop_tensor *const *params, size_t count)
     size_t first = 0, second = 0;
     while (params[first] != dup) first++;
     for (second = first + 1; params[second] != dup; second++) continue;
+    char nm[PNAME_MAX];
     return HOOP_ERROR(HOOP_ERR_INVALID,
-                      "hoop_ddp_init: parameter '%s' is listed twice (at %zu and %zu)",
-                      hoop_tensor_name(dup), first, second);
+                      "hoop_ddp_init: parameter %s is listed twice (at %zu and %zu)",
+                      pname(dup, nm), first, second);
 }
 
 static hoop_status check_flag(const char *name, int v)
@@ -253,19 +266,20 @@ static hoop_status check_args(hoop_ddp **out, hoop_comm *comm, hoop_tensor *cons
     if (count == 0) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_init: no parameters");
     if (count > INT_MAX)
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_init: count=%zu is above INT_MAX", count);
+    char n0[PNAME_MAX], ni[PNAME_MAX];
     for (size_t i = 0; i < count; i++) {
         if (!params[i] || !hoop_tensor_requires_grad(params[i]))
             return HOOP_ERROR(HOOP_ERR_INVALID,
-                              "hoop_ddp_init: parameter %zu ('%s') is not a tensor with "
+                              "hoop_ddp_init: parameter %zu (%s) is not a tensor with "
                               "requires_grad",
-                              i, params[i] ? hoop_tensor_name(params[i]) : "NULL");
+                              i, pname(params[i], ni));
         if (hoop_tensor_device(params[i]) != hoop_tensor_device(params[0]))
             return HOOP_ERROR(
                 HOOP_ERR_INVALID,
-                "hoop_ddp_init: parameter %zu ('%s') is on %s but parameter 0 "
-                "('%s') is on %s; move the whole model to one device",
-                i, hoop_tensor_name(params[i]), hoop__device_name(hoop_tensor_device(params[i])),
-                hoop_tensor_name(params[0]), hoop__device_name(hoop_tensor_device(params[0])));
+                "hoop_ddp_init: parameter %zu (%s) is on %s but parameter 0 "
+                "(%s) is on %s; move the whole model to one device",
+                i, pname(params[i], ni), hoop__device_name(hoop_tensor_device(params[i])),
+                pname(params[0], n0), hoop__device_name(hoop_tensor_device(params[0])));
     }
     HOOP_CHECK(check_unique(params, count));
     /* A second hoop_ddp would take the hooks and move the gradients into its own buckets:
@@ -273,9 +287,9 @@ static hoop_status check_args(hoop_ddp **out, hoop_comm *comm, hoop_tensor *cons
     for (size_t i = 0; i < count; i++)
         if (params[i]->hook == on_grad_ready)
             return HOOP_ERROR(HOOP_ERR_INVALID,
-                              "hoop_ddp_init: parameter %zu ('%s') is already wrapped by another "
+                              "hoop_ddp_init: parameter %zu (%s) is already wrapped by another "
                               "hoop_ddp (hoop_ddp_destroy that one first)",
-                              i, hoop_tensor_name(params[i]));
+                              i, pname(params[i], ni));
     if (!cfg) return HOOP_OK;
     HOOP_CHECK(check_flag("broadcast_params", cfg->broadcast_params));
     HOOP_CHECK(check_flag("error_on_unused", cfg->error_on_unused));
@@ -419,9 +433,9 @@ static void mark_ready(hoop_ddp *ddp, int p)
 static void stray_hook(hoop_ddp *ddp, hoop_tensor *param)
 {
     if (ddp->stray[0]) return;
-    const char *name = hoop_tensor_name(param);
-    snprintf(ddp->stray, sizeof(ddp->stray), "%s", name && *name ? name : "(unnamed)");
-    HOOP_WARN("DDP: hoop_backward ran on parameters this hoop_ddp wraps ('%s' first): their "
+    char nm[PNAME_MAX];
+    snprintf(ddp->stray, sizeof(ddp->stray), "%s", pname(param, nm));
+    HOOP_WARN("DDP: hoop_backward ran on parameters this hoop_ddp wraps (%s first): their "
               "gradients are not averaged over the ranks; call hoop_ddp_backward instead",
               ddp->stray);
 }
@@ -430,11 +444,11 @@ static void stray_hook(hoop_ddp *ddp, hoop_tensor *param)
 static hoop_status stray_status(hoop_ddp *ddp, const char *fn)
 {
     if (!ddp->stray[0]) return HOOP_OK;
-    char name[HOOP_TENSOR_NAME_MAX];
+    char name[sizeof(ddp->stray)];
     snprintf(name, sizeof(name), "%s", ddp->stray);
     ddp->stray[0] = '\0';
     return HOOP_ERROR(HOOP_ERR_USAGE,
-                      "%s: hoop_backward ran on parameters this hoop_ddp wraps ('%s' first) "
+                      "%s: hoop_backward ran on parameters this hoop_ddp wraps (%s first) "
                       "outside hoop_ddp_backward: their gradients were not averaged over the "
                       "ranks, so the ranks' parameters may differ; call hoop_ddp_backward(ddp, "
                       "tape, loss) instead of hoop_backward",
@@ -464,8 +478,9 @@ static hoop_status mark_unused(hoop_ddp *ddp, hoop_tape *tape)
         if (ddp->ready[i] || hoop_tape_grad_was_ready(tape, ddp->params[i])) continue;
         if (unused++ < 8) {
             size_t len = strlen(names);
-            snprintf(names + len, sizeof(names) - len, "%s'%s'", len ? ", " : "",
-                     hoop_tensor_name(ddp->params[i]));
+            char nm[PNAME_MAX];
+            snprintf(names + len, sizeof(names) - len, "%s%s", len ? ", " : "",
+                     pname(ddp->params[i], nm));
         }
         mark_ready(ddp, (int)i);
     }

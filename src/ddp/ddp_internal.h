@@ -99,7 +99,7 @@ struct hoop_ddp {
     /* A grad-ready hook fired outside hoop_ddp_backward (a plain hoop_backward on these
      * parameters): its gradients were not averaged. The name of the first such parameter,
      * reported as HOOP_ERR_USAGE by the next hoop_ddp_backward, _join, _wait or _destroy. */
-    char stray[HOOP_TENSOR_NAME_MAX];
+    char stray[HOOP_TENSOR_NAME_MAX + 2];
     hoop_ddp_stats stats;
     /* trace */
     int tracing;
