@@ -452,7 +452,9 @@ static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen,
 /* What auto mode says when a transport's init finds the host lacks it. */
 static void log_skipped(const hoop_comm *comm, const struct hoop_transport *tp, const char *why)
 {
-    if (strcmp(tp->name, "ib") == 0)
+    if (strcmp(tp->name, "ib") == 0 && strncmp(why, "HOOP_IB_HCA=", 12) == 0)
+        HOOP_WARN("rank %d: %s; tcp between hosts", comm->rank, why); /* a typo, most likely */
+    else if (strcmp(tp->name, "ib") == 0)
         HOOP_INFO(INIT, "rank %d: no usable RDMA device (%s); tcp between hosts", comm->rank, why);
     else if (strcmp(tp->name, "shm") == 0)
         HOOP_INFO(INIT, "rank %d: no shared-memory transport (%s); using tcp", comm->rank, why);

@@ -470,8 +470,11 @@ static hoop_status open_port(const struct hoop_tp_ib_config *cfg, struct ib_port
                                             : hoop__strerror(errno));
     }
     int want = cfg->local_rank >= 0 ? cfg->local_rank : 0;
-    /* Two passes: count the usable ports, then open the chosen one. */
-    int usable = 0;
+    /* Two passes: count the usable ports, then open the chosen one. matched: ports the
+     * filter kept, active or not; all: every port seen, for the message when none. */
+    int usable = 0, matched = 0;
+    char all[300] = "";
+    size_t alen = 0;
     hoop_status st = HOOP_OK, last = HOOP_OK;
     for (int pass = 0; pass < 2 && !chosen; pass++) {
         seen = 0;
@@ -487,7 +490,11 @@ static hoop_status open_port(const struct hoop_tp_ib_config *cfg, struct ib_port
             int keep = 0;
             for (int port = 1; port <= da.phys_port_cnt && !chosen; port++) {
                 struct ibv_port_attr pa;
+                if (pass == 0 && alen + 40 < sizeof(all))
+                    alen += (size_t)snprintf(all + alen, sizeof(all) - alen, "%s%s:%d",
+                                             alen ? ", " : "", name, port);
                 if (!hoop__ib_hca_match(&spec, name, port)) continue;
+                matched += pass == 0;
                 if (ibv_query_port(v, (uint8_t)port, &pa) != 0) continue;
                 if (pa.state != IBV_PORT_ACTIVE) {
                     if (pass == 0 && slen + 64 < sizeof(skipped))
@@ -518,6 +525,12 @@ static hoop_status open_port(const struct hoop_tp_ib_config *cfg, struct ib_port
     ibv_free_device_list(list);
     if (chosen) return HOOP_OK;
     if (last != HOOP_OK) return HOOP_ERROR(last, "%s", skipped);
+    /* A filter that keeps nothing this host has is most likely a typo: say what it has
+     * (comm.c warns about it rather than falling back to tcp quietly). */
+    if (matched == 0 && spec.n > 0)
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                          "HOOP_IB_HCA=%s matches none of this host's RDMA ports (%s%s)", cfg->hca,
+                          alen ? "it has " : "none of its devices has a port", alen ? all : "");
     return HOOP_ERROR(HOOP_ERR_UNSUPPORTED, "no active RDMA port%s%s%s%s",
                       cfg->hca && *cfg->hca ? " matches HOOP_IB_HCA=" : "",
                       cfg->hca && *cfg->hca ? cfg->hca : "", slen ? ": " : "", skipped);

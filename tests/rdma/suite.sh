@@ -404,6 +404,11 @@ step_auto() {
             grep -v 'hoop INFO' "$tmp/rank.0" | grep -E '^ +[0-9]+ ' || true
             links_are "$tmp/rank.0" $want
             links_are "$tmp/rank.1" $want
+            # A filter matching none of the host's ports is a typo, most likely: a WARN
+            # naming what the host has, not a quiet INFO.
+            [ "$hca0" != nosuchhca0 ] ||
+                grep -q "hoop WARN .*HOOP_IB_HCA=nosuchhca0 matches none of this host's RDMA ports (it has .*$RDMA_DEV0:1" "$tmp/rank.0" ||
+                { grep HOOP_IB_HCA "$tmp/rank.0"; bad "no WARN naming HOOP_IB_HCA=nosuchhca0 and the host's ports"; }
             port=$((port + 1))
         done
     done
