@@ -45,7 +45,8 @@ echo "ok: 2 workers, silent rank 1, final test_acc $acc"
 
 # 2. Interrupted after epoch 1 and resumed == uninterrupted, byte for byte.
 # shellcheck disable=SC2086
-$run $small --checkpoint "$tmp/a.ckpt" >/dev/null 2>&1 || bad "uninterrupted run failed"
+$run $small --checkpoint "$tmp/a.ckpt" --metrics "$tmp/a.jsonl" >/dev/null 2>&1 ||
+    bad "uninterrupted run failed"
 # shellcheck disable=SC2086
 $run $small --checkpoint "$tmp/b.ckpt" --exit-after-epoch 1 >/dev/null 2>&1 ||
     bad "interrupted run failed"
@@ -55,11 +56,29 @@ grep -q "resumed from .* after epoch 1" "$tmp/resume" || bad "no resume line: $(
 cmp -s "$tmp/a.ckpt" "$tmp/b.ckpt" || bad "resumed checkpoint differs from the uninterrupted one"
 echo "ok: checkpoint after interrupt + resume is identical to the uninterrupted run"
 
-# A resume with another world size is refused with exit 2.
+# A resume on another number of ranks needs the same global batch (world_size x
+# --batch-size): with --batch-size unchanged it is refused with exit 2 and the batch that
+# would do; with it, 1 rank x 256 goes on from 2 x 128's epoch-1 checkpoint as the
+# uninterrupted 2-rank run did (the same global batches: train_dist.c): its last epoch's
+# losses agree to 1e-4 (they differ only in the order of float sums).
 # shellcheck disable=SC2086
 $train $small --checkpoint "$tmp/a.ckpt" --resume >"$tmp/ws" 2>&1
 rc=$?
-[ $rc = 2 ] && grep -q "written with world_size 2" "$tmp/ws" || bad "world_size check: rc=$rc $(cat "$tmp/ws")"
+[ $rc = 2 ] && grep -q "written with world_size 2 x --batch-size 128, a global batch of 256; this run has 1 x 128 = 128 .*; on 1 rank pass --batch-size 256)" "$tmp/ws" ||
+    bad "world_size check: rc=$rc $(cat "$tmp/ws")"
+# shellcheck disable=SC2086
+$run $small --checkpoint "$tmp/c.ckpt" --exit-after-epoch 1 >/dev/null 2>&1 || bad "interrupted run failed"
+# shellcheck disable=SC2086
+$train $small --batch-size 256 --checkpoint "$tmp/c.ckpt" --resume --metrics "$tmp/c.jsonl" \
+    >"$tmp/ws1" 2>&1 || bad "resume on 1 rank x 256 failed: $(cat "$tmp/ws1")"
+grep -q "c.ckpt was written by 2 ranks x --batch-size 128; this run has 1 x 256, the same global batch of 256" "$tmp/ws1" ||
+    bad "no line about the new split: $(cat "$tmp/ws1")"
+loss_of() { sed -n 's/.*"epoch":3,.*"train_loss":\([0-9.]*\),"test_loss":\([0-9.]*\).*/\1 \2/p' "$1"; }
+a=$(loss_of "$tmp/a.jsonl")
+c=$(loss_of "$tmp/c.jsonl")
+echo "$a $c" | awk '{ for (i = 1; i <= 2; i++) { d = $i - $(i + 2); if (d < 0) d = -d; if (d > 1e-4 * $i || $i == "") exit 1 } }' &&
+    [ -n "$c" ] || bad "epoch 3 after a resume on 1 rank: train/test loss $c, uninterrupted 2 ranks $a"
+echo "ok: a 2 x 128 run resumed on 1 x 256: epoch-3 losses $c, uninterrupted $a"
 # So is one with another --train-limit, at an epoch boundary too (its steps per epoch, and
 # the learning-rate schedule with them, would change: lr 0 for the rest of the run).
 # shellcheck disable=SC2086

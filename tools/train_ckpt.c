@@ -54,6 +54,12 @@ hoop_status train_ckpt_resume(trainer *t)
         t->loss_samples = (size_t)ex.loss_samples;
     }
     if (t->dist.rank != 0) return HOOP_OK;
+    if (ex.world_size != want.world_size) /* check_resumable: the same global batch */
+        printf("hoop-train: %s was written by %lld ranks x --batch-size %lld; this run has %lld "
+               "x %lld, the same global batch of %lld\n",
+               o->checkpoint, (long long)ex.world_size, (long long)ex.batch_size,
+               (long long)want.world_size, (long long)want.batch_size,
+               (long long)(want.world_size * want.batch_size));
     if (ex.batches_done > 0)
         printf("hoop-train: resumed from %s in epoch %lld after batch %lld (step %lld)\n",
                o->checkpoint, (long long)ex.epochs_done + 1, (long long)ex.batches_done,

@@ -409,7 +409,9 @@ hoop_status train_cli_settings(const train_opts *o, int scope, char *buf, size_t
      * may be resumed with more (or fewer) epochs. */
     put(&s, o->schedule == TRAIN_SCHED_COSINE ? both : ranks, "--epochs", "%lld",
         (long long)o->epochs);
-    put(&s, both, "--batch-size", "%lld", (long long)o->batch_size);
+    /* A resume checks the global batch (world_size x --batch-size) instead: the same one
+     * on another number of ranks is the same run (train_dist.c, check_identity). */
+    put(&s, ranks, "--batch-size", "%lld", (long long)o->batch_size);
     put(&s, both, "--seed", "%lld", (long long)o->seed);
     put(&s, both, "--dropout", "%s", float_text(o->dropout, f, sizeof f));
     put(&s, both, "--normalize", "%s", o->standardize ? "standard" : "unit");

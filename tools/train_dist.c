@@ -236,14 +236,33 @@ static hoop_status check_resumable(const char *path, const hoop_checkpoint_info 
                           "not of this %s (%zu parameters)",
                           path, info->numel, info->param_count, train_ckpt_model_name(want->model),
                           numel);
-    if (have->world_size != want->world_size || have->batch_size != want->batch_size ||
-        have->seed != want->seed)
+    if (have->seed != want->seed)
         return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "--resume: %s was written with world_size %lld, batch %lld, seed %lld; "
-                          "this run has %lld, %lld, %lld",
+                          "--resume: %s was written with --seed %lld; this run has --seed %lld",
+                          path, (long long)have->seed, (long long)want->seed);
+    /* Another number of ranks with the same global batch is the same run: global batch i
+     * is positions i*G..(i+1)*G-1 of the epoch's permutation whatever the split (the
+     * sampler deals position p to rank p % world_size; each rank takes its batch_size
+     * next ones), so the steps per epoch, the learning-rate schedule, a mid-epoch
+     * position and DDP's averaged gradient all carry over (up to the order of float
+     * sums; dropout masks, drawn per rank-local sample, differ). */
+    int64_t g_have = have->world_size * have->batch_size,
+            g_want = want->world_size * want->batch_size;
+    if (g_have != g_want) {
+        char hint[200] = "";
+        if (want->world_size != have->world_size && g_have % want->world_size == 0)
+            snprintf(hint, sizeof(hint), "; on %lld rank%s pass --batch-size %lld",
+                     (long long)want->world_size, want->world_size == 1 ? "" : "s",
+                     (long long)(g_have / want->world_size));
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "--resume: %s was written with world_size %lld x --batch-size %lld, a "
+                          "global batch of %lld; this run has %lld x %lld = %lld (a resumed run "
+                          "needs the same global batch: its steps per epoch and learning-rate "
+                          "schedule depend on it%s)",
                           path, (long long)have->world_size, (long long)have->batch_size,
-                          (long long)have->seed, (long long)want->world_size,
-                          (long long)want->batch_size, (long long)want->seed);
+                          (long long)g_have, (long long)want->world_size,
+                          (long long)want->batch_size, (long long)g_want, hint);
+    }
     if (have->batches_done > 0 && have->ntrain != want->ntrain)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "--resume: %s stopped inside epoch %lld of %lld training samples; this "
