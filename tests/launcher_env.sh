@@ -22,10 +22,14 @@ done
 token2=$("$HOOPRUN" --no-prefix --nproc-per-node 1 bash -c 'echo $HOOP_TOKEN')
 [ "$token2" != "$token" ] || fail "two runs generated the same token"
 
-# 2. Second node of two: ranks 4..7 and the given master and token.
+# 2. Second node of two: ranks 4..7 and the given master and token. (Node 0's hooprun
+# runs too: the nodes' hoopruns meet before their workers start, tests/launcher_nodes.sh.)
+HOOP_TOKEN=feedbeef "$HOOPRUN" --nnodes 2 --node-rank 0 --nproc-per-node 4 \
+    --master-addr 127.0.0.1 --master-port 29555 true > /dev/null 2>&1 &
 HOOP_TOKEN=feedbeef "$HOOPRUN" --no-prefix --nnodes 2 --node-rank 1 --nproc-per-node 4 \
     --master-addr 127.0.0.1 --master-port 29555 bash -c "$show" | sort > "$TMP/two" ||
     fail "hooprun --nnodes 2 --node-rank 1 failed"
+wait $! || fail "node 0's hooprun failed"
 for lr in 0 1 2 3; do
     assert_contains "$TMP/two" "RANK=$((4 + lr)) LOCAL_RANK=$lr WORLD_SIZE=8 LOCAL_WORLD_SIZE=4 NODE_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 HOOP_TOKEN=feedbeef"
 done

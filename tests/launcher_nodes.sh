@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# tests/launcher_nodes.sh -- --max-restarts with several nodes: the nodes' hoopruns meet
-# at MASTER_PORT + 1 (tools/hooprun_agent.c) and start every attempt together.
+# tests/launcher_nodes.sh -- several nodes: the nodes' hoopruns meet at MASTER_PORT + 1
+# (tools/hooprun_agent.c) and start every attempt together.
 #
 # Two "nodes" on this host: two hoopruns (--nnodes 2 --node-rank 0|1) of 2 shell workers
 # each, on 127.0.0.1.
@@ -9,9 +9,13 @@
 #      waiting for a rendezvous do): node 0's hooprun learns it from the nodes' store and
 #      stops its workers, and both nodes run attempt 1 together, which succeeds. Before,
 #      node 1 used up its restarts alone in moments and node 0 waited in attempt 0;
-#   2. nodes told different --max-restarts are refused (exit 2), naming the node;
+#   2. nodes told different --max-restarts (one left at the default) are refused (exit
+#      2), naming the node;
 #   3. node 1's hooprun killed: node 0 stops its workers within moments, naming node 1;
-#   4. MASTER_PORT 65535 leaves no port for the nodes' store: exit 2.
+#   4. node 1's hooprun interrupted (SIGINT): node 0 exits 130 at once, naming it;
+#   5. node 1 cannot run its program: node 0 is told at once;
+#   6. node 0's hooprun stalled for 1.5 s: tolerated;
+#   7. MASTER_PORT 65535 leaves no port for the nodes' store: exit 2 (--dry-run too).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 export HOOP_TOKEN=nodes-test HOOP_TIMEOUT=20
 
@@ -65,15 +69,15 @@ grep -q "restart 2 of 2" "$TMP"/fail1.[01].err && fail "a second restart: $(cat 
 # Node 0's workers were stopped for node 1's failure: no summary blames them.
 grep -q "first failure" "$TMP/fail1.0.err" && fail "node 0 blamed its own workers: $(cat "$TMP/fail1.0.err")"
 
-# 2. Different --max-restarts: refused on both nodes.
-two differ 2 1 'exit 0'
+# 2. Different --max-restarts (one node left at the default 0): refused on both nodes.
+two differ 1 0 'exit 0'
 for n in 0 1; do
     [ "$(cat "$TMP/differ.rc.$n")" = 2 ] ||
         { cat "$TMP/differ.$n.err"; fail "node $n exited $(cat "$TMP/differ.rc.$n"), not 2"; }
 done
 assert_contains "$TMP/differ.0.err" "hooprun (node 0): node 1 ("
-assert_contains "$TMP/differ.0.err" ") runs --max-restarts 1 but this node 2: give every node's hooprun the same --max-restarts"
-assert_contains "$TMP/differ.1.err" ") runs --max-restarts 2 but this node 1"
+assert_contains "$TMP/differ.0.err" ") runs --max-restarts 0 but this node 1: give every node's hooprun the same --max-restarts"
+assert_contains "$TMP/differ.1.err" ") runs --max-restarts 1 but this node 0"
 
 # 3. Node 1's hooprun dies: node 0 stops its workers at once and names it.
 # (its workers, orphaned, are ended afterwards: sleep 31 alone, not the hoopruns)
@@ -89,9 +93,59 @@ echo "node 1's hooprun killed 2 s in: node 0 ended within $ms ms of the start (e
 assert_contains "$TMP/lost.0.err" "hooprun (node 0): lost the nodes' rendezvous: "
 assert_contains "$TMP/lost.0.err" "rank 1 ("
 
-# 4. No port above MASTER_PORT.
-"$HOOPRUN" --nnodes 2 --node-rank 1 --nproc-per-node 1 --master-addr 127.0.0.1 \
-    --master-port 65535 --max-restarts 1 true 2> "$TMP/e"
-[ $? = 2 ] || fail "MASTER_PORT 65535 with restarts on 2 nodes did not exit 2: $(cat "$TMP/e")"
-assert_contains "$TMP/e" "MASTER_PORT 65535 leaves no port above it for the nodes' rendezvous"
+# 4. SIGINT to node 1's hooprun: node 0 stops its workers and exits 130 at once, not
+# after waiting HOOP_TIMEOUT for node 1 at the next attempt's meeting.
+TWO_HOOK='sleep 2; kill -INT $p1'
+two int 2 2 'exec sleep 32'
+unset TWO_HOOK
+for n in 0 1; do
+    [ "$(cat "$TMP/int.rc.$n")" = 130 ] ||
+        { cat "$TMP/int.$n.err"; fail "SIGINT to node 1: node $n exited $(cat "$TMP/int.rc.$n"), not 130"; }
+done
+ms=$(cat "$TMP/int.ms")
+echo "SIGINT to node 1's hooprun 2 s in: both ended within $ms ms of the start"
+[ "$ms" -lt 6000 ] || fail "took $ms ms"
+assert_contains "$TMP/int.0.err" "hooprun (node 0): node 1 ("
+assert_contains "$TMP/int.0.err" ")'s hooprun exited with 130 (a signal: 128 + N); not starting another attempt"
+
+# 5. Node 1 cannot run its program: node 0 is told at once.
+rm -f "$TMP/prog0"
+printf '#!/bin/sh\nexec sleep 30\n' > "$TMP/prog0" && chmod +x "$TMP/prog0"
+for _ in 1 2 3; do
+    port=$((20000 + RANDOM % 12000))
+    t0=$(now_ms)
+    "$HOOPRUN" --nnodes 2 --node-rank 0 --nproc-per-node 1 --master-addr 127.0.0.1 \
+        --master-port $port "$TMP/prog0" 2> "$TMP/np.0.err" &
+    p0=$!
+    "$HOOPRUN" --nnodes 2 --node-rank 1 --nproc-per-node 1 --master-addr 127.0.0.1 \
+        --master-port $port "$TMP/nonexistent" 2> "$TMP/np.1.err"
+    rc1=$?
+    wait $p0
+    rc0=$?
+    ms=$(($(now_ms) - t0))
+    grep -q "Address already in use" "$TMP"/np.[01].err || break
+done
+[ "$rc1" = 127 ] || fail "node 1 without its program exited $rc1: $(cat "$TMP/np.1.err")"
+[ "$rc0" = 1 ] || fail "node 0 exited $rc0: $(cat "$TMP/np.0.err")"
+echo "node 1 cannot run its program: node 0 ended $ms ms after the start"
+[ "$ms" -lt 5000 ] || fail "node 0 took $ms ms"
+assert_contains "$TMP/np.0.err" ")'s hooprun exited with 127"
+
+# 6. Node 0's hooprun stalled for 1.5 s (SIGSTOP, then SIGCONT) while the workers run:
+# no node gives the meeting up (they did after 1 s) and the job ends well.
+TWO_HOOK='sleep 1; kill -STOP $p0; sleep 1.5; kill -CONT $p0'
+two stall 1 1 'exec sleep 4'
+unset TWO_HOOK
+for n in 0 1; do
+    [ "$(cat "$TMP/stall.rc.$n")" = 0 ] ||
+        { cat "$TMP/stall.$n.err"; fail "a 1.5 s stall of node 0's hooprun: node $n exited $(cat "$TMP/stall.rc.$n")"; }
+done
+
+# 7. No port above MASTER_PORT, with --dry-run too.
+for dry in "" --dry-run; do
+    "$HOOPRUN" --nnodes 2 --node-rank 1 --nproc-per-node 1 --master-addr 127.0.0.1 \
+        --master-port 65535 $dry true > "$TMP/o" 2> "$TMP/e"
+    [ $? = 2 ] || fail "MASTER_PORT 65535 on 2 nodes ($dry) did not exit 2: $(cat "$TMP/o" "$TMP/e")"
+    assert_contains "$TMP/e" "MASTER_PORT 65535 leaves no port above it for the nodes' rendezvous"
+done
 echo "PASS"

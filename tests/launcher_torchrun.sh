@@ -57,8 +57,12 @@ expect_bad "--nproc-per-node gpu: hooprun does not count GPUs yet" --nproc-per-n
 
 # 2. torchrun's worker variables; OMP_NUM_THREADS=1 with several workers unless set.
 show='echo "$RANK g=$GROUP_RANK/$GROUP_WORLD_SIZE r=$ROLE_RANK/$ROLE_WORLD_SIZE restarts=$TORCHELASTIC_RESTART_COUNT/$TORCHELASTIC_MAX_RESTARTS omp=${OMP_NUM_THREADS-unset}"'
+# (node 0's hooprun runs too: the nodes' hoopruns meet before their workers start)
+HOOP_TOKEN=t "$HOOPRUN" --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 \
+    --nproc-per-node 2 true > /dev/null 2>&1 &
 HOOP_TOKEN=t "$HOOPRUN" --no-prefix --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 \
     --nproc-per-node 2 bash -c "$show" | sort > "$TMP/v1" || fail "variables run failed"
+wait $! || fail "node 0's hooprun failed"
 assert_contains "$TMP/v1" "2 g=1/2 r=2/4 restarts=0/0 omp=1"
 assert_contains "$TMP/v1" "3 g=1/2 r=3/4 restarts=0/0 omp=1"
 OMP_NUM_THREADS=3 "$HOOPRUN" --no-prefix --nproc-per-node 2 bash -c "$show" > "$TMP/v2"

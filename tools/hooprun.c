@@ -70,7 +70,9 @@ static const char usage[] =
     "                      or an IPv6 one without brackets (fe80::1%eth0 too); checked by\n"
     "                      its form, not looked up\n"
     "  --master-port Q     its port, 1..65535 (default: MASTER_PORT; with one node and no\n"
-    "                      address or port given, a free port of 127.0.0.1; else 29500)\n"
+    "                      address or port given, a free port of 127.0.0.1; else 29500);\n"
+    "                      with N > 1 the nodes' hoopruns also meet at Q + 1 (node 0's\n"
+    "                      serves it) before each attempt: both ports must be open\n"
     "  --rdzv-endpoint A[:Q]  the same as --master-addr A --master-port Q (Q: 29400); an\n"
     "                      IPv6 A in brackets: [::1]:29500; --rdzv-backend c10d|static\n"
     "                      and --rdzv-id are accepted and unused\n"
@@ -80,9 +82,8 @@ static const char usage[] =
     "                      up to R times (default 0), each time with a new rendezvous (a\n"
     "                      new free port when hooprun picked it, and a HOOP_TOKEN carrying\n"
     "                      the restart count, so a worker of an earlier attempt cannot join);\n"
-    "                      with --nnodes > 1 the nodes' hoopruns meet at MASTER_PORT + 1\n"
-    "                      (node 0's serves it) and start each attempt together; every\n"
-    "                      node needs the same R\n"
+    "                      with N > 1 every node starts each attempt together (they meet\n"
+    "                      at MASTER_PORT + 1), and every node needs the same R\n"
     "  --log-dir DIR       write each worker's stdout and stderr, as written, to\n"
     "                      DIR/rank_N.log (DIR/rank_N.restart_K.log after restart K),\n"
     "                      instead of the terminal\n"
@@ -625,7 +626,7 @@ static void print_dry_run(const hooprun_plan *p)
     printf("\n");
     const char *t = getenv("HOOP_TOKEN");
     const char *token = (t && *t) ? "(from the environment)" : "(generated, 32 hex digits)";
-    if (p->nnodes > 1 && p->max_restarts > 0) {
+    if (p->nnodes > 1) {
         char hp[300];
         printf("hooprun: dry run: the nodes' hoopruns meet at %s (MASTER_PORT + 1, served by "
                "node 0's) before each attempt\n",
@@ -755,10 +756,12 @@ int main(int argc, char **argv)
     int reserve_fd = -1;
     rc = resolve(&c, &plan, &reserve_fd);
     if (rc == 0) rc = check_fault_rank(&plan);
+    if (rc == 0) rc = hooprun_agent_check(&plan);
     if (rc == 0 && c.dry_run) print_dry_run(&plan);
+    /* The nodes meet before this node checks its program, so that the others are told
+     * at once when it cannot run it. */
+    if (rc == 0 && !c.dry_run && plan.nnodes > 1) rc = hooprun_agent_open(&plan);
     if (rc == 0 && !c.dry_run) rc = check_prog(plan.argv[0]);
-    if (rc == 0 && !c.dry_run && plan.nnodes > 1 && plan.max_restarts > 0)
-        rc = hooprun_agent_open(&plan);
     if (rc == 0 && !c.dry_run) rc = run_attempts(&plan, &reserve_fd);
     hooprun_agent_close(&plan, rc);
     if (reserve_fd >= 0) close(reserve_fd);

@@ -109,13 +109,17 @@ int hooprun_interpreter_missing(const char *path, char *buf, size_t cap);
 int hooprun_which(const char *prog, char *buf, size_t cap);
 
 // ----- the nodes' rendezvous (hooprun_agent.c) ------------------------------------------
-/* With --max-restarts and --nnodes > 1 the nodes' hoopruns meet in a store that node 0's
- * hooprun serves at MASTER_ADDR:MASTER_PORT + 1 (see hooprun_agent.c), so that every node
- * starts each attempt together and stops its workers when another node's fail. */
+/* With --nnodes > 1 the nodes' hoopruns meet in a store that node 0's hooprun serves at
+ * MASTER_ADDR:MASTER_PORT + 1 (see hooprun_agent.c), so that every node starts each
+ * attempt together and stops its workers when another node's fail. */
 #define HOOPRUN_AGENT_PROBE_MS 200 /* how often a node looks for another node's failure */
 
 /* MASTER_PORT + 1, or -1 when master_port is 65535. */
 int hooprun_agent_port(int master_port);
+
+/* 0, or 2 after one stderr line when the plan has several nodes and MASTER_PORT leaves
+ * no port above it (checked for --dry-run too). */
+int hooprun_agent_check(const hooprun_plan *p);
 
 /* Connects this node's hooprun (node 0's also serves). Returns 0, or 1 (cannot serve or
  * connect) / 2 (MASTER_PORT 65535, a bad HOOP_TIMEOUT) after one stderr line. */
@@ -136,8 +140,9 @@ void hooprun_agent_failed(const hooprun_plan *p, const char *why);
  * once. */
 int hooprun_agent_poll(const hooprun_plan *p, char *why, size_t cap);
 
-/* Leaves the rendezvous (node 0's hooprun: ends the store, telling the others rc when it
- * is not 0). */
+/* Leaves the rendezvous. With rc != 0, node 0's hooprun ends the store telling the others
+ * why (its GOODBYE); another node leaves a note ("hooprun.exit": rc and why, and this
+ * attempt's failure note) and hangs up without a CLOSE, so that no node waits for it. */
 void hooprun_agent_close(hooprun_plan *p, int rc);
 
 // ----- output relay (hooprun_out.c) ----------------------------------------------------

@@ -62,18 +62,22 @@ static int say(const hooprun_plan *p, const char *when)
     return 1;
 }
 
+int hooprun_agent_check(const hooprun_plan *p)
+{
+    if (p->nnodes < 2 || hooprun_agent_port(p->master_port) > 0) return 0;
+    fprintf(stderr,
+            "hooprun: MASTER_PORT %d leaves no port above it for the nodes' rendezvous (%d "
+            "nodes' hoopruns meet at MASTER_PORT + 1): pick a lower one\n",
+            p->master_port, p->nnodes);
+    return 2;
+}
+
 int hooprun_agent_open(hooprun_plan *p)
 {
     char token[160];
     int64_t timeout_ms;
-    int port = hooprun_agent_port(p->master_port);
-    if (port < 0) {
-        fprintf(stderr,
-                "hooprun: MASTER_PORT %d leaves no port above it for the nodes' rendezvous "
-                "(--max-restarts with %d nodes uses MASTER_PORT + 1): pick a lower one\n",
-                p->master_port, p->nnodes);
-        return 2;
-    }
+    int port = hooprun_agent_port(p->master_port), rc = hooprun_agent_check(p);
+    if (rc) return rc;
     if (hoop__env_ms("HOOP_TIMEOUT", &timeout_ms) != HOOP_OK) {
         fprintf(stderr, "hooprun: %s\n", hoop_last_error());
         return 2;
@@ -89,7 +93,36 @@ int hooprun_agent_open(hooprun_plan *p)
         p->agents = NULL;
         return say(p, "connecting");
     }
+    /* Node 0's hooprun may stall (load, a debugger) without being gone: its replies may
+     * come as late as HOOP_TIMEOUT before a node gives the meeting up. */
+    hoop__store_set_reply_grace(p->agents, timeout_ms);
     return 0;
+}
+
+/* Another node's hooprun exited with a failure (hooprun_agent_close): 1 with its exit
+ * code and note, else 0. */
+static int peer_exited(const hooprun_plan *p, int *rc, char *why, size_t cap)
+{
+    char buf[600];
+    size_t n = 0;
+    if (hoop_store_get(p->agents, "hooprun.exit", buf, sizeof(buf) - 1, &n, 0) != HOOP_OK) return 0;
+    buf[n] = '\0';
+    char *text = strchr(buf, '\n');
+    *rc = atoi(buf);
+    snprintf(why, cap, "%s", text ? text + 1 : buf);
+    return 1;
+}
+
+/* A failed meeting: a node's hooprun that left on purpose is named with its exit code
+ * (its own exit code when that is a signal's 128 + N, else 1); any other failure gets
+ * the store's message (say). */
+static int meeting_failed(const hooprun_plan *p, const char *when)
+{
+    char why[600];
+    int rc;
+    if (!peer_exited(p, &rc, why, sizeof(why))) return say(p, when);
+    fprintf(stderr, "hooprun (node %d): %s; not starting another attempt\n", p->node_rank, why);
+    return rc > 128 ? rc : 1;
 }
 
 /* The first attempt's barrier is an all-gather of what each node was told. */
@@ -107,7 +140,7 @@ static int compare_cards(const hooprun_plan *p)
             HOOP_OK ||
         hoop_store_barrier(p->agents, "hooprun.attempt.0.read", -1) != HOOP_OK) {
         free(all);
-        return say(p, "before attempt 0");
+        return meeting_failed(p, "before attempt 0");
     }
     for (int n = 0; n < p->nnodes; n++) {
         all[n].host[sizeof(all[n].host) - 1] = '\0';
@@ -130,13 +163,18 @@ static int compare_cards(const hooprun_plan *p)
 
 int hooprun_agent_begin(const hooprun_plan *p, int k)
 {
-    char name[64], when[64];
+    char name[64], when[64], why[600];
+    int rc;
     if (!p->agents) return 0;
     if (k == 0) return compare_cards(p);
+    if (peer_exited(p, &rc, why, sizeof(why))) { /* it will not come: say so now */
+        fprintf(stderr, "hooprun (node %d): %s; not starting another attempt\n", p->node_rank, why);
+        return rc > 128 ? rc : 1;
+    }
     snprintf(name, sizeof(name), "hooprun.attempt.%d", k);
     if (hoop_store_barrier(p->agents, name, -1) == HOOP_OK) return 0;
     snprintf(when, sizeof(when), "before restart %d", k);
-    return say(p, when);
+    return meeting_failed(p, when);
 }
 
 void hooprun_agent_failed(const hooprun_plan *p, const char *why)
@@ -166,11 +204,24 @@ int hooprun_agent_poll(const hooprun_plan *p, char *why, size_t cap)
 
 void hooprun_agent_close(hooprun_plan *p, int rc)
 {
+    char why[400], note[420];
     if (!p->agents) return;
     if (rc != 0) {
-        char why[64];
-        snprintf(why, sizeof(why), "node %d's hooprun exited with %d", p->node_rank, rc);
+        snprintf(why, sizeof(why), "node %d (%.64s)'s hooprun exited with %d%s", p->node_rank,
+                 p->host, rc,
+                 rc > 128  ? " (a signal: 128 + N)"
+                 : rc == 2 ? " (bad flags or environment)"
+                           : "");
+        /* Node 0's store tells everyone in its GOODBYE. Another node leaves its note for
+         * the nodes still running (their probe, or their next meeting) and then hangs up
+         * without a CLOSE, so that a meeting already waiting for it fails at once. */
         hoop__store_note_failure(p->agents, HOOP_ERR_REMOTE, why);
+        if (p->node_rank != 0) {
+            int n = snprintf(note, sizeof(note), "%d\n%s", rc, why);
+            (void)hoop_store_set(p->agents, "hooprun.exit", note, (size_t)n);
+            hooprun_agent_failed(p, why);
+            hoop__store_abandon(p->agents);
+        }
     }
     hoop_store_destroy(p->agents);
     p->agents = NULL;

@@ -58,6 +58,7 @@ struct hoop_store {
     int said_goodbye;                    /* the connection ended with a GOODBYE */
     uint8_t bye_code;                    /* its code (0: the owner closed without a failure) */
     uint32_t *bye_missing, bye_nmissing; /* its missing keys, for the WAIT */
+    int64_t reply_grace_ms;              /* a WAIT's reply may come this late (min WAIT_GRACE_MS) */
 };
 
 // ----- connection loss --------------------------------------------------------------------
@@ -585,6 +586,19 @@ int hoop__store_fd(const hoop_store *st)
     return st->fd;
 }
 
+void hoop__store_set_reply_grace(hoop_store *st, int64_t ms)
+{
+    st->reply_grace_ms = ms;
+}
+
+void hoop__store_abandon(hoop_store *st)
+{
+    if (st == NULL || st->fd < 0) return;
+    close(st->fd); /* no CLOSE: the server marks this rank lost ("A rank lost") */
+    st->fd = -1;
+    snprintf(st->lost, sizeof(st->lost), "abandoned by its owner");
+}
+
 /* Takes ownership of srv (destroyed with st). */
 void hoop__store_own_server(hoop_store *st, hoop_store_server *srv)
 {
@@ -719,7 +733,8 @@ hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int n
         return HOOP_ERROR(HOOP_ERR_INVALID, "store: %d keys do not fit in one request", nkeys);
     }
     /* The server answers at timeout_ms; the grace covers the trip back. */
-    int64_t grace = WAIT_GRACE_MS + timeout_ms / 10;
+    int64_t grace =
+        (st->reply_grace_ms > WAIT_GRACE_MS ? st->reply_grace_ms : WAIT_GRACE_MS) + timeout_ms / 10;
     uint8_t status;
     hoop__rd rd;
     hoop_status s = rpc(st, hoop__deadline_ns(timeout_ms + grace), &status, &rd);

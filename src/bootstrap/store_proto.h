@@ -441,4 +441,17 @@ int hoop__store_server_nclients(const hoop_store_server *srv);
 /* The file descriptor of a client's connection (-1 when lost), for tests. */
 int hoop__store_fd(const hoop_store *st);
 
+/* How late a WAIT's reply may come after the server's own deadline before the client
+ * gives the connection up (default and minimum: one second): for a caller whose server
+ * may stall for a while without being gone (hooprun's agents: a whole process's store).
+ * Not thread-safe with calls on st. */
+void hoop__store_set_reply_grace(hoop_store *st, int64_t ms);
+
+/* Ends st's connection without a CLOSE, so that the server counts this rank lost (see
+ * "A rank lost") and every barrier or all-gather still waiting for it fails at once;
+ * hoop_store_destroy then only frees st. For a process that leaves a start-up (or
+ * hooprun's meeting) on purpose and wants the others told now, after leaving its reason
+ * under a key. NULL is ignored. */
+void hoop__store_abandon(hoop_store *st);
+
 #endif /* HOOP_BOOTSTRAP_STORE_PROTO_H */
