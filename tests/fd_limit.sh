@@ -13,7 +13,8 @@
 #   2. every rank under ulimit -n 64: each says so itself;
 #   3. every rank with a soft limit of 64 under a hard limit of 4096: the soft limit is
 #      raised (an INFO line says so) and the all-reduce is exact (#wrong 0);
-#   4. 8 ranks, rank 5 alone under ulimit -n 64: rank 0 has no link to rank 5 (ring
+#   4. rank 0 alone under ulimit -n 12 (its store's connections): it fails at once;
+#   5. 8 ranks, rank 5 alone under ulimit -n 64: rank 0 has no link to rank 5 (ring
 #      neighbours 1 and 7, doubling partners 1, 2, 4), so its own links may all come up;
 #      it must still fail, naming rank 5 and its reason (the start-up's verdict: it used
 #      to return a communicator whose first call then blamed another rank).
@@ -88,7 +89,22 @@ line=$(grep -E '^ +8192 ' "$TMP/raise.0")
 # shellcheck disable=SC2086 # the row, split into its columns
 set -- $line
 [ "${9}" = 0 ] && [ "${13}" = 0 ] || fail "wrong values: $line"
-# 4. A rank whose own links are all up still fails with the start-up.
+# 4. Rank 0 alone under ulimit -n 12: its store could not take the 4 ranks'
+# connections (it used to refuse them one accept at a time until HOOP_TIMEOUT, blaming
+# ranks 1 and 3); it fails at once naming the limit.
+t0=$(now_ms)
+(ulimit -Sn 12 && ulimit -Hn 12 && HOOP_TRANSPORT=tcp HOOP_TIMEOUT=20 MASTER_ADDR=127.0.0.1 \
+    MASTER_PORT=$((20000 + RANDOM % 12000)) RANK=0 WORLD_SIZE=4 LOCAL_RANK=0 \
+    LOCAL_WORLD_SIZE=4 exec "$BENCH" allreduce -b 8K -e 8K -n 2 -w 1) > "$TMP/r0" 2>&1
+rc=$?
+ms=$(($(now_ms) - t0))
+echo "rank 0 limited to 12 descriptors: exit $rc after $ms ms"
+[ $rc = 1 ] || { cat "$TMP/r0"; fail "rank 0 under ulimit -n 12 exited $rc, not 1"; }
+assert_contains "$TMP/r0" "too many open files ahead: rank 0's store (one connection per rank of WORLD_SIZE 4, and its own)"
+assert_contains "$TMP/r0" "RLIMIT_NOFILE allows 12 (hard limit 12); raise it with ulimit -n"
+[ "$ms" -lt 5000 ] || fail "rank 0 took $ms ms to fail"
+
+# 5. A rank whose own links are all up still fails with the start-up.
 run_case far 5 64 64 8
 ms=$(cat "$TMP/far.ms")
 echo "rank 5 of 8 limited: every rank ended within $ms ms"

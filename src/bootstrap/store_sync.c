@@ -29,6 +29,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/env.h"
+#include "core/fdlimit.h"
 
 /* Longest barrier / all-gather name: leaves room for the prefix and suffixes. */
 #define NAME_MAX_BYTES (HOOP_STORE_KEY_MAX - 80)
@@ -372,6 +373,16 @@ static int is_loopback(const struct addrinfo *a)
 static hoop_status start_rank0_server(const hoop_store_config *cfg, hoop_store_server **srv)
 {
     struct addrinfo *res;
+    /* One connection per rank, its own client's end, the listener and the server's
+     * epoll and wake descriptors: short of them, rank 0 would refuse ranks one accept at
+     * a time and they would wait until HOOP_TIMEOUT; now it fails at once, saying so. */
+    if (cfg->world_size > 0) {
+        char what[200];
+        snprintf(what, sizeof(what),
+                 "rank 0's store (one connection per rank of WORLD_SIZE %d, and its own)",
+                 cfg->world_size);
+        HOOP_CHECK(hoop__fd_reserve((int64_t)cfg->world_size + 4, what));
+    }
     HOOP_CHECK(hoop__store_resolve(cfg->host, cfg->port, 0, &res));
     hoop_store_config sc = *cfg;
     if (!is_loopback(res)) sc.host = res->ai_family == AF_INET6 ? "::" : NULL;
