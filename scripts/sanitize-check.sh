@@ -33,12 +33,12 @@ set -euo pipefail
 # The tests where threads share memory: the progress thread of every communicator
 # (collectives, ring, reduce, direct, tcp, and the votes of check_mismatch), the
 # shared-memory segments (shm), the store's server thread, DDP's grad-ready hooks
-# racing the bucket all-reduces, the soak (check_soak: random collectives, several in flight), and hooprun with its workers (launcher_smoke). The training and benchmark scripts
+# racing the bucket all-reduces, the soak (check_soak: random collectives, several in flight), and hooprun with its workers (launcher_smoke; launcher_nodes: node 0's hooprun serves the nodes' store from a thread). The training and benchmark scripts
 # (ddp_train.sh, hoop_train.sh, hoop_bench.sh) take a minute each under TSan here;
 # "tsan all" runs them with the rest.
 TSAN_TESTS="tests/check_collectives tests/check_direct tests/check_shm tests/check_ddp
 tests/check_tcp tests/check_ring tests/check_reduce tests/check_store tests/check_mismatch
-tests/check_soak tests/launcher_smoke.sh"
+tests/check_soak tests/launcher_smoke.sh tests/launcher_nodes.sh"
 
 usage() {
     echo "usage: $0 [-c] [-j N] asan|tsan [TEST...]" >&2

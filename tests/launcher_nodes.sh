@@ -46,16 +46,22 @@ two() {
     done
 }
 
+# both_rc NAME WANT WHAT: both nodes of run NAME exited WANT, else fail naming WHAT.
+both_rc() {
+    local n
+    for n in 0 1; do
+        [ "$(cat "$TMP/$1.rc.$n")" = "$2" ] ||
+            { cat "$TMP/$1.$n.err"; fail "$3: node $n exited $(cat "$TMP/$1.rc.$n"), not $2"; }
+    done
+}
+
 # 1. A start-up failure on one node: both start attempt 1 together.
 rec='echo "$TORCHELASTIC_RESTART_COUNT $RANK" >> '"$TMP"'/attempts
 [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0
 [ "$RANK" = 3 ] && exit 4
 exec sleep 30'
 two fail1 2 2 "$rec"
-for n in 0 1; do
-    [ "$(cat "$TMP/fail1.rc.$n")" = 0 ] ||
-        { cat "$TMP/fail1.$n.err"; fail "node $n exited $(cat "$TMP/fail1.rc.$n"), not 0"; }
-done
+both_rc fail1 0 "a start-up failure on node 1"
 ms=$(cat "$TMP/fail1.ms")
 echo "a start-up failure on node 1: both nodes done after attempt 1 within $ms ms"
 [ "$ms" -lt 10000 ] || fail "took $ms ms (node 0 waited for workers of a lost attempt?)"
@@ -71,10 +77,7 @@ grep -q "first failure" "$TMP/fail1.0.err" && fail "node 0 blamed its own worker
 
 # 2. Different --max-restarts (one node left at the default 0): refused on both nodes.
 two differ 1 0 'exit 0'
-for n in 0 1; do
-    [ "$(cat "$TMP/differ.rc.$n")" = 2 ] ||
-        { cat "$TMP/differ.$n.err"; fail "node $n exited $(cat "$TMP/differ.rc.$n"), not 2"; }
-done
+both_rc differ 2 "different --max-restarts"
 assert_contains "$TMP/differ.0.err" "hooprun (node 0): node 1 ("
 assert_contains "$TMP/differ.0.err" ") runs --max-restarts 0 but this node 1: give every node's hooprun the same --max-restarts"
 assert_contains "$TMP/differ.1.err" ") runs --max-restarts 1 but this node 0"
@@ -98,10 +101,7 @@ assert_contains "$TMP/lost.0.err" "rank 1 ("
 TWO_HOOK='sleep 2; kill -INT $p1'
 two int 2 2 'exec sleep 32'
 unset TWO_HOOK
-for n in 0 1; do
-    [ "$(cat "$TMP/int.rc.$n")" = 130 ] ||
-        { cat "$TMP/int.$n.err"; fail "SIGINT to node 1: node $n exited $(cat "$TMP/int.rc.$n"), not 130"; }
-done
+both_rc int 130 "SIGINT to node 1"
 ms=$(cat "$TMP/int.ms")
 echo "SIGINT to node 1's hooprun 2 s in: both ended within $ms ms of the start"
 [ "$ms" -lt 6000 ] || fail "took $ms ms"
@@ -136,10 +136,7 @@ assert_contains "$TMP/np.0.err" ")'s hooprun exited with 127"
 TWO_HOOK='sleep 1; kill -STOP $p0; sleep 1.5; kill -CONT $p0'
 two stall 1 1 'exec sleep 4'
 unset TWO_HOOK
-for n in 0 1; do
-    [ "$(cat "$TMP/stall.rc.$n")" = 0 ] ||
-        { cat "$TMP/stall.$n.err"; fail "a 1.5 s stall of node 0's hooprun: node $n exited $(cat "$TMP/stall.rc.$n")"; }
-done
+both_rc stall 0 "a 1.5 s stall of node 0's hooprun"
 
 # 7. No port above MASTER_PORT, with --dry-run too.
 for dry in "" --dry-run; do

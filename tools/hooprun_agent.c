@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * tools/hooprun_agent.c -- the nodes' hoopruns agree on each attempt (--max-restarts with
+ * tools/hooprun_agent.c -- the nodes' hoopruns agree on each attempt (every run with
  * --nnodes > 1), as torchelastic's agents do through their rendezvous store.
  *
  * Without it every node's hooprun restarted on its own: a worker failing during
@@ -14,10 +14,13 @@
  *     nodes start attempt k together; the first one also compares what each node was
  *     told (--max-restarts, --nproc-per-node) and refuses a difference, naming the node;
  *   - a hooprun whose worker fails writes "hooprun.attempt.k.failed" (which node and
- *     why); every hooprun looks for that key every AGENT_PROBE_MS while its workers run,
- *     and stops its own workers when it appears, instead of leaving them to time out;
+ *     why); every hooprun looks for that key every HOOPRUN_AGENT_PROBE_MS while its
+ *     workers run, and stops its own workers when it appears, instead of leaving them
+ *     to time out;
  *   - a hooprun that dies is named by the store at once (store protocol 4, "A rank
- *     lost"); node 0's hooprun exiting with a failure tells the others why.
+ *     lost"); one that exits with a failure too: node 0's through its store's GOODBYE,
+ *     another through a "hooprun.exit" note and a hang-up without CLOSE (the store marks
+ *     it lost), so no node waits HOOP_TIMEOUT at a meeting it will never join.
  * Single-threaded, as hooprun is (the store server runs its own thread, all signals
  * blocked there).
  */
@@ -216,6 +219,10 @@ void hooprun_agent_close(hooprun_plan *p, int rc)
          * the nodes still running (their probe, or their next meeting) and then hangs up
          * without a CLOSE, so that a meeting already waiting for it fails at once. */
         hoop__store_note_failure(p->agents, HOOP_ERR_REMOTE, why);
+        /* Node 0 refusing a difference (exit 2), which every node finds at once: the
+         * others may still be reading the meeting's last reply, which the GOODBYE must
+         * not overtake. */
+        if (p->node_rank == 0 && rc == 2) hoop__store_linger(p->agents, 2000);
         if (p->node_rank != 0) {
             int n = snprintf(note, sizeof(note), "%d\n%s", rc, why);
             (void)hoop_store_set(p->agents, "hooprun.exit", note, (size_t)n);

@@ -591,6 +591,15 @@ void hoop__store_set_reply_grace(hoop_store *st, int64_t ms)
     st->reply_grace_ms = ms;
 }
 
+void hoop__store_linger(hoop_store *st, int64_t ms)
+{
+    if (st == NULL || st->server == NULL) return;
+    int64_t deadline = hoop__deadline_ns(ms);
+    while (hoop__store_server_nclients(st->server) > (st->fd >= 0 ? 1 : 0) &&
+           hoop__now_ns() < deadline)
+        poll(NULL, 0, 10);
+}
+
 void hoop__store_abandon(hoop_store *st)
 {
     if (st == NULL || st->fd < 0) return;

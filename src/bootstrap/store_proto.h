@@ -447,6 +447,12 @@ int hoop__store_fd(const hoop_store *st);
  * Not thread-safe with calls on st. */
 void hoop__store_set_reply_grace(hoop_store *st, int64_t ms);
 
+/* When st owns its server (rank 0): waits until no other client is connected, or ms
+ * pass, so that a last reply (a barrier the others still read) goes out before the
+ * server's GOODBYE would overtake it. For an owner that leaves after a failure it found
+ * in a meeting every rank completed (hooprun's node-0 agent refusing a mismatch). */
+void hoop__store_linger(hoop_store *st, int64_t ms);
+
 /* Ends st's connection without a CLOSE, so that the server counts this rank lost (see
  * "A rank lost") and every barrier or all-gather still waiting for it fails at once;
  * hoop_store_destroy then only frees st. For a process that leaves a start-up (or
