@@ -423,9 +423,13 @@ faults_train() {
         local rc=${rcs[r]} sum=$cell_dir/rank.$r
         [ "$rc" != 0 ] || faults_bad "hooprun $r exited 0"
         # One hooprun: it must blame the victim. One per rank: the victim's hooprun
-        # blames it, the others their own worker (whose message names the victim).
+        # blames it, the others their own worker (whose message names the victim), or,
+        # having learnt of the victim's failure from the nodes' meeting first
+        # (tools/hooprun_agent.c), name the victim's node and rank as they stop theirs.
         local want=$v
         [ "${HOOPRUN_PER_RANK:-0}" = 1 ] && want=$r
+        [ "$r" != "$v" ] && grep -q "^hooprun (node $r): attempt failed on node $v (.*): rank $v " "$sum" &&
+            continue
         grep -q "^hooprun: first failure: rank $want " "$sum" ||
             faults_bad "hooprun $r does not name rank $want first: $(grep 'first failure' "$sum")"
     done
@@ -435,6 +439,13 @@ faults_train() {
         local sum=$cell_dir/rank.0
         [ "${HOOPRUN_PER_RANK:-0}" = 1 ] && sum=$cell_dir/rank.$r
         line=$(grep -E "^hooprun:   $r +" "$sum" | tail -n 1)
+        # Stopped by its hooprun for the victim's failure (one hooprun per rank, above).
+        local stop
+        stop=$(grep "^hooprun (node $r): attempt failed on node $v (.*): rank $v " "$sum" 2> /dev/null)
+        if [ -z "$line" ] && [ -n "$stop" ]; then
+            cell_rows="$cell_rows         rank $r  stopped by its hooprun: ${stop#hooprun }"$'\n'
+            continue
+        fi
         # On its own: before hooprun's SIGTERM (1 s after the first failure). Under
         # emulation (FAULTS_SETTLE_STRICT=0) a survivor may need longer; it must still
         # end with its own error (exit 1, the message below), not by the signal.
