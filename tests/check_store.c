@@ -1020,6 +1020,43 @@ START_TEST(test_rank0_gives_up)
 }
 END_TEST
 
+/* A rendezvous served under another name (hooprun's nodes' store: hoop__store_naming):
+ * rank 1's message names that owner and place, not rank 0 and MASTER_ADDR:MASTER_PORT,
+ * when the owner gives up with a reason. */
+START_TEST(test_named_owner_gives_up)
+{
+    static const hoop__store_naming naming = {"node 0's hooprun", "MASTER_ADDR:MASTER_PORT + 1"};
+    int port = free_port();
+    hoop_store_config cfg = {.host = "127.0.0.1",
+                             .port = port,
+                             .token = TOKEN,
+                             .rank = 0,
+                             .world_size = 3,
+                             .timeout_ms = 10000};
+    hoop_store *r0 = NULL, *r1 = NULL;
+    ASSERT_OK(hoop__store_init_served(&r0, &cfg, &naming));
+    cfg.rank = 1;
+    ASSERT_OK(hoop__store_init_served(&r1, &cfg, &naming));
+    struct gather g1 = {.h = r1, .timeout_ms = 15000};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, gather_main, &g1), 0);
+    msleep(100); /* rank 1 is parked in the all-gather */
+    hoop__store_note_failure(r0, HOOP_ERR_REMOTE, "node 0 (h)'s hooprun exited with 4");
+    ASSERT_OK(hoop_store_destroy(r0));
+    pthread_join(th, NULL);
+    ck_assert_msg(g1.st == HOOP_ERR_REMOTE, "rank 1: %s: %s", hoop_status_name(g1.st), g1.msg);
+    char where[128];
+    snprintf(where, sizeof(where),
+             "node 0's hooprun's store (MASTER_ADDR:MASTER_PORT + 1 = 127.0.0.1:%d)", port);
+    const char *want[] = {where, "node 0's hooprun gave up and closed its store: node 0 (h)'s "
+                                 "hooprun exited with 4"};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        ck_assert_msg(strstr(g1.msg, want[i]), "rank 1: '%s' lacks '%s'", g1.msg, want[i]);
+    ck_assert_msg(!strstr(g1.msg, "rank 0's store"), "rank 1: '%s'", g1.msg);
+    ASSERT_OK(hoop_store_destroy(r1));
+}
+END_TEST
+
 /* Rank 0's process is killed while ranks 0 and 1 of 3 wait in the rendezvous: rank 1
  * must say that the store's host went away, with what it knew. Runs without the
  * fixture (see main), so it checks for leaked descriptors itself. */
@@ -2004,6 +2041,7 @@ int main(void)
     tcase_add_test(errs, test_preface_bytewise);
     tcase_add_test(errs, test_self_connect_detected);
     tcase_add_test(errs, test_rank0_gives_up);
+    tcase_add_test(errs, test_named_owner_gives_up);
     /* No fixture: the test forks rank 0, which starts threads, and a process must have no
      * other thread when it forks for that (ThreadSanitizer refuses it otherwise). */
     TCase *procs = tcase_create("processes");

@@ -15,7 +15,9 @@
 #   4. node 1's hooprun interrupted (SIGINT): node 0 exits 130 at once, naming it;
 #   5. node 1 cannot run its program: node 0 is told at once;
 #   6. node 0's hooprun stalled for 1.5 s: tolerated;
-#   7. MASTER_PORT 65535 leaves no port for the nodes' store: exit 2 (--dry-run too).
+#   7. MASTER_PORT 65535 leaves no port for the nodes' store: exit 2 (--dry-run too);
+#   8. node 0's only worker fails with no restart left: node 0's hooprun ends at once, yet
+#      node 1 names the worker's failure, not only node 0's hooprun leaving.
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 export HOOP_TOKEN=nodes-test HOOP_TIMEOUT=20
 
@@ -27,11 +29,11 @@ two() {
     for _ in 1 2 3; do # a random port may be taken: try another
         local port=$((20000 + RANDOM % 12000))
         t0=$(now_ms)
-        "$HOOPRUN" --nnodes 2 --node-rank 0 --nproc-per-node 2 --master-addr 127.0.0.1 \
+        "$HOOPRUN" --nnodes 2 --node-rank 0 --nproc-per-node "${NPROC:-2}" --master-addr 127.0.0.1 \
             --master-port $port --max-restarts "$r0" bash -c "$cmd" \
             > "$TMP/$name.0.out" 2> "$TMP/$name.0.err" &
         p0=$!
-        "$HOOPRUN" --nnodes 2 --node-rank 1 --nproc-per-node 2 --master-addr 127.0.0.1 \
+        "$HOOPRUN" --nnodes 2 --node-rank 1 --nproc-per-node "${NPROC:-2}" --master-addr 127.0.0.1 \
             --master-port $port --max-restarts "$r1" bash -c "$cmd" \
             > "$TMP/$name.1.out" 2> "$TMP/$name.1.err" &
         p1=$!
@@ -145,4 +147,15 @@ for dry in "" --dry-run; do
     [ $? = 2 ] || fail "MASTER_PORT 65535 on 2 nodes ($dry) did not exit 2: $(cat "$TMP/o" "$TMP/e")"
     assert_contains "$TMP/e" "MASTER_PORT 65535 leaves no port above it for the nodes' rendezvous"
 done
+# 8. Node 0's one worker fails, no restarts: node 0 waits (at most 1 s) until node 1 has
+# read the failure before its store says GOODBYE. Before, node 1 was told only "node 0's
+# hooprun exited with 4", the CI failure of the fault matrix's netns kill@checkpoint.
+NPROC=1 two last 0 0 '[ "$RANK" = 0 ] && exit 4; exec sleep 34'
+[ "$(cat "$TMP/last.rc.0")" = 4 ] || fail "node 0 exited $(cat "$TMP/last.rc.0"), not its worker's 4"
+[ "$(cat "$TMP/last.rc.1")" = 1 ] || fail "node 1 exited $(cat "$TMP/last.rc.1"), not 1"
+ms=$(cat "$TMP/last.ms")
+echo "node 0's only worker failed: both ended within $ms ms of the start"
+[ "$ms" -lt 6000 ] || fail "took $ms ms"
+assert_contains "$TMP/last.1.err" "hooprun (node 1): attempt failed on node 0 ("
+assert_contains "$TMP/last.1.err" "): rank 0 exited with code 4; stopping this node's 1 worker"
 echo "PASS"

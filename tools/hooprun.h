@@ -113,6 +113,9 @@ int hooprun_which(const char *prog, char *buf, size_t cap);
  * MASTER_ADDR:MASTER_PORT + 1 (see hooprun_agent.c), so that every node starts each
  * attempt together and stops its workers when another node's fail. */
 #define HOOPRUN_AGENT_PROBE_MS 200 /* how often a node looks for another node's failure */
+/* Node 0, ending after a failure: time for the others to read it (they hang up once
+ * they have stopped). */
+#define HOOPRUN_AGENT_LINGER_MS 1000
 
 /* MASTER_PORT + 1, or -1 when master_port is 65535. */
 int hooprun_agent_port(int master_port);

@@ -20,7 +20,10 @@
  *   - a hooprun that dies is named by the store at once (store protocol 4, "A rank
  *     lost"); one that exits with a failure too: node 0's through its store's GOODBYE,
  *     another through a "hooprun.exit" note and a hang-up without CLOSE (the store marks
- *     it lost), so no node waits HOOP_TIMEOUT at a meeting it will never join.
+ *     it lost), so no node waits HOOP_TIMEOUT at a meeting it will never join; node 0's
+ *     hooprun ending after a noted failure first gives the others up to
+ *     HOOPRUN_AGENT_LINGER_MS to read it (their probe), so that they name the failed
+ *     worker, not only node 0's hooprun leaving; its GOODBYE names both.
  * Single-threaded, as hooprun is (the store server runs its own thread, all signals
  * blocked there).
  */
@@ -92,7 +95,8 @@ int hooprun_agent_open(hooprun_plan *p)
                              .rank = p->node_rank,
                              .world_size = p->nnodes,
                              .timeout_ms = timeout_ms};
-    if (hoop__store_init_served(&p->agents, &cfg) != HOOP_OK) {
+    static const hoop__store_naming naming = {"node 0's hooprun", "MASTER_ADDR:MASTER_PORT + 1"};
+    if (hoop__store_init_served(&p->agents, &cfg, &naming) != HOOP_OK) {
         p->agents = NULL;
         return say(p, "connecting");
     }
@@ -116,16 +120,23 @@ static int peer_exited(const hooprun_plan *p, int *rc, char *why, size_t cap)
     return 1;
 }
 
-/* A failed meeting: a node's hooprun that left on purpose is named with its exit code
- * (its own exit code when that is a signal's 128 + N, else 1); any other failure gets
- * the store's message (say). */
-static int meeting_failed(const hooprun_plan *p, const char *when)
+/* A node's hooprun that left on purpose: says so, naming it with its exit code, and
+ * returns this node's exit code (the same when it is a signal's 128 + N, else 1);
+ * returns 0 when none left. */
+static int peer_left(const hooprun_plan *p)
 {
     char why[600];
     int rc;
-    if (!peer_exited(p, &rc, why, sizeof(why))) return say(p, when);
+    if (!peer_exited(p, &rc, why, sizeof(why))) return 0;
     fprintf(stderr, "hooprun (node %d): %s; not starting another attempt\n", p->node_rank, why);
     return rc > 128 ? rc : 1;
+}
+
+/* A failed meeting: peer_left's account, else the store's message (say). */
+static int meeting_failed(const hooprun_plan *p, const char *when)
+{
+    int rc = peer_left(p);
+    return rc ? rc : say(p, when);
 }
 
 /* The first attempt's barrier is an all-gather of what each node was told. */
@@ -166,14 +177,11 @@ static int compare_cards(const hooprun_plan *p)
 
 int hooprun_agent_begin(const hooprun_plan *p, int k)
 {
-    char name[64], when[64], why[600];
+    char name[64], when[64];
     int rc;
     if (!p->agents) return 0;
     if (k == 0) return compare_cards(p);
-    if (peer_exited(p, &rc, why, sizeof(why))) { /* it will not come: say so now */
-        fprintf(stderr, "hooprun (node %d): %s; not starting another attempt\n", p->node_rank, why);
-        return rc > 128 ? rc : 1;
-    }
+    if ((rc = peer_left(p)) != 0) return rc; /* it will not come: say so now */
     snprintf(name, sizeof(name), "hooprun.attempt.%d", k);
     if (hoop_store_barrier(p->agents, name, -1) == HOOP_OK) return 0;
     snprintf(when, sizeof(when), "before restart %d", k);
@@ -207,14 +215,18 @@ int hooprun_agent_poll(const hooprun_plan *p, char *why, size_t cap)
 
 void hooprun_agent_close(hooprun_plan *p, int rc)
 {
-    char why[400], note[420];
+    char why[1100], note[1120], failed[600];
     if (!p->agents) return;
     if (rc != 0) {
-        snprintf(why, sizeof(why), "node %d (%.64s)'s hooprun exited with %d%s", p->node_rank,
+        /* This attempt's failure, when a node noted one: the reason node 0's GOODBYE
+         * gives, and what node 0 waits (LINGER_MS) for the others to read first. */
+        int noted = p->node_rank == 0 && hooprun_agent_poll(p, failed, sizeof(failed)) > 0;
+        snprintf(why, sizeof(why), "node %d (%.64s)'s hooprun exited with %d%s%s%s", p->node_rank,
                  p->host, rc,
                  rc > 128  ? " (a signal: 128 + N)"
                  : rc == 2 ? " (bad flags or environment)"
-                           : "");
+                           : "",
+                 noted ? " after the attempt failed on " : "", noted ? failed : "");
         /* Node 0's store tells everyone in its GOODBYE. Another node leaves its note for
          * the nodes still running (their probe, or their next meeting) and then hangs up
          * without a CLOSE, so that a meeting already waiting for it fails at once. */
@@ -223,6 +235,10 @@ void hooprun_agent_close(hooprun_plan *p, int rc)
          * others may still be reading the meeting's last reply, which the GOODBYE must
          * not overtake. */
         if (p->node_rank == 0 && rc == 2) hoop__store_linger(p->agents, 2000);
+        /* Node 0 ending after a worker failed (its own or another node's, with no restart
+         * left): the other nodes learn of it from "hooprun.attempt.k.failed" at their
+         * next probe, the failure named as it is, unless node 0's GOODBYE came first. */
+        if (noted) hoop__store_linger(p->agents, HOOPRUN_AGENT_LINGER_MS);
         if (p->node_rank != 0) {
             int n = snprintf(note, sizeof(note), "%d\n%s", rc, why);
             (void)hoop_store_set(p->agents, "hooprun.exit", note, (size_t)n);

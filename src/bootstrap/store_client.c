@@ -50,8 +50,10 @@ struct hoop_store {
     hoop__buf out;                          /* the request being sent */
     hoop__buf in;                           /* the last reply's body (after the length) */
     hoop_store_server *server;              /* owned (hoop_store_init_env on rank 0), else NULL */
-    int rendezvous;                         /* rank 0's store at MASTER_ADDR:MASTER_PORT */
-    char label[360];                        /* "store H:P" or "rank 0's store (MASTER_ADDR:...)" */
+    int rendezvous;                         /* the owner's store (hoop__store_naming) */
+    char owner[64];                         /* "rank 0" (hoop__store_naming) */
+    char place[64];                         /* "MASTER_ADDR:MASTER_PORT" */
+    char label[480];                        /* "store H:P" or "rank 0's store (MASTER_ADDR:...)" */
     char lost[HOOP__STORE_REASON_MAX + 64]; /* why the connection is gone; "" while it works */
     hoop_status fail_code;                  /* the first failure noted (hoop__store_note_failure) */
     char failure[1024];
@@ -73,11 +75,14 @@ static hoop_status lose(hoop_store *st, hoop_status code, const char *why)
 }
 
 /* What an end of stream without a word means. */
-static const char *closed_text(const hoop_store *st)
+static const char *closed_text(hoop_store *st, char *buf, size_t cap)
 {
-    return st->rendezvous ? "rank 0, the store's host, went away (the connection closed without "
-                            "a word: rank 0 died, was killed or exited)"
-                          : "the server closed the connection";
+    if (!st->rendezvous) return "the server closed the connection";
+    snprintf(buf, cap,
+             "%s, the store's host, went away (the connection closed without a word: %s died, "
+             "was killed or exited)",
+             st->owner, st->owner);
+    return buf;
 }
 
 static hoop_status usable(const hoop_store *st)
@@ -136,7 +141,10 @@ static hoop_status recv_all(hoop_store *st, uint8_t *buf, size_t n, int64_t dead
             off += (size_t)k;
             continue;
         }
-        if (k == 0) return lose(st, HOOP_ERR_REMOTE, closed_text(st));
+        if (k == 0) {
+            char why[320];
+            return lose(st, HOOP_ERR_REMOTE, closed_text(st, why, sizeof(why)));
+        }
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) {
             char why[160];
@@ -176,7 +184,7 @@ static hoop_status on_goodbye(hoop_store *st, hoop__rd *rd)
         return HOOP_ERROR(s, "rank %d's store %s", st->rank, fault);
     }
     if (st->rendezvous)
-        snprintf(why, sizeof(why), "rank 0 %s its store: %.*s",
+        snprintf(why, sizeof(why), "%s %s its store: %.*s", st->owner,
                  code ? "gave up and closed" : "closed", (int)n, (const char *)text);
     else
         snprintf(why, sizeof(why), "the server closed the connection: %.*s", (int)n,
@@ -301,9 +309,9 @@ static hoop_status foreign(hoop_store *st, const uint8_t *p, size_t n)
     lose(st, HOOP_ERR_INVALID, why);
     if (st->rendezvous)
         return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "MASTER_ADDR:MASTER_PORT = %s is not rank 0's hoop store: the peer %s; "
-                          "another service listens there (check MASTER_ADDR and MASTER_PORT)",
-                          st->name, what);
+                          "%s = %s is not %s's hoop store: the peer %s; another service listens "
+                          "there (check MASTER_ADDR and MASTER_PORT)",
+                          st->place, st->name, st->owner, what);
     return HOOP_ERROR(HOOP_ERR_INVALID, "store %s: %s", st->name, why);
 }
 
@@ -333,7 +341,9 @@ static hoop_status first_reply(hoop_store *st, int64_t deadline_ns, uint8_t *sta
         if (rc == 0) return lose(st, HOOP_ERR_TIMEOUT, "no reply before the deadline");
         if (rc < 0) return lose(st, HOOP_ERR_SYSTEM, "poll failed while receiving");
     }
-    if (got == 0) return lose(st, HOOP_ERR_REMOTE, closed_text(st)); /* worth retrying */
+    char closed[320];
+    if (got == 0) /* worth retrying */
+        return lose(st, HOOP_ERR_REMOTE, closed_text(st, closed, sizeof(closed)));
     uint32_t len = got == 4 ? hoop__get_u32_be(head) : 0;
     if (len == 0 || len > 4096) {
         *final = 1;
@@ -449,12 +459,17 @@ static hoop_status connect_retry(hoop_store *st, const char *host, int port)
      * (ENETUNREACH, EHOSTUNREACH): whether rank 0 runs is unknown; the address or this
      * host's network is what to check. */
     if (s != HOOP_ERR_TIMEOUT) return s;
-    const char *why = !st->rendezvous ? ""
-                      : silent        ? ": its port took the connection, but rank 0 did not "
-                                        "answer (stopped, or stuck?)"
-                      : unroutable    ? ": this host has no route to that address (check "
-                                        "MASTER_ADDR, and this node's interfaces and routes)"
-                                      : ": rank 0 never opened its store there, or has exited";
+    char why[300] = "";
+    if (st->rendezvous && silent)
+        snprintf(why, sizeof(why),
+                 ": its port took the connection, but %s did not answer (stopped, or stuck?)",
+                 st->owner);
+    else if (st->rendezvous && unroutable)
+        snprintf(why, sizeof(why),
+                 ": this host has no route to that address (check "
+                 "MASTER_ADDR, and this node's interfaces and routes)");
+    else if (st->rendezvous)
+        snprintf(why, sizeof(why), ": %s never opened its store there, or has exited", st->owner);
     return HOOP_ERROR(HOOP_ERR_TIMEOUT,
                       "store: nobody answered at %s within %" PRId64 " ms (last: %s)%s",
                       st->rendezvous ? st->label : st->name, st->timeout_ms, last, why);
@@ -484,8 +499,10 @@ static hoop_status check_client_config(const hoop_store_config *cfg)
     return HOOP_OK;
 }
 
-static hoop_status store_init(hoop_store **out, const hoop_store_config *cfg, int rendezvous)
+static hoop_status store_init(hoop_store **out, const hoop_store_config *cfg, int rendezvous,
+                              const hoop__store_naming *naming)
 {
+    static const hoop__store_naming workers = {"rank 0", "MASTER_ADDR:MASTER_PORT"};
     if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: out is NULL");
     *out = NULL;
     HOOP_CHECK(check_client_config(cfg));
@@ -497,8 +514,14 @@ static hoop_status store_init(hoop_store **out, const hoop_store_config *cfg, in
     st->rendezvous = rendezvous;
     snprintf(st->token, sizeof(st->token), "%s", cfg->token ? cfg->token : "");
     hoop__hostport(st->name, sizeof(st->name), cfg->host, cfg->port);
-    snprintf(st->label, sizeof(st->label),
-             rendezvous ? "rank 0's store (MASTER_ADDR:MASTER_PORT = %s)" : "store %s", st->name);
+    if (naming == NULL) naming = &workers;
+    snprintf(st->owner, sizeof(st->owner), "%s", naming->owner);
+    snprintf(st->place, sizeof(st->place), "%s", naming->place);
+    if (rendezvous)
+        snprintf(st->label, sizeof(st->label), "%s's store (%s = %s)", st->owner, st->place,
+                 st->name);
+    else
+        snprintf(st->label, sizeof(st->label), "store %s", st->name);
     hoop_status s = HOOP_OK;
     st->timeout_ms = cfg->timeout_ms;
     if (st->timeout_ms < 0) HOOP_CHECK_GOTO(hoop__env_ms("HOOP_TIMEOUT", &st->timeout_ms), s, fail);
@@ -514,12 +537,13 @@ fail:
 
 HOOP_API hoop_status hoop_store_init(hoop_store **out, const hoop_store_config *cfg)
 {
-    return store_init(out, cfg, 0);
+    return store_init(out, cfg, 0, NULL);
 }
 
-hoop_status hoop__store_init_rendezvous(hoop_store **out, const hoop_store_config *cfg)
+hoop_status hoop__store_init_rendezvous(hoop_store **out, const hoop_store_config *cfg,
+                                        const hoop__store_naming *naming)
 {
-    return store_init(out, cfg, 1);
+    return store_init(out, cfg, 1, naming);
 }
 
 /* Says CLOSE and waits up to CLOSE_WAIT_MS for any answer (its OK, or a GOODBYE queued

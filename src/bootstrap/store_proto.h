@@ -396,17 +396,28 @@ int64_t hoop__store_timeout(const hoop_store *st, int64_t timeout_ms);
  * it does, the server's GOODBYE carries the failure noted on st (below), if any. */
 void hoop__store_own_server(hoop_store *st, hoop_store_server *srv);
 
-/* hoop_store_init for a rendezvous (hoop_store_init_env): the server is rank 0's, at
- * MASTER_ADDR:MASTER_PORT, and messages say so. */
-hoop_status hoop__store_init_rendezvous(hoop_store **out, const hoop_store_config *cfg);
+/* Whose rendezvous store it is, for messages: owner serves it ("rank 0"), at place
+ * ("MASTER_ADDR:MASTER_PORT"), as in "rank 0's store (MASTER_ADDR:MASTER_PORT = h:p)"
+ * and "rank 0 gave up and closed its store". NULL: those two, the workers' store. */
+typedef struct hoop__store_naming {
+    const char *owner;
+    const char *place;
+} hoop__store_naming;
+
+/* hoop_store_init for a rendezvous (hoop_store_init_env): the server is the owner's
+ * (naming, NULL: rank 0's at MASTER_ADDR:MASTER_PORT), and messages say so. */
+hoop_status hoop__store_init_rendezvous(hoop_store **out, const hoop_store_config *cfg,
+                                        const hoop__store_naming *naming);
 
 /* What hoop_store_init_env does once it has read the environment, for a caller with a
  * config of its own (hooprun's agents: the nodes' hoopruns, rank = node rank): rank 0
  * serves at cfg->host:cfg->port (every address of its family unless host is loopback)
- * and owns the server; every rank connects through hoop__store_init_rendezvous. Errors:
+ * and owns the server; every rank connects through hoop__store_init_rendezvous (naming:
+ * as there). Errors:
  * those of hoop_store_server_init (rank 0: "rank 0 cannot serve the store ...") and of
  * hoop_store_init. */
-hoop_status hoop__store_init_served(hoop_store **out, const hoop_store_config *cfg);
+hoop_status hoop__store_init_served(hoop_store **out, const hoop_store_config *cfg,
+                                    const hoop__store_naming *naming);
 
 /* Notes why this rank is giving up (code and the thread's message, e.g. a timed-out
  * all-gather); the first note is kept. On rank 0 the owned server passes it to every

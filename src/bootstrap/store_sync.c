@@ -29,6 +29,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/env.h"
+#include "core/launch.h"
 #include "core/fdlimit.h"
 
 /* Longest barrier / all-gather name: leaves room for the prefix and suffixes. */
@@ -370,7 +371,8 @@ static int is_loopback(const struct addrinfo *a)
 /* Rank 0: serves the store. When MASTER_ADDR is a loopback address the server binds to
  * it (only this machine can reach it anyway); otherwise to every address of its
  * family, since a host name may resolve differently here than on the other nodes. */
-static hoop_status start_rank0_server(const hoop_store_config *cfg, hoop_store_server **srv)
+static hoop_status start_rank0_server(const hoop_store_config *cfg, hoop_store_server **srv,
+                                      const hoop__store_naming *naming)
 {
     struct addrinfo *res;
     /* One connection per rank, its own client's end, the listener and the server's
@@ -378,9 +380,8 @@ static hoop_status start_rank0_server(const hoop_store_config *cfg, hoop_store_s
      * a time and they would wait until HOOP_TIMEOUT; now it fails at once, saying so. */
     if (cfg->world_size > 0) {
         char what[200];
-        snprintf(what, sizeof(what),
-                 "rank 0's store (one connection per rank of WORLD_SIZE %d, and its own)",
-                 cfg->world_size);
+        snprintf(what, sizeof(what), "%s's store (one connection per rank of %s %d, and its own)",
+                 naming ? naming->owner : "rank 0", naming ? "the" : "WORLD_SIZE", cfg->world_size);
         HOOP_CHECK(hoop__fd_reserve((int64_t)cfg->world_size + 4, what));
     }
     HOOP_CHECK(hoop__store_resolve(cfg->host, cfg->port, 0, &res));
@@ -391,8 +392,11 @@ static hoop_status start_rank0_server(const hoop_store_config *cfg, hoop_store_s
     if (s != HOOP_OK) {
         char why[512];
         snprintf(why, sizeof(why), "%s", hoop_last_error());
-        return HOOP_ERROR(s, "rank 0 cannot serve the store (MASTER_ADDR=%s MASTER_PORT=%d): %s",
-                          cfg->host, cfg->port, why);
+        char hp[300];
+        return HOOP_ERROR(s, "%s cannot serve the store (%s = %s): %s",
+                          naming ? naming->owner : "rank 0",
+                          naming ? naming->place : "MASTER_ADDR:MASTER_PORT",
+                          hoop__hostport(hp, sizeof(hp), cfg->host, cfg->port), why);
     }
     return HOOP_OK;
 }
@@ -413,16 +417,17 @@ HOOP_API hoop_status hoop_store_init_env(hoop_store **out)
                              .rank = d.rank,
                              .world_size = d.world_size,
                              .timeout_ms = timeout_ms};
-    return hoop__store_init_served(out, &cfg);
+    return hoop__store_init_served(out, &cfg, NULL);
 }
 
-hoop_status hoop__store_init_served(hoop_store **out, const hoop_store_config *cfg_in)
+hoop_status hoop__store_init_served(hoop_store **out, const hoop_store_config *cfg_in,
+                                    const hoop__store_naming *naming)
 {
     hoop_store_config cfg = *cfg_in;
     hoop_store_server *srv = NULL;
     *out = NULL;
-    if (cfg.rank == 0) HOOP_CHECK(start_rank0_server(&cfg, &srv));
-    hoop_status s = hoop__store_init_rendezvous(out, &cfg);
+    if (cfg.rank == 0) HOOP_CHECK(start_rank0_server(&cfg, &srv, naming));
+    hoop_status s = hoop__store_init_rendezvous(out, &cfg, naming);
     char fault[700];
     if (s != HOOP_OK && hoop__store_server_fault(srv, fault, sizeof(fault)))
         s = HOOP_ERROR(HOOP_ERR_MISMATCH, "rank %d's store %s (before rank %d itself connected)",

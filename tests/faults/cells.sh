@@ -425,10 +425,12 @@ faults_train() {
         # One hooprun: it must blame the victim. One per rank: the victim's hooprun
         # blames it, the others their own worker (whose message names the victim), or,
         # having learnt of the victim's failure from the nodes' meeting first
-        # (tools/hooprun_agent.c), name the victim's node and rank as they stop theirs.
+        # (tools/hooprun_agent.c), name the victim's node and rank as they stop theirs
+        # (as "attempt failed on node V (host): rank V ...", or, when node 0's hooprun
+        # had already gone, in its GOODBYE: "... after the attempt failed on node V ...").
         local want=$v
         [ "${HOOPRUN_PER_RANK:-0}" = 1 ] && want=$r
-        [ "$r" != "$v" ] && grep -q "^hooprun (node $r): attempt failed on node $v (.*): rank $v " "$sum" &&
+        [ "$r" != "$v" ] && grep -q "^hooprun (node $r): .*failed on node $v (.*): rank $v " "$sum" &&
             continue
         grep -q "^hooprun: first failure: rank $want " "$sum" ||
             faults_bad "hooprun $r does not name rank $want first: $(grep 'first failure' "$sum")"
@@ -441,7 +443,7 @@ faults_train() {
         line=$(grep -E "^hooprun:   $r +" "$sum" | tail -n 1)
         # Stopped by its hooprun for the victim's failure (one hooprun per rank, above).
         local stop
-        stop=$(grep "^hooprun (node $r): attempt failed on node $v (.*): rank $v " "$sum" 2> /dev/null)
+        stop=$(grep "^hooprun (node $r): .*failed on node $v (.*): rank $v " "$sum" 2> /dev/null)
         if [ -z "$line" ] && [ -n "$stop" ]; then
             cell_rows="$cell_rows         rank $r  stopped by its hooprun: ${stop#hooprun }"$'\n'
             continue
