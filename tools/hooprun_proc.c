@@ -485,9 +485,10 @@ static void probe_nodes(supervisor *s)
     int r = hooprun_agent_poll(s->plan, why, sizeof(why));
     if (r == 0) return;
     s->peer_failed = r;
-    fprintf(stderr, "hooprun (node %d): %s %s; stopping this node's %d worker%s\n",
-            s->plan->node_rank, r > 0 ? "attempt failed on" : "lost the nodes' rendezvous:", why,
-            workers_left(s), workers_left(s) == 1 ? "" : "s");
+    fprintf(
+        stderr, "hooprun (node %d): %s %s; stopping this node's %d worker%s\n", s->plan->node_rank,
+        r > 0 ? "attempt failed on" : "lost the nodes' rendezvous (its ranks are node ranks):", why,
+        workers_left(s), workers_left(s) == 1 ? "" : "s");
     begin_stop(s);
 }
 
