@@ -17,7 +17,14 @@
 #   6. node 0's hooprun stalled for 1.5 s: tolerated;
 #   7. MASTER_PORT 65535 leaves no port for the nodes' store: exit 2 (--dry-run too);
 #   8. node 0's only worker fails with no restart left: node 0's hooprun ends at once, yet
-#      node 1 names the worker's failure, not only node 0's hooprun leaving.
+#      node 1 names the worker's failure, not only node 0's hooprun leaving;
+#   9. node 1's workers all exit 0 before node 0's fails: node 1 waits for the others
+#      and restarts with them (it left, and node 0 waited HOOP_TIMEOUT for it);
+#  10. SIGTERM to a hooprun waiting at a restart's meeting: it exits 143 at once, and
+#      the other node mirrors it; no attempt starts (it was ignored until the meeting
+#      ended, and both then started restart 1);
+#  11. node 0 cannot run its program while node 1 still retries connecting: node 1 is
+#      told when it connects (it waited HOOP_TIMEOUT).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 export HOOP_TOKEN=nodes-test HOOP_TIMEOUT=20
 
@@ -107,8 +114,9 @@ both_rc int 130 "SIGINT to node 1"
 ms=$(cat "$TMP/int.ms")
 echo "SIGINT to node 1's hooprun 2 s in: both ended within $ms ms of the start"
 [ "$ms" -lt 6000 ] || fail "took $ms ms"
-assert_contains "$TMP/int.0.err" "hooprun (node 0): node 1 ("
-assert_contains "$TMP/int.0.err" ")'s hooprun exited with 130 (a signal: 128 + N); not starting another attempt"
+assert_contains "$TMP/int.0.err" "hooprun (node 0): attempt failed on node 1 ("
+assert_contains "$TMP/int.0.err" "): its hooprun exited with 130 (it got SIGINT: 128 + 2); stopping this node's 2 workers"
+grep -q "starting all 2 workers again" "$TMP/int.0.err" && fail "node 0 restarted: $(cat "$TMP/int.0.err")"
 
 # 5. Node 1 cannot run its program: node 0 is told at once.
 rm -f "$TMP/prog0"
@@ -158,4 +166,51 @@ echo "node 0's only worker failed: both ended within $ms ms of the start"
 [ "$ms" -lt 6000 ] || fail "took $ms ms"
 assert_contains "$TMP/last.1.err" "hooprun (node 1): attempt failed on node 0 ("
 assert_contains "$TMP/last.1.err" "): rank 0 exited with code 4; stopping this node's 1 worker"
+
+# 9. Node 1 finishes well while node 0's attempt 0 fails a second later.
+NPROC=1 two ended 1 1 '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0
+[ "$RANK" = 0 ] && { sleep 1; exit 9; }
+exit 0'
+both_rc ended 0 "node 0 failing after node 1 had finished"
+ms=$(cat "$TMP/ended.ms")
+echo "node 0 failed after node 1 had finished: both restarted and ended within $ms ms"
+[ "$ms" -lt 8000 ] || fail "took $ms ms (node 0 waited for a node that had left?)"
+assert_contains "$TMP/ended.1.err" "hooprun (node 1): attempt failed on node 0 ("
+assert_contains "$TMP/ended.1.err" "): rank 0 exited with code 9 (every worker here had exited 0)"
+assert_contains "$TMP/ended.1.err" "hooprun: restart 1 of 1: starting the 1 worker again"
+
+# 10. SIGTERM to node 1's hooprun while it waits at the restart's meeting for node 0,
+# whose worker takes 3 s to stop.
+TWO_HOOK='sleep 1.5; kill -TERM $p1'
+NPROC=1 two meetsig 2 2 '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0
+[ "$RANK" = 1 ] && exit 3
+trap "sleep 3; exit 1" TERM
+sleep 30 & wait'
+unset TWO_HOOK
+both_rc meetsig 143 "SIGTERM to node 1 at the restart's meeting"
+assert_contains "$TMP/meetsig.1.err" "hooprun (node 1): got Terminated before restart 1, waiting for node 0; not starting another attempt"
+assert_contains "$TMP/meetsig.0.err" "(it got SIGTERM: 128 + 15)"
+grep -q "restart 1 of 2" "$TMP"/meetsig.[01].err && fail "a restart started: $(cat "$TMP"/meetsig.[01].err)"
+# 11. Node 1 first; node 0, 1 s later, cannot run its program.
+for _ in 1 2 3; do
+    port=$((20000 + RANDOM % 12000))
+    t0=$(now_ms)
+    "$HOOPRUN" --nnodes 2 --node-rank 1 --nproc-per-node 1 --master-addr 127.0.0.1 \
+        --master-port $port "$TMP/prog0" 2> "$TMP/np0.1.err" &
+    p1=$!
+    sleep 1
+    "$HOOPRUN" --nnodes 2 --node-rank 0 --nproc-per-node 1 --master-addr 127.0.0.1 \
+        --master-port $port "$TMP/nonexistent" 2> "$TMP/np0.0.err"
+    rc0=$?
+    wait $p1
+    rc1=$?
+    ms=$(($(now_ms) - t0))
+    grep -q "Address already in use" "$TMP"/np0.[01].err || break
+done
+[ "$rc0" = 127 ] || fail "node 0 without its program exited $rc0: $(cat "$TMP/np0.0.err")"
+[ "$rc1" = 1 ] || fail "node 1 exited $rc1: $(cat "$TMP/np0.1.err")"
+echo "node 0 cannot run its program: node 1, waiting to connect, ended $ms ms after its start"
+[ "$ms" -lt 6000 ] || fail "node 1 took $ms ms"
+assert_contains "$TMP/np0.1.err" "node 0's hooprun gave up and closed its store: node 0 ("
+assert_contains "$TMP/np0.1.err" ")'s hooprun exited with 127"
 echo "PASS"

@@ -65,7 +65,8 @@ static const char usage[] =
     "                      may use (required)\n"
     "  --master-addr A     host of rank 0's store (default: MASTER_ADDR; under Slurm with\n"
     "                      N > 1 the first host of SLURM_STEP_NODELIST inside an srun step,\n"
-    "                      else of SLURM_JOB_NODELIST; else 127.0.0.1): a host name\n"
+    "                      else of SLURM_JOB_NODELIST; else 127.0.0.1 on one node, and\n"
+    "                      required on several): a host name\n"
     "                      (letters, digits, '-', '_', '.'; up to 253), an IPv4 address,\n"
     "                      or an IPv6 one without brackets (fe80::1%eth0 too); checked by\n"
     "                      its form, not looked up\n"
@@ -667,6 +668,7 @@ static void attempt_token(const char *base, int k, char *out, size_t cap)
 static int run_attempts(hooprun_plan *p, int *reserve_fd)
 {
     char base[sizeof(p->token)];
+    int last = 1; /* the last attempt's exit code */
     snprintf(base, sizeof(base), "%s", p->token);
     for (int k = 0;; k++) {
         p->restart = k;
@@ -678,7 +680,9 @@ static int run_attempts(hooprun_plan *p, int *reserve_fd)
             if (*reserve_fd < 0) return 1;
         }
         int rc = hooprun_agent_begin(p, k); /* every node starts attempt k together */
-        if (rc != 0) return rc;
+        /* A restart that cannot happen ends with the failure that asked for it, unless a
+         * signal's code is to be mirrored. */
+        if (rc != 0) return k == 0 || rc > 128 ? rc : last;
         char master[300];
         if (k > 0)
             fprintf(stderr,
@@ -689,7 +693,13 @@ static int run_attempts(hooprun_plan *p, int *reserve_fd)
                     hoop__hostport(master, sizeof(master), p->master_addr, p->master_port), k);
         int failed;
         rc = hooprun_supervise(p, &failed);
+        /* Every worker here exited 0: the attempt ends when every node's did. */
+        if (!failed && rc == 0) rc = hooprun_agent_end(p, &failed);
         if (!failed) return rc;
+        last = rc;
+        /* Another node's hooprun left on a signal (SIGINT to that node alone): the same
+         * exit code here, as on a node that got it itself. */
+        if (hooprun_agent_mirrored()) return hooprun_agent_mirrored();
         if (k >= p->max_restarts) {
             if (p->max_restarts > 0)
                 fprintf(stderr, "hooprun: no restarts left (--max-restarts %d); exiting with %d\n",

@@ -130,13 +130,38 @@ int hooprun_agent_open(hooprun_plan *p);
 
 /* Waits until every node's hooprun is ready to start attempt k (within HOOP_TIMEOUT);
  * before attempt 0 it also refuses nodes told another --max-restarts or
- * --nproc-per-node. Returns 0 (also without agents), or 1 / 2 (a difference) after one
- * stderr line naming the node or the store's reason. */
+ * --nproc-per-node. Before a restart it looks every HOOPRUN_AGENT_PROBE_MS for a node
+ * that left, was lost, or a SIGINT/SIGTERM/SIGHUP to this hooprun, and gives up at once
+ * (no attempt follows). Returns 0 (also without agents), or 1 / 2 (a difference) / a
+ * signal's 128 + N (its own, or mirrored from the node that left) after one stderr line
+ * naming the node or the store's reason. */
 int hooprun_agent_begin(const hooprun_plan *p, int k);
 
 /* Tells the other nodes that this attempt failed here (why: which rank, how), unless
- * another node said so first. Best effort. */
-void hooprun_agent_failed(const hooprun_plan *p, const char *why);
+ * another node said so first: then its note goes into earlier ("" when none, or
+ * without agents). Best effort. */
+void hooprun_agent_failed(const hooprun_plan *p, const char *why, char *earlier, size_t cap);
+
+/* After this node's workers of attempt p->restart all exited 0: waits until every node's
+ * did (returns 0), or until another node's attempt failed (*failed = 1, returns 1), a
+ * node's hooprun left or was lost, or hooprun got SIGINT/SIGTERM/SIGHUP (128 + N), each
+ * after one stderr line. Node 0 serves the store, so its leaving early would leave the
+ * others without it; a wait past HOOP_TIMEOUT leaves anyway (0, with one line), as
+ * torchelastic's exit barrier does. Returns 0 at once without agents. */
+int hooprun_agent_end(const hooprun_plan *p, int *failed);
+
+/* The exit code another node's hooprun left with, when it was a signal's 128 + N that
+ * this node should mirror (seen by hooprun_agent_poll); else 0. */
+int hooprun_agent_mirrored(void);
+
+/* SIGINT, SIGTERM or SIGHUP when one came since the last look (hooprun blocks them from
+ * its first attempt on and reads them here between attempts), else 0. Other pending
+ * signals are dropped (SIGCHLD: hooprun reaps by waitpid). */
+int hooprun_stop_signal(void);
+
+/* The first SIGINT, SIGTERM or SIGHUP this hooprun got (while supervising, or at a
+ * meeting), else 0: its exit code 128 + N is then one the other nodes mirror. */
+int hooprun_stopped_by(void);
 
 /* 1 when another node's attempt p->restart failed (why: its note), -1 when the nodes'
  * store is gone or lost a hooprun (why: the reason), else 0. One request, answered at

@@ -34,6 +34,7 @@
 
 #include "bootstrap/store_proto.h"
 #include "core/check.h"
+#include "core/clock.h"
 #include "core/env.h"
 #include "core/launch.h"
 #include "hooprun.h"
@@ -108,6 +109,8 @@ int hooprun_agent_open(hooprun_plan *p)
 
 /* Another node's hooprun exited with a failure (hooprun_agent_close): 1 with its exit
  * code and note, else 0. */
+static int mirrored; /* a signal's 128 + N another node's hooprun left with */
+
 static int peer_exited(const hooprun_plan *p, int *rc, char *why, size_t cap)
 {
     char buf[600];
@@ -117,7 +120,13 @@ static int peer_exited(const hooprun_plan *p, int *rc, char *why, size_t cap)
     char *text = strchr(buf, '\n');
     *rc = atoi(buf);
     snprintf(why, cap, "%s", text ? text + 1 : buf);
+    if (*rc > 128) mirrored = *rc;
     return 1;
+}
+
+int hooprun_agent_mirrored(void)
+{
+    return mirrored;
 }
 
 /* A node's hooprun that left on purpose: says so, naming it with its exit code, and
@@ -132,11 +141,18 @@ static int peer_left(const hooprun_plan *p)
     return rc > 128 ? rc : 1;
 }
 
-/* A failed meeting: peer_left's account, else the store's message (say). */
-static int meeting_failed(const hooprun_plan *p, const char *when)
+/* A failed meeting (s: the store call's status): peer_left's account, else the store's
+ * message, kept from before peer_left's own request. A meeting that timed out is told
+ * as such: the nodes that time out with this one leave notes that do not say why. */
+static int meeting_failed(const hooprun_plan *p, hoop_status s, const char *when)
 {
-    int rc = peer_left(p);
-    return rc ? rc : say(p, when);
+    char at[400], msg[1200];
+    snprintf(msg, sizeof(msg), "%s", hoop_last_error());
+    int rc = s == HOOP_ERR_TIMEOUT ? 0 : peer_left(p);
+    if (rc) return rc;
+    where(p, at, sizeof(at));
+    fprintf(stderr, "hooprun (node %d): %s, %s: %s\n", p->node_rank, at, when, msg);
+    return 1;
 }
 
 /* The first attempt's barrier is an all-gather of what each node was told. */
@@ -150,11 +166,12 @@ static int compare_cards(const hooprun_plan *p)
         return 1;
     }
     /* Every node reads every card before any node leaves (node 0 leaving ends the store). */
-    if (hoop_store_allgather(p->agents, "hooprun.attempt.0", &mine, sizeof(mine), all, -1) !=
-            HOOP_OK ||
-        hoop_store_barrier(p->agents, "hooprun.attempt.0.read", -1) != HOOP_OK) {
+    hoop_status s =
+        hoop_store_allgather(p->agents, "hooprun.attempt.0", &mine, sizeof(mine), all, -1);
+    if (s == HOOP_OK) s = hoop_store_barrier(p->agents, "hooprun.attempt.0.read", -1);
+    if (s != HOOP_OK) {
         free(all);
-        return meeting_failed(p, "before attempt 0");
+        return meeting_failed(p, s, "before attempt 0");
     }
     for (int n = 0; n < p->nnodes; n++) {
         all[n].host[sizeof(all[n].host) - 1] = '\0';
@@ -175,23 +192,140 @@ static int compare_cards(const hooprun_plan *p)
     return 0;
 }
 
+/* Writes "node 1" or "nodes 1,3" (the indices of missing) into buf. */
+static void node_list(const uint32_t *missing, uint32_t n, char *buf, size_t cap)
+{
+    size_t used = (size_t)snprintf(buf, cap, "%s ", n == 1 ? "node" : "nodes");
+    for (uint32_t i = 0; i < n && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%u", i ? "," : "", missing[i]);
+}
+
+/* The meetings after attempt 0's: every node sets "hooprun.attempt.K.WHAT.N" and waits,
+ * HOOPRUN_AGENT_PROBE_MS at a time, for every node's key, looking between slices for a
+ * node that left (peer_left), a signal to this hooprun and, at the end of an attempt
+ * (end = 1), another node's failure of it. Returns 0 when all came (at the end: also
+ * when node 0 closed its store without a failure, which it does only then), else as
+ * hooprun_agent_begin / hooprun_agent_end say. */
+static int meet(const hooprun_plan *p, int k, int end, int *failed)
+{
+    char when[80], why[700];
+    int n = p->nnodes, rc = 1;
+    const char *what = end ? "ok" : "at";
+    char(*names)[80] = calloc((size_t)n, sizeof(*names));
+    const char **keys = calloc((size_t)n, sizeof(*keys));
+    int64_t timeout_ms = hoop__store_timeout(p->agents, -1),
+            deadline = hoop__deadline_ns(timeout_ms);
+    if (end)
+        snprintf(when, sizeof(when), "at the end of %s", k ? "the restart" : "the first attempt");
+    else
+        snprintf(when, sizeof(when), "before restart %d", k);
+    if (!names || !keys) {
+        fprintf(stderr, "hooprun: out of memory\n");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        snprintf(names[i], sizeof(names[i]), "hooprun.attempt.%d.%s.%d", k, what, i);
+        keys[i] = names[i];
+    }
+    if (hoop_store_set(p->agents, keys[p->node_rank], "1", 1) != HOOP_OK) {
+        rc = meeting_failed(p, HOOP_ERR_REMOTE, when);
+        goto out;
+    }
+    for (;;) {
+        hoop__store_wait_result res;
+        int64_t left = hoop__ms_left(deadline);
+        hoop_status s = hoop__store_wait_keys(
+            p->agents, keys, n, HOOP__STORE_WAIT_LOST,
+            left < HOOPRUN_AGENT_PROBE_MS ? left : HOOPRUN_AGENT_PROBE_MS, &res);
+        int timed_out = s == HOOP_ERR_TIMEOUT && !res.lost && !res.rank_lost;
+        int bye_ok = end && res.goodbye && hoop__store_goodbye_code(p->agents) == HOOP_OK;
+        char missing[300] = "";
+        if (timed_out) node_list(res.missing, res.nmissing, missing, sizeof(missing));
+        hoop__store_wait_result_free(&res);
+        if (s == HOOP_OK || bye_ok) {
+            rc = 0;
+            break;
+        }
+        if (!timed_out) { /* a node lost, or the store gone: a note may say why */
+            rc = meeting_failed(p, HOOP_ERR_REMOTE, when);
+            break;
+        }
+        /* At the end, the attempt's failure before a hooprun's exit it caused. */
+        if (end && hooprun_agent_poll(p, why, sizeof(why)) > 0) {
+            fprintf(stderr,
+                    "hooprun (node %d): attempt failed on %s (every worker here had exited "
+                    "0)\n",
+                    p->node_rank, why);
+            *failed = 1;
+            rc = 1;
+            break;
+        }
+        if ((rc = peer_left(p)) != 0) break;
+        int sig = hooprun_stop_signal();
+        if (sig) {
+            fprintf(stderr,
+                    "hooprun (node %d): got %s %s, waiting for %s; not starting another "
+                    "attempt\n",
+                    p->node_rank, strsignal(sig), when, missing);
+            rc = 128 + sig;
+            break;
+        }
+        if (hoop__ms_left(deadline) > 0) continue;
+        if (end) {
+            fprintf(stderr,
+                    "hooprun (node %d): every worker here exited 0, but %s still ran after "
+                    "HOOP_TIMEOUT (%lld ms); leaving without waiting further\n",
+                    p->node_rank, missing, (long long)timeout_ms);
+            rc = 0;
+        } else {
+            fprintf(stderr,
+                    "hooprun (node %d): the nodes' meeting %s: %s never came within "
+                    "HOOP_TIMEOUT (%lld ms); not starting another attempt\n",
+                    p->node_rank, when, missing, (long long)timeout_ms);
+            rc = 1;
+        }
+        break;
+    }
+out:
+    free(names);
+    free(keys);
+    return rc;
+}
+
 int hooprun_agent_begin(const hooprun_plan *p, int k)
 {
-    char name[64], when[64];
-    int rc;
+    char why[700];
+    int rc, failed = 0;
     if (!p->agents) return 0;
     if (k == 0) return compare_cards(p);
     if ((rc = peer_left(p)) != 0) return rc; /* it will not come: say so now */
-    snprintf(name, sizeof(name), "hooprun.attempt.%d", k);
-    if (hoop_store_barrier(p->agents, name, -1) == HOOP_OK) return 0;
-    snprintf(when, sizeof(when), "before restart %d", k);
-    return meeting_failed(p, when);
+    if ((rc = meet(p, k, 0, &failed)) != 0) return rc;
+    /* A node that came and then died must not let this attempt start without it. */
+    if (hooprun_agent_poll(p, why, sizeof(why)) < 0) {
+        fprintf(stderr,
+                "hooprun (node %d): lost the nodes' rendezvous before restart %d: %s; not "
+                "starting another attempt\n",
+                p->node_rank, k, why);
+        return 1;
+    }
+    return 0;
 }
 
-void hooprun_agent_failed(const hooprun_plan *p, const char *why)
+int hooprun_agent_end(const hooprun_plan *p, int *failed)
+{
+    *failed = 0;
+    if (!p->agents) return 0;
+    return meet(p, p->restart, 1, failed);
+}
+
+void hooprun_agent_failed(const hooprun_plan *p, const char *why, char *earlier, size_t cap)
 {
     char key[64], text[600];
-    if (!p->agents || hooprun_agent_poll(p, text, sizeof(text)) != 0) return;
+    if (cap) earlier[0] = '\0';
+    if (!p->agents) return;
+    int r = hooprun_agent_poll(p, text, sizeof(text));
+    if (r > 0 && cap) snprintf(earlier, cap, "%s", text);
+    if (r != 0) return;
     snprintf(key, sizeof(key), "hooprun.attempt.%d.failed", p->restart);
     int n = snprintf(text, sizeof(text), "node %d (%s): %s", p->node_rank, p->host, why);
     (void)hoop_store_set(p->agents, key, text,
@@ -208,41 +342,58 @@ int hooprun_agent_poll(const hooprun_plan *p, char *why, size_t cap)
         snprintf(why, cap, "%s", hoop_last_error());
         return -1;
     }
-    if (found) return 1;
+    if (found) {
+        char note[600];
+        int rc;
+        (void)peer_exited(p, &rc, note, sizeof(note)); /* a hooprun's exit: its code */
+        return 1;
+    }
     if (lost >= 0) return -1; /* why: the store's account of the hooprun that vanished */
     return 0;
 }
 
 void hooprun_agent_close(hooprun_plan *p, int rc)
 {
-    char why[1100], note[1120], failed[600];
+    char why[1100], note[1120], failed[600], own[120], earlier[600];
     if (!p->agents) return;
-    if (rc != 0) {
-        /* This attempt's failure, when a node noted one: the reason node 0's GOODBYE
-         * gives, and what node 0 waits (LINGER_MS) for the others to read first. */
+    if (rc == 0) {
+        /* Every node ended well (hooprun_agent_end), but the others may not have looked
+         * yet: node 0's GOODBYE must not overtake that (they take a GOODBYE without a
+         * failure there as the end, but a slow one might be asking something else). */
+        if (p->node_rank == 0) hoop__store_linger(p->agents, HOOPRUN_AGENT_LINGER_MS);
+    } else {
+        /* This attempt's failure, when a node noted one: node 0's GOODBYE names it. */
         int noted = p->node_rank == 0 && hooprun_agent_poll(p, failed, sizeof(failed)) > 0;
+        /* Only a signal to this hooprun is mirrored; 128 + N from a worker's death is
+         * this node's failure code. */
+        int sig = hooprun_stopped_by() && rc > 128 ? hooprun_stopped_by() : 0;
+        char kind[80] = "";
+        if (sig)
+            snprintf(kind, sizeof(kind), " (it got SIG%s: 128 + %d)", sigabbrev_np(sig), sig);
+        else if (rc > 128)
+            snprintf(kind, sizeof(kind), " (a worker's signal: 128 + %d)", rc - 128);
+        else if (rc == 2)
+            snprintf(kind, sizeof(kind), " (bad flags or environment)");
+        snprintf(own, sizeof(own), "its hooprun exited with %d%s", rc, kind);
         snprintf(why, sizeof(why), "node %d (%.64s)'s hooprun exited with %d%s%s%s", p->node_rank,
-                 p->host, rc,
-                 rc > 128  ? " (a signal: 128 + N)"
-                 : rc == 2 ? " (bad flags or environment)"
-                           : "",
-                 noted ? " after the attempt failed on " : "", noted ? failed : "");
-        /* Node 0's store tells everyone in its GOODBYE. Another node leaves its note for
-         * the nodes still running (their probe, or their next meeting) and then hangs up
-         * without a CLOSE, so that a meeting already waiting for it fails at once. */
+                 p->host, rc, kind, noted ? " after the attempt failed on " : "",
+                 noted ? failed : "");
         hoop__store_note_failure(p->agents, HOOP_ERR_REMOTE, why);
-        /* Node 0 refusing a difference (exit 2), which every node finds at once: the
-         * others may still be reading the meeting's last reply, which the GOODBYE must
-         * not overtake. */
-        if (p->node_rank == 0 && rc == 2) hoop__store_linger(p->agents, 2000);
-        /* Node 0 ending after a worker failed (its own or another node's, with no restart
-         * left): the other nodes learn of it from "hooprun.attempt.k.failed" at their
-         * next probe, the failure named as it is, unless node 0's GOODBYE came first. */
-        if (noted) hoop__store_linger(p->agents, HOOPRUN_AGENT_LINGER_MS);
-        if (p->node_rank != 0) {
-            int n = snprintf(note, sizeof(note), "%d\n%s", rc, why);
-            (void)hoop_store_set(p->agents, "hooprun.exit", note, (size_t)n);
-            hooprun_agent_failed(p, why);
+        /* The exit note (its code: a signal's is mirrored) for meetings, and this
+         * attempt's failure note unless a node left one, for nodes whose workers run:
+         * their next probe stops them. */
+        int n = snprintf(note, sizeof(note), "%d\n%s", sig ? rc : rc > 128 ? 1 : rc, why);
+        (void)hoop_store_set(p->agents, "hooprun.exit", note, (size_t)n);
+        hooprun_agent_failed(p, own, earlier, sizeof(earlier));
+        if (p->node_rank == 0) {
+            /* The others read the notes at their next look (HOOPRUN_AGENT_PROBE_MS) and
+             * hang up; node 0's GOODBYE must not overtake that, nor a meeting's last
+             * reply (refusing a difference, exit 2, which every node finds at once).
+             * Nodes not connected yet are told the GOODBYE's reason when they come. */
+            hoop__store_linger(p->agents, rc == 2 ? 2000 : HOOPRUN_AGENT_LINGER_MS);
+            hoop__store_tell_latecomers(p->agents);
+        } else {
+            /* No CLOSE: a meeting already waiting for this node fails at once. */
             hoop__store_abandon(p->agents);
         }
     }

@@ -60,6 +60,7 @@ typedef struct supervisor {
     int usr_forwarded;   /* SIGUSR1/SIGUSR2 last forwarded (a stop request, e.g. Slurm's
                           * --signal before preemption), 0 = none */
     int stopped_code;    /* 128 + that signal, once a worker ended with it */
+    char earlier[600];   /* another node's failure, noted before this node's first */
     int peer_failed;     /* another node's workers failed (1) or the nodes' store went (-1):
                           * this node's were stopped for it (hooprun_agent.c) */
     int64_t probe_at_ns; /* when to look for another node's failure next */
@@ -217,7 +218,7 @@ static void worker_ended(supervisor *s, worker *w, int status, int64_t now)
     else
         snprintf(how, sizeof(how), "exited with code %d", code);
     snprintf(note, sizeof(note), "rank %d %s", w->rank, how);
-    hooprun_agent_failed(s->plan, note);
+    hooprun_agent_failed(s->plan, note, s->earlier, sizeof(s->earlier));
     if (s->stopping || workers_left(s) == 0) return;
     fprintf(stderr,
             "hooprun: rank %d %s; stopping the other workers (SIGTERM in %.1f s, SIGKILL %.1f s "
@@ -250,9 +251,28 @@ static int have_children(void)
 /* Once per process (every attempt of --max-restarts shares it): the forwarded signals
  * and SIGCHLD are blocked and read from a signalfd; a signal that comes between two
  * attempts waits there for the next one. */
+static int sfd = -1;   /* the signalfd of the signals above, from the first attempt on */
+static int stopped_by; /* the first SIGINT, SIGTERM or SIGHUP hooprun got */
+
+int hooprun_stop_signal(void)
+{
+    struct signalfd_siginfo si;
+    int stop = 0;
+    while (sfd >= 0 && read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        int sig = (int)si.ssi_signo;
+        if (!stop && (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)) stop = sig;
+    }
+    if (stop && !stopped_by) stopped_by = stop;
+    return stop;
+}
+
+int hooprun_stopped_by(void)
+{
+    return stopped_by;
+}
+
 static int setup_signals(supervisor *s)
 {
-    static int sfd = -1;
     static sigset_t old_mask;
     if (sfd < 0) {
         sigset_t set;
@@ -429,6 +449,7 @@ static void on_signal(supervisor *s)
         }
         if ((sig == SIGINT || sig == SIGTERM || sig == SIGHUP) && !s->interrupted) {
             s->interrupted = sig;
+            if (!stopped_by) stopped_by = sig;
             fprintf(stderr, "hooprun: got %s; forwarded it to the workers\n", strsignal(sig));
             if (!s->stopping) {
                 s->stopping = 1; /* the forwarded signal is the stop request; SIGKILL later */
@@ -584,9 +605,16 @@ int hooprun_supervise(const hooprun_plan *plan, int *failed)
     }
     if (s.spawn_failed)
         rc = 1;
-    else if (s.exit_code > 0 && !s.interrupted)
+    else if (s.exit_code > 0 && !s.interrupted) {
+        /* Another node's worker failed first: this node's failures likely follow from it
+         * (a DDP rank fails when its peer dies), and the cause is in that node's log. */
+        if (s.earlier[0])
+            fprintf(stderr,
+                    "hooprun (node %d): the attempt had already failed on %s before this node's "
+                    "first failure below; look there for the cause\n",
+                    plan->node_rank, s.earlier);
         rc = hooprun_report(plan, s.w, s.n, s.exit_code);
-    else if (s.peer_failed && !s.interrupted && !all_ok)
+    } else if (s.peer_failed && !s.interrupted && !all_ok)
         rc = 1; /* the failure was another node's: its hooprun reports it */
     *failed = s.spawn_failed || (s.exit_code > 0 && !s.interrupted) ||
               (s.peer_failed && !s.interrupted && !all_ok);

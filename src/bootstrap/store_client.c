@@ -624,6 +624,16 @@ void hoop__store_linger(hoop_store *st, int64_t ms)
         poll(NULL, 0, 10);
 }
 
+void hoop__store_tell_latecomers(hoop_store *st)
+{
+    if (st) hoop__store_server_tell_latecomers(st->server);
+}
+
+int hoop__store_goodbye_code(const hoop_store *st)
+{
+    return st && st->said_goodbye ? (int)st->bye_code : -1;
+}
+
 void hoop__store_abandon(hoop_store *st)
 {
     if (st == NULL || st->fd < 0) return;

@@ -464,6 +464,18 @@ void hoop__store_set_reply_grace(hoop_store *st, int64_t ms);
  * in a meeting every rank completed (hooprun's node-0 agent refusing a mismatch). */
 void hoop__store_linger(hoop_store *st, int64_t ms);
 
+/* When st owns its server: the owner giving up with a failure (a noted failure, at
+ * hoop_store_destroy) tells ranks that have not connected yet, for up to 2 s, as after a
+ * lost rank ("A rank lost"), even when no rank was lost. For an owner that may fail
+ * before the others came (hooprun's node 0 that cannot run its program). The server's
+ * form: hoop__store_server_tell_latecomers. Thread-safe. */
+void hoop__store_tell_latecomers(hoop_store *st);
+void hoop__store_server_tell_latecomers(hoop_store_server *srv);
+
+/* The code of the GOODBYE that ended st's connection (HOOP_OK: its owner closed it
+ * without a failure), or -1 when none came. */
+int hoop__store_goodbye_code(const hoop_store *st);
+
 /* Ends st's connection without a CLOSE, so that the server counts this rank lost (see
  * "A rank lost") and every barrier or all-gather still waiting for it fails at once;
  * hoop_store_destroy then only frees st. For a process that leaves a start-up (or

@@ -93,14 +93,15 @@ struct hoop_store_server {
     atomic_int nclients;
     conn *all, *graveyard, *parked, *ready;
     hoop__store_table table;
-    int world_size;       /* from the config (0: unknown), to name ranks never seen */
-    int owner_rank;       /* from the config (-1: none): whose store this is, for messages */
-    unsigned char *seen;  /* [world_size]: rank r said HELLO at some point */
-    conn **holder;        /* [world_size]: the live connection that holds rank r, or NULL */
-    int lost_rank;        /* the first rank lost (store_proto.h, "A rank lost"); -1: none */
-    char lost_why[300];   /* its reason, for LOST answers */
-    int stopping;         /* closing every connection: hang-ups are no losses */
-    int64_t linger_until; /* > 0: the owner gave up, ranks not seen yet are told (linger) */
+    int world_size;             /* from the config (0: unknown), to name ranks never seen */
+    int owner_rank;             /* from the config (-1: none): whose store this is, for messages */
+    unsigned char *seen;        /* [world_size]: rank r said HELLO at some point */
+    conn **holder;              /* [world_size]: the live connection that holds rank r, or NULL */
+    int lost_rank;              /* the first rank lost (store_proto.h, "A rank lost"); -1: none */
+    char lost_why[300];         /* its reason, for LOST answers */
+    int stopping;               /* closing every connection: hang-ups are no losses */
+    int64_t linger_until;       /* > 0: the owner gave up, ranks not seen yet are told (linger) */
+    atomic_int tell_latecomers; /* linger after any failure, not only after a lost rank */
     uint8_t linger_code;
     char linger_reason[1400];
     pthread_mutex_t bye_mu; /* guards bye_code, bye_reason, fault and stranger */
@@ -1111,7 +1112,9 @@ static int linger_start(hoop_store_server *s)
     snprintf(s->linger_reason, sizeof(s->linger_reason), "%s",
              s->bye_reason[0] ? s->bye_reason : "the server was shut down");
     pthread_mutex_unlock(&s->bye_mu);
-    if (s->linger_code == HOOP_OK || s->lost_rank < 0 || !some_unseen(s)) return 0;
+    if (s->linger_code == HOOP_OK || (s->lost_rank < 0 && !atomic_load(&s->tell_latecomers)) ||
+        !some_unseen(s))
+        return 0;
     add_never_seen(s, s->linger_reason, sizeof(s->linger_reason));
     s->linger_until = hoop__now_ns() + LINGER_MS * 1000000LL;
     HOOP_INFO(BOOT, "store %s: its owner gave up; waiting up to %d ms to tell the ranks not seen",
@@ -1316,6 +1319,11 @@ fail:
 HOOP_API int hoop_store_server_port(const hoop_store_server *srv)
 {
     return srv ? srv->port : -1;
+}
+
+void hoop__store_server_tell_latecomers(hoop_store_server *srv)
+{
+    if (srv) atomic_store(&srv->tell_latecomers, 1);
 }
 
 int hoop__store_server_nclients(const hoop_store_server *srv)
