@@ -88,8 +88,8 @@ grep -q "first failure" "$TMP/fail1.0.err" && fail "node 0 blamed its own worker
 two differ 1 0 'exit 0'
 both_rc differ 2 "different --max-restarts"
 assert_contains "$TMP/differ.0.err" "hooprun (node 0): node 1 ("
-assert_contains "$TMP/differ.0.err" ") runs --max-restarts 0 but this node 1: give every node's hooprun the same --max-restarts"
-assert_contains "$TMP/differ.1.err" ") runs --max-restarts 1 but this node 0"
+assert_contains "$TMP/differ.0.err" ") runs --max-restarts 0 but this node runs 1: give every node's hooprun the same --max-restarts"
+assert_contains "$TMP/differ.1.err" ") runs --max-restarts 1 but this node runs 0"
 
 # 3. Node 1's hooprun dies: node 0 stops its workers at once and names it.
 # (its workers, orphaned, are ended afterwards: sleep 31 alone, not the hoopruns)

@@ -128,7 +128,8 @@ int hooprun_agent_check(const hooprun_plan *p);
  * connect) / 2 (MASTER_PORT 65535, a bad HOOP_TIMEOUT) after one stderr line. */
 int hooprun_agent_open(hooprun_plan *p);
 
-/* Waits until every node's hooprun is ready to start attempt k (within HOOP_TIMEOUT);
+/* Waits until every node's hooprun is ready to start attempt k (within HOOP_TIMEOUT, a
+ * restart's within HOOP_TIMEOUT + --grace + 1 s, the others may still be stopping);
  * before attempt 0 it also refuses nodes told another --max-restarts or
  * --nproc-per-node. Before a restart it looks every HOOPRUN_AGENT_PROBE_MS for a node
  * that left, was lost, or a SIGINT/SIGTERM/SIGHUP to this hooprun, and gives up at once

@@ -179,12 +179,13 @@ static int compare_cards(const hooprun_plan *p)
                            : all[n].nproc_per_node != mine.nproc_per_node ? "--nproc-per-node"
                                                                           : NULL;
         if (!what) continue;
-        fprintf(stderr,
-                "hooprun (node %d): node %d (%s) runs %s %d but this node %d: give every node's "
-                "hooprun the same %s\n",
-                p->node_rank, n, all[n].host, what,
-                what[2] == 'm' ? all[n].max_restarts : all[n].nproc_per_node,
-                what[2] == 'm' ? mine.max_restarts : mine.nproc_per_node, what);
+        fprintf(
+            stderr,
+            "hooprun (node %d): node %d (%s) runs %s %d but this node runs %d: give every node's "
+            "hooprun the same %s\n",
+            p->node_rank, n, all[n].host, what,
+            what[2] == 'm' ? all[n].max_restarts : all[n].nproc_per_node,
+            what[2] == 'm' ? mine.max_restarts : mine.nproc_per_node, what);
         free(all);
         return 2;
     }
@@ -213,7 +214,9 @@ static int meet(const hooprun_plan *p, int k, int end, int *failed)
     const char *what = end ? "ok" : "at";
     char(*names)[80] = calloc((size_t)n, sizeof(*names));
     const char **keys = calloc((size_t)n, sizeof(*keys));
-    int64_t timeout_ms = hoop__store_timeout(p->agents, -1),
+    /* Before a restart, a node may still be stopping its workers: SETTLE (1 s) and
+     * --grace past its failure, on top of HOOP_TIMEOUT. */
+    int64_t timeout_ms = hoop__store_timeout(p->agents, -1) + (end ? 0 : p->grace_ms + 1000),
             deadline = hoop__deadline_ns(timeout_ms);
     if (end)
         snprintf(when, sizeof(when), "at the end of %s", k ? "the restart" : "the first attempt");
@@ -280,7 +283,7 @@ static int meet(const hooprun_plan *p, int k, int end, int *failed)
         } else {
             fprintf(stderr,
                     "hooprun (node %d): the nodes' meeting %s: %s never came within "
-                    "HOOP_TIMEOUT (%lld ms); not starting another attempt\n",
+                    "HOOP_TIMEOUT + --grace + 1 s (%lld ms); not starting another attempt\n",
                     p->node_rank, when, missing, (long long)timeout_ms);
             rc = 1;
         }
