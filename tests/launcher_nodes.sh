@@ -64,6 +64,14 @@ both_rc() {
     done
 }
 
+# within NAME LIMIT_MS WHAT: says how long run NAME took; fails past LIMIT_MS.
+within() {
+    local ms
+    ms=$(cat "$TMP/$1.ms")
+    echo "$3: both nodes ended within $ms ms of the start"
+    [ "$ms" -lt "$2" ] || { cat "$TMP/$1".[01].err; fail "$3: took $ms ms"; }
+}
+
 # 1. A start-up failure on one node: both start attempt 1 together.
 rec='echo "$TORCHELASTIC_RESTART_COUNT $RANK" >> '"$TMP"'/attempts
 [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0
@@ -71,9 +79,7 @@ rec='echo "$TORCHELASTIC_RESTART_COUNT $RANK" >> '"$TMP"'/attempts
 exec sleep 30'
 two fail1 2 2 "$rec"
 both_rc fail1 0 "a start-up failure on node 1"
-ms=$(cat "$TMP/fail1.ms")
-echo "a start-up failure on node 1: both nodes done after attempt 1 within $ms ms"
-[ "$ms" -lt 10000 ] || fail "took $ms ms (node 0 waited for workers of a lost attempt?)"
+within fail1 10000 "a start-up failure on node 1, then attempt 1"
 assert_contains "$TMP/fail1.0.err" "hooprun (node 0): attempt failed on node 1 ("
 assert_contains "$TMP/fail1.0.err" "): rank 3 exited with code 4; stopping this node's 2 workers"
 assert_contains "$TMP/fail1.1.err" "hooprun: restart 1 of 2: starting all 2 workers again"
@@ -121,24 +127,34 @@ grep -q "starting all 2 workers again" "$TMP/int.0.err" && fail "node 0 restarte
 # 5. Node 1 cannot run its program: node 0 is told at once.
 rm -f "$TMP/prog0"
 printf '#!/bin/sh\nexec sleep 30\n' > "$TMP/prog0" && chmod +x "$TMP/prog0"
-for _ in 1 2 3; do
-    port=$((20000 + RANDOM % 12000))
-    t0=$(now_ms)
-    "$HOOPRUN" --nnodes 2 --node-rank 0 --nproc-per-node 1 --master-addr 127.0.0.1 \
-        --master-port $port "$TMP/prog0" 2> "$TMP/np.0.err" &
-    p0=$!
-    "$HOOPRUN" --nnodes 2 --node-rank 1 --nproc-per-node 1 --master-addr 127.0.0.1 \
-        --master-port $port "$TMP/nonexistent" 2> "$TMP/np.1.err"
-    rc1=$?
-    wait $p0
-    rc0=$?
-    ms=$(($(now_ms) - t0))
-    grep -q "Address already in use" "$TMP"/np.[01].err || break
-done
-[ "$rc1" = 127 ] || fail "node 1 without its program exited $rc1: $(cat "$TMP/np.1.err")"
-[ "$rc0" = 1 ] || fail "node 0 exited $rc0: $(cat "$TMP/np.0.err")"
-echo "node 1 cannot run its program: node 0 ended $ms ms after the start"
-[ "$ms" -lt 5000 ] || fail "node 0 took $ms ms"
+
+# missing NAME GOOD BAD DELAY LIMIT_MS: node GOOD's hooprun runs prog0 and, DELAY s
+# later, node BAD's hooprun a program that does not exist; BAD must exit 127 and GOOD 1,
+# both within LIMIT_MS; stderr in $TMP/NAME.{0,1}.err.
+missing() {
+    local name=$1 good=$2 bad=$3 delay=$4 limit=$5 pid t0 port ms rc0 rc1
+    for _ in 1 2 3; do
+        port=$((20000 + RANDOM % 12000))
+        t0=$(now_ms)
+        "$HOOPRUN" --nnodes 2 --node-rank "$good" --nproc-per-node 1 --master-addr 127.0.0.1 \
+            --master-port $port "$TMP/prog0" 2> "$TMP/$name.$good.err" &
+        pid=$!
+        sleep "$delay"
+        "$HOOPRUN" --nnodes 2 --node-rank "$bad" --nproc-per-node 1 --master-addr 127.0.0.1 \
+            --master-port $port "$TMP/nonexistent" 2> "$TMP/$name.$bad.err"
+        eval "rc$bad=\$?"
+        wait $pid
+        eval "rc$good=\$?"
+        ms=$(($(now_ms) - t0))
+        grep -q "Address already in use" "$TMP/$name".[01].err || break
+    done
+    local rcb=rc$bad rcg=rc$good
+    [ "${!rcb}" = 127 ] || fail "node $bad without its program exited ${!rcb}: $(cat "$TMP/$name.$bad.err")"
+    [ "${!rcg}" = 1 ] || fail "node $good exited ${!rcg}: $(cat "$TMP/$name.$good.err")"
+    echo "node $bad cannot run its program (${delay} s after node $good started): both ended within $ms ms"
+    [ "$ms" -lt "$limit" ] || fail "node $good took $ms ms"
+}
+missing np 0 1 0 5000
 assert_contains "$TMP/np.0.err" ")'s hooprun exited with 127"
 
 # 6. Node 0's hooprun stalled for 1.5 s (SIGSTOP, then SIGCONT) while the workers run:
@@ -161,9 +177,7 @@ done
 NPROC=1 two last 0 0 '[ "$RANK" = 0 ] && exit 4; exec sleep 34'
 [ "$(cat "$TMP/last.rc.0")" = 4 ] || fail "node 0 exited $(cat "$TMP/last.rc.0"), not its worker's 4"
 [ "$(cat "$TMP/last.rc.1")" = 1 ] || fail "node 1 exited $(cat "$TMP/last.rc.1"), not 1"
-ms=$(cat "$TMP/last.ms")
-echo "node 0's only worker failed: both ended within $ms ms of the start"
-[ "$ms" -lt 6000 ] || fail "took $ms ms"
+within last 6000 "node 0's only worker failed"
 assert_contains "$TMP/last.1.err" "hooprun (node 1): attempt failed on node 0 ("
 assert_contains "$TMP/last.1.err" "): rank 0 exited with code 4; stopping this node's 1 worker"
 
@@ -172,9 +186,7 @@ NPROC=1 two ended 1 1 '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0
 [ "$RANK" = 0 ] && { sleep 1; exit 9; }
 exit 0'
 both_rc ended 0 "node 0 failing after node 1 had finished"
-ms=$(cat "$TMP/ended.ms")
-echo "node 0 failed after node 1 had finished: both restarted and ended within $ms ms"
-[ "$ms" -lt 8000 ] || fail "took $ms ms (node 0 waited for a node that had left?)"
+within ended 8000 "node 0 failed after node 1 had finished, then attempt 1"
 assert_contains "$TMP/ended.1.err" "hooprun (node 1): attempt failed on node 0 ("
 assert_contains "$TMP/ended.1.err" "): rank 0 exited with code 9 (every worker here had exited 0)"
 assert_contains "$TMP/ended.1.err" "hooprun: restart 1 of 1: starting the 1 worker again"
@@ -192,25 +204,7 @@ assert_contains "$TMP/meetsig.1.err" "hooprun (node 1): got Terminated before re
 assert_contains "$TMP/meetsig.0.err" "(it got SIGTERM: 128 + 15)"
 grep -q "restart 1 of 2" "$TMP"/meetsig.[01].err && fail "a restart started: $(cat "$TMP"/meetsig.[01].err)"
 # 11. Node 1 first; node 0, 1 s later, cannot run its program.
-for _ in 1 2 3; do
-    port=$((20000 + RANDOM % 12000))
-    t0=$(now_ms)
-    "$HOOPRUN" --nnodes 2 --node-rank 1 --nproc-per-node 1 --master-addr 127.0.0.1 \
-        --master-port $port "$TMP/prog0" 2> "$TMP/np0.1.err" &
-    p1=$!
-    sleep 1
-    "$HOOPRUN" --nnodes 2 --node-rank 0 --nproc-per-node 1 --master-addr 127.0.0.1 \
-        --master-port $port "$TMP/nonexistent" 2> "$TMP/np0.0.err"
-    rc0=$?
-    wait $p1
-    rc1=$?
-    ms=$(($(now_ms) - t0))
-    grep -q "Address already in use" "$TMP"/np0.[01].err || break
-done
-[ "$rc0" = 127 ] || fail "node 0 without its program exited $rc0: $(cat "$TMP/np0.0.err")"
-[ "$rc1" = 1 ] || fail "node 1 exited $rc1: $(cat "$TMP/np0.1.err")"
-echo "node 0 cannot run its program: node 1, waiting to connect, ended $ms ms after its start"
-[ "$ms" -lt 6000 ] || fail "node 1 took $ms ms"
+missing np0 1 0 1 6000
 assert_contains "$TMP/np0.1.err" "node 0's hooprun gave up and closed its store: node 0 ("
 assert_contains "$TMP/np0.1.err" ")'s hooprun exited with 127"
 echo "PASS"
