@@ -24,7 +24,11 @@
 #      the other node mirrors it; no attempt starts (it was ignored until the meeting
 #      ended, and both then started restart 1);
 #  11. node 0 cannot run its program while node 1 still retries connecting: node 1 is
-#      told when it connects (it waited HOOP_TIMEOUT).
+#      told when it connects (it waited HOOP_TIMEOUT);
+#  12. SIGUSR1 to both nodes (Slurm's --signal before a preemption), workers saving at
+#      different speeds: both exit 138 (the first to stop stopped the other's save);
+#  13. SIGTERM to a hooprun at the first meeting (of 3 nodes, one late): it and node 0
+#      exit 143 (it died of the signal, and node 0 exited 1).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 export HOOP_TOKEN=nodes-test HOOP_TIMEOUT=20
 
@@ -207,4 +211,32 @@ grep -q "restart 1 of 2" "$TMP"/meetsig.[01].err && fail "a restart started: $(c
 missing np0 1 0 1 6000
 assert_contains "$TMP/np0.1.err" "node 0's hooprun gave up and closed its store: node 0 ("
 assert_contains "$TMP/np0.1.err" ")'s hooprun exited with 127"
+# 12. A preemption: SIGUSR1 to both hoopruns; rank 0 takes 1 s longer to save.
+TWO_HOOK='sleep 1.5; kill -USR1 $p0 $p1'
+NPROC=1 two usr 1 1 'trap "[ \$RANK = 0 ] && sleep 1; exit 138" USR1
+sleep 20 & wait'
+unset TWO_HOOK
+both_rc usr 138 "SIGUSR1 to both nodes"
+grep -q "attempt failed" "$TMP"/usr.[01].err && fail "a preemption taken for a failure: $(cat "$TMP"/usr.[01].err)"
+
+# 13. SIGTERM to node 1 while nodes 0 and 1 wait for node 2 at the first meeting.
+for _ in 1 2 3; do
+    port=$((20000 + RANDOM % 12000))
+    for n in 0 1; do
+        "$HOOPRUN" --nnodes 3 --node-rank $n --nproc-per-node 1 --master-addr 127.0.0.1 \
+            --master-port $port true 2> "$TMP/first.$n.err" &
+        eval "p$n=\$!"
+    done
+    sleep 1
+    kill -TERM "$p1"
+    wait "$p1"
+    rc1=$?
+    wait "$p0"
+    rc0=$?
+    grep -q "Address already in use" "$TMP"/first.[01].err || break
+done
+[ "$rc1" = 143 ] || fail "node 1 exited $rc1 on SIGTERM at the first meeting: $(cat "$TMP/first.1.err")"
+[ "$rc0" = 143 ] || fail "node 0 exited $rc0, not mirroring node 1's 143: $(cat "$TMP/first.0.err")"
+assert_contains "$TMP/first.1.err" "hooprun (node 1): got Terminated before attempt 0, waiting for node 2; not starting the workers"
+assert_contains "$TMP/first.0.err" "(it got SIGTERM: 128 + 15); not starting another attempt"
 echo "PASS"

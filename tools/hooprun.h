@@ -164,6 +164,15 @@ int hooprun_stop_signal(void);
  * meeting), else 0: its exit code 128 + N is then one the other nodes mirror. */
 int hooprun_stopped_by(void);
 
+/* 128 + SIGUSR1/2 when the last attempt's workers all stopped on it as asked (a
+ * preemption's save: no failure), else 0. */
+int hooprun_stopped_as_asked(void);
+
+/* Blocks SIGINT, SIGTERM, SIGHUP, SIGUSR1/2 and SIGCHLD for hooprun_stop_signal and the
+ * workers' supervision (a signalfd), and makes hooprun the subreaper of its workers'
+ * children; idempotent. Returns 0, or -1 with errno set. */
+int hooprun_signals_init(void);
+
 /* 1 when another node's attempt p->restart failed (why: its note), -1 when the nodes'
  * store is gone or lost a hooprun (why: the reason), else 0. One request, answered at
  * once. */

@@ -42,8 +42,12 @@
 /* What the first barrier compares: every node must have been told the same. */
 typedef struct agent_card {
     int32_t max_restarts, nproc_per_node;
+    int64_t grace_ms; /* not compared: the largest bounds a restart's meeting */
     char host[64];
 } agent_card;
+
+static int mirrored;         /* a signal's 128 + N another node's hooprun left with */
+static int64_t max_grace_ms; /* the largest --grace of every node (the first meeting) */
 
 int hooprun_agent_port(int master_port)
 {
@@ -109,8 +113,6 @@ int hooprun_agent_open(hooprun_plan *p)
 
 /* Another node's hooprun exited with a failure (hooprun_agent_close): 1 with its exit
  * code and note, else 0. */
-static int mirrored; /* a signal's 128 + N another node's hooprun left with */
-
 static int peer_exited(const hooprun_plan *p, int *rc, char *why, size_t cap)
 {
     char buf[600];
@@ -141,13 +143,12 @@ static int peer_left(const hooprun_plan *p)
     return rc > 128 ? rc : 1;
 }
 
-/* A failed meeting (s: the store call's status): peer_left's account, else the store's
- * message, kept from before peer_left's own request. A meeting that timed out is told
- * as such: the nodes that time out with this one leave notes that do not say why. */
-static int meeting_failed(const hooprun_plan *p, hoop_status s, const char *when)
+/* A failed meeting (s: the store call's status, msg: its account): peer_left's account,
+ * else msg. A meeting that timed out is told as such: the nodes that time out with this
+ * one leave notes that do not say why. */
+static int meeting_failed(const hooprun_plan *p, hoop_status s, const char *when, const char *msg)
 {
-    char at[400], msg[1200];
-    snprintf(msg, sizeof(msg), "%s", hoop_last_error());
+    char at[400];
     int rc = s == HOOP_ERR_TIMEOUT ? 0 : peer_left(p);
     if (rc) return rc;
     where(p, at, sizeof(at));
@@ -155,29 +156,17 @@ static int meeting_failed(const hooprun_plan *p, hoop_status s, const char *when
     return 1;
 }
 
-/* The first attempt's barrier is an all-gather of what each node was told. */
-static int compare_cards(const hooprun_plan *p)
+/* What every node was told must agree (all: every node's card, from the first meeting).
+ * Returns 0, or 2 after one line naming the first node that differs. */
+static int compare_cards(const hooprun_plan *p, agent_card *all)
 {
-    agent_card mine = {.max_restarts = p->max_restarts, .nproc_per_node = p->nproc_per_node};
-    agent_card *all = calloc((size_t)p->nnodes, sizeof(*all));
-    snprintf(mine.host, sizeof(mine.host), "%.*s", (int)sizeof(mine.host) - 1, p->host);
-    if (all == NULL) {
-        fprintf(stderr, "hooprun: out of memory\n");
-        return 1;
-    }
-    /* Every node reads every card before any node leaves (node 0 leaving ends the store). */
-    hoop_status s =
-        hoop_store_allgather(p->agents, "hooprun.attempt.0", &mine, sizeof(mine), all, -1);
-    if (s == HOOP_OK) s = hoop_store_barrier(p->agents, "hooprun.attempt.0.read", -1);
-    if (s != HOOP_OK) {
-        free(all);
-        return meeting_failed(p, s, "before attempt 0");
-    }
+    const agent_card *mine = &all[p->node_rank];
     for (int n = 0; n < p->nnodes; n++) {
         all[n].host[sizeof(all[n].host) - 1] = '\0';
-        const char *what = all[n].max_restarts != mine.max_restarts       ? "--max-restarts"
-                           : all[n].nproc_per_node != mine.nproc_per_node ? "--nproc-per-node"
-                                                                          : NULL;
+        if (all[n].grace_ms > max_grace_ms) max_grace_ms = all[n].grace_ms;
+        const char *what = all[n].max_restarts != mine->max_restarts       ? "--max-restarts"
+                           : all[n].nproc_per_node != mine->nproc_per_node ? "--nproc-per-node"
+                                                                           : NULL;
         if (!what) continue;
         fprintf(
             stderr,
@@ -185,11 +174,9 @@ static int compare_cards(const hooprun_plan *p)
             "hooprun the same %s\n",
             p->node_rank, n, all[n].host, what,
             what[2] == 'm' ? all[n].max_restarts : all[n].nproc_per_node,
-            what[2] == 'm' ? mine.max_restarts : mine.nproc_per_node, what);
-        free(all);
+            what[2] == 'm' ? mine->max_restarts : mine->nproc_per_node, what);
         return 2;
     }
-    free(all);
     return 0;
 }
 
@@ -201,60 +188,93 @@ static void node_list(const uint32_t *missing, uint32_t n, char *buf, size_t cap
         used += (size_t)snprintf(buf + used, cap - used, "%s%u", i ? "," : "", missing[i]);
 }
 
-/* The meetings after attempt 0's: every node sets "hooprun.attempt.K.WHAT.N" and waits,
- * HOOPRUN_AGENT_PROBE_MS at a time, for every node's key, looking between slices for a
- * node that left (peer_left), a signal to this hooprun and, at the end of an attempt
- * (end = 1), another node's failure of it. Returns 0 when all came (at the end: also
- * when node 0 closed its store without a failure, which it does only then), else as
+/* The meetings: before attempt 0 (CARDS: each node's card, compared after), before a
+ * restart (START) and at the end of an attempt (END). Every node sets
+ * "hooprun.attempt.K.WHAT.N" and waits, HOOPRUN_AGENT_PROBE_MS at a time, for every
+ * node's key, looking between slices for a node that left (peer_left), a signal to this
+ * hooprun (blocked from hooprun_agent_open on, read through hooprun_stop_signal) and, at
+ * the end, another node's failure of the attempt. Returns 0 when all came (at the end:
+ * also when node 0 closed its store without a failure, which it does only then; and at
+ * once after a signal, when this node's workers exited 0 all the same), else as
  * hooprun_agent_begin / hooprun_agent_end say. */
-static int meet(const hooprun_plan *p, int k, int end, int *failed)
+enum meeting { CARDS, START, END };
+
+static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards, int *failed)
 {
-    char when[80], why[700];
+    static const char *const what[] = {"card", "at", "ok"};
+    char when[80], why[700], msg[1200];
     int n = p->nnodes, rc = 1;
-    const char *what = end ? "ok" : "at";
     char(*names)[80] = calloc((size_t)n, sizeof(*names));
     const char **keys = calloc((size_t)n, sizeof(*keys));
     /* Before a restart, a node may still be stopping its workers: SETTLE (1 s) and
      * --grace past its failure, on top of HOOP_TIMEOUT. */
-    int64_t timeout_ms = hoop__store_timeout(p->agents, -1) + (end ? 0 : p->grace_ms + 1000),
-            deadline = hoop__deadline_ns(timeout_ms);
-    if (end)
+    int64_t timeout_ms =
+        hoop__store_timeout(p->agents, -1) + (m == START ? max_grace_ms + 1000 : 0);
+    int64_t deadline = hoop__deadline_ns(timeout_ms);
+    if (m == END)
         snprintf(when, sizeof(when), "at the end of %s", k ? "the restart" : "the first attempt");
-    else
+    else if (m == START)
         snprintf(when, sizeof(when), "before restart %d", k);
+    else
+        snprintf(when, sizeof(when), "before attempt 0");
     if (!names || !keys) {
         fprintf(stderr, "hooprun: out of memory\n");
         goto out;
     }
     for (int i = 0; i < n; i++) {
-        snprintf(names[i], sizeof(names[i]), "hooprun.attempt.%d.%s.%d", k, what, i);
+        snprintf(names[i], sizeof(names[i]), "hooprun.attempt.%d.%s.%d", k, what[m], i);
         keys[i] = names[i];
     }
-    if (hoop_store_set(p->agents, keys[p->node_rank], "1", 1) != HOOP_OK) {
-        rc = meeting_failed(p, HOOP_ERR_REMOTE, when);
+    /* At the end: node 0 closed its store without a failure (every node had ended, or
+     * it waited HOOP_TIMEOUT for them): nothing is left to wait for. */
+    if (m == END && hoop__store_goodbye_code(p->agents) == HOOP_OK) {
+        rc = 0;
+        goto out;
+    }
+    const void *mine = m == CARDS ? (const void *)&cards[p->node_rank] : "1";
+    if (hoop_store_set(p->agents, keys[p->node_rank], mine, m == CARDS ? sizeof(agent_card) : 1) !=
+        HOOP_OK) {
+        snprintf(msg, sizeof(msg), "%s", hoop_last_error());
+        rc = m == END && hoop__store_goodbye_code(p->agents) == HOOP_OK
+                 ? 0
+                 : meeting_failed(p, HOOP_ERR_REMOTE, when, msg);
+        goto out;
+    }
+    if (m == END && hooprun_stopped_by()) { /* interrupted, yet every worker exited 0 */
+        rc = 0;
         goto out;
     }
     for (;;) {
         hoop__store_wait_result res;
         int64_t left = hoop__ms_left(deadline);
         hoop_status s = hoop__store_wait_keys(
-            p->agents, keys, n, HOOP__STORE_WAIT_LOST,
+            p->agents, keys, n, HOOP__STORE_WAIT_LOST | (m == CARDS ? HOOP__STORE_WAIT_VALUES : 0),
             left < HOOPRUN_AGENT_PROBE_MS ? left : HOOPRUN_AGENT_PROBE_MS, &res);
         int timed_out = s == HOOP_ERR_TIMEOUT && !res.lost && !res.rank_lost;
-        int bye_ok = end && res.goodbye && hoop__store_goodbye_code(p->agents) == HOOP_OK;
+        int bye_ok = m == END && res.goodbye && hoop__store_goodbye_code(p->agents) == HOOP_OK;
         char missing[300] = "";
         if (timed_out) node_list(res.missing, res.nmissing, missing, sizeof(missing));
+        if (res.rank_lost) /* its message is the result's, not the thread's */
+            snprintf(msg, sizeof(msg), "node %d's hooprun is gone: %.*s", res.lost_rank,
+                     (int)res.lost_why_bytes, (const char *)res.lost_why);
+        else
+            snprintf(msg, sizeof(msg), "%s", hoop_last_error());
+        if (s == HOOP_OK && m == CARDS)
+            for (int i = 0; i < n; i++)
+                memcpy(&cards[i], res.values[i],
+                       res.value_bytes[i] < sizeof(agent_card) ? res.value_bytes[i]
+                                                               : sizeof(agent_card));
         hoop__store_wait_result_free(&res);
         if (s == HOOP_OK || bye_ok) {
             rc = 0;
             break;
         }
         if (!timed_out) { /* a node lost, or the store gone: a note may say why */
-            rc = meeting_failed(p, HOOP_ERR_REMOTE, when);
+            rc = meeting_failed(p, HOOP_ERR_REMOTE, when, msg);
             break;
         }
         /* At the end, the attempt's failure before a hooprun's exit it caused. */
-        if (end && hooprun_agent_poll(p, why, sizeof(why)) > 0) {
+        if (m == END && hooprun_agent_poll(p, why, sizeof(why)) > 0) {
             fprintf(stderr,
                     "hooprun (node %d): attempt failed on %s (every worker here had exited "
                     "0)\n",
@@ -266,15 +286,16 @@ static int meet(const hooprun_plan *p, int k, int end, int *failed)
         if ((rc = peer_left(p)) != 0) break;
         int sig = hooprun_stop_signal();
         if (sig) {
-            fprintf(stderr,
-                    "hooprun (node %d): got %s %s, waiting for %s; not starting another "
-                    "attempt\n",
-                    p->node_rank, strsignal(sig), when, missing);
+            fprintf(stderr, "hooprun (node %d): got %s %s, waiting for %s; %s\n", p->node_rank,
+                    strsignal(sig), when, missing,
+                    m == END     ? "leaving"
+                    : m == START ? "not starting another attempt"
+                                 : "not starting the workers");
             rc = 128 + sig;
             break;
         }
         if (hoop__ms_left(deadline) > 0) continue;
-        if (end) {
+        if (m == END) {
             fprintf(stderr,
                     "hooprun (node %d): every worker here exited 0, but %s still ran after "
                     "HOOP_TIMEOUT (%lld ms); leaving without waiting further\n",
@@ -282,9 +303,11 @@ static int meet(const hooprun_plan *p, int k, int end, int *failed)
             rc = 0;
         } else {
             fprintf(stderr,
-                    "hooprun (node %d): the nodes' meeting %s: %s never came within "
-                    "HOOP_TIMEOUT + --grace + 1 s (%lld ms); not starting another attempt\n",
-                    p->node_rank, when, missing, (long long)timeout_ms);
+                    "hooprun (node %d): the nodes' meeting %s: %s never came within %s (%lld "
+                    "ms); not starting %s\n",
+                    p->node_rank, when, missing,
+                    m == START ? "HOOP_TIMEOUT + the largest --grace + 1 s" : "HOOP_TIMEOUT",
+                    (long long)timeout_ms, m == START ? "another attempt" : "the workers");
             rc = 1;
         }
         break;
@@ -300,9 +323,24 @@ int hooprun_agent_begin(const hooprun_plan *p, int k)
     char why[700];
     int rc, failed = 0;
     if (!p->agents) return 0;
-    if (k == 0) return compare_cards(p);
+    if (k == 0) {
+        agent_card *all = calloc((size_t)p->nnodes, sizeof(*all));
+        if (all == NULL) {
+            fprintf(stderr, "hooprun: out of memory\n");
+            return 1;
+        }
+        all[p->node_rank] = (agent_card){.max_restarts = p->max_restarts,
+                                         .nproc_per_node = p->nproc_per_node,
+                                         .grace_ms = p->grace_ms};
+        snprintf(all[p->node_rank].host, sizeof(all[0].host), "%.*s", (int)sizeof(all[0].host) - 1,
+                 p->host);
+        rc = meet(p, 0, CARDS, all, &failed);
+        if (rc == 0) rc = compare_cards(p, all);
+        free(all);
+        return rc;
+    }
     if ((rc = peer_left(p)) != 0) return rc; /* it will not come: say so now */
-    if ((rc = meet(p, k, 0, &failed)) != 0) return rc;
+    if ((rc = meet(p, k, START, NULL, &failed)) != 0) return rc;
     /* A node that came and then died must not let this attempt start without it. */
     if (hooprun_agent_poll(p, why, sizeof(why)) < 0) {
         fprintf(stderr,
@@ -318,7 +356,7 @@ int hooprun_agent_end(const hooprun_plan *p, int *failed)
 {
     *failed = 0;
     if (!p->agents) return 0;
-    return meet(p, p->restart, 1, failed);
+    return meet(p, p->restart, END, NULL, failed);
 }
 
 void hooprun_agent_failed(const hooprun_plan *p, const char *why, char *earlier, size_t cap)
@@ -357,22 +395,34 @@ int hooprun_agent_poll(const hooprun_plan *p, char *why, size_t cap)
 
 void hooprun_agent_close(hooprun_plan *p, int rc)
 {
-    char why[1100], note[1120], failed[600], own[120], earlier[600];
+    char why[1100], note[1120], failed[600], own[160], earlier[600], key[80];
+    int ignored;
     if (!p->agents) return;
-    if (rc == 0) {
+    /* Workers that stopped on SIGUSR1/2 as asked (a preemption's save) ended this node's
+     * attempt without a failure: the other nodes' workers got the signal too (Slurm's
+     * --signal), or finish their work; node 0 waits at the end for this node's key. */
+    int asked = rc != 0 && rc == hooprun_stopped_as_asked();
+    if (asked) {
+        snprintf(key, sizeof(key), "hooprun.attempt.%d.ok.%d", p->restart, p->node_rank);
+        (void)hoop_store_set(p->agents, key, "1", 1);
+    }
+    if (rc == 0 || asked) {
         /* Every node ended well (hooprun_agent_end), but the others may not have looked
          * yet: node 0's GOODBYE must not overtake that (they take a GOODBYE without a
          * failure there as the end, but a slow one might be asking something else). */
         if (p->node_rank == 0) hoop__store_linger(p->agents, HOOPRUN_AGENT_LINGER_MS);
     } else {
-        /* This attempt's failure, when a node noted one: node 0's GOODBYE names it. */
-        int noted = p->node_rank == 0 && hooprun_agent_poll(p, failed, sizeof(failed)) > 0;
-        /* Only a signal to this hooprun is mirrored; 128 + N from a worker's death is
-         * this node's failure code. */
-        int sig = hooprun_stopped_by() && rc > 128 ? hooprun_stopped_by() : 0;
+        /* This attempt's failure, when a node noted one: the exit note and node 0's
+         * GOODBYE name it. */
+        int noted = hooprun_agent_poll(p, failed, sizeof(failed)) > 0;
+        /* Only a signal to a hooprun is mirrored (this one's, or mirrored here from
+         * another); 128 + N from a worker's death is this node's failure code. */
+        int sig = hooprun_stopped_by() && rc == 128 + hooprun_stopped_by() ? rc - 128 : 0;
+        int copy = !sig && rc > 128 && rc == mirrored;
         char kind[80] = "";
-        if (sig)
-            snprintf(kind, sizeof(kind), " (it got SIG%s: 128 + %d)", sigabbrev_np(sig), sig);
+        if (sig || copy)
+            snprintf(kind, sizeof(kind), " (%s SIG%s: 128 + %d)", copy ? "mirroring" : "it got",
+                     sigabbrev_np(rc - 128), rc - 128);
         else if (rc > 128)
             snprintf(kind, sizeof(kind), " (a worker's signal: 128 + %d)", rc - 128);
         else if (rc == 2)
@@ -382,18 +432,28 @@ void hooprun_agent_close(hooprun_plan *p, int rc)
                  p->host, rc, kind, noted ? " after the attempt failed on " : "",
                  noted ? failed : "");
         hoop__store_note_failure(p->agents, HOOP_ERR_REMOTE, why);
-        /* The exit note (its code: a signal's is mirrored) for meetings, and this
-         * attempt's failure note unless a node left one, for nodes whose workers run:
-         * their next probe stops them. */
-        int n = snprintf(note, sizeof(note), "%d\n%s", sig ? rc : rc > 128 ? 1 : rc, why);
-        (void)hoop_store_set(p->agents, "hooprun.exit", note, (size_t)n);
+        /* The exit note (its code: a signal's is mirrored) for meetings, unless a node
+         * left one first, and this attempt's failure note unless a node left one, for
+         * nodes whose workers run: their next probe stops them. */
+        if (!peer_exited(p, &ignored, note, sizeof(note))) {
+            int n = snprintf(note, sizeof(note), "%d\n%s",
+                             sig || copy ? rc
+                             : rc > 128  ? 1
+                                         : rc,
+                             why);
+            (void)hoop_store_set(p->agents, "hooprun.exit", note, (size_t)n);
+        }
         hooprun_agent_failed(p, own, earlier, sizeof(earlier));
         if (p->node_rank == 0) {
             /* The others read the notes at their next look (HOOPRUN_AGENT_PROBE_MS) and
              * hang up; node 0's GOODBYE must not overtake that, nor a meeting's last
              * reply (refusing a difference, exit 2, which every node finds at once).
-             * Nodes not connected yet are told the GOODBYE's reason when they come. */
-            hoop__store_linger(p->agents, rc == 2 ? 2000 : HOOPRUN_AGENT_LINGER_MS);
+             * After a signal, a node still stopping its workers (up to --grace) reads
+             * the code to mirror at its next meeting. Nodes not connected yet are told
+             * the GOODBYE's reason when they come. */
+            int64_t ms = rc == 2 ? 2000 : HOOPRUN_AGENT_LINGER_MS;
+            if (sig || copy) ms = max_grace_ms + 2000;
+            hoop__store_linger(p->agents, ms);
             hoop__store_tell_latecomers(p->agents);
         } else {
             /* No CLOSE: a meeting already waiting for this node fails at once. */

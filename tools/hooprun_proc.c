@@ -271,9 +271,16 @@ int hooprun_stopped_by(void)
     return stopped_by;
 }
 
-static int setup_signals(supervisor *s)
+static sigset_t old_mask; /* the mask before hooprun blocked the signals above */
+static int stopped_code;  /* the last attempt's workers stopped on SIGUSR1/2 as asked */
+
+int hooprun_stopped_as_asked(void)
 {
-    static sigset_t old_mask;
+    return stopped_code;
+}
+
+int hooprun_signals_init(void)
+{
     if (sfd < 0) {
         sigset_t set;
         sigemptyset(&set);
@@ -290,6 +297,12 @@ static int setup_signals(supervisor *s)
         if (sfd < 0) return -1;
         if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) return -1;
     }
+    return 0;
+}
+
+static int setup_signals(supervisor *s)
+{
+    if (hooprun_signals_init() != 0) return -1;
     s->sfd = sfd;
     s->old_mask = old_mask;
     return 0;
@@ -506,10 +519,13 @@ static void probe_nodes(supervisor *s)
     int r = hooprun_agent_poll(s->plan, why, sizeof(why));
     if (r == 0) return;
     s->peer_failed = r;
-    fprintf(
-        stderr, "hooprun (node %d): %s %s; stopping this node's %d worker%s\n", s->plan->node_rank,
-        r > 0 ? "attempt failed on" : "lost the nodes' rendezvous (its ranks are node ranks):", why,
-        workers_left(s), workers_left(s) == 1 ? "" : "s");
+    char stop[64] = "this node's workers had ended";
+    if (workers_left(s) > 0)
+        snprintf(stop, sizeof(stop), "stopping this node's %d worker%s", workers_left(s),
+                 workers_left(s) == 1 ? "" : "s");
+    fprintf(stderr, "hooprun (node %d): %s %s; %s\n", s->plan->node_rank,
+            r > 0 ? "attempt failed on" : "lost the nodes' rendezvous (its ranks are node ranks):",
+            why, stop);
     begin_stop(s);
 }
 
@@ -598,8 +614,9 @@ int hooprun_supervise(const hooprun_plan *plan, int *failed)
     if (s.interrupted && all_ok)
         fprintf(stderr, "hooprun: every worker exited 0 after the %s; exiting 0\n",
                 strsignal(s.interrupted));
+    stopped_code = 0;
     if (!s.interrupted && s.exit_code < 0 && s.stopped_code) {
-        rc = s.stopped_code; /* every worker ended well or as the forwarded signal asked */
+        rc = stopped_code = s.stopped_code; /* every worker ended well or as asked */
         fprintf(stderr, "hooprun: the workers stopped on %s as asked (exit %d)\n",
                 strsignal(rc - 128), rc);
     }
@@ -610,8 +627,8 @@ int hooprun_supervise(const hooprun_plan *plan, int *failed)
          * (a DDP rank fails when its peer dies), and the cause is in that node's log. */
         if (s.earlier[0])
             fprintf(stderr,
-                    "hooprun (node %d): the attempt had already failed on %s before this node's "
-                    "first failure below; look there for the cause\n",
+                    "hooprun (node %d): the attempt had failed on %s (noted before this node's "
+                    "first failure below: the cause may be there)\n",
                     plan->node_rank, s.earlier);
         rc = hooprun_report(plan, s.w, s.n, s.exit_code);
     } else if (s.peer_failed && !s.interrupted && !all_ok)
