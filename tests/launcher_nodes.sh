@@ -68,6 +68,20 @@ both_rc() {
     done
 }
 
+# wait_blocked PID...: once connected to the nodes' store, hooprun blocks its signals
+# (read between a meeting's slices, forwarded while workers run); before, SIGTERM or
+# SIGUSR1 would simply kill it. Waits (at most 10 s: a sanitizer is slow) for that.
+wait_blocked() {
+    local pid blk
+    for pid in "$@"; do
+        for _ in $(seq 200); do
+            blk=$(awk '/^SigBlk/ { print $2 }' "/proc/$pid/status" 2> /dev/null)
+            [ -n "$blk" ] && [ $((0x$blk & 0x4200)) = $((0x4200)) ] && break # TERM, USR1
+            sleep 0.05
+        done
+    done
+}
+
 # within NAME LIMIT_MS WHAT: says how long run NAME took; fails past LIMIT_MS.
 within() {
     local ms
@@ -212,7 +226,7 @@ missing np0 1 0 1 6000
 assert_contains "$TMP/np0.1.err" "node 0's hooprun gave up and closed its store: node 0 ("
 assert_contains "$TMP/np0.1.err" ")'s hooprun exited with 127"
 # 12. A preemption: SIGUSR1 to both hoopruns; rank 0 takes 1 s longer to save.
-TWO_HOOK='sleep 1.5; kill -USR1 $p0 $p1'
+TWO_HOOK='wait_blocked $p0 $p1; sleep 1; kill -USR1 $p0 $p1'
 NPROC=1 two usr 1 1 'trap "[ \$RANK = 0 ] && sleep 1; exit 138" USR1
 sleep 20 & wait'
 unset TWO_HOOK
@@ -227,7 +241,7 @@ for _ in 1 2 3; do
             --master-port $port true 2> "$TMP/first.$n.err" &
         eval "p$n=\$!"
     done
-    sleep 1
+    wait_blocked "$p1"
     kill -TERM "$p1"
     wait "$p1"
     rc1=$?

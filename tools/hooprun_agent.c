@@ -10,20 +10,25 @@
  *   - node 0's hooprun serves a store at MASTER_ADDR:MASTER_PORT + 1 (the workers' rank 0
  *     keeps MASTER_PORT), every node's hooprun connects to it as rank NODE_RANK of
  *     nnodes, with HOOP_TOKEN + "-agents";
- *   - before attempt k every hooprun waits in barrier "hooprun.attempt.k", so that all
- *     nodes start attempt k together; the first one also compares what each node was
- *     told (--max-restarts, --nproc-per-node) and refuses a difference, naming the node;
+ *   - the nodes meet (meet()) before attempt 0, where each leaves its card (what it was
+ *     told: --max-restarts and --nproc-per-node must agree, else exit 2 naming the
+ *     node), before each restart, and at the end of each attempt: a node whose workers
+ *     all exited 0 waits there for the others (node 0 serves the store), so that a
+ *     later failure elsewhere restarts every node together. A meeting waits in
+ *     HOOPRUN_AGENT_PROBE_MS slices, and between them looks for a node that left, a
+ *     signal to this hooprun (blocked once connected) and, at the end, a failure;
  *   - a hooprun whose worker fails writes "hooprun.attempt.k.failed" (which node and
  *     why); every hooprun looks for that key every HOOPRUN_AGENT_PROBE_MS while its
  *     workers run, and stops its own workers when it appears, instead of leaving them
  *     to time out;
  *   - a hooprun that dies is named by the store at once (store protocol 4, "A rank
- *     lost"); one that exits with a failure too: node 0's through its store's GOODBYE,
- *     another through a "hooprun.exit" note and a hang-up without CLOSE (the store marks
- *     it lost), so no node waits HOOP_TIMEOUT at a meeting it will never join; node 0's
- *     hooprun ending after a noted failure first gives the others up to
- *     HOOPRUN_AGENT_LINGER_MS to read it (their probe), so that they name the failed
- *     worker, not only node 0's hooprun leaving; its GOODBYE names both.
+ *     lost"). One that exits with a failure leaves "hooprun.exit" (its code, mirrored
+ *     by the others when it got SIGINT/SIGTERM/SIGHUP, and why) and the attempt's
+ *     failure note; another node then hangs up without a CLOSE (the store marks it
+ *     lost), so no node waits at a meeting it will never join, while node 0 first gives
+ *     the others time to read the notes (HOOPRUN_AGENT_LINGER_MS; after a signal, the
+ *     largest --grace + 2 s), and its GOODBYE then names both, also to nodes not yet
+ *     connected. Workers stopped on SIGUSR1/2 as asked are no failure.
  * Single-threaded, as hooprun is (the store server runs its own thread, all signals
  * blocked there).
  */
@@ -39,7 +44,7 @@
 #include "core/launch.h"
 #include "hooprun.h"
 
-/* What the first barrier compares: every node must have been told the same. */
+/* What the first meeting compares: every node must have been told the same. */
 typedef struct agent_card {
     int32_t max_restarts, nproc_per_node;
     int64_t grace_ms; /* not compared: the largest bounds a restart's meeting */

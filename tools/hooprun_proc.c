@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,17 +280,39 @@ int hooprun_stopped_as_asked(void)
     return stopped_code;
 }
 
+static pthread_t main_thread; /* the one that blocks the signals and reads sfd */
+
+/* A signal sent to the process goes to any thread that does not block it: one a library
+ * or a sanitizer's runtime started before main blocked them (TSan's is one). There it
+ * would end the process (SIGTERM's default) or be lost (SIGCHLD's); it is passed on to
+ * the main thread, which blocks it and reads it from sfd. In a forked child before its
+ * exec, the only thread is the main one: the default action, as without hooprun. */
+static void pass_to_main(int sig)
+{
+    int saved = errno;
+    if (pthread_equal(pthread_self(), main_thread)) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    } else {
+        pthread_kill(main_thread, sig);
+    }
+    errno = saved;
+}
+
 int hooprun_signals_init(void)
 {
     if (sfd < 0) {
         sigset_t set;
         sigemptyset(&set);
-        struct sigaction dfl = {.sa_handler = SIG_DFL};
+        main_thread = pthread_self();
+        /* Also replaces SIG_IGN: a shell starts background jobs with SIGINT ignored; we
+         * still want to see it. Reset to SIG_DFL by a worker's exec. */
+        struct sigaction pass = {.sa_handler = pass_to_main, .sa_flags = SA_RESTART};
         for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
-            /* A shell starts background jobs with SIGINT ignored; we still want to see it. */
-            sigaction(forwarded[i], &dfl, NULL);
+            sigaction(forwarded[i], &pass, NULL);
             sigaddset(&set, forwarded[i]);
         }
+        sigaction(SIGCHLD, &pass, NULL);
         sigaddset(&set, SIGCHLD);
         signal(SIGPIPE, SIG_IGN);
         if (sigprocmask(SIG_BLOCK, &set, &old_mask) != 0) return -1;
