@@ -1025,7 +1025,8 @@ END_TEST
  * when the owner gives up with a reason. */
 START_TEST(test_named_owner_gives_up)
 {
-    static const hoop__store_naming naming = {"node 0's hooprun", "MASTER_ADDR:MASTER_PORT + 1"};
+    static const hoop__store_naming naming = {"node 0's hooprun", "MASTER_ADDR:MASTER_PORT + 1",
+                                              "--nnodes"};
     int port = free_port();
     hoop_store_config cfg = {.host = "127.0.0.1",
                              .port = port,

@@ -105,7 +105,8 @@ int hooprun_agent_open(hooprun_plan *p)
                              .rank = p->node_rank,
                              .world_size = p->nnodes,
                              .timeout_ms = timeout_ms};
-    static const hoop__store_naming naming = {"node 0's hooprun", "MASTER_ADDR:MASTER_PORT + 1"};
+    static const hoop__store_naming naming = {"node 0's hooprun", "MASTER_ADDR:MASTER_PORT + 1",
+                                              "--nnodes"};
     if (hoop__store_init_served(&p->agents, &cfg, &naming) != HOOP_OK) {
         p->agents = NULL;
         return say(p, "connecting");

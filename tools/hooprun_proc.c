@@ -48,9 +48,7 @@ typedef hooprun_worker worker;
 typedef struct supervisor {
     const hooprun_plan *plan;
     worker *w;
-    int n;   /* workers started */
-    int sfd; /* signalfd */
-    sigset_t old_mask;
+    int n;               /* workers started */
     int64_t stop_at_ns;  /* a failure was seen: SIGTERM everyone then (0 = not planned) */
     int stopping;        /* 1 once SIGTERM went out (or a stop began) */
     int killed;          /* 1 once SIGKILL went out */
@@ -255,15 +253,23 @@ static int have_children(void)
 static int sfd = -1;   /* the signalfd of the signals above, from the first attempt on */
 static int stopped_by; /* the first SIGINT, SIGTERM or SIGHUP hooprun got */
 
+/* sig when it asks hooprun to stop (SIGINT, SIGTERM, SIGHUP; the first is kept in
+ * stopped_by), else 0. */
+static int stop_request(int sig)
+{
+    if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) return 0;
+    if (!stopped_by) stopped_by = sig;
+    return sig;
+}
+
 int hooprun_stop_signal(void)
 {
     struct signalfd_siginfo si;
     int stop = 0;
     while (sfd >= 0 && read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-        int sig = (int)si.ssi_signo;
-        if (!stop && (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)) stop = sig;
+        int sig = stop_request((int)si.ssi_signo);
+        if (!stop) stop = sig;
     }
-    if (stop && !stopped_by) stopped_by = stop;
     return stop;
 }
 
@@ -323,14 +329,6 @@ int hooprun_signals_init(void)
     return 0;
 }
 
-static int setup_signals(supervisor *s)
-{
-    if (hooprun_signals_init() != 0) return -1;
-    s->sfd = sfd;
-    s->old_mask = old_mask;
-    return 0;
-}
-
 static void set_env_int(const char *name, int v)
 {
     char buf[16];
@@ -369,7 +367,7 @@ static void exec_worker(const supervisor *s, int local_rank, int out_w, int err_
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* a SIGKILLed hooprun takes its workers along */
     if (getppid() != parent) _exit(127);
     signal(SIGPIPE, SIG_DFL);
-    sigprocmask(SIG_SETMASK, &s->old_mask, NULL);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
     int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd >= 0) dup2(null_fd, 0);
     if (out_w >= 0) dup2(out_w, 1);
@@ -475,7 +473,7 @@ static int spawn(supervisor *s, int local_rank)
 static void on_signal(supervisor *s)
 {
     struct signalfd_siginfo si;
-    while (read(s->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+    while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         int sig = (int)si.ssi_signo;
         if (sig == SIGCHLD) continue; /* reaped after every wake-up */
         signal_groups(s, sig);
@@ -483,9 +481,8 @@ static void on_signal(supervisor *s)
             s->usr_forwarded = sig;
             fprintf(stderr, "hooprun: got %s; forwarded it to the workers\n", strsignal(sig));
         }
-        if ((sig == SIGINT || sig == SIGTERM || sig == SIGHUP) && !s->interrupted) {
+        if (stop_request(sig) && !s->interrupted) {
             s->interrupted = sig;
-            if (!stopped_by) stopped_by = sig;
             fprintf(stderr, "hooprun: got %s; forwarded it to the workers\n", strsignal(sig));
             if (!s->stopping) {
                 s->stopping = 1; /* the forwarded signal is the stop request; SIGKILL later */
@@ -500,7 +497,7 @@ static void on_signal(supervisor *s)
 static int fill_pollfds(supervisor *s, struct pollfd *pfd, hooprun_stream **who, worker **whose)
 {
     int n = 0;
-    pfd[n++] = (struct pollfd){.fd = s->sfd, .events = POLLIN};
+    pfd[n++] = (struct pollfd){.fd = sfd, .events = POLLIN};
     for (int i = 0; i < s->n; i++) {
         hooprun_stream *sts[2] = {&s->w[i].err, &s->w[i].out};
         for (int k = 0; k < 2; k++) {
@@ -612,10 +609,10 @@ static void run_loop(supervisor *s)
 
 int hooprun_supervise(const hooprun_plan *plan, int *failed)
 {
-    supervisor s = {.plan = plan, .sfd = -1, .exit_code = -1};
+    supervisor s = {.plan = plan, .exit_code = -1};
     *failed = 0;
     s.w = calloc((size_t)plan->nproc_per_node, sizeof(*s.w));
-    if (s.w == NULL || setup_signals(&s) != 0) {
+    if (s.w == NULL || hooprun_signals_init() != 0) {
         perror("hooprun: setting up");
         free(s.w);
         return 1;

@@ -499,10 +499,11 @@ static hoop_status check_client_config(const hoop_store_config *cfg)
     return HOOP_OK;
 }
 
+const hoop__store_naming hoop__store_workers = {"rank 0", "MASTER_ADDR:MASTER_PORT", "WORLD_SIZE"};
+
 static hoop_status store_init(hoop_store **out, const hoop_store_config *cfg, int rendezvous,
                               const hoop__store_naming *naming)
 {
-    static const hoop__store_naming workers = {"rank 0", "MASTER_ADDR:MASTER_PORT"};
     if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: out is NULL");
     *out = NULL;
     HOOP_CHECK(check_client_config(cfg));
@@ -514,7 +515,7 @@ static hoop_status store_init(hoop_store **out, const hoop_store_config *cfg, in
     st->rendezvous = rendezvous;
     snprintf(st->token, sizeof(st->token), "%s", cfg->token ? cfg->token : "");
     hoop__hostport(st->name, sizeof(st->name), cfg->host, cfg->port);
-    if (naming == NULL) naming = &workers;
+    if (naming == NULL) naming = &hoop__store_workers;
     snprintf(st->owner, sizeof(st->owner), "%s", naming->owner);
     snprintf(st->place, sizeof(st->place), "%s", naming->place);
     if (rendezvous)

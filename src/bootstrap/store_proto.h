@@ -397,12 +397,16 @@ int64_t hoop__store_timeout(const hoop_store *st, int64_t timeout_ms);
 void hoop__store_own_server(hoop_store *st, hoop_store_server *srv);
 
 /* Whose rendezvous store it is, for messages: owner serves it ("rank 0"), at place
- * ("MASTER_ADDR:MASTER_PORT"), as in "rank 0's store (MASTER_ADDR:MASTER_PORT = h:p)"
- * and "rank 0 gave up and closed its store". NULL: those two, the workers' store. */
+ * ("MASTER_ADDR:MASTER_PORT"), for members counted by size ("WORLD_SIZE"), as in "rank
+ * 0's store (MASTER_ADDR:MASTER_PORT = h:p)" and "rank 0 gave up and closed its store".
+ * NULL: hoop__store_workers, the workers' store (those three). */
 typedef struct hoop__store_naming {
     const char *owner;
     const char *place;
+    const char *size;
 } hoop__store_naming;
+
+extern const hoop__store_naming hoop__store_workers;
 
 /* hoop_store_init for a rendezvous (hoop_store_init_env): the server is the owner's
  * (naming, NULL: rank 0's at MASTER_ADDR:MASTER_PORT), and messages say so. */

@@ -381,7 +381,7 @@ static hoop_status start_rank0_server(const hoop_store_config *cfg, hoop_store_s
     if (cfg->world_size > 0) {
         char what[200];
         snprintf(what, sizeof(what), "%s's store (one connection per rank of %s %d, and its own)",
-                 naming ? naming->owner : "rank 0", naming ? "the" : "WORLD_SIZE", cfg->world_size);
+                 naming->owner, naming->size, cfg->world_size);
         HOOP_CHECK(hoop__fd_reserve((int64_t)cfg->world_size + 4, what));
     }
     HOOP_CHECK(hoop__store_resolve(cfg->host, cfg->port, 0, &res));
@@ -393,10 +393,8 @@ static hoop_status start_rank0_server(const hoop_store_config *cfg, hoop_store_s
         char why[512];
         snprintf(why, sizeof(why), "%s", hoop_last_error());
         char hp[300];
-        return HOOP_ERROR(s, "%s cannot serve the store (%s = %s): %s",
-                          naming ? naming->owner : "rank 0",
-                          naming ? naming->place : "MASTER_ADDR:MASTER_PORT",
-                          hoop__hostport(hp, sizeof(hp), cfg->host, cfg->port), why);
+        return HOOP_ERROR(s, "%s cannot serve the store (%s = %s): %s", naming->owner,
+                          naming->place, hoop__hostport(hp, sizeof(hp), cfg->host, cfg->port), why);
     }
     return HOOP_OK;
 }
@@ -426,6 +424,7 @@ hoop_status hoop__store_init_served(hoop_store **out, const hoop_store_config *c
     hoop_store_config cfg = *cfg_in;
     hoop_store_server *srv = NULL;
     *out = NULL;
+    if (naming == NULL) naming = &hoop__store_workers;
     if (cfg.rank == 0) HOOP_CHECK(start_rank0_server(&cfg, &srv, naming));
     hoop_status s = hoop__store_init_rendezvous(out, &cfg, naming);
     char fault[700];
