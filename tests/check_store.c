@@ -1113,6 +1113,108 @@ START_TEST(test_rank0_dies)
 }
 END_TEST
 
+// ----- a WAIT in two halves (hoop__store_wait_send / _poll) ----------------------------
+
+/* The reply comes when the key is set; a call meanwhile first drops the owed reply (its
+ * own reply is not mistaken for it); nothing owed is an error. */
+START_TEST(test_wait_async)
+{
+    hoop_store_server *srv = server_at(0, 10000);
+    hoop_store *a = client(srv, -1, 0), *b = client(srv, -1, 0);
+    const char *k = "async/k", *missing = "async/missing";
+    hoop__store_wait_result res;
+    int done = 1;
+    ck_assert_int_eq(hoop__store_owed(a), 0);
+    ASSERT_OK(hoop__store_wait_send(a, &k, 1, HOOP__STORE_WAIT_VALUES, 5000));
+    ck_assert_int_eq(hoop__store_owed(a), 1);
+    ck_assert_int_eq(hoop__store_wait_send(a, &k, 1, 0, 5000), HOOP_ERR_INVALID);
+    ASSERT_MSG_HAS("a WAIT's reply is still owed");
+    int64_t t0 = hoop__now_ns();
+    ASSERT_OK(hoop__store_wait_poll(a, 100, &done, &res));
+    ck_assert_int_eq(done, 0);
+    ck_assert_msg(ms_since(t0) >= 90 && ms_since(t0) < 1000, "a poll of 100 ms took %.0f ms",
+                  ms_since(t0));
+    ASSERT_OK(hoop_store_set(b, k, "v42", 3));
+    ASSERT_OK(hoop__store_wait_poll(a, 5000, &done, &res));
+    ck_assert_int_eq(done, 1);
+    ck_assert_uint_eq(res.value_bytes[0], 3);
+    ck_assert(memcmp(res.values[0], "v42", 3) == 0);
+    hoop__store_wait_result_free(&res);
+    ck_assert_int_eq(hoop__store_owed(a), 0);
+    ck_assert_int_eq(hoop__store_wait_poll(a, 0, &done, &res), HOOP_ERR_INVALID);
+    ASSERT_MSG_HAS("no WAIT is owed a reply");
+    /* A SET while a WAIT (answered TIMEOUT after 300 ms) is owed: the SET's OK is its own. */
+    ASSERT_OK(hoop__store_wait_send(a, &missing, 1, 0, 300));
+    ASSERT_OK(hoop_store_set(a, "async/x", "xyz", 3));
+    ck_assert_int_eq(hoop__store_owed(a), 0);
+    char buf[8] = "";
+    size_t n = 0;
+    ASSERT_OK(hoop_store_get(a, "async/x", buf, sizeof(buf), &n, 1000));
+    ck_assert_uint_eq(n, 3);
+    ck_assert(memcmp(buf, "xyz", 3) == 0);
+    /* The probe's halves: a failure note found. */
+    ASSERT_OK(hoop_store_set(b, "async/failed", "node 1: rank 3 exited", 21));
+    int rank = 9, found = 0;
+    char why[64];
+    ASSERT_OK(hoop__store_probe_send(a, "async/failed"));
+    done = 0;
+    for (int i = 0; i < 50 && !done; i++)
+        ASSERT_OK(hoop__store_probe_poll(a, 100, &done, &rank, &found, why, sizeof(why)));
+    ck_assert_int_eq(done, 1);
+    ck_assert_int_eq(found, 1);
+    ck_assert_int_eq(rank, -1);
+    ck_assert_str_eq(why, "node 1: rank 3 exited");
+    ASSERT_OK(hoop_store_destroy(a));
+    ASSERT_OK(hoop_store_destroy(b));
+    ASSERT_OK(hoop_store_server_destroy(srv));
+}
+END_TEST
+
+/* The server's process stopped (SIGSTOP): a poll returns when asked, not when the reply
+ * is overdue, and the reply is overdue after the reply grace (1 s here): the connection
+ * is then lost, HOOP_ERR_TIMEOUT. */
+START_TEST(test_wait_async_server_stopped)
+{
+    int port = free_port();
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        hoop_store_config cfg = {
+            .host = "127.0.0.1", .port = port, .token = TOKEN, .rank = -1, .timeout_ms = 10000};
+        hoop_store_server *srv = NULL;
+        if (hoop_store_server_init(&srv, &cfg) != HOOP_OK) _exit(2);
+        for (;;) pause();
+    }
+    hoop_store *a = NULL;
+    ASSERT_OK(connect_as(&a, port, TOKEN, -1, 0, 10000));
+    ASSERT_OK(hoop_store_set(a, "k", "1", 1)); /* served */
+    ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+    int status;
+    /* Stopped once every thread is: its server thread may serve a moment after kill(). */
+    ck_assert_int_eq(waitpid(pid, &status, WUNTRACED), pid);
+    ck_assert(WIFSTOPPED(status));
+    int64_t t0 = hoop__now_ns();
+    ASSERT_OK(hoop__store_probe_send(a, NULL));
+    int done = 1, rank = 0, found = 0;
+    char why[64];
+    ASSERT_OK(hoop__store_probe_poll(a, 200, &done, &rank, &found, why, sizeof(why)));
+    ck_assert_int_eq(done, 0);
+    ck_assert_msg(ms_since(t0) < 900, "a poll of 200 ms took %.0f ms", ms_since(t0));
+    hoop_status st = HOOP_OK;
+    while (!done && ms_since(t0) < 10000)
+        st = hoop__store_probe_poll(a, 200, &done, &rank, &found, why, sizeof(why));
+    double ms = ms_since(t0);
+    ck_assert_int_eq(done, 1);
+    ck_assert_msg(st == HOOP_ERR_TIMEOUT, "%s: %s", hoop_status_name(st), hoop_last_error());
+    ASSERT_MSG_HAS("no reply before the deadline");
+    ck_assert_msg(ms >= 950 && ms < 3000, "overdue after %.0f ms (reply grace 1000 ms)", ms);
+    ck_assert_int_eq(hoop__store_owed(a), 0);
+    kill(pid, SIGKILL);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ASSERT_OK(hoop_store_destroy(a));
+}
+END_TEST
+
 // ----- errors: a rank lost in the middle of start-up ---------------------------------------
 
 /* A forked child: rank 2 of ws connects to port (retrying until the parent's server is
@@ -2043,11 +2145,13 @@ int main(void)
     tcase_add_test(errs, test_self_connect_detected);
     tcase_add_test(errs, test_rank0_gives_up);
     tcase_add_test(errs, test_named_owner_gives_up);
+    tcase_add_test(errs, test_wait_async);
     /* No fixture: the test forks rank 0, which starts threads, and a process must have no
      * other thread when it forks for that (ThreadSanitizer refuses it otherwise). */
     TCase *procs = tcase_create("processes");
     tcase_set_timeout(procs, 30);
     tcase_add_test(procs, test_rank0_dies);
+    tcase_add_test(procs, test_wait_async_server_stopped);
     tcase_add_test(procs, test_rank_dies_in_allgather);
     tcase_add_test(procs, test_rank_restarted_midway);
     suite_add_tcase(s, procs);

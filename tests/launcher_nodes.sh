@@ -28,7 +28,13 @@
 #  12. SIGUSR1 to both nodes (Slurm's --signal before a preemption), workers saving at
 #      different speeds: both exit 138 (the first to stop stopped the other's save);
 #  13. SIGTERM to a hooprun at the first meeting (of 3 nodes, one late): it and node 0
-#      exit 143 (it died of the signal, and node 0 exited 1).
+#      exit 143 (it died of the signal, and node 0 exited 1);
+#  14. node 0's hooprun stopped (SIGSTOP) and SIGTERM to node 1's: node 1 stops its
+#      workers and leaves within HOOPRUN_AGENT_QUIET_MS (2 s) and a little (it waited
+#      HOOP_TIMEOUT, 20 s, for node 0's answer to its look, neither reaping nor reading
+#      signals); node 0, continued, finds node 1 gone;
+#  15. node 1's worker fails while node 0's hooprun is stopped: the failure note waits
+#      until node 0 answers, and node 0 then names the worker's failure.
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 export HOOP_TOKEN=nodes-test HOOP_TIMEOUT=20
 
@@ -253,4 +259,37 @@ done
 [ "$rc0" = 143 ] || fail "node 0 exited $rc0, not mirroring node 1's 143: $(cat "$TMP/first.0.err")"
 assert_contains "$TMP/first.1.err" "hooprun (node 1): got Terminated before attempt 0, waiting for node 2; not starting the workers"
 assert_contains "$TMP/first.0.err" "(it got SIGTERM: 128 + 15); not starting another attempt"
+# ended_within PID MS: waits (at most MS ms) until PID has ended (a zombie counts); 1 when
+# it still runs.
+ended_within() {
+    local end=$(($(now_ms) + $2))
+    while [ -e "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status" 2> /dev/null; do
+        [ "$(now_ms)" -lt "$end" ] || return 1
+        sleep 0.05
+    done
+}
+
+# 14. Node 0's hooprun stopped; SIGTERM to node 1's hooprun 0.5 s later.
+TWO_HOOK='wait_blocked $p0 $p1; sleep 0.5; kill -STOP $p0; sleep 0.5; t=$(now_ms); kill -TERM $p1
+ended_within $p1 15000; echo $(($(now_ms) - t)) > "$TMP/silent.t"; kill -CONT $p0'
+NPROC=1 two silent 0 0 'exec sleep 35'
+unset TWO_HOOK
+t=$(cat "$TMP/silent.t")
+echo "node 0's hooprun stopped, SIGTERM to node 1's: node 1 left in $t ms"
+[ "$(cat "$TMP/silent.rc.1")" = 143 ] || fail "node 1 exited $(cat "$TMP/silent.rc.1"), not 143: $(cat "$TMP/silent.1.err")"
+[ "$t" -lt 5000 ] || fail "node 1 took $t ms to leave while node 0 was stopped: $(cat "$TMP/silent.1.err")"
+assert_contains "$TMP/silent.1.err" "hooprun (node 1): node 0's hooprun has not answered for 2.0 s (stopped, or in a debugger?); leaving without telling the nodes' rendezvous"
+[ "$(cat "$TMP/silent.rc.0")" = 1 ] || fail "node 0 exited $(cat "$TMP/silent.rc.0"), not 1: $(cat "$TMP/silent.0.err")"
+assert_contains "$TMP/silent.0.err" "hooprun (node 0): lost the nodes' rendezvous (its ranks are node ranks): "
+pgrep -f '^sleep 35$' > /dev/null && { pkill -KILL -f '^sleep 35$'; fail "a worker was left running"; }
+
+# 15. Node 1's worker fails 1.5 s after node 0's hooprun was stopped (for 4 s).
+TWO_HOOK='wait_blocked $p0 $p1; kill -STOP $p0; sleep 4; kill -CONT $p0'
+NPROC=1 two quiet 0 0 '[ "$RANK" = 1 ] && { sleep 1.5; exit 5; }; exec sleep 36'
+unset TWO_HOOK
+[ "$(cat "$TMP/quiet.rc.1")" = 5 ] || fail "node 1 exited $(cat "$TMP/quiet.rc.1"), not 5: $(cat "$TMP/quiet.1.err")"
+[ "$(cat "$TMP/quiet.rc.0")" = 1 ] || fail "node 0 exited $(cat "$TMP/quiet.rc.0"), not 1: $(cat "$TMP/quiet.0.err")"
+within quiet 12000 "node 1's worker failed while node 0's hooprun was stopped"
+assert_contains "$TMP/quiet.0.err" "hooprun (node 0): attempt failed on node 1 ("
+assert_contains "$TMP/quiet.0.err" "): rank 1 exited with code 5; stopping this node's 1 worker"
 echo "PASS"

@@ -116,6 +116,11 @@ int hooprun_which(const char *prog, char *buf, size_t cap);
 /* Node 0, ending after a failure: time for the others to read it (they hang up once
  * they have stopped). */
 #define HOOPRUN_AGENT_LINGER_MS 1000
+/* A look waits this long for node 0's answer before the supervisor goes on (the answer
+ * is read at a later look); a failure note or the exit waits HOOPRUN_AGENT_QUIET_MS,
+ * then goes on without node 0's hooprun (stalled: SIGSTOP, a debugger). */
+#define HOOPRUN_AGENT_LOOK_MS 50
+#define HOOPRUN_AGENT_QUIET_MS 2000
 
 /* MASTER_PORT + 1, or -1 when master_port is 65535. */
 int hooprun_agent_port(int master_port);
@@ -140,7 +145,8 @@ int hooprun_agent_begin(const hooprun_plan *p, int k);
 
 /* Tells the other nodes that this attempt failed here (why: which rank, how), unless
  * another node said so first: then its note goes into earlier ("" when none, or
- * without agents). Best effort. */
+ * without agents). Best effort; when node 0's hooprun does not answer within
+ * HOOPRUN_AGENT_QUIET_MS the note is kept for hooprun_agent_look to leave. */
 void hooprun_agent_failed(const hooprun_plan *p, const char *why, char *earlier, size_t cap);
 
 /* After this node's workers of attempt p->restart all exited 0: waits until every node's
@@ -178,9 +184,18 @@ int hooprun_signals_init(void);
  * once. */
 int hooprun_agent_poll(const hooprun_plan *p, char *why, size_t cap);
 
+/* hooprun_agent_poll without waiting on node 0's hooprun: sends the probe when none is
+ * out and reads its answer when it has come (within HOOPRUN_AGENT_LOOK_MS, else at a
+ * later look; 0 meanwhile), so that the supervisor keeps reaping and reading signals
+ * while node 0 is stalled. An answer past the store's reply grace (HOOP_TIMEOUT) loses
+ * the store (-1). Also leaves a failure note kept while node 0 was silent. */
+int hooprun_agent_look(const hooprun_plan *p, char *why, size_t cap);
+
 /* Leaves the rendezvous. With rc != 0, node 0's hooprun ends the store telling the others
  * why (its GOODBYE); another node leaves a note ("hooprun.exit": rc and why, and this
- * attempt's failure note) and hangs up without a CLOSE, so that no node waits for it. */
+ * attempt's failure note) and hangs up without a CLOSE, so that no node waits for it.
+ * When node 0's hooprun has not answered a look within HOOPRUN_AGENT_QUIET_MS, it
+ * hangs up at once, without notes, after one line. */
 void hooprun_agent_close(hooprun_plan *p, int rc);
 
 // ----- output relay (hooprun_out.c) ----------------------------------------------------

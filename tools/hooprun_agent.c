@@ -28,7 +28,12 @@
  *     lost), so no node waits at a meeting it will never join, while node 0 first gives
  *     the others time to read the notes (HOOPRUN_AGENT_LINGER_MS; after a signal, the
  *     largest --grace + 2 s), and its GOODBYE then names both, also to nodes not yet
- *     connected. Workers stopped on SIGUSR1/2 as asked are no failure.
+ *     connected. Workers stopped on SIGUSR1/2 as asked are no failure;
+ *   - no look at the store waits for node 0's answer with the supervisor or a meeting
+ *     held: the request goes out (hoop__store_wait_send) and its answer is read when it
+ *     has come, signals and workers handled meanwhile, so a stalled node 0 (SIGSTOP, a
+ *     debugger) holds no other hooprun; a failure note waits for its answer, and the
+ *     exit gives up on it after HOOPRUN_AGENT_QUIET_MS.
  * Single-threaded, as hooprun is (the store server runs its own thread, all signals
  * blocked there).
  */
@@ -53,6 +58,52 @@ typedef struct agent_card {
 
 static int mirrored;         /* a signal's 128 + N another node's hooprun left with */
 static int64_t max_grace_ms; /* the largest --grace of every node (the first meeting) */
+/* This attempt's failure note, kept while node 0's hooprun did not answer (stalled: a
+ * debugger, SIGSTOP), for hooprun_agent_look to leave once it does. */
+static char pending_key[64], pending_note[600];
+
+/* The reply a looking call left owed (hoop__store_wait_send), read within ms: 1 when it
+ * came (and is dropped) or none is owed, 0 when node 0's hooprun is still silent. */
+static int answered(const hooprun_plan *p, int64_t ms)
+{
+    if (!hoop__store_owed(p->agents)) return 1;
+    hoop__store_wait_result res;
+    int done = 0;
+    (void)hoop__store_wait_poll(p->agents, ms, &done, &res);
+    if (done) hoop__store_wait_result_free(&res);
+    return done;
+}
+
+/* Leaves the failure note kept by hooprun_agent_failed. */
+static void leave_pending(const hooprun_plan *p)
+{
+    char why[8];
+    int lost, found = 0;
+    if (!pending_key[0]) return;
+    (void)hoop__store_probe(p->agents, pending_key, &lost, &found, why, sizeof(why));
+    if (!found) /* unless another node's came first */
+        (void)hoop_store_set(p->agents, pending_key, pending_note, strlen(pending_note));
+    pending_key[0] = '\0';
+}
+
+/* Reads the reply to the WAIT just sent (answered at the server within timeout_ms):
+ * until timeout_ms + HOOPRUN_AGENT_PROBE_MS, then in HOOPRUN_AGENT_PROBE_MS slices,
+ * looking for a stop signal between them, so that a stalled node 0 does not hold this
+ * hooprun: the WAIT's status and *res, or HOOP_OK with *sig set (the reply is left
+ * owed). */
+static hoop_status wait_reply(const hooprun_plan *p, int64_t timeout_ms,
+                              hoop__store_wait_result *res, int *sig)
+{
+    int done = 0;
+    int64_t ms = timeout_ms + HOOPRUN_AGENT_PROBE_MS;
+    hoop_status s;
+    *sig = 0;
+    while ((s = hoop__store_wait_poll(p->agents, ms, &done, res)) == HOOP_OK && !done) {
+        if ((*sig = hooprun_stop_signal()) != 0) return HOOP_OK;
+        ms = HOOPRUN_AGENT_PROBE_MS;
+    }
+    return s;
+}
 
 int hooprun_agent_port(int master_port)
 {
@@ -205,6 +256,23 @@ static void node_list(const uint32_t *missing, uint32_t n, char *buf, size_t cap
  * hooprun_agent_begin / hooprun_agent_end say. */
 enum meeting { CARDS, START, END };
 
+/* What a meeting m that a signal ends does not do, for its line. */
+static const char *not_next(enum meeting m)
+{
+    return m == END     ? "leaving"
+           : m == START ? "not starting another attempt"
+                        : "not starting the workers";
+}
+
+/* A signal sig at meeting m (when), while node 0's hooprun did not answer: one line;
+ * returns 128 + sig. */
+static int stopped_silent(const hooprun_plan *p, int sig, const char *when, enum meeting m)
+{
+    fprintf(stderr, "hooprun (node %d): got %s %s, while node 0's hooprun did not answer; %s\n",
+            p->node_rank, strsignal(sig), when, not_next(m));
+    return 128 + sig;
+}
+
 static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards, int *failed)
 {
     static const char *const what[] = {"card", "at", "ok"};
@@ -237,6 +305,16 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
         rc = 0;
         goto out;
     }
+    /* A reply still owed (the supervisor's look) first, then a failure note kept while
+     * node 0's hooprun was silent: signals are read meanwhile. */
+    while (!answered(p, HOOPRUN_AGENT_PROBE_MS)) {
+        int sig = hooprun_stop_signal();
+        if (sig) {
+            rc = stopped_silent(p, sig, when, m);
+            goto out;
+        }
+    }
+    leave_pending(p);
     const void *mine = m == CARDS ? (const void *)&cards[p->node_rank] : "1";
     if (hoop_store_set(p->agents, keys[p->node_rank], mine, m == CARDS ? sizeof(agent_card) : 1) !=
         HOOP_OK) {
@@ -251,11 +329,21 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
         goto out;
     }
     for (;;) {
-        hoop__store_wait_result res;
+        hoop__store_wait_result res = {0};
         int64_t left = hoop__ms_left(deadline);
-        hoop_status s = hoop__store_wait_keys(
+        int64_t slice = left < HOOPRUN_AGENT_PROBE_MS ? left : HOOPRUN_AGENT_PROBE_MS;
+        int sig = 0;
+        hoop_status s = hoop__store_wait_send(
             p->agents, keys, n, HOOP__STORE_WAIT_LOST | (m == CARDS ? HOOP__STORE_WAIT_VALUES : 0),
-            left < HOOPRUN_AGENT_PROBE_MS ? left : HOOPRUN_AGENT_PROBE_MS, &res);
+            slice);
+        if (s == HOOP_OK)
+            s = wait_reply(p, slice, &res, &sig);
+        else
+            res.lost = 1; /* the connection was gone: the message says why */
+        if (sig) {
+            rc = stopped_silent(p, sig, when, m);
+            break;
+        }
         int timed_out = s == HOOP_ERR_TIMEOUT && !res.lost && !res.rank_lost;
         int bye_ok = m == END && res.goodbye && hoop__store_goodbye_code(p->agents) == HOOP_OK;
         char missing[300] = "";
@@ -290,13 +378,9 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
             break;
         }
         if ((rc = peer_left(p)) != 0) break;
-        int sig = hooprun_stop_signal();
-        if (sig) {
+        if ((sig = hooprun_stop_signal()) != 0) {
             fprintf(stderr, "hooprun (node %d): got %s %s, waiting for %s; %s\n", p->node_rank,
-                    strsignal(sig), when, missing,
-                    m == END     ? "leaving"
-                    : m == START ? "not starting another attempt"
-                                 : "not starting the workers");
+                    strsignal(sig), when, missing, not_next(m));
             rc = 128 + sig;
             break;
         }
@@ -367,16 +451,35 @@ int hooprun_agent_end(const hooprun_plan *p, int *failed)
 
 void hooprun_agent_failed(const hooprun_plan *p, const char *why, char *earlier, size_t cap)
 {
-    char key[64], text[600];
+    char key[64], note[600], text[600];
     if (cap) earlier[0] = '\0';
     if (!p->agents) return;
+    if (pending_key[0]) { /* this attempt's failure is kept already: leave it if node 0 answers */
+        if (answered(p, HOOPRUN_AGENT_QUIET_MS)) leave_pending(p);
+        return;
+    }
+    snprintf(key, sizeof(key), "hooprun.attempt.%d.failed", p->restart);
+    snprintf(note, sizeof(note), "node %d (%s): %s", p->node_rank, p->host, why);
+    if (!answered(p, HOOPRUN_AGENT_QUIET_MS)) { /* node 0 stalled: not this node's loop */
+        snprintf(pending_key, sizeof(pending_key), "%s", key);
+        snprintf(pending_note, sizeof(pending_note), "%s", note);
+        return;
+    }
     int r = hooprun_agent_poll(p, text, sizeof(text));
     if (r > 0 && cap) snprintf(earlier, cap, "%s", text);
-    if (r != 0) return;
-    snprintf(key, sizeof(key), "hooprun.attempt.%d.failed", p->restart);
-    int n = snprintf(text, sizeof(text), "node %d (%s): %s", p->node_rank, p->host, why);
-    (void)hoop_store_set(p->agents, key, text,
-                         n < (int)sizeof(text) ? (size_t)n : sizeof(text) - 1);
+    if (r == 0) (void)hoop_store_set(p->agents, key, note, strlen(note));
+}
+
+/* hooprun_agent_poll's answer from a probe's outcome (lost, found; why set). */
+static int probe_answer(const hooprun_plan *p, int lost, int found)
+{
+    if (found) {
+        char note[600];
+        int rc;
+        (void)peer_exited(p, &rc, note, sizeof(note)); /* a hooprun's exit: its code */
+        return 1;
+    }
+    return lost >= 0 ? -1 : 0; /* -1: why is the store's account of the hooprun gone */
 }
 
 int hooprun_agent_poll(const hooprun_plan *p, char *why, size_t cap)
@@ -389,14 +492,36 @@ int hooprun_agent_poll(const hooprun_plan *p, char *why, size_t cap)
         snprintf(why, cap, "%s", hoop_last_error());
         return -1;
     }
-    if (found) {
-        char note[600];
-        int rc;
-        (void)peer_exited(p, &rc, note, sizeof(note)); /* a hooprun's exit: its code */
-        return 1;
+    return probe_answer(p, lost, found);
+}
+
+int hooprun_agent_look(const hooprun_plan *p, char *why, size_t cap)
+{
+    static int looking; /* the reply owed is this function's probe's */
+    char key[64];
+    int lost = -1, found = 0, done = 0;
+    if (cap) why[0] = '\0';
+    if (!p->agents) return 0;
+    if (!looking && !answered(p, 0)) return 0; /* another call's reply: dropped once it comes */
+    snprintf(key, sizeof(key), "hooprun.attempt.%d.failed", p->restart);
+    if (!hoop__store_owed(p->agents)) {
+        looking = 0;
+        if (hoop__store_probe_send(p->agents, key) != HOOP_OK) {
+            snprintf(why, cap, "%s", hoop_last_error());
+            return -1;
+        }
+        looking = hoop__store_owed(p->agents);
     }
-    if (lost >= 0) return -1; /* why: the store's account of the hooprun that vanished */
-    return 0;
+    hoop_status s =
+        hoop__store_probe_poll(p->agents, HOOPRUN_AGENT_LOOK_MS, &done, &lost, &found, why, cap);
+    if (done) looking = 0;
+    if (s != HOOP_OK) {
+        snprintf(why, cap, "%s", hoop_last_error());
+        return -1;
+    }
+    if (!done) return 0;
+    leave_pending(p);
+    return probe_answer(p, lost, found);
 }
 
 void hooprun_agent_close(hooprun_plan *p, int rc)
@@ -404,6 +529,13 @@ void hooprun_agent_close(hooprun_plan *p, int rc)
     char why[1100], note[1120], failed[600], own[160], earlier[600], key[80];
     int ignored;
     if (!p->agents) return;
+    if (!answered(p, HOOPRUN_AGENT_QUIET_MS)) { /* node 0's hooprun stalled: no notes */
+        fprintf(stderr,
+                "hooprun (node %d): node 0's hooprun has not answered for %.1f s (stopped, or "
+                "in a debugger?); leaving without telling the nodes' rendezvous\n",
+                p->node_rank, HOOPRUN_AGENT_QUIET_MS / 1000.0);
+        hoop__store_abandon(p->agents);
+    }
     /* Workers that stopped on SIGUSR1/2 as asked (a preemption's save) ended this node's
      * attempt without a failure: the other nodes' workers got the signal too (Slurm's
      * --signal), or finish their work; node 0 waits at the end for this node's key. */

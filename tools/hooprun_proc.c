@@ -536,7 +536,7 @@ static void probe_nodes(supervisor *s)
         now < s->probe_at_ns)
         return;
     s->probe_at_ns = now + HOOPRUN_AGENT_PROBE_MS * 1000000LL;
-    int r = hooprun_agent_poll(s->plan, why, sizeof(why));
+    int r = hooprun_agent_look(s->plan, why, sizeof(why));
     if (r == 0) return;
     s->peer_failed = r;
     char stop[64] = "this node's workers had ended";

@@ -61,6 +61,12 @@ struct hoop_store {
     uint8_t bye_code;                    /* its code (0: the owner closed without a failure) */
     uint32_t *bye_missing, bye_nmissing; /* its missing keys, for the WAIT */
     int64_t reply_grace_ms;              /* a WAIT's reply may come this late (min WAIT_GRACE_MS) */
+    /* A WAIT sent by hoop__store_wait_send whose reply is not read yet: its keys' count
+     * and flags (to decode it), and when the reply is overdue. */
+    int owed;
+    uint32_t owed_nkeys;
+    unsigned owed_flags;
+    int64_t owed_deadline_ns;
 };
 
 // ----- connection loss --------------------------------------------------------------------
@@ -70,6 +76,7 @@ static hoop_status lose(hoop_store *st, hoop_status code, const char *why)
 {
     if (st->fd >= 0) close(st->fd);
     st->fd = -1;
+    st->owed = 0;
     snprintf(st->lost, sizeof(st->lost), "%s", why);
     return HOOP_ERROR(code, "%s: %s", st->label, why);
 }
@@ -192,9 +199,6 @@ static hoop_status on_goodbye(hoop_store *st, hoop__rd *rd)
     return lose(st, s, why);
 }
 
-/* Sends st->out and reads one reply frame into st->in; returns the reply's status
- * byte in *status and leaves a reader over the rest of the body in *rd. A GOODBYE
- * fails the call (on_goodbye). */
 /* Sends the request built in st->out (and empties it); a request that could not be
  * built for lack of memory is HOOP_ERR_NOMEM here, not a truncated frame. */
 static hoop_status send_request(hoop_store *st, int64_t deadline_ns)
@@ -208,9 +212,10 @@ static hoop_status send_request(hoop_store *st, int64_t deadline_ns)
     return s;
 }
 
-static hoop_status rpc(hoop_store *st, int64_t deadline_ns, uint8_t *status, hoop__rd *rd)
+/* Reads one reply frame into st->in: its status byte in *status, a reader over the rest
+ * of the body in *rd. A GOODBYE fails the call (on_goodbye). */
+static hoop_status recv_reply(hoop_store *st, int64_t deadline_ns, uint8_t *status, hoop__rd *rd)
 {
-    HOOP_CHECK(send_request(st, deadline_ns));
     uint8_t hdr[4];
     HOOP_CHECK(recv_all(st, hdr, 4, deadline_ns));
     uint32_t len = hoop__get_u32_be(hdr);
@@ -226,6 +231,30 @@ static hoop_status rpc(hoop_store *st, int64_t deadline_ns, uint8_t *status, hoo
     *status = st->in.data[0];
     *rd = (hoop__rd){.p = st->in.data + 1, .left = len - 1};
     return *status == HOOP__STORE_R_GOODBYE ? on_goodbye(st, rd) : HOOP_OK;
+}
+
+/* Reads and drops the reply a hoop__store_wait_send still owes, waiting for it until it
+ * is overdue: a request sent before it would read the wrong reply. A GOODBYE or a loss
+ * there fails the call that wanted the connection. */
+static hoop_status settle(hoop_store *st)
+{
+    if (!st->owed) return HOOP_OK;
+    st->owed = 0;
+    uint8_t status;
+    hoop__rd rd;
+    return recv_reply(st, st->owed_deadline_ns, &status, &rd);
+}
+
+/* One request and its reply: settles an owed reply, sends st->out, reads the answer. */
+static hoop_status rpc(hoop_store *st, int64_t deadline_ns, uint8_t *status, hoop__rd *rd)
+{
+    hoop_status s = settle(st);
+    if (s != HOOP_OK) {
+        st->out.len = 0;
+        return s;
+    }
+    HOOP_CHECK(send_request(st, deadline_ns));
+    return recv_reply(st, deadline_ns, status, rd);
 }
 
 /* A reply whose payload does not parse means the peer is not our server. */
@@ -640,6 +669,7 @@ void hoop__store_abandon(hoop_store *st)
     if (st == NULL || st->fd < 0) return;
     close(st->fd); /* no CLOSE: the server marks this rank lost ("A rank lost") */
     st->fd = -1;
+    st->owed = 0;
     snprintf(st->lost, sizeof(st->lost), "abandoned by its owner");
 }
 
@@ -757,11 +787,11 @@ static hoop_status decode_wait(hoop_store *st, uint8_t status, hoop__rd *rd, uin
     return rd->bad || rd->left ? bad_reply(st) : HOOP_OK;
 }
 
-hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int nkeys,
-                                  unsigned flags, int64_t timeout_ms, hoop__store_wait_result *res)
+/* Builds a WAIT for keys in st->out and returns how long its reply may take (the
+ * server answers at timeout_ms; the grace covers the trip back). */
+static hoop_status build_wait(hoop_store *st, const char *const *keys, int nkeys, unsigned flags,
+                              int64_t timeout_ms, int64_t *reply_ms)
 {
-    *res = (hoop__store_wait_result){0};
-    HOOP_CHECK(usable(st));
     if (keys == NULL || nkeys < 1 || (uint32_t)nkeys > HOOP__STORE_WAIT_KEYS_MAX)
         return HOOP_ERROR(HOOP_ERR_INVALID, "store: wait needs 1..%u keys, got %d",
                           HOOP__STORE_WAIT_KEYS_MAX, nkeys);
@@ -776,12 +806,17 @@ hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int n
         st->out.len = 0;
         return HOOP_ERROR(HOOP_ERR_INVALID, "store: %d keys do not fit in one request", nkeys);
     }
-    /* The server answers at timeout_ms; the grace covers the trip back. */
-    int64_t grace =
-        (st->reply_grace_ms > WAIT_GRACE_MS ? st->reply_grace_ms : WAIT_GRACE_MS) + timeout_ms / 10;
-    uint8_t status;
-    hoop__rd rd;
-    hoop_status s = rpc(st, hoop__deadline_ns(timeout_ms + grace), &status, &rd);
+    *reply_ms = timeout_ms +
+                (st->reply_grace_ms > WAIT_GRACE_MS ? st->reply_grace_ms : WAIT_GRACE_MS) +
+                timeout_ms / 10;
+    return HOOP_OK;
+}
+
+/* Turns a WAIT's outcome (s: the exchange's status; status, rd: the reply when s is OK)
+ * into res and the call's status. */
+static hoop_status finish_wait(hoop_store *st, hoop_status s, uint8_t status, hoop__rd *rd,
+                               uint32_t nkeys, unsigned flags, hoop__store_wait_result *res)
+{
     if (s != HOOP_OK) { /* the connection is gone; after a GOODBYE: the keys missing then */
         res->lost = 1;
         res->goodbye = st->said_goodbye;
@@ -790,14 +825,95 @@ hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int n
         st->bye_missing = NULL;
         st->bye_nmissing = 0;
         for (uint32_t i = 0; i < res->nmissing; i++) /* indices must be ours, increasing */
-            if (res->missing[i] >= (uint32_t)nkeys || (i && res->missing[i] <= res->missing[i - 1]))
+            if (res->missing[i] >= nkeys || (i && res->missing[i] <= res->missing[i - 1]))
                 res->nmissing = i;
         return s;
     }
-    s = decode_wait(st, status, &rd, (uint32_t)nkeys, flags, res);
+    s = decode_wait(st, status, rd, nkeys, flags, res);
     if (s != HOOP_OK && s != HOOP_ERR_TIMEOUT && !res->rank_lost) hoop__store_wait_result_free(res);
     return s;
 }
+
+hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int nkeys,
+                                  unsigned flags, int64_t timeout_ms, hoop__store_wait_result *res)
+{
+    *res = (hoop__store_wait_result){0};
+    HOOP_CHECK(usable(st));
+    int64_t reply_ms;
+    HOOP_CHECK(build_wait(st, keys, nkeys, flags, timeout_ms, &reply_ms));
+    uint8_t status = 0;
+    hoop__rd rd = {0};
+    hoop_status s = rpc(st, hoop__deadline_ns(reply_ms), &status, &rd);
+    return finish_wait(st, s, status, &rd, (uint32_t)nkeys, flags, res);
+}
+
+hoop_status hoop__store_wait_send(hoop_store *st, const char *const *keys, int nkeys,
+                                  unsigned flags, int64_t timeout_ms)
+{
+    HOOP_CHECK(usable(st));
+    if (st->owed)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s: a WAIT's reply is still owed", st->label);
+    int64_t reply_ms;
+    HOOP_CHECK(build_wait(st, keys, nkeys, flags, timeout_ms, &reply_ms));
+    int64_t deadline = hoop__deadline_ns(reply_ms);
+    HOOP_CHECK(send_request(st, deadline));
+    st->owed = 1;
+    st->owed_nkeys = (uint32_t)nkeys;
+    st->owed_flags = flags;
+    st->owed_deadline_ns = deadline;
+    return HOOP_OK;
+}
+
+hoop_status hoop__store_wait_poll(hoop_store *st, int64_t wait_ms, int *done,
+                                  hoop__store_wait_result *res)
+{
+    *res = (hoop__store_wait_result){0};
+    *done = 0;
+    if (st == NULL || (!st->owed && st->fd >= 0))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: no WAIT is owed a reply");
+    if (st->fd >= 0) {
+        int64_t until = hoop__deadline_ns(wait_ms < 0 ? 0 : wait_ms);
+        if (until > st->owed_deadline_ns) until = st->owed_deadline_ns;
+        int rc = wait_fd(st->fd, POLLIN, until);
+        if (rc == 0 && hoop__now_ns() < st->owed_deadline_ns) return HOOP_OK; /* not yet */
+    }
+    *done = 1;
+    uint8_t status = 0;
+    hoop__rd rd = {0};
+    hoop_status s = usable(st); /* lost meanwhile (by a call that settled it) */
+    if (s == HOOP_OK) {
+        st->owed = 0;
+        s = recv_reply(st, st->owed_deadline_ns, &status, &rd);
+    }
+    return finish_wait(st, s, status, &rd, st->owed_nkeys, st->owed_flags, res);
+}
+
+int hoop__store_owed(const hoop_store *st)
+{
+    return st && st->owed && st->fd >= 0;
+}
+
+/* A probe's WAIT outcome (s, res) as hoop__store_probe words it; frees res. */
+static hoop_status probe_verdict(hoop_store *st, hoop_status s, hoop__store_wait_result *res,
+                                 int *rank, int *found, char *why, size_t cap)
+{
+    if (s == HOOP_OK) { /* the key exists: its value is the reason */
+        *found = 1;
+        snprintf(why, cap, "%.*s", (int)res->value_bytes[0], (const char *)res->values[0]);
+    } else if (res->rank_lost) {
+        *rank = res->lost_rank;
+        snprintf(why, cap, "%.*s", (int)res->lost_why_bytes, (const char *)res->lost_why);
+        s = HOOP_OK;
+    } else if (s == HOOP_ERR_TIMEOUT && !res->lost) {
+        s = HOOP_OK; /* the key is missing, as it should be: nobody lost */
+    } else if (res->goodbye && st->bye_code == 0) {
+        s = HOOP_OK; /* the owner closed its store without a failure: nothing to report */
+    }
+    hoop__store_wait_result_free(res);
+    return s;
+}
+
+#define PROBE_FLAGS (HOOP__STORE_WAIT_LOST | HOOP__STORE_WAIT_VALUES)
 
 hoop_status hoop__store_probe(hoop_store *st, const char *key, int *rank, int *found, char *why,
                               size_t cap)
@@ -808,22 +924,29 @@ hoop_status hoop__store_probe(hoop_store *st, const char *key, int *rank, int *f
     if (st->fd < 0) return HOOP_OK; /* gone before: the call that lost it said why */
     if (!key) key = HOOP__STORE_PROBE_KEY;
     hoop__store_wait_result res;
-    hoop_status s = hoop__store_wait_keys(st, &key, 1,
-                                          HOOP__STORE_WAIT_LOST | HOOP__STORE_WAIT_VALUES, 0, &res);
-    if (s == HOOP_OK) { /* the key exists: its value is the reason */
-        *found = 1;
-        snprintf(why, cap, "%.*s", (int)res.value_bytes[0], (const char *)res.values[0]);
-    } else if (res.rank_lost) {
-        *rank = res.lost_rank;
-        snprintf(why, cap, "%.*s", (int)res.lost_why_bytes, (const char *)res.lost_why);
-        s = HOOP_OK;
-    } else if (s == HOOP_ERR_TIMEOUT && !res.lost) {
-        s = HOOP_OK; /* the key is missing, as it should be: nobody lost */
-    } else if (res.goodbye && st->bye_code == 0) {
-        s = HOOP_OK; /* the owner closed its store without a failure: nothing to report */
-    }
-    hoop__store_wait_result_free(&res);
-    return s;
+    hoop_status s = hoop__store_wait_keys(st, &key, 1, PROBE_FLAGS, 0, &res);
+    return probe_verdict(st, s, &res, rank, found, why, cap);
+}
+
+hoop_status hoop__store_probe_send(hoop_store *st, const char *key)
+{
+    if (st->fd < 0) return HOOP_OK; /* hoop__store_probe_poll answers at once */
+    if (!key) key = HOOP__STORE_PROBE_KEY;
+    return hoop__store_wait_send(st, &key, 1, PROBE_FLAGS, 0);
+}
+
+hoop_status hoop__store_probe_poll(hoop_store *st, int64_t wait_ms, int *done, int *rank,
+                                   int *found, char *why, size_t cap)
+{
+    *rank = -1;
+    *found = 0;
+    *done = 1;
+    if (cap) why[0] = '\0';
+    if (st->fd < 0) return HOOP_OK; /* as hoop__store_probe */
+    hoop__store_wait_result res;
+    hoop_status s = hoop__store_wait_poll(st, wait_ms, done, &res);
+    if (!*done) return s;
+    return probe_verdict(st, s, &res, rank, found, why, cap);
 }
 
 HOOP_API hoop_status hoop_store_get(hoop_store *st, const char *key, void *buf, size_t cap,

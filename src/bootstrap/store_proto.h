@@ -370,6 +370,21 @@ hoop_status hoop__store_wait_keys(hoop_store *st, const char *const *keys, int n
                                   unsigned flags, int64_t timeout_ms, hoop__store_wait_result *res);
 void hoop__store_wait_result_free(hoop__store_wait_result *res);
 
+/* The same WAIT without blocking the caller until its reply: _send sends it (st must owe
+ * no reply: HOOP_ERR_INVALID), _poll waits up to wait_ms (0: only looks) for the reply.
+ * *done = 0 (HOOP_OK, res empty): not yet. *done = 1: the WAIT's outcome, as
+ * hoop__store_wait_keys returns it; a reply overdue past the timeout + the store's
+ * reply grace loses the connection (HOOP_ERR_TIMEOUT, res->lost). Any other call on st
+ * meanwhile first reads and drops the owed reply, blocking until it comes or is
+ * overdue. For a loop that must keep reaping and reading signals while the store's
+ * host is stalled (hooprun's supervisor and meetings). hoop__store_owed: 1 while a
+ * reply is owed on a live connection. */
+hoop_status hoop__store_wait_send(hoop_store *st, const char *const *keys, int nkeys,
+                                  unsigned flags, int64_t timeout_ms);
+hoop_status hoop__store_wait_poll(hoop_store *st, int64_t wait_ms, int *done,
+                                  hoop__store_wait_result *res);
+int hoop__store_owed(const hoop_store *st);
+
 /* Asks the server whether it has lost a rank ("A rank lost" above), or whether key (NULL:
  * none) exists: a WAIT with flag LOST and timeout 0 for key, or for a key nobody sets
  * (HOOP__STORE_PROBE_KEY), answered at once. When key exists, *found = 1 and why gets
@@ -383,6 +398,12 @@ void hoop__store_wait_result_free(hoop__store_wait_result *res);
 #define HOOP__STORE_PROBE_KEY "hoop/probe/never-set"
 hoop_status hoop__store_probe(hoop_store *st, const char *key, int *rank, int *found, char *why,
                               size_t cap);
+/* hoop__store_probe in two halves (hoop__store_wait_send / _poll): *done = 0 while the
+ * reply has not come; once it has, the same outcome as hoop__store_probe. A connection
+ * already lost: _send does nothing and _poll answers at once (*done = 1, *rank -1). */
+hoop_status hoop__store_probe_send(hoop_store *st, const char *key);
+hoop_status hoop__store_probe_poll(hoop_store *st, int64_t wait_ms, int *done, int *rank,
+                                   int *found, char *why, size_t cap);
 
 /* Deletes several keys in one request; *deleted (may be NULL) counts those that existed. */
 hoop_status hoop__store_delete_keys(hoop_store *st, const char *const *keys, int nkeys,
