@@ -1215,6 +1215,53 @@ START_TEST(test_wait_async_server_stopped)
 }
 END_TEST
 
+/* A client whose server's process is stopped posts two SETs behind a WAIT still owed,
+ * and leaves: once the server runs again it applies both, though answering the WAIT
+ * already found the client gone (a reset: it used to drop the rest of the input). */
+START_TEST(test_post_only_applied)
+{
+    int port = free_port();
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        hoop_store_config cfg = {
+            .host = "127.0.0.1", .port = port, .token = TOKEN, .rank = -1, .timeout_ms = 10000};
+        hoop_store_server *srv = NULL;
+        if (hoop_store_server_init(&srv, &cfg) != HOOP_OK) _exit(2);
+        for (;;) pause();
+    }
+    hoop_store *a = NULL, *b = NULL;
+    ASSERT_OK(connect_as(&a, port, TOKEN, -1, 0, 10000));
+    ASSERT_OK(connect_as(&b, port, TOKEN, -1, 0, 10000));
+    ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, WUNTRACED), pid);
+    ASSERT_OK(hoop__store_probe_send(a, NULL)); /* the look left owed */
+    hoop__store_post_only(a);
+    ck_assert_int_eq(hoop__store_owed(a), 0);
+    int64_t t0 = hoop__now_ns();
+    ASSERT_OK(hoop_store_set(a, "post/exit", "143", 3));
+    ASSERT_OK(hoop_store_set(a, "post/failed", "node 1: its hooprun exited with 143", 35));
+    char buf[64];
+    size_t n = 0;
+    ck_assert_int_eq(hoop_store_get(a, "post/exit", buf, sizeof(buf), &n, 0), HOOP_ERR_REMOTE);
+    ASSERT_MSG_HAS("has stopped answering (requests are only posted now)");
+    hoop__store_abandon(a); /* a node that failed leaves without CLOSE */
+    ASSERT_OK(hoop_store_destroy(a));
+    ck_assert_msg(ms_since(t0) < 500, "posting and leaving took %.0f ms", ms_since(t0));
+    ck_assert_int_eq(kill(pid, SIGCONT), 0);
+    ASSERT_OK(hoop_store_get(b, "post/exit", buf, sizeof(buf), &n, 5000));
+    ck_assert_uint_eq(n, 3);
+    ck_assert(memcmp(buf, "143", 3) == 0);
+    ASSERT_OK(hoop_store_get(b, "post/failed", buf, sizeof(buf), &n, 5000));
+    ck_assert_uint_eq(n, 35);
+    ck_assert(memcmp(buf, "node 1: its hooprun exited with 143", 35) == 0);
+    ASSERT_OK(hoop_store_destroy(b));
+    kill(pid, SIGKILL);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+}
+END_TEST
+
 // ----- errors: a rank lost in the middle of start-up ---------------------------------------
 
 /* A forked child: rank 2 of ws connects to port (retrying until the parent's server is
@@ -2152,6 +2199,7 @@ int main(void)
     tcase_set_timeout(procs, 30);
     tcase_add_test(procs, test_rank0_dies);
     tcase_add_test(procs, test_wait_async_server_stopped);
+    tcase_add_test(procs, test_post_only_applied);
     tcase_add_test(procs, test_rank_dies_in_allgather);
     tcase_add_test(procs, test_rank_restarted_midway);
     suite_add_tcase(s, procs);

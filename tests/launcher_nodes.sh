@@ -32,9 +32,15 @@
 #  14. node 0's hooprun stopped (SIGSTOP) and SIGTERM to node 1's: node 1 stops its
 #      workers and leaves within HOOPRUN_AGENT_QUIET_MS (2 s) and a little (it waited
 #      HOOP_TIMEOUT, 20 s, for node 0's answer to its look, neither reaping nor reading
-#      signals); node 0, continued, finds node 1 gone;
+#      signals), posting its notes; node 0, continued, reads them and mirrors 143 (it
+#      found node 1 only gone, and exited 1);
 #  15. node 1's worker fails while node 0's hooprun is stopped: the failure note waits
-#      until node 0 answers, and node 0 then names the worker's failure.
+#      until node 0 answers, and node 0 then names the worker's failure;
+#  16. SIGUSR1 to node 1 while node 0's hooprun is stopped (for less than HOOP_TIMEOUT):
+#      node 1's workers save and stop as asked; node 0's go on and end well (node 0
+#      stopped them for node 1's hang-up);
+#  17. SIGTERM to node 1's hooprun while it connects to a stopped node 0: it says so and
+#      exits 143 (it died silently).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 export HOOP_TOKEN=nodes-test HOOP_TIMEOUT=20
 
@@ -278,9 +284,10 @@ t=$(cat "$TMP/silent.t")
 echo "node 0's hooprun stopped, SIGTERM to node 1's: node 1 left in $t ms"
 [ "$(cat "$TMP/silent.rc.1")" = 143 ] || fail "node 1 exited $(cat "$TMP/silent.rc.1"), not 143: $(cat "$TMP/silent.1.err")"
 [ "$t" -lt 5000 ] || fail "node 1 took $t ms to leave while node 0 was stopped: $(cat "$TMP/silent.1.err")"
-assert_contains "$TMP/silent.1.err" "hooprun (node 1): node 0's hooprun has not answered for 2.0 s (stopped, or in a debugger?); leaving without telling the nodes' rendezvous"
-[ "$(cat "$TMP/silent.rc.0")" = 1 ] || fail "node 0 exited $(cat "$TMP/silent.rc.0"), not 1: $(cat "$TMP/silent.0.err")"
-assert_contains "$TMP/silent.0.err" "hooprun (node 0): lost the nodes' rendezvous (its ranks are node ranks): "
+assert_contains "$TMP/silent.1.err" "hooprun (node 1): node 0's hooprun has not answered for 2.0 s (stopped, or in a debugger?); leaving this node's notes for it to read when it runs again"
+[ "$(cat "$TMP/silent.rc.0")" = 143 ] || fail "node 0 exited $(cat "$TMP/silent.rc.0"), not 143: $(cat "$TMP/silent.0.err")"
+assert_contains "$TMP/silent.0.err" "hooprun (node 0): attempt failed on node 1 ("
+assert_contains "$TMP/silent.0.err" "): its hooprun exited with 143 (it got SIGTERM: 128 + 15); stopping this node's 1 worker"
 pgrep -f '^sleep 35$' > /dev/null && { pkill -KILL -f '^sleep 35$'; fail "a worker was left running"; }
 
 # 15. Node 1's worker fails 1.5 s after node 0's hooprun was stopped (for 4 s).
@@ -292,4 +299,34 @@ unset TWO_HOOK
 within quiet 12000 "node 1's worker failed while node 0's hooprun was stopped"
 assert_contains "$TMP/quiet.0.err" "hooprun (node 0): attempt failed on node 1 ("
 assert_contains "$TMP/quiet.0.err" "): rank 1 exited with code 5; stopping this node's 1 worker"
+# 16. Node 0's hooprun stopped for 3.5 s; SIGUSR1 to node 1's 0.5 s in.
+TWO_HOOK='wait_blocked $p0 $p1; kill -STOP $p0; sleep 0.5; kill -USR1 $p1; sleep 3; kill -CONT $p0'
+NPROC=1 two usr1 0 0 'trap "exit 138" USR1
+[ "$RANK" = 0 ] && { sleep 6 & wait; exit 0; }
+sleep 30 & wait'
+unset TWO_HOOK
+[ "$(cat "$TMP/usr1.rc.1")" = 138 ] || fail "node 1 exited $(cat "$TMP/usr1.rc.1"), not 138: $(cat "$TMP/usr1.1.err")"
+[ "$(cat "$TMP/usr1.rc.0")" = 0 ] || fail "node 0 exited $(cat "$TMP/usr1.rc.0"), not 0: $(cat "$TMP/usr1.0.err")"
+
+# 17. SIGTERM to node 1's hooprun while it connects to node 0's, stopped.
+for _ in 1 2 3; do
+    port=$((20000 + RANDOM % 12000))
+    "$HOOPRUN" --nnodes 2 --node-rank 0 --nproc-per-node 1 --master-addr 127.0.0.1 \
+        --master-port $port true 2> "$TMP/conn.0.err" &
+    p0=$!
+    wait_blocked "$p0"
+    kill -STOP "$p0"
+    "$HOOPRUN" --nnodes 2 --node-rank 1 --nproc-per-node 1 --master-addr 127.0.0.1 \
+        --master-port $port true 2> "$TMP/conn.1.err" &
+    p1=$!
+    sleep 1
+    kill -TERM "$p1"
+    wait "$p1"
+    rc1=$?
+    kill -CONT "$p0"
+    wait "$p0"
+    grep -q "Address already in use" "$TMP"/conn.[01].err || break
+done
+[ "$rc1" = 143 ] || fail "node 1 exited $rc1 on SIGTERM while connecting: $(cat "$TMP/conn.1.err")"
+assert_contains "$TMP/conn.1.err" "hooprun (node 1): got Terminated while connecting to the nodes' rendezvous; exiting 143"
 echo "PASS"

@@ -770,6 +770,11 @@ int main(int argc, char **argv)
     if (rc == 0 && c.dry_run) print_dry_run(&plan);
     /* The nodes meet before this node checks its program, so that the others are told
      * at once when it cannot run it. */
+    if (rc == 0 && !c.dry_run && plan.nnodes > 1 &&
+        hooprun_signals_connecting(plan.node_rank) != 0) {
+        perror("hooprun: setting up signals");
+        rc = 1;
+    }
     if (rc == 0 && !c.dry_run && plan.nnodes > 1) rc = hooprun_agent_open(&plan);
     /* From here a signal is read between the meetings' slices (and forwarded while the
      * workers run), so that a hooprun told to stop says so to the other nodes. */

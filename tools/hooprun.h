@@ -116,9 +116,10 @@ int hooprun_which(const char *prog, char *buf, size_t cap);
 /* Node 0, ending after a failure: time for the others to read it (they hang up once
  * they have stopped). */
 #define HOOPRUN_AGENT_LINGER_MS 1000
-/* A look waits this long for node 0's answer before the supervisor goes on (the answer
- * is read at a later look); a failure note or the exit waits HOOPRUN_AGENT_QUIET_MS,
- * then goes on without node 0's hooprun (stalled: SIGSTOP, a debugger). */
+/* A look or a failure note waits this long for node 0's answer before the supervisor
+ * goes on (the answer is read, the note left, at a later look); the exit waits
+ * HOOPRUN_AGENT_QUIET_MS, then posts its notes (node 0's hooprun stalled: SIGSTOP, a
+ * debugger). */
 #define HOOPRUN_AGENT_LOOK_MS 50
 #define HOOPRUN_AGENT_QUIET_MS 2000
 
@@ -146,7 +147,7 @@ int hooprun_agent_begin(const hooprun_plan *p, int k);
 /* Tells the other nodes that this attempt failed here (why: which rank, how), unless
  * another node said so first: then its note goes into earlier ("" when none, or
  * without agents). Best effort; when node 0's hooprun does not answer within
- * HOOPRUN_AGENT_QUIET_MS the note is kept for hooprun_agent_look to leave. */
+ * HOOPRUN_AGENT_LOOK_MS the note is kept for hooprun_agent_look (or the exit) to leave. */
 void hooprun_agent_failed(const hooprun_plan *p, const char *why, char *earlier, size_t cap);
 
 /* After this node's workers of attempt p->restart all exited 0: waits until every node's
@@ -179,6 +180,12 @@ int hooprun_stopped_as_asked(void);
  * children; idempotent. Returns 0, or -1 with errno set. */
 int hooprun_signals_init(void);
 
+/* Until hooprun_signals_init: a forwarded signal (SIGINT, SIGTERM, SIGHUP, SIGUSR1/2)
+ * while this node connects to the nodes' rendezvous (no worker runs yet; a stalled node
+ * 0 may hold the connect up to HOOP_TIMEOUT) ends hooprun with 128 + N after one line
+ * naming it, instead of silently. Returns 0, or -1 with errno set. */
+int hooprun_signals_connecting(int node_rank);
+
 /* 1 when another node's attempt p->restart failed (why: its note), -1 when the nodes'
  * store is gone or lost a hooprun (why: the reason), else 0. One request, answered at
  * once. */
@@ -194,8 +201,9 @@ int hooprun_agent_look(const hooprun_plan *p, char *why, size_t cap);
 /* Leaves the rendezvous. With rc != 0, node 0's hooprun ends the store telling the others
  * why (its GOODBYE); another node leaves a note ("hooprun.exit": rc and why, and this
  * attempt's failure note) and hangs up without a CLOSE, so that no node waits for it.
- * When node 0's hooprun has not answered a look within HOOPRUN_AGENT_QUIET_MS, it
- * hangs up at once, without notes, after one line. */
+ * When node 0's hooprun has not answered a look within HOOPRUN_AGENT_QUIET_MS, the
+ * notes (and a CLOSE) are posted without waiting for replies, after one line: node 0's
+ * store applies them when it runs again. */
 void hooprun_agent_close(hooprun_plan *p, int rc);
 
 // ----- output relay (hooprun_out.c) ----------------------------------------------------

@@ -33,7 +33,8 @@
  *     held: the request goes out (hoop__store_wait_send) and its answer is read when it
  *     has come, signals and workers handled meanwhile, so a stalled node 0 (SIGSTOP, a
  *     debugger) holds no other hooprun; a failure note waits for its answer, and the
- *     exit gives up on it after HOOPRUN_AGENT_QUIET_MS.
+ *     exit waits for it HOOPRUN_AGENT_QUIET_MS, then posts its notes (sent without
+ *     waiting for replies: node 0's store applies them when it runs again) and leaves.
  * Single-threaded, as hooprun is (the store server runs its own thread, all signals
  * blocked there).
  */
@@ -61,6 +62,9 @@ static int64_t max_grace_ms; /* the largest --grace of every node (the first mee
 /* This attempt's failure note, kept while node 0's hooprun did not answer (stalled: a
  * debugger, SIGSTOP), for hooprun_agent_look to leave once it does. */
 static char pending_key[64], pending_note[600];
+/* Node 0's hooprun did not answer this one's exit: its notes are posted (the store sends
+ * them without waiting for replies), for node 0 to read when it runs again. */
+static int posting;
 
 /* The reply a looking call left owed (hoop__store_wait_send), read within ms: 1 when it
  * came (and is dropped) or none is owed, 0 when node 0's hooprun is still silent. */
@@ -81,7 +85,7 @@ static void leave_pending(const hooprun_plan *p)
     int lost, found = 0;
     if (!pending_key[0]) return;
     (void)hoop__store_probe(p->agents, pending_key, &lost, &found, why, sizeof(why));
-    if (!found) /* unless another node's came first */
+    if (!found || posting) /* unless another node's came first (unknown when posting) */
         (void)hoop_store_set(p->agents, pending_key, pending_note, strlen(pending_note));
     pending_key[0] = '\0';
 }
@@ -455,19 +459,19 @@ void hooprun_agent_failed(const hooprun_plan *p, const char *why, char *earlier,
     if (cap) earlier[0] = '\0';
     if (!p->agents) return;
     if (pending_key[0]) { /* this attempt's failure is kept already: leave it if node 0 answers */
-        if (answered(p, HOOPRUN_AGENT_QUIET_MS)) leave_pending(p);
+        if (answered(p, HOOPRUN_AGENT_LOOK_MS)) leave_pending(p);
         return;
     }
     snprintf(key, sizeof(key), "hooprun.attempt.%d.failed", p->restart);
     snprintf(note, sizeof(note), "node %d (%s): %s", p->node_rank, p->host, why);
-    if (!answered(p, HOOPRUN_AGENT_QUIET_MS)) { /* node 0 stalled: not this node's loop */
+    if (!answered(p, HOOPRUN_AGENT_LOOK_MS)) { /* node 0 slow or stalled: a later look */
         snprintf(pending_key, sizeof(pending_key), "%s", key);
         snprintf(pending_note, sizeof(pending_note), "%s", note);
         return;
     }
     int r = hooprun_agent_poll(p, text, sizeof(text));
     if (r > 0 && cap) snprintf(earlier, cap, "%s", text);
-    if (r == 0) (void)hoop_store_set(p->agents, key, note, strlen(note));
+    if (r == 0 || posting) (void)hoop_store_set(p->agents, key, note, strlen(note));
 }
 
 /* hooprun_agent_poll's answer from a probe's outcome (lost, found; why set). */
@@ -529,12 +533,13 @@ void hooprun_agent_close(hooprun_plan *p, int rc)
     char why[1100], note[1120], failed[600], own[160], earlier[600], key[80];
     int ignored;
     if (!p->agents) return;
-    if (!answered(p, HOOPRUN_AGENT_QUIET_MS)) { /* node 0's hooprun stalled: no notes */
+    if (!answered(p, HOOPRUN_AGENT_QUIET_MS)) { /* node 0's hooprun stalled: post the notes */
         fprintf(stderr,
                 "hooprun (node %d): node 0's hooprun has not answered for %.1f s (stopped, or "
-                "in a debugger?); leaving without telling the nodes' rendezvous\n",
+                "in a debugger?); leaving this node's notes for it to read when it runs again\n",
                 p->node_rank, HOOPRUN_AGENT_QUIET_MS / 1000.0);
-        hoop__store_abandon(p->agents);
+        hoop__store_post_only(p->agents);
+        posting = 1;
     }
     /* Workers that stopped on SIGUSR1/2 as asked (a preemption's save) ended this node's
      * attempt without a failure: the other nodes' workers got the signal too (Slurm's

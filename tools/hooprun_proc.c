@@ -305,6 +305,32 @@ static void pass_to_main(int sig)
     errno = saved;
 }
 
+/* The line each forwarded signal gets while connecting (filled before the handler). */
+static char connect_lines[sizeof(forwarded) / sizeof(forwarded[0])][160];
+
+static void connect_signal(int sig)
+{
+    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+        if (forwarded[i] == sig) {
+            ssize_t ignored = write(STDERR_FILENO, connect_lines[i], strlen(connect_lines[i]));
+            (void)ignored;
+        }
+    _exit(128 + sig);
+}
+
+int hooprun_signals_connecting(int node_rank)
+{
+    struct sigaction say = {.sa_handler = connect_signal};
+    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
+        snprintf(connect_lines[i], sizeof(connect_lines[i]),
+                 "hooprun (node %d): got %s while connecting to the nodes' rendezvous; exiting "
+                 "%d\n",
+                 node_rank, strsignal(forwarded[i]), 128 + forwarded[i]);
+        if (sigaction(forwarded[i], &say, NULL) != 0) return -1;
+    }
+    return 0;
+}
+
 int hooprun_signals_init(void)
 {
     if (sfd < 0) {

@@ -38,6 +38,8 @@
 #define WAIT_GRACE_MS 1000
 /* How long hoop_store_destroy waits for the server to acknowledge its CLOSE. */
 #define CLOSE_WAIT_MS 1000
+/* How long a posted request may wait for room in the socket (hoop__store_post_only). */
+#define POST_MS 200
 #define BACKOFF_MIN_MS 10
 #define BACKOFF_MAX_MS 1000
 
@@ -67,6 +69,7 @@ struct hoop_store {
     uint32_t owed_nkeys;
     unsigned owed_flags;
     int64_t owed_deadline_ns;
+    int posting; /* hoop__store_post_only: SETs and CLOSE go out, no reply is read */
 };
 
 // ----- connection loss --------------------------------------------------------------------
@@ -248,6 +251,19 @@ static hoop_status settle(hoop_store *st)
 /* One request and its reply: settles an owed reply, sends st->out, reads the answer. */
 static hoop_status rpc(hoop_store *st, int64_t deadline_ns, uint8_t *status, hoop__rd *rd)
 {
+    if (st->posting) { /* a SET goes out as it is; nothing else can be done unanswered */
+        int set = st->out.len > 4 && st->out.data[4] == HOOP__STORE_SET;
+        if (!set) {
+            st->out.len = 0;
+            return HOOP_ERROR(HOOP_ERR_REMOTE,
+                              "%s: %s has stopped answering (requests are only posted now)",
+                              st->label, st->owner[0] ? st->owner : "the server");
+        }
+        HOOP_CHECK(send_request(st, hoop__deadline_ns(POST_MS)));
+        *status = HOOP__STORE_R_OK;
+        *rd = (hoop__rd){.p = NULL, .left = 0};
+        return HOOP_OK;
+    }
     hoop_status s = settle(st);
     if (s != HOOP_OK) {
         st->out.len = 0;
@@ -594,6 +610,7 @@ static void say_close(hoop_store *st)
                    wait_fd(st->fd, POLLOUT, deadline) > 0))
             return;
     }
+    if (st->posting) return; /* the server reads it when it answers again */
     uint8_t b[64];
     for (;;) {
         ssize_t k = recv(st->fd, b, sizeof(b), 0);
@@ -890,7 +907,12 @@ hoop_status hoop__store_wait_poll(hoop_store *st, int64_t wait_ms, int *done,
 
 int hoop__store_owed(const hoop_store *st)
 {
-    return st && st->owed && st->fd >= 0;
+    return st && st->owed && st->fd >= 0 && !st->posting;
+}
+
+void hoop__store_post_only(hoop_store *st)
+{
+    if (st) st->posting = 1;
 }
 
 /* A probe's WAIT outcome (s, res) as hoop__store_probe words it; frees res. */

@@ -385,6 +385,14 @@ hoop_status hoop__store_wait_poll(hoop_store *st, int64_t wait_ms, int *done,
                                   hoop__store_wait_result *res);
 int hoop__store_owed(const hoop_store *st);
 
+/* For a client leaving while the server does not answer (its process stopped): from now
+ * on a SET is sent without waiting for its reply (HOOP_OK once in the socket; a full
+ * socket for 200 ms loses the connection), hoop_store_destroy's CLOSE likewise, and any
+ * other call fails with HOOP_ERR_REMOTE ("has stopped answering"). The server applies
+ * them in order when it runs again, so that it learns what this client had to say
+ * before its hang-up. */
+void hoop__store_post_only(hoop_store *st);
+
 /* Asks the server whether it has lost a rank ("A rank lost" above), or whether key (NULL:
  * none) exists: a WAIT with flag LOST and timeout 0 for key, or for a key nobody sets
  * (HOOP__STORE_PROBE_KEY), answered at once. When key exists, *found = 1 and why gets

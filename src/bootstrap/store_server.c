@@ -57,6 +57,7 @@ typedef struct conn {
     int greeted;   /* the client's preface has arrived */
     int authed;    /* HELLO accepted */
     int closing;   /* a refusal is being written; close once it is out */
+    int deaf;      /* gone while being answered: its input is still served, then closed */
     int bye;       /* told GOODBYE when the server gave up: what it sends is ignored */
     int leaving;   /* sent CLOSE: its hang-up is no loss (store_proto.h, "A rank lost") */
     int rank;      /* from HELLO, for messages */
@@ -243,10 +244,17 @@ static int conn_flush(hoop_store_server *s, conn *c)
             conn_arm(s, c);
             return !c->dead;
         } else {
+            /* Gone (a reset, a broken pipe). What it sent before still counts: a client
+             * may post its last SETs and leave (hoop__store_post_only); process_input
+             * serves the rest of its input unanswered, then closes it. */
             HOOP_INFO(BOOT, "store %s: %s went away while being answered", s->name, c->peer);
-            conn_close(s, c);
-            return 0;
+            c->deaf = 1;
+            break;
         }
+    }
+    if (c->deaf && (c->in.len <= c->in_off || c->parked)) {
+        conn_close(s, c);
+        return 0;
     }
     c->out.len = c->out_off = 0;
     c->out_since_ns = 0;
@@ -867,9 +875,16 @@ static void process_input(hoop_store_server *s, conn *c)
             return;
         }
         c->in_off += 4 + (size_t)len;
-        if (!conn_flush(s, c)) return;
+        if (c->deaf)
+            c->out.len = c->out_off = 0; /* nobody to answer */
+        else if (!conn_flush(s, c))
+            return;
     }
     if (c->dead) return;
+    if (c->deaf) {
+        conn_close(s, c);
+        return;
+    }
     if (c->in_off == c->in.len) {
         c->in.len = c->in_off = 0;
         if (c->in.cap > (1u << 20)) hoop__buf_free(&c->in);
