@@ -1170,12 +1170,9 @@ START_TEST(test_wait_async)
 }
 END_TEST
 
-/* The server's process stopped (SIGSTOP): a poll returns when asked, not when the reply
- * is overdue, and the reply is overdue after the reply grace (1 s here): the connection
- * is then lost, HOOP_ERR_TIMEOUT. */
-START_TEST(test_wait_async_server_stopped)
+/* A server on 127.0.0.1:port in a forked child (its own process, to be stopped). */
+static pid_t fork_server(int port)
 {
-    int port = free_port();
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -1185,14 +1182,31 @@ START_TEST(test_wait_async_server_stopped)
         if (hoop_store_server_init(&srv, &cfg) != HOOP_OK) _exit(2);
         for (;;) pause();
     }
+    return pid;
+}
+
+/* SIGSTOP to pid, returning once every thread of it is stopped: its server thread may
+ * serve a moment after kill() returns. */
+static void stop_fully(pid_t pid)
+{
+    int status;
+    ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+    ck_assert_int_eq(waitpid(pid, &status, WUNTRACED), pid);
+    ck_assert(WIFSTOPPED(status));
+}
+
+/* The server's process stopped (SIGSTOP): a poll returns when asked, not when the reply
+ * is overdue, and the reply is overdue after the reply grace (1 s here): the connection
+ * is then lost, HOOP_ERR_TIMEOUT. */
+START_TEST(test_wait_async_server_stopped)
+{
+    int port = free_port();
+    pid_t pid = fork_server(port);
     hoop_store *a = NULL;
     ASSERT_OK(connect_as(&a, port, TOKEN, -1, 0, 10000));
     ASSERT_OK(hoop_store_set(a, "k", "1", 1)); /* served */
-    ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+    stop_fully(pid);
     int status;
-    /* Stopped once every thread is: its server thread may serve a moment after kill(). */
-    ck_assert_int_eq(waitpid(pid, &status, WUNTRACED), pid);
-    ck_assert(WIFSTOPPED(status));
     int64_t t0 = hoop__now_ns();
     ASSERT_OK(hoop__store_probe_send(a, NULL));
     int done = 1, rank = 0, found = 0;
@@ -1221,21 +1235,12 @@ END_TEST
 START_TEST(test_post_only_applied)
 {
     int port = free_port();
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        hoop_store_config cfg = {
-            .host = "127.0.0.1", .port = port, .token = TOKEN, .rank = -1, .timeout_ms = 10000};
-        hoop_store_server *srv = NULL;
-        if (hoop_store_server_init(&srv, &cfg) != HOOP_OK) _exit(2);
-        for (;;) pause();
-    }
+    pid_t pid = fork_server(port);
     hoop_store *a = NULL, *b = NULL;
     ASSERT_OK(connect_as(&a, port, TOKEN, -1, 0, 10000));
     ASSERT_OK(connect_as(&b, port, TOKEN, -1, 0, 10000));
-    ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+    stop_fully(pid);
     int status;
-    ck_assert_int_eq(waitpid(pid, &status, WUNTRACED), pid);
     ASSERT_OK(hoop__store_probe_send(a, NULL)); /* the look left owed */
     hoop__store_post_only(a);
     ck_assert_int_eq(hoop__store_owed(a), 0);

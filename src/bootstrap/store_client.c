@@ -868,6 +868,8 @@ hoop_status hoop__store_wait_send(hoop_store *st, const char *const *keys, int n
                                   unsigned flags, int64_t timeout_ms)
 {
     HOOP_CHECK(usable(st));
+    if (st->posting)
+        return HOOP_ERROR(HOOP_ERR_REMOTE, "%s: requests are only posted now", st->label);
     if (st->owed)
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s: a WAIT's reply is still owed", st->label);
     int64_t reply_ms;
@@ -886,6 +888,8 @@ hoop_status hoop__store_wait_poll(hoop_store *st, int64_t wait_ms, int *done,
 {
     *res = (hoop__store_wait_result){0};
     *done = 0;
+    if (st && st->posting)
+        return HOOP_ERROR(HOOP_ERR_REMOTE, "%s: requests are only posted now", st->label);
     if (st == NULL || (!st->owed && st->fd >= 0))
         return HOOP_ERROR(HOOP_ERR_INVALID, "store: no WAIT is owed a reply");
     if (st->fd >= 0) {
