@@ -1229,6 +1229,62 @@ START_TEST(test_wait_async_server_stopped)
 }
 END_TEST
 
+/* The interrupt (hooprun's meetings reading a signal): with the server's process
+ * stopped, a SET waiting for its reply gives up at the interrupt's word, not at the
+ * deadline (10 s), leaving the reply owed; a call behind it gives up unsent. Once the
+ * server runs again the owed reply is read and dropped: the first SET was applied, the
+ * second never sent, and the next call gets its own reply. */
+static int interrupt_calls;
+static int interrupt_after_3(void *arg)
+{
+    ck_assert_ptr_eq(arg, &interrupt_calls);
+    return ++interrupt_calls > 3;
+}
+
+START_TEST(test_interrupt_owed)
+{
+    int port = free_port();
+    pid_t pid = fork_server(port);
+    hoop_store *a = NULL;
+    ASSERT_OK(connect_as(&a, port, TOKEN, -1, 0, 10000));
+    hoop__store_set_reply_grace(a, 10000);
+    ASSERT_OK(hoop_store_set(a, "k", "1", 1)); /* served */
+    stop_fully(pid);
+    int status, done = 1;
+    hoop__store_set_interrupt(a, interrupt_after_3, &interrupt_calls);
+    int64_t t0 = hoop__now_ns();
+    ck_assert_int_eq(hoop_store_set(a, "k", "2", 1), HOOP_ERR_TIMEOUT);
+    ASSERT_MSG_HAS("stopped waiting for ");
+    ASSERT_MSG_HAS("(interrupted; the reply is still owed)");
+    /* a look, then 3 slices of 100 ms, then the word to stop */
+    ck_assert_msg(ms_since(t0) >= 250 && ms_since(t0) < 900, "interrupted after %.0f ms",
+                  ms_since(t0));
+    ck_assert_int_eq(interrupt_calls, 4);
+    ck_assert_int_eq(hoop__store_owed(a), 1);
+    t0 = hoop__now_ns();
+    ck_assert_int_eq(hoop_store_set(a, "k", "3", 1), HOOP_ERR_TIMEOUT); /* not sent */
+    ck_assert_msg(ms_since(t0) < 200, "an interrupted set took %.0f ms", ms_since(t0));
+    ASSERT_OK(hoop__store_settle_within(a, 200, &done));
+    ck_assert_int_eq(done, 0);
+    interrupt_calls = 0;
+    ck_assert_int_eq(kill(pid, SIGCONT), 0);
+    ASSERT_OK(hoop__store_settle_within(a, 5000, &done)); /* the first SET's reply */
+    ck_assert_int_eq(done, 1);
+    ck_assert_int_eq(hoop__store_owed(a), 0);
+    ck_assert_int_eq(interrupt_calls, 0);
+    char buf[8];
+    size_t n = 0;
+    ASSERT_OK(hoop_store_get(a, "k", buf, sizeof(buf), &n, 0));
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(buf[0], '2');
+    ck_assert_int_le(interrupt_calls, 3); /* answered, not interrupted */
+    hoop__store_set_interrupt(a, NULL, NULL);
+    ASSERT_OK(hoop_store_destroy(a));
+    kill(pid, SIGKILL);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+}
+END_TEST
+
 /* A client whose server's process is stopped posts two SETs behind a WAIT still owed,
  * and leaves: once the server runs again it applies both, though answering the WAIT
  * already found the client gone (a reset: it used to drop the rest of the input). */
@@ -2205,6 +2261,7 @@ int main(void)
     tcase_add_test(procs, test_rank0_dies);
     tcase_add_test(procs, test_wait_async_server_stopped);
     tcase_add_test(procs, test_post_only_applied);
+    tcase_add_test(procs, test_interrupt_owed);
     tcase_add_test(procs, test_rank_dies_in_allgather);
     tcase_add_test(procs, test_rank_restarted_midway);
     suite_add_tcase(s, procs);

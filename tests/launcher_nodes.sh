@@ -40,7 +40,11 @@
 #      node 1's workers save and stop as asked; node 0's go on and end well (node 0
 #      stopped them for node 1's hang-up);
 #  17. SIGTERM to node 1's hooprun while it connects to a stopped node 0: it says so and
-#      exits 143 (it died silently).
+#      exits 143 (it died silently);
+#  18. node 1's worker fails while node 0's hooprun is stopped, and SIGTERM to node 1's
+#      hooprun as it goes to the restart's meeting: it leaves at once, posting its notes,
+#      and node 0, continued, mirrors 143 (it waited for node 0's answer to its first
+#      request there, reading no signal, up to HOOP_TIMEOUT).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 export HOOP_TOKEN=nodes-test HOOP_TIMEOUT=20
 
@@ -329,4 +333,22 @@ for _ in 1 2 3; do
 done
 [ "$rc1" = 143 ] || fail "node 1 exited $rc1 on SIGTERM while connecting: $(cat "$TMP/conn.1.err")"
 assert_contains "$TMP/conn.1.err" "hooprun (node 1): got Terminated while connecting to the nodes' rendezvous; exiting 143"
+
+# 18. Node 0's hooprun stopped; node 1's worker fails 0.5 s later (a restart is left);
+# SIGTERM to node 1's hooprun 1 s after that, while it goes to restart 1's meeting.
+TWO_HOOK='wait_blocked $p0 $p1; kill -STOP $p0; sleep 1.5; t=$(now_ms); kill -TERM $p1
+ended_within $p1 15000; echo $(($(now_ms) - t)) > "$TMP/restop.t"; kill -CONT $p0'
+NPROC=1 two restop 1 1 '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0
+[ "$RANK" = 1 ] && { sleep 0.5; exit 3; }; exec sleep 37'
+unset TWO_HOOK
+t=$(cat "$TMP/restop.t")
+echo "node 0's hooprun stopped, SIGTERM to node 1's before its restart: node 1 left in $t ms"
+[ "$(cat "$TMP/restop.rc.1")" = 143 ] || fail "node 1 exited $(cat "$TMP/restop.rc.1"), not 143: $(cat "$TMP/restop.1.err")"
+[ "$t" -lt 5000 ] || fail "node 1 took $t ms to leave while node 0 was stopped: $(cat "$TMP/restop.1.err")"
+assert_contains "$TMP/restop.1.err" "hooprun (node 1): got Terminated before restart 1, while node 0's hooprun did not answer; not starting another attempt"
+[ "$(cat "$TMP/restop.rc.0")" = 143 ] || fail "node 0 exited $(cat "$TMP/restop.rc.0"), not 143: $(cat "$TMP/restop.0.err")"
+assert_contains "$TMP/restop.0.err" "): rank 1 exited with code 3"
+assert_contains "$TMP/restop.0.err" "'s hooprun exited with 143 (it got SIGTERM: 128 + 15); not starting another attempt"
+grep -q "restart 1 of 1" "$TMP"/restop.[01].err && fail "a restart started: $(cat "$TMP"/restop.[01].err)"
+pgrep -f '^sleep 37$' > /dev/null && { pkill -KILL -f '^sleep 37$'; fail "a worker was left running"; }
 echo "PASS"

@@ -699,7 +699,7 @@ static int run_attempts(hooprun_plan *p, int *reserve_fd)
         last = rc;
         /* Another node's hooprun left on a signal (SIGINT to that node alone): the same
          * exit code here, as on a node that got it itself. */
-        if (hooprun_agent_mirrored()) return hooprun_agent_mirrored();
+        if (hooprun_agent_mirrored(NULL)) return hooprun_agent_mirrored(p);
         if (k >= p->max_restarts) {
             if (p->max_restarts > 0)
                 fprintf(stderr, "hooprun: no restarts left (--max-restarts %d); exiting with %d\n",

@@ -159,8 +159,9 @@ void hooprun_agent_failed(const hooprun_plan *p, const char *why, char *earlier,
 int hooprun_agent_end(const hooprun_plan *p, int *failed);
 
 /* The exit code another node's hooprun left with, when it was a signal's 128 + N that
- * this node should mirror (seen by hooprun_agent_poll); else 0. */
-int hooprun_agent_mirrored(void);
+ * this node should mirror (seen by hooprun_agent_poll); else 0. With p, a mirrored code
+ * is also said in one line (whose hooprun, what it got). */
+int hooprun_agent_mirrored(const hooprun_plan *p);
 
 /* SIGINT, SIGTERM or SIGHUP when one came since the last look (hooprun blocks them from
  * its first attempt on and reads them here between attempts), else 0. Other pending

@@ -32,9 +32,11 @@
  *   - no look at the store waits for node 0's answer with the supervisor or a meeting
  *     held: the request goes out (hoop__store_wait_send) and its answer is read when it
  *     has come, signals and workers handled meanwhile, so a stalled node 0 (SIGSTOP, a
- *     debugger) holds no other hooprun; a failure note waits for its answer, and the
- *     exit waits for it HOOPRUN_AGENT_QUIET_MS, then posts its notes (sent without
- *     waiting for replies: node 0's store applies them when it runs again) and leaves.
+ *     debugger) holds no other hooprun; every other store call of a meeting gives up
+ *     waiting on a stop signal (hoop__store_set_interrupt); a failure note waits for its
+ *     answer, and the exit waits for it HOOPRUN_AGENT_QUIET_MS, then posts its notes
+ *     (sent without waiting for replies: node 0's store applies them when it runs again)
+ *     and leaves.
  * Single-threaded, as hooprun is (the store server runs its own thread, all signals
  * blocked there).
  */
@@ -57,24 +59,40 @@ typedef struct agent_card {
     char host[64];
 } agent_card;
 
-static int mirrored;         /* a signal's 128 + N another node's hooprun left with */
-static int64_t max_grace_ms; /* the largest --grace of every node (the first meeting) */
+static int mirrored;           /* a signal's 128 + N another node's hooprun left with */
+static char mirrored_why[600]; /* its exit note's account */
+static int64_t max_grace_ms;   /* the largest --grace of every node (the first meeting) */
 /* This attempt's failure note, kept while node 0's hooprun did not answer (stalled: a
  * debugger, SIGSTOP), for hooprun_agent_look to leave once it does. */
 static char pending_key[64], pending_note[600];
-/* Node 0's hooprun did not answer this one's exit: its notes are posted (the store sends
- * them without waiting for replies), for node 0 to read when it runs again. */
-static int posting;
+/* A stop signal a meeting's store call read while it waited for node 0's answer
+ * (interrupted, below), for the meeting to act on. */
+static int caught;
 
-/* The reply a looking call left owed (hoop__store_wait_send), read within ms: 1 when it
+/* The store's interrupt during the meetings (hoop__store_set_interrupt): a call waiting
+ * for node 0's answer gives up when a stop signal comes, so that a stalled node 0 does
+ * not hold this hooprun up to HOOP_TIMEOUT. */
+static int interrupted(void *arg)
+{
+    (void)arg;
+    if (!caught) caught = hooprun_stop_signal();
+    return caught != 0;
+}
+
+/* The stop signal come to this hooprun (caught, or read now), taken; 0 when none. */
+static int stop_signal(void)
+{
+    int sig = caught ? caught : hooprun_stop_signal();
+    caught = 0;
+    return sig;
+}
+
+/* The reply still owed (a look's, or an interrupted call's), read within ms: 1 when it
  * came (and is dropped) or none is owed, 0 when node 0's hooprun is still silent. */
 static int answered(const hooprun_plan *p, int64_t ms)
 {
-    if (!hoop__store_owed(p->agents)) return 1;
-    hoop__store_wait_result res;
-    int done = 0;
-    (void)hoop__store_wait_poll(p->agents, ms, &done, &res);
-    if (done) hoop__store_wait_result_free(&res);
+    int done = 1;
+    (void)hoop__store_settle_within(p->agents, ms, &done);
     return done;
 }
 
@@ -85,7 +103,7 @@ static void leave_pending(const hooprun_plan *p)
     int lost, found = 0;
     if (!pending_key[0]) return;
     (void)hoop__store_probe(p->agents, pending_key, &lost, &found, why, sizeof(why));
-    if (!found || posting) /* unless another node's came first (unknown when posting) */
+    if (!found || hoop__store_posting(p->agents)) /* unless another node's came first */
         (void)hoop_store_set(p->agents, pending_key, pending_note, strlen(pending_note));
     pending_key[0] = '\0';
 }
@@ -103,7 +121,7 @@ static hoop_status wait_reply(const hooprun_plan *p, int64_t timeout_ms,
     hoop_status s;
     *sig = 0;
     while ((s = hoop__store_wait_poll(p->agents, ms, &done, res)) == HOOP_OK && !done) {
-        if ((*sig = hooprun_stop_signal()) != 0) return HOOP_OK;
+        if ((*sig = stop_signal()) != 0) return HOOP_OK;
         ms = HOOPRUN_AGENT_PROBE_MS;
     }
     return s;
@@ -183,12 +201,18 @@ static int peer_exited(const hooprun_plan *p, int *rc, char *why, size_t cap)
     char *text = strchr(buf, '\n');
     *rc = atoi(buf);
     snprintf(why, cap, "%s", text ? text + 1 : buf);
-    if (*rc > 128) mirrored = *rc;
+    if (*rc > 128 && !mirrored) {
+        mirrored = *rc;
+        snprintf(mirrored_why, sizeof(mirrored_why), "%s", why);
+    }
     return 1;
 }
 
-int hooprun_agent_mirrored(void)
+int hooprun_agent_mirrored(const hooprun_plan *p)
 {
+    if (mirrored && p)
+        fprintf(stderr, "hooprun (node %d): %s; not starting another attempt\n", p->node_rank,
+                mirrored_why);
     return mirrored;
 }
 
@@ -312,16 +336,27 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
     /* A reply still owed (the supervisor's look) first, then a failure note kept while
      * node 0's hooprun was silent: signals are read meanwhile. */
     while (!answered(p, HOOPRUN_AGENT_PROBE_MS)) {
-        int sig = hooprun_stop_signal();
+        int sig = stop_signal();
         if (sig) {
             rc = stopped_silent(p, sig, when, m);
             goto out;
         }
     }
     leave_pending(p);
+    /* Before a restart: a node that left on purpose will not come (say so now). Each call
+     * so far gave up waiting for node 0 on a signal (caught). */
+    if (m == START && !caught && (rc = peer_left(p)) != 0) goto out;
+    if (caught) {
+        rc = stopped_silent(p, stop_signal(), when, m);
+        goto out;
+    }
     const void *mine = m == CARDS ? (const void *)&cards[p->node_rank] : "1";
     if (hoop_store_set(p->agents, keys[p->node_rank], mine, m == CARDS ? sizeof(agent_card) : 1) !=
         HOOP_OK) {
+        if (caught) {
+            rc = stopped_silent(p, stop_signal(), when, m);
+            goto out;
+        }
         snprintf(msg, sizeof(msg), "%s", hoop_last_error());
         rc = m == END && hoop__store_goodbye_code(p->agents) == HOOP_OK
                  ? 0
@@ -381,8 +416,8 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
             rc = 1;
             break;
         }
-        if ((rc = peer_left(p)) != 0) break;
-        if ((sig = hooprun_stop_signal()) != 0) {
+        if (!caught && (rc = peer_left(p)) != 0) break;
+        if ((sig = stop_signal()) != 0) {
             fprintf(stderr, "hooprun (node %d): got %s %s, waiting for %s; %s\n", p->node_rank,
                     strsignal(sig), when, missing, not_next(m));
             rc = 128 + sig;
@@ -412,6 +447,17 @@ out:
     return rc;
 }
 
+/* A meeting with the store's interrupt set (interrupted): its calls read signals while
+ * node 0's hooprun does not answer. */
+static int meet_interruptible(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
+                              int *failed)
+{
+    hoop__store_set_interrupt(p->agents, interrupted, NULL);
+    int rc = meet(p, k, m, cards, failed);
+    hoop__store_set_interrupt(p->agents, NULL, NULL);
+    return rc;
+}
+
 int hooprun_agent_begin(const hooprun_plan *p, int k)
 {
     char why[700];
@@ -428,13 +474,12 @@ int hooprun_agent_begin(const hooprun_plan *p, int k)
                                          .grace_ms = p->grace_ms};
         snprintf(all[p->node_rank].host, sizeof(all[0].host), "%.*s", (int)sizeof(all[0].host) - 1,
                  p->host);
-        rc = meet(p, 0, CARDS, all, &failed);
+        rc = meet_interruptible(p, 0, CARDS, all, &failed);
         if (rc == 0) rc = compare_cards(p, all);
         free(all);
         return rc;
     }
-    if ((rc = peer_left(p)) != 0) return rc; /* it will not come: say so now */
-    if ((rc = meet(p, k, START, NULL, &failed)) != 0) return rc;
+    if ((rc = meet_interruptible(p, k, START, NULL, &failed)) != 0) return rc;
     /* A node that came and then died must not let this attempt start without it. */
     if (hooprun_agent_poll(p, why, sizeof(why)) < 0) {
         fprintf(stderr,
@@ -450,7 +495,7 @@ int hooprun_agent_end(const hooprun_plan *p, int *failed)
 {
     *failed = 0;
     if (!p->agents) return 0;
-    return meet(p, p->restart, END, NULL, failed);
+    return meet_interruptible(p, p->restart, END, NULL, failed);
 }
 
 void hooprun_agent_failed(const hooprun_plan *p, const char *why, char *earlier, size_t cap)
@@ -471,7 +516,8 @@ void hooprun_agent_failed(const hooprun_plan *p, const char *why, char *earlier,
     }
     int r = hooprun_agent_poll(p, text, sizeof(text));
     if (r > 0 && cap) snprintf(earlier, cap, "%s", text);
-    if (r == 0 || posting) (void)hoop_store_set(p->agents, key, note, strlen(note));
+    if (r == 0 || hoop__store_posting(p->agents))
+        (void)hoop_store_set(p->agents, key, note, strlen(note));
 }
 
 /* hooprun_agent_poll's answer from a probe's outcome (lost, found; why set). */
@@ -539,7 +585,6 @@ void hooprun_agent_close(hooprun_plan *p, int rc)
                 "in a debugger?); leaving this node's notes for it to read when it runs again\n",
                 p->node_rank, HOOPRUN_AGENT_QUIET_MS / 1000.0);
         hoop__store_post_only(p->agents);
-        posting = 1;
     }
     /* Workers that stopped on SIGUSR1/2 as asked (a preemption's save) ended this node's
      * attempt without a failure: the other nodes' workers got the signal too (Slurm's

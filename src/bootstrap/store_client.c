@@ -40,6 +40,8 @@
 #define CLOSE_WAIT_MS 1000
 /* How long a posted request may wait for room in the socket (hoop__store_post_only). */
 #define POST_MS 200
+/* How often a call waiting for its reply asks the interrupt (hoop__store_set_interrupt). */
+#define INTERRUPT_SLICE_MS 100
 #define BACKOFF_MIN_MS 10
 #define BACKOFF_MAX_MS 1000
 
@@ -63,13 +65,16 @@ struct hoop_store {
     uint8_t bye_code;                    /* its code (0: the owner closed without a failure) */
     uint32_t *bye_missing, bye_nmissing; /* its missing keys, for the WAIT */
     int64_t reply_grace_ms;              /* a WAIT's reply may come this late (min WAIT_GRACE_MS) */
-    /* A WAIT sent by hoop__store_wait_send whose reply is not read yet: its keys' count
-     * and flags (to decode it), and when the reply is overdue. */
-    int owed;
+    /* A reply not read yet: a WAIT's sent by hoop__store_wait_send (owed_wait; its keys'
+     * count and flags decode it), or an interrupted call's (dropped unread); and when it
+     * is overdue. */
+    int owed, owed_wait;
     uint32_t owed_nkeys;
     unsigned owed_flags;
     int64_t owed_deadline_ns;
     int posting; /* hoop__store_post_only: SETs and CLOSE go out, no reply is read */
+    int (*interrupt)(void *arg); /* hoop__store_set_interrupt */
+    void *interrupt_arg;
 };
 
 // ----- connection loss --------------------------------------------------------------------
@@ -236,12 +241,33 @@ static hoop_status recv_reply(hoop_store *st, int64_t deadline_ns, uint8_t *stat
     return *status == HOOP__STORE_R_GOODBYE ? on_goodbye(st, rd) : HOOP_OK;
 }
 
-/* Reads and drops the reply a hoop__store_wait_send still owes, waiting for it until it
- * is overdue: a request sent before it would read the wrong reply. A GOODBYE or a loss
- * there fails the call that wanted the connection. */
+/* Waits until a reply's first bytes came or deadline_ns passed (HOOP_OK: recv_reply
+ * reads or judges it), asking st->interrupt every INTERRUPT_SLICE_MS meanwhile:
+ * HOOP_ERR_TIMEOUT when it asks to stop waiting (the reply is then owed). */
+static hoop_status await_reply(hoop_store *st, int64_t deadline_ns)
+{
+    if (st->interrupt == NULL) return HOOP_OK;
+    for (int64_t ms = 0;; ms = INTERRUPT_SLICE_MS) { /* first a look: it may be there */
+        int64_t until = hoop__deadline_ns(ms);
+        if (wait_fd(st->fd, POLLIN, until < deadline_ns ? until : deadline_ns) != 0 ||
+            hoop__now_ns() >= deadline_ns)
+            return HOOP_OK;
+        if (st->interrupt(st->interrupt_arg))
+            return HOOP_ERROR(HOOP_ERR_TIMEOUT,
+                              "%s: stopped waiting for %s's reply (interrupted; the reply is "
+                              "still owed)",
+                              st->label, st->owner[0] ? st->owner : "the server");
+    }
+}
+
+/* Reads and drops the reply still owed (hoop__store_wait_send's, or an interrupted
+ * call's), waiting for it until it is overdue: a request sent before it would read the
+ * wrong reply. A GOODBYE or a loss there fails the call that wanted the connection, and
+ * so does the interrupt (the reply stays owed). */
 static hoop_status settle(hoop_store *st)
 {
     if (!st->owed) return HOOP_OK;
+    HOOP_CHECK(await_reply(st, st->owed_deadline_ns));
     st->owed = 0;
     uint8_t status;
     hoop__rd rd;
@@ -270,6 +296,12 @@ static hoop_status rpc(hoop_store *st, int64_t deadline_ns, uint8_t *status, hoo
         return s;
     }
     HOOP_CHECK(send_request(st, deadline_ns));
+    if ((s = await_reply(st, deadline_ns)) != HOOP_OK) {
+        st->owed = 1; /* read and dropped by the next call (settle) */
+        st->owed_wait = 0;
+        st->owed_deadline_ns = deadline_ns;
+        return s;
+    }
     return recv_reply(st, deadline_ns, status, rd);
 }
 
@@ -877,6 +909,7 @@ hoop_status hoop__store_wait_send(hoop_store *st, const char *const *keys, int n
     int64_t deadline = hoop__deadline_ns(reply_ms);
     HOOP_CHECK(send_request(st, deadline));
     st->owed = 1;
+    st->owed_wait = 1;
     st->owed_nkeys = (uint32_t)nkeys;
     st->owed_flags = flags;
     st->owed_deadline_ns = deadline;
@@ -890,7 +923,7 @@ hoop_status hoop__store_wait_poll(hoop_store *st, int64_t wait_ms, int *done,
     *done = 0;
     if (st && st->posting)
         return HOOP_ERROR(HOOP_ERR_REMOTE, "%s: requests are only posted now", st->label);
-    if (st == NULL || (!st->owed && st->fd >= 0))
+    if (st == NULL || ((!st->owed || !st->owed_wait) && st->fd >= 0))
         return HOOP_ERROR(HOOP_ERR_INVALID, "store: no WAIT is owed a reply");
     if (st->fd >= 0) {
         int64_t until = hoop__deadline_ns(wait_ms < 0 ? 0 : wait_ms);
@@ -917,6 +950,34 @@ int hoop__store_owed(const hoop_store *st)
 void hoop__store_post_only(hoop_store *st)
 {
     if (st) st->posting = 1;
+}
+
+int hoop__store_posting(const hoop_store *st)
+{
+    return st && st->posting;
+}
+
+hoop_status hoop__store_settle_within(hoop_store *st, int64_t wait_ms, int *done)
+{
+    *done = 1;
+    if (!hoop__store_owed(st)) return HOOP_OK;
+    int64_t until = hoop__deadline_ns(wait_ms < 0 ? 0 : wait_ms);
+    if (until > st->owed_deadline_ns) until = st->owed_deadline_ns;
+    if (wait_fd(st->fd, POLLIN, until) == 0 && hoop__now_ns() < st->owed_deadline_ns) {
+        *done = 0; /* not yet */
+        return HOOP_OK;
+    }
+    int (*interrupt)(void *) = st->interrupt; /* the reply is there, or overdue: read it */
+    st->interrupt = NULL;
+    hoop_status s = settle(st);
+    st->interrupt = interrupt;
+    return s;
+}
+
+void hoop__store_set_interrupt(hoop_store *st, int (*interrupt)(void *arg), void *arg)
+{
+    st->interrupt = interrupt;
+    st->interrupt_arg = arg;
 }
 
 /* A probe's WAIT outcome (s, res) as hoop__store_probe words it; frees res. */

@@ -392,6 +392,26 @@ int hoop__store_owed(const hoop_store *st);
  * them in order when it runs again, so that it learns what this client had to say
  * before its hang-up. */
 void hoop__store_post_only(hoop_store *st);
+/* 1 once hoop__store_post_only was called on st. */
+int hoop__store_posting(const hoop_store *st);
+
+/* Reads and drops the reply st still owes (a WAIT's from hoop__store_wait_send, or an
+ * interrupted call's), waiting at most wait_ms for it: *done = 1 when it was read, or
+ * none is owed (also once posting or lost), 0 when it has not come yet (HOOP_OK). A
+ * reply overdue past its deadline loses the connection (HOOP_ERR_TIMEOUT); a GOODBYE
+ * there is its code. */
+hoop_status hoop__store_settle_within(hoop_store *st, int64_t wait_ms, int *done);
+
+/* Makes every call on st that waits for a reply (its own, or one still owed) ask
+ * interrupt(arg) every 100 ms while none has come: nonzero ends the call with
+ * HOOP_ERR_TIMEOUT ("stopped waiting ... (interrupted ...)"). A call interrupted while
+ * an earlier reply was owed was not sent; one interrupted waiting for its own reply was
+ * (the server applies it), and that reply is owed now: the next call reads and drops it
+ * first, hoop__store_settle_within alone. A WAIT's result has lost = 1 then, though the
+ * connection stays up. NULL: calls wait until their deadline (the default). For
+ * hooprun's meetings, which must read a signal while the store's host is stalled. Not
+ * thread-safe with calls on st. */
+void hoop__store_set_interrupt(hoop_store *st, int (*interrupt)(void *arg), void *arg);
 
 /* Asks the server whether it has lost a rank ("A rank lost" above), or whether key (NULL:
  * none) exists: a WAIT with flag LOST and timeout 0 for key, or for a key nobody sets
