@@ -224,6 +224,41 @@ grep -qE "^hooprun:   1 +\S+ +[0-9]+ +- +15 \(SIGTERM\) +[0-9:.]+ +first failure
 grep -q "did not stop within" "$TMP/stop/err" && fail "the stopped rank waited for SIGKILL"
 [ "$ms" -lt 4000 ] || fail "hooprun took $ms ms with a stopped worker (SIGCONT after SIGTERM: < 4000)"
 
+# 10. hooprun killed with SIGKILL (the OOM killer): its workers die with it
+# (PR_SET_PDEATHSIG), and what they started in their groups is killed by hooprun's guard
+# within moments (it ran on, re-parented to init, holding what the job held).
+cat > "$TMP/hold.sh" << 'W'
+#!/bin/bash
+sleep 61 &
+echo $! > "$1/child.$RANK"
+touch "$1/ready.$RANK"
+wait
+W
+chmod +x "$TMP/hold.sh"
+# alive PID: it runs (a zombie, dead and not yet reaped by init, does not count).
+alive() { [ -e "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status" 2> /dev/null; }
+mkdir -p "$TMP/kill9"
+"$HOOPRUN" --nproc-per-node 2 "$TMP/hold.sh" "$TMP/kill9" > /dev/null 2> "$TMP/kill9/err" &
+hp=$!
+for _ in $(seq 200); do
+    [ -e "$TMP/kill9/ready.0" ] && [ -e "$TMP/kill9/ready.1" ] && break
+    sleep 0.05
+done
+kill -KILL "$hp"
+wait "$hp" 2> /dev/null
+t0=$(now_ms)
+left=""
+for r in 0 1; do
+    c=$(cat "$TMP/kill9/child.$r")
+    while alive "$c" && [ $(($(now_ms) - t0)) -lt 3000 ]; do sleep 0.05; done
+    alive "$c" && { left="$left $c"; kill -KILL "$c"; }
+done
+echo "hooprun killed with SIGKILL: its workers' children ended within $(($(now_ms) - t0)) ms"
+[ -z "$left" ] || fail "a worker's child outlived a SIGKILLed hooprun by 3 s:$left"
+for _ in $(seq 40); do grep -q guard "$TMP/kill9/err" && break; sleep 0.05; done
+assert_contains "$TMP/kill9/err" ") ended without stopping its workers (killed, or it crashed): its guard sent SIGKILL to the "
+pgrep -f "^hooprun --guard-of $hp\$" > /dev/null && fail "the guard of hooprun $hp still runs"
+
 # 9. All workers exit 0: hooprun exits 0 and says nothing.
 "$HOOPRUN" --nproc-per-node 3 true > "$TMP/ok.out" 2> "$TMP/ok.err" || fail "3 x true failed"
 [ -s "$TMP/ok.err" ] && fail "hooprun printed on success: $(cat "$TMP/ok.err")"

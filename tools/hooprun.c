@@ -755,6 +755,7 @@ static int check_fault_rank(const hooprun_plan *p)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--guard-of") == 0) return hooprun_guard_main(argc, argv);
     cli c;
     int rc = parse_cli(argc, argv, &c);
     if (rc) return rc < 0 ? 0 : rc;
@@ -785,6 +786,7 @@ int main(int argc, char **argv)
     if (rc == 0 && !c.dry_run) rc = check_prog(plan.argv[0]);
     if (rc == 0 && !c.dry_run) rc = run_attempts(&plan, &reserve_fd);
     hooprun_agent_close(&plan, rc);
+    hooprun_guard_end();
     if (reserve_fd >= 0) close(reserve_fd);
     return rc;
 }

@@ -113,7 +113,9 @@ static int signal_children(const supervisor *s, int sig, int orphans_only)
     for (char *p = buf, *end; *p; p = end) {
         long pid = strtol(p, &end, 10);
         if (end == p) break;
-        if (pid <= 1 || (orphans_only && find_worker(s, (pid_t)pid) != NULL)) continue;
+        if (pid <= 1 || pid == hooprun_guard_pid() ||
+            (orphans_only && find_worker(s, (pid_t)pid) != NULL))
+            continue;
         if (kill((pid_t)pid, sig) == 0) count++;
     }
     return count;
@@ -238,11 +240,10 @@ static void reap(supervisor *s, int64_t now)
     }
 }
 
-static int have_children(void)
+/* Any child (a zombie too) but the guard. */
+static int have_children(const supervisor *s)
 {
-    siginfo_t si;
-    memset(&si, 0, sizeof(si));
-    return waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
+    return signal_children(s, 0, 0) > 0;
 }
 
 // ----- start-up ---------------------------------------------------------------------
@@ -336,6 +337,11 @@ int hooprun_signals_init(void)
     if (sfd < 0) {
         sigset_t set;
         sigemptyset(&set);
+        if (hooprun_guard_start() != 0)
+            HOOP_INFO(LAUNCH,
+                      "no guard for the workers' process groups (%s): a hooprun killed "
+                      "with SIGKILL leaves what its workers started running",
+                      hoop__strerror(errno));
         main_thread = pthread_self();
         /* Also replaces SIG_IGN: a shell starts background jobs with SIGINT ignored; we
          * still want to see it. Reset to SIG_DFL by a worker's exec. */
@@ -487,6 +493,7 @@ static int spawn(supervisor *s, int local_rank)
         return -1;
     }
     setpgid(pid, pid); /* also here, so no signal can reach the worker before it has a group */
+    hooprun_guard_watch(pid);
     HOOP_INFO(LAUNCH, "rank %d: pid %d, its own process group", w->rank, (int)pid);
     w->pid = pid;
     w->running = 1;
@@ -582,8 +589,8 @@ static int step(supervisor *s, struct pollfd *pfd, hooprun_stream **who, worker 
     probe_nodes(s);
     int left = workers_left(s);
     if (!s->stopping && s->stop_at_ns && hoop__now_ns() >= s->stop_at_ns) begin_stop(s);
-    if (left == 0 && !s->stopping && (signal_groups(s, 0) > 0 || have_children())) begin_stop(s);
-    if (left == 0 && !have_children()) return 0;
+    if (left == 0 && !s->stopping && (signal_groups(s, 0) > 0 || have_children(s))) begin_stop(s);
+    if (left == 0 && !have_children(s)) return 0;
     /* Grandchildren that left their worker's group come to us when their parent dies:
      * repeat the signal for them on every round (at least every STOP_TICK_MS). */
     if (s->killed)
@@ -652,6 +659,7 @@ int hooprun_supervise(const hooprun_plan *plan, int *failed)
         begin_stop(&s); /* their deaths by SIGTERM are ours, not theirs */
     }
     run_loop(&s);
+    hooprun_guard_forget(); /* every group is empty now, its processes reaped */
     int all_ok = !s.spawn_failed;
     for (int i = 0; i < s.n; i++)
         all_ok = all_ok && WIFEXITED(s.w[i].status) && WEXITSTATUS(s.w[i].status) == 0;

@@ -3,10 +3,12 @@
 
 # hooprun: the launcher (options and restarts in hooprun.c, the supervisor in hooprun_proc.c,
 # output relay in hooprun_out.c, the failure summary in hooprun_report.c, the nodes'
-# rendezvous for restarts in hooprun_agent.c).
+# rendezvous for restarts in hooprun_agent.c, the guard of the workers' groups in
+# hooprun_guard.c).
 bin_PROGRAMS += tools/hooprun
 tools_hooprun_SOURCES = tools/hooprun.c tools/hooprun_proc.c tools/hooprun_bind.c \
-	tools/hooprun_out.c tools/hooprun_report.c tools/hooprun_agent.c tools/hooprun.h
+	tools/hooprun_out.c tools/hooprun_report.c tools/hooprun_agent.c tools/hooprun_guard.c \
+	tools/hooprun.h
 tools_hooprun_LDADD = libhoopcore.la $(HOOP_DEP_LIBS)
 
 # Launcher tests: shell scripts driving hooprun with small shell workers.
