@@ -1026,7 +1026,7 @@ END_TEST
 START_TEST(test_named_owner_gives_up)
 {
     static const hoop__store_naming naming = {"node 0's hooprun", "MASTER_ADDR:MASTER_PORT + 1",
-                                              "--nnodes"};
+                                              "--nnodes", 1};
     int port = free_port();
     hoop_store_config cfg = {.host = "127.0.0.1",
                              .port = port,
@@ -1055,6 +1055,46 @@ START_TEST(test_named_owner_gives_up)
         ck_assert_msg(strstr(g1.msg, want[i]), "rank 1: '%s' lacks '%s'", g1.msg, want[i]);
     ck_assert_msg(!strstr(g1.msg, "rank 0's store"), "rank 1: '%s'", g1.msg);
     ASSERT_OK(hoop_store_destroy(r1));
+}
+END_TEST
+
+/* The nodes' store calls its ranks nodes: a node claimed twice once every node came is
+ * refused alone, told to give each node's hooprun its own --node-rank (a refusal, as
+ * hoop__store_last_refused says), and a node that hangs up is named as a node whose
+ * hooprun died. */
+START_TEST(test_nodes_store_words)
+{
+    static const hoop__store_naming naming = {"node 0's hooprun", "MASTER_ADDR:MASTER_PORT + 1",
+                                              "--nnodes", 1};
+    int port = free_port();
+    hoop_store_config cfg = {.host = "127.0.0.1",
+                             .port = port,
+                             .token = TOKEN,
+                             .rank = 0,
+                             .world_size = 2,
+                             .timeout_ms = 5000};
+    hoop_store *r0 = NULL, *r1 = NULL, *dup = NULL;
+    ASSERT_OK(hoop__store_init_served(&r0, &cfg, &naming));
+    cfg.rank = 1;
+    ASSERT_OK(hoop__store_init_served(&r1, &cfg, &naming));
+    ck_assert_int_eq(hoop__store_last_refused(), 0);
+    ck_assert_int_eq(hoop__store_init_served(&dup, &cfg, &naming), HOOP_ERR_REMOTE);
+    ck_assert_int_eq(hoop__store_last_refused(), 1);
+    ASSERT_MSG_HAS("the server refused this client: node 1 claimed twice: by 127.0.0.1:");
+    ASSERT_MSG_HAS("; give each node's hooprun its own --node-rank, 0..1");
+    hoop__store_abandon(r1); /* its hooprun died */
+    int lost = -1, found = 0;
+    char why[300];
+    for (int i = 0; i < 100 && lost < 0; i++) {
+        ASSERT_OK(hoop__store_probe(r0, NULL, &lost, &found, why, sizeof(why)));
+        if (lost < 0) msleep(20);
+    }
+    ck_assert_int_eq(lost, 1);
+    ck_assert_msg(strstr(why, "node 1 (127.0.0.1:") &&
+                      strstr(why, ") hung up on the store without closing it (its hooprun died"),
+                  "%s", why);
+    ASSERT_OK(hoop_store_destroy(r1));
+    ASSERT_OK(hoop_store_destroy(r0));
 }
 END_TEST
 
@@ -2262,6 +2302,7 @@ int main(void)
     tcase_add_test(procs, test_wait_async_server_stopped);
     tcase_add_test(procs, test_post_only_applied);
     tcase_add_test(procs, test_interrupt_owed);
+    tcase_add_test(procs, test_nodes_store_words);
     tcase_add_test(procs, test_rank_dies_in_allgather);
     tcase_add_test(procs, test_rank_restarted_midway);
     suite_add_tcase(s, procs);

@@ -72,13 +72,15 @@ assert_contains "$TMP/h0" "meanwhile its store refused a client at 127.0.0.1:"
 assert_contains "$TMP/h0" "claiming rank 1: wrong or missing HOOP_TOKEN"
 grep -q s3cret "$TMP/h0" "$TMP/h1" && fail "a token was printed: $(cat "$TMP/h0" "$TMP/h1")"
 
-# Two nodes started with the same --node-rank (1 of 3): rank 1 is claimed twice. The store
+# Two nodes started with the same --node-rank (1 of 3): node 1 is claimed twice. The store
 # refuses the second claimant and the job ends at once (HOOP_TIMEOUT=30 s), every node
-# naming the rank and both claimants' addresses.
+# naming the node, both claimants' addresses and the flag, and exiting 2 (bad flags: it
+# said "rank 1" and exited 1).
 port=$((20000 + RANDOM % 12000))
-node() { # NODE_RANK: hooprun for that node, stderr in $TMP/n$2
-    HOOP_TOKEN=dup HOOP_TIMEOUT=30 "$HOOPRUN" --nnodes 3 --node-rank "$1" --nproc-per-node 1 \
-        --master-addr 127.0.0.1 --master-port $port "$SMOKE" > /dev/null 2> "$TMP/n$2"
+node() { # NODE_RANK NAME [NNODES]: hooprun for that node, stderr in $TMP/n$2
+    HOOP_TOKEN=dup HOOP_TIMEOUT=30 "$HOOPRUN" --nnodes "${3:-3}" --node-rank "$1" \
+        --nproc-per-node 1 --master-addr 127.0.0.1 --master-port $port "$SMOKE" \
+        > /dev/null 2> "$TMP/n$2"
 }
 t0=$(now_ms)
 node 0 a & pa=$!
@@ -89,14 +91,27 @@ wait $pa; rca=$?
 wait $pb; rcb=$?
 ms=$(($(now_ms) - t0))
 echo "--node-rank 1 twice: rc=$rca,$rcb,$rcc, ${ms} ms"
-[ "$rca,$rcb,$rcc" = 1,1,1 ] || { cat "$TMP"/n?; fail "--node-rank 1 twice gave $rca,$rcb,$rcc"; }
+[ "$rca,$rcb,$rcc" = 2,2,2 ] || { cat "$TMP"/n?; fail "--node-rank 1 twice gave $rca,$rcb,$rcc"; }
 [ "$ms" -lt 10000 ] || fail "--node-rank 1 twice took $ms ms to fail (HOOP_TIMEOUT=30)"
 for n in a b c; do
-    assert_contains "$TMP/n$n" "rank 1 claimed twice: by 127.0.0.1:"
-    assert_contains "$TMP/n$n" "; check --node-rank / RANK"
+    assert_contains "$TMP/n$n" "node 1 claimed twice: by 127.0.0.1:"
+    assert_contains "$TMP/n$n" "; give each node's hooprun its own --node-rank, 0..2"
 done
-grep -q "refused this client: rank 1 claimed twice" "$TMP/nb" "$TMP/nc" ||
-    fail "neither rank 1 was told it was refused: $(cat "$TMP/nb" "$TMP/nc")"
+grep -q "refused this client: node 1 claimed twice" "$TMP/nb" "$TMP/nc" ||
+    fail "neither node 1 was told it was refused: $(cat "$TMP/nb" "$TMP/nc")"
+# Nodes told different --nnodes: both exit 2 at once, naming the flag and both values.
+port=$((20000 + RANDOM % 12000))
+node 0 d 2 &
+pd=$!
+node 1 e 3
+rce=$?
+wait $pd
+rcd=$?
+echo "--nnodes 2 vs 3: rc=$rcd,$rce"
+[ "$rcd,$rce" = 2,2 ] || { cat "$TMP"/n[de]; fail "--nnodes 2 vs 3 gave $rcd,$rce"; }
+for n in d e; do
+    assert_contains "$TMP/n$n" "--nnodes 3 on node 1 but --nnodes 2 on node 0: give every node's hooprun the same --nnodes"
+done
 
 # -h is --help (exit 0, the usage); --help with a value is refused like any bad argument.
 "$SMOKE" -h > "$TMP/h" 2>&1 || fail "hoop-smoke -h exited $?"

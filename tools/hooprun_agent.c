@@ -179,10 +179,14 @@ int hooprun_agent_open(hooprun_plan *p)
                              .world_size = p->nnodes,
                              .timeout_ms = timeout_ms};
     static const hoop__store_naming naming = {"node 0's hooprun", "MASTER_ADDR:MASTER_PORT + 1",
-                                              "--nnodes"};
-    if (hoop__store_init_served(&p->agents, &cfg, &naming) != HOOP_OK) {
+                                              "--nnodes", 1};
+    hoop_status s = hoop__store_init_served(&p->agents, &cfg, &naming);
+    if (s != HOOP_OK) {
         p->agents = NULL;
-        return say(p, "connecting");
+        say(p, "connecting");
+        /* Refused (a --node-rank taken, another --nnodes, HOOP_TOKEN), or the store gave up
+         * over such a node: how the nodes were started is wrong. */
+        return hoop__store_last_refused() || s == HOOP_ERR_MISMATCH ? 2 : 1;
     }
     /* Node 0's hooprun may stall (load, a debugger) without being gone: its replies may
      * come as late as HOOP_TIMEOUT before a node gives the meeting up. */
@@ -229,8 +233,9 @@ static int peer_left(const hooprun_plan *p)
 }
 
 /* A failed meeting (s: the store call's status, msg: its account): peer_left's account,
- * else msg. A meeting that timed out is told as such: the nodes that time out with this
- * one leave notes that do not say why. */
+ * else msg, and 1, or 2 when node 0's store gave up over a node it refused (how the
+ * nodes were started is wrong: HOOP_ERR_MISMATCH). A meeting that timed out is told as
+ * such: the nodes that time out with this one leave notes that do not say why. */
 static int meeting_failed(const hooprun_plan *p, hoop_status s, const char *when, const char *msg)
 {
     char at[400];
@@ -238,7 +243,7 @@ static int meeting_failed(const hooprun_plan *p, hoop_status s, const char *when
     if (rc) return rc;
     where(p, at, sizeof(at));
     fprintf(stderr, "hooprun (node %d): %s, %s: %s\n", p->node_rank, at, when, msg);
-    return 1;
+    return s == HOOP_ERR_MISMATCH ? 2 : 1;
 }
 
 /* What every node was told must agree (all: every node's card, from the first meeting).
@@ -351,8 +356,9 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
         goto out;
     }
     const void *mine = m == CARDS ? (const void *)&cards[p->node_rank] : "1";
-    if (hoop_store_set(p->agents, keys[p->node_rank], mine, m == CARDS ? sizeof(agent_card) : 1) !=
-        HOOP_OK) {
+    hoop_status set =
+        hoop_store_set(p->agents, keys[p->node_rank], mine, m == CARDS ? sizeof(agent_card) : 1);
+    if (set != HOOP_OK) {
         if (caught) {
             rc = stopped_silent(p, stop_signal(), when, m);
             goto out;
@@ -360,7 +366,7 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
         snprintf(msg, sizeof(msg), "%s", hoop_last_error());
         rc = m == END && hoop__store_goodbye_code(p->agents) == HOOP_OK
                  ? 0
-                 : meeting_failed(p, HOOP_ERR_REMOTE, when, msg);
+                 : meeting_failed(p, set == HOOP_ERR_MISMATCH ? set : HOOP_ERR_REMOTE, when, msg);
         goto out;
     }
     if (m == END && hooprun_stopped_by()) { /* interrupted, yet every worker exited 0 */
@@ -403,7 +409,7 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
             break;
         }
         if (!timed_out) { /* a node lost, or the store gone: a note may say why */
-            rc = meeting_failed(p, HOOP_ERR_REMOTE, when, msg);
+            rc = meeting_failed(p, s == HOOP_ERR_MISMATCH ? s : HOOP_ERR_REMOTE, when, msg);
             break;
         }
         /* At the end, the attempt's failure before a hooprun's exit it caused. */

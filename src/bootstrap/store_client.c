@@ -77,6 +77,9 @@ struct hoop_store {
     void *interrupt_arg;
 };
 
+/* hoop__store_last_refused: set by a refused handshake, cleared by each connect. */
+static _Thread_local int last_refused;
+
 // ----- connection loss --------------------------------------------------------------------
 
 /* Closes the socket, remembers why, and fails with st naming the server. */
@@ -196,7 +199,7 @@ static hoop_status on_goodbye(hoop_store *st, hoop__rd *rd)
         /* This rank's own store gave up (it refused a rank of the job): say so plainly. */
         snprintf(why, sizeof(why), "%.*s", (int)n, (const char *)text);
         lose(st, s, why);
-        return HOOP_ERROR(s, "rank %d's store %s", st->rank, fault);
+        return HOOP_ERROR(s, "%s's store %s", st->rendezvous ? st->owner : "this rank", fault);
     }
     if (st->rendezvous)
         snprintf(why, sizeof(why), "%s %s its store: %.*s", st->owner,
@@ -467,6 +470,7 @@ static hoop_status handshake(hoop_store *st, int64_t deadline_ns, int *final)
     if (status != HOOP__STORE_R_REFUSED || rd.bad || rd.left)
         return foreign(st, st->in.data, st->in.len);
     char why[HOOP__STORE_REASON_MAX + 64];
+    last_refused = 1;
     snprintf(why, sizeof(why), "the server refused this client: %.*s", (int)n, (const char *)text);
     return lose(st, HOOP_ERR_REMOTE, why);
 }
@@ -516,6 +520,7 @@ static hoop_status try_connect(hoop_store *st, const struct addrinfo *res, int64
 static hoop_status connect_retry(hoop_store *st, const char *host, int port)
 {
     struct addrinfo *res;
+    last_refused = 0;
     HOOP_CHECK(hoop__store_resolve(host, port, 0, &res));
     int64_t deadline_ns = hoop__deadline_ns(st->timeout_ms);
     int step_ms = BACKOFF_MIN_MS;
@@ -576,7 +581,13 @@ static hoop_status check_client_config(const hoop_store_config *cfg)
     return HOOP_OK;
 }
 
-const hoop__store_naming hoop__store_workers = {"rank 0", "MASTER_ADDR:MASTER_PORT", "WORLD_SIZE"};
+const hoop__store_naming hoop__store_workers = {"rank 0", "MASTER_ADDR:MASTER_PORT", "WORLD_SIZE",
+                                                0};
+
+int hoop__store_last_refused(void)
+{
+    return last_refused;
+}
 
 static hoop_status store_init(hoop_store **out, const hoop_store_config *cfg, int rendezvous,
                               const hoop__store_naming *naming)

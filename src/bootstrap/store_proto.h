@@ -453,6 +453,7 @@ typedef struct hoop__store_naming {
     const char *owner;
     const char *place;
     const char *size;
+    int nodes; /* its ranks are nodes' hoopruns: the server says "node 1" (below) */
 } hoop__store_naming;
 
 extern const hoop__store_naming hoop__store_workers;
@@ -471,6 +472,16 @@ hoop_status hoop__store_init_rendezvous(hoop_store **out, const hoop_store_confi
  * hoop_store_init. */
 hoop_status hoop__store_init_served(hoop_store **out, const hoop_store_config *cfg,
                                     const hoop__store_naming *naming);
+
+/* hoop_store_server_init for the nodes' hoopruns (naming->nodes): its messages call a
+ * rank "node" ("node 1 claimed twice ...; give each node's hooprun its own --node-rank",
+ * "--nnodes 3 on node 1 but --nnodes 2 on node 0", "nodes that never connected"). */
+hoop_status hoop__store_server_init_nodes(hoop_store_server **out, const hoop_store_config *cfg);
+
+/* 1 when the calling thread's last connection to a store (hoop_store_init and the
+ * calls above) failed because the server refused it (a wrong token, world size or rank,
+ * a rank claimed twice, a store that gave up): a configuration error, not an outage. */
+int hoop__store_last_refused(void);
 
 /* Notes why this rank is giving up (code and the thread's message, e.g. a timed-out
  * all-gather); the first note is kept. On rank 0 the owned server passes it to every

@@ -96,6 +96,8 @@ struct hoop_store_server {
     hoop__store_table table;
     int world_size;             /* from the config (0: unknown), to name ranks never seen */
     int owner_rank;             /* from the config (-1: none): whose store this is, for messages */
+    int nodes;                  /* its ranks are nodes' hoopruns (hoop__store_server_init_nodes) */
+    const char *unit;           /* "rank", or "node": what messages call a client's rank */
     unsigned char *seen;        /* [world_size]: rank r said HELLO at some point */
     conn **holder;              /* [world_size]: the live connection that holds rank r, or NULL */
     int lost_rank;              /* the first rank lost (store_proto.h, "A rank lost"); -1: none */
@@ -114,10 +116,10 @@ struct hoop_store_server {
 
 // ----- connection lifetime -----------------------------------------------------------
 
-static const char *peer_name(const conn *c, char *buf, size_t cap)
+static const char *peer_name(const hoop_store_server *s, const conn *c, char *buf, size_t cap)
 {
     if (c->authed && c->rank >= 0)
-        snprintf(buf, cap, "%s (rank %d)", c->peer, c->rank);
+        snprintf(buf, cap, "%s (%s %d)", c->peer, s->unit, c->rank);
     else
         snprintf(buf, cap, "%s", c->peer);
     return buf;
@@ -181,8 +183,8 @@ static void conn_close(hoop_store_server *s, conn *c)
 static void conn_drop(hoop_store_server *s, conn *c, const char *why)
 {
     char who[96];
-    HOOP_WARN("store %s: closing connection from %s: %s", s->name, peer_name(c, who, sizeof(who)),
-              why);
+    HOOP_WARN("store %s: closing connection from %s: %s", s->name,
+              peer_name(s, c, who, sizeof(who)), why);
     conn_close(s, c);
 }
 
@@ -366,14 +368,14 @@ static void reply_wait_lost(hoop_store_server *s, conn *c)
  * complete: a complete one was answered when its last key was set). */
 static void rank_lost(hoop_store_server *s, const conn *c)
 {
-    HOOP_INFO(BOOT, "store %s: rank %d (%s) hung up without closing its store client", s->name,
-              c->rank, c->peer);
+    HOOP_INFO(BOOT, "store %s: %s %d (%s) hung up without closing its store client", s->name,
+              s->unit, c->rank, c->peer);
     if (s->lost_rank < 0) {
         s->lost_rank = c->rank;
         snprintf(s->lost_why, sizeof(s->lost_why),
-                 "rank %d (%s) hung up on the store without closing it (its process died, was "
-                 "killed or lost the network)",
-                 c->rank, c->peer);
+                 "%s %d (%s) hung up on the store without closing it (its %s died, was killed "
+                 "or lost the network)",
+                 s->unit, c->rank, c->peer, s->nodes ? "hooprun" : "process");
     }
     for (conn *w = s->parked, *next; w; w = next) {
         next = w->pnext;
@@ -445,7 +447,7 @@ static void queue_goodbye(hoop_store_server *s, conn *c, uint8_t code, const cha
 static void give_up(hoop_store_server *s, int rank, const char *peer, const char *why)
 {
     char fault[sizeof(s->fault)], reason[sizeof(fault) + 8];
-    snprintf(fault, sizeof(fault), "refused rank %d (%s): %s", rank, peer, why);
+    snprintf(fault, sizeof(fault), "refused %s %d (%s): %s", s->unit, rank, peer, why);
     pthread_mutex_lock(&s->bye_mu);
     snprintf(s->fault, sizeof(s->fault), "%s", fault);
     pthread_mutex_unlock(&s->bye_mu);
@@ -474,11 +476,12 @@ static void refuse(hoop_store_server *s, conn *c, int rank, const char *why, int
         give_up(s, rank, c->peer, why); /* which says it */
         return;
     }
-    HOOP_WARN("store %s: refused connection from %s (rank %d): %s", s->name, c->peer, rank, why);
+    HOOP_WARN("store %s: refused connection from %s (%s %d): %s", s->name, c->peer, s->unit, rank,
+              why);
     if (!fatal && !s->fault[0]) {
         pthread_mutex_lock(&s->bye_mu);
-        snprintf(s->stranger, sizeof(s->stranger), "a client at %s claiming rank %d: %s", c->peer,
-                 rank, why);
+        snprintf(s->stranger, sizeof(s->stranger), "a client at %s claiming %s %d: %s", c->peer,
+                 s->unit, rank, why);
         pthread_mutex_unlock(&s->bye_mu);
     }
 }
@@ -489,7 +492,12 @@ static void world_size_check(const hoop_store_server *s, int rank, int world_siz
 {
     why[0] = '\0';
     if (s->world_size <= 0 || world_size <= 0 || world_size == s->world_size) return;
-    if (s->owner_rank >= 0)
+    if (s->nodes && s->owner_rank >= 0)
+        snprintf(why, cap,
+                 "--nnodes %d on node %d but --nnodes %d on node %d: give every node's "
+                 "hooprun the same --nnodes",
+                 world_size, rank, s->world_size, s->owner_rank);
+    else if (s->owner_rank >= 0)
         snprintf(why, cap,
                  "WORLD_SIZE=%d on rank %d but WORLD_SIZE=%d on rank %d (with hooprun: give "
                  "every node the same --nnodes and --nproc-per-node)",
@@ -535,16 +543,23 @@ static int claimed_twice(hoop_store_server *s, conn *c, int rank, char *why, siz
     conn *h = s->holder[rank];
     if (h == NULL || h == c || h->dead) return 0;
     if (peer_gone(h)) {
-        HOOP_INFO(BOOT, "store %s: %s (rank %d) disconnected; %s takes rank %d", s->name, h->peer,
-                  rank, c->peer, rank);
+        HOOP_INFO(BOOT, "store %s: %s (%s %d) disconnected; %s takes it", s->name, h->peer, s->unit,
+                  rank, c->peer);
         conn_close(s, h);
         return 0;
     }
-    snprintf(why, cap,
-             "rank %d claimed twice: by %s and %s; check --node-rank / RANK (two processes; "
-             "under Slurm one hooprun per node: srun --ntasks-per-node=1), or open one store "
-             "per process (hoop_store_init_env once, then config.store for each comm)",
-             rank, h->peer, c->peer);
+    if (s->nodes)
+        snprintf(why, cap,
+                 "node %d claimed twice: by %s and %s; give each node's hooprun its own "
+                 "--node-rank, 0..%d (under Slurm one hooprun per node: srun "
+                 "--ntasks-per-node=1)",
+                 rank, h->peer, c->peer, s->world_size - 1);
+    else
+        snprintf(why, cap,
+                 "rank %d claimed twice: by %s and %s; check --node-rank / RANK (two processes; "
+                 "under Slurm one hooprun per node: srun --ntasks-per-node=1), or open one store "
+                 "per process (hoop_store_init_env once, then config.store for each comm)",
+                 rank, h->peer, c->peer);
     return 1;
 }
 
@@ -586,8 +601,8 @@ static const char *on_hello(hoop_store_server *s, conn *c, hoop__rd *r)
     int in_world = s->seen && rank >= 0 && rank < s->world_size;
     if (s->linger_until) { /* the owner gave up: this latecomer hears why, then goes */
         if (in_world) s->seen[rank] = 1;
-        HOOP_INFO(BOOT, "store %s: told %s (rank %d), who came after its owner gave up, why",
-                  s->name, c->peer, (int)rank);
+        HOOP_INFO(BOOT, "store %s: told %s (%s %d), who came after its owner gave up, why", s->name,
+                  c->peer, s->unit, (int)rank);
         queue_goodbye(s, c, s->linger_code, s->linger_reason);
         return NULL;
     }
@@ -607,7 +622,7 @@ static const char *on_hello(hoop_store_server *s, conn *c, hoop__rd *r)
         s->seen[rank] = 1;
         s->holder[rank] = c;
     }
-    HOOP_INFO(BOOT, "store %s: client %s (rank %d) connected", s->name, c->peer, (int)rank);
+    HOOP_INFO(BOOT, "store %s: client %s (%s %d) connected", s->name, c->peer, s->unit, (int)rank);
     reply_status(c, HOOP__STORE_R_OK);
     return NULL;
 }
@@ -1041,7 +1056,8 @@ static void close_all(hoop_store_server *s)
 
 // ----- GOODBYE: telling every client why the server stops ---------------------------------
 
-/* Appends "; ranks that never connected: 2,3" to reason when the world size is known. */
+/* Appends "; ranks that never connected to the store: 2,3" (nodes: "nodes ...") to reason
+ * when the world size is known. */
 static void add_never_seen(const hoop_store_server *s, char *reason, size_t cap)
 {
     size_t used = strlen(reason);
@@ -1052,8 +1068,9 @@ static void add_never_seen(const hoop_store_server *s, char *reason, size_t cap)
             snprintf(reason + used, cap - used, ",...");
             return;
         }
-        int k = snprintf(reason + used, cap - used, "%s%d",
-                         first ? "; ranks that never connected to the store: " : ",", r);
+        int k =
+            snprintf(reason + used, cap - used, "%s%s%s%d", first ? "; " : ",",
+                     first ? s->unit : "", first ? "s that never connected to the store: " : "", r);
         used += k > 0 ? (size_t)k : 0;
         first = 0;
     }
@@ -1300,7 +1317,7 @@ static hoop_status check_config(const hoop_store_config *cfg)
     return HOOP_OK;
 }
 
-HOOP_API hoop_status hoop_store_server_init(hoop_store_server **out, const hoop_store_config *cfg)
+static hoop_status server_init(hoop_store_server **out, const hoop_store_config *cfg, int nodes)
 {
     if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: out is NULL");
     *out = NULL;
@@ -1317,6 +1334,8 @@ HOOP_API hoop_status hoop_store_server_init(hoop_store_server **out, const hoop_
         HOOP_CHECK_GOTO(hoop__calloc(&s->holder, (size_t)cfg->world_size), st, fail);
     }
     s->owner_rank = cfg->rank >= 0 ? cfg->rank : -1;
+    s->nodes = nodes;
+    s->unit = nodes ? "node" : "rank";
     s->lost_rank = -1;
     s->timeout_ms = cfg->timeout_ms;
     if (s->timeout_ms < 0) HOOP_CHECK_GOTO(hoop__env_ms("HOOP_TIMEOUT", &s->timeout_ms), st, fail);
@@ -1329,6 +1348,16 @@ HOOP_API hoop_status hoop_store_server_init(hoop_store_server **out, const hoop_
 fail:
     hoop_store_server_destroy(s);
     return st;
+}
+
+HOOP_API hoop_status hoop_store_server_init(hoop_store_server **out, const hoop_store_config *cfg)
+{
+    return server_init(out, cfg, 0);
+}
+
+hoop_status hoop__store_server_init_nodes(hoop_store_server **out, const hoop_store_config *cfg)
+{
+    return server_init(out, cfg, 1);
 }
 
 HOOP_API int hoop_store_server_port(const hoop_store_server *srv)

@@ -388,7 +388,8 @@ static hoop_status start_rank0_server(const hoop_store_config *cfg, hoop_store_s
     hoop_store_config sc = *cfg;
     if (!is_loopback(res)) sc.host = res->ai_family == AF_INET6 ? "::" : NULL;
     freeaddrinfo(res);
-    hoop_status s = hoop_store_server_init(srv, &sc);
+    hoop_status s =
+        naming->nodes ? hoop__store_server_init_nodes(srv, &sc) : hoop_store_server_init(srv, &sc);
     if (s != HOOP_OK) {
         char why[512];
         snprintf(why, sizeof(why), "%s", hoop_last_error());
@@ -429,8 +430,8 @@ hoop_status hoop__store_init_served(hoop_store **out, const hoop_store_config *c
     hoop_status s = hoop__store_init_rendezvous(out, &cfg, naming);
     char fault[700];
     if (s != HOOP_OK && hoop__store_server_fault(srv, fault, sizeof(fault)))
-        s = HOOP_ERROR(HOOP_ERR_MISMATCH, "rank %d's store %s (before rank %d itself connected)",
-                       cfg.rank, fault, cfg.rank); /* a bad rank came first: say what rank 0 saw */
+        s = HOOP_ERROR(HOOP_ERR_MISMATCH, "%s's store %s (before %s itself connected)",
+                       naming->owner, fault, naming->owner); /* a bad rank came first */
     if (s != HOOP_OK) {
         hoop_store_server_destroy(srv);
         return s;
