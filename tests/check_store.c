@@ -1296,14 +1296,14 @@ START_TEST(test_interrupt_owed)
     ck_assert_int_eq(hoop_store_set(a, "k", "2", 1), HOOP_ERR_TIMEOUT);
     ASSERT_MSG_HAS("stopped waiting for ");
     ASSERT_MSG_HAS("(interrupted; the reply is still owed)");
-    /* a look, then 3 slices of 100 ms, then the word to stop */
-    ck_assert_msg(ms_since(t0) >= 250 && ms_since(t0) < 900, "interrupted after %.0f ms",
+    /* 4 slices of 100 ms, the interrupt asked after each: the fourth stops */
+    ck_assert_msg(ms_since(t0) >= 350 && ms_since(t0) < 1000, "interrupted after %.0f ms",
                   ms_since(t0));
     ck_assert_int_eq(interrupt_calls, 4);
     ck_assert_int_eq(hoop__store_owed(a), 1);
     t0 = hoop__now_ns();
     ck_assert_int_eq(hoop_store_set(a, "k", "3", 1), HOOP_ERR_TIMEOUT); /* not sent */
-    ck_assert_msg(ms_since(t0) < 200, "an interrupted set took %.0f ms", ms_since(t0));
+    ck_assert_msg(ms_since(t0) < 500, "an interrupted set took %.0f ms", ms_since(t0));
     ASSERT_OK(hoop__store_settle_within(a, 200, &done));
     ck_assert_int_eq(done, 0);
     interrupt_calls = 0;

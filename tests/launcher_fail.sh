@@ -226,7 +226,8 @@ grep -q "did not stop within" "$TMP/stop/err" && fail "the stopped rank waited f
 
 # 10. hooprun killed with SIGKILL (the OOM killer): its workers die with it
 # (PR_SET_PDEATHSIG), and what they started in their groups is killed by hooprun's guard
-# within moments (it ran on, re-parented to init, holding what the job held).
+# within moments (it ran on, re-parented to init, holding what the job held); the guard,
+# killed by hand first, was replaced.
 cat > "$TMP/hold.sh" << 'W'
 #!/bin/bash
 sleep 61 &
@@ -244,6 +245,16 @@ for _ in $(seq 200); do
     [ -e "$TMP/kill9/ready.0" ] && [ -e "$TMP/kill9/ready.1" ] && break
     sleep 0.05
 done
+# A guard killed by hand is replaced (it was not: a break test).
+g1=$(pgrep -f "^hooprun --guard-of $hp\$")
+[ -n "$g1" ] || fail "no guard runs beside hooprun $hp"
+kill -KILL "$g1"
+for _ in $(seq 100); do
+    g2=$(pgrep -f "^hooprun --guard-of $hp\$")
+    [ -n "$g2" ] && [ "$g2" != "$g1" ] && break
+    sleep 0.02
+done
+[ -n "$g2" ] && [ "$g2" != "$g1" ] || fail "the killed guard $g1 was not replaced"
 kill -KILL "$hp"
 wait "$hp" 2> /dev/null
 t0=$(now_ms)
@@ -257,7 +268,38 @@ echo "hooprun killed with SIGKILL: its workers' children ended within $(($(now_m
 [ -z "$left" ] || fail "a worker's child outlived a SIGKILLed hooprun by 3 s:$left"
 for _ in $(seq 40); do grep -q guard "$TMP/kill9/err" && break; sleep 0.05; done
 assert_contains "$TMP/kill9/err" ") ended without stopping its workers (killed, or it crashed): its guard sent SIGKILL to the "
+assert_contains "$TMP/kill9/err" "hooprun: the guard of the workers' process groups (pid $g1) ended (killed?); started another (pid $g2)"
 pgrep -f "^hooprun --guard-of $hp\$" > /dev/null && fail "the guard of hooprun $hp still runs"
+
+# 11. The guard forgets a group once it is empty: rank 1 exits at once, and its pid (its
+# group's id) is taken by another process of this session leading its own group; hooprun
+# killed with SIGKILL then must not take that process along (it did: found by a break
+# test). The pid is steered through ns_last_pid (root only; else this case is skipped).
+mkdir -p "$TMP/reuse"
+"$HOOPRUN" --nproc-per-node 2 bash -c '[ "$RANK" = 1 ] && { echo $$ > "$0/pid.1"; exit 0; }
+echo $$ > "$0/pid.0"; exec sleep 62' "$TMP/reuse" > /dev/null 2> "$TMP/reuse/err" &
+hp=$!
+for _ in $(seq 200); do [ -s "$TMP/reuse/pid.0" ] && [ -s "$TMP/reuse/pid.1" ] && break; sleep 0.05; done
+sleep 0.5 # hooprun has reaped rank 1 and found its group empty
+old=$(cat "$TMP/reuse/pid.1")
+victim=
+if echo $((old - 1)) 2> /dev/null > /proc/sys/kernel/ns_last_pid; then
+    set -m
+    sleep 63 &
+    victim=$!
+    set +m
+fi
+kill -KILL "$hp"
+wait "$hp" 2> /dev/null
+if [ "$victim" = "$old" ]; then
+    sleep 0.5
+    alive "$victim" || fail "hooprun's guard killed process $victim, which took rank 1's group id after rank 1 had exited"
+    echo "a process given rank 1's old group id outlived the SIGKILLed hooprun, as it should"
+else
+    echo "SKIP: case 11 (rank 1's pid could not be given to another process here)"
+fi
+[ -z "$victim" ] || kill -KILL "$victim" 2> /dev/null
+pkill -KILL -f '^sleep 62$'
 
 # 9. All workers exit 0: hooprun exits 0 and says nothing.
 "$HOOPRUN" --nproc-per-node 3 true > "$TMP/ok.out" 2> "$TMP/ok.err" || fail "3 x true failed"

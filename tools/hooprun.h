@@ -180,12 +180,16 @@ int hooprun_stopped_as_asked(void);
  * sends SIGKILL to what is left in the workers' process groups when hooprun ends
  * without stopping them (killed, crashed). hooprun_guard_start returns 0, or -1 (errno
  * set; hooprun goes on without one). hooprun_guard_watch: a worker's group (its pid);
+ * hooprun_guard_check: forgets the groups found empty (each round of the supervisor);
+ * hooprun_guard_reaped: a child reaped (the guard: it is replaced, told the groups);
  * hooprun_guard_forget: every group so far was emptied and reaped; hooprun_guard_pid:
  * the guard's pid (-1: none), a child the supervisor neither waits for nor signals;
  * hooprun_guard_end: at hooprun's exit, ends and reaps it. hooprun_guard_main: the guard
  * itself (`hooprun --guard-of PID`, the pipe on fd 3); returns its exit code. */
 int hooprun_guard_start(void);
 void hooprun_guard_watch(pid_t pgid);
+void hooprun_guard_check(void);
+void hooprun_guard_reaped(pid_t pid);
 void hooprun_guard_forget(void);
 pid_t hooprun_guard_pid(void);
 void hooprun_guard_end(void);

@@ -12,9 +12,12 @@
  * ps), told each worker's process group through a pipe. When the pipe ends (hooprun
  * exited or died), it sends SIGKILL to every process still in those groups, within
  * hooprun's session (a group id reused by another program after the groups emptied is
- * in another session), and says so in one line. hooprun tells it to forget the groups
- * once an attempt has reaped them all, so a normal exit kills nothing, and then reaps
- * it (hooprun_guard_end): no zombie is left.
+ * in another session), and says so in one line (the workers themselves, dying of their
+ * PR_SET_PDEATHSIG meanwhile, are not counted). hooprun tells it to forget a group once
+ * it is empty (hooprun_guard_check, every round of the supervisor: its id may then be
+ * reused, by a process of this very session too) and all of them once an attempt has
+ * reaped them, so a normal exit kills nothing, and then reaps it (hooprun_guard_end): no
+ * zombie is left. A guard that dies (killed by hand) is replaced, told the groups.
  *
  * Not covered: a process that left its worker's group (setsid, setpgid) escapes, as it
  * does a signal to the group; under Slurm the step's cgroup ends those too.
@@ -40,35 +43,89 @@
 /* The most worker groups one attempt has (--nproc-per-node's own limit is below). */
 #define GUARD_MAX_GROUPS 4096
 
+/* How many times a guard that died is replaced before hooprun goes on without one. */
+#define GUARD_RESTARTS 3
+
 static int guard_w = -1;     /* hooprun's write end; -1: no guard */
 static pid_t guard_pid = -1; /* the guard, hooprun's child */
+static int restarts;
+static pid_t watched[GUARD_MAX_GROUPS]; /* what the guard was told */
+static int nwatched;
 
-/* One record on the pipe: a group to watch (pgid > 0), or 0: forget them all. */
-static void tell(int32_t pgid)
+static int start(void);
+
+/* One record on the pipe: watch group pgid (> 0), forget group -pgid (< 0), or forget
+ * them all (0). Returns 0, or -1 when the guard is gone. */
+static int send_one(int32_t rec)
 {
-    if (guard_w < 0) return;
     ssize_t k;
-    while ((k = write(guard_w, &pgid, sizeof(pgid))) == -1 && errno == EINTR) continue;
-    if (k != (ssize_t)sizeof(pgid)) { /* the guard is gone: go on without one */
-        close(guard_w);
-        guard_w = -1;
+    while ((k = write(guard_w, &rec, sizeof(rec))) == -1 && errno == EINTR) continue;
+    return k == (ssize_t)sizeof(rec) ? 0 : -1;
+}
+
+/* The guard died (pid: it, reaped; or -1: its pipe broke): a new one, told every group. */
+static void replace(void)
+{
+    int old = (int)guard_pid;
+    if (guard_w >= 0) close(guard_w);
+    guard_w = -1;
+    guard_pid = -1;
+    if (restarts++ >= GUARD_RESTARTS || start() != 0) {
+        fprintf(stderr,
+                "hooprun: the guard of the workers' process groups (pid %d) ended; going "
+                "on without one\n",
+                old);
+        return;
     }
+    fprintf(stderr,
+            "hooprun: the guard of the workers' process groups (pid %d) ended (killed?); "
+            "started another (pid %d)\n",
+            old, (int)guard_pid);
+    for (int i = 0; i < nwatched; i++)
+        if (send_one((int32_t)watched[i]) != 0) break; /* replaced again at the next record */
+}
+
+static void tell(int32_t rec)
+{
+    if (guard_w >= 0 && send_one(rec) != 0) replace(); /* the new one was told the list */
 }
 
 void hooprun_guard_watch(pid_t pgid)
 {
-    if (pgid > 0) tell((int32_t)pgid);
+    if (pgid <= 0 || nwatched == GUARD_MAX_GROUPS) return;
+    watched[nwatched++] = pgid;
+    tell((int32_t)pgid);
+}
+
+void hooprun_guard_check(void)
+{
+    for (int i = 0; i < nwatched; i++) {
+        if (killpg(watched[i], 0) == 0 || errno != ESRCH) continue;
+        pid_t gone = watched[i];
+        watched[i--] = watched[--nwatched]; /* empty: the id is free for anyone now */
+        tell(-(int32_t)gone);
+    }
+}
+
+void hooprun_guard_reaped(pid_t pid)
+{
+    if (pid > 0 && pid == guard_pid) replace();
 }
 
 void hooprun_guard_forget(void)
 {
+    nwatched = 0;
     tell(0);
 }
 
 int hooprun_guard_start(void)
 {
+    return guard_w >= 0 ? 0 : start();
+}
+
+static int start(void)
+{
     int fds[2];
-    if (guard_w >= 0) return 0;
     if (pipe2(fds, O_CLOEXEC) != 0) return -1;
     char self[24];
     snprintf(self, sizeof(self), "%d", (int)getpid());
@@ -138,7 +195,8 @@ static int proc_ids(long pid, pid_t *pgrp, pid_t *sid, char *state)
 }
 
 /* SIGKILL to every live process of this session in one of the groups; returns how many
- * of them were not killed before (their pids kept in killed[0..*nkilled)). */
+ * of them were not killed before (their pids kept in killed[0..*nkilled)), leaders (the
+ * workers, dying of their PR_SET_PDEATHSIG) not counted. */
 static int kill_groups(const pid_t *groups, int n, pid_t *killed, int *nkilled)
 {
     DIR *d = opendir("/proc");
@@ -156,7 +214,7 @@ static int kill_groups(const pid_t *groups, int n, pid_t *killed, int *nkilled)
         for (int i = 0; i < n && !ours; i++) ours = groups[i] == pgrp;
         for (int i = 0; i < *nkilled && !seen; i++) seen = killed[i] == (pid_t)pid;
         if (!ours || kill((pid_t)pid, SIGKILL) != 0 || seen) continue;
-        fresh++;
+        if (pgrp != (pid_t)pid) fresh++;
         if (*nkilled < GUARD_MAX_GROUPS) killed[(*nkilled)++] = (pid_t)pid;
     }
     closedir(d);
@@ -166,7 +224,9 @@ static int kill_groups(const pid_t *groups, int n, pid_t *killed, int *nkilled)
 int hooprun_guard_main(int argc, char **argv)
 {
     struct stat sb;
-    if (argc != 3 || fstat(GUARD_FD, &sb) != 0 || !S_ISFIFO(sb.st_mode)) {
+    /* Started by hooprun PID (argv[2]), its parent, with the pipe on GUARD_FD. */
+    if (argc != 3 || atol(argv[2]) != (long)getppid() || fstat(GUARD_FD, &sb) != 0 ||
+        !S_ISFIFO(sb.st_mode)) {
         fprintf(stderr, "hooprun: --guard-of is hooprun's own (the guard of its workers), not "
                         "an option to give it\n");
         return 2;
@@ -184,10 +244,14 @@ int hooprun_guard_main(int argc, char **argv)
         ssize_t k = read(GUARD_FD, &rec, sizeof(rec));
         if (k == -1 && errno == EINTR) continue;
         if (k != (ssize_t)sizeof(rec)) break; /* hooprun is gone */
-        if (rec == 0)
+        if (rec == 0) {
             n = 0;
-        else if (n < GUARD_MAX_GROUPS)
+        } else if (rec < 0) { /* that group is empty: its id may be reused */
+            for (int i = 0; i < n; i++)
+                if (groups[i] == (pid_t)-rec) groups[i--] = groups[--n];
+        } else if (n < GUARD_MAX_GROUPS) {
             groups[n++] = (pid_t)rec;
+        }
     }
     if (n == 0) return 0;
     /* What a group's members start while dying joins the group: rounds until none is

@@ -237,6 +237,7 @@ static void reap(supervisor *s, int64_t now)
         if (pid <= 0) return;
         worker *w = find_worker(s, pid);
         if (w != NULL && w->running) worker_ended(s, w, status, now);
+        if (w == NULL) hooprun_guard_reaped(pid);
     }
 }
 
@@ -586,6 +587,7 @@ static int step(supervisor *s, struct pollfd *pfd, hooprun_stream **who, worker 
                 int64_t give_up)
 {
     reap(s, hoop__now_ns());
+    hooprun_guard_check();
     probe_nodes(s);
     int left = workers_left(s);
     if (!s->stopping && s->stop_at_ns && hoop__now_ns() >= s->stop_at_ns) begin_stop(s);

@@ -245,13 +245,14 @@ static hoop_status recv_reply(hoop_store *st, int64_t deadline_ns, uint8_t *stat
 }
 
 /* Waits until a reply's first bytes came or deadline_ns passed (HOOP_OK: recv_reply
- * reads or judges it), asking st->interrupt every INTERRUPT_SLICE_MS meanwhile:
- * HOOP_ERR_TIMEOUT when it asks to stop waiting (the reply is then owed). */
+ * reads or judges it), asking st->interrupt after each INTERRUPT_SLICE_MS without them
+ * (a server that answers at once is never interrupted): HOOP_ERR_TIMEOUT when it asks to
+ * stop waiting (the reply is then owed). */
 static hoop_status await_reply(hoop_store *st, int64_t deadline_ns)
 {
     if (st->interrupt == NULL) return HOOP_OK;
-    for (int64_t ms = 0;; ms = INTERRUPT_SLICE_MS) { /* first a look: it may be there */
-        int64_t until = hoop__deadline_ns(ms);
+    for (;;) {
+        int64_t until = hoop__deadline_ns(INTERRUPT_SLICE_MS);
         if (wait_fd(st->fd, POLLIN, until < deadline_ns ? until : deadline_ns) != 0 ||
             hoop__now_ns() >= deadline_ns)
             return HOOP_OK;

@@ -403,7 +403,7 @@ int hoop__store_posting(const hoop_store *st);
 hoop_status hoop__store_settle_within(hoop_store *st, int64_t wait_ms, int *done);
 
 /* Makes every call on st that waits for a reply (its own, or one still owed) ask
- * interrupt(arg) every 100 ms while none has come: nonzero ends the call with
+ * interrupt(arg) after each 100 ms in which none came: nonzero ends the call with
  * HOOP_ERR_TIMEOUT ("stopped waiting ... (interrupted ...)"). A call interrupted while
  * an earlier reply was owed was not sent; one interrupted waiting for its own reply was
  * (the server applies it), and that reply is owed now: the next call reads and drops it
