@@ -1363,6 +1363,46 @@ START_TEST(test_post_only_applied)
 }
 END_TEST
 
+/* A reply overdue (the server's process stopped past the deadline) loses the connection,
+ * but its socket is kept: a client leaving then posts its notes there, and the server,
+ * running again, applies them (the node that gave up on node 0 was otherwise only "hung
+ * up" to it). */
+START_TEST(test_post_only_after_overdue)
+{
+    int port = free_port();
+    pid_t pid = fork_server(port);
+    hoop_store *a = NULL, *b = NULL;
+    ASSERT_OK(connect_as(&a, port, TOKEN, -1, 0, 10000));
+    ASSERT_OK(connect_as(&b, port, TOKEN, -1, 0, 10000));
+    stop_fully(pid);
+    int status, done = 0, rank, found;
+    char why[64], buf[16];
+    ASSERT_OK(hoop__store_probe_send(a, NULL));
+    int64_t t0 = hoop__now_ns();
+    hoop_status st = HOOP_OK;
+    while (!done && ms_since(t0) < 10000)
+        st = hoop__store_probe_poll(a, 200, &done, &rank, &found, why, sizeof(why));
+    ck_assert_int_eq(st, HOOP_ERR_TIMEOUT); /* overdue after the reply grace (1 s) */
+    ck_assert_int_eq(hoop__store_stalled(a), 1);
+    ck_assert_int_eq(hoop_store_set(a, "late", "x", 1), HOOP_ERR_REMOTE); /* lost */
+    hoop__store_post_only(a);
+    ck_assert_int_eq(hoop__store_stalled(a), 0);
+    ASSERT_OK(hoop_store_set(a, "post/late", "node 1: rank 1 exited with code 7", 33));
+    hoop__store_abandon(a);
+    ASSERT_OK(hoop_store_destroy(a));
+    ck_assert_int_eq(kill(pid, SIGCONT), 0);
+    size_t n = 0;
+    char note[64];
+    ASSERT_OK(hoop_store_get(b, "post/late", note, sizeof(note), &n, 5000));
+    ck_assert_uint_eq(n, 33);
+    ck_assert(memcmp(note, "node 1: rank 1 exited with code 7", 33) == 0);
+    ck_assert_int_eq(hoop_store_get(b, "late", buf, sizeof(buf), &n, 0), HOOP_ERR_TIMEOUT);
+    ASSERT_OK(hoop_store_destroy(b));
+    kill(pid, SIGKILL);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+}
+END_TEST
+
 // ----- errors: a rank lost in the middle of start-up ---------------------------------------
 
 /* A forked child: rank 2 of ws connects to port (retrying until the parent's server is
@@ -2303,6 +2343,7 @@ int main(void)
     tcase_add_test(procs, test_post_only_applied);
     tcase_add_test(procs, test_interrupt_owed);
     tcase_add_test(procs, test_nodes_store_words);
+    tcase_add_test(procs, test_post_only_after_overdue);
     tcase_add_test(procs, test_rank_dies_in_allgather);
     tcase_add_test(procs, test_rank_restarted_midway);
     suite_add_tcase(s, procs);

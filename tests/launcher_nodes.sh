@@ -44,7 +44,11 @@
 #  18. node 1's worker fails while node 0's hooprun is stopped, and SIGTERM to node 1's
 #      hooprun as it goes to the restart's meeting: it leaves at once, posting its notes,
 #      and node 0, continued, mirrors 143 (it waited for node 0's answer to its first
-#      request there, reading no signal, up to HOOP_TIMEOUT).
+#      request there, reading no signal, up to HOOP_TIMEOUT);
+#  19. node 0's hooprun stopped for longer than HOOP_TIMEOUT while node 1's worker fails:
+#      node 1 gives up on it, saying so, and posts its notes on the connection it gave
+#      up, so that node 0, continued, names the worker's failure (it said only that node
+#      1 hung up).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 export HOOP_TOKEN=nodes-test HOOP_TIMEOUT=20
 
@@ -352,4 +356,17 @@ assert_contains "$TMP/restop.0.err" "): rank 1 exited with code 3"
 assert_contains "$TMP/restop.0.err" "'s hooprun exited with 143 (it got SIGTERM: 128 + 15); not starting another attempt"
 grep -q "restart 1 of 1" "$TMP"/restop.[01].err && fail "a restart started: $(cat "$TMP"/restop.[01].err)"
 pgrep -f '^sleep 37$' > /dev/null && { pkill -KILL -f '^sleep 37$'; fail "a worker was left running"; }
+
+# 19. Node 0's hooprun stopped for 6 s (HOOP_TIMEOUT 3 s); node 1's worker fails 0.5 s in.
+TWO_HOOK='wait_blocked $p0 $p1; kill -STOP $p0; sleep 6; kill -CONT $p0'
+HOOP_TIMEOUT=3 NPROC=1 two long 1 1 '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0
+[ "$RANK" = 1 ] && { sleep 0.5; exit 7; }; exec sleep 38'
+unset TWO_HOOK
+[ "$(cat "$TMP/long.rc.1")" = 7 ] || fail "node 1 exited $(cat "$TMP/long.rc.1"), not 7: $(cat "$TMP/long.1.err")"
+assert_contains "$TMP/long.1.err" "hooprun (node 1): node 0's hooprun did not answer before restart 1 within HOOP_TIMEOUT (3000 ms; stopped, or in a debugger?); not starting another attempt"
+assert_contains "$TMP/long.1.err" "hooprun (node 1): node 0's hooprun has not answered within HOOP_TIMEOUT (stopped, or in a debugger?); leaving this node's notes for it to read when it runs again"
+[ "$(cat "$TMP/long.rc.0")" = 1 ] || fail "node 0 exited $(cat "$TMP/long.rc.0"), not 1: $(cat "$TMP/long.0.err")"
+assert_contains "$TMP/long.0.err" "hooprun (node 0): attempt failed on node 1 ("
+assert_contains "$TMP/long.0.err" "): rank 1 exited with code 7; stopping this node's 1 worker"
+pgrep -f '^sleep 38$' > /dev/null && { pkill -KILL -f '^sleep 38$'; fail "a worker was left running"; }
 echo "PASS"

@@ -96,16 +96,23 @@ static int answered(const hooprun_plan *p, int64_t ms)
     return done;
 }
 
-/* Leaves the failure note kept by hooprun_agent_failed. */
+/* Leaves the failure note kept by hooprun_agent_failed, unless another node's came
+ * first; one that could not be left (node 0's hooprun silent past HOOP_TIMEOUT) stays
+ * kept, for the exit to post. */
 static void leave_pending(const hooprun_plan *p)
 {
     char why[8];
     int lost, found = 0;
     if (!pending_key[0]) return;
-    (void)hoop__store_probe(p->agents, pending_key, &lost, &found, why, sizeof(why));
-    if (!found || hoop__store_posting(p->agents)) /* unless another node's came first */
-        (void)hoop_store_set(p->agents, pending_key, pending_note, strlen(pending_note));
-    pending_key[0] = '\0';
+    int posting = hoop__store_posting(p->agents);
+    if (!posting &&
+        hoop__store_probe(p->agents, pending_key, &lost, &found, why, sizeof(why)) == HOOP_OK &&
+        found) {
+        pending_key[0] = '\0';
+        return;
+    }
+    if (hoop_store_set(p->agents, pending_key, pending_note, strlen(pending_note)) == HOOP_OK)
+        pending_key[0] = '\0';
 }
 
 /* Reads the reply to the WAIT just sent (answered at the server within timeout_ms):
@@ -347,6 +354,13 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
             goto out;
         }
     }
+    if (hoop__store_stalled(p->agents)) { /* the answer owed never came in time */
+        fprintf(stderr,
+                "hooprun (node %d): node 0's hooprun did not answer %s within HOOP_TIMEOUT (%lld "
+                "ms; stopped, or in a debugger?); %s\n",
+                p->node_rank, when, (long long)hoop__store_timeout(p->agents, -1), not_next(m));
+        goto out;
+    }
     leave_pending(p);
     /* Before a restart: a node that left on purpose will not come (say so now). Each call
      * so far gave up waiting for node 0 on a signal (caught). */
@@ -571,6 +585,13 @@ int hooprun_agent_look(const hooprun_plan *p, char *why, size_t cap)
     hoop_status s =
         hoop__store_probe_poll(p->agents, HOOPRUN_AGENT_LOOK_MS, &done, &lost, &found, why, cap);
     if (done) looking = 0;
+    if (s != HOOP_OK && hoop__store_stalled(p->agents)) {
+        snprintf(why, cap,
+                 "node 0's hooprun did not answer within HOOP_TIMEOUT (%lld ms; stopped, or in a "
+                 "debugger?)",
+                 (long long)hoop__store_timeout(p->agents, -1));
+        return -1;
+    }
     if (s != HOOP_OK) {
         snprintf(why, cap, "%s", hoop_last_error());
         return -1;
@@ -585,11 +606,20 @@ void hooprun_agent_close(hooprun_plan *p, int rc)
     char why[1100], note[1120], failed[600], own[160], earlier[600], key[80];
     int ignored;
     if (!p->agents) return;
-    if (!answered(p, HOOPRUN_AGENT_QUIET_MS)) { /* node 0's hooprun stalled: post the notes */
+    /* Node 0's hooprun stalled (an answer still owed, or one that never came in time):
+     * the notes are posted. */
+    int silent = !answered(p, HOOPRUN_AGENT_QUIET_MS);
+    if (silent || hoop__store_stalled(p->agents)) {
+        char for_how_long[64];
+        if (silent)
+            snprintf(for_how_long, sizeof(for_how_long), "for %.1f s",
+                     HOOPRUN_AGENT_QUIET_MS / 1000.0);
+        else
+            snprintf(for_how_long, sizeof(for_how_long), "within HOOP_TIMEOUT");
         fprintf(stderr,
-                "hooprun (node %d): node 0's hooprun has not answered for %.1f s (stopped, or "
-                "in a debugger?); leaving this node's notes for it to read when it runs again\n",
-                p->node_rank, HOOPRUN_AGENT_QUIET_MS / 1000.0);
+                "hooprun (node %d): node 0's hooprun has not answered %s (stopped, or in a "
+                "debugger?); leaving this node's notes for it to read when it runs again\n",
+                p->node_rank, for_how_long);
         hoop__store_post_only(p->agents);
     }
     /* Workers that stopped on SIGUSR1/2 as asked (a preemption's save) ended this node's

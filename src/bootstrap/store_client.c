@@ -73,6 +73,9 @@ struct hoop_store {
     unsigned owed_flags;
     int64_t owed_deadline_ns;
     int posting; /* hoop__store_post_only: SETs and CLOSE go out, no reply is read */
+    /* The socket of a connection lost because a reply did not come in time (the server's
+     * host stalled): kept, so that hoop__store_post_only can still leave notes there. */
+    int stale_fd;
     int (*interrupt)(void *arg); /* hoop__store_set_interrupt */
     void *interrupt_arg;
 };
@@ -86,7 +89,8 @@ static _Thread_local int last_refused;
 static hoop_status lose(hoop_store *st, hoop_status code, const char *why)
 {
     if (st->fd >= 0) close(st->fd);
-    st->fd = -1;
+    if (st->stale_fd >= 0) close(st->stale_fd);
+    st->fd = st->stale_fd = -1;
     st->owed = 0;
     snprintf(st->lost, sizeof(st->lost), "%s", why);
     return HOOP_ERROR(code, "%s: %s", st->label, why);
@@ -170,7 +174,13 @@ static hoop_status recv_all(hoop_store *st, uint8_t *buf, size_t n, int64_t dead
             return lose(st, HOOP_ERR_REMOTE, why);
         }
         int rc = wait_fd(st->fd, POLLIN, deadline_ns);
-        if (rc == 0) return lose(st, HOOP_ERR_TIMEOUT, "no reply before the deadline");
+        if (rc == 0) { /* lost, but every request went out whole: keep it for posting */
+            int keep = st->fd;
+            st->fd = -1;
+            hoop_status s = lose(st, HOOP_ERR_TIMEOUT, "no reply before the deadline");
+            st->stale_fd = keep;
+            return s;
+        }
         if (rc < 0) return lose(st, HOOP_ERR_SYSTEM, "poll failed while receiving");
     }
     return HOOP_OK;
@@ -598,7 +608,7 @@ static hoop_status store_init(hoop_store **out, const hoop_store_config *cfg, in
     HOOP_CHECK(check_client_config(cfg));
     hoop_store *st;
     HOOP_CHECK(hoop__calloc(&st, 1));
-    st->fd = -1;
+    st->fd = st->stale_fd = -1;
     st->rank = cfg->rank < 0 ? -1 : cfg->rank;
     st->world_size = cfg->world_size;
     st->rendezvous = rendezvous;
@@ -670,6 +680,7 @@ HOOP_API hoop_status hoop_store_destroy(hoop_store *st)
     hoop_status s = HOOP_OK;
     if (st->fd >= 0) say_close(st);
     if (st->fd >= 0) close(st->fd);
+    if (st->stale_fd >= 0) close(st->stale_fd);
     hoop__buf_free(&st->out);
     hoop__buf_free(&st->in);
     free(st->bye_missing);
@@ -727,7 +738,10 @@ int hoop__store_goodbye_code(const hoop_store *st)
 
 void hoop__store_abandon(hoop_store *st)
 {
-    if (st == NULL || st->fd < 0) return;
+    if (st == NULL) return;
+    if (st->stale_fd >= 0) close(st->stale_fd);
+    st->stale_fd = -1;
+    if (st->fd < 0) return;
     close(st->fd); /* no CLOSE: the server marks this rank lost ("A rank lost") */
     st->fd = -1;
     st->owed = 0;
@@ -961,12 +975,23 @@ int hoop__store_owed(const hoop_store *st)
 
 void hoop__store_post_only(hoop_store *st)
 {
-    if (st) st->posting = 1;
+    if (st == NULL) return;
+    st->posting = 1;
+    if (st->fd < 0 && st->stale_fd >= 0) { /* lost to a stall: its socket still takes notes */
+        st->fd = st->stale_fd;
+        st->stale_fd = -1;
+        st->owed = 0;
+    }
 }
 
 int hoop__store_posting(const hoop_store *st)
 {
     return st && st->posting;
+}
+
+int hoop__store_stalled(const hoop_store *st)
+{
+    return st && st->fd < 0 && st->stale_fd >= 0;
 }
 
 hoop_status hoop__store_settle_within(hoop_store *st, int64_t wait_ms, int *done)

@@ -390,10 +390,15 @@ int hoop__store_owed(const hoop_store *st);
  * socket for 200 ms loses the connection), hoop_store_destroy's CLOSE likewise, and any
  * other call fails with HOOP_ERR_REMOTE ("has stopped answering"). The server applies
  * them in order when it runs again, so that it learns what this client had to say
- * before its hang-up. */
+ * before its hang-up. A connection lost because a reply did not come before its
+ * deadline (the server stalled past it) is taken up again for that: its socket was
+ * kept. */
 void hoop__store_post_only(hoop_store *st);
 /* 1 once hoop__store_post_only was called on st. */
 int hoop__store_posting(const hoop_store *st);
+/* 1 when st's connection was lost because a reply did not come before its deadline
+ * (its socket kept for hoop__store_post_only). */
+int hoop__store_stalled(const hoop_store *st);
 
 /* Reads and drops the reply st still owes (a WAIT's from hoop__store_wait_send, or an
  * interrupted call's), waiting at most wait_ms for it: *done = 1 when it was read, or
