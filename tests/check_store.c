@@ -1023,21 +1023,31 @@ END_TEST
 /* A rendezvous served under another name (hooprun's nodes' store: hoop__store_naming):
  * rank 1's message names that owner and place, not rank 0 and MASTER_ADDR:MASTER_PORT,
  * when the owner gives up with a reason. */
+static const hoop__store_naming nodes_naming = {"node 0's hooprun", "MASTER_ADDR:MASTER_PORT + 1",
+                                                "--nnodes", 1};
+
+/* The nodes' store as hooprun serves it, of world_size nodes: node 0 (its owner) and
+ * node 1 connected; *cfg is node 1's config (its port in cfg->port). */
+static void serve_nodes(int world_size, int64_t timeout_ms, hoop_store_config *cfg, hoop_store **r0,
+                        hoop_store **r1)
+{
+    *cfg = (hoop_store_config){.host = "127.0.0.1",
+                               .port = free_port(),
+                               .token = TOKEN,
+                               .rank = 0,
+                               .world_size = world_size,
+                               .timeout_ms = timeout_ms};
+    ASSERT_OK(hoop__store_init_served(r0, cfg, &nodes_naming));
+    cfg->rank = 1;
+    ASSERT_OK(hoop__store_init_served(r1, cfg, &nodes_naming));
+}
+
 START_TEST(test_named_owner_gives_up)
 {
-    static const hoop__store_naming naming = {"node 0's hooprun", "MASTER_ADDR:MASTER_PORT + 1",
-                                              "--nnodes", 1};
-    int port = free_port();
-    hoop_store_config cfg = {.host = "127.0.0.1",
-                             .port = port,
-                             .token = TOKEN,
-                             .rank = 0,
-                             .world_size = 3,
-                             .timeout_ms = 10000};
+    hoop_store_config cfg;
     hoop_store *r0 = NULL, *r1 = NULL;
-    ASSERT_OK(hoop__store_init_served(&r0, &cfg, &naming));
-    cfg.rank = 1;
-    ASSERT_OK(hoop__store_init_served(&r1, &cfg, &naming));
+    serve_nodes(3, 10000, &cfg, &r0, &r1);
+    int port = cfg.port;
     struct gather g1 = {.h = r1, .timeout_ms = 15000};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, gather_main, &g1), 0);
@@ -1064,21 +1074,11 @@ END_TEST
  * hooprun died. */
 START_TEST(test_nodes_store_words)
 {
-    static const hoop__store_naming naming = {"node 0's hooprun", "MASTER_ADDR:MASTER_PORT + 1",
-                                              "--nnodes", 1};
-    int port = free_port();
-    hoop_store_config cfg = {.host = "127.0.0.1",
-                             .port = port,
-                             .token = TOKEN,
-                             .rank = 0,
-                             .world_size = 2,
-                             .timeout_ms = 5000};
+    hoop_store_config cfg;
     hoop_store *r0 = NULL, *r1 = NULL, *dup = NULL;
-    ASSERT_OK(hoop__store_init_served(&r0, &cfg, &naming));
-    cfg.rank = 1;
-    ASSERT_OK(hoop__store_init_served(&r1, &cfg, &naming));
+    serve_nodes(2, 5000, &cfg, &r0, &r1);
     ck_assert_int_eq(hoop__store_last_refused(), 0);
-    ck_assert_int_eq(hoop__store_init_served(&dup, &cfg, &naming), HOOP_ERR_REMOTE);
+    ck_assert_int_eq(hoop__store_init_served(&dup, &cfg, &nodes_naming), HOOP_ERR_REMOTE);
     ck_assert_int_eq(hoop__store_last_refused(), 1);
     ASSERT_MSG_HAS("the server refused this client: node 1 claimed twice: by 127.0.0.1:");
     ASSERT_MSG_HAS("; give each node's hooprun its own --node-rank, 0..1");
@@ -1328,14 +1328,22 @@ END_TEST
 /* A client whose server's process is stopped posts two SETs behind a WAIT still owed,
  * and leaves: once the server runs again it applies both, though answering the WAIT
  * already found the client gone (a reset: it used to drop the rest of the input). */
-START_TEST(test_post_only_applied)
+/* A forked server with two clients, a (that posts) and b (that reads later), and the
+ * server's process stopped; returns its pid. */
+static pid_t two_clients_server_stopped(hoop_store **a, hoop_store **b)
 {
     int port = free_port();
     pid_t pid = fork_server(port);
-    hoop_store *a = NULL, *b = NULL;
-    ASSERT_OK(connect_as(&a, port, TOKEN, -1, 0, 10000));
-    ASSERT_OK(connect_as(&b, port, TOKEN, -1, 0, 10000));
+    ASSERT_OK(connect_as(a, port, TOKEN, -1, 0, 10000));
+    ASSERT_OK(connect_as(b, port, TOKEN, -1, 0, 10000));
     stop_fully(pid);
+    return pid;
+}
+
+START_TEST(test_post_only_applied)
+{
+    hoop_store *a = NULL, *b = NULL;
+    pid_t pid = two_clients_server_stopped(&a, &b);
     int status;
     ASSERT_OK(hoop__store_probe_send(a, NULL)); /* the look left owed */
     hoop__store_post_only(a);
@@ -1369,12 +1377,8 @@ END_TEST
  * up" to it). */
 START_TEST(test_post_only_after_overdue)
 {
-    int port = free_port();
-    pid_t pid = fork_server(port);
     hoop_store *a = NULL, *b = NULL;
-    ASSERT_OK(connect_as(&a, port, TOKEN, -1, 0, 10000));
-    ASSERT_OK(connect_as(&b, port, TOKEN, -1, 0, 10000));
-    stop_fully(pid);
+    pid_t pid = two_clients_server_stopped(&a, &b);
     int status, done = 0, rank, found;
     char why[64], buf[16];
     ASSERT_OK(hoop__store_probe_send(a, NULL));

@@ -244,8 +244,9 @@ assert_contains "$TMP/meetsig.0.err" "(it got SIGTERM: 128 + 15)"
 grep -q "restart 1 of 2" "$TMP"/meetsig.[01].err && fail "a restart started: $(cat "$TMP"/meetsig.[01].err)"
 # 11. Node 1 first; node 0, 1 s later, cannot run its program.
 missing np0 1 0 1 6000
-assert_contains "$TMP/np0.1.err" "node 0's hooprun gave up and closed its store: node 0 ("
-assert_contains "$TMP/np0.1.err" ")'s hooprun exited with 127"
+assert_contains "$TMP/np0.1.err" "hooprun (node 1): "
+assert_contains "$TMP/np0.1.err" "node 0 ("
+assert_contains "$TMP/np0.1.err" ")'s hooprun exited with 127" # by its GOODBYE, or the exit note
 # 12. A preemption: SIGUSR1 to both hoopruns; rank 0 takes 1 s longer to save.
 TWO_HOOK='wait_blocked $p0 $p1; sleep 1; kill -USR1 $p0 $p1'
 NPROC=1 two usr 1 1 'trap "[ \$RANK = 0 ] && sleep 1; exit 138" USR1
@@ -284,6 +285,18 @@ ended_within() {
     done
 }
 
+# node_rc NAME NODE WANT: node NODE of run NAME exited WANT, else fail with its stderr.
+node_rc() {
+    [ "$(cat "$TMP/$1.rc.$2")" = "$3" ] ||
+        fail "$1: node $2 exited $(cat "$TMP/$1.rc.$2"), not $3: $(cat "$TMP/$1.$2.err")"
+}
+# no_worker_left SECONDS: no worker 'sleep SECONDS' is left running (else kills it, fails).
+no_worker_left() {
+    pgrep -f "^sleep $1\$" > /dev/null || return 0
+    pkill -KILL -f "^sleep $1\$"
+    fail "a worker (sleep $1) was left running"
+}
+
 # 14. Node 0's hooprun stopped; SIGTERM to node 1's hooprun 0.5 s later.
 TWO_HOOK='wait_blocked $p0 $p1; sleep 0.5; kill -STOP $p0; sleep 0.5; t=$(now_ms); kill -TERM $p1
 ended_within $p1 15000; echo $(($(now_ms) - t)) > "$TMP/silent.t"; kill -CONT $p0'
@@ -291,20 +304,20 @@ NPROC=1 two silent 0 0 'exec sleep 35'
 unset TWO_HOOK
 t=$(cat "$TMP/silent.t")
 echo "node 0's hooprun stopped, SIGTERM to node 1's: node 1 left in $t ms"
-[ "$(cat "$TMP/silent.rc.1")" = 143 ] || fail "node 1 exited $(cat "$TMP/silent.rc.1"), not 143: $(cat "$TMP/silent.1.err")"
+node_rc silent 1 143
 [ "$t" -lt 5000 ] || fail "node 1 took $t ms to leave while node 0 was stopped: $(cat "$TMP/silent.1.err")"
 assert_contains "$TMP/silent.1.err" "hooprun (node 1): node 0's hooprun has not answered for 2.0 s (stopped, or in a debugger?); leaving this node's notes for it to read when it runs again"
-[ "$(cat "$TMP/silent.rc.0")" = 143 ] || fail "node 0 exited $(cat "$TMP/silent.rc.0"), not 143: $(cat "$TMP/silent.0.err")"
+node_rc silent 0 143
 assert_contains "$TMP/silent.0.err" "hooprun (node 0): attempt failed on node 1 ("
 assert_contains "$TMP/silent.0.err" "): its hooprun exited with 143 (it got SIGTERM: 128 + 15); stopping this node's 1 worker"
-pgrep -f '^sleep 35$' > /dev/null && { pkill -KILL -f '^sleep 35$'; fail "a worker was left running"; }
+no_worker_left 35
 
 # 15. Node 1's worker fails 1.5 s after node 0's hooprun was stopped (for 4 s).
 TWO_HOOK='wait_blocked $p0 $p1; kill -STOP $p0; sleep 4; kill -CONT $p0'
 NPROC=1 two quiet 0 0 '[ "$RANK" = 1 ] && { sleep 1.5; exit 5; }; exec sleep 36'
 unset TWO_HOOK
-[ "$(cat "$TMP/quiet.rc.1")" = 5 ] || fail "node 1 exited $(cat "$TMP/quiet.rc.1"), not 5: $(cat "$TMP/quiet.1.err")"
-[ "$(cat "$TMP/quiet.rc.0")" = 1 ] || fail "node 0 exited $(cat "$TMP/quiet.rc.0"), not 1: $(cat "$TMP/quiet.0.err")"
+node_rc quiet 1 5
+node_rc quiet 0 1
 within quiet 12000 "node 1's worker failed while node 0's hooprun was stopped"
 assert_contains "$TMP/quiet.0.err" "hooprun (node 0): attempt failed on node 1 ("
 assert_contains "$TMP/quiet.0.err" "): rank 1 exited with code 5; stopping this node's 1 worker"
@@ -314,8 +327,8 @@ NPROC=1 two usr1 0 0 'trap "exit 138" USR1
 [ "$RANK" = 0 ] && { sleep 6 & wait; exit 0; }
 sleep 30 & wait'
 unset TWO_HOOK
-[ "$(cat "$TMP/usr1.rc.1")" = 138 ] || fail "node 1 exited $(cat "$TMP/usr1.rc.1"), not 138: $(cat "$TMP/usr1.1.err")"
-[ "$(cat "$TMP/usr1.rc.0")" = 0 ] || fail "node 0 exited $(cat "$TMP/usr1.rc.0"), not 0: $(cat "$TMP/usr1.0.err")"
+node_rc usr1 1 138
+node_rc usr1 0 0
 
 # 17. SIGTERM to node 1's hooprun while it connects to node 0's, stopped.
 for _ in 1 2 3; do
@@ -348,25 +361,25 @@ NPROC=1 two restop 1 1 '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0
 unset TWO_HOOK
 t=$(cat "$TMP/restop.t")
 echo "node 0's hooprun stopped, SIGTERM to node 1's before its restart: node 1 left in $t ms"
-[ "$(cat "$TMP/restop.rc.1")" = 143 ] || fail "node 1 exited $(cat "$TMP/restop.rc.1"), not 143: $(cat "$TMP/restop.1.err")"
+node_rc restop 1 143
 [ "$t" -lt 5000 ] || fail "node 1 took $t ms to leave while node 0 was stopped: $(cat "$TMP/restop.1.err")"
 assert_contains "$TMP/restop.1.err" "hooprun (node 1): got Terminated before restart 1, while node 0's hooprun did not answer; not starting another attempt"
-[ "$(cat "$TMP/restop.rc.0")" = 143 ] || fail "node 0 exited $(cat "$TMP/restop.rc.0"), not 143: $(cat "$TMP/restop.0.err")"
+node_rc restop 0 143
 assert_contains "$TMP/restop.0.err" "): rank 1 exited with code 3"
 assert_contains "$TMP/restop.0.err" "'s hooprun exited with 143 (it got SIGTERM: 128 + 15); not starting another attempt"
 grep -q "restart 1 of 1" "$TMP"/restop.[01].err && fail "a restart started: $(cat "$TMP"/restop.[01].err)"
-pgrep -f '^sleep 37$' > /dev/null && { pkill -KILL -f '^sleep 37$'; fail "a worker was left running"; }
+no_worker_left 37
 
 # 19. Node 0's hooprun stopped for 6 s (HOOP_TIMEOUT 3 s); node 1's worker fails 0.5 s in.
 TWO_HOOK='wait_blocked $p0 $p1; kill -STOP $p0; sleep 6; kill -CONT $p0'
 HOOP_TIMEOUT=3 NPROC=1 two long 1 1 '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0
 [ "$RANK" = 1 ] && { sleep 0.5; exit 7; }; exec sleep 38'
 unset TWO_HOOK
-[ "$(cat "$TMP/long.rc.1")" = 7 ] || fail "node 1 exited $(cat "$TMP/long.rc.1"), not 7: $(cat "$TMP/long.1.err")"
+node_rc long 1 7
 assert_contains "$TMP/long.1.err" "hooprun (node 1): node 0's hooprun did not answer before restart 1 within HOOP_TIMEOUT (3000 ms; stopped, or in a debugger?); not starting another attempt"
 assert_contains "$TMP/long.1.err" "hooprun (node 1): node 0's hooprun has not answered within HOOP_TIMEOUT (stopped, or in a debugger?); leaving this node's notes for it to read when it runs again"
-[ "$(cat "$TMP/long.rc.0")" = 1 ] || fail "node 0 exited $(cat "$TMP/long.rc.0"), not 1: $(cat "$TMP/long.0.err")"
+node_rc long 0 1
 assert_contains "$TMP/long.0.err" "hooprun (node 0): attempt failed on node 1 ("
 assert_contains "$TMP/long.0.err" "): rank 1 exited with code 7; stopping this node's 1 worker"
-pgrep -f '^sleep 38$' > /dev/null && { pkill -KILL -f '^sleep 38$'; fail "a worker was left running"; }
+no_worker_left 38
 echo "PASS"

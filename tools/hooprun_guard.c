@@ -224,9 +224,14 @@ static int kill_groups(const pid_t *groups, int n, pid_t *killed, int *nkilled)
 int hooprun_guard_main(int argc, char **argv)
 {
     struct stat sb;
-    /* Started by hooprun PID (argv[2]), its parent, with the pipe on GUARD_FD. */
-    if (argc != 3 || atol(argv[2]) != (long)getppid() || fstat(GUARD_FD, &sb) != 0 ||
-        !S_ISFIFO(sb.st_mode)) {
+    pid_t pgrp, sid;
+    char state = 'Z';
+    /* Started by hooprun PID (argv[2]), its parent, with the pipe on GUARD_FD; a hooprun
+     * killed before this look is gone or a zombie (the guard then has another parent). */
+    long owner = argc == 3 ? atol(argv[2]) : 0;
+    int ours = owner > 1 && (owner == (long)getppid() ||
+                             proc_ids(owner, &pgrp, &sid, &state) != 0 || state == 'Z');
+    if (!ours || fstat(GUARD_FD, &sb) != 0 || !S_ISFIFO(sb.st_mode)) {
         fprintf(stderr, "hooprun: --guard-of is hooprun's own (the guard of its workers), not "
                         "an option to give it\n");
         return 2;
