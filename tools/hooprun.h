@@ -180,7 +180,7 @@ int hooprun_stopped_as_asked(void);
  * sends SIGKILL to what is left in the workers' process groups when hooprun ends
  * without stopping them (killed, crashed). hooprun_guard_start returns 0, or -1 (errno
  * set; hooprun goes on without one). hooprun_guard_watch: a worker's group (its pid);
- * hooprun_guard_check: forgets the groups found empty (each round of the supervisor);
+ * hooprun_guard_check: forgets the groups found empty (each round once a worker ended);
  * hooprun_guard_reaped: a child reaped (the guard: it is replaced, told the groups);
  * hooprun_guard_forget: every group so far was emptied and reaped; hooprun_guard_pid:
  * the guard's pid (-1: none), a child the supervisor neither waits for nor signals;

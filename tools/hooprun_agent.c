@@ -79,6 +79,16 @@ static int interrupted(void *arg)
     return caught != 0;
 }
 
+/* "node 0's hooprun did not answer [when ]within HOOP_TIMEOUT (N ms; ...)" into buf: a
+ * reply that never came in time (hoop__store_stalled). */
+static void stalled_text(const hooprun_plan *p, const char *when, char *buf, size_t cap)
+{
+    snprintf(buf, cap,
+             "node 0's hooprun did not answer %s%swithin HOOP_TIMEOUT (%lld ms; stopped, or in a "
+             "debugger?)",
+             when, *when ? " " : "", (long long)hoop__store_timeout(p->agents, -1));
+}
+
 /* The stop signal come to this hooprun (caught, or read now), taken; 0 when none. */
 static int stop_signal(void)
 {
@@ -355,10 +365,8 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
         }
     }
     if (hoop__store_stalled(p->agents)) { /* the answer owed never came in time */
-        fprintf(stderr,
-                "hooprun (node %d): node 0's hooprun did not answer %s within HOOP_TIMEOUT (%lld "
-                "ms; stopped, or in a debugger?); %s\n",
-                p->node_rank, when, (long long)hoop__store_timeout(p->agents, -1), not_next(m));
+        stalled_text(p, when, msg, sizeof(msg));
+        fprintf(stderr, "hooprun (node %d): %s; %s\n", p->node_rank, msg, not_next(m));
         goto out;
     }
     leave_pending(p);
@@ -585,15 +593,11 @@ int hooprun_agent_look(const hooprun_plan *p, char *why, size_t cap)
     hoop_status s =
         hoop__store_probe_poll(p->agents, HOOPRUN_AGENT_LOOK_MS, &done, &lost, &found, why, cap);
     if (done) looking = 0;
-    if (s != HOOP_OK && hoop__store_stalled(p->agents)) {
-        snprintf(why, cap,
-                 "node 0's hooprun did not answer within HOOP_TIMEOUT (%lld ms; stopped, or in a "
-                 "debugger?)",
-                 (long long)hoop__store_timeout(p->agents, -1));
-        return -1;
-    }
     if (s != HOOP_OK) {
-        snprintf(why, cap, "%s", hoop_last_error());
+        if (hoop__store_stalled(p->agents))
+            stalled_text(p, "", why, cap);
+        else
+            snprintf(why, cap, "%s", hoop_last_error());
         return -1;
     }
     if (!done) return 0;

@@ -14,10 +14,11 @@
  * hooprun's session (a group id reused by another program after the groups emptied is
  * in another session), and says so in one line (the workers themselves, dying of their
  * PR_SET_PDEATHSIG meanwhile, are not counted). hooprun tells it to forget a group once
- * it is empty (hooprun_guard_check, every round of the supervisor: its id may then be
- * reused, by a process of this very session too) and all of them once an attempt has
- * reaped them, so a normal exit kills nothing, and then reaps it (hooprun_guard_end): no
- * zombie is left. A guard that dies (killed by hand) is replaced, told the groups.
+ * it is empty (hooprun_guard_check, each round of the supervisor once a worker has
+ * ended: its id may then be reused, by a process of this very session too) and all of
+ * them once an attempt has reaped them, so a normal exit kills nothing, and then reaps
+ * it (hooprun_guard_end): no zombie is left. A guard that dies (killed by hand) is
+ * replaced, told the groups.
  *
  * Not covered: a process that left its worker's group (setsid, setpgid) escapes, as it
  * does a signal to the group; under Slurm the step's cgroup ends those too.

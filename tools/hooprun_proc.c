@@ -587,9 +587,9 @@ static int step(supervisor *s, struct pollfd *pfd, hooprun_stream **who, worker 
                 int64_t give_up)
 {
     reap(s, hoop__now_ns());
-    hooprun_guard_check();
     probe_nodes(s);
     int left = workers_left(s);
+    if (left < s->n) hooprun_guard_check(); /* a running worker's group is not empty */
     if (!s->stopping && s->stop_at_ns && hoop__now_ns() >= s->stop_at_ns) begin_stop(s);
     if (left == 0 && !s->stopping && (signal_groups(s, 0) > 0 || have_children(s))) begin_stop(s);
     if (left == 0 && !have_children(s)) return 0;

@@ -942,6 +942,15 @@ hoop_status hoop__store_wait_send(hoop_store *st, const char *const *keys, int n
     return HOOP_OK;
 }
 
+/* Waits up to wait_ms (< 0: 0) for the owed reply on a live connection: 1 when it came
+ * or is overdue (to be read now), 0 when not yet. */
+static int owed_ready(hoop_store *st, int64_t wait_ms)
+{
+    int64_t until = hoop__deadline_ns(wait_ms < 0 ? 0 : wait_ms);
+    if (until > st->owed_deadline_ns) until = st->owed_deadline_ns;
+    return wait_fd(st->fd, POLLIN, until) != 0 || hoop__now_ns() >= st->owed_deadline_ns;
+}
+
 hoop_status hoop__store_wait_poll(hoop_store *st, int64_t wait_ms, int *done,
                                   hoop__store_wait_result *res)
 {
@@ -951,12 +960,7 @@ hoop_status hoop__store_wait_poll(hoop_store *st, int64_t wait_ms, int *done,
         return HOOP_ERROR(HOOP_ERR_REMOTE, "%s: requests are only posted now", st->label);
     if (st == NULL || ((!st->owed || !st->owed_wait) && st->fd >= 0))
         return HOOP_ERROR(HOOP_ERR_INVALID, "store: no WAIT is owed a reply");
-    if (st->fd >= 0) {
-        int64_t until = hoop__deadline_ns(wait_ms < 0 ? 0 : wait_ms);
-        if (until > st->owed_deadline_ns) until = st->owed_deadline_ns;
-        int rc = wait_fd(st->fd, POLLIN, until);
-        if (rc == 0 && hoop__now_ns() < st->owed_deadline_ns) return HOOP_OK; /* not yet */
-    }
+    if (st->fd >= 0 && !owed_ready(st, wait_ms)) return HOOP_OK; /* not yet */
     *done = 1;
     uint8_t status = 0;
     hoop__rd rd = {0};
@@ -998,9 +1002,7 @@ hoop_status hoop__store_settle_within(hoop_store *st, int64_t wait_ms, int *done
 {
     *done = 1;
     if (!hoop__store_owed(st)) return HOOP_OK;
-    int64_t until = hoop__deadline_ns(wait_ms < 0 ? 0 : wait_ms);
-    if (until > st->owed_deadline_ns) until = st->owed_deadline_ns;
-    if (wait_fd(st->fd, POLLIN, until) == 0 && hoop__now_ns() < st->owed_deadline_ns) {
+    if (!owed_ready(st, wait_ms)) {
         *done = 0; /* not yet */
         return HOOP_OK;
     }
