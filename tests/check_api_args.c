@@ -1182,6 +1182,15 @@ static void c_store_calls(void)
     INVALID("keys", hoop_store_wait(st, ok_keys, 65537, 0));
     INVALID("handle", hoop_store_delete(NULL, "a", &del));
     INVALID("key", hoop_store_delete(st, NULL, &del));
+    int won = 0;
+    INVALID("handle", hoop_store_compare_set(NULL, "a", NULL, 0, "1", 1, &won, NULL, 0, NULL));
+    INVALID("key", hoop_store_compare_set(st, NULL, NULL, 0, "1", 1, &won, NULL, 0, NULL));
+    INVALID("desired", hoop_store_compare_set(st, "a", NULL, 0, NULL, 1, &won, NULL, 0, NULL));
+    INVALID("buf", hoop_store_compare_set(st, "a", NULL, 0, "1", 1, &won, NULL, 4, NULL));
+    INVALID("expected",
+            hoop_store_compare_set(st, "a", "1", SIZE_MAX, "1", 1, &won, NULL, 0, NULL));
+    INVALID("a", hoop_store_compare_set(st, "a", NULL, 0, "2", 1, &won, buf, 0, &n)); /* cap */
+    ck_assert_int_eq(won, 0); /* "a" exists: no swap */
     INVALID("handle", hoop_store_num_keys(NULL, &v));
     INVALID("count", hoop_store_num_keys(st, NULL));
     INVALID("handle", hoop_store_barrier(NULL, "b", 0));
@@ -1579,8 +1588,9 @@ static const struct api_case CASES[] = {
     {"hoop_store_server_init hoop_store_server_port hoop_store_server_destroy", c_store_server},
     {"hoop_store_init hoop_store_destroy hoop_store_rank hoop_store_world_size", c_store_init},
     {"hoop_store_init_env hoop_comm_init_env", c_init_env},
-    {"hoop_store_set hoop_store_get hoop_store_add hoop_store_wait hoop_store_delete "
-     "hoop_store_num_keys hoop_store_barrier hoop_store_allgather", c_store_calls},
+    {"hoop_store_set hoop_store_get hoop_store_add hoop_store_compare_set hoop_store_wait "
+     "hoop_store_delete hoop_store_num_keys hoop_store_barrier hoop_store_allgather",
+     c_store_calls},
     {"hoop_rendezvous_new hoop_rendezvous_free", c_rendezvous},
     {"hoop_comm_init hoop_comm_destroy", c_comm_init},
     {"hoop_comm_abort hoop_comm_rank hoop_comm_world_size hoop_comm_local_rank "

@@ -230,6 +230,81 @@ START_TEST(test_add)
 }
 END_TEST
 
+/* Compare-and-set: an absent key (expected NULL) and an empty value are apart; a swap
+ * wakes a parked WAIT; what the key holds comes back either way. */
+START_TEST(test_compare_set)
+{
+    hoop_store *b = client(srv, 3, 4);
+    char buf[32];
+    size_t n = 99;
+    int won = -1;
+    ASSERT_OK(hoop_store_compare_set(st, "cas", NULL, 0, "first", 5, &won, buf, sizeof(buf), &n));
+    ck_assert_int_eq(won, 1);
+    ck_assert_uint_eq(n, 5);
+    ck_assert_mem_eq(buf, "first", 5);
+    /* Absent expected, key present: no swap, the winner's value comes back. */
+    ASSERT_OK(hoop_store_compare_set(b, "cas", NULL, 0, "second", 6, &won, buf, sizeof(buf), &n));
+    ck_assert_int_eq(won, 0);
+    ck_assert_uint_eq(n, 5);
+    ck_assert_mem_eq(buf, "first", 5);
+    /* A wrong expected (a prefix, then another length) changes nothing. */
+    ASSERT_OK(hoop_store_compare_set(b, "cas", "firs", 4, "x", 1, &won, buf, sizeof(buf), &n));
+    ck_assert_int_eq(won, 0);
+    ASSERT_OK(hoop_store_compare_set(b, "cas", "firstt", 6, "x", 1, &won, NULL, 0, NULL));
+    ck_assert_int_eq(won, 0);
+    ASSERT_OK(hoop_store_compare_set(b, "cas", "first", 5, "", 0, &won, buf, sizeof(buf), &n));
+    ck_assert_int_eq(won, 1);
+    ck_assert_uint_eq(n, 0);
+    /* Now an empty value: "absent" does not match it, an empty expected does. */
+    ASSERT_OK(hoop_store_compare_set(st, "cas", NULL, 0, "y", 1, &won, buf, sizeof(buf), &n));
+    ck_assert_int_eq(won, 0);
+    ck_assert_uint_eq(n, 0);
+    ASSERT_OK(hoop_store_compare_set(st, "cas", "", 0, "yes", 3, &won, buf, sizeof(buf), &n));
+    ck_assert_int_eq(won, 1);
+    ASSERT_OK(hoop_store_get(b, "cas", buf, sizeof(buf), &n, 0));
+    ck_assert_uint_eq(n, 3);
+    ck_assert_mem_eq(buf, "yes", 3);
+    /* An expected value for a key that does not exist: no swap, nothing comes back. */
+    ASSERT_OK(hoop_store_compare_set(st, "cas/none", "v", 1, "w", 1, &won, buf, sizeof(buf), &n));
+    ck_assert_int_eq(won, 0);
+    ck_assert_uint_eq(n, 0);
+    int64_t count = 0;
+    ASSERT_OK(hoop_store_num_keys(st, &count));
+    ck_assert_int_eq(count, 1);
+    /* A WAIT parked on a key wakes when a compare-and-set creates it. */
+    const char *k = "cas/parked";
+    hoop__store_wait_result res;
+    int done = 0;
+    ASSERT_OK(hoop__store_wait_send(b, &k, 1, HOOP__STORE_WAIT_VALUES, 5000));
+    ASSERT_OK(hoop__store_wait_poll(b, 50, &done, &res));
+    ck_assert_int_eq(done, 0);
+    ASSERT_OK(hoop_store_compare_set(st, k, NULL, 0, "woke", 4, &won, NULL, 0, NULL));
+    ck_assert_int_eq(won, 1);
+    ASSERT_OK(hoop__store_wait_poll(b, 2000, &done, &res));
+    ck_assert_int_eq(done, 1);
+    ck_assert_uint_eq(res.value_bytes[0], 4);
+    hoop__store_wait_result_free(&res);
+    /* A value longer than cap: HOOP_ERR_INVALID, the swap done all the same. */
+    ASSERT_OK(hoop_store_set(st, "cas/long", "0123456789", 10));
+    ck_assert_int_eq(hoop_store_compare_set(b, "cas/long", "0123456789", 10, "abcdefghijk", 11,
+                                            &won, buf, 4, &n),
+                     HOOP_ERR_INVALID);
+    ASSERT_MSG_HAS("11 bytes, more than cap 4");
+    ck_assert_int_eq(won, 1);
+    ck_assert_mem_eq(buf, "abcd", 4);
+    /* Bad arguments: named, nothing sent. */
+    ck_assert_int_eq(hoop_store_compare_set(st, "cas", NULL, 0, NULL, 3, &won, NULL, 0, NULL),
+                     HOOP_ERR_INVALID);
+    ASSERT_MSG_HAS("compare_set of key 'cas'");
+    ck_assert_int_eq(
+        hoop_store_compare_set(st, "cas", "x", HOOP_STORE_VALUE_MAX, "y", 1, &won, NULL, 0, NULL),
+        HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop_store_compare_set(st, "", NULL, 0, "y", 1, &won, NULL, 0, NULL),
+                     HOOP_ERR_INVALID);
+    ASSERT_OK(hoop_store_destroy(b));
+}
+END_TEST
+
 START_TEST(test_delete_num_keys_wait)
 {
     int64_t count = -1;
@@ -1351,6 +1426,9 @@ START_TEST(test_post_only_applied)
     int64_t t0 = hoop__now_ns();
     ASSERT_OK(hoop_store_set(a, "post/exit", "143", 3));
     ASSERT_OK(hoop_store_set(a, "post/failed", "node 1: its hooprun exited with 143", 35));
+    int won = -1;
+    ASSERT_OK(hoop_store_compare_set(a, "post/first", NULL, 0, "node 1", 6, &won, NULL, 0, NULL));
+    ck_assert_int_eq(won, 0); /* posted: no answer read */
     char buf[64];
     size_t n = 0;
     ck_assert_int_eq(hoop_store_get(a, "post/exit", buf, sizeof(buf), &n, 0), HOOP_ERR_REMOTE);
@@ -1365,6 +1443,11 @@ START_TEST(test_post_only_applied)
     ASSERT_OK(hoop_store_get(b, "post/failed", buf, sizeof(buf), &n, 5000));
     ck_assert_uint_eq(n, 35);
     ck_assert(memcmp(buf, "node 1: its hooprun exited with 143", 35) == 0);
+    ASSERT_OK(
+        hoop_store_compare_set(b, "post/first", NULL, 0, "node 2", 6, &won, buf, sizeof(buf), &n));
+    ck_assert_int_eq(won, 0); /* the posted one came first */
+    ck_assert_uint_eq(n, 6);
+    ck_assert(memcmp(buf, "node 1", 6) == 0);
     ASSERT_OK(hoop_store_destroy(b));
     kill(pid, SIGKILL);
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
@@ -1976,8 +2059,10 @@ static const struct {
     {0, 0, "it speaks HTTP (\"GET / HTTP/1.1\\r\\nHost: x"},   /* 18: an HTTP client */
     {0, 0, "it speaks SSH (\"SSH-2.0-OpenSSH_9.2p1\\r\\n\")"}, /* 19: an SSH client */
     {0, 0, "it speaks hoop store protocol 1 (an older hoop)"}, /* 20: a HELLO, no preface */
-    {0, 0, "another version (\"HOOP-STORE/5\\r\\n\\r\\n"},     /* 21 */
+    {0, 0, "another version (\"HOOP-STORE/9\\r\\n\\r\\n"},     /* 21 */
     {0, 0, "no protocol hoop knows (\"\\x7fELF\\x02\\x01\\x01\")"}, /* 22 */
+    {0, 1, "unknown COMPARE_SET flags"},                            /* 23: flag bit 1 */
+    {0, 1, "runs past"},                                            /* 24: no desired */
 };
 
 static void build_bad(hoop__buf *b, int c)
@@ -2009,12 +2094,21 @@ static void build_bad(hoop__buf *b, int c)
     case 18: hoop__put_bytes(b, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27); break;
     case 19: hoop__put_bytes(b, "SSH-2.0-OpenSSH_9.2p1\r\n", 23); break;
     case 20: put_hello_raw(b, HOOP__STORE_MAGIC, TOKEN, strlen(TOKEN)); break;
-    case 21: hoop__put_bytes(b, "HOOP-STORE/5\r\n\r\n", 16); break;
+    case 21: hoop__put_bytes(b, "HOOP-STORE/9\r\n\r\n", 16); break;
     case 22:
         hoop__put_bytes(b,
                         "\x7f"
                         "ELF\x02\x01\x01",
                         7);
+        break;
+    case 23:
+    case 24:
+        at = hoop__frame_begin(b, HOOP__STORE_COMPARE_SET);
+        hoop__put_u8(b, c == 23 ? 2 : 1);
+        hoop__put_str(b, "k", 1);
+        hoop__put_str(b, "", 0);
+        if (c == 23) hoop__put_str(b, "v", 1);
+        hoop__frame_end(b, at);
         break;
     }
 }
@@ -2116,20 +2210,22 @@ static void read_refusal(int fd, char *why, size_t cap)
 }
 
 /* A client of protocol 1 (an older hoop: HELLO without the preface), 2 (preface
- * "HOOP-STORE/2", HELLO without world_size) or 3 (no CLOSE, no LOST) is answered with a
+ * "HOOP-STORE/2", HELLO without world_size), 3 (no CLOSE, no LOST) or 4 (no
+ * COMPARE_SET) is answered with a
  * REFUSED frame of its protocol (the framing is the same) that says why, not just
  * dropped. */
 START_TEST(test_old_client_told)
 {
-    for (int version = 1; version <= 3; version++) {
+    for (int version = 1; version <= 4; version++) {
         int fd = raw_connect(hoop_store_server_port(srv));
         hoop__buf b = {0};
         if (version == 2) hoop__put_bytes(&b, "HOOP-STORE/2\r\n\r\n", 16);
         if (version == 3) hoop__put_bytes(&b, "HOOP-STORE/3\r\n\r\n", 16);
+        if (version == 4) hoop__put_bytes(&b, "HOOP-STORE/4\r\n\r\n", 16);
         size_t at = hoop__frame_begin(&b, HOOP__STORE_HELLO); /* rank 7, the token */
         hoop__put_u32(&b, HOOP__STORE_MAGIC);
         hoop__put_bytes(&b, (const uint8_t[]){0, (uint8_t)version, 0, 0, 0, 7}, 6);
-        if (version == 3) hoop__put_u32(&b, 0); /* world_size not stated */
+        if (version >= 3) hoop__put_u32(&b, 0); /* world_size not stated */
         hoop__put_str(&b, TOKEN, strlen(TOKEN));
         hoop__frame_end(&b, at);
         raw_send(fd, &b, b.len);
@@ -2137,10 +2233,10 @@ START_TEST(test_old_client_told)
         char why[400];
         read_refusal(fd, why, sizeof(why));
         close(fd);
-        ck_assert_msg(strstr(why, "store protocol 4") && strstr(why, "same hoop"), "%s", why);
-        assert_last_warn_has(version == 1   ? "hoop store protocol 1 (an older hoop)"
-                             : version == 2 ? "told it so in protocol 2"
-                                            : "told it so in protocol 3");
+        ck_assert_msg(strstr(why, "store protocol 5") && strstr(why, "same hoop"), "%s", why);
+        char told[40];
+        snprintf(told, sizeof(told), "told it so in protocol %d", version);
+        assert_last_warn_has(version == 1 ? "hoop store protocol 1 (an older hoop)" : told);
     }
 }
 END_TEST
@@ -2300,6 +2396,7 @@ int main(void)
     TCase *core = tcase(s, "core", 30);
     tcase_add_test(core, test_set_get);
     tcase_add_test(core, test_add);
+    tcase_add_test(core, test_compare_set);
     tcase_add_test(core, test_delete_num_keys_wait);
     tcase_add_test(core, test_sizes);
     tcase_add_test(core, test_get_blocks);

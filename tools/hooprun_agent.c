@@ -18,7 +18,9 @@
  *     HOOPRUN_AGENT_PROBE_MS slices, and between them looks for a node that left, a
  *     signal to this hooprun (blocked once connected) and, at the end, a failure;
  *   - a hooprun whose worker fails writes "hooprun.attempt.k.failed" (which node and
- *     why); every hooprun looks for that key every HOOPRUN_AGENT_PROBE_MS while its
+ *     why) by compare-and-set, so that the first note stays and a later one learns it in
+ *     the same round trip (a probe, then a set, let a second note replace the first in
+ *     between, or when posted: below); every hooprun looks for that key every HOOPRUN_AGENT_PROBE_MS while its
  *     workers run, and stops its own workers when it appears, instead of leaving them
  *     to time out;
  *   - a hooprun that dies is named by the store at once (store protocol 4, "A rank
@@ -106,22 +108,32 @@ static int answered(const hooprun_plan *p, int64_t ms)
     return done;
 }
 
+/* Leaves note at key unless a note is there already, in one compare-and-set: the first
+ * node's note wins, also when the nodes only post theirs (node 0's hooprun stalled: its
+ * store applies them in the order they came). Returns 1 with the note found into
+ * found (cap bytes) when another came first, 0 when this one was left or posted, -1 when
+ * the store failed (its message set). */
+static int leave_first(const hooprun_plan *p, const char *key, const char *note, char *found,
+                       size_t cap)
+{
+    char buf[1200];
+    size_t n = 0;
+    int won = 0;
+    if (hoop_store_compare_set(p->agents, key, NULL, 0, note, strlen(note), &won, buf,
+                               sizeof(buf) - 1, &n) != HOOP_OK)
+        return -1;
+    if (won || hoop__store_posting(p->agents)) return 0;
+    buf[n] = '\0';
+    if (cap) snprintf(found, cap, "%s", buf);
+    return 1;
+}
+
 /* Leaves the failure note kept by hooprun_agent_failed, unless another node's came
  * first; one that could not be left (node 0's hooprun silent past HOOP_TIMEOUT) stays
  * kept, for the exit to post. */
 static void leave_pending(const hooprun_plan *p)
 {
-    char why[8];
-    int lost, found = 0;
-    if (!pending_key[0]) return;
-    int posting = hoop__store_posting(p->agents);
-    if (!posting &&
-        hoop__store_probe(p->agents, pending_key, &lost, &found, why, sizeof(why)) == HOOP_OK &&
-        found) {
-        pending_key[0] = '\0';
-        return;
-    }
-    if (hoop_store_set(p->agents, pending_key, pending_note, strlen(pending_note)) == HOOP_OK)
+    if (pending_key[0] && leave_first(p, pending_key, pending_note, NULL, 0) >= 0)
         pending_key[0] = '\0';
 }
 
@@ -542,10 +554,10 @@ void hooprun_agent_failed(const hooprun_plan *p, const char *why, char *earlier,
         snprintf(pending_note, sizeof(pending_note), "%s", note);
         return;
     }
-    int r = hooprun_agent_poll(p, text, sizeof(text));
-    if (r > 0 && cap) snprintf(earlier, cap, "%s", text);
-    if (r == 0 || hoop__store_posting(p->agents))
-        (void)hoop_store_set(p->agents, key, note, strlen(note));
+    if (leave_first(p, key, note, earlier, cap) > 0) {
+        int rc;
+        (void)peer_exited(p, &rc, text, sizeof(text)); /* a hooprun's exit: its code */
+    }
 }
 
 /* hooprun_agent_poll's answer from a probe's outcome (lost, found; why set). */
@@ -608,7 +620,6 @@ int hooprun_agent_look(const hooprun_plan *p, char *why, size_t cap)
 void hooprun_agent_close(hooprun_plan *p, int rc)
 {
     char why[1100], note[1120], failed[600], own[160], earlier[600], key[80];
-    int ignored;
     if (!p->agents) return;
     /* Node 0's hooprun stalled (an answer still owed, or one that never came in time):
      * the notes are posted. */
@@ -663,14 +674,8 @@ void hooprun_agent_close(hooprun_plan *p, int rc)
         /* The exit note (its code: a signal's is mirrored) for meetings, unless a node
          * left one first, and this attempt's failure note unless a node left one, for
          * nodes whose workers run: their next probe stops them. */
-        if (!peer_exited(p, &ignored, note, sizeof(note))) {
-            int n = snprintf(note, sizeof(note), "%d\n%s",
-                             sig || copy ? rc
-                             : rc > 128  ? 1
-                                         : rc,
-                             why);
-            (void)hoop_store_set(p->agents, "hooprun.exit", note, (size_t)n);
-        }
+        snprintf(note, sizeof(note), "%d\n%s", sig || copy ? rc : rc > 128 ? 1 : rc, why);
+        (void)leave_first(p, "hooprun.exit", note, NULL, 0);
         hooprun_agent_failed(p, own, earlier, sizeof(earlier));
         if (p->node_rank == 0) {
             /* The others read the notes at their next look (HOOPRUN_AGENT_PROBE_MS) and

@@ -141,6 +141,23 @@ HOOP_API hoop_status hoop_store_get(hoop_store *st, const char *key, void *buf, 
 HOOP_API hoop_status hoop_store_add(hoop_store *st, const char *key, int64_t delta,
                                     int64_t *result);
 
+/* Compare-and-set, as PyTorch's TCPStore compare_set: atomically, when key is as
+ * expected, it is set to desired (desired_bytes bytes). expected NULL means "the key does
+ * not exist"; otherwise the key must hold exactly expected_bytes bytes equal to expected
+ * (0 bytes: an empty value, which is not the same as no key; TCPStore cannot tell the
+ * two apart). *swapped (may be NULL) is 1 when desired was set. Up to cap bytes of the
+ * value key holds after the call (desired when swapped, else what was there; nothing
+ * when it does not exist) are copied into buf, the full length into *bytes (may be
+ * NULL); buf NULL (with cap 0) asks for no value. "First one wins" is
+ *     hoop_store_compare_set(st, "winner", NULL, 0, me, n, &won, NULL, 0, NULL).
+ * HOOP_ERR_INVALID when expected_bytes + desired_bytes exceeds HOOP_STORE_VALUE_MAX, or
+ * when buf is given and the value after the call is longer than cap (the set happened
+ * or not as *swapped says). Errors as every client call. */
+HOOP_API hoop_status hoop_store_compare_set(hoop_store *st, const char *key, const void *expected,
+                                            size_t expected_bytes, const void *desired,
+                                            size_t desired_bytes, int *swapped, void *buf,
+                                            size_t cap, size_t *bytes);
+
 /* Waits until every one of the nkeys keys (1..65536) exists. HOOP_ERR_TIMEOUT names the
  * missing ones. */
 HOOP_API hoop_status hoop_store_wait(hoop_store *st, const char *const *keys, int nkeys,

@@ -291,8 +291,10 @@ static hoop_status settle(hoop_store *st)
 /* One request and its reply: settles an owed reply, sends st->out, reads the answer. */
 static hoop_status rpc(hoop_store *st, int64_t deadline_ns, uint8_t *status, hoop__rd *rd)
 {
-    if (st->posting) { /* a SET goes out as it is; nothing else can be done unanswered */
-        int set = st->out.len > 4 && st->out.data[4] == HOOP__STORE_SET;
+    if (st->posting) { /* a SET or COMPARE_SET goes out as it is; nothing else can be done
+                        * unanswered */
+        int set = st->out.len > 4 && (st->out.data[4] == HOOP__STORE_SET ||
+                                      st->out.data[4] == HOOP__STORE_COMPARE_SET);
         if (!set) {
             st->out.len = 0;
             return HOOP_ERROR(HOOP_ERR_REMOTE,
@@ -820,6 +822,57 @@ HOOP_API hoop_status hoop_store_add(hoop_store *st, const char *key, int64_t del
     int64_t v = hoop__get_i64(&rd);
     if (rd.bad || rd.left) return bad_reply(st);
     if (result) *result = v;
+    return HOOP_OK;
+}
+
+HOOP_API hoop_status hoop_store_compare_set(hoop_store *st, const char *key, const void *expected,
+                                            size_t expected_bytes, const void *desired,
+                                            size_t desired_bytes, int *swapped, void *buf,
+                                            size_t cap, size_t *bytes)
+{
+    if (swapped) *swapped = 0;
+    if (bytes) *bytes = 0;
+    HOOP_CHECK(usable(st));
+    HOOP_CHECK(check_key(key));
+    if (desired == NULL && desired_bytes > 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "store: compare_set of key '%s': desired is NULL (%zu bytes)", key,
+                          desired_bytes);
+    if (buf == NULL && cap > 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: compare_set of key '%s': buf is NULL (cap %zu)",
+                          key, cap);
+    if (expected_bytes > HOOP_STORE_VALUE_MAX ||
+        desired_bytes > HOOP_STORE_VALUE_MAX - expected_bytes)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "store: compare_set of key '%s': expected (%zu bytes) + desired (%zu "
+                          "bytes) exceed HOOP_STORE_VALUE_MAX (%u bytes)",
+                          key, expected_bytes, desired_bytes, HOOP_STORE_VALUE_MAX);
+    size_t at = hoop__frame_begin(&st->out, HOOP__STORE_COMPARE_SET);
+    hoop__put_u8(&st->out, expected == NULL);
+    hoop__put_str(&st->out, key, strlen(key));
+    hoop__put_str(&st->out, expected, expected ? expected_bytes : 0);
+    hoop__put_str(&st->out, desired, desired_bytes);
+    hoop__frame_end(&st->out, at);
+    uint8_t status;
+    hoop__rd rd;
+    HOOP_CHECK(rpc(st, call_deadline(st), &status, &rd));
+    if (st->posting) return HOOP_OK; /* posted: node 0's store applies it, unanswered */
+    if (status != HOOP__STORE_R_OK) {
+        char what[80];
+        snprintf(what, sizeof(what), "compare_set of key '%.40s'", key);
+        return reply_error(st, status, &rd, what);
+    }
+    uint8_t did = hoop__get_u8(&rd);
+    (void)hoop__get_u8(&rd); /* present: an absent key reads as 0 bytes */
+    size_t n = 0;
+    const uint8_t *v = hoop__get_str(&rd, HOOP_STORE_VALUE_MAX, &n);
+    if (rd.bad || rd.left || did > 1) return bad_reply(st);
+    if (swapped) *swapped = did;
+    if (bytes) *bytes = n;
+    if (n > 0 && cap > 0) memcpy(buf, v, n < cap ? n : cap);
+    if (buf && n > cap)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "store: value of key '%s' has %zu bytes, more than cap %zu", key, n, cap);
     return HOOP_OK;
 }
 

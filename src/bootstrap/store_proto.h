@@ -4,9 +4,9 @@
  * that encode, decode and address it (internal; shared by store_server.c and
  * store_client.c).
  *
- * Wire format (version 4). A client opens with a fixed preface of 16 bytes,
+ * Wire format (version 5). A client opens with a fixed preface of 16 bytes,
  *
- *     "HOOP-STORE/4\r\n\r\n"
+ *     "HOOP-STORE/5\r\n\r\n"
  *
  * and after it, in both directions, everything is a frame:
  *
@@ -18,11 +18,11 @@
  * port by mistake (an HTTP server, say) answers at once instead of waiting for a line
  * that never comes, and the client can name what it reached (HTTP/2's connection
  * preface does the same for HTTP/1 servers). A server that reads anything else names
- * what it got (HTTP, TLS, SSH, an older client) in its warning; a version 1, 2 or 3
+ * what it got (HTTP, TLS, SSH, an older client) in its warning; a version 1 to 4
  * client is answered with a REFUSED frame of its own version (the framing has not
  * changed), so it fails at once with a reason. (Version 3 added world_size to HELLO, and
  * the refusal of a job's rank below; version 4 added CLOSE, LOST and WAIT's flag bit 1,
- * "A rank lost" below.)
+ * "A rank lost" below; version 5 added COMPARE_SET.)
  *
  * Integers are big-endian (network order); i64 is two's complement. A "str" is
  * u32 n followed by n bytes (no terminator). Keys are str of 1..HOOP_STORE_KEY_MAX bytes
@@ -46,12 +46,19 @@
  *     CLOSE    = 7  (no payload) the client is leaving on purpose (hoop_store_destroy):
  *                   the server lets go of its rank at once; the client closes after the
  *                   reply. See "A rank lost" below.
+ *     COMPARE_SET = 8  u8 flags (bit 0: expect the key absent), str key, str expected,
+ *                   str desired: atomically, when the key is absent and flag bit 0 is
+ *                   set, or present, bit 0 clear and its value equals expected, the key
+ *                   is set to desired (PyTorch's TCPStore compareSet, whose "absent" is
+ *                   an empty expected; an explicit bit keeps an empty value apart).
  *
  * Replies (server -> client), the status byte then:
  *
  *     OK       = 0  HELLO, SET, CLOSE: nothing. ADD: i64 new value. WAIT: nothing, or
  *                   with flag bit 0, nkeys x str value in request order. DELETE: u32
- *                   number of keys that existed. NUM_KEYS: i64 count.
+ *                   number of keys that existed. NUM_KEYS: i64 count. COMPARE_SET: u8
+ *                   swapped (1 when desired was set), u8 present, str value (the key's
+ *                   value after the request; empty when absent).
  *     TIMEOUT  = 1  WAIT only: u32 nmissing, nmissing x u32 index (into the request's
  *                   keys) of the keys still missing when timeout_ms passed.
  *     REFUSED  = 2  HELLO only: str reason; the server then closes the connection.
@@ -135,10 +142,11 @@
 #include "hoop/store.h"
 
 #define HOOP__STORE_MAGIC 0x484F4F50u /* "HOOP" */
-#define HOOP__STORE_VERSION 4
-#define HOOP__STORE_PREFACE "HOOP-STORE/4\r\n\r\n"
+#define HOOP__STORE_VERSION 5
+#define HOOP__STORE_PREFACE "HOOP-STORE/5\r\n\r\n"
 #define HOOP__STORE_PREFACE_V2 "HOOP-STORE/2\r\n\r\n" /* answered in its own framing */
 #define HOOP__STORE_PREFACE_V3 "HOOP-STORE/3\r\n\r\n" /* the same */
+#define HOOP__STORE_PREFACE_V4 "HOOP-STORE/4\r\n\r\n" /* the same */
 #define HOOP__STORE_PREFACE_LEN 16
 #define HOOP__STORE_TOKEN_MAX 256
 #define HOOP__STORE_HELLO_MAX (1 + 4 + 2 + 4 + 4 + 4 + HOOP__STORE_TOKEN_MAX)
@@ -158,6 +166,7 @@ enum hoop__store_op {
     HOOP__STORE_DELETE = 5,
     HOOP__STORE_NUM_KEYS = 6,
     HOOP__STORE_CLOSE = 7,
+    HOOP__STORE_COMPARE_SET = 8,
 };
 
 enum hoop__store_reply {
@@ -386,8 +395,9 @@ hoop_status hoop__store_wait_poll(hoop_store *st, int64_t wait_ms, int *done,
 int hoop__store_owed(const hoop_store *st);
 
 /* For a client leaving while the server does not answer (its process stopped): from now
- * on a SET is sent without waiting for its reply (HOOP_OK once in the socket; a full
- * socket for 200 ms loses the connection), hoop_store_destroy's CLOSE likewise, and any
+ * on a SET or a compare-and-set is sent without waiting for its reply (HOOP_OK once in
+ * the socket, *swapped 0 and no value for the latter; a full socket for 200 ms loses the
+ * connection), hoop_store_destroy's CLOSE likewise, and any
  * other call fails with HOOP_ERR_REMOTE ("has stopped answering"). The server applies
  * them in order when it runs again, so that it learns what this client had to say
  * before its hang-up. A connection lost because a reply did not come before its

@@ -687,6 +687,39 @@ static const char *on_add(hoop_store_server *s, conn *c, hoop__rd *r)
     return NULL;
 }
 
+/* COMPARE_SET (store_proto.h): desired replaces the value when the key is as expected
+ * (absent, or holding expected); the reply says whether it did, and what the key holds. */
+static const char *on_compare_set(hoop_store_server *s, conn *c, hoop__rd *r)
+{
+    const uint8_t *key, *expected, *desired;
+    size_t kn, en, dn;
+    uint8_t flags = hoop__get_u8(r);
+    const char *err = read_key(r, &key, &kn);
+    if (err) return err;
+    expected = hoop__get_str(r, HOOP_STORE_VALUE_MAX, &en);
+    desired = hoop__get_str(r, HOOP_STORE_VALUE_MAX, &dn);
+    if ((err = payload_error(r))) return err;
+    if (flags & ~1u) return "unknown COMPARE_SET flags";
+    const hoop__store_entry *e = hoop__store_table_find(&s->table, key, kn);
+    int swap = (flags & 1u)
+                   ? e == NULL
+                   : e && e->value_bytes == en && (en == 0 || !memcmp(e->value, expected, en));
+    if (swap) {
+        if (hoop__store_table_set(&s->table, key, kn, desired, dn) != HOOP_OK) {
+            reply_text(c, HOOP__STORE_R_INVALID, "the server ran out of memory");
+            return NULL;
+        }
+        e = hoop__store_table_find(&s->table, key, kn);
+    }
+    size_t at = hoop__frame_begin(&c->out, HOOP__STORE_R_OK);
+    hoop__put_u8(&c->out, (uint8_t)swap);
+    hoop__put_u8(&c->out, e != NULL);
+    hoop__put_str(&c->out, e ? e->value : NULL, e ? e->value_bytes : 0);
+    hoop__frame_end(&c->out, at);
+    if (swap) notify_parked(s);
+    return NULL;
+}
+
 /* Parses nkeys keys into c's wait arrays (offsets into frame, which starts at base). */
 static const char *read_keys(conn *c, hoop__rd *r, const uint8_t *base)
 {
@@ -803,7 +836,7 @@ static const handler_fn handlers[] = {
     [HOOP__STORE_HELLO] = on_hello,   [HOOP__STORE_SET] = on_set,
     [HOOP__STORE_ADD] = on_add,       [HOOP__STORE_WAIT] = on_wait,
     [HOOP__STORE_DELETE] = on_delete, [HOOP__STORE_NUM_KEYS] = on_num_keys,
-    [HOOP__STORE_CLOSE] = on_close,
+    [HOOP__STORE_CLOSE] = on_close,   [HOOP__STORE_COMPARE_SET] = on_compare_set,
 };
 
 static const char *handle_frame(hoop_store_server *s, conn *c, const uint8_t *body, uint32_t len)
@@ -820,7 +853,7 @@ static const char *handle_frame(hoop_store_server *s, conn *c, const uint8_t *bo
 // ----- input -----------------------------------------------------------------------------
 
 /* Drops a peer whose first bytes are not the preface, naming what it speaks. A version
- * 1 or 2 client gets a REFUSED frame of its version first (the same framing), so that it
+ * 1 to 4 client gets a REFUSED frame of its version first (the same framing), so that it
  * stops retrying. */
 static void wrong_preface(hoop_store_server *s, conn *c, const uint8_t *p, size_t n)
 {
@@ -832,12 +865,15 @@ static void wrong_preface(hoop_store_server *s, conn *c, const uint8_t *p, size_
              memcmp(p, HOOP__STORE_PREFACE_V2, HOOP__STORE_PREFACE_LEN) == 0;
     int v3 = n >= HOOP__STORE_PREFACE_LEN &&
              memcmp(p, HOOP__STORE_PREFACE_V3, HOOP__STORE_PREFACE_LEN) == 0;
-    if (v1 || v2 || v3) {
+    int v4 = n >= HOOP__STORE_PREFACE_LEN &&
+             memcmp(p, HOOP__STORE_PREFACE_V4, HOOP__STORE_PREFACE_LEN) == 0;
+    if (v1 || v2 || v3 || v4) {
         HOOP_WARN("store %s: closing connection from %s: %s; told it so in protocol %d", s->name,
                   c->peer, why,
                   v1   ? 1
                   : v2 ? 2
-                       : 3);
+                  : v3 ? 3
+                       : 4);
         char text[128];
         snprintf(text, sizeof(text),
                  "this server speaks store protocol %d (a newer hoop): run the same hoop on "

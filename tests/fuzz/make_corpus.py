@@ -12,7 +12,7 @@ tests/fuzz/corpus/ (the files are in git; rerun after a format changes):
               (src/autograd/checkpoint.c), with and without optimizer state
   store       client connections in the wire format of src/bootstrap/store_proto.h:
               HELLO then each request, a wrong token, another world_size, an HTTP
-              request, a version 1 and a version 2 client
+              request, a version 1 to 4 client
   tcp         hellos as tcp.c's connector sends them (struct tcp_hello, the magic and
               version read from tcp.c): each stream of a 4-stream link, a control link,
               a wrong token, an old version, a short read
@@ -110,8 +110,8 @@ def sstr(b):
     return struct.pack('>I', len(b)) + b
 
 
-preface = b'HOOP-STORE/4\r\n\r\n'
-hello = frame(1, struct.pack('>IHii', 0x484F4F50, 4, 0, 0) + sstr('fuzz'))
+preface = b'HOOP-STORE/5\r\n\r\n'
+hello = frame(1, struct.pack('>IHii', 0x484F4F50, 5, 0, 0) + sstr('fuzz'))
 put('store', 'set_get', preface + hello + frame(2, sstr('k') + sstr('v1')) +
     frame(4, struct.pack('>Bq', 1, 100) + struct.pack('>I', 1) + sstr('k')))
 put('store', 'add', preface + hello + frame(3, sstr('n') + struct.pack('>q', 5)) +
@@ -120,10 +120,15 @@ put('store', 'wait_timeout', preface + hello +
     frame(4, struct.pack('>Bq', 0, 10) + struct.pack('>I', 2) + sstr('x') + sstr('y')))
 put('store', 'delete', preface + hello + frame(2, sstr('a') + sstr('')) +
     frame(5, struct.pack('>I', 2) + sstr('a') + sstr('b')))
-put('store', 'bad_token', preface + frame(1, struct.pack('>IHii', 0x484F4F50, 4, 3, 0) + sstr('nope')))
-put('store', 'world_size', preface + frame(1, struct.pack('>IHii', 0x484F4F50, 4, 1, 7) + sstr('fuzz')))
+put('store', 'bad_token', preface + frame(1, struct.pack('>IHii', 0x484F4F50, 5, 3, 0) + sstr('nope')))
+put('store', 'world_size', preface + frame(1, struct.pack('>IHii', 0x484F4F50, 5, 1, 7) + sstr('fuzz')))
+put('store', 'compare_set', preface + hello +
+    frame(8, struct.pack('>B', 1) + sstr('w') + sstr('') + sstr('first')) +
+    frame(8, struct.pack('>B', 0) + sstr('w') + sstr('first') + sstr('')) +
+    frame(8, struct.pack('>B', 0) + sstr('w') + sstr('x') + sstr('y')))
 put('store', 'wait_lost_close', preface + hello +
     frame(4, struct.pack('>Bq', 3, 0) + struct.pack('>I', 1) + sstr('x')) + frame(7))
+put('store', 'v4', b'HOOP-STORE/4\r\n\r\n' + frame(1, struct.pack('>IHii', 0x484F4F50, 4, 0, 0) + sstr('fuzz')))
 put('store', 'v3', b'HOOP-STORE/3\r\n\r\n' + frame(1, struct.pack('>IHii', 0x484F4F50, 3, 0, 0) + sstr('fuzz')))
 put('store', 'v2', b'HOOP-STORE/2\r\n\r\n' + frame(1, struct.pack('>IHi', 0x484F4F50, 2, 0) + sstr('fuzz')))
 put('store', 'http', b'GET / HTTP/1.1\r\nHost: x\r\n\r\n')
