@@ -118,6 +118,7 @@ typedef struct bench_report {
     int64_t rows, errors;
     double busbw_sum;
     int jdepth, jcount[8]; /* the JSON writer: nesting, items written at each level */
+    int begun;             /* bench_report_begin ran (the JSON is open) */
 } bench_report;
 
 /* The header lines, the rank table and the column headers; the JSON's opening. */
@@ -129,6 +130,12 @@ void bench_report_row(bench_report *r, const bench_result *row);
 /* The footer (out of bounds, average busbw, the collective's name); closes the JSON.
  * Returns the number of failed checks ("Out of bounds values"). */
 int64_t bench_report_end(bench_report *r);
+
+/* A run that failed after bench_report_begin (why: the failure, one line): closes the
+ * JSON with the rows measured so far and why in its "errors" array, so that the file
+ * still parses and says what happened. The text gets no footer (nccl-tests prints none
+ * when a test aborts). */
+void bench_report_fail(bench_report *r, const char *why);
 
 /* Opens path for -J as nccl-tests does: never over an existing file, but path.0,
  * path.1, ... instead; the name used goes to used (len bytes). NULL when none opens. */

@@ -307,7 +307,8 @@ static void json_row(bench_report *r, const bench_result *row, const char *redop
     j_close(r, '}');
 }
 
-static void json_footer(bench_report *r, double avg)
+/* The JSON's end; why: NULL, or the failure that ended the run (in "errors"). */
+static void json_footer(bench_report *r, double avg, const char *why)
 {
     char when[64];
     j_close(r, ']'); /* results */
@@ -324,6 +325,10 @@ static void json_footer(bench_report *r, double avg)
     j_close(r, '}');
     j_key(r, "errors");
     j_open(r, '[');
+    if (why) {
+        j_sep(r);
+        j_str(r, why);
+    }
     j_close(r, ']');
     now_string(when, sizeof(when));
     j_kstr(r, "end_time", when);
@@ -338,6 +343,7 @@ void bench_report_begin(bench_report *r, const bench_rank_info *ranks, int nrank
     char line[256];
     r->rows = r->errors = 0;
     r->busbw_sum = 0;
+    r->begun = 1;
     r->jdepth = 0;
     r->jcount[0] = 0;
     text_header(r);
@@ -421,8 +427,16 @@ int64_t bench_report_end(bench_report *r)
     fprintf(f, "# %-20s : %g \n", "Avg bus bandwidth", avg);
     fprintf(f, "#\n# Collective test concluded: %s\n#\n", bench_test_name(r->o->coll));
     fflush(f);
-    if (r->json) json_footer(r, avg);
+    if (r->json) json_footer(r, avg, NULL);
+    r->begun = 0;
     return r->errors;
+}
+
+void bench_report_fail(bench_report *r, const char *why)
+{
+    if (!r->begun) return;
+    r->begun = 0;
+    if (r->json) json_footer(r, r->rows ? r->busbw_sum / (2.0 * (double)r->rows) : 0, why);
 }
 
 FILE *bench_open_new(const char *path, char *used, size_t len)

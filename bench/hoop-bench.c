@@ -88,10 +88,16 @@ static int bad_flag(const char *fmt, ...)
     return 2;
 }
 
+/* The first failure's line, for the JSON's "errors" (bench_report_fail). */
+static char failure[700];
+
 static int failed(const bench_ctx *c, const char *what, hoop_status st)
 {
-    fprintf(stderr, "hoop-bench: rank %d: %s failed: %s (%s)\n", c->bc.rank, what,
-            hoop_last_error(), hoop_status_name(st));
+    char line[sizeof(failure)];
+    snprintf(line, sizeof(line), "rank %d: %s failed: %s (%s)", c->bc.rank, what, hoop_last_error(),
+             hoop_status_name(st));
+    fprintf(stderr, "hoop-bench: %s\n", line);
+    if (!failure[0]) snprintf(failure, sizeof(failure), "%s", line);
     return 1;
 }
 
@@ -124,9 +130,14 @@ static int algo_known(const bench_ctx *c)
 }
 
 /* "ring", or "ring|direct" when the in-place calls run direct: as hoop_allreduce & co.
- * pick (in place on shared memory, from these sizes up under auto). */
+ * pick (in place on shared memory, from these sizes up under auto). Broadcast and reduce
+ * always run their chain along the ring, and all-gather and reduce-scatter the ring
+ * unless direct may be picked, whatever --algo says. */
 static const char *row_algo(const bench_ctx *c, const bench_layout *L, char *buf, size_t len)
 {
+    bench_coll k = c->o.coll;
+    if (k == BENCH_BROADCAST || k == BENCH_REDUCE || (k != BENCH_ALLREDUCE && !may_direct(c)))
+        return "ring";
     const char *a = c->o.coll != BENCH_ALLREDUCE
                         ? "ring"
                         : hoop_algo_name(hoop__comm_algo_pick(c->comm, HOOP_ALGO_AUTO, L->bytes));
@@ -381,7 +392,8 @@ static int run_size(bench_ctx *c, size_t size)
                         .dtype = c->bc.dtype,
                         .op = c->bc.op,
                         .wrong = {-1, -1}};
-    if (algo_known(c)) row.algo = row_algo(c, &L, algo, sizeof(algo));
+    if (algo_known(c) || c->o.coll != BENCH_ALLREDUCE)
+        row.algo = row_algo(c, &L, algo, sizeof(algo));
     hoop_status st;
     for (int p = 0; p < 2; p++)
         if (run_placement(c, &L, p, &row) != 0) return 1;
@@ -636,6 +648,7 @@ int main(int argc, char **argv)
     if (rc != 0) return bad_flag("%s", err);
     rc = setup(&ctx, argc, argv);
     if (rc == 0) rc = sweep(&ctx);
+    if (rc != 0) bench_report_fail(&ctx.rep, failure[0] ? failure : "the run failed");
     if (ctx.o.reg && ctx.comm && ctx.o.device) { /* collective: every rank gets here */
         if (ctx.dsend) hoop_comm_free_shared_cuda(ctx.comm, ctx.dsend);
         if (ctx.drecv) hoop_comm_free_shared_cuda(ctx.comm, ctx.drecv);

@@ -149,6 +149,17 @@ echo keep > "$TMP/k.json"
 [ "$(cat "$TMP/k.json")" = keep ] || fail "-J overwrote an existing file"
 assert_contains "$TMP/out1" "# Writing JSON output to $TMP/k.json.0"
 python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$TMP/k.json.0" || fail "k.json.0"
+# A run that fails midway (rank 1 told -N 1, rank 0 -N 2: the second cycle's first call
+# differs) exits 1, and its JSON still parses: the rows of the first cycle and the
+# failure in "errors" (the file ended inside "results").
+"$HOOPRUN" --nproc-per-node 2 bash -c 'exec "$0" allreduce -b 8 -e 64 -f 2 -n 1 -w 0 -J "$1" \
+    -N $((2 - RANK))' "$BENCH" "$TMP/fail.json" > "$TMP/out" 2>&1 && fail "-N 2 against -N 1 ran"
+python3 - "$TMP/fail.json" << 'EOF' || { cat "$TMP/out" "$TMP/fail.json"; fail "the failed run's JSON"; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["results"]) == 4, d["results"]
+assert len(d["errors"]) == 1 and "rank 0: " in d["errors"][0] and "failed" in d["errors"][0], d
+EOF
 
 # Shared buffers (-R 1): in-place all-reduces from 8 KiB run direct on 2 ranks (the algo
 # column says so), checked against the exact reference like every other call; on 3 ranks
@@ -167,6 +178,14 @@ done
 "$HOOPRUN" --nproc-per-node 2 "$BENCH" allgather -b 64 -e 64K -f 32 -n 2 -w 0 -R 2 --algo direct \
     > "$TMP/out" 2>&1 || { cat "$TMP/out"; fail "allgather -R 2 --algo direct"; }
 assert_contains "$TMP/out" "# Out of bounds values : 0 OK"
+# The algo column names what ran: broadcast and reduce chain along the ring, and an
+# all-gather on plain buffers runs the ring, whatever --algo says (it said "rhd").
+for coll in broadcast reduce allgather; do
+    "$HOOPRUN" --nproc-per-node 2 "$BENCH" $coll -b 1K -e 4K -f 4 -n 1 -w 0 --algo rhd --show-algo \
+        > "$TMP/out" 2>&1 || { cat "$TMP/out"; fail "$coll --algo rhd --show-algo"; }
+    strip "$TMP/out" | awk '!/^#/ && NF { n++; if ($NF != "ring") bad = 1 } END { exit bad || n != 2 }' ||
+        { cat "$TMP/out"; fail "$coll --algo rhd: the algo column is not 'ring'"; }
+done
 
 # Device buffers (--device cuda) on the CUDA backend built on the host execution layer
 # (src/cuda/hx.h; the same .cu sources, run on the CPU): every collective on 2 ranks,

@@ -20,9 +20,9 @@
  *   - a hooprun whose worker fails writes "hooprun.attempt.k.failed" (which node and
  *     why) by compare-and-set, so that the first note stays and a later one learns it in
  *     the same round trip (a probe, then a set, let a second note replace the first in
- *     between, or when posted: below); every hooprun looks for that key every HOOPRUN_AGENT_PROBE_MS while its
- *     workers run, and stops its own workers when it appears, instead of leaving them
- *     to time out;
+ *     between, or when posted: below); every hooprun looks for that key every
+ * HOOPRUN_AGENT_PROBE_MS while its workers run, and stops its own workers when it appears, instead
+ * of leaving them to time out;
  *   - a hooprun that dies is named by the store at once (store protocol 4, "A rank
  *     lost"). One that exits with a failure leaves "hooprun.exit" (its code, mirrored
  *     by the others when it got SIGINT/SIGTERM/SIGHUP, and why) and the attempt's
