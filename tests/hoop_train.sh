@@ -117,7 +117,8 @@ trflip=$(idx "$tmp/flip" 64 16 flip | cut -d' ' -f1)
 te15=$(idx "$tmp/t15" 64 15 | cut -d' ' -f2)
 for case in "d60|60 training samples (crc32 $tr60); rank 0's $tmp/d64 has 64 (crc32 $tr64)" \
     "flip|64 training samples (crc32 $trflip); rank 0's $tmp/d64 has 64 (crc32 $tr64)" \
-    "t15|15 test samples (crc32 $te15); rank 0's $tmp/d64 has 16 (crc32 $te16)" "same|"; do
+    "t15|15 test samples (crc32 $te15); rank 0's $tmp/d64 has 16 (crc32 $te16)" "same|" \
+    "none|"; do
     d=${case%%|*}
     RANK1_DATA=$tmp/$d "${top_builddir:-.}/tools/hooprun" --prefix --nproc-per-node 2 \
         "$tmp/rank1" --data "$tmp/d64" --threads 1 --batch-size 16 --bench-steps 2 \
@@ -128,6 +129,10 @@ for case in "d60|60 training samples (crc32 $tr60); rank 0's $tmp/d64 has 64 (cr
         [ $rc = 0 ] && grep -qF -- "$want" "$tmp/out"
     else
         want="[rank 0] hoop-train: rank 1's --data $tmp/$d has ${case#*|} (every rank must"
+        # A copy rank 1 cannot load: rank 0 names it, with the loader's words (it said
+        # only that rank 1 closed its links).
+        [ "$d" = none ] &&
+            want="[rank 0] hoop-train: rank 1 could not load its --data: $tmp/none: neither train-images-idx3-ubyte.gz nor"
         [ $rc = 2 ] && grep -qF -- "$want" "$tmp/out" && ! grep -q '^\[rank 1\] hoop-train' "$tmp/out"
     fi
     if [ $? = 0 ]; then

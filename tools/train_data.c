@@ -63,17 +63,27 @@ static void data_id(const trainer *t, train_data_id *id)
 
 /* Rank 0 loads the data (when root_st, its output checks, passed) while the others wait
  * for its verdict; then they load theirs (a failure on rank 0 stops everyone with rank
- * 0's message), and all compare what they loaded with rank 0's. */
+ * 0's message), and all compare what they loaded with rank 0's, a rank that could not
+ * load its copy included: rank 0 names it, with its loader's message (before, it said
+ * only that the rank closed its links, which is all a node without hooprun sees). */
 hoop_status train_data_load(trainer *t, hoop_status root_st)
 {
     hoop_status st = t->dist.rank == 0 && root_st == HOOP_OK ? load_data(t) : root_st;
     HOOP_CHECK(train_dist_root_status(&t->dist, st));
-    if (t->dist.rank != 0) HOOP_CHECK(load_data(t));
+    if (t->dist.rank != 0) st = load_data(t);
     if (t->dist.comm) {
         train_data_id id;
-        data_id(t, &id);
+        if (st == HOOP_OK) {
+            data_id(t, &id);
+        } else {
+            memset(&id, 0, sizeof(id));
+            id.code = (int32_t)st;
+            snprintf(id.path, sizeof(id.path), "%s", t->o->data);
+            snprintf(id.why, sizeof(id.why), "%s", hoop_last_error());
+        }
         HOOP_CHECK(train_dist_same_data(&t->dist, &id));
     }
+    HOOP_CHECK(st);
     size_t n = hoop_dataset_count(t->train);
     t->ntrain =
         t->o->train_limit > 0 && (size_t)t->o->train_limit < n ? (size_t)t->o->train_limit : n;

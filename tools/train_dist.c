@@ -76,6 +76,9 @@ out:
 static hoop_status data_diff(const train_data_id *root, const train_data_id *theirs, int r)
 {
     static const char *const set[2] = {"training", "test"};
+    if (theirs->code != HOOP_OK)
+        return HOOP_ERROR((hoop_status)theirs->code, "rank %d could not load its --data: %s", r,
+                          theirs->why);
     if (theirs->rows != root->rows || theirs->cols != root->cols)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "rank %d's --data %s has %lldx%lld images; rank 0's %s has %lldx%lld "
@@ -102,8 +105,13 @@ hoop_status train_dist_same_data(train_dist *d, const train_data_id *mine)
     HOOP_CHECK(hoop__calloc(&all, (size_t)d->world_size));
     HOOP_CHECK_GOTO(hoop_allgather(d->comm, mine, all, sizeof(*mine), HOOP_DTYPE_U8, NULL), st,
                     out);
-    for (int r = 0; r < d->world_size; r++) /* whatever another build sent */
+    for (int r = 0; r < d->world_size; r++) { /* whatever another build sent */
         all[r].path[TRAIN_DATA_PATH_BYTES - 1] = '\0';
+        all[r].why[TRAIN_DATA_PATH_BYTES - 1] = '\0';
+        if (all[r].code != HOOP_OK &&
+            !strcmp(hoop_status_name((hoop_status)all[r].code), "HOOP_UNKNOWN"))
+            all[r].code = HOOP_ERR_REMOTE;
+    }
     for (int r = 1; r < d->world_size && st == HOOP_OK; r++) st = data_diff(&all[0], &all[r], r);
     d->root_failed = st != HOOP_OK && d->rank != 0; /* rank 0 says it, for all */
 out:

@@ -81,6 +81,8 @@ typedef struct train_data_id {
     int64_t rows, cols; /* image size in pixels, both sets */
     uint32_t crc[2];    /* zlib crc32 of a set's pixels, then its labels, as in the files */
     char path[TRAIN_DATA_PATH_BYTES]; /* --data as given, NUL-terminated (cut if longer) */
+    int32_t code;                     /* HOOP_OK, or why this rank could not load it: */
+    char why[TRAIN_DATA_PATH_BYTES];  /* the loader's message (cut if longer) */
 } train_data_id;
 
 /* Every rank's id (mine) is gathered and compared with rank 0's (a collective when
@@ -90,7 +92,10 @@ typedef struct train_data_id {
  * message everywhere, naming the lowest rank that differs, its path and what it loaded
  * against rank 0's: "rank 1's --data /x has 59000 training samples (crc32 1a2b3c4d);
  * rank 0's /y has 60000 (crc32 5e6f7a8b) (every rank must load the same data)", or their
- * image sizes; rank 0 alone prints it (the others are marked root_failed). */
+ * image sizes; or, for a rank that could not load its --data (code set), rank 0 names
+ * it with the loader's message and status: "rank 1 could not load its --data: /x: ..."
+ * (the ranks other than 0 load after rank 0 did, so theirs is the failure only they
+ * see). Rank 0 alone prints it (the others are marked root_failed). */
 hoop_status train_dist_same_data(train_dist *d, const train_data_id *mine);
 
 /* Rank 0 shares its status st with everyone (a collective when distributed): returns st
