@@ -18,12 +18,12 @@
  *     HOOPRUN_AGENT_PROBE_MS slices, and between them looks for a node that left, a
  *     signal to this hooprun (blocked once connected) and, at the end, a failure;
  *   - a hooprun whose worker fails writes "hooprun.attempt.k.failed" (which node and
- *     why) by compare-and-set, so that the first note stays and a later one learns it in
- *     the same round trip (a probe, then a set, let a second note replace the first in
- *     between, or when posted: below); every hooprun looks for that key every
- * HOOPRUN_AGENT_PROBE_MS while its workers run, and stops its own workers when it appears, instead
- * of leaving them to time out;
- *   - a hooprun that dies is named by the store at once (store protocol 4, "A rank
+ *     why) by compare-and-set: the first note node 0's store takes stays, and a later
+ *     one learns it in the same round trip (a look, then a set, let a second note
+ *     replace the first one between them); every hooprun looks for that key every
+ *     HOOPRUN_AGENT_PROBE_MS while its workers run, and stops its own workers when it
+ *     appears, instead of leaving them to time out;
+ *   - a hooprun that dies is named by the store at once (store_proto.h, "A rank
  *     lost"). One that exits with a failure leaves "hooprun.exit" (its code, mirrored
  *     by the others when it got SIGINT/SIGTERM/SIGHUP, and why) and the attempt's
  *     failure note; another node then hangs up without a CLOSE (the store marks it
@@ -109,10 +109,11 @@ static int answered(const hooprun_plan *p, int64_t ms)
 }
 
 /* Leaves note at key unless a note is there already, in one compare-and-set: the first
- * node's note wins, also when the nodes only post theirs (node 0's hooprun stalled: its
- * store applies them in the order they came). Returns 1 with the note found into
- * found (cap bytes) when another came first, 0 when this one was left or posted, -1 when
- * the store failed (its message set). */
+ * note node 0's store takes wins, also when the nodes only post theirs (node 0's hooprun
+ * stalled). After a stall the store reads what waited connection by connection, so the
+ * winner is then the first note of the first node read, not always the earliest
+ * failure. Returns 1 with the note found into found (cap bytes) when another came first,
+ * 0 when this one was left or posted, -1 when the store failed (its message set). */
 static int leave_first(const hooprun_plan *p, const char *key, const char *note, char *found,
                        size_t cap)
 {
