@@ -112,6 +112,22 @@ echo "--nnodes 2 vs 3: rc=$rcd,$rce"
 for n in d e; do
     assert_contains "$TMP/n$n" "--nnodes 3 on node 1 but --nnodes 2 on node 0: give every node's hooprun the same --nnodes"
 done
+# A second --node-rank 0 finds MASTER_PORT + 1 taken by the first: exit 2, as for any
+# --node-rank claimed twice (it exited 1), and the first node 0 is left alone.
+port=$((20000 + RANDOM % 12000))
+node 0 f 2 &
+pf=$!
+for _ in $(seq 100); do # node 0's hooprun serves the nodes' store
+    ss -ltn "sport = :$((port + 1))" | grep -q LISTEN && break
+    sleep 0.05
+done
+node 0 g 2
+rcg=$?
+kill -TERM $pf
+wait $pf
+echo "--node-rank 0 twice: the second exited $rcg"
+[ "$rcg" = 2 ] || { cat "$TMP/ng"; fail "a second --node-rank 0 exited $rcg, not 2"; }
+assert_contains "$TMP/ng" "127.0.0.1:$((port + 1)) is already in use (another job on this port, or a second rank 0: two nodes given --node-rank 0"
 
 # -h is --help (exit 0, the usage); --help with a value is refused like any bad argument.
 "$SMOKE" -h > "$TMP/h" 2>&1 || fail "hoop-smoke -h exited $?"

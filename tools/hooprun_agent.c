@@ -214,9 +214,13 @@ int hooprun_agent_open(hooprun_plan *p)
     if (s != HOOP_OK) {
         p->agents = NULL;
         say(p, "connecting");
-        /* Refused (a --node-rank taken, another --nnodes, HOOP_TOKEN), or the store gave up
-         * over such a node: how the nodes were started is wrong. */
-        return hoop__store_last_refused() || s == HOOP_ERR_MISMATCH ? 2 : 1;
+        /* Refused (a --node-rank taken, another --nnodes, HOOP_TOKEN), the store gave up
+         * over such a node, or node 0 found its port taken (a second --node-rank 0, or
+         * another job at MASTER_PORT + 1): how the nodes were started is wrong. */
+        return hoop__store_last_refused() || s == HOOP_ERR_MISMATCH ||
+                       (p->node_rank == 0 && hoop__store_last_in_use())
+                   ? 2
+                   : 1;
     }
     /* Node 0's hooprun may stall (load, a debugger) without being gone: its replies may
      * come as late as HOOP_TIMEOUT before a node gives the meeting up. */

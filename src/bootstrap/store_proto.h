@@ -498,6 +498,11 @@ hoop_status hoop__store_server_init_nodes(hoop_store_server **out, const hoop_st
  * a rank claimed twice, a store that gave up): a configuration error, not an outage. */
 int hoop__store_last_refused(void);
 
+/* 1 when the calling thread's last hoop_store_server_init (or a rank 0's start above)
+ * failed because its port was in use (EADDRINUSE: another job there, or a second rank 0
+ * or node 0): a configuration error too. */
+int hoop__store_last_in_use(void);
+
 /* Notes why this rank is giving up (code and the thread's message, e.g. a timed-out
  * all-gather); the first note is kept. On rank 0 the owned server passes it to every
  * waiting rank when st is destroyed. The store's own barrier, all-gather and env

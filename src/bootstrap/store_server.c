@@ -1271,11 +1271,21 @@ static void *server_main(void *arg)
 
 // ----- public API ----------------------------------------------------------------------------
 
+/* hoop__store_last_in_use: set when bind_listen found the port taken, cleared by each
+ * try. */
+static _Thread_local int last_in_use;
+
+int hoop__store_last_in_use(void)
+{
+    return last_in_use;
+}
+
 /* Binds and listens on the first address of res that works. */
 static hoop_status bind_listen(hoop_store_server *s, const struct addrinfo *res, const char *host,
                                int port)
 {
     int last_errno = 0;
+    last_in_use = 0;
     for (const struct addrinfo *a = res; a; a = a->ai_next) {
         int fd =
             socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
@@ -1296,7 +1306,8 @@ static hoop_status bind_listen(hoop_store_server *s, const struct addrinfo *res,
     }
     char where[300];
     hoop__hostport(where, sizeof(where), host, port);
-    if (last_errno == EADDRINUSE)
+    last_in_use = last_errno == EADDRINUSE;
+    if (last_in_use)
         return HOOP_ERROR(HOOP_ERR_SYSTEM,
                           "store: %s is already in use (another job on this port, or a second "
                           "rank 0: two nodes given --node-rank 0, two workers RANK=0; "
