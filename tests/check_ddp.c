@@ -253,7 +253,8 @@ END_TEST
 
 // ----------------------------------------------------------------- unused parameters
 
-/* Rank 0 uses w2 in its loss, the others do not. */
+/* Rank 0 uses w2 in its loss, the others do not (error_on_unused: 0 off, 1 on, 2 off and
+ * rank 1 passes a non-scalar loss at step 1). */
 static void run_unused(rank_ctx *c, hoop_comm *comm)
 {
     hoop_model *m;
@@ -272,7 +273,7 @@ static void run_unused(rank_ctx *c, hoop_comm *comm)
     hoop_tape_init(&tape);
     hoop_optim *opt = make_sgd(m);
     hoop_ddp_config dc = HOOP_DDP_CONFIG_INIT;
-    dc.error_on_unused = c->error_on_unused;
+    dc.error_on_unused = c->error_on_unused == 1;
     hoop_ddp *ddp;
     ck_assert_int_eq(hoop_ddp_init(&ddp, comm, hoop_model_params(m), 3, &dc), HOOP_OK);
     c->step_st = HOOP_OK;
@@ -289,6 +290,8 @@ static void run_unused(rank_ctx *c, hoop_comm *comm)
         }
         hoop_cross_entropy(tape, y, data_y, 0.0f, &loss);
         hoop_optim_zero_grad(opt);
+        /* error_on_unused 2: rank 1 passes a non-scalar loss at step 1 (its own error) */
+        if (c->error_on_unused == 2 && c->rank == 1 && s == 1) loss = y;
         hoop_status st = hoop_ddp_backward(ddp, tape, loss);
         if (st != HOOP_OK && c->step_st == HOOP_OK) {
             c->step_st = st;
@@ -314,12 +317,18 @@ START_TEST(test_unused_parameter)
         ctx[r].error_on_unused = _i;
     }
     spawn(ctx, 2, 1, 0);
-    ck_assert_int_eq(ctx[0].step_st, HOOP_OK);
-    if (_i) {
-        ck_assert_int_eq(ctx[1].step_st, HOOP_ERR_USAGE);
-        ck_assert_msg(strstr(ctx[1].msg, "'w2'") != NULL, "message: %s", ctx[1].msg);
-    } else {
+    if (_i == 0) {
+        ck_assert_int_eq(ctx[0].step_st, HOOP_OK);
         ck_assert_int_eq(ctx[1].step_st, HOOP_OK);
+    } else {
+        /* The failing rank's own error; its peer fails too, where it returned HOOP_OK with
+         * gradients averaged with the failed rank's. */
+        ck_assert_int_eq(ctx[1].step_st, _i == 1 ? HOOP_ERR_USAGE : HOOP_ERR_INVALID);
+        ck_assert_msg(strstr(ctx[1].msg, _i == 1 ? "'w2'" : "scalar") != NULL, "message: %s",
+                      ctx[1].msg);
+        ck_assert_int_eq(ctx[0].step_st, HOOP_ERR_REMOTE);
+        ck_assert_msg(strstr(ctx[0].msg, "the backward pass failed on 1 of 2 ranks") != NULL,
+                      "message: %s", ctx[0].msg);
     }
     ck_assert(memcmp(ctx[0].params, ctx[1].params, n * sizeof(float)) == 0);
     for (int r = 0; r < 2; r++) free(ctx[r].params);
@@ -906,6 +915,16 @@ static hoop_status noop_step(void *user)
 }
 
 /* Every public function of ddp.h with NULL and out-of-range arguments, on one rank. */
+/* A gradient hook that destroys its hoop_ddp: what it returned, and its message. */
+static hoop_status destroy_in_hook_st;
+static char destroy_in_hook_msg[256];
+static void destroy_in_hook(hoop_tensor *param, void *user)
+{
+    (void)param;
+    destroy_in_hook_st = hoop_ddp_destroy(user);
+    snprintf(destroy_in_hook_msg, sizeof(destroy_in_hook_msg), "%s", hoop_last_error());
+}
+
 static void run_bad_args(rank_ctx *c, hoop_comm *comm)
 {
     (void)c;
@@ -951,7 +970,7 @@ static void run_bad_args(rank_ctx *c, hoop_comm *comm)
             assert_error_has(flags[f], v < 0 ? "=-1" : "=2");
         }
     }
-    /* Huge bucket caps are valid: everything in one bucket (plus the 4 control bytes). */
+    /* Huge bucket caps are valid: everything in one bucket (plus the 8 control bytes). */
     hoop_ddp_config dc = HOOP_DDP_CONFIG_INIT;
     dc.bucket_cap_bytes = dc.first_bucket_bytes = SIZE_MAX;
     ck_assert_int_eq(hoop_ddp_init(&ddp, comm, p, 6, &dc), HOOP_OK);
@@ -963,7 +982,7 @@ static void run_bad_args(rank_ctx *c, hoop_comm *comm)
     hoop_ddp_stats st;
     hoop_ddp_get_stats(ddp, &st);
     ck_assert_int_eq(st.nbuckets, 1);
-    ck_assert_uint_eq(st.bucket_bytes % 64, 4);
+    ck_assert_uint_eq(st.bucket_bytes % 64, 8);
     hoop_tape *tape;
     hoop_tape_init(&tape);
     hoop_tensor *loss = forward_loss(m, tape, 0, B);
@@ -994,6 +1013,16 @@ static void run_bad_args(rank_ctx *c, hoop_comm *comm)
     ck_assert_int_eq(hoop_ddp_trace_flush(NULL), HOOP_ERR_INVALID);
     ck_assert_int_eq(hoop_ddp_trace_flush(ddp), HOOP_OK);
     ck_assert_int_eq(hoop_ddp_destroy(NULL), HOOP_OK);
+    /* hoop_ddp_destroy from a gradient hook, inside hoop_ddp_backward: refused (it freed
+     * the buckets the pass was using: a double free). */
+    hoop_tape_reset(tape);
+    loss = forward_loss(m, tape, 0, B);
+    destroy_in_hook_st = HOOP_OK;
+    ck_assert_int_eq(hoop_tensor_set_grad_hook(p[0], destroy_in_hook, ddp), HOOP_OK);
+    ck_assert_int_eq(hoop_ddp_backward(ddp, tape, loss), HOOP_OK);
+    ck_assert_int_eq(destroy_in_hook_st, HOOP_ERR_USAGE);
+    ck_assert_msg(strstr(destroy_in_hook_msg, "inside hoop_ddp_backward") != NULL, "%s",
+                  destroy_in_hook_msg);
     /* The comm first, while the hoop_ddp lives: refused, nothing destroyed (its buckets
      * live in the comm's shared memory); the comm still works after. */
     ck_assert_int_eq(hoop_comm_destroy(comm), HOOP_ERR_USAGE);
@@ -1076,7 +1105,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_equivalence, 0, 4);
-    tcase_add_loop_test(tc, test_unused_parameter, 0, 2);
+    tcase_add_loop_test(tc, test_unused_parameter, 0, 3);
     tcase_add_test(tc, test_no_sync_accumulation);
     tcase_add_test(tc, test_trace_shows_overlap);
     tcase_add_test(tc, test_shape_mismatch);

@@ -165,13 +165,13 @@ typedef struct hoop_ddp_config {
  * the previous bucket is done until its result is in place, and wait is how long after
  * the pass the last bucket ended (what the optimizer step waited for on the device). */
 typedef struct hoop_ddp_stats {
-    int64_t steps;        /* synchronising backward passes */
+    int64_t steps;        /* rounds of hoop_ddp_backward (a failed pass still takes part) */
     double backward_ms;   /* inside hoop_backward */
     double comm_ms;       /* union of bucket all-reduce intervals */
     double hidden_ms;     /* part of comm_ms inside backward */
     double wait_ms;       /* waiting for buckets after backward */
     int nbuckets;         /* number of buckets */
-    size_t bucket_bytes;  /* total bytes reduced per step (gradients, padding, 4 control bytes) */
+    size_t bucket_bytes;  /* total bytes reduced per step (gradients, padding, 8 control bytes) */
     int64_t uneven_steps; /* of steps: rounds in which some rank had joined */
     int64_t joined_steps; /* rounds this rank answered inside hoop_ddp_join for ranks that
                              still had data (it ran the step function after each) */
@@ -222,7 +222,13 @@ HOOP_API hoop_status hoop_ddp_destroy(hoop_ddp *ddp);
  * HOOP_ERR_USAGE naming unused parameters when error_on_unused is set (after the
  * reduction completed, on cuda after it was queued), saying how many ranks had joined
  * when error_on_uneven is set, or, after this call's own round, naming a parameter that
- * a plain hoop_backward reached since the last report (top of this file). */
+ * a plain hoop_backward reached since the last report (top of this file). A rank whose
+ * pass fails still takes part in the round (its peers would wait for it) and, on the
+ * cpu, says so in it: every other rank then fails too, with HOOP_ERR_REMOTE saying how
+ * many ranks failed (their gradients were averaged with the failed ranks' and are not
+ * valid), instead of returning HOOP_OK. It cannot say so when the failure came after
+ * its last bucket went (every gradient was final), nor on cuda, where the host does not
+ * wait for the round: there only the failing rank fails. */
 HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *loss);
 
 /* What a joined rank runs after each round it answered for ranks that still had data:

@@ -168,9 +168,11 @@ static hoop_status plan_buckets(hoop_ddp *ddp)
             cap = ddp->cfg.bucket_cap_bytes;
         }
     }
-    /* The control float after the last gradient: 1 on a rank that ran backward, 0 on a
-     * joined one; reduced with the bucket, it counts the ranks that had data. */
-    ddp->buckets[ddp->nbuckets - 1].count++;
+    /* Two control floats after the last gradient: 1 on a rank that ran backward, 0 on a
+     * joined one (reduced with the bucket, it counts the ranks that had data); and 1 on a
+     * rank whose pass failed before the bucket went (it counts them: their peers fail
+     * too, instead of returning gradients averaged with a failed rank's zeros). */
+    ddp->buckets[ddp->nbuckets - 1].count += 2;
     return HOOP_OK;
 }
 
@@ -206,7 +208,8 @@ static hoop_status attach_buckets(hoop_ddp *ddp)
         }
     }
     ddp_bucket *last = &ddp->buckets[ddp->nbuckets - 1];
-    ddp->control = last->buf + last->count - 1;
+    ddp->control = last->buf + last->count - 2;
+    ddp->fault = last->buf + last->count - 1;
     return HOOP_OK;
 }
 
@@ -360,6 +363,10 @@ static hoop_status stray_status(hoop_ddp *ddp, const char *fn);
 HOOP_API hoop_status hoop_ddp_destroy(hoop_ddp *ddp)
 {
     if (!ddp) return HOOP_OK;
+    if (ddp->in_backward) /* from a hook: the pass still uses the buckets */
+        return HOOP_ERROR(HOOP_ERR_USAGE,
+                          "hoop_ddp_destroy inside hoop_ddp_backward (from a gradient hook?): "
+                          "destroy it after the pass returns");
     hoop_status st = HOOP_OK;
     HOOP_CHECK_KEEP(stray_status(ddp, "hoop_ddp_destroy"), st);
     for (int b = 0; ddp->buckets && b < ddp->nbuckets; b++)
@@ -469,6 +476,16 @@ static void on_grad_ready(hoop_tensor *param, void *user)
     mark_ready(h->ddp, h->param);
 }
 
+/* This rank's pass failed (or took no gradient for a parameter under error_on_unused):
+ * says so in the fault float, while the last bucket has not gone (it goes last, when
+ * every parameter is ready), so that every rank's round fails (finish_round). On cuda
+ * the float is not read back (the host does not wait for the round there): only the
+ * failing rank fails. */
+static void set_fault(hoop_ddp *ddp)
+{
+    if (!ddp->dev && ddp->next_launch < ddp->nbuckets) *ddp->fault = 1.0f;
+}
+
 /* Marks parameters that backward did not reach; with error_on_unused, names them. */
 static hoop_status mark_unused(hoop_ddp *ddp, hoop_tape *tape)
 {
@@ -482,9 +499,10 @@ static hoop_status mark_unused(hoop_ddp *ddp, hoop_tape *tape)
             snprintf(names + len, sizeof(names) - len, "%s%s", len ? ", " : "",
                      pname(ddp->params[i], nm));
         }
-        mark_ready(ddp, (int)i);
     }
-    /* Parameters whose hook fired are already ready; any left (hooks off) become ready. */
+    /* Found before any is marked: marking one may launch the last bucket. */
+    if (unused && ddp->cfg.error_on_unused) set_fault(ddp);
+    /* The unused, and any left (hooks off), become ready; the rest already are. */
     for (size_t i = 0; i < ddp->nparams; i++) mark_ready(ddp, (int)i);
     if (unused && ddp->cfg.error_on_unused)
         return HOOP_ERROR(HOOP_ERR_USAGE,
@@ -582,9 +600,11 @@ static hoop_status reset_step(hoop_ddp *ddp, float has_data, int join)
     ddp->hook_st = HOOP_OK;
     if (!ddp->dev) {
         *ddp->control = has_data;
+        *ddp->fault = 0;
         return HOOP_OK;
     }
     HOOP_CHECK(ddp->k->fill(ddp->control, 1, has_data));
+    HOOP_CHECK(ddp->k->fill(ddp->fault, 1, 0.0f));
     return hoop__ddp_dev_begin(ddp, join);
 }
 
@@ -619,6 +639,16 @@ static hoop_status finish_round(hoop_ddp *ddp, int *active)
 {
     int ws = hoop_comm_world_size(ddp->comm);
     float control;
+    if (!ddp->dev) {
+        double failed = rint((double)*ddp->fault * ws);
+        if (failed > 0)
+            return HOOP_ERROR(HOOP_ERR_REMOTE,
+                              "DDP: the backward pass failed on %d of %d ranks in this round "
+                              "(see their messages: their own error, or a parameter without a "
+                              "gradient under error_on_unused); the gradients this rank got "
+                              "were averaged with theirs and are not valid",
+                              (int)failed, ws);
+    }
     HOOP_CHECK(read_control(ddp, &control));
     double k = rint((double)control * ws);
     if (!(k >= 0 && k <= ws))
@@ -694,7 +724,9 @@ static hoop_status backward_host(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *lo
      * (the progress thread preempts the tail of the pass); counting that tail as
      * backward would report communication as hidden when it only competed. */
     int64_t bwd_e = ddp->t_last_hook_us ? ddp->t_last_hook_us : hoop_ddp_now_us();
-    /* Even when backward failed, launch every bucket so no peer waits for this rank. */
+    /* Even when backward failed, launch every bucket so no peer waits for this rank, and
+     * tell them it failed. */
+    if (st != HOOP_OK) set_fault(ddp);
     hoop_status unused_st = mark_unused(ddp, tape);
     hoop_status wait_st = wait_all(ddp);
     record_step(ddp, bwd_b, bwd_e, hoop_ddp_now_us());
@@ -702,6 +734,7 @@ static hoop_status backward_host(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *lo
     if (ddp->hook_st != HOOP_OK)
         return HOOP_ERROR(ddp->hook_st, "DDP bucket all-reduce failed: %s", ddp->hook_msg);
     if (wait_st != HOOP_OK) return wait_st;
+    if (unused_st != HOOP_OK) return unused_st; /* this rank's own error first */
     int ws = hoop_comm_world_size(ddp->comm), active = ws;
     HOOP_CHECK(finish_round(ddp, &active));
     if (active < ws) ddp->stats.uneven_steps++;

@@ -90,8 +90,10 @@ struct hoop_ddp {
     int nbuckets;
     int next_launch; /* buckets launch strictly in index order */
     int sync;
-    float *control;         /* the last bucket's last float: ranks with data in this round
-                               (device memory on cuda) */
+    float *control;         /* the last bucket's last float but one: ranks with data in
+                               this round (device memory on cuda) */
+    float *fault;           /* the last bucket's last float: ranks whose pass failed before
+                               the bucket went (read on the cpu only) */
     int64_t t_last_hook_us; /* when the last grad-ready hook of this step fired */
     hoop_status hook_st;    /* first error raised inside a hook (hooks return void) */
     char hook_msg[512];
