@@ -822,9 +822,15 @@ static void c_optim_new(void)
     INVALID("lr", hoop_optim_new(&o, &cfg, ps, 1));
     cfg.lr = NAN;
     INVALID("lr", hoop_optim_new(&o, &cfg, ps, 1));
+    cfg.lr = INFINITY;
+    INVALID("lr", hoop_optim_new(&o, &cfg, ps, 1));
     cfg.lr = 0.1f;
     cfg.momentum = -0.5f;
     INVALID("momentum", hoop_optim_new(&o, &cfg, ps, 1));
+    cfg.momentum = 0.9f;
+    cfg.dampening = NAN; /* a NaN parameter after the second step */
+    INVALID("dampening", hoop_optim_new(&o, &cfg, ps, 1));
+    cfg.dampening = 0.0f;
     cfg.momentum = 0.0f;
     cfg.nesterov = 1;
     INVALID("momentum", hoop_optim_new(&o, &cfg, ps, 1));
@@ -1186,6 +1192,8 @@ static void c_store_calls(void)
     INVALID("handle", hoop_store_compare_set(NULL, "a", NULL, 0, "1", 1, &won, NULL, 0, NULL));
     INVALID("key", hoop_store_compare_set(st, NULL, NULL, 0, "1", 1, &won, NULL, 0, NULL));
     INVALID("desired", hoop_store_compare_set(st, "a", NULL, 0, NULL, 1, &won, NULL, 0, NULL));
+    INVALID("expected_bytes",
+            hoop_store_compare_set(st, "a", NULL, 5, "1", 1, &won, NULL, 0, NULL));
     INVALID("buf", hoop_store_compare_set(st, "a", NULL, 0, "1", 1, &won, NULL, 4, NULL));
     INVALID("expected",
             hoop_store_compare_set(st, "a", "1", SIZE_MAX, "1", 1, &won, NULL, 0, NULL));

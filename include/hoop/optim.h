@@ -67,10 +67,10 @@ typedef struct hoop_optim_config {
 /* Makes an optimizer over count parameters (the array is copied; the tensors are not owned
  * and must outlive it). State (momentum / Adam moments) is allocated here, zeroed. The
  * updates run on the parameters' device, so all of them must be on one.
- * Errors: HOOP_ERR_INVALID (NULL pointers, a tensor without requires_grad, lr < 0,
- * momentum < 0, nesterov with momentum 0 or dampening != 0, betas outside [0,1), eps < 0,
- * parameters on different devices), HOOP_ERR_UNSUPPORTED (a device this build has no
- * kernels for), HOOP_ERR_NOMEM. */
+ * Errors: HOOP_ERR_INVALID (NULL pointers, a tensor without requires_grad, lr, momentum,
+ * weight_decay or eps negative, infinite or NaN, dampening infinite or NaN, nesterov with
+ * momentum 0 or dampening != 0, betas outside [0,1), parameters on different devices),
+ * HOOP_ERR_UNSUPPORTED (a device this build has no kernels for), HOOP_ERR_NOMEM. */
 HOOP_API hoop_status hoop_optim_new(hoop_optim **out, const hoop_optim_config *cfg,
                                     hoop_tensor *const *params, size_t count);
 

@@ -13,7 +13,11 @@
  * Errors common to every client call: HOOP_ERR_INVALID for a bad argument (a key must
  * have 1..HOOP_STORE_KEY_MAX bytes and no NUL), HOOP_ERR_REMOTE at once when the server
  * closed the connection or died (the handle then stays unusable: every later call fails
- * the same way), HOOP_ERR_TIMEOUT when no reply came before the deadline. A server that
+ * the same way), HOOP_ERR_TIMEOUT when no reply came before the deadline (HOOP_TIMEOUT is
+ * in seconds). A reply that did not come before the deadline also leaves the handle
+ * unusable (the connection is given up; later calls fail with HOOP_ERR_REMOTE), and
+ * whether that request took effect is unknown; a get's or wait's own deadline for keys
+ * to appear is not such a loss (the server answers it). A server that
  * stops tells its clients why before it closes: when rank 0 gives up (e.g. its
  * all-gather timed out), every rank still waiting fails at once with rank 0's status
  * and reason ("rank 0 gave up and closed its store: allgather 'x': rank 2 of 3 never
@@ -148,9 +152,12 @@ HOOP_API hoop_status hoop_store_add(hoop_store *st, const char *key, int64_t del
  * two apart). *swapped (may be NULL) is 1 when desired was set. Up to cap bytes of the
  * value key holds after the call (desired when swapped, else what was there; nothing
  * when it does not exist) are copied into buf, the full length into *bytes (may be
- * NULL); buf NULL (with cap 0) asks for no value. "First one wins" is
+ * NULL); buf NULL (with cap 0) asks for no value. An absent key and an empty value
+ * both read as 0 bytes here (hoop_store_get with timeout 0 tells them apart). "First one
+ * wins" is
  *     hoop_store_compare_set(st, "winner", NULL, 0, me, n, &won, NULL, 0, NULL).
- * HOOP_ERR_INVALID when expected_bytes + desired_bytes exceeds HOOP_STORE_VALUE_MAX, or
+ * HOOP_ERR_INVALID when expected is NULL with expected_bytes > 0, when expected_bytes +
+ * desired_bytes exceeds HOOP_STORE_VALUE_MAX, or
  * when buf is given and the value after the call is longer than cap (the set happened
  * or not as *swapped says). Errors as every client call. */
 HOOP_API hoop_status hoop_store_compare_set(hoop_store *st, const char *key, const void *expected,

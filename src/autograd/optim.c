@@ -44,25 +44,30 @@ static hoop_status config_check(const hoop_optim_config *c)
 {
     if (c->kind != HOOP_OPTIM_SGD && c->kind != HOOP_OPTIM_ADAMW)
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_new: unknown kind %d", (int)c->kind);
-    if (!(c->lr >= 0.0f) || !(c->weight_decay >= 0.0f))
+    if (!(c->lr >= 0.0f && isfinite(c->lr)) ||
+        !(c->weight_decay >= 0.0f && isfinite(c->weight_decay)))
         return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "hoop_optim_new: lr=%g and weight_decay=%g must be "
+                          "hoop_optim_new: lr=%g and weight_decay=%g must be finite and "
                           ">= 0",
                           (double)c->lr, (double)c->weight_decay);
     if (c->kind == HOOP_OPTIM_SGD) {
-        if (!(c->momentum >= 0.0f))
-            return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_new: momentum=%g must be >= 0",
+        if (!(c->momentum >= 0.0f && isfinite(c->momentum)))
+            return HOOP_ERROR(HOOP_ERR_INVALID,
+                              "hoop_optim_new: momentum=%g must be finite and >= 0",
                               (double)c->momentum);
+        if (!isfinite(c->dampening))
+            return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_new: dampening=%g must be finite",
+                              (double)c->dampening);
         if (c->nesterov && (c->momentum <= 0.0f || c->dampening != 0.0f))
             return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_new: Nesterov momentum requires "
                                                 "momentum > 0 and dampening 0");
         return HOOP_OK;
     }
     if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f) ||
-        !(c->eps >= 0.0f))
+        !(c->eps >= 0.0f && isfinite(c->eps)))
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "hoop_optim_new: betas (%g, %g) must be in [0, 1) "
-                          "and eps=%g >= 0",
+                          "and eps=%g finite and >= 0",
                           (double)c->beta1, (double)c->beta2, (double)c->eps);
     return HOOP_OK;
 }

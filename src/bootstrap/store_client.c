@@ -834,6 +834,11 @@ HOOP_API hoop_status hoop_store_compare_set(hoop_store *st, const char *key, con
     if (bytes) *bytes = 0;
     HOOP_CHECK(usable(st));
     HOOP_CHECK(check_key(key));
+    if (expected == NULL && expected_bytes > 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "store: compare_set of key '%s': expected is NULL (\"the key is "
+                          "absent\") but expected_bytes is %zu",
+                          key, expected_bytes);
     if (desired == NULL && desired_bytes > 0)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "store: compare_set of key '%s': desired is NULL (%zu bytes)", key,
