@@ -161,6 +161,11 @@ expect 2 "--metrics-every needs --metrics FILE" --metrics-every 10
 # rename after the first epoch), with --resume too (not a calloc of 2^63 bytes).
 mkdir "$tmp/ckdir"
 expect 2 "--checkpoint '$tmp/ckdir' is a directory" --checkpoint "$tmp/ckdir" --data "$tmp/none"
+# A FIFO (or a device: /dev/null) there: refused, where the save renamed its file over it.
+mkfifo "$tmp/fifo"
+expect 2 "--checkpoint '$tmp/fifo' is not a regular file (a FIFO): a save would replace it" \
+    --checkpoint "$tmp/fifo" --data "$tmp/none"
+[ -p "$tmp/fifo" ] || { echo "FAIL: --checkpoint replaced the FIFO"; fail=1; }
 expect 2 "--checkpoint '$tmp/ckdir' is a directory" --checkpoint "$tmp/ckdir" --resume \
     --data "$tmp/none"
 

@@ -97,9 +97,11 @@ static hoop_status check_checkpoint_path(const char *path)
 {
     char why[1024];
     HOOP_CHECK(check_output_dir("--checkpoint", path));
-    if (hoop__checkpoint_probe(path) == HOOP_OK) return HOOP_OK;
+    hoop_status st = hoop__checkpoint_probe(path);
+    if (st == HOOP_OK) return HOOP_OK;
     snprintf(why, sizeof why, "%s", hoop_last_error()); /* "checkpoint: cannot create ..." */
-    return HOOP_ERROR(HOOP_ERR_INVALID, "--%s (a save would fail there)", why);
+    return HOOP_ERROR(HOOP_ERR_INVALID, "--%s%s", why,
+                      st == HOOP_ERR_INVALID ? "" : " (a save would fail there)");
 }
 
 /* Rank 0's preparation before the data: every output path checked, --metrics opened, so

@@ -282,6 +282,19 @@ static hoop_status open_failed(const char *path)
  * HOOP_ERR_SYSTEM naming path with errno's reason. */
 static hoop_status begin_tmp(const char *path, char **tmp, size_t *cap, int *fd, int *named)
 {
+    struct stat sb;
+    /* The save renames its file over path: a device, a FIFO or a socket there would be
+     * replaced (as root, /dev/null), a directory refuses it after all the writing. */
+    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode))
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "checkpoint '%s' is not a regular file (%s): a save "
+                          "would replace it; give a file's path",
+                          path,
+                          S_ISDIR(sb.st_mode)    ? "a directory"
+                          : S_ISCHR(sb.st_mode)  ? "a character device"
+                          : S_ISBLK(sb.st_mode)  ? "a block device"
+                          : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                                                 : "a socket");
     *cap = strlen(path) + 32;
     *tmp = malloc(*cap);
     if (*tmp == NULL) return HOOP_ERROR(HOOP_ERR_NOMEM, "checkpoint: out of memory");
