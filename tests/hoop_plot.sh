@@ -119,6 +119,12 @@ fi
 printf '{"type":"step","step":1,"train_loss":1}\n{oops\n' >"$tmp/bad.jsonl"
 "$plot" "$tmp/bad.jsonl" -o "$tmp/x.png" >"$tmp/e" 2>&1
 [ $? = 2 ] && grep -q "bad.jsonl:2: not a JSON line" "$tmp/e" || bad "bad line: $(cat "$tmp/e")"
+# A record cut off by a kill, a resumed run's records after it (hoop-train starts them on a
+# new line): plotted, the cut-off one skipped and named (the whole file was refused).
+printf '{"type":"step","step":1,"train_loss":1}\n{"type":"step","ep\n{"type":"step","step":2,"train_loss":0.5}\n' >"$tmp/cut.jsonl"
+"$plot" "$tmp/cut.jsonl" -o "$tmp/cut.png" >"$tmp/e" 2>&1
+[ $? = 0 ] && grep -q "cut.jsonl:2: skipped a cut-off record" "$tmp/e" && grep -q "train loss: 2 points" "$tmp/e" ||
+    bad "a cut-off record: $(cat "$tmp/e")"
 "$plot" "$tmp/m.jsonl" "$tmp/n.json" -o "$tmp/x.png" >"$tmp/e" 2>&1
 [ $? = 2 ] && grep -q "mix metrics and benchmark results" "$tmp/e" || bad "mixed: $(cat "$tmp/e")"
 "$plot" "$tmp/m.jsonl" -o "$tmp/x.svg" >"$tmp/e" 2>&1

@@ -210,6 +210,23 @@ data="--data $tmp/data --threads 1 --progress plain"
 expect 0 "warning: --warmup-steps 100 is more than the run's 5 steps (1 epoch of 5)" \
     $data --train-limit 640 --epochs 1 --log-every 0 --warmup-steps 100
 
+# --metrics on a full disk (/dev/full): said at the first write, training goes on, exit 1
+# (it was silent, exit 0, the file empty).
+if [ -w /dev/full ]; then
+    # shellcheck disable=SC2086
+    expect 1 "hoop-train: --metrics: writing '/dev/full' failed: No space left on device; training goes on" \
+        $data --train-limit 640 --epochs 1 --log-every 0 --metrics /dev/full --metrics-every 1
+fi
+
+# A --metrics file whose last record was cut off (a run killed while writing it): this
+# run's records start on a new line (they were glued onto the cut-off one).
+printf '{"type":"step","epoch":2,"ep' >"$tmp/cut.jsonl"
+# shellcheck disable=SC2086
+expect 0 "epoch 1/1" $data --train-limit 256 --epochs 1 --log-every 0 --metrics "$tmp/cut.jsonl" \
+    --metrics-every 1
+python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1]).read().splitlines()[1:]]' \
+    "$tmp/cut.jsonl" || { echo "FAIL: records glued onto a cut-off one: $(cat "$tmp/cut.jsonl")"; fail=1; }
+
 # --device auto without a CUDA backend: trains on the cpu; the first line says so and why.
 # shellcheck disable=SC2086
 HOOP_CUDA_BACKEND=/nonexistent "$bin" $data --device auto --bench-steps 2 --bench-warmup 0 \

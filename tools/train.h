@@ -73,6 +73,7 @@ typedef struct trainer {
     int bar;        /* 1: redraw a progress bar on stderr */
     int64_t bar_ns; /* when the bar was last drawn (see train_report_due) */
     FILE *metrics;
+    int metrics_errno;   /* the first failed write of --metrics (errno), reported at once */
     train_dist dist;     /* communicator, DDP and sampler (single process: no comm) */
     int64_t start_epoch; /* first epoch to run (after --resume) */
     int64_t start_batch; /* batches of start_epoch already trained (mid-epoch resume) */

@@ -9,6 +9,7 @@
  * every BAR_EVERY_NS; plain lines go to stdout every --log-every steps. Not thread-safe:
  * hoop-train's main thread only.
  */
+#include <errno.h>
 #include <stdio.h>
 
 #include "core/check.h"
@@ -57,6 +58,20 @@ void train_report_progress(const trainer *t, int64_t epoch, size_t b, size_t nb,
     }
 }
 
+/* Flushes --metrics; the first failure (a full disk, /dev/full) is said at once and kept
+ * for the exit status (trainer_destroy): training goes on, the file is incomplete. */
+static void metrics_flush(trainer *t)
+{
+    int failed = fflush(t->metrics) != 0 || ferror(t->metrics);
+    if (!failed || t->metrics_errno) return;
+    t->metrics_errno = errno ? errno : EIO;
+    train_report_clear_bar(t);
+    fprintf(stderr,
+            "hoop-train: --metrics: writing '%s' failed: %s; training goes on, and hoop-train "
+            "will exit 1\n",
+            t->o->metrics, hoop__strerror(t->metrics_errno));
+}
+
 void train_report_epoch(trainer *t, int64_t epoch, const epoch_stats *e)
 {
     if (t->dist.rank != 0) return;
@@ -79,7 +94,7 @@ void train_report_epoch(trainer *t, int64_t epoch, const epoch_stats *e)
             (long long)epoch + 1, (long long)t->o->epochs, (long long)t->step,
             trainer_model_name(t), (double)hoop_optim_lr(t->opt), e->train_loss, e->test_loss,
             e->test_acc, e->samples, e->train_s, e->sps, t->dist.world_size, e->comm_ms, e->hidden);
-    fflush(t->metrics);
+    metrics_flush(t);
 }
 
 /* --metrics-every N: after every N-th step (counted over the whole run, so a resumed run
@@ -101,7 +116,7 @@ hoop_status train_report_step_metrics(trainer *t, int64_t epoch, size_t b)
                 (long long)epoch + 1, (long long)o->epochs, b, t->nbatches, (long long)t->step,
                 trainer_model_name(t), (double)hoop_optim_lr(t->opt), g[0] / g[1], g[1],
                 secs > 0 ? g[1] / secs : 0.0, t->dist.world_size);
-        fflush(t->metrics);
+        metrics_flush(t);
     }
     t->win_loss = 0.0;
     t->win_samples = 0;

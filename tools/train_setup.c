@@ -104,6 +104,19 @@ static hoop_status check_checkpoint_path(const char *path)
                       st == HOOP_ERR_INVALID ? "" : " (a save would fail there)");
 }
 
+/* A --metrics file whose last record was cut off (a run killed while writing it) gets a
+ * newline first, so that this run's records start on lines of their own. */
+static void end_line(FILE *f)
+{
+    char last = '\n';
+    struct stat sb;
+    int fd = fileno(f);
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
+        pread(fd, &last, 1, sb.st_size - 1) != 1)
+        last = '\n';
+    if (last != '\n') fputc('\n', f);
+}
+
 /* Rank 0's preparation before the data: every output path checked, --metrics opened, so
  * that none fails after an epoch of work. */
 static hoop_status check_outputs(trainer *t)
@@ -112,9 +125,10 @@ static hoop_status check_outputs(trainer *t)
     const char *trace = getenv("HOOP_TRACE_FILE");
     if (o->checkpoint) HOOP_CHECK(check_checkpoint_path(o->checkpoint));
     if (trace && *trace) HOOP_CHECK(check_output_dir("HOOP_TRACE_FILE", trace));
-    if (o->metrics && !(t->metrics = fopen(o->metrics, "a")))
+    if (o->metrics && !(t->metrics = fopen(o->metrics, "a+")))
         return HOOP_ERROR(HOOP_ERR_INVALID, "--metrics: cannot open '%s': %s", o->metrics,
                           hoop__strerror(errno));
+    if (t->metrics) end_line(t->metrics);
     return HOOP_OK;
 }
 
@@ -299,9 +313,13 @@ hoop_status trainer_init(trainer *t, const train_opts *o)
 hoop_status trainer_destroy(trainer *t)
 {
     hoop_status st = HOOP_OK;
-    if (t->metrics && fclose(t->metrics) != 0)
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "--metrics: writing '%s' failed: %s", t->o->metrics,
-                        hoop__strerror(errno));
+    if (t->metrics) {
+        int bad = ferror(t->metrics) ? (t->metrics_errno ? t->metrics_errno : EIO) : 0;
+        if (fclose(t->metrics) != 0 && !bad) bad = errno;
+        if (bad)
+            st = HOOP_ERROR(HOOP_ERR_SYSTEM, "--metrics: writing '%s' failed: %s", t->o->metrics,
+                            hoop__strerror(bad));
+    }
     if (t->device == HOOP_DEVICE_CUDA) slots_destroy(t, &st);
     HOOP_CHECK_KEEP(hoop_tape_destroy(t->tape), st);
     /* DDP first: it hands the gradients back to the parameters the model owns. */
