@@ -638,6 +638,18 @@ static int setup(bench_ctx *c, int argc, char **argv)
     return 0;
 }
 
+/* Closes an output file (flag, path: for the message): 1 after a line naming it when a
+ * write failed (a full disk, /dev/full), else 0. */
+static int close_output(FILE *f, const char *flag, const char *path)
+{
+    int err = ferror(f) ? EIO : 0;
+    if (fflush(f) != 0) err = errno;
+    if (fclose(f) != 0 && !err) err = errno;
+    if (!err) return 0;
+    fprintf(stderr, "hoop-bench: %s: writing '%s' failed: %s\n", flag, path, hoop__strerror(err));
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     static bench_ctx ctx;
@@ -660,8 +672,8 @@ int main(int argc, char **argv)
     }
     hoop_status st = ctx.comm ? hoop_comm_destroy(ctx.comm) : HOOP_OK;
     if (st != HOOP_OK && rc == 0) rc = failed(&ctx, "hoop_comm_destroy", st);
-    if (ctx.rep.json && fclose(ctx.rep.json) != 0 && rc == 0) rc = 1;
-    if (ctx.rep.csv && fclose(ctx.rep.csv) != 0 && rc == 0) rc = 1;
+    if (ctx.rep.json && close_output(ctx.rep.json, "-J", ctx.json_path) && rc == 0) rc = 1;
+    if (ctx.rep.csv && close_output(ctx.rep.csv, "--csv", ctx.o.csv) && rc == 0) rc = 1;
     if (ctx.cuda) {
         if (ctx.stream) ctx.cuda->stream_free(ctx.stream);
         if (ctx.dsend) ctx.cuda->dev_free(ctx.dsend);

@@ -149,6 +149,12 @@ echo keep > "$TMP/k.json"
 [ "$(cat "$TMP/k.json")" = keep ] || fail "-J overwrote an existing file"
 assert_contains "$TMP/out1" "# Writing JSON output to $TMP/k.json.0"
 python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$TMP/k.json.0" || fail "k.json.0"
+# An output that cannot be written (/dev/full): exit 1 naming it (it exited 1 silently).
+if [ -w /dev/full ]; then
+    "$BENCH" allreduce -b 8 -e 8 -n 1 --csv /dev/full > "$TMP/out" 2>&1
+    [ $? = 1 ] && grep -q "hoop-bench: --csv: writing '/dev/full' failed: No space left on device" "$TMP/out" ||
+        { cat "$TMP/out"; fail "--csv /dev/full"; }
+fi
 # A run that fails midway (rank 1 told -N 1, rank 0 -N 2: the second cycle's first call
 # differs) exits 1, and its JSON still parses: the rows of the first cycle and the
 # failure in "errors" (the file ended inside "results").
