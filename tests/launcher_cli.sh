@@ -16,12 +16,22 @@ expect_bad "--master-port=70000 is out of range [1, 65535]" --master-port 70000 
     --nproc-per-node 1 true
 expect_bad "missing PROG" --nproc-per-node 2
 expect_bad "unknown flag '--bogus'" --bogus --nproc-per-node 2 true
+# One dash: named as typed (the message named hooprun itself, or the flag before it).
+expect_bad "unknown flag '-nproc-per-node' (long flags take two dashes: '--nproc-per-node')" \
+    -nproc-per-node 1 true
+expect_bad "unknown flag '-x'" --nproc-per-node 1 -x true
+"$HOOPRUN" -h > "$TMP/h" 2>&1 || fail "hooprun -h exited $?"
+assert_contains "$TMP/h" "usage: hooprun"
 expect_bad "--grace='soon' is not a number of seconds" --grace soon --nproc-per-node 1 true
 expect_bad "--master-addr (or MASTER_ADDR) is required with --nnodes 2" --nnodes 2 \
     --nproc-per-node 1 true
 HOOP_TOKEN= expect_bad "HOOP_TOKEN must be exported with --nnodes 2" --nnodes 2 \
     --master-addr 127.0.0.1 --nproc-per-node 1 true
-HOOP_TOKEN=$(printf 'x%.0s' $(seq 200)) expect_bad "HOOP_TOKEN is longer than 128" \
+HOOP_TOKEN=$(printf 'x%.0s' $(seq 200)) expect_bad "HOOP_TOKEN is longer than 63" \
+    --nproc-per-node 1 true
+# 64 characters: what the workers refuse, refused by hooprun (it started them, and every
+# one exited 2).
+HOOP_TOKEN=$(printf 'x%.0s' $(seq 64)) expect_bad "HOOP_TOKEN is longer than 63 characters" \
     --nproc-per-node 1 true
 MASTER_PORT=abc expect_bad "MASTER_PORT='abc' is not an integer" --nproc-per-node 1 true
 MASTER_PORT=70000 expect_bad "MASTER_PORT=70000 is out of range" --nproc-per-node 1 true

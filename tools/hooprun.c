@@ -391,12 +391,18 @@ static int parse_cli(int argc, char **argv, cli *c)
                .prefix = 0,
                .bind = 1};
     opterr = 0;
-    int opt;
-    while ((opt = getopt_long(argc, argv, "+:", long_opts, NULL)) != -1) {
-        const char *flag = argv[optind - 1];
+    int opt, at = optind ? optind : 1;
+    /* -h as torchrun takes it; at: the argument the flag came from (a single-dash word is
+     * read by getopt as a cluster of short flags, without moving optind past it). */
+    while ((opt = getopt_long(argc, argv, "+:h", long_opts, NULL)) != -1) {
+        const char *flag = at < argc ? argv[at] : argv[optind - 1];
+        at = optind;
         if (opt == ':') return bad_usage("%s needs a value", flag);
         if (opt == '?' && takes_no_value(flag))
             return bad_usage("%.*s takes no value ('%s')", (int)strcspn(flag, "="), flag, flag);
+        if (opt == '?' && flag[0] == '-' && flag[1] != '-' && strlen(flag) > 2)
+            return bad_usage("unknown flag '%s' (long flags take two dashes: '-%s')", flag,
+                             flag);
         if (opt == '?') return bad_usage("unknown flag '%s'", flag);
         if (opt == OPT_PORT) c->port_flag = 1;
         int rc = take_option(c, opt, optarg, argc, argv);
@@ -507,8 +513,11 @@ static int make_token(const hooprun_plan *p, char *out, size_t cap)
 {
     const char *t = getenv("HOOP_TOKEN");
     if (t && *t) {
-        if (strlen(t) >= cap) {
-            fprintf(stderr, "hooprun: HOOP_TOKEN is longer than %zu characters\n", cap - 1);
+        /* What every worker's hoop_comm_init_env accepts (the transports' hello holds
+         * it): refused here, once, rather than by every worker of every attempt. */
+        size_t most = cap - 1 < HOOP_TP_TOKEN_MAX - 1 ? cap - 1 : HOOP_TP_TOKEN_MAX - 1;
+        if (strlen(t) > most) {
+            fprintf(stderr, "hooprun: HOOP_TOKEN is longer than %zu characters\n", most);
             return 2;
         }
         snprintf(out, cap, "%s", t);

@@ -132,8 +132,8 @@ const hoop_env_param hoop__env_params[] = {
     {"HOOP_TIMEOUT", HOOP_ENV_SECONDS, "300", 0, 0, NULL,
      "deadline in seconds (> 0) for every blocking wait (rendezvous, collectives)"},
     {"HOOP_TOKEN", HOOP_ENV_STRING, NULL, 0, 0, NULL,
-     "shared secret every connection must present; hooprun sets 128 random bits; srun "
-     "without hooprun: slurm-JOB.STEP, not a secret"},
+     "shared secret every connection must present (at most 63 characters); hooprun sets "
+     "128 random bits; srun without hooprun: slurm-JOB.STEP, not a secret"},
     {"HOOP_TRANSPORT", HOOP_ENV_CHOICE, "auto", 0, 0, "auto|tcp|shm|ib",
      "transport between ranks: auto = shm between ranks on one host, ib between hosts "
      "that both have a usable RDMA device, else tcp; tcp|shm|ib = every link over that one "
