@@ -20,6 +20,9 @@ expect_bad "unknown flag '--bogus'" --bogus --nproc-per-node 2 true
 expect_bad "unknown flag '-nproc-per-node' (long flags take two dashes: '--nproc-per-node')" \
     -nproc-per-node 1 true
 expect_bad "unknown flag '-x'" --nproc-per-node 1 -x true
+# A --log-dir no file can be made in, though access() says yes to root: exit 2 at start (it
+# started, then failed to open rank 0's log, exit 1).
+expect_bad "--log-dir /proc" --nproc-per-node 1 --log-dir /proc true
 "$HOOPRUN" -h > "$TMP/h" 2>&1 || fail "hooprun -h exited $?"
 assert_contains "$TMP/h" "usage: hooprun"
 expect_bad "--grace='soon' is not a number of seconds" --grace soon --nproc-per-node 1 true

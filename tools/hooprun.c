@@ -46,7 +46,7 @@ static const char usage[] =
     "               [--master-port Q | --rdzv-endpoint A:Q | --standalone]\n"
     "               [--max-restarts R] [--log-dir DIR [--tee [0-3]]] [--bind core|none]\n"
     "               [--grace S] [--prefix] [--dry-run] PROG ARGS...\n"
-    "       hooprun --help | --help-env\n"
+    "       hooprun -h | --help | --help-env\n"
     "\n"
     "Starts P workers of PROG on this node. Worker i of node K gets RANK = K*P + i,\n"
     "LOCAL_RANK = i, WORLD_SIZE = N*P, LOCAL_WORLD_SIZE = P, NODE_RANK = K, MASTER_ADDR,\n"
@@ -105,8 +105,9 @@ static const char usage[] =
     "  --version           print hooprun's version and exit\n"
     "\n"
     "Output: lines go out whole as they end (prefixed under --prefix); a piece ending in\n"
-    "'\\r' (a progress bar being redrawn) goes out at once. hooprun always reads the\n"
-    "workers' stderr: its last lines name a failure.\n"
+    "'\\r' (a progress bar being redrawn) goes out at once; a line longer than 64 KiB goes\n"
+    "out in 64 KiB pieces, each ended by a newline, and a last line without one gets one.\n"
+    "hooprun always reads the workers' stderr: its last lines name a failure.\n"
     "\n"
     "HOOP_TOKEN: kept when set; with one node, 128 random bits are generated otherwise.\n"
     "With several nodes every node needs the same token, so export it before starting\n"
@@ -401,8 +402,7 @@ static int parse_cli(int argc, char **argv, cli *c)
         if (opt == '?' && takes_no_value(flag))
             return bad_usage("%.*s takes no value ('%s')", (int)strcspn(flag, "="), flag, flag);
         if (opt == '?' && flag[0] == '-' && flag[1] != '-' && strlen(flag) > 2)
-            return bad_usage("unknown flag '%s' (long flags take two dashes: '-%s')", flag,
-                             flag);
+            return bad_usage("unknown flag '%s' (long flags take two dashes: '-%s')", flag, flag);
         if (opt == '?') return bad_usage("unknown flag '%s'", flag);
         if (opt == OPT_PORT) c->port_flag = 1;
         int rc = take_option(c, opt, optarg, argc, argv);
@@ -596,6 +596,16 @@ static int check_log_dir(const char *dir)
         fprintf(stderr, "hooprun: --log-dir %s is not a writable directory\n", dir);
         return 2;
     }
+    /* access() says yes to root where no file can be made (/proc, /sys): make one. */
+    snprintf(path, sizeof(path), "%s/.hooprun-probe-XXXXXX", dir);
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        fprintf(stderr, "hooprun: --log-dir %s: cannot create a file there: %s\n", dir,
+                hoop__strerror(errno));
+        return 2;
+    }
+    close(fd);
+    unlink(path);
     return 0;
 }
 

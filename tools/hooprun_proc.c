@@ -656,8 +656,12 @@ int hooprun_supervise(const hooprun_plan *plan, int *failed)
     for (int i = 0; i < plan->nproc_per_node && !s.spawn_failed; i++)
         s.spawn_failed = spawn(&s, i) != 0;
     if (s.spawn_failed) {
-        fprintf(stderr, "hooprun: could not start rank %d; stopping the %d started worker%s\n",
-                plan->node_rank * plan->nproc_per_node + s.n, s.n, s.n == 1 ? "" : "s");
+        if (s.n == 0)
+            fprintf(stderr, "hooprun: could not start rank %d\n",
+                    plan->node_rank * plan->nproc_per_node);
+        else
+            fprintf(stderr, "hooprun: could not start rank %d; stopping the %d started worker%s\n",
+                    plan->node_rank * plan->nproc_per_node + s.n, s.n, s.n == 1 ? "" : "s");
         begin_stop(&s); /* their deaths by SIGTERM are ours, not theirs */
     }
     run_loop(&s);
