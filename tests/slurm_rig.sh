@@ -23,6 +23,36 @@ skip() {
 	exit 77
 }
 
+# Part 0, without Slurm: hoop.sbatch with a stand-in srun (prints its command) and an
+# scontrol that cannot reach a cluster. It adds the counts of several GPU types
+# ("a100:2,v100:1": 3; it took the last, 1), refuses a SLURM_JOB_ID that is no number
+# (bash's "unbound variable" before), and a failing scontrol, asked for the log only, no
+# longer ends the script silently before srun.
+fake=$(mktemp -d)
+printf '#!/bin/sh\necho "srun $*"\n' >"$fake/srun"
+printf '#!/bin/sh\necho "fatal: no configuration" >&2\nexit 1\n' >"$fake/scontrol"
+chmod +x "$fake/srun" "$fake/scontrol"
+out=$(SLURM_GPUS_PER_NODE='gpu:a100:2,gpu:v100:1' SLURM_JOB_ID=7 PATH="$fake:$PATH" \
+	bash "$srcdir/slurm/hoop.sbatch" ./prog 2>&1)
+case $out in
+*"srun --ntasks-per-node=1 --kill-on-bad-exit=1 hooprun --prefix --nproc-per-node 3 --master-port 20014 ./prog"*) ;;
+*)
+	rm -rf "$fake"
+	echo "FAIL: hoop.sbatch with two GPU types and no cluster: $out"
+	exit 1
+	;;
+esac
+out=$(SLURM_JOB_ID=abc PATH="$fake:$PATH" bash "$srcdir/slurm/hoop.sbatch" ./prog 2>&1)
+rc=$?
+rm -rf "$fake"
+case $rc:$out in
+2:*"SLURM_JOB_ID must be a job number, got 'abc'"*) echo "ok: hoop.sbatch without a cluster" ;;
+*)
+	echo "FAIL: hoop.sbatch SLURM_JOB_ID=abc: exit $rc: $out"
+	exit 1
+	;;
+esac
+
 [ "$(id -u)" = 0 ] || skip "needs root (network namespaces and Slurm daemons)"
 for c in bash munged slurmctld slurmd scontrol sbatch sinfo srun nsenter unshare ip flock timeout; do
 	command -v "$c" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin command -v "$c" >/dev/null 2>&1 ||
