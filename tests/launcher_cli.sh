@@ -20,6 +20,9 @@ expect_bad "unknown flag '--bogus'" --bogus --nproc-per-node 2 true
 expect_bad "unknown flag '-nproc-per-node' (long flags take two dashes: '--nproc-per-node')" \
     -nproc-per-node 1 true
 expect_bad "unknown flag '-x'" --nproc-per-node 1 -x true
+expect_bad "PROG is an empty string" --nproc-per-node 1 ''
+HOOP_TOKEN=x SLURM_JOB_NODELIST='-bad,x' SLURM_NNODES=2 SLURM_NODEID=0 expect_bad \
+    "SLURM_JOB_NODELIST's first host '-bad' is not a host name or address" --nproc-per-node 1 true
 # A --log-dir no file can be made in, though access() says yes to root: exit 2 at start (it
 # started, then failed to open rank 0's log, exit 1).
 expect_bad "--log-dir /proc" --nproc-per-node 1 --log-dir /proc true

@@ -410,6 +410,7 @@ static int parse_cli(int argc, char **argv, cli *c)
     }
     if (c->nproc < 0) return bad_usage("--nproc-per-node is required (1..%d)", NPROC_MAX);
     if (optind >= argc) return bad_usage("missing PROG to run after the flags");
+    if (argv[optind][0] == '\0') return bad_usage("PROG is an empty string");
     c->argv = argv + optind;
     return check_combinations(c);
 }
@@ -481,7 +482,17 @@ static int from_slurm(const cli *c, hooprun_plan *p)
         hoop__hostlist_free(hosts, count);
         return 2;
     }
-    if (p->nnodes > 1) snprintf(p->master_addr, sizeof(p->master_addr), "%s", hosts[0]);
+    if (p->nnodes > 1) {
+        /* The same form check as --master-addr's ('-bad' would be taken as a flag). */
+        char what[64];
+        snprintf(what, sizeof(what), "%s's first host", list_from);
+        if (hoop__launch_check_host(what, hosts[0]) != HOOP_OK) {
+            fprintf(stderr, "hooprun: %s\n", hoop_last_error());
+            hoop__hostlist_free(hosts, count);
+            return 2;
+        }
+        snprintf(p->master_addr, sizeof(p->master_addr), "%s", hosts[0]);
+    }
     hoop__hostlist_free(hosts, count);
     return 0;
 }
