@@ -54,6 +54,7 @@ expect 2 "--lr=1e-50 is too small: it would be 0 as a float" --lr 1e-50
 expect 2 "--momentum=1e-400 is too small" --momentum 1e-400
 # An empty path is refused at once (an empty --checkpoint failed only at the first save).
 expect 2 "--checkpoint is empty; give a path" --checkpoint ''
+expect 2 "--checkpoint '--resume' looks like a flag, not a path" --checkpoint --resume
 expect 2 "--data is empty; give a path" --data=
 expect 2 "--metrics is empty; give a path" --metrics ''
 expect 2 "--device='bogus' is not one of cpu|cuda|auto" --device bogus

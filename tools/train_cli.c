@@ -140,6 +140,12 @@ static hoop_status parse_float(const char *flag, const char *s, double min, doub
 static hoop_status parse_path(const char *flag, const char *s, const char **out)
 {
     if (*s == '\0') return HOOP_ERROR(HOOP_ERR_INVALID, "%s is empty; give a path", flag);
+    /* "--checkpoint --resume" (the path forgotten) would make a file named --resume */
+    if (*s == '-')
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s '%s' looks like a flag, not a path (the path forgotten?); a file "
+                          "whose name starts with '-' is given as ./%s",
+                          flag, s, s);
     *out = s;
     return HOOP_OK;
 }
