@@ -119,6 +119,27 @@ fi
 printf '{"type":"step","step":1,"train_loss":1}\n{oops\n' >"$tmp/bad.jsonl"
 "$plot" "$tmp/bad.jsonl" -o "$tmp/x.png" >"$tmp/e" 2>&1
 [ $? = 2 ] && grep -q "bad.jsonl:2: not a JSON line" "$tmp/e" || bad "bad line: $(cat "$tmp/e")"
+# -N cycles repeat every size: one point per size (the mean), said; a failed check named.
+cat >"$tmp/cyc.json" <<'EOF2'
+{"results":[
+{"size":8,"type":"float","redop":"sum","out_of_place":{"bus_bw":1.0,"nwrong":0},"in_place":{"bus_bw":2.0,"nwrong":0}},
+{"size":64,"type":"float","redop":"sum","out_of_place":{"bus_bw":3.0,"nwrong":0},"in_place":{"bus_bw":4.0,"nwrong":0}},
+{"size":8,"type":"float","redop":"sum","out_of_place":{"bus_bw":2.0,"nwrong":0},"in_place":{"bus_bw":2.0,"nwrong":1}},
+{"size":64,"type":"float","redop":"sum","out_of_place":{"bus_bw":5.0,"nwrong":0},"in_place":{"bus_bw":4.0,"nwrong":0}}]}
+EOF2
+"$plot" "$tmp/cyc.json" >"$tmp/e" 2>&1 || bad "-N cycles: exit $?: $(cat "$tmp/e")"
+grep -q "out-of-place: 2 sizes 8..64 x 2 cycles (their mean), busbw at the largest 4.000 GB/s, peak 4.000 GB/s" "$tmp/e" &&
+    grep -q "cyc.json: 1 measurement failed their check" "$tmp/e" && [ -s "$tmp/cyc.png" ] ||
+    bad "-N cycles: $(cat "$tmp/e")"
+# A size of 0 on a log scale, hoop-bench's CSV, a directory that is not there: exit 2.
+printf '{"results":[{"size":0,"out_of_place":{"bus_bw":1}}]}' >"$tmp/z.json"
+"$plot" "$tmp/z.json" >"$tmp/e" 2>&1
+[ $? = 2 ] && grep -q "z.json: result 0 has size 0" "$tmp/e" || bad "size 0: $(cat "$tmp/e")"
+printf 'collective,world_size,size,count\nallreduce,2,8,2\n' >"$tmp/b.csv"
+"$plot" "$tmp/b.csv" -o "$tmp/x.png" >"$tmp/e" 2>&1
+[ $? = 2 ] && grep -q "b.csv: a CSV file; hoop-plot reads hoop-bench's JSON" "$tmp/e" || bad "CSV: $(cat "$tmp/e")"
+"$plot" "$tmp/m.jsonl" -o "$tmp/none/x.png" >"$tmp/e" 2>&1
+[ $? = 2 ] && grep -q "is not a writable directory" "$tmp/e" || bad "-o in a missing directory: $(cat "$tmp/e")"
 # A record cut off by a kill, a resumed run's records after it (hoop-train starts them on a
 # new line): plotted, the cut-off one skipped and named (the whole file was refused).
 printf '{"type":"step","step":1,"train_loss":1}\n{"type":"step","ep\n{"type":"step","step":2,"train_loss":0.5}\n' >"$tmp/cut.jsonl"
