@@ -604,7 +604,7 @@ static void c_reshape(void)
     INVALID("shape", hoop_reshape(tp, x, 1, NULL, &o));
     INVALID("ndim", hoop_reshape(tp, x, -1, six, &o));
     INVALID("ndim", hoop_reshape(tp, x, 5, six, &o));
-    INVALID("dimension", hoop_reshape(tp, x, 2, two_infer, &o));
+    INVALID("only one may be inferred", hoop_reshape(tp, x, 2, two_infer, &o));
     INVALID("dimension", hoop_reshape(tp, x, 2, zero, &o));
     INVALID("dimension", hoop_reshape(tp, x, 2, neg, &o));
     INVALID("x", hoop_reshape(tp, x, 2, bad, &o));
@@ -614,8 +614,8 @@ static void c_reshape(void)
     const int64_t wraps[4] = {(1ll << 32) + 1, (1ll << 32) - 1, (1ll << 32) + 1,
                               6 * ((1ll << 32) - 1)};
     INVALID("x", hoop_reshape(tp, x, 4, wraps, &o));
-    INVALID("x", hoop_reshape(tp, x, 2, infer0, &o)); /* 6 is no multiple of 4 */
-    INVALID("x", hoop_reshape(tp, x, 0, NULL, &o));   /* 6 elements as a scalar */
+    INVALID("4 elements, which do not divide 6", hoop_reshape(tp, x, 2, infer0, &o));
+    INVALID("x", hoop_reshape(tp, x, 0, NULL, &o)); /* 6 elements as a scalar */
 }
 
 static void c_conv2d(void)

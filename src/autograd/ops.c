@@ -296,6 +296,11 @@ static hoop_status infer_shape(const hoop_tensor *x, int ndim, const int64_t *sh
             infer = i;
             continue;
         }
+        if (shape[i] == -1)
+            return HOOP_ERROR(HOOP_ERR_INVALID,
+                              "hoop_reshape: dimensions %d and %d are both -1; only one may be "
+                              "inferred",
+                              infer, i);
         if (shape[i] < 1)
             return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_reshape: dimension %d is %lld", i,
                               (long long)shape[i]);
@@ -306,10 +311,19 @@ static hoop_status infer_shape(const hoop_tensor *x, int ndim, const int64_t *sh
                           "hoop_reshape: x has %zu elements, the %d-D shape given more than "
                           "2^63",
                           x->count, ndim);
-    if (infer >= 0 && known > 0 && (int64_t)x->count % known == 0)
+    if (infer >= 0 && (known <= 0 || (int64_t)x->count % known != 0)) {
+        char s[96];
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "hoop_reshape: x %s (%zu elements) cannot be viewed with the %d-D "
+                          "shape given: its other dimensions make %lld elements, which do not "
+                          "divide %zu",
+                          hoop_tensor_shape_str(x, s, sizeof(s)), x->count, ndim, (long long)known,
+                          x->count);
+    }
+    if (infer >= 0) {
         resolved[infer] = (int64_t)x->count / known;
-    if (infer >= 0) known *= resolved[infer];
-    if (infer >= 0 && resolved[infer] < 1) known = -1;
+        known *= resolved[infer];
+    }
     if (known != (int64_t)x->count) {
         char s[96];
         return HOOP_ERROR(HOOP_ERR_INVALID,

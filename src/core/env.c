@@ -306,8 +306,8 @@ hoop_status hoop__parse_seconds_ms(const char *what, const char *s, int64_t *out
         double neg = s && s[0] == '-' && bare_text(s) ? strtod(s, &e2) : NAN;
         if (e2 && *e2 == '\0' && !isnan(neg) && s[1 + strspn(s + 1, "0123456789.")] == '\0')
             return HOOP_ERROR(HOOP_ERR_INVALID,
-                              "%s='%s' is negative: a duration has no sign (e.g. 30, 0.5)",
-                              what, s);
+                              "%s='%s' is negative: a duration has no sign (e.g. 30, 0.5)", what,
+                              s);
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s='%s' is not a number of seconds (e.g. 30, 0.5)",
                           what, s ? s : "");
     }
