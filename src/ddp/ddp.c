@@ -56,8 +56,8 @@ static hoop_status check_agreement(hoop_ddp *ddp, int ws, int64_t *all)
             if (a == b) continue;
             if (f == 0)
                 return HOOP_ERROR(HOOP_ERR_MISMATCH,
-                                  "DDP: rank 0 has %lld parameters but rank %d has %lld",
-                                  (long long)a, r, (long long)b);
+                                  "DDP: rank 0 has %lld parameter%s but rank %d has %lld",
+                                  (long long)a, a == 1 ? "" : "s", r, (long long)b);
             return HOOP_ERROR(HOOP_ERR_MISMATCH, "DDP: rank 0 has %s=%lld but rank %d has %lld",
                               agree_names[f], (long long)a, r, (long long)b);
         }
@@ -114,8 +114,9 @@ static hoop_status check_shapes(hoop_ddp *ddp)
             if (memcmp(a, b, per * sizeof(int64_t)) == 0) continue;
             char sa[128], sb[128], nm[PNAME_MAX];
             st = HOOP_ERROR(HOOP_ERR_MISMATCH,
-                            "DDP: parameter %zu (%s) has shape %s on rank 0 but %s on rank %d", i,
-                            pname(ddp->params[i], nm), sig_str(a, sa, sizeof(sa)),
+                            "DDP: parameter %zu (%s on this rank) has shape %s on rank 0 but %s "
+                            "on rank %d (a parameter missing, or listed in another order?)",
+                            i, pname(ddp->params[i], nm), sig_str(a, sa, sizeof(sa)),
                             sig_str(b, sb, sizeof(sb)), r);
             goto out;
         }
