@@ -1023,6 +1023,15 @@ static void run_bad_args(rank_ctx *c, hoop_comm *comm)
     ck_assert_int_eq(destroy_in_hook_st, HOOP_ERR_USAGE);
     ck_assert_msg(strstr(destroy_in_hook_msg, "inside hoop_ddp_backward") != NULL, "%s",
                   destroy_in_hook_msg);
+    /* under no_sync too (that pass skipped the guard) */
+    hoop_tape_reset(tape);
+    loss = forward_loss(m, tape, 0, B);
+    destroy_in_hook_st = HOOP_OK;
+    hoop_ddp_set_sync(ddp, 0);
+    ck_assert_int_eq(hoop_tensor_set_grad_hook(p[0], destroy_in_hook, ddp), HOOP_OK);
+    ck_assert_int_eq(hoop_ddp_backward(ddp, tape, loss), HOOP_OK);
+    ck_assert_int_eq(destroy_in_hook_st, HOOP_ERR_USAGE);
+    hoop_ddp_set_sync(ddp, 1);
     /* The comm first, while the hoop_ddp lives: refused, nothing destroyed (its buckets
      * live in the comm's shared memory); the comm still works after. */
     ck_assert_int_eq(hoop_comm_destroy(comm), HOOP_ERR_USAGE);

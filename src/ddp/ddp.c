@@ -364,10 +364,11 @@ static hoop_status stray_status(hoop_ddp *ddp, const char *fn);
 HOOP_API hoop_status hoop_ddp_destroy(hoop_ddp *ddp)
 {
     if (!ddp) return HOOP_OK;
-    if (ddp->in_backward) /* from a hook: the pass still uses the buckets */
+    if (ddp->in_call) /* from a hook or join's step: the call still uses the buckets */
         return HOOP_ERROR(HOOP_ERR_USAGE,
-                          "hoop_ddp_destroy inside hoop_ddp_backward (from a gradient hook?): "
-                          "destroy it after the pass returns");
+                          "hoop_ddp_destroy inside hoop_ddp_backward or hoop_ddp_join (from a "
+                          "gradient hook or the step function?): destroy it after the call "
+                          "returns");
     hoop_status st = HOOP_OK;
     HOOP_CHECK_KEEP(stray_status(ddp, "hoop_ddp_destroy"), st);
     for (int b = 0; ddp->buckets && b < ddp->nbuckets; b++)
@@ -497,8 +498,9 @@ static hoop_status mark_unused(hoop_ddp *ddp, hoop_tape *tape)
         if (unused++ < 8) {
             size_t len = strlen(names);
             char nm[PNAME_MAX];
-            snprintf(names + len, sizeof(names) - len, "%s%s", len ? ", " : "",
-                     pname(ddp->params[i], nm));
+            const char *n = pname(ddp->params[i], nm);
+            if (strcmp(n, "unnamed") == 0) snprintf(nm, sizeof(nm), "parameter %zu", i), n = nm;
+            snprintf(names + len, sizeof(names) - len, "%s%s", len ? ", " : "", n);
         }
     }
     /* Found before any is marked: marking one may launch the last bucket. */
@@ -692,12 +694,14 @@ static hoop_status backward_dev(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *los
     HOOP_CHECK(reset_step(ddp, 1.0f, 0));
     int64_t bwd_b = hoop_ddp_now_us();
     hoop_status st = hoop_backward(tape, loss);
+    char why[512] = ""; /* this rank's own failure: the calls below may set other messages */
+    if (st != HOOP_OK) snprintf(why, sizeof(why), "%s", hoop_last_error());
     hoop_status end_st = hoop__ddp_dev_backward_end(ddp);
     int64_t bwd_e = hoop_ddp_now_us();
     hoop_status unused_st = mark_unused(ddp, tape);
     hoop_status wait_st = hoop__ddp_dev_end(ddp);
     if (ddp->tracing) hoop__ddp_trace_add(ddp, "backward (host)", bwd_b, bwd_e, DDP_LANE_HOST);
-    if (st != HOOP_OK) return st;
+    if (st != HOOP_OK) return HOOP_ERROR(st, "%s", why);
     if (ddp->hook_st != HOOP_OK)
         return HOOP_ERROR(ddp->hook_st, "DDP bucket all-reduce failed: %s", ddp->hook_msg);
     HOOP_CHECK(end_st);
@@ -720,6 +724,8 @@ static hoop_status backward_host(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *lo
     int64_t bwd_b = hoop_ddp_now_us();
     ddp->t_last_hook_us = 0;
     hoop_status st = hoop_backward(tape, loss);
+    char why[512] = ""; /* this rank's own failure: the waits below may set other messages */
+    if (st != HOOP_OK) snprintf(why, sizeof(why), "%s", hoop_last_error());
     /* Backward's computation ends when the last gradient is final (the last hook). Its
      * return can come later only because the all-reduce just launched shares the CPU
      * (the progress thread preempts the tail of the pass); counting that tail as
@@ -731,7 +737,7 @@ static hoop_status backward_host(hoop_ddp *ddp, hoop_tape *tape, hoop_tensor *lo
     hoop_status unused_st = mark_unused(ddp, tape);
     hoop_status wait_st = wait_all(ddp);
     record_step(ddp, bwd_b, bwd_e, hoop_ddp_now_us());
-    if (st != HOOP_OK) return st;
+    if (st != HOOP_OK) return HOOP_ERROR(st, "%s", why);
     if (ddp->hook_st != HOOP_OK)
         return HOOP_ERROR(ddp->hook_st, "DDP bucket all-reduce failed: %s", ddp->hook_msg);
     if (wait_st != HOOP_OK) return wait_st;
@@ -746,10 +752,15 @@ HOOP_API hoop_status hoop_ddp_backward(hoop_ddp *ddp, hoop_tape *tape, hoop_tens
 {
     if (!ddp || !tape || !loss)
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_ddp_backward: ddp, tape and loss must be set");
-    if (!ddp->sync) return hoop_backward(tape, loss);
+    ddp->in_call = 1;
+    if (!ddp->sync) {
+        hoop_status st = hoop_backward(tape, loss);
+        ddp->in_call = 0;
+        return st;
+    }
     ddp->in_backward = 1; /* its hooks launch the buckets; any other pass's are strays */
     hoop_status st = ddp->dev ? backward_dev(ddp, tape, loss) : backward_host(ddp, tape, loss);
-    ddp->in_backward = 0;
+    ddp->in_backward = ddp->in_call = 0;
     HOOP_CHECK(st);
     /* after the round, so that every rank took part in it */
     return stray_status(ddp, "hoop_ddp_backward");
@@ -797,17 +808,20 @@ HOOP_API hoop_status hoop_ddp_join(hoop_ddp *ddp, hoop_ddp_step_fn step, void *u
                           "hoop_ddp_join under no_sync: the accumulated "
                           "gradients would never be reduced (call hoop_ddp_set_sync(ddp, 1) "
                           "and one more hoop_ddp_backward first)");
-    hoop_status step_st = HOOP_OK;
+    hoop_status step_st = HOOP_OK, round_st = HOOP_OK;
     char step_msg[512] = "";
+    ddp->in_call = 1;
     for (;;) {
         int active;
-        HOOP_CHECK(shadow_round(ddp, &active));
+        if ((round_st = shadow_round(ddp, &active)) != HOOP_OK) break;
         if (active == 0) break; /* every rank has joined */
         ddp->stats.joined_steps++;
         if (step_st != HOOP_OK) continue; /* keep answering; the error waits for the end */
         step_st = step(user);
         if (step_st != HOOP_OK) snprintf(step_msg, sizeof(step_msg), "%s", hoop_last_error());
     }
+    ddp->in_call = 0;
+    HOOP_CHECK(round_st);
     if (step_st != HOOP_OK)
         return HOOP_ERROR(step_st, "DDP join: the step function failed: %s", step_msg);
     return stray_status(ddp, "hoop_ddp_join");

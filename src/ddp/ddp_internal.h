@@ -98,6 +98,7 @@ struct hoop_ddp {
     hoop_status hook_st;    /* first error raised inside a hook (hooks return void) */
     char hook_msg[512];
     int in_backward; /* inside hoop_ddp_backward: its hooks may launch buckets */
+    int in_call;     /* inside hoop_ddp_backward or hoop_ddp_join (any mode): not destroyed */
     /* A grad-ready hook fired outside hoop_ddp_backward (a plain hoop_backward on these
      * parameters): its gradients were not averaged. The name of the first such parameter,
      * reported as HOOP_ERR_USAGE by the next hoop_ddp_backward, _join, _wait or _destroy. */
