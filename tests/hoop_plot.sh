@@ -140,6 +140,11 @@ printf 'collective,world_size,size,count\nallreduce,2,8,2\n' >"$tmp/b.csv"
 [ $? = 2 ] && grep -q "b.csv: a CSV file; hoop-plot reads hoop-bench's JSON" "$tmp/e" || bad "CSV: $(cat "$tmp/e")"
 "$plot" "$tmp/m.jsonl" -o "$tmp/none/x.png" >"$tmp/e" 2>&1
 [ $? = 2 ] && grep -q "is not a writable directory" "$tmp/e" || bad "-o in a missing directory: $(cat "$tmp/e")"
+# An earlier hoop-train's diverged epoch ("-nan", "inf": no JSON): read, the values named.
+printf '{"type":"epoch","step":3,"train_loss":-nan,"test_loss":inf,"test_acc":0.1}\n' >"$tmp/nan.jsonl"
+"$plot" "$tmp/nan.jsonl" -o "$tmp/nan.png" >"$tmp/e" 2>&1
+[ $? = 0 ] && grep -q "nan.jsonl: 2 loss or accuracy values not a finite number" "$tmp/e" &&
+    grep -q "test accuracy: 1 epoch, last 10.00%" "$tmp/e" || bad "-nan and inf: $(cat "$tmp/e")"
 # A record cut off by a kill, a resumed run's records after it (hoop-train starts them on a
 # new line): plotted, the cut-off one skipped and named (the whole file was refused).
 printf '{"type":"step","step":1,"train_loss":1}\n{"type":"step","ep\n{"type":"step","step":2,"train_loss":0.5}\n' >"$tmp/cut.jsonl"

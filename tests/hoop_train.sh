@@ -219,6 +219,23 @@ if [ -w /dev/full ]; then
         $data --train-limit 640 --epochs 1 --log-every 0 --metrics /dev/full --metrics-every 1
 fi
 
+# --metrics on a FIFO nobody reads: refused at once (it blocked the run, SIGTERM too).
+mkfifo "$tmp/mfifo"
+# shellcheck disable=SC2086
+timeout 60 "$bin" $data --train-limit 256 --epochs 1 --metrics "$tmp/mfifo" >"$tmp/out" 2>&1
+rc=$?
+if [ $rc = 2 ] && grep -qF "is a FIFO that no process reads" "$tmp/out"; then
+    echo "ok: --metrics FIFO without a reader -> 2"
+else
+    echo "FAIL: --metrics FIFO without a reader: exit $rc: $(cat "$tmp/out")"
+    fail=1
+fi
+# A diverged run's metrics stay JSON: null for a NaN loss (it wrote -nan).
+# shellcheck disable=SC2086
+timeout 60 "$bin" $data --train-limit 512 --epochs 1 --lr 100 --momentum 0.99 --log-every 0 \
+    --metrics "$tmp/div.jsonl" --metrics-every 1 >/dev/null 2>&1
+python3 -c 'import json, sys; [json.loads(l, parse_constant=lambda c: 1 / 0) for l in open(sys.argv[1])]' \
+    "$tmp/div.jsonl" || { echo "FAIL: a diverged run's metrics are not JSON: $(cat "$tmp/div.jsonl")"; fail=1; }
 # A --metrics file whose last record was cut off (a run killed while writing it): this
 # run's records start on a new line (they were glued onto the cut-off one).
 printf '{"type":"step","epoch":2,"ep' >"$tmp/cut.jsonl"

@@ -10,6 +10,7 @@
  * hoop-train's main thread only.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 
 #include "core/check.h"
@@ -72,6 +73,15 @@ static void metrics_flush(trainer *t)
             t->o->metrics, hoop__strerror(t->metrics_errno));
 }
 
+/* v as JSON: "%.6f" ("%.9g" from 1e15 on), or null when it is not finite (a diverged
+ * run's NaN loss; printf's "-nan" is no JSON). buf: 48 bytes. */
+static const char *json_num(char *buf, double v)
+{
+    if (!isfinite(v)) return "null";
+    snprintf(buf, 48, fabs(v) < 1e15 ? "%.6f" : "%.9g", v);
+    return buf;
+}
+
 void train_report_epoch(trainer *t, int64_t epoch, const epoch_stats *e)
 {
     if (t->dist.rank != 0) return;
@@ -86,14 +96,16 @@ void train_report_epoch(trainer *t, int64_t epoch, const epoch_stats *e)
            100.0 * e->test_acc, e->sps, e->train_s, comm);
     fflush(stdout);
     if (!t->metrics) return;
+    char tl[48], vl[48], va[48];
     fprintf(t->metrics,
             "{\"type\":\"epoch\",\"epoch\":%lld,\"epochs\":%lld,\"step\":%lld,\"model\":\"%s\","
-            "\"lr\":%.6g,\"train_loss\":%.6f,\"test_loss\":%.6f,\"test_acc\":%.6f,"
+            "\"lr\":%.6g,\"train_loss\":%s,\"test_loss\":%s,\"test_acc\":%s,"
             "\"samples\":%zu,\"train_s\":%.3f,\"samples_per_s\":%.1f,\"world_size\":%d,"
             "\"allreduce_ms_per_step\":%.3f,\"hidden_share\":%.4f}\n",
             (long long)epoch + 1, (long long)t->o->epochs, (long long)t->step,
-            trainer_model_name(t), (double)hoop_optim_lr(t->opt), e->train_loss, e->test_loss,
-            e->test_acc, e->samples, e->train_s, e->sps, t->dist.world_size, e->comm_ms, e->hidden);
+            trainer_model_name(t), (double)hoop_optim_lr(t->opt), json_num(tl, e->train_loss),
+            json_num(vl, e->test_loss), json_num(va, e->test_acc), e->samples, e->train_s, e->sps,
+            t->dist.world_size, e->comm_ms, e->hidden);
     metrics_flush(t);
 }
 
@@ -109,13 +121,14 @@ hoop_status train_report_step_metrics(trainer *t, int64_t epoch, size_t b)
     HOOP_CHECK(train_dist_sum(&t->dist, g, 2));
     double secs = (double)t->win_ns * 1e-9;
     if (t->metrics && g[1] > 0) {
+        char tl[48];
         fprintf(t->metrics,
                 "{\"type\":\"step\",\"epoch\":%lld,\"epochs\":%lld,\"epoch_step\":%zu,"
                 "\"epoch_steps\":%zu,\"step\":%lld,\"model\":\"%s\",\"lr\":%.6g,"
-                "\"train_loss\":%.6f,\"samples\":%.0f,\"samples_per_s\":%.1f,\"world_size\":%d}\n",
+                "\"train_loss\":%s,\"samples\":%.0f,\"samples_per_s\":%.1f,\"world_size\":%d}\n",
                 (long long)epoch + 1, (long long)o->epochs, b, t->nbatches, (long long)t->step,
-                trainer_model_name(t), (double)hoop_optim_lr(t->opt), g[0] / g[1], g[1],
-                secs > 0 ? g[1] / secs : 0.0, t->dist.world_size);
+                trainer_model_name(t), (double)hoop_optim_lr(t->opt), json_num(tl, g[0] / g[1]),
+                g[1], secs > 0 ? g[1] / secs : 0.0, t->dist.world_size);
         metrics_flush(t);
     }
     t->win_loss = 0.0;

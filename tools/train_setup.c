@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,15 +107,38 @@ static hoop_status check_checkpoint_path(const char *path)
 
 /* A --metrics file whose last record was cut off (a run killed while writing it) gets a
  * newline first, so that this run's records start on lines of their own. */
-static void end_line(FILE *f)
+static void end_line(FILE *f, const char *path)
 {
     char last = '\n';
     struct stat sb;
-    int fd = fileno(f);
-    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
-        pread(fd, &last, 1, sb.st_size - 1) != 1)
-        last = '\n';
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0) return;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && pread(fd, &last, 1, sb.st_size - 1) != 1) last = '\n';
+    if (fd >= 0) close(fd);
     if (last != '\n') fputc('\n', f);
+}
+
+/* --metrics opened for appending, write-only: a FIFO nobody reads is refused at once
+ * (ENXIO: opened read-write it would block the run, SIGTERM included, once full). */
+static hoop_status open_metrics(trainer *t, const char *path)
+{
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == ENXIO)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "--metrics: '%s' is a FIFO that no process reads; start its reader "
+                          "first, or give a file",
+                          path);
+    if (fd < 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "--metrics: cannot open '%s': %s", path,
+                          hoop__strerror(errno));
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    if (!(t->metrics = fdopen(fd, "a"))) {
+        close(fd);
+        return HOOP_ERROR(HOOP_ERR_NOMEM, "--metrics: fdopen: out of memory");
+    }
+    end_line(t->metrics, path);
+    return HOOP_OK;
 }
 
 /* Rank 0's preparation before the data: every output path checked, --metrics opened, so
@@ -125,10 +149,7 @@ static hoop_status check_outputs(trainer *t)
     const char *trace = getenv("HOOP_TRACE_FILE");
     if (o->checkpoint) HOOP_CHECK(check_checkpoint_path(o->checkpoint));
     if (trace && *trace) HOOP_CHECK(check_output_dir("HOOP_TRACE_FILE", trace));
-    if (o->metrics && !(t->metrics = fopen(o->metrics, "a+")))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "--metrics: cannot open '%s': %s", o->metrics,
-                          hoop__strerror(errno));
-    if (t->metrics) end_line(t->metrics);
+    if (o->metrics) HOOP_CHECK(open_metrics(t, o->metrics));
     return HOOP_OK;
 }
 
