@@ -305,8 +305,19 @@ static int parse_flag(parse_ctx *p, int c, const char *arg)
     case 'G': return int_flag(p, c, arg, 0, 0, many, &o->graphs);
     case 'd': return parse_dtype(p, arg);
     case 'o': return parse_op(p, arg);
-    case 'J': o->json = arg; return 0;
-    case OPT_CSV: o->csv = arg; return 0;
+    case 'J':
+    case OPT_CSV:
+        /* "--csv -n 2": the path forgotten; a file named "-n" would be made */
+        if (arg[0] == '-')
+            return bad(p,
+                       "%s '%s' looks like a flag, not a path (the path forgotten?); a file "
+                       "whose name starts with '-' is given as ./%s",
+                       c == 'J' ? "-J" : "--csv", arg, arg);
+        if (c == 'J')
+            o->json = arg;
+        else
+            o->csv = arg;
+        return 0;
     case OPT_SHOW_ALGO: o->show_algo = 1; return 0;
     case OPT_DEVICE:
         if (strcmp(arg, "cpu") == 0 || strcmp(arg, "cuda") == 0) {

@@ -320,6 +320,8 @@ START_TEST(test_parse_refusals)
         {"allreduce -z 3", "-z", "3"},
         {"allreduce -R 3", "-R", "3"},
         {"allreduce -J out.txt", "-J out.txt", ".json"},
+        {"allreduce --csv -n 2", "--csv '-n' looks like a flag, not a path", "./-n"},
+        {"allreduce -J -x.json", "-J '-x.json' looks like a flag", NULL},
         {"allreduce -i 0", "-i", "0"},
         {"allreduce -f 0", "-f", "0"},
         {"allreduce -n 0", "-n", "0"},
