@@ -335,7 +335,7 @@ hoop_status trainer_destroy(trainer *t)
 {
     hoop_status st = HOOP_OK;
     if (t->metrics) {
-        int bad = ferror(t->metrics) ? (t->metrics_errno ? t->metrics_errno : EIO) : 0;
+        int bad = t->metrics_errno; /* every record's flush kept the first failure */
         if (fclose(t->metrics) != 0 && !bad) bad = errno;
         if (bad)
             st = HOOP_ERROR(HOOP_ERR_SYSTEM, "--metrics: writing '%s' failed: %s", t->o->metrics,

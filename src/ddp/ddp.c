@@ -498,9 +498,12 @@ static hoop_status mark_unused(hoop_ddp *ddp, hoop_tape *tape)
         if (unused++ < 8) {
             size_t len = strlen(names);
             char nm[PNAME_MAX];
-            const char *n = pname(ddp->params[i], nm);
-            if (strcmp(n, "unnamed") == 0) snprintf(nm, sizeof(nm), "parameter %zu", i), n = nm;
-            snprintf(names + len, sizeof(names) - len, "%s%s", len ? ", " : "", n);
+            const char *tn = hoop_tensor_name(ddp->params[i]);
+            if (tn && *tn)
+                pname(ddp->params[i], nm);
+            else /* "unnamed, unnamed" told nothing */
+                snprintf(nm, sizeof(nm), "parameter %zu", i);
+            snprintf(names + len, sizeof(names) - len, "%s%s", len ? ", " : "", nm);
         }
     }
     /* Found before any is marked: marking one may launch the last bucket. */
