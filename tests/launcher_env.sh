@@ -118,6 +118,17 @@ SLURM_JOB_NODELIST='n[1-2]' SLURM_NNODES=2 SLURM_NODEID=0 HOOP_TOKEN=t expect_ba
     --nproc-per-node 1 prog
 SLURM_JOB_NODELIST='n[1-2]' SLURM_NNODES=2 SLURM_NODEID=0 expect_bad \
     "HOOP_TOKEN must be exported with SLURM_NNODES=2" --nproc-per-node 1 prog
+# A several-host node list without SLURM_NODEID (hooprun started outside srun) would make
+# every node node 0: refused, unless --node-rank says which node this is.
+(unset SLURM_NODEID
+SLURM_JOB_NODELIST='n[1-2]' SLURM_NNODES=2 HOOP_TOKEN=t expect_bad \
+    "hooprun: SLURM_JOB_NODELIST names 2 hosts but SLURM_NODEID is not set" --dry-run \
+    --nproc-per-node 1 prog
+SLURM_JOB_NODELIST='n[1-2]' SLURM_NNODES=2 SLURM_NODEID= HOOP_TOKEN=t expect_bad \
+    "but SLURM_NODEID is empty, so this node's index is unknown" --dry-run --nproc-per-node 1 prog
+SLURM_JOB_NODELIST='n[1-2]' SLURM_NNODES=2 HOOP_TOKEN=t "$HOOPRUN" --dry-run --node-rank 1 \
+    --nproc-per-node 1 prog > "$TMP/s6" 2>&1 ||
+    fail "--node-rank without SLURM_NODEID was refused: $(cat "$TMP/s6")") || exit 1
 # SLURM_NNODES that disagrees with the node list is refused, naming both; inside an srun
 # step the step's list is the one counted (and gives the master).
 SLURM_JOB_NODELIST='n[1-2]' SLURM_NNODES=3 SLURM_NODEID=0 HOOP_TOKEN=t expect_bad \

@@ -59,7 +59,8 @@ static const char usage[] =
     "\n"
     "  --nnodes N          nodes in the job; N:N is accepted (default: SLURM_NNODES, which\n"
     "                      must match the hosts of Slurm's node list, else 1)\n"
-    "  --node-rank K       this node's index, 0..N-1 (default: SLURM_NODEID, else 0); each\n"
+    "  --node-rank K       this node's index, 0..N-1 (default: SLURM_NODEID, required with\n"
+    "                      several hosts in Slurm's node list, else 0); each\n"
     "                      node needs its own: one claimed twice while a node is missing\n"
     "                      ends the job at once (exit 2); later, the newcomer alone exits 2\n"
     "  --nproc-per-node P  workers on this node, 1..4096, or auto|cpu: one per CPU hooprun\n"
@@ -465,8 +466,8 @@ static int from_slurm(const cli *c, hooprun_plan *p)
     if (c->nnodes < 0) p->nnodes = nnodes;
     if (nnodes_used) p->nnodes_from = "SLURM_NNODES";
     if (c->node_rank < 0) p->node_rank = node_id;
-    if (c->node_rank < 0 && getenv("SLURM_NODEID") && *getenv("SLURM_NODEID"))
-        p->node_rank_from = "SLURM_NODEID";
+    int node_id_given = getenv("SLURM_NODEID") && *getenv("SLURM_NODEID");
+    if (c->node_rank < 0 && node_id_given) p->node_rank_from = "SLURM_NODEID";
     if (p->nnodes == 1 && !nnodes_used) return 0; /* one node: loopback is the master */
     char **hosts = NULL;
     int count = 0;
@@ -479,6 +480,17 @@ static int from_slurm(const cli *c, hooprun_plan *p)
                 "hooprun: SLURM_NNODES=%d but %s='%s' names %d host%s; they must agree (one "
                 "hooprun per node)\n",
                 nnodes, list_from, list, count, count == 1 ? "" : "s");
+        hoop__hostlist_free(hosts, count);
+        return 2;
+    }
+    if (p->nnodes > 1 && c->node_rank < 0 && !node_id_given) {
+        /* Every node would take index 0: one of them would be refused as a second node 0
+         * only after it reached the store, and the message would not say why. */
+        fprintf(stderr,
+                "hooprun: %s names %d hosts but SLURM_NODEID is %s, so this node's index "
+                "is unknown; start hooprun with srun (one task per node) or give "
+                "--node-rank\n",
+                list_from, count, getenv("SLURM_NODEID") ? "empty" : "not set");
         hoop__hostlist_free(hosts, count);
         return 2;
     }
