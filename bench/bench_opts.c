@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench/bench_cli.h"
@@ -424,6 +425,16 @@ static int check_combination(parse_ctx *p)
     if (o->algo_set && o->algo == HOOP_ALGO_DIRECT && !o->reg)
         return bad(p, "--algo direct reads the peers' buffers where they lie: it needs shared "
                       "buffers, -R 1 or 2 (with -R 0 every call would run another algorithm)");
+    /* --algo's default, held to the same rule: the library would run another algorithm
+     * on unshared buffers, and the run would measure what was not asked for. */
+    const char *env = getenv("HOOP_ALGO");
+    hoop_algo env_algo;
+    if (!o->algo_set && !o->reg && env && hoop_algo_from_name(env, &env_algo) == HOOP_OK &&
+        env_algo == HOOP_ALGO_DIRECT)
+        return bad(p,
+                   "HOOP_ALGO=%s reads the peers' buffers where they lie: it needs shared "
+                   "buffers, -R 1 or 2 (with -R 0 every call would run another algorithm)",
+                   env);
     if (o->json) {
         const char *dot = strrchr(o->json, '.'), *slash = strrchr(o->json, '/');
         if (dot == NULL || (slash && slash > dot) || strcmp(dot, ".json") != 0)

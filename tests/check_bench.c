@@ -349,6 +349,16 @@ START_TEST(test_parse_refusals)
                           cases[i].line, cases[i].also, err);
         ck_assert_ptr_null(strchr(err, '\n'));
     }
+    /* --algo's default from the environment is held to --algo's rule; -R 1 lifts it, and
+     * --algo on the line wins over it. */
+    bench_opts o;
+    char err[256];
+    setenv("HOOP_ALGO", "direct", 1);
+    ck_assert_int_eq(parse_line("allreduce", &o, err, sizeof(err)), 2);
+    ck_assert_msg(strstr(err, "HOOP_ALGO=direct") && strstr(err, "-R 1"), "%s", err);
+    ck_assert_int_eq(parse_line("allreduce -R 1", &o, err, sizeof(err)), 0);
+    ck_assert_int_eq(parse_line("allreduce --algo ring", &o, err, sizeof(err)), 0);
+    unsetenv("HOOP_ALGO");
 }
 END_TEST
 
