@@ -5,7 +5,7 @@
  * foreign and corrupt files rejected with messages naming the file and the fault).
  * Multi-step agreement with PyTorch is in check_autograd_ref.c.
  */
-#define _XOPEN_SOURCE 700 /* nftw */
+#define _GNU_SOURCE /* nftw, memfd_create */
 #include <check.h>
 #include <dirent.h>
 #include <ftw.h>
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -354,6 +355,41 @@ static void fix_crc(const char *path)
     rewrite(path, (long)n - 4, &crc, 4, -1);
 }
 
+/* The trailer's checksum covers every byte of a file of 4 GiB or more: zlib's crc32()
+ * takes a 32-bit length, and (uInt)(2^32 + 4 KiB) would checksum 4 KiB. The 4 GiB view
+ * is one 64 MiB memory file mapped 64 times over (and once more for the tail), so it
+ * costs 64 MiB of RAM; each copy ends in a byte that is not 0. */
+START_TEST(test_checkpoint_crc_past_4gib)
+{
+    const size_t piece = (size_t)64 << 20, tail = 4096, n = ((size_t)1 << 32) + tail;
+    int fd = memfd_create("crc", 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, (off_t)piece), 0);
+    unsigned char *b = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    ck_assert_ptr_ne(b, MAP_FAILED);
+    for (size_t at = 0; at < n; at += piece) {
+        const size_t len = n - at < piece ? n - at : piece;
+        ck_assert_ptr_eq(
+            mmap(b + at, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, 0),
+            b + at);
+    }
+    b[piece - 1] = 7;
+    b[n - 1] = 1; /* within the tail's copy: byte 4095 of the file */
+    /* The reference from one copy's CRC, combined (zlib's crc32_combine) 64 times and
+     * with the tail's: one pass over 64 MiB instead of a second over 4 GiB. */
+    const uLong one = crc32(0L, b, (uInt)piece);
+    uLong want = one;
+    for (size_t at = piece; at + piece <= n; at += piece)
+        want = crc32_combine(want, one, (z_off_t)piece);
+    want = crc32_combine(want, crc32(0L, b, (uInt)tail), (z_off_t)tail);
+    ck_assert_uint_eq(hoop__checkpoint_crc(b, n), (uint32_t)want);
+    ck_assert_uint_ne((uint32_t)want,
+                      (uint32_t)crc32(0L, b, (uInt)n)); /* what a 32-bit length covers */
+    munmap(b, n);
+    close(fd);
+}
+END_TEST
+
 /* inspect says what a file holds without a model: counts, kind, steps, caller data. */
 START_TEST(test_checkpoint_inspect)
 {
@@ -557,6 +593,10 @@ int main(void)
     tcase_add_test(errors, test_checkpoint_probe);
     suite_add_tcase(s, core);
     suite_add_tcase(s, errors);
+    TCase *big = tcase_create("big");
+    tcase_set_timeout(big, 30); /* one CRC pass over 4 GiB: 4 s here */
+    tcase_add_test(big, test_checkpoint_crc_past_4gib);
+    suite_add_tcase(s, big);
     int rc = run_suite(s);
     nftw(tmp_root, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
     return rc;

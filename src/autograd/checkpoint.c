@@ -306,6 +306,18 @@ static hoop_status begin_tmp(const char *path, char **tmp, size_t *cap, int *fd,
     return st;
 }
 
+uint32_t hoop__checkpoint_crc(const void *b, size_t n)
+{
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (const Bytef *p = b; n > 0;) {
+        const uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n; /* zlib's lengths are 32-bit */
+        crc = crc32(crc, p, k);
+        p += k;
+        n -= k;
+    }
+    return (uint32_t)crc;
+}
+
 hoop_status hoop__checkpoint_probe(const char *path)
 {
     char *tmp;
@@ -386,7 +398,7 @@ hoop_status hoop_checkpoint_save(const char *path, hoop_tensor *const *params, s
         free(img); /* a device's copy failed: nothing is written */
         return c.err;
     }
-    const uint32_t crc = (uint32_t)crc32(0L, img, (uInt)(total - 4));
+    const uint32_t crc = hoop__checkpoint_crc(img, total - 4);
     memcpy(img + total - 4, &crc, 4);
     hoop_status st = atomic_write(path, img, total);
     free(img);
@@ -479,7 +491,7 @@ static hoop_status check_envelope(const char *path, const unsigned char *b, size
                           path, len, (unsigned long long)total);
     uint32_t crc;
     memcpy(&crc, b + len - 4, 4);
-    const uint32_t want = (uint32_t)crc32(0L, b, (uInt)(len - 4));
+    const uint32_t want = hoop__checkpoint_crc(b, len - 4);
     if (crc != want)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "checkpoint '%s': bad checksum (stored crc32 %08x, "

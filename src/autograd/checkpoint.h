@@ -7,6 +7,9 @@
 #ifndef HOOP_AUTOGRAD_CHECKPOINT_H
 #define HOOP_AUTOGRAD_CHECKPOINT_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "hoop/status.h"
 
 /* Can hoop_checkpoint_save write path? Does what a save does before it writes: makes the
@@ -16,5 +19,9 @@
  * save, hours later. Errors: HOOP_ERR_SYSTEM with the save's message (e.g. "checkpoint:
  * cannot create a temporary file beside '/proc/version': ..."), HOOP_ERR_NOMEM. */
 hoop_status hoop__checkpoint_probe(const char *path);
+
+/* The trailer's CRC-32 (zlib's crc32, ISO 3309) of the n bytes at b, any n: zlib's
+ * crc32() takes a 32-bit length, which would cover a file of 4 GiB or more only in part. */
+uint32_t hoop__checkpoint_crc(const void *b, size_t n);
 
 #endif /* HOOP_AUTOGRAD_CHECKPOINT_H */
