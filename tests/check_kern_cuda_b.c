@@ -464,6 +464,44 @@ START_TEST(test_pool_first_max)
 }
 END_TEST
 
+/* NaN in a window, frozen from PyTorch's rule (a value replaces the maximum when greater
+ * or NaN: the window gives NaN, its gradient going to the last NaN in row-major order):
+ * the CPU's 2x2 fast path (kernel 2, stride 2), its general loop (stride 1) and the
+ * device's kernel. A 2x6 plane, 1 2 N 3 4 7 over N 5 N 0 7 1. */
+START_TEST(test_pool_nan)
+{
+    const float N = NAN, x[12] = {1, 2, N, 3, 4, 7, N, 5, N, 0, 7, 1};
+    static const struct {
+        int stride, OW;
+        int32_t arg[5];
+    } cases[] = {{2, 3, {6, 8, 5}}, {1, 5, {6, 8, 8, 10, 5}}};
+    for (int c = 0; c < 2; c++) {
+        const int OW = cases[c].OW, stride = cases[c].stride;
+        float y[5], got[5];
+        int32_t arg[5], gotarg[5];
+        float *dx = dev_copy(x, 12), *dy = dev_copy(x, (size_t)OW);
+        int32_t *darg = dev_copy_i32(cases[c].arg, (size_t)OW);
+        ck_assert_int_eq(cpu->pool_fwd(y, arg, x, 1, 2, 6, 1, OW, 2, stride), HOOP_OK);
+        ck_assert_int_eq(gpu->pool_fwd(dy, darg, dx, 1, 2, 6, 1, OW, 2, stride), HOOP_OK);
+        ck_assert_int_eq(hoop__cuda_sync(), HOOP_OK);
+        ck_assert_int_eq(hoop__cuda_copy(got, dy, (size_t)OW * sizeof(float), 0), HOOP_OK);
+        ck_assert_int_eq(hoop__cuda_copy(gotarg, darg, (size_t)OW * sizeof(int32_t), 0), HOOP_OK);
+        for (int k = 0; k < OW; k++) {
+            const int32_t want = cases[c].arg[k];
+            ck_assert_msg(arg[k] == want && gotarg[k] == want,
+                          "stride %d window %d: arg cpu %d, cuda %d, want %d", stride, k, arg[k],
+                          gotarg[k], want);
+            const int nan = !!isnan(x[want]);
+            ck_assert_msg((!!isnan(y[k])) == nan && (!!isnan(got[k])) == nan &&
+                              (nan || (y[k] == x[want] && got[k] == x[want])),
+                          "stride %d window %d: y cpu %g, cuda %g, want %g", stride, k, y[k],
+                          got[k], x[want]);
+        }
+        free4(dx, dy, darg, NULL);
+    }
+}
+END_TEST
+
 /* clip_scale reads the norm from the device's double: scales when max_norm / (norm +
  * 1e-6) < 1, leaves g alone otherwise; the CPU's and the CUDA's agree bit for bit (one
  * product per element). */
@@ -531,6 +569,7 @@ int main(void)
     tcase_add_test(tc, test_pool);
     tcase_add_test(tc, test_pool_bwd_large);
     tcase_add_test(tc, test_pool_first_max);
+    tcase_add_test(tc, test_pool_nan);
     tcase_add_test(tc, test_optim_pool_errors);
     suite_add_tcase(s, tc);
     return run_suite(s);

@@ -134,6 +134,13 @@ START_TEST(test_clip_grad_norm)
     ck_assert_float_eq_tol(hoop_tensor_grad(p[0])[2], 0.5f, 1e-6f);
     ck_assert_float_eq_tol(hoop_tensor_grad(p[1])[0], 0.5f, 1e-6f);
     ck_assert_int_eq(hoop_clip_grad_norm(p, 2, 0.0f, NULL), HOOP_ERR_INVALID);
+    /* a NaN gradient: the norm is NaN, and every gradient becomes NaN (torch's rule, and
+     * the CUDA kernel's), not left as it was */
+    hoop_tensor_grad(p[0])[0] = NAN;
+    ck_assert_int_eq(hoop_clip_grad_norm(p, 2, 1.0f, &norm), HOOP_OK);
+    ck_assert(isnan(norm));
+    ck_assert(isnan(hoop_tensor_grad(p[0])[1]));
+    ck_assert(isnan(hoop_tensor_grad(p[1])[0]));
     hoop_tensor_free(p[0]);
     hoop_tensor_free(p[1]);
 }

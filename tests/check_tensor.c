@@ -146,6 +146,49 @@ START_TEST(test_views_share_data)
 }
 END_TEST
 
+/* hoop_tensor_grad of activations after backward, against values by hand: x = p + p is
+ * read by tanh and by a view, and the sum of both is the loss. The view's gradient and
+ * tanh's output's stay 1 (the view's buffer was x's, and tanh's backward used its dy as
+ * scratch); x's is tanh'(x) + 1, p's twice that. relu passes NaN on, and its gradient
+ * there, as PyTorch's threshold_backward. */
+START_TEST(test_activation_grads)
+{
+    const int64_t s = 3;
+    const float pv[3] = {0.5f, 1.0f, 2.0f};
+    hoop_tensor *p = new_tensor(1, &s, 1), *x, *t, *v, *a, *loss;
+    memcpy(hoop_tensor_data(p), pv, sizeof(pv));
+    hoop_tape *tape;
+    ck_assert_int_eq(hoop_tape_init(&tape), HOOP_OK);
+    ck_assert_int_eq(hoop_add(tape, p, p, &x), HOOP_OK);
+    ck_assert_int_eq(hoop_tanh(tape, x, &t), HOOP_OK);
+    ck_assert_int_eq(hoop_reshape(tape, x, 1, &s, &v), HOOP_OK);
+    ck_assert_int_eq(hoop_add(tape, t, v, &a), HOOP_OK);
+    ck_assert_int_eq(hoop_sum(tape, a, &loss), HOOP_OK);
+    ck_assert_int_eq(hoop_backward(tape, loss), HOOP_OK);
+    for (int i = 0; i < 3; i++) {
+        const double th = tanh(2.0 * pv[i]), dx = 1.0 - th * th + 1.0;
+        ck_assert_float_eq(hoop_tensor_grad(v)[i], 1.0f);
+        ck_assert_float_eq(hoop_tensor_grad(t)[i], 1.0f);
+        ck_assert_double_eq_tol(hoop_tensor_grad(x)[i], dx, 1e-6);
+        ck_assert_double_eq_tol(hoop_tensor_grad(p)[i], 2.0 * dx, 2e-6);
+    }
+    hoop_tape_reset(tape);
+    const float rv[3] = {NAN, -1.0f, 2.0f};
+    memcpy(hoop_tensor_data(p), rv, sizeof(rv));
+    hoop_tensor_zero_grad(p);
+    ck_assert_int_eq(hoop_relu(tape, p, &t), HOOP_OK);
+    ck_assert_int_eq(hoop_sum(tape, t, &loss), HOOP_OK);
+    ck_assert(isnan(hoop_tensor_data(t)[0]));
+    ck_assert_float_eq(hoop_tensor_data(t)[1], 0.0f);
+    ck_assert_int_eq(hoop_backward(tape, loss), HOOP_OK);
+    ck_assert_float_eq(hoop_tensor_grad(p)[0], 1.0f);
+    ck_assert_float_eq(hoop_tensor_grad(p)[1], 0.0f);
+    ck_assert_float_eq(hoop_tensor_grad(p)[2], 1.0f);
+    ck_assert_int_eq(hoop_tape_destroy(tape), HOOP_OK);
+    hoop_tensor_free(p);
+}
+END_TEST
+
 START_TEST(test_grad_mode_and_double_backward)
 {
     const int64_t s = 4;
@@ -396,6 +439,7 @@ int main(void)
     tcase_add_test(core, test_tensor_basics);
     tcase_add_test(core, test_grad_buffer_view);
     tcase_add_test(core, test_views_share_data);
+    tcase_add_test(core, test_activation_grads);
     tcase_add_test(core, test_grad_mode_and_double_backward);
     tcase_add_test(core, test_dropout_modes);
     tcase_add_test(core, test_grad_ready_hooks);

@@ -150,7 +150,7 @@ HOOP_API hoop_status hoop_bias_add(hoop_tape *tape, hoop_tensor *x, hoop_tensor 
                                    hoop_tensor **out);
 
 /* Element-wise activations, out has x's shape.
- * relu: max(x, 0) (gradient 0 at x == 0, as PyTorch).
+ * relu: max(x, 0), NaN for NaN (gradient 0 at x <= 0, as PyTorch).
  * gelu: the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
  *       (Hendrycks & Gimpel 2016; PyTorch's gelu(approximate="tanh")).
  * tanh, sigmoid: 1 / (1 + exp(-x)), computed without overflow for large |x|. */
@@ -193,7 +193,8 @@ HOOP_API hoop_status hoop_conv2d(hoop_tape *tape, hoop_tensor *x, hoop_tensor *w
 
 /* 2-D max pooling without padding: x (N,C,H,W), window kernel x kernel, step stride;
  * out (N,C,(H-kernel)/stride+1,(W-kernel)/stride+1). The gradient goes to the first
- * maximum of each window. */
+ * maximum of each window; a window holding a NaN gives NaN, its gradient going to the
+ * last NaN in row-major order (as PyTorch). */
 HOOP_API hoop_status hoop_max_pool2d(hoop_tape *tape, hoop_tensor *x, int kernel, int stride,
                                      hoop_tensor **out);
 

@@ -107,8 +107,9 @@ typedef struct hoop_lr_schedule {
 HOOP_API float hoop_lr_at(const hoop_lr_schedule *s, int64_t step);
 
 /* Scales all count parameters' gradients by max_norm / (norm + 1e-6) when their global L2
- * norm (computed in double) exceeds max_norm, as torch.nn.utils.clip_grad_norm_. The norm
- * before clipping goes to *total_norm when it is not NULL.
+ * norm (computed in double) exceeds max_norm, as torch.nn.utils.clip_grad_norm_; a norm
+ * that is NaN (a NaN gradient) makes every gradient NaN, as torch's does, on every device.
+ * The norm before clipping goes to *total_norm when it is not NULL.
  * Errors: HOOP_ERR_INVALID (NULL params with count > 0, a NULL entry, max_norm <= 0 or NaN,
  * parameters on different devices), HOOP_ERR_UNSUPPORTED (a device without kernels). */
 HOOP_API hoop_status hoop_clip_grad_norm(hoop_tensor *const *params, size_t count, float max_norm,

@@ -46,7 +46,6 @@ static hoop_status unary_backward(hoop_tape *tape, struct hoop_node *n)
     float *dx;
     HOOP_CHECK(hoop__grad_for(tape, x, &dx, &acc));
     if (dx == NULL) return HOOP_OK;
-    /* The output's gradient is final and read by no one else: the kernel's scratch. */
     return n->kern->unary_bwd(op->kind, dx, n->out->grad, x->data, n->out->data, x->count, acc);
 }
 

@@ -40,6 +40,7 @@ struct hoop_tensor {
     uint8_t long_lived;     /* from hoop_tensor_new (freed by hoop_tensor_free) */
     uint8_t owns_grad;      /* grad was allocated here (not a caller's bucket view) */
     uint8_t grad_set;       /* activations: grad holds this backward's first contribution */
+    uint8_t uses;           /* activations: input of 0, 1 or 2 (2 or more) recorded nodes */
     struct hoop_node *node; /* the node that produced it, NULL for leaves */
     hoop_grad_hook_fn hook;
     void *hook_user;

@@ -162,9 +162,9 @@ struct hoop__kern {
     /* y = f(x) over count floats, f by kind. */
     hoop_status (*unary_fwd)(enum hoop__unary kind, float *y, const float *x, size_t count);
     /* dx (+)= dy * f'(x), from the input x (gelu) or the saved output y (relu, tanh,
-     * sigmoid). With acc, dy is used as scratch and overwritten (it is the output's final
-     * gradient, read by no one else). */
-    hoop_status (*unary_bwd)(enum hoop__unary kind, float *dx, float *dy, const float *x,
+     * sigmoid). dy is left as it is: it is the output's gradient, which hoop_tensor_grad
+     * returns after the pass. */
+    hoop_status (*unary_bwd)(enum hoop__unary kind, float *dx, const float *dy, const float *x,
                              const float *y, size_t count, int acc);
     /* y (rows, C) = softmax of each row of x, max-subtracted (stable). */
     hoop_status (*softmax_fwd)(float *y, const float *x, size_t rows, size_t C);

@@ -265,7 +265,7 @@ typedef void (*unary_bwd_fn)(float *g, const float *dy, const float *restrict x,
 
 static void relu_fwd(float *restrict y, const float *restrict x, size_t n)
 {
-    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    for (size_t i = 0; i < n; i++) y[i] = x[i] <= 0.0f ? 0.0f : x[i]; /* NaN stays NaN */
 }
 
 static void relu_bwd(float *g, const float *dy, const float *restrict x, const float *restrict y,
@@ -273,8 +273,8 @@ static void relu_bwd(float *g, const float *dy, const float *restrict x, const f
 {
     (void)x;
     for (size_t i = 0; i < n; i++) {
-        const float d = dy[i]; /* loaded unconditionally, so the select vectorises */
-        g[i] = y[i] > 0.0f ? d : 0.0f;
+        const float d = dy[i];          /* loaded unconditionally, so the select vectorises */
+        g[i] = y[i] <= 0.0f ? 0.0f : d; /* as PyTorch's threshold_backward: NaN passes d */
     }
 }
 
@@ -352,7 +352,7 @@ static hoop_status cpu_unary_fwd(enum hoop__unary kind, float *y, const float *x
     return HOOP_OK;
 }
 
-static hoop_status cpu_unary_bwd(enum hoop__unary kind, float *dx, float *dy, const float *x,
+static hoop_status cpu_unary_bwd(enum hoop__unary kind, float *dx, const float *dy, const float *x,
                                  const float *y, size_t count, int acc)
 {
     HOOP_CHECK(unary_kind_check(kind));
@@ -360,9 +360,14 @@ static hoop_status cpu_unary_bwd(enum hoop__unary kind, float *dx, float *dy, co
         unary_fns[kind].bwd(dx, dy, x, y, count);
         return HOOP_OK;
     }
-    /* Accumulating: dy (final, no longer read) is the scratch for dy * f'. */
-    unary_fns[kind].bwd(dy, dy, x, y, count);
-    for (size_t i = 0; i < count; i++) dx[i] += dy[i];
+    /* Accumulating: dy * f' a block at a time on the stack, then added; dy stays as it
+     * was (it is the output's gradient, which hoop_tensor_grad returns). */
+    float tmp[512];
+    for (size_t i = 0; i < count; i += 512) {
+        const size_t k = count - i < 512 ? count - i : 512;
+        unary_fns[kind].bwd(tmp, dy + i, x ? x + i : NULL, y ? y + i : NULL, k);
+        for (size_t j = 0; j < k; j++) dx[i + j] += tmp[j];
+    }
     return HOOP_OK;
 }
 
@@ -595,7 +600,8 @@ static hoop_status cpu_conv_bwd(float *dx, float *dw, const float *dy, const flo
 
 // ----- max pooling --------------------------------------------------------------------------
 
-/* The common 2x2 window with stride 2, branch-free; same first-maximum rule (strict >). */
+/* The common 2x2 window with stride 2, branch-free; the same rule as the loop below, as a
+ * tree: ((a, b), (c, d)) picks what a row-major walk of a, b, c, d picks. */
 static void pool_plane_2x2(float *restrict y, int32_t *restrict arg, const float *restrict x,
                            int64_t W, int64_t OH, int64_t OW)
 {
@@ -604,14 +610,19 @@ static void pool_plane_2x2(float *restrict y, int32_t *restrict arg, const float
         for (int64_t ow = 0; ow < OW; ow++) {
             const float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
             const int64_t at = 2 * oh * W + 2 * ow;
-            const float m01 = b > a ? b : a, m23 = d > c ? d : c;
-            const int64_t i01 = b > a ? at + 1 : at, i23 = d > c ? at + W + 1 : at + W;
-            y[oh * OW + ow] = m23 > m01 ? m23 : m01;
-            arg[oh * OW + ow] = (int32_t)(m23 > m01 ? i23 : i01);
+            const int tb = b > a || b != b, td = d > c || d != d; /* v != v: NaN */
+            const float m01 = tb ? b : a, m23 = td ? d : c;
+            const int64_t i01 = tb ? at + 1 : at, i23 = td ? at + W + 1 : at + W;
+            const int t23 = m23 > m01 || m23 != m23;
+            y[oh * OW + ow] = t23 ? m23 : m01;
+            arg[oh * OW + ow] = (int32_t)(t23 ? i23 : i01);
         }
     }
 }
 
+/* Each window's maximum and its offset, walking the window in row-major order: a value
+ * replaces the one kept when it is greater (so ties keep the first) or NaN (so a window
+ * with a NaN gives NaN, its last one, as PyTorch's max_pool2d). */
 static void pool_plane(float *y, int32_t *arg, const float *x, int64_t W, int64_t OH, int64_t OW,
                        int kernel, int stride)
 {
@@ -625,7 +636,7 @@ static void pool_plane(float *y, int32_t *arg, const float *x, int64_t W, int64_
             for (int kh = 0; kh < kernel; kh++)
                 for (int kw = 0; kw < kernel; kw++) {
                     const int64_t at = (oh * stride + kh) * W + ow * stride + kw;
-                    if (x[at] > x[best]) best = at;
+                    if (x[at] > x[best] || x[at] != x[at]) best = at;
                 }
             y[oh * OW + ow] = x[best];
             arg[oh * OW + ow] = (int32_t)best;
@@ -717,7 +728,7 @@ static hoop_status cpu_clip_scale(float *g, size_t count, const double *sq, floa
 {
     const float norm = (float)sqrt(*sq);
     const float coef = max_norm / (norm + 1e-6f);
-    if (coef < 1.0f) cpu_scale(g, count, coef);
+    if (!(coef >= 1.0f)) cpu_scale(g, count, coef); /* a NaN norm makes g NaN, as torch */
     return HOOP_OK;
 }
 

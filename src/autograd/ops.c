@@ -257,12 +257,14 @@ hoop_status hoop_sum(hoop_tape *tape, hoop_tensor *x, hoop_tensor **out)
 
 // ----- views: reshape, flatten ----------------------------------------------------------------
 
-/* The output's gradient is final when this node runs, so an activation input that has no
- * gradient yet can simply share the buffer instead of copying it. */
+/* The output's gradient is final when this node runs, so an activation input that this
+ * view alone reads can simply share the buffer instead of copying it. One that other nodes
+ * read too gets its own: their contributions, added later, would change the view's
+ * gradient, which hoop_tensor_grad returns. */
 static hoop_status view_backward(hoop_tape *tape, struct hoop_node *n)
 {
     hoop_tensor *x = n->in[0];
-    if (!x->long_lived && !x->grad_set && x->requires_grad) {
+    if (!x->long_lived && !x->grad_set && x->requires_grad && x->uses == 1) {
         x->grad = n->out->grad;
         x->grad_set = 1;
         return HOOP_OK;

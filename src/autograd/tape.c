@@ -422,6 +422,7 @@ hoop_status hoop__tape_record(hoop_tape *tape, const char *op, hoop__backward_fn
     for (int i = 0; i < nin; i++) {
         hoop_tensor *t = in[i];
         n->in[i] = t;
+        if (t != NULL && !t->long_lived && t->uses < 2) t->uses++;
         if (t == NULL || !t->long_lived || !t->requires_grad || t->use_gen == tape->gen) continue;
         t->use_gen = tape->gen;
         n->ready_mask |= 1u << i;

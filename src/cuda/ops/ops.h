@@ -129,7 +129,7 @@ hoop_status hoop__cuda_dropout_fwd(float *y, float *mask, const float *x, size_t
                                    const uint64_t *seed, uint64_t offset);
 // group A: unary.cu, softmax.cu, reduce.cu
 hoop_status hoop__cuda_unary_fwd(enum hoop__unary kind, float *y, const float *x, size_t count);
-hoop_status hoop__cuda_unary_bwd(enum hoop__unary kind, float *dx, float *dy, const float *x,
+hoop_status hoop__cuda_unary_bwd(enum hoop__unary kind, float *dx, const float *dy, const float *x,
                                  const float *y, size_t count, int acc);
 hoop_status hoop__cuda_softmax_fwd(float *y, const float *x, size_t rows, size_t C);
 hoop_status hoop__cuda_softmax_bwd(float *dx, const float *y, const float *dy, size_t rows,

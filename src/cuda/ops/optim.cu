@@ -14,7 +14,7 @@
  * the CPU entry.
  *
  * clip_scale: coef = max_norm / (sqrt(*sq) + 1e-6) in f32, as hoop_clip_grad_norm on the
- * host, computed by every thread from the double *sq; g *= coef when coef < 1.
+ * host, computed by every thread from the double *sq; g *= coef when coef < 1 or NaN.
  *
  * sqnorm: *sq += sum of g^2, each square exact in double, by ops.h's two passes: pass 1
  * on up to HOOP_CUDA_PARTIALS blocks, each a contiguous slice of at least

@@ -4,8 +4,8 @@
  * window, the stride given, no padding.
  *
  * pool_fwd: one thread per output element; it walks its window in row-major order and
- * keeps the first maximum (strict >), so y and arg (the maximum's offset in the input
- * plane) are the CPU's bit for bit, ties included.
+ * keeps the first maximum (strict >) or the last NaN (as PyTorch), so y and arg (the
+ * maximum's offset in the input plane) are the CPU's bit for bit, ties and NaN included.
  *
  * pool_bwd: dx (planes, H*W) (+)= dy scattered to arg, as a gather: one thread per input
  * element (h, w) of every plane visits the outputs whose windows hold it, oh from
@@ -41,7 +41,7 @@ static __global__ void pool_fwd_kernel(float *y, int32_t *arg, const float *x, s
             for (int kw = 0; kw < kernel; kw++) {
                 const int64_t at = (oh * stride + kh) * W + ow * stride + kw;
                 const float v = xp[at];
-                if (v > m) {
+                if (v > m || v != v) {
                     m = v;
                     best = at;
                 }

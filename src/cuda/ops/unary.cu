@@ -10,8 +10,8 @@
  * or the input x (gelu).
  *
  * Accumulate contract (autograd_impl.h): unary_bwd with acc adds dy * f' into dx (+=),
- * without it writes it (=). The table lets an accumulating unary_bwd use dy as scratch;
- * this one adds in the same pass and leaves dy as it was.
+ * without it writes it (=), in the same pass, and leaves dy as it was (the output's
+ * gradient, which hoop_tensor_grad returns).
  */
 #include "cuda/ops/ops.h"
 
@@ -21,7 +21,7 @@
 
 template <int K> static __device__ __forceinline__ float unary_f(float v)
 {
-    if (K == HOOP__UNARY_RELU) return v > 0.0f ? v : 0.0f;
+    if (K == HOOP__UNARY_RELU) return v <= 0.0f ? 0.0f : v; /* NaN stays NaN */
     if (K == HOOP__UNARY_GELU)
         return 0.5f * v * (1.0f + tanhf(UNARY_GELU_K * (v + UNARY_GELU_C * v * v * v)));
     if (K == HOOP__UNARY_TANH) return tanhf(v);
@@ -32,7 +32,7 @@ template <int K> static __device__ __forceinline__ float unary_f(float v)
 /* dy * f'(x), from x (gelu) or the saved output y (the others). */
 template <int K> static __device__ __forceinline__ float unary_df(float d, float x, float y)
 {
-    if (K == HOOP__UNARY_RELU) return y > 0.0f ? d : 0.0f;
+    if (K == HOOP__UNARY_RELU) return y <= 0.0f ? 0.0f : d;
     if (K == HOOP__UNARY_GELU) {
         float t = tanhf(UNARY_GELU_K * (x + UNARY_GELU_C * x * x * x));
         float du = UNARY_GELU_K * (1.0f + 3.0f * UNARY_GELU_C * x * x);
@@ -99,7 +99,7 @@ extern "C" hoop_status hoop__cuda_unary_fwd(enum hoop__unary kind, float *y, con
     }
 }
 
-extern "C" hoop_status hoop__cuda_unary_bwd(enum hoop__unary kind, float *dx, float *dy,
+extern "C" hoop_status hoop__cuda_unary_bwd(enum hoop__unary kind, float *dx, const float *dy,
                                             const float *x, const float *y, size_t count, int acc)
 {
     HOOP_CHECK(unary_check(kind, "unary_bwd"));
