@@ -52,6 +52,10 @@ expect 2 "--lr=' 0.1' is not a number" --lr ' 0.1' # white space: as every numbe
 expect 2 "--lr='0.1 ' is not a number" --lr '0.1 '
 expect 2 "--lr=1e-50 is too small: it would be 0 as a float" --lr 1e-50
 expect 2 "--momentum=1e-400 is too small" --momentum 1e-400
+# --momentum is SGD's: with adamw it would be silently unused (it was), as --nesterov is refused.
+expect 2 "--momentum applies to --optimizer sgd only; AdamW's momentum is its betas" \
+    --optimizer adamw --momentum 0.5
+expect 2 "--nesterov needs --optimizer sgd" --optimizer adamw --nesterov
 # An empty path is refused at once (an empty --checkpoint failed only at the first save).
 expect 2 "--checkpoint is empty; give a path" --checkpoint ''
 expect 2 "--checkpoint '--resume' looks like a flag, not a path" --checkpoint --resume

@@ -31,7 +31,8 @@ static const char usage_text[] =
     "  --batch-size B           samples per step (128)\n"
     "  --optimizer sgd|adamw    optimizer (sgd)\n"
     "  --lr X                   peak learning rate (sgd 0.05, adamw 0.001)\n"
-    "  --momentum M             SGD momentum (0.9)\n"
+    "  --momentum M             SGD momentum (0.9); not with adamw, whose betas\n"
+    "                           (0.9, 0.999) are fixed\n"
     "  --nesterov               Nesterov momentum (SGD)\n"
     "  --weight-decay W         L2 (sgd, 0) or decoupled (adamw, 0.01) weight decay\n"
     "  --schedule cosine|constant  learning-rate schedule over all steps (cosine)\n"
@@ -108,7 +109,7 @@ static void defaults(train_opts *o)
         .seed = 1,
         .threads = 0,
         .lr = NAN,
-        .momentum = 0.9f,
+        .momentum = NAN, /* 0.9 when not given; given with adamw: refused */
         .weight_decay = NAN,
         .data = "/usr/share/datasets/fashion-mnist",
         .device = TRAIN_DEVICE_CPU,
@@ -254,6 +255,13 @@ static hoop_status finish(train_opts *o)
     if (o->epochs < 0) o->epochs = o->model == TRAIN_MODEL_MLP ? 10 : 5;
     if (isnan(o->lr)) o->lr = o->optimizer == TRAIN_OPT_SGD ? 0.05f : 0.001f;
     if (isnan(o->weight_decay)) o->weight_decay = o->optimizer == TRAIN_OPT_SGD ? 0.0f : 0.01f;
+    /* AdamW's momentum is its betas: a --momentum would be silently unused. */
+    if (o->optimizer != TRAIN_OPT_SGD && !isnan(o->momentum))
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "--momentum applies to --optimizer sgd only; AdamW's momentum is its "
+                          "betas (0.9, 0.999: PyTorch's defaults, which hoop-train has no flag "
+                          "to change): drop --momentum, or use --optimizer sgd");
+    if (isnan(o->momentum)) o->momentum = 0.9f;
     if (o->nesterov && (o->optimizer != TRAIN_OPT_SGD || o->momentum == 0.0f))
         return HOOP_ERROR(HOOP_ERR_INVALID, "--nesterov needs --optimizer sgd and --momentum > 0");
     if (o->resume && !o->checkpoint)
