@@ -491,6 +491,8 @@ expect 2 "--resume: $tmp/mu.ckpt was written with --lr 0.05; this run has --lr 0
     $mlp --checkpoint "$tmp/mu.ckpt" --resume --lr 0.1
 expect 2 "was written with --momentum 0.9; this run has --momentum 0" \
     $mlp --checkpoint "$tmp/mu.ckpt" --resume --momentum 0
+expect 2 "was written with --seed 1; this run has --seed 2 (a resumed run goes on as the run that wrote it: pass the flags it was written with, or another --checkpoint)" \
+    $mlp --checkpoint "$tmp/mu.ckpt" --resume --seed 2
 expect 2 "was written with --epochs 1; this run has --epochs 2 (under --schedule cosine" \
     $mlp --checkpoint "$tmp/mu.ckpt" --resume --epochs 2
 # A finished run resumed: nothing to do, said once, without the banner of a run to come.

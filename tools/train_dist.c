@@ -246,7 +246,9 @@ static hoop_status check_resumable(const char *path, const hoop_checkpoint_info 
                           numel);
     if (have->seed != want->seed)
         return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "--resume: %s was written with --seed %lld; this run has --seed %lld",
+                          "--resume: %s was written with --seed %lld; this run has --seed %lld "
+                          "(a resumed run goes on as the run that wrote it: pass the flags it "
+                          "was written with, or another --checkpoint)",
                           path, (long long)have->seed, (long long)want->seed);
     /* Another number of ranks with the same global batch is the same run: global batch i
      * is positions i*G..(i+1)*G-1 of the epoch's permutation whatever the split (the
