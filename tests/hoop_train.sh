@@ -40,6 +40,11 @@ expect() {
 
 expect 0 "usage: hoop-train" --help
 expect 0 "usage: hoop-train" -h
+# --help states --normalize's default and quotes the preemption line as it is printed
+# (it quoted an older form; the line itself is checked below).
+expect 0 "std (standard, the default), or in [0,1] (unit)" --help
+expect 0 "  hoop-train: preempted (SIGUSR1) at epoch 1 step 216/469; saved PATH (step 216)" --help
+expect 0 "without --checkpoint the line ends \"no" --help
 expect 2 "--help takes no value ('--help=x')" --help=x
 expect 2 "--version takes no value ('--version=1')" --version=1
 expect 2 "unknown option '--bogus'" --bogus 1
@@ -417,6 +422,20 @@ if [ $rc = 138 ] && [ -n "$step" ] && [ "${step% *}" = "${step#* }" ] && [ "${st
     echo "ok: SIGUSR1 -> exit 138 after step ${step% *} of 20: $line"
 else
     echo "FAIL: SIGUSR1 mid-epoch: exit $rc (want 138), step '$step': $(cat "$tmp/p.out")"
+    fail=1
+fi
+# Without --checkpoint a stop saves nothing, says so, and still exits 128 + N.
+# shellcheck disable=SC2086
+"$bin" $cnn >"$tmp/n.out" 2>&1 &
+pid=$!
+wait_for "$tmp/n.out" "step 4/20" $pid
+kill -TERM $pid
+wait $pid
+rc=$?
+if [ $rc = 143 ] && grep -q "^hoop-train: preempted (SIGTERM) at epoch 1 step [0-9]*/20; no --checkpoint, nothing saved (step [0-9]*)$" "$tmp/n.out"; then
+    echo "ok: SIGTERM without --checkpoint -> exit 143, nothing saved: $(grep preempted "$tmp/n.out")"
+else
+    echo "FAIL: SIGTERM without --checkpoint: exit $rc (want 143): $(cat "$tmp/n.out")"
     fail=1
 fi
 # shellcheck disable=SC2086

@@ -38,8 +38,9 @@
  * Exit status: 0 success; 2 bad flags, a missing data directory, a corrupt data file or
  * ranks that loaded different data (any HOOP_ERR_INVALID before training starts), or
  * --device cuda where no GPU can be had; 1 any other failure; 128 + N after a stop by
- * signal N (130 SIGINT, 138 SIGUSR1, 143 SIGTERM) with the checkpoint saved. Every
- * failure prints one line "hoop-train: <message>" on stderr.
+ * signal N (130 SIGINT, 138 SIGUSR1, 143 SIGTERM), with the checkpoint saved when
+ * --checkpoint was given (else the "preempted" line says nothing was). Every failure
+ * prints one line "hoop-train: <message>" on stderr.
  *
  * Files (tools/train.h lists them): this one holds main, the epoch and benchmark loops
  * and the stop signals; the set-up, data, step, evaluation, reporting and checkpoint
@@ -417,5 +418,5 @@ int main(int argc, char **argv)
         st = dst;
     }
     if (st != HOOP_OK) return 1;
-    return stop_sig ? 128 + stop_sig : 0; /* stopped by a signal, checkpoint saved */
+    return stop_sig ? 128 + stop_sig : 0; /* stopped by a signal (saved with --checkpoint) */
 }

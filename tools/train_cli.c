@@ -24,6 +24,7 @@
 
 static const char usage_text[] =
     "usage: hoop-train [options]\n"
+    "\n"
     "Trains an MLP (784-512-256-10, ReLU) or a small CNN on Fashion-MNIST (IDX files).\n"
     "\n"
     "  --model mlp|cnn          architecture (mlp)\n"
@@ -38,7 +39,8 @@ static const char usage_text[] =
     "  --schedule cosine|constant  learning-rate schedule over all steps (cosine)\n"
     "  --warmup-steps N         linear warm-up steps before the schedule (0)\n"
     "  --dropout P              dropout after the CNN's hidden layer (0)\n"
-    "  --normalize unit|standard  pixels in [0,1] (unit) or (x-mean)/std (standard)\n"
+    "  --normalize standard|unit  pixels as (x-mean)/std with Fashion-MNIST's mean and\n"
+    "                           std (standard, the default), or in [0,1] (unit)\n"
     "  --seed S                 seed for initialisation, shuffling and dropout (1)\n"
     "  --data DIR               directory of the IDX files\n"
     "                           (/usr/share/datasets/fashion-mnist)\n"
@@ -75,6 +77,9 @@ static const char usage_text[] =
     "  --bucket-cap-kb N        DDP bucket size cap in KiB (25600)\n"
     "  --first-bucket-kb N      DDP first bucket cap in KiB (512: the MLP's last two layers\n"
     "                           are reduced while the first layer's backward runs)\n"
+    "  -h, --help               print this text and exit\n"
+    "  --version                print hoop-train's version and exit\n"
+    "\n"
     "Distributed: start under hooprun (hooprun --nproc-per-node P hoop-train ...); each\n"
     "worker trains on its DistributedSampler shard with batch B, gradients are averaged\n"
     "by DDP, and rank 0 alone prints, writes metrics and checkpoints. Every rank must get\n"
@@ -83,14 +88,16 @@ static const char usage_text[] =
     "whether one is given must agree). --data's path may differ, not what it holds: the\n"
     "ranks compare their sample counts and crc32s (else all exit 2, naming the rank;\n"
     "a rank whose copy does not load is named too).\n"
-    "  -h, --help               this text\n"
-    "SIGINT, SIGTERM, SIGUSR1 (Slurm's --signal): every rank finishes the current step,\n"
-    "rank 0 saves --checkpoint with the position in the epoch, prints \"preempted at\n"
-    "epoch E step S; saved PATH\", and all exit with 128 + the signal (130, 143, 138);\n"
-    "--resume continues from there exactly. A second SIGINT stops at once.\n"
-    "  --version                print hoop-train's version and exit\n"
+    "\n"
+    "SIGINT, SIGTERM, SIGUSR1 (Slurm's --signal): every rank finishes the current step;\n"
+    "with --checkpoint rank 0 saves it with the position in the epoch and prints\n"
+    "  hoop-train: preempted (SIGUSR1) at epoch 1 step 216/469; saved PATH (step 216)\n"
+    "(\"after epoch E\" between epochs); without --checkpoint the line ends \"no\n"
+    "--checkpoint, nothing saved (step S)\". All exit with 128 + the signal (130, 143,\n"
+    "138); --resume continues from the checkpoint exactly. A second SIGINT stops at once.\n"
+    "\n"
     "Exit status: 0 success, 2 bad flags or data, 1 other failures, 128+N stopped by\n"
-    "signal N with the checkpoint saved.\n";
+    "signal N (the checkpoint saved when --checkpoint was given).\n";
 
 void train_cli_usage(FILE *f)
 {
