@@ -101,7 +101,8 @@ static const char usage[] =
     "                      mpirun and torchrun: rank 0's lines (hoop-train's log,\n"
     "                      hoop-bench's nccl-tests report) reach parsers unchanged.\n"
     "                      --no-prefix: the default, accepted. Log files never carry one.\n"
-    "  --dry-run           print what each worker would get, start nothing\n"
+    "  --dry-run           print what each worker would get (every variable above, with\n"
+    "                      the first attempt's restart count, and its CPUs), start nothing\n"
     "  --help-env          list the HOOP_* settings\n"
     "  --version           print hooprun's version and exit\n"
     "\n"
@@ -676,6 +677,9 @@ static void print_dry_run(const hooprun_plan *p)
                "node 0's) before each attempt\n",
                hoop__hostport(hp, sizeof(hp), p->master_addr, hooprun_agent_port(p->master_port)));
     }
+    /* As set_worker_env (hooprun_proc.c) sets them for the first attempt. */
+    const char *omp = getenv("OMP_NUM_THREADS");
+    const char *omp_set = p->nproc_per_node > 1 && omp == NULL ? " OMP_NUM_THREADS=1" : "";
     for (int i = 0; i < p->nproc_per_node; i++) {
         hoop_launch_ids ids;
         hoop__launch_ids_of(p->nnodes, p->node_rank, p->nproc_per_node, i, &ids);
@@ -683,10 +687,11 @@ static void print_dry_run(const hooprun_plan *p)
         if (p->cpus) hooprun_cpu_list(&p->cpus[i], cpus, sizeof(cpus));
         printf("[rank %d] RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d LOCAL_WORLD_SIZE=%d NODE_RANK=%d "
                "MASTER_ADDR=%s MASTER_PORT=%d HOOP_TOKEN=%s CPUS=%s GROUP_RANK=%d "
-               "GROUP_WORLD_SIZE=%d ROLE_RANK=%d ROLE_WORLD_SIZE=%d\n",
+               "GROUP_WORLD_SIZE=%d ROLE_RANK=%d ROLE_WORLD_SIZE=%d TORCHELASTIC_RESTART_COUNT=0 "
+               "TORCHELASTIC_MAX_RESTARTS=%d%s\n",
                ids.rank, ids.rank, ids.local_rank, ids.world_size, ids.local_world_size,
                ids.node_rank, p->master_addr, p->master_port, token, cpus, ids.node_rank, p->nnodes,
-               ids.rank, ids.world_size);
+               ids.rank, ids.world_size, p->max_restarts, omp_set);
     }
 }
 
