@@ -43,7 +43,7 @@
 
 static const char usage[] =
     "usage: hooprun [--nnodes N] [--node-rank K] --nproc-per-node P [--master-addr A]\n"
-    "               [--master-port Q | --rdzv-endpoint A:Q | --standalone]\n"
+    "               [--master-port Q | --rdzv-endpoint A[:Q] | --standalone]\n"
     "               [--max-restarts R] [--log-dir DIR [--tee [0-3]]] [--bind core|none]\n"
     "               [--grace S] [--prefix] [--dry-run] PROG ARGS...\n"
     "       hooprun -h | --help | --help-env\n"
