@@ -64,6 +64,21 @@ expect_bad "--tee copies what --log-dir writes" --tee --nproc-per-node 1 prog
 expect_bad "--tee '0:1' is not 0, 1, 2 or 3" --log-dir "$TMP/l0" --tee=0:1 --nproc-per-node 1 prog
 expect_bad "--max-restarts=-1 is out of range" --max-restarts -1 --nproc-per-node 1 prog
 expect_bad "--nproc-per-node gpu: hooprun does not count GPUs yet" --nproc-per-node gpu prog
+# torchrun's --no-python is what hooprun always does: accepted, the same plan. Its flags
+# that hooprun lacks are named as such, with the way out (they were "unknown flag").
+"$HOOPRUN" --dry-run --no-python --nproc-per-node 1 --master-port 1234 prog > "$TMP/np1" &&
+    "$HOOPRUN" --dry-run --nproc-per-node 1 --master-port 1234 prog > "$TMP/np2" ||
+    fail "--no-python refused"
+cmp -s "$TMP/np1" "$TMP/np2" || fail "--no-python changed the plan: $(diff "$TMP/np1" "$TMP/np2")"
+expect_bad "-m is a torchrun flag that hooprun lacks: hooprun runs PROG directly, as torchrun --no-python does: for a module, give python3 -m MODULE ARGS... as PROG" \
+    --nproc-per-node 1 -m mod
+expect_bad "--run_path is a torchrun flag that hooprun lacks: hooprun runs PROG directly" \
+    --nproc-per-node 1 --run_path=x.py prog
+expect_bad "--redirects is a torchrun flag that hooprun lacks: --log-dir DIR" --redirects 3 \
+    --nproc-per-node 1 prog
+expect_bad "--local_ranks_filter is a torchrun flag that hooprun lacks" \
+    --local_ranks_filter=0 --nproc-per-node 1 prog
+expect_bad "unknown flag '--bogus'" --bogus --nproc-per-node 1 prog
 
 # 2. torchrun's worker variables; OMP_NUM_THREADS=1 with several workers unless set.
 show='echo "$RANK g=$GROUP_RANK/$GROUP_WORLD_SIZE r=$ROLE_RANK/$ROLE_WORLD_SIZE restarts=$TORCHELASTIC_RESTART_COUNT/$TORCHELASTIC_MAX_RESTARTS omp=${OMP_NUM_THREADS-unset}"'

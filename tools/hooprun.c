@@ -55,7 +55,9 @@ static const char usage[] =
     "WORLD_SIZE, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, and, with P > 1,\n"
     "OMP_NUM_THREADS=1 unless it is set. torchrun's spellings with '_' work too:\n"
     "--nproc_per_node, --node_rank, --master_addr, --master_port, --rdzv_endpoint,\n"
-    "--rdzv_backend, --rdzv_id, --max_restarts, --log_dir.\n"
+    "--rdzv_backend, --rdzv_id, --max_restarts, --log_dir, --no_python. torchrun flags\n"
+    "that hooprun lacks (-m, --run-path, --redirects, --role, ...) are refused, each with\n"
+    "what to do instead.\n"
     "\n"
     "  --nnodes N          nodes in the job; N:N is accepted (default: SLURM_NNODES, which\n"
     "                      must match the hosts of Slurm's node list, else 1)\n"
@@ -89,7 +91,7 @@ static const char usage[] =
     "                      at MASTER_PORT + 1), and every node needs the same R\n"
     "  --log-dir DIR       write each worker's stdout and stderr, as written, to\n"
     "                      DIR/rank_N.log (DIR/rank_N.restart_K.log after restart K),\n"
-    "                      instead of the terminal\n"
+    "                      instead of the terminal; DIR and its missing parents are made\n"
     "  --tee [0-3]         with --log-dir, also show 1 stdout, 2 stderr, 3 both (the default)\n"
     "                      on the terminal, as torchrun's --tee\n"
     "  --bind core|none    core (default): bind each worker to its own block of the CPUs\n"
@@ -103,6 +105,9 @@ static const char usage[] =
     "                      --no-prefix: the default, accepted. Log files never carry one.\n"
     "  --dry-run           print what each worker would get (every variable above, with\n"
     "                      the first attempt's restart count, and its CPUs), start nothing\n"
+    "  --no-python         accepted: hooprun always runs PROG itself, as torchrun\n"
+    "                      --no-python does (for a Python script, PROG is python3 or the\n"
+    "                      script with its #! line; for a module, python3 -m MODULE)\n"
     "  --help-env          list the HOOP_* settings\n"
     "  --version           print hooprun's version and exit\n"
     "\n"
@@ -186,7 +191,8 @@ enum {
     OPT_TEE,
     OPT_GRACE,
     OPT_BIND,
-    OPT_HELP_ENV
+    OPT_HELP_ENV,
+    OPT_NO_PYTHON
 };
 
 /* hoop's spellings, then torchrun's with '_' (the '-' ones are the same). */
@@ -221,8 +227,52 @@ static const struct option long_opts[] = {
     {"rdzv_id", required_argument, NULL, OPT_RDZV_ID},
     {"max_restarts", required_argument, NULL, OPT_MAX_RESTARTS},
     {"log_dir", required_argument, NULL, OPT_LOG_DIR},
+    {"no-python", no_argument, NULL, OPT_NO_PYTHON},
+    {"no_python", no_argument, NULL, OPT_NO_PYTHON},
     {NULL, 0, NULL, 0},
 };
+
+/* torchrun's flags that hooprun lacks, with what to do instead: named as such, not as an
+ * unknown flag (both spellings; the value, if any, does not matter). */
+static const struct {
+    const char *name, *hint;
+} torchrun_only[] = {
+    {"-m", "hooprun runs PROG directly, as torchrun --no-python does: for a module, give "
+           "python3 -m MODULE ARGS... as PROG"},
+    {"--module", "hooprun runs PROG directly, as torchrun --no-python does: for a module, give "
+                 "python3 -m MODULE ARGS... as PROG"},
+    {"--run-path", "hooprun runs PROG directly, as torchrun --no-python does: give python3 "
+                   "SCRIPT ARGS... as PROG"},
+    {"--monitor-interval", "hooprun notices a worker's end at once (it is told, not polling): "
+                           "drop it"},
+    {"--redirects", "--log-dir DIR writes each rank's stdout and stderr to DIR/rank_N.log "
+                    "(with --tee to see them too)"},
+    {"--role", "hooprun's workers have one role: ROLE_RANK = RANK, ROLE_WORLD_SIZE = "
+               "WORLD_SIZE"},
+    {"--local-addr", "each rank's links listen on the address routed towards MASTER_ADDR, or "
+                     "on HOOP_SOCKET_IFNAME's (hooprun --help-env)"},
+    {"--rdzv-conf", "the rendezvous takes no settings but HOOP_TIMEOUT (hooprun --help-env)"},
+    {"--local-ranks-filter", "every rank's lines are shown; --log-dir DIR keeps each rank's "
+                             "in DIR/rank_N.log"},
+    {"--start-method", "hooprun always starts PROG with fork and exec"},
+    {"--log-line-prefix-template", "--prefix starts each line with \"[rank N] \""},
+};
+
+/* The hint for flag (as given: "--run_path=x", "-m") when it is torchrun's, else NULL;
+ * name gets the flag as given, without its value. */
+static const char *torchrun_hint(const char *flag, char *name, size_t cap)
+{
+    size_t len = strcspn(flag, "=");
+    char key[64];
+    if (len >= cap || len >= sizeof(key)) return NULL;
+    snprintf(name, cap, "%.*s", (int)len, flag);
+    snprintf(key, sizeof(key), "%s", name);
+    for (char *q = key + 2; len > 2 && *q; q++)
+        if (*q == '_') *q = '-'; /* torchrun's '_' spellings */
+    for (size_t i = 0; i < sizeof(torchrun_only) / sizeof(torchrun_only[0]); i++)
+        if (strcmp(key, torchrun_only[i].name) == 0) return torchrun_only[i].hint;
+    return NULL;
+}
 
 /* --nnodes N, or torchrun's MIN:MAX when both are N (hooprun is not elastic). */
 static int parse_nnodes(const char *arg, int *out)
@@ -350,6 +400,7 @@ static int take_option(cli *c, int opt, const char *arg, int argc, char **argv)
     case 'd': c->dry_run = 1; return 0;
     case 'h': fputs(usage, stdout); return -1;
     case OPT_HELP_ENV: hoop__env_print_help(stdout); return -1;
+    case OPT_NO_PYTHON: return 0; /* torchrun's: what hooprun always does */
     case 'V': printf("hooprun (hoop) %s\n", hoop_version_string()); return -1;
     }
     return 2;
@@ -410,6 +461,9 @@ static int parse_cli(int argc, char **argv, cli *c)
             return bad_usage("%.*s takes no value ('%s')", (int)strcspn(flag, "="), flag, flag);
         if (opt == '?' && flag[0] == '-' && flag[1] != '-' && strlen(flag) > 2)
             return bad_usage("unknown flag '%s' (long flags take two dashes: '-%s')", flag, flag);
+        char name[64];
+        const char *hint = opt == '?' ? torchrun_hint(flag, name, sizeof(name)) : NULL;
+        if (hint) return bad_usage("%s is a torchrun flag that hooprun lacks: %s", name, hint);
         if (opt == '?') return bad_usage("unknown flag '%s'", flag);
         if (opt == OPT_PORT) c->port_flag = 1;
         int rc = take_option(c, opt, optarg, argc, argv);
