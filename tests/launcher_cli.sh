@@ -140,6 +140,10 @@ for v in HOOP_IB_HCA HOOP_IB_GID_INDEX HOOP_IB_ADDR_RANGE HOOP_IB_TIMEOUT HOOP_I
     grep -q "^$v " "$TMP/env" || fail "--help-env does not list $v"
 done
 grep -q "not built yet" "$TMP/env" && fail "--help-env still says 'not built yet'"
+# Every description ends as a sentence would, not on a dangling word or path (the test
+# hook's ended "...stay alive; tests/faults/").
+grep -E '[/;,:(]$' "$TMP/env" && fail "--help-env has a description that ends dangling"
+assert_contains "$TMP/env" "used by tests/faults/matrix.sh, the fault-injection matrix"
 
 "$HOOPRUN" --nproc-per-node 1 "$TMP/no-such-program" > "$TMP/o" 2> "$TMP/e"
 rc=$?

@@ -197,7 +197,8 @@ const hoop_env_param hoop__env_params[] = {
      "its INDEX-th communicator's set-up; reduce_scatter|all_gather: that phase of call "
      "#INDEX; backward: its INDEX-th backward pass; checkpoint: half-way through its "
      "INDEX-th checkpoint save; verdict: its INDEX-th communicator's set-up, its links up), "
-     "or with FAIL at verdict fail there with an error and stay alive; tests/faults/"},
+     "or with FAIL at verdict fail there with an error and stay alive; used by "
+     "tests/faults/matrix.sh, the fault-injection matrix"},
     {NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 
