@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # tests/launcher_smoke.sh -- the README's first job: 4 workers meet through the store under
 # hooprun (on the port hooprun reserved), pass a barrier, add and all-gather. Also: bad
-# env exits 2, ranks started by hand that disagree on WORLD_SIZE or HOOP_TOKEN both exit 1
-# at once naming it, two nodes given the same --node-rank all exit 1 at once naming the
+# env exits 2, ranks started by hand that disagree on WORLD_SIZE both exit 2 (bad
+# environment; they exited 1) at once naming it, and on HOOP_TOKEN the refused one exits
+# 2 at once and rank 0 exits 1 at its timeout, two nodes given the same --node-rank all exit 1 at once naming the
 # rank twice claimed, a missing rank 0 exits 1 at about HOOP_TIMEOUT.
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 SMOKE=${top_builddir:-.}/tools/hoop-smoke
@@ -15,13 +16,13 @@ rc=$?
 ms=$(($(now_ms) - t0))
 echo "smoke: rc=$rc, ${ms} ms"
 [ "$rc" = 0 ] || { cat "$TMP/out" "$TMP/err"; fail "4-worker smoke exited $rc"; }
-[ "$(cat "$TMP/out")" = "smoke: 4 ranks joined, barrier ok, allgather ok" ] ||
+[ "$(cat "$TMP/out")" = "smoke: 4 ranks joined, barrier ok, add ok, allgather ok" ] ||
     { cat "$TMP/out"; fail "unexpected smoke output"; }
 
 # Eight workers, twice in a row (a fresh port each time).
 for _ in 1 2; do
     "$HOOPRUN" --prefix --nproc-per-node 8 "$SMOKE" > "$TMP/out8" 2>&1 || { cat "$TMP/out8"; fail "8 workers"; }
-    assert_contains "$TMP/out8" "[rank 0] smoke: 8 ranks joined, barrier ok, allgather ok"
+    assert_contains "$TMP/out8" "[rank 0] smoke: 8 ranks joined, barrier ok, add ok, allgather ok"
 done
 
 # Bad or missing env: exit 2 with a message naming the variable.
@@ -33,10 +34,11 @@ assert_contains "$TMP/e1" "MASTER_PORT"
 assert_contains "$TMP/e2" "MASTER_ADDR"
 
 # Two ranks started by hand (no hooprun) that disagree on WORLD_SIZE: both fail at once,
-# not at HOOP_TIMEOUT=30 s, each naming the disagreement and who said what. On HOOP_TOKEN
-# (HOOP_TIMEOUT=3 s): rank 1 is refused at once; rank 0 fails at its timeout (a wrong
-# token must not let any process that reaches the port end the job), naming the refused
-# client as the likely reason; neither shows a token.
+# not at HOOP_TIMEOUT=30 s, each naming the disagreement and who said what, with exit 2
+# (a bad environment, as --help says; it was 1). On HOOP_TOKEN (HOOP_TIMEOUT=3 s): rank 1
+# is refused at once (exit 2); rank 0 fails at its timeout (exit 1: a wrong token must not
+# let any process that reaches the port end the job), naming the refused client as the
+# likely reason; neither shows a token.
 hand_pair() { # TIMEOUT WS0 TOKEN0 WS1 TOKEN1: rc0, rc1, ms, ms1; stderr in $TMP/h0, $TMP/h1
     local port t0 pid0
     for _ in 1 2 3; do # a random port may be taken (another test's): try another
@@ -57,14 +59,14 @@ hand_pair() { # TIMEOUT WS0 TOKEN0 WS1 TOKEN1: rc0, rc1, ms, ms1; stderr in $TMP
 }
 hand_pair 30 2 s3cret-zero 3 s3cret-zero
 echo "WORLD_SIZE 2 vs 3: rc=$rc0,$rc1, ${ms} ms"
-[ "$rc0,$rc1" = 1,1 ] || { cat "$TMP/h0" "$TMP/h1"; fail "WORLD_SIZE 2 vs 3 gave $rc0,$rc1"; }
+[ "$rc0,$rc1" = 2,2 ] || { cat "$TMP/h0" "$TMP/h1"; fail "WORLD_SIZE 2 vs 3 gave $rc0,$rc1"; }
 [ "$ms" -lt 10000 ] || fail "WORLD_SIZE 2 vs 3 took $ms ms to fail (HOOP_TIMEOUT=30)"
 assert_contains "$TMP/h0" "rank 0's store refused rank 1 (127.0.0.1:"
 assert_contains "$TMP/h0" "WORLD_SIZE=3 on rank 1 but WORLD_SIZE=2 on rank 0"
 assert_contains "$TMP/h1" "refused this client: WORLD_SIZE=3 on rank 1 but WORLD_SIZE=2 on rank 0 (with hooprun: give every node the same --nnodes and --nproc-per-node)"
 hand_pair 3 2 s3cret-zero 2 s3cret-one
 echo "HOOP_TOKEN differs: rc=$rc0,$rc1, rank 1 ${ms1} ms, rank 0 ${ms} ms"
-[ "$rc0,$rc1" = 1,1 ] || { cat "$TMP/h0" "$TMP/h1"; fail "a wrong HOOP_TOKEN gave $rc0,$rc1"; }
+[ "$rc0,$rc1" = 1,2 ] || { cat "$TMP/h0" "$TMP/h1"; fail "a wrong HOOP_TOKEN gave $rc0,$rc1"; }
 [ "$ms1" -lt 2500 ] || fail "the rank with a wrong HOOP_TOKEN took $ms1 ms to fail"
 assert_contains "$TMP/h1" "refused this client: wrong or missing HOOP_TOKEN"
 assert_contains "$TMP/h0" "rank 1 of 2 never arrived"

@@ -128,7 +128,7 @@ if [ -x "$SMOKE" ]; then
     HOOP_TIMEOUT=20 "$HOOPRUN" --prefix --max-restarts 1 --nproc-per-node 2 bash -c \
         '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 1 ] && exit 1; exec '"$SMOKE" \
         > "$TMP/r3.out" 2> "$TMP/r3.err" || { cat "$TMP/r3.err"; fail "smoke after a restart"; }
-    assert_contains "$TMP/r3.out" "[rank 0] smoke: 2 ranks joined, barrier ok, allgather ok"
+    assert_contains "$TMP/r3.out" "[rank 0] smoke: 2 ranks joined, barrier ok, add ok, allgather ok"
 fi
 # A user's token and port: the port stays, the token carries the count, within 63 bytes.
 long=$(printf 'k%.0s' $(seq 63))

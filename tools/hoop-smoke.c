@@ -6,24 +6,35 @@
  * Run as `hooprun --nproc-per-node 4 tools/hoop-smoke`. Each worker joins the store
  * (hoop_store_init_env: rank 0 hosts it), passes a barrier, adds 1 to a shared counter,
  * all-gathers its rank and checks both results against what world_size implies; rank 0
- * prints one summary line. Exit 0 on success, 2 on a bad environment, 1 on any other
- * failure. Single-threaded.
+ * prints one summary line. Exit 0 on success; 2 on a bad environment: a malformed
+ * variable, or ranks whose environments disagree (another WORLD_SIZE or HOOP_TOKEN, a
+ * RANK claimed twice: rank 0's store refuses the rank and gives up, as hooprun's
+ * meeting and hoop-train map it); 1 on any other failure. Single-threaded.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bootstrap/store_proto.h"
 #include "hoop/status.h"
 #include "hoop/store.h"
 #include "hoop/version.h"
+
+/* The exit code of a failure with status st: 2 when the environment is to blame (a
+ * malformed variable; this rank refused by rank 0's store, or rank 0's store having given
+ * up on a rank it refused: the ranks were started with environments that disagree). */
+static int exit_code(hoop_status st)
+{
+    return st == HOOP_ERR_INVALID || st == HOOP_ERR_MISMATCH || hoop__store_last_refused() ? 2 : 1;
+}
 
 /* Prints the failure of step (with hoop's message) and returns the exit code. */
 static int failed(int rank, const char *step, hoop_status st)
 {
     fprintf(stderr, "hoop-smoke: rank %d: %s failed: %s (%s)\n", rank, step, hoop_last_error(),
             hoop_status_name(st));
-    return 1;
+    return exit_code(st);
 }
 
 /* Every rank adds 1; after a barrier the counter must read world_size. */
@@ -94,9 +105,14 @@ int main(int argc, char **argv)
     if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         printf("usage: hooprun --nproc-per-node N hoop-smoke\n\n"
                "Every worker joins rank 0's store (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)\n"
-               "and checks barrier, add and all-gather; rank 0 prints one line.\n"
+               "and checks a barrier, an add to a shared counter (it must reach WORLD_SIZE)\n"
+               "and an all-gather of the ranks; rank 0 then prints\n"
+               "  smoke: N ranks joined, barrier ok, add ok, allgather ok\n"
+               "\n"
                "  -h, --help, --version  print this text, or the version, and exit\n"
-               "Exit status: 0 success, 2 bad environment or arguments, 1 other failures.\n");
+               "Exit status: 0 success, 2 bad arguments or environment (a malformed variable,\n"
+               "or ranks started with environments that disagree: another WORLD_SIZE or\n"
+               "HOOP_TOKEN, a RANK claimed twice), 1 other failures.\n");
         return 0;
     }
     if (argc > 1) {
@@ -107,7 +123,7 @@ int main(int argc, char **argv)
     hoop_status s = hoop_store_init_env(&st);
     if (s != HOOP_OK) {
         fprintf(stderr, "hoop-smoke: %s\n", hoop_last_error());
-        return s == HOOP_ERR_INVALID ? 2 : 1;
+        return exit_code(s);
     }
     int rank = hoop_store_rank(st), world_size = hoop_store_world_size(st);
     int rc = 0;
@@ -116,7 +132,7 @@ int main(int argc, char **argv)
     if (rc == 0) rc = check_allgather(st, rank, world_size);
     if (rc == 0) rc = wait_for_others(st, rank, world_size);
     if (rc == 0 && rank == 0)
-        printf("smoke: %d rank%s joined, barrier ok, allgather ok\n", world_size,
+        printf("smoke: %d rank%s joined, barrier ok, add ok, allgather ok\n", world_size,
                world_size == 1 ? "" : "s");
     if ((s = hoop_store_destroy(st)) != HOOP_OK && rc == 0) rc = failed(rank, "destroy", s);
     return rc;
