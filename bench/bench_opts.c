@@ -92,8 +92,9 @@ static const char usage[] =
                     "scattered buffer (reduce-scatter). busbw = algbw x 2(n-1)/n (all-reduce), "
                     "(n-1)/n\n"
                     "(all-gather, reduce-scatter), 1 (broadcast, reduce).\n"
-                    "Exit: 0 ok, 1 wrong results, a failed collective or an output file\n"
-                    "(-J, --csv) that could not be written, 2 bad flags or environment.\n";
+                    "Exit: 0 ok; 1 wrong results, a failed collective, or a write to an output\n"
+                    "file (-J, --csv) that failed during the run (a full disk); 2 bad flags or\n"
+                    "environment, or an output file that cannot be created at start.\n";
 
 const char *bench_usage(void)
 {

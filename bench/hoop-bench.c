@@ -576,7 +576,8 @@ static void describe_knobs(bench_ctx *c)
              ifn && *ifn ? ifn : "(default)");
 }
 
-/* Rank 0's report and its files (-J never overwrites: nccl-tests' .N probing). */
+/* Rank 0's report and its files (-J never overwrites: nccl-tests' .N probing). A file
+ * that cannot be created is a bad flag, exit 2; a write that fails later exits 1. */
 static int open_outputs(bench_ctx *c, int argc, char **argv)
 {
     bench_report *r = &c->rep;
@@ -596,7 +597,7 @@ static int open_outputs(bench_ctx *c, int argc, char **argv)
         r->env.json_path = c->json_path;
     }
     if (c->o.csv && (r->csv = fopen(c->o.csv, "w")) == NULL)
-        return bad_flag("--csv: cannot write '%s': %s", c->o.csv, hoop__strerror(errno));
+        return bad_flag("--csv: cannot create '%s': %s", c->o.csv, hoop__strerror(errno));
     return 0;
 }
 

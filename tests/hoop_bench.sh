@@ -149,6 +149,16 @@ echo keep > "$TMP/k.json"
 [ "$(cat "$TMP/k.json")" = keep ] || fail "-J overwrote an existing file"
 assert_contains "$TMP/out1" "# Writing JSON output to $TMP/k.json.0"
 python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$TMP/k.json.0" || fail "k.json.0"
+# An output file that cannot be created at start is a bad flag: exit 2 naming it (as
+# --help says; it said 1), before any collective runs.
+for f in "-J $TMP/none/x.json" "--csv $TMP/none/x.csv"; do
+    # shellcheck disable=SC2086
+    "$BENCH" allreduce -b 8 -e 8 -n 1 $f > "$TMP/out" 2>&1
+    rc=$?
+    [ $rc = 2 ] && grep -q "hoop-bench: ${f%% *}: cannot create '$TMP/none/x\.[a-z]*': No such file or directory" "$TMP/out" ||
+        { cat "$TMP/out"; fail "$f: exit $rc, not 2"; }
+    grep -q "^#" "$TMP/out" && fail "$f: the run started: $(cat "$TMP/out")"
+done
 # An output that cannot be written (/dev/full): exit 1 naming it (it exited 1 silently).
 if [ -w /dev/full ]; then
     "$BENCH" allreduce -b 8 -e 8 -n 1 --csv /dev/full > "$TMP/out" 2>&1
