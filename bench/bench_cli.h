@@ -40,6 +40,8 @@ typedef struct bench_opts {
     int64_t iters, warmup, agg, cycles; /* cycles 0 = run until killed */
     int64_t check;                      /* check iterations per size and placement */
     int64_t root, average, blocking, reg, parallel_init;
+    int all_roots;     /* -r all: the sweep once per root, 0..world_size-1 (root is 0) */
+    int64_t timeout;   /* -T: seconds, set as HOOP_TIMEOUT for the run; 0 = HOOP_TIMEOUT's */
     int ndtypes, nops; /* -d all / -o all give several; int x avg pairs are skipped */
     hoop_dtype dtypes[HOOP_DTYPE_COUNT_];
     hoop_op ops[HOOP_OP_COUNT_];
@@ -97,6 +99,7 @@ typedef struct bench_result {
     int64_t errors[2];                     /* ranks that saw a wrong element */
     const char *algo;                      /* the algorithm (out-of-place|in-place) */
     double h2d, d2h; /* --device cuda: pinned host->device and device->host GB/s */
+    int root;        /* broadcast and reduce: the row's root (-r all varies it) */
 } bench_result;
 
 /* What the header says about hoop besides the options. */

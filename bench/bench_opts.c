@@ -5,8 +5,11 @@
  * options as long options, and the names nccl-tests prints.
  *
  * Where hoop cannot do what a flag asks (-g or -t above 1, -G on host buffers, a
- * datatype hoop lacks) the parse fails with one line that names the flag and says what
- * to do instead; nothing is silently ignored. Flags an earlier hoop-bench gave other
+ * datatype hoop lacks, -C 1 and nccl-tests' other report switches, NCCL's kernel
+ * settings -x -D -V) the parse fails with one line that names the flag and says what to
+ * do instead; nothing is silently ignored. nccl-tests' newer flags (its current
+ * common.cu and README): -T is taken (as HOOP_TIMEOUT), and so is -r all; -C, -S, -M and
+ * -y take their default 0 only; -x, -D and -V are refused. Flags an earlier hoop-bench gave other
  * meanings (-t TYPE, -a ALGO) get a hint to the new spelling. Pure: writes only the
  * options and the message buffer. Not thread-safe (getopt's globals).
  */
@@ -43,7 +46,8 @@ static const char usage[] =
     "                         (hoop's f32 f16 bf16 f64 i32 i64 u8 too; default float)\n"
     "  -o,--op OP             sum prod max min avg, or all (avg: floating types only;\n"
     "                         all skips it for integers; default sum)\n"
-    "  -r,--root N            root of broadcast and reduce (default 0)\n"
+    "  -r,--root N|all        root of broadcast and reduce, or all: the sweep once per\n"
+    "                         root, 0 to world_size-1 (default 0)\n"
     "  -a,--average 0|1|2|3   time reported: 0 rank 0's, 1 mean over ranks, 2 min,\n"
     "                         3 max (default 1)\n"
     "  -z,--blocking 0|1|2    0: all calls in flight, waited for at the end; 1: wait and\n"
@@ -59,6 +63,20 @@ static const char usage[] =
     "  -g,--ngpus 1           devices per rank: 1 only (start ranks with hooprun)\n"
     "  -t,--nthreads 1        threads per process: 1 only\n"
     "  -p,--parallel_init 0|1 accepted; one thread per process has nothing to parallelise\n"
+    "  -T,--timeout S         seconds a rank waits for its peers (start-up, each call)\n"
+    "                         before failing: HOOP_TIMEOUT=S for this run; 0 keeps\n"
+    "                         HOOP_TIMEOUT's (300 by default: hoop has no wait without a\n"
+    "                         deadline) (default 0)\n"
+    "  -C,--report_cputime 0  0 only: the time is until the calls complete, not the\n"
+    "                         host's time to issue them (hoop's progress thread runs them)\n"
+    "  -S,--report_timestamps 0  0 only: no timestamp per line (the -J JSON has the\n"
+    "                         run's start_time and end_time)\n"
+    "  -M,--memory_report 0   0 only (each rank holds a send and a receive buffer sized\n"
+    "                         for -e, with --device cuda on its GPU plus pinned mirrors)\n"
+    "  -y,--stream_null 0     0 only (calls take no stream; -G captures them on one of\n"
+    "                         the rank's own)\n"
+    "  -x, -D, -V             NCCL's kernel settings (CTA policy, device implementation,\n"
+    "                         device CTA count): refused, hoop runs no NCCL kernels\n"
     "  -G,--cudagraph N       capture each timed loop's -n x -m calls (the stream form)\n"
     "                         into a CUDA graph and launch it N times; the checks replay\n"
     "                         a captured call too (needs --device cuda, -z 0 and -R 0;\n"
@@ -257,6 +275,45 @@ static int parse_op(parse_ctx *p, const char *s)
     return bad(p, "-o: unknown op '%s' (sum prod max min avg, or all)", s);
 }
 
+/* -C, -S, -M, -y: nccl-tests' switches whose 1 hoop-bench cannot honour; 0 (their default)
+ * is taken. What to do instead, per flag. */
+static int parse_switch(parse_ctx *p, int c, const char *arg)
+{
+    static const struct {
+        int flag;
+        const char *why;
+    } no[] = {
+        {'C', "hoop-bench reports the time until the calls complete (-C 0): hoop's progress "
+              "thread runs them, so the host's time to issue them (nccl-tests' cputime) would "
+              "not be their cost; -z 2 times each call on its own"},
+        {'S', "hoop-bench puts no timestamp on its lines; the -J FILE.json has the run's "
+              "start_time and end_time"},
+        {'M', "hoop-bench has no memory report: each rank holds one send and one receive "
+              "buffer sized for -e (with --device cuda on its GPU, plus pinned host mirrors)"},
+        {'y', "hoop's calls take no stream of the caller's (-G captures them on a stream of "
+              "the rank's own): drop -y"},
+    };
+    int64_t v;
+    if (int_flag(p, c, arg, 0, 0, 1, &v)) return 2;
+    for (size_t i = 0; v && i < sizeof(no) / sizeof(no[0]); i++)
+        if (no[i].flag == c) return bad(p, "-%c %s: %s", c, arg, no[i].why);
+    return 0;
+}
+
+/* -r: a root, or all (each rank in turn, as nccl-tests' -r all). */
+static int parse_root(parse_ctx *p, const char *arg)
+{
+    bench_opts *o = p->o;
+    if (strcmp(arg, "all") == 0) {
+        o->all_roots = 1, o->root = 0;
+        return 0;
+    }
+    o->all_roots = 0;
+    if (hoop__parse_int("-r", arg, 0, 1 << 20, &o->root) != HOOP_OK)
+        return bad(p, "%s (-r takes a root rank, or all)", hoop_last_error());
+    return 0;
+}
+
 /* -g, -t, -G, -a: nccl-tests flags whose values hoop cannot take, with the way out. */
 static int parse_limited(parse_ctx *p, int c, const char *arg)
 {
@@ -303,7 +360,23 @@ static int parse_flag(parse_ctx *p, int c, const char *arg)
     case 'm': return int_flag(p, c, arg, 0, 1, 1000000, &o->agg);
     case 'N': return int_flag(p, c, arg, 0, 0, many, &o->cycles);
     case 'c': return int_flag(p, c, arg, 0, 0, many, &o->check);
-    case 'r': return int_flag(p, c, arg, 0, 0, 1 << 20, &o->root);
+    case 'r': return parse_root(p, arg);
+    case 'T': return int_flag(p, c, arg, 0, 0, INT32_MAX, &o->timeout);
+    case 'C':
+    case 'S':
+    case 'M':
+    case 'y': return parse_switch(p, c, arg);
+    case 'x':
+    case 'D':
+    case 'V':
+        return bad(p,
+                   "-%c %s: %s is one of NCCL's kernel settings; hoop's collectives run no NCCL "
+                   "kernels (they run on hoop's progress thread, or hoop's own kernels with "
+                   "--device cuda): drop it",
+                   c, arg,
+                   c == 'x'   ? "the CTA policy (-x, --cta_policy)"
+                   : c == 'D' ? "the device implementation (-D, --device_implementation)"
+                              : "the device CTA count (-V, --device_cta_count)");
     case 'z': return int_flag(p, c, arg, 0, 0, 2, &o->blocking);
     case 'R': return int_flag(p, c, arg, 0, 0, 2, &o->reg);
     case 'p': return int_flag(p, c, arg, 0, 0, 1, &o->parallel_init);
@@ -360,6 +433,14 @@ static const struct option longs[] = {{"minbytes", required_argument, NULL, 'b'}
                                       {"output_file", required_argument, NULL, 'J'},
                                       {"json", required_argument, NULL, 'J'},
                                       {"parallel_init", required_argument, NULL, 'p'},
+                                      {"timeout", required_argument, NULL, 'T'},
+                                      {"report_cputime", required_argument, NULL, 'C'},
+                                      {"report_timestamps", required_argument, NULL, 'S'},
+                                      {"memory_report", required_argument, NULL, 'M'},
+                                      {"stream_null", required_argument, NULL, 'y'},
+                                      {"cta_policy", required_argument, NULL, 'x'},
+                                      {"device_implementation", required_argument, NULL, 'D'},
+                                      {"device_cta_count", required_argument, NULL, 'V'},
                                       {"csv", required_argument, NULL, OPT_CSV},
                                       {"algo", required_argument, NULL, OPT_ALGO},
                                       {"show-algo", no_argument, NULL, OPT_SHOW_ALGO},
@@ -458,8 +539,9 @@ int bench_parse_args(int argc, char **argv, bench_opts *o, char *err, size_t err
     err[0] = '\0';
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":b:e:i:f:n:w:m:N:c:d:o:r:a:z:R:J:g:t:G:p:h", longs,
-                            NULL)) != -1) {
+    while (
+        (c = getopt_long(argc, argv, ":b:e:i:f:n:w:m:N:c:d:o:r:a:z:R:J:g:t:G:p:T:C:S:M:y:x:D:V:h",
+                         longs, NULL)) != -1) {
         if (c == 'h') return 3;
         if (c == OPT_VERSION) return 4;
         if (c == '?')

@@ -407,7 +407,7 @@ void bench_report_row(bench_report *r, const bench_result *row)
 {
     const bench_opts *o = r->o;
     const char *redop = bench_has_op(o->coll) ? hoop_op_name(row->op) : "none";
-    int root = bench_has_root(o->coll) ? (int)o->root : -1;
+    int root = bench_has_root(o->coll) ? row->root : -1;
     r->rows++;
     for (int p = 0; p < 2; p++) {
         r->busbw_sum += row->busbw[p];

@@ -391,7 +391,8 @@ static int run_size(bench_ctx *c, size_t size)
                         .count = L.count,
                         .dtype = c->bc.dtype,
                         .op = c->bc.op,
-                        .wrong = {-1, -1}};
+                        .wrong = {-1, -1},
+                        .root = c->bc.root};
     if (algo_known(c) || c->o.coll != BENCH_ALLREDUCE)
         row.algo = row_algo(c, &L, algo, sizeof(algo));
     hoop_status st;
@@ -431,17 +432,22 @@ static int sweep_one(bench_ctx *c)
     return rc;
 }
 
-/* Every type of -d and op of -o (an integer type with avg is skipped: hoop refuses it). */
+/* Every type of -d and op of -o (an integer type with avg is skipped: hoop refuses it),
+ * and with -r all every root, as nccl-tests nests them. */
 static int sweep(bench_ctx *c)
 {
     int nops = bench_has_op(c->o.coll) ? c->o.nops : 1, rc = 0;
+    int nroots = bench_has_root(c->o.coll) && c->o.all_roots ? c->bc.world_size : 1;
     for (int d = 0; rc == 0 && d < c->o.ndtypes; d++)
         for (int k = 0; rc == 0 && k < nops; k++) {
             c->bc.dtype = c->o.dtypes[d];
             c->bc.op = c->o.ops[k];
             if (bench_has_op(c->o.coll) && c->bc.op == HOOP_OP_AVG && c->bc.dtype >= HOOP_DTYPE_I32)
                 continue;
-            rc = sweep_one(c);
+            for (int root = 0; rc == 0 && root < nroots; root++) {
+                if (nroots > 1) c->bc.root = root;
+                rc = sweep_one(c);
+            }
         }
     if (rc != 0 || c->bc.rank != 0) return rc;
     return bench_report_end(&c->rep) ? 1 : 0;
@@ -659,6 +665,11 @@ int main(int argc, char **argv)
     if (rc == 3) return fputs(bench_usage(), stdout) == EOF;
     if (rc == 4) return printf("hoop-bench (hoop) %s\n", hoop_version_string()) < 0;
     if (rc != 0) return bad_flag("%s", err);
+    if (ctx.o.timeout > 0) { /* -T: every wait of this run, the rendezvous's too */
+        char s[32];
+        snprintf(s, sizeof(s), "%" PRId64, ctx.o.timeout);
+        setenv("HOOP_TIMEOUT", s, 1);
+    }
     rc = setup(&ctx, argc, argv);
     if (rc == 0) rc = sweep(&ctx);
     if (rc != 0) bench_report_fail(&ctx.rep, failure[0] ? failure : "the run failed");

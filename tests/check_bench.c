@@ -293,6 +293,19 @@ START_TEST(test_parse_nccl_flags)
     ck_assert_int_eq(o.ops[2], HOOP_OP_MAX);
     ck_assert_int_eq(o.ops[4], HOOP_OP_AVG);
     ck_assert_str_eq(o.json, "r.json");
+    /* nccl-tests' newer flags: -T seconds; -C, -S, -M, -y at their default 0; -r all */
+    ck_assert_int_eq(parse_line("-T 7 -C 0 -S 0 -M 0 -y 0 -r all broadcast", &o, err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(o.timeout, 7);
+    ck_assert_int_eq(o.all_roots, 1);
+    ck_assert_int_eq(o.root, 0);
+    ck_assert_int_eq(parse_line("--timeout=0 --report_cputime 0 --report_timestamps=0 "
+                                "--memory_report 0 --stream_null 0 --root 2 reduce",
+                                &o, err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(o.timeout, 0);
+    ck_assert_int_eq(o.all_roots, 0);
+    ck_assert_int_eq(o.root, 2);
     /* -G: CUDA-graph launches, with device buffers */
     ck_assert_int_eq(parse_line("allreduce --device cuda --cudagraph 3", &o, err, sizeof(err)), 0);
     ck_assert_int_eq(o.graphs, 3);
@@ -336,6 +349,20 @@ START_TEST(test_parse_refusals)
         {"gather", "unknown collective 'gather'", NULL},
         {"allreduce reduce", "unexpected argument 'reduce'", NULL},
         {"-b 8", "missing the collective", NULL},
+        /* nccl-tests' newer flags that hoop cannot honour: what to do instead (they were
+         * refused as unknown options) */
+        {"allreduce -C 1", "-C 1: hoop-bench reports the time until the calls complete", "-z 2"},
+        {"allreduce --report_cputime=1", "-C 1", "-C 0"},
+        {"allreduce -C 2", "-C", "2"},
+        {"allreduce -S 1", "-S 1: hoop-bench puts no timestamp", "start_time"},
+        {"allreduce -M 1", "-M 1: hoop-bench has no memory report", "sized for -e"},
+        {"allreduce -y 1", "-y 1", "drop -y"},
+        {"allreduce -x 1", "-x 1: the CTA policy", "run no NCCL kernels"},
+        {"allreduce --device_implementation 1", "-D 1", "drop it"},
+        {"allreduce -V 16", "-V 16: the device CTA count", "drop it"},
+        {"allreduce -T -1", "-T", "-1"},
+        {"allreduce -T x", "-T", "'x'"},
+        {"broadcast -r x", "-r", "a root rank, or all"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         bench_opts o;
@@ -443,7 +470,8 @@ START_TEST(test_report_text)
                              {0, 0},
                              NULL,
                              0,
-                             0},
+                             0,
+                             -1},
                             {128,
                              32,
                              HOOP_DTYPE_F32,
@@ -455,7 +483,8 @@ START_TEST(test_report_text)
                              {0, 2},
                              NULL,
                              0,
-                             0}};
+                             0,
+                             -1}};
     bench_report_row(&r, &rows[0]);
     bench_report_row(&r, &rows[1]);
     ck_assert_int_eq(bench_report_end(&r), 2); /* 2 ranks saw wrong elements */

@@ -143,6 +143,30 @@ assert b["config"]["step_bytes"] == 1024 and b["config"]["blocking_collectives"]
 assert all(r[p]["nwrong"] is None for r in b["results"] for p in ("out_of_place", "in_place"))
 EOF
 
+# -r all (nccl-tests'): the sweep once per root, each row naming its root, every call
+# checked; in the JSON too.
+for coll in broadcast reduce; do
+    "$HOOPRUN" --nproc-per-node 3 "$BENCH" $coll -b 8 -e 64 -f 8 -n 1 -w 0 -r all \
+        -J "$TMP/roots.$coll.json" > "$TMP/out" 2>&1 || { cat "$TMP/out"; fail "$coll -r all"; }
+    strip "$TMP/out" | awk '!/^#/ && NF { print $1, $5, $9, $13 }' | tr '\n' ' ' > "$TMP/roots"
+    [ "$(cat "$TMP/roots")" = "8 0 0 0 64 0 0 0 8 1 0 0 64 1 0 0 8 2 0 0 64 2 0 0 " ] ||
+        { cat "$TMP/out"; fail "$coll -r all: rows (size root #wrong #wrong) $(cat "$TMP/roots")"; }
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+assert [int(r["root"]) for r in d["results"]] == [0, 0, 1, 1, 2, 2], d["results"]' \
+        "$TMP/roots.$coll.json" || fail "$coll -r all: JSON roots"
+done
+# -T S (nccl-tests' timeout) is HOOP_TIMEOUT for the run, over the environment's: rank 0 of
+# 2 whose rank 1 never comes gives up after 1 s, not HOOP_TIMEOUT's 300 (it was refused as
+# an unknown option).
+port=$((20000 + RANDOM % 12000))
+t0=$(now_ms)
+HOOP_TIMEOUT=300 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=2 HOOP_TOKEN=t \
+    timeout 60 "$BENCH" allreduce -b 8 -e 8 -n 1 -T 1 > "$TMP/out" 2>&1
+rc=$?
+ms=$(($(now_ms) - t0))
+[ $rc = 1 ] && [ $ms -lt 20000 ] && grep -q "rank 1 of 2 never arrived (waited 1000 ms" "$TMP/out" ||
+    { cat "$TMP/out"; fail "-T 1: exit $rc after $ms ms"; }
 # -J never overwrites (nccl-tests): an existing file stays, FILE.0 is written and named.
 echo keep > "$TMP/k.json"
 "$BENCH" allreduce -b 64 -e 64 -n 1 -J "$TMP/k.json" > "$TMP/out1" || fail "-J probing"
