@@ -3,7 +3,10 @@
 # tests/tool_version.sh -- every tool answers --version with one line
 # "NAME (hoop) VERSION" (configure's PACKAGE_VERSION) and exit 0, and --help with exit 0;
 # the man pages help2man wrote from them (when configure found help2man) carry the
-# tool's name, the version and its options.
+# tool's name, the version and its options, name every tool in SEE ALSO (hoop-plot was
+# missing), and only the libhoop tools' pages say they read the HOOP_* settings (the
+# Python hoop-plot's said so too); hoop-train's usage line is a paragraph of its own (it
+# ran into the description).
 set -u
 build=${top_builddir:-.}
 version=${PACKAGE_VERSION:?PACKAGE_VERSION is not set (run through make check)}
@@ -34,8 +37,26 @@ for spec in tools/hooprun:--nproc-per-node tools/hoop-train:--epochs \
         grep -q "$version" "$man" || { echo "FAIL: $man does not name version $version"; fail=1; }
         grep -q -- "$(echo "$option" | sed 's/-/\\\\-/g')" "$man" ||
             { echo "FAIL: $man does not document $option"; fail=1; }
+        for t in hooprun hoop-train hoop-bench hoop-smoke hoop-plot; do
+            grep -q "^\.BR $(echo "$t" | sed 's/-/\\\\-/g') (1)" "$man" ||
+                { echo "FAIL: $man's SEE ALSO does not name $t(1)"; fail=1; }
+        done
+        if [ "$name" = hoop-plot ]; then
+            grep -q "reads the HOOP_\* settings" "$man" &&
+                { echo "FAIL: $man says hoop-plot reads the HOOP_* settings"; fail=1; }
+            grep -q "reads none of the HOOP_\* settings" "$man" ||
+                { echo "FAIL: $man does not say hoop-plot reads no HOOP_* setting"; fail=1; }
+        else
+            grep -q "reads the HOOP_\* settings" "$man" ||
+                { echo "FAIL: $man does not say $name reads the HOOP_* settings"; fail=1; }
+        fi
     fi
 done
+man="$build/man/hoop-train.1"
+if [ -f "$man" ] && ! grep -A1 '^usage: hoop\\-train \[options\]$' "$man" | grep -q '^\.PP$'; then
+    echo "FAIL: $man runs its usage line into the description: $(sed -n '/^usage/,+2p' "$man")"
+    fail=1
+fi
 [ -f "$build/man/hooprun.1" ] || echo "note: no man pages were built (configure found no help2man)"
 [ "$fail" -eq 0 ] && echo "ok: hooprun, hoop-train, hoop-bench, hoop-smoke, hoop-plot --version = $version"
 exit "$fail"
