@@ -359,28 +359,35 @@ START_TEST(test_beyond_link)
 }
 END_TEST
 
-/* Order-dependent float sums must still agree bitwise on every rank. */
+/* Order-dependent float sums must still agree bitwise on every rank; so must MIN and MAX
+ * of -0 and +0 and a NaN's sign, which depend on the order of the operands (recursive
+ * doubling's partners each put their own first, before). */
 static void bitwise(h_rank *h)
 {
     size_t count = 4099;
-    for (int al = HOOP_ALGO_RING; al <= HOOP_ALGO_RHD; al++) {
-        float *x = malloc(count * sizeof(float));
-        uint32_t s = 2654435761u * (uint32_t)(h->rank + 1);
-        for (size_t i = 0; i < count; i++) {
-            s = s * 1664525u + 1013904223u;
-            x[i] = (float)(s >> 8) / 16777216.0f * 3.7f - 1.1f;
+    static const hoop_op ops[] = {HOOP_OP_SUM, HOOP_OP_MIN, HOOP_OP_MAX};
+    for (int al = HOOP_ALGO_RING; al <= HOOP_ALGO_RHD; al++)
+        for (int k = 0; k < 3; k++) {
+            float *x = malloc(count * sizeof(float));
+            uint32_t s = 2654435761u * (uint32_t)(h->rank + 1);
+            for (size_t i = 0; i < count; i++) {
+                s = s * 1664525u + 1013904223u;
+                x[i] = (float)(s >> 8) / 16777216.0f * 3.7f - 1.1f;
+                if (k > 0 && i % 5 == 0) x[i] = (h->rank + i) % 2 ? -0.0f : 0.0f;
+                if (i % 11 == 0) x[i] = copysignf(NAN, h->rank % 2 ? -1.0f : 1.0f);
+            }
+            hoop_comm_set_algo(h->comm, (hoop_algo)al);
+            if (hoop_allreduce(h->comm, x, x, count, HOOP_DTYPE_F32, ops[k], NULL) != HOOP_OK)
+                h_fail(h, "allreduce: %s", hoop_last_error());
+            h->shared[h->rank] = x;
+            pthread_barrier_wait(h->bar);
+            for (int r = 0; r < h->n; r++)
+                if (memcmp(h->shared[r], x, count * sizeof(float)) != 0)
+                    h_fail(h, "algo %s, op %s: result differs bitwise from rank %d",
+                           hoop_algo_name(al), hoop_op_name(ops[k]), r);
+            pthread_barrier_wait(h->bar);
+            free(x);
         }
-        hoop_comm_set_algo(h->comm, (hoop_algo)al);
-        if (hoop_allreduce(h->comm, x, x, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL) != HOOP_OK)
-            h_fail(h, "allreduce: %s", hoop_last_error());
-        h->shared[h->rank] = x;
-        pthread_barrier_wait(h->bar);
-        for (int r = 0; r < h->n; r++)
-            if (memcmp(h->shared[r], x, count * sizeof(float)) != 0)
-                h_fail(h, "algo %s: result differs bitwise from rank %d", hoop_algo_name(al), r);
-        pthread_barrier_wait(h->bar);
-        free(x);
-    }
 }
 
 START_TEST(test_bitwise)

@@ -56,7 +56,8 @@
  *   - MIN and MAX propagate NaN: an element where any rank holds NaN is NaN on every
  *     rank, whichever rank and position holds it (as torch.minimum / torch.maximum and
  *     IEEE 754-2019 minimum / maximum); SUM and PROD propagate it by IEEE arithmetic.
- *     Which NaN (sign, payload) comes out is unspecified.
+ *     Which NaN (sign, payload) comes out is unspecified, and so is which zero MIN and
+ *     MAX give for -0 and +0 (they compare equal); either is the same on every rank.
  *   - Results are bitwise identical on every rank (each element is reduced once and
  *     copied). They are also identical from run to run for the same world size,
  *     algorithm (AUTO chooses by size), HOOP_CHUNK_BYTES and data at the same offsets.

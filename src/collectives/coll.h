@@ -50,7 +50,8 @@ enum {
 typedef enum hoop__step_kind {
     HOOP__STEP_SEND,        /* send buf[off, off+bytes) to peer */
     HOOP__STEP_RECV,        /* receive bytes from peer straight into buf[off] */
-    HOOP__STEP_RECV_REDUCE, /* receive into a slot; then buf[off] = slot (op) src_buf[src_off] */
+    HOOP__STEP_RECV_REDUCE, /* receive into a slot; then buf[off] = slot (op) src_buf[src_off]
+                             * (the operands the other way round with local_first) */
     HOOP__STEP_COPY,        /* buf[off] = src_buf[src_off] (local) */
     HOOP__STEP_DIRECT,      /* bytes [off, off+bytes) of the call's buffer = op over every
                              * rank's copy, written into every copy (local, direct.c) */
@@ -68,12 +69,16 @@ static inline int hoop__step_is_local(int kind)
 }
 
 typedef struct hoop__step {
-    uint8_t kind;    /* hoop__step_kind */
-    uint8_t buf;     /* destination (RECV*, COPY) or source (SEND) */
-    uint8_t src_buf; /* RECV_REDUCE / COPY operand */
-    uint8_t final;   /* RECV_REDUCE: last combination of these elements (avg divides) */
-    uint8_t stage;   /* SEND / RECV through a stage slot, or a receive slot (stage.c): buf
-                      * is memory the transports cannot touch (a GPU's) */
+    uint8_t kind;        /* hoop__step_kind */
+    uint8_t buf;         /* destination (RECV*, COPY) or source (SEND) */
+    uint8_t src_buf;     /* RECV_REDUCE / COPY operand */
+    uint8_t final;       /* RECV_REDUCE: last combination of these elements (avg divides) */
+    uint8_t stage;       /* SEND / RECV through a stage slot, or a receive slot (stage.c): buf
+                          * is memory the transports cannot touch (a GPU's) */
+    uint8_t local_first; /* RECV_REDUCE: buf[off] = src_buf[src_off] (op) slot instead, so
+                          * that two ranks combining each other's vectors put the same
+                          * operand first (a NaN's payload and MIN/MAX of -0 and +0 depend
+                          * on the order) */
     int32_t peer;
     int32_t dep[2]; /* indices of earlier steps that must be done first; -1 = none */
     size_t off, src_off, bytes;
@@ -158,9 +163,10 @@ hoop_status hoop__cells_init(hoop__cells *g, const hoop__coll_args *a);
 void hoop__cells_free(hoop__cells *g);
 /* SEND elements [lo, hi) of buf to peer, each piece after the last write of its cell. */
 void hoop__cells_send(hoop__sched *s, hoop__cells *g, int peer, int buf, size_t lo, size_t hi);
-/* RECV_REDUCE elements [lo, hi) from peer into recvbuf, combined with src_buf. */
+/* RECV_REDUCE elements [lo, hi) from peer into recvbuf, combined with src_buf: peer's
+ * operand first, or with local_first src_buf's. */
 void hoop__cells_reduce(hoop__sched *s, hoop__cells *g, int peer, int src_buf, size_t lo, size_t hi,
-                        int final);
+                        int final, int local_first);
 /* RECV elements [lo, hi) from peer straight into recvbuf. */
 void hoop__cells_recv(hoop__sched *s, hoop__cells *g, int peer, size_t lo, size_t hi);
 

@@ -288,8 +288,9 @@ static void reduce_piece(void *arg, const void *piece, size_t pos, size_t n)
     const struct fused *f = arg;
     const hoop__exec *x = f->x;
     const hoop__step *st = &x->s->steps[f->step];
-    hoop__reduce(x->env.dtype, x->env.op, at(x, st->buf, st->off + pos), piece,
-                 at(x, st->src_buf, st->src_off + pos), n / x->env.elem,
+    const void *local = at(x, st->src_buf, st->src_off + pos);
+    hoop__reduce(x->env.dtype, x->env.op, at(x, st->buf, st->off + pos),
+                 st->local_first ? local : piece, st->local_first ? piece : local, n / x->env.elem,
                  st->final ? x->env.world_size : 0);
 }
 
@@ -597,8 +598,8 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
         if (st->kind == HOOP__STEP_RECV_REDUCE)
             j = (hoop__memjob){.kind = HOOP__MJ_REDUCE,
                                .dst = j.dst,
-                               .a = slot,
-                               .b = at(x, st->src_buf, st->src_off),
+                               .a = st->local_first ? at(x, st->src_buf, st->src_off) : slot,
+                               .b = st->local_first ? slot : at(x, st->src_buf, st->src_off),
                                .bytes = st->bytes,
                                .elem = x->env.elem,
                                .dtype = x->env.dtype,

@@ -6,8 +6,9 @@
  * Recursive doubling (Thakur, Rabenseifner & Gropp 2005, section 4.1) on p = 2^k ranks:
  * at step s = 0..k-1 rank r exchanges its WHOLE current vector with partner r XOR 2^s
  * and both combine the two vectors; after k steps everyone holds the full reduction.
- * Both partners combine the same two operands, and the reductions are commutative
- * elementwise, so ranks agree bitwise. Non-power-of-two n: the first 2 x rem ranks
+ * Both partners combine the same two operands in the same order, the lower rank's first
+ * (commutative as the reductions are, the order decides a NaN's payload and MIN/MAX of
+ * -0 and +0), so ranks agree bitwise. Non-power-of-two n: the first 2 x rem ranks
  * fold in pairs first (the even rank sends its vector to the odd one, which plays in
  * the power-of-two group) and the odd rank returns the result at the end.
  * Who sends what at step s: everything, to r XOR 2^s. Pipelining: the vector moves in
@@ -65,7 +66,7 @@ void hoop__cells_send(hoop__sched *s, hoop__cells *g, int peer, int buf, size_t 
 }
 
 void hoop__cells_reduce(hoop__sched *s, hoop__cells *g, int peer, int src_buf, size_t lo, size_t hi,
-                        int final)
+                        int final, int local_first)
 {
     for (size_t plo = lo, phi, k; plo < hi; plo = phi) {
         k = plo / g->cell;
@@ -73,6 +74,7 @@ void hoop__cells_reduce(hoop__sched *s, hoop__cells *g, int peer, int src_buf, s
         hoop__step x = piece(HOOP__STEP_RECV_REDUCE, peer, HOOP__BUF_RECV, g, plo, phi);
         x.src_buf = (uint8_t)src_buf;
         x.final = (uint8_t) final;
+        x.local_first = (uint8_t)local_first;
         x.dep[0] = g->last[k]; /* the operand in recvbuf is complete */
         x.dep[1] = g->sent[k]; /* and no send still reads what we overwrite */
         g->last[k] = hoop__sched_add(s, x);
@@ -106,13 +108,14 @@ hoop_status hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s)
         return s->err;
     }
     if (r < 2 * rem) {
-        hoop__cells_reduce(s, &g, r - 1, HOOP__BUF_SEND, 0, cnt, 0);
+        hoop__cells_reduce(s, &g, r - 1, HOOP__BUF_SEND, 0, cnt, 0, 0);
         cur = HOOP__BUF_RECV;
     }
     for (int mask = 1; mask < p; mask <<= 1) {
         int peer = hoop__unfold(me ^ mask, rem);
         hoop__cells_send(s, &g, peer, cur, 0, cnt);
-        hoop__cells_reduce(s, &g, peer, cur, 0, cnt, mask * 2 == p);
+        /* the lower rank's operand first on both partners */
+        hoop__cells_reduce(s, &g, peer, cur, 0, cnt, mask * 2 == p, r < peer);
         cur = HOOP__BUF_RECV;
     }
     if (r < 2 * rem) hoop__cells_send(s, &g, r - 1, HOOP__BUF_RECV, 0, cnt);

@@ -44,7 +44,7 @@ static void halves(hoop__sched *s, hoop__cells *g, int mode, int peer, int buf, 
     }
     for (int i = 0; i < 2; i++) {
         if (mode == H_REDUCE)
-            hoop__cells_reduce(s, g, peer, buf, r[i][0], r[i][1], final);
+            hoop__cells_reduce(s, g, peer, buf, r[i][0], r[i][1], final, 0);
         else if (mode == H_SEND)
             hoop__cells_send(s, g, peer, buf, r[i][0], r[i][1]);
         else
@@ -68,7 +68,7 @@ hoop_status hoop__allreduce_rhd(const hoop__coll_args *a, hoop__sched *s)
         return s->err;
     }
     if (r < 2 * rem) {
-        hoop__cells_reduce(s, &g, r - 1, HOOP__BUF_SEND, 0, a->count, 0);
+        hoop__cells_reduce(s, &g, r - 1, HOOP__BUF_SEND, 0, a->count, 0, 0);
         cur = HOOP__BUF_RECV;
     }
     for (int mask = p / 2; mask >= 1; mask >>= 1, level++) {
