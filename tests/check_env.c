@@ -79,6 +79,19 @@ START_TEST(test_dist_ok)
     ck_assert_int_eq(d.world_size, 8);
     ck_assert_int_eq(d.local_rank, 1);
     ck_assert_int_eq(d.local_world_size, 4);
+    /* HOOP_TOKEN: 63 characters fit the transports' hello; 64 are refused here, on every
+     * rank (rank 1 used to wait out HOOP_TIMEOUT for a rank 0 that refused it) */
+    char t[65];
+    memset(t, 'x', 64);
+    t[63] = '\0';
+    setenv("HOOP_TOKEN", t, 1);
+    ck_assert_int_eq(hoop__env_dist(&d), HOOP_OK);
+    ck_assert_str_eq(d.token, t);
+    t[63] = 'x', t[64] = '\0';
+    setenv("HOOP_TOKEN", t, 1);
+    ck_assert_int_eq(hoop__env_dist(&d), HOOP_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(hoop_last_error(), "HOOP_TOKEN is longer than 63 characters"));
+    unsetenv("HOOP_TOKEN");
 }
 END_TEST
 

@@ -85,6 +85,14 @@ static hoop_status read_settings(const hoop_comm_config *cfg, comm_settings *s)
     s->chunk &= ~(int64_t)7; /* a multiple of every element size */
     s->token = cfg->token;
     if (!s->token) HOOP_CHECK(hoop__env_str("HOOP_TOKEN", &s->token));
+    /* Checked here, on every rank and world size: the transports' hello, which holds it,
+     * would refuse it on rank 0 only, while the others waited out HOOP_TIMEOUT for it. */
+    _Static_assert(sizeof(((hoop_dist_env *)0)->token) == HOOP_TP_TOKEN_MAX,
+                   "hoop_comm_init_env's token limit is the transports'");
+    if (s->token && strlen(s->token) >= HOOP_TP_TOKEN_MAX)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s is longer than %d characters (%zu)",
+                          cfg->token ? "config.token" : "HOOP_TOKEN", HOOP_TP_TOKEN_MAX - 1,
+                          strlen(s->token));
     HOOP_CHECK(hoop__env_str("HOOP_SOCKET_IFNAME", &s->ifname));
     HOOP_CHECK(hoop__env_str("HOOP_MEMOPS", &s->memops));
     HOOP_CHECK(hoop__env_int("HOOP_STAGE_SLOTS", &s->stage_slots)); /* range: env.c */

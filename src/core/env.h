@@ -94,8 +94,9 @@ typedef struct hoop_dist_env {
     int master_port;
     int rank, world_size;
     int local_rank, local_world_size;
-    char token[257]; /* "" = none */
-    int from_slurm;  /* 1 when Slurm's variables supplied a value */
+    char token[64]; /* "" = none; at most 63 characters: the transports' hello holds it
+                     * (HOOP_TP_TOKEN_MAX), so every rank refuses a longer one itself */
+    int from_slurm; /* 1 when Slurm's variables supplied a value */
 } hoop_dist_env;
 
 /* Does the environment describe a distributed job, so that a program should call
