@@ -21,6 +21,18 @@ for r in 0 1 2 3; do
 done
 token2=$("$HOOPRUN" --no-prefix --nproc-per-node 1 bash -c 'echo $HOOP_TOKEN')
 [ "$token2" != "$token" ] || fail "two runs generated the same token"
+# One node with HOOP_TOKEN exported: every worker gets it with this launch's 8 hex digits
+# after it, another launch other digits (two jobs given one port and token must not join
+# each other); a 63-character token gives way at its end.
+HOOP_TOKEN=feedbeef "$HOOPRUN" --no-prefix --nproc-per-node 2 bash -c 'echo $HOOP_TOKEN' \
+    > "$TMP/tok1" || fail "one node with HOOP_TOKEN failed"
+t1=$(sort -u "$TMP/tok1")
+echo "$t1" | grep -qxE 'feedbeef-[0-9a-f]{8}' || fail "workers got '$t1', not feedbeef-XXXXXXXX"
+t2=$(HOOP_TOKEN=feedbeef "$HOOPRUN" --no-prefix --nproc-per-node 1 bash -c 'echo $HOOP_TOKEN')
+[ "$t2" != "$t1" ] || fail "two launches with one HOOP_TOKEN gave their workers the same"
+t3=$(HOOP_TOKEN=$(printf 'y%.0s' $(seq 63)) "$HOOPRUN" --no-prefix --nproc-per-node 1 \
+    bash -c 'echo $HOOP_TOKEN')
+echo "$t3" | grep -qxE 'y{54}-[0-9a-f]{8}' || fail "a 63-character token became '$t3'"
 
 # 2. Second node of two: ranks 4..7 and the given master and token. (Node 0's hooprun
 # runs too: the nodes' hoopruns meet before their workers start, tests/launcher_nodes.sh.)

@@ -121,7 +121,10 @@ static const char usage[] =
     "bytes (PIPE_BUF) into a pipe, can be cut by another rank's output. hooprun always\n"
     "reads the workers' stderr: its last lines name a failure.\n"
     "\n"
-    "HOOP_TOKEN: kept when set; with one node, 128 random bits are generated otherwise.\n"
+    "HOOP_TOKEN: kept when set, with one node followed by this launch's 32 random bits\n"
+    "(-XXXXXXXX, replacing its last characters where it would pass 63), so that two jobs\n"
+    "given one MASTER_PORT and token cannot join each other; with one node, 128 random\n"
+    "bits are generated when it is not set.\n"
     "With several nodes every node needs the same token, so export it before starting\n"
     "hooprun on each node, e.g. in the sbatch script:\n"
     "  export HOOP_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n')\n"
@@ -603,7 +606,21 @@ static int make_token(const hooprun_plan *p, char *out, size_t cap)
             fprintf(stderr, "hooprun: HOOP_TOKEN is longer than %zu characters\n", most);
             return 2;
         }
-        snprintf(out, cap, "%s", t);
+        if (p->nnodes > 1) {
+            snprintf(out, cap, "%s", t);
+            return 0;
+        }
+        /* One node: this launch's 32 random bits are appended (the token's last characters
+         * give way where it would not fit), so that a worker of another job given the same
+         * MASTER_PORT and token is refused by this job's store, and ours by its, instead of
+         * completing each other's world. */
+        uint32_t nonce;
+        if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce)) {
+            perror("hooprun: getrandom");
+            return 1;
+        }
+        snprintf(out, cap, "%.*s-%08x", (int)(strlen(t) < most - 9 ? strlen(t) : most - 9), t,
+                 nonce);
         return 0;
     }
     if (p->nnodes > 1) {
@@ -729,7 +746,9 @@ static void print_dry_run(const hooprun_plan *p)
     for (char **a = p->argv; *a; a++) printf(" %s", *a);
     printf("\n");
     const char *t = getenv("HOOP_TOKEN");
-    const char *token = (t && *t) ? "(from the environment)" : "(generated, 32 hex digits)";
+    const char *token = !(t && *t)      ? "(generated, 32 hex digits)"
+                        : p->nnodes > 1 ? "(from the environment)"
+                                        : "(from the environment, with this launch's -XXXXXXXX)";
     if (p->nnodes > 1) {
         char hp[300];
         printf("hooprun: dry run: the nodes' hoopruns meet at %s (MASTER_PORT + 1, served by "

@@ -590,7 +590,8 @@ static const char *on_hello(hoop_store_server *s, conn *c, hoop__rd *r)
         return NULL;
     }
     if (memchr(tok, 0, n) || !hoop__store_token_eq(token, s->token)) {
-        refuse(s, c, (int)rank, "wrong or missing HOOP_TOKEN", 0);
+        refuse(s, c, (int)rank,
+               "wrong or missing HOOP_TOKEN (or a rank of another job using the same port)", 0);
         return NULL;
     }
     world_size_check(s, (int)rank, (int)world_size, why, sizeof(why));
