@@ -256,11 +256,13 @@ static void on_ready(hoop_tensor *p, void *user)
     log->n++;
 }
 
-/* n0 linear(x, fc1.w, fc1.b); n1 relu; n2 linear(., fc2.w, fc2.b); n3 linear(., fc1.w);
- * n4 mean. fc1.weight is used twice, "unused" never. */
+/* n0 add(unused, unused), a branch the loss does not depend on; n1 linear(x, fc1.w,
+ * fc1.b); n2 relu; n3 linear(., fc2.w, fc2.b); n4 linear(., fc1.w); n5 mean. fc1.weight
+ * is used twice, "unused" by n0 only, so it gets no gradient and its hook never fires. */
 static hoop_tensor *hook_forward(hoop_model *m, hoop_tape *tape, hoop_tensor *x)
 {
-    hoop_tensor *h, *const *p = hoop_model_params(m);
+    hoop_tensor *h, *dead, *const *p = hoop_model_params(m);
+    ck_assert_int_eq(hoop_add(tape, p[4], p[4], &dead), HOOP_OK);
     ck_assert_int_eq(hoop_linear(tape, x, p[0], p[1], &h), HOOP_OK);
     ck_assert_int_eq(hoop_relu(tape, h, &h), HOOP_OK);
     ck_assert_int_eq(hoop_linear(tape, h, p[2], p[3], &h), HOOP_OK);

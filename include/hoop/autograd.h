@@ -107,14 +107,16 @@ HOOP_API size_t hoop_tape_arena_bytes(const hoop_tape *tape);
  * (in reverse order) touches that gradient, so it is final. Hooks therefore fire in
  * reverse order of (first) use; several parameters first used by the same node (weight
  * and bias of a linear op) fire in reverse argument order (bias before weight). A
- * parameter not used by any processed node does not fire; hoop_tape_grad_was_ready()
- * tells which ones, so DDP can mark them ready at the end.
+ * parameter that no processed node gives a gradient (unused, or used only by ops the loss
+ * does not depend on) does not fire; hoop_tape_grad_was_ready() tells which ones, so DDP
+ * can mark them ready at the end.
  *
  * First use is tracked per tape and step: record a given parameter on one tape at a time
  * (between two resets), or its hook may fire once per tape.
  *
  * Errors: HOOP_ERR_INVALID (loss NULL, not scalar, or not produced on this tape),
- * HOOP_ERR_USAGE (backward already run since the last reset, or grad mode off), and any
+ * HOOP_ERR_USAGE (backward already run since the last reset; grad mode decides only what
+ * is recorded, so a graph recorded with it on may be walked with it off), and any
  * error of an op's backward: HOOP_ERR_NOMEM (the arena could not grow), HOOP_ERR_CUDA (a
  * kernel failed on the device), with the message "hoop_backward: linear backward: ..."
  * naming the op. A second backward on the same tape needs a reset and a new forward.

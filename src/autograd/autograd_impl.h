@@ -46,6 +46,7 @@ struct hoop_tensor {
     void *hook_user;
     uint64_t use_gen;   /* tape generation in which it was first used as an op input */
     uint64_t ready_gen; /* backward generation in which its gradient became final */
+    uint64_t grad_gen;  /* parameters: backward generation in which a node added to grad */
     char name[HOOP_TENSOR_NAME_MAX];
 };
 

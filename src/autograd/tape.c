@@ -442,6 +442,7 @@ hoop_status hoop__grad_for(hoop_tape *tape, hoop_tensor *t, float **grad, int *a
     *grad = NULL;
     if (t == NULL || !t->requires_grad) return HOOP_OK;
     if (t->long_lived || t->grad_set) {
+        if (t->long_lived) t->grad_gen = tape->bw_gen; /* its hook may fire (fire_ready) */
         *grad = t->grad;
         return HOOP_OK;
     }
@@ -453,12 +454,16 @@ hoop_status hoop__grad_for(hoop_tape *tape, hoop_tensor *t, float **grad, int *a
     return HOOP_OK;
 }
 
-/* Fires the hooks of the parameters first used by n, in reverse argument order. */
+/* Fires the hooks of the parameters first used by n, in reverse argument order: those
+ * that some processed node gave a gradient in this pass. One used only by nodes the loss
+ * does not depend on gets none, and its hook does not fire (hoop_tape_grad_was_ready 0:
+ * unused, as DDP takes it), though the walk passed its first use. */
 static void fire_ready(hoop_tape *tape, struct hoop_node *n)
 {
     for (int i = n->nin - 1; i >= 0; i--) {
         if (!(n->ready_mask & (1u << i))) continue;
         hoop_tensor *p = n->in[i];
+        if (p->grad_gen != tape->bw_gen) continue;
         p->ready_gen = tape->bw_gen;
         if (p->hook) p->hook(p, p->hook_user);
     }
