@@ -75,6 +75,7 @@ START_TEST(test_dist_ok)
     ck_assert_int_eq(hoop__env_dist(&d), HOOP_OK);
     ck_assert_str_eq(d.master_addr, "127.0.0.1");
     ck_assert_int_eq(d.master_port, 29500);
+    ck_assert_int_eq(d.port_from_slurm, 0);
     ck_assert_int_eq(d.rank, 5);
     ck_assert_int_eq(d.world_size, 8);
     ck_assert_int_eq(d.local_rank, 1);
@@ -179,6 +180,7 @@ START_TEST(test_dist_srun)
     ck_assert_int_eq(hoop__env_dist(&d), HOOP_OK);
     ck_assert_str_eq(d.master_addr, "node1");
     ck_assert_int_eq(d.master_port, 12423);
+    ck_assert_int_eq(d.port_from_slurm, 1); /* a port in use says it came from the job id */
     ck_assert_int_eq(d.rank, 3);
     ck_assert_int_eq(d.world_size, 4);
     ck_assert_int_eq(d.local_rank, 1);

@@ -416,7 +416,18 @@ HOOP_API hoop_status hoop_store_init_env(hoop_store **out)
                              .rank = d.rank,
                              .world_size = d.world_size,
                              .timeout_ms = timeout_ms};
-    return hoop__store_init_served(out, &cfg, NULL);
+    hoop_status st = hoop__store_init_served(out, &cfg, NULL);
+    if (st == HOOP_ERR_SYSTEM && d.port_from_slurm && hoop__store_last_in_use()) {
+        /* Jobs whose ids agree mod 1000 get the same derived port on a shared node. */
+        char why[700];
+        snprintf(why, sizeof(why), "%s", hoop_last_error());
+        return HOOP_ERROR(st,
+                          "%s; this port was derived from SLURM_JOB_ID (10000 + (id mod "
+                          "1000) x 10 + step mod 10), which another job's id can share: export "
+                          "MASTER_PORT with a free port",
+                          why);
+    }
+    return st;
 }
 
 hoop_status hoop__store_init_served(hoop_store **out, const hoop_store_config *cfg_in,

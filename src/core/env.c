@@ -663,6 +663,7 @@ hoop_status hoop__env_dist(hoop_dist_env *out)
             described(a, sizeof(a), "LOCAL_RANK", out->local_rank, lr_src),
             described(b, sizeof(b), "LOCAL_WORLD_SIZE", out->local_world_size, lws_src));
     out->from_slurm |= port_src || ws_src || rank_src || lws_src || lr_src;
+    out->port_from_slurm = port_src != NULL;
     HOOP_CHECK(dist_token(out, sl));
     static atomic_int said; /* once per process: comm and store both read the contract */
     char master[300];

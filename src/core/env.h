@@ -94,9 +94,10 @@ typedef struct hoop_dist_env {
     int master_port;
     int rank, world_size;
     int local_rank, local_world_size;
-    char token[64]; /* "" = none; at most 63 characters: the transports' hello holds it
-                     * (HOOP_TP_TOKEN_MAX), so every rank refuses a longer one itself */
-    int from_slurm; /* 1 when Slurm's variables supplied a value */
+    char token[64];      /* "" = none; at most 63 characters: the transports' hello holds it
+                          * (HOOP_TP_TOKEN_MAX), so every rank refuses a longer one itself */
+    int from_slurm;      /* 1 when Slurm's variables supplied a value */
+    int port_from_slurm; /* 1 when MASTER_PORT was derived from SLURM_JOB_ID */
 } hoop_dist_env;
 
 /* Does the environment describe a distributed job, so that a program should call
