@@ -39,6 +39,15 @@ HOOP_TOKEN=$(printf 'x%.0s' $(seq 200)) expect_bad "HOOP_TOKEN is longer than 63
 # one exited 2).
 HOOP_TOKEN=$(printf 'x%.0s' $(seq 64)) expect_bad "HOOP_TOKEN is longer than 63 characters" \
     --nproc-per-node 1 true
+# Node 0 of several whose master's name resolves to loopback here (/etc/hosts' 127.0.1.1
+# for the host's own name): warned at once; an address typed as such is not.
+HOOP_TOKEN=t "$HOOPRUN" --dry-run --nnodes 2 --node-rank 0 --master-addr localhost \
+    --nproc-per-node 1 true > "$TMP/lo" 2>&1 || fail "the dry run failed: $(cat "$TMP/lo")"
+assert_contains "$TMP/lo" "hooprun: warning: the master 'localhost' resolves here to "
+assert_contains "$TMP/lo" ", a loopback address (/etc/hosts?)"
+HOOP_TOKEN=t "$HOOPRUN" --dry-run --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 \
+    --nproc-per-node 1 true > "$TMP/lo" 2>&1
+grep -q "warning" "$TMP/lo" && fail "127.0.0.1 typed as such was warned about: $(cat "$TMP/lo")"
 MASTER_PORT=abc expect_bad "MASTER_PORT='abc' is not an integer" --nproc-per-node 1 true
 MASTER_PORT=70000 expect_bad "MASTER_PORT=70000 is out of range" --nproc-per-node 1 true
 HOOP_TIMEOUT=abc expect_bad "HOOP_TIMEOUT='abc' is not a number of seconds" \

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -709,6 +710,40 @@ static int check_log_dir(const char *dir)
     return 0;
 }
 
+/* Node 0 of several, whose master is a host name that resolves here to loopback
+ * addresses only (Debian and Ubuntu map a machine's own name to 127.0.1.1 in /etc/hosts):
+ * its stores would listen where no other host can connect, and the other nodes would wait
+ * out HOOP_TIMEOUT. Said at once, as a warning: nodes on this one host (a test) do work. */
+static void warn_loopback_master(const hooprun_plan *p)
+{
+    struct in6_addr a6;
+    struct in_addr a4;
+    if (p->nnodes < 2 || p->node_rank != 0 || inet_pton(AF_INET, p->master_addr, &a4) == 1 ||
+        inet_pton(AF_INET6, p->master_addr, &a6) == 1)
+        return; /* an address typed as such is meant */
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(p->master_addr, NULL, &hints, &res) != 0) return; /* said later */
+    int loopback = res != NULL;
+    char first[INET6_ADDRSTRLEN] = "?";
+    for (const struct addrinfo *a = res; a; a = a->ai_next) {
+        const void *bits = a->ai_family == AF_INET
+                               ? (const void *)&((struct sockaddr_in *)a->ai_addr)->sin_addr
+                               : (const void *)&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr;
+        if (a == res) inet_ntop(a->ai_family, bits, first, sizeof(first));
+        if (a->ai_family == AF_INET)
+            loopback &= (ntohl(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+        else
+            loopback &= IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr);
+    }
+    freeaddrinfo(res);
+    if (loopback)
+        fprintf(stderr,
+                "hooprun: warning: the master '%s' resolves here to %s, a loopback address "
+                "(/etc/hosts?): node 0's stores will listen there, where nodes on other hosts "
+                "cannot connect; give --master-addr an address they can reach\n",
+                p->master_addr, first);
+}
+
 static int resolve(const cli *c, hooprun_plan *p, int *reserve_fd)
 {
     *p = (hooprun_plan){.nnodes = c->nnodes > 0 ? c->nnodes : 1,
@@ -731,6 +766,7 @@ static int resolve(const cli *c, hooprun_plan *p, int *reserve_fd)
         return 2;
     }
     if ((rc = pick_master(c, p, reserve_fd)) != 0) return rc;
+    warn_loopback_master(p);
     if (c->log_dir && !c->dry_run && (rc = check_log_dir(c->log_dir)) != 0) return rc;
     if (c->bind && p->nproc_per_node <= HOOPRUN_BIND_MAX) {
         static cpu_set_t sets[HOOPRUN_BIND_MAX];
