@@ -76,7 +76,8 @@ int bench_has_op(bench_coll c);
 int bench_has_root(bench_coll c);
 
 /* nccl-tests' number cells: value right-aligned in width characters, 2 decimals, fewer
- * when that is too wide, then an exponent. out has room for width + 1. */
+ * when that is too wide; a whole number wider than the column when even that is (as
+ * nccl-tests' printf prints it), an exponent from 1e15 up. out has room for 24 bytes. */
 void bench_format_float(double v, int width, char *out);
 
 // ----- the report ------------------------------------------------------------------

@@ -368,7 +368,7 @@ void bench_report_begin(bench_report *r, const bench_rank_info *ranks, int nrank
 
 static void text_row(bench_report *r, const bench_result *row, const char *redop, int root)
 {
-    char t[16], a[16], b[16], w[24];
+    char t[24], a[24], b[24], w[24];
     fprintf(r->out, "%12zu  %12zu  %8s  %6s  %6d", row->bytes, row->count,
             bench_nccl_type_name(row->dtype), redop, root);
     for (int p = 0; p < 2; p++) {
