@@ -504,6 +504,72 @@ START_TEST(test_checkpoint_rejects_bad_files)
 }
 END_TEST
 
+/* One optimizer field of the file at path set to the n bytes at v (offset off into the
+ * optimizer section, which ends state_bytes before the trailer), the CRC recomputed:
+ * loading into m's parameters and opt must fail naming path and want, changing nothing. */
+static void expect_bad_setting(const char *path, hoop_model *m, hoop_optim *opt, size_t state_bytes,
+                               long off, const void *v, size_t n, const char *want)
+{
+    size_t len;
+    unsigned char *orig = slurp(path, &len);
+    const long at = (long)(len - 4 - state_bytes - (3 * 4 + 7 * 4 + 8)) + off;
+    rewrite(path, at, v, n, -1);
+    fix_crc(path);
+    const float p0 = hoop_tensor_data(hoop_model_param(m, 0))[0], lr = hoop_optim_lr(opt);
+    const int64_t steps = hoop_optim_step_count(opt);
+    ck_assert_int_eq(hoop_checkpoint_load(path, hoop_model_params(m), 4, opt, NULL, 0, NULL),
+                     HOOP_ERR_INVALID);
+    assert_error_has(path, want);
+    ck_assert_float_eq(hoop_tensor_data(hoop_model_param(m, 0))[0], p0);
+    ck_assert_float_eq(hoop_optim_lr(opt), lr);
+    ck_assert_int_eq(hoop_optim_step_count(opt), steps);
+    FILE *f = fopen(path, "wb"); /* the original back, for the next field */
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(orig, 1, len, f), len);
+    fclose(f);
+    free(orig);
+}
+
+/* A file whose optimizer settings hoop_optim_new would refuse (crafted, with a valid CRC)
+ * is refused as HOOP_ERR_INVALID naming the file and the field: loaded, it corrupted the
+ * parameters at the next step. */
+START_TEST(test_checkpoint_rejects_bad_settings)
+{
+    struct fixture a, b;
+    fixture_make(&a, 1);
+    fixture_make(&b, 2);
+    ck_assert_int_eq(hoop_checkpoint_save(a.path, hoop_model_params(a.m), 4, a.opt, NULL, 0),
+                     HOOP_OK);
+    const size_t adam_state = 2 * 53 * 4; /* m and v of the 6-5-3 MLP's 53 elements */
+    const float nan = NAN, neg = -5.0f, inf = INFINITY, two = 2.0f, minus1 = -1.0f;
+    const int64_t steps = -3;
+    /* offsets: lr 12, momentum 16, dampening 20, weight_decay 24, beta1 28, beta2 32,
+     * eps 36, steps 40 */
+    expect_bad_setting(a.path, b.m, b.opt, adam_state, 12, &nan, 4, "lr=nan");
+    expect_bad_setting(a.path, b.m, b.opt, adam_state, 12, &neg, 4, "lr=-5");
+    expect_bad_setting(a.path, b.m, b.opt, adam_state, 24, &inf, 4, "weight_decay=inf");
+    expect_bad_setting(a.path, b.m, b.opt, adam_state, 36, &minus1, 4, "eps=-1");
+    expect_bad_setting(a.path, b.m, b.opt, adam_state, 28, &two, 4, "beta1=2");
+    expect_bad_setting(a.path, b.m, b.opt, adam_state, 40, &steps, 8, "step count -3");
+    /* SGD with momentum: a NaN momentum, and a momentum of 0 over a momentum buffer. */
+    hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
+    cfg.momentum = 0.9f;
+    hoop_optim *sa, *sb;
+    ck_assert_int_eq(hoop_optim_new(&sa, &cfg, hoop_model_params(a.m), 4), HOOP_OK);
+    ck_assert_int_eq(hoop_optim_new(&sb, &cfg, hoop_model_params(b.m), 4), HOOP_OK);
+    ck_assert_int_eq(hoop_checkpoint_save(a.path, hoop_model_params(a.m), 4, sa, NULL, 0), HOOP_OK);
+    const float zero = 0.0f;
+    expect_bad_setting(a.path, b.m, sb, 53 * 4, 16, &nan, 4, "momentum=nan");
+    expect_bad_setting(a.path, b.m, sb, 53 * 4, 16, &zero, 4, "momentum=0");
+    ck_assert_int_eq(hoop_checkpoint_load(a.path, hoop_model_params(b.m), 4, sb, NULL, 0, NULL),
+                     HOOP_OK); /* the file as written */
+    hoop_optim_free(sa);
+    hoop_optim_free(sb);
+    fixture_free(&a);
+    fixture_free(&b);
+}
+END_TEST
+
 /* A writer killed half-way through a save (the HOOP_TEST_FAULT hook, in a child) leaves
  * the previous checkpoint whole and nothing else: no torn file, no temporary one. */
 START_TEST(test_checkpoint_killed_writer)
@@ -595,6 +661,7 @@ int main(void)
     TCase *errors = tcase_create("errors");
     tcase_add_test(errors, test_optim_config_errors);
     tcase_add_test(errors, test_checkpoint_rejects_bad_files);
+    tcase_add_test(errors, test_checkpoint_rejects_bad_settings);
     tcase_add_test(errors, test_checkpoint_inspect);
     tcase_add_test(errors, test_checkpoint_killed_writer);
     tcase_add_test(errors, test_checkpoint_probe);

@@ -135,7 +135,9 @@ HOOP_API hoop_status hoop_checkpoint_save(const char *path, hoop_tensor *const *
  * whole file is valid. Errors: HOOP_ERR_SYSTEM (cannot open/read, naming path),
  * HOOP_ERR_INVALID (not a regular file: a directory, FIFO or device, refused without
  * waiting for a FIFO's writer; not a hoop checkpoint: wrong magic, unknown version,
- * truncated, bad checksum — the message names path and which), HOOP_ERR_MISMATCH,
+ * truncated, bad checksum — the message names path and which; optimizer settings that
+ * hoop_optim_new() refuses, a negative step count, or SGD momentum buffers that do not
+ * match the momentum — the message names path and the field), HOOP_ERR_MISMATCH,
  * HOOP_ERR_NOMEM. */
 HOOP_API hoop_status hoop_checkpoint_load(const char *path, hoop_tensor *const *params,
                                           size_t count, hoop_optim *opt, void *extra,

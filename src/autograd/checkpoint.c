@@ -538,6 +538,29 @@ static const char *kind_name(int kind)
                                       : "an unknown optimizer";
 }
 
+/* A file's optimizer settings (k, of the kind the optimizer has) must pass what
+ * hoop_optim_new checks, with a step count in 0..INT64_MAX-1 (a step adds one) and, for
+ * SGD, a momentum buffer exactly when momentum != 0 (as hoop_optim_new makes them): a
+ * crafted file would otherwise corrupt the parameters at the next step. */
+static hoop_status check_optim_settings(const char *path, const hoop_optim_config *k, int nstate,
+                                        int64_t steps)
+{
+    char who[600];
+    snprintf(who, sizeof(who), "checkpoint '%s' holds an optimizer setting hoop_optim_new refuses",
+             path);
+    HOOP_CHECK(hoop__optim_config_check(who, k));
+    if (steps < 0 || steps == INT64_MAX)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "checkpoint '%s': the optimizer's step count %lld is outside 0..%lld",
+                          path, (long long)steps, (long long)INT64_MAX - 1);
+    if (k->kind == HOOP_OPTIM_SGD && nstate != (k->momentum != 0.0f))
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "checkpoint '%s': SGD with momentum=%g holds %d momentum buffers per "
+                          "parameter (hoop_optim_new makes %d)",
+                          path, (double)k->momentum, nstate, k->momentum != 0.0f);
+    return HOOP_OK;
+}
+
 static hoop_status read_optim(const char *path, struct cursor *c, hoop_optim *o, int apply)
 {
     hoop_optim_config k = o->cfg;
@@ -555,6 +578,9 @@ static hoop_status read_optim(const char *path, struct cursor *c, hoop_optim *o,
                           "optimizer is %s (%d buffers)",
                           path, kind_name((int)k.kind), nstate, kind_name((int)o->cfg.kind),
                           o->nstate);
+    k.lr = f[0], k.momentum = f[1], k.dampening = f[2], k.weight_decay = f[3];
+    k.beta1 = f[4], k.beta2 = f[5], k.eps = f[6];
+    HOOP_CHECK(check_optim_settings(path, &k, nstate, steps));
     for (size_t i = 0; i < o->count; i++)
         for (int s = 0; s < nstate; s++) {
             float *dst = apply ? o->state[i * (size_t)nstate + (size_t)s] : NULL;
@@ -563,8 +589,6 @@ static hoop_status read_optim(const char *path, struct cursor *c, hoop_optim *o,
                                   path);
         }
     if (apply) {
-        k.lr = f[0], k.momentum = f[1], k.dampening = f[2], k.weight_decay = f[3];
-        k.beta1 = f[4], k.beta2 = f[5], k.eps = f[6];
         o->cfg = k;
         o->steps = steps;
     }

@@ -40,35 +40,35 @@ static hoop_status params_kern(const char *fn, hoop_tensor *const *params, size_
 
 // ----- construction -------------------------------------------------------------------------
 
-static hoop_status config_check(const hoop_optim_config *c)
+/* The rule for lr, weight_decay, momentum and eps: finite and >= 0. */
+static hoop_status check_rate(const char *who, const char *field, float v)
+{
+    if (v >= 0.0f && isfinite(v)) return HOOP_OK;
+    return HOOP_ERROR(HOOP_ERR_INVALID, "%s: %s=%g must be finite and >= 0", who, field, (double)v);
+}
+
+hoop_status hoop__optim_config_check(const char *who, const hoop_optim_config *c)
 {
     if (c->kind != HOOP_OPTIM_SGD && c->kind != HOOP_OPTIM_ADAMW)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_new: unknown kind %d", (int)c->kind);
-    if (!(c->lr >= 0.0f && isfinite(c->lr)) ||
-        !(c->weight_decay >= 0.0f && isfinite(c->weight_decay)))
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "hoop_optim_new: lr=%g and weight_decay=%g must be finite and "
-                          ">= 0",
-                          (double)c->lr, (double)c->weight_decay);
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s: unknown kind %d", who, (int)c->kind);
+    HOOP_CHECK(check_rate(who, "lr", c->lr));
+    HOOP_CHECK(check_rate(who, "weight_decay", c->weight_decay));
     if (c->kind == HOOP_OPTIM_SGD) {
-        if (!(c->momentum >= 0.0f && isfinite(c->momentum)))
-            return HOOP_ERROR(HOOP_ERR_INVALID,
-                              "hoop_optim_new: momentum=%g must be finite and >= 0",
-                              (double)c->momentum);
+        HOOP_CHECK(check_rate(who, "momentum", c->momentum));
         if (!isfinite(c->dampening))
-            return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_new: dampening=%g must be finite",
+            return HOOP_ERROR(HOOP_ERR_INVALID, "%s: dampening=%g must be finite", who,
                               (double)c->dampening);
         if (c->nesterov && (c->momentum <= 0.0f || c->dampening != 0.0f))
-            return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_new: Nesterov momentum requires "
-                                                "momentum > 0 and dampening 0");
+            return HOOP_ERROR(HOOP_ERR_INVALID,
+                              "%s: Nesterov momentum requires momentum > 0 and dampening 0 "
+                              "(momentum=%g, dampening=%g)",
+                              who, (double)c->momentum, (double)c->dampening);
         return HOOP_OK;
     }
-    if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f) ||
-        !(c->eps >= 0.0f && isfinite(c->eps)))
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "hoop_optim_new: betas (%g, %g) must be in [0, 1) "
-                          "and eps=%g finite and >= 0",
-                          (double)c->beta1, (double)c->beta2, (double)c->eps);
+    if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s: betas (beta1=%g, beta2=%g) must be in [0, 1)", who,
+                          (double)c->beta1, (double)c->beta2);
+    HOOP_CHECK(check_rate(who, "eps", c->eps));
     return HOOP_OK;
 }
 
@@ -101,7 +101,7 @@ hoop_status hoop_optim_new(hoop_optim **out, const hoop_optim_config *cfg,
     if (cfg == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_new: cfg is NULL");
     if (params == NULL && count > 0)
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_new: params is NULL for count=%zu", count);
-    HOOP_CHECK(config_check(cfg));
+    HOOP_CHECK(hoop__optim_config_check("hoop_optim_new", cfg));
     for (size_t i = 0; i < count; i++)
         if (params[i] == NULL || !params[i]->requires_grad || !params[i]->long_lived)
             return HOOP_ERROR(HOOP_ERR_INVALID,

@@ -28,4 +28,11 @@ struct hoop_optim {
     struct hoop__step_scalars *scal_host, *scal_dev;
 };
 
+/* The rules hoop_optim_new (optim.h) holds a configuration to, which a checkpoint's loaded
+ * settings must meet too: a known kind; lr, weight_decay (and momentum for SGD, eps for
+ * AdamW) finite and >= 0; dampening finite; Nesterov only with momentum > 0 and dampening
+ * 0; betas in [0, 1). HOOP_ERR_INVALID naming the field and its value after who (the
+ * function, or the file the settings came from). */
+hoop_status hoop__optim_config_check(const char *who, const hoop_optim_config *c);
+
 #endif /* HOOP_AUTOGRAD_OPTIM_IMPL_H */
