@@ -849,8 +849,20 @@ static void c_optim_use(void)
 {
     INVALID("opt", hoop_optim_step(NULL));
     hoop_optim_zero_grad(NULL);
-    hoop_optim_set_lr(NULL, 0.1f);
+    INVALID("opt", hoop_optim_set_lr(NULL, 0.1f));
     ck_assert_float_eq(hoop_optim_lr(NULL), 0.0f);
+    /* hoop_optim_new's rule for lr; a refused rate leaves the one set. */
+    hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
+    hoop_tensor *p = tensor(1, S3, 1);
+    hoop_optim *o;
+    OK(hoop_optim_new(&o, &cfg, &p, 1));
+    OK(hoop_optim_set_lr(o, 0.5f));
+    INVALID("lr", hoop_optim_set_lr(o, NAN));
+    INVALID("lr", hoop_optim_set_lr(o, -1.0f));
+    INVALID("lr", hoop_optim_set_lr(o, INFINITY));
+    ck_assert_float_eq(hoop_optim_lr(o), 0.5f);
+    OK(hoop_optim_set_lr(o, 0.0f));
+    hoop_optim_free(o);
     ck_assert_int_eq(hoop_optim_step_count(NULL), 0);
 }
 

@@ -29,7 +29,7 @@ hoop_status train_step_optimizer(void *user)
 {
     trainer *t = user;
     int64_t o0 = hoop_ddp_now_us();
-    hoop_optim_set_lr(t->opt, hoop_lr_at(&t->sched, t->step));
+    HOOP_CHECK(hoop_optim_set_lr(t->opt, hoop_lr_at(&t->sched, t->step)));
     HOOP_CHECK(hoop_optim_step(t->opt));
     if (t->dist.ddp) hoop_ddp_trace_event(t->dist.ddp, "optimizer", o0, hoop_ddp_now_us());
     t->step++;
@@ -152,7 +152,7 @@ static hoop_status capture_step(trainer *t, batch_slot *b)
 {
     hoop_tensor *l = NULL;
     hoop_tape_seed(b->tape, step_seed(t));
-    hoop_optim_set_lr(t->opt, hoop_lr_at(&t->sched, t->step));
+    HOOP_CHECK(hoop_optim_set_lr(t->opt, hoop_lr_at(&t->sched, t->step)));
     HOOP_CHECK(hoop_graph_begin(t->device));
     hoop_status st = forward_backward(t, b->tape, b->in, b->y, &l);
     if (st == HOOP_OK) st = hoop_optim_step(t->opt);
@@ -187,7 +187,7 @@ static hoop_status replay_step(trainer *t, batch_slot *b, hoop_tensor **l)
         /* the captured step itself: its host side ran during the capture */
     } else {
         hoop_tape_seed(b->tape, step_seed(t));
-        hoop_optim_set_lr(t->opt, hoop_lr_at(&t->sched, t->step));
+        HOOP_CHECK(hoop_optim_set_lr(t->opt, hoop_lr_at(&t->sched, t->step)));
     }
     HOOP_CHECK(hoop_graph_replay(b->graph));
     t->replay_queued = 1;

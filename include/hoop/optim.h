@@ -87,8 +87,10 @@ HOOP_API hoop_status hoop_optim_step(hoop_optim *opt);
  * HOOP_ERR_USAGE as hoop_optim_step, or the device's error (a failed fill kernel). */
 HOOP_API hoop_status hoop_optim_zero_grad(hoop_optim *opt);
 
-/* The learning rate used by the next step; set it every step from a schedule. */
-HOOP_API void hoop_optim_set_lr(hoop_optim *opt, float lr);
+/* Sets the learning rate used by the next step; set it every step from a schedule.
+ * Errors: HOOP_ERR_INVALID for a NULL opt, or an lr that is negative, infinite or NaN (the
+ * rule of hoop_optim_new()); the rate is then unchanged. */
+HOOP_API hoop_status hoop_optim_set_lr(hoop_optim *opt, float lr);
 HOOP_API float hoop_optim_lr(const hoop_optim *opt);
 
 /* Steps taken so far (restored by hoop_checkpoint_load()). */

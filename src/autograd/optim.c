@@ -233,9 +233,12 @@ hoop_status hoop_optim_zero_grad(hoop_optim *o)
     return HOOP_OK;
 }
 
-void hoop_optim_set_lr(hoop_optim *o, float lr)
+hoop_status hoop_optim_set_lr(hoop_optim *o, float lr)
 {
-    if (o) o->cfg.lr = lr;
+    if (o == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_optim_set_lr: opt is NULL");
+    HOOP_CHECK(check_rate("hoop_optim_set_lr", "lr", lr)); /* hoop_optim_new's rule */
+    o->cfg.lr = lr;
+    return HOOP_OK;
 }
 
 float hoop_optim_lr(const hoop_optim *o)
