@@ -254,6 +254,16 @@ START_TEST(test_checkpoint_round_trip)
                       (unsigned)masks[i], (unsigned)(sb.st_mode & 0777));
     }
     unlink(again);
+    /* A name of NAME_MAX characters (255): its temporary file needs a shorter name. */
+    char longest[sizeof(b.dir) + 260];
+    int at = snprintf(longest, sizeof(longest), "%s/", b.dir);
+    memset(longest + at, 'c', 255);
+    longest[at + 255] = '\0';
+    ck_assert_int_eq(hoop_checkpoint_save(longest, hoop_model_params(b.m), 4, b.opt, NULL, 0),
+                     HOOP_OK);
+    ck_assert_int_eq(hoop_checkpoint_load(longest, hoop_model_params(b.m), 4, b.opt, NULL, 0, NULL),
+                     HOOP_OK);
+    ck_assert_int_eq(unlink(longest), 0);
     step_both(&a, &b);
     for (size_t i = 0; i < 4; i++) {
         hoop_tensor *pa = hoop_model_param(a.m, i), *pb = hoop_model_param(b.m, i);

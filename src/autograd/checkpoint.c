@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +215,20 @@ static mode_t current_umask(void)
     return (mode_t)mask;
 }
 
+/* The temporary name beside path that ends in suffix (".tmp.XXXXXX", ".tmp.PID.N"), in
+ * tmp (cap >= strlen(path) + 32): path's name with suffix appended, or, where that would
+ * pass NAME_MAX (a valid name of 246 characters or more), ".hoop-ckpt" with suffix in
+ * path's directory. */
+static void tmp_name(char *tmp, size_t cap, const char *path, const char *suffix)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (strlen(base) + strlen(suffix) <= NAME_MAX)
+        snprintf(tmp, cap, "%s%s", path, suffix);
+    else
+        snprintf(tmp, cap, "%.*s.hoop-ckpt%s", (int)(base - path), path, suffix);
+}
+
 /* Opens the file a save writes: an unnamed file in path's directory (O_TMPFILE), so that
  * a process killed while writing leaves nothing behind; where the filesystem has none,
  * a named temporary file beside path (*tmp, removed on failure; a kill while writing
@@ -230,7 +245,7 @@ static int open_tmp(const char *path, char *tmp, size_t cap, int *named)
     }
     *named = fd < 0;
     if (fd >= 0) return fd;
-    snprintf(tmp, cap, "%s.tmp.XXXXXX", path);
+    tmp_name(tmp, cap, path, ".tmp.XXXXXX");
     fd = mkstemp(tmp); /* always 0600 */
     if (fd >= 0) (void)fchmod(fd, 0666 & ~current_umask());
     return fd;
@@ -244,7 +259,9 @@ static hoop_status link_tmp(int fd, const char *path, char *tmp, size_t cap)
     char proc[64];
     snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
     for (int i = 0; i < 100; i++) {
-        snprintf(tmp, cap, "%s.tmp.%d.%d", path, (int)getpid(), i);
+        char suffix[32];
+        snprintf(suffix, sizeof(suffix), ".tmp.%d.%d", (int)getpid(), i);
+        tmp_name(tmp, cap, path, suffix);
         if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0) return HOOP_OK;
         if (errno == ENOENT && linkat(fd, "", AT_FDCWD, tmp, AT_EMPTY_PATH) == 0) return HOOP_OK;
         if (errno != EEXIST) break;
@@ -338,7 +355,8 @@ hoop_status hoop__checkpoint_probe(const char *path)
 /* Unnamed file in path's directory (or a temporary one beside it), write, fsync, name it,
  * rename over path, fsync the directory: path holds the old file or the new one, whole,
  * whenever the process dies; after a kill while writing, nothing else is left (a kill in
- * the microseconds between the link and the rename leaves path.tmp.PID.N). */
+ * the microseconds between the link and the rename leaves path.tmp.PID.N, or
+ * .hoop-ckpt.tmp.PID.N beside a name too long for that). */
 static hoop_status atomic_write(const char *path, const unsigned char *img, size_t n)
 {
     char *tmp;
