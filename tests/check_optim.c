@@ -509,6 +509,16 @@ START_TEST(test_checkpoint_rejects_bad_files)
     ck_assert_int_eq(hoop_checkpoint_read(missing, &rb, &rn), HOOP_ERR_INVALID);
     assert_error_has(missing, "is not a regular file (a FIFO)");
     ck_assert_int_eq(unlink(missing), 0);
+    /* A save (and the probe) to a path ending in '/' is refused naming that path: it was
+     * written beside it and failed naming a temporary file inside the missing directory. */
+    char slash[sizeof(a.dir) + 16];
+    snprintf(slash, sizeof(slash), "%s/x/", a.dir);
+    ck_assert_int_eq(hoop_checkpoint_save(slash, hoop_model_params(a.m), 4, NULL, NULL, 0),
+                     HOOP_ERR_INVALID);
+    assert_error_has(slash, "ends in '/'");
+    ck_assert_msg(strstr(hoop_last_error(), ".tmp") == NULL, "%s", hoop_last_error());
+    ck_assert_int_eq(hoop__checkpoint_probe(slash), HOOP_ERR_INVALID);
+    assert_error_has(slash, "ends in '/'");
     fixture_free(&a);
     fixture_free(&b);
 }

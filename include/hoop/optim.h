@@ -123,8 +123,10 @@ HOOP_API hoop_status hoop_clip_grad_norm(hoop_tensor *const *params, size_t coun
  * "HOOPCKPT", version, little-endian sections, CRC-32 (zlib) of everything before it.
  * The write is atomic: a temporary file in path's directory, fsync, rename, fsync of the
  * directory; a crash leaves the old file or the new one, never a mix.
- * Errors: HOOP_ERR_INVALID (NULL path/params), HOOP_ERR_SYSTEM (I/O, naming path and the
- * call), HOOP_ERR_NOMEM. */
+ * Errors: HOOP_ERR_INVALID (NULL path/params; a path that names no file: empty, or ending
+ * in '/'; a path that holds something other than a regular file: a directory, a device, a
+ * FIFO or a socket, which the save would replace), HOOP_ERR_SYSTEM (I/O, naming path and
+ * the call), HOOP_ERR_NOMEM. */
 HOOP_API hoop_status hoop_checkpoint_save(const char *path, hoop_tensor *const *params,
                                           size_t count, const hoop_optim *opt, const void *extra,
                                           size_t extra_bytes);

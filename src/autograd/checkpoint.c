@@ -266,8 +266,10 @@ static hoop_status link_tmp(int fd, const char *path, char *tmp, size_t cap)
         if (errno == ENOENT && linkat(fd, "", AT_FDCWD, tmp, AT_EMPTY_PATH) == 0) return HOOP_OK;
         if (errno != EEXIST) break;
     }
-    return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: cannot link the written file as '%s': %s", tmp,
-                      hoop__strerror(errno));
+    return HOOP_ERROR(HOOP_ERR_SYSTEM,
+                      "checkpoint '%s': cannot link the written file into its directory (as "
+                      "'%s'): %s",
+                      path, tmp, hoop__strerror(errno));
 }
 
 /* Writes n bytes of img to fd (the test hook, HOOP_TEST_FAULT, strikes half-way). */
@@ -295,10 +297,18 @@ static hoop_status open_failed(const char *path)
 
 /* What the probe and a save begin with: room for a temporary name beside path (*tmp, cap
  * bytes, for the caller to free) and the file a save writes, opened by open_tmp (*fd,
- * *named). On failure nothing is left to free or close: HOOP_ERR_NOMEM, or
- * HOOP_ERR_SYSTEM naming path with errno's reason. */
+ * *named). On failure nothing is left to free or close: HOOP_ERR_INVALID for a path that
+ * names no file (empty, or ending in '/') or a file a save must not replace,
+ * HOOP_ERR_NOMEM, or HOOP_ERR_SYSTEM naming path with errno's reason. */
 static hoop_status begin_tmp(const char *path, char **tmp, size_t *cap, int *fd, int *named)
 {
+    /* "dir/x/" names a directory: its dirname() is dir, where the file would be written
+     * and then fail to link as "dir/x/.tmp...", a name the user never gave. */
+    const size_t len = strlen(path);
+    if (len == 0 || path[len - 1] == '/')
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "checkpoint '%s' %s: a save writes a file; give a file's path", path,
+                          len ? "ends in '/', a directory's path" : "is an empty path");
     struct stat sb;
     /* The save renames its file over path: a device, a FIFO or a socket there would be
      * replaced (as root, /dev/null), a directory refuses it after all the writing. */
