@@ -264,6 +264,24 @@ START_TEST(test_checkpoint_round_trip)
     ck_assert_int_eq(hoop_checkpoint_load(longest, hoop_model_params(b.m), 4, b.opt, NULL, 0, NULL),
                      HOOP_OK);
     ck_assert_int_eq(unlink(longest), 0);
+    /* A symbolic link to a regular file is written through: the file it names gets the
+     * save, the link stays a link (it was replaced by a regular file). */
+    char link[sizeof(b.dir) + 16];
+    snprintf(link, sizeof(link), "%s/latest.ckpt", b.dir);
+    ck_assert_int_eq(hoop_checkpoint_save(again, hoop_model_params(b.m), 4, NULL, NULL, 0),
+                     HOOP_OK);
+    ck_assert_int_eq(symlink("again.ckpt", link), 0);
+    ck_assert_int_eq(hoop__checkpoint_probe(link), HOOP_OK);
+    ck_assert_int_eq(hoop_checkpoint_save(link, hoop_model_params(a.m), 4, a.opt, NULL, 0),
+                     HOOP_OK);
+    struct stat lsb;
+    ck_assert_int_eq(lstat(link, &lsb), 0);
+    ck_assert_msg(S_ISLNK(lsb.st_mode), "the save replaced the link");
+    unsigned char *fl = slurp(again, &nb);
+    ck_assert_uint_eq(nb, na - sizeof(extra)); /* a's state, without the caller data */
+    free(fl);
+    ck_assert_int_eq(unlink(link), 0);
+    unlink(again);
     step_both(&a, &b);
     for (size_t i = 0; i < 4; i++) {
         hoop_tensor *pa = hoop_model_param(a.m, i), *pb = hoop_model_param(b.m, i);
@@ -519,6 +537,29 @@ START_TEST(test_checkpoint_rejects_bad_files)
     ck_assert_msg(strstr(hoop_last_error(), ".tmp") == NULL, "%s", hoop_last_error());
     ck_assert_int_eq(hoop__checkpoint_probe(slash), HOOP_ERR_INVALID);
     assert_error_has(slash, "ends in '/'");
+    /* A directory, a symbolic link to one and a dangling link are refused alike, the link
+     * kept (a save replaced either link with a regular file). */
+    ck_assert_int_eq(hoop_checkpoint_save(a.dir, hoop_model_params(a.m), 4, NULL, NULL, 0),
+                     HOOP_ERR_INVALID);
+    assert_error_has(a.dir, "is not a regular file (a directory)");
+    char link[sizeof(a.dir) + 16];
+    snprintf(link, sizeof(link), "%s/link", a.dir);
+    ck_assert_int_eq(symlink(".", link), 0);
+    ck_assert_int_eq(hoop_checkpoint_save(link, hoop_model_params(a.m), 4, NULL, NULL, 0),
+                     HOOP_ERR_INVALID);
+    assert_error_has(link, "(a symbolic link to a directory)");
+    ck_assert_int_eq(hoop__checkpoint_probe(link), HOOP_ERR_INVALID);
+    assert_error_has(link, "(a symbolic link to a directory)");
+    ck_assert_int_eq(unlink(link), 0);
+    ck_assert_int_eq(symlink("missing/x", link), 0);
+    ck_assert_int_eq(hoop_checkpoint_save(link, hoop_model_params(a.m), 4, NULL, NULL, 0),
+                     HOOP_ERR_INVALID);
+    assert_error_has(link, "resolves to no file");
+    ck_assert_int_eq(hoop__checkpoint_probe(link), HOOP_ERR_INVALID);
+    assert_error_has(link, "resolves to no file");
+    char target[64];
+    ck_assert_int_eq(readlink(link, target, sizeof(target)), 9); /* still "missing/x" */
+    ck_assert_int_eq(unlink(link), 0);
     fixture_free(&a);
     fixture_free(&b);
 }

@@ -13,8 +13,9 @@
  *   trailer u32 CRC-32 (zlib's crc32) of every byte before it
  * The writer builds the image in memory, writes it to an unnamed file in the same
  * directory (O_TMPFILE; a named temporary file where the filesystem has none), fsyncs
- * it, links it under a temporary name, renames that over path and fsyncs the directory:
- * a writer killed while writing leaves neither a torn file nor a temporary one. The reader checks
+ * it, links it under a temporary name, renames that over path (over the regular file a
+ * symbolic link at path names, keeping the link) and fsyncs the directory: a writer
+ * killed while writing leaves neither a torn file nor a temporary one. The reader checks
  * size, magic, version and checksum before it parses, and parses twice: once to validate
  * against the caller's parameters, once to copy, so a bad file changes nothing.
  *
@@ -251,25 +252,36 @@ static int open_tmp(const char *path, char *tmp, size_t cap, int *named)
     return fd;
 }
 
-/* Gives the written unnamed file fd a temporary name beside path (*tmp): through
+/* What a save (or the probe) works on: the file it replaces and its temporary file. */
+struct save_file {
+    const char *path; /* as the caller gave it, for messages */
+    char *dest;       /* the file the rename replaces: path, or the file a link there names */
+    char *tmp;        /* cap bytes: room for a temporary name beside dest */
+    size_t cap;
+    int fd, named; /* the file written (open_tmp), and whether it has a name (tmp) yet */
+};
+
+/* Gives the written unnamed file f->fd a temporary name beside f->dest (f->tmp): through
  * /proc/self/fd, or AT_EMPTY_PATH where /proc is missing (that one needs
  * CAP_DAC_READ_SEARCH). A name taken by someone else is retried with another. */
-static hoop_status link_tmp(int fd, const char *path, char *tmp, size_t cap)
+static hoop_status link_tmp(struct save_file *f)
 {
     char proc[64];
-    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->fd);
     for (int i = 0; i < 100; i++) {
         char suffix[32];
         snprintf(suffix, sizeof(suffix), ".tmp.%d.%d", (int)getpid(), i);
-        tmp_name(tmp, cap, path, suffix);
-        if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0) return HOOP_OK;
-        if (errno == ENOENT && linkat(fd, "", AT_FDCWD, tmp, AT_EMPTY_PATH) == 0) return HOOP_OK;
-        if (errno != EEXIST) break;
+        tmp_name(f->tmp, f->cap, f->dest, suffix);
+        if (linkat(AT_FDCWD, proc, AT_FDCWD, f->tmp, AT_SYMLINK_FOLLOW) == 0) break;
+        if (errno == ENOENT && linkat(f->fd, "", AT_FDCWD, f->tmp, AT_EMPTY_PATH) == 0) break;
+        if (errno != EEXIST || i == 99)
+            return HOOP_ERROR(HOOP_ERR_SYSTEM,
+                              "checkpoint '%s': cannot link the written file into its directory "
+                              "(as '%s'): %s",
+                              f->path, f->tmp, hoop__strerror(errno));
     }
-    return HOOP_ERROR(HOOP_ERR_SYSTEM,
-                      "checkpoint '%s': cannot link the written file into its directory (as "
-                      "'%s'): %s",
-                      path, tmp, hoop__strerror(errno));
+    f->named = 1;
+    return HOOP_OK;
 }
 
 /* Writes n bytes of img to fd (the test hook, HOOP_TEST_FAULT, strikes half-way). */
@@ -295,12 +307,25 @@ static hoop_status open_failed(const char *path)
                       path, hoop__strerror(errno));
 }
 
-/* What the probe and a save begin with: room for a temporary name beside path (*tmp, cap
- * bytes, for the caller to free) and the file a save writes, opened by open_tmp (*fd,
- * *named). On failure nothing is left to free or close: HOOP_ERR_INVALID for a path that
- * names no file (empty, or ending in '/') or a file a save must not replace,
- * HOOP_ERR_NOMEM, or HOOP_ERR_SYSTEM naming path with errno's reason. */
-static hoop_status begin_tmp(const char *path, char **tmp, size_t *cap, int *fd, int *named)
+/* What a file at path is, for a refusal: "a directory", "a FIFO", ... */
+static const char *file_type(mode_t m)
+{
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISFIFO(m) ? "a FIFO"
+                         : "a socket";
+}
+
+/* The file a save of path replaces (*dest, for the caller to free): path itself, or where
+ * path is a symbolic link to a regular file, that file (realpath), so that the save writes
+ * through the link and keeps it (a "latest.ckpt" link stays a link). HOOP_ERR_INVALID
+ * where path names no file (empty, or ending in '/'), for anything there but a regular
+ * file, a link to one or nothing (the rename would replace a device, a FIFO or a socket,
+ * as root /dev/null; a directory refuses it after all the writing; a link to one of them
+ * would be replaced by a file) and for a link that resolves to nothing (dangling, a loop);
+ * HOOP_ERR_SYSTEM where the link cannot be resolved; HOOP_ERR_NOMEM. */
+static hoop_status save_dest(const char *path, char **dest)
 {
     /* "dir/x/" names a directory: its dirname() is dir, where the file would be written
      * and then fail to link as "dir/x/.tmp...", a name the user never gave. */
@@ -310,26 +335,49 @@ static hoop_status begin_tmp(const char *path, char **tmp, size_t *cap, int *fd,
                           "checkpoint '%s' %s: a save writes a file; give a file's path", path,
                           len ? "ends in '/', a directory's path" : "is an empty path");
     struct stat sb;
-    /* The save renames its file over path: a device, a FIFO or a socket there would be
-     * replaced (as root, /dev/null), a directory refuses it after all the writing. */
-    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode))
+    const int exists = lstat(path, &sb) == 0, link = exists && S_ISLNK(sb.st_mode);
+    if (link && stat(path, &sb) != 0)
         return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "checkpoint '%s' is not a regular file (%s): a save "
-                          "would replace it; give a file's path",
-                          path,
-                          S_ISDIR(sb.st_mode)    ? "a directory"
-                          : S_ISCHR(sb.st_mode)  ? "a character device"
-                          : S_ISBLK(sb.st_mode)  ? "a block device"
-                          : S_ISFIFO(sb.st_mode) ? "a FIFO"
-                                                 : "a socket");
-    *cap = strlen(path) + 32;
-    *tmp = malloc(*cap);
-    if (*tmp == NULL) return HOOP_ERROR(HOOP_ERR_NOMEM, "checkpoint: out of memory");
-    *fd = open_tmp(path, *tmp, *cap, named);
-    if (*fd >= 0) return HOOP_OK;
-    hoop_status st = open_failed(path); /* before free(), which may change errno */
-    free(*tmp);
-    *tmp = NULL;
+                          "checkpoint '%s' is a symbolic link that resolves to no file (%s): a "
+                          "save would replace the link; fix it or give a file's path",
+                          path, hoop__strerror(errno));
+    if (exists && !S_ISREG(sb.st_mode))
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "checkpoint '%s' is not a regular file (%s%s): a save would replace "
+                          "it; give a file's path",
+                          path, link ? "a symbolic link to " : "", file_type(sb.st_mode));
+    *dest = link ? realpath(path, NULL) : strdup(path);
+    if (*dest == NULL && link)
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': cannot resolve the symbolic link: %s",
+                          path, hoop__strerror(errno));
+    if (*dest == NULL) return HOOP_ERROR(HOOP_ERR_NOMEM, "checkpoint: out of memory");
+    return HOOP_OK;
+}
+
+static void end_tmp(struct save_file *f)
+{
+    free(f->dest);
+    free(f->tmp);
+}
+
+/* What the probe and a save begin with (*f): the file to replace (save_dest), room for a
+ * temporary name beside it, and the file a save writes, opened by open_tmp. On failure
+ * nothing is left to free or close: save_dest's errors, HOOP_ERR_NOMEM, or
+ * HOOP_ERR_SYSTEM naming the file with errno's reason. */
+static hoop_status begin_tmp(const char *path, struct save_file *f)
+{
+    *f = (struct save_file){.path = path, .fd = -1};
+    HOOP_CHECK(save_dest(path, &f->dest));
+    f->cap = strlen(f->dest) + 32;
+    f->tmp = malloc(f->cap);
+    hoop_status st = HOOP_OK;
+    if (f->tmp == NULL) {
+        st = HOOP_ERROR(HOOP_ERR_NOMEM, "checkpoint: out of memory");
+    } else {
+        f->fd = open_tmp(f->dest, f->tmp, f->cap, &f->named);
+        if (f->fd < 0) st = open_failed(f->dest); /* before free(), which may change errno */
+    }
+    if (st != HOOP_OK) end_tmp(f);
     return st;
 }
 
@@ -347,54 +395,43 @@ uint32_t hoop__checkpoint_crc(const void *b, size_t n)
 
 hoop_status hoop__checkpoint_probe(const char *path)
 {
-    char *tmp;
-    size_t cap;
-    int fd, named;
-    HOOP_CHECK(begin_tmp(path, &tmp, &cap, &fd, &named));
-    hoop_status st = HOOP_OK;
-    if (!named) {
-        st = link_tmp(fd, path, tmp, cap);
-        named = st == HOOP_OK;
-    }
-    close(fd);
-    if (named) unlink(tmp);
-    free(tmp);
+    struct save_file f;
+    HOOP_CHECK(begin_tmp(path, &f));
+    hoop_status st = f.named ? HOOP_OK : link_tmp(&f);
+    close(f.fd);
+    if (f.named) unlink(f.tmp);
+    end_tmp(&f);
     return st;
 }
 
-/* Unnamed file in path's directory (or a temporary one beside it), write, fsync, name it,
- * rename over path, fsync the directory: path holds the old file or the new one, whole,
- * whenever the process dies; after a kill while writing, nothing else is left (a kill in
- * the microseconds between the link and the rename leaves path.tmp.PID.N, or
- * .hoop-ckpt.tmp.PID.N beside a name too long for that). */
+/* Unnamed file in the directory of the file to replace (or a temporary one beside it),
+ * write, fsync, name it, rename over that file, fsync the directory: it holds the old
+ * contents or the new, whole, whenever the process dies; after a kill while writing,
+ * nothing else is left (a kill in the microseconds between the link and the rename leaves
+ * NAME.tmp.PID.N, or .hoop-ckpt.tmp.PID.N beside a name too long for that). */
 static hoop_status atomic_write(const char *path, const unsigned char *img, size_t n)
 {
-    char *tmp;
-    size_t cap;
-    int fd, named;
-    HOOP_CHECK(begin_tmp(path, &tmp, &cap, &fd, &named));
+    struct save_file f;
+    HOOP_CHECK(begin_tmp(path, &f));
     char what[600]; /* for messages */
-    if (named)
-        snprintf(what, sizeof(what), "'%s'", tmp);
+    if (f.named)
+        snprintf(what, sizeof(what), "'%s'", f.tmp);
     else
-        snprintf(what, sizeof(what), "an unnamed file beside '%s'", path);
-    hoop_status st = write_img(fd, img, n, path, what);
-    if (st == HOOP_OK && fsync(fd) != 0)
+        snprintf(what, sizeof(what), "an unnamed file beside '%s'", f.dest);
+    hoop_status st = write_img(f.fd, img, n, path, what);
+    if (st == HOOP_OK && fsync(f.fd) != 0)
         st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: fsync of %s failed: %s", what,
                         hoop__strerror(errno));
-    if (st == HOOP_OK && !named) {
-        st = link_tmp(fd, path, tmp, cap);
-        named = st == HOOP_OK;
-    }
-    if (close(fd) != 0 && st == HOOP_OK)
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: close of '%s' failed: %s", tmp,
+    if (st == HOOP_OK && !f.named) st = link_tmp(&f);
+    if (close(f.fd) != 0 && st == HOOP_OK)
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: close of %s failed: %s", what,
                         hoop__strerror(errno));
-    if (st == HOOP_OK && rename(tmp, path) != 0)
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: rename '%s' -> '%s' failed: %s", tmp, path,
-                        hoop__strerror(errno));
-    if (st != HOOP_OK && named) unlink(tmp);
-    free(tmp);
-    if (st == HOOP_OK) st = fsync_dir(path);
+    if (st == HOOP_OK && rename(f.tmp, f.dest) != 0)
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: rename '%s' -> '%s' failed: %s", f.tmp,
+                        f.dest, hoop__strerror(errno));
+    if (st != HOOP_OK && f.named) unlink(f.tmp);
+    if (st == HOOP_OK) st = fsync_dir(f.dest);
+    end_tmp(&f);
     return st;
 }
 
