@@ -584,11 +584,13 @@ static hoop_status read_param(const char *path, struct cursor *c, hoop_tensor *t
     int same = (int)ndim == t->ndim;
     for (uint32_t d = 0; same && d < ndim; d++) same = shape[d] == t->shape[d];
     if (!same) {
-        char s[96];
+        char file[96], model[96];
+        hoop_tensor file_t = {.ndim = (int)ndim}; /* only for its shape's text */
+        memcpy(file_t.shape, shape, sizeof(shape));
         return HOOP_ERROR(HOOP_ERR_MISMATCH,
-                          "checkpoint '%s': parameter '%s' has another shape "
-                          "in the file than the model's %s",
-                          path, name, hoop_tensor_shape_str(t, s, sizeof(s)));
+                          "checkpoint '%s': parameter '%s' is %s in the file but %s in the model",
+                          path, name, hoop_tensor_shape_str(&file_t, file, sizeof(file)),
+                          hoop_tensor_shape_str(t, model, sizeof(model)));
     }
     if (!get_dev(c, t->device, apply ? t->data : NULL, t->count * 4))
         return HOOP_ERROR(HOOP_ERR_INVALID, "checkpoint '%s': truncated in '%s'", path, name);
