@@ -506,6 +506,11 @@ static void c_matmul(void)
     INVALID("a", hoop_matmul(tp, v, b, &o));
     INVALID("b", hoop_matmul(tp, a, v, &o));
     INVALID("b", hoop_matmul(tp, a, a, &o)); /* (2,3) @ (2,3) */
+    /* An output past INT_MAX elements (46341^2 = 2,147,488,281) is refused up front: it
+     * was made, and every later op refused it. */
+    const int64_t tall[2] = {46341, 1}, wide[2] = {1, 46341};
+    INVALID("a", hoop_matmul(tp, tensor(2, tall, 0), tensor(2, wide, 0), &o));
+    assert_error_has("(46341, 1) and b (1, 46341)", "2147488281 elements");
     ck_assert_uint_eq(hoop_tape_node_count(tp), 0);
 }
 
@@ -523,6 +528,10 @@ static void c_linear(void)
     INVALID("x", hoop_linear(tp, v, w, NULL, &o));
     INVALID("w", hoop_linear(tp, x, v, NULL, &o));
     INVALID("w", hoop_linear(tp, tensor(2, S3x2, 0), w, NULL, &o));
+    const int64_t tall[2] = {46341, 1}; /* (46341, 46341): past INT_MAX elements */
+    INVALID("x", hoop_linear(tp, tensor(2, tall, 0), tensor(2, tall, 1), NULL, &o));
+    assert_error_has("(46341, 1) and w (46341, 1)", "2147488281 elements");
+    ck_assert_uint_eq(hoop_tape_node_count(tp), 0);
     OK(hoop_linear(tp, x, w, NULL, &o));
 }
 

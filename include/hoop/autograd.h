@@ -136,11 +136,14 @@ HOOP_API int hoop_tape_grad_was_ready(const hoop_tape *tape, const hoop_tensor *
 
 // ----- ops --------------------------------------------------------------------------------
 
-/* out(M,N) = a(M,K) @ b(K,N). sgemm. */
+/* out(M,N) = a(M,K) @ b(K,N). sgemm. An output of more than INT_MAX elements (M * N) is
+ * refused up front, HOOP_ERR_INVALID naming both shapes. */
 HOOP_API hoop_status hoop_matmul(hoop_tape *tape, hoop_tensor *a, hoop_tensor *b,
                                  hoop_tensor **out);
 
-/* out(N,O) = x(N,I) @ w(O,I)^T + bias(O): PyTorch's nn.Linear layout. bias may be NULL. */
+/* out(N,O) = x(N,I) @ w(O,I)^T + bias(O): PyTorch's nn.Linear layout. bias may be NULL.
+ * An output of more than INT_MAX elements (N * O) is refused up front, HOOP_ERR_INVALID
+ * naming x's and w's shapes. */
 HOOP_API hoop_status hoop_linear(hoop_tape *tape, hoop_tensor *x, hoop_tensor *w, hoop_tensor *bias,
                                  hoop_tensor **out);
 

@@ -12,6 +12,9 @@
  *
  * Thread-safety: as the tape (one thread per tape).
  */
+#include <limits.h>
+#include <stdio.h>
+
 #include "autograd/autograd_impl.h"
 #include "autograd/kern.h"
 #include "autograd/ops.h"
@@ -39,6 +42,20 @@ static hoop_status kern_of(const char *op, hoop_tensor *x, const struct hoop__ke
 {
     const char *const names[1] = {"x"};
     return hoop__op_kern(op, &x, names, 1, k);
+}
+
+/* An (M, N) product over INT_MAX elements, which every later op refuses (BLAS indexes
+ * with int), is refused before it is made, naming both operands (M, N <= INT_MAX: the
+ * operands passed hoop__check_arg). */
+static hoop_status check_product(const char *op, const char *an, const hoop_tensor *a,
+                                 const char *bn, const hoop_tensor *b, int64_t M, int64_t N)
+{
+    if (M <= INT_MAX / N) return HOOP_OK;
+    char why[160];
+    snprintf(why, sizeof(why),
+             "the output (%lld, %lld) would have %lld elements, more than the %d an op takes",
+             (long long)M, (long long)N, (long long)(M * N), INT_MAX);
+    return hoop__shape_error(op, an, a, bn, b, why);
 }
 
 // ----- matmul -------------------------------------------------------------------------------
@@ -72,6 +89,7 @@ hoop_status hoop_matmul(hoop_tape *tape, hoop_tensor *a, hoop_tensor *b, hoop_te
     if (b->ndim != 2) return hoop__ndim_error("hoop_matmul", "b", b, "2 dimensions (K, N)");
     if (a->shape[1] != b->shape[0])
         return hoop__shape_error("hoop_matmul", "a", a, "b", b, "a's dim 1 must equal b's dim 0");
+    HOOP_CHECK(check_product("hoop_matmul", "a", a, "b", b, a->shape[0], b->shape[1]));
     const int64_t shape[2] = {a->shape[0], b->shape[1]};
     hoop_tensor *y;
     HOOP_CHECK(hoop__tensor_arena(tape, k->device, 2, shape, &y));
@@ -118,7 +136,7 @@ static hoop_status linear_check(hoop_tensor *const *in, const struct hoop__kern 
         return hoop__shape_error("hoop_linear", "x", x, "w", w, "x's dim 1 must equal w's dim 1");
     if (b != NULL && (b->ndim != 1 || b->shape[0] != w->shape[0]))
         return hoop__shape_error("hoop_linear", "w", w, "bias", b, "bias must be (w's dim 0)");
-    return HOOP_OK;
+    return check_product("hoop_linear", "x", x, "w", w, x->shape[0], w->shape[0]);
 }
 
 hoop_status hoop_linear(hoop_tape *tape, hoop_tensor *x, hoop_tensor *w, hoop_tensor *bias,
