@@ -303,6 +303,9 @@ static void c_tensor_new(void)
     INVALID("shape", hoop_tensor_new(&t, 2, NULL, HOOP_DEVICE_CPU, 0));
     INVALID("dimension", hoop_tensor_new(&t, 2, zero, HOOP_DEVICE_CPU, 0));
     INVALID("dimension", hoop_tensor_new(&t, 1, neg, HOOP_DEVICE_CPU, 1));
+    assert_error_has("hoop_tensor_new: dimension 0 is -3", NULL); /* named the function */
+    INVALID("ndim", hoop_tensor_new(&t, 5, S3, HOOP_DEVICE_CPU, 0));
+    assert_error_has("hoop_tensor_new: ndim=5", NULL);
     INVALID("shape", hoop_tensor_new(&t, 4, huge, HOOP_DEVICE_CPU, 1));
     EXPECT(HOOP_ERR_NOMEM, "allocate", hoop_tensor_new(&t, 3, big, HOOP_DEVICE_CPU, 1));
     /* 2^62 - 1 floats: 4 bytes short of SIZE_MAX, which wrapped to 0 when rounded up to the
@@ -459,6 +462,9 @@ static void c_tape_tensor_new(void)
     INVALID("ndim", hoop_tape_tensor_new(tp, 5, S3, &t));
     INVALID("shape", hoop_tape_tensor_new(tp, 1, NULL, &t));
     INVALID("dimension", hoop_tape_tensor_new(tp, 1, zero, &t));
+    assert_error_has("hoop_tape_tensor_new: dimension 0 is 0", NULL);
+    INVALID("ndim", hoop_tape_tensor_new(tp, 5, S3, &t));
+    assert_error_has("hoop_tape_tensor_new: ndim=5", NULL);
     INVALID("shape", hoop_tape_tensor_new(tp, 2, huge, &t));
     const int64_t wrap[1] = {(int64_t)(SIZE_MAX / sizeof(float))}; /* see c_tensor_new */
     INVALID("shape", hoop_tape_tensor_new(tp, 1, wrap, &t));

@@ -144,8 +144,9 @@ hoop_status hoop__tape_draw(hoop_tape *tape, const struct hoop__kern *k, size_t 
 
 // ----- shapes (tensor.c) --------------------------------------------------------------------
 
-/* Validates ndim/shape and computes the element count. HOOP_ERR_INVALID with a message. */
-hoop_status hoop__shape_check(int ndim, const int64_t *shape, size_t *count);
+/* Validates ndim/shape and computes the element count. HOOP_ERR_INVALID with a message
+ * that begins with fn (the public function that was given the shape). */
+hoop_status hoop__shape_check(const char *fn, int ndim, const int64_t *shape, size_t *count);
 
 /* 1 when a and b have identical shapes. */
 int hoop__same_shape(const hoop_tensor *a, const hoop_tensor *b);

@@ -206,7 +206,7 @@ hoop_status hoop__tensor_view(hoop_tape *tape, int ndim, const int64_t *shape, f
 {
     size_t count;
     *out = NULL;
-    HOOP_CHECK(hoop__shape_check(ndim, shape, &count));
+    HOOP_CHECK(hoop__shape_check("hoop__tensor_view", ndim, shape, &count)); /* ops check first */
     hoop_tensor *t = hoop__arena_alloc(tape, sizeof(*t));
     if (t == NULL) return HOOP_ERR_NOMEM;
     hoop__tensor_header(t, ndim, shape, count);
@@ -381,6 +381,9 @@ hoop_status hoop_tape_tensor_new(hoop_tape *tape, int ndim, const int64_t *shape
     if (tape == NULL || out == NULL)
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tape_tensor_new: %s is NULL",
                           tape == NULL ? "tape" : "out");
+    size_t count;
+    *out = NULL;
+    HOOP_CHECK(hoop__shape_check("hoop_tape_tensor_new", ndim, shape, &count));
     return hoop__tensor_arena(tape, HOOP_DEVICE_CPU, ndim, shape, out);
 }
 

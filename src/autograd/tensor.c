@@ -20,20 +20,22 @@
 
 // ----- shapes -------------------------------------------------------------------------------
 
-hoop_status hoop__shape_check(int ndim, const int64_t *shape, size_t *count)
+hoop_status hoop__shape_check(const char *fn, int ndim, const int64_t *shape, size_t *count)
 {
     if (ndim < 0 || ndim > HOOP_TENSOR_MAX_DIMS)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "ndim=%d is outside 0..%d", ndim, HOOP_TENSOR_MAX_DIMS);
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s: ndim=%d is outside 0..%d", fn, ndim,
+                          HOOP_TENSOR_MAX_DIMS);
     if (ndim > 0 && shape == NULL)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "shape is NULL for ndim=%d", ndim);
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s: shape is NULL for ndim=%d", fn, ndim);
     size_t n = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 1)
-            return HOOP_ERROR(HOOP_ERR_INVALID, "dimension %d is %" PRId64 " (must be >= 1)", i,
-                              shape[i]);
+            return HOOP_ERROR(HOOP_ERR_INVALID, "%s: dimension %d is %" PRId64 " (must be >= 1)",
+                              fn, i, shape[i]);
         /* Room is left for rounding the bytes up to HOOP__ALIGN without wrapping. */
         if ((uint64_t)shape[i] > ((SIZE_MAX - HOOP__ALIGN) / sizeof(float)) / n)
-            return HOOP_ERROR(HOOP_ERR_INVALID, "shape overflows size_t at dimension %d", i);
+            return HOOP_ERROR(HOOP_ERR_INVALID, "%s: shape overflows size_t at dimension %d", fn,
+                              i);
         n *= (size_t)shape[i];
     }
     *count = n;
@@ -129,7 +131,7 @@ hoop_status hoop_tensor_new(hoop_tensor **out, int ndim, const int64_t *shape, h
     if (device != HOOP_DEVICE_CPU && device != HOOP_DEVICE_CUDA)
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_tensor_new: device %d is unknown", (int)device);
     size_t count;
-    HOOP_CHECK(hoop__shape_check(ndim, shape, &count));
+    HOOP_CHECK(hoop__shape_check("hoop_tensor_new", ndim, shape, &count));
     const struct hoop__kern *k;
     HOOP_CHECK(hoop__kern_get(device, "hoop_tensor_new", &k));
     hoop_tensor *t;
