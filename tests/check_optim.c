@@ -264,6 +264,11 @@ START_TEST(test_checkpoint_round_trip)
     ck_assert_int_eq(hoop_checkpoint_load(longest, hoop_model_params(b.m), 4, b.opt, NULL, 0, NULL),
                      HOOP_OK);
     ck_assert_int_eq(unlink(longest), 0);
+    longest[at + 255] = 'c'; /* 256: refused before anything is written, naming why */
+    longest[at + 256] = '\0';
+    ck_assert_int_eq(hoop_checkpoint_save(longest, hoop_model_params(b.m), 4, b.opt, NULL, 0),
+                     HOOP_ERR_INVALID);
+    assert_error_has("File name too long", "at most 255");
     /* A symbolic link to a regular file is written through: the file it names gets the
      * save, the link stays a link (it was replaced by a regular file). */
     char link[sizeof(b.dir) + 16];

@@ -125,11 +125,11 @@ HOOP_API hoop_status hoop_clip_grad_norm(hoop_tensor *const *params, size_t coun
  * directory; a crash leaves the old file or the new one, never a mix. A symbolic link at
  * path to a regular file is written through: the file it names is replaced (atomically,
  * from a temporary file in that file's directory) and the link is kept.
- * Errors: HOOP_ERR_INVALID (NULL path/params; a path that names no file: empty, or ending
- * in '/'; a path that holds something other than a regular file, a link to one or nothing:
- * a directory, a device, a FIFO or a socket, or a link to one of them, which the save
- * would replace; a link that resolves to no file: dangling, or a loop), HOOP_ERR_SYSTEM
- * (I/O, naming path and the call), HOOP_ERR_NOMEM. */
+ * Errors: HOOP_ERR_INVALID (NULL path/params; a path that names no file: empty, ending
+ * in '/', or too long; a path that holds something other than a regular file, a link to
+ * one or nothing: a directory, a device, a FIFO or a socket, or a link to one of them,
+ * which the save would replace; a link that resolves to no file: dangling, or a loop),
+ * HOOP_ERR_SYSTEM (I/O, naming path and the call), HOOP_ERR_NOMEM. */
 HOOP_API hoop_status hoop_checkpoint_save(const char *path, hoop_tensor *const *params,
                                           size_t count, const hoop_optim *opt, const void *extra,
                                           size_t extra_bytes);

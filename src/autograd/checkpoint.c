@@ -320,11 +320,11 @@ static const char *file_type(mode_t m)
 /* The file a save of path replaces (*dest, for the caller to free): path itself, or where
  * path is a symbolic link to a regular file, that file (realpath), so that the save writes
  * through the link and keeps it (a "latest.ckpt" link stays a link). HOOP_ERR_INVALID
- * where path names no file (empty, or ending in '/'), for anything there but a regular
- * file, a link to one or nothing (the rename would replace a device, a FIFO or a socket,
- * as root /dev/null; a directory refuses it after all the writing; a link to one of them
- * would be replaced by a file) and for a link that resolves to nothing (dangling, a loop);
- * HOOP_ERR_SYSTEM where the link cannot be resolved; HOOP_ERR_NOMEM. */
+ * where path names no file (empty, ending in '/', or too long), for anything there but a
+ * regular file, a link to one or nothing (the rename would replace a device, a FIFO or a
+ * socket, as root /dev/null; a directory refuses it after all the writing; a link to one
+ * of them would be replaced by a file) and for a link that resolves to nothing (dangling,
+ * a loop); HOOP_ERR_SYSTEM where the link cannot be resolved; HOOP_ERR_NOMEM. */
 static hoop_status save_dest(const char *path, char **dest)
 {
     /* "dir/x/" names a directory: its dirname() is dir, where the file would be written
@@ -336,6 +336,11 @@ static hoop_status save_dest(const char *path, char **dest)
                           len ? "ends in '/', a directory's path" : "is an empty path");
     struct stat sb;
     const int exists = lstat(path, &sb) == 0, link = exists && S_ISLNK(sb.st_mode);
+    if (!exists && errno == ENAMETOOLONG) /* refused now, not at the rename after writing */
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "checkpoint '%s' cannot be a file's path: %s (a name has at most %d "
+                          "characters, a path %d)",
+                          path, hoop__strerror(errno), NAME_MAX, PATH_MAX - 1);
     if (link && stat(path, &sb) != 0)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "checkpoint '%s' is a symbolic link that resolves to no file (%s): a "

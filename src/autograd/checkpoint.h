@@ -18,9 +18,9 @@
  * itself is not touched. For a tool that wants to fail at start rather than at its first
  * save, hours later. A symbolic link at path to a regular file is probed as a save
  * writes through it: in the directory of the file it names. Errors: HOOP_ERR_INVALID
- * with the save's message for a path that names no file (empty, or ending in '/') or one
- * a save refuses to replace (a directory, a device, a FIFO, a socket, a link to one of
- * them, a dangling link); HOOP_ERR_SYSTEM with the save's message (e.g.
+ * with the save's message for a path that names no file (empty, ending in '/', or too
+ * long) or one a save refuses to replace (a directory, a device, a FIFO, a socket, a link
+ * to one of them, a dangling link); HOOP_ERR_SYSTEM with the save's message (e.g.
  * "checkpoint: cannot create a temporary file beside '/proc/version': ..."),
  * HOOP_ERR_NOMEM. */
 hoop_status hoop__checkpoint_probe(const char *path);
