@@ -364,7 +364,7 @@ static int parse_flag(parse_ctx *p, int c, const char *arg)
     case 'N': return int_flag(p, c, arg, 0, 0, many, &o->cycles);
     case 'c': return int_flag(p, c, arg, 0, 0, many, &o->check);
     case 'r': return parse_root(p, arg);
-    case 'T': return int_flag(p, c, arg, 0, 0, INT32_MAX, &o->timeout);
+    case 'T': return int_flag(p, c, arg, 0, 0, 1000000000, &o->timeout); /* HOOP_TIMEOUT's */
     case 'C':
     case 'S':
     case 'M':
@@ -513,12 +513,13 @@ static int check_combination(parse_ctx *p)
     if (o->algo_set && o->algo == HOOP_ALGO_DIRECT && !o->reg)
         return bad(p, "--algo direct reads the peers' buffers where they lie: it needs shared "
                       "buffers, -R 1 or 2 (with -R 0 every call would run another algorithm)");
-    /* --algo's default, held to the same rule: the library would run another algorithm
-     * on unshared buffers, and the run would measure what was not asked for. */
+    /* --algo's default, held to the same rule where direct applies (all-reduce, all-gather,
+     * reduce-scatter): the library would run another algorithm on unshared buffers, and
+     * the run would measure what was not asked for. */
     const char *env = getenv("HOOP_ALGO");
     hoop_algo env_algo;
-    if (!o->algo_set && !o->reg && env && hoop_algo_from_name(env, &env_algo) == HOOP_OK &&
-        env_algo == HOOP_ALGO_DIRECT)
+    if (!o->algo_set && !o->reg && o->coll != BENCH_BROADCAST && o->coll != BENCH_REDUCE && env &&
+        hoop_algo_from_name(env, &env_algo) == HOOP_OK && env_algo == HOOP_ALGO_DIRECT)
         return bad(p,
                    "HOOP_ALGO=%s reads the peers' buffers where they lie: it needs shared "
                    "buffers, -R 1 or 2 (with -R 0 every call would run another algorithm)",

@@ -385,7 +385,11 @@ START_TEST(test_parse_refusals)
     ck_assert_msg(strstr(err, "HOOP_ALGO=direct") && strstr(err, "-R 1"), "%s", err);
     ck_assert_int_eq(parse_line("allreduce -R 1", &o, err, sizeof(err)), 0);
     ck_assert_int_eq(parse_line("allreduce --algo ring", &o, err, sizeof(err)), 0);
+    ck_assert_int_eq(parse_line("broadcast", &o, err, sizeof(err)), 0); /* direct: no effect */
     unsetenv("HOOP_ALGO");
+    /* -T within HOOP_TIMEOUT's range, refused as -T beyond it */
+    ck_assert_int_eq(parse_line("allreduce -T 1000000001", &o, err, sizeof(err)), 2);
+    ck_assert_msg(strstr(err, "-T") != NULL, "%s", err);
 }
 END_TEST
 

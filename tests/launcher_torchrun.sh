@@ -130,15 +130,16 @@ if [ -x "$SMOKE" ]; then
         > "$TMP/r3.out" 2> "$TMP/r3.err" || { cat "$TMP/r3.err"; fail "smoke after a restart"; }
     assert_contains "$TMP/r3.out" "[rank 0] smoke: 2 ranks joined, barrier ok, add ok, allgather ok"
 fi
-# A user's token and port: the port stays, the token carries this launch's 8 hex digits
-# (one node) and then the count, within 63 bytes.
+# A user's token and port: the port stays, the token carries the count and then, whole,
+# this launch's 8 hex digits (one node), within 63 bytes.
 long=$(printf 'k%.0s' $(seq 63))
 HOOP_TOKEN=$long "$HOOPRUN" --max-restarts 1 --master-port 29777 --nproc-per-node 1 bash -c \
     'echo "$MASTER_PORT $HOOP_TOKEN" >> '"$TMP"'/tok; exit 1' 2> "$TMP/tok.err"
 sed -n 1p "$TMP/tok" | grep -qxE '29777 k{54}-[0-9a-f]{8}' ||
     fail "attempt 0: $(sed -n 1p "$TMP/tok")"
-[ "$(sed -n 2p "$TMP/tok")" = "$(sed -n 1p "$TMP/tok" | cut -c1-66)-r1" ] ||
-    fail "attempt 1: $(sed -n 2p "$TMP/tok")"
+launch=$(sed -n 1p "$TMP/tok" | cut -c61-)
+[ "$(sed -n 2p "$TMP/tok")" = "29777 $(printf 'k%.0s' $(seq 51))-r1$launch" ] ||
+    fail "attempt 1: $(sed -n 2p "$TMP/tok") (the launch's bits must stay whole: $launch)"
 
 # 4. --log-dir: each rank's output, as written, in DIR/rank_N.log; nothing on the terminal
 # unless --tee; restarts get their own files; a failure points to its file.

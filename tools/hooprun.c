@@ -596,7 +596,7 @@ static int reserve_port(int *port)
     return fd;
 }
 
-static int make_token(const hooprun_plan *p, char *out, size_t cap)
+static int make_token(hooprun_plan *p, char *out, size_t cap)
 {
     const char *t = getenv("HOOP_TOKEN");
     if (t && *t) {
@@ -622,6 +622,7 @@ static int make_token(const hooprun_plan *p, char *out, size_t cap)
         }
         snprintf(out, cap, "%.*s-%08x", (int)(strlen(t) < most - 9 ? strlen(t) : most - 9), t,
                  nonce);
+        p->token_tail = 9; /* a restart's -r<k> goes before them, not over them */
         return 0;
     }
     if (p->nnodes > 1) {
@@ -814,15 +815,17 @@ static void print_dry_run(const hooprun_plan *p)
 /* The token of attempt k: the base token for the first attempt; for a restart, the base
  * with "-r<k>" appended, kept within what the transports accept (the suffix replaces
  * the base's last characters when it would not fit), so that a worker left from an
- * earlier attempt presents a stale token and is refused. */
-static void attempt_token(const char *base, int k, char *out, size_t cap)
+ * earlier attempt presents a stale token and is refused. The base's last tail characters
+ * (one node's launch bits, make_token) stay whole at the end: "-r<k>" goes before them
+ * and the user's part gives way. */
+static void attempt_token(const char *base, int tail, int k, char *out, size_t cap)
 {
     char suffix[16] = "";
     if (k > 0) snprintf(suffix, sizeof(suffix), "-r%d", k);
-    size_t room = HOOP_TP_TOKEN_MAX - 1 - strlen(suffix);
-    size_t keep = strlen(base);
-    if (k > 0 && keep > room) keep = room;
-    snprintf(out, cap, "%.*s%s", (int)keep, base, suffix);
+    size_t room = HOOP_TP_TOKEN_MAX - 1 - strlen(suffix) - (size_t)tail;
+    size_t keep = strlen(base) - (size_t)tail; /* the user's part; then the kept tail */
+    if (keep > room) keep = room;
+    snprintf(out, cap, "%.*s%s%s", (int)keep, base, suffix, base + strlen(base) - tail);
 }
 
 /* Runs the plan, and again after a failure while restarts are left (torchrun's
@@ -834,7 +837,7 @@ static int run_attempts(hooprun_plan *p, int *reserve_fd)
     snprintf(base, sizeof(base), "%s", p->token);
     for (int k = 0;; k++) {
         p->restart = k;
-        attempt_token(base, k, p->token, sizeof(p->token));
+        attempt_token(base, p->token_tail, k, p->token, sizeof(p->token));
         if (k > 0 && *reserve_fd >= 0) { /* the port was ours: take a new one */
             int old = *reserve_fd;
             *reserve_fd = reserve_port(&p->master_port);

@@ -29,6 +29,7 @@ typedef struct hooprun_plan {
     char master_addr[256];
     int master_port;
     char token[129];     /* HOOP_TOKEN every worker of this attempt gets */
+    int token_tail;      /* its last characters that restarts keep (one node's launch bits) */
     int prefix;          /* 1: prefix each terminal line with "[rank N] " */
     int64_t grace_ms;    /* SIGTERM -> SIGKILL delay when stopping workers */
     char **argv;         /* PROG ARGS..., NULL-terminated */
