@@ -58,7 +58,9 @@ static int coll(size_t count, int calls, size_t first)
     hoop_comm *comm = NULL;
     const char *r = getenv("RANK");
     rank = r ? atoi(r) : 0;
-    printf("fw: rank %d init\n", rank);
+    struct timespec t0;
+    clock_gettime(CLOCK_REALTIME, &t0);
+    printf("fw: rank %d init at %lld.%09ld\n", rank, (long long)t0.tv_sec, t0.tv_nsec);
     fflush(stdout);
     hoop_status st = hoop_comm_init_env(&comm);
     if (st != HOOP_OK) return failed("init", st);
