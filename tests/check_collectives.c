@@ -1346,6 +1346,46 @@ START_TEST(test_env_second_comm)
 }
 END_TEST
 
+/* Rank 0 fails its own start-up (a HOOP_SOCKET_IFNAME that matches nothing) before
+ * rank 1 has even started (over tcp): rank 1, started 300 ms later, finds rank 0's store still
+ * there to tell it why, instead of finding none and waiting HOOP_TIMEOUT (10 s here). */
+static int early_fail_worker(int rank, int n, int port)
+{
+    hoop_comm *comm = NULL;
+    h_set_env(rank, n, port, "check-collectives", "10");
+    setenv("HOOP_TRANSPORT", "tcp", 1); /* the one that reads HOOP_SOCKET_IFNAME */
+    if (rank == 0)
+        setenv("HOOP_SOCKET_IFNAME", "nosuch9", 1);
+    else
+        usleep(300 * 1000);
+    int64_t t0 = hoop__now_ns();
+    hoop_status st = hoop_comm_init_env(&comm);
+    double secs = (double)(hoop__now_ns() - t0) / 1e9;
+    int ok = st == HOOP_ERR_INVALID && comm == NULL && strstr(hoop_last_error(), "nosuch9") &&
+             (rank == 0 || (strstr(hoop_last_error(), "rank 0") && secs < 3.0));
+    if (!ok)
+        fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank, hoop_status_name(st), secs,
+                hoop_last_error());
+    return ok ? 0 : 1;
+}
+
+START_TEST(test_env_rank0_fails_early)
+{
+    int n = 2, port = h_free_port();
+    pid_t pid[2];
+    for (int r = 0; r < n; r++) {
+        pid[r] = fork();
+        ck_assert_int_ge(pid[r], 0);
+        if (pid[r] == 0) _exit(early_fail_worker(r, n, port));
+    }
+    for (int r = 0; r < n; r++) {
+        int status;
+        ck_assert_int_eq(waitpid(pid[r], &status, 0), pid[r]);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d failed", r);
+    }
+}
+END_TEST
+
 /* A worker process that is SIGKILLed mid-collective: the others fail with
  * HOOP_ERR_REMOTE naming it within 2 s. */
 static int kill_worker(int rank, int n, int port)
@@ -1466,6 +1506,7 @@ static Suite *suite(void)
     tcase_add_loop_test(core, test_unwaited, 2, 4);
     tcase_add_test(core, test_env_processes);
     tcase_add_test(core, test_env_second_comm);
+    tcase_add_test(core, test_env_rank0_fails_early);
     suite_add_tcase(s, core);
     TCase *sched = tcase_create("schedules");
     tcase_add_test(sched, test_scratch_bytes_agree);
