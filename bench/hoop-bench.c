@@ -36,6 +36,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_cli.h"
+#include "bootstrap/store_proto.h"
 #include "collectives/coll.h"
 #include "core/backend.h"
 #include "core/check.h"
@@ -478,9 +479,9 @@ static int join(bench_ctx *c)
     } else {
         st = hoop_comm_init_env(&c->comm);
     }
-    if (st != HOOP_OK) { /* a bad or unsupported setting is the caller's to fix: 2 */
+    if (st != HOOP_OK) { /* a bad, unsupported or disagreeing setting is the caller's: 2 */
         fprintf(stderr, "hoop-bench: %s\n", hoop_last_error());
-        return st == HOOP_ERR_INVALID || st == HOOP_ERR_UNSUPPORTED ? 2 : 1;
+        return hoop__store_exit_code(st);
     }
     c->bc.rank = hoop_comm_rank(c->comm);
     c->bc.world_size = hoop_comm_world_size(c->comm);

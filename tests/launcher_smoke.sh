@@ -3,7 +3,7 @@
 # tests/launcher_smoke.sh -- the README's first job: 4 workers meet through the store under
 # hooprun (on the port hooprun reserved), pass a barrier, add and all-gather. Also: bad
 # env exits 2, ranks started by hand that disagree on WORLD_SIZE both exit 2 (bad
-# environment; they exited 1) at once naming it, and on HOOP_TOKEN the refused one exits
+# environment; they exited 1) at once naming it (hoop-smoke, hoop-train, hoop-bench), and on HOOP_TOKEN the refused one exits
 # 2 at once and rank 0 exits 1 at its timeout, two nodes given the same --node-rank all exit 1 at once naming the
 # rank twice claimed, a missing rank 0 exits 1 at about HOOP_TIMEOUT.
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
@@ -45,10 +45,10 @@ hand_pair() { # TIMEOUT WS0 TOKEN0 WS1 TOKEN1: rc0, rc1, ms, ms1; stderr in $TMP
         port=$((20000 + RANDOM % 12000))
         t0=$(now_ms)
         MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=$2 HOOP_TOKEN=$3 \
-            HOOP_TIMEOUT=$1 "$SMOKE" 2> "$TMP/h0" &
+            HOOP_TIMEOUT=$1 "${PROG[@]}" 2> "$TMP/h0" > /dev/null &
         pid0=$!
         MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=1 WORLD_SIZE=$4 HOOP_TOKEN=$5 \
-            HOOP_TIMEOUT=$1 "$SMOKE" 2> "$TMP/h1"
+            HOOP_TIMEOUT=$1 "${PROG[@]}" 2> "$TMP/h1" > /dev/null
         rc1=$?
         ms1=$(($(now_ms) - t0))
         wait $pid0
@@ -57,6 +57,7 @@ hand_pair() { # TIMEOUT WS0 TOKEN0 WS1 TOKEN1: rc0, rc1, ms, ms1; stderr in $TMP
         grep -q "is already in use" "$TMP/h0" || break
     done
 }
+PROG=("$SMOKE")
 hand_pair 30 2 s3cret-zero 3 s3cret-zero
 echo "WORLD_SIZE 2 vs 3: rc=$rc0,$rc1, ${ms} ms"
 [ "$rc0,$rc1" = 2,2 ] || { cat "$TMP/h0" "$TMP/h1"; fail "WORLD_SIZE 2 vs 3 gave $rc0,$rc1"; }
@@ -73,6 +74,20 @@ assert_contains "$TMP/h0" "rank 1 of 2 never arrived"
 assert_contains "$TMP/h0" "meanwhile its store refused a client at 127.0.0.1:"
 assert_contains "$TMP/h0" "claiming rank 1: wrong or missing HOOP_TOKEN"
 grep -q s3cret "$TMP/h0" "$TMP/h1" && fail "a token was printed: $(cat "$TMP/h0" "$TMP/h1")"
+# The same disagreement under hoop-train and hoop-bench: exit 2 on both ranks too (the
+# refused rank 1 exited 1 there: it took the refusal for an outage), and at once: rank 0
+# does not keep its store for rank 1, which came and was told.
+for prog in train bench; do
+    case $prog in
+    train) PROG=("${top_builddir:-.}/tools/hoop-train" --epochs 1) ;;
+    bench) PROG=("${top_builddir:-.}/bench/hoop-bench" allreduce -b 8 -e 8) ;;
+    esac
+    hand_pair 30 2 s3cret-zero 3 s3cret-zero
+    echo "hoop-$prog, WORLD_SIZE 2 vs 3: rc=$rc0,$rc1, ${ms} ms"
+    [ "$rc0,$rc1" = 2,2 ] || { cat "$TMP/h0" "$TMP/h1"; fail "hoop-$prog: WORLD_SIZE 2 vs 3 gave $rc0,$rc1"; }
+    [ "$ms" -lt 1500 ] || fail "hoop-$prog: WORLD_SIZE 2 vs 3 took $ms ms"
+    assert_contains "$TMP/h1" "refused this client: WORLD_SIZE=3 on rank 1 but WORLD_SIZE=2 on rank 0"
+done
 
 # Two nodes started with the same --node-rank (1 of 3): node 1 is claimed twice. The store
 # refuses the second claimant and the job ends at once (HOOP_TIMEOUT=30 s), every node

@@ -26,7 +26,7 @@
  * up on a rank it refused: the ranks were started with environments that disagree). */
 static int exit_code(hoop_status st)
 {
-    return st == HOOP_ERR_INVALID || st == HOOP_ERR_MISMATCH || hoop__store_last_refused() ? 2 : 1;
+    return hoop__store_exit_code(st);
 }
 
 /* Prints the failure of step (with hoop's message) and returns the exit code. */

@@ -36,8 +36,9 @@
  * the run ends with the same checkpoint as an uninterrupted one, byte for byte.
  *
  * Exit status: 0 success; 2 bad flags, a missing data directory, a corrupt data file or
- * ranks that loaded different data (any HOOP_ERR_INVALID before training starts), or
- * --device cuda where no GPU can be had; 1 any other failure; 128 + N after a stop by
+ * ranks that loaded different data (any HOOP_ERR_INVALID before training starts), ranks
+ * started with environments that disagree (hoop__store_exit_code), or --device cuda
+ * where no GPU can be had; 1 any other failure; 128 + N after a stop by
  * signal N (130 SIGINT, 138 SIGUSR1, 143 SIGTERM), with the checkpoint saved when
  * --checkpoint was given (else the "preempted" line says nothing was). Every failure
  * prints one line "hoop-train: <message>" on stderr.
@@ -56,6 +57,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "bootstrap/store_proto.h"
 #include "core/clock.h"
 #include "train.h"
 
@@ -404,9 +406,9 @@ int main(int argc, char **argv)
         /* Rank 0 explains its own failures; the others only follow it out. */
         if (!t.dist.root_failed && !t.dist.reported)
             fprintf(stderr, "hoop-train: %s\n", hoop_last_error());
+        int rc = hoop__store_exit_code(st); /* before the destroy's connections */
         trainer_destroy(&t);
-        return st == HOOP_ERR_INVALID || st == HOOP_ERR_MISMATCH || st == HOOP_ERR_UNSUPPORTED ? 2
-                                                                                               : 1;
+        return rc;
     }
     st = run(&t);
     if (st != HOOP_OK && !t.dist.root_failed && !t.dist.reported)

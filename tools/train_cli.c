@@ -96,8 +96,9 @@ static const char usage_text[] =
     "--checkpoint, nothing saved (step S)\". All exit with 128 + the signal (130, 143,\n"
     "138); --resume continues from the checkpoint exactly. A second SIGINT stops at once.\n"
     "\n"
-    "Exit status: 0 success, 2 bad flags or data, 1 other failures, 128+N stopped by\n"
-    "signal N (the checkpoint saved when --checkpoint was given).\n";
+    "Exit status: 0 success, 2 bad flags, data or environment (a rank that rank 0's\n"
+    "store refused: WORLD_SIZE or HOOP_TOKEN differ), 1 other failures, 128+N stopped\n"
+    "by signal N (the checkpoint saved when --checkpoint was given).\n";
 
 void train_cli_usage(FILE *f)
 {

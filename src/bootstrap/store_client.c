@@ -602,6 +602,14 @@ int hoop__store_last_refused(void)
     return last_refused;
 }
 
+int hoop__store_exit_code(hoop_status st)
+{
+    return st == HOOP_ERR_INVALID || st == HOOP_ERR_MISMATCH || st == HOOP_ERR_UNSUPPORTED ||
+                   last_refused
+               ? 2
+               : 1;
+}
+
 static hoop_status store_init(hoop_store **out, const hoop_store_config *cfg, int rendezvous,
                               const hoop__store_naming *naming)
 {

@@ -498,6 +498,12 @@ hoop_status hoop__store_server_init_nodes(hoop_store_server **out, const hoop_st
  * a rank claimed twice, a store that gave up): a configuration error, not an outage. */
 int hoop__store_last_refused(void);
 
+/* The exit code a tool gives for a start-up that failed with st on this thread: 2 when the
+ * caller's settings are to blame (HOOP_ERR_INVALID, HOOP_ERR_MISMATCH, HOOP_ERR_UNSUPPORTED,
+ * or this rank refused by rank 0's store: the ranks' environments disagree), else 1. The
+ * same on every rank of a job started with disagreeing environments. */
+int hoop__store_exit_code(hoop_status st);
+
 /* 1 when the calling thread's last hoop_store_server_init (or a rank 0's start above)
  * failed because its port was in use (EADDRINUSE: another job there, or a second rank 0
  * or node 0): a configuration error too. */

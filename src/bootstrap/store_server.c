@@ -473,6 +473,7 @@ static void refuse(hoop_store_server *s, conn *c, int rank, const char *why, int
 {
     reply_text(c, HOOP__STORE_R_REFUSED, why);
     if (fatal && s->seen && rank >= 0 && rank < s->world_size && !s->seen[rank] && !s->fault[0]) {
+        s->seen[rank] = 1;              /* it came, and has its answer: no linger waits for it */
         give_up(s, rank, c->peer, why); /* which says it */
         return;
     }
