@@ -97,6 +97,13 @@ START_TEST(test_optim_config_errors)
     cfg.kind = HOOP_OPTIM_ADAMW;
     cfg.beta2 = 1.0f;
     ck_assert_int_eq(hoop_optim_new(&o, &cfg, &p, 1), HOOP_ERR_INVALID);
+    /* Nesterov is SGD's; AdamW would ignore it silently. */
+    cfg = (hoop_optim_config)HOOP_OPTIM_CONFIG_INIT;
+    cfg.kind = HOOP_OPTIM_ADAMW;
+    cfg.nesterov = 1;
+    ck_assert_int_eq(hoop_optim_new(&o, &cfg, &p, 1), HOOP_ERR_INVALID);
+    assert_error_has("hoop_optim_new: nesterov=1", "AdamW");
+    ck_assert_ptr_null(o);
     cfg = (hoop_optim_config)HOOP_OPTIM_CONFIG_INIT;
     ck_assert_int_eq(hoop_optim_new(&o, &cfg, &x, 1), HOOP_ERR_INVALID);
     assert_error_has("params[0]", NULL);
@@ -609,7 +616,8 @@ START_TEST(test_checkpoint_rejects_bad_settings)
     const size_t adam_state = 2 * 53 * 4; /* m and v of the 6-5-3 MLP's 53 elements */
     const float nan = NAN, neg = -5.0f, inf = INFINITY, two = 2.0f, minus1 = -1.0f;
     const int64_t steps = -3;
-    /* offsets: lr 12, momentum 16, dampening 20, weight_decay 24, beta1 28, beta2 32,
+    const uint32_t one = 1;
+    /* offsets: nesterov 8, lr 12, momentum 16, dampening 20, weight_decay 24, beta1 28, beta2 32,
      * eps 36, steps 40 */
     expect_bad_setting(a.path, b.m, b.opt, adam_state, 12, &nan, 4, "lr=nan");
     expect_bad_setting(a.path, b.m, b.opt, adam_state, 12, &neg, 4, "lr=-5");
@@ -617,6 +625,7 @@ START_TEST(test_checkpoint_rejects_bad_settings)
     expect_bad_setting(a.path, b.m, b.opt, adam_state, 36, &minus1, 4, "eps=-1");
     expect_bad_setting(a.path, b.m, b.opt, adam_state, 28, &two, 4, "beta1=2");
     expect_bad_setting(a.path, b.m, b.opt, adam_state, 40, &steps, 8, "step count -3");
+    expect_bad_setting(a.path, b.m, b.opt, adam_state, 8, &one, 4, "nesterov=1");
     /* SGD with momentum: a NaN momentum, and a momentum of 0 over a momentum buffer. */
     hoop_optim_config cfg = HOOP_OPTIM_CONFIG_INIT;
     cfg.momentum = 0.9f;

@@ -47,9 +47,10 @@ typedef enum hoop_optim_kind {
 } hoop_optim_kind;
 
 /* Hyper-parameters; start from HOOP_OPTIM_CONFIG_INIT. momentum, dampening and nesterov
- * apply to SGD; beta1, beta2 and eps to AdamW; lr and weight_decay to both. PyTorch's
- * defaults: SGD weight_decay 0, AdamW lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay
- * 1e-2 (set them yourself when switching kind). */
+ * apply to SGD; beta1, beta2 and eps to AdamW; lr and weight_decay to both. AdamW ignores
+ * momentum and dampening but refuses nesterov != 0, which it could only ignore silently.
+ * PyTorch's defaults: SGD weight_decay 0, AdamW lr 1e-3, betas (0.9, 0.999), eps 1e-8,
+ * weight_decay 1e-2 (set them yourself when switching kind). */
 typedef struct hoop_optim_config {
     hoop_optim_kind kind;
     float lr;
@@ -69,7 +70,8 @@ typedef struct hoop_optim_config {
  * updates run on the parameters' device, so all of them must be on one.
  * Errors: HOOP_ERR_INVALID (NULL pointers, a tensor without requires_grad, lr, momentum,
  * weight_decay or eps negative, infinite or NaN, dampening infinite or NaN, nesterov with
- * momentum 0 or dampening != 0, betas outside [0,1), parameters on different devices),
+ * momentum 0 or dampening != 0, nesterov set for AdamW, betas outside [0,1), parameters on
+ * different devices),
  * HOOP_ERR_UNSUPPORTED (a device this build has no kernels for), HOOP_ERR_NOMEM. */
 HOOP_API hoop_status hoop_optim_new(hoop_optim **out, const hoop_optim_config *cfg,
                                     hoop_tensor *const *params, size_t count);

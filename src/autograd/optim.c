@@ -65,6 +65,11 @@ hoop_status hoop__optim_config_check(const char *who, const hoop_optim_config *c
                               who, (double)c->momentum, (double)c->dampening);
         return HOOP_OK;
     }
+    /* Nesterov is a form of SGD's momentum; AdamW has none, so the flag would be ignored. */
+    if (c->nesterov)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s: nesterov=%d applies only to SGD momentum; AdamW has none", who,
+                          c->nesterov);
     if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f))
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s: betas (beta1=%g, beta2=%g) must be in [0, 1)", who,
                           (double)c->beta1, (double)c->beta2);
