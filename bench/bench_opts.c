@@ -28,7 +28,7 @@
 #define ALGO_WORD_(name, val, str) " " str
 
 static const char usage[] =
-    "usage: hoop-bench COLLECTIVE [options]      (under hooprun, or alone as one rank)\n"
+    "Usage: hoop-bench COLLECTIVE [options]      (under hooprun, or alone as one rank)\n"
     "  COLLECTIVE  allreduce broadcast reduce allgather reducescatter (or nccl-tests'\n"
     "              names: all_reduce_perf broadcast_perf reduce_perf all_gather_perf\n"
     "              reduce_scatter_perf)\n"

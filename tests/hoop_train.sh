@@ -38,8 +38,8 @@ expect() {
     fi
 }
 
-expect 0 "usage: hoop-train" --help
-expect 0 "usage: hoop-train" -h
+expect 0 "Usage: hoop-train" --help
+expect 0 "Usage: hoop-train" -h
 # --help states --normalize's default and quotes the preemption line as it is printed
 # (it quoted an older form; the line itself is checked below).
 expect 0 "std (standard, the default), or in [0,1] (unit)" --help

@@ -27,7 +27,7 @@ HOOP_TOKEN=x SLURM_JOB_NODELIST='-bad,x' SLURM_NNODES=2 SLURM_NODEID=0 expect_ba
 # started, then failed to open rank 0's log, exit 1).
 expect_bad "--log-dir /proc" --nproc-per-node 1 --log-dir /proc true
 "$HOOPRUN" -h > "$TMP/h" 2>&1 || fail "hooprun -h exited $?"
-assert_contains "$TMP/h" "usage: hooprun"
+assert_contains "$TMP/h" "Usage: hooprun"
 expect_bad "--grace='soon' is not a number of seconds" --grace soon --nproc-per-node 1 true
 expect_bad "--master-addr (or MASTER_ADDR) is required with --nnodes 2" --nnodes 2 \
     --nproc-per-node 1 true
@@ -139,7 +139,7 @@ expect_bad "--help-env takes no value ('--help-env=')" --help-env=
 expect_bad "--dry-run takes no value ('--dry-run=yes')" --dry-run=yes --nproc-per-node 1 true
 expect_bad "unknown flag '--bogus=1'" --bogus=1 --nproc-per-node 1 true
 "$HOOPRUN" --help > "$TMP/help" || fail "--help did not exit 0"
-assert_contains "$TMP/help" "usage: hooprun"
+assert_contains "$TMP/help" "Usage: hooprun"
 assert_contains "$TMP/help" "HOOP_TOKEN"
 "$HOOPRUN" --help-env > "$TMP/env" || fail "--help-env did not exit 0"
 assert_contains "$TMP/env" "HOOP_TIMEOUT"

@@ -148,7 +148,7 @@ assert_contains "$TMP/ng" "127.0.0.1:$((port + 1)) is already in use (another jo
 
 # -h is --help (exit 0, the usage); --help with a value is refused like any bad argument.
 "$SMOKE" -h > "$TMP/h" 2>&1 || fail "hoop-smoke -h exited $?"
-assert_contains "$TMP/h" "usage: hooprun --nproc-per-node N hoop-smoke"
+assert_contains "$TMP/h" "Usage: hooprun --nproc-per-node N hoop-smoke"
 "$SMOKE" --help=foo > "$TMP/h2" 2>&1
 [ $? = 2 ] || fail "hoop-smoke --help=foo did not give exit 2"
 assert_contains "$TMP/h2" "unexpected argument '--help=foo'"

@@ -5,8 +5,9 @@
 # the man pages help2man wrote from them (when configure found help2man) carry the
 # tool's name, the version and its options, name every tool in SEE ALSO (hoop-plot was
 # missing), and only the libhoop tools' pages say they read the HOOP_* settings (the
-# Python hoop-plot's said so too); hoop-train's usage line is a paragraph of its own (it
-# ran into the description).
+# Python hoop-plot's said so too); and every page has a SYNOPSIS (help2man makes one
+# only from a help line starting "Usage:"; the tools said "usage:", and hoop-train's usage
+# line had run into the description).
 set -u
 build=${top_builddir:-.}
 version=${PACKAGE_VERSION:?PACKAGE_VERSION is not set (run through make check)}
@@ -33,6 +34,9 @@ for spec in tools/hooprun:--nproc-per-node tools/hoop-train:--epochs \
     if [ -f "$build/man/hooprun.1" ] || [ -f "$man" ]; then
         [ -f "$man" ] || { echo "FAIL: $man was not built"; fail=1; continue; }
         upper=$(echo "$name" | tr 'a-z' 'A-Z')
+        # help2man makes a SYNOPSIS only from a help line that starts "Usage:" (not "usage:").
+        sed -n '/^\.SH SYNOPSIS$/{n;p;q}' "$man" | grep -q '^\.B hoop' ||
+            { echo "FAIL: $man has no SYNOPSIS (does $name --help start 'Usage:'?)"; fail=1; }
         grep -q "^\.TH $upper " "$man" || { echo "FAIL: $man has no .TH $upper line"; fail=1; }
         grep -q "$version" "$man" || { echo "FAIL: $man does not name version $version"; fail=1; }
         grep -q -- "$(echo "$option" | sed 's/-/\\\\-/g')" "$man" ||
@@ -52,11 +56,6 @@ for spec in tools/hooprun:--nproc-per-node tools/hoop-train:--epochs \
         fi
     fi
 done
-man="$build/man/hoop-train.1"
-if [ -f "$man" ] && ! grep -A1 '^usage: hoop\\-train \[options\]$' "$man" | grep -q '^\.PP$'; then
-    echo "FAIL: $man runs its usage line into the description: $(sed -n '/^usage/,+2p' "$man")"
-    fail=1
-fi
 [ -f "$build/man/hooprun.1" ] || echo "note: no man pages were built (configure found no help2man)"
 [ "$fail" -eq 0 ] && echo "ok: hooprun, hoop-train, hoop-bench, hoop-smoke, hoop-plot --version = $version"
 exit "$fail"

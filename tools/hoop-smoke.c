@@ -103,7 +103,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        printf("usage: hooprun --nproc-per-node N hoop-smoke\n\n"
+        printf("Usage: hooprun --nproc-per-node N hoop-smoke\n\n"
                "Every worker joins rank 0's store (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)\n"
                "and checks a barrier, an add to a shared counter (it must reach WORLD_SIZE)\n"
                "and an all-gather of the ranks; rank 0 then prints\n"

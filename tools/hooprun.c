@@ -43,11 +43,13 @@
 #define RESTARTS_MAX 1000
 
 static const char usage[] =
-    "usage: hooprun [--nnodes N] [--node-rank K] --nproc-per-node P [--master-addr A]\n"
-    "               [--master-port Q | --rdzv-endpoint A[:Q] | --standalone]\n"
-    "               [--max-restarts R] [--log-dir DIR [--tee [0-3]]] [--bind core|none]\n"
-    "               [--grace S] [--prefix] [--dry-run] PROG ARGS...\n"
-    "       hooprun -h | --help | --help-env\n"
+    "Usage: hooprun [OPTION]... --nproc-per-node P PROG ARGS...\n"
+    "  or:  hooprun -h | --help | --help-env\n"
+    "\n"
+    "OPTION: [--nnodes N] [--node-rank K] [--master-addr A]\n"
+    "        [--master-port Q | --rdzv-endpoint A[:Q] | --standalone]\n"
+    "        [--max-restarts R] [--log-dir DIR [--tee [0-3]]] [--bind core|none]\n"
+    "        [--grace S] [--prefix] [--dry-run]\n"
     "\n"
     "Starts P workers of PROG on this node. Worker i of node K gets RANK = K*P + i,\n"
     "LOCAL_RANK = i, WORLD_SIZE = N*P, LOCAL_WORLD_SIZE = P, NODE_RANK = K, MASTER_ADDR,\n"

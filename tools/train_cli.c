@@ -23,7 +23,7 @@
 #define FLAG_MAX 64
 
 static const char usage_text[] =
-    "usage: hoop-train [options]\n"
+    "Usage: hoop-train [options]\n"
     "\n"
     "Trains an MLP (784-512-256-10, ReLU) or a small CNN on Fashion-MNIST (IDX files).\n"
     "\n"
