@@ -685,6 +685,53 @@ START_TEST(test_checkpoint_killed_writer)
 }
 END_TEST
 
+/* A save that fails after the data is written names the checkpoint first, the temporary
+ * file in parentheses (it began "checkpoint: rename '<tmp>' -> ..."), and leaves no
+ * temporary file. The rename is made to fail as root too: the writer stops half-way (the
+ * HOOP_TEST_FAULT hook, in a child) and the destination becomes a directory meanwhile. */
+START_TEST(test_checkpoint_rename_fails)
+{
+    struct fixture a;
+    fixture_make(&a, 1);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) { /* sends the save's message, exits 0 when it failed as a system error */
+        close(fds[0]);
+        if (hoop__fault_arm("0:checkpoint:0:STOP") != HOOP_OK) _exit(3);
+        hoop_status st = hoop_checkpoint_save(a.path, hoop_model_params(a.m), 4, a.opt, NULL, 0);
+        const char *msg = hoop_last_error();
+        if (write(fds[1], msg, strlen(msg)) < 0) _exit(5);
+        _exit(st == HOOP_ERR_SYSTEM ? 0 : 4);
+    }
+    close(fds[1]);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, WUNTRACED), pid);
+    ck_assert_msg(WIFSTOPPED(status), "the child ended with %d before the rename", status);
+    ck_assert_int_eq(mkdir(a.path, 0700), 0);
+    ck_assert_int_eq(kill(pid, SIGCONT), 0);
+    char msg[2048];
+    size_t len = 0;
+    for (ssize_t r;
+         len < sizeof(msg) - 1 && (r = read(fds[0], msg + len, sizeof(msg) - 1 - len)) > 0;)
+        len += (size_t)r;
+    msg[len] = '\0';
+    close(fds[0]);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child ended with %d: %s",
+                  status, msg);
+    char want[sizeof(a.path) + 64];
+    snprintf(want, sizeof(want), "checkpoint '%s': cannot move the written file into place (",
+             a.path);
+    ck_assert_msg(strstr(msg, want) != NULL, "'%s' not in: %s", want, msg);
+    ck_assert_msg(strstr(msg, "(temporary file '") != NULL, "no temporary file in: %s", msg);
+    ck_assert_int_eq(rmdir(a.path), 0);
+    fixture_free(&a); /* asserts the directory is empty: the temporary file was removed */
+}
+END_TEST
+
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
@@ -739,6 +786,7 @@ int main(void)
     tcase_add_test(errors, test_checkpoint_rejects_bad_settings);
     tcase_add_test(errors, test_checkpoint_inspect);
     tcase_add_test(errors, test_checkpoint_killed_writer);
+    tcase_add_test(errors, test_checkpoint_rename_fails);
     tcase_add_test(errors, test_checkpoint_probe);
     suite_add_tcase(s, core);
     suite_add_tcase(s, errors);

@@ -174,13 +174,15 @@ static void write_image(struct cursor *c, hoop_tensor *const *params, size_t cou
     if (extra_bytes) put(c, extra, extra_bytes);
 }
 
-static hoop_status write_all(int fd, const unsigned char *p, size_t n, const char *tmp)
+/* what: the file written, for the parentheses after path ("temporary file '...'"). */
+static hoop_status write_all(int fd, const unsigned char *p, size_t n, const char *path,
+                             const char *what)
 {
     while (n > 0) {
         ssize_t w = write(fd, p, n);
         if (w < 0 && errno == EINTR) continue;
         if (w < 0)
-            return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: write to %s failed: %s", tmp,
+            return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': write failed (%s): %s", path, what,
                               hoop__strerror(errno));
         p += w;
         n -= (size_t)w;
@@ -188,16 +190,18 @@ static hoop_status write_all(int fd, const unsigned char *p, size_t n, const cha
     return HOOP_OK;
 }
 
-static hoop_status fsync_dir(const char *path)
+/* Fsyncs the directory of dest, the file the save replaced (path, as the caller gave it,
+ * names the checkpoint in the message). */
+static hoop_status fsync_dir(const char *path, const char *dest)
 {
-    char *copy = strdup(path);
+    char *copy = strdup(dest);
     if (copy == NULL) return HOOP_ERROR(HOOP_ERR_NOMEM, "checkpoint: strdup failed");
     const char *dir = dirname(copy);
     int fd = open(dir, O_RDONLY | O_DIRECTORY);
     hoop_status st = HOOP_OK;
     if (fd < 0 || fsync(fd) != 0)
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: fsync of directory '%s' failed: %s", dir,
-                        hoop__strerror(errno));
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': fsync of its directory '%s' failed: %s",
+                        path, dir, hoop__strerror(errno));
     if (fd >= 0) close(fd);
     free(copy);
     return st;
@@ -290,14 +294,14 @@ static hoop_status write_img(int fd, const unsigned char *img, size_t n, const c
 {
     size_t first = n;
     if (hoop__fault_tick(HOOP__FAULT_CHECKPOINT, -1)) first = n / 2;
-    HOOP_CHECK(write_all(fd, img, first, what));
+    HOOP_CHECK(write_all(fd, img, first, path, what));
     if (first < n) {
         char where[600];
         snprintf(where, sizeof(where), "a checkpoint save of '%s' (%zu of %zu bytes written)", path,
                  first, n);
         hoop__fault_raise(-1, where);
     }
-    return write_all(fd, img + first, n - first, what);
+    return write_all(fd, img + first, n - first, path, what);
 }
 
 /* The error of a temporary file that could not be made (errno says why). */
@@ -418,24 +422,28 @@ static hoop_status atomic_write(const char *path, const unsigned char *img, size
 {
     struct save_file f;
     HOOP_CHECK(begin_tmp(path, &f));
-    char what[600]; /* for messages */
+    /* Messages name the checkpoint (path) first and the file written in parentheses. */
+    char what[600];
     if (f.named)
-        snprintf(what, sizeof(what), "'%s'", f.tmp);
+        snprintf(what, sizeof(what), "temporary file '%s'", f.tmp);
     else
-        snprintf(what, sizeof(what), "an unnamed file beside '%s'", f.dest);
+        snprintf(what, sizeof(what), "an unnamed temporary file beside '%s'", f.dest);
     hoop_status st = write_img(f.fd, img, n, path, what);
     if (st == HOOP_OK && fsync(f.fd) != 0)
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: fsync of %s failed: %s", what,
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': fsync failed (%s): %s", path, what,
                         hoop__strerror(errno));
     if (st == HOOP_OK && !f.named) st = link_tmp(&f);
     if (close(f.fd) != 0 && st == HOOP_OK)
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: close of %s failed: %s", what,
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': close failed (%s): %s", path, what,
                         hoop__strerror(errno));
     if (st == HOOP_OK && rename(f.tmp, f.dest) != 0)
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: rename '%s' -> '%s' failed: %s", f.tmp,
-                        f.dest, hoop__strerror(errno));
+        st = HOOP_ERROR(
+            HOOP_ERR_SYSTEM,
+            "checkpoint '%s': cannot move the written file into place (temporary file '%s' -> "
+            "'%s'): %s",
+            path, f.tmp, f.dest, hoop__strerror(errno));
     if (st != HOOP_OK && f.named) unlink(f.tmp);
-    if (st == HOOP_OK) st = fsync_dir(f.dest);
+    if (st == HOOP_OK) st = fsync_dir(path, f.dest);
     end_tmp(&f);
     return st;
 }
