@@ -107,10 +107,14 @@ static int failed(const bench_ctx *c, const char *what, hoop_status st)
 static const char *algo_label(const bench_ctx *c)
 {
     const char *env = NULL;
+    hoop_algo a;
     if (c->o.algo_set) return hoop_algo_name(c->o.algo);
-    if (hoop__env_str("HOOP_ALGO", &env) != HOOP_OK || env == NULL) return "auto";
-    if (strcmp(env, "direct") == 0 && !c->o.reg) return "auto"; /* direct needs shared buffers */
-    return env;
+    /* HOOP_ALGO in any case (RING, Direct): its canonical name, as the library reads it */
+    if (hoop__env_str("HOOP_ALGO", &env) != HOOP_OK || env == NULL ||
+        hoop_algo_from_name(env, &a) != HOOP_OK)
+        return "auto";
+    if (a == HOOP_ALGO_DIRECT && !c->o.reg) return "auto"; /* direct needs shared buffers */
+    return hoop_algo_name(a);
 }
 
 /* The algorithm is direct, or auto on shared buffers (which may pick direct). */

@@ -96,6 +96,11 @@ EOF
     { cat "$TMP/out"; fail "bf16 prod rhd"; }
 strip "$TMP/out" > "$TMP/rows"
 assert_contains "$TMP/rows" "algorithm rhd"
+# HOOP_ALGO in capitals is the algorithm the library runs (it reads any case): the header
+# names it as the library does (it printed "DIRECT" and the rows did not mark direct).
+HOOP_ALGO=DIRECT "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce -b 64K -e 64K -n 2 -w 1 -R 1 \
+    > "$TMP/out" 2>&1 || { cat "$TMP/out"; fail "HOOP_ALGO=DIRECT -R 1"; }
+assert_contains "$TMP/out" "algorithm direct "
 check_rows "$TMP/rows" allreduce 3 2 || fail "bf16 columns"
 python3 - "$TMP/r.json" "$TMP/r.csv" <<'EOF' || fail "JSON / CSV content"
 import csv, json, sys
