@@ -1387,6 +1387,30 @@ START_TEST(test_env_rank0_fails_early)
 }
 END_TEST
 
+/* Rank 0 alone of 2 (rank 1 never starts): its start-up times out at HOOP_TIMEOUT (2 s)
+ * and it returns then, not 2 s later: a time-out already gave every rank HOOP_TIMEOUT to
+ * come, so its store does not wait on for latecomers as after an early failure. */
+START_TEST(test_env_rank0_alone_times_out)
+{
+    int port = h_free_port();
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        hoop_comm *comm = NULL;
+        h_set_env(0, 2, port, "check-collectives", "2");
+        int64_t t0 = hoop__now_ns();
+        hoop_status st = hoop_comm_init_env(&comm);
+        double secs = (double)(hoop__now_ns() - t0) / 1e9;
+        int ok = st == HOOP_ERR_TIMEOUT && secs >= 1.9 && secs < 3.5;
+        if (!ok) fprintf(stderr, "rank 0: %s after %.2f s\n", hoop_status_name(st), secs);
+        _exit(ok ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank 0 failed");
+}
+END_TEST
+
 /* A worker process that is SIGKILLed mid-collective: the others fail with
  * HOOP_ERR_REMOTE naming it within 2 s. */
 static int kill_worker(int rank, int n, int port)
@@ -1508,6 +1532,7 @@ static Suite *suite(void)
     tcase_add_test(core, test_env_processes);
     tcase_add_test(core, test_env_second_comm);
     tcase_add_test(core, test_env_rank0_fails_early);
+    tcase_add_test(core, test_env_rank0_alone_times_out);
     suite_add_tcase(s, core);
     TCase *sched = tcase_create("schedules");
     tcase_add_test(sched, test_scratch_bytes_agree);

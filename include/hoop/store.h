@@ -21,8 +21,8 @@
  * stops tells its clients why before it closes: when rank 0 gives up (e.g. its
  * all-gather timed out), every rank still waiting fails at once with rank 0's status
  * and reason ("rank 0 gave up and closed its store: allgather 'x': rank 2 of 3 never
- * arrived ...; ranks that never connected to the store: 2"); when rank 0 dies, they fail
- * with HOOP_ERR_REMOTE saying that the store's host went away, how many ranks had
+ * arrived ...; ranks not connected to the store when it gave up: 2"); when rank 0 dies,
+ * they fail with HOOP_ERR_REMOTE saying that the store's host went away, how many ranks had
  * arrived when they did and how long they waited.
  * The wire format is described in src/bootstrap/store_proto.h.
  *

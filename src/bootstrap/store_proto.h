@@ -490,7 +490,7 @@ hoop_status hoop__store_init_served(hoop_store **out, const hoop_store_config *c
 
 /* hoop_store_server_init for the nodes' hoopruns (naming->nodes): its messages call a
  * rank "node" ("node 1 claimed twice ...; give each node's hooprun its own --node-rank",
- * "--nnodes 3 on node 1 but --nnodes 2 on node 0", "nodes that never connected"). */
+ * "--nnodes 3 on node 1 but --nnodes 2 on node 0", "nodes not connected ... when it gave up"). */
 hoop_status hoop__store_server_init_nodes(hoop_store_server **out, const hoop_store_config *cfg);
 
 /* 1 when the calling thread's last connection to a store (hoop_store_init and the

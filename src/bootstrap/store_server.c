@@ -1094,7 +1094,7 @@ static void close_all(hoop_store_server *s)
 
 // ----- GOODBYE: telling every client why the server stops ---------------------------------
 
-/* Appends "; ranks that never connected to the store: 2,3" (nodes: "nodes ...") to reason
+/* Appends "; ranks not connected to the store when it gave up: 2,3" (nodes: "nodes ...") to reason
  * when the world size is known. */
 static void add_never_seen(const hoop_store_server *s, char *reason, size_t cap)
 {
@@ -1106,9 +1106,9 @@ static void add_never_seen(const hoop_store_server *s, char *reason, size_t cap)
             snprintf(reason + used, cap - used, ",...");
             return;
         }
-        int k =
-            snprintf(reason + used, cap - used, "%s%s%s%d", first ? "; " : ",",
-                     first ? s->unit : "", first ? "s that never connected to the store: " : "", r);
+        int k = snprintf(reason + used, cap - used, "%s%s%s%d", first ? "; " : ",",
+                         first ? s->unit : "",
+                         first ? "s not connected to the store when it gave up: " : "", r);
         used += k > 0 ? (size_t)k : 0;
         first = 0;
     }
@@ -1185,10 +1185,18 @@ static int linger_start(hoop_store_server *s)
     if (s->linger_code == HOOP_OK || (s->lost_rank < 0 && !atomic_load(&s->tell_latecomers)) ||
         !some_unseen(s))
         return 0;
+    /* The owner (rank 0) says its failure only once this wait ends: say it now, where
+     * workers' stores are concerned (hooprun speaks for the nodes' own). */
+    if (!s->nodes)
+        HOOP_WARN("store %s: its owner gave up: %s; telling ranks not connected yet for up to "
+                  "%d ms",
+                  s->name, s->linger_reason, LINGER_MS);
+    else
+        HOOP_INFO(BOOT,
+                  "store %s: its owner gave up; waiting up to %d ms to tell the nodes not seen",
+                  s->name, LINGER_MS);
     add_never_seen(s, s->linger_reason, sizeof(s->linger_reason));
     s->linger_until = hoop__now_ns() + LINGER_MS * 1000000LL;
-    HOOP_INFO(BOOT, "store %s: its owner gave up; waiting up to %d ms to tell the ranks not seen",
-              s->name, LINGER_MS);
     for (conn *c = s->all, *next; c; c = next) {
         next = c->next;
         if (c->dead || !c->authed || c->closing || c->bye) continue;

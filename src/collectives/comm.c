@@ -811,10 +811,11 @@ hoop_status hoop_comm_init_env(hoop_comm **out)
     if (st != HOOP_OK) {
         /* On rank 0 the store's GOODBYE then tells every rank still waiting in it why,
          * and, for up to 2 s, ranks started a moment later that have not connected yet
-         * (else they would find no store and wait for it until HOOP_TIMEOUT). */
+         * (else they would find no store and wait for it until HOOP_TIMEOUT); not after
+         * a time-out, which gave every rank HOOP_TIMEOUT to come already. */
         if (store) {
             hoop__store_note_failure(store, st, hoop_last_error());
-            hoop__store_tell_latecomers(store);
+            if (st != HOOP_ERR_TIMEOUT) hoop__store_tell_latecomers(store);
         }
         hoop_store_destroy(store);
         return st;
