@@ -1272,6 +1272,25 @@ END_TEST
 
 // ----------------------------------------------------------------- processes
 
+/* Runs worker(rank, n, port) for ranks 0..n-1 as processes of one env:// job on a free
+ * port; each must exit 0. */
+static void run_env_workers(int n, int (*worker)(int rank, int n, int port))
+{
+    int port = h_free_port();
+    pid_t pid[H_MAX_RANKS];
+    ck_assert_int_le(n, H_MAX_RANKS);
+    for (int r = 0; r < n; r++) {
+        pid[r] = fork();
+        ck_assert_int_ge(pid[r], 0);
+        if (pid[r] == 0) _exit(worker(r, n, port));
+    }
+    for (int r = 0; r < n; r++) {
+        int status;
+        ck_assert_int_eq(waitpid(pid[r], &status, 0), pid[r]);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d failed", r);
+    }
+}
+
 /* One worker process of the env:// test; returns its exit code. */
 static int env_worker(int rank, int n, int port)
 {
@@ -1294,18 +1313,7 @@ static int env_worker(int rank, int n, int port)
 /* hoop_comm_init_env: separate processes meet through rank 0's store. */
 START_TEST(test_env_processes)
 {
-    int n = 3, port = h_free_port();
-    pid_t pid[3];
-    for (int r = 0; r < n; r++) {
-        pid[r] = fork();
-        ck_assert_int_ge(pid[r], 0);
-        if (pid[r] == 0) _exit(env_worker(r, n, port));
-    }
-    for (int r = 0; r < n; r++) {
-        int status;
-        ck_assert_int_eq(waitpid(pid[r], &status, 0), pid[r]);
-        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d failed", r);
-    }
+    run_env_workers(3, env_worker);
 }
 END_TEST
 
@@ -1331,18 +1339,7 @@ static int second_env_worker(int rank, int n, int port)
 
 START_TEST(test_env_second_comm)
 {
-    int n = 2, port = h_free_port();
-    pid_t pid[2];
-    for (int r = 0; r < n; r++) {
-        pid[r] = fork();
-        ck_assert_int_ge(pid[r], 0);
-        if (pid[r] == 0) _exit(second_env_worker(r, n, port));
-    }
-    for (int r = 0; r < n; r++) {
-        int status;
-        ck_assert_int_eq(waitpid(pid[r], &status, 0), pid[r]);
-        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d failed", r);
-    }
+    run_env_workers(2, second_env_worker);
 }
 END_TEST
 
@@ -1372,18 +1369,7 @@ static int early_fail_worker(int rank, int n, int port)
 
 START_TEST(test_env_rank0_fails_early)
 {
-    int n = 2, port = h_free_port();
-    pid_t pid[2];
-    for (int r = 0; r < n; r++) {
-        pid[r] = fork();
-        ck_assert_int_ge(pid[r], 0);
-        if (pid[r] == 0) _exit(early_fail_worker(r, n, port));
-    }
-    for (int r = 0; r < n; r++) {
-        int status;
-        ck_assert_int_eq(waitpid(pid[r], &status, 0), pid[r]);
-        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d failed", r);
-    }
+    run_env_workers(2, early_fail_worker);
 }
 END_TEST
 
