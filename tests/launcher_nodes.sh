@@ -94,9 +94,14 @@ both_rc() {
 wait_blocked() {
     local pid blk
     for pid in "$@"; do
+        # Also its signalfd, made just after the block: a thread's creation blocks every
+        # signal for a moment too (glibc's pthread_create; long under TSan), and a SIGTERM
+        # then came while hooprun was still connecting (it exits 143 untold to node 0).
         for _ in $(seq 200); do
             blk=$(awk '/^SigBlk/ { print $2 }' "/proc/$pid/status" 2> /dev/null)
-            [ -n "$blk" ] && [ $((0x$blk & 0x4200)) = $((0x4200)) ] && break # TERM, USR1
+            [ -n "$blk" ] && [ $((0x$blk & 0x4200)) = $((0x4200)) ] && # TERM, USR1
+                find "/proc/$pid/fd" -lname 'anon_inode:*signalfd*' 2> /dev/null | grep -q . &&
+                break
             sleep 0.05
         done
     done
