@@ -47,6 +47,7 @@ typedef struct bench_opts {
     hoop_op ops[HOOP_OP_COUNT_];
     int algo_set;
     hoop_algo algo;
+    hoop_algo env_algo;     /* HOOP_ALGO when valid, else auto (the library's default) */
     int show_algo;          /* --show-algo: the per-row algorithm column */
     int device;             /* --device: 0 host buffers (cpu), 1 CUDA device buffers */
     int64_t graphs;         /* -G: launches of each size's calls captured into a CUDA graph */

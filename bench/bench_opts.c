@@ -464,6 +464,7 @@ static void set_defaults(bench_opts *o)
                       .agg = 1,
                       .cycles = 1,
                       .check = 1,
+                      .env_algo = HOOP_ALGO_AUTO,
                       .average = BENCH_AVG_MEAN,
                       .blocking = BENCH_Z_ASYNC,
                       .ndtypes = 1,
@@ -517,9 +518,9 @@ static int check_combination(parse_ctx *p)
      * reduce-scatter): the library would run another algorithm on unshared buffers, and
      * the run would measure what was not asked for. */
     const char *env = getenv("HOOP_ALGO");
-    hoop_algo env_algo;
-    if (!o->algo_set && !o->reg && o->coll != BENCH_BROADCAST && o->coll != BENCH_REDUCE && env &&
-        hoop_algo_from_name(env, &env_algo) == HOOP_OK && env_algo == HOOP_ALGO_DIRECT)
+    if (!env || hoop_algo_from_name(env, &o->env_algo) != HOOP_OK) o->env_algo = HOOP_ALGO_AUTO;
+    if (!o->algo_set && !o->reg && o->coll != BENCH_BROADCAST && o->coll != BENCH_REDUCE &&
+        o->env_algo == HOOP_ALGO_DIRECT)
         return bad(p,
                    "HOOP_ALGO=%s reads the peers' buffers where they lie: it needs shared "
                    "buffers, -R 1 or 2 (with -R 0 every call would run another algorithm)",

@@ -106,13 +106,9 @@ static int failed(const bench_ctx *c, const char *what, hoop_status st)
 
 static const char *algo_label(const bench_ctx *c)
 {
-    const char *env = NULL;
-    hoop_algo a;
     if (c->o.algo_set) return hoop_algo_name(c->o.algo);
-    /* HOOP_ALGO in any case (RING, Direct): its canonical name, as the library reads it */
-    if (hoop__env_str("HOOP_ALGO", &env) != HOOP_OK || env == NULL ||
-        hoop_algo_from_name(env, &a) != HOOP_OK)
-        return "auto";
+    /* HOOP_ALGO in any case (RING, Direct), read once by the options: its canonical name */
+    hoop_algo a = c->o.env_algo;
     if (a == HOOP_ALGO_DIRECT && !c->o.reg) return "auto"; /* direct needs shared buffers */
     return hoop_algo_name(a);
 }
