@@ -1343,17 +1343,22 @@ START_TEST(test_env_second_comm)
 }
 END_TEST
 
-/* Rank 0 fails its own start-up over tcp (a HOOP_SOCKET_IFNAME that matches nothing)
- * before rank 1 has even started: rank 1, started 300 ms later, finds rank 0's store
- * still there to tell it why (within 5 s, a margin for sanitizers), instead of finding
- * none and waiting HOOP_TIMEOUT (10 s here). */
+/* Rank 0 fails its own start-up before rank 1 has even started: rank 1, started 300 ms
+ * later, finds rank 0's store still there to tell it why (within 5 s, a margin for
+ * sanitizers), instead of finding none and waiting HOOP_TIMEOUT (10 s here). Each case
+ * gives rank 0 alone a bad setting: one its tcp transport refuses after its store is up
+ * (a HOOP_SOCKET_IFNAME that matches nothing), and two refused before the store exists
+ * (a HOOP_ALGO that names no algorithm, a malformed HOOP_TIMEOUT). */
+static const char *const early_fail_var[] = {"HOOP_SOCKET_IFNAME", "HOOP_ALGO", "HOOP_TIMEOUT"};
+static int early_fail_case;
+
 static int early_fail_worker(int rank, int n, int port)
 {
     hoop_comm *comm = NULL;
     h_set_env(rank, n, port, "check-collectives", "10");
     setenv("HOOP_TRANSPORT", "tcp", 1); /* the one that reads HOOP_SOCKET_IFNAME */
     if (rank == 0)
-        setenv("HOOP_SOCKET_IFNAME", "nosuch9", 1);
+        setenv(early_fail_var[early_fail_case], "nosuch9", 1);
     else
         usleep(300 * 1000);
     int64_t t0 = hoop__now_ns();
@@ -1369,6 +1374,7 @@ static int early_fail_worker(int rank, int n, int port)
 
 START_TEST(test_env_rank0_fails_early)
 {
+    early_fail_case = _i;
     run_env_workers(2, early_fail_worker);
 }
 END_TEST
@@ -1517,7 +1523,7 @@ static Suite *suite(void)
     tcase_add_loop_test(core, test_unwaited, 2, 4);
     tcase_add_test(core, test_env_processes);
     tcase_add_test(core, test_env_second_comm);
-    tcase_add_test(core, test_env_rank0_fails_early);
+    tcase_add_loop_test(core, test_env_rank0_fails_early, 0, 3);
     tcase_add_test(core, test_env_rank0_alone_times_out);
     suite_add_tcase(s, core);
     TCase *sched = tcase_create("schedules");

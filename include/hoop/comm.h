@@ -120,12 +120,12 @@ HOOP_API hoop_status hoop_comm_init(hoop_comm **out, const hoop_comm_config *cfg
  * rank 0 (HOOP_ERR_SYSTEM, saying so). For several communicators over the same ranks
  * (there is no split or dup), make the store once with hoop_store_init_env
  * (hoop/store.h) and pass it as config.store to hoop_comm_init for each, in the same
- * order on every rank; destroy the store after them. When rank 0's start-up fails after
- * its store is up, every rank fails with rank 0's status and message: those connected
- * at once, those not connected yet when they come within 2 s (rank 0 keeps its store
- * that long, so it returns up to 2 s later); a rank that comes later finds no store and
- * times out. Errors as hoop_comm_init, and HOOP_ERR_INVALID naming a malformed
- * variable. */
+ * order on every rank; destroy the store after them. When rank 0's start-up fails (a
+ * HOOP_* setting it refuses, a transport that cannot open, ...), every rank fails with
+ * rank 0's status and message: those connected at once, those not connected yet when
+ * they come within 2 s (rank 0 keeps its store that long, so it returns up to 2 s
+ * later; not after a time-out); a rank that comes later finds no store and times out.
+ * Errors as hoop_comm_init, and HOOP_ERR_INVALID naming a malformed variable. */
 HOOP_API hoop_status hoop_comm_init_env(hoop_comm **out);
 
 /* Stops the progress thread, fails the collective still running ("... destroyed while
