@@ -59,10 +59,22 @@ double bench_bus_factor(bench_coll c, int world_size);
  * all-gather / reduce-scatter, to world_size equal blocks). */
 bench_layout bench_layout_of(bench_coll c, size_t size_bytes, size_t elt, int world_size);
 
-/* Fills the buffers for one call (in_place: the buffer layout of collectives.h).
- * send/recv have room for the layout; *call_send / *call_recv get the pointers to pass. */
+/* Bytes after each buffer's data that bench_prepare fills with a known pattern and
+ * bench_count_damage checks: a call that writes past the end of its buffers shows. */
+#define BENCH_GUARD_BYTES 64
+
+/* Fills the buffers for one call (in_place: the buffer layout of collectives.h), and
+ * the BENCH_GUARD_BYTES after each buffer's data. send/recv have room for the layout
+ * and the guards; *call_send / *call_recv get the pointers to pass. */
 void bench_prepare(const bench_case *bc, const bench_layout *L, int in_place, void *send,
                    void *recv, void **call_send, void **call_recv);
+
+/* What a call changed that it must not have, after bench_prepare(in_place, send, recv)
+ * and the call: the guard bytes after either buffer's data that changed, in *guard, and
+ * for an out-of-place call the elements of this rank's send buffer that no longer hold
+ * its input (a collective reads its send buffer only), in *sent. */
+void bench_count_damage(const bench_case *bc, const bench_layout *L, int in_place, const void *send,
+                        const void *recv, size_t *guard, size_t *sent);
 
 /* Counts the elements of this rank's result that differ from the exact reference
  * (recv is the call's receive pointer). Ranks without a result (reduce, not root)

@@ -52,6 +52,7 @@ typedef struct bench_opts {
     int device;             /* --device: 0 host buffers (cpu), 1 CUDA device buffers */
     int64_t graphs;         /* -G: launches of each size's calls captured into a CUDA graph */
     const char *json, *csv; /* -J / --json, --csv */
+    double min_bw;          /* NCCL_TESTS_MIN_BW (GB/s); -1 when unset */
 } bench_opts;
 
 /* The help text. */
@@ -122,8 +123,10 @@ typedef struct bench_report {
     const char *device_info; /* the rank table's last field: "host memory", ... */
     int64_t rows, errors;
     double busbw_sum;
-    int jdepth, jcount[8]; /* the JSON writer: nesting, items written at each level */
-    int begun;             /* bench_report_begin ran (the JSON is open) */
+    int jdepth, jcount[8];     /* the JSON writer: nesting, items written at each level */
+    int begun;                 /* bench_report_begin ran (the JSON is open) */
+    const char *stop_note;     /* "stopped by SIGINT after 12 rows", or NULL: the footer says it */
+    int json_errno, csv_errno; /* the first failed write of a row to -J / --csv, 0 none */
 } bench_report;
 
 /* The header lines, the rank table and the column headers; the JSON's opening. */
@@ -132,8 +135,11 @@ void bench_report_begin(bench_report *r, const bench_rank_info *ranks, int nrank
 /* One row (text, JSON, CSV). */
 void bench_report_row(bench_report *r, const bench_result *row);
 
-/* The footer (out of bounds, average busbw, the collective's name); closes the JSON.
- * Returns the number of failed checks ("Out of bounds values"). */
+/* The footer (out of bounds, average busbw, the collective's name), after a "# hoop: "
+ * line with stop_note when set; closes the JSON (stop_note in its "errors"). Returns the
+ * number of failed checks ("Out of bounds values"), plus 1 when the average busbw is
+ * below 0.9 x NCCL_TESTS_MIN_BW (o->min_bw), which the footer marks FAILED as
+ * nccl-tests does (OK when it is not; nothing when min_bw is unset). */
 int64_t bench_report_end(bench_report *r);
 
 /* A run that failed after bench_report_begin (why: the failure, one line): closes the

@@ -259,6 +259,52 @@ static size_t wrong_run(const bench_case *bc, const unsigned char *buf, size_t n
     }
 }
 
+/* Elements of buf[0..n) (of elt bytes) whose bits differ from the pattern's, element j
+ * expected at phase_of(j); elt a constant where inlined. */
+static inline size_t bits_differ(const void *buf, size_t n, size_t elt, const unsigned char *pat)
+{
+    const unsigned char *b = buf;
+    size_t wrong = 0;
+    for (size_t j = 0; j < n; j++) wrong += memcmp(b + j * elt, pat + phase_of(j) * elt, elt) != 0;
+    return wrong;
+}
+
+/* The guard's byte i: no run of equal bytes, unlike zeros or a fill pattern. */
+static inline unsigned char guard_byte(size_t i)
+{
+    return (unsigned char)(0xA7u ^ (i * 29u));
+}
+
+static void put_guard(unsigned char *at)
+{
+    for (size_t i = 0; i < BENCH_GUARD_BYTES; i++) at[i] = guard_byte(i);
+}
+
+static size_t guard_damage(const unsigned char *at)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < BENCH_GUARD_BYTES; i++) n += at[i] != guard_byte(i);
+    return n;
+}
+
+void bench_count_damage(const bench_case *bc, const bench_layout *L, int in_place, const void *send,
+                        const void *recv, size_t *guard, size_t *sent)
+{
+    size_t elt = hoop_dtype_size(bc->dtype);
+    unsigned char pat[16 * 8];
+    *guard = guard_damage((const unsigned char *)send + L->send_elems * elt) +
+             guard_damage((const unsigned char *)recv + L->recv_elems * elt);
+    *sent = 0;
+    if (in_place) return;
+    pattern(bc, bc->rank, pat);
+    switch (elt) { /* exact: the input must be untouched, bit for bit */
+    case 1: *sent = bits_differ(send, L->send_elems, 1, pat); break;
+    case 2: *sent = bits_differ(send, L->send_elems, 2, pat); break;
+    case 4: *sent = bits_differ(send, L->send_elems, 4, pat); break;
+    default: *sent = bits_differ(send, L->send_elems, 8, pat); break;
+    }
+}
+
 void bench_prepare(const bench_case *bc, const bench_layout *L, int in_place, void *send,
                    void *recv, void **call_send, void **call_recv)
 {
@@ -267,6 +313,8 @@ void bench_prepare(const bench_case *bc, const bench_layout *L, int in_place, vo
     pattern(bc, bc->rank, pat);
     *call_send = send;
     *call_recv = recv;
+    put_guard(s + L->send_elems * elt);
+    put_guard(r + L->recv_elems * elt);
     if (!in_place) {
         fill_run(s, L->send_elems, elt, pat, 0);
         memset(r, 0, L->recv_elems * elt);

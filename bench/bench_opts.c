@@ -13,6 +13,7 @@
  * meanings (-t TYPE, -a ALGO) get a hint to the new spelling. Pure: writes only the
  * options and the message buffer. Not thread-safe (getopt's globals).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -39,10 +40,13 @@ static const char usage[] =
     "  -f,--stepfactor N      size factor between steps; 1 = off, use -i (default 1)\n"
     "  -i,--stepbytes SIZE    size increment when -f is 1 (default 1M)\n"
     "  -n,--iters N           timed iterations per size (default 20)\n"
-    "  -w,--warmup_iters N    warm-up calls per size before the sweep (default 1)\n"
+    "  -w,--warmup_iters N    warm-up calls before the sweep at each size from -b to -e,\n"
+    "                         doubling (default 1)\n"
     "  -m,--agg_iters N       calls aggregated per iteration (default 1)\n"
-    "  -N,--run_cycles N      run the sweep N times, 0 = until killed (default 1)\n"
-    "  -c,--check N           check iterations per size on fresh data (default 1; 0 off)\n"
+    "  -N,--run_cycles N      run the sweep N times, 0 = until stopped (default 1)\n"
+    "  -c,--check N           check iterations per size on fresh data (default 1; 0 off):\n"
+    "                         the result against an exact reference, the 64 bytes after\n"
+    "                         each buffer, and an out-of-place call's send buffer\n"
     "  -d,--datatype TYPE     float half bfloat16 double int32 int64 uint8, or all\n"
     "                         (hoop's f32 f16 bf16 f64 i32 i64 u8 too; default float)\n"
     "  -o,--op OP             sum prod max min avg, or all (avg: floating types only;\n"
@@ -114,9 +118,18 @@ static const char usage[] =
                     "scattered buffer (reduce-scatter). busbw = algbw x 2(n-1)/n (all-reduce), "
                     "(n-1)/n\n"
                     "(all-gather, reduce-scatter), 1 (broadcast, reduce).\n"
-                    "Exit: 0 ok; 1 wrong results, a failed collective, or a write to an output\n"
-                    "file (-J, --csv) that failed during the run (a full disk); 2 bad flags or\n"
-                    "environment, or an output file that cannot be created at start.\n";
+                    "The ranks agree on each row's figures through rank 0's store, not a\n"
+                    "collective: a collective that computes wrong results cannot hide them.\n"
+                    "NCCL_TESTS_MIN_BW=X (GB/s): as in nccl-tests, the run fails when the average\n"
+                    "busbw is below 0.9 x X (the footer says FAILED). SIGINT or SIGTERM: every "
+                    "rank\n"
+                    "stops after the same row, and rank 0 ends its report and files (a second\n"
+                    "signal stops at once).\n"
+                    "Exit: 0 ok; 1 wrong results, an average busbw below NCCL_TESTS_MIN_BW, a\n"
+                    "failed collective, or a write to the output or a file (-J, --csv) that\n"
+                    "failed (a full disk); 2 bad flags or environment, or an output file that\n"
+                    "cannot be created at start; 128 + N after signal N (130 SIGINT, 143 "
+                    "SIGTERM).\n";
 
 const char *bench_usage(void)
 {
@@ -470,7 +483,8 @@ static void set_defaults(bench_opts *o)
                       .ndtypes = 1,
                       .dtypes = {HOOP_DTYPE_F32},
                       .nops = 1,
-                      .ops = {HOOP_OP_SUM}};
+                      .ops = {HOOP_OP_SUM},
+                      .min_bw = -1};
 }
 
 /* The collective: the one argument that is not an option. */
@@ -525,6 +539,16 @@ static int check_combination(parse_ctx *p)
                    "HOOP_ALGO=%s reads the peers' buffers where they lie: it needs shared "
                    "buffers, -R 1 or 2 (with -R 0 every call would run another algorithm)",
                    env);
+    /* nccl-tests' gate for CI: the average busbw below 0.9 x this (GB/s) fails the run.
+     * There a value atof cannot read is 0 (no gate); here it is refused. */
+    const char *mb = getenv("NCCL_TESTS_MIN_BW");
+    if (mb && *mb) {
+        char *end;
+        errno = 0;
+        o->min_bw = strtod(mb, &end);
+        if (errno || *end || end == mb || !(o->min_bw >= 0) || o->min_bw > 1e9)
+            return bad(p, "NCCL_TESTS_MIN_BW='%s' is not a bandwidth in GB/s (e.g. 20.5)", mb);
+    }
     if (o->json) {
         const char *dot = strrchr(o->json, '.'), *slash = strrchr(o->json, '/');
         if (dot == NULL || (slash && slash > dot) || strcmp(dot, ".json") != 0)

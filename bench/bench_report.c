@@ -321,7 +321,10 @@ static void json_footer(bench_report *r, double avg, const char *why)
     j_key(r, "average_bus_bandwidth");
     j_open(r, '{');
     j_kdouble(r, "bandwidth", avg);
-    j_kstr(r, "okay", "unchecked");
+    if (r->o->min_bw >= 0)
+        j_kbool(r, "okay", avg >= 0.9 * r->o->min_bw);
+    else
+        j_kstr(r, "okay", "unchecked");
     j_close(r, '}');
     j_key(r, "errors");
     j_open(r, '[');
@@ -378,7 +381,7 @@ static void text_row(bench_report *r, const bench_result *row, const char *redop
         if (row->wrong[p] < 0)
             snprintf(w, sizeof(w), "N/A");
         else
-            snprintf(w, sizeof(w), "%g", (double)row->wrong[p]);
+            snprintf(w, sizeof(w), "%g", (double)row->wrong[p]); /* nccl-tests' %g */
         fprintf(r->out, "  %7s  %6s  %6s  %6s", t, a, b, w);
     }
     if (r->o->device) {
@@ -416,20 +419,28 @@ void bench_report_row(bench_report *r, const bench_result *row)
     text_row(r, row, redop, root);
     if (r->json) json_row(r, row, redop, root);
     if (r->csv) csv_row(r, row, redop, root);
+    /* Each row on disk at once: a run killed later keeps the rows it measured. */
+    if (r->json && fflush(r->json) != 0 && !r->json_errno) r->json_errno = errno;
+    if (r->csv && fflush(r->csv) != 0 && !r->csv_errno) r->csv_errno = errno;
 }
 
 int64_t bench_report_end(bench_report *r)
 {
     double avg = r->rows ? r->busbw_sum / (2.0 * (double)r->rows) : 0;
+    int checked = r->o->min_bw >= 0, slow = checked && avg < 0.9 * r->o->min_bw;
     FILE *f = r->out;
+    if (r->stop_note) fprintf(f, "# hoop: %s\n", r->stop_note);
     fprintf(f, "# %-20s : %" PRId64 " %s\n", "Out of bounds values", r->errors,
             r->errors ? "FAILED" : "OK");
-    fprintf(f, "# %-20s : %g \n", "Avg bus bandwidth", avg);
+    fprintf(f, "# %-20s : %g %s\n", "Avg bus bandwidth", avg,
+            !checked ? ""
+            : slow   ? "FAILED"
+                     : "OK");
     fprintf(f, "#\n# Collective test concluded: %s\n#\n", bench_test_name(r->o->coll));
     fflush(f);
-    if (r->json) json_footer(r, avg, NULL);
+    if (r->json) json_footer(r, avg, r->stop_note);
     r->begun = 0;
-    return r->errors;
+    return r->errors + slow;
 }
 
 void bench_report_fail(bench_report *r, const char *why)

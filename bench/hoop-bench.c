@@ -11,7 +11,10 @@
  * for at the end; 1: wait and barrier after each iteration; 2: wait after each), time =
  * elapsed / (n x m), combined over ranks as -a says (0 rank 0's, 1 mean, 2 min, 3 max);
  * algbw = size / time, busbw = algbw x nccl-tests' factor. Then -c check iterations on
- * fresh data, each compared with bench_data.c's exact reference. -N repeats the sweep;
+ * fresh data, each compared with bench_data.c's exact reference, with the guard bytes
+ * after both buffers and an out-of-place call's send buffer. The ranks combine a row's
+ * times and wrong counts through rank 0's store (agree_row), never through the
+ * collectives under test, as nccl-tests does through MPI. -N repeats the sweep;
  * -d all / -o all run it for every type / op. Rank 0 prints (bench_report.c); a wrong
  * element makes the exit code 1, bad flags or environment 2. --device cuda: the calls
  * get device buffers (the CUDA backend's allocator, on the rank's GPU; with -R,
@@ -21,12 +24,15 @@
  * cudaGraphLaunches): the timed loop's calls, in their stream form on a stream of the
  * rank's, are captured into a CUDA graph that is launched N times (time per call = the
  * launches' time / (n x m x N)), and each check replays a graph of one captured call. Without
- * MASTER_ADDR and WORLD_SIZE it runs alone (world_size 1). Single-threaded; owns its comm, buffers
- * and output files.
+ * MASTER_ADDR and WORLD_SIZE it runs alone (world_size 1). SIGINT and SIGTERM stop every rank
+ * after the same row, and rank 0 ends its report and files. Single-threaded (but for the
+ * signal flag); owns its comm, buffers and output files.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +44,7 @@
 #include "bench/bench_cli.h"
 #include "bootstrap/store_proto.h"
 #include "collectives/coll.h"
+#include "collectives/comm.h"
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/clock.h"
@@ -45,6 +52,7 @@
 #include "cuda/coll.h"
 #include "hoop/collectives.h"
 #include "hoop/comm.h"
+#include "hoop/store.h"
 #include "hoop/tensor.h"
 #include "hoop/version.h"
 
@@ -63,7 +71,34 @@ typedef struct bench_ctx {
     char dev[64];                       /* --device cuda: "cuda:0 NVIDIA H200, 139.8 GiB" */
     bench_report rep;
     char json_path[4096], knobs[256];
+    int stopped; /* the stop signal the ranks agreed on after a row (agree_row), 0 none */
 } bench_ctx;
+
+// ----- stop signals ------------------------------------------------------------------
+
+/* The first SIGINT or SIGTERM, 0 none. The ranks agree on it after each row and stop
+ * after the same row, so that rank 0 closes its report and files (-N 0 runs until
+ * stopped). Any thread may run the handler: a lock-free atomic, as C11 allows there. */
+static atomic_int stop_signal;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the stop flag must be lock-free");
+
+static void on_stop_signal(int sig)
+{
+    int none = 0;
+    if (!atomic_compare_exchange_strong(&stop_signal, &none, sig)) {
+        signal(sig, SIG_DFL); /* a second one: stop now, as the default would */
+        raise(sig);
+    }
+}
+
+/* From the sweep on; before, the default effect: there is nothing to close. */
+static void catch_stop_signals(void)
+{
+    struct sigaction sa = {.sa_handler = on_stop_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
 
 /* Only rank 0 (or a process outside hooprun) talks; the others stay silent. */
 static int is_quiet(void)
@@ -168,9 +203,9 @@ static hoop_status prepare(bench_ctx *c, const bench_layout *L, int in_place, vo
 {
     size_t elt = hoop_dtype_size(c->bc.dtype);
     bench_prepare(&c->bc, L, in_place, c->send, c->recv, s, r);
-    if (c->o.device) {
-        HOOP_CHECK(c->cuda->copy(c->dsend, c->send, L->send_elems * elt));
-        HOOP_CHECK(c->cuda->copy(c->drecv, c->recv, L->recv_elems * elt));
+    if (c->o.device) { /* the guards too (alloc_buffers leaves room for them) */
+        HOOP_CHECK(c->cuda->copy(c->dsend, c->send, L->send_elems * elt + BENCH_GUARD_BYTES));
+        HOOP_CHECK(c->cuda->copy(c->drecv, c->recv, L->recv_elems * elt + BENCH_GUARD_BYTES));
     }
     *s = call_ptr(c, *s);
     *r = call_ptr(c, *r);
@@ -178,13 +213,13 @@ static hoop_status prepare(bench_ctx *c, const bench_layout *L, int in_place, vo
 }
 
 /* --device cuda: the device buffers copied back to the host mirrors (a no-op on the
- * host), so that bench_count_wrong reads the call's result. */
+ * host), guards included, so that the checks read what the call left. */
 static hoop_status fetch(bench_ctx *c, const bench_layout *L)
 {
     size_t elt = hoop_dtype_size(c->bc.dtype);
     if (!c->o.device) return HOOP_OK;
-    HOOP_CHECK(c->cuda->copy(c->send, c->dsend, L->send_elems * elt));
-    return c->cuda->copy(c->recv, c->drecv, L->recv_elems * elt);
+    HOOP_CHECK(c->cuda->copy(c->send, c->dsend, L->send_elems * elt + BENCH_GUARD_BYTES));
+    return c->cuda->copy(c->recv, c->drecv, L->recv_elems * elt + BENCH_GUARD_BYTES);
 }
 
 /* The host pointer of call pointer d (the inverse of call_ptr). */
@@ -329,42 +364,106 @@ static hoop_status time_calls(bench_ctx *c, const bench_layout *L, void *s, void
     return st;
 }
 
-/* -a: rank 0's own time, or the mean, min or max over ranks. */
-static hoop_status combine(bench_ctx *c, double *us)
+/* Says once per run and kind, on this rank's stderr, what a check found besides wrong
+ * results: the call wrote past the end of a buffer, or into its send buffer. */
+static void say_damage(const bench_ctx *c, const bench_layout *L, int in_place, size_t guard,
+                       size_t sent)
 {
-    static const hoop_op ops[4] = {HOOP_OP_SUM, HOOP_OP_SUM, HOOP_OP_MIN, HOOP_OP_MAX};
-    if (c->o.average == BENCH_AVG_RANK0) return HOOP_OK;
-    HOOP_CHECK(hoop_allreduce(c->comm, us, us, 1, HOOP_DTYPE_F64, ops[c->o.average], NULL));
-    if (c->o.average == BENCH_AVG_MEAN) *us /= c->bc.world_size;
-    return HOOP_OK;
+    static int said_guard, said_sent;
+    const char *place = in_place ? "in-place" : "out-of-place";
+    if (guard && !said_guard++)
+        fprintf(stderr,
+                "hoop-bench: rank %d: %s %s of %zu bytes wrote past the end of its buffers: "
+                "%zu of the %d bytes after them changed (counted as wrong elements)\n",
+                c->bc.rank, bench_coll_name(c->o.coll), place, L->bytes, guard, BENCH_GUARD_BYTES);
+    if (sent && !said_sent++)
+        fprintf(stderr,
+                "hoop-bench: rank %d: %s %s of %zu bytes changed %zu elements of its send "
+                "buffer, which a collective only reads (counted as wrong elements)\n",
+                c->bc.rank, bench_coll_name(c->o.coll), place, L->bytes, sent);
 }
 
-/* Up to -c calls on fresh data, each compared with the reference, stopping at the first
- * wrong one: wrong elements and the ranks that saw any, summed over ranks. With -G the
+/* -c calls on fresh data, each compared with the reference: this rank's wrong elements
+ * in the first call that had any (with bytes written past the buffers' ends, and
+ * elements of an out-of-place call's send buffer changed), in *wrong. Every check runs
+ * whatever the earlier ones found, so that every rank makes the same calls. With -G the
  * call is captured once and each check is a replay of that graph. */
-static hoop_status check_calls(bench_ctx *c, const bench_layout *L, int in_place, int64_t *wrong,
-                               int64_t *errors)
+static hoop_status check_calls(bench_ctx *c, const bench_layout *L, int in_place, int64_t *wrong)
 {
     void *s, *r, *graph = NULL;
     hoop_status st = HOOP_OK;
-    *wrong = *errors = 0;
-    for (int64_t k = 0; k < c->o.check && *wrong == 0 && st == HOOP_OK; k++) {
+    *wrong = 0;
+    for (int64_t k = 0; k < c->o.check && st == HOOP_OK; k++) {
         if ((st = prepare(c, L, in_place, &s, &r)) != HOOP_OK) break;
         if (c->o.graphs && !graph && (st = capture(c, L, s, r, 1, &graph)) != HOOP_OK) break;
         st = c->o.graphs ? replay(c, graph, 1) : issue(c, L, s, r, NULL);
         if (st == HOOP_OK) st = fetch(c, L);
-        if (st != HOOP_OK) break;
-        int64_t v[2] = {(int64_t)bench_count_wrong(&c->bc, L, host_ptr(c, r)), 0};
-        v[1] = v[0] > 0;
-        st = hoop_allreduce(c->comm, v, v, 2, HOOP_DTYPE_I64, HOOP_OP_SUM, NULL);
-        *wrong = v[0], *errors = v[1];
+        if (st != HOOP_OK || *wrong) continue;
+        size_t guard, sent;
+        bench_count_damage(&c->bc, L, in_place, c->send, c->recv, &guard, &sent);
+        say_damage(c, L, in_place, guard, sent);
+        *wrong = (int64_t)(bench_count_wrong(&c->bc, L, host_ptr(c, r)) + guard + sent);
     }
     if (graph) c->cuda->graph_free(graph);
     return st;
 }
 
-/* One placement of one size: data, one untimed call, barrier, timed calls, checks. */
-static int run_placement(bench_ctx *c, const bench_layout *L, int p, bench_result *row)
+/* What each rank brings to a row's verdict. */
+typedef struct row_share {
+    double us[2];     /* this rank's time per call, out-of-place and in-place */
+    int64_t wrong[2]; /* bench_count_wrong's and check_calls' (-1: no check) */
+    int32_t stop;     /* the stop signal this rank got, 0 none */
+    int32_t pad;
+} row_share;
+
+/* The row's verdict, agreed through rank 0's store rather than a collective (as
+ * nccl-tests uses MPI for it): a collective under test, or the executor under it, that
+ * computes wrong results would also corrupt the verdict on its own results. Fills the
+ * row's times (-a: rank 0's, or the mean, min or max over ranks), wrong elements summed
+ * over ranks and the ranks that saw any, and *stop, the highest stop signal any rank got
+ * (every rank then stops after the same row). */
+static hoop_status agree_row(bench_ctx *c, const row_share *mine, bench_result *row, int *stop)
+{
+    int n = c->bc.world_size;
+    row_share *all = (row_share *)mine;
+    if (n > 1) {
+        int64_t timeout_ms;
+        hoop_store *store = hoop__comm_env_store(c->comm);
+        if (store == NULL)
+            return HOOP_ERROR(HOOP_ERR_INTERNAL, "hoop-bench: the communicator has no store");
+        HOOP_CHECK(hoop__env_ms("HOOP_TIMEOUT", &timeout_ms));
+        HOOP_CHECK(hoop__calloc(&all, (size_t)n));
+        hoop_status st =
+            hoop_store_allgather(store, "hoop-bench/row", mine, sizeof(*mine), all, timeout_ms);
+        if (st != HOOP_OK) {
+            free(all);
+            return st;
+        }
+    }
+    *stop = 0;
+    for (int p = 0; p < 2; p++) {
+        double t = c->o.average == BENCH_AVG_RANK0 ? all[0].us[p] : 0;
+        row->wrong[p] = mine->wrong[p] < 0 ? -1 : 0;
+        row->errors[p] = 0;
+        for (int q = 0; q < n; q++) {
+            double u = all[q].us[p];
+            if (c->o.average == BENCH_AVG_MEAN) t += u / n;
+            if (c->o.average == BENCH_AVG_MIN && (q == 0 || u < t)) t = u;
+            if (c->o.average == BENCH_AVG_MAX && (q == 0 || u > t)) t = u;
+            if (all[q].wrong[p] > 0) row->wrong[p] += all[q].wrong[p], row->errors[p]++;
+            if (all[q].stop > *stop) *stop = all[q].stop;
+        }
+        row->time_us[p] = t;
+        row->algbw[p] = t > 0 ? (double)row->bytes / (t * 1e3) : 0;
+        row->busbw[p] = row->algbw[p] * bench_bus_factor(c->o.coll, n);
+    }
+    if (all != mine) free(all);
+    return HOOP_OK;
+}
+
+/* One placement of one size: data, one untimed call, barrier, timed calls, checks;
+ * this rank's time and wrong elements go into share. */
+static int run_placement(bench_ctx *c, const bench_layout *L, int p, row_share *share)
 {
     void *s, *r;
     hoop_status st;
@@ -372,14 +471,11 @@ static int run_placement(bench_ctx *c, const bench_layout *L, int p, bench_resul
     if ((st = prepare(c, L, p, &s, &r)) != HOOP_OK) return failed(c, "preparing the data", st);
     if ((st = issue(c, L, s, r, NULL)) != HOOP_OK ||
         (st = hoop_barrier(c->comm, NULL)) != HOOP_OK ||
-        (st = time_calls(c, L, s, r, &row->time_us[p])) != HOOP_OK ||
-        (st = combine(c, &row->time_us[p])) != HOOP_OK)
+        (st = time_calls(c, L, s, r, &share->us[p])) != HOOP_OK)
         return failed(c, what, st);
-    if (c->o.check && (st = check_calls(c, L, p, &row->wrong[p], &row->errors[p])) != HOOP_OK)
+    share->wrong[p] = -1;
+    if (c->o.check && (st = check_calls(c, L, p, &share->wrong[p])) != HOOP_OK)
         return failed(c, "check", st);
-    double us = row->time_us[p];
-    row->algbw[p] = us > 0 ? (double)L->bytes / (us * 1e3) : 0;
-    row->busbw[p] = row->algbw[p] * bench_bus_factor(c->o.coll, c->bc.world_size);
     return 0;
 }
 
@@ -397,10 +493,14 @@ static int run_size(bench_ctx *c, size_t size)
     if (algo_known(c) || c->o.coll != BENCH_ALLREDUCE)
         row.algo = row_algo(c, &L, algo, sizeof(algo));
     hoop_status st;
+    row_share share = {0};
     for (int p = 0; p < 2; p++)
-        if (run_placement(c, &L, p, &row) != 0) return 1;
+        if (run_placement(c, &L, p, &share) != 0) return 1;
     if (c->o.device && (st = copy_rates(c, &L, &row)) != HOOP_OK)
         return failed(c, "timing host<->device copies", st);
+    share.stop = atomic_load(&stop_signal);
+    if ((st = agree_row(c, &share, &row, &c->stopped)) != HOOP_OK)
+        return failed(c, "agreeing on the row's figures (through rank 0's store)", st);
     if (c->bc.rank == 0) bench_report_row(&c->rep, &row);
     return 0;
 }
@@ -425,10 +525,11 @@ static int warm_up(bench_ctx *c)
 static int sweep_one(bench_ctx *c)
 {
     int rc = warm_up(c);
-    for (int64_t cycle = 0; rc == 0 && (c->o.cycles == 0 || cycle < c->o.cycles); cycle++) {
+    for (int64_t cycle = 0; rc == 0 && !c->stopped && (c->o.cycles == 0 || cycle < c->o.cycles);
+         cycle++) {
         uint64_t s = (uint64_t)c->o.minb;
         do rc = run_size(c, (size_t)s);
-        while (rc == 0 && bench_next_size(&c->o, s, &s));
+        while (rc == 0 && !c->stopped && bench_next_size(&c->o, s, &s));
     }
     return rc;
 }
@@ -439,19 +540,45 @@ static int sweep(bench_ctx *c)
 {
     int nops = bench_has_op(c->o.coll) ? c->o.nops : 1, rc = 0;
     int nroots = bench_has_root(c->o.coll) && c->o.all_roots ? c->bc.world_size : 1;
-    for (int d = 0; rc == 0 && d < c->o.ndtypes; d++)
-        for (int k = 0; rc == 0 && k < nops; k++) {
+    for (int d = 0; rc == 0 && !c->stopped && d < c->o.ndtypes; d++)
+        for (int k = 0; rc == 0 && !c->stopped && k < nops; k++) {
             c->bc.dtype = c->o.dtypes[d];
             c->bc.op = c->o.ops[k];
             if (bench_has_op(c->o.coll) && c->bc.op == HOOP_OP_AVG && c->bc.dtype >= HOOP_DTYPE_I32)
                 continue;
-            for (int root = 0; rc == 0 && root < nroots; root++) {
+            for (int root = 0; rc == 0 && !c->stopped && root < nroots; root++) {
                 if (nroots > 1) c->bc.root = root;
                 rc = sweep_one(c);
             }
         }
-    if (rc != 0 || c->bc.rank != 0) return rc;
-    return bench_report_end(&c->rep) ? 1 : 0;
+    /* Rank 0's store serves the last row's verdict (agree_row) until every rank has read
+     * it: nobody goes on to hoop_comm_destroy, which closes that store, before then. */
+    hoop_status st;
+    if (rc == 0 && c->bc.world_size > 1 && (st = hoop_barrier(c->comm, NULL)) != HOOP_OK)
+        rc = failed(c, "the closing barrier", st);
+    if (rc == 0 && c->stopped) rc = 128 + c->stopped;
+    if ((rc != 0 && !c->stopped) || c->bc.rank != 0) return rc;
+    char note[96];
+    if (c->stopped) {
+        snprintf(note, sizeof(note), "stopped by %s after %" PRId64 " rows",
+                 c->stopped == SIGINT    ? "SIGINT"
+                 : c->stopped == SIGTERM ? "SIGTERM"
+                                         : "a signal",
+                 c->rep.rows);
+        c->rep.stop_note = note;
+    }
+    int64_t failures = bench_report_end(&c->rep); /* the footer says which; stderr too */
+    if (c->rep.errors)
+        fprintf(stderr,
+                "hoop-bench: wrong results: %" PRId64 " failed check%s (#wrong, and the "
+                "footer's Out of bounds values)\n",
+                c->rep.errors, c->rep.errors == 1 ? "" : "s");
+    if (failures > c->rep.errors)
+        fprintf(stderr,
+                "hoop-bench: the average busbw is below 0.9 x NCCL_TESTS_MIN_BW=%g GB/s (the "
+                "footer's FAILED)\n",
+                c->o.min_bw);
+    return rc ? rc : failures != 0;
 }
 
 // ----- set-up ----------------------------------------------------------------------
@@ -634,23 +761,27 @@ static int setup(bench_ctx *c, int argc, char **argv)
                          c->bc.rank,  c->bc.world_size};
     if (bench_has_root(c->o.coll) && c->o.root >= c->bc.world_size)
         return bad_flag("-r %" PRId64 " is not below world_size %d", c->o.root, c->bc.world_size);
-    if (c->o.algo_set && (st = hoop_comm_set_algo(c->comm, c->o.algo)) != HOOP_OK)
-        return failed(c, "hoop_comm_set_algo", st);
     if ((c->o.device && (rc = open_device(c)) != 0) || (rc = open_outputs(c, argc, argv)) != 0 ||
         (rc = alloc_buffers(c)) != 0 || (rc = gather_ranks(c, &ranks)) != 0) {
         free(ranks);
         return rc;
+    }
+    /* After the rank table: the algorithm under test moves only the sweep's bytes. */
+    if (c->o.algo_set && (st = hoop_comm_set_algo(c->comm, c->o.algo)) != HOOP_OK) {
+        free(ranks);
+        return failed(c, "hoop_comm_set_algo", st);
     }
     if (c->bc.rank == 0) bench_report_begin(&c->rep, ranks, c->bc.world_size);
     free(ranks);
     return 0;
 }
 
-/* Closes an output file (flag, path: for the message): 1 after a line naming it when a
- * write failed (a full disk, /dev/full), else 0. */
-static int close_output(FILE *f, const char *flag, const char *path)
+/* Closes an output file (flag, path: for the message; err: the errno of a write that
+ * failed before, 0 none): 1 after a line naming it when a write failed (a full disk,
+ * /dev/full), else 0. */
+static int close_output(FILE *f, const char *flag, const char *path, int err)
 {
-    int err = ferror(f) ? EIO : 0;
+    if (!err && ferror(f)) err = EIO;
     if (fflush(f) != 0) err = errno;
     if (fclose(f) != 0 && !err) err = errno;
     if (!err) return 0;
@@ -672,6 +803,7 @@ int main(int argc, char **argv)
         setenv("HOOP_TIMEOUT", s, 1);
     }
     rc = setup(&ctx, argc, argv);
+    if (rc == 0) catch_stop_signals();
     if (rc == 0) rc = sweep(&ctx);
     if (rc != 0) bench_report_fail(&ctx.rep, failure[0] ? failure : "the run failed");
     if (ctx.o.reg && ctx.comm && ctx.o.device) { /* collective: every rank gets here */
@@ -685,8 +817,16 @@ int main(int argc, char **argv)
     }
     hoop_status st = ctx.comm ? hoop_comm_destroy(ctx.comm) : HOOP_OK;
     if (st != HOOP_OK && rc == 0) rc = failed(&ctx, "hoop_comm_destroy", st);
-    if (ctx.rep.json && close_output(ctx.rep.json, "-J", ctx.json_path) && rc == 0) rc = 1;
-    if (ctx.rep.csv && close_output(ctx.rep.csv, "--csv", ctx.o.csv) && rc == 0) rc = 1;
+    if (ctx.rep.json && close_output(ctx.rep.json, "-J", ctx.json_path, ctx.rep.json_errno) &&
+        rc == 0)
+        rc = 1;
+    if (ctx.rep.csv && close_output(ctx.rep.csv, "--csv", ctx.o.csv, ctx.rep.csv_errno) && rc == 0)
+        rc = 1;
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) { /* > /dev/full */
+        fprintf(stderr, "hoop-bench: writing the report to the standard output failed: %s\n",
+                hoop__strerror(errno ? errno : EIO));
+        rc = 1;
+    }
     if (ctx.cuda) {
         if (ctx.stream) ctx.cuda->stream_free(ctx.stream);
         if (ctx.dsend) ctx.cuda->dev_free(ctx.dsend);

@@ -75,7 +75,8 @@ static void simulate_reduce(bench_case bc, const bench_layout *L, int me, void *
 {
     size_t elt = hoop_dtype_size(bc.dtype), ne = L->send_elems;
     double *acc = calloc(ne, sizeof(double));
-    void *s = malloc(ne * elt), *r = malloc(L->recv_elems * elt), *cs, *cr;
+    void *s = malloc(ne * elt + BENCH_GUARD_BYTES),
+         *r = malloc(L->recv_elems * elt + BENCH_GUARD_BYTES), *cs, *cr;
     for (int q = 0; q < bc.world_size; q++) {
         bc.rank = q;
         bench_prepare(&bc, L, 0, s, r, &cs, &cr);
@@ -120,8 +121,8 @@ START_TEST(test_check_gather_broadcast)
     for (int n = 1; n <= 4; n++) {
         bench_case bc = {BENCH_ALLGATHER, HOOP_DTYPE_F16, HOOP_OP_SUM, -1, 0, n};
         bench_layout L = bench_layout_of(BENCH_ALLGATHER, 2 * 11 * n, 2, n);
-        uint16_t *all = calloc(L.recv_elems, 2), *s = malloc(L.count * 2),
-                 *r = malloc(L.recv_elems * 2);
+        uint16_t *all = calloc(L.recv_elems + BENCH_GUARD_BYTES, 2),
+                 *s = malloc(L.count * 2 + BENCH_GUARD_BYTES), *r = malloc(L.recv_elems * 2);
         void *cs, *cr;
         for (int q = 0; q < n; q++) { /* rank q's contribution lands at block q */
             bc.rank = q;
@@ -135,7 +136,7 @@ START_TEST(test_check_gather_broadcast)
     }
     bench_case bb = {BENCH_BROADCAST, HOOP_DTYPE_F32, HOOP_OP_SUM, 1, 0, 3};
     bench_layout L = bench_layout_of(BENCH_BROADCAST, 40, 4, 3);
-    float buf[10], zero[10] = {0};
+    float buf[10 + BENCH_GUARD_BYTES / 4], zero[10] = {0};
     void *cs, *cr;
     bench_prepare(&bb, &L, 1, buf, buf, &cs, &cr); /* rank 0, in place: zeroed */
     ck_assert_uint_eq(bench_count_wrong(&bb, &L, buf), 10);
@@ -178,8 +179,8 @@ START_TEST(test_check_sees_misplaced_data)
     int n = 8;
     bench_case bg = {BENCH_ALLGATHER, HOOP_DTYPE_F16, HOOP_OP_SUM, -1, 0, n};
     L = bench_layout_of(BENCH_ALLGATHER, 2 * 16 * (size_t)n, 2, n);
-    uint16_t *all = calloc(L.recv_elems, 2), *s = malloc(L.count * 2),
-             *r = malloc(L.recv_elems * 2);
+    uint16_t *all = calloc(L.recv_elems + BENCH_GUARD_BYTES, 2),
+             *s = malloc(L.count * 2 + BENCH_GUARD_BYTES), *r = malloc(L.recv_elems * 2);
     void *cs, *cr;
     for (int q = 0; q < n; q++) {
         bg.rank = q;
@@ -194,6 +195,36 @@ START_TEST(test_check_sees_misplaced_data)
     ck_assert_uint_gt(want, 0);
     ck_assert_uint_eq(bench_count_wrong(&bg, &L, r), want);
     free(all), free(s), free(r);
+}
+END_TEST
+
+/* The guards after both buffers and an out-of-place call's send buffer: untouched after
+ * bench_prepare, and every byte written past a buffer's end or element of the send
+ * buffer changed is counted, for every collective, placement and element size. */
+START_TEST(test_check_damage)
+{
+    const hoop_dtype dts[3] = {HOOP_DTYPE_U8, HOOP_DTYPE_F16, HOOP_DTYPE_F64};
+    for (int c = 0; c < BENCH_COLL_COUNT_; c++)
+        for (int d = 0; d < 3; d++)
+            for (int ip = 0; ip < 2; ip++) {
+                size_t elt = hoop_dtype_size(dts[d]), guard, sent;
+                bench_case bc = {(bench_coll)c, dts[d], HOOP_OP_SUM, 0, 1, 3};
+                bench_layout L = bench_layout_of((bench_coll)c, 3 * 8 * 13, elt, 3);
+                size_t sb = L.send_elems * elt, rb = L.recv_elems * elt;
+                unsigned char *s = malloc(sb + BENCH_GUARD_BYTES),
+                              *r = malloc(rb + BENCH_GUARD_BYTES);
+                void *cs, *cr;
+                bench_prepare(&bc, &L, ip, s, r, &cs, &cr);
+                bench_count_damage(&bc, &L, ip, s, r, &guard, &sent);
+                ck_assert_uint_eq(guard, 0);
+                ck_assert_uint_eq(sent, 0);
+                s[sb] ^= 1, r[rb + BENCH_GUARD_BYTES - 1] ^= 0x80, r[rb + 7] = 0;
+                s[sb / 2] ^= 4; /* an element of the send buffer */
+                bench_count_damage(&bc, &L, ip, s, r, &guard, &sent);
+                ck_assert_uint_eq(guard, 3); /* no guard byte is 0 */
+                ck_assert_uint_eq(sent, ip ? 0 : 1);
+                free(s), free(r);
+            }
 }
 END_TEST
 
@@ -535,6 +566,63 @@ START_TEST(test_report_text)
 }
 END_TEST
 
+/* NCCL_TESTS_MIN_BW (o.min_bw) as nccl-tests applies it: the average busbw below 0.9 x
+ * the value is FAILED and adds 1 to what bench_report_end returns; OK at or above; no
+ * word without it. A stop note comes before the footer and in the JSON's errors. */
+static char *report_one_row(double min_bw, const char *note, int64_t *ret, char **json)
+{
+    bench_opts o;
+    char err[256], *text = NULL, *jtext = NULL;
+    size_t len = 0, jlen = 0;
+    ck_assert_int_eq(parse_line("allreduce -b 64 -e 64", &o, err, sizeof(err)), 0);
+    o.min_bw = min_bw;
+    FILE *f = open_memstream(&text, &len), *j = open_memstream(&jtext, &jlen);
+    bench_report r = {.o = &o,
+                      .env = {2, "auto", "HOOP_X=1", "9.9.9", NULL},
+                      .out = f,
+                      .json = j,
+                      .device_info = "host memory",
+                      .stop_note = note};
+    bench_rank_info ranks[2] = {{0, 0, 1, -1, "alpha", ""}, {1, 1, 2, -1, "alpha", ""}};
+    bench_report_begin(&r, ranks, 2);
+    bench_result row = {.bytes = 64,
+                        .count = 16,
+                        .dtype = HOOP_DTYPE_F32,
+                        .op = HOOP_OP_SUM,
+                        .time_us = {10, 10},
+                        .algbw = {1, 1},
+                        .busbw = {9, 11}, /* average 10 */
+                        .root = -1};
+    bench_report_row(&r, &row);
+    *ret = bench_report_end(&r);
+    fclose(f), fclose(j);
+    *json = jtext;
+    return text;
+}
+
+START_TEST(test_report_min_bw_and_stop)
+{
+    int64_t ret;
+    char *json, *text = report_one_row(-1, NULL, &ret, &json);
+    ck_assert_int_eq(ret, 0);
+    ck_assert_ptr_nonnull(strstr(text, "\n# Avg bus bandwidth    : 10 \n"));
+    ck_assert_ptr_null(strstr(text, "# hoop: stopped"));
+    ck_assert_ptr_nonnull(strstr(json, "\"okay\":\"unchecked\""));
+    free(text), free(json);
+    text = report_one_row(11.1, NULL, &ret, &json); /* 10 >= 0.9 x 11.1 = 9.99 */
+    ck_assert_int_eq(ret, 0);
+    ck_assert_ptr_nonnull(strstr(text, "\n# Avg bus bandwidth    : 10 OK\n"));
+    free(text), free(json);
+    text = report_one_row(11.2, "stopped by SIGINT after 1 rows", &ret, &json); /* 10.08 */
+    ck_assert_int_eq(ret, 1);
+    ck_assert_ptr_nonnull(strstr(text, "\n# Avg bus bandwidth    : 10 FAILED\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\n# hoop: stopped by SIGINT after 1 rows\n# Out of"));
+    ck_assert_ptr_nonnull(strstr(json, "\"stopped by SIGINT after 1 rows\""));
+    ck_assert_ptr_nonnull(strstr(json, "\"okay\":\"false\""));
+    free(text), free(json);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("bench");
@@ -545,6 +633,7 @@ int main(void)
     tcase_add_test(tc, test_check_counts_corruption);
     tcase_add_test(tc, test_check_gather_broadcast);
     tcase_add_test(tc, test_check_sees_misplaced_data);
+    tcase_add_test(tc, test_check_damage);
     suite_add_tcase(s, tc);
     TCase *cli = tcase_create("cli");
     tcase_add_test(cli, test_parse_defaults);
@@ -553,6 +642,7 @@ int main(void)
     tcase_add_test(cli, test_sizes);
     tcase_add_test(cli, test_format_float);
     tcase_add_test(cli, test_report_text);
+    tcase_add_test(cli, test_report_min_bw_and_stop);
     suite_add_tcase(s, cli);
     return run_suite(s);
 }

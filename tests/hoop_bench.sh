@@ -309,6 +309,49 @@ else
     echo "SKIP (part): --device cuda: TEST_CUDA_HX_BACKEND is not built (make check sets it)"
 fi
 
+# SIGINT to hooprun during an endless sweep (-N 0): every rank stops after the same row,
+# rank 0 ends the report with "# hoop: stopped by SIGINT after N rows" and the footer,
+# the JSON parses with its N rows and the stop in "errors", the CSV holds N rows, exit 130.
+"$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce -b 64K -e 256K -f 2 -n 2 -N 0 \
+    -J "$TMP/int.json" --csv "$TMP/int.csv" > "$TMP/out" 2>&1 &
+pid=$!
+for _ in $(seq 200); do
+    [ "$(grep -c '^ *262144 ' "$TMP/out")" -ge 2 ] && break
+    sleep 0.05
+done
+kill -INT $pid
+wait $pid
+rc=$?
+[ "$rc" = 130 ] || { cat "$TMP/out"; fail "SIGINT during -N 0: exit $rc, not 130"; }
+strip "$TMP/out" > "$TMP/rows"
+rows=$(grep -c '^ *[0-9]' "$TMP/rows")
+assert_contains "$TMP/rows" "# hoop: stopped by SIGINT after $rows rows"
+assert_contains "$TMP/rows" "# Out of bounds values : 0 OK"
+python3 - "$TMP" "$rows" <<'EOF' || { cat "$TMP/rows"; fail "SIGINT: -J / --csv"; }
+import csv, json, os, sys
+d = json.load(open(os.path.join(sys.argv[1], "int.json")))
+n = int(sys.argv[2])
+assert len(d["results"]) == n and d["errors"] == ["stopped by SIGINT after %d rows" % n], d
+assert len(list(csv.DictReader(open(os.path.join(sys.argv[1], "int.csv"))))) == n
+EOF
+
+# NCCL_TESTS_MIN_BW, nccl-tests' CI gate: an average busbw below 0.9 x the value fails the
+# run (FAILED in the footer, a line on stderr, exit 1); at or above it, OK and exit 0.
+NCCL_TESTS_MIN_BW=100000 "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce -b 64 -e 64 \
+    > "$TMP/out" 2>&1
+rc=$?
+[ "$rc" = 1 ] || { cat "$TMP/out"; fail "NCCL_TESTS_MIN_BW=100000: exit $rc, not 1"; }
+grep -q '^# Avg bus bandwidth    : [0-9.e+-]* FAILED$' "$TMP/out" || { cat "$TMP/out"; fail "no FAILED"; }
+assert_contains "$TMP/out" "below 0.9 x NCCL_TESTS_MIN_BW=100000 GB/s"
+NCCL_TESTS_MIN_BW=0 "$BENCH" allreduce -b 64 -e 64 -n 1 -w 0 > "$TMP/out" 2>&1 ||
+    { cat "$TMP/out"; fail "NCCL_TESTS_MIN_BW=0"; }
+grep -q '^# Avg bus bandwidth    : 0 OK$' "$TMP/out" || { cat "$TMP/out"; fail "no OK"; }
+# A report that cannot be written (a full disk) is a failure, as a -J or --csv file's.
+"$BENCH" allreduce -b 64 -e 64 -n 1 -w 0 > /dev/full 2> "$TMP/err"
+rc=$?
+[ "$rc" = 1 ] || { cat "$TMP/err"; fail "> /dev/full: exit $rc, not 1"; }
+assert_contains "$TMP/err" "standard output failed: No space left on device"
+
 # Alone (no MASTER_ADDR / WORLD_SIZE): a world of one.
 "$BENCH" reducescatter -b 64 -e 64 -n 1 -w 0 > "$TMP/out1" || fail "alone"
 assert_contains "$TMP/out1" "# hoop: world_size 1 "
@@ -341,6 +384,7 @@ bad "gather" gather
 bad "collective"
 bad "-r 2" broadcast -r 2
 bad "--device: unknown device 'gpu'" allreduce --device gpu
+NCCL_TESTS_MIN_BW=fast bad "NCCL_TESTS_MIN_BW='fast' is not a bandwidth in GB/s" allreduce
 "$HOOPRUN" --nproc-per-node 2 "$BENCH" reduce -r 2 > "$TMP/o" 2> "$TMP/e"
 rc=$?
 [ "$rc" = 2 ] || { cat "$TMP/o" "$TMP/e"; fail "-r 2 on 2 ranks exited $rc"; }

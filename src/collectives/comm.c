@@ -854,6 +854,11 @@ hoop_status hoop_comm_init_env(hoop_comm **out)
     return HOOP_OK;
 }
 
+hoop_store *hoop__comm_env_store(const hoop_comm *comm)
+{
+    return comm ? comm->owned_store : NULL;
+}
+
 /* Keeps the first failure of a destroy step and its message (later steps may set
  * messages of their own), so that destroy never returns an error without one. */
 static void keep_first(hoop_status rc, hoop_status *st, char *msg, size_t cap)

@@ -214,6 +214,13 @@ int hoop__progress_pass(hoop_comm *comm);
  * abort: a timed-out comm's). */
 void hoop__comm_close_links(hoop_comm *comm, int failed);
 
+/* The store hoop_comm_init_env made for comm and comm owns (rank 0's store, reached from
+ * every rank); NULL for a comm from hoop_comm_init. For tools that need an exchange
+ * independent of the collectives (hoop-bench's verdicts). The comm itself uses it only
+ * in hoop_comm_init_env and hoop_comm_destroy; between them one thread at a time may
+ * (hoop/store.h). */
+hoop_store *hoop__comm_env_store(const hoop_comm *comm);
+
 /* Fills ib from the HOOP_IB_* settings (defaults where unset), as hoop_comm_init hands
  * them to the transports. HOOP_ERR_INVALID names a malformed one (env.c checks range and
  * form). */
