@@ -452,7 +452,7 @@ void hoop__env_print_help(FILE *f)
         else if (p->type == HOOP_ENV_CHOICE && p->choices)
             snprintf(range, sizeof(range), "%s", p->choices);
         else if (p->type == HOOP_ENV_SECONDS)
-            snprintf(range, sizeof(range), "> 0");
+            snprintf(range, sizeof(range), "> 0, <= 1e9");
         fprintf(f, "%-*s %-8s %-10s %-22s %s\n", w, p->name, type_name(p->type),
                 p->def ? p->def : "-", range, p->desc);
     }
