@@ -151,6 +151,14 @@ printf '{"type":"step","step":1,"train_loss":1}\n{"type":"step","ep\n{"type":"st
 "$plot" "$tmp/cut.jsonl" -o "$tmp/cut.png" >"$tmp/e" 2>&1
 [ $? = 0 ] && grep -q "cut.jsonl:2: skipped a cut-off record" "$tmp/e" && grep -q "train loss: 2 points" "$tmp/e" ||
     bad "a cut-off record: $(cat "$tmp/e")"
+# A benchmark JSON cut off inside its fourth result (hoop-bench or nccl-tests killed
+# while writing it): the three complete results drawn, the cut said.
+head -c "$(grep -bo '{"size":1024,"count":512' "$tmp/n.json" | cut -d: -f1)" "$tmp/n.json" >"$tmp/nc.json"
+printf '{"size":1024,"count":512,"ty' >>"$tmp/nc.json"
+"$plot" "$tmp/nc.json" -o "$tmp/nc.png" >"$tmp/e" 2>&1
+[ $? = 0 ] && grep -q "nc.json: cut off after 3 complete results" "$tmp/e" &&
+    grep -q "float sum, out-of-place: 3 sizes 1K..4M" "$tmp/e" && ! grep -q " half " "$tmp/e" ||
+    bad "a cut-off benchmark JSON: $(cat "$tmp/e")"
 "$plot" "$tmp/m.jsonl" "$tmp/n.json" -o "$tmp/x.png" >"$tmp/e" 2>&1
 [ $? = 2 ] && grep -q "mix metrics and benchmark results" "$tmp/e" || bad "mixed: $(cat "$tmp/e")"
 "$plot" "$tmp/m.jsonl" -o "$tmp/x.svg" >"$tmp/e" 2>&1
