@@ -525,7 +525,7 @@ static const struct {
     {"-1:all_gather:3:KILL", "RANK=-1 is out of range"},
     {"2:gather:3:KILL", "'gather' is not a point"},
     {"2:all_gather:-3:KILL", "INDEX=-3 is out of range"},
-    {"2:all_gather:3:HUP", "'HUP' is not a signal (KILL, STOP, TERM, SEGV) or FAIL"},
+    {"2:all_gather:3:HUP", "'HUP' is not a signal (KILL, STOP, TERM, SEGV), FAIL or CORRUPT"},
     {"2::3:KILL", "field 2 is missing"},
     {"1", "field 2 is missing"},
 };

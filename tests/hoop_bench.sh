@@ -335,6 +335,21 @@ assert len(d["results"]) == n and d["errors"] == ["stopped by SIGINT after %d ro
 assert len(list(csv.DictReader(open(os.path.join(sys.argv[1], "int.csv"))))) == n
 EOF
 
+# A collective that returns wrong data is caught: the test hook flips the piece rank 1
+# receives in the all-gather phase of call #4, the out-of-place check of the one size
+# (#0 is the rank table's all-gather, then per placement the untimed call, the barrier,
+# the timed call and the check). Half of rank 1's elements are wrong (8192 of 16384),
+# the in-place check is clean, the footer fails, exit 1.
+HOOP_TEST_FAULT=1:all_gather:4:CORRUPT "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce \
+    -b 64K -e 64K -w 0 -n 1 -c 1 > "$TMP/out" 2>&1
+rc=$?
+[ "$rc" = 1 ] || { cat "$TMP/out"; fail "a corrupted check call: exit $rc, not 1"; }
+strip "$TMP/out" > "$TMP/rows"
+awk '/^ *[0-9]/ { rows++; if ($9 != 8192 || $13 != 0) bad = 1 } END { exit bad || rows != 1 }' \
+    "$TMP/rows" || { cat "$TMP/rows"; fail "a corrupted check call: #wrong is not 8192 and 0"; }
+assert_contains "$TMP/rows" "# Out of bounds values : 1 FAILED"
+assert_contains "$TMP/out" "hoop-bench: wrong results: 1 failed check"
+
 # NCCL_TESTS_MIN_BW, nccl-tests' CI gate: an average busbw below 0.9 x the value fails the
 # run (FAILED in the footer, a line on stderr, exit 1); at or above it, OK and exit 0.
 NCCL_TESTS_MIN_BW=100000 "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce -b 64 -e 64 \

@@ -298,7 +298,11 @@ static void finish(hoop__exec *x, int32_t i)
 {
     x->state[i] = ST_DONE;
     x->ndone++;
-    if (i + 1 == x->env.fault_step) hoop__fault_raise(x->env.rank, x->env.fault_where);
+    if (i + 1 != x->env.fault_step) return;
+    hoop__fault_raise(x->env.rank, x->env.fault_where);
+    const hoop__step *st = &x->s->steps[i];
+    if (hoop__fault_corrupts() && !st->stage) /* host memory only (core/fault.h) */
+        for (size_t k = 0; k < st->bytes; k++) at(x, st->buf, st->off)[k] ^= 0xA5;
 }
 
 /* 1 when a stage slot may go to a send (is_send) or a receive: one is free, and the

@@ -41,11 +41,9 @@ static const char *const point_names[] = {
 static const struct {
     const char *name, *raised; /* in HOOP_TEST_FAULT; in the line hoop__fault_raise prints */
     int sig;
-} signals[] = {{"KILL", "SIGKILL", SIGKILL},
-               {"STOP", "SIGSTOP", SIGSTOP},
-               {"TERM", "SIGTERM", SIGTERM},
-               {"SEGV", "SIGSEGV", SIGSEGV},
-               {"FAIL", "FAIL", HOOP__FAULT_FAIL}};
+} signals[] = {{"KILL", "SIGKILL", SIGKILL},       {"STOP", "SIGSTOP", SIGSTOP},
+               {"TERM", "SIGTERM", SIGTERM},       {"SEGV", "SIGSEGV", SIGSEGV},
+               {"FAIL", "FAIL", HOOP__FAULT_FAIL}, {"CORRUPT", "CORRUPT", HOOP__FAULT_CORRUPT}};
 
 /* "SIGKILL", or "FAIL". */
 static const char *action_name(int sig)
@@ -102,7 +100,8 @@ hoop_status hoop__fault_parse(const char *text, hoop__fault_spec *out)
         if (strcmp(f[3], signals[i].name) == 0) out->sig = signals[i].sig;
     if (out->sig == 0)
         return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "HOOP_TEST_FAULT: '%s' is not a signal (KILL, STOP, TERM, SEGV) or FAIL",
+                          "HOOP_TEST_FAULT: '%s' is not a signal (KILL, STOP, TERM, SEGV), FAIL "
+                          "or CORRUPT",
                           f[3]);
     return HOOP_OK;
 }
@@ -147,7 +146,13 @@ void hoop__fault_raise(int rank, const char *where)
             rank < 0 ? env_rank() : rank, action_name(armed.sig), where, (long long)ts.tv_sec,
             ts.tv_nsec);
     fflush(stderr);
-    if (armed.sig != HOOP__FAULT_FAIL) raise(armed.sig);
+    if (armed.sig > 0) raise(armed.sig);
+}
+
+int hoop__fault_corrupts(void)
+{
+    pthread_once(&once, load);
+    return armed.sig == HOOP__FAULT_CORRUPT;
 }
 
 hoop_status hoop__fault_arm(const char *value)

@@ -48,9 +48,15 @@ typedef enum hoop__fault_point {
  * rendezvous, connect, reduce_scatter, all_gather, backward, checkpoint, verdict; SIGNAL
  * one of KILL, STOP, TERM, SEGV, or FAIL: no signal, the step fails with an error
  * instead (the rank stays alive; only the points whose caller says so take FAIL:
- * verdict). RANK is the communicator's rank at the collective points, the process's
- * RANK variable (0 when unset) at backward and checkpoint. sig is -1 for FAIL. */
+ * verdict), or CORRUPT: no signal, the call goes on with wrong data (reduce_scatter and
+ * all_gather only: every byte of the piece that step received or reduced into is
+ * flipped, where it lies in host memory, not through a stage slot; the result is wrong
+ * on this rank and on the ranks it forwards the piece to; for checkers' tests, such as
+ * hoop-bench's). RANK is the communicator's rank at the collective points, the process's
+ * RANK variable (0 when unset) at backward and checkpoint. sig is -1 for FAIL, -2 for
+ * CORRUPT. */
 #define HOOP__FAULT_FAIL (-1)
+#define HOOP__FAULT_CORRUPT (-2)
 typedef struct hoop__fault_spec {
     int rank;
     hoop__fault_point point;
@@ -77,6 +83,10 @@ int hoop__fault_tick(hoop__fault_point point, int rank);
  * Returns only after a SIGSTOP is continued (or for a signal that is caught), and at
  * once for FAIL ("raises FAIL"): the caller then fails its step. */
 void hoop__fault_raise(int rank, const char *where);
+
+/* 1 when the armed action is CORRUPT (the caller, having called hoop__fault_raise at
+ * its point, then spoils its data); 0 otherwise. Thread-safe. */
+int hoop__fault_corrupts(void);
 
 /* Test-only: arms value (as HOOP_TEST_FAULT would; NULL disarms) and restarts the
  * occurrence counts, whatever the environment said. For unit tests, in a process (a
