@@ -246,6 +246,16 @@ hoop_status hoop__barrier_vote(const hoop__coll_args *a, hoop__sched *s);
 /* Appends the schedule of call a (its collective and algorithm) to s;
  * HOOP_ERR_INTERNAL naming them when no schedule exists (never a silent substitute). */
 hoop_status hoop__coll_schedule(const hoop__coll_args *a, hoop__sched *s);
+/* sched_check.c: HOOP_OK when every step of s (call a's schedule, scratch_bytes set)
+ * stays inside the buffers it names (send, receive, scratch, token, vote records; the
+ * shared buffer for DIRECT steps), names another rank as its peer and depends on earlier
+ * steps only; else HOOP_ERR_INTERNAL naming the collective, the algorithm, the first bad
+ * step (index, kind, peer), the buffer, the range and the buffer's size. O(steps), no
+ * data touched: run once per built schedule, before any byte moves. */
+hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a);
+/* sched_check.c: "allreduce", ...; "send", "recv+reduce", ... ("?" out of range). */
+const char *hoop__coll_name(int coll);
+const char *hoop__step_kind_name(int kind);
 /* The scratch bytes the schedule of call a needs (hoop__coll_schedule's scratch_bytes,
  * without building it: the issuing thread reserves device scratch with it, devres.c). */
 size_t hoop__coll_scratch_bytes(const hoop__coll_args *a);

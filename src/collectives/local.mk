@@ -18,6 +18,7 @@ libhoopcore_la_SOURCES += \
 	%reldir%/rendezvous.c \
 	%reldir%/rhd.c \
 	%reldir%/ring.c \
+	%reldir%/sched_check.c \
 	%reldir%/shared.c \
 	%reldir%/shared_cuda.c \
 	%reldir%/stage.c \
@@ -103,3 +104,12 @@ tests_check_coll_stream_SOURCES = tests/check_coll_stream.c tests/coll_harness.h
 tests_check_coll_stream_CFLAGS = $(TEST_CFLAGS)
 tests_check_coll_stream_LDADD = $(TEST_LDADD)
 TESTS += tests/check_coll_stream
+
+# A buggy plug-in algorithm: the rd row's schedule function is the test's wrapper
+# (GNU ld --wrap; the test links the static core library, whose algo.o refers to it).
+check_PROGRAMS += tests/check_badsched
+tests_check_badsched_SOURCES = tests/check_badsched.c tests/coll_harness.h
+tests_check_badsched_CFLAGS = $(TEST_CFLAGS)
+tests_check_badsched_LDFLAGS = -Wl,--wrap=hoop__allreduce_rd
+tests_check_badsched_LDADD = $(TEST_LDADD)
+TESTS += tests/check_badsched

@@ -60,20 +60,14 @@
 #define CTL_EVERY_NS (20 * 1000) /* a spinning pass reads the control link this often */
 #define DRIVEN_NAP_MS 2          /* longest sleep while a caller drives progress */
 
-static const char *coll_name(int c)
-{
-    static const char *names[] = {"?",         "allreduce",      "broadcast", "reduce",
-                                  "allgather", "reduce_scatter", "barrier"};
-    return c >= 1 && c <= 6 ? names[c] : "?";
-}
-
 void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap)
 {
     if (h->algo == HOOP_ALGO_DIRECT) {
-        snprintf(
-            buf, cap, "%s(count=%llu, %s, %s, algo=direct, shared buffer %d at element %d) #%llu",
-            coll_name(h->coll), (unsigned long long)h->count, hoop_dtype_name((hoop_dtype)h->dtype),
-            hoop_op_name((hoop_op)h->op), (int)h->root, (int)h->aux, (unsigned long long)h->seq);
+        snprintf(buf, cap,
+                 "%s(count=%llu, %s, %s, algo=direct, shared buffer %d at element %d) #%llu",
+                 hoop__coll_name(h->coll), (unsigned long long)h->count,
+                 hoop_dtype_name((hoop_dtype)h->dtype), hoop_op_name((hoop_op)h->op), (int)h->root,
+                 (int)h->aux, (unsigned long long)h->seq);
         return;
     }
     /* Only what the collective has: an op where it reduces, a root where it has one, the
@@ -88,8 +82,9 @@ void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap)
         snprintf(algo, sizeof(algo), ", algo=%s", hoop_algo_name((hoop_algo)h->algo));
     if (h->refused) /* the algorithm was never picked */
         snprintf(algo, sizeof(algo), ", refused by that rank as invalid: see its error");
-    snprintf(buf, cap, "%s(count=%llu, %s%s%s%s) #%llu", coll_name(c), (unsigned long long)h->count,
-             hoop_dtype_name((hoop_dtype)h->dtype), op, root, algo, (unsigned long long)h->seq);
+    snprintf(buf, cap, "%s(count=%llu, %s%s%s%s) #%llu", hoop__coll_name(c),
+             (unsigned long long)h->count, hoop_dtype_name((hoop_dtype)h->dtype), op, root, algo,
+             (unsigned long long)h->seq);
 }
 
 static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg, const char *cur_msg);
@@ -498,20 +493,13 @@ static hoop_status run_local(hoop_comm *comm, struct hoop_request *r)
 /* HOOP_DEBUG=TRACE HOOP_DEBUG_SUBSYS=COLL prints every schedule, step by step. */
 static void sched_trace(const hoop_comm *comm, const hoop__sched *s)
 {
-    static const char *const kinds[] = {[HOOP__STEP_SEND] = "send",
-                                        [HOOP__STEP_RECV] = "recv",
-                                        [HOOP__STEP_RECV_REDUCE] = "recv+reduce",
-                                        [HOOP__STEP_COPY] = "copy",
-                                        [HOOP__STEP_DIRECT] = "direct",
-                                        [HOOP__STEP_DIRECT_OWN] = "direct (own copy)",
-                                        [HOOP__STEP_DIRECT_COPY] = "direct copy",
-                                        [HOOP__STEP_VOTE] = "vote merge"};
     if (!hoop__log_on(HOOP_LOG_TRACE, HOOP_LOG_COLL)) return;
     for (size_t i = 0; i < s->n; i++) {
         const hoop__step *st = &s->steps[i];
         HOOP_TRACE(COLL, "rank %d step %zu: %s peer %d buf %d off %zu bytes %zu deps %d,%d%s%s",
-                   comm->rank, i, kinds[st->kind], st->peer, st->buf, st->off, st->bytes,
-                   st->dep[0], st->dep[1], st->final ? " final" : "", st->stage ? " staged" : "");
+                   comm->rank, i, hoop__step_kind_name(st->kind), st->peer, st->buf, st->off,
+                   st->bytes, st->dep[0], st->dep[1], st->final ? " final" : "",
+                   st->stage ? " staged" : "");
     }
 }
 
@@ -591,6 +579,8 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
     }
     HOOP_CHECK(hoop__sched_copy(&comm->sched, &comm->vote_tpl));
     HOOP_CHECK(hoop__coll_schedule(a, &comm->sched));
+    /* Every range inside its buffer, every peer another rank: before any byte moves. */
+    HOOP_CHECK(hoop__sched_check(&comm->sched, a));
     void *scratch = comm->scratch, *stage = NULL;
     struct hoop__memops *mem = comm->mem;
     if (a->dev) {

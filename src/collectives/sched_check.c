@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * src/collectives/sched_check.c -- checks a built schedule against the call's buffers
+ * before the executor runs it.
+ *
+ * The executor trusts its schedule: a step's (buf, off, bytes) becomes a pointer and a
+ * length handed to a transport or a memory operation, with no bound in sight. A schedule
+ * that names a byte past the end of a buffer (an algorithm that receives count + 1
+ * elements, a wrong segment boundary) would write past the user's memory silently, and
+ * one whose peer or dependency is out of range would index the executor's own arrays out
+ * of bounds. So every schedule is checked here once, when it is built, before any byte
+ * moves: each step's ranges on the send, receive, scratch, token and vote buffers lie
+ * inside them, its buffers exist, its peer is another rank, its dependencies are earlier
+ * steps. A failure is HOOP_ERR_INTERNAL (the schedule is hoop's, or a researcher's
+ * plug-in) naming the collective, the algorithm, the step, its kind, its peer, the
+ * buffer, the range and the buffer's size.
+ *
+ * Cost: O(steps), comparisons only (no data touched), once per call: a few hundred
+ * nanoseconds for the hundreds of steps of a large ring, nothing against a call's
+ * microseconds.
+ *
+ * What it cannot see: that two ranks' schedules pair up (the k-th SEND to a peer with
+ * the peer's k-th receive, equal bytes, coll.h). That takes the other rank's schedule;
+ * the transports check it as the bytes arrive (a message's frame carries its length,
+ * transport/frame.h).
+ *
+ * Owns nothing. Thread-safe (pure functions).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "collectives/coll.h"
+#include "collectives/comm.h"
+#include "core/check.h"
+
+const char *hoop__coll_name(int coll)
+{
+    static const char *const names[] = {"?",         "allreduce",      "broadcast", "reduce",
+                                        "allgather", "reduce_scatter", "barrier"};
+    return coll >= 1 && coll <= 6 ? names[coll] : "?";
+}
+
+const char *hoop__step_kind_name(int kind)
+{
+    static const char *const kinds[] = {[HOOP__STEP_SEND] = "send",
+                                        [HOOP__STEP_RECV] = "recv",
+                                        [HOOP__STEP_RECV_REDUCE] = "recv+reduce",
+                                        [HOOP__STEP_COPY] = "copy",
+                                        [HOOP__STEP_DIRECT] = "direct",
+                                        [HOOP__STEP_DIRECT_OWN] = "direct (own copy)",
+                                        [HOOP__STEP_DIRECT_COPY] = "direct copy",
+                                        [HOOP__STEP_VOTE] = "vote merge"};
+    return kind >= 0 && kind <= HOOP__STEP_VOTE ? kinds[kind] : "?";
+}
+
+/* The algorithm that built a's schedule, by name. */
+static const char *sched_algo(const hoop__coll_args *a)
+{
+    switch (a->coll) {
+    case HOOP__COLL_ALLREDUCE: return hoop_algo_name(a->algo);
+    case HOOP__COLL_BROADCAST:
+    case HOOP__COLL_REDUCE: return "chain";
+    case HOOP__COLL_ALLGATHER:
+    case HOOP__COLL_REDUCE_SCATTER: return a->algo == HOOP_ALGO_DIRECT ? "direct" : "ring";
+    default: return "vote";
+    }
+}
+
+/* The bytes of each buffer a step may name in call a (size[HOOP__BUF_*]): what the call's
+ * contract gives this rank, 0 for a buffer it does not have (broadcast's sendbuf off the
+ * root, reduce's recvbuf off the root). Stage slots are never named by a step (a staged
+ * step names the user's buffer). *shared = the bytes of the buffer DIRECT steps address
+ * (the call's shared buffer, in place). */
+static void buf_sizes(const hoop__coll_args *a, size_t scratch, size_t size[HOOP__NBUF],
+                      size_t *shared)
+{
+    size_t block = a->count * a->elem, all = block * (size_t)a->world_size;
+    int root = a->rank == a->root;
+    for (int b = 0; b < HOOP__NBUF; b++) size[b] = 0;
+    size[HOOP__BUF_SEND] = a->coll == HOOP__COLL_REDUCE_SCATTER       ? all
+                           : a->coll == HOOP__COLL_BROADCAST && !root ? 0
+                           : a->coll == HOOP__COLL_BARRIER            ? 0
+                                                                      : block;
+    size[HOOP__BUF_RECV] = a->coll == HOOP__COLL_ALLGATHER         ? all
+                           : a->coll == HOOP__COLL_REDUCE && !root ? 0
+                           : a->coll == HOOP__COLL_BARRIER         ? 0
+                                                                   : block;
+    size[HOOP__BUF_SCRATCH] = scratch;
+    size[HOOP__BUF_TOKEN] = sizeof(((hoop_comm *)0)->token);
+    size[HOOP__BUF_VOTE] = HOOP__VOTE_BYTES;
+    if (!a->sendbuf) size[HOOP__BUF_SEND] = 0;
+    if (!a->recvbuf) size[HOOP__BUF_RECV] = 0;
+    *shared = a->coll == HOOP__COLL_ALLREDUCE ? block : all;
+}
+
+static const char *buf_name(int b)
+{
+    static const char *const names[HOOP__NBUF] = {"send buffer", "receive buffer", "scratch",
+                                                  "token",       "vote records",   "stage slots"};
+    return b >= 0 && b < HOOP__NBUF ? names[b] : "unknown buffer";
+}
+
+/* Fails step i of a's schedule: "<coll> algorithm <algo> (rank r of n, count c x e
+ * bytes): step i (<kind> from/to rank p) <what>". */
+__attribute__((format(printf, 4, 5))) static hoop_status
+sched_fail(const hoop__coll_args *a, size_t i, const hoop__step *st, const char *fmt, ...)
+{
+    char what[200], peer[32] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    if (!hoop__step_is_local(st->kind) || st->kind == HOOP__STEP_DIRECT_COPY)
+        snprintf(peer, sizeof(peer), " %s rank %d", st->kind == HOOP__STEP_SEND ? "to" : "from",
+                 (int)st->peer);
+    return HOOP_INTERNAL_ERROR("%s algorithm %s (rank %d of %d, count %zu x %zu bytes): step %zu "
+                               "(%s%s) %s: the schedule is wrong (nothing was moved)",
+                               hoop__coll_name(a->coll), sched_algo(a), a->rank, a->world_size,
+                               a->count, a->elem, i, hoop__step_kind_name(st->kind), peer, what);
+}
+
+/* 1 when [off, off + bytes) lies inside a buffer of size bytes (no overflow). */
+static int inside(size_t off, size_t bytes, size_t size)
+{
+    return off <= size && bytes <= size - off;
+}
+
+/* One byte range of step i: buffer b, [off, off + bytes), read or written (verb). */
+static hoop_status check_range(const hoop__coll_args *a, size_t i, const hoop__step *st, int b,
+                               size_t off, size_t bytes, const size_t size[HOOP__NBUF],
+                               const char *verb)
+{
+    if (b < 0 || b >= HOOP__NBUF || b == HOOP__BUF_STAGE)
+        return sched_fail(a, i, st, "%s buffer %d, which a step cannot name", verb, b);
+    if (inside(off, bytes, size[b])) return HOOP_OK;
+    return sched_fail(a, i, st, "%s bytes [%zu, %zu) of the %s, which holds %zu bytes", verb, off,
+                      off + bytes, buf_name(b), size[b]);
+}
+
+/* The ranges step i reads and writes, by kind. */
+static hoop_status check_step(const hoop__coll_args *a, size_t i, const hoop__step *st,
+                              const size_t size[HOOP__NBUF], size_t shared)
+{
+    size_t rec = sizeof(hoop__vote);
+    switch (st->kind) {
+    case HOOP__STEP_SEND: return check_range(a, i, st, st->buf, st->off, st->bytes, size, "reads");
+    case HOOP__STEP_RECV: return check_range(a, i, st, st->buf, st->off, st->bytes, size, "writes");
+    case HOOP__STEP_RECV_REDUCE:
+    case HOOP__STEP_COPY:
+        HOOP_CHECK(check_range(a, i, st, st->buf, st->off, st->bytes, size, "writes"));
+        return check_range(a, i, st, st->src_buf, st->src_off, st->bytes, size, "reads");
+    case HOOP__STEP_DIRECT:
+    case HOOP__STEP_DIRECT_OWN:
+    case HOOP__STEP_DIRECT_COPY:
+        if (a->seg_base && inside(st->off, st->bytes, shared)) return HOOP_OK;
+        return sched_fail(
+            a, i, st, "addresses bytes [%zu, %zu) of the shared buffer, which holds %zu bytes%s",
+            st->off, st->off + st->bytes, shared,
+            a->seg_base ? "" : " (the call's buffer is not shared)");
+    case HOOP__STEP_VOTE:
+        HOOP_CHECK(check_range(a, i, st, HOOP__BUF_VOTE, st->off, rec, size, "reads"));
+        return check_range(a, i, st, HOOP__BUF_VOTE, st->src_off, 2 * rec, size, "merges");
+    default: return sched_fail(a, i, st, "has kind %d, which the executor does not know", st->kind);
+    }
+}
+
+hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a)
+{
+    size_t size[HOOP__NBUF], shared;
+    buf_sizes(a, s->scratch_bytes, size, &shared);
+    for (size_t i = 0; i < s->n; i++) {
+        const hoop__step *st = &s->steps[i];
+        int linked = !hoop__step_is_local(st->kind) || st->kind == HOOP__STEP_DIRECT_COPY;
+        if (linked && (st->peer < 0 || st->peer >= a->world_size || st->peer == a->rank))
+            return sched_fail(a, i, st, "names rank %d, not another rank of 0..%d", (int)st->peer,
+                              a->world_size - 1);
+        for (int k = 0; k < 2; k++)
+            if (st->dep[k] < -1 || (st->dep[k] >= 0 && (size_t)st->dep[k] >= i))
+                return sched_fail(a, i, st, "depends on step %d, not an earlier one",
+                                  (int)st->dep[k]);
+        HOOP_CHECK(check_step(a, i, st, size, shared));
+    }
+    return HOOP_OK;
+}

@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tests/check_badsched.c -- a deliberately buggy plug-in algorithm fails its call, at
+ * once and by name, and writes nothing outside the call's buffers.
+ *
+ * The plug-in is the rd all-reduce with a bug put in: the link flag
+ * -Wl,--wrap=hoop__allreduce_rd (local.mk) points the algorithm table's rd row at
+ * __wrap_hoop__allreduce_rd below, which builds the real schedule and then breaks it
+ * the way a researcher's new algorithm might:
+ *   - PAST_END: on every rank, the last data chunk sent and the last one received are
+ *     one element longer, so the pair still agrees but both steps reach past the user's
+ *     buffers (count + 1 elements). The schedule check (sched_check.c) must fail the call
+ *     on every rank with HOOP_ERR_INTERNAL naming the collective, the algorithm, the step,
+ *     its peer, the buffer, the range and the buffer's size, before any byte moves.
+ * Every buffer sits between guard elements that must come back unchanged. Runs over tcp,
+ * shm, shm with the async memory table, and tcp with staged sends and receives, as
+ * check_collectives does.
+ */
+#include <check.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/coll.h"
+#include "coll_harness.h"
+#include "run_suite.h"
+
+enum { BUG_NONE, BUG_PAST_END };
+static _Atomic int bug;
+
+hoop_status __real_hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s);
+hoop_status __wrap_hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s);
+
+/* The last step of kind k at or after from on a data buffer (not the vote's), or NULL. */
+static hoop__step *last_of(hoop__sched *s, size_t from, int k)
+{
+    for (size_t i = s->n; i-- > from;)
+        if ((s->steps[i].kind == k || (k == HOOP__STEP_RECV && s->steps[i].kind ==
+                                                                   HOOP__STEP_RECV_REDUCE)) &&
+            s->steps[i].buf != HOOP__BUF_VOTE)
+            return &s->steps[i];
+    return NULL;
+}
+
+hoop_status __wrap_hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s)
+{
+    size_t from = s->n; /* the vote's steps come first */
+    hoop_status st = __real_hoop__allreduce_rd(a, s);
+    hoop__step *send = last_of(s, from, HOOP__STEP_SEND), *recv = last_of(s, from, HOOP__STEP_RECV);
+    if (st != HOOP_OK || !send || !recv) return st;
+    switch (atomic_load(&bug)) {
+    case BUG_PAST_END:
+        send->bytes += a->elem;
+        recv->bytes += a->elem;
+        break;
+    }
+    return st;
+}
+
+#define GUARD 16         /* guard elements on each side of a buffer */
+#define GUARD_VAL -777.f /* what they hold */
+
+typedef struct bs_case {
+    int bug;
+    size_t count;
+} bs_case;
+
+typedef struct bs_result {
+    hoop_status st, later;
+    char msg[600];
+    size_t bad_guards;
+} bs_result;
+
+static bs_result results[H_MAX_RANKS];
+
+/* count elements between GUARD guards on each side; returns the data's start. */
+static float *guarded(size_t count, float fill)
+{
+    float *b = malloc((count + 2 * GUARD) * sizeof(float));
+    for (size_t i = 0; i < count + 2 * GUARD; i++) b[i] = GUARD_VAL;
+    for (size_t i = 0; i < count; i++) b[GUARD + i] = fill;
+    return b + GUARD;
+}
+
+static size_t guards_changed(const float *data, size_t count)
+{
+    size_t bad = 0;
+    for (size_t i = 1; i <= GUARD; i++) bad += data[-(ptrdiff_t)i] != GUARD_VAL;
+    for (size_t i = 0; i < GUARD; i++) bad += data[count + i] != GUARD_VAL;
+    return bad;
+}
+
+static void one_rank(h_rank *h)
+{
+    const bs_case *c = h->user;
+    bs_result *r = &results[h->rank];
+    float *in = guarded(c->count, (float)(h->rank + 1)), *out = guarded(c->count, 0);
+    hoop_comm_set_algo(h->comm, HOOP_ALGO_RD);
+    r->st = hoop_allreduce(h->comm, in, out, c->count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    snprintf(r->msg, sizeof(r->msg), "%s", hoop_last_error());
+    r->later = hoop_barrier(h->comm, NULL);
+    r->bad_guards = guards_changed(in, c->count) + guards_changed(out, c->count);
+    free(in - GUARD);
+    free(out - GUARD);
+}
+
+static void run_case(int n, int which, size_t count)
+{
+    bs_case c = {.bug = which, .count = count};
+    memset(results, 0, sizeof(results));
+    atomic_store(&bug, which);
+    run_ranks_ms(n, 10000, one_rank, &c);
+    atomic_store(&bug, BUG_NONE);
+}
+
+static void assert_has(const char *msg, const char *want, int rank)
+{
+    ck_assert_msg(strstr(msg, want), "rank %d: the message does not say \"%s\": %s", rank, want,
+                  msg);
+}
+
+/* Every rank fails with HOOP_ERR_INTERNAL, the first by name (the others may hear of
+ * its failure before they start); no guard changed. Counts: one chunk, and several
+ * (the last chunk of a striped TCP message). */
+START_TEST(test_past_end)
+{
+    static const size_t counts[] = {100, 300001};
+    static const int worlds[] = {2, 4};
+    for (int w = 0; w < 2; w++)
+        for (int k = 0; k < 2; k++) {
+            size_t count = counts[k], bytes = count * sizeof(float);
+            char holds[64];
+            snprintf(holds, sizeof(holds), "which holds %zu bytes", bytes);
+            run_case(worlds[w], BUG_PAST_END, count);
+            int named = 0;
+            for (int r = 0; r < worlds[w]; r++) {
+                const bs_result *x = &results[r];
+                ck_assert_msg(x->st == HOOP_ERR_INTERNAL,
+                              "rank %d: want HOOP_ERR_INTERNAL, got %s: %s", r,
+                              hoop_status_name(x->st), x->msg);
+                ck_assert_msg(x->later != HOOP_OK, "rank %d: the comm still works", r);
+                ck_assert_msg(x->bad_guards == 0, "rank %d: %zu guard elements written", r,
+                              x->bad_guards);
+                /* A rank that heard another's failure first says whose it was. */
+                if (strstr(x->msg, " failed: HOOP_ERR_INTERNAL during allreduce")) continue;
+                assert_has(x->msg, "allreduce algorithm rd", r);
+                assert_has(x->msg, "step ", r);
+                assert_has(x->msg, " rank ", r);
+                assert_has(x->msg, holds, r);
+                assert_has(x->msg, "buffer", r);
+                named++;
+            }
+            ck_assert_msg(named > 0, "no rank named the bad step: %s", results[0].msg);
+        }
+}
+END_TEST
+
+/* The wrapper itself is harmless: with no bug the rd all-reduce is right. */
+static void sane_rank(h_rank *h)
+{
+    size_t count = 1000;
+    float *in = guarded(count, (float)(h->rank + 1)), *out = guarded(count, 0);
+    hoop_comm_set_algo(h->comm, HOOP_ALGO_RD);
+    hoop_status st = hoop_allreduce(h->comm, in, out, count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    size_t wrong = 0;
+    for (size_t i = 0; i < count; i++) wrong += out[i] != (float)(h->n * (h->n + 1) / 2);
+    if (st != HOOP_OK || wrong || guards_changed(in, count) || guards_changed(out, count))
+        h_fail(h, "no bug: %s, %zu wrong: %s", hoop_status_name(st), wrong, hoop_last_error());
+    free(in - GUARD);
+    free(out - GUARD);
+}
+
+START_TEST(test_no_bug)
+{
+    run_ranks_ms(2, 10000, sane_rank, NULL);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("badsched");
+    TCase *tc = tcase_create("errors");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_no_bug);
+    tcase_add_test(tc, test_past_end);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    static const char *transports[] = {"tcp", "shm", "shm", "tcp"};
+    static const char *memops[] = {"sync", "sync", "async", "staged"};
+    int failed = 0;
+    setenv("HOOP_SHM_BYTES", "64K", 0); /* a message larger than the ring, too */
+    for (int k = 0; k < 4; k++) {
+        printf("transport %s, memory operations %s:\n", transports[k], memops[k]);
+        setenv("HOOP_TRANSPORT", transports[k], 1);
+        setenv("HOOP_MEMOPS", memops[k], 1);
+        failed += suite_failures(suite());
+    }
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
