@@ -20,9 +20,10 @@
  * microseconds.
  *
  * What it cannot see: that two ranks' schedules pair up (the k-th SEND to a peer with
- * the peer's k-th receive, equal bytes, coll.h). That takes the other rank's schedule;
- * the transports check it as the bytes arrive (a message's frame carries its length,
- * transport/frame.h).
+ * the peer's k-th receive, equal bytes, coll.h). That takes the other rank's schedule,
+ * or a length carried with each message, which the tcp and shm streams do not carry
+ * yet: a mismatch shows later, as a vote record read at the wrong place (a "collective
+ * mismatch" on a later call) or a time-out.
  *
  * Owns nothing. Thread-safe (pure functions).
  */
