@@ -425,20 +425,22 @@ typedef struct row_share {
 static hoop_status agree_row(bench_ctx *c, const row_share *mine, bench_result *row, int *stop)
 {
     int n = c->bc.world_size;
-    row_share *all = (row_share *)mine;
+    const row_share *all = mine;
+    row_share *gathered = NULL;
     if (n > 1) {
         int64_t timeout_ms;
         hoop_store *store = hoop__comm_env_store(c->comm);
         if (store == NULL)
             return HOOP_ERROR(HOOP_ERR_INTERNAL, "hoop-bench: the communicator has no store");
         HOOP_CHECK(hoop__env_ms("HOOP_TIMEOUT", &timeout_ms));
-        HOOP_CHECK(hoop__calloc(&all, (size_t)n));
-        hoop_status st =
-            hoop_store_allgather(store, "hoop-bench/row", mine, sizeof(*mine), all, timeout_ms);
+        HOOP_CHECK(hoop__calloc(&gathered, (size_t)n));
+        hoop_status st = hoop_store_allgather(store, "hoop-bench/row", mine, sizeof(*mine),
+                                              gathered, timeout_ms);
         if (st != HOOP_OK) {
-            free(all);
+            free(gathered);
             return st;
         }
+        all = gathered;
     }
     *stop = 0;
     for (int p = 0; p < 2; p++) {
@@ -457,7 +459,7 @@ static hoop_status agree_row(bench_ctx *c, const row_share *mine, bench_result *
         row->algbw[p] = t > 0 ? (double)row->bytes / (t * 1e3) : 0;
         row->busbw[p] = row->algbw[p] * bench_bus_factor(c->o.coll, n);
     }
-    if (all != mine) free(all);
+    free(gathered);
     return HOOP_OK;
 }
 
