@@ -36,8 +36,8 @@ hoop_status __wrap_hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s);
 static hoop__step *last_of(hoop__sched *s, size_t from, int k)
 {
     for (size_t i = s->n; i-- > from;)
-        if ((s->steps[i].kind == k || (k == HOOP__STEP_RECV && s->steps[i].kind ==
-                                                                   HOOP__STEP_RECV_REDUCE)) &&
+        if ((s->steps[i].kind == k ||
+             (k == HOOP__STEP_RECV && s->steps[i].kind == HOOP__STEP_RECV_REDUCE)) &&
             s->steps[i].buf != HOOP__BUF_VOTE)
             return &s->steps[i];
     return NULL;
