@@ -124,7 +124,7 @@ static const char usage[] =
                     "busbw is below 0.9 x X (the footer says FAILED). SIGINT or SIGTERM: every "
                     "rank\n"
                     "stops after the same row, and rank 0 ends its report and files (a second\n"
-                    "signal stops at once).\n"
+                    "signal stops at once; under hooprun, a row longer than its --grace is cut).\n"
                     "Exit: 0 ok; 1 wrong results, an average busbw below NCCL_TESTS_MIN_BW, a\n"
                     "failed collective, or a write to the output or a file (-J, --csv) that\n"
                     "failed (a full disk); 2 bad flags or environment, or an output file that\n"
@@ -539,15 +539,18 @@ static int check_combination(parse_ctx *p)
                    "HOOP_ALGO=%s reads the peers' buffers where they lie: it needs shared "
                    "buffers, -R 1 or 2 (with -R 0 every call would run another algorithm)",
                    env);
-    /* nccl-tests' gate for CI: the average busbw below 0.9 x this (GB/s) fails the run.
-     * There a value atof cannot read is 0 (no gate); here it is refused. */
+    /* nccl-tests' gate for CI: the average busbw below 0.9 x this (GB/s) fails the run;
+     * a negative value (nccl-tests' -1) is no gate. There a value atof cannot read is 0
+     * (no gate either); here it is refused. */
     const char *mb = getenv("NCCL_TESTS_MIN_BW");
     if (mb && *mb) {
         char *end;
         errno = 0;
         o->min_bw = strtod(mb, &end);
-        if (errno || *end || end == mb || !(o->min_bw >= 0) || o->min_bw > 1e9)
+        while (*end == ' ' || *end == '\t') end++;
+        if (errno || *end || end == mb || o->min_bw != o->min_bw || o->min_bw > 1e9)
             return bad(p, "NCCL_TESTS_MIN_BW='%s' is not a bandwidth in GB/s (e.g. 20.5)", mb);
+        if (o->min_bw < 0) o->min_bw = -1;
     }
     if (o->json) {
         const char *dot = strrchr(o->json, '.'), *slash = strrchr(o->json, '/');

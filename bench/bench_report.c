@@ -357,10 +357,11 @@ void bench_report_begin(bench_report *r, const bench_rank_info *ranks, int nrank
     }
     text_columns(r);
     fflush(r->out);
-    if (r->json) {
+    if (r->json) { /* on disk at once, as each row: a run killed later leaves them */
         json_preamble(r);
         json_hoop(r);
         json_config(r, ranks, nranks);
+        if (fflush(r->json) != 0 && !r->json_errno) r->json_errno = errno;
     }
     if (r->csv)
         fprintf(r->csv,

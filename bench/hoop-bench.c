@@ -797,7 +797,10 @@ int main(int argc, char **argv)
     char err[512];
     int rc = bench_parse_args(argc, argv, &ctx.o, err, sizeof(err));
     if (rc == 3) return fputs(bench_usage(), stdout) == EOF;
-    if (rc == 4) return printf("hoop-bench (hoop) %s\n", hoop_version_string()) < 0;
+    if (rc == 4) { /* > /dev/full: 1, as --help's */
+        printf("hoop-bench (hoop) %s\n", hoop_version_string());
+        return fflush(stdout) != 0 || ferror(stdout);
+    }
     if (rc != 0) return bad_flag("%s", err);
     if (ctx.o.timeout > 0) { /* -T: every wait of this run, the rendezvous's too */
         char s[32];

@@ -159,6 +159,10 @@ printf '{"size":1024,"count":512,"ty' >>"$tmp/nc.json"
 [ $? = 0 ] && grep -q "nc.json: cut off after 3 complete results" "$tmp/e" &&
     grep -q "float sum, out-of-place: 3 sizes 1K..4M" "$tmp/e" && ! grep -q " half " "$tmp/e" ||
     bad "a cut-off benchmark JSON: $(cat "$tmp/e")"
+head -c 200 "$tmp/n.json" >"$tmp/nh.json" # cut in its header: refused, saying so
+"$plot" "$tmp/nh.json" -o "$tmp/nh.png" >"$tmp/e" 2>&1
+[ $? = 2 ] && grep -q "nh.json: a benchmark JSON cut off before its results" "$tmp/e" ||
+    bad "a benchmark JSON cut in its header: $(cat "$tmp/e")"
 "$plot" "$tmp/m.jsonl" "$tmp/n.json" -o "$tmp/x.png" >"$tmp/e" 2>&1
 [ $? = 2 ] && grep -q "mix metrics and benchmark results" "$tmp/e" || bad "mixed: $(cat "$tmp/e")"
 "$plot" "$tmp/m.jsonl" -o "$tmp/x.svg" >"$tmp/e" 2>&1

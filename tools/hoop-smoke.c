@@ -100,7 +100,7 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--version") == 0) {
         printf("hoop-smoke (hoop) %s\n", hoop_version_string());
-        return 0;
+        return fflush(stdout) != 0 || ferror(stdout); /* > /dev/full: 1 */
     }
     if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         printf("Usage: hooprun --nproc-per-node N hoop-smoke\n\n"

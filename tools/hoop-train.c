@@ -395,7 +395,8 @@ int main(int argc, char **argv)
     train_opts o;
     trainer t;
     hoop_status st = train_cli_parse(&o, argc, argv);
-    if (st == HOOP_ERR_USAGE) return 0; /* --help, --version */
+    if (st == HOOP_ERR_USAGE) /* --help, --version: 1 when stdout could not take them */
+        return fflush(stdout) != 0 || ferror(stdout);
     if (st != HOOP_OK) {
         fprintf(stderr, "hoop-train: %s\n", hoop_last_error());
         return 2;

@@ -925,7 +925,8 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "--guard-of") == 0) return hooprun_guard_main(argc, argv);
     cli c;
     int rc = parse_cli(argc, argv, &c);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc < 0) return fflush(stdout) != 0 || ferror(stdout); /* --help > /dev/full: 1 */
+    if (rc) return rc;
     if (hoop__env_check_all() != HOOP_OK) {
         fprintf(stderr, "hooprun: %s (see hooprun --help-env)\n", hoop_last_error());
         return 2;

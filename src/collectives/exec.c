@@ -299,9 +299,16 @@ static void finish(hoop__exec *x, int32_t i)
     x->state[i] = ST_DONE;
     x->ndone++;
     if (i + 1 != x->env.fault_step) return;
-    hoop__fault_raise(x->env.rank, x->env.fault_where);
     const hoop__step *st = &x->s->steps[i];
-    if (hoop__fault_corrupts() && !st->stage) /* host memory only (core/fault.h) */
+    int corrupt = hoop__fault_corrupts();
+    if (corrupt && (st->stage || st->buf == HOOP__BUF_TOKEN)) { /* core/fault.h */
+        hoop__fault_skip(x->env.rank, x->env.fault_where,
+                         st->stage ? "its data came through a stage slot"
+                                   : "it received a barrier token, not the call's data");
+        return;
+    }
+    hoop__fault_raise(x->env.rank, x->env.fault_where);
+    if (corrupt)
         for (size_t k = 0; k < st->bytes; k++) at(x, st->buf, st->off)[k] ^= 0xA5;
 }
 

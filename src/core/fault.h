@@ -50,7 +50,8 @@ typedef enum hoop__fault_point {
  * instead (the rank stays alive; only the points whose caller says so take FAIL:
  * verdict), or CORRUPT: no signal, the call goes on with wrong data (reduce_scatter and
  * all_gather only: every byte of the piece that step received or reduced into is
- * flipped, where it lies in host memory, not through a stage slot; the result is wrong
+ * flipped, where it lies in host memory, not through a stage slot, and is data, not a
+ * barrier token (elsewhere a line says nothing was corrupted); the result is wrong
  * on this rank and on the ranks it forwards the piece to; for checkers' tests, such as
  * hoop-bench's). RANK is the communicator's rank at the collective points, the process's
  * RANK variable (0 when unset) at backward and checkpoint. sig is -1 for FAIL, -2 for
@@ -87,6 +88,12 @@ void hoop__fault_raise(int rank, const char *where);
 /* 1 when the armed action is CORRUPT (the caller, having called hoop__fault_raise at
  * its point, then spoils its data); 0 otherwise. Thread-safe. */
 int hoop__fault_corrupts(void);
+
+/* For CORRUPT at a point whose data cannot be spoiled (why: "its data came through a
+ * stage slot"), instead of hoop__fault_raise: one stderr line saying that nothing was
+ * corrupted there, so that a test does not take a clean result for a missed one:
+ *   "hoop: HOOP_TEST_FAULT: rank 1 corrupts nothing in <where>: <why>". */
+void hoop__fault_skip(int rank, const char *where, const char *why);
 
 /* Test-only: arms value (as HOOP_TEST_FAULT would; NULL disarms) and restarts the
  * occurrence counts, whatever the environment said. For unit tests, in a process (a
