@@ -801,7 +801,11 @@ int main(int argc, char **argv)
         printf("hoop-bench (hoop) %s\n", hoop_version_string());
         return fflush(stdout) != 0 || ferror(stdout);
     }
-    if (rc != 0) return bad_flag("%s", err);
+    if (rc != 0) { /* and the job hears it, not only this rank */
+        rc = bad_flag("%s", err);
+        (void)hoop__store_env_refuse(HOOP_ERROR(HOOP_ERR_INVALID, "hoop-bench: %s", err));
+        return rc;
+    }
     if (ctx.o.timeout > 0) { /* -T: every wait of this run, the rendezvous's too */
         char s[32];
         snprintf(s, sizeof(s), "%" PRId64, ctx.o.timeout);

@@ -1343,36 +1343,39 @@ START_TEST(test_env_second_comm)
 }
 END_TEST
 
-/* Rank 0 fails its own start-up before rank 1 has even started: rank 1, started 300 ms
- * later, finds rank 0's store still there to tell it why (within 5 s, a margin for
- * sanitizers), instead of finding none and waiting HOOP_TIMEOUT (10 s here). Each case
- * gives rank 0 alone a bad setting: one its tcp transport refuses after its store is up
- * (a HOOP_SOCKET_IFNAME that matches nothing), and two refused before the store exists
- * (a HOOP_ALGO that names no algorithm, a malformed HOOP_TIMEOUT). */
+/* One rank fails its own start-up on a bad setting of its own. Cases 0-2: rank 0, before
+ * rank 1 has even started: rank 1, started 300 ms later, finds rank 0's store still there
+ * to tell it why (within 5 s, a margin for sanitizers), instead of finding none and
+ * waiting HOOP_TIMEOUT (10 s here). Cases 3-5: rank 1, 300 ms after rank 0 began waiting
+ * for it: rank 0 hears why from its store within 5 s (hoop__store_env_refuse), instead of
+ * waiting HOOP_TIMEOUT for it. The settings: one the tcp transport refuses after the store
+ * is up (a HOOP_SOCKET_IFNAME that matches nothing), and two refused before the store
+ * exists (a HOOP_ALGO that names no algorithm, a malformed HOOP_TIMEOUT). */
 static const char *const early_fail_var[] = {"HOOP_SOCKET_IFNAME", "HOOP_ALGO", "HOOP_TIMEOUT"};
 static int early_fail_case;
 
 static int early_fail_worker(int rank, int n, int port)
 {
     hoop_comm *comm = NULL;
+    int bad = early_fail_case < 3 ? 0 : 1; /* the rank with the bad setting */
     h_set_env(rank, n, port, "check-collectives", "10");
     setenv("HOOP_TRANSPORT", "tcp", 1); /* the one that reads HOOP_SOCKET_IFNAME */
-    if (rank == 0)
-        setenv(early_fail_var[early_fail_case], "nosuch9", 1);
-    else
-        usleep(300 * 1000);
+    if (rank == bad) setenv(early_fail_var[early_fail_case % 3], "nosuch9", 1);
+    if (rank == 1) usleep(300 * 1000);
+    char other[16];
+    snprintf(other, sizeof(other), "rank %d", bad);
     int64_t t0 = hoop__now_ns();
     hoop_status st = hoop_comm_init_env(&comm);
     double secs = (double)(hoop__now_ns() - t0) / 1e9;
     int ok = st == HOOP_ERR_INVALID && comm == NULL && strstr(hoop_last_error(), "nosuch9") &&
-             (rank == 0 || (strstr(hoop_last_error(), "rank 0") && secs < 5.0));
+             (rank == bad || (strstr(hoop_last_error(), other) && secs < 5.0));
     if (!ok)
         fprintf(stderr, "rank %d: %s after %.2f s: %s\n", rank, hoop_status_name(st), secs,
                 hoop_last_error());
     return ok ? 0 : 1;
 }
 
-START_TEST(test_env_rank0_fails_early)
+START_TEST(test_env_rank_fails_early)
 {
     early_fail_case = _i;
     run_env_workers(2, early_fail_worker);
@@ -1523,7 +1526,7 @@ static Suite *suite(void)
     tcase_add_loop_test(core, test_unwaited, 2, 4);
     tcase_add_test(core, test_env_processes);
     tcase_add_test(core, test_env_second_comm);
-    tcase_add_loop_test(core, test_env_rank0_fails_early, 0, 3);
+    tcase_add_loop_test(core, test_env_rank_fails_early, 0, 6);
     tcase_add_test(core, test_env_rank0_alone_times_out);
     suite_add_tcase(s, core);
     TCase *sched = tcase_create("schedules");

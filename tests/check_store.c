@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "bootstrap/store_proto.h"
+#include "core/check.h"
 #include "core/clock.h"
 #include "hoop/log.h"
 #include "hoop/store.h"
@@ -1782,13 +1783,56 @@ START_TEST(test_job_rank_refused)
         ck_assert_msg(!strstr(w[i].msg, TOKEN), "the token leaked: %s", w[i].msg);
     }
     char fault[700];
-    ck_assert_int_eq(hoop__store_server_fault(owner, fault, sizeof(fault)), 1);
+    ck_assert_int_eq(hoop__store_server_fault(owner, fault, sizeof(fault)), HOOP_ERR_MISMATCH);
     ck_assert_msg(strstr(fault, why), "%s", fault);
     /* A rank that comes later, rightly configured, is refused with the reason. */
     ck_assert_int_eq(connect_as(&h, port, TOKEN, 2, 3, 5000), HOOP_ERR_REMOTE);
     ASSERT_MSG_HAS("the store gave up: it refused rank 1");
     ASSERT_MSG_HAS(why);
     ck_assert_ptr_null(h);
+    ASSERT_OK(hoop_store_server_destroy(owner));
+}
+END_TEST
+
+/* Rank 1 of 3, connected, cannot start (a setting of its own refused) and says so with
+ * ABORT (hoop__store_abort): the ranks waiting fail at once (not at their 20 s timeout)
+ * with its code and reason, naming it; the server keeps the code and the reason
+ * (hoop__store_server_fault), rank 1 is not reported lost, and a rank that comes later
+ * is refused with the reason. */
+START_TEST(test_rank_aborts)
+{
+    hoop_store_config cfg = {
+        .host = "127.0.0.1", .token = TOKEN, .rank = 0, .world_size = 3, .timeout_ms = 5000};
+    hoop_store_server *owner = NULL;
+    ASSERT_OK(hoop_store_server_init(&owner, &cfg));
+    int port = hoop_store_server_port(owner);
+    struct rank_arg w = {.port = port, .rank = 0, .ws = 3};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, parked_get_main, &w), 0);
+    msleep(300); /* its get is parked by now */
+    const char *why = "HOOP_ALGO='bogus' is not one of auto|ring|rd|rhd|direct";
+    hoop_store *h = client(owner, 1, 3);
+    int64_t t0 = hoop__now_ns();
+    (void)HOOP_ERROR(HOOP_ERR_NOMEM, "the caller's own message");
+    hoop__store_abort(h, HOOP_ERR_INVALID, why);
+    ck_assert_str_eq(hoop_last_error(), "the caller's own message"); /* left as it was */
+    pthread_join(th, NULL);
+    double ms = (double)(w.done_ns - t0) / 1e6;
+    ck_assert_msg(w.st == HOOP_ERR_INVALID, "rank 0: %s: %s", hoop_status_name(w.st), w.msg);
+    ck_assert_msg(ms < 3000, "rank 0 failed %.0f ms after rank 1's ABORT", ms);
+    ck_assert_msg(strstr(w.msg, "heard from rank 1 (127.0.0.1:") &&
+                      strstr(w.msg, "that it cannot start: ") && strstr(w.msg, why) &&
+                      !strstr(w.msg, "hung up"),
+                  "rank 0: %s", w.msg);
+    char fault[700];
+    ck_assert_int_eq(hoop__store_server_fault(owner, fault, sizeof(fault)), HOOP_ERR_INVALID);
+    ck_assert_msg(strstr(fault, why), "%s", fault);
+    /* A later rank is refused with the reason. */
+    hoop_store *late = NULL;
+    ck_assert_int_eq(connect_as(&late, port, TOKEN, 2, 3, 5000), HOOP_ERR_REMOTE);
+    ASSERT_MSG_HAS("the store gave up: it heard from rank 1");
+    ASSERT_MSG_HAS(why);
+    ck_assert_ptr_null(late);
     ASSERT_OK(hoop_store_server_destroy(owner));
 }
 END_TEST
@@ -1829,7 +1873,7 @@ START_TEST(test_rank_claimed_twice)
                       "rank %d: '%s' lacks '%s'", w[i].rank, w[i].msg, first);
     }
     char fault[700];
-    ck_assert_int_eq(hoop__store_server_fault(owner, fault, sizeof(fault)), 1);
+    ck_assert_int_eq(hoop__store_server_fault(owner, fault, sizeof(fault)), HOOP_ERR_MISMATCH);
     ck_assert_msg(strstr(fault, "rank 1 claimed twice"), "%s", fault);
     ASSERT_OK(hoop_store_server_destroy(owner));
 }
@@ -2418,6 +2462,7 @@ int main(void)
     tcase_add_test(errs, test_goodbye_long_reason);
     tcase_add_test(errs, test_bad_token);
     tcase_add_test(errs, test_job_rank_refused);
+    tcase_add_test(errs, test_rank_aborts);
     tcase_add_test(errs, test_rank_claimed_twice);
     tcase_add_test(errs, test_rank_reconnects);
     tcase_add_test(errs, test_late_claimant_refused_alone);

@@ -174,6 +174,25 @@ ms=$(($(now_ms) - t0))
 [ $rc = 1 ] && [ $ms -lt 20000 ] &&
     grep -qE "rank 1 of 2 never arrived \(waited (99[0-9]|1[0-9]{3}) ms" "$TMP/out" ||
     { cat "$TMP/out"; fail "-T 1: exit $rc after $ms ms"; }
+# Ranks started by hand, rank 1 alone with a bad flag: rank 1 exits 2 at once and
+# tells rank 0's store, so rank 0 exits 2 within moments naming rank 1 and the flag, not
+# after HOOP_TIMEOUT's 300 s (rank 1 used to exit silently and leave rank 0 waiting).
+port=$((20000 + RANDOM % 12000))
+t0=$(now_ms)
+( HOOP_TIMEOUT=300 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=2 HOOP_TOKEN=t \
+    exec timeout 60 "$BENCH" allreduce -b 8 -e 8 -n 1 > "$TMP/r0" 2>&1 ) &
+r0=$!
+sleep 0.3
+HOOP_TIMEOUT=300 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=1 WORLD_SIZE=2 HOOP_TOKEN=t \
+    timeout 60 "$BENCH" allreduce -b 8 -e 8 -n 1 -q > "$TMP/r1" 2>&1
+rc1=$?
+wait $r0
+rc0=$?
+ms=$(($(now_ms) - t0))
+[ $rc1 = 2 ] && [ $rc0 = 2 ] && [ $ms -lt 20000 ] ||
+    { cat "$TMP/r0" "$TMP/r1"; fail "rank 1's bad flag: exits $rc0 / $rc1 after $ms ms"; }
+grep -q "heard from rank 1 (127.0.0.1:[0-9]*) that it cannot start: hoop-bench: .*-q" "$TMP/r0" ||
+    { cat "$TMP/r0"; fail "rank 1's bad flag: rank 0 does not name it"; }
 # -J never overwrites (nccl-tests): an existing file stays, FILE.0 is written and named.
 echo keep > "$TMP/k.json"
 "$BENCH" allreduce -b 64 -e 64 -n 1 -J "$TMP/k.json" > "$TMP/out1" || fail "-J probing"

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "bootstrap/store_proto.h"
+#include "core/check.h"
 #include "hoop/status.h"
 #include "hoop/store.h"
 #include "hoop/version.h"
@@ -117,6 +118,8 @@ int main(int argc, char **argv)
     }
     if (argc > 1) {
         fprintf(stderr, "hoop-smoke: unexpected argument '%s' (see hoop-smoke --help)\n", argv[1]);
+        (void)hoop__store_env_refuse(HOOP_ERROR(
+            HOOP_ERR_INVALID, "hoop-smoke: unexpected argument '%s'", argv[1])); /* the job too */
         return 2;
     }
     hoop_store *st = NULL;

@@ -397,8 +397,9 @@ int main(int argc, char **argv)
     hoop_status st = train_cli_parse(&o, argc, argv);
     if (st == HOOP_ERR_USAGE) /* --help, --version: 1 when stdout could not take them */
         return fflush(stdout) != 0 || ferror(stdout);
-    if (st != HOOP_OK) {
+    if (st != HOOP_OK) { /* and the job hears it, not only this rank */
         fprintf(stderr, "hoop-train: %s\n", hoop_last_error());
+        (void)hoop__store_env_refuse(HOOP_ERROR(st, "hoop-train: %s", hoop_last_error()));
         return 2;
     }
     if (o.threads > 0) openblas_set_num_threads((int)o.threads);

@@ -700,6 +700,34 @@ HOOP_API hoop_status hoop_store_destroy(hoop_store *st)
     return s;
 }
 
+void hoop__store_abort(hoop_store *st, hoop_status code, const char *why)
+{
+    if (st == NULL) return;
+    char keep[1024];
+    snprintf(keep, sizeof(keep), "%s", hoop_last_error());
+    size_t n = why ? strlen(why) : 0;
+    if (n > HOOP__STORE_REASON_MAX) n = HOOP__STORE_REASON_MAX;
+    uint8_t status;
+    hoop__rd rd;
+    /* Rank 0's own server needs no ABORT: its GOODBYE carries the note below. */
+    if (st->server == NULL && usable(st) == HOOP_OK && code != HOOP_OK) {
+        size_t at = hoop__frame_begin(&st->out, HOOP__STORE_ABORT);
+        hoop__put_u8(&st->out, (uint8_t)code);
+        hoop__put_str(&st->out, why ? why : "", n);
+        hoop__frame_end(&st->out, at);
+        /* Answered: the server let go of this rank (no CLOSE needed, none answered). */
+        if (rpc(st, hoop__deadline_ns(CLOSE_WAIT_MS), &status, &rd) == HOOP_OK &&
+            status == HOOP__STORE_R_OK && st->fd >= 0) {
+            close(st->fd);
+            st->fd = -1;
+        }
+    }
+    hoop__store_note_failure(st, code, why); /* rank 0: its server's GOODBYE to latecomers */
+    hoop__store_tell_latecomers(st);
+    (void)hoop_store_destroy(st);
+    (void)HOOP_ERROR(code, "%s", keep);
+}
+
 void hoop__store_note_failure(hoop_store *st, hoop_status code, const char *msg)
 {
     if (st == NULL || code == HOOP_OK || st->failure[0]) return;
@@ -764,9 +792,9 @@ void hoop__store_own_server(hoop_store *st, hoop_store_server *srv)
     st->server = srv;
 }
 
-int hoop__store_fault(const hoop_store *st, char *buf, size_t cap)
+hoop_status hoop__store_fault(const hoop_store *st, char *buf, size_t cap)
 {
-    return st && hoop__store_server_fault(st->server, buf, cap);
+    return st ? hoop__store_server_fault(st->server, buf, cap) : HOOP_OK;
 }
 
 int hoop__store_stranger(const hoop_store *st, char *buf, size_t cap)

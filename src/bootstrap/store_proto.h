@@ -51,6 +51,13 @@
  *                   set, or present, bit 0 clear and its value equals expected, the key
  *                   is set to desired (PyTorch's TCPStore compareSet, whose "absent" is
  *                   an empty expected; an explicit bit keeps an empty value apart).
+ *     ABORT    = 9  u8 code (a hoop_status, not 0), str reason (<=
+ *                   HOOP__STORE_REASON_MAX bytes): the client, rank r of the world, cannot
+ *                   start (it refused a setting of its own) and is leaving: see "A job's
+ *                   rank refused at start-up" below. Answered OK; then the client closes,
+ *                   as after CLOSE (its rank is not lost). A server older than this request
+ *                   closes the connection on it (an unknown opcode), which loses the rank:
+ *                   the others still stop at once, without the reason.
  *
  * Replies (server -> client), the status byte then:
  *
@@ -120,6 +127,11 @@
  * on the job.
  * The owner's waits that time out then name the last such client (its address, the
  * rank it claimed), the likeliest reason a rank never arrived.
+ * A rank r of the world that is connected and sends ABORT (its own start-up refused a
+ * setting: hoop_comm_init_env on a bad HOOP_* value, a tool on a bad flag) makes the
+ * server give up the same way, at once, with the ABORT's code and the reason "it heard
+ * from rank r (ADDR) that it cannot start: REASON", unless it has given up already.
+ * Without it the others would wait for rank r until their timeout.
  *
  * A WAIT whose keys all exist is answered at once; otherwise the server parks the
  * client (no polling) and answers when the last key is set, or with TIMEOUT at the
@@ -167,6 +179,7 @@ enum hoop__store_op {
     HOOP__STORE_NUM_KEYS = 6,
     HOOP__STORE_CLOSE = 7,
     HOOP__STORE_COMPARE_SET = 8,
+    HOOP__STORE_ABORT = 9,
 };
 
 enum hoop__store_reply {
@@ -515,13 +528,36 @@ int hoop__store_last_in_use(void);
  * start-up note their failures; other layers may note theirs. */
 void hoop__store_note_failure(hoop_store *st, hoop_status code, const char *msg);
 
-/* When st owns a server (rank 0's store) that refused a rank of its job (see "A job's
- * rank refused at start-up" above), writes "refused rank R (ADDR): WHY" into buf and
- * returns 1; else returns 0. Thread-safe. */
-int hoop__store_fault(const hoop_store *st, char *buf, size_t cap);
+/* This rank cannot start (code, why: the reason, e.g. a setting it refused): tells the
+ * server with ABORT (above), so that it gives up and every rank of the job hears why at
+ * once, and destroys st; st is not usable after it. On rank 0, whose store this is, no
+ * ABORT: the failure is noted (hoop__store_note_failure) and the server, stopped by the
+ * destroy, tells every rank, latecomers for up to 2 s included. Best effort: a server
+ * that cannot be told (gone, too old, given up already) changes nothing. Leaves the
+ * thread's message as it was. */
+void hoop__store_abort(hoop_store *st, hoop_status code, const char *why);
+
+/* This process, started as a rank of an env:// job (hoop__env_dist_wanted: MASTER_ADDR
+ * and WORLD_SIZE, or an srun step), refuses to start: st, with the thread's message
+ * naming the setting or flag it refused. Tells the job through rank 0's store
+ * (hoop__store_abort), so that every rank fails at once with that reason and code
+ * instead of waiting for this one until HOOP_TIMEOUT: rank 0 serves its store for up
+ * to 2 s for it, another rank waits up to 5 s for rank 0's store. For the env start-ups'
+ * own refusals (hoop_store_init_env, hoop_comm_init_env) and for tools that refuse a
+ * flag before joining. Best effort: outside a job, or when the store cannot be reached
+ * or served (MASTER_PORT taken, rank 0 not started), nothing more happens. Returns st
+ * with the thread's message unchanged. */
+hoop_status hoop__store_env_refuse(hoop_status st);
+
+/* When st owns a server (rank 0's store) that gave up on its job (see "A job's rank
+ * refused at start-up" above), writes what happened into buf ("refused rank R (ADDR):
+ * WHY", or "heard from rank R (ADDR) that it cannot start: WHY") and returns the code
+ * the server gave up with (HOOP_ERR_MISMATCH for a refusal, an ABORT's own); else
+ * returns HOOP_OK. Thread-safe. */
+hoop_status hoop__store_fault(const hoop_store *st, char *buf, size_t cap);
 
 /* The same, asked of a server. Thread-safe. */
-int hoop__store_server_fault(hoop_store_server *srv, char *buf, size_t cap);
+hoop_status hoop__store_server_fault(hoop_store_server *srv, char *buf, size_t cap);
 
 /* When srv refused a HELLO for its token (the last one; none after it gave up), writes
  * "a client at ADDR claiming rank R: wrong or missing HOOP_TOKEN" into buf and returns 1;

@@ -110,8 +110,9 @@ struct hoop_store_server {
     pthread_mutex_t bye_mu; /* guards bye_code, bye_reason, fault and stranger */
     hoop_status bye_code;
     char bye_reason[1024];
-    char fault[640];    /* "refused rank R (ADDR): WHY" once a job's rank was refused; else "" */
-    char stranger[640]; /* the last HELLO refused for its token, for messages; else "" */
+    char fault[640]; /* "refused rank R (ADDR): WHY" once a job's rank was refused; else "" */
+    hoop_status fault_code; /* the code the server gave up with (give_up) */
+    char stranger[640];     /* the last HELLO refused for its token, for messages; else "" */
 };
 
 // ----- connection lifetime -----------------------------------------------------------
@@ -444,23 +445,33 @@ static void queue_goodbye(hoop_store_server *s, conn *c, uint8_t code, const cha
 /* The server gives up on its job (store_proto.h, "A job's rank refused at start-up"):
  * tells every authenticated client GOODBYE with the reason, and keeps it for later
  * HELLOs. Runs on the server thread. */
-static void give_up(hoop_store_server *s, int rank, const char *peer, const char *why)
+static void give_up(hoop_store_server *s, uint8_t code, const char *fault)
 {
-    char fault[sizeof(s->fault)], reason[sizeof(fault) + 8];
-    snprintf(fault, sizeof(fault), "refused %s %d (%s): %s", s->unit, rank, peer, why);
+    char reason[sizeof(s->fault) + 8];
     pthread_mutex_lock(&s->bye_mu);
     snprintf(s->fault, sizeof(s->fault), "%s", fault);
+    s->fault_code =
+        code > HOOP_OK && code <= HOOP_ERR_INTERNAL ? (hoop_status)code : HOOP_ERR_REMOTE;
     pthread_mutex_unlock(&s->bye_mu);
     snprintf(reason, sizeof(reason), "it %s", fault);
     HOOP_WARN("store %s: gives up: %s; telling every client", s->name, reason);
-    /* (the refused connection itself is not authenticated: it gets its REFUSED only) */
+    /* (a refused connection is not authenticated: it gets its REFUSED only; an aborting
+     * one is told already) */
     for (conn *c = s->all, *next; c; c = next) {
         next = c->next;
         if (c->dead || !c->authed || c->closing || c->bye) continue;
-        queue_goodbye(s, c, HOOP_ERR_MISMATCH, reason);
+        queue_goodbye(s, c, code, reason);
         c->bye = 1;
         conn_flush(s, c);
     }
+}
+
+/* give_up for rank's refusal by this server (why), naming its address peer. */
+static void give_up_refused(hoop_store_server *s, int rank, const char *peer, const char *why)
+{
+    char fault[sizeof(s->fault)];
+    snprintf(fault, sizeof(fault), "refused %s %d (%s): %s", s->unit, rank, peer, why);
+    give_up(s, HOOP_ERR_MISMATCH, fault);
 }
 
 /* Refuses c's HELLO (rank: the rank it claims) and closes it once told. A client that
@@ -473,8 +484,8 @@ static void refuse(hoop_store_server *s, conn *c, int rank, const char *why, int
 {
     reply_text(c, HOOP__STORE_R_REFUSED, why);
     if (fatal && s->seen && rank >= 0 && rank < s->world_size && !s->seen[rank] && !s->fault[0]) {
-        s->seen[rank] = 1;              /* it came, and has its answer: no linger waits for it */
-        give_up(s, rank, c->peer, why); /* which says it */
+        s->seen[rank] = 1; /* it came, and has its answer: no linger waits for it */
+        give_up_refused(s, rank, c->peer, why); /* which says it */
         return;
     }
     HOOP_WARN("store %s: refused connection from %s (%s %d): %s", s->name, c->peer, s->unit, rank,
@@ -611,7 +622,7 @@ static const char *on_hello(hoop_store_server *s, conn *c, hoop__rd *r)
     if (in_world && claimed_twice(s, c, (int)rank, why, sizeof(why))) {
         if (some_unseen(s)) { /* the job cannot start: tell everyone */
             reply_text(c, HOOP__STORE_R_REFUSED, why);
-            give_up(s, (int)rank, c->peer, why);
+            give_up_refused(s, (int)rank, c->peer, why);
         } else { /* every rank came: the job runs; the newcomer is the stray */
             refuse(s, c, (int)rank, why, 0);
         }
@@ -824,6 +835,30 @@ static const char *on_close(hoop_store_server *s, conn *c, hoop__rd *r)
     return NULL;
 }
 
+/* ABORT (store_proto.h): rank c->rank of the world cannot start, for a reason of its
+ * own: the server gives up with its code and reason, as when it refuses a rank at
+ * start-up, unless it has given up already. Answered OK; c then leaves as by CLOSE. */
+static const char *on_abort(hoop_store_server *s, conn *c, hoop__rd *r)
+{
+    size_t n;
+    uint8_t code = hoop__get_u8(r);
+    const uint8_t *why = hoop__get_str(r, HOOP__STORE_REASON_MAX, &n);
+    const char *err = payload_error(r);
+    if (err) return err;
+    if (code == 0) return "an ABORT without a code";
+    int in_world = s->holder && c->rank >= 0 && c->rank < s->world_size && s->holder[c->rank] == c;
+    c->leaving = 1;
+    if (in_world) s->holder[c->rank] = NULL;
+    reply_status(c, HOOP__STORE_R_OK);
+    c->bye = 1; /* it has its answer: give_up tells only the others */
+    if (!in_world || s->fault[0]) return NULL;
+    char fault[sizeof(s->fault)];
+    snprintf(fault, sizeof(fault), "heard from %s %d (%s) that it cannot start: %.*s", s->unit,
+             c->rank, c->peer, (int)n, (const char *)why);
+    give_up(s, code, fault);
+    return NULL;
+}
+
 static const char *on_num_keys(hoop_store_server *s, conn *c, hoop__rd *r)
 {
     const char *err = payload_error(r);
@@ -839,6 +874,7 @@ static const handler_fn handlers[] = {
     [HOOP__STORE_ADD] = on_add,       [HOOP__STORE_WAIT] = on_wait,
     [HOOP__STORE_DELETE] = on_delete, [HOOP__STORE_NUM_KEYS] = on_num_keys,
     [HOOP__STORE_CLOSE] = on_close,   [HOOP__STORE_COMPARE_SET] = on_compare_set,
+    [HOOP__STORE_ABORT] = on_abort,
 };
 
 static const char *handle_frame(hoop_store_server *s, conn *c, const uint8_t *body, uint32_t len)
@@ -1432,14 +1468,14 @@ int hoop__store_server_nclients(const hoop_store_server *srv)
     return atomic_load(&((hoop_store_server *)srv)->nclients);
 }
 
-int hoop__store_server_fault(hoop_store_server *srv, char *buf, size_t cap)
+hoop_status hoop__store_server_fault(hoop_store_server *srv, char *buf, size_t cap)
 {
-    if (srv == NULL) return 0;
+    if (srv == NULL) return HOOP_OK;
     pthread_mutex_lock(&srv->bye_mu);
-    int has = srv->fault[0] != '\0';
-    if (has) snprintf(buf, cap, "%s", srv->fault);
+    hoop_status code = srv->fault[0] != '\0' ? srv->fault_code : HOOP_OK;
+    if (code != HOOP_OK) snprintf(buf, cap, "%s", srv->fault);
     pthread_mutex_unlock(&srv->bye_mu);
-    return has;
+    return code;
 }
 
 int hoop__store_server_stranger(hoop_store_server *srv, char *buf, size_t cap)

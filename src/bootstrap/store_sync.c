@@ -163,9 +163,10 @@ static hoop_status store_gone(hoop_store *st, hoop_status s, const char *what, c
     snprintf(lost, sizeof(lost), "%s", hoop_last_error());
     int ws = hoop_store_world_size(st), rank = hoop_store_rank(st);
     long long waited = (long long)((hoop__now_ns() - t0) / 1000000);
-    if (hoop__store_fault(st, lost, sizeof(lost))) /* rank 0: its own store refused a rank */
-        return HOOP_ERROR(HOOP_ERR_MISMATCH, "%s '%s': rank %d's store %s (rank %d waited %lld ms)",
-                          what, name, rank, lost, rank, waited);
+    hoop_status fault = hoop__store_fault(st, lost, sizeof(lost));
+    if (fault != HOOP_OK) /* rank 0: its own store gave up (a rank refused or aborted) */
+        return HOOP_ERROR(fault, "%s '%s': rank %d's store %s (rank %d waited %lld ms)", what, name,
+                          rank, lost, rank, waited);
     if (res->goodbye && by_rank && res->nmissing > 0) {
         rank_list(res->missing, res->nmissing, ws, ranks, sizeof(ranks));
         return HOOP_ERROR(s, "%s '%s': %s of %d never arrived (rank %d waited %lld ms; then %s)",
@@ -400,23 +401,47 @@ static hoop_status start_rank0_server(const hoop_store_config *cfg, hoop_store_s
     return HOOP_OK;
 }
 
+/* The store config of an env:// job's rank (d), with timeout_ms. */
+static hoop_store_config env_config(const hoop_dist_env *d, int64_t timeout_ms)
+{
+    hoop_store_config cfg = {.host = d->master_addr,
+                             .port = d->master_port,
+                             .token = d->token[0] ? d->token : NULL, /* HOOP_TOKEN, or srun's */
+                             .rank = d->rank,
+                             .world_size = d->world_size,
+                             .timeout_ms = timeout_ms};
+    return cfg;
+}
+
+/* How long a rank that refuses to start waits for rank 0's store, only to tell it why. */
+#define REFUSE_TELL_MS 5000
+
+hoop_status hoop__store_env_refuse(hoop_status st)
+{
+    char why[1024];
+    hoop_dist_env d;
+    hoop_store *store = NULL;
+    snprintf(why, sizeof(why), "%s", hoop_last_error());
+    if (!hoop__env_dist_wanted() || hoop__env_dist(&d) != HOOP_OK || d.world_size < 2)
+        return HOOP_ERROR(st, "%s", why);
+    /* Not HOOP_TIMEOUT, which may be the setting refused. Rank 0 serves its store, and
+     * keeps it up to 2 s for ranks that have not connected yet (store_proto.h). */
+    hoop_store_config cfg = env_config(&d, REFUSE_TELL_MS);
+    if (hoop__store_init_served(&store, &cfg, NULL) == HOOP_OK) hoop__store_abort(store, st, why);
+    return HOOP_ERROR(st, "%s", why);
+}
+
 HOOP_API hoop_status hoop_store_init_env(hoop_store **out)
 {
     if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: out is NULL");
     *out = NULL;
     hoop_dist_env d;
-    const char *token;
     int64_t timeout_ms;
     HOOP_CHECK(hoop__env_dist(&d));
-    token = d.token[0] ? d.token : NULL; /* HOOP_TOKEN, or an srun step's (env.h) */
-    HOOP_CHECK(hoop__env_ms("HOOP_TIMEOUT", &timeout_ms));
-    hoop_store_config cfg = {.host = d.master_addr,
-                             .port = d.master_port,
-                             .token = token,
-                             .rank = d.rank,
-                             .world_size = d.world_size,
-                             .timeout_ms = timeout_ms};
-    hoop_status st = hoop__store_init_served(out, &cfg, NULL);
+    hoop_status st = hoop__env_ms("HOOP_TIMEOUT", &timeout_ms);
+    if (st != HOOP_OK) return hoop__store_env_refuse(st);
+    hoop_store_config cfg = env_config(&d, timeout_ms);
+    st = hoop__store_init_served(out, &cfg, NULL);
     if (st == HOOP_ERR_SYSTEM && d.port_from_slurm && hoop__store_last_in_use()) {
         /* Jobs whose ids agree mod 1000 get the same derived port on a shared node. */
         char why[700];
@@ -440,9 +465,10 @@ hoop_status hoop__store_init_served(hoop_store **out, const hoop_store_config *c
     if (cfg.rank == 0) HOOP_CHECK(start_rank0_server(&cfg, &srv, naming));
     hoop_status s = hoop__store_init_rendezvous(out, &cfg, naming);
     char fault[700];
-    if (s != HOOP_OK && hoop__store_server_fault(srv, fault, sizeof(fault)))
-        s = HOOP_ERROR(HOOP_ERR_MISMATCH, "%s's store %s (before %s itself connected)",
-                       naming->owner, fault, naming->owner); /* a bad rank came first */
+    hoop_status gave_up = s != HOOP_OK ? hoop__store_server_fault(srv, fault, sizeof(fault)) : 0;
+    if (gave_up != HOOP_OK)
+        s = HOOP_ERROR(gave_up, "%s's store %s (before %s itself connected)", naming->owner, fault,
+                       naming->owner); /* a bad rank came first */
     if (s != HOOP_OK) {
         hoop_store_server_destroy(srv);
         return s;

@@ -781,35 +781,6 @@ fail:
  * MASTER_PORT again, and its error says why. */
 static atomic_int env_servers;
 
-/* Rank 0 refused a HOOP_* setting of its own (st, its message set) before its store was
- * up. Ranks started by hand a moment later would find no store and wait for it until
- * HOOP_TIMEOUT; so rank 0 serves its store anyway, only to tell them why, for up to 2 s
- * and while some rank has not connected yet (store_proto.h, "A rank lost"). Best effort:
- * when the store cannot be served (MASTER_PORT taken, a bad contract), or on any other
- * rank, the refusal is returned as it is. Returns st with its message. */
-static hoop_status refuse_env(hoop_status st)
-{
-    char why[1024];
-    hoop_dist_env d;
-    hoop_store *store = NULL;
-    snprintf(why, sizeof(why), "%s", hoop_last_error());
-    if (hoop__env_dist(&d) != HOOP_OK || d.rank != 0 || d.world_size < 2)
-        return HOOP_ERROR(st, "%s", why);
-    /* Not HOOP_TIMEOUT, which may be the setting refused: rank 0 connects to itself. */
-    hoop_store_config cfg = {.host = d.master_addr,
-                             .port = d.master_port,
-                             .token = d.token[0] ? d.token : NULL,
-                             .rank = 0,
-                             .world_size = d.world_size,
-                             .timeout_ms = 5000};
-    if (hoop__store_init_served(&store, &cfg, NULL) == HOOP_OK) {
-        hoop__store_note_failure(store, st, why);
-        hoop__store_tell_latecomers(store);
-        hoop_store_destroy(store);
-    }
-    return HOOP_ERROR(st, "%s", why);
-}
-
 hoop_status hoop_comm_init_env(hoop_comm **out)
 {
     hoop_dist_env d;
@@ -818,7 +789,7 @@ hoop_status hoop_comm_init_env(hoop_comm **out)
     hoop_status st;
     if (!out) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_comm_init_env: out is NULL");
     *out = NULL;
-    if ((st = hoop__env_check_all()) != HOOP_OK) return refuse_env(st);
+    if ((st = hoop__env_check_all()) != HOOP_OK) return hoop__store_env_refuse(st);
     HOOP_CHECK(hoop__env_dist(&d));
     cfg.rank = d.rank;
     cfg.world_size = d.world_size;
@@ -841,7 +812,17 @@ hoop_status hoop_comm_init_env(hoop_comm **out)
         /* On rank 0 the store's GOODBYE then tells every rank still waiting in it why,
          * and, for up to 2 s, ranks started a moment later that have not connected yet
          * (else they would find no store and wait for it until HOOP_TIMEOUT); not after
-         * a time-out, which gave every rank HOOP_TIMEOUT to come already. */
+         * a time-out, which gave every rank HOOP_TIMEOUT to come already. Another rank
+         * that failed on its own (a setting its transport refused, before the card
+         * exchange: the others wait for its card) tells rank 0's store with an ABORT,
+         * which fails every rank at once with its reason; a failure that came from
+         * another rank (HOOP_ERR_REMOTE) or a time-out is known to all already. */
+        if (store && d.rank != 0 && st != HOOP_ERR_TIMEOUT && st != HOOP_ERR_REMOTE) {
+            char why[1024];
+            snprintf(why, sizeof(why), "%s", hoop_last_error());
+            hoop__store_abort(store, st, why);
+            return st;
+        }
         if (store) {
             hoop__store_note_failure(store, st, hoop_last_error());
             if (st != HOOP_ERR_TIMEOUT) hoop__store_tell_latecomers(store);

@@ -128,6 +128,9 @@ put('store', 'compare_set', preface + hello +
     frame(8, struct.pack('>B', 0) + sstr('w') + sstr('x') + sstr('y')))
 put('store', 'wait_lost_close', preface + hello +
     frame(4, struct.pack('>Bq', 3, 0) + struct.pack('>I', 1) + sstr('x')) + frame(7))
+put('store', 'abort', preface + hello + frame(9, struct.pack('>B', 3) + sstr('HOOP_ALGO=x')) +
+    frame(2, sstr('k') + sstr('after')))
+put('store', 'abort_no_code', preface + hello + frame(9, struct.pack('>B', 0) + sstr('')))
 put('store', 'v4', b'HOOP-STORE/4\r\n\r\n' + frame(1, struct.pack('>IHii', 0x484F4F50, 4, 0, 0) + sstr('fuzz')))
 put('store', 'v3', b'HOOP-STORE/3\r\n\r\n' + frame(1, struct.pack('>IHii', 0x484F4F50, 3, 0, 0) + sstr('fuzz')))
 put('store', 'v2', b'HOOP-STORE/2\r\n\r\n' + frame(1, struct.pack('>IHi', 0x484F4F50, 2, 0) + sstr('fuzz')))
