@@ -190,15 +190,6 @@ static Suite *suite(void)
 
 int main(void)
 {
-    static const char *transports[] = {"tcp", "shm", "shm", "tcp"};
-    static const char *memops[] = {"sync", "sync", "async", "staged"};
-    int failed = 0;
     setenv("HOOP_SHM_BYTES", "64K", 0); /* a message larger than the ring, too */
-    for (int k = 0; k < 4; k++) {
-        printf("transport %s, memory operations %s:\n", transports[k], memops[k]);
-        setenv("HOOP_TRANSPORT", transports[k], 1);
-        setenv("HOOP_MEMOPS", memops[k], 1);
-        failed += suite_failures(suite());
-    }
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return h_four_paths(suite) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1555,19 +1555,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    /* The third pass runs every copy and reduction of the executor on the async memory
-     * table (src/collectives/memops.h): each finishes only after it was polled once, as
-     * on a GPU, so a step that uses memory before its operation finished fails here. The
-     * fourth also stages every send and receive through host regions (stage.c), as the
-     * buffers of a GPU will be. */
-    static const char *transports[] = {"tcp", "shm", "shm", "tcp"};
-    static const char *memops[] = {"sync", "sync", "async", "staged"};
-    int failed = 0;
-    for (int k = 0; k < 4; k++) {
-        printf("transport %s, memory operations %s:\n", transports[k], memops[k]);
-        setenv("HOOP_TRANSPORT", transports[k], 1);
-        setenv("HOOP_MEMOPS", memops[k], 1);
-        failed += suite_failures(suite());
-    }
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return h_four_paths(suite) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -25,6 +25,7 @@
 
 #include "hoop/collectives.h"
 #include "hoop/comm.h"
+#include "run_suite.h"
 
 #define H_MAX_RANKS 8
 
@@ -136,6 +137,26 @@ static inline void h_set_env(int rank, int n, int port, const char *token, const
     setenv("WORLD_SIZE", buf, 1);
     setenv("HOOP_TOKEN", token, 1);
     if (timeout) setenv("HOOP_TIMEOUT", timeout, 1);
+}
+
+/* Runs the suite make_suite builds four times, over the executor's four byte paths:
+ * tcp, shm, shm with the async memory table (src/collectives/memops.h: each copy and
+ * reduction finishes only after it was polled once, as on a GPU, so a step that uses
+ * memory before its operation finished fails), and tcp with every send and receive
+ * staged through host regions (stage.c), as the buffers of a GPU will be. Returns how
+ * many tests failed in all (needs run_suite.h's suite_failures). */
+static inline int h_four_paths(Suite *(*make_suite)(void))
+{
+    static const char *transports[] = {"tcp", "shm", "shm", "tcp"};
+    static const char *memops[] = {"sync", "sync", "async", "staged"};
+    int failed = 0;
+    for (int k = 0; k < 4; k++) {
+        printf("transport %s, memory operations %s:\n", transports[k], memops[k]);
+        setenv("HOOP_TRANSPORT", transports[k], 1);
+        setenv("HOOP_MEMOPS", memops[k], 1);
+        failed += suite_failures(make_suite());
+    }
+    return failed;
 }
 
 #endif /* HOOP_TESTS_COLL_HARNESS_H */

@@ -113,7 +113,8 @@ int main(int argc, char **argv)
                "  -h, --help, --version  print this text, or the version, and exit\n"
                "Exit status: 0 success, 2 bad arguments or environment (a malformed variable,\n"
                "or ranks started with environments that disagree: another WORLD_SIZE or\n"
-               "HOOP_TOKEN, a RANK claimed twice), 1 other failures.\n");
+               "HOOP_TOKEN, a RANK claimed twice, MASTER_PORT already in use), 1 other\n"
+               "failures.\n");
         return 0;
     }
     if (argc > 1) {

@@ -605,7 +605,7 @@ int hoop__store_last_refused(void)
 int hoop__store_exit_code(hoop_status st)
 {
     return st == HOOP_ERR_INVALID || st == HOOP_ERR_MISMATCH || st == HOOP_ERR_UNSUPPORTED ||
-                   last_refused
+                   last_refused || (st == HOOP_ERR_SYSTEM && hoop__store_last_in_use())
                ? 2
                : 1;
 }

@@ -513,8 +513,9 @@ int hoop__store_last_refused(void);
 
 /* The exit code a tool gives for a start-up that failed with st on this thread: 2 when the
  * caller's settings are to blame (HOOP_ERR_INVALID, HOOP_ERR_MISMATCH, HOOP_ERR_UNSUPPORTED,
- * or this rank refused by rank 0's store: the ranks' environments disagree), else 1. The
- * same on every rank of a job started with disagreeing environments. */
+ * this rank refused by rank 0's store: the ranks' environments disagree, or rank 0's
+ * MASTER_PORT already in use: hoop__store_last_in_use), else 1. The same on every rank
+ * of a job started with disagreeing environments. */
 int hoop__store_exit_code(hoop_status st);
 
 /* 1 when the calling thread's last hoop_store_server_init (or a rank 0's start above)
