@@ -12,6 +12,11 @@
  *     buffers (count + 1 elements). The schedule check (sched_check.c) must fail the call
  *     on every rank with HOOP_ERR_INTERNAL naming the collective, the algorithm, the step,
  *     its peer, the buffer, the range and the buffer's size, before any byte moves.
+ *   - SHORT_SEND: rank 0's last data chunk to rank 1 is one element short (count - 1),
+ *     rank 1 expects the whole chunk. Every range is inside its buffer; the receiver must
+ *     see that the message that arrived is not the size it posted (the transports' frame,
+ *     transport/frame.h) and fail the call with HOOP_ERR_INTERNAL naming the step, the
+ *     peer and both byte counts; the comm is failed, so a later call fails on both ranks.
  * Every buffer sits between guard elements that must come back unchanged. Runs over tcp,
  * shm, shm with the async memory table, and tcp with staged sends and receives, as
  * check_collectives does.
@@ -26,7 +31,7 @@
 #include "coll_harness.h"
 #include "run_suite.h"
 
-enum { BUG_NONE, BUG_PAST_END };
+enum { BUG_NONE, BUG_PAST_END, BUG_SHORT_SEND };
 static _Atomic int bug;
 
 hoop_status __real_hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s);
@@ -53,6 +58,9 @@ hoop_status __wrap_hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s)
     case BUG_PAST_END:
         send->bytes += a->elem;
         recv->bytes += a->elem;
+        break;
+    case BUG_SHORT_SEND:
+        if (a->rank == 0) send->bytes -= a->elem;
         break;
     }
     return st;
@@ -156,6 +164,31 @@ START_TEST(test_past_end)
 }
 END_TEST
 
+/* The receiver (rank 1) fails naming the step, the peer and both sizes; the sender's
+ * next call fails too; no guard changed. */
+START_TEST(test_short_send)
+{
+    static const size_t counts[] = {100, 300001};
+    for (int k = 0; k < 2; k++) {
+        size_t count = counts[k];
+        run_case(2, BUG_SHORT_SEND, count);
+        const bs_result *x = &results[1];
+        ck_assert_msg(x->st == HOOP_ERR_INTERNAL, "rank 1: want HOOP_ERR_INTERNAL, got %s: %s",
+                      hoop_status_name(x->st), x->msg);
+        assert_has(x->msg, "step ", 1);
+        assert_has(x->msg, "from rank 0", 1);
+        /* the last chunk: whatever its size, the sent one is 4 bytes shorter */
+        ck_assert_msg(strstr(x->msg, " bytes") && strstr(x->msg, "posted"),
+                      "rank 1: the message does not give both sizes: %s", x->msg);
+        for (int r = 0; r < 2; r++) {
+            ck_assert_msg(results[r].later != HOOP_OK, "rank %d: the comm still works", r);
+            ck_assert_msg(results[r].bad_guards == 0, "rank %d: %zu guard elements written", r,
+                          results[r].bad_guards);
+        }
+    }
+}
+END_TEST
+
 /* The wrapper itself is harmless: with no bug the rd all-reduce is right. */
 static void sane_rank(h_rank *h)
 {
@@ -184,6 +217,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_no_bug);
     tcase_add_test(tc, test_past_end);
+    tcase_add_test(tc, test_short_send);
     suite_add_tcase(s, tc);
     return s;
 }

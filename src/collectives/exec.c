@@ -51,6 +51,7 @@
  * Owns: its bookkeeping arrays; borrows the schedule, buffers, slots and links.
  * Thread-safety: used by the communicator's progress thread only.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,6 +103,9 @@ struct hoop__exec {
     struct fused *fu;    /* per step */
     int32_t gate;        /* the vote's first merge (-1: no vote): user memory waits for it */
     int32_t failed_step; /* the VOTE step that failed (-1 = none) */
+    int32_t frame_step;  /* the first step whose message arrived with another length while
+                          * the vote was not complete (-1 = none): frame_error */
+    char frame_msg[480]; /* its error, held until the vote is complete */
 };
 
 static int deps_ok(const hoop__exec *x, const hoop__step *st)
@@ -239,7 +243,7 @@ hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop_
     x->fu = carve(&block, n * sizeof(struct fused));
     for (size_t i = 0; i < n; i++) x->slot[i] = -1; /* no slot unless granted one */
     x->state = carve(&block, n);
-    x->gate = x->failed_step = x->local_busy = -1;
+    x->gate = x->failed_step = x->local_busy = x->frame_step = -1;
     x->mem = env->mem ? env->mem : hoop__memops_host();
     for (size_t i = 0; i < s->n && x->gate < 0; i++)
         if (s->steps[i].kind == HOOP__STEP_VOTE) x->gate = (int32_t)i;
@@ -566,6 +570,47 @@ static struct lane *lane_of(hoop__exec *x, const hoop__step *st)
     return NULL;
 }
 
+/* 1 once the call's vote is complete (its last merge done), or when it has none. */
+static int vote_done(const hoop__exec *x)
+{
+    return x->s->voted < 0 || x->state[x->s->voted] == ST_DONE;
+}
+
+/* Step i's message arrived with another length than its receive was posted for (the
+ * transport's test said so, frame.h; its request stays live). Once the vote is complete
+ * every rank made this same call, so the schedules disagree: HOOP_ERR_INTERNAL naming the
+ * step, its peer and both lengths. Before that it may be a collective mismatch (ranks
+ * that called with other counts send other sizes), which the vote names: the error is
+ * held (hold_verdict) and the step goes on as posted. */
+static hoop_status frame_error(hoop__exec *x, int32_t i)
+{
+    const hoop__step *st = &x->s->steps[i];
+    char why[400];
+    snprintf(why, sizeof(why), "%s", hoop_last_error());
+    hoop_status rc = HOOP_ERROR(HOOP_ERR_INTERNAL,
+                                "rank %d, step %d (%s from rank %d: %zu bytes at byte %zu of "
+                                "buffer %d): %s",
+                                x->env.rank, (int)i, hoop__step_kind_name(st->kind), (int)st->peer,
+                                st->bytes, st->off, (int)st->buf, why);
+    if (vote_done(x)) {
+        x->env.failed_peer = st->peer;
+        return rc;
+    }
+    if (x->frame_step < 0) {
+        x->frame_step = i;
+        snprintf(x->frame_msg, sizeof(x->frame_msg), "%s", hoop_last_error());
+    }
+    return HOOP_OK;
+}
+
+/* A held frame error stands once the vote is complete (a mismatch fails the call first). */
+static hoop_status hold_verdict(hoop__exec *x)
+{
+    if (x->frame_step < 0 || !vote_done(x)) return HOOP_OK;
+    x->env.failed_peer = x->s->steps[x->frame_step].peer;
+    return HOOP_ERROR(HOOP_ERR_INTERNAL, "%s", x->frame_msg);
+}
+
 /* Tests one active step; returns 1 when it left the active set. */
 static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed)
 {
@@ -586,6 +631,10 @@ static hoop_status test_one(hoop__exec *x, int32_t i, int *left, int *progressed
             st->kind == HOOP__STEP_SEND ? x->env.send[st->peer] : x->env.recv[st->peer];
         int done = 0;
         hoop_status rc = c->tp->test(x->req[i], &done, NULL);
+        if (rc == HOOP_ERR_INTERNAL && c->bad_req && c->bad_req == x->req[i]) {
+            c->bad_req = NULL;
+            return frame_error(x, i); /* the request is live: tested again if held */
+        }
         if (rc != HOOP_OK) x->req[i] = NULL, x->env.failed_peer = st->peer;
         HOOP_CHECK(rc);
         if (!done) return HOOP_OK;
@@ -674,6 +723,7 @@ hoop_status hoop__exec_progress(hoop__exec *x, int *progressed, int *done)
     /* The gate opened in this round (the vote's first merge matched): the data that came
      * with the vote is already there, so take it now, not one progress pass later. */
     if (closed && x->state[x->gate] == ST_DONE) HOOP_CHECK(exec_round(x, progressed));
+    HOOP_CHECK(hold_verdict(x));
     *done = x->ndone == x->s->n;
     return HOOP_OK;
 }

@@ -52,6 +52,7 @@
 #include "core/clock.h"
 #include "core/fdlimit.h"
 #include "core/rng.h"
+#include "transport/frame.h"
 #include "transport/hello.h"
 #include "transport/reqpool.h"
 #include "transport/sock.h"
@@ -115,6 +116,9 @@ struct shm_req {
     size_t unit; /* a consumer's element size */
     size_t left, bytes;
     int done;
+    int framed;           /* its frame word is written (sender) or read and checked */
+    int frame_bad;        /* receiver: the word said another length (1: not told yet) */
+    uint64_t frame_got;   /* that word */
     struct shm_req *next; /* the comm's queue of unfinished requests */
 };
 
@@ -135,7 +139,7 @@ struct shm_comm {
     int peer_gone;          /* EOF seen on the socket */
     int64_t eof_checked_ns; /* last peek at the socket while stalled */
     hoop_status failed;
-    char why[200];
+    char why[320];
     /* connector */
     enum shm_conn_state state;
     struct sockaddr_un raddr;
@@ -685,7 +689,9 @@ static void drain_bell(int efd)
 /* Moves bytes between the queued requests and the ring; completed requests leave the
  * queue (done = 1) and are released by the test that sees them. Every message starts on
  * an 8-byte boundary of the stream (both ends see the same sizes, so both skip the same
- * pad), which keeps a consumer's pieces aligned for any element type. */
+ * pad) with its frame word (frame.h), which the receiver checks against the length it
+ * posted before it takes a byte; the data behind the word stay 8-byte aligned, which
+ * keeps a consumer's pieces aligned for any element type. */
 static hoop_status comm_progress(struct shm_comm *c)
 {
     struct shm_ring *r = c->ring;
@@ -700,21 +706,28 @@ static hoop_status comm_progress(struct shm_comm *c)
         return comm_fail(c, "the ring's positions are corrupt");
     while (c->qhead) {
         struct shm_req *q = c->qhead;
-        if (q->left == q->bytes) { /* a new message: skip to the next 8-byte boundary */
-            uint64_t aligned = (pos + 7) & ~(uint64_t)7;
-            if (!send && other < aligned) break;          /* the sender has not started it yet */
-            if (send && aligned - other > c->size) break; /* the pad needs room too */
-            pos = aligned;
+        if (!q->framed) { /* a new message: its frame word at the next 8-byte boundary */
+            uint64_t aligned = (pos + 7) & ~(uint64_t)7, end = aligned + HOOP__FRAME_BYTES;
+            if (!send && other < end) break;          /* the sender has not framed it yet */
+            if (send && end - other > c->size) break; /* the pad and the word need room */
+            uint64_t *word = (uint64_t *)(void *)(c->data + ((size_t)aligned & mask));
+            if (send)
+                *word = hoop__frame(q->bytes);
+            else if (*word != hoop__frame(q->bytes))
+                q->frame_bad = 1, q->frame_got = *word; /* told by test */
+            pos = end;
+            q->framed = 1;
         }
         uint64_t used = pos - other;
         size_t avail =
             send ? (used >= c->size ? 0 : c->size - (size_t)used) : (size_t)(other - pos);
         size_t n = q->left < avail ? q->left : avail;
         if (q->fn) n -= n % q->unit; /* a consumer gets whole elements only */
-        if (n == 0) break;
+        if (n == 0 && q->left > 0) break;
         size_t off = (size_t)pos & mask, first = c->size - off;
         if (first > n) first = n;
-        if (send) {
+        if (n == 0) { /* an empty message: its frame word was all */
+        } else if (send) {
             memcpy(c->data + off, q->ptr, first);
             memcpy(c->data, q->ptr + first, n - first);
         } else if (q->fn) {
@@ -750,18 +763,19 @@ static hoop_status post(struct shm_comm *c, void *buf, size_t bytes, void **out)
     struct shm_req *q = NULL;
     *out = NULL;
     if (c->failed != HOOP_OK) return HOOP_ERROR(c->failed, "%s", c->why);
+    if (bytes > HOOP__FRAME_MAX)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "shm: a message of %zu bytes (at most %llu)", bytes,
+                          (unsigned long long)HOOP__FRAME_MAX);
     HOOP_CHECK(hoop__req_get(&c->reqs, (void **)&q));
     q->comm = c;
     q->ptr = buf;
     q->left = q->bytes = bytes;
-    q->done = bytes == 0;
-    if (!q->done) {
-        if (c->qtail)
-            c->qtail->next = q;
-        else
-            c->qhead = q;
-        c->qtail = q;
-    }
+    /* Even an empty message travels (its frame word), so that both ends count alike. */
+    if (c->qtail)
+        c->qtail->next = q;
+    else
+        c->qhead = q;
+    c->qtail = q;
     *out = q;
     return HOOP_OK;
 }
@@ -811,6 +825,16 @@ static hoop_status shm_test(void *req, int *done, size_t *bytes)
             hoop__req_put(&c->reqs, q); /* released when failed, as when finished */
             return st;
         }
+    }
+    /* A frame word that said another length is told once (HOOP_ERR_INTERNAL, the request
+     * stays live) and the stream goes on as the receiver posted it: the caller decides (a
+     * collective mismatch looks the same until the call's vote is done). */
+    if (q->frame_bad == 1) {
+        char why[320];
+        q->frame_bad = 2;
+        c->base.bad_req = q;
+        hoop__frame_ok(q->frame_got, q->bytes, "shm", c->base.peer, why, sizeof(why));
+        return HOOP_ERROR(HOOP_ERR_INTERNAL, "%s", why);
     }
     if (!q->done) return HOOP_OK;
     if (bytes) *bytes = q->bytes;

@@ -6,9 +6,14 @@
  * TCP_MIN_PIECE is cut into up to nsocks pieces of at least TCP_MIN_PIECE bytes; piece j
  * goes to stream (first + j) % nsocks where `first` advances by the number of pieces of
  * each large message; smaller messages all ride stream 0. Both ends see the same
- * sequence of sizes, so they stripe identically without any framing. Each stream keeps a FIFO of
- * pieces and moves them with partial send()/recv() calls; a request completes when all
- * its pieces have moved.
+ * sequence of sizes, so they stripe identically. Every message also has a frame word
+ * (frame.h: its length) on stream 0, queued when it is posted, ahead of any of its
+ * pieces there: stream 0 carries the words of all messages in message order, so the
+ * receiver reads the k-th word exactly when every earlier message agreed in size, and
+ * fails the link (HOOP_ERR_INTERNAL, naming both lengths) at the first message whose
+ * sender and receiver disagree. Each stream keeps a FIFO of pieces and moves them with
+ * partial send()/recv() calls; a request completes when all its pieces (the word
+ * included) have moved.
  *
  * Connections are authenticated: the connector sends a hello (magic, version, rank,
  * channel, stream index, nonce, token) and waits for a one-byte verdict. The acceptor
@@ -38,6 +43,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/fdlimit.h"
+#include "transport/frame.h"
 #include "transport/hello.h"
 #include "transport/reqpool.h"
 #include "transport/sock.h"
@@ -89,6 +95,9 @@ struct tcp_req {
     struct tcp_comm *comm;
     int parts_left;
     size_t bytes;
+    uint64_t frame;          /* the frame word sent, or the one read (frame.h) */
+    int frame_bad;           /* receiver: the word said another length (1: not told yet) */
+    struct tcp_piece fpiece; /* the frame word's piece, on stream 0 */
     struct tcp_piece piece[TCP_MAX_SOCKS];
 };
 
@@ -119,7 +128,7 @@ struct tcp_comm {
     hoop__req_pool reqs; /* live requests, and released ones kept for reuse */
     struct tcp_comm *next_connecting;
     hoop_status failed;
-    char why[200];
+    char why[320];
     /* connector */
     hoop_sockaddr raddr;
     struct tcp_hello hello;
@@ -534,8 +543,12 @@ static hoop_status comm_fail(struct tcp_comm *c, const char *what, int err)
     return HOOP_ERROR(c->failed, "%s", c->why);
 }
 
-/* Retires n moved bytes from the head of a stream's queue. */
-static void consume(struct tcp_stream *s, size_t n)
+/* Retires n moved bytes from the head of a stream's queue. A receive's frame word is
+ * checked as it completes: a wrong one is noted in its request, whose test says so once
+ * (HOOP_ERR_INTERNAL, the request stays live), and the stream goes on as the receiver
+ * posted it, so that the caller decides (a collective mismatch looks the same until the
+ * call's vote is done). */
+static hoop_status consume(struct tcp_comm *c, struct tcp_stream *s, size_t n)
 {
     while (s->head && s->head->left <= n) {
         struct tcp_piece *p = s->head;
@@ -545,11 +558,15 @@ static void consume(struct tcp_stream *s, size_t n)
         s->head = p->next;
         if (!s->head) s->tail = NULL;
         p->req->parts_left--;
+        if (p == &p->req->fpiece && c->kind == TK_RECV &&
+            p->req->frame != hoop__frame(p->req->bytes))
+            p->req->frame_bad = 1;
     }
     if (s->head && n) {
         s->head->ptr += n;
         s->head->left -= n;
     }
+    return HOOP_OK;
 }
 
 /* Moves bytes on one stream until it would block. Several queued pieces move in one
@@ -579,7 +596,7 @@ static hoop_status stream_progress(struct tcp_comm *c, struct tcp_stream *s)
                 return comm_fail(c, send_side ? "send" : "recv", errno);
             }
         }
-        consume(s, (size_t)n);
+        HOOP_CHECK(consume(c, s, (size_t)n));
         if ((size_t)n < want) return HOOP_OK;
     }
     return HOOP_OK;
@@ -590,9 +607,20 @@ static hoop_status post(struct tcp_comm *c, void *buf, size_t bytes, void **out)
     struct tcp_req *r = NULL;
     *out = NULL;
     if (c->failed != HOOP_OK) return HOOP_ERROR(c->failed, "%s", c->why);
+    if (bytes > HOOP__FRAME_MAX)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "tcp: a message of %zu bytes (at most %llu)", bytes,
+                          (unsigned long long)HOOP__FRAME_MAX);
     HOOP_CHECK(hoop__req_get(&c->reqs, (void **)&r));
     r->comm = c;
     r->bytes = bytes;
+    /* The frame word first, on stream 0, ahead of any piece of this message there. */
+    r->frame = c->kind == TK_SEND ? hoop__frame(bytes) : 0;
+    r->fpiece = (struct tcp_piece){.req = r, .ptr = (char *)&r->frame, .left = HOOP__FRAME_BYTES};
+    if (c->s[0].tail)
+        c->s[0].tail->next = &r->fpiece;
+    else
+        c->s[0].head = &r->fpiece;
+    c->s[0].tail = &r->fpiece;
     /* Small messages ride stream 0 (so they can share segments); large ones are cut
      * into pieces of >= TCP_MIN_PIECE striped over the streams by message index. */
     size_t np = bytes / TCP_MIN_PIECE;
@@ -616,7 +644,7 @@ static hoop_status post(struct tcp_comm *c, void *buf, size_t bytes, void **out)
     }
     if (bytes >= TCP_MIN_PIECE)
         c->next_stream = (c->next_stream + (unsigned)np) % (unsigned)c->nsocks;
-    r->parts_left = (int)np;
+    r->parts_left = (int)np + 1; /* and the frame word */
     /* Sends wait for the next test, so messages posted together leave in one segment.
      * Small receives wait too (a header and the data queued behind it then arrive
      * through one recvmsg); large ones try at once (the data may be waiting). */
@@ -650,6 +678,13 @@ static hoop_status tcp_test(void *req, int *done, size_t *bytes)
     *done = 0;
     for (int j = 0; j < c->nsocks && r->parts_left > 0 && c->failed == HOOP_OK; j++)
         if (c->s[j].head) (void)stream_progress(c, &c->s[j]);
+    if (r->frame_bad == 1) { /* told once; the request stays live */
+        char why[320];
+        r->frame_bad = 2;
+        c->base.bad_req = r;
+        hoop__frame_ok(r->frame, r->bytes, "tcp", c->base.peer, why, sizeof(why));
+        return HOOP_ERROR(HOOP_ERR_INTERNAL, "%s", why);
+    }
     if (r->parts_left == 0) {
         *done = 1;
         if (bytes) *bytes = r->bytes;

@@ -7,8 +7,10 @@
  * handle (at most HOOP_TP_HANDLE_MAX bytes) through the rendezvous; peers connect to it
  * and the owner accepts; data then flows over one-directional comms (a send comm on the
  * connecting side, a recv comm on the accepting side) with non-blocking isend / irecv /
- * test. There is no framing: the k-th isend on a send comm is received by the k-th
- * irecv on the matching recv comm, and both must name the same number of bytes.
+ * test. The k-th isend on a send comm is received by the k-th irecv on the matching recv
+ * comm, and both must name the same number of bytes; a receive whose message has another
+ * length is reported once by its test (HOOP_ERR_INTERNAL, bad_req; tcp and shm send a
+ * frame word with each message for this, frame.h; ib does not check yet).
  *
  * Blocking rules: no slot ever blocks. connect and accept are resumable state machines
  * (return HOOP_OK with *out == NULL until done, call again before the caller's
@@ -68,8 +70,12 @@ typedef void (*hoop_tp_consume_fn)(void *arg, const void *piece, size_t at, size
 /* Embedded first in each implementation's comm and recovered with HOOP_CONTAINER_OF. */
 struct hoop_tp_comm {
     const struct hoop_transport *tp;
-    int peer;    /* the rank at the other end (-1 for a listen comm) */
-    int channel; /* the connector's channel number, seen by the acceptor */
+    int peer;      /* the rank at the other end (-1 for a listen comm) */
+    int channel;   /* the connector's channel number, seen by the acceptor */
+    void *bad_req; /* (tcp, shm) set by a test that returns HOOP_ERR_INTERNAL because the
+                    * request's message arrived with another length than it was posted for
+                    * (frame.h): that request stays live (tested again, it goes on as
+                    * posted); any other failure releases the request as usual */
 };
 
 /*
