@@ -303,6 +303,18 @@ START_TEST(test_one_device)
 }
 END_TEST
 
+/* a message of another length than its receive fails that receive once (HOOP_ERR_INTERNAL, both
+ * lengths), and the next message arrives intact: ib's messages are slots, so the link stays in
+ * step. */
+START_TEST(test_wrong_length)
+{
+    pair p;
+    ck_assert_int_eq(connect_ab(&p, "t", "t"), HOOP_OK);
+    check_wrong_length(&p, 1);
+    close_pair(&p);
+}
+END_TEST
+
 START_TEST(test_request_pool)
 {
     pair p;
@@ -502,6 +514,7 @@ int main(void)
     TCase *err = tcase_create("errors");
     tcase_set_timeout(err, 120);
     tcase_add_test(err, test_wrong_token);
+    tcase_add_test(err, test_wrong_length);
     tcase_add_test(err, test_peer_killed);
     tcase_add_test(err, test_fork_kill);
     tcase_add_test(err, test_bad_gid_index);

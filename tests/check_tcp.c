@@ -116,6 +116,18 @@ START_TEST(test_send_recv)
 }
 END_TEST
 
+/* a message of another length than its receive fails that receive once (HOOP_ERR_INTERNAL, both
+ * lengths, from the frame word, frame.h); the stream is then out of step and the next receive says
+ * so. */
+START_TEST(test_wrong_length)
+{
+    pair p;
+    ck_assert_int_eq(connect_pair(&p, NULL, NULL, 2), HOOP_OK);
+    check_wrong_length(&p, 0);
+    close_pair(&p);
+}
+END_TEST
+
 START_TEST(test_request_pool)
 {
     pair p;
@@ -303,7 +315,7 @@ static int raw_hello(const unsigned char *h, uint16_t nsocks, int32_t idx, uint3
     ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
     unsigned char hello[HOOP__TCP_HELLO_BYTES] = {0};
     uint32_t magic = 0x686f6f70u;
-    uint16_t version = 1;
+    uint16_t version = 2;
     int32_t rank = 0, channel = 7;
     memcpy(hello, &magic, 4);
     memcpy(hello + 4, &version, 2);
@@ -316,6 +328,29 @@ static int raw_hello(const unsigned char *h, uint16_t nsocks, int32_t idx, uint3
     ck_assert_int_eq(send(fd, hello, sizeof(hello), MSG_NOSIGNAL), (ssize_t)sizeof(hello));
     return fd;
 }
+
+/* A hello of protocol version 1 (a build before frame words) is refused with the reason,
+ * not read as a peer's (offsets as raw_hello's). */
+START_TEST(test_old_version)
+{
+    unsigned char hello[HOOP__TCP_HELLO_BYTES] = {0};
+    uint32_t magic = 0x686f6f70u;
+    uint16_t version = 1, nsocks = 1;
+    int32_t rank = 3;
+    char why[96];
+    memcpy(hello, &magic, 4);
+    memcpy(hello + 4, &version, 2);
+    memcpy(hello + 6, &nsocks, 2);
+    memcpy(hello + 8, &rank, 4);
+    strcpy((char *)hello + 24, "secret");
+    char token[HOOP_TP_TOKEN_MAX] = "secret";
+    ck_assert_int_eq(hoop__tcp_hello_check(hello, sizeof(hello), token, why, sizeof(why)), 0);
+    ck_assert_str_eq(why, "claiming rank 3: tcp protocol version 1, this build speaks 2");
+    version = 2;
+    memcpy(hello + 4, &version, 2);
+    ck_assert_int_eq(hoop__tcp_hello_check(hello, sizeof(hello), token, why, sizeof(why)), 1);
+}
+END_TEST
 
 /* Drives the listener until fd's verdict arrives; returns it (1 accepted, 0 refused). */
 static int verdict(struct hoop_tp_comm *listen, int fd, struct hoop_tp_comm **got)
@@ -415,6 +450,8 @@ int main(void)
     tcase_add_test(err, test_peer_gone_in_handshake);
     tcase_add_test(err, test_abandoned_connect);
     tcase_add_test(err, test_bad_stream);
+    tcase_add_test(err, test_old_version);
+    tcase_add_test(err, test_wrong_length);
     tcase_add_test(err, test_out_of_fds);
     suite_add_tcase(s, err);
     return run_suite(s);

@@ -212,4 +212,59 @@ static inline void tp_unfill(fd_fill *f)
     ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &f->old), 0);
 }
 
+/* Tests req until it completes (*done = 1) or its test fails; returns that status
+ * (HOOP_ERR_TIMEOUT after 10 s). */
+static hoop_status drive_one(void *req, int *done)
+{
+    int64_t deadline = hoop__deadline_ns(10000);
+    *done = 0;
+    while (!*done && hoop__now_ns() < deadline) {
+        hoop_status st = tp->test(req, done, NULL);
+        if (st != HOOP_OK) return st;
+    }
+    return *done ? HOOP_OK : HOOP_ERR_TIMEOUT;
+}
+
+/* A message of 100 bytes (all 0xab) meets a receive posted for 96: the receive's test
+ * fails once with HOOP_ERR_INTERNAL naming the peer (rank 0) and both lengths, with the
+ * comm's bad_req pointing at it; the request stays live and completes as posted, the
+ * 96 bytes it asked for delivered. Then a second message of 64 bytes: on a transport
+ * whose messages are delimited (delimited = 1: ib's slots) it arrives intact; on a
+ * byte stream (tcp, shm) the receiver is now out of step, and its next receive says so
+ * (a frame word that is not one) instead of taking the wrong bytes silently. p is
+ * connected and stays so. */
+static void check_wrong_length(pair *p, int delimited)
+{
+    unsigned char out[100], in[100], out2[64], in2[64];
+    void *sr, *rr;
+    int done;
+    memset(out, 0xab, sizeof(out));
+    memset(in, 0, sizeof(in));
+    for (size_t i = 0; i < sizeof(out2); i++) out2[i] = (unsigned char)(i + 1);
+    p->recv->bad_req = NULL;
+    /* Small sends complete before their receive (tcp's wait for a test to leave). */
+    ck_assert_int_eq(tp->isend(p->send, out, 100, NULL, &sr), HOOP_OK);
+    ck_assert_msg(drive_one(sr, &done) == HOOP_OK, "the send: %s", hoop_last_error());
+    ck_assert_int_eq(tp->irecv(p->recv, in, 96, NULL, &rr), HOOP_OK);
+    ck_assert_int_eq(drive_one(rr, &done), HOOP_ERR_INTERNAL);
+    assert_error_has("from rank 0", "100 bytes but the receive posted for it is 96 bytes");
+    ck_assert_ptr_eq(p->recv->bad_req, rr);
+    p->recv->bad_req = NULL;
+    ck_assert_msg(drive_one(rr, &done) == HOOP_OK, "the bad receive: %s", hoop_last_error());
+    ck_assert_msg(memcmp(in, out, 96) == 0 && in[96] == 0, "the bad receive's bytes");
+    ck_assert_int_eq(tp->isend(p->send, out2, sizeof(out2), NULL, &sr), HOOP_OK);
+    ck_assert_msg(drive_one(sr, &done) == HOOP_OK, "the next send: %s", hoop_last_error());
+    ck_assert_int_eq(tp->irecv(p->recv, in2, sizeof(in2), NULL, &rr), HOOP_OK);
+    if (delimited) {
+        ck_assert_msg(drive_one(rr, &done) == HOOP_OK, "the next message: %s", hoop_last_error());
+        ck_assert_msg(memcmp(in2, out2, sizeof(in2)) == 0, "the next message's bytes");
+    } else {
+        ck_assert_int_eq(drive_one(rr, &done), HOOP_ERR_INTERNAL);
+        assert_error_has("from rank 0", "does not start with a frame word");
+        ck_assert_ptr_eq(p->recv->bad_req, rr);
+        p->recv->bad_req = NULL;
+        ck_assert_msg(drive_one(rr, &done) == HOOP_OK, "the next receive: %s", hoop_last_error());
+    }
+}
+
 #endif /* HOOP_TESTS_TP_HARNESS_H */

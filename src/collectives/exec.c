@@ -4,7 +4,8 @@
  *
  * The executor knows nothing about algorithms. It walks the schedule with one cursor
  * per (peer, direction) -- sends to a peer leave in schedule order and receives from a
- * peer are posted in schedule order, which is what keeps unframed streams matched --
+ * peer are posted in schedule order, which is what keeps the streams matched: each
+ * message's length is checked on arrival (frame_error) but a stream has no tags --
  * and starts a step as soon as its dependencies are done, keeping up to `depth` steps
  * in flight per peer and direction. RECV_REDUCE steps land in one of the comm's slots
  * (chunk-sized staging buffers) and are reduced into their destination by this thread

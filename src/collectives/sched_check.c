@@ -20,10 +20,14 @@
  * microseconds.
  *
  * What it cannot see: that two ranks' schedules pair up (the k-th SEND to a peer with
- * the peer's k-th receive, equal bytes, coll.h). That takes the other rank's schedule,
- * or a length carried with each message, which the tcp and shm streams do not carry
- * yet: a mismatch shows later, as a vote record read at the wrong place (a "collective
- * mismatch" on a later call) or a time-out.
+ * the peer's k-th receive, equal bytes, coll.h). That takes the other rank's schedule.
+ * The transports see it instead, when the message arrives: tcp and shm carry each
+ * message's length in a frame word (transport/frame.h), ib compares an eager message's
+ * length with its receive and a rendezvous grant's with its send, and the executor
+ * (exec.c, frame_error) fails the call with HOOP_ERR_INTERNAL naming the step, the peer
+ * and both lengths. Still unseen: a pair whose counts of steps differ with every size
+ * agreeing, and on ib a disagreement that moves a message across its eager/rendezvous
+ * boundary (it may stall until HOOP_TIMEOUT).
  *
  * Owns nothing. Thread-safe (pure functions).
  */

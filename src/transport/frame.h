@@ -13,7 +13,11 @@
  * comparison on the receiving side, no round trip. The tag catches a stream that is out
  * of step for any other reason (a word that is not a frame at all).
  *
- * ib.c needs none: its messages are delimited by the verbs themselves.
+ * ib.c needs none: each of its eager messages is one slot write, whose completion
+ * carries its length (byte_len), which the receiver compares with what it posted; a
+ * rendezvous message's length travels in the receiver's grant, which the sender checks
+ * (ib.c, and transport.h for what that leaves unchecked). tcp and shm went to protocol
+ * version 2 with this word, so a rank of an older build is refused at the hello.
  */
 #ifndef HOOP_TRANSPORT_FRAME_H
 #define HOOP_TRANSPORT_FRAME_H
@@ -23,7 +27,7 @@
 #include <stdio.h>
 
 #define HOOP__FRAME_BYTES 8
-#define HOOP__FRAME_TAG 0x4846u                  /* "HF", the top 16 bits */
+#define HOOP__FRAME_TAG 0x4846u                   /* "HF", the top 16 bits */
 #define HOOP__FRAME_MAX ((UINT64_C(1) << 48) - 1) /* the longest message a frame can say */
 
 static inline uint64_t hoop__frame(size_t bytes)

@@ -27,7 +27,9 @@
  * hello that passed the other checks is compared). The rank and channel are the
  * caller's to check against its world. On a refusal why (cap bytes, may be NULL when
  * cap is 0) receives the rest of "refused a connection ..." naming the reason: "that is
- * not a hoop peer (bad hello)" or "claiming rank R: wrong HOOP_TOKEN". */
+ * not a hoop peer (bad hello)", "claiming rank R: tcp protocol version V, this build speaks
+ * W" (a rank of another hoop build: the magic is right, the version is not) or "claiming
+ * rank R: wrong HOOP_TOKEN". */
 int hoop__tcp_hello_check(const void *bytes, size_t n, const char *token, char *why, size_t cap);
 
 /* Judges the n bytes of a shm hello as the listener received them with nfds descriptors

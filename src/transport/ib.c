@@ -18,7 +18,11 @@
  *     the sender then sends the message through the slots in slot-sized pieces, and the
  *     consumer reduces straight from each slot as shm does from its ring.
  * The sender posts strictly in message order (a rendezvous waits for its grant before
- * anything behind it leaves), so arrivals reach the receiver in message order. The
+ * anything behind it leaves), so arrivals reach the receiver in message order. Lengths
+ * are checked without a byte of framing too: a receiver compares each slot write's
+ * length (its completion's byte_len, which the verbs give for an incoming RDMA WRITE WITH
+ * IMMEDIATE: ibv_poll_cq(3)) with the bytes it expects there, and a sender a grant's
+ * length with its message's (transport.h says what that leaves unchecked). The
  * protocol is the one NCCL's net_ib and UCX's rc transport use in outline: eager slots
  * with credits, receiver-driven rendezvous (we write our own code from the verbs man
  * pages and the InfiniBand Architecture Specification, vol. 1, ch. 9-11).
@@ -271,6 +275,9 @@ struct ib_req {
     uint64_t eager;    /* receiver: first eager index (eager messages, stream pieces) */
     size_t done_bytes; /* stream: bytes consumed or sent */
     int rndv, stream, granted, posted, done;
+    int len_bad;      /* receiver: a slot write of another length came for it (1: not told) */
+    uint32_t len_got; /* that write's bytes (the completion's byte_len) */
+    size_t len_want;  /* the bytes the receive expected in that slot */
     uint64_t sq_last; /* rendezvous / stream send: the last work request's number */
     void *entry;      /* the registration cache's entry held for buf */
     uint32_t lkey, rkey;
@@ -316,7 +323,8 @@ struct ib_comm {
     uint64_t remote_slots;
     uint32_t remote_rkey;
     /* receiver */
-    uint64_t eager_in; /* eager slot writes arrived */
+    uint64_t eager_in;           /* eager slot writes arrived */
+    uint32_t slot_len[IB_SLOTS]; /* each slot's last write, bytes (the completion's byte_len) */
     uint64_t freed, freed_told;
     uint32_t grants_out, grants_retired; /* grants sent / whose receive completed */
     uint32_t writes_in;                  /* rendezvous writes completed */
@@ -1330,7 +1338,7 @@ static hoop_status on_wc(struct ib_comm *c, const struct ibv_wc *wc)
                              IMM_KIND(imm) == IMM_EAGER ? "eager write" : "rendezvous",
                              IMM_NUM(imm), want);
         if (IMM_KIND(imm) == IMM_EAGER)
-            c->eager_in++;
+            c->slot_len[c->eager_in++ % IB_SLOTS] = wc->byte_len;
         else
             c->writes_in++;
         return HOOP_OK;
@@ -1480,6 +1488,8 @@ static hoop_status recv_progress(struct ib_comm *c)
                 if (c->eager_in <= k) break;
                 size_t n = r->bytes - r->done_bytes;
                 if (n > IB_SLOT_BYTES) n = IB_SLOT_BYTES;
+                if (c->slot_len[k % IB_SLOTS] != n && !r->len_bad) /* told by test */
+                    r->len_bad = 1, r->len_got = c->slot_len[k % IB_SLOTS], r->len_want = n;
                 if (r->fn)
                     r->fn(r->arg, slot(c, k), r->done_bytes, n);
                 else
@@ -1650,6 +1660,27 @@ static int req_done(const struct ib_comm *c, const struct ib_req *r)
     return r->done;
 }
 
+/* A receive whose slot write had another length than it expected (recv_progress) is
+ * told once, as tcp and shm tell a wrong frame word (frame.h): HOOP_ERR_INTERNAL naming
+ * the peer and both lengths, bad_req set, the request left live (it goes on as posted:
+ * the slot's bytes up to the posted length are taken). An eager message is one slot, so
+ * its write's length is the message's; a streamed one's pieces are slot-sized. */
+static hoop_status len_error(struct ib_comm *c, struct ib_req *r)
+{
+    r->len_bad = 2;
+    c->base.bad_req = r;
+    if (!r->rndv)
+        return HOOP_ERROR(HOOP_ERR_INTERNAL,
+                          "ib link from rank %d: the message that arrived is %u bytes but the "
+                          "receive posted for it is %zu bytes: the two ranks' schedules "
+                          "disagree on its size",
+                          c->base.peer, r->len_got, r->bytes);
+    return HOOP_ERROR(HOOP_ERR_INTERNAL,
+                      "ib link from rank %d: a piece of %u bytes arrived where the receive "
+                      "of %zu bytes expected %zu: the stream is out of step",
+                      c->base.peer, r->len_got, r->bytes, r->len_want);
+}
+
 static hoop_status ib_test(void *req, int *done, size_t *bytes)
 {
     struct ib_req *r = req;
@@ -1681,6 +1712,7 @@ static hoop_status ib_test(void *req, int *done, size_t *bytes)
             return st;
         }
     }
+    if (r->len_bad == 1) return len_error(c, r);
     if (!req_done(c, r)) return HOOP_OK;
     if (bytes) *bytes = r->bytes;
     *done = 1;

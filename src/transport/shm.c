@@ -58,8 +58,8 @@
 #include "transport/sock.h"
 #include "transport/transport.h"
 
-#define SHM_MAGIC 0x6873686du /* "hshm" */
-#define SHM_VERSION 1
+#define SHM_MAGIC 0x6873686du         /* "hshm" */
+#define SHM_VERSION 2                 /* 2: each message opens with a frame word (frame.h) */
 #define SHM_HDR_BYTES 4096            /* segment bytes before the ring */
 #define SHM_SPARE 8                   /* released requests a comm keeps for reuse */
 #define SHM_EOF_CHECK_NS (200 * 1000) /* a stalled comm peeks at its socket this often */

@@ -50,7 +50,7 @@
 #include "transport/transport.h"
 
 #define TCP_MAGIC 0x686f6f70u /* "hoop" */
-#define TCP_VERSION 1
+#define TCP_VERSION 2         /* 2: each message opens with a frame word (frame.h) */
 #define TCP_MAX_SOCKS 16
 #define TCP_MIN_PIECE (64u << 10) /* bytes: smaller messages stay on one stream */
 #define TCP_SOCKBUF (4 << 20)     /* bytes asked for SO_SNDBUF / SO_RCVBUF */
@@ -334,8 +334,14 @@ int hoop__tcp_hello_check(const void *bytes, size_t n, const char *token, char *
         return 0;
     }
     memcpy(&h, bytes, sizeof(h));
-    int ok = h.magic == TCP_MAGIC && h.version == TCP_VERSION && h.nsocks >= 1 &&
-             h.nsocks <= TCP_MAX_SOCKS && h.idx >= 0 && h.idx < h.nsocks;
+    if (h.magic == TCP_MAGIC && h.version != TCP_VERSION) {
+        if (cap)
+            snprintf(why, cap, "claiming rank %d: tcp protocol version %u, this build speaks %u",
+                     h.rank, (unsigned)h.version, (unsigned)TCP_VERSION);
+        return 0;
+    }
+    int ok = h.magic == TCP_MAGIC && h.nsocks >= 1 && h.nsocks <= TCP_MAX_SOCKS && h.idx >= 0 &&
+             h.idx < h.nsocks;
     if (!ok) {
         if (cap) snprintf(why, cap, "that is not a hoop peer (bad hello)");
         return 0;
@@ -456,9 +462,11 @@ static hoop_status conn_step(struct tcp_comm *c, int i, int *done)
                               peer, hoop__sock_addr_str(&c->raddr, ip));
         if (n < 0) goto fail;
         if (verdict != 1)
-            return HOOP_ERROR(HOOP_ERR_REMOTE,
-                              "rank %d (%s) refused the connection (wrong HOOP_TOKEN?)", peer,
-                              hoop__sock_addr_str(&c->raddr, ip));
+            return HOOP_ERROR(
+                HOOP_ERR_REMOTE,
+                "rank %d (%s) refused the connection (wrong HOOP_TOKEN, or a hoop build of "
+                "another tcp protocol version?)",
+                peer, hoop__sock_addr_str(&c->raddr, ip));
         s->state = TCS_DONE;
         /* fall through */
     case TCS_DONE: *done = 1; return HOOP_OK;

@@ -8,9 +8,14 @@
  * and the owner accepts; data then flows over one-directional comms (a send comm on the
  * connecting side, a recv comm on the accepting side) with non-blocking isend / irecv /
  * test. The k-th isend on a send comm is received by the k-th irecv on the matching recv
- * comm, and both must name the same number of bytes; a receive whose message has another
- * length is reported once by its test (HOOP_ERR_INTERNAL, bad_req; tcp and shm send a
- * frame word with each message for this, frame.h; ib does not check yet).
+ * comm, and both must name the same number of bytes. A receive whose message has another
+ * length is reported once by its test (HOOP_ERR_INTERNAL naming the peer and both
+ * lengths, bad_req; see test below): tcp and shm send a frame word with each message for
+ * this (frame.h), ib compares an eager message's length, the byte count of its slot
+ * write's completion. ib's rendezvous messages (above its slot size) are checked by the
+ * sender instead, against the length in the receiver's grant: there a disagreement fails
+ * the send comm (HOOP_ERR_INTERNAL naming both lengths). A disagreement that also moves a
+ * message across ib's eager/rendezvous boundary may show only as a stalled link.
  *
  * Blocking rules: no slot ever blocks. connect and accept are resumable state machines
  * (return HOOP_OK with *out == NULL until done, call again before the caller's
@@ -72,7 +77,7 @@ struct hoop_tp_comm {
     const struct hoop_transport *tp;
     int peer;      /* the rank at the other end (-1 for a listen comm) */
     int channel;   /* the connector's channel number, seen by the acceptor */
-    void *bad_req; /* (tcp, shm) set by a test that returns HOOP_ERR_INTERNAL because the
+    void *bad_req; /* set by a test that returns HOOP_ERR_INTERNAL because the
                     * request's message arrived with another length than it was posted for
                     * (frame.h): that request stays live (tested again, it goes on as
                     * posted); any other failure releases the request as usual */
@@ -106,7 +111,12 @@ struct hoop_tp_comm {
  *             copy; unit (1, 2, 4 or 8, dividing bytes) is the piece granularity, and
  *             pieces are aligned to it. NULL where the transport has no such memory.
  *   test      progresses the request's comm; *done = 1 when finished, and then the
- *             request is released. A failed comm fails every pending request.
+ *             request is released. A failed comm fails every pending request. A receive
+ *             whose message arrived with another length than it was posted for fails its
+ *             test once with HOOP_ERR_INTERNAL and sets the comm's bad_req to it; unlike
+ *             any other failure, that request stays live and goes on as posted (its
+ *             posted bytes are delivered; on tcp and shm the stream is then out of step,
+ *             and the next receive says so).
  *   pollfds   (optional) lists up to cap pollfds a caller may sleep on for this comm;
  *             NULL for transports that are only polled by test.
  *   cost      (optional) this context's link cost; NULL = loopback TCP's figures.

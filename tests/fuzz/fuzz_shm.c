@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(&magic, msg, 4);
     memcpy(&version, msg + 4, 2);
     memcpy(&ring, msg + 16, 8);
-    if (magic != 0x6873686du || version != 1 || ring < 4096 || (ring & (ring - 1)) != 0 ||
+    if (magic != 0x6873686du || version != 2 || ring < 4096 || (ring & (ring - 1)) != 0 ||
         memcmp(msg + 24, token, HOOP_TP_TOKEN_MAX) != 0)
         abort();
     return 0;

@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(&version, data + 4, 2);
     memcpy(&nsocks, data + 6, 2);
     memcpy(&idx, data + 16, 4);
-    if (magic != 0x686f6f70u || version != 1 || nsocks < 1 || nsocks > 16 || idx < 0 ||
+    if (magic != 0x686f6f70u || version != 2 || nsocks < 1 || nsocks > 16 || idx < 0 ||
         idx >= nsocks || memcmp(data + 24, token, HOOP_TP_TOKEN_MAX) != 0)
         abort();
     return 0;

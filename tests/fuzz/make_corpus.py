@@ -15,9 +15,10 @@ tests/fuzz/corpus/ (the files are in git; rerun after a format changes):
               request, a version 1 to 4 client
   tcp         hellos as tcp.c's connector sends them (struct tcp_hello, the magic and
               version read from tcp.c): each stream of a 4-stream link, a control link,
-              a wrong token, an old version, a short read
+              a wrong token, an old version (1, before frame words), a short read
   shm         hellos as shm.c's connector sends them (struct shm_hello), behind the byte
-              that says what came with them (fds, truncation, user; see fuzz_shm.c)
+              that says what came with them (fds, truncation, user; see fuzz_shm.c); an old
+              version (1, before frame words)
   ib          behind fuzz_ib.c's mode byte: hellos and replies as ib.c sends them (struct
               ib_hello, ib_reply, ib_qpinfo) from a RoCE and an InfiniBand port, a wrong
               slot layout, a refusal; HOOP_IB_HCA and HOOP_IB_ADDR_RANGE values in the
@@ -161,7 +162,7 @@ for i in range(4):
     put('tcp', 'stream%d' % i, tcp_hello(4, 3, 0, i))
 put('tcp', 'control', tcp_hello(1, 7, 1, 0))
 put('tcp', 'wrong_token', tcp_hello(2, 1, 0, 1, tok='other'))
-put('tcp', 'version2', tcp_hello(2, 1, 0, 0, version=2))
+put('tcp', 'version1', tcp_hello(2, 1, 0, 0, version=1))  # a rank of a build before frame words
 put('tcp', 'short', tcp_hello(4, 3, 0, 0)[:40])
 
 # shm: struct shm_hello is u32 magic, u16 version, u16 pad, i32 rank, channel,
@@ -179,6 +180,7 @@ put('shm', 'no_fds', b'\0' + shm_hello(1 << 20))
 put('shm', 'other_user', b'\x0b' + shm_hello(1 << 20))
 put('shm', 'bad_ring', b'\3' + shm_hello(3 << 20))
 put('shm', 'wrong_token', b'\3' + shm_hello(1 << 20, tok='nope'))
+put('shm', 'version1', b'\3' + shm_hello(1 << 20, version=1))  # a rank of a build before frame words
 
 # ib: byte 0 even, then a connection blob (bit 1 set: an InfiniBand port); struct
 # ib_qpinfo is u32 qpn, psn, u8 gid[16], u16 lid, u8 mtu, link_eth, u32 max_msg,
