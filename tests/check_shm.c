@@ -386,12 +386,9 @@ START_TEST(test_fork_kill)
 }
 END_TEST
 
-// ----- peer close ---------------------------------------------------------------------------
-
-/* Bytes sent before a graceful close are still delivered; the next irecv then fails. */
-/* a message of another length than its receive fails that receive once (HOOP_ERR_INTERNAL, both
- * lengths, from the frame word, frame.h); the stream is then out of step and the next receive says
- * so. */
+/* A message of another length than its receive fails that receive once
+ * (HOOP_ERR_INTERNAL, both lengths, from the frame word, frame.h); the stream is then out
+ * of step and the next receive says so. */
 START_TEST(test_wrong_length)
 {
     pair p;
@@ -400,6 +397,10 @@ START_TEST(test_wrong_length)
     close_pair(&p);
 }
 END_TEST
+
+// ----- peer close ---------------------------------------------------------------------------
+
+/* Bytes sent before a graceful close are still delivered; the next irecv then fails. */
 
 START_TEST(test_request_pool)
 {

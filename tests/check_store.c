@@ -1816,6 +1816,11 @@ START_TEST(test_rank_aborts)
     (void)HOOP_ERROR(HOOP_ERR_NOMEM, "the caller's own message");
     hoop__store_abort(h, HOOP_ERR_INVALID, why);
     ck_assert_str_eq(hoop_last_error(), "the caller's own message"); /* left as it was */
+    char v[8];
+    size_t vn;
+    ck_assert_int_eq(hoop_store_get(h, "k", v, sizeof(v), &vn, 0), HOOP_ERR_REMOTE); /* closed */
+    ASSERT_MSG_HAS("this rank told the store that it cannot start");
+    ASSERT_OK(hoop_store_destroy(h));
     pthread_join(th, NULL);
     double ms = (double)(w.done_ns - t0) / 1e6;
     ck_assert_msg(w.st == HOOP_ERR_INVALID, "rank 0: %s: %s", hoop_status_name(w.st), w.msg);

@@ -116,9 +116,9 @@ START_TEST(test_send_recv)
 }
 END_TEST
 
-/* a message of another length than its receive fails that receive once (HOOP_ERR_INTERNAL, both
- * lengths, from the frame word, frame.h); the stream is then out of step and the next receive says
- * so. */
+/* A message of another length than its receive fails that receive once
+ * (HOOP_ERR_INTERNAL, both lengths, from the frame word, frame.h); the stream is then out
+ * of step and the next receive says so. */
 START_TEST(test_wrong_length)
 {
     pair p;

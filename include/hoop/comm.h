@@ -107,7 +107,11 @@ HOOP_API void hoop_rendezvous_free(hoop_rendezvous *rv);
 /* Builds a communicator from cfg: opens a listening endpoint, publishes it through
  * cfg->store or cfg->rendezvous, connects to the peers its algorithms need (ring
  * neighbours and recursive-doubling partners), authenticating with the token, and
- * starts the progress thread. Blocks until every link is up or the deadline.
+ * starts the progress thread. Blocks until every link is up or the deadline. With
+ * cfg->store, a rank other than 0 whose start-up fails on its own before the ranks
+ * agree on their links (a setting its transport refuses) tells rank 0's store, which
+ * then fails every rank at once with that status and message; that rank's store handle
+ * is closed by it (calls on it fail; destroy it as usual).
  * Errors: HOOP_ERR_INVALID (bad config, naming the field), HOOP_ERR_TIMEOUT (a peer
  * never showed up), HOOP_ERR_REMOTE (a peer refused the token or closed),
  * HOOP_ERR_SYSTEM. Thread-safe (each call builds its own comm). */
@@ -125,6 +129,10 @@ HOOP_API hoop_status hoop_comm_init(hoop_comm **out, const hoop_comm_config *cfg
  * rank 0's status and message: those connected at once, those not connected yet when
  * they come within 2 s (rank 0 keeps its store that long, so it returns up to 2 s
  * later; not after a time-out); a rank that comes later finds no store and times out.
+ * When another rank's start-up fails on its own (a HOOP_* setting it refuses, a
+ * transport that cannot open), it tells rank 0's store, waiting up to 5 s for it, and
+ * every rank fails at once with its status and message ("rank 0's store heard from rank
+ * R (ADDR) that it cannot start: ...").
  * Errors as hoop_comm_init, and HOOP_ERR_INVALID naming a malformed variable. */
 HOOP_API hoop_status hoop_comm_init_env(hoop_comm **out);
 

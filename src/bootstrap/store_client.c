@@ -715,16 +715,13 @@ void hoop__store_abort(hoop_store *st, hoop_status code, const char *why)
         hoop__put_u8(&st->out, (uint8_t)code);
         hoop__put_str(&st->out, why ? why : "", n);
         hoop__frame_end(&st->out, at);
-        /* Answered: the server let go of this rank (no CLOSE needed, none answered). */
+        /* Answered: the server let go of this rank and ignores what follows (no CLOSE). */
         if (rpc(st, hoop__deadline_ns(CLOSE_WAIT_MS), &status, &rd) == HOOP_OK &&
-            status == HOOP__STORE_R_OK && st->fd >= 0) {
-            close(st->fd);
-            st->fd = -1;
-        }
+            status == HOOP__STORE_R_OK)
+            (void)lose(st, code, "this rank told the store that it cannot start");
     }
     hoop__store_note_failure(st, code, why); /* rank 0: its server's GOODBYE to latecomers */
     hoop__store_tell_latecomers(st);
-    (void)hoop_store_destroy(st);
     (void)HOOP_ERROR(code, "%s", keep);
 }
 

@@ -531,11 +531,12 @@ void hoop__store_note_failure(hoop_store *st, hoop_status code, const char *msg)
 
 /* This rank cannot start (code, why: the reason, e.g. a setting it refused): tells the
  * server with ABORT (above), so that it gives up and every rank of the job hears why at
- * once, and destroys st; st is not usable after it. On rank 0, whose store this is, no
- * ABORT: the failure is noted (hoop__store_note_failure) and the server, stopped by the
- * destroy, tells every rank, latecomers for up to 2 s included. Best effort: a server
- * that cannot be told (gone, too old, given up already) changes nothing. Leaves the
- * thread's message as it was. */
+ * once; st's connection is then closed (later calls fail, naming this), and st is still
+ * to be destroyed by its owner. On rank 0, whose store this is, no ABORT: the failure
+ * is noted (hoop__store_note_failure) and the server, when st is destroyed, tells every
+ * rank, latecomers for up to 2 s included. Best effort: a server that cannot be told
+ * (gone, too old, given up already) changes nothing. Leaves the thread's message as it
+ * was. */
 void hoop__store_abort(hoop_store *st, hoop_status code, const char *why);
 
 /* This process, started as a rank of an env:// job (hoop__env_dist_wanted: MASTER_ADDR

@@ -427,7 +427,10 @@ hoop_status hoop__store_env_refuse(hoop_status st)
     /* Not HOOP_TIMEOUT, which may be the setting refused. Rank 0 serves its store, and
      * keeps it up to 2 s for ranks that have not connected yet (store_proto.h). */
     hoop_store_config cfg = env_config(&d, REFUSE_TELL_MS);
-    if (hoop__store_init_served(&store, &cfg, NULL) == HOOP_OK) hoop__store_abort(store, st, why);
+    if (hoop__store_init_served(&store, &cfg, NULL) == HOOP_OK) {
+        hoop__store_abort(store, st, why);
+        (void)hoop_store_destroy(store);
+    }
     return HOOP_ERROR(st, "%s", why);
 }
 

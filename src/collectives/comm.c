@@ -637,7 +637,7 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
     unsigned char *need = NULL;
     hoop_status st;
     int64_t deadline = hoop__deadline_ns(s->timeout_ms);
-    int gen = 0;
+    int gen = 0, verdict = 0;
     HOOP_CHECK_GOTO(open_endpoints(comm, cfg, s, listen, &mine), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&cards, (size_t)comm->world_size), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&need, (size_t)comm->world_size), st, out);
@@ -669,7 +669,19 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
      * still connecting to it is refused at once instead of waiting in a backlog. */
     close_listeners(comm, listen);
     st = agree_verdict(comm, cfg, gen, st, bad, deadline);
+    verdict = 1;
 out:
+    /* A rank that failed on its own before the verdict (a setting its transport refused,
+     * links it cannot plan) leaves the others waiting for its card or its cost: it tells
+     * the store (an ABORT, store_proto.h), which fails every rank at once with its
+     * reason. A failure that came from another rank (HOOP_ERR_REMOTE) or a time-out is
+     * known to all already; the verdict shares whatever comes after it. */
+    if (st != HOOP_OK && !verdict && cfg->store && st != HOOP_ERR_REMOTE &&
+        st != HOOP_ERR_TIMEOUT) {
+        char why[1024];
+        snprintf(why, sizeof(why), "%s", hoop_last_error());
+        hoop__store_abort(cfg->store, st, why);
+    }
     close_listeners(comm, listen);
     free(cards);
     free(need);
@@ -812,17 +824,8 @@ hoop_status hoop_comm_init_env(hoop_comm **out)
         /* On rank 0 the store's GOODBYE then tells every rank still waiting in it why,
          * and, for up to 2 s, ranks started a moment later that have not connected yet
          * (else they would find no store and wait for it until HOOP_TIMEOUT); not after
-         * a time-out, which gave every rank HOOP_TIMEOUT to come already. Another rank
-         * that failed on its own (a setting its transport refused, before the card
-         * exchange: the others wait for its card) tells rank 0's store with an ABORT,
-         * which fails every rank at once with its reason; a failure that came from
-         * another rank (HOOP_ERR_REMOTE) or a time-out is known to all already. */
-        if (store && d.rank != 0 && st != HOOP_ERR_TIMEOUT && st != HOOP_ERR_REMOTE) {
-            char why[1024];
-            snprintf(why, sizeof(why), "%s", hoop_last_error());
-            hoop__store_abort(store, st, why);
-            return st;
-        }
+         * a time-out, which gave every rank HOOP_TIMEOUT to come already. (Another rank
+         * that failed on its own before the verdict has told the store: connect_all.) */
         if (store) {
             hoop__store_note_failure(store, st, hoop_last_error());
             if (st != HOOP_ERR_TIMEOUT) hoop__store_tell_latecomers(store);
