@@ -437,6 +437,13 @@ static int victim_run(rk *r, int mode)
                                 (size_t)r->n * (i % 5 + (size_t)it)))
                 fprintf(stderr, "rank %d iteration %d: y[%zu] = %g\n", r->rank, it, i, y[i]),
                     bad = 1;
+        /* Every rank has its first result before rank 2 dies: a direct all-reduce ends on
+         * one rank while another still reads its buffer, so without this a slow rank 0
+         * could rightly see rank 2's death in its first call (seen under load). */
+        if (it == 0 && !bad && hoop_barrier(r->comm, NULL) != HOOP_OK) {
+            fprintf(stderr, "rank %d: barrier: %s\n", r->rank, hoop_last_error());
+            bad = 1;
+        }
     }
     if (!seen && !bad) fprintf(stderr, "rank %d: never saw rank 2 die\n", r->rank), bad = 1;
     free(x);
