@@ -801,10 +801,12 @@ int main(int argc, char **argv)
         printf("hoop-bench (hoop) %s\n", hoop_version_string());
         return fflush(stdout) != 0 || ferror(stdout);
     }
-    if (rc != 0) { /* and the job hears it, not only this rank */
-        rc = bad_flag("%s", err);
-        (void)hoop__store_env_refuse(HOOP_ERROR(HOOP_ERR_INVALID, "hoop-bench: %s", err));
-        return rc;
+    if (rc != 0) { /* the job hears it first; a silent rank says it too unless the job
+                    * heard another rank's reason (the same bad flag everywhere) */
+        int told = 0;
+        (void)hoop__store_env_refuse(HOOP_ERROR(HOOP_ERR_INVALID, "hoop-bench: %s", err), &told);
+        if (told != 0 && is_quiet()) fprintf(stderr, "hoop-bench: %s\n", err);
+        return bad_flag("%s", err);
     }
     if (ctx.o.timeout > 0) { /* -T: every wait of this run, the rendezvous's too */
         char s[32];

@@ -1798,7 +1798,7 @@ END_TEST
  * ABORT (hoop__store_abort): the ranks waiting fail at once (not at their 20 s timeout)
  * with its code and reason, naming it; the server keeps the code and the reason
  * (hoop__store_server_fault), rank 1 is not reported lost, and a rank that comes later
- * is refused with the reason. */
+ * is refused with the reason. Control bytes in the reason reach nobody's terminal. */
 START_TEST(test_rank_aborts)
 {
     hoop_store_config cfg = {
@@ -1811,11 +1811,13 @@ START_TEST(test_rank_aborts)
     ck_assert_int_eq(pthread_create(&th, NULL, parked_get_main, &w), 0);
     msleep(300); /* its get is parked by now */
     const char *why = "HOOP_ALGO='bogus' is not one of auto|ring|rd|rhd|direct";
+    char sent[128]; /* what rank 1 says, with control bytes that must not reach terminals */
+    snprintf(sent, sizeof(sent), "%s\n\x1b[31m", why);
     hoop_store *h = client(owner, 1, 3);
     int64_t t0 = hoop__now_ns();
     (void)HOOP_ERROR(HOOP_ERR_NOMEM, "the caller's own message");
-    hoop__store_abort(h, HOOP_ERR_INVALID, why);
-    ck_assert_str_eq(hoop_last_error(), "the caller's own message"); /* left as it was */
+    ck_assert_int_eq(hoop__store_abort(h, HOOP_ERR_INVALID, sent), 1); /* told */
+    ck_assert_str_eq(hoop_last_error(), "the caller's own message");   /* left as it was */
     char v[8];
     size_t vn;
     ck_assert_int_eq(hoop_store_get(h, "k", v, sizeof(v), &vn, 0), HOOP_ERR_REMOTE); /* closed */
@@ -1827,7 +1829,8 @@ START_TEST(test_rank_aborts)
     ck_assert_msg(ms < 3000, "rank 0 failed %.0f ms after rank 1's ABORT", ms);
     ck_assert_msg(strstr(w.msg, "heard from rank 1 (127.0.0.1:") &&
                       strstr(w.msg, "that it cannot start: ") && strstr(w.msg, why) &&
-                      !strstr(w.msg, "hung up"),
+                      strstr(w.msg, "direct??[31m") && !strchr(w.msg, '\n') &&
+                      !strchr(w.msg, '\x1b') && !strstr(w.msg, "hung up"),
                   "rank 0: %s", w.msg);
     char fault[700];
     ck_assert_int_eq(hoop__store_server_fault(owner, fault, sizeof(fault)), HOOP_ERR_INVALID);

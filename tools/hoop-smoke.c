@@ -119,8 +119,9 @@ int main(int argc, char **argv)
     }
     if (argc > 1) {
         fprintf(stderr, "hoop-smoke: unexpected argument '%s' (see hoop-smoke --help)\n", argv[1]);
-        (void)hoop__store_env_refuse(HOOP_ERROR(
-            HOOP_ERR_INVALID, "hoop-smoke: unexpected argument '%s'", argv[1])); /* the job too */
+        (void)hoop__store_env_refuse(
+            HOOP_ERROR(HOOP_ERR_INVALID, "hoop-smoke: unexpected argument '%s'", argv[1]),
+            NULL); /* the job too */
         return 2;
     }
     hoop_store *st = NULL;

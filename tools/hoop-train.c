@@ -399,7 +399,7 @@ int main(int argc, char **argv)
         return fflush(stdout) != 0 || ferror(stdout);
     if (st != HOOP_OK) { /* and the job hears it, not only this rank */
         fprintf(stderr, "hoop-train: %s\n", hoop_last_error());
-        (void)hoop__store_env_refuse(HOOP_ERROR(st, "hoop-train: %s", hoop_last_error()));
+        (void)hoop__store_env_refuse(HOOP_ERROR(st, "hoop-train: %s", hoop_last_error()), NULL);
         return 2;
     }
     if (o.threads > 0) openblas_set_num_threads((int)o.threads);

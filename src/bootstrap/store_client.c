@@ -700,9 +700,10 @@ HOOP_API hoop_status hoop_store_destroy(hoop_store *st)
     return s;
 }
 
-void hoop__store_abort(hoop_store *st, hoop_status code, const char *why)
+int hoop__store_abort(hoop_store *st, hoop_status code, const char *why)
 {
-    if (st == NULL) return;
+    int told = 0;
+    if (st == NULL) return 0;
     char keep[1024];
     snprintf(keep, sizeof(keep), "%s", hoop_last_error());
     size_t n = why ? strlen(why) : 0;
@@ -717,12 +718,15 @@ void hoop__store_abort(hoop_store *st, hoop_status code, const char *why)
         hoop__frame_end(&st->out, at);
         /* Answered: the server let go of this rank and ignores what follows (no CLOSE). */
         if (rpc(st, hoop__deadline_ns(CLOSE_WAIT_MS), &status, &rd) == HOOP_OK &&
-            status == HOOP__STORE_R_OK)
+            status == HOOP__STORE_R_OK) {
             (void)lose(st, code, "this rank told the store that it cannot start");
+            told = 1;
+        }
     }
     hoop__store_note_failure(st, code, why); /* rank 0: its server's GOODBYE to latecomers */
     hoop__store_tell_latecomers(st);
     (void)HOOP_ERROR(code, "%s", keep);
+    return told;
 }
 
 void hoop__store_note_failure(hoop_store *st, hoop_status code, const char *msg)

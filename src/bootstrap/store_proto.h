@@ -536,20 +536,25 @@ void hoop__store_note_failure(hoop_store *st, hoop_status code, const char *msg)
  * is noted (hoop__store_note_failure) and the server, when st is destroyed, tells every
  * rank, latecomers for up to 2 s included. Best effort: a server that cannot be told
  * (gone, too old, given up already) changes nothing. Leaves the thread's message as it
- * was. */
-void hoop__store_abort(hoop_store *st, hoop_status code, const char *why);
+ * was. Returns 1 when the server took this rank's ABORT (the others hear this reason),
+ * else 0 (rank 0; or the store had given up already, on another rank's word). */
+int hoop__store_abort(hoop_store *st, hoop_status code, const char *why);
 
 /* This process, started as a rank of an env:// job (hoop__env_dist_wanted: MASTER_ADDR
  * and WORLD_SIZE, or an srun step), refuses to start: st, with the thread's message
  * naming the setting or flag it refused. Tells the job through rank 0's store
  * (hoop__store_abort), so that every rank fails at once with that reason and code
  * instead of waiting for this one until HOOP_TIMEOUT: rank 0 serves its store for up
- * to 2 s for it, another rank waits up to 5 s for rank 0's store. For the env start-ups'
- * own refusals (hoop_store_init_env, hoop_comm_init_env) and for tools that refuse a
- * flag before joining. Best effort: outside a job, or when the store cannot be reached
- * or served (MASTER_PORT taken, rank 0 not started), nothing more happens. Returns st
- * with the thread's message unchanged. */
-hoop_status hoop__store_env_refuse(hoop_status st);
+ * to 2 s for it, another rank waits up to 5 s (or HOOP_TIMEOUT when that is shorter)
+ * for rank 0's store. For the env start-ups' own refusals (hoop_store_init_env,
+ * hoop_comm_init_env) and for tools that refuse a flag before joining. Best effort:
+ * outside a job, or when the store cannot be reached or served (MASTER_PORT taken, rank
+ * 0 not started), nothing more happens. *told (may be NULL) is 1 when this rank's
+ * reason is the one the job hears (hoop__store_abort), 0 when the store answered but
+ * has its reason from another rank (or this is rank 0), -1 when nobody could be told
+ * (no job, no store within the wait): a rank that is otherwise silent says its reason
+ * unless it is 0. Returns st with the thread's message unchanged. */
+hoop_status hoop__store_env_refuse(hoop_status st, int *told);
 
 /* When st owns a server (rank 0's store) that gave up on its job (see "A job's rank
  * refused at start-up" above), writes what happened into buf ("refused rank R (ADDR):

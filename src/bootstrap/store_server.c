@@ -598,6 +598,10 @@ static const char *on_hello(hoop_store_server *s, conn *c, hoop__rd *r)
     token[n] = '\0';
     if (s->fault[0]) { /* the server thread alone writes fault: no lock to read it here */
         snprintf(why, sizeof(why), "the store gave up: it %s", s->fault);
+        /* A rank of the job has its answer: the owner's linger need not wait for it. */
+        if (s->seen && rank >= 0 && rank < s->world_size && !memchr(tok, 0, n) &&
+            hoop__store_token_eq(token, s->token))
+            s->seen[rank] = 1;
         refuse(s, c, (int)rank, why, 0);
         return NULL;
     }
@@ -853,8 +857,12 @@ static const char *on_abort(hoop_store_server *s, conn *c, hoop__rd *r)
     c->bye = 1; /* it has its answer: give_up tells only the others */
     if (!in_world || s->fault[0]) return NULL;
     char fault[sizeof(s->fault)];
-    snprintf(fault, sizeof(fault), "heard from %s %d (%s) that it cannot start: %.*s", s->unit,
-             c->rank, c->peer, (int)n, (const char *)why);
+    int at = snprintf(fault, sizeof(fault), "heard from %s %d (%s) that it cannot start: ", s->unit,
+                      c->rank, c->peer);
+    /* Another process's text, for every rank's terminal: one line, no control bytes. */
+    for (size_t i = 0; at >= 0 && i < n && (size_t)at + 1 < sizeof(fault); i++)
+        fault[at++] = why[i] < 0x20 || why[i] == 0x7f ? '?' : (char)why[i];
+    if (at >= 0 && (size_t)at < sizeof(fault)) fault[at] = '\0';
     give_up(s, code, fault);
     return NULL;
 }

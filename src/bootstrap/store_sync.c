@@ -416,20 +416,27 @@ static hoop_store_config env_config(const hoop_dist_env *d, int64_t timeout_ms)
 /* How long a rank that refuses to start waits for rank 0's store, only to tell it why. */
 #define REFUSE_TELL_MS 5000
 
-hoop_status hoop__store_env_refuse(hoop_status st)
+hoop_status hoop__store_env_refuse(hoop_status st, int *told)
 {
     char why[1024];
     hoop_dist_env d;
     hoop_store *store = NULL;
+    int64_t ms = REFUSE_TELL_MS, timeout_ms;
+    if (told) *told = -1;
     snprintf(why, sizeof(why), "%s", hoop_last_error());
     if (!hoop__env_dist_wanted() || hoop__env_dist(&d) != HOOP_OK || d.world_size < 2)
         return HOOP_ERROR(st, "%s", why);
-    /* Not HOOP_TIMEOUT, which may be the setting refused. Rank 0 serves its store, and
-     * keeps it up to 2 s for ranks that have not connected yet (store_proto.h). */
-    hoop_store_config cfg = env_config(&d, REFUSE_TELL_MS);
-    if (hoop__store_init_served(&store, &cfg, NULL) == HOOP_OK) {
-        hoop__store_abort(store, st, why);
+    /* HOOP_TIMEOUT when it is shorter and valid (it may be the setting refused). Rank 0
+     * serves its store, and keeps it up to 2 s for ranks not connected yet (store_proto.h). */
+    if (hoop__env_ms("HOOP_TIMEOUT", &timeout_ms) == HOOP_OK && timeout_ms < ms) ms = timeout_ms;
+    hoop_store_config cfg = env_config(&d, ms);
+    hoop_status s = hoop__store_init_served(&store, &cfg, NULL);
+    if (s == HOOP_OK) {
+        int t = hoop__store_abort(store, st, why);
+        if (told) *told = t;
         (void)hoop_store_destroy(store);
+    } else if (told && s != HOOP_ERR_TIMEOUT && s != HOOP_ERR_SYSTEM) {
+        *told = 0; /* the store answered: it had given up already, on another rank's word */
     }
     return HOOP_ERROR(st, "%s", why);
 }
@@ -442,7 +449,7 @@ HOOP_API hoop_status hoop_store_init_env(hoop_store **out)
     int64_t timeout_ms;
     HOOP_CHECK(hoop__env_dist(&d));
     hoop_status st = hoop__env_ms("HOOP_TIMEOUT", &timeout_ms);
-    if (st != HOOP_OK) return hoop__store_env_refuse(st);
+    if (st != HOOP_OK) return hoop__store_env_refuse(st, NULL);
     hoop_store_config cfg = env_config(&d, timeout_ms);
     st = hoop__store_init_served(out, &cfg, NULL);
     if (st == HOOP_ERR_SYSTEM && d.port_from_slurm && hoop__store_last_in_use()) {

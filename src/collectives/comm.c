@@ -801,7 +801,7 @@ hoop_status hoop_comm_init_env(hoop_comm **out)
     hoop_status st;
     if (!out) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_comm_init_env: out is NULL");
     *out = NULL;
-    if ((st = hoop__env_check_all()) != HOOP_OK) return hoop__store_env_refuse(st);
+    if ((st = hoop__env_check_all()) != HOOP_OK) return hoop__store_env_refuse(st, NULL);
     HOOP_CHECK(hoop__env_dist(&d));
     cfg.rank = d.rank;
     cfg.world_size = d.world_size;
