@@ -3,7 +3,7 @@
 libhoopcore_la_SOURCES += %reldir%/tcp.c %reldir%/shm.c %reldir%/ib.c %reldir%/sock.c \
 	%reldir%/registry.c
 noinst_HEADERS += %reldir%/transport.h %reldir%/reqpool.h %reldir%/sock.h %reldir%/registry.h \
-	%reldir%/hello.h
+	%reldir%/hello.h %reldir%/frame.h
 
 # The verbs transport's device-independent helpers (built with or without libibverbs).
 libhoopcore_la_SOURCES += %reldir%/ib_util.c %reldir%/regcache.c
