@@ -1807,9 +1807,16 @@ START_TEST(test_rank_aborts)
     ASSERT_OK(hoop_store_server_init(&owner, &cfg));
     int port = hoop_store_server_port(owner);
     struct rank_arg w = {.port = port, .rank = 0, .ws = 3};
-    pthread_t th;
+    struct rank_arg g = {.port = port,
+                         .rank = 2,
+                         .ws = 3,
+                         .rounds = 1,
+                         .bytes = 8,
+                         .timeout_ms = 20000}; /* in an all-gather, waiting for rank 1 */
+    pthread_t th, gth;
     ck_assert_int_eq(pthread_create(&th, NULL, parked_get_main, &w), 0);
-    msleep(300); /* its get is parked by now */
+    ck_assert_int_eq(pthread_create(&gth, NULL, allgather_main, &g), 0);
+    msleep(300); /* its get and the all-gather are parked by now */
     const char *why = "HOOP_ALGO='bogus' is not one of auto|ring|rd|rhd|direct";
     char sent[128]; /* what rank 1 says, with control bytes that must not reach terminals */
     snprintf(sent, sizeof(sent), "%s\n\x1b[31m", why);
@@ -1832,6 +1839,14 @@ START_TEST(test_rank_aborts)
                       strstr(w.msg, "direct??[31m") && !strchr(w.msg, '\n') &&
                       !strchr(w.msg, '\x1b') && !strstr(w.msg, "hung up"),
                   "rank 0: %s", w.msg);
+    /* Rank 2 hears the same reason, and is not told that rank 1 never arrived: it came. */
+    pthread_join(gth, NULL);
+    ck_assert_msg(g.st == HOOP_ERR_INVALID, "rank 2: %s: %s", hoop_status_name(g.st), g.msg);
+    ck_assert_msg(g.ms < 3000, "rank 2 failed %.0f ms after rank 1's ABORT", g.ms);
+    ck_assert_msg(strstr(g.msg, "allgather 'ag': rank 2 waited ") &&
+                      strstr(g.msg, "heard from rank 1 (127.0.0.1:") && strstr(g.msg, why) &&
+                      !strstr(g.msg, "never arrived"),
+                  "rank 2: %s", g.msg);
     char fault[700];
     ck_assert_int_eq(hoop__store_server_fault(owner, fault, sizeof(fault)), HOOP_ERR_INVALID);
     ck_assert_msg(strstr(fault, why), "%s", fault);

@@ -74,9 +74,10 @@
  *                   str reason (<= HOOP__STORE_REASON_MAX bytes), u32 nmissing,
  *                   nmissing x u32 index: the server is shutting down. Sent once to
  *                   every authenticated connection, in place of the answer to a parked
- *                   WAIT (the indices: its keys still missing) or ahead of the next
- *                   reply (nmissing 0); then the server closes. Rank 0's store says this way why
- * rank 0 gave up (e.g. "allgather 'x': rank 2 of 3 never arrived"), and which ranks never
+ *                   WAIT (the indices: its keys still missing; none when the server
+ *                   gave up because of one rank, whom the reason names) or ahead of the
+ *                   next reply (nmissing 0); then the server closes. Rank 0's store says this way
+ * why rank 0 gave up (e.g. "allgather 'x': rank 2 of 3 never arrived"), and which ranks never
  * connected, before the waiting ranks lose it.
  *     LOST     = 5  WAIT with flag bit 1 only: i32 rank, str reason (<=
  *                   HOOP__STORE_REASON_MAX bytes), u32 nmissing, nmissing x u32 index (as

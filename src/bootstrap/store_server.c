@@ -440,7 +440,8 @@ static const char *read_key(hoop__rd *r, const uint8_t **key, size_t *n)
     return NULL;
 }
 
-static void queue_goodbye(hoop_store_server *s, conn *c, uint8_t code, const char *reason);
+static void queue_goodbye(hoop_store_server *s, conn *c, uint8_t code, const char *reason,
+                          int keys);
 
 /* The server gives up on its job (store_proto.h, "A job's rank refused at start-up"):
  * tells every authenticated client GOODBYE with the reason, and keeps it for later
@@ -460,7 +461,7 @@ static void give_up(hoop_store_server *s, uint8_t code, const char *fault)
     for (conn *c = s->all, *next; c; c = next) {
         next = c->next;
         if (c->dead || !c->authed || c->closing || c->bye) continue;
-        queue_goodbye(s, c, code, reason);
+        queue_goodbye(s, c, code, reason, 0); /* the reason names the rank at fault */
         c->bye = 1;
         conn_flush(s, c);
     }
@@ -620,7 +621,7 @@ static const char *on_hello(hoop_store_server *s, conn *c, hoop__rd *r)
         if (in_world) s->seen[rank] = 1;
         HOOP_INFO(BOOT, "store %s: told %s (%s %d), who came after its owner gave up, why", s->name,
                   c->peer, s->unit, (int)rank);
-        queue_goodbye(s, c, s->linger_code, s->linger_reason);
+        queue_goodbye(s, c, s->linger_code, s->linger_reason, 1);
         return NULL;
     }
     if (in_world && claimed_twice(s, c, (int)rank, why, sizeof(why))) {
@@ -1158,16 +1159,19 @@ static void add_never_seen(const hoop_store_server *s, char *reason, size_t cap)
     }
 }
 
-/* Queues GOODBYE on c: the reason, and for a parked WAIT its keys still missing. */
-static void queue_goodbye(hoop_store_server *s, conn *c, uint8_t code, const char *reason)
+/* Queues GOODBYE on c: the reason, and for a parked WAIT its keys still missing when keys
+ * (a server that gave up because of one rank sends none: the waiting ranks would take
+ * that rank for one that never arrived, though it came and said why it cannot start). */
+static void queue_goodbye(hoop_store_server *s, conn *c, uint8_t code, const char *reason, int keys)
 {
     size_t at = hoop__frame_begin(&c->out, HOOP__STORE_R_GOODBYE);
     hoop__put_u8(&c->out, code);
     hoop__put_str(&c->out, reason, strlen(reason));
     uint32_t missing = 0;
-    for (uint32_t i = 0; c->parked && i < c->nkeys; i++) missing += wait_key(s, c, i) == NULL;
+    for (uint32_t i = 0; keys && c->parked && i < c->nkeys; i++)
+        missing += wait_key(s, c, i) == NULL;
     hoop__put_u32(&c->out, missing);
-    for (uint32_t i = 0; c->parked && i < c->nkeys; i++)
+    for (uint32_t i = 0; keys && c->parked && i < c->nkeys; i++)
         if (wait_key(s, c, i) == NULL) hoop__put_u32(&c->out, i);
     hoop__frame_end(&c->out, at);
     unpark(s, c);
@@ -1244,7 +1248,7 @@ static int linger_start(hoop_store_server *s)
     for (conn *c = s->all, *next; c; c = next) {
         next = c->next;
         if (c->dead || !c->authed || c->closing || c->bye) continue;
-        queue_goodbye(s, c, s->linger_code, s->linger_reason);
+        queue_goodbye(s, c, s->linger_code, s->linger_reason, 1);
         c->bye = 1;
         conn_flush(s, c);
     }
@@ -1264,7 +1268,7 @@ static void say_goodbye(hoop_store_server *s)
     int told = 0;
     for (conn *c = s->all; c; c = c->next) {
         if (c->dead || !c->authed || c->closing || c->bye) continue;
-        queue_goodbye(s, c, code, reason);
+        queue_goodbye(s, c, code, reason, 1);
         told++;
     }
     if (told)
