@@ -89,7 +89,8 @@ typedef struct bench_rank_info {
     int32_t rank, local_rank, pid;
     int32_t gpu; /* --device cuda: the rank's GPU (cuda:gpu); -1: host memory */
     char host[48];
-    char dev[64]; /* --device cuda: hoop_device_describe's line; "" otherwise */
+    char dev[64];    /* --device cuda: hoop_device_describe's line; "" otherwise */
+    int32_t refused; /* rank 0: the exit code of a -J / --csv it could not create, else 0 */
 } bench_rank_info;
 
 /* One size: both placements (0 out-of-place, 1 in-place). */

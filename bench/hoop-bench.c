@@ -737,19 +737,24 @@ static int open_outputs(bench_ctx *c, int argc, char **argv)
     return 0;
 }
 
-/* Every rank's pid and host, gathered to all (rank 0 prints them). */
-static int gather_ranks(bench_ctx *c, bench_rank_info **all)
+/* Every rank's pid and host, gathered to all (rank 0 prints them); refused: rank 0's exit
+ * code for an output it could not create (open_outputs), so that every rank stops with
+ * it rather than find rank 0 gone in its first call. Returns refused, as every rank
+ * learns it, or the failure's exit code. */
+static int gather_ranks(bench_ctx *c, bench_rank_info **all, int refused)
 {
     bench_rank_info me = {.rank = c->bc.rank,
                           .local_rank = hoop_comm_local_rank(c->comm),
                           .pid = (int32_t)getpid(),
+                          .refused = refused,
                           .gpu = c->o.device ? atoi(c->dev + 5) : -1}; /* c->dev: "cuda:N ..." */
     if (c->o.device) snprintf(me.dev, sizeof(me.dev), "%s", c->dev);
     if (gethostname(me.host, sizeof(me.host) - 1) != 0) snprintf(me.host, sizeof(me.host), "?");
     *all = calloc((size_t)c->bc.world_size, sizeof(**all));
     if (*all == NULL) return failed(c, "calloc", HOOP_ERR_NOMEM);
     hoop_status st = hoop_allgather(c->comm, &me, *all, sizeof(me), HOOP_DTYPE_U8, NULL);
-    return st == HOOP_OK ? 0 : failed(c, "gathering the rank table", st);
+    if (st != HOOP_OK) return failed(c, "gathering the rank table", st);
+    return (*all)[0].refused; /* rank 0 said why; the others stay silent */
 }
 
 static int setup(bench_ctx *c, int argc, char **argv)
@@ -763,8 +768,9 @@ static int setup(bench_ctx *c, int argc, char **argv)
                          c->bc.rank,  c->bc.world_size};
     if (bench_has_root(c->o.coll) && c->o.root >= c->bc.world_size)
         return bad_flag("-r %" PRId64 " is not below world_size %d", c->o.root, c->bc.world_size);
-    if ((c->o.device && (rc = open_device(c)) != 0) || (rc = open_outputs(c, argc, argv)) != 0 ||
-        (rc = alloc_buffers(c)) != 0 || (rc = gather_ranks(c, &ranks)) != 0) {
+    if ((c->o.device && (rc = open_device(c)) != 0) ||
+        (rc = gather_ranks(c, &ranks, open_outputs(c, argc, argv))) != 0 ||
+        (rc = alloc_buffers(c)) != 0) {
         free(ranks);
         return rc;
     }

@@ -209,6 +209,14 @@ for f in "-J $TMP/none/x.json" "--csv $TMP/none/x.csv"; do
         { cat "$TMP/out"; fail "$f: exit $rc, not 2"; }
     grep -q "^#" "$TMP/out" && fail "$f: the run started: $(cat "$TMP/out")"
 done
+# ... and on 2 ranks every rank exits 2 with rank 0 (rank 1 found rank 0 gone in its first
+# call and exited 1, saying "the peer closed its end").
+"$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce -b 8 -e 8 -n 1 -J "$TMP/none/x.json" \
+    > "$TMP/out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "hoop-bench: -J: cannot create" "$TMP/out" &&
+    grep -qE "^hooprun: +1 +[^ ]+ +[0-9]+ +2 " "$TMP/out" && ! grep -q "closed its end" "$TMP/out" ||
+    { cat "$TMP/out"; fail "-J not creatable on 2 ranks: exit $rc"; }
 # An output that cannot be written (/dev/full): exit 1 naming it (it exited 1 silently).
 if [ -w /dev/full ]; then
     "$BENCH" allreduce -b 8 -e 8 -n 1 --csv /dev/full > "$TMP/out" 2>&1
