@@ -1307,6 +1307,17 @@ static void c_comm_init(void)
     INVALID("chunk_bytes", hoop_comm_init(&c, &cfg));
     cfg.chunk_bytes = SIZE_MAX;
     INVALID("chunk_bytes", hoop_comm_init(&c, &cfg));
+    cfg.chunk_bytes = 100000000; /* the value given is named, and the field, not the env */
+    INVALID("config.chunk_bytes=100000000 is out of range", hoop_comm_init(&c, &cfg));
+    cfg.chunk_bytes = 0;
+    cfg.nsocks = -3; /* was taken for 0 (HOOP_TCP_NSOCKS) */
+    INVALID("config.nsocks=-3 is out of range [1, 16]", hoop_comm_init(&c, &cfg));
+    cfg.nsocks = 17; /* was named "HOOP_TCP_NSOCKS=17" */
+    INVALID("config.nsocks=17", hoop_comm_init(&c, &cfg));
+    cfg.nsocks = 0;
+    cfg.timeout_ms = 0; /* every wait failed at once */
+    INVALID("config.timeout_ms=0", hoop_comm_init(&c, &cfg));
+    cfg.timeout_ms = -1;
     ck_assert_ptr_null(c);
     OK(hoop_comm_destroy(NULL));
     hoop_rendezvous_free(rv);

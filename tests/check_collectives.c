@@ -790,6 +790,61 @@ START_TEST(test_bad_config)
 }
 END_TEST
 
+/* One thread-rank of test_chunk_mismatch: rank 2 of 3 cuts its messages into chunks of
+ * another size. */
+struct chunk_rank {
+    hoop_rendezvous *rv;
+    int rank;
+    hoop_status st;
+    int64_t ns;
+    char msg[512];
+};
+
+static void *chunk_rank_main(void *arg)
+{
+    struct chunk_rank *c = arg;
+    hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
+    cfg.rank = c->rank, cfg.world_size = 3, cfg.rendezvous = c->rv, cfg.timeout_ms = 20000;
+    cfg.chunk_bytes = c->rank == 2 ? 4096 : 4100; /* 4100 runs as 4096 too: rounded to 8 */
+    if (c->rank == 1) cfg.chunk_bytes = 512;
+    hoop_comm *comm = NULL;
+    int64_t t0 = hoop__now_ns();
+    c->st = hoop_comm_init(&comm, &cfg);
+    c->ns = hoop__now_ns() - t0;
+    snprintf(c->msg, sizeof(c->msg), "%s", hoop_last_error());
+    if (c->st == HOOP_OK) hoop_comm_destroy(comm);
+    return NULL;
+}
+
+/* Ranks whose chunk sizes differ (a node with another HOOP_CHUNK_BYTES, a program that
+ * sets config.chunk_bytes per rank) cannot run one schedule: every rank's start-up fails
+ * at once with HOOP_ERR_MISMATCH naming rank 0's size and the first rank that differs
+ * (their first collective failed with HOOP_ERR_INTERNAL, "a bug in hoop", on a message
+ * size). */
+START_TEST(test_chunk_mismatch)
+{
+    struct chunk_rank c[3];
+    pthread_t th[3];
+    ck_assert_int_eq(hoop_rendezvous_new(&c[0].rv, 3), HOOP_OK);
+    for (int r = 0; r < 3; r++) {
+        c[r] = (struct chunk_rank){.rv = c[0].rv, .rank = r};
+        ck_assert_int_eq(pthread_create(&th[r], NULL, chunk_rank_main, &c[r]), 0);
+    }
+    for (int r = 0; r < 3; r++) pthread_join(th[r], NULL);
+    hoop_rendezvous_free(c[0].rv);
+    for (int r = 0; r < 3; r++) {
+        ck_assert_msg(c[r].st == HOOP_ERR_MISMATCH, "rank %d: %s: %s", r, hoop_status_name(c[r].st),
+                      c[r].msg);
+        ck_assert_msg(c[r].ns < 5000000000LL, "rank %d failed after %lld ms", r,
+                      (long long)(c[r].ns / 1000000));
+        ck_assert_msg(strstr(c[r].msg, "rank 0 cuts messages into chunks of 4096 bytes "
+                                       "(config.chunk_bytes), rank 1 into chunks of 512 "
+                                       "bytes (config.chunk_bytes)"),
+                      "rank %d: %s", r, c[r].msg);
+    }
+}
+END_TEST
+
 static int open_fds(void)
 {
     int n = 0;
@@ -1544,6 +1599,7 @@ static Suite *suite(void)
     tcase_add_test(errors, test_overlap);
     tcase_add_loop_test(errors, test_overlap_one_rank, 0, 3);
     tcase_add_test(errors, test_bad_config);
+    tcase_add_test(errors, test_chunk_mismatch);
     tcase_add_test(errors, test_destroy_message);
     tcase_add_test(errors, test_destroy_running_call);
     tcase_add_test(errors, test_no_fd_leak);

@@ -82,9 +82,11 @@ typedef struct hoop_comm_config {
     hoop_rendezvous *rendezvous; /* ... or through this in-process table (not owned) */
     const char *token;           /* shared secret; NULL = HOOP_TOKEN */
     const char *master_addr;     /* listen on the interface routing here; NULL = loopback */
-    int64_t timeout_ms;          /* deadline of every wait; < 0 = HOOP_TIMEOUT */
-    int nsocks;                  /* TCP streams per link; 0 = HOOP_TCP_NSOCKS */
-    size_t chunk_bytes;          /* bytes per pipelined chunk; 0 = HOOP_CHUNK_BYTES */
+    int64_t timeout_ms;          /* deadline of every wait, ms (> 0); < 0 = HOOP_TIMEOUT */
+    int nsocks;                  /* TCP streams per link, [1, 16]; 0 = HOOP_TCP_NSOCKS */
+    size_t chunk_bytes;          /* bytes per pipelined chunk, [64, 64M], rounded down to a
+                                  * multiple of 8; 0 = HOOP_CHUNK_BYTES ([4K, 64M]); the
+                                  * same on every rank */
     hoop_algo algo;              /* all-reduce algorithm; AUTO = HOOP_ALGO, else cost model */
 } hoop_comm_config;
 
@@ -112,9 +114,10 @@ HOOP_API void hoop_rendezvous_free(hoop_rendezvous *rv);
  * agree on their links (a setting its transport refuses) tells rank 0's store, which
  * then fails every rank at once with that status and message; that rank's store handle
  * is closed by it (calls on it fail; destroy it as usual).
- * Errors: HOOP_ERR_INVALID (bad config, naming the field), HOOP_ERR_TIMEOUT (a peer
- * never showed up), HOOP_ERR_REMOTE (a peer refused the token or closed),
- * HOOP_ERR_SYSTEM. Thread-safe (each call builds its own comm). */
+ * Errors: HOOP_ERR_INVALID (bad config, naming the field), HOOP_ERR_MISMATCH (ranks
+ * whose chunk sizes differ: every rank fails, naming rank 0's and the first that
+ * differs), HOOP_ERR_TIMEOUT (a peer never showed up), HOOP_ERR_REMOTE (a peer refused
+ * the token or closed), HOOP_ERR_SYSTEM. Thread-safe (each call builds its own comm). */
 HOOP_API hoop_status hoop_comm_init(hoop_comm **out, const hoop_comm_config *cfg);
 
 /* Builds a communicator from the env:// contract: MASTER_ADDR, MASTER_PORT, RANK,

@@ -38,10 +38,14 @@
 
 #define COMM_DEPTH 8                /* chunks in flight per peer and direction */
 #define COMM_SLOT_BUDGET (32 << 20) /* bytes of staging slots per comm, at most */
+#define COMM_MAX_NSOCKS 16          /* config.nsocks: the tcp transport's limit */
+#define COMM_MIN_CHUNK 64           /* config.chunk_bytes (HOOP_CHUNK_BYTES: from 4K) */
+#define COMM_MAX_CHUNK (64 << 20)
 
 /* Values from cfg, or from the environment where cfg leaves them unset. */
 typedef struct comm_settings {
     int64_t timeout_ms, nsocks, chunk, shm_bytes, stage_slots;
+    const char *chunk_from; /* "config.chunk_bytes" or "HOOP_CHUNK_BYTES" */
     const char *token, *ifname;
     const char *memops; /* HOOP_MEMOPS */
     hoop_algo algo;
@@ -73,15 +77,32 @@ static hoop_status read_settings(const hoop_comm_config *cfg, comm_settings *s)
     s->forced = tp && strcasecmp(tp, "auto") != 0 ? tp : NULL;
     HOOP_CHECK(hoop__comm_ib_config(&s->ib));
     HOOP_CHECK(hoop__env_int("HOOP_SHM_BYTES", &s->shm_bytes)); /* a power of two */
+    /* (HOOP_TIMEOUT, HOOP_TCP_NSOCKS and HOOP_CHUNK_BYTES have their ranges checked by
+     * env.c; the config's fields are checked here, under their own names) */
     s->timeout_ms = cfg->timeout_ms;
+    if (s->timeout_ms == 0) /* every wait would fail at once, naming ranks that came */
+        return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_comm_init: config.timeout_ms=0: give a "
+                                            "deadline > 0 ms, or < 0 for HOOP_TIMEOUT");
     if (s->timeout_ms < 0) HOOP_CHECK(hoop__env_ms("HOOP_TIMEOUT", &s->timeout_ms));
     s->nsocks = cfg->nsocks;
-    if (s->nsocks <= 0) HOOP_CHECK(hoop__env_int("HOOP_TCP_NSOCKS", &s->nsocks));
-    s->chunk = cfg->chunk_bytes > (64 << 20) ? INT64_MAX : (int64_t)cfg->chunk_bytes;
-    if (s->chunk == 0) HOOP_CHECK(hoop__env_int("HOOP_CHUNK_BYTES", &s->chunk));
-    if (s->chunk < 64 || s->chunk > (64 << 20))
-        return HOOP_ERROR(HOOP_ERR_INVALID, "chunk_bytes=%lld is out of range [64, 64M]",
-                          (long long)s->chunk);
+    if (s->nsocks < 0 || s->nsocks > COMM_MAX_NSOCKS)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "hoop_comm_init: config.nsocks=%d is out of range [1, %d] (0 for "
+                          "HOOP_TCP_NSOCKS)",
+                          cfg->nsocks, COMM_MAX_NSOCKS);
+    if (s->nsocks == 0) HOOP_CHECK(hoop__env_int("HOOP_TCP_NSOCKS", &s->nsocks));
+    s->chunk_from = "config.chunk_bytes";
+    if (cfg->chunk_bytes != 0 &&
+        (cfg->chunk_bytes < COMM_MIN_CHUNK || cfg->chunk_bytes > COMM_MAX_CHUNK))
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "hoop_comm_init: config.chunk_bytes=%zu is out of range [%d, %d] (0 "
+                          "for HOOP_CHUNK_BYTES)",
+                          cfg->chunk_bytes, COMM_MIN_CHUNK, COMM_MAX_CHUNK);
+    s->chunk = (int64_t)cfg->chunk_bytes;
+    if (s->chunk == 0) {
+        HOOP_CHECK(hoop__env_int("HOOP_CHUNK_BYTES", &s->chunk));
+        s->chunk_from = "HOOP_CHUNK_BYTES";
+    }
     s->chunk &= ~(int64_t)7; /* a multiple of every element size */
     s->token = cfg->token;
     if (!s->token) HOOP_CHECK(hoop__env_str("HOOP_TOKEN", &s->token));
@@ -346,31 +367,52 @@ static hoop_status reserve_fds(const hoop_comm *comm, const unsigned char *need,
  * blob, as the rendezvous moves), so that every rank picks the same algorithm: a rank
  * whose links all stay on its host would otherwise model a faster comm than a rank with
  * a link to another host. */
-static hoop_status agree_cost(hoop_comm *comm, const hoop_comm_config *cfg, int gen,
-                              const unsigned char *need, const struct link_plan *plan,
-                              int64_t deadline)
+static hoop_status agree_cost(hoop_comm *comm, const hoop_comm_config *cfg, const comm_settings *s,
+                              int gen, const unsigned char *need, const struct link_plan *plan,
+                              int64_t deadline, int *all_know)
 {
     union {
         hoop__card size;
-        hoop__link_cost cost;
+        struct {
+            hoop__link_cost cost;
+            int64_t chunk; /* the chunk size: the schedules' message sizes depend on it */
+            char from[24]; /* where it came from (s->chunk_from) */
+        } c;
     } mine, *all;
     hoop__link_cost m;
     hoop_status st = HOOP_OK;
+    _Static_assert(sizeof(mine.c) <= sizeof(hoop__card), "the cost fits a card");
     memset(&mine, 0, sizeof(mine));
-    hoop__link_cost_init(&mine.cost);
+    hoop__link_cost_init(&mine.c.cost);
+    mine.c.chunk = s->chunk;
+    snprintf(mine.c.from, sizeof(mine.c.from), "%s", s->chunk_from);
     for (int p = 0; p < comm->world_size; p++) {
         if (!need[p]) continue;
         hoop__link_cost x;
         hoop__link_cost_of(&x, comm->tps[plan[p].k].tp, comm->tps[plan[p].k].ctx);
-        HOOP_CHECK(hoop__link_cost_max(&mine.cost, &x, comm->rank));
+        HOOP_CHECK(hoop__link_cost_max(&mine.c.cost, &x, comm->rank));
     }
     HOOP_CHECK(hoop__calloc(&all, (size_t)comm->world_size));
     HOOP_CHECK_GOTO(
         exchange(comm, cfg, gen, ".cost", "agreeing on the link cost model", &mine, all, deadline),
         st, out);
+    /* Every rank sees every chunk size, so each finds the same first rank that differs
+     * from rank 0 and fails the same way: nobody waits. (Before, the ranks connected and
+     * their first collective failed on a message size, as if hoop had a bug.) */
+    for (int p = 1; p < comm->world_size; p++) {
+        if (all[p].c.chunk == all[0].c.chunk) continue;
+        all[0].c.from[sizeof(all[0].c.from) - 1] = all[p].c.from[sizeof(all[p].c.from) - 1] = 0;
+        *all_know = 1;
+        st = HOOP_ERROR(HOOP_ERR_MISMATCH,
+                        "rank 0 cuts messages into chunks of %lld bytes (%s), rank %d into "
+                        "chunks of %lld bytes (%s): every rank must use the same chunk size",
+                        (long long)all[0].c.chunk, all[0].c.from, p, (long long)all[p].c.chunk,
+                        all[p].c.from);
+        goto out;
+    }
     hoop__link_cost_init(&m);
     for (int p = 0; p < comm->world_size; p++)
-        HOOP_CHECK_GOTO(hoop__link_cost_max(&m, &all[p].cost, p), st, out);
+        HOOP_CHECK_GOTO(hoop__link_cost_max(&m, &all[p].c.cost, p), st, out);
     comm->link_cost = m;
 out:
     free(all);
@@ -637,7 +679,7 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
     unsigned char *need = NULL;
     hoop_status st;
     int64_t deadline = hoop__deadline_ns(s->timeout_ms);
-    int gen = 0, verdict = 0;
+    int gen = 0, verdict = 0, all_know = 0;
     HOOP_CHECK_GOTO(open_endpoints(comm, cfg, s, listen, &mine), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&cards, (size_t)comm->world_size), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&need, (size_t)comm->world_size), st, out);
@@ -655,7 +697,7 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
     comm->all_local = all_local(comm, cards);
     ctl_card = cards[comm->next];
     HOOP_CHECK_GOTO(plan_links(comm, cards, &ctl_card, need, s->forced, plan, &ctl), st, out);
-    HOOP_CHECK_GOTO(agree_cost(comm, cfg, gen, need, plan, deadline), st, out);
+    HOOP_CHECK_GOTO(agree_cost(comm, cfg, s, gen, need, plan, deadline, &all_know), st, out);
     int bad = -1;
     st = reserve_fds(comm, need, plan, &ctl);
     if (st == HOOP_OK)
@@ -675,8 +717,9 @@ out:
      * links it cannot plan) leaves the others waiting for its card or its cost: it tells
      * the store (an ABORT, store_proto.h), which fails every rank at once with its
      * reason. A failure that came from another rank (HOOP_ERR_REMOTE) or a time-out is
-     * known to all already; the verdict shares whatever comes after it. */
-    if (st != HOOP_OK && !verdict && cfg->store && st != HOOP_ERR_REMOTE &&
+     * known to all already, as is one every rank found in what all exchanged; the
+     * verdict shares whatever comes after it. */
+    if (st != HOOP_OK && !verdict && !all_know && cfg->store && st != HOOP_ERR_REMOTE &&
         st != HOOP_ERR_TIMEOUT) {
         char why[1024];
         snprintf(why, sizeof(why), "%s", hoop_last_error());
