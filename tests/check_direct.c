@@ -672,6 +672,9 @@ static void mismatch(h_rank *h)
     static const char *a[] = {"algo=direct", "algo=direct", "at element 0", "shared buffer 0"};
     static const char *b[] = {NULL, NULL, "at element 1", "shared buffer 1"};
     want_mismatch(h, st, names[kind], a[kind], b[kind]);
+    if (st == HOOP_ERR_MISMATCH &&
+        !strstr(hoop_last_error(), "direct only where every rank passes the same shared buffer"))
+        h_fail(h, "%s: the message does not say why: %s", names[kind], hoop_last_error());
     if (secs > 5) h_fail(h, "%s: took %.1f s", names[kind], secs);
     /* Never wrong data: whatever was written, no rank holds a sum of n. */
     for (size_t i = 0; i < count; i++)

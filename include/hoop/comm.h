@@ -173,9 +173,13 @@ HOOP_API int hoop_comm_local_rank(const hoop_comm *comm);
  * registration, MPI-3's MPI_Win_allocate_shared). In-place all-gathers and
  * reduce-scatters whose world_size x count elements lie in such memory run direct too:
  * each rank copies the other ranks' blocks from their copies, or reduces its own block
- * over every copy into its own. Anywhere else (ranks on several hosts,
- * HOOP_TRANSPORT=tcp, /proc not usable between the processes) the memory is private and
- * collectives on it run as on any memory. Under the AUTO algorithm, direct is chosen
+ * over every copy into its own. Each rank decides from its own buffer, so the ranks of
+ * such a call must agree: the same shared buffer at the same offset on every rank, or
+ * private memory on every rank; a call where they differ fails on every rank with
+ * HOOP_ERR_MISMATCH naming both placements, and fails the comm, as any other mismatch
+ * does. Anywhere else (ranks on several hosts, HOOP_TRANSPORT=tcp, /proc not usable
+ * between the processes) the memory is private and collectives on it run as on any
+ * memory. Under the AUTO algorithm, direct is chosen
  * from 8 KiB (the whole buffer) up on 2 ranks and from 64 KiB up on more (measured
  * crossovers); under DIRECT at any size.
  * Errors: HOOP_ERR_INVALID (NULL comm or ptr, bytes 0), HOOP_ERR_MISMATCH (ranks asked
@@ -246,8 +250,9 @@ HOOP_API hoop_status hoop_comm_alloc_shared_cuda(hoop_comm *comm, size_t bytes, 
 HOOP_API hoop_status hoop_comm_free_shared_cuda(hoop_comm *comm, void *ptr);
 
 /* Chooses the all-reduce algorithm for the collectives called after this one (AUTO =
- * cost model; DIRECT applies to buffers that allow it, see hoop_comm_alloc_shared, and
- * other calls fall back to the cost model). Every rank must make the same choice; a difference is
+ * cost model; DIRECT applies to calls whose buffers allow it on every rank alike, see
+ * hoop_comm_alloc_shared, and calls on private memory on every rank fall back to the
+ * cost model). Every rank must make the same choice; a difference is
  * reported as HOOP_ERR_MISMATCH. Call from the thread that issues collectives. */
 HOOP_API hoop_status hoop_comm_set_algo(hoop_comm *comm, hoop_algo algo);
 

@@ -231,6 +231,11 @@ const char *hoop__comm_link_transport(const hoop_comm *comm, int peer);
 /* Describes a call for messages: "allreduce(count=10, f32, sum, algo=ring) #3". */
 void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap);
 
+/* What to add to a mismatch between calls a and b: when they differ only in where their
+ * data lies (one or both ran direct on shared memory), a note that direct needs the same
+ * shared buffer and offset on every rank; else "". */
+const char *hoop__hdr_mismatch_hint(const hoop__hdr *a, const hoop__hdr *b);
+
 /* How the progress thread sleeps (comm->sleeping): not at all, until something happens on
  * its links or wake_fd, or a nap of at most DRIVEN_NAP_MS while a caller drives. */
 enum { HOOP__SLEEP_NONE = 0, HOOP__SLEEP_LONG = 1, HOOP__SLEEP_NAP = 2 };

@@ -60,6 +60,15 @@
 #define CTL_EVERY_NS (20 * 1000) /* a spinning pass reads the control link this often */
 #define DRIVEN_NAP_MS 2          /* longest sleep while a caller drives progress */
 
+const char *hoop__hdr_mismatch_hint(const hoop__hdr *a, const hoop__hdr *b)
+{
+    if ((a->algo != HOOP_ALGO_DIRECT && b->algo != HOOP_ALGO_DIRECT) || a->coll != b->coll ||
+        a->count != b->count || a->dtype != b->dtype || a->op != b->op)
+        return "";
+    return " (a call runs direct only where every rank passes the same shared buffer, at the "
+           "same offset)";
+}
+
 void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap)
 {
     if (h->algo == HOOP_ALGO_DIRECT) {
@@ -291,8 +300,8 @@ static void adopt_record(hoop_comm *comm)
     comm->fail_st = st;
     if (st == HOOP_ERR_MISMATCH) /* root and seq are the two calls' ranks */
         snprintf(comm->fail_msg, sizeof(comm->fail_msg),
-                 "collective mismatch: rank %d called %s but rank %d called %s", origin, a, culprit,
-                 b);
+                 "collective mismatch: rank %d called %s but rank %d called %s%s", origin, a,
+                 culprit, b, hoop__hdr_mismatch_hint(&r[1], &r[2]));
     else if (st == HOOP_ERR_TIMEOUT && culprit >= 0) { /* r[2].kind: 1 vote, 2 data, 3 relay */
         /* A relay named: it says what it waits for itself, where it knows (else the
          * record's own words: never a status without its text) */

@@ -186,9 +186,9 @@ hoop_status hoop__vote_merge(void *votes, const hoop__step *st, int rank)
                           "call record (is it running the same hoop?)",
                           next->a_rank, a, next->b_rank);
     hoop__hdr_describe(&next->b, b, sizeof(b));
-    return HOOP_ERROR(HOOP_ERR_MISMATCH,
-                      "collective mismatch: rank %d called %s but rank %d called %s", next->a_rank,
-                      a, next->b_rank, b);
+    return HOOP_ERROR(
+        HOOP_ERR_MISMATCH, "collective mismatch: rank %d called %s but rank %d called %s%s",
+        next->a_rank, a, next->b_rank, b, hoop__hdr_mismatch_hint(&next->a, &next->b));
 }
 
 const hoop__vote *hoop__vote_after(const void *votes, const hoop__step *st)
