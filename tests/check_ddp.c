@@ -17,10 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "ddp/ddp_internal.h"
 #include "hoop/autograd.h"
 #include "hoop/collectives.h"
 #include "hoop/comm.h"
@@ -433,7 +435,8 @@ static void run_trace(rank_ctx *c, hoop_comm *comm)
     hoop_ddp_trace_event(ddp, "forward", f0, hoop_ddp_now_us());
     ck_assert_int_eq(hoop_ddp_backward(ddp, tape, loss), HOOP_OK);
     hoop_ddp_get_stats(ddp, &c->stats);
-    ck_assert_int_eq(hoop_ddp_trace_flush(ddp), HOOP_OK);
+    c->st = hoop_ddp_trace_flush(ddp);
+    snprintf(c->msg, sizeof(c->msg), "%s", hoop_last_error());
     hoop_ddp_destroy(ddp);
     hoop_tape_destroy(tape);
     hoop_model_free(m);
@@ -464,6 +467,7 @@ START_TEST(test_trace_shows_overlap)
     memset(ctx, 0, sizeof(ctx));
     for (int r = 0; r < 2; r++) ctx[r].trace_path = path;
     spawn(ctx, 2, 3, 0);
+    for (int r = 0; r < 2; r++) ck_assert_msg(ctx[r].st == HOOP_OK, "rank %d: %s", r, ctx[r].msg);
     FILE *f = fopen(path, "r");
     ck_assert_ptr_nonnull(f);
     static char json[1 << 16];
@@ -482,6 +486,32 @@ START_TEST(test_trace_shows_overlap)
         ck_assert_int_ge(ats, bts);
     }
     ck_assert_int_ge(ctx[0].stats.nbuckets, 2);
+}
+END_TEST
+
+/* A trace path that is not a regular file (a FIFO here; /dev/null as root) is refused
+ * by rank 0's flush, naming it, and left as it was: the rename over it replaced it. */
+START_TEST(test_trace_not_a_file)
+{
+    char dir[] = "/tmp/hoop-trace-XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/fifo", dir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    rank_ctx ctx[MAXP];
+    memset(ctx, 0, sizeof(ctx));
+    for (int r = 0; r < 2; r++) ctx[r].trace_path = path;
+    spawn(ctx, 2, 3, 0);
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    ck_assert_msg(S_ISFIFO(sb.st_mode), "the FIFO was replaced");
+    ck_assert_msg(ctx[0].st == HOOP_ERR_INVALID && strstr(ctx[0].msg, path) &&
+                      strstr(ctx[0].msg, "is a FIFO: writing the trace would replace it"),
+                  "rank 0: %s: %s", hoop_status_name(ctx[0].st), ctx[0].msg);
+    ck_assert_msg(hoop__ddp_trace_probe(path) == HOOP_ERR_INVALID, "the probe took the FIFO");
+    unlink(path);
+    ck_assert_int_eq(hoop__ddp_trace_probe(path), HOOP_OK); /* absent: a file can be made */
+    ck_assert_int_ne(access(path, F_OK), 0);                /* ... and none is left */
+    rmdir(dir);
 }
 END_TEST
 
@@ -1117,6 +1147,7 @@ int main(void)
     tcase_add_loop_test(tc, test_unused_parameter, 0, 3);
     tcase_add_test(tc, test_no_sync_accumulation);
     tcase_add_test(tc, test_trace_shows_overlap);
+    tcase_add_test(tc, test_trace_not_a_file);
     tcase_add_test(tc, test_shape_mismatch);
     tcase_add_test(tc, test_plain_backward_is_refused);
     tcase_add_test(tc, test_bucket_layout_rounding);

@@ -173,6 +173,23 @@ grep -q '^\[rank 1\] hoop-train' "$tmp/e2" && bad "rank 1 spoke about rank 0's f
 $run --checkpoint "$tmp/no/such/dir/x.ckpt" >"$tmp/e3" 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q "is not writable" "$tmp/e3" || bad "bad checkpoint dir: rc=$rc $(cat "$tmp/e3")"
+# HOOP_TRACE_FILE too, before any work: a FIFO (or /dev/null, as root) that the trace's
+# rename would have replaced, and a path under a file (refused only after the training).
+mkfifo "$tmp/fifo"
+: >"$tmp/plain"
+for t in "$tmp/fifo|is a FIFO: writing the trace would replace it" \
+    "$tmp/plain/t.json|cannot create a file beside it"; do
+    HOOP_TRACE_FILE=${t%%|*} $run --data "$tmp/nowhere" >"$tmp/e3t" 2>&1
+    rc=$?
+    [ $rc = 2 ] && grep -q "${t#*|}" "$tmp/e3t" && ! grep -q nowhere "$tmp/e3t" ||
+        bad "HOOP_TRACE_FILE=${t%%|*}: rc=$rc $(cat "$tmp/e3t")"
+done
+[ -p "$tmp/fifo" ] || bad "HOOP_TRACE_FILE replaced a FIFO"
+# A process started alone has no DDP to trace: it says so (it wrote nothing, silently).
+env -u RANK -u WORLD_SIZE HOOP_TRACE_FILE="$tmp/lone.json" $train --data "$tmp/nowhere" \
+    >"$tmp/e3l" 2>&1
+grep -q "HOOP_TRACE_FILE='$tmp/lone.json' is ignored: a process started alone" "$tmp/e3l" ||
+    bad "a lone process's HOOP_TRACE_FILE: $(cat "$tmp/e3l")"
 : >"$tmp/empty.ckpt"
 # shellcheck disable=SC2086
 $run $small --checkpoint "$tmp/empty.ckpt" --resume >"$tmp/e4" 2>&1

@@ -24,6 +24,7 @@
 
 #include "autograd/checkpoint.h"
 #include "core/check.h"
+#include "ddp/ddp_internal.h"
 #include "train.h"
 
 static hoop_status build_model(trainer *t)
@@ -148,7 +149,15 @@ static hoop_status check_outputs(trainer *t)
     const train_opts *o = t->o;
     const char *trace = getenv("HOOP_TRACE_FILE");
     if (o->checkpoint) HOOP_CHECK(check_checkpoint_path(o->checkpoint));
-    if (trace && *trace) HOOP_CHECK(check_output_dir("HOOP_TRACE_FILE", trace));
+    if (trace && *trace && !t->dist.comm) /* it traces DDP, which a lone process lacks */
+        fprintf(stderr,
+                "hoop-train: HOOP_TRACE_FILE='%s' is ignored: a process started alone runs "
+                "no DDP to trace (start it under hooprun --nproc-per-node 1)\n",
+                trace);
+    else if (trace && *trace) {
+        HOOP_CHECK(check_output_dir("HOOP_TRACE_FILE", trace));
+        HOOP_CHECK(hoop__ddp_trace_probe(trace));
+    }
     if (o->metrics) HOOP_CHECK(open_metrics(t, o->metrics));
     return HOOP_OK;
 }

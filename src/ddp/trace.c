@@ -11,9 +11,12 @@
  * (0, host times), the compute stream (2) and the bucket stream (3), device times placed
  * on the host's clock (ddp_dev.c). Single-threaded, like the hoop_ddp that owns it.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/check.h"
@@ -86,14 +89,64 @@ static void put_lanes(FILE *f, int r, const ddp_event *ev, int64_t n)
                     r, l, names[l]);
 }
 
+/* What an existing path that is not a regular file is, for messages. */
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
+/* The trace's temporary file beside path; HOOP_ERR_INVALID when the name does not fit. */
+static hoop_status tmp_name(const char *path, char *tmp, size_t cap)
+{
+    int n = snprintf(tmp, cap, "%s.tmp.%d", path, (int)getpid());
+    if (n < 0 || (size_t)n >= cap)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "HOOP_TRACE_FILE '%.200s...' is too long (%zu bytes)",
+                          path, strlen(path));
+    return HOOP_OK;
+}
+
+/* The trace is written to a temporary file renamed over path: an existing path that is
+ * not a regular file (/dev/null, a FIFO) would be replaced, for every user of it. */
+static hoop_status regular_or_absent(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return HOOP_OK;
+    return HOOP_ERROR(HOOP_ERR_INVALID,
+                      "HOOP_TRACE_FILE '%s' is %s: writing the trace would replace it; give a "
+                      "regular file's path",
+                      path, file_kind(sb.st_mode));
+}
+
+hoop_status hoop__ddp_trace_probe(const char *path)
+{
+    char tmp[4096];
+    HOOP_CHECK(regular_or_absent(path));
+    HOOP_CHECK(tmp_name(path, tmp, sizeof(tmp)));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "HOOP_TRACE_FILE '%s': cannot create a file beside it ('%s'): %s", path,
+                          tmp, hoop__strerror(errno));
+    close(fd);
+    unlink(tmp);
+    return HOOP_OK;
+}
+
 static hoop_status write_json(const char *path, const ddp_event *all, const int64_t *counts, int ws,
                               size_t stride)
 {
     char tmp[4096];
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+    HOOP_CHECK(regular_or_absent(path));
+    HOOP_CHECK(tmp_name(path, tmp, sizeof(tmp)));
     FILE *f = fopen(tmp, "w");
     if (!f)
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "HOOP_TRACE_FILE '%s': %s", tmp, hoop__strerror(errno));
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "HOOP_TRACE_FILE '%s': cannot create '%s': %s", path,
+                          tmp, hoop__strerror(errno));
     fputs("{\"traceEvents\":[\n", f);
     int first = 1;
     for (int r = 0; r < ws; r++) {
