@@ -185,6 +185,21 @@ for t in "$tmp/fifo|is a FIFO: writing the trace would replace it" \
         bad "HOOP_TRACE_FILE=${t%%|*}: rc=$rc $(cat "$tmp/e3t")"
 done
 [ -p "$tmp/fifo" ] || bad "HOOP_TRACE_FILE replaced a FIFO"
+# Outputs that are one file, or one of --data's files, are refused before any work: the
+# trace replaced the checkpoint, metrics were appended to a dataset file.
+mkdir "$tmp/dd"
+for t in "--checkpoint $tmp/same.x --metrics $tmp/same.x|are the same file" \
+    "--data $tmp/dd --metrics $tmp/dd/../dd/train-labels-idx1-ubyte.gz|is --data's file"; do
+    # shellcheck disable=SC2086
+    HOOP_TRACE_FILE="$tmp/tr.x" $run ${t%%|*} >"$tmp/e3c" 2>&1
+    rc=$?
+    [ $rc = 2 ] && grep -q "${t#*|}" "$tmp/e3c" || bad "${t%%|*}: rc=$rc $(cat "$tmp/e3c")"
+done
+HOOP_TRACE_FILE="$tmp/tr.x" $run --checkpoint "$tmp/tr.x" >"$tmp/e3c" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "HOOP_TRACE_FILE '$tmp/tr.x' are the same file" "$tmp/e3c" ||
+    bad "HOOP_TRACE_FILE = --checkpoint: rc=$rc $(cat "$tmp/e3c")"
+[ -z "$(ls "$tmp/dd")" ] || bad "a refused run wrote into --data: $(ls "$tmp/dd")"
 # A process started alone has no DDP to trace: it says so (it wrote nothing, silently).
 env -u RANK -u WORLD_SIZE HOOP_TRACE_FILE="$tmp/lone.json" $train --data "$tmp/nowhere" \
     >"$tmp/e3l" 2>&1

@@ -15,6 +15,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,12 +143,76 @@ static hoop_status open_metrics(trainer *t, const char *path)
     return HOOP_OK;
 }
 
+/* Where path is, for comparing paths that may not exist yet: the real path of its
+ * directory, '/', its last component ("" when the directory cannot be resolved: its own
+ * check names that). */
+static void canonical(const char *path, char *out, size_t cap)
+{
+    char dir[4096], *slash, real[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    const char *base = path;
+    if ((slash = strrchr(dir, '/')) != NULL) {
+        base = path + (slash - dir) + 1;
+        slash[slash == dir] = '\0';
+    } else {
+        snprintf(dir, sizeof dir, ".");
+    }
+    if (!realpath(dir, real)) {
+        out[0] = '\0';
+        return;
+    }
+    snprintf(out, cap, "%s/%s", real, base);
+}
+
+/* 1 when a and b are one file: the same place, or (both existing) the same inode. */
+static int same_file(const char *a, const char *b)
+{
+    char ca[PATH_MAX + 256], cb[PATH_MAX + 256];
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    canonical(a, ca, sizeof ca);
+    canonical(b, cb, sizeof cb);
+    return ca[0] && strcmp(ca, cb) == 0;
+}
+
+/* The outputs (--checkpoint, --metrics, HOOP_TRACE_FILE) must be three files, none of them
+ * one of --data's: the trace's rename replaced a checkpoint of the same name, metrics
+ * went into a dataset file. HOOP_ERR_INVALID naming both. */
+static hoop_status check_collisions(const train_opts *o, const char *trace)
+{
+    static const char *const stems[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    const char *name[3] = {"--checkpoint", "--metrics", "HOOP_TRACE_FILE"};
+    const char *path[3] = {o->checkpoint, o->metrics, trace && *trace ? trace : NULL};
+    for (int i = 0; i < 3; i++) {
+        if (!path[i]) continue;
+        for (int j = i + 1; j < 3; j++)
+            if (path[j] && same_file(path[i], path[j]))
+                return HOOP_ERROR(HOOP_ERR_INVALID,
+                                  "%s '%s' and %s '%s' are the same file: each would overwrite "
+                                  "the other; give two paths",
+                                  name[i], path[i], name[j], path[j]);
+        for (size_t k = 0; o->data && k < 2 * HOOP_ARRAY_SIZE(stems); k++) {
+            char data[4096];
+            snprintf(data, sizeof data, "%s/%s%s", o->data, stems[k / 2], k % 2 ? ".gz" : "");
+            if (same_file(path[i], data))
+                return HOOP_ERROR(HOOP_ERR_INVALID,
+                                  "%s '%s' is --data's file '%s': writing it would destroy the "
+                                  "dataset; give another path",
+                                  name[i], path[i], data);
+        }
+    }
+    return HOOP_OK;
+}
+
 /* Rank 0's preparation before the data: every output path checked, --metrics opened, so
  * that none fails after an epoch of work. */
 static hoop_status check_outputs(trainer *t)
 {
     const train_opts *o = t->o;
     const char *trace = getenv("HOOP_TRACE_FILE");
+    HOOP_CHECK(check_collisions(o, t->dist.comm ? trace : NULL));
     if (o->checkpoint) HOOP_CHECK(check_checkpoint_path(o->checkpoint));
     if (trace && *trace && !t->dist.comm) /* it traces DDP, which a lone process lacks */
         fprintf(stderr,
