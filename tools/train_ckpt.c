@@ -61,9 +61,10 @@ hoop_status train_ckpt_resume(trainer *t)
                (long long)want.world_size, (long long)want.batch_size,
                (long long)(want.world_size * want.batch_size));
     if (ex.batches_done > 0)
-        printf("hoop-train: resumed from %s in epoch %lld after batch %lld (step %lld)\n",
+        printf("hoop-train: resumed from %s in epoch %lld after batch %lld (step %lld)%s\n",
                o->checkpoint, (long long)ex.epochs_done + 1, (long long)ex.batches_done,
-               (long long)ex.step);
+               (long long)ex.step,
+               ex.epochs_done >= o->epochs ? "; that is past --epochs, nothing to do" : "");
     else
         printf("hoop-train: resumed from %s after epoch %lld (step %lld)%s\n", o->checkpoint,
                (long long)ex.epochs_done, (long long)ex.step,
