@@ -165,6 +165,10 @@ if [ "$(id -u)" = 0 ]; then
         --checkpoint /proc/version --data "$tmp/none"
 fi
 expect 2 "--checkpoint-every needs --checkpoint PATH" --checkpoint-every 10
+# (a benchmark left these silently unused: an empty metrics file, no checkpoint)
+expect 2 "--metrics does not apply to --bench-steps" --bench-steps 3 --metrics "$tmp/bb.jsonl"
+expect 2 "--checkpoint does not apply to --bench-steps" --bench-steps 3 --checkpoint "$tmp/bb.ckpt"
+expect 2 "--exit-after-epoch does not apply to --bench-steps" --bench-steps 3 --exit-after-epoch 1
 expect 2 "--checkpoint-every=0 is out of range" --checkpoint-every 0 --checkpoint "$tmp/x.ckpt"
 expect 2 "--metrics-every needs --metrics FILE" --metrics-every 10
 # A checkpoint path that is a directory: refused before any data is read (not by the

@@ -60,6 +60,7 @@ static const char usage_text[] =
     "  --log-every N            plain mode: a line every N steps (100; 0 = per epoch)\n"
     "  --eval-batch-size B      batch size for evaluation (1000)\n"
     "  --bench-steps N          benchmark: time N training steps, print JSON, exit\n"
+    "                           (not with --checkpoint, --metrics, --exit-after-epoch)\n"
     "  --bench-warmup N         untimed steps before a benchmark (20)\n"
     "  --checkpoint PATH        save parameters and optimizer state after every epoch\n"
     "                           (rank 0, atomically: temporary file + rename)\n"
@@ -280,6 +281,16 @@ static hoop_status finish(train_opts *o)
         return HOOP_ERROR(HOOP_ERR_INVALID, "--metrics-every needs --metrics FILE");
     if (o->dropout > 0.0f && o->model != TRAIN_MODEL_CNN)
         return HOOP_ERROR(HOOP_ERR_INVALID, "--dropout applies to --model cnn only");
+    /* A benchmark times steps and prints one JSON line: these were silently unused. */
+    const char *unused = o->checkpoint             ? "--checkpoint"
+                         : o->metrics              ? "--metrics"
+                         : o->exit_after_epoch > 0 ? "--exit-after-epoch"
+                                                   : NULL;
+    if (o->bench_steps > 0 && unused)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s does not apply to --bench-steps (a benchmark saves, logs and "
+                          "stops nothing: it times steps and prints one JSON line)",
+                          unused);
     return HOOP_OK;
 }
 
