@@ -801,6 +801,11 @@ int main(int argc, char **argv)
 {
     static bench_ctx ctx;
     char err[512];
+    /* The command line as given, for the JSON's "args": getopt_long permutes argv. */
+    static char **given; /* (static: held to the end, as argv is) */
+    given = calloc((size_t)argc + 1, sizeof(*given));
+    if (!given) return fputs("hoop-bench: out of memory\n", stderr), 1;
+    memcpy(given, argv, (size_t)argc * sizeof(*given));
     int rc = bench_parse_args(argc, argv, &ctx.o, err, sizeof(err));
     if (rc == 3) return fputs(bench_usage(), stdout) == EOF;
     if (rc == 4) { /* > /dev/full: 1, as --help's */
@@ -819,7 +824,7 @@ int main(int argc, char **argv)
         snprintf(s, sizeof(s), "%" PRId64, ctx.o.timeout);
         setenv("HOOP_TIMEOUT", s, 1);
     }
-    rc = setup(&ctx, argc, argv);
+    rc = setup(&ctx, argc, given);
     if (rc == 0) catch_stop_signals();
     if (rc == 0) rc = sweep(&ctx);
     if (rc != 0) bench_report_fail(&ctx.rep, failure[0] ? failure : "the run failed");

@@ -198,7 +198,11 @@ echo keep > "$TMP/k.json"
 "$BENCH" allreduce -b 64 -e 64 -n 1 -J "$TMP/k.json" > "$TMP/out1" || fail "-J probing"
 [ "$(cat "$TMP/k.json")" = keep ] || fail "-J overwrote an existing file"
 assert_contains "$TMP/out1" "# Writing JSON output to $TMP/k.json.0"
-python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$TMP/k.json.0" || fail "k.json.0"
+# Its "args" are the command line as given (getopt's permutation put "allreduce" last).
+python3 -c 'import json, sys
+a = json.load(open(sys.argv[1]))["args"]
+assert a[1:] == ["allreduce", "-b", "64", "-e", "64", "-n", "1", "-J", sys.argv[2]], a' \
+    "$TMP/k.json.0" "$TMP/k.json" || fail "k.json.0's args"
 # An output file that cannot be created at start is a bad flag: exit 2 naming it (as
 # --help says; it said 1), before any collective runs.
 for f in "-J $TMP/none/x.json" "--csv $TMP/none/x.csv"; do

@@ -26,6 +26,10 @@ HOOP_TOKEN=x SLURM_JOB_NODELIST='-bad,x' SLURM_NNODES=2 SLURM_NODEID=0 expect_ba
 # A --log-dir no file can be made in, though access() says yes to root: exit 2 at start (it
 # started, then failed to open rank 0's log, exit 1).
 expect_bad "--log-dir /proc" --nproc-per-node 1 --log-dir /proc true
+# ... and a directory where a rank's log goes (rank 1 could not start: exit 1).
+mkdir -p "$TMP/ld/rank_1.log"
+expect_bad "$TMP/ld/rank_1.log, rank 1's log, is a directory" --nproc-per-node 2 --log-dir \
+    "$TMP/ld" true
 "$HOOPRUN" -h > "$TMP/h" 2>&1 || fail "hooprun -h exited $?"
 assert_contains "$TMP/h" "Usage: hooprun"
 expect_bad "--grace='soon' is not a number of seconds" --grace soon --nproc-per-node 1 true

@@ -678,8 +678,9 @@ static int pick_master(const cli *c, hooprun_plan *p, int *reserve_fd)
     return 0;
 }
 
-/* --log-dir: created (with its parents) when missing, and it must be writable. */
-static int check_log_dir(const char *dir)
+/* --log-dir: created (with its parents) when missing, and it must be writable, with no
+ * directory where this node's ranks' logs (p) go. */
+static int check_log_dir(const char *dir, const hooprun_plan *p)
 {
     char path[4096];
     snprintf(path, sizeof(path), "%s", dir);
@@ -710,6 +711,16 @@ static int check_log_dir(const char *dir)
     }
     close(fd);
     unlink(path);
+    /* A rank's log where a directory stands: the worker could not start (exit 1). */
+    for (int i = 0; i < p->nproc_per_node; i++) {
+        int rank = p->node_rank * p->nproc_per_node + i;
+        snprintf(path, sizeof(path), "%s/rank_%d.log", dir, rank);
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "hooprun: --log-dir %s: %s, rank %d's log, is a directory\n", dir, path,
+                    rank);
+            return 2;
+        }
+    }
     return 0;
 }
 
@@ -770,7 +781,7 @@ static int resolve(const cli *c, hooprun_plan *p, int *reserve_fd)
     }
     if ((rc = pick_master(c, p, reserve_fd)) != 0) return rc;
     warn_loopback_master(p);
-    if (c->log_dir && !c->dry_run && (rc = check_log_dir(c->log_dir)) != 0) return rc;
+    if (c->log_dir && !c->dry_run && (rc = check_log_dir(c->log_dir, p)) != 0) return rc;
     if (c->bind && p->nproc_per_node <= HOOPRUN_BIND_MAX) {
         static cpu_set_t sets[HOOPRUN_BIND_MAX];
         if (hooprun_cpu_sets(p->nproc_per_node, sets)) p->cpus = sets;

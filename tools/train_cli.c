@@ -461,8 +461,8 @@ hoop_status train_cli_settings(const train_opts *o, int scope, char *buf, size_t
     put(&s, ranks, "--metrics-every", "%s", count_text(o->metrics_every, f, sizeof f));
     put(&s, ranks, "--bench-steps", "%s", count_text(o->bench_steps, f, sizeof f));
     put(&s, ranks, "--bench-warmup", "%lld", (long long)o->bench_warmup);
-    put(&s, ranks, "--bucket-cap-kb", "%s",
-        o->bucket_cap_kb ? count_text(o->bucket_cap_kb, f, sizeof f) : "(default)");
+    put(&s, ranks, "--bucket-cap-kb", "%lld", /* unset: DDP's default, as --help says */
+        (long long)(o->bucket_cap_kb ? o->bucket_cap_kb : 25600));
     put(&s, ranks, "--first-bucket-kb", "%lld", (long long)o->first_bucket_kb);
     if (s.full)
         return HOOP_ERROR(HOOP_ERR_INTERNAL, "%s:%d: the settings need more than %zu bytes",
