@@ -134,8 +134,15 @@ static void text_header(bench_report *r)
         fprintf(f, "# Blocking Enabled: wait for completion and barrier after each collective \n");
     if (o->blocking == BENCH_Z_WAIT)
         fprintf(f, "# Blocking Enabled: wait for completion after each collective, no barrier \n");
+    /* The algorithm is the all-reduce's; direct (asked, or picked by auto) also runs the
+     * in-place all-gathers and reduce-scatters on shared buffers. */
+    int shared_too = (o->coll == BENCH_ALLGATHER || o->coll == BENCH_REDUCESCATTER) &&
+                     (strcmp(r->env.algo, "direct") == 0 || strcmp(r->env.algo, "auto") == 0);
     fprintf(f, "#\n# hoop: world_size %d  algorithm %s%s  time (-a %" PRId64 "): %s\n",
-            r->env.world_size, r->env.algo, o->coll == BENCH_ALLREDUCE ? "" : " (all-reduce only)",
+            r->env.world_size, r->env.algo,
+            o->coll == BENCH_ALLREDUCE ? ""
+            : shared_too ? " (all-reduce's; in-place calls on shared buffers may run direct)"
+                         : " (all-reduce only)",
             o->average, average_name(o->average));
     fprintf(f, "# hoop: buffers (-R %" PRId64 "): %s  run cycles (-N): %" PRId64 "\n", o->reg,
             o->device ? "device memory (--device cuda)"

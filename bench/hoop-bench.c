@@ -70,7 +70,7 @@ typedef struct bench_ctx {
     void *stream;                       /* -G: the stream the calls are captured on */
     char dev[64];                       /* --device cuda: "cuda:0 NVIDIA H200, 139.8 GiB" */
     bench_report rep;
-    char json_path[4096], knobs[256];
+    char json_path[4096], knobs[512];
     int stopped; /* the stop signal the ranks agreed on after a row (agree_row), 0 none */
 } bench_ctx;
 
@@ -703,12 +703,14 @@ static const char *env_or_default(const char *name, char *buf, size_t len)
 
 static void describe_knobs(bench_ctx *c)
 {
-    char b1[64], b2[64];
+    char b1[64], b2[64], b3[64];
     const char *ifn = getenv("HOOP_SOCKET_IFNAME"), *tr = getenv("HOOP_TRANSPORT");
     snprintf(c->knobs, sizeof(c->knobs),
-             "HOOP_CHUNK_BYTES=%s  HOOP_TCP_NSOCKS=%s  HOOP_TRANSPORT=%s  HOOP_SOCKET_IFNAME=%s",
+             "HOOP_CHUNK_BYTES=%s  HOOP_TCP_NSOCKS=%s  HOOP_SHM_BYTES=%s  HOOP_TRANSPORT=%s  "
+             "HOOP_SOCKET_IFNAME=%s",
              env_or_default("HOOP_CHUNK_BYTES", b1, sizeof(b1)),
-             env_or_default("HOOP_TCP_NSOCKS", b2, sizeof(b2)), tr && *tr ? tr : "(default)",
+             env_or_default("HOOP_TCP_NSOCKS", b2, sizeof(b2)),
+             env_or_default("HOOP_SHM_BYTES", b3, sizeof(b3)), tr && *tr ? tr : "(default)",
              ifn && *ifn ? ifn : "(default)");
 }
 
