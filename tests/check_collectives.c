@@ -447,9 +447,31 @@ static void algo_mismatch(h_rank *h)
                hoop_last_error());
 }
 
+/* DIRECT asked on private memory falls back to the cost model: with AUTO on rank 0 every
+ * rank runs the same algorithm and the call succeeds (what was asked is not voted on); with
+ * RING on rank 0 the mismatch names the fallback and what was asked (it named only
+ * "algo=rd", which no rank had asked for). */
+static void algo_asked_mismatch(h_rank *h)
+{
+    float x[64];
+    for (int i = 0; i < 64; i++) x[i] = 1.0f;
+    hoop_comm_set_algo(h->comm, h->rank == 0 ? HOOP_ALGO_AUTO : HOOP_ALGO_DIRECT);
+    hoop_status st = hoop_allreduce(h->comm, x, x, 64, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    if (st != HOOP_OK || x[63] != (float)h->n)
+        h_fail(h, "auto against direct's fallback: %s (%g): %s", hoop_status_name(st), x[63],
+               hoop_last_error());
+    hoop_comm_set_algo(h->comm, h->rank == 0 ? HOOP_ALGO_RING : HOOP_ALGO_DIRECT);
+    st = hoop_allreduce(h->comm, x, x, 64, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    if (st != HOOP_ERR_MISMATCH || !strstr(hoop_last_error(), "algo=ring") ||
+        !strstr(hoop_last_error(), "(asked direct, which does not apply here)"))
+        h_fail(h, "want HOOP_ERR_MISMATCH naming direct's fallback, got %s: %s",
+               hoop_status_name(st), hoop_last_error());
+}
+
 START_TEST(test_algo_mismatch)
 {
     run_ranks(4, NULL, algo_mismatch, NULL);
+    run_ranks(4, NULL, algo_asked_mismatch, NULL);
 }
 END_TEST
 

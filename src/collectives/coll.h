@@ -113,6 +113,8 @@ typedef struct hoop__coll_args {
     struct hoop__seg *held[2]; /* segments holding sendbuf / recvbuf: their in-flight
                                 * counts keep hoop_comm_free_shared off until completion */
     int dev;                   /* 1: the buffers are GPU memory (staged; collectives.c) */
+    hoop_algo asked;           /* the all-reduce algorithm asked for (HOOP_ALGO, set_algo),
+                                * which algo may differ from: for messages only */
 } hoop__coll_args;
 
 /* Appends a step; returns its index, or -1 after recording HOOP_ERR_NOMEM in s->err. */

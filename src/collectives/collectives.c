@@ -252,6 +252,7 @@ static hoop_status new_request(hoop_comm *comm, const hoop__coll_args *a, hoop_r
                          .dtype = (uint8_t)a->dtype,
                          .op = (uint8_t)a->op,
                          .algo = (uint8_t)a->algo,
+                         .asked = a->asked != a->algo ? (uint8_t)a->asked : 0,
                          .root = a->root,
                          /* direct: root is the segment, aux the element offset in it */
                          .aux = a->algo == HOOP_ALGO_DIRECT ? (int32_t)(a->seg_off / a->elem) : 0};
@@ -583,8 +584,8 @@ static hoop_status allreduce(hoop_comm *comm, const void *sendbuf, void *recvbuf
         check_overlap(fn, sendbuf, bytes, recvbuf, bytes, sendbuf == recvbuf, "sendbuf == recvbuf"),
         st, bad);
     try_direct(comm, &a, recvbuf, bytes, sendbuf == recvbuf);
-    if (a.algo != HOOP_ALGO_DIRECT)
-        a.algo = hoop__comm_algo_pick(comm, (hoop_algo)atomic_load(&comm->algo), bytes);
+    a.asked = (hoop_algo)atomic_load(&comm->algo);
+    if (a.algo != HOOP_ALGO_DIRECT) a.algo = hoop__comm_algo_pick(comm, a.asked, bytes);
     return enqueue(comm, &a, req, v);
 bad:
     return refuse(comm, &a, v, req == NULL, st);

@@ -29,7 +29,9 @@ typedef struct hoop__hdr {
     uint64_t count; /* elements */
     uint8_t kind, coll, dtype, op, algo;
     uint8_t refused; /* HDR: 1 = this rank refused the call for its arguments (collectives.c) */
-    uint8_t pad[2];
+    uint8_t asked;   /* HDR: the algorithm asked for, when algo is another (a fallback); not
+                      * voted on, only named in a mismatch's message; else 0 (AUTO) */
+    uint8_t pad[1];
     int32_t root;
     int32_t aux; /* ABORT: hoop_status; the two records after an ABORT are the calls */
 } hoop__hdr;

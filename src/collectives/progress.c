@@ -88,7 +88,12 @@ void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap)
     if (c == HOOP__COLL_BROADCAST || c == HOOP__COLL_REDUCE)
         snprintf(root, sizeof(root), ", root=%d", (int)h->root);
     if (c == HOOP__COLL_ALLREDUCE)
-        snprintf(algo, sizeof(algo), ", algo=%s", hoop_algo_name((hoop_algo)h->algo));
+        snprintf(algo, sizeof(algo), ", algo=%s%s%s%s", hoop_algo_name((hoop_algo)h->algo),
+                 h->asked ? " (asked " : "",
+                 h->asked && h->asked < HOOP_ALGO_COUNT_ ? hoop_algo_name((hoop_algo)h->asked)
+                 : h->asked                              ? "?"
+                                                         : "",
+                 h->asked ? ", which does not apply here)" : "");
     if (h->refused) /* the algorithm was never picked */
         snprintf(algo, sizeof(algo), ", refused by that rank as invalid: see its error");
     snprintf(buf, cap, "%s(count=%llu, %s%s%s%s) #%llu", hoop__coll_name(c),
