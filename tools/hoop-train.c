@@ -102,12 +102,26 @@ static const char *signal_name(int sig)
  * waits for the slowest rank's flag: a stop comes one step after the signal. */
 static hoop_status agree_stop(trainer *t, int pipelined)
 {
+    /* The maximum of sig << 16 | (0xffff - rank): the largest signal, and the lowest rank
+     * that received it (named when it is not rank 0: a worker signalled on its own). */
     int32_t sig = (int32_t)atomic_load(&stop_requested);
+    if (sig) sig = sig << 16 | (0xffff - (t->dist.rank & 0xffff));
     int64_t t0 = hoop__now_ns();
     HOOP_CHECK(train_dist_agree(&t->dist, &sig, pipelined));
     t->agree_ns += hoop__now_ns() - t0;
-    t->stop_sig = (int)sig;
+    t->stop_sig = (int)(sig >> 16);
+    t->stop_rank = sig ? 0xffff - (sig & 0xffff) : 0;
     return HOOP_OK;
+}
+
+/* "SIGTERM", or "SIGTERM to rank 3" when rank 0 did not receive it. */
+static const char *stop_text(const trainer *t)
+{
+    static char text[48];
+    snprintf(text, sizeof text, "%s", signal_name(t->stop_sig));
+    if (t->stop_rank != 0)
+        snprintf(text + strlen(text), sizeof text - strlen(text), " to rank %d", t->stop_rank);
+    return text;
 }
 
 /* The stop all ranks agreed on, after batch b of epoch: rank 0 saves the position, every
@@ -120,7 +134,7 @@ static hoop_status stop_in_epoch(trainer *t, int64_t epoch, size_t b)
     HOOP_CHECK(train_dist_root_status(&t->dist, st));
     if (t->dist.rank != 0) return HOOP_OK;
     train_report_clear_bar(t);
-    printf("hoop-train: preempted (%s) at epoch %lld step %zu/%zu; ", signal_name(t->stop_sig),
+    printf("hoop-train: preempted (%s) at epoch %lld step %zu/%zu; ", stop_text(t),
            (long long)epoch + 1, b, t->nbatches);
     if (o->checkpoint)
         printf("saved %s (step %lld)\n", o->checkpoint, (long long)t->step);
@@ -303,8 +317,8 @@ static hoop_status run_bench(trainer *t)
         HOOP_CHECK(agree_stop(t, 1));
         if (!t->stop_sig) continue;
         if (t->dist.rank == 0)
-            printf("hoop-train: stopped (%s) after %lld of %lld benchmark steps\n",
-                   signal_name(t->stop_sig), (long long)s + 1, (long long)total);
+            printf("hoop-train: stopped (%s) after %lld of %lld benchmark steps\n", stop_text(t),
+                   (long long)s + 1, (long long)total);
         return HOOP_OK;
     }
     if (resident) { /* the last step's loss, waited for only now */
@@ -347,8 +361,7 @@ static int stop_between_epochs(trainer *t, int64_t epoch, hoop_status *st)
     *st = agree_stop(t, 0);
     if (*st != HOOP_OK || !t->stop_sig) return *st != HOOP_OK;
     if (t->dist.rank == 0) {
-        printf("hoop-train: preempted (%s) after epoch %lld; ", signal_name(t->stop_sig),
-               (long long)epoch + 1);
+        printf("hoop-train: preempted (%s) after epoch %lld; ", stop_text(t), (long long)epoch + 1);
         if (o->checkpoint)
             printf("saved %s (step %lld)\n", o->checkpoint, (long long)t->step);
         else

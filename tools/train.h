@@ -85,6 +85,7 @@ typedef struct trainer {
     size_t win_samples;
     int64_t win_ns;   /* ns spent in its steps (evaluation and checkpoints excluded) */
     int stop_sig;     /* the signal all ranks agreed to stop for (0: none) */
+    int stop_rank;    /* the lowest rank that received it */
     int64_t agree_ns; /* time spent agreeing on stops (the per-step all-reduce) */
 } trainer;
 
