@@ -165,6 +165,9 @@ if [ "$(id -u)" = 0 ]; then
         --checkpoint /proc/version --data "$tmp/none"
 fi
 expect 2 "--checkpoint-every needs --checkpoint PATH" --checkpoint-every 10
+# More threads than this OpenBLAS runs (Debian's: 64) is said, not silently capped.
+expect 0 "--threads 1024: this OpenBLAS runs at most" --threads 1024 --bench-steps 1 \
+    --bench-warmup 0
 # (a benchmark left these silently unused: an empty metrics file, no checkpoint)
 expect 2 "--metrics does not apply to --bench-steps" --bench-steps 3 --metrics "$tmp/bb.jsonl"
 expect 2 "--checkpoint does not apply to --bench-steps" --bench-steps 3 --checkpoint "$tmp/bb.ckpt"

@@ -416,6 +416,10 @@ int main(int argc, char **argv)
         return 2;
     }
     if (o.threads > 0) openblas_set_num_threads((int)o.threads);
+    const char *rank = getenv("RANK"); /* rank 0 speaks (the header shows the count too) */
+    if (o.threads > 0 && openblas_get_num_threads() < o.threads && (!rank || !strcmp(rank, "0")))
+        fprintf(stderr, "hoop-train: --threads %lld: this OpenBLAS runs at most %d threads\n",
+                (long long)o.threads, openblas_get_num_threads());
     st = trainer_init(&t, &o);
     if (st != HOOP_OK) {
         /* Rank 0 explains its own failures; the others only follow it out. */
