@@ -310,8 +310,9 @@ HOOP_API hoop_status hoop_ddp_trace_enable(hoop_ddp *ddp, const char *path);
  * (event times placed on the host's clock by a timer recorded on the idle compute stream
  * at init; on cuda the rounds still on the device are waited for first). Writes nothing
  * when no rank recorded events.
- * Errors: HOOP_ERR_INVALID (ddp NULL), HOOP_ERR_SYSTEM naming the file; the collectives'
- * errors. */
+ * Errors: HOOP_ERR_INVALID (ddp NULL; on rank 0, a path that exists but is not a regular
+ * file, which the rename would replace: /dev/null, a FIFO, a directory), HOOP_ERR_SYSTEM
+ * naming the file; the collectives' errors. */
 HOOP_API hoop_status hoop_ddp_trace_flush(hoop_ddp *ddp);
 
 HOOP_EXTERN_C_END

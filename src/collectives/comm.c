@@ -366,7 +366,8 @@ static hoop_status reserve_fds(const hoop_comm *comm, const unsigned char *need,
  * folds its own links' transports, then all of them exchange the result (a card-sized
  * blob, as the rendezvous moves), so that every rank picks the same algorithm: a rank
  * whose links all stay on its host would otherwise model a faster comm than a rank with
- * a link to another host. */
+ * a link to another host. The same exchange carries each rank's chunk size, which must
+ * be the same everywhere (HOOP_ERR_MISMATCH, with *all_know set: every rank found it). */
 static hoop_status agree_cost(hoop_comm *comm, const hoop_comm_config *cfg, const comm_settings *s,
                               int gen, const unsigned char *need, const struct link_plan *plan,
                               int64_t deadline, int *all_know)
