@@ -115,6 +115,8 @@ typedef struct hoop__coll_args {
     int dev;                   /* 1: the buffers are GPU memory (staged; collectives.c) */
     hoop_algo asked;           /* the all-reduce algorithm asked for (HOOP_ALGO, set_algo),
                                 * which algo may differ from: for messages only */
+    int wanted_direct;         /* 1: direct was asked for (or AUTO at this size) but the
+                                * buffers did not allow it: for messages only */
 } hoop__coll_args;
 
 /* Appends a step; returns its index, or -1 after recording HOOP_ERR_NOMEM in s->err. */

@@ -253,6 +253,7 @@ static hoop_status new_request(hoop_comm *comm, const hoop__coll_args *a, hoop_r
                          .op = (uint8_t)a->op,
                          .algo = (uint8_t)a->algo,
                          .asked = a->asked != a->algo ? (uint8_t)a->asked : 0,
+                         .wanted_direct = (uint8_t)a->wanted_direct,
                          .root = a->root,
                          /* direct: root is the segment, aux the element offset in it */
                          .aux = a->algo == HOOP_ALGO_DIRECT ? (int32_t)(a->seg_off / a->elem) : 0};
@@ -551,14 +552,17 @@ static void try_direct(hoop_comm *comm, hoop__coll_args *a, const void *base, si
 {
     hoop_algo want = (hoop_algo)atomic_load(&comm->algo);
     size_t elem = hoop_dtype_size(a->dtype);
-    if (comm->world_size < 2 || !in_place || !comm->segs) return;
+    if (comm->world_size < 2) return;
     if (want != HOOP_ALGO_DIRECT &&
         (want != HOOP_ALGO_AUTO || bytes < DIRECT_MIN_BYTES(comm->world_size)))
         return;
+    a->wanted_direct = 1; /* until it is taken */
+    if (!in_place || !comm->segs) return;
     hoop__seg *g = hoop__seg_find(comm, base, bytes);
     if (!g || !g->direct) return;
     size_t off = (size_t)((const char *)base - g->base[comm->rank]);
     if (off % elem != 0 || off / elem > INT32_MAX) return;
+    a->wanted_direct = 0;
     a->algo = HOOP_ALGO_DIRECT;
     a->seg_base = g->base;
     a->seg_off = off;

@@ -31,7 +31,8 @@ typedef struct hoop__hdr {
     uint8_t refused; /* HDR: 1 = this rank refused the call for its arguments (collectives.c) */
     uint8_t asked;   /* HDR: the algorithm asked for, when algo is another (a fallback); not
                       * voted on, only named in a mismatch's message; else 0 (AUTO) */
-    uint8_t pad[1];
+    uint8_t wanted_direct; /* HDR: 1 = direct was wanted but the buffers did not allow it
+                            * (out of place, or not in shared memory); as asked */
     int32_t root;
     int32_t aux; /* ABORT: hoop_status; the two records after an ABORT are the calls */
 } hoop__hdr;
@@ -234,8 +235,9 @@ const char *hoop__comm_link_transport(const hoop_comm *comm, int peer);
 void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap);
 
 /* What to add to a mismatch between calls a and b: when they differ only in where their
- * data lies (one or both ran direct on shared memory), a note that direct needs the same
- * shared buffer and offset on every rank; else "". */
+ * data lies (both ran direct at different places, or one ran direct and the other wanted
+ * to but its buffers did not allow it), a note that direct needs the same shared buffer
+ * and offset on every rank, in place; else "" (the ranks chose different algorithms). */
 const char *hoop__hdr_mismatch_hint(const hoop__hdr *a, const hoop__hdr *b);
 
 /* How the progress thread sleeps (comm->sleeping): not at all, until something happens on

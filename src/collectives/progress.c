@@ -62,11 +62,14 @@
 
 const char *hoop__hdr_mismatch_hint(const hoop__hdr *a, const hoop__hdr *b)
 {
-    if ((a->algo != HOOP_ALGO_DIRECT && b->algo != HOOP_ALGO_DIRECT) || a->coll != b->coll ||
-        a->count != b->count || a->dtype != b->dtype || a->op != b->op)
+    int da = a->algo == HOOP_ALGO_DIRECT, db = b->algo == HOOP_ALGO_DIRECT;
+    if (a->coll != b->coll || a->count != b->count || a->dtype != b->dtype || a->op != b->op)
         return "";
-    return " (a call runs direct only where every rank passes the same shared buffer, at the "
-           "same offset)";
+    if ((da && db && (a->root != b->root || a->aux != b->aux)) || (da && b->wanted_direct) ||
+        (db && a->wanted_direct))
+        return " (a call runs direct only in place, on the same shared buffer at the same "
+               "offset on every rank)";
+    return "";
 }
 
 void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap)
