@@ -191,7 +191,9 @@ done
 # Outputs that are one file, or one of --data's files, are refused before any work: the
 # trace replaced the checkpoint, metrics were appended to a dataset file.
 mkdir "$tmp/dd"
+ln -s same3.x "$tmp/lnk" # a link to a file not made yet: the write would make it
 for t in "--checkpoint $tmp/same.x --metrics $tmp/same.x|are the same file" \
+    "--checkpoint $tmp/same3.x --metrics $tmp/lnk|are the same file" \
     "--data $tmp/dd --metrics $tmp/dd/../dd/train-labels-idx1-ubyte.gz|is --data's file"; do
     # shellcheck disable=SC2086
     HOOP_TRACE_FILE="$tmp/tr.x" $run ${t%%|*} >"$tmp/e3c" 2>&1

@@ -145,23 +145,40 @@ static hoop_status open_metrics(trainer *t, const char *path)
 
 /* Where path is, for comparing paths that may not exist yet: the real path of its
  * directory, '/', its last component ("" when the directory cannot be resolved: its own
- * check names that). */
+ * check names that). A symbolic link whose target does not exist yet stands for that
+ * target (a write creates it), followed up to 40 links deep. */
 static void canonical(const char *path, char *out, size_t cap)
 {
-    char dir[4096], *slash, real[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    const char *base = path;
-    if ((slash = strrchr(dir, '/')) != NULL) {
-        base = path + (slash - dir) + 1;
-        slash[slash == dir] = '\0';
-    } else {
-        snprintf(dir, sizeof dir, ".");
+    char p[PATH_MAX], link[PATH_MAX], dir[PATH_MAX], real[PATH_MAX];
+    struct stat sb;
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) goto none;
+    for (int depth = 0; depth < 40 && lstat(p, &sb) == 0 && S_ISLNK(sb.st_mode); depth++) {
+        ssize_t n = readlink(p, link, sizeof link - 1);
+        if (n <= 0) break;
+        link[n] = '\0';
+        char *slash = strrchr(p, '/');
+        if (link[0] == '/' || !slash) { /* absolute, or relative to "." */
+            memcpy(p, link, (size_t)n + 1);
+        } else { /* relative to the link's directory */
+            size_t keep = (size_t)(slash - p) + 1;
+            if (keep + (size_t)n >= sizeof p) goto none;
+            memcpy(p + keep, link, (size_t)n + 1);
+        }
     }
-    if (!realpath(dir, real)) {
-        out[0] = '\0';
-        return;
+    char *slash = strrchr(p, '/');
+    const char *base = slash ? slash + 1 : p;
+    if (!slash)
+        memcpy(dir, ".", 2);
+    else if (slash == p)
+        memcpy(dir, "/", 2);
+    else {
+        memcpy(dir, p, (size_t)(slash - p));
+        dir[slash - p] = '\0';
     }
-    snprintf(out, cap, "%s/%s", real, base);
+    if (!realpath(dir, real)) goto none;
+    if (snprintf(out, cap, "%s/%s", real, base) < (int)cap) return;
+none:
+    out[0] = '\0';
 }
 
 /* 1 when a and b are one file: the same place, or (both existing) the same inode. */
