@@ -30,6 +30,23 @@ expect_bad "--log-dir /proc" --nproc-per-node 1 --log-dir /proc true
 mkdir -p "$TMP/ld/rank_1.log"
 expect_bad "$TMP/ld/rank_1.log, rank 1's log, is a directory" --nproc-per-node 2 --log-dir \
     "$TMP/ld" true
+# ... a FIFO (hooprun's open blocked, for good: SIGTERM did not end it), a link to nowhere,
+# a later attempt's log (exit 1 when that restart came). HOOPRUN under timeout: a hang
+# fails the test rather than stall it.
+mkdir -p "$TMP/lf" "$TMP/ll" "$TMP/lr/rank_0.restart_1.log"
+mkfifo "$TMP/lf/rank_0.log"
+ln -s /nonexistent/y "$TMP/ll/rank_1.log"
+HOOPRUN_WAS=$HOOPRUN
+printf '#!/bin/sh\nexec timeout -s KILL 30 "%s" "$@"\n' "$HOOPRUN_WAS" > "$TMP/hooprun30"
+chmod +x "$TMP/hooprun30"
+HOOPRUN=$TMP/hooprun30
+expect_bad "$TMP/lf/rank_0.log, rank 0's log, is a FIFO" --nproc-per-node 2 --log-dir \
+    "$TMP/lf" true
+expect_bad "cannot create $TMP/ll/rank_1.log, rank 1's log: No such file" --nproc-per-node 2 \
+    --log-dir "$TMP/ll" true
+expect_bad "$TMP/lr/rank_0.restart_1.log, rank 0's log, is a directory" --nproc-per-node 1 \
+    --max-restarts 1 --log-dir "$TMP/lr" true
+HOOPRUN=$HOOPRUN_WAS
 "$HOOPRUN" -h > "$TMP/h" 2>&1 || fail "hooprun -h exited $?"
 assert_contains "$TMP/h" "Usage: hooprun"
 expect_bad "--grace='soon' is not a number of seconds" --grace soon --nproc-per-node 1 true

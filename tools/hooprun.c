@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <netdb.h>
@@ -711,14 +712,34 @@ static int check_log_dir(const char *dir, const hooprun_plan *p)
     }
     close(fd);
     unlink(path);
-    /* A rank's log where a directory stands: the worker could not start (exit 1). */
+    /* A rank's log where something other than a file stands (a directory, a FIFO that
+     * would block hooprun's open, a link to nowhere): the worker could not start (exit 1),
+     * or hooprun hung. Checked for every attempt's log, made for the first's. */
     for (int i = 0; i < p->nproc_per_node; i++) {
         int rank = p->node_rank * p->nproc_per_node + i;
-        snprintf(path, sizeof(path), "%s/rank_%d.log", dir, rank);
-        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "hooprun: --log-dir %s: %s, rank %d's log, is a directory\n", dir, path,
-                    rank);
-            return 2;
+        for (int k = 0; k <= p->max_restarts; k++) {
+            if (k == 0)
+                snprintf(path, sizeof(path), "%s/rank_%d.log", dir, rank);
+            else
+                snprintf(path, sizeof(path), "%s/rank_%d.restart_%d.log", dir, rank, k);
+            const char *what = stat(path, &st) != 0   ? NULL
+                               : S_ISDIR(st.st_mode)  ? "a directory"
+                               : S_ISFIFO(st.st_mode) ? "a FIFO"
+                               : !S_ISREG(st.st_mode) ? "not a regular file"
+                                                      : NULL;
+            if (what) {
+                fprintf(stderr, "hooprun: --log-dir %s: %s, rank %d's log, is %s\n", dir, path,
+                        rank, what);
+                return 2;
+            }
+            if (k > 0) continue;
+            fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
+            if (fd < 0) {
+                fprintf(stderr, "hooprun: --log-dir %s: cannot create %s, rank %d's log: %s\n", dir,
+                        path, rank, hoop__strerror(errno));
+                return 2;
+            }
+            close(fd);
         }
     }
     return 0;
