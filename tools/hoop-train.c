@@ -114,12 +114,14 @@ static hoop_status agree_stop(trainer *t, int pipelined)
     return HOOP_OK;
 }
 
-/* "SIGTERM", or "SIGTERM to rank 3" when rank 0 did not receive it. */
+/* "SIGTERM", or "SIGTERM to rank 3" when rank 0 did not receive it. (Rank 0 asks its own
+ * flag again: a signal forwarded to every worker by hooprun may reach rank 0 just after
+ * its flag went into the agreement, and that stop was not one worker's.) */
 static const char *stop_text(const trainer *t)
 {
     static char text[48];
     snprintf(text, sizeof text, "%s", signal_name(t->stop_sig));
-    if (t->stop_rank != 0)
+    if (t->stop_rank != 0 && atomic_load(&stop_requested) == 0)
         snprintf(text + strlen(text), sizeof text - strlen(text), " to rank %d", t->stop_rank);
     return text;
 }
