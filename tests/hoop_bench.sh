@@ -213,6 +213,13 @@ for f in "-J $TMP/none/x.json" "--csv $TMP/none/x.csv"; do
         { cat "$TMP/out"; fail "$f: exit $rc, not 2"; }
     grep -q "^#" "$TMP/out" && fail "$f: the run started: $(cat "$TMP/out")"
 done
+# A --csv FIFO that nobody reads is refused (rank 0 blocked in its open until the others
+# timed out waiting for it).
+mkfifo "$TMP/csv.fifo"
+timeout -s KILL 60 "$BENCH" allreduce -b 8 -e 8 -n 1 --csv "$TMP/csv.fifo" > "$TMP/out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "is a FIFO that no process reads" "$TMP/out" ||
+    { cat "$TMP/out"; fail "--csv FIFO: exit $rc, not 2"; }
 # ... and on 2 ranks every rank exits 2 with rank 0 (rank 1 found rank 0 gone in its first
 # call and exited 1, saying "the peer closed its end").
 "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce -b 8 -e 8 -n 1 -J "$TMP/none/x.json" \
