@@ -860,8 +860,8 @@ START_TEST(test_chunk_mismatch)
         ck_assert_msg(c[r].ns < 5000000000LL, "rank %d failed after %lld ms", r,
                       (long long)(c[r].ns / 1000000));
         ck_assert_msg(strstr(c[r].msg, "rank 0 cuts messages into chunks of 4096 bytes "
-                                       "(config.chunk_bytes), rank 1 into chunks of 512 "
-                                       "bytes (config.chunk_bytes)"),
+                                       "(config.chunk_bytes=4100), rank 1 into chunks of 512 "
+                                       "bytes (config.chunk_bytes=512)"),
                       "rank %d: %s", r, c[r].msg);
     }
 }

@@ -87,6 +87,9 @@ static hoop_status check_output_dir(const char *what, const char *path)
         snprintf(dir, sizeof dir, ".");
     else
         slash[slash == dir] = '\0';
+    if (access(dir, W_OK) != 0 && errno == ENOENT)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s '%s': directory '%s' does not exist", what, path,
+                          dir);
     if (access(dir, W_OK) != 0)
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s '%s': directory '%s' is not writable: %s", what,
                           path, dir, hoop__strerror(errno));

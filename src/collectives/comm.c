@@ -45,7 +45,7 @@
 /* Values from cfg, or from the environment where cfg leaves them unset. */
 typedef struct comm_settings {
     int64_t timeout_ms, nsocks, chunk, shm_bytes, stage_slots;
-    const char *chunk_from; /* "config.chunk_bytes" or "HOOP_CHUNK_BYTES" */
+    char chunk_from[40]; /* "config.chunk_bytes=N", "HOOP_CHUNK_BYTES=V" or "the default" */
     const char *token, *ifname;
     const char *memops; /* HOOP_MEMOPS */
     hoop_algo algo;
@@ -91,7 +91,7 @@ static hoop_status read_settings(const hoop_comm_config *cfg, comm_settings *s)
                           "HOOP_TCP_NSOCKS)",
                           cfg->nsocks, COMM_MAX_NSOCKS);
     if (s->nsocks == 0) HOOP_CHECK(hoop__env_int("HOOP_TCP_NSOCKS", &s->nsocks));
-    s->chunk_from = "config.chunk_bytes";
+    snprintf(s->chunk_from, sizeof(s->chunk_from), "config.chunk_bytes=%zu", cfg->chunk_bytes);
     if (cfg->chunk_bytes != 0 &&
         (cfg->chunk_bytes < COMM_MIN_CHUNK || cfg->chunk_bytes > COMM_MAX_CHUNK))
         return HOOP_ERROR(HOOP_ERR_INVALID,
@@ -100,8 +100,10 @@ static hoop_status read_settings(const hoop_comm_config *cfg, comm_settings *s)
                           cfg->chunk_bytes, COMM_MIN_CHUNK, COMM_MAX_CHUNK);
     s->chunk = (int64_t)cfg->chunk_bytes;
     if (s->chunk == 0) {
+        const char *v = getenv("HOOP_CHUNK_BYTES");
         HOOP_CHECK(hoop__env_int("HOOP_CHUNK_BYTES", &s->chunk));
-        s->chunk_from = "HOOP_CHUNK_BYTES";
+        snprintf(s->chunk_from, sizeof(s->chunk_from), "%s%.20s",
+                 v && *v ? "HOOP_CHUNK_BYTES=" : "the default", v && *v ? v : "");
     }
     s->chunk &= ~(int64_t)7; /* a multiple of every element size */
     s->token = cfg->token;
@@ -377,7 +379,7 @@ static hoop_status agree_cost(hoop_comm *comm, const hoop_comm_config *cfg, cons
         struct {
             hoop__link_cost cost;
             int64_t chunk; /* the chunk size: the schedules' message sizes depend on it */
-            char from[24]; /* where it came from (s->chunk_from) */
+            char from[40]; /* where it came from (s->chunk_from) */
         } c;
     } mine, *all;
     hoop__link_cost m;
