@@ -736,15 +736,13 @@ static int open_outputs(bench_ctx *c, int argc, char **argv)
         r->env.json_path = c->json_path;
     }
     if (c->o.csv) { /* (O_NONBLOCK: a FIFO nobody reads is refused, not waited on) */
-        int fd = open(c->o.csv, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0666);
+        int fd = hoop__open_output(c->o.csv, O_TRUNC);
         if (fd < 0 && errno == ENXIO)
             return bad_flag("--csv: '%s' is a FIFO that no process reads; start its reader "
                             "first, or give a file",
                             c->o.csv);
         if (fd < 0)
             return bad_flag("--csv: cannot create '%s': %s", c->o.csv, hoop__strerror(errno));
-        int fl = fcntl(fd, F_GETFL);
-        if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
         if ((r->csv = fdopen(fd, "w")) == NULL) {
             close(fd);
             return bad_flag("--csv: fdopen: out of memory");

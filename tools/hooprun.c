@@ -722,19 +722,15 @@ static int check_log_dir(const char *dir, const hooprun_plan *p)
                 snprintf(path, sizeof(path), "%s/rank_%d.log", dir, rank);
             else
                 snprintf(path, sizeof(path), "%s/rank_%d.restart_%d.log", dir, rank, k);
-            const char *what = stat(path, &st) != 0   ? NULL
-                               : S_ISDIR(st.st_mode)  ? "a directory"
-                               : S_ISFIFO(st.st_mode) ? "a FIFO"
-                               : !S_ISREG(st.st_mode) ? "not a regular file"
-                                                      : NULL;
+            const char *what =
+                stat(path, &st) == 0 && !S_ISREG(st.st_mode) ? hoop__file_type(st.st_mode) : NULL;
             if (what) {
                 fprintf(stderr, "hooprun: --log-dir %s: %s, rank %d's log, is %s\n", dir, path,
                         rank, what);
                 return 2;
             }
             if (k > 0) continue;
-            fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
-            if (fd < 0) {
+            if ((fd = hoop__open_output(path, 0)) < 0) {
                 fprintf(stderr, "hooprun: --log-dir %s: cannot create %s, rank %d's log: %s\n", dir,
                         path, rank, hoop__strerror(errno));
                 return 2;

@@ -199,13 +199,9 @@ static int open_log(const hooprun_plan *p, hooprun_worker *w)
     else
         snprintf(w->log_path, sizeof(w->log_path), "%s/rank_%d.restart_%d.log", p->log_dir, w->rank,
                  p->restart);
-    /* (O_NONBLOCK: a FIFO without a reader fails, ENXIO, rather than block hooprun) */
-    w->log_fd = open(w->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
-    if (w->log_fd >= 0) {
-        int fl = fcntl(w->log_fd, F_GETFL);
-        if (fl >= 0) (void)fcntl(w->log_fd, F_SETFL, fl & ~O_NONBLOCK);
-        return 0;
-    }
+    /* (a FIFO without a reader fails, ENXIO, rather than block hooprun) */
+    w->log_fd = hoop__open_output(w->log_path, O_TRUNC);
+    if (w->log_fd >= 0) return 0;
     fprintf(stderr, "hooprun: cannot open %s: %s\n", w->log_path, hoop__strerror(errno));
     return -1;
 }

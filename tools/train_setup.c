@@ -87,12 +87,12 @@ static hoop_status check_output_dir(const char *what, const char *path)
         snprintf(dir, sizeof dir, ".");
     else
         slash[slash == dir] = '\0';
-    if (access(dir, W_OK) != 0 && errno == ENOENT)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "%s '%s': directory '%s' does not exist", what, path,
-                          dir);
     if (access(dir, W_OK) != 0)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "%s '%s': directory '%s' is not writable: %s", what,
-                          path, dir, hoop__strerror(errno));
+        return errno == ENOENT
+                   ? HOOP_ERROR(HOOP_ERR_INVALID, "%s '%s': directory '%s' does not exist", what,
+                                path, dir)
+                   : HOOP_ERROR(HOOP_ERR_INVALID, "%s '%s': directory '%s' is not writable: %s",
+                                what, path, dir, hoop__strerror(errno));
     return HOOP_OK;
 }
 
@@ -127,7 +127,7 @@ static void end_line(FILE *f, const char *path)
  * (ENXIO: opened read-write it would block the run, SIGTERM included, once full). */
 static hoop_status open_metrics(trainer *t, const char *path)
 {
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0666);
+    int fd = hoop__open_output(path, O_APPEND);
     if (fd < 0 && errno == ENXIO)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "--metrics: '%s' is a FIFO that no process reads; start its reader "
@@ -136,8 +136,6 @@ static hoop_status open_metrics(trainer *t, const char *path)
     if (fd < 0)
         return HOOP_ERROR(HOOP_ERR_INVALID, "--metrics: cannot open '%s': %s", path,
                           hoop__strerror(errno));
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     if (!(t->metrics = fdopen(fd, "a"))) {
         close(fd);
         return HOOP_ERROR(HOOP_ERR_NOMEM, "--metrics: fdopen: out of memory");

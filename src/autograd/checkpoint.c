@@ -311,16 +311,6 @@ static hoop_status open_failed(const char *path)
                       path, hoop__strerror(errno));
 }
 
-/* What a file at path is, for a refusal: "a directory", "a FIFO", ... */
-static const char *file_type(mode_t m)
-{
-    return S_ISDIR(m)    ? "a directory"
-           : S_ISCHR(m)  ? "a character device"
-           : S_ISBLK(m)  ? "a block device"
-           : S_ISFIFO(m) ? "a FIFO"
-                         : "a socket";
-}
-
 /* The file a save of path replaces (*dest, for the caller to free): path itself, or where
  * path is a symbolic link to a regular file, that file (realpath), so that the save writes
  * through the link and keeps it (a "latest.ckpt" link stays a link). HOOP_ERR_INVALID
@@ -354,7 +344,7 @@ static hoop_status save_dest(const char *path, char **dest)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "checkpoint '%s' is not a regular file (%s%s): a save would replace "
                           "it; give a file's path",
-                          path, link ? "a symbolic link to " : "", file_type(sb.st_mode));
+                          path, link ? "a symbolic link to " : "", hoop__file_type(sb.st_mode));
     *dest = link ? realpath(path, NULL) : strdup(path);
     if (*dest == NULL && link)
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': cannot resolve the symbolic link: %s",
@@ -509,9 +499,7 @@ hoop_status hoop_checkpoint_read(const char *path, void **out, size_t *len)
     }
     if (!S_ISREG(sb.st_mode)) {
         st = HOOP_ERROR(HOOP_ERR_INVALID, "checkpoint '%s' is not a regular file (%s)", path,
-                        S_ISDIR(sb.st_mode)    ? "a directory"
-                        : S_ISFIFO(sb.st_mode) ? "a FIFO"
-                                               : "a device or socket");
+                        hoop__file_type(sb.st_mode));
         goto out;
     }
     buf = malloc(sb.st_size > 0 ? (size_t)sb.st_size : 1);

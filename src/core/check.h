@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "core/log.h"
 #include "hoop/status.h"
@@ -27,6 +28,17 @@ hoop_status hoop__set_error(hoop_status st, const char *file, int line, const ch
 
 /* strerror(errnum) in a thread-local buffer: thread-safe (strerror is not), never NULL. */
 const char *hoop__strerror(int errnum);
+
+/* What a file of mode m that is not a regular one is, for a refusal: "a directory", "a
+ * FIFO", "a character device", "a block device", "a socket" ("not a regular file" for
+ * anything else). */
+const char *hoop__file_type(mode_t m);
+
+/* Opens path for writing (O_WRONLY | O_CREAT | O_CLOEXEC | flags, mode 0666) without
+ * blocking in the open: a FIFO that no process reads fails with ENXIO instead of holding
+ * the caller (signals included) until one does. The descriptor is then made blocking.
+ * Returns it, or -1 with errno set. */
+int hoop__open_output(const char *path, int flags);
 
 /* Keeps the current message but notes that a caller propagated st (TRACE only). */
 void hoop__trace_status(hoop_status st, const char *file, int line);

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include "core/check.h"
 
@@ -49,6 +51,25 @@ const char *hoop__strerror(int errnum)
 {
     static _Thread_local char buf[128];
     return strerror_r(errnum, buf, sizeof(buf));
+}
+
+const char *hoop__file_type(mode_t m)
+{
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
+int hoop__open_output(const char *path, int flags)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | flags, 0666);
+    if (fd < 0) return -1;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
 }
 
 hoop_status hoop__set_error(hoop_status st, const char *file, int line, const char *fmt, ...)

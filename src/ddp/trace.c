@@ -89,17 +89,6 @@ static void put_lanes(FILE *f, int r, const ddp_event *ev, int64_t n)
                     r, l, names[l]);
 }
 
-/* What an existing path that is not a regular file is, for messages. */
-static const char *file_kind(mode_t m)
-{
-    return S_ISDIR(m)    ? "a directory"
-           : S_ISCHR(m)  ? "a character device"
-           : S_ISBLK(m)  ? "a block device"
-           : S_ISFIFO(m) ? "a FIFO"
-           : S_ISSOCK(m) ? "a socket"
-                         : "not a regular file";
-}
-
 /* The trace's temporary file beside path; HOOP_ERR_INVALID when the name does not fit. */
 static hoop_status tmp_name(const char *path, char *tmp, size_t cap)
 {
@@ -119,7 +108,7 @@ static hoop_status regular_or_absent(const char *path)
     return HOOP_ERROR(HOOP_ERR_INVALID,
                       "HOOP_TRACE_FILE '%s' is %s: writing the trace would replace it; give a "
                       "regular file's path",
-                      path, file_kind(sb.st_mode));
+                      path, hoop__file_type(sb.st_mode));
 }
 
 hoop_status hoop__ddp_trace_probe(const char *path)
