@@ -115,11 +115,17 @@ within() {
     [ "$ms" -lt "$2" ] || { cat "$TMP/$1".[01].err; fail "$3: took $ms ms"; }
 }
 
-# 1. A start-up failure on one node: both start attempt 1 together.
+# 1. A start-up failure on one node: both start attempt 1 together. Rank 3 fails once
+# every rank of attempt 0 has written its line (a worker stopped before its shell ran
+# its first command writes none).
 rec='echo "$TORCHELASTIC_RESTART_COUNT $RANK" >> '"$TMP"'/attempts
 [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0
-[ "$RANK" = 3 ] && exit 4
-exec sleep 30'
+[ "$RANK" = 3 ] || exec sleep 30
+for _ in $(seq 200); do
+    [ "$(grep -c "^0 " '"$TMP"'/attempts)" -ge 4 ] && break
+    sleep 0.05
+done
+exit 4'
 two fail1 2 2 "$rec"
 both_rc fail1 0 "a start-up failure on node 1"
 within fail1 10000 "a start-up failure on node 1, then attempt 1"

@@ -97,9 +97,14 @@ assert_contains "$TMP/v3" "0 g=0/1 r=0/1 restarts=0/0 omp=unset"
 
 # 3. --max-restarts: attempts 0 and 1 fail (rank 1 exits 4), attempt 2 succeeds. Each
 # attempt has its own port (hooprun picked it) and token (carrying the restart count).
+# Rank 1 fails once both ranks of its attempt have written their line.
 rec='echo "$TORCHELASTIC_RESTART_COUNT $RANK $MASTER_PORT $HOOP_TOKEN" >> '"$TMP"'/attempts
-[ "$RANK" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" -lt 2 ] && exit 4
-exit 0'
+[ "$RANK" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" -lt 2 ] || exit 0
+for _ in $(seq 200); do
+    [ "$(grep -c "^$TORCHELASTIC_RESTART_COUNT " '"$TMP"'/attempts)" -ge 2 ] && break
+    sleep 0.05
+done
+exit 4'
 "$HOOPRUN" --max-restarts 3 --nproc-per-node 2 bash -c "$rec" > "$TMP/r.out" 2> "$TMP/r.err"
 rc=$?
 cat "$TMP/r.err"
