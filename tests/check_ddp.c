@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/rng.h"
 #include "ddp/ddp_internal.h"
@@ -504,13 +505,16 @@ START_TEST(test_trace_not_a_file)
     struct stat sb;
     ck_assert_int_eq(stat(path, &sb), 0);
     ck_assert_msg(S_ISFIFO(sb.st_mode), "the FIFO was replaced");
-    ck_assert_msg(ctx[0].st == HOOP_ERR_INVALID && strstr(ctx[0].msg, path) &&
-                      strstr(ctx[0].msg, "is a FIFO: writing the trace would replace it"),
-                  "rank 0: %s: %s", hoop_status_name(ctx[0].st), ctx[0].msg);
-    ck_assert_msg(hoop__ddp_trace_probe(path) == HOOP_ERR_INVALID, "the probe took the FIFO");
+    ck_assert_msg(
+        ctx[0].st == HOOP_ERR_INVALID && strstr(ctx[0].msg, path) &&
+            strstr(ctx[0].msg, "is not a regular file (a FIFO): writing it would replace it"),
+        "rank 0: %s: %s", hoop_status_name(ctx[0].st), ctx[0].msg);
+    ck_assert_msg(hoop__atomic_probe("HOOP_TRACE_FILE", path) == HOOP_ERR_INVALID,
+                  "the probe took the FIFO");
     unlink(path);
-    ck_assert_int_eq(hoop__ddp_trace_probe(path), HOOP_OK); /* absent: a file can be made */
-    ck_assert_int_ne(access(path, F_OK), 0);                /* ... and none is left */
+    ck_assert_int_eq(hoop__atomic_probe("HOOP_TRACE_FILE", path),
+                     HOOP_OK);               /* absent: a file can be made */
+    ck_assert_int_ne(access(path, F_OK), 0); /* ... and none is left */
     rmdir(dir);
 }
 END_TEST

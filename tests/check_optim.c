@@ -21,6 +21,7 @@
 #include <zlib.h>
 
 #include "autograd/checkpoint.h"
+#include "core/atomic_file.h"
 #include "core/fault.h"
 #include "hoop/autograd.h"
 #include "hoop/nn.h"
@@ -283,7 +284,7 @@ START_TEST(test_checkpoint_round_trip)
     ck_assert_int_eq(hoop_checkpoint_save(again, hoop_model_params(b.m), 4, NULL, NULL, 0),
                      HOOP_OK);
     ck_assert_int_eq(symlink("again.ckpt", link), 0);
-    ck_assert_int_eq(hoop__checkpoint_probe(link), HOOP_OK);
+    ck_assert_int_eq(hoop__atomic_probe("checkpoint", link), HOOP_OK);
     ck_assert_int_eq(hoop_checkpoint_save(link, hoop_model_params(a.m), 4, a.opt, NULL, 0),
                      HOOP_OK);
     struct stat lsb;
@@ -547,7 +548,7 @@ START_TEST(test_checkpoint_rejects_bad_files)
                      HOOP_ERR_INVALID);
     assert_error_has(slash, "ends in '/'");
     ck_assert_msg(strstr(hoop_last_error(), ".tmp") == NULL, "%s", hoop_last_error());
-    ck_assert_int_eq(hoop__checkpoint_probe(slash), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__atomic_probe("checkpoint", slash), HOOP_ERR_INVALID);
     assert_error_has(slash, "ends in '/'");
     /* A directory, a symbolic link to one and a dangling link are refused alike, the link
      * kept (a save replaced either link with a regular file). */
@@ -560,14 +561,14 @@ START_TEST(test_checkpoint_rejects_bad_files)
     ck_assert_int_eq(hoop_checkpoint_save(link, hoop_model_params(a.m), 4, NULL, NULL, 0),
                      HOOP_ERR_INVALID);
     assert_error_has(link, "(a symbolic link to a directory)");
-    ck_assert_int_eq(hoop__checkpoint_probe(link), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__atomic_probe("checkpoint", link), HOOP_ERR_INVALID);
     assert_error_has(link, "(a symbolic link to a directory)");
     ck_assert_int_eq(unlink(link), 0);
     ck_assert_int_eq(symlink("missing/x", link), 0);
     ck_assert_int_eq(hoop_checkpoint_save(link, hoop_model_params(a.m), 4, NULL, NULL, 0),
                      HOOP_ERR_INVALID);
     assert_error_has(link, "resolves to no file");
-    ck_assert_int_eq(hoop__checkpoint_probe(link), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__atomic_probe("checkpoint", link), HOOP_ERR_INVALID);
     assert_error_has(link, "resolves to no file");
     char target[64];
     ck_assert_int_eq(readlink(link, target, sizeof(target)), 9); /* still "missing/x" */
@@ -740,7 +741,7 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
     return remove(path);
 }
 
-/* hoop__checkpoint_probe does what a save does before writing: in a writable directory it
+/* hoop__atomic_probe does what a save does before writing: in a writable directory it
  * succeeds and leaves nothing there (path untouched); where no file can be made (a missing
  * directory; /proc, where root passes access(W_OK)) it fails with the save's message. */
 START_TEST(test_checkpoint_probe)
@@ -749,17 +750,17 @@ START_TEST(test_checkpoint_probe)
     snprintf(dir, sizeof(dir), "%s/probe_XXXXXX", tmp_root);
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/run.ckpt", dir);
-    ck_assert_int_eq(hoop__checkpoint_probe(path), HOOP_OK);
+    ck_assert_int_eq(hoop__atomic_probe("checkpoint", path), HOOP_OK);
     DIR *d = opendir(dir);
     ck_assert_ptr_nonnull(d);
     for (struct dirent *e; (e = readdir(d)) != NULL;)
         ck_assert_msg(e->d_name[0] == '.', "the probe left %s", e->d_name);
     closedir(d);
     ck_assert_int_eq(rmdir(dir), 0);
-    ck_assert_int_eq(hoop__checkpoint_probe(path), HOOP_ERR_SYSTEM); /* dir is gone */
+    ck_assert_int_eq(hoop__atomic_probe("checkpoint", path), HOOP_ERR_SYSTEM); /* dir is gone */
     ck_assert_msg(strstr(hoop_last_error(), "cannot create a temporary file beside") != NULL, "%s",
                   hoop_last_error());
-    ck_assert_int_eq(hoop__checkpoint_probe("/proc/version"), HOOP_ERR_SYSTEM);
+    ck_assert_int_eq(hoop__atomic_probe("checkpoint", "/proc/version"), HOOP_ERR_SYSTEM);
     ck_assert_msg(strstr(hoop_last_error(), "'/proc/version'") != NULL, "%s", hoop_last_error());
 }
 END_TEST

@@ -180,8 +180,8 @@ rc=$?
 # rename would have replaced, and a path under a file (refused only after the training).
 mkfifo "$tmp/fifo"
 : >"$tmp/plain"
-for t in "$tmp/fifo|is a FIFO: writing the trace would replace it" \
-    "$tmp/plain/t.json|cannot create a file beside it"; do
+for t in "$tmp/fifo|is not a regular file (a FIFO): writing it would replace it" \
+    "$tmp/plain/t.json|cannot create a temporary file beside"; do
     HOOP_TRACE_FILE=${t%%|*} $run --data "$tmp/nowhere" >"$tmp/e3t" 2>&1
     rc=$?
     [ $rc = 2 ] && grep -q "${t#*|}" "$tmp/e3t" && ! grep -q nowhere "$tmp/e3t" ||

@@ -180,7 +180,7 @@ mkdir "$tmp/ckdir"
 expect 2 "--checkpoint '$tmp/ckdir' is a directory" --checkpoint "$tmp/ckdir" --data "$tmp/none"
 # A FIFO (or a device: /dev/null) there: refused, where the save renamed its file over it.
 mkfifo "$tmp/fifo"
-expect 2 "--checkpoint '$tmp/fifo' is not a regular file (a FIFO): a save would replace it" \
+expect 2 "--checkpoint '$tmp/fifo' is not a regular file (a FIFO): writing it would replace it" \
     --checkpoint "$tmp/fifo" --data "$tmp/none"
 [ -p "$tmp/fifo" ] || { echo "FAIL: --checkpoint replaced the FIFO"; fail=1; }
 expect 2 "--checkpoint '$tmp/ckdir' is a directory" --checkpoint "$tmp/ckdir" --resume \

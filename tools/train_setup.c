@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "autograd/checkpoint.h"
+#include "core/atomic_file.h"
 #include "core/check.h"
 #include "ddp/ddp_internal.h"
 #include "train.h"
@@ -96,18 +96,19 @@ static hoop_status check_output_dir(const char *what, const char *path)
     return HOOP_OK;
 }
 
-/* --checkpoint: can a save write there? Makes and removes the temporary file a save makes
- * (access() passes for root where no file can be made, in /proc for one), so that a path
- * a save would fail on fails now, not after an epoch of work. */
-static hoop_status check_checkpoint_path(const char *path)
+/* --checkpoint and HOOP_TRACE_FILE (label), files replaced whole: can they be written?
+ * Makes and removes the temporary file a write makes (access() passes for root where no
+ * file can be made, in /proc for one), so that a path the write would fail on fails now,
+ * not after an epoch of work. HOOP_ERR_INVALID with the write's message. */
+static hoop_status check_replaced_output(const char *label, const char *path)
 {
     char why[1024];
-    HOOP_CHECK(check_output_dir("--checkpoint", path));
-    hoop_status st = hoop__checkpoint_probe(path);
+    HOOP_CHECK(check_output_dir(label, path));
+    hoop_status st = hoop__atomic_probe(label, path);
     if (st == HOOP_OK) return HOOP_OK;
-    snprintf(why, sizeof why, "%s", hoop_last_error()); /* "checkpoint: cannot create ..." */
-    return HOOP_ERROR(HOOP_ERR_INVALID, "--%s%s", why,
-                      st == HOOP_ERR_INVALID ? "" : " (a save would fail there)");
+    snprintf(why, sizeof why, "%s", hoop_last_error()); /* "--checkpoint: cannot create ..." */
+    return HOOP_ERROR(HOOP_ERR_INVALID, "%s%s", why,
+                      st == HOOP_ERR_INVALID ? "" : " (writing it would fail there)");
 }
 
 /* A --metrics file whose last record was cut off (a run killed while writing it) gets a
@@ -231,16 +232,14 @@ static hoop_status check_outputs(trainer *t)
     const train_opts *o = t->o;
     const char *trace = getenv("HOOP_TRACE_FILE");
     HOOP_CHECK(check_collisions(o, t->dist.comm ? trace : NULL));
-    if (o->checkpoint) HOOP_CHECK(check_checkpoint_path(o->checkpoint));
+    if (o->checkpoint) HOOP_CHECK(check_replaced_output("--checkpoint", o->checkpoint));
     if (trace && *trace && !t->dist.comm) /* it traces DDP, which a lone process lacks */
         fprintf(stderr,
                 "hoop-train: HOOP_TRACE_FILE='%s' is ignored: a process started alone runs "
                 "no DDP to trace (start it under hooprun --nproc-per-node 1)\n",
                 trace);
-    else if (trace && *trace) {
-        HOOP_CHECK(check_output_dir("HOOP_TRACE_FILE", trace));
-        HOOP_CHECK(hoop__ddp_trace_probe(trace));
-    }
+    else if (trace && *trace)
+        HOOP_CHECK(check_replaced_output("HOOP_TRACE_FILE", trace));
     if (o->metrics) HOOP_CHECK(open_metrics(t, o->metrics));
     return HOOP_OK;
 }

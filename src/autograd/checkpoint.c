@@ -11,11 +11,9 @@
  *           weight_decay, beta1, beta2, eps | i64 steps | nparams x nstate x f32[count]
  *   extra   extra_bytes of caller data
  *   trailer u32 CRC-32 (zlib's crc32) of every byte before it
- * The writer builds the image in memory, writes it to an unnamed file in the same
- * directory (O_TMPFILE; a named temporary file where the filesystem has none), fsyncs
- * it, links it under a temporary name, renames that over path (over the regular file a
- * symbolic link at path names, keeping the link) and fsyncs the directory: a writer
- * killed while writing leaves neither a torn file nor a temporary one. The reader checks
+ * The writer builds the image in memory and replaces path with it whole
+ * (hoop__atomic_write, core/atomic_file.c: a writer killed while writing leaves neither
+ * a torn file nor a temporary one; a symbolic link at path is kept). The reader checks
  * size, magic, version and checksum before it parses, and parses twice: once to validate
  * against the caller's parameters, once to copy, so a bad file changes nothing.
  *
@@ -25,10 +23,8 @@
  * Thread-safety: the functions keep no state; callers must not modify the parameters or
  * optimizer concurrently.
  */
-#define _GNU_SOURCE /* O_TMPFILE, AT_EMPTY_PATH */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +37,7 @@
 #include "autograd/checkpoint.h"
 #include "autograd/kern.h"
 #include "autograd/optim_impl.h"
+#include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/fault.h"
 
@@ -174,212 +171,6 @@ static void write_image(struct cursor *c, hoop_tensor *const *params, size_t cou
     if (extra_bytes) put(c, extra, extra_bytes);
 }
 
-/* what: the file written, for the parentheses after path ("temporary file '...'"). */
-static hoop_status write_all(int fd, const unsigned char *p, size_t n, const char *path,
-                             const char *what)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0)
-            return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': write failed (%s): %s", path, what,
-                              hoop__strerror(errno));
-        p += w;
-        n -= (size_t)w;
-    }
-    return HOOP_OK;
-}
-
-/* Fsyncs the directory of dest, the file the save replaced (path, as the caller gave it,
- * names the checkpoint in the message). */
-static hoop_status fsync_dir(const char *path, const char *dest)
-{
-    char *copy = strdup(dest);
-    if (copy == NULL) return HOOP_ERROR(HOOP_ERR_NOMEM, "checkpoint: strdup failed");
-    const char *dir = dirname(copy);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    hoop_status st = HOOP_OK;
-    if (fd < 0 || fsync(fd) != 0)
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': fsync of its directory '%s' failed: %s",
-                        path, dir, hoop__strerror(errno));
-    if (fd >= 0) close(fd);
-    free(copy);
-    return st;
-}
-
-/* The process's umask, read from /proc/self/status (Linux 4.7 and later) since umask(2)
- * can only be read by setting it, which races with other threads; 022 where unknown. */
-static mode_t current_umask(void)
-{
-    unsigned mask = 022;
-    char line[128];
-    FILE *f = fopen("/proc/self/status", "re");
-    while (f && fgets(line, sizeof(line), f))
-        if (sscanf(line, "Umask: %o", &mask) == 1) break;
-    if (f) fclose(f);
-    return (mode_t)mask;
-}
-
-/* The temporary name beside path that ends in suffix (".tmp.XXXXXX", ".tmp.PID.N"), in
- * tmp (cap >= strlen(path) + 32): path's name with suffix appended, or, where that would
- * pass NAME_MAX (a valid name of 246 characters or more), ".hoop-ckpt" with suffix in
- * path's directory. */
-static void tmp_name(char *tmp, size_t cap, const char *path, const char *suffix)
-{
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    if (strlen(base) + strlen(suffix) <= NAME_MAX)
-        snprintf(tmp, cap, "%s%s", path, suffix);
-    else
-        snprintf(tmp, cap, "%.*s.hoop-ckpt%s", (int)(base - path), path, suffix);
-}
-
-/* Opens the file a save writes: an unnamed file in path's directory (O_TMPFILE), so that
- * a process killed while writing leaves nothing behind; where the filesystem has none,
- * a named temporary file beside path (*tmp, removed on failure; a kill while writing
- * leaves it). Either way the file gets the mode open(O_CREAT, 0666) would give under the
- * umask, as any other file the user writes (teammates on a shared cluster may read a
- * checkpoint when the umask lets them). Returns the descriptor, or -1 with errno. */
-static int open_tmp(const char *path, char *tmp, size_t cap, int *named)
-{
-    char *copy = strdup(path);
-    int fd = -1;
-    if (copy != NULL) {
-        fd = open(dirname(copy), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
-        free(copy);
-    }
-    *named = fd < 0;
-    if (fd >= 0) return fd;
-    tmp_name(tmp, cap, path, ".tmp.XXXXXX");
-    fd = mkstemp(tmp); /* always 0600 */
-    if (fd >= 0) (void)fchmod(fd, 0666 & ~current_umask());
-    return fd;
-}
-
-/* What a save (or the probe) works on: the file it replaces and its temporary file. */
-struct save_file {
-    const char *path; /* as the caller gave it, for messages */
-    char *dest;       /* the file the rename replaces: path, or the file a link there names */
-    char *tmp;        /* cap bytes: room for a temporary name beside dest */
-    size_t cap;
-    int fd, named; /* the file written (open_tmp), and whether it has a name (tmp) yet */
-};
-
-/* Gives the written unnamed file f->fd a temporary name beside f->dest (f->tmp): through
- * /proc/self/fd, or AT_EMPTY_PATH where /proc is missing (that one needs
- * CAP_DAC_READ_SEARCH). A name taken by someone else is retried with another. */
-static hoop_status link_tmp(struct save_file *f)
-{
-    char proc[64];
-    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->fd);
-    for (int i = 0; i < 100; i++) {
-        char suffix[32];
-        snprintf(suffix, sizeof(suffix), ".tmp.%d.%d", (int)getpid(), i);
-        tmp_name(f->tmp, f->cap, f->dest, suffix);
-        if (linkat(AT_FDCWD, proc, AT_FDCWD, f->tmp, AT_SYMLINK_FOLLOW) == 0) break;
-        if (errno == ENOENT && linkat(f->fd, "", AT_FDCWD, f->tmp, AT_EMPTY_PATH) == 0) break;
-        if (errno != EEXIST || i == 99)
-            return HOOP_ERROR(HOOP_ERR_SYSTEM,
-                              "checkpoint '%s': cannot link the written file into its directory "
-                              "(as '%s'): %s",
-                              f->path, f->tmp, hoop__strerror(errno));
-    }
-    f->named = 1;
-    return HOOP_OK;
-}
-
-/* Writes n bytes of img to fd (the test hook, HOOP_TEST_FAULT, strikes half-way). */
-static hoop_status write_img(int fd, const unsigned char *img, size_t n, const char *path,
-                             const char *what)
-{
-    size_t first = n;
-    if (hoop__fault_tick(HOOP__FAULT_CHECKPOINT, -1)) first = n / 2;
-    HOOP_CHECK(write_all(fd, img, first, path, what));
-    if (first < n) {
-        char where[600];
-        snprintf(where, sizeof(where), "a checkpoint save of '%s' (%zu of %zu bytes written)", path,
-                 first, n);
-        hoop__fault_raise(-1, where);
-    }
-    return write_all(fd, img + first, n - first, path, what);
-}
-
-/* The error of a temporary file that could not be made (errno says why). */
-static hoop_status open_failed(const char *path)
-{
-    return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint: cannot create a temporary file beside '%s': %s",
-                      path, hoop__strerror(errno));
-}
-
-/* The file a save of path replaces (*dest, for the caller to free): path itself, or where
- * path is a symbolic link to a regular file, that file (realpath), so that the save writes
- * through the link and keeps it (a "latest.ckpt" link stays a link). HOOP_ERR_INVALID
- * where path names no file (empty, ending in '/', or too long), for anything there but a
- * regular file, a link to one or nothing (the rename would replace a device, a FIFO or a
- * socket, as root /dev/null; a directory refuses it after all the writing; a link to one
- * of them would be replaced by a file) and for a link that resolves to nothing (dangling,
- * a loop); HOOP_ERR_SYSTEM where the link cannot be resolved; HOOP_ERR_NOMEM. */
-static hoop_status save_dest(const char *path, char **dest)
-{
-    /* "dir/x/" names a directory: its dirname() is dir, where the file would be written
-     * and then fail to link as "dir/x/.tmp...", a name the user never gave. */
-    const size_t len = strlen(path);
-    if (len == 0 || path[len - 1] == '/')
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "checkpoint '%s' %s: a save writes a file; give a file's path", path,
-                          len ? "ends in '/', a directory's path" : "is an empty path");
-    struct stat sb;
-    const int exists = lstat(path, &sb) == 0, link = exists && S_ISLNK(sb.st_mode);
-    if (!exists && errno == ENAMETOOLONG) /* refused now, not at the rename after writing */
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "checkpoint '%s' cannot be a file's path: %s (a name has at most %d "
-                          "characters, a path %d)",
-                          path, hoop__strerror(errno), NAME_MAX, PATH_MAX - 1);
-    if (link && stat(path, &sb) != 0)
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "checkpoint '%s' is a symbolic link that resolves to no file (%s): a "
-                          "save would replace the link; fix it or give a file's path",
-                          path, hoop__strerror(errno));
-    if (exists && !S_ISREG(sb.st_mode))
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "checkpoint '%s' is not a regular file (%s%s): a save would replace "
-                          "it; give a file's path",
-                          path, link ? "a symbolic link to " : "", hoop__file_type(sb.st_mode));
-    *dest = link ? realpath(path, NULL) : strdup(path);
-    if (*dest == NULL && link)
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': cannot resolve the symbolic link: %s",
-                          path, hoop__strerror(errno));
-    if (*dest == NULL) return HOOP_ERROR(HOOP_ERR_NOMEM, "checkpoint: out of memory");
-    return HOOP_OK;
-}
-
-static void end_tmp(struct save_file *f)
-{
-    free(f->dest);
-    free(f->tmp);
-}
-
-/* What the probe and a save begin with (*f): the file to replace (save_dest), room for a
- * temporary name beside it, and the file a save writes, opened by open_tmp. On failure
- * nothing is left to free or close: save_dest's errors, HOOP_ERR_NOMEM, or
- * HOOP_ERR_SYSTEM naming the file with errno's reason. */
-static hoop_status begin_tmp(const char *path, struct save_file *f)
-{
-    *f = (struct save_file){.path = path, .fd = -1};
-    HOOP_CHECK(save_dest(path, &f->dest));
-    f->cap = strlen(f->dest) + 32;
-    f->tmp = malloc(f->cap);
-    hoop_status st = HOOP_OK;
-    if (f->tmp == NULL) {
-        st = HOOP_ERROR(HOOP_ERR_NOMEM, "checkpoint: out of memory");
-    } else {
-        f->fd = open_tmp(f->dest, f->tmp, f->cap, &f->named);
-        if (f->fd < 0) st = open_failed(f->dest); /* before free(), which may change errno */
-    }
-    if (st != HOOP_OK) end_tmp(f);
-    return st;
-}
-
 uint32_t hoop__checkpoint_crc(const void *b, size_t n)
 {
     uLong crc = crc32(0L, Z_NULL, 0);
@@ -390,52 +181,6 @@ uint32_t hoop__checkpoint_crc(const void *b, size_t n)
         n -= k;
     }
     return (uint32_t)crc;
-}
-
-hoop_status hoop__checkpoint_probe(const char *path)
-{
-    struct save_file f;
-    HOOP_CHECK(begin_tmp(path, &f));
-    hoop_status st = f.named ? HOOP_OK : link_tmp(&f);
-    close(f.fd);
-    if (f.named) unlink(f.tmp);
-    end_tmp(&f);
-    return st;
-}
-
-/* Unnamed file in the directory of the file to replace (or a temporary one beside it),
- * write, fsync, name it, rename over that file, fsync the directory: it holds the old
- * contents or the new, whole, whenever the process dies; after a kill while writing,
- * nothing else is left (a kill in the microseconds between the link and the rename leaves
- * NAME.tmp.PID.N, or .hoop-ckpt.tmp.PID.N beside a name too long for that). */
-static hoop_status atomic_write(const char *path, const unsigned char *img, size_t n)
-{
-    struct save_file f;
-    HOOP_CHECK(begin_tmp(path, &f));
-    /* Messages name the checkpoint (path) first and the file written in parentheses. */
-    char what[600];
-    if (f.named)
-        snprintf(what, sizeof(what), "temporary file '%s'", f.tmp);
-    else
-        snprintf(what, sizeof(what), "an unnamed temporary file beside '%s'", f.dest);
-    hoop_status st = write_img(f.fd, img, n, path, what);
-    if (st == HOOP_OK && fsync(f.fd) != 0)
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': fsync failed (%s): %s", path, what,
-                        hoop__strerror(errno));
-    if (st == HOOP_OK && !f.named) st = link_tmp(&f);
-    if (close(f.fd) != 0 && st == HOOP_OK)
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "checkpoint '%s': close failed (%s): %s", path, what,
-                        hoop__strerror(errno));
-    if (st == HOOP_OK && rename(f.tmp, f.dest) != 0)
-        st = HOOP_ERROR(
-            HOOP_ERR_SYSTEM,
-            "checkpoint '%s': cannot move the written file into place (temporary file '%s' -> "
-            "'%s'): %s",
-            path, f.tmp, f.dest, hoop__strerror(errno));
-    if (st != HOOP_OK && f.named) unlink(f.tmp);
-    if (st == HOOP_OK) st = fsync_dir(path, f.dest);
-    end_tmp(&f);
-    return st;
 }
 
 hoop_status hoop_checkpoint_save(const char *path, hoop_tensor *const *params, size_t count,
@@ -468,7 +213,7 @@ hoop_status hoop_checkpoint_save(const char *path, hoop_tensor *const *params, s
     }
     const uint32_t crc = hoop__checkpoint_crc(img, total - 4);
     memcpy(img + total - 4, &crc, 4);
-    hoop_status st = atomic_write(path, img, total);
+    hoop_status st = hoop__atomic_write("checkpoint", path, img, total, HOOP__FAULT_CHECKPOINT);
     free(img);
     return st;
 }

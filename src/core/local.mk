@@ -2,6 +2,7 @@
 # src/core/local.mk -- status, logging, env, clocks (included by Makefile.am).
 libhoopcore_la_SOURCES += \
 	%reldir%/status.c \
+	%reldir%/atomic_file.c \
 	%reldir%/log.c \
 	%reldir%/backend.c \
 	%reldir%/env.c \
@@ -9,6 +10,7 @@ libhoopcore_la_SOURCES += \
 	%reldir%/fdlimit.c \
 	%reldir%/version.c
 noinst_HEADERS += \
+	%reldir%/atomic_file.h \
 	%reldir%/backend.h \
 	%reldir%/check.h \
 	%reldir%/log.h \

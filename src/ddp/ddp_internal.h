@@ -114,12 +114,6 @@ struct hoop_ddp {
 /* Adds one event (tracing on only). */
 void hoop__ddp_trace_add(struct hoop_ddp *ddp, const char *name, int64_t b, int64_t e, int lane);
 
-/* Can a trace be written to path (HOOP_TRACE_FILE)? Refuses an existing path that is not
- * a regular file (the rename would replace a device or a FIFO), and makes and removes
- * the temporary file a write makes beside it, so that a program can refuse the path
- * before its run rather than after. HOOP_ERR_INVALID naming path and why. */
-hoop_status hoop__ddp_trace_probe(const char *path);
-
 /* Length of the union of n intervals [b[i], e[i]] sorted by start, and of its part inside
  * [lo, hi] (any unit). */
 void hoop__ddp_overlap(const double *b, const double *e, int n, double lo, double hi, double *total,

@@ -11,15 +11,13 @@
  * (0, host times), the compute stream (2) and the bucket stream (3), device times placed
  * on the host's clock (ddp_dev.c). Single-threaded, like the hoop_ddp that owns it.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/fault.h"
 #include "ddp/ddp_internal.h"
 #include "hoop/collectives.h"
 
@@ -89,53 +87,16 @@ static void put_lanes(FILE *f, int r, const ddp_event *ev, int64_t n)
                     r, l, names[l]);
 }
 
-/* The trace's temporary file beside path; HOOP_ERR_INVALID when the name does not fit. */
-static hoop_status tmp_name(const char *path, char *tmp, size_t cap)
-{
-    int n = snprintf(tmp, cap, "%s.tmp.%d", path, (int)getpid());
-    if (n < 0 || (size_t)n >= cap)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "HOOP_TRACE_FILE '%.200s...' is too long (%zu bytes)",
-                          path, strlen(path));
-    return HOOP_OK;
-}
-
-/* The trace is written to a temporary file renamed over path: an existing path that is
- * not a regular file (/dev/null, a FIFO) would be replaced, for every user of it. */
-static hoop_status regular_or_absent(const char *path)
-{
-    struct stat sb;
-    if (stat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return HOOP_OK;
-    return HOOP_ERROR(HOOP_ERR_INVALID,
-                      "HOOP_TRACE_FILE '%s' is %s: writing the trace would replace it; give a "
-                      "regular file's path",
-                      path, hoop__file_type(sb.st_mode));
-}
-
-hoop_status hoop__ddp_trace_probe(const char *path)
-{
-    char tmp[4096];
-    HOOP_CHECK(regular_or_absent(path));
-    HOOP_CHECK(tmp_name(path, tmp, sizeof(tmp)));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "HOOP_TRACE_FILE '%s': cannot create a file beside it ('%s'): %s", path,
-                          tmp, hoop__strerror(errno));
-    close(fd);
-    unlink(tmp);
-    return HOOP_OK;
-}
-
+/* The Chrome trace of ws ranks' events (rank r's counts[r] events at all + r * stride),
+ * built in memory and written to path whole (hoop__atomic_write: a device or FIFO at
+ * path is refused, not replaced; a kill while writing leaves the old trace). */
 static hoop_status write_json(const char *path, const ddp_event *all, const int64_t *counts, int ws,
                               size_t stride)
 {
-    char tmp[4096];
-    HOOP_CHECK(regular_or_absent(path));
-    HOOP_CHECK(tmp_name(path, tmp, sizeof(tmp)));
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "HOOP_TRACE_FILE '%s': cannot create '%s': %s", path,
-                          tmp, hoop__strerror(errno));
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return HOOP_ERROR(HOOP_ERR_NOMEM, "HOOP_TRACE_FILE '%s': open_memstream failed", path);
     fputs("{\"traceEvents\":[\n", f);
     int first = 1;
     for (int r = 0; r < ws; r++) {
@@ -155,17 +116,14 @@ static hoop_status write_json(const char *path, const ddp_event *all, const int6
     }
     fputs("\n],\"displayTimeUnit\":\"ms\"}\n", f);
     int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        unlink(tmp);
-        return HOOP_ERROR(HOOP_ERR_SYSTEM, "HOOP_TRACE_FILE '%s': write failed", path);
-    }
-    if (rename(tmp, path) != 0) {
-        hoop_status st = HOOP_ERROR(HOOP_ERR_SYSTEM, "HOOP_TRACE_FILE '%s': rename: %s", path,
-                                    hoop__strerror(errno));
-        unlink(tmp);
-        return st;
-    }
-    return HOOP_OK;
+    hoop_status st = HOOP_OK;
+    if (fclose(f) != 0 || bad)
+        st = HOOP_ERROR(HOOP_ERR_NOMEM, "HOOP_TRACE_FILE '%s': building the trace in memory failed",
+                        path);
+    else
+        st = hoop__atomic_write("HOOP_TRACE_FILE", path, buf, len, HOOP__FAULT_NONE);
+    free(buf);
+    return st;
 }
 
 HOOP_API hoop_status hoop_ddp_trace_flush(hoop_ddp *ddp)
