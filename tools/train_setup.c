@@ -25,6 +25,7 @@
 
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "data/idx.h"
 #include "ddp/ddp_internal.h"
 #include "train.h"
 
@@ -200,8 +201,6 @@ static int same_file(const char *a, const char *b)
  * went into a dataset file. HOOP_ERR_INVALID naming both. */
 static hoop_status check_collisions(const train_opts *o, const char *trace)
 {
-    static const char *const stems[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                                        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
     const char *name[3] = {"--checkpoint", "--metrics", "HOOP_TRACE_FILE"};
     const char *path[3] = {o->checkpoint, o->metrics, trace && *trace ? trace : NULL};
     for (int i = 0; i < 3; i++) {
@@ -212,9 +211,10 @@ static hoop_status check_collisions(const train_opts *o, const char *trace)
                                   "%s '%s' and %s '%s' are the same file: each would overwrite "
                                   "the other; give two paths",
                                   name[i], path[i], name[j], path[j]);
-        for (size_t k = 0; o->data && k < 2 * HOOP_ARRAY_SIZE(stems); k++) {
+        for (size_t k = 0; o->data && k < 2 * HOOP__MNIST_FILES; k++) {
             char data[4096];
-            snprintf(data, sizeof data, "%s/%s%s", o->data, stems[k / 2], k % 2 ? ".gz" : "");
+            snprintf(data, sizeof data, "%s/%s%s", o->data, hoop__mnist_files[k / 2],
+                     k % 2 ? ".gz" : "");
             if (same_file(path[i], data))
                 return HOOP_ERROR(HOOP_ERR_INVALID,
                                   "%s '%s' is --data's file '%s': writing it would destroy the "

@@ -169,8 +169,9 @@ static hoop_status save_dest(const char *label, const char *path, char **dest)
      * and then fail to link as "dir/x/.tmp...", a name the user never gave. */
     const size_t len = strlen(path);
     if (len == 0 || path[len - 1] == '/')
-        return HOOP_ERROR(HOOP_ERR_INVALID, "%s '%s' %s: it is written as a file; give a file's path",
-                          label, path, len ? "ends in '/', a directory's path" : "is an empty path");
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s '%s' %s: it is written as a file; give a file's path", label, path,
+                          len ? "ends in '/', a directory's path" : "is an empty path");
     struct stat sb;
     const int exists = lstat(path, &sb) == 0, link = exists && S_ISLNK(sb.st_mode);
     if (!exists && errno == ENAMETOOLONG) /* refused now, not at the rename after writing */

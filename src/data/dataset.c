@@ -122,10 +122,14 @@ static hoop_status dataset_path(char *buf, size_t len, const char *dir, const ch
                       base, base, dir);
 }
 
+const char *const hoop__mnist_files[HOOP__MNIST_FILES] = {
+    "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte"};
+
 hoop_status hoop_dataset_load_mnist(hoop_dataset **out, const char *dir, const char *split,
                                     const hoop_dataset_config *cfg)
 {
-    char images[4096], labels[4096], base[64];
+    char images[4096], labels[4096];
     if (out) *out = NULL;
     if (!out || !dir || !split)
         return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_dataset_load_mnist: %s is NULL",
@@ -141,10 +145,9 @@ hoop_status hoop_dataset_load_mnist(hoop_dataset **out, const char *dir, const c
                           "'%s' is not a directory; give the directory that holds the IDX files "
                           "(%s-images-idx3-ubyte[.gz], ...)",
                           dir, split);
-    snprintf(base, sizeof base, "%s-images-idx3-ubyte", split);
-    HOOP_CHECK(dataset_path(images, sizeof images, dir, base));
-    snprintf(base, sizeof base, "%s-labels-idx1-ubyte", split);
-    HOOP_CHECK(dataset_path(labels, sizeof labels, dir, base));
+    const char *const *files = &hoop__mnist_files[strcmp(split, "t10k") == 0 ? 2 : 0];
+    HOOP_CHECK(dataset_path(images, sizeof images, dir, files[0]));
+    HOOP_CHECK(dataset_path(labels, sizeof labels, dir, files[1]));
     return hoop_dataset_load_idx(out, images, labels, cfg);
 }
 

@@ -36,6 +36,12 @@ typedef struct hoop__idx {
  * HOOP_ERR_NOMEM. On error *out is zeroed and owns nothing. */
 hoop_status hoop__idx_read(const char *path, int ndim, hoop__idx *out);
 
+/* The files hoop_dataset_load_mnist reads from its directory, each as NAME.gz or NAME:
+ * the train split's images and labels, then the t10k split's. For tools that must not
+ * write over them. */
+#define HOOP__MNIST_FILES 4
+extern const char *const hoop__mnist_files[HOOP__MNIST_FILES];
+
 /* Frees out->data and zeroes *out; safe on a zeroed struct. */
 void hoop__idx_free(hoop__idx *idx);
 
