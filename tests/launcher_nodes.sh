@@ -286,6 +286,45 @@ done
 [ "$rc0" = 143 ] || fail "node 0 exited $rc0, not mirroring node 1's 143: $(cat "$TMP/first.0.err")"
 assert_contains "$TMP/first.1.err" "hooprun (node 1): got Terminated before attempt 0, waiting for node 2; not starting the workers"
 assert_contains "$TMP/first.0.err" "(it got SIGTERM: 128 + 15); not starting another attempt"
+
+# wait_file PATH: waits (at most 20 s) until PATH exists: a worker's sign that it runs
+# (its node's hooprun is past the meeting), or a hook's that node 0's hooprun is stopped.
+# 1 when it never does.
+wait_file() {
+    for _ in $(seq 400); do
+        [ -e "$1" ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+# give_up WHY: a hook's failure: both hoopruns ($p0, $p1) and their workers killed.
+give_up() {
+    kill -KILL "$p0" "$p1" 2> /dev/null
+    pkill -KILL -f '^sleep 3[0-9]$'
+    fail "$1"
+}
+# Worker code: UP marks rank 0 running; GATE waits (at most 20 s) for the hook's gate file.
+UP='[ "$RANK" = 0 ] && : > '"$TMP"'/up
+'
+GATE='for _ in $(seq 400); do [ -e '"$TMP"'/gate ] && break; sleep 0.05; done
+'
+# stop_node0: once node 0's rank 0 runs, stops node 0's hooprun ($p0) and opens the gate.
+stop_node0() {
+    wait_file "$TMP/up" || give_up "node 0's rank 0 never started"
+    kill -STOP "$p0"
+    : > "$TMP/gate"
+}
+# wait_text FILE TEXT: waits (at most 20 s) until FILE holds TEXT.
+wait_text() {
+    for _ in $(seq 400); do
+        grep -qF "$2" "$1" 2> /dev/null && return 0
+        sleep 0.05
+    done
+    give_up "$1 never said '$2'"
+}
+# fresh: no marks of the previous run.
+fresh() { rm -f "$TMP/up" "$TMP/gate"; }
+
 # ended_within PID MS: waits (at most MS ms) until PID has ended (a zombie counts); 1 when
 # it still runs.
 ended_within() {
@@ -309,9 +348,10 @@ no_worker_left() {
 }
 
 # 14. Node 0's hooprun stopped; SIGTERM to node 1's hooprun 0.5 s later.
-TWO_HOOK='wait_blocked $p0 $p1; sleep 0.5; kill -STOP $p0; sleep 0.5; t=$(now_ms); kill -TERM $p1
+fresh
+TWO_HOOK='wait_blocked $p0 $p1; stop_node0; sleep 0.5; t=$(now_ms); kill -TERM $p1
 ended_within $p1 15000; echo $(($(now_ms) - t)) > "$TMP/silent.t"; kill -CONT $p0'
-NPROC=1 two silent 0 0 'exec sleep 35'
+NPROC=1 two silent 0 0 "$UP"'exec sleep 35'
 unset TWO_HOOK
 t=$(cat "$TMP/silent.t")
 echo "node 0's hooprun stopped, SIGTERM to node 1's: node 1 left in $t ms"
@@ -324,8 +364,9 @@ assert_contains "$TMP/silent.0.err" "): its hooprun exited with 143 (it got SIGT
 no_worker_left 35
 
 # 15. Node 1's worker fails 1.5 s after node 0's hooprun was stopped (for 4 s).
-TWO_HOOK='wait_blocked $p0 $p1; kill -STOP $p0; sleep 4; kill -CONT $p0'
-NPROC=1 two quiet 0 0 '[ "$RANK" = 1 ] && { sleep 1.5; exit 5; }; exec sleep 36'
+fresh
+TWO_HOOK='wait_blocked $p0 $p1; stop_node0; sleep 4; kill -CONT $p0'
+NPROC=1 two quiet 0 0 "$UP$GATE"'[ "$RANK" = 1 ] && { sleep 1.5; exit 5; }; exec sleep 36'
 unset TWO_HOOK
 node_rc quiet 1 5
 node_rc quiet 0 1
@@ -333,8 +374,9 @@ within quiet 12000 "node 1's worker failed while node 0's hooprun was stopped"
 assert_contains "$TMP/quiet.0.err" "hooprun (node 0): attempt failed on node 1 ("
 assert_contains "$TMP/quiet.0.err" "): rank 1 exited with code 5; stopping this node's 1 worker"
 # 16. Node 0's hooprun stopped for 3.5 s; SIGUSR1 to node 1's 0.5 s in.
-TWO_HOOK='wait_blocked $p0 $p1; kill -STOP $p0; sleep 0.5; kill -USR1 $p1; sleep 3; kill -CONT $p0'
-NPROC=1 two usr1 0 0 'trap "exit 138" USR1
+fresh
+TWO_HOOK='wait_blocked $p0 $p1; stop_node0; sleep 0.5; kill -USR1 $p1; sleep 3; kill -CONT $p0'
+NPROC=1 two usr1 0 0 "$UP"'trap "exit 138" USR1
 [ "$RANK" = 0 ] && { sleep 6 & wait; exit 0; }
 sleep 30 & wait'
 unset TWO_HOOK
@@ -365,10 +407,12 @@ assert_contains "$TMP/conn.1.err" "hooprun (node 1): got Terminated while connec
 
 # 18. Node 0's hooprun stopped; node 1's worker fails 0.5 s later (a restart is left);
 # SIGTERM to node 1's hooprun 1 s after that, while it goes to restart 1's meeting.
-TWO_HOOK='wait_blocked $p0 $p1; kill -STOP $p0; sleep 1.5; t=$(now_ms); kill -TERM $p1
+fresh
+TWO_HOOK='wait_blocked $p0 $p1; stop_node0; wait_text "$TMP/restop.1.err" "first failure"
+sleep 1; t=$(now_ms); kill -TERM $p1
 ended_within $p1 15000; echo $(($(now_ms) - t)) > "$TMP/restop.t"; kill -CONT $p0'
 NPROC=1 two restop 1 1 '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0
-[ "$RANK" = 1 ] && { sleep 0.5; exit 3; }; exec sleep 37'
+'"$UP$GATE"'[ "$RANK" = 1 ] && { sleep 0.5; exit 3; }; exec sleep 37'
 unset TWO_HOOK
 t=$(cat "$TMP/restop.t")
 echo "node 0's hooprun stopped, SIGTERM to node 1's before its restart: node 1 left in $t ms"
@@ -382,9 +426,10 @@ grep -q "restart 1 of 1" "$TMP"/restop.[01].err && fail "a restart started: $(ca
 no_worker_left 37
 
 # 19. Node 0's hooprun stopped for 6 s (HOOP_TIMEOUT 3 s); node 1's worker fails 0.5 s in.
-TWO_HOOK='wait_blocked $p0 $p1; kill -STOP $p0; sleep 6; kill -CONT $p0'
+fresh
+TWO_HOOK='wait_blocked $p0 $p1; stop_node0; sleep 6; kill -CONT $p0'
 HOOP_TIMEOUT=3 NPROC=1 two long 1 1 '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0
-[ "$RANK" = 1 ] && { sleep 0.5; exit 7; }; exec sleep 38'
+'"$UP$GATE"'[ "$RANK" = 1 ] && { sleep 0.5; exit 7; }; exec sleep 38'
 unset TWO_HOOK
 node_rc long 1 7
 assert_contains "$TMP/long.1.err" "hooprun (node 1): node 0's hooprun did not answer before restart 1 within HOOP_TIMEOUT (3000 ms; stopped, or in a debugger?); not starting another attempt"
