@@ -48,7 +48,9 @@
 #  19. node 0's hooprun stopped for longer than HOOP_TIMEOUT while node 1's worker fails:
 #      node 1 gives up on it, saying so, and posts its notes on the connection it gave
 #      up, so that node 0, continued, names the worker's failure (it said only that node
-#      1 hung up).
+#      1 hung up);
+#  20. a bad setting on one node (HOOP_TRANSPORT=bogus): both exit 2 at once, the other
+#      naming it and why (it waited HOOP_TIMEOUT for a node that never came, exit 1).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 export HOOP_TOKEN=nodes-test HOOP_TIMEOUT=20
 
@@ -438,4 +440,31 @@ node_rc long 0 1
 assert_contains "$TMP/long.0.err" "hooprun (node 0): attempt failed on node 1 ("
 assert_contains "$TMP/long.0.err" "): rank 1 exited with code 7; stopping this node's 1 worker"
 no_worker_left 38
+
+# 20. A bad setting on one node (HOOP_TRANSPORT=bogus): that node exits 2 at once, and so
+# does the other, naming it and why (it waited HOOP_TIMEOUT for a node that "never
+# came", then exited 1); node 1's, then node 0's.
+for bad in 1 0; do
+    port=$((20000 + RANDOM % 12000))
+    t0=$(now_ms)
+    for n in 0 1; do
+        v=tcp
+        [ $n = $bad ] && v=bogus
+        HOOP_TRANSPORT=$v "$HOOPRUN" --nnodes 2 --node-rank $n --nproc-per-node 1 \
+            --master-addr 127.0.0.1 --master-port $port sleep 39 2> "$TMP/env$bad.$n.err" &
+        eval "p$n=\$!"
+    done
+    wait "$p0"
+    rc0=$?
+    wait "$p1"
+    rc1=$?
+    ms=$(($(now_ms) - t0))
+    echo "HOOP_TRANSPORT=bogus on node $bad: both ended within $ms ms (exit $rc0, $rc1)"
+    [ "$rc0$rc1" = 22 ] || fail "node $bad's bad setting: exits $rc0 and $rc1, not 2: $(cat "$TMP"/env$bad.[01].err)"
+    [ "$ms" -lt 10000 ] || fail "node $bad's bad setting: took $ms ms: $(cat "$TMP"/env$bad.[01].err)"
+    assert_contains "$TMP/env$bad.$bad.err" "hooprun: HOOP_TRANSPORT='bogus' is not one of"
+    assert_contains "$TMP/env$bad.$((1 - bad)).err" "node $bad ("
+    assert_contains "$TMP/env$bad.$((1 - bad)).err" "'s hooprun exited with 2 (bad flags or environment: HOOP_TRANSPORT='bogus' is not one of"
+done
+no_worker_left 39
 echo "PASS"

@@ -955,12 +955,18 @@ int main(int argc, char **argv)
     int rc = parse_cli(argc, argv, &c);
     if (rc < 0) return fflush(stdout) != 0 || ferror(stdout); /* --help > /dev/full: 1 */
     if (rc) return rc;
-    if (hoop__env_check_all() != HOOP_OK) {
-        fprintf(stderr, "hooprun: %s (see hooprun --help-env)\n", hoop_last_error());
-        return 2;
-    }
     hooprun_plan plan;
     int reserve_fd = -1;
+    if (hoop__env_check_all() != HOOP_OK) {
+        char why[400];
+        snprintf(why, sizeof(why), "%s", hoop_last_error());
+        fprintf(stderr, "hooprun: %s (see hooprun --help-env)\n", why);
+        /* The other nodes are told, where this node can find them (else they wait
+         * HOOP_TIMEOUT for a node that never comes). */
+        if (!c.dry_run && resolve(&c, &plan, &reserve_fd) == 0) hooprun_agent_refuse(&plan, why);
+        if (reserve_fd >= 0) close(reserve_fd);
+        return 2;
+    }
     rc = resolve(&c, &plan, &reserve_fd);
     if (rc == 0) rc = check_fault_rank(&plan);
     if (rc == 0) rc = hooprun_agent_check(&plan);

@@ -219,6 +219,15 @@ int hooprun_agent_poll(const hooprun_plan *p, char *why, size_t cap);
  * the store (-1). Also leaves a failure note kept while node 0 was silent. */
 int hooprun_agent_look(const hooprun_plan *p, char *why, size_t cap);
 
+/* This node's hooprun refuses to start (bad flags or environment, said on stderr; why:
+ * that message): tells the other nodes, so that they exit 2 at once naming this node and
+ * why, instead of waiting HOOP_TIMEOUT for a node that "never came". Connects as
+ * hooprun_agent_open does, quietly and for at most HOOPRUN_AGENT_REFUSE_MS (less when
+ * HOOP_TIMEOUT is shorter), then leaves as hooprun_agent_close(p, 2) does; a node 0
+ * that never comes, or any failure, is left unsaid (the refusal was said already). */
+void hooprun_agent_refuse(hooprun_plan *p, const char *why);
+#define HOOPRUN_AGENT_REFUSE_MS 10000
+
 /* Leaves the rendezvous. With rc != 0, node 0's hooprun ends the store telling the others
  * why (its GOODBYE); another node leaves a note ("hooprun.exit": rc and why, and this
  * attempt's failure note) and hangs up without a CLOSE, so that no node waits for it.

@@ -61,6 +61,7 @@ typedef struct agent_card {
     char host[64];
 } agent_card;
 
+static char refused_why[400];  /* hooprun_agent_refuse's message, for the exit note */
 static int mirrored;           /* a signal's 128 + N another node's hooprun left with */
 static char mirrored_why[600]; /* its exit note's account */
 static int64_t max_grace_ms;   /* the largest --grace of every node (the first meeting) */
@@ -191,19 +192,13 @@ int hooprun_agent_check(const hooprun_plan *p)
     return 2;
 }
 
-int hooprun_agent_open(hooprun_plan *p)
+/* Connects to the nodes' store within timeout_ms (node 0's hooprun also serves it). */
+static hoop_status connect_agents(hooprun_plan *p, int64_t timeout_ms)
 {
     char token[160];
-    int64_t timeout_ms;
-    int port = hooprun_agent_port(p->master_port), rc = hooprun_agent_check(p);
-    if (rc) return rc;
-    if (hoop__env_ms("HOOP_TIMEOUT", &timeout_ms) != HOOP_OK) {
-        fprintf(stderr, "hooprun: %s\n", hoop_last_error());
-        return 2;
-    }
     snprintf(token, sizeof(token), "%s-agents", p->token);
     hoop_store_config cfg = {.host = p->master_addr,
-                             .port = port,
+                             .port = hooprun_agent_port(p->master_port),
                              .token = token,
                              .rank = p->node_rank,
                              .world_size = p->nnodes,
@@ -211,13 +206,27 @@ int hooprun_agent_open(hooprun_plan *p)
     static const hoop__store_naming naming = {"node 0's hooprun", "MASTER_ADDR:MASTER_PORT + 1",
                                               "--nnodes", 1};
     hoop_status s = hoop__store_init_served(&p->agents, &cfg, &naming);
+    if (s != HOOP_OK) p->agents = NULL;
+    return s;
+}
+
+int hooprun_agent_open(hooprun_plan *p)
+{
+    int64_t timeout_ms;
+    int rc = hooprun_agent_check(p);
+    if (rc) return rc;
+    if (hoop__env_ms("HOOP_TIMEOUT", &timeout_ms) != HOOP_OK) {
+        fprintf(stderr, "hooprun: %s\n", hoop_last_error());
+        return 2;
+    }
+    hoop_status s = connect_agents(p, timeout_ms);
     if (s != HOOP_OK) {
-        p->agents = NULL;
         say(p, "connecting");
         /* Refused (a --node-rank taken, another --nnodes, HOOP_TOKEN), the store gave up
-         * over such a node, or node 0 found its port taken (a second --node-rank 0, or
+         * over such a node or over node 0's bad flags or environment (HOOP_ERR_INVALID,
+         * hooprun_agent_close), or node 0 found its port taken (a second --node-rank 0, or
          * another job at MASTER_PORT + 1): how the nodes were started is wrong. */
-        return hoop__store_last_refused() || s == HOOP_ERR_MISMATCH ||
+        return hoop__store_last_refused() || s == HOOP_ERR_MISMATCH || s == HOOP_ERR_INVALID ||
                        (p->node_rank == 0 && hoop__store_last_in_use())
                    ? 2
                    : 1;
@@ -228,11 +237,22 @@ int hooprun_agent_open(hooprun_plan *p)
     return 0;
 }
 
+void hooprun_agent_refuse(hooprun_plan *p, const char *why)
+{
+    int64_t timeout_ms = HOOPRUN_AGENT_REFUSE_MS, env_ms;
+    if (p->nnodes < 2 || hooprun_agent_port(p->master_port) < 0) return;
+    if (hoop__env_ms("HOOP_TIMEOUT", &env_ms) == HOOP_OK && env_ms < timeout_ms)
+        timeout_ms = env_ms;
+    if (connect_agents(p, timeout_ms) != HOOP_OK) return; /* unsaid: the refusal was said */
+    snprintf(refused_why, sizeof(refused_why), "%s", why);
+    hooprun_agent_close(p, 2);
+}
+
 /* Another node's hooprun exited with a failure (hooprun_agent_close): 1 with its exit
  * code and note, else 0. */
 static int peer_exited(const hooprun_plan *p, int *rc, char *why, size_t cap)
 {
-    char buf[600];
+    char buf[1200];
     size_t n = 0;
     if (hoop_store_get(p->agents, "hooprun.exit", buf, sizeof(buf) - 1, &n, 0) != HOOP_OK) return 0;
     buf[n] = '\0';
@@ -255,15 +275,15 @@ int hooprun_agent_mirrored(const hooprun_plan *p)
 }
 
 /* A node's hooprun that left on purpose: says so, naming it with its exit code, and
- * returns this node's exit code (the same when it is a signal's 128 + N, else 1);
- * returns 0 when none left. */
+ * returns this node's exit code (the same when it is a signal's 128 + N or 2, bad flags
+ * or environment there, else 1); returns 0 when none left. */
 static int peer_left(const hooprun_plan *p)
 {
-    char why[600];
+    char why[1200];
     int rc;
     if (!peer_exited(p, &rc, why, sizeof(why))) return 0;
     fprintf(stderr, "hooprun (node %d): %s; not starting another attempt\n", p->node_rank, why);
-    return rc > 128 ? rc : 1;
+    return rc > 128 || rc == 2 ? rc : 1;
 }
 
 /* A failed meeting (s: the store call's status, msg: its account): peer_left's account,
@@ -624,7 +644,7 @@ int hooprun_agent_look(const hooprun_plan *p, char *why, size_t cap)
 
 void hooprun_agent_close(hooprun_plan *p, int rc)
 {
-    char why[1100], note[1120], failed[600], own[160], earlier[600], key[80];
+    char why[1200], note[1220], failed[600], own[560], earlier[600], key[80];
     if (!p->agents) return;
     /* Node 0's hooprun stalled (an answer still owed, or one that never came in time):
      * the notes are posted. */
@@ -663,19 +683,21 @@ void hooprun_agent_close(hooprun_plan *p, int rc)
          * another); 128 + N from a worker's death is this node's failure code. */
         int sig = hooprun_stopped_by() && rc == 128 + hooprun_stopped_by() ? rc - 128 : 0;
         int copy = !sig && rc > 128 && rc == mirrored;
-        char kind[80] = "";
+        char kind[480] = "";
         if (sig || copy)
             snprintf(kind, sizeof(kind), " (%s SIG%s: 128 + %d)", copy ? "mirroring" : "it got",
                      sigabbrev_np(rc - 128), rc - 128);
         else if (rc > 128)
             snprintf(kind, sizeof(kind), " (a worker's signal: 128 + %d)", rc - 128);
         else if (rc == 2)
-            snprintf(kind, sizeof(kind), " (bad flags or environment)");
+            snprintf(kind, sizeof(kind), " (bad flags or environment%s%s)",
+                     *refused_why ? ": " : "", refused_why);
         snprintf(own, sizeof(own), "its hooprun exited with %d%s", rc, kind);
-        snprintf(why, sizeof(why), "node %d (%.64s)'s hooprun exited with %d%s%s%s", p->node_rank,
-                 p->host, rc, kind, noted ? " after the attempt failed on " : "",
+        snprintf(why, sizeof(why), "node %d (%.64s)'s hooprun exited with %d%s%s%.500s",
+                 p->node_rank, p->host, rc, kind, noted ? " after the attempt failed on " : "",
                  noted ? failed : "");
-        hoop__store_note_failure(p->agents, HOOP_ERR_REMOTE, why);
+        /* 2 (bad flags or environment): latecomers exit 2 too (hooprun_agent_open) */
+        hoop__store_note_failure(p->agents, rc == 2 ? HOOP_ERR_INVALID : HOOP_ERR_REMOTE, why);
         /* The exit note (its code: a signal's is mirrored) for meetings, unless a node
          * left one first, and this attempt's failure note unless a node left one, for
          * nodes whose workers run: their next probe stops them. */
