@@ -65,7 +65,7 @@ for r in 0 1 2 3; do
     assert_contains "$TMP/one.$r" "RLIMIT_NOFILE allows 64 (hard limit 64); raise it with ulimit -n"
 done
 assert_contains "$TMP/one.0" "rank 2 had failed first"
-[ "$ms" -lt 5000 ] || fail "the ranks took $ms ms to fail (HOOP_TIMEOUT is 20 s)"
+[ "$ms" -lt 10000 ] || fail "the ranks took $ms ms to fail (HOOP_TIMEOUT is 20 s)"
 
 # 2. Every rank short of descriptors.
 run_case all "0 1 2 3" 64 64
@@ -76,7 +76,7 @@ for r in 0 1 2 3; do
     assert_contains "$TMP/all.$r" "descriptors (plus 16 spare)"
     assert_contains "$TMP/all.$r" "16 descriptors each, one per HOOP_TCP_NSOCKS stream"
 done
-[ "$ms" -lt 5000 ] || fail "the ranks took $ms ms to fail (HOOP_TIMEOUT is 20 s)"
+[ "$ms" -lt 10000 ] || fail "the ranks took $ms ms to fail (HOOP_TIMEOUT is 20 s)"
 
 # 3. The hard limit suffices: the soft one is raised.
 run_case raise "0 1 2 3" 64 4096
@@ -102,7 +102,7 @@ echo "rank 0 limited to 12 descriptors: exit $rc after $ms ms"
 [ $rc = 1 ] || { cat "$TMP/r0"; fail "rank 0 under ulimit -n 12 exited $rc, not 1"; }
 assert_contains "$TMP/r0" "too many open files ahead: rank 0's store (one connection per rank of WORLD_SIZE 4, and its own)"
 assert_contains "$TMP/r0" "RLIMIT_NOFILE allows 12 (hard limit 12); raise it with ulimit -n"
-[ "$ms" -lt 5000 ] || fail "rank 0 took $ms ms to fail"
+[ "$ms" -lt 10000 ] || fail "rank 0 took $ms ms to fail"
 
 # 5. A rank whose own links are all up still fails with the start-up.
 run_case far 5 64 64 8
@@ -112,5 +112,5 @@ for r in 0 1 2 3 4 5 6 7; do
     [ "$(cat "$TMP/far.rc.$r")" = 1 ] || { cat "$TMP/far.$r"; fail "rank $r exited $(cat "$TMP/far.rc.$r"), not 1"; }
     assert_contains "$TMP/far.$r" "too many open files ahead: rank 5's links"
 done
-[ "$ms" -lt 5000 ] || fail "the ranks took $ms ms to fail (HOOP_TIMEOUT is 20 s)"
+[ "$ms" -lt 10000 ] || fail "the ranks took $ms ms to fail (HOOP_TIMEOUT is 20 s)"
 echo "PASS: out of descriptors fails at once on every rank; a soft limit below the need is raised"

@@ -25,13 +25,16 @@ if [ "$RANK" = 1 ] && [ "$mode" != sigint ]; then
         sleep 0.1
     done
     echo "rank 1 fails now"
+    date +%s%N > "$d/failed_at"
     exit 3
 fi
 while :; do sleep 1; done
 W
 chmod +x "$TMP/worker.sh"
 
-# run_case NAME MODE: runs 4 workers; prints hooprun's exit code and seconds after ready.
+# run_case NAME MODE: runs 4 workers; writes hooprun's exit code (rc) and the ms from the
+# failure (rank 1's exit) to hooprun's end (ms; from hooprun's start where none failed):
+# the workers' start, slow on a loaded machine, is not what is timed.
 run_case() {
     local dir="$TMP/$1"
     mkdir -p "$dir"
@@ -40,6 +43,7 @@ run_case() {
     "$HOOPRUN" --prefix --nproc-per-node 4 "$TMP/worker.sh" "$dir" "$2" > "$dir/out" 2> "$dir/err"
     echo $? > "$dir/rc"
     t1=$(now_ms)
+    [ -s "$dir/failed_at" ] && t0=$(($(cat "$dir/failed_at") / 1000000))
     echo $((t1 - t0)) > "$dir/ms"
 }
 
@@ -48,7 +52,7 @@ run_case plain plain
 rc=$(cat "$TMP/plain/rc") ms=$(cat "$TMP/plain/ms")
 echo "plain: rc=$rc, ${ms} ms"
 [ "$rc" = 3 ] || fail "hooprun exited $rc, not 3"
-[ "$ms" -lt 5000 ] || fail "hooprun took $ms ms (limit 5000)"
+[ "$ms" -lt 5000 ] || fail "hooprun took $ms ms after the failure (limit 5000)"
 assert_contains "$TMP/plain/err" "hooprun: first failure: rank 1 (pid "
 assert_contains "$TMP/plain/err" ") exited with code 3"
 assert_contains "$TMP/plain/err" "ended by hooprun's SIGTERM"
@@ -62,8 +66,8 @@ run_case ignore ignore
 rc=$(cat "$TMP/ignore/rc") ms=$(cat "$TMP/ignore/ms")
 echo "ignore: rc=$rc, ${ms} ms"
 [ "$rc" = 3 ] || fail "hooprun exited $rc, not 3"
-[ "$ms" -lt 6000 ] || fail "hooprun took $ms ms (limit 6000)"
-[ "$ms" -ge 3900 ] || fail "hooprun took $ms ms: it cannot have waited 1 s + the 3 s grace period"
+[ "$ms" -lt 6000 ] || fail "hooprun took $ms ms after the failure (limit 6000)"
+[ "$ms" -ge 3900 ] || fail "hooprun took $ms ms after the failure: it cannot have waited 1 s + the 3 s grace period"
 assert_contains "$TMP/ignore/err" "rank 2 (pid "
 assert_contains "$TMP/ignore/err" "sending SIGKILL"
 # Its summary row says what ended it: hooprun's SIGKILL, not "after hooprun's SIGTERM".
@@ -132,17 +136,24 @@ assert_contains "$TMP/k.err" "was killed by signal 9 (Killed)"
 assert_contains "$TMP/k.err" "9 (SIGKILL)"
 
 # 6. Failed first versus exited first (issue 10: a bad --resume named rank 1). Rank 0
-# prints why it fails, then takes 0.5 s to exit; rank 1 learns of it (here: a file) and
+# prints why it fails, then exits 0.2 s after rank 1; rank 1 learns of it (here: a file) and
 # exits at once with the same code, having printed only a hoop log line before (which is
 # no failure message). Rank 1 exits first, rank 0 failed first.
 cat > "$TMP/echo.sh" <<'W'
 #!/bin/bash
 d=$1
 case $RANK in
-0) sleep 0.3; echo "rank 0: checkpoint is truncated" >&2; touch "$d/said"; sleep 0.5; exit 2 ;;
+0)
+    sleep 0.3
+    echo "rank 0: checkpoint is truncated" >&2
+    touch "$d/said"
+    for _ in $(seq 100); do [ -e "$d/gone.1" ] && break; sleep 0.02; done
+    sleep 0.2 # after rank 1's exit, well before hooprun's SIGTERM (1 s after it)
+    exit 2
+    ;;
 1)
     echo "vm:123:456 [1] hoop WARN INIT: only a warning" >&2
-    for _ in $(seq 100); do [ -e "$d/said" ] && exit 2; sleep 0.02; done
+    for _ in $(seq 100); do [ -e "$d/said" ] && { touch "$d/gone.1"; exit 2; }; sleep 0.02; done
     exit 9
     ;;
 *) sleep 30 ;;
@@ -202,16 +213,16 @@ if [ "$RANK" = 2 ]; then
     done
     sleep 0.2
     echo "rank 2: timed out waiting for data from rank 1" >&2
+    date +%s%N > "$d/failed_at"
     exit 4
 fi
 sleep 30
 W
 chmod +x "$TMP/stop.sh"
 mkdir -p "$TMP/stop"
-t0=$(now_ms)
 "$HOOPRUN" --nproc-per-node 3 "$TMP/stop.sh" "$TMP/stop" > /dev/null 2> "$TMP/stop/err"
 rc=$?
-ms=$(($(now_ms) - t0))
+ms=$(($(now_ms) - $(cat "$TMP/stop/failed_at") / 1000000)) # since rank 2's failure
 cat "$TMP/stop/err"
 [ "$rc" = 4 ] || fail "a stopped rank 1 gave $rc, not rank 2's 4"
 assert_contains "$TMP/stop/err" "hooprun: rank 1 (pid $(cat "$TMP/stop/pid.1")) is stopped"
@@ -222,7 +233,7 @@ assert_contains "$TMP/stop/err" "rank 2's message: rank 2: timed out waiting for
 grep -qE "^hooprun:   1 +\S+ +[0-9]+ +- +15 \(SIGTERM\) +[0-9:.]+ +first failure: it was stopped \(SIGSTOP\); ended by hooprun's SIGTERM\$" \
     "$TMP/stop/err" || fail "no summary row for the stopped rank 1"
 grep -q "did not stop within" "$TMP/stop/err" && fail "the stopped rank waited for SIGKILL"
-[ "$ms" -lt 4000 ] || fail "hooprun took $ms ms with a stopped worker (SIGCONT after SIGTERM: < 4000)"
+[ "$ms" -lt 3000 ] || fail "hooprun took $ms ms after rank 2's failure with a stopped worker (SIGCONT after SIGTERM: < 3000)"
 
 # 10. hooprun killed with SIGKILL (the OOM killer): its workers die with it
 # (PR_SET_PDEATHSIG), and what they started in their groups is killed by hooprun's guard
@@ -261,12 +272,20 @@ t0=$(now_ms)
 left=""
 for r in 0 1; do
     c=$(cat "$TMP/kill9/child.$r")
-    while alive "$c" && [ $(($(now_ms) - t0)) -lt 3000 ]; do sleep 0.05; done
+    while alive "$c" && [ $(($(now_ms) - t0)) -lt 10000 ]; do sleep 0.05; done
     alive "$c" && { left="$left $c"; kill -KILL "$c"; }
 done
 echo "hooprun killed with SIGKILL: its workers' children ended within $(($(now_ms) - t0)) ms"
-[ -z "$left" ] || fail "a worker's child outlived a SIGKILLed hooprun by 3 s:$left"
-for _ in $(seq 40); do grep -q guard "$TMP/kill9/err" && break; sleep 0.05; done
+[ -z "$left" ] || fail "a worker's child outlived a SIGKILLed hooprun by 10 s:$left"
+# The guard says so once it has sent SIGKILL and looked again; then it ends.
+for _ in $(seq 200); do
+    grep -q "ended without stopping its workers" "$TMP/kill9/err" && break
+    sleep 0.05
+done
+for _ in $(seq 200); do
+    pgrep -f "^hooprun --guard-of $hp\$" > /dev/null || break
+    sleep 0.05
+done
 assert_contains "$TMP/kill9/err" ") ended without stopping its workers (killed, or it crashed): its guard sent SIGKILL to the "
 assert_contains "$TMP/kill9/err" "hooprun: the guard of the workers' process groups (pid $g1) ended (killed?); started another (pid $g2)"
 pgrep -f "^hooprun --guard-of $hp\$" > /dev/null && fail "the guard of hooprun $hp still runs"
@@ -280,8 +299,9 @@ mkdir -p "$TMP/reuse"
 echo $$ > "$0/pid.0"; exec sleep 62' "$TMP/reuse" > /dev/null 2> "$TMP/reuse/err" &
 hp=$!
 for _ in $(seq 200); do [ -s "$TMP/reuse/pid.0" ] && [ -s "$TMP/reuse/pid.1" ] && break; sleep 0.05; done
-sleep 0.5 # hooprun has reaped rank 1 and found its group empty
 old=$(cat "$TMP/reuse/pid.1")
+for _ in $(seq 200); do [ -e "/proc/$old" ] || break; sleep 0.05; done # reaped by hooprun
+sleep 0.5 # ... which found its group empty and told the guard
 victim=
 if echo $((old - 1)) 2> /dev/null > /proc/sys/kernel/ns_last_pid; then
     set -m

@@ -77,6 +77,7 @@ two() {
         wait $p1
         echo $? > "$TMP/$name.rc.1"
         echo $(($(now_ms) - t0)) > "$TMP/$name.ms"
+        now_ms > "$TMP/$name.end"
         grep -q "Address already in use" "$TMP/$name".[01].err || break
     done
 }
@@ -117,6 +118,54 @@ within() {
     [ "$ms" -lt "$2" ] || { cat "$TMP/$1".[01].err; fail "$3: took $ms ms"; }
 }
 
+# wait_file PATH: waits (at most 20 s) until PATH exists: a worker's sign that it runs
+# (its node's hooprun is past the meeting), or a hook's that node 0's hooprun is stopped.
+# 1 when it never does.
+wait_file() {
+    for _ in $(seq 400); do
+        [ -e "$1" ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+# give_up WHY: a hook's failure: both hoopruns ($p0, $p1) and their workers killed.
+give_up() {
+    kill -KILL "$p0" "$p1" 2> /dev/null
+    pkill -KILL -f '^sleep 3[0-9]$'
+    fail "$1"
+}
+# Worker code: UP marks rank 0 running; GATE waits (at most 20 s) for the hook's gate file.
+UP='[ "$RANK" = 0 ] && : > '"$TMP"'/up
+'
+GATE='for _ in $(seq 400); do [ -e '"$TMP"'/gate ] && break; sleep 0.05; done
+'
+# stop_node0: once node 0's rank 0 runs, stops node 0's hooprun ($p0) and opens the gate.
+stop_node0() {
+    wait_file "$TMP/up" || give_up "node 0's rank 0 never started"
+    kill -STOP "$p0"
+    : > "$TMP/gate"
+}
+# wait_text FILE TEXT: waits (at most 20 s) until FILE holds TEXT.
+wait_text() {
+    for _ in $(seq 400); do
+        grep -qF "$2" "$1" 2> /dev/null && return 0
+        sleep 0.05
+    done
+    give_up "$1 never said '$2'"
+}
+# fresh: no marks of the previous run.
+fresh() { rm -f "$TMP/up" "$TMP/gate"; }
+
+# wait_workers SECONDS N: waits (at most 20 s) until N workers 'sleep SECONDS' run: every
+# node is past its meeting and started its workers.
+wait_workers() {
+    for _ in $(seq 400); do
+        [ "$(pgrep -fc "^sleep $1\$")" = "$2" ] && return 0
+        sleep 0.05
+    done
+    give_up "$2 workers 'sleep $1' never ran"
+}
+
 # 1. A start-up failure on one node: both start attempt 1 together. Rank 3 fails once
 # every rank of attempt 0 has written its line (a worker stopped before its shell ran
 # its first command writes none).
@@ -150,28 +199,28 @@ assert_contains "$TMP/differ.1.err" ") runs --max-restarts 1 but this node runs 
 
 # 3. Node 1's hooprun dies: node 0 stops its workers at once and names it.
 # (its workers, orphaned, are ended afterwards: sleep 31 alone, not the hoopruns)
-TWO_HOOK='sleep 2; kill -KILL $p1'
+TWO_HOOK='wait_workers 31 4; sleep 0.5; kill -KILL $p1; now_ms > "$TMP/lost.kt"'
 two lost 2 2 'exec sleep 31'
 unset TWO_HOOK
 pkill -KILL -f '^sleep 31$' 
 rc=$(cat "$TMP/lost.rc.0")
 [ "$rc" != 0 ] || fail "node 0 exited 0 after node 1's hooprun died"
-ms=$(cat "$TMP/lost.ms")
-echo "node 1's hooprun killed 2 s in: node 0 ended within $ms ms of the start (exit $rc)"
-[ "$ms" -lt 8000 ] || { cat "$TMP/lost.0.err"; fail "node 0 took $ms ms"; }
+ms=$(($(cat "$TMP/lost.end") - $(cat "$TMP/lost.kt")))
+echo "node 1's hooprun killed once the workers ran: node 0 ended within $ms ms of it (exit $rc)"
+[ "$ms" -lt 6000 ] || { cat "$TMP/lost.0.err"; fail "node 0 took $ms ms"; }
 assert_contains "$TMP/lost.0.err" "hooprun (node 0): lost the nodes' rendezvous (its ranks are node ranks): "
 assert_contains "$TMP/lost.0.err" "node 1 (127.0.0.1:"
 assert_contains "$TMP/lost.0.err" ") hung up on the store without closing it (its hooprun died"
 
 # 4. SIGINT to node 1's hooprun: node 0 stops its workers and exits 130 at once, not
 # after waiting HOOP_TIMEOUT for node 1 at the next attempt's meeting.
-TWO_HOOK='sleep 2; kill -INT $p1'
+TWO_HOOK='wait_workers 32 4; sleep 0.5; kill -INT $p1; now_ms > "$TMP/int.kt"'
 two int 2 2 'exec sleep 32'
 unset TWO_HOOK
 both_rc int 130 "SIGINT to node 1"
-ms=$(cat "$TMP/int.ms")
-echo "SIGINT to node 1's hooprun 2 s in: both ended within $ms ms of the start"
-[ "$ms" -lt 6000 ] || fail "took $ms ms"
+ms=$(($(cat "$TMP/int.end") - $(cat "$TMP/int.kt")))
+echo "SIGINT to node 1's hooprun once the workers ran: both ended within $ms ms of it"
+[ "$ms" -lt 4000 ] || fail "took $ms ms"
 assert_contains "$TMP/int.0.err" "hooprun (node 0): attempt failed on node 1 ("
 assert_contains "$TMP/int.0.err" "): its hooprun exited with 130 (it got SIGINT: 128 + 2); stopping this node's 2 workers"
 grep -q "starting all 2 workers again" "$TMP/int.0.err" && fail "node 0 restarted: $(cat "$TMP/int.0.err")"
@@ -245,10 +294,15 @@ assert_contains "$TMP/ended.1.err" "hooprun: restart 1 of 1: starting the 1 work
 
 # 10. SIGTERM to node 1's hooprun while it waits at the restart's meeting for node 0,
 # whose worker takes 3 s to stop.
-TWO_HOOK='sleep 1.5; kill -TERM $p1'
+fresh
+TWO_HOOK='wait_text "$TMP/meetsig.1.err" "first failure"; sleep 0.3; kill -TERM $p1'
 NPROC=1 two meetsig 2 2 '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0
-[ "$RANK" = 1 ] && exit 3
+if [ "$RANK" = 1 ]; then
+    for _ in $(seq 400); do [ -e '"$TMP"'/up ] && break; sleep 0.05; done
+    exit 3
+fi
 trap "sleep 3; exit 1" TERM
+: > '"$TMP"'/up
 sleep 30 & wait'
 unset TWO_HOOK
 both_rc meetsig 143 "SIGTERM to node 1 at the restart's meeting"
@@ -261,8 +315,10 @@ assert_contains "$TMP/np0.1.err" "hooprun (node 1): "
 assert_contains "$TMP/np0.1.err" "node 0 ("
 assert_contains "$TMP/np0.1.err" ")'s hooprun exited with 127" # by its GOODBYE, or the exit note
 # 12. A preemption: SIGUSR1 to both hoopruns; rank 0 takes 1 s longer to save.
-TWO_HOOK='wait_blocked $p0 $p1; sleep 1; kill -USR1 $p0 $p1'
-NPROC=1 two usr 1 1 'trap "[ \$RANK = 0 ] && sleep 1; exit 138" USR1
+fresh
+TWO_HOOK='wait_blocked $p0 $p1; wait_file "$TMP/up" || give_up "rank 0 never ran"
+sleep 1; kill -USR1 $p0 $p1'
+NPROC=1 two usr 1 1 "$UP"'trap "[ \$RANK = 0 ] && sleep 1; exit 138" USR1
 sleep 20 & wait'
 unset TWO_HOOK
 both_rc usr 138 "SIGUSR1 to both nodes"
@@ -288,44 +344,6 @@ done
 [ "$rc0" = 143 ] || fail "node 0 exited $rc0, not mirroring node 1's 143: $(cat "$TMP/first.0.err")"
 assert_contains "$TMP/first.1.err" "hooprun (node 1): got Terminated before attempt 0, waiting for node 2; not starting the workers"
 assert_contains "$TMP/first.0.err" "(it got SIGTERM: 128 + 15); not starting another attempt"
-
-# wait_file PATH: waits (at most 20 s) until PATH exists: a worker's sign that it runs
-# (its node's hooprun is past the meeting), or a hook's that node 0's hooprun is stopped.
-# 1 when it never does.
-wait_file() {
-    for _ in $(seq 400); do
-        [ -e "$1" ] && return 0
-        sleep 0.05
-    done
-    return 1
-}
-# give_up WHY: a hook's failure: both hoopruns ($p0, $p1) and their workers killed.
-give_up() {
-    kill -KILL "$p0" "$p1" 2> /dev/null
-    pkill -KILL -f '^sleep 3[0-9]$'
-    fail "$1"
-}
-# Worker code: UP marks rank 0 running; GATE waits (at most 20 s) for the hook's gate file.
-UP='[ "$RANK" = 0 ] && : > '"$TMP"'/up
-'
-GATE='for _ in $(seq 400); do [ -e '"$TMP"'/gate ] && break; sleep 0.05; done
-'
-# stop_node0: once node 0's rank 0 runs, stops node 0's hooprun ($p0) and opens the gate.
-stop_node0() {
-    wait_file "$TMP/up" || give_up "node 0's rank 0 never started"
-    kill -STOP "$p0"
-    : > "$TMP/gate"
-}
-# wait_text FILE TEXT: waits (at most 20 s) until FILE holds TEXT.
-wait_text() {
-    for _ in $(seq 400); do
-        grep -qF "$2" "$1" 2> /dev/null && return 0
-        sleep 0.05
-    done
-    give_up "$1 never said '$2'"
-}
-# fresh: no marks of the previous run.
-fresh() { rm -f "$TMP/up" "$TMP/gate"; }
 
 # ended_within PID MS: waits (at most MS ms) until PID has ended (a zombie counts); 1 when
 # it still runs.

@@ -85,7 +85,7 @@ for prog in train bench; do
     hand_pair 30 2 s3cret-zero 3 s3cret-zero
     echo "hoop-$prog, WORLD_SIZE 2 vs 3: rc=$rc0,$rc1, ${ms} ms"
     [ "$rc0,$rc1" = 2,2 ] || { cat "$TMP/h0" "$TMP/h1"; fail "hoop-$prog: WORLD_SIZE 2 vs 3 gave $rc0,$rc1"; }
-    [ "$ms" -lt 1500 ] || fail "hoop-$prog: WORLD_SIZE 2 vs 3 took $ms ms"
+    [ "$ms" -lt 10000 ] || fail "hoop-$prog: WORLD_SIZE 2 vs 3 took $ms ms (HOOP_TIMEOUT is 30 s)"
     assert_contains "$TMP/h1" "refused this client: WORLD_SIZE=3 on rank 1 but WORLD_SIZE=2 on rank 0"
 done
 
