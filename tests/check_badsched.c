@@ -16,7 +16,9 @@
  *     rank 1 expects the whole chunk. Every range is inside its buffer; the receiver must
  *     see that the message that arrived is not the size it posted (the transports' frame,
  *     transport/frame.h) and fail the call with HOOP_ERR_INTERNAL naming the step, the
- *     peer and both byte counts; the comm is failed, so a later call fails on both ranks.
+ *     peer and both byte counts; the comm is failed, so a later call fails on both ranks;
+ *   - WRITE_SEND, BIG_STEP, BARE_CODE, RESET: a receive into the send buffer, a message
+ *     longer than a chunk, a bare error code, a reset schedule: refused as built.
  * Every buffer sits between guard elements that must come back unchanged. Runs over tcp,
  * shm, shm with the async memory table, and tcp with staged sends and receives, as
  * check_collectives does.
@@ -31,7 +33,15 @@
 #include "coll_harness.h"
 #include "run_suite.h"
 
-enum { BUG_NONE, BUG_PAST_END, BUG_SHORT_SEND };
+enum {
+    BUG_NONE,
+    BUG_PAST_END,
+    BUG_SHORT_SEND,
+    BUG_WRITE_SEND, /* the last receive lands in the send buffer */
+    BUG_BIG_STEP,   /* the last send and receive are one chunk and one element long */
+    BUG_BARE_CODE,  /* the function fails with a bare code, no message */
+    BUG_RESET       /* the function resets the schedule: the vote's steps are gone */
+};
 static _Atomic int bug;
 
 hoop_status __real_hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s);
@@ -51,6 +61,8 @@ static hoop__step *last_of(hoop__sched *s, size_t from, int k)
 hoop_status __wrap_hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s)
 {
     size_t from = s->n; /* the vote's steps come first */
+    if (atomic_load(&bug) == BUG_BARE_CODE) return HOOP_ERR_INVALID;
+    if (atomic_load(&bug) == BUG_RESET) hoop__sched_reset(s);
     hoop_status st = __real_hoop__allreduce_rd(a, s);
     hoop__step *send = last_of(s, from, HOOP__STEP_SEND), *recv = last_of(s, from, HOOP__STEP_RECV);
     if (st != HOOP_OK || !send || !recv) return st;
@@ -61,6 +73,11 @@ hoop_status __wrap_hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s)
         break;
     case BUG_SHORT_SEND:
         if (a->rank == 0) send->bytes -= a->elem;
+        break;
+    case BUG_WRITE_SEND: recv->buf = HOOP__BUF_SEND; break;
+    case BUG_BIG_STEP:
+        send->bytes = recv->bytes = a->chunk_bytes + a->elem;
+        send->off = recv->off = 0;
         break;
     }
     return st;
@@ -189,6 +206,38 @@ START_TEST(test_short_send)
 }
 END_TEST
 
+/* Schedules refused as they are built, on every rank, by name: a receive into the
+ * (const) send buffer, a message longer than one chunk (a stage slot holds one), a
+ * schedule function's bare error code (it showed the message of an earlier failure),
+ * a reset that dropped the vote (a mismatched call then hung until HOOP_TIMEOUT). */
+START_TEST(test_refused)
+{
+    static const struct {
+        int bug;
+        const char *want;
+    } cases[] = {
+        {BUG_WRITE_SEND, "of the send buffer, which a call only reads"},
+        {BUG_BIG_STEP, "bytes, more than one chunk (524288 bytes, HOOP_CHUNK_BYTES)"},
+        {BUG_BARE_CODE, "its schedule function failed with HOOP_ERR_INVALID and no message"},
+        {BUG_RESET, "its schedule function changed the "},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        run_case(2, cases[k].bug, 300001);
+        for (int r = 0; r < 2; r++) {
+            const bs_result *x = &results[r];
+            ck_assert_msg(x->st == HOOP_ERR_INTERNAL,
+                          "bug %d, rank %d: want HOOP_ERR_INTERNAL, got %s: %s", cases[k].bug, r,
+                          hoop_status_name(x->st), x->msg);
+            ck_assert_msg(x->bad_guards == 0, "rank %d: %zu guard elements written", r,
+                          x->bad_guards);
+            if (strstr(x->msg, " failed: HOOP_ERR_INTERNAL during allreduce")) continue;
+            assert_has(x->msg, "allreduce algorithm rd", r);
+            assert_has(x->msg, cases[k].want, r);
+        }
+    }
+}
+END_TEST
+
 /* The wrapper itself is harmless: with no bug the rd all-reduce is right. */
 static void sane_rank(h_rank *h)
 {
@@ -218,6 +267,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_no_bug);
     tcase_add_test(tc, test_past_end);
     tcase_add_test(tc, test_short_send);
+    tcase_add_test(tc, test_refused);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1010,6 +1010,13 @@ static void peers_star(int rank, int n, unsigned char *need)
         need[0] = need[rank] = 1;
 }
 
+/* A researcher's slip: rank 0 marks everyone, nobody marks rank 0. */
+static void peers_lopsided(int rank, int n, unsigned char *need)
+{
+    if (rank == 0)
+        for (int q = 1; q < n; q++) need[q] = 1;
+}
+
 /* The links a comm opens (hoop__algo_peers_of): ring neighbours and rd partners always,
  * plus what a table row's peers function marks; symmetric, never the rank itself. The
  * rd partners of 6 ranks are frozen from the fold's definition (rd.c: ranks 0-3 pair as
@@ -1054,6 +1061,23 @@ START_TEST(test_algo_peers)
     ck_assert_msg(a[0] && !b[0], "star: rank 3 of 7 must link 0 through the row alone");
     b[0] = 1;
     ck_assert(!memcmp(a, b, 7));
+    /* Symmetry, checked at a comm's start: the star and the table hold it; a row whose
+     * rank 0 alone marks the others fails there, naming the row and both ranks (it
+     * failed later with "unexpected link from rank 0"); the other ranks mark nobody. */
+    static const hoop__algo_entry lopsided[] = {
+        {"lopsided", HOOP_ALGO_RING, hoop__allreduce_ring, NULL, peers_lopsided},
+        {NULL, HOOP_ALGO_AUTO, NULL, NULL, NULL},
+    };
+    for (int r = 0; r < 7; r++) {
+        ck_assert_int_eq(hoop__algo_peers_check(star, r, 7), HOOP_OK);
+        ck_assert_int_eq(hoop__algo_peers_check(hoop__allreduce_algos, r, 7), HOOP_OK);
+    }
+    ck_assert_int_eq(hoop__algo_peers_check(lopsided, 0, 5), HOOP_ERR_INTERNAL);
+    ck_assert_msg(strstr(hoop_last_error(), "algorithm lopsided's peers function is not "
+                                            "symmetric: on 5 ranks it marks rank 1 for rank 0, "
+                                            "but not rank 0 for rank 1"),
+                  "%s", hoop_last_error());
+    ck_assert_int_eq(hoop__algo_peers_check(lopsided, 3, 5), HOOP_OK);
 }
 END_TEST
 

@@ -108,7 +108,8 @@ HOOP_API void hoop_rendezvous_free(hoop_rendezvous *rv);
 
 /* Builds a communicator from cfg: opens a listening endpoint, publishes it through
  * cfg->store or cfg->rendezvous, connects to the peers its algorithms need (ring
- * neighbours and recursive-doubling partners), authenticating with the token, and
+ * neighbours, recursive-doubling partners and the peers the algorithm table's rows
+ * mark), authenticating with the token, and
  * starts the progress thread. Blocks until every link is up or the deadline. With
  * cfg->store, a rank other than 0 whose start-up fails on its own before the ranks
  * agree on their links (a setting its transport refuses) tells rank 0's store, which

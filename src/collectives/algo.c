@@ -3,7 +3,7 @@
  * src/collectives/algo.c -- the all-reduce algorithm table, its cost model, and
  * schedule storage.
  *
- * Each algorithm is a row { name, id, schedule function, cost function }. AUTO picks
+ * Each algorithm is a row { name, id, schedule, cost and peers functions }. AUTO picks
  * the row with the smallest modelled time, using the alpha-beta-gamma model of Thakur,
  * Rabenseifner & Gropp 2005: alpha = latency per message, beta = seconds per byte on a
  * link, gamma = seconds per byte reduced. N = message bytes, n = world size,
@@ -127,6 +127,35 @@ void hoop__algo_peers_of(const hoop__algo_entry *rows, int rank, int n, unsigned
 void hoop__algo_peers(int rank, int n, unsigned char *need)
 {
     hoop__algo_peers_of(hoop__allreduce_algos, rank, n, need);
+}
+
+hoop_status hoop__algo_peers_check(const hoop__algo_entry *rows, int rank, int n)
+{
+    unsigned char *mine = NULL, *theirs = NULL;
+    hoop_status st = HOOP_OK;
+    HOOP_CHECK_GOTO(hoop__calloc(&mine, (size_t)n), st, out);
+    HOOP_CHECK_GOTO(hoop__calloc(&theirs, (size_t)n), st, out);
+    for (const hoop__algo_entry *e = rows; e->name; e++) {
+        if (!e->peers) continue;
+        memset(mine, 0, (size_t)n);
+        e->peers(rank, n, mine);
+        for (int q = 0; q < n; q++) {
+            if (q == rank || !mine[q]) continue;
+            memset(theirs, 0, (size_t)n);
+            e->peers(q, n, theirs);
+            if (theirs[rank]) continue;
+            st = HOOP_INTERNAL_ERROR(
+                "the all-reduce algorithm %s's peers function is not symmetric: on %d ranks it "
+                "marks rank %d for rank %d, but not rank %d for rank %d (a link has two ends: "
+                "each must mark the other; src/collectives/coll.h)",
+                e->name, n, q, rank, rank, q);
+            goto out;
+        }
+    }
+out:
+    free(mine);
+    free(theirs);
+    return st;
 }
 
 /* Names by value, from the one list in hoop/comm.h. */

@@ -5,14 +5,18 @@
  * A collective is compiled into a schedule: an ordered list of steps for THIS rank
  * (send a byte range to a peer, receive a byte range from a peer, receive into a slot
  * and reduce, copy locally), each with up to two dependencies on earlier steps. The
- * algorithm files (ring.c, rd.c, rhd.c, chain.c) only emit steps; the executor
+ * algorithm files (ring.c, rd.c, rhd.c, chain.c, direct.c) only emit steps; the executor
  * (exec.c) moves the bytes over any transport with several chunks in flight. This is
  * the "algorithms become data" direction of DESIGN.md: a simulator can run the same
  * schedules on an alpha-beta-gamma model.
  *
- * Ordering rule the executor relies on: the k-th SEND to peer p in p's schedule order
+ * Ordering rule the executor relies on: the k-th SEND to peer p in this rank's schedule
  * matches the k-th RECV/RECV_REDUCE from this rank in p's schedule, with equal bytes.
- * Dependencies always point to earlier steps.
+ * Dependencies always point to earlier steps. A schedule function appends to a schedule
+ * that the call's vote opens (progress.c): it never resets it, and a dependency is the
+ * index hoop__sched_add returned. Each SEND/RECV/RECV_REDUCE on the call's buffers moves
+ * at most a->chunk_bytes; no step writes the send buffer; a failure is returned through
+ * HOOP_ERROR (hoop__sched_built and hoop__sched_check refuse what breaks these).
  *
  * Thread-safety: schedules and executors belong to the progress thread.
  */
@@ -210,8 +214,9 @@ hoop_status hoop__algo_check(const char *fn, hoop_algo algo);
  * HOOP_ALGO, hoop_comm_set_algo and hoop-bench --algo), a file with its schedule function
  * (listed in local.mk), and a row in algo.c's table: a NULL cost keeps AUTO from picking
  * it, and its peers function marks every rank it exchanges with beyond the ring
- * neighbours and rd partners. A comm opens links to the union of the rows' peers only, so a step
- * towards any other rank fails the call with HOOP_ERR_INTERNAL naming that rank. */
+ * neighbours and rd partners, on both ends (hoop__algo_peers_check). A comm opens links to the
+ * union of the rows' peers only, so a step towards any other rank fails the call with
+ * HOOP_ERR_INTERNAL naming that rank. */
 extern const hoop__algo_entry hoop__allreduce_algos[];
 
 /* AUTO runs direct on shared buffers from here up: measured crossovers against rd on
@@ -237,8 +242,13 @@ hoop_algo hoop__comm_algo_pick(const hoop_comm *comm, hoop_algo algo, size_t byt
 void hoop__algo_peers_of(const hoop__algo_entry *rows, int rank, int world_size,
                          unsigned char *need);
 void hoop__algo_peers(int rank, int world_size, unsigned char *need);
+/* HOOP_OK when each peers function of rows marks, for every rank it marks for rank, rank
+ * too; else HOOP_ERR_INTERNAL naming the row and both ranks (an asymmetric row failed
+ * the start-up with "unexpected link from rank 0"). O(marked x world_size) per row;
+ * HOOP_ERR_NOMEM. */
+hoop_status hoop__algo_peers_check(const hoop__algo_entry *rows, int rank, int world_size);
 
-/* Schedules (ring.c, rd.c, rhd.c, chain.c). */
+/* Schedules (ring.c, rd.c, rhd.c, chain.c, direct.c); a new algorithm's go here too. */
 hoop_status hoop__allreduce_ring(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__allreduce_rhd(const hoop__coll_args *a, hoop__sched *s);
@@ -257,6 +267,13 @@ hoop_status hoop__coll_schedule(const hoop__coll_args *a, hoop__sched *s);
  * step (index, kind, peer), the buffer, the range and the buffer's size. O(steps), no
  * data touched: run once per built schedule, before any byte moves. */
 hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a);
+/* sched_check.c: what a schedule function (hoop__coll_schedule, called with the thread's
+ * message cleared) returned, st, checked: its own failure with a message added when it
+ * set none (a bare code showed whatever message came before), or HOOP_ERR_INTERNAL when
+ * it did not leave s opening with the vote's steps (votes) unchanged: it must only
+ * append (a reset dropped the vote, so a mismatched call hung until HOOP_TIMEOUT). */
+hoop_status hoop__sched_built(hoop_status st, const hoop__sched *s, const hoop__sched *votes,
+                              const hoop__coll_args *a);
 /* sched_check.c: "allreduce", ...; "send", "recv+reduce", ... ("?" out of range). */
 const char *hoop__coll_name(int coll);
 const char *hoop__step_kind_name(int kind);

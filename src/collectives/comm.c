@@ -696,6 +696,8 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
                     st, out);
     for (int p = 0; p < comm->world_size; p++)
         HOOP_CHECK_GOTO(hoop__card_check(&cards[p], p), st, out);
+    HOOP_CHECK_GOTO(hoop__algo_peers_check(hoop__allreduce_algos, comm->rank, comm->world_size), st,
+                    out);
     hoop__algo_peers(comm->rank, comm->world_size, need);
     comm->all_local = all_local(comm, cards);
     ctl_card = cards[comm->next];
@@ -1011,6 +1013,7 @@ hoop_status hoop_comm_set_algo(hoop_comm *comm, hoop_algo algo)
 {
     if (!comm) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_comm_set_algo: comm is NULL");
     HOOP_CHECK(hoop__algo_check("hoop_comm_set_algo", algo));
-    atomic_store(&comm->algo, (int)algo);
+    /* INFO says the new choice, as at the start (it showed HOOP_ALGO's only) */
+    if (atomic_exchange(&comm->algo, (int)algo) != (int)algo) log_algo(comm, algo);
     return HOOP_OK;
 }

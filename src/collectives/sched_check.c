@@ -33,6 +33,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "collectives/coll.h"
 #include "collectives/comm.h"
@@ -130,13 +131,18 @@ static int inside(size_t off, size_t bytes, size_t size)
     return off <= size && bytes <= size - off;
 }
 
-/* One byte range of step i: buffer b, [off, off + bytes), read or written (verb). */
+/* One byte range of step i: buffer b, [off, off + bytes), read or written (verb). The
+ * send buffer is the caller's const input: no step writes it. */
 static hoop_status check_range(const hoop__coll_args *a, size_t i, const hoop__step *st, int b,
                                size_t off, size_t bytes, const size_t size[HOOP__NBUF],
                                const char *verb)
 {
     if (b < 0 || b >= HOOP__NBUF || b == HOOP__BUF_STAGE)
         return sched_fail(a, i, st, "%s buffer %d, which a step cannot name", verb, b);
+    if (b == HOOP__BUF_SEND && verb[0] == 'w')
+        return sched_fail(a, i, st,
+                          "writes bytes [%zu, %zu) of the send buffer, which a call only reads",
+                          off, off + bytes);
     if (inside(off, bytes, size[b])) return HOOP_OK;
     return sched_fail(a, i, st, "%s bytes [%zu, %zu) of the %s, which holds %zu bytes", verb, off,
                       off + bytes, buf_name(b), size[b]);
@@ -183,7 +189,38 @@ hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a)
             if (st->dep[k] < -1 || (st->dep[k] >= 0 && (size_t)st->dep[k] >= i))
                 return sched_fail(a, i, st, "depends on step %d, not an earlier one",
                                   (int)st->dep[k]);
+        /* A message on the call's buffers is at most one chunk: a stage slot holds one
+         * (GPU buffers, HOOP_MEMOPS=staged), and the pipelining assumes it. */
+        if ((st->kind == HOOP__STEP_SEND || st->kind == HOOP__STEP_RECV ||
+             st->kind == HOOP__STEP_RECV_REDUCE) &&
+            (st->buf == HOOP__BUF_SEND || st->buf == HOOP__BUF_RECV ||
+             st->buf == HOOP__BUF_SCRATCH) &&
+            st->bytes > a->chunk_bytes)
+            return sched_fail(a, i, st,
+                              "moves %zu bytes, more than one chunk (%zu bytes, HOOP_CHUNK_BYTES): "
+                              "cut messages into chunks",
+                              st->bytes, a->chunk_bytes);
         HOOP_CHECK(check_step(a, i, st, size, shared));
     }
+    return HOOP_OK;
+}
+
+hoop_status hoop__sched_built(hoop_status st, const hoop__sched *s, const hoop__sched *votes,
+                              const hoop__coll_args *a)
+{
+    if (st != HOOP_OK && !*hoop_last_error())
+        return HOOP_INTERNAL_ERROR("%s algorithm %s (rank %d of %d, count %zu x %zu bytes): its "
+                                   "schedule function failed with %s and no message (return "
+                                   "errors through HOOP_ERROR)",
+                                   hoop__coll_name(a->coll), sched_algo(a), a->rank, a->world_size,
+                                   a->count, a->elem, hoop_status_name(st));
+    if (st != HOOP_OK) return st;
+    if (s->n < votes->n || memcmp(s->steps, votes->steps, votes->n * sizeof(*s->steps)) != 0)
+        return HOOP_INTERNAL_ERROR(
+            "%s algorithm %s (rank %d of %d, count %zu x %zu bytes): its "
+            "schedule function changed the %zu steps of the call's vote that "
+            "open the schedule (it must only append: hoop__sched_add)",
+            hoop__coll_name(a->coll), sched_algo(a), a->rank, a->world_size, a->count, a->elem,
+            votes->n);
     return HOOP_OK;
 }

@@ -47,6 +47,11 @@ HOOP_API const char *hoop_last_error(void)
     return last_error;
 }
 
+void hoop__clear_error(void)
+{
+    last_error[0] = '\0';
+}
+
 const char *hoop__strerror(int errnum)
 {
     static _Thread_local char buf[128];
