@@ -127,9 +127,9 @@ static const char usage[] =
                     "signal stops at once; under hooprun, a row longer than its --grace is cut).\n"
                     "Exit: 0 ok; 1 wrong results, an average busbw below NCCL_TESTS_MIN_BW, a\n"
                     "failed collective, or a write to the output or a file (-J, --csv) that\n"
-                    "failed (a full disk); 2 bad flags or environment, or an output file that\n"
-                    "cannot be created at start; 128 + N after signal N (130 SIGINT, 143 "
-                    "SIGTERM).\n";
+                    "failed (a full disk); 2 bad flags or environment, an output file that\n"
+                    "cannot be created at start, or buffers for -e that do not fit in memory;\n"
+                    "128 + N after signal N (130 SIGINT, 143 SIGTERM).\n";
 
 const char *bench_usage(void)
 {

@@ -618,15 +618,23 @@ static int join(bench_ctx *c)
     return 0;
 }
 
+/* The buffers for -e's size do not fit in memory: the flag is named, exit 2 (exit 1 is
+ * for collectives that failed or were wrong). */
+static int no_room(const bench_ctx *c, size_t sb, size_t rb)
+{
+    fprintf(stderr,
+            "hoop-bench: rank %d: cannot allocate %zu + %zu bytes of buffers for -e %lld bytes: "
+            "give a smaller -e\n",
+            c->bc.rank, sb, rb, (long long)c->o.maxb);
+    return 2;
+}
+
 /* --device cuda: device buffers of sbytes / rbytes and their pinned host mirrors. */
 static int alloc_device(bench_ctx *c)
 {
     hoop_status st;
-    if (posix_memalign(&c->send, 4096, c->sbytes) || posix_memalign(&c->recv, 4096, c->rbytes)) {
-        fprintf(stderr, "hoop-bench: rank %d: cannot allocate %zu + %zu bytes\n", c->bc.rank,
-                c->sbytes, c->rbytes);
-        return 1;
-    }
+    if (posix_memalign(&c->send, 4096, c->sbytes) || posix_memalign(&c->recv, 4096, c->rbytes))
+        return no_room(c, c->sbytes, c->rbytes);
     if ((st = c->cuda->host_register(c->send, c->sbytes)) != HOOP_OK ||
         (st = c->cuda->host_register(c->recv, c->rbytes)) != HOOP_OK)
         return failed(c, "page-locking the host buffers", st);
@@ -684,11 +692,8 @@ static int alloc_buffers(bench_ctx *c)
         if (st == HOOP_OK) st = hoop_comm_alloc_shared(c->comm, rb, &c->recv);
         return st == HOOP_OK ? 0 : failed(c, "hoop_comm_alloc_shared", st);
     }
-    if (posix_memalign(&c->send, 4096, sb) || posix_memalign(&c->recv, 4096, rb)) {
-        fprintf(stderr, "hoop-bench: rank %d: cannot allocate %zu + %zu bytes\n", c->bc.rank, sb,
-                rb);
-        return 1;
-    }
+    if (posix_memalign(&c->send, 4096, sb) || posix_memalign(&c->recv, 4096, rb))
+        return no_room(c, sb, rb);
     return 0;
 }
 

@@ -228,6 +228,17 @@ rc=$?
 [ $rc = 2 ] && grep -q "hoop-bench: -J: cannot create" "$TMP/out" &&
     grep -qE "^hooprun: +1 +[^ ]+ +[0-9]+ +2 " "$TMP/out" && ! grep -q "closed its end" "$TMP/out" ||
     { cat "$TMP/out"; fail "-J not creatable on 2 ranks: exit $rc"; }
+# Buffers for -e that do not fit in memory: -e named, exit 2 (it exited 1, the code of a
+# failed collective, saying only "cannot allocate").
+# (only where the kernel refuses such a request: not with vm.overcommit_memory=1, nor on
+# a machine of 1 TiB)
+kb=$(awk '/^(MemTotal|SwapTotal):/ { t += $2 } END { print t }' /proc/meminfo)
+if [ "$(cat /proc/sys/vm/overcommit_memory)" != 1 ] && [ "$kb" -lt $((512 << 20)) ]; then
+    timeout -s KILL 60 "$BENCH" allreduce -b 1T -e 1T -n 1 > "$TMP/out" 2>&1
+    rc=$?
+    [ $rc = 2 ] && grep -q "bytes of buffers for -e 1099511627776 bytes: give a smaller -e" "$TMP/out" ||
+        { cat "$TMP/out"; fail "-e 1T: exit $rc, not 2"; }
+fi
 # An output that cannot be written (/dev/full): exit 1 naming it (it exited 1 silently).
 if [ -w /dev/full ]; then
     "$BENCH" allreduce -b 8 -e 8 -n 1 --csv /dev/full > "$TMP/out" 2>&1
