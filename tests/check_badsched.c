@@ -18,7 +18,9 @@
  *     transport/frame.h) and fail the call with HOOP_ERR_INTERNAL naming the step, the
  *     peer and both byte counts; the comm is failed, so a later call fails on both ranks;
  *   - WRITE_SEND, BIG_STEP, BARE_CODE, RESET: a receive into the send buffer, a message
- *     longer than a chunk, a bare error code, a reset schedule: refused as built.
+ *     longer than a chunk, a bare error code, a reset schedule: refused as built;
+ *   - EXTRA_SEND: rank 1 sends rank 0 one message more than it receives; the next call's
+ *     vote record comes as that message, and rank 0 names a stream out of step.
  * Every buffer sits between guard elements that must come back unchanged. Runs over tcp,
  * shm, shm with the async memory table, and tcp with staged sends and receives, as
  * check_collectives does.
@@ -40,7 +42,8 @@ enum {
     BUG_WRITE_SEND, /* the last receive lands in the send buffer */
     BUG_BIG_STEP,   /* the last send and receive are one chunk and one element long */
     BUG_BARE_CODE,  /* the function fails with a bare code, no message */
-    BUG_RESET       /* the function resets the schedule: the vote's steps are gone */
+    BUG_RESET,      /* the function resets the schedule: the vote's steps are gone */
+    BUG_EXTRA_SEND  /* rank 1 sends rank 0 one message more than rank 0 receives */
 };
 static _Atomic int bug;
 
@@ -75,6 +78,14 @@ hoop_status __wrap_hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s)
         if (a->rank == 0) send->bytes -= a->elem;
         break;
     case BUG_WRITE_SEND: recv->buf = HOOP__BUF_SEND; break;
+    case BUG_EXTRA_SEND:
+        if (a->rank == 1)
+            hoop__sched_add(s, (hoop__step){.kind = HOOP__STEP_SEND,
+                                            .buf = HOOP__BUF_SEND,
+                                            .peer = 0,
+                                            .dep = {-1, -1},
+                                            .bytes = 1024});
+        break;
     case BUG_BIG_STEP:
         send->bytes = recv->bytes = a->chunk_bytes + a->elem;
         send->off = recv->off = 0;
@@ -93,7 +104,7 @@ typedef struct bs_case {
 
 typedef struct bs_result {
     hoop_status st, later;
-    char msg[600];
+    char msg[600], later_msg[600];
     size_t bad_guards;
 } bs_result;
 
@@ -125,6 +136,7 @@ static void one_rank(h_rank *h)
     r->st = hoop_allreduce(h->comm, in, out, c->count, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
     snprintf(r->msg, sizeof(r->msg), "%s", hoop_last_error());
     r->later = hoop_barrier(h->comm, NULL);
+    snprintf(r->later_msg, sizeof(r->later_msg), "%s", hoop_last_error());
     r->bad_guards = guards_changed(in, c->count) + guards_changed(out, c->count);
     free(in - GUARD);
     free(out - GUARD);
@@ -238,6 +250,23 @@ START_TEST(test_refused)
 }
 END_TEST
 
+/* An extra send (rank 1 to rank 0) lands in the next call's vote record: rank 0's next
+ * call fails naming a stream out of step since an earlier call (it said "collective
+ * mismatch: rank 1 sent no valid call record (is it running the same hoop?)"). Rank 1's
+ * barrier, whose vote got rank 0's record whole, may succeed: its next call fails. */
+START_TEST(test_extra_send)
+{
+    run_case(2, BUG_EXTRA_SEND, 1000);
+    const bs_result *x = &results[0];
+    ck_assert_msg(x->later == HOOP_ERR_INTERNAL,
+                  "rank 0's next call: want HOOP_ERR_INTERNAL, got %s: %s",
+                  hoop_status_name(x->later), x->later_msg);
+    assert_has(x->later_msg, "it was this call's vote record from rank 1", 0);
+    assert_has(x->later_msg, "an earlier call's schedules disagreed", 0);
+    ck_assert_msg(!strstr(x->later_msg, "no valid call record"), "%s", x->later_msg);
+}
+END_TEST
+
 /* The wrapper itself is harmless: with no bug the rd all-reduce is right. */
 static void sane_rank(h_rank *h)
 {
@@ -268,6 +297,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_past_end);
     tcase_add_test(tc, test_short_send);
     tcase_add_test(tc, test_refused);
+    tcase_add_test(tc, test_extra_send);
     suite_add_tcase(s, tc);
     return s;
 }

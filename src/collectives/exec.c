@@ -407,6 +407,21 @@ static hoop__memjob local_job(const hoop__exec *x, const hoop__step *st)
                           .bytes = st->bytes};
 }
 
+/* A vote record's own message came with another length (the held frame error is on a
+ * receive into the vote records): not a call that differs, which a record would say, but
+ * a stream out of step since an earlier call, whose schedules disagreed on how many
+ * messages go between two ranks (an extra send). The vote's verdict would blame a record
+ * made of that stray message ("sent no valid call record"): the frame error is told. */
+static hoop_status vote_out_of_step(hoop__exec *x)
+{
+    x->env.failed_peer = x->s->steps[x->frame_step].peer;
+    return HOOP_ERROR(HOOP_ERR_INTERNAL,
+                      "%s; it was this call's vote record from rank %d: an earlier call's "
+                      "schedules disagreed on the messages between the two ranks (one sent "
+                      "more than the other received)",
+                      x->frame_msg, x->env.failed_peer);
+}
+
 /* Runs local steps in schedule order, one at a time (the vote's merges come first, so
  * the algorithm's local steps, DIRECT ones included, run only after the whole vote). */
 static hoop_status run_locals(hoop__exec *x, int *progressed)
@@ -427,6 +442,9 @@ static hoop_status run_locals(hoop__exec *x, int *progressed)
         if (st->kind == HOOP__STEP_VOTE) { /* host memory: the comm's own records */
             hoop_status rc = hoop__vote_merge(x->env.bufs[HOOP__BUF_VOTE], st, x->env.rank);
             if (rc != HOOP_OK) x->failed_step = i;
+            if (rc != HOOP_OK && x->frame_step >= 0 &&
+                x->s->steps[x->frame_step].buf == HOOP__BUF_VOTE)
+                return vote_out_of_step(x);
             HOOP_CHECK(rc);
         } else {
             hoop__memjob j = local_job(x, st);
