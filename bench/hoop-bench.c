@@ -690,6 +690,10 @@ static int alloc_buffers(bench_ctx *c)
     if (c->o.reg) {
         hoop_status st = hoop_comm_alloc_shared(c->comm, sb, &c->send);
         if (st == HOOP_OK) st = hoop_comm_alloc_shared(c->comm, rb, &c->recv);
+        if (st == HOOP_ERR_NOMEM) {
+            fprintf(stderr, "hoop-bench: rank %d: %s\n", c->bc.rank, hoop_last_error());
+            return no_room(c, sb, rb);
+        }
         return st == HOOP_OK ? 0 : failed(c, "hoop_comm_alloc_shared", st);
     }
     if (posix_memalign(&c->send, 4096, sb) || posix_memalign(&c->recv, 4096, rb))

@@ -239,6 +239,15 @@ if [ "$(cat /proc/sys/vm/overcommit_memory)" != 1 ] && [ "$kb" -lt $((512 << 20)
     [ $rc = 2 ] && grep -q "bytes of buffers for -e 1099511627776 bytes: give a smaller -e" "$TMP/out" ||
         { cat "$TMP/out"; fail "-e 1T: exit $rc, not 2"; }
 fi
+# ... -R 1 too, whose shared memory (a memfd, reserved at once) woke the OOM killer: its
+# size is held against the memory left (any overcommit setting).
+if [ "$kb" -lt $((512 << 20)) ]; then
+    timeout -s KILL 60 "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce -b 1T -e 1T -n 1 -R 1 \
+        > "$TMP/out" 2>&1
+    rc=$?
+    [ $rc = 2 ] && grep -q "hoop_comm_alloc_shared: 1099511631872 bytes asked, .* KiB left" "$TMP/out" &&
+        grep -q "give a smaller -e" "$TMP/out" || { cat "$TMP/out"; fail "-e 1T -R 1: exit $rc, not 2"; }
+fi
 # An output that cannot be written (/dev/full): exit 1 naming it (it exited 1 silently).
 if [ -w /dev/full ]; then
     "$BENCH" allreduce -b 8 -e 8 -n 1 --csv /dev/full > "$TMP/out" 2>&1

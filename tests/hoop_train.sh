@@ -163,6 +163,10 @@ expect 2 "'$tmp/afile' is not a directory; give the directory that holds the IDX
 if [ "$(id -u)" = 0 ]; then
     expect 2 "--checkpoint: cannot create a temporary file beside '/proc/version'" \
         --checkpoint /proc/version --data "$tmp/none"
+    # through a link: the path given is named before the file it leads to
+    ln -s /proc/version "$tmp/pv.link"
+    expect 2 "--checkpoint '$tmp/pv.link': cannot create a temporary file beside '/proc/version'" \
+        --checkpoint "$tmp/pv.link" --data "$tmp/none"
 fi
 expect 2 "--checkpoint-every needs --checkpoint PATH" --checkpoint-every 10
 # More threads than this OpenBLAS runs (Debian's: 64) is said, not silently capped.

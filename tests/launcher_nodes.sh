@@ -50,7 +50,8 @@
 #      up, so that node 0, continued, names the worker's failure (it said only that node
 #      1 hung up);
 #  20. a bad setting on one node (HOOP_TRANSPORT=bogus): both exit 2 at once, the other
-#      naming it and why (it waited HOOP_TIMEOUT for a node that never came, exit 1).
+#      naming it and why (it waited HOOP_TIMEOUT for a node that never came, exit 1),
+#      also a node 1 that comes 3 s after the bad node 0.
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 export HOOP_TOKEN=nodes-test HOOP_TIMEOUT=20
 
@@ -484,5 +485,23 @@ for bad in 1 0; do
     assert_contains "$TMP/env$bad.$((1 - bad)).err" "node $bad ("
     assert_contains "$TMP/env$bad.$((1 - bad)).err" "'s hooprun exited with 2 (bad flags or environment: HOOP_TRANSPORT='bogus' is not one of"
 done
+# ... and a node that comes 3 s after the bad node 0 is told too (node 0 told latecomers
+# for 2 s, then node 1 waited HOOP_TIMEOUT for a store nobody served, exit 1).
+port=$((20000 + RANDOM % 12000))
+HOOP_TRANSPORT=bogus "$HOOPRUN" --nnodes 2 --node-rank 0 --nproc-per-node 1 \
+    --master-addr 127.0.0.1 --master-port $port sleep 39 2> "$TMP/envlate.0.err" &
+p0=$!
+sleep 3
+t0=$(now_ms)
+"$HOOPRUN" --nnodes 2 --node-rank 1 --nproc-per-node 1 --master-addr 127.0.0.1 \
+    --master-port $port sleep 39 2> "$TMP/envlate.1.err"
+rc1=$?
+ms=$(($(now_ms) - t0))
+wait "$p0"
+rc0=$?
+echo "HOOP_TRANSPORT=bogus on node 0, node 1 3 s later: node 1 ended within $ms ms (exit $rc0, $rc1)"
+[ "$rc0$rc1" = 22 ] && [ "$ms" -lt 5000 ] ||
+    fail "a late node 1: exits $rc0 and $rc1 after $ms ms: $(cat "$TMP"/envlate.[01].err)"
+assert_contains "$TMP/envlate.1.err" "'s hooprun exited with 2 (bad flags or environment: HOOP_TRANSPORT='bogus' is not one of"
 no_worker_left 39
 echo "PASS"

@@ -714,7 +714,7 @@ void hooprun_agent_close(hooprun_plan *p, int rc)
             int64_t ms = rc == 2 ? 2000 : HOOPRUN_AGENT_LINGER_MS;
             if (sig || copy) ms = max_grace_ms + 2000;
             hoop__store_linger(p->agents, ms);
-            hoop__store_tell_latecomers(p->agents);
+            hoop__store_tell_latecomers(p->agents, *refused_why ? HOOPRUN_AGENT_REFUSE_MS : 0);
         } else {
             /* No CLOSE: a meeting already waiting for this node fails at once. */
             hoop__store_abandon(p->agents);

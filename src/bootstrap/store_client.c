@@ -724,7 +724,7 @@ int hoop__store_abort(hoop_store *st, hoop_status code, const char *why)
         }
     }
     hoop__store_note_failure(st, code, why); /* rank 0: its server's GOODBYE to latecomers */
-    hoop__store_tell_latecomers(st);
+    hoop__store_tell_latecomers(st, 0);
     (void)HOOP_ERROR(code, "%s", keep);
     return told;
 }
@@ -765,9 +765,9 @@ void hoop__store_linger(hoop_store *st, int64_t ms)
         poll(NULL, 0, 10);
 }
 
-void hoop__store_tell_latecomers(hoop_store *st)
+void hoop__store_tell_latecomers(hoop_store *st, int ms)
 {
-    if (st) hoop__store_server_tell_latecomers(st->server);
+    if (st) hoop__store_server_tell_latecomers(st->server, ms);
 }
 
 int hoop__store_goodbye_code(const hoop_store *st)

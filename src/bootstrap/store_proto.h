@@ -599,12 +599,13 @@ void hoop__store_set_reply_grace(hoop_store *st, int64_t ms);
 void hoop__store_linger(hoop_store *st, int64_t ms);
 
 /* When st owns its server: the owner giving up with a failure (a noted failure, at
- * hoop_store_destroy) tells ranks that have not connected yet, for up to 2 s, as after a
- * lost rank ("A rank lost"), even when no rank was lost. For an owner that may fail
- * before the others came (hooprun's node 0 that cannot run its program). The server's
- * form: hoop__store_server_tell_latecomers. Thread-safe. */
-void hoop__store_tell_latecomers(hoop_store *st);
-void hoop__store_server_tell_latecomers(hoop_store_server *srv);
+ * hoop_store_destroy) tells ranks that have not connected yet, for up to ms (2 s where
+ * ms <= 2000), as after a lost rank ("A rank lost"), even when no rank was lost; the
+ * destroy returns once every rank was seen, or then. For an owner that may fail before
+ * the others came (hooprun's node 0 that cannot run its program, or refuses its
+ * environment). The server's form: hoop__store_server_tell_latecomers. Thread-safe. */
+void hoop__store_tell_latecomers(hoop_store *st, int ms);
+void hoop__store_server_tell_latecomers(hoop_store_server *srv, int ms);
 
 /* The code of the GOODBYE that ended st's connection (HOOP_OK: its owner closed it
  * without a failure), or -1 when none came. */

@@ -104,7 +104,8 @@ struct hoop_store_server {
     char lost_why[300];         /* its reason, for LOST answers */
     int stopping;               /* closing every connection: hang-ups are no losses */
     int64_t linger_until;       /* > 0: the owner gave up, ranks not seen yet are told (linger) */
-    atomic_int tell_latecomers; /* linger after any failure, not only after a lost rank */
+    atomic_int tell_latecomers; /* linger (this many ms) after any failure, not only after a
+                                 * lost rank (LINGER_MS); 0 = only then */
     uint8_t linger_code;
     char linger_reason[1400];
     pthread_mutex_t bye_mu; /* guards bye_code, bye_reason, fault and stranger */
@@ -1230,21 +1231,21 @@ static int linger_start(hoop_store_server *s)
     snprintf(s->linger_reason, sizeof(s->linger_reason), "%s",
              s->bye_reason[0] ? s->bye_reason : "the server was shut down");
     pthread_mutex_unlock(&s->bye_mu);
-    if (s->linger_code == HOOP_OK || (s->lost_rank < 0 && !atomic_load(&s->tell_latecomers)) ||
-        !some_unseen(s))
-        return 0;
+    const int told = atomic_load(&s->tell_latecomers),
+              linger_ms = told > LINGER_MS ? told : LINGER_MS;
+    if (s->linger_code == HOOP_OK || (s->lost_rank < 0 && !told) || !some_unseen(s)) return 0;
     /* The owner (rank 0) says its failure only once this wait ends: say it now, where
      * workers' stores are concerned (hooprun speaks for the nodes' own). */
     if (!s->nodes)
         HOOP_WARN("store %s: its owner gave up: %s; telling ranks not connected yet for up to "
                   "%d ms",
-                  s->name, s->linger_reason, LINGER_MS);
+                  s->name, s->linger_reason, linger_ms);
     else
         HOOP_INFO(BOOT,
                   "store %s: its owner gave up; waiting up to %d ms to tell the nodes not seen",
-                  s->name, LINGER_MS);
+                  s->name, linger_ms);
     add_never_seen(s, s->linger_reason, sizeof(s->linger_reason));
-    s->linger_until = hoop__now_ns() + LINGER_MS * 1000000LL;
+    s->linger_until = hoop__now_ns() + linger_ms * 1000000LL;
     for (conn *c = s->all, *next; c; c = next) {
         next = c->next;
         if (c->dead || !c->authed || c->closing || c->bye) continue;
@@ -1470,9 +1471,9 @@ HOOP_API int hoop_store_server_port(const hoop_store_server *srv)
     return srv ? srv->port : -1;
 }
 
-void hoop__store_server_tell_latecomers(hoop_store_server *srv)
+void hoop__store_server_tell_latecomers(hoop_store_server *srv, int ms)
 {
-    if (srv) atomic_store(&srv->tell_latecomers, 1);
+    if (srv) atomic_store(&srv->tell_latecomers, ms > 0 ? ms : LINGER_MS);
 }
 
 int hoop__store_server_nclients(const hoop_store_server *srv)

@@ -267,13 +267,13 @@ hoop_status hoop__coll_schedule(const hoop__coll_args *a, hoop__sched *s);
  * step (index, kind, peer), the buffer, the range and the buffer's size. O(steps), no
  * data touched: run once per built schedule, before any byte moves. */
 hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a);
-/* sched_check.c: what a schedule function (hoop__coll_schedule, called with the thread's
- * message cleared) returned, st, checked: its own failure with a message added when it
- * set none (a bare code showed whatever message came before), or HOOP_ERR_INTERNAL when
- * it did not leave s opening with the vote's steps (votes) unchanged: it must only
- * append (a reset dropped the vote, so a mismatched call hung until HOOP_TIMEOUT). */
-hoop_status hoop__sched_built(hoop_status st, const hoop__sched *s, const hoop__sched *votes,
-                              const hoop__coll_args *a);
+/* sched_check.c: what a schedule function (hoop__coll_schedule) returned, st, checked:
+ * its own failure, with a message added when it set none (said == 0: a bare code showed
+ * whatever message came before), or HOOP_ERR_INTERNAL when it did not leave s opening
+ * with the vote's steps (votes) unchanged: it must only append (a reset dropped the
+ * vote, so a mismatched call hung until HOOP_TIMEOUT). */
+hoop_status hoop__sched_built(hoop_status st, int said, const hoop__sched *s,
+                              const hoop__sched *votes, const hoop__coll_args *a);
 /* sched_check.c: "allreduce", ...; "send", "recv+reduce", ... ("?" out of range). */
 const char *hoop__coll_name(int coll);
 const char *hoop__step_kind_name(int kind);

@@ -876,7 +876,7 @@ hoop_status hoop_comm_init_env(hoop_comm **out)
          * that failed on its own before the verdict has told the store: connect_all.) */
         if (store) {
             hoop__store_note_failure(store, st, hoop_last_error());
-            if (st != HOOP_ERR_TIMEOUT) hoop__store_tell_latecomers(store);
+            if (st != HOOP_ERR_TIMEOUT) hoop__store_tell_latecomers(store, 0);
         }
         hoop_store_destroy(store);
         return st;

@@ -595,9 +595,10 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
         HOOP_CHECK(comm->vote_tpl.err);
     }
     HOOP_CHECK(hoop__sched_copy(&comm->sched, &comm->vote_tpl));
-    hoop__clear_error(); /* a plug-in's bare error code shows no stale message */
+    unsigned said = hoop__error_count(); /* a plug-in's bare error code: no stale message */
+    hoop_status built = hoop__coll_schedule(a, &comm->sched);
     HOOP_CHECK(
-        hoop__sched_built(hoop__coll_schedule(a, &comm->sched), &comm->sched, &comm->vote_tpl, a));
+        hoop__sched_built(built, hoop__error_count() != said, &comm->sched, &comm->vote_tpl, a));
     /* Every range inside its buffer, every peer another rank: before any byte moves. */
     HOOP_CHECK(hoop__sched_check(&comm->sched, a));
     void *scratch = comm->scratch, *stage = NULL;

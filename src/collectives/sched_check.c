@@ -205,10 +205,10 @@ hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a)
     return HOOP_OK;
 }
 
-hoop_status hoop__sched_built(hoop_status st, const hoop__sched *s, const hoop__sched *votes,
-                              const hoop__coll_args *a)
+hoop_status hoop__sched_built(hoop_status st, int said, const hoop__sched *s,
+                              const hoop__sched *votes, const hoop__coll_args *a)
 {
-    if (st != HOOP_OK && !*hoop_last_error())
+    if (st != HOOP_OK && !said)
         return HOOP_INTERNAL_ERROR("%s algorithm %s (rank %d of %d, count %zu x %zu bytes): its "
                                    "schedule function failed with %s and no message (return "
                                    "errors through HOOP_ERROR)",

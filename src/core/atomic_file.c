@@ -218,9 +218,11 @@ static hoop_status begin_tmp(const char *label, const char *path, struct save_fi
     if (f->tmp == NULL) {
         st = HOOP_ERROR(HOOP_ERR_NOMEM, "%s: out of memory", label);
     } else if ((f->fd = open_tmp(f)) < 0) {
-        /* before free(), which may change errno */
-        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "%s: cannot create a temporary file beside '%s': %s",
-                        label, f->dest, hoop__strerror(errno));
+        /* before free(), which may change errno; a link's target named after the link */
+        int link = strcmp(path, f->dest) != 0;
+        st = HOOP_ERROR(HOOP_ERR_SYSTEM, "%s%s%s%s: cannot create a temporary file beside '%s': %s",
+                        label, link ? " '" : "", link ? path : "", link ? "'" : "", f->dest,
+                        hoop__strerror(errno));
     }
     if (st != HOOP_OK) end_tmp(f);
     return st;

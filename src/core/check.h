@@ -28,9 +28,10 @@ hoop_status hoop__set_error(hoop_status st, const char *file, int line, const ch
 
 /* strerror(errnum) in a thread-local buffer: thread-safe (strerror is not), never NULL. */
 const char *hoop__strerror(int errnum);
-/* Empties the calling thread's message (hoop_last_error() == ""): before a call into code
- * that may fail without setting one (a plug-in's), so that no stale message is shown. */
-void hoop__clear_error(void);
+/* How many messages the calling thread has set (hoop__set_error; wraps): compared before
+ * and after a call into code that may fail without setting one (a plug-in's), so that a
+ * bare code gets a message instead of showing a stale one. */
+unsigned hoop__error_count(void);
 
 /* What a file of mode m that is not a regular one is, for a refusal: "a directory", "a
  * FIFO", "a character device", "a block device", "a socket" ("not a regular file" for

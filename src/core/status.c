@@ -19,6 +19,7 @@
 #define HOOP_ERRMSG_MAX 1024
 
 static _Thread_local char last_error[HOOP_ERRMSG_MAX];
+static _Thread_local unsigned errors_set; /* hoop__set_error calls of this thread */
 
 HOOP_API const char *hoop_status_str(hoop_status s)
 {
@@ -47,9 +48,9 @@ HOOP_API const char *hoop_last_error(void)
     return last_error;
 }
 
-void hoop__clear_error(void)
+unsigned hoop__error_count(void)
 {
-    last_error[0] = '\0';
+    return errors_set;
 }
 
 const char *hoop__strerror(int errnum)
@@ -87,6 +88,7 @@ hoop_status hoop__set_error(hoop_status st, const char *file, int line, const ch
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     memcpy(last_error, msg, sizeof(msg));
+    errors_set++;
     /* The log line carries file:line (a developer's clue); the message stays the user's. */
     if (hoop__log_on(HOOP_LOG_DEBUG, HOOP_LOG_ALL))
         hoop__log(HOOP_LOG_DEBUG, HOOP_LOG_ALL, file, line, "%s: %s", hoop_status_name(st),
