@@ -184,8 +184,10 @@ HOOP_API int hoop_comm_local_rank(const hoop_comm *comm);
  * from 8 KiB (the whole buffer) up on 2 ranks and from 64 KiB up on more (measured
  * crossovers); under DIRECT at any size.
  * Errors: HOOP_ERR_INVALID (NULL comm or ptr, bytes 0), HOOP_ERR_MISMATCH (ranks asked
- * for different sizes; names both), HOOP_ERR_NOMEM, HOOP_ERR_SYSTEM, or the error that
- * failed the comm. Call from the thread that issues collectives. */
+ * for different sizes; names both), HOOP_ERR_NOMEM (also, before anything is reserved,
+ * bytes above the memory left to the process: MemAvailable + SwapFree, or its cgroup's
+ * memory.max; names both), HOOP_ERR_SYSTEM, or the error that failed the comm. Call from
+ * the thread that issues collectives. */
 HOOP_API hoop_status hoop_comm_alloc_shared(hoop_comm *comm, size_t bytes, void **ptr);
 
 /* Releases memory from hoop_comm_alloc_shared on this comm: unmaps this rank's copy and
