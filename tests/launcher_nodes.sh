@@ -51,7 +51,10 @@
 #      1 hung up);
 #  20. a bad setting on one node (HOOP_TRANSPORT=bogus): both exit 2 at once, the other
 #      naming it and why (it waited HOOP_TIMEOUT for a node that never came, exit 1),
-#      also a node 1 that comes 3 s after the bad node 0.
+#      also a node 1 that comes 3 s after the bad node 0;
+#  21. SIGUSR1 (a preemption's notice) to node 0's hooprun while it waits at the first
+#      meeting for node 1: its workers get it as they start and stop as asked, exit 138
+#      (it was dropped, and they ran on unsaved).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 export HOOP_TOKEN=nodes-test HOOP_TIMEOUT=20
 
@@ -504,4 +507,23 @@ echo "HOOP_TRANSPORT=bogus on node 0, node 1 3 s later: node 1 ended within $ms 
     fail "a late node 1: exits $rc0 and $rc1 after $ms ms: $(cat "$TMP"/envlate.[01].err)"
 assert_contains "$TMP/envlate.1.err" "'s hooprun exited with 2 (bad flags or environment: HOOP_TRANSPORT='bogus' is not one of"
 no_worker_left 39
+
+# 21. SIGUSR1 to node 0's hooprun while it waits for node 1 at the first meeting.
+port=$((20000 + RANDOM % 12000))
+"$HOOPRUN" --nnodes 2 --node-rank 0 --nproc-per-node 1 --master-addr 127.0.0.1 \
+    --master-port $port bash -c 'trap "exit 138" USR1; sleep 38 & wait' 2> "$TMP/notice.0.err" &
+p0=$!
+wait_blocked $p0
+kill -USR1 $p0
+sleep 0.5
+"$HOOPRUN" --nnodes 2 --node-rank 1 --nproc-per-node 1 --master-addr 127.0.0.1 \
+    --master-port $port sleep 1 2> "$TMP/notice.1.err"
+rc1=$?
+wait "$p0"
+rc0=$?
+[ "$rc0$rc1" = 1380 ] ||
+    fail "SIGUSR1 at the first meeting: exits $rc0 and $rc1, not 138 and 0: $(cat "$TMP"/notice.[01].err)"
+assert_contains "$TMP/notice.0.err" "hooprun: got User defined signal 1 while the nodes met; forwarded it to the workers as they started"
+assert_contains "$TMP/notice.0.err" "hooprun: the workers stopped on User defined signal 1 as asked (exit 138)"
+no_worker_left 38
 echo "PASS"

@@ -165,8 +165,9 @@ int hooprun_agent_end(const hooprun_plan *p, int *failed);
 int hooprun_agent_mirrored(const hooprun_plan *p);
 
 /* SIGINT, SIGTERM or SIGHUP when one came since the last look (hooprun blocks them from
- * its first attempt on and reads them here between attempts), else 0. Other pending
- * signals are dropped (SIGCHLD: hooprun reaps by waitpid). */
+ * its first attempt on and reads them here between attempts), else 0. A SIGUSR1/2 read
+ * here is kept for the next attempt's workers, which hooprun_supervise sends it to as
+ * they start; SIGCHLD is dropped (hooprun reaps by waitpid). */
 int hooprun_stop_signal(void);
 
 /* The first SIGINT, SIGTERM or SIGHUP this hooprun got (while supervising, or at a

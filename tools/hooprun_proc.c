@@ -254,6 +254,10 @@ static int have_children(const supervisor *s)
  * attempts waits there for the next one. */
 static int sfd = -1;   /* the signalfd of the signals above, from the first attempt on */
 static int stopped_by; /* the first SIGINT, SIGTERM or SIGHUP hooprun got */
+/* SIGUSR1/2 read by hooprun_stop_signal while no worker ran (at the nodes' meetings): a
+ * preemption's notice (Slurm's --signal), which the next attempt's workers get as they
+ * start; it was dropped, and a job that met then ran on past its notice unsaved. */
+static int pending_usr;
 
 /* sig when it asks hooprun to stop (SIGINT, SIGTERM, SIGHUP; the first is kept in
  * stopped_by), else 0. */
@@ -269,6 +273,7 @@ int hooprun_stop_signal(void)
     struct signalfd_siginfo si;
     int stop = 0;
     while (sfd >= 0 && read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGUSR1 || si.ssi_signo == SIGUSR2) pending_usr = (int)si.ssi_signo;
         int sig = stop_request((int)si.ssi_signo);
         if (!stop) stop = sig;
     }
@@ -663,7 +668,15 @@ int hooprun_supervise(const hooprun_plan *plan, int *failed)
             fprintf(stderr, "hooprun: could not start rank %d; stopping the %d started worker%s\n",
                     plan->node_rank * plan->nproc_per_node + s.n, s.n, s.n == 1 ? "" : "s");
         begin_stop(&s); /* their deaths by SIGTERM are ours, not theirs */
+    } else if (pending_usr) {
+        signal_groups(&s, pending_usr);
+        s.usr_forwarded = pending_usr;
+        fprintf(stderr,
+                "hooprun: got %s while the nodes met; forwarded it to the workers as they "
+                "started\n",
+                strsignal(pending_usr));
     }
+    pending_usr = 0;
     run_loop(&s);
     hooprun_guard_forget(); /* every group is empty now, its processes reaped */
     int all_ok = !s.spawn_failed;
