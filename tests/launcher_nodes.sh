@@ -54,7 +54,11 @@
 #      also a node 1 that comes 3 s after the bad node 0;
 #  21. SIGUSR1 (a preemption's notice) to node 0's hooprun while it waits at the first
 #      meeting for node 1: its workers get it as they start and stop as asked, exit 138
-#      (it was dropped, and they ran on unsaved).
+#      (it was dropped, and they ran on unsaved);
+#  22. node 1's hooprun and worker killed (SIGKILL; hoop-train's worker ends with its
+#      hooprun) while node 0's worker fails the moment node 1's dies (as a DDP rank whose
+#      link closes): node 0 names node 1's hooprun lost, before its own worker's failure
+#      (it named only its own worker).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 export HOOP_TOKEN=nodes-test HOOP_TIMEOUT=20
 
@@ -526,4 +530,20 @@ rc0=$?
 assert_contains "$TMP/notice.0.err" "hooprun: got User defined signal 1 while the nodes met; forwarded it to the workers as they started"
 assert_contains "$TMP/notice.0.err" "hooprun: the workers stopped on User defined signal 1 as asked (exit 138)"
 no_worker_left 38
+
+# 22. Node 1's hooprun killed; node 0's worker fails as node 1's worker dies with it.
+rm -f "$TMP/w1.pid"
+TWO_HOOK='wait_file "$TMP/w1.pid" || give_up "node 1'"'"'s worker never ran"; sleep 0.5; kill -KILL $p1 "$(cat "$TMP/w1.pid")"'
+NPROC=1 two dead 0 0 'if [ "$RANK" = 1 ]; then echo $$ > '"$TMP"'/w1.pid; exec sleep 37; fi
+for _ in $(seq 400); do [ -s '"$TMP"'/w1.pid ] && break; sleep 0.05; done
+# (until it is a zombie: nobody may reap it for a while once its hooprun is gone)
+w=$(cat '"$TMP"'/w1.pid)
+while read -r _ _ st _ < /proc/$w/stat && [ "$st" != Z ]; do sleep 0.01; done 2> /dev/null
+exit 3'
+unset TWO_HOOK
+# 3: node 0's worker failed first; 1: node 0's look found node 1 lost first
+case $(cat "$TMP/dead.rc.0") in 1 | 3) ;; *) node_rc dead 0 3 ;; esac
+assert_contains "$TMP/dead.0.err" "hooprun (node 0): lost the nodes' rendezvous (its ranks are node ranks): node 1 (127.0.0.1:"
+assert_contains "$TMP/dead.0.err" ") hung up on the store without closing it (its hooprun died"
+no_worker_left 37
 echo "PASS"

@@ -146,8 +146,10 @@ int hooprun_agent_open(hooprun_plan *p);
 int hooprun_agent_begin(const hooprun_plan *p, int k);
 
 /* Tells the other nodes that this attempt failed here (why: which rank, how), unless
- * another node said so first: then its note goes into earlier ("" when none, or
- * without agents). Best effort; when node 0's hooprun does not answer within
+ * another node said so first: then "the attempt had failed on " and its note go into
+ * earlier; when the store has lost a node's hooprun, or is gone itself, "lost the
+ * nodes' rendezvous ..." and the store's reason ("" when none of these, or without
+ * agents). Best effort; when node 0's hooprun does not answer within
  * HOOPRUN_AGENT_LOOK_MS the note is kept for hooprun_agent_look (or the exit) to leave. */
 void hooprun_agent_failed(const hooprun_plan *p, const char *why, char *earlier, size_t cap);
 

@@ -565,7 +565,7 @@ int hooprun_agent_end(const hooprun_plan *p, int *failed)
 
 void hooprun_agent_failed(const hooprun_plan *p, const char *why, char *earlier, size_t cap)
 {
-    char key[64], note[600], text[600];
+    char key[64], note[600], text[1200];
     if (cap) earlier[0] = '\0';
     if (!p->agents) return;
     if (pending_key[0]) { /* this attempt's failure is kept already: leave it if node 0 answers */
@@ -579,10 +579,24 @@ void hooprun_agent_failed(const hooprun_plan *p, const char *why, char *earlier,
         snprintf(pending_note, sizeof(pending_note), "%s", note);
         return;
     }
-    if (leave_first(p, key, note, earlier, cap) > 0) {
+    int r = leave_first(p, key, note, text, sizeof(text));
+    if (r > 0) {
         int rc;
+        if (cap) snprintf(earlier, cap, "the attempt had failed on %s", text);
         (void)peer_exited(p, &rc, text, sizeof(text)); /* a hooprun's exit: its code */
+        return;
     }
+    /* A node's hooprun that died (SIGKILL, the OOM killer) ends its workers at once, and
+     * this node's fail on their links before the look that would have named it. */
+    int lost = -1, found = 0;
+    if (r < 0)
+        snprintf(text, sizeof(text), "%s", hoop_last_error());
+    else if (hoop__store_probe(p->agents, NULL, &lost, &found, text, sizeof(text)) != HOOP_OK)
+        snprintf(text, sizeof(text), "%s", hoop_last_error());
+    else if (lost < 0)
+        return;
+    if (cap)
+        snprintf(earlier, cap, "lost the nodes' rendezvous (its ranks are node ranks): %s", text);
 }
 
 /* hooprun_agent_poll's answer from a probe's outcome (lost, found; why set). */

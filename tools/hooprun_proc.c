@@ -59,7 +59,7 @@ typedef struct supervisor {
     int usr_forwarded;   /* SIGUSR1/SIGUSR2 last forwarded (a stop request, e.g. Slurm's
                           * --signal before preemption), 0 = none */
     int stopped_code;    /* 128 + that signal, once a worker ended with it */
-    char earlier[600];   /* another node's failure, noted before this node's first */
+    char earlier[800];   /* another node's failure or loss, noted before this node's first */
     int peer_failed;     /* another node's workers failed (1) or the nodes' store went (-1):
                           * this node's were stopped for it (hooprun_agent.c) */
     int64_t probe_at_ns; /* when to look for another node's failure next */
@@ -700,8 +700,8 @@ int hooprun_supervise(const hooprun_plan *plan, int *failed)
          * (a DDP rank fails when its peer dies), and the cause is in that node's log. */
         if (s.earlier[0])
             fprintf(stderr,
-                    "hooprun (node %d): the attempt had failed on %s (noted before this node's "
-                    "first failure below: the cause may be there)\n",
+                    "hooprun (node %d): %s (noted before this node's first failure below: the "
+                    "cause may be there)\n",
                     plan->node_rank, s.earlier);
         rc = hooprun_report(plan, s.w, s.n, s.exit_code);
     } else if (s.peer_failed && !s.interrupted && !all_ok)
