@@ -33,7 +33,6 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +49,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/env.h"
+#include "core/stop.h"
 #include "cuda/coll.h"
 #include "hoop/collectives.h"
 #include "hoop/comm.h"
@@ -77,16 +77,13 @@ typedef struct bench_ctx {
 
 // ----- stop signals ------------------------------------------------------------------
 
-/* The first SIGINT or SIGTERM, 0 none. The ranks agree on it after each row and stop
- * after the same row, so that rank 0 closes its report and files (-N 0 runs until
- * stopped). Any thread may run the handler: a lock-free atomic, as C11 allows there. */
-static atomic_int stop_signal;
-_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the stop flag must be lock-free");
-
+/* The first SIGINT or SIGTERM (hoop__stop_requested). The ranks agree on it after each
+ * row and stop after the same row, so that rank 0 closes its report and files (-N 0 runs
+ * until stopped). Its copies (timeout(1), Slurm and hooprun each sending it) are the same
+ * request; only a later one stops at once. */
 static void on_stop_signal(int sig)
 {
-    int none = 0;
-    if (!atomic_compare_exchange_strong(&stop_signal, &none, sig)) {
+    if (hoop__stop_request(sig) == HOOP__STOP_AGAIN) {
         signal(sig, SIG_DFL); /* a second one: stop now, as the default would */
         raise(sig);
     }
@@ -501,7 +498,7 @@ static int run_size(bench_ctx *c, size_t size)
         if (run_placement(c, &L, p, &share) != 0) return 1;
     if (c->o.device && (st = copy_rates(c, &L, &row)) != HOOP_OK)
         return failed(c, "timing host<->device copies", st);
-    share.stop = atomic_load(&stop_signal);
+    share.stop = hoop__stop_requested();
     if ((st = agree_row(c, &share, &row, &c->stopped)) != HOOP_OK)
         return failed(c, "agreeing on the row's figures (through rank 0's store)", st);
     if (c->bc.rank == 0) bench_report_row(&c->rep, &row);

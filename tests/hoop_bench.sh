@@ -401,6 +401,27 @@ assert len(d["results"]) == n and d["errors"] == ["stopped by SIGINT after %d ro
 assert len(list(csv.DictReader(open(os.path.join(sys.argv[1], "int.csv"))))) == n
 EOF
 
+# SIGTERM sent twice within moments (timeout(1) signals hooprun and then its group, and
+# Slurm every process of the step besides hooprun's forwarding): one request, the same
+# orderly stop, not the "stop now" of a later second signal (the report was cut short,
+# the JSON left unparseable). Here to one rank alone, 50 ms apart, within a row (a row
+# of 16 MiB copies takes about a second).
+"$BENCH" allreduce -b 16M -e 16M -n 100 -w 0 -N 0 -J "$TMP/term.json" > "$TMP/out" 2>&1 &
+pid=$!
+for _ in $(seq 200); do
+    [ "$(grep -c '^ *16777216 ' "$TMP/out")" -ge 1 ] && break
+    sleep 0.05
+done
+kill -TERM $pid
+sleep 0.05
+kill -TERM $pid
+wait $pid
+rc=$?
+[ "$rc" = 143 ] || { cat "$TMP/out"; fail "SIGTERM twice during -N 0: exit $rc, not 143"; }
+assert_contains "$TMP/out" "# hoop: stopped by SIGTERM after "
+python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$TMP/term.json" ||
+    { cat "$TMP/out"; fail "SIGTERM twice: -J is not JSON"; }
+
 # A collective that returns wrong data is caught: the test hook flips the piece rank 1
 # receives in the all-gather phase of call #4, the out-of-place check of the one size
 # (#0 is the rank table's all-gather, then per placement the untimed call, the barrier,

@@ -581,7 +581,7 @@ fi
 pid=$!
 wait_for "$tmp/i.out" "^hoop-train: mlp" $pid
 kill -INT $pid
-sleep 0.3
+sleep 0.6 # (one within 250 ms of the first is its copy: src/core/stop.h)
 alive=0
 kill -0 $pid 2>/dev/null && alive=1 # the first one only asked for a stop
 kill -INT $pid

@@ -51,7 +51,6 @@
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,19 +58,16 @@
 #include "core/check.h"
 #include "bootstrap/store_proto.h"
 #include "core/clock.h"
+#include "core/stop.h"
 #include "train.h"
 
 // ----- stop signals -----------------------------------------------------------------------
 
-/* The first stop signal received, 0 = none. Any thread may run the handler (OpenBLAS's,
- * the progress thread), so the flag is a lock-free atomic, which C11 allows in handlers. */
-static atomic_int stop_requested;
-_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the stop flag must be lock-free");
-
+/* The first stop signal is kept (hoop__stop_requested); its copies (timeout(1), Slurm and
+ * hooprun each sending it) are the same request. */
 static void on_stop_signal(int sig)
 {
-    int none = 0;
-    if (!atomic_compare_exchange_strong(&stop_requested, &none, sig) && sig == SIGINT) {
+    if (hoop__stop_request(sig) == HOOP__STOP_AGAIN && sig == SIGINT) {
         signal(SIGINT, SIG_DFL); /* Ctrl-C twice: stop now, as the default would */
         raise(SIGINT);
     }
@@ -104,7 +100,7 @@ static hoop_status agree_stop(trainer *t, int pipelined)
 {
     /* The maximum of sig << 16 | (0xffff - rank): the largest signal, and the lowest rank
      * that received it (named when it is not rank 0: a worker signalled on its own). */
-    int32_t sig = (int32_t)atomic_load(&stop_requested);
+    int32_t sig = (int32_t)hoop__stop_requested();
     if (sig) sig = sig << 16 | (0xffff - (t->dist.rank & 0xffff));
     int64_t t0 = hoop__now_ns();
     HOOP_CHECK(train_dist_agree(&t->dist, &sig, pipelined));
@@ -121,7 +117,7 @@ static const char *stop_text(const trainer *t)
 {
     static char text[48];
     snprintf(text, sizeof text, "%s", signal_name(t->stop_sig));
-    if (t->stop_rank != 0 && atomic_load(&stop_requested) == 0)
+    if (t->stop_rank != 0 && hoop__stop_requested() == 0)
         snprintf(text + strlen(text), sizeof text - strlen(text), " to rank %d", t->stop_rank);
     return text;
 }
