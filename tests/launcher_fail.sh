@@ -3,7 +3,9 @@
 # tests/launcher_fail.sh -- a failing worker stops the job: hooprun names the rank whose
 # failure came first (not merely the first to exit) with its message, prints a summary,
 # exits with its code within 5 s and leaves no worker or grandchild behind, also when
-# another worker ignores SIGTERM; SIGINT to hooprun ends every worker.
+# another worker ignores SIGTERM; SIGINT to hooprun ends every worker; workers ending on
+# SIGUSR2 are no failure, and hooprun tells those that exited with its code from those it
+# killed (case 12).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 
 # The worker: records its pid, its group and two grandchildren (one in its group, one
@@ -320,6 +322,19 @@ else
 fi
 [ -z "$victim" ] || kill -KILL "$victim" 2> /dev/null
 pkill -KILL -f '^sleep 62$'
+
+# 12. Workers that end with 128 + SIGUSR2 stopped as asked; workers killed by it (its
+# default action: they do not catch it) are said to have saved nothing on it (hooprun
+# said "stopped ... as asked" of both). Exit 140 either way, no failure report.
+"$HOOPRUN" --nproc-per-node 2 bash -c 'exit 140' 2> "$TMP/usr.err"
+rc=$?
+[ $rc = 140 ] || fail "workers exiting 140: hooprun exited $rc: $(cat "$TMP/usr.err")"
+assert_contains "$TMP/usr.err" "hooprun: the workers stopped on User defined signal 2 as asked (exit 140)"
+"$HOOPRUN" --nproc-per-node 2 bash -c 'kill -USR2 $$; sleep 5' 2> "$TMP/usr.err"
+rc=$?
+[ $rc = 140 ] || fail "workers killed by SIGUSR2: hooprun exited $rc: $(cat "$TMP/usr.err")"
+assert_contains "$TMP/usr.err" "hooprun: the workers ended on User defined signal 2 (exit 140), some killed by it: they do not catch it"
+grep -q "as asked\|first failure" "$TMP/usr.err" && fail "workers killed by SIGUSR2: $(cat "$TMP/usr.err")"
 
 # 9. All workers exit 0: hooprun exits 0 and says nothing.
 "$HOOPRUN" --nproc-per-node 3 true > "$TMP/ok.out" 2> "$TMP/ok.err" || fail "3 x true failed"

@@ -528,7 +528,9 @@ rc0=$?
 [ "$rc0$rc1" = 1380 ] ||
     fail "SIGUSR1 at the first meeting: exits $rc0 and $rc1, not 138 and 0: $(cat "$TMP"/notice.[01].err)"
 assert_contains "$TMP/notice.0.err" "hooprun: got User defined signal 1 while the nodes met; forwarded it to the workers as they started"
-assert_contains "$TMP/notice.0.err" "hooprun: the workers stopped on User defined signal 1 as asked (exit 138)"
+# (stopped as asked by the shell's trap, or killed by the signal before the trap was set)
+grep -Eq "hooprun: the workers (stopped|ended) on User defined signal 1 (as asked )?\(exit 138\)" \
+    "$TMP/notice.0.err" || fail "SIGUSR1 at the first meeting: $(cat "$TMP/notice.0.err")"
 no_worker_left 38
 
 # 22. Node 1's hooprun killed; node 0's worker fails as node 1's worker dies with it.

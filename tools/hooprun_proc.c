@@ -59,6 +59,7 @@ typedef struct supervisor {
     int usr_forwarded;   /* SIGUSR1/SIGUSR2 last forwarded (a stop request, e.g. Slurm's
                           * --signal before preemption), 0 = none */
     int stopped_code;    /* 128 + that signal, once a worker ended with it */
+    int usr_killed;      /* ... and one of them was killed by it, not exited with it */
     char earlier[800];   /* another node's failure or loss, noted before this node's first */
     int peer_failed;     /* another node's workers failed (1) or the nodes' store went (-1):
                           * this node's were stopped for it (hooprun_agent.c) */
@@ -202,6 +203,7 @@ static void worker_ended(supervisor *s, worker *w, int status, int64_t now)
     int usr = code == 128 + SIGUSR1 || code == 128 + SIGUSR2;
     if (usr && (!s->usr_forwarded || code == 128 + s->usr_forwarded)) {
         s->stopped_code = code;
+        if (WIFSIGNALED(status)) s->usr_killed = 1;
         if (!s->usr_forwarded && !s->stop_at_ns && !s->stopping && workers_left(s) > 0) {
             fprintf(stderr,
                     "hooprun: rank %d stopped with exit %d (128 + %s, a preemption?); the others "
@@ -690,8 +692,15 @@ int hooprun_supervise(const hooprun_plan *plan, int *failed)
     stopped_code = 0;
     if (!s.interrupted && s.exit_code < 0 && s.stopped_code) {
         rc = stopped_code = s.stopped_code; /* every worker ended well or as asked */
-        fprintf(stderr, "hooprun: the workers stopped on %s as asked (exit %d)\n",
-                strsignal(rc - 128), rc);
+        if (s.usr_killed) /* its default action: the program does not catch it */
+            fprintf(stderr,
+                    "hooprun: the workers ended on %s (exit %d), some killed by it: they do "
+                    "not catch it (hoop-train saves on SIGUSR1, once training has started), so "
+                    "those saved nothing on it\n",
+                    strsignal(rc - 128), rc);
+        else
+            fprintf(stderr, "hooprun: the workers stopped on %s as asked (exit %d)\n",
+                    strsignal(rc - 128), rc);
     }
     if (s.spawn_failed)
         rc = 1;
