@@ -249,9 +249,10 @@ START_TEST(test_checkpoint_round_trip)
     ck_assert_mem_eq(fa, fb, na);
     free(fa);
     free(fb);
-    /* The file's mode follows the umask, as open(O_CREAT, 0666) would give it. */
+    /* A new file's mode follows the umask, as open(O_CREAT, 0666) would give it. */
     static const mode_t masks[] = {022, 077, 002};
     for (int i = 0; i < 3; i++) {
+        unlink(again);
         mode_t old = umask(masks[i]);
         ck_assert_int_eq(hoop_checkpoint_save(again, hoop_model_params(b.m), 4, b.opt, NULL, 0),
                          HOOP_OK);
@@ -765,6 +766,86 @@ START_TEST(test_checkpoint_probe)
 }
 END_TEST
 
+/* The file at path holds text (its whole contents). */
+static void assert_holds(const char *path, const char *text)
+{
+    size_t n;
+    unsigned char *got = slurp(path, &n);
+    ck_assert_uint_eq(n, strlen(text));
+    ck_assert_mem_eq(got, text, n);
+    free(got);
+}
+
+/* A save over a file the user may not write (0444, to keep it) is refused as open(2)
+ * would refuse it, naming the mode; the file keeps its contents. Run by a user the mode
+ * applies to (root passes access(W_OK)). */
+static void assert_not_writable_refused(const char *path)
+{
+    ck_assert_int_eq(hoop__atomic_probe("checkpoint", path), HOOP_ERR_INVALID);
+    ck_assert_int_eq(hoop__atomic_write("checkpoint", path, "new", 3, HOOP__FAULT_NONE),
+                     HOOP_ERR_INVALID);
+    ck_assert_msg(strstr(hoop_last_error(), "is not writable by this user (mode 0444)") != NULL,
+                  "%s", hoop_last_error());
+    assert_holds(path, "kept");
+}
+
+/* A save keeps the replaced file's mode (a checkpoint made 0600 stayed private: the new
+ * file took the umask's 0644) and, as root, its owner; a file the user may not write is
+ * refused. */
+START_TEST(test_checkpoint_keeps_mode)
+{
+    char dir[sizeof(tmp_root) + 32], path[sizeof(dir) + 32];
+    snprintf(dir, sizeof(dir), "%s/mode_XXXXXX", tmp_root);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/run.ckpt", dir);
+    mode_t old = umask(022);
+    static const mode_t modes[] = {0600, 0640, 0604, 0664};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(hoop__atomic_write("checkpoint", path, "x", 1, HOOP__FAULT_NONE),
+                         HOOP_OK);
+        ck_assert_int_eq(chmod(path, modes[i]), 0);
+        ck_assert_int_eq(hoop__atomic_write("checkpoint", path, "yy", 2, HOOP__FAULT_NONE),
+                         HOOP_OK);
+        struct stat sb;
+        ck_assert_int_eq(stat(path, &sb), 0);
+        ck_assert_msg((sb.st_mode & 07777) == modes[i], "mode %04o became %04o",
+                      (unsigned)modes[i], (unsigned)(sb.st_mode & 07777));
+        assert_holds(path, "yy");
+    }
+    umask(old);
+    ck_assert_int_eq(hoop__atomic_write("checkpoint", path, "kept", 4, HOOP__FAULT_NONE), HOOP_OK);
+    ck_assert_int_eq(chmod(path, 0444), 0);
+    if (geteuid() != 0) {
+        assert_not_writable_refused(path);
+        return;
+    }
+    /* As root: the owner stays (nobody's file stays nobody's) ... */
+    ck_assert_int_eq(chmod(path, 0644), 0);
+    ck_assert_int_eq(chown(path, 65534, 65534), 0);
+    ck_assert_int_eq(hoop__atomic_write("checkpoint", path, "kept", 4, HOOP__FAULT_NONE), HOOP_OK);
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    ck_assert_msg(sb.st_uid == 65534 && sb.st_gid == 65534, "owner %d:%d", (int)sb.st_uid,
+                  (int)sb.st_gid);
+    /* ... and nobody may not replace root's 0444 file in a directory it may write. */
+    ck_assert_int_eq(chown(path, 0, 0), 0);
+    ck_assert_int_eq(chmod(path, 0444), 0);
+    ck_assert_int_eq(chmod(tmp_root, 0711), 0);
+    ck_assert_int_eq(chmod(dir, 0777), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+        assert_not_writable_refused(path); /* a failed assertion exits non-zero */
+        _exit(0);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "as nobody: status %d", status);
+    ck_assert_int_eq(chmod(tmp_root, 0700), 0);
+}
+END_TEST
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR");
@@ -789,6 +870,7 @@ int main(void)
     tcase_add_test(errors, test_checkpoint_killed_writer);
     tcase_add_test(errors, test_checkpoint_rename_fails);
     tcase_add_test(errors, test_checkpoint_probe);
+    tcase_add_test(errors, test_checkpoint_keeps_mode);
     suite_add_tcase(s, core);
     suite_add_tcase(s, errors);
     TCase *big = tcase_create("big");

@@ -34,6 +34,8 @@ struct save_file {
     char *tmp;         /* cap bytes: room for a temporary name beside dest */
     size_t cap;
     int fd, named; /* the file written (open_tmp), and whether it has a name (tmp) yet */
+    int existed;   /* dest exists: the new file takes its mode, owner and group (old) */
+    struct stat old;
 };
 
 /* what: the file written, for the parentheses after path ("temporary file '...'"). */
@@ -113,22 +115,34 @@ static void tmp_name(char *tmp, size_t cap, const char *path, const char *suffix
 
 /* Opens the file a write fills: an unnamed file in f->dest's directory (O_TMPFILE); where
  * the filesystem has none, a named temporary file beside it (f->tmp, removed on failure;
- * a kill while writing leaves it). Either way the file gets the mode open(O_CREAT, 0666)
- * would give under the umask, as any other file the user writes (teammates on a shared
- * cluster may read a checkpoint when the umask lets them). -1 with errno on failure. */
+ * a kill while writing leaves it). The file replaced keeps what it had: its mode (a
+ * checkpoint made 0600 stays unreadable to others), and its owner and group where this
+ * process may give them (root; a group of its own); a new file gets the mode
+ * open(O_CREAT, 0666) would give under the umask, as any other file the user writes
+ * (teammates on a shared cluster may read a checkpoint when the umask lets them). -1
+ * with errno on failure. */
 static int open_tmp(struct save_file *f)
 {
     char *copy = strdup(f->dest);
     int fd = -1;
     if (copy != NULL) {
-        fd = open(dirname(copy), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+        fd = open(dirname(copy), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
         free(copy);
     }
     f->named = fd < 0;
-    if (fd >= 0) return fd;
-    tmp_name(f->tmp, f->cap, f->dest, ".tmp.XXXXXX");
-    fd = mkstemp(f->tmp); /* always 0600 */
-    if (fd >= 0) (void)fchmod(fd, 0666 & ~current_umask());
+    if (fd < 0) {
+        tmp_name(f->tmp, f->cap, f->dest, ".tmp.XXXXXX");
+        fd = mkstemp(f->tmp); /* always 0600 */
+    }
+    if (fd < 0) return fd;
+    if (f->existed) {
+        /* the owner first: a chown clears set-user/group-ID bits, which fchmod restores */
+        if (fchown(fd, f->old.st_uid, f->old.st_gid) != 0)
+            (void)fchown(fd, (uid_t)-1, f->old.st_gid); /* not root: the group alone, if ours */
+        (void)fchmod(fd, f->old.st_mode & 07777);
+    } else {
+        (void)fchmod(fd, 0666 & ~current_umask());
+    }
     return fd;
 }
 
@@ -163,7 +177,8 @@ static hoop_status link_tmp(struct save_file *f)
  * /dev/null; a directory refuses it after all the writing; a link to one of them would
  * be replaced by a file) and for a link that resolves to nothing (dangling, a loop);
  * HOOP_ERR_SYSTEM where the link cannot be resolved; HOOP_ERR_NOMEM. */
-static hoop_status save_dest(const char *label, const char *path, char **dest)
+static hoop_status save_dest(const char *label, const char *path, char **dest,
+                             struct stat *old, int *existed)
 {
     /* "dir/x/" names a directory: its dirname() is dir, where the file would be written
      * and then fail to link as "dir/x/.tmp...", a name the user never gave. */
@@ -190,6 +205,16 @@ static hoop_status save_dest(const char *label, const char *path, char **dest)
                           "give a file's path",
                           label, path, link ? "a symbolic link to " : "",
                           hoop__file_type(sb.st_mode));
+    /* The rename needs only the directory's permission, so a file made read-only (0444,
+     * to keep it) would be replaced all the same, as open(O_WRONLY) would refuse. */
+    if (exists && access(path, W_OK) != 0 && (errno == EACCES || errno == EPERM))
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "%s '%s'%s is not writable by this user (mode %04o): writing it would "
+                          "replace it; make it writable or give another path",
+                          label, path, link ? " (through the symbolic link)" : "",
+                          (unsigned)(sb.st_mode & 07777));
+    *existed = exists;
+    *old = sb;
     *dest = link ? realpath(path, NULL) : strdup(path);
     if (*dest == NULL && link)
         return HOOP_ERROR(HOOP_ERR_SYSTEM, "%s '%s': cannot resolve the symbolic link: %s", label,
@@ -211,7 +236,7 @@ static void end_tmp(struct save_file *f)
 static hoop_status begin_tmp(const char *label, const char *path, struct save_file *f)
 {
     *f = (struct save_file){.label = label, .path = path, .fd = -1};
-    HOOP_CHECK(save_dest(label, path, &f->dest));
+    HOOP_CHECK(save_dest(label, path, &f->dest, &f->old, &f->existed));
     f->cap = strlen(f->dest) + 32;
     f->tmp = malloc(f->cap);
     hoop_status st = HOOP_OK;

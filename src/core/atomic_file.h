@@ -18,8 +18,9 @@
  * none), written, fsynced, linked under a temporary name, renamed over that file, and
  * the directory fsynced. A kill while writing leaves nothing else (one in the
  * microseconds between the link and the rename leaves NAME.tmp.PID.N). A symbolic link
- * at path to a regular file is kept: the file it names is replaced. The new file gets
- * the mode open(O_CREAT, 0666) gives under the umask.
+ * at path to a regular file is kept: the file it names is replaced. A file replaced
+ * keeps its mode, and its owner and group where the process may set them; a new file
+ * gets the mode open(O_CREAT, 0666) gives under the umask.
  *
  * label names what path is in every message ("checkpoint", "HOOP_TRACE_FILE"): "LABEL
  * 'PATH': ...". fault is the HOOP_TEST_FAULT point that strikes once half the bytes are
@@ -28,7 +29,8 @@
  * Errors: HOOP_ERR_INVALID for a path that names no file (empty, ending in '/', too
  * long) or one the rename would replace though it is no regular file (a directory, a
  * device such as /dev/null as root, a FIFO, a socket, a link to one of them, a dangling
- * link); HOOP_ERR_SYSTEM naming the call that failed and the file it failed on, with
+ * link), or a file this user may not write (access(W_OK): a checkpoint made 0444 to
+ * keep it; the rename would replace it all the same); HOOP_ERR_SYSTEM naming the call that failed and the file it failed on, with
  * errno's reason (nothing is left behind); HOOP_ERR_NOMEM. */
 hoop_status hoop__atomic_write(const char *label, const char *path, const void *data, size_t n,
                                int fault);
