@@ -801,15 +801,14 @@ START_TEST(test_checkpoint_keeps_mode)
     mode_t old = umask(022);
     static const mode_t modes[] = {0600, 0640, 0604, 0664};
     for (int i = 0; i < 4; i++) {
-        ck_assert_int_eq(hoop__atomic_write("checkpoint", path, "x", 1, HOOP__FAULT_NONE),
-                         HOOP_OK);
+        ck_assert_int_eq(hoop__atomic_write("checkpoint", path, "x", 1, HOOP__FAULT_NONE), HOOP_OK);
         ck_assert_int_eq(chmod(path, modes[i]), 0);
         ck_assert_int_eq(hoop__atomic_write("checkpoint", path, "yy", 2, HOOP__FAULT_NONE),
                          HOOP_OK);
         struct stat sb;
         ck_assert_int_eq(stat(path, &sb), 0);
-        ck_assert_msg((sb.st_mode & 07777) == modes[i], "mode %04o became %04o",
-                      (unsigned)modes[i], (unsigned)(sb.st_mode & 07777));
+        ck_assert_msg((sb.st_mode & 07777) == modes[i], "mode %04o became %04o", (unsigned)modes[i],
+                      (unsigned)(sb.st_mode & 07777));
         assert_holds(path, "yy");
     }
     umask(old);

@@ -692,7 +692,8 @@ int hooprun_supervise(const hooprun_plan *plan, int *failed)
     stopped_code = 0;
     if (!s.interrupted && s.exit_code < 0 && s.stopped_code) {
         rc = stopped_code = s.stopped_code; /* every worker ended well or as asked */
-        if (s.usr_killed) /* its default action: the program does not catch it */
+        /* killed by it: its default action, the program does not catch it */
+        if (s.usr_killed)
             fprintf(stderr,
                     "hooprun: the workers ended on %s (exit %d), some killed by it: they do "
                     "not catch it (hoop-train saves on SIGUSR1, once training has started), so "

@@ -177,8 +177,8 @@ static hoop_status link_tmp(struct save_file *f)
  * /dev/null; a directory refuses it after all the writing; a link to one of them would
  * be replaced by a file) and for a link that resolves to nothing (dangling, a loop);
  * HOOP_ERR_SYSTEM where the link cannot be resolved; HOOP_ERR_NOMEM. */
-static hoop_status save_dest(const char *label, const char *path, char **dest,
-                             struct stat *old, int *existed)
+static hoop_status save_dest(const char *label, const char *path, char **dest, struct stat *old,
+                             int *existed)
 {
     /* "dir/x/" names a directory: its dirname() is dir, where the file would be written
      * and then fail to link as "dir/x/.tmp...", a name the user never gave. */

@@ -30,8 +30,9 @@
  * long) or one the rename would replace though it is no regular file (a directory, a
  * device such as /dev/null as root, a FIFO, a socket, a link to one of them, a dangling
  * link), or a file this user may not write (access(W_OK): a checkpoint made 0444 to
- * keep it; the rename would replace it all the same); HOOP_ERR_SYSTEM naming the call that failed and the file it failed on, with
- * errno's reason (nothing is left behind); HOOP_ERR_NOMEM. */
+ * keep it; the rename would replace it all the same); HOOP_ERR_SYSTEM naming the call
+ * that failed and the file it failed on, with errno's reason (nothing is left behind);
+ * HOOP_ERR_NOMEM. */
 hoop_status hoop__atomic_write(const char *label, const char *path, const void *data, size_t n,
                                int fault);
 
