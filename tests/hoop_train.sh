@@ -264,6 +264,23 @@ expect 0 "epoch 1/1" $data --train-limit 256 --epochs 1 --log-every 0 --metrics 
     --metrics-every 1
 python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1]).read().splitlines()[1:]]' \
     "$tmp/cut.jsonl" || { echo "FAIL: records glued onto a cut-off one: $(cat "$tmp/cut.jsonl")"; fail=1; }
+# The log to a full disk: said, exit 1 (exit 0, the log silently lost).
+# shellcheck disable=SC2086
+"$bin" $data --train-limit 256 --epochs 1 >/dev/full 2>"$tmp/err"
+rc=$?
+if [ $rc = 1 ] && grep -q "hoop-train: writing the log to the standard output failed" "$tmp/err"; then
+    echo "ok: hoop-train >/dev/full -> 1"
+else
+    echo "FAIL: hoop-train >/dev/full: exit $rc: $(cat "$tmp/err")"
+    fail=1
+fi
+# A --metrics file that holds something else (a checkpoint given by mistake: appended
+# lines made it unreadable) is refused, untouched.
+printf 'HOOPCKPT\001\000' >"$tmp/notjson"
+# shellcheck disable=SC2086
+expect 2 "--metrics: '$tmp/notjson' holds something other than JSON lines (10 bytes, the first 0x48)" \
+    $data --train-limit 256 --epochs 1 --metrics "$tmp/notjson"
+[ "$(wc -c <"$tmp/notjson")" = 10 ] || { echo "FAIL: --metrics changed a file it refused"; fail=1; }
 
 # --device auto without a CUDA backend: trains on the cpu; the first line says so and why.
 # shellcheck disable=SC2086

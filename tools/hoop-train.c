@@ -437,5 +437,12 @@ int main(int argc, char **argv)
         st = dst;
     }
     if (st != HOOP_OK) return 1;
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) { /* > /dev/full: the log is lost */
+        /* (an earlier write's failure left only the stream's error flag: no reason) */
+        fprintf(stderr, "hoop-train: writing the log to the standard output failed%s%s\n",
+                errno ? ": " : "", errno ? hoop__strerror(errno) : "");
+        return 1;
+    }
     return stop_sig ? 128 + stop_sig : 0; /* stopped by a signal (saved with --checkpoint) */
 }

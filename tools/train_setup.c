@@ -113,16 +113,26 @@ static hoop_status check_replaced_output(const char *label, const char *path)
 }
 
 /* A --metrics file whose last record was cut off (a run killed while writing it) gets a
- * newline first, so that this run's records start on lines of their own. */
-static void end_line(FILE *f, const char *path)
+ * newline first, so that this run's records start on lines of their own. A file that
+ * holds something else (it does not begin with a record's '{': a checkpoint given by
+ * mistake, which the appended lines made unreadable) is refused: HOOP_ERR_INVALID. */
+static hoop_status end_line(FILE *f, const char *path)
 {
-    char last = '\n';
+    char first = '{', last = '\n';
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0) return;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0) return HOOP_OK;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && pread(fd, &first, 1, 0) != 1) first = '{';
     if (fd >= 0 && pread(fd, &last, 1, sb.st_size - 1) != 1) last = '\n';
     if (fd >= 0) close(fd);
+    if (first != '{')
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "--metrics: '%s' holds something other than JSON lines (%lld bytes, "
+                          "the first 0x%02x): appending would damage it; give a new file or "
+                          "one an earlier --metrics wrote",
+                          path, (long long)sb.st_size, (unsigned char)first);
     if (last != '\n') fputc('\n', f);
+    return HOOP_OK;
 }
 
 /* --metrics opened for appending, write-only: a FIFO nobody reads is refused at once
@@ -142,8 +152,12 @@ static hoop_status open_metrics(trainer *t, const char *path)
         close(fd);
         return HOOP_ERROR(HOOP_ERR_NOMEM, "--metrics: fdopen: out of memory");
     }
-    end_line(t->metrics, path);
-    return HOOP_OK;
+    hoop_status st = end_line(t->metrics, path);
+    if (st != HOOP_OK) {
+        fclose(t->metrics);
+        t->metrics = NULL;
+    }
+    return st;
 }
 
 /* Where path is, for comparing paths that may not exist yet: the real path of its
