@@ -153,6 +153,27 @@ for case in "d60|60 training samples (crc32 $tr60); rank 0's $tmp/d64 has 64 (cr
     fi
 done
 
+# A rank launched by hand whose LOCAL_RANK is refused tells rank 0, which exits 2 at once
+# naming it (rank 0 waited HOOP_TIMEOUT for it, then exited 1).
+port=$((20000 + RANDOM % 12000))
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=2 HOOP_TIMEOUT=60 \
+    "$bin" --data "$tmp/d64" --threads 1 --batch-size 16 --bench-steps 1 >"$tmp/lr0" 2>&1 &
+pid=$!
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=1 WORLD_SIZE=2 HOOP_TIMEOUT=60 LOCAL_RANK=3 \
+    LOCAL_WORLD_SIZE=2 "$bin" --data "$tmp/d64" --threads 1 --batch-size 16 --bench-steps 1 \
+    >"$tmp/lr1" 2>&1
+rc1=$?
+t0=$(date +%s)
+wait $pid
+rc0=$?
+if [ $rc0$rc1 = 22 ] && [ $(($(date +%s) - t0)) -lt 20 ] &&
+    grep -qF "that it cannot start: LOCAL_RANK=3 is not below LOCAL_WORLD_SIZE=2" "$tmp/lr0"; then
+    echo "ok: rank 1's LOCAL_RANK=3 of LOCAL_WORLD_SIZE=2: both exit 2, rank 0 names it"
+else
+    echo "FAIL: rank 1's LOCAL_RANK=3: exits $rc0 / $rc1: $(cat "$tmp/lr0" "$tmp/lr1")"
+    fail=1
+fi
+
 expect 2 "--dropout applies to --model cnn only" --dropout 0.5
 expect 2 "neither train-images-idx3-ubyte.gz nor" --data "$tmp/none"
 : >"$tmp/afile"

@@ -424,7 +424,7 @@ hoop_status hoop__store_env_refuse(hoop_status st, int *told)
     int64_t ms = REFUSE_TELL_MS, timeout_ms;
     if (told) *told = -1;
     snprintf(why, sizeof(why), "%s", hoop_last_error());
-    if (!hoop__env_dist_wanted() || hoop__env_dist(&d) != HOOP_OK || d.world_size < 2)
+    if (!hoop__env_dist_wanted() || hoop__env_dist_store(&d) != HOOP_OK || d.world_size < 2)
         return HOOP_ERROR(st, "%s", why);
     /* HOOP_TIMEOUT when it is shorter and valid (it may be the setting refused). Rank 0
      * serves its store, and keeps it up to 2 s for ranks not connected yet (store_proto.h). */

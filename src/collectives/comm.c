@@ -850,7 +850,9 @@ hoop_status hoop_comm_init_env(hoop_comm **out)
     if (!out) return HOOP_ERROR(HOOP_ERR_INVALID, "hoop_comm_init_env: out is NULL");
     *out = NULL;
     if ((st = hoop__env_check_all()) != HOOP_OK) return hoop__store_env_refuse(st, NULL);
-    HOOP_CHECK(hoop__env_dist(&d));
+    /* LOCAL_RANK and LOCAL_WORLD_SIZE refused: the others are told too (they waited
+     * HOOP_TIMEOUT for this rank) */
+    if ((st = hoop__env_dist(&d)) != HOOP_OK) return hoop__store_env_refuse(st, NULL);
     cfg.rank = d.rank;
     cfg.world_size = d.world_size;
     cfg.local_rank = d.local_rank;

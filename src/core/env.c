@@ -630,7 +630,8 @@ static int required_unset(void)
     return 0;
 }
 
-hoop_status hoop__env_dist(hoop_dist_env *out)
+/* hoop__env_dist, or with local = 0 hoop__env_dist_store. */
+static hoop_status dist_parse(hoop_dist_env *out, int local)
 {
     memset(out, 0, sizeof(*out));
     hoop_slurm_task slurm;
@@ -651,20 +652,24 @@ hoop_status hoop__env_dist(hoop_dist_env *out)
         return HOOP_ERROR(HOOP_ERR_INVALID, "%s is not below %s",
                           described(a, sizeof(a), "RANK", out->rank, rank_src),
                           described(b, sizeof(b), "WORLD_SIZE", out->world_size, ws_src));
-    HOOP_CHECK(dist_int("LOCAL_WORLD_SIZE", 1, out->world_size, 0, out->world_size,
-                        sl ? sl->local_world_from : NULL, sl ? sl->local_world_size : 0,
-                        &out->local_world_size, &lws_src));
-    HOOP_CHECK(dist_int("LOCAL_RANK", 0, INT32_MAX, 0, out->rank % out->local_world_size,
-                        sl ? "SLURM_LOCALID" : NULL, sl ? sl->local_rank : 0, &out->local_rank,
-                        &lr_src));
-    if (out->local_rank >= out->local_world_size)
-        return HOOP_ERROR(
-            HOOP_ERR_INVALID, "%s is not below %s",
-            described(a, sizeof(a), "LOCAL_RANK", out->local_rank, lr_src),
-            described(b, sizeof(b), "LOCAL_WORLD_SIZE", out->local_world_size, lws_src));
+    lws_src = lr_src = NULL;
+    if (local) {
+        HOOP_CHECK(dist_int("LOCAL_WORLD_SIZE", 1, out->world_size, 0, out->world_size,
+                            sl ? sl->local_world_from : NULL, sl ? sl->local_world_size : 0,
+                            &out->local_world_size, &lws_src));
+        HOOP_CHECK(dist_int("LOCAL_RANK", 0, INT32_MAX, 0, out->rank % out->local_world_size,
+                            sl ? "SLURM_LOCALID" : NULL, sl ? sl->local_rank : 0, &out->local_rank,
+                            &lr_src));
+        if (out->local_rank >= out->local_world_size)
+            return HOOP_ERROR(
+                HOOP_ERR_INVALID, "%s is not below %s",
+                described(a, sizeof(a), "LOCAL_RANK", out->local_rank, lr_src),
+                described(b, sizeof(b), "LOCAL_WORLD_SIZE", out->local_world_size, lws_src));
+    }
     out->from_slurm |= port_src || ws_src || rank_src || lws_src || lr_src;
     out->port_from_slurm = port_src != NULL;
     HOOP_CHECK(dist_token(out, sl));
+    if (!local) return HOOP_OK;
     static atomic_int said; /* once per process: comm and store both read the contract */
     char master[300];
     if (out->from_slurm && atomic_exchange(&said, 1) == 0)
@@ -676,4 +681,14 @@ hoop_status hoop__env_dist(hoop_dist_env *out)
                       ? "from HOOP_TOKEN"
                       : "derived from the job id (not a secret; export HOOP_TOKEN)");
     return HOOP_OK;
+}
+
+hoop_status hoop__env_dist(hoop_dist_env *out)
+{
+    return dist_parse(out, 1);
+}
+
+hoop_status hoop__env_dist_store(hoop_dist_env *out)
+{
+    return dist_parse(out, 0);
 }

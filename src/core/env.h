@@ -114,6 +114,11 @@ int hoop__env_dist_wanted(void);
  * variable that was needed. Logs the srun-derived values at INFO (ENV). */
 hoop_status hoop__env_dist(hoop_dist_env *out);
 
+/* hoop__env_dist without LOCAL_WORLD_SIZE and LOCAL_RANK (out's local fields 0): what
+ * finds rank 0's store, for a rank that refuses its local variables and must still tell
+ * the others why (hoop__store_env_refuse). The same errors for the rest. */
+hoop_status hoop__env_dist_store(hoop_dist_env *out);
+
 HOOP_EXTERN_C_END
 
 #endif /* HOOP_CORE_ENV_H */
