@@ -303,6 +303,24 @@ expect 2 "--metrics: '$tmp/notjson' holds something other than JSON lines (10 by
     $data --train-limit 256 --epochs 1 --metrics "$tmp/notjson"
 [ "$(wc -c <"$tmp/notjson")" = 10 ] || { echo "FAIL: --metrics changed a file it refused"; fail=1; }
 
+# Under hooprun with 2 workers: the user's OMP_NUM_THREADS=2 is kept (it was replaced by
+# the share of the cores, as hooprun's own OMP_NUM_THREADS=1 is: cores / 2).
+hooprun="${top_builddir:-.}/tools/hooprun"
+cores=$(nproc)
+for omp in 2 -; do
+    want=$omp
+    [ "$omp" = - ] && want=$((cores / 2 > 1 ? cores / 2 : 1))
+    if [ "$omp" = - ]; then set -- env -u OMP_NUM_THREADS; else set -- env OMP_NUM_THREADS=$omp; fi
+    "$@" "$hooprun" --nproc-per-node 2 --bind none "$bin" --data "$tmp/data" --train-limit 256 --bench-steps 1 \
+        --bench-warmup 0 >"$tmp/omp.out" 2>&1
+    if grep -q "\"world_size\":2,\"threads\":$want," "$tmp/omp.out"; then
+        echo "ok: OMP_NUM_THREADS $omp under hooprun: $want OpenBLAS threads"
+    else
+        echo "FAIL: OMP_NUM_THREADS $omp under hooprun: want $want threads: $(cat "$tmp/omp.out")"
+        fail=1
+    fi
+done
+
 # --device auto without a CUDA backend: trains on the cpu; the first line says so and why.
 # shellcheck disable=SC2086
 HOOP_CUDA_BACKEND=/nonexistent "$bin" $data --device auto --bench-steps 2 --bench-warmup 0 \

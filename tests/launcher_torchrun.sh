@@ -31,10 +31,10 @@ assert_contains "$TMP/d1" "GROUP_RANK=1 GROUP_WORLD_SIZE=2 ROLE_RANK=5 ROLE_WORL
 # left out): OMP_NUM_THREADS=1 only with several workers and none set.
 env -u OMP_NUM_THREADS "$HOOPRUN" --dry-run --nproc-per-node 2 --max-restarts 3 prog \
     > "$TMP/d8" || fail "dry run with --max-restarts 3"
-assert_contains "$TMP/d8" "ROLE_WORLD_SIZE=2 TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=3 OMP_NUM_THREADS=1"
+assert_contains "$TMP/d8" "ROLE_WORLD_SIZE=2 TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=3 OMP_NUM_THREADS=1 HOOP_OMP_DEFAULT=1"
 OMP_NUM_THREADS=4 "$HOOPRUN" --dry-run --nproc-per-node 2 prog > "$TMP/d9" || fail "dry run, OMP set"
 assert_contains "$TMP/d9" "TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0"
-grep -q "OMP_NUM_THREADS" "$TMP/d9" && fail "the dry run says hooprun sets OMP_NUM_THREADS: $(cat "$TMP/d9")"
+grep -q "OMP_NUM_THREADS\|HOOP_OMP_DEFAULT" "$TMP/d9" && fail "the dry run says hooprun sets OMP_NUM_THREADS: $(cat "$TMP/d9")"
 env -u OMP_NUM_THREADS "$HOOPRUN" --dry-run --nproc-per-node 1 prog > "$TMP/d10" || fail "dry run, 1"
 grep -q "OMP_NUM_THREADS" "$TMP/d10" && fail "OMP_NUM_THREADS for one worker: $(cat "$TMP/d10")"
 # --nproc-per-node auto|cpu: one worker per CPU hooprun may use.

@@ -824,7 +824,8 @@ static void print_dry_run(const hooprun_plan *p)
     }
     /* As set_worker_env (hooprun_proc.c) sets them for the first attempt. */
     const char *omp = getenv("OMP_NUM_THREADS");
-    const char *omp_set = p->nproc_per_node > 1 && omp == NULL ? " OMP_NUM_THREADS=1" : "";
+    const char *omp_set =
+        p->nproc_per_node > 1 && omp == NULL ? " OMP_NUM_THREADS=1 HOOP_OMP_DEFAULT=1" : "";
     for (int i = 0; i < p->nproc_per_node; i++) {
         hoop_launch_ids ids;
         hoop__launch_ids_of(p->nnodes, p->node_rank, p->nproc_per_node, i, &ids);

@@ -379,7 +379,8 @@ static void set_env_int(const char *name, int v)
 /* The env:// contract plus torchrun's extra variables: GROUP_RANK (this node's worker
  * group = NODE_RANK), GROUP_WORLD_SIZE (nodes), ROLE_RANK and ROLE_WORLD_SIZE (one role:
  * RANK and WORLD_SIZE), TORCHELASTIC_RESTART_COUNT / _MAX_RESTARTS, and, as torchrun
- * does with several workers per node, OMP_NUM_THREADS=1 unless it is set. */
+ * does with several workers per node, OMP_NUM_THREADS=1 unless it is set (and then
+ * HOOP_OMP_DEFAULT=1, so that hoop-train can tell its own default from a user's). */
 static void set_worker_env(const hooprun_plan *p, const hoop_launch_ids *ids)
 {
     set_env_int("RANK", ids->rank);
@@ -396,7 +397,10 @@ static void set_worker_env(const hooprun_plan *p, const hoop_launch_ids *ids)
     set_env_int("MASTER_PORT", p->master_port);
     setenv("MASTER_ADDR", p->master_addr, 1);
     setenv("HOOP_TOKEN", p->token, 1);
-    if (p->nproc_per_node > 1) setenv("OMP_NUM_THREADS", "1", 0);
+    if (p->nproc_per_node > 1 && getenv("OMP_NUM_THREADS") == NULL) {
+        setenv("OMP_NUM_THREADS", "1", 1);
+        setenv("HOOP_OMP_DEFAULT", "1", 1);
+    }
 }
 
 /* In the child: becomes its own group, wires stdio, sets the env and execs. */

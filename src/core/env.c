@@ -177,6 +177,10 @@ const hoop_env_param hoop__env_params[] = {
      "that free and reuse memory at the same address"},
     {"HOOP_CPU_BIND", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "set by hooprun --bind core (its default): this worker's CPUs, e.g. 0-3 (read only)"},
+    {"HOOP_OMP_DEFAULT", HOOP_ENV_INT, "0", 0, 1, NULL,
+     "set to 1 by hooprun when it set OMP_NUM_THREADS=1 itself (several workers, none set): "
+     "hoop-train then shares the cores instead; an OMP_NUM_THREADS of the user's is kept "
+     "(read only)"},
     {"HOOP_TRACE_FILE", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "write a Chrome trace of DDP steps to this file (merged by rank 0)"},
     {"HOOP_ARENA_POISON", HOOP_ENV_INT, "0", 0, 1, NULL,
