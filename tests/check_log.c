@@ -38,6 +38,26 @@ static int count_has(const char *fragment)
     return n;
 }
 
+/* An unknown HOOP_* variable is warned about at the default level, with the setting it
+ * is a typo of (within 2 edits) when there is one, and ignored. */
+START_TEST(test_unknown_setting_warned)
+{
+    unsetenv("HOOP_DEBUG");
+    setenv("HOOP_TIMOUT", "5", 1);
+    setenv("HOOP_XYZZY_PLUGH", "1", 1);
+    nlines = 0;
+    hoop_log_set(capture, NULL);
+    ck_assert_int_eq(hoop__env_check_all(), HOOP_OK);
+    ck_assert_int_eq(count_has("HOOP_TIMOUT is not a hoop setting (did you mean HOOP_TIMEOUT? "
+                               "hooprun --help-env lists them); ignored"),
+                     1);
+    ck_assert_int_eq(
+        count_has("HOOP_XYZZY_PLUGH is not a hoop setting (hooprun --help-env lists them)"), 1);
+    unsetenv("HOOP_TIMOUT");
+    unsetenv("HOOP_XYZZY_PLUGH");
+}
+END_TEST
+
 START_TEST(test_version_once_through_the_sink)
 {
     setenv("HOOP_DEBUG", "VERSION", 1);
@@ -219,6 +239,7 @@ int main(void)
     tcase_add_test(tc, test_timestamps);
     tcase_add_test(tc, test_timestamp_format_check);
     tcase_add_test(tc, test_bad_timestamp_format_ignored);
+    tcase_add_test(tc, test_unknown_setting_warned);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

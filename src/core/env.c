@@ -416,6 +416,41 @@ static hoop_status check_one(const hoop_env_param *p)
     return HOOP_OK;
 }
 
+/* The edit distance (insertions, deletions, substitutions; Levenshtein 1966) between a
+ * and b, counted up to 3 (3 = "3 or more"); names up to 63 characters. */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    if (na > 63 || nb > 63) return 3;
+    int row[64];
+    for (size_t j = 0; j <= nb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= na; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= nb; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[nb] < 3 ? row[nb] : 3;
+}
+
+/* The setting nearest to name within 2 edits (a typo: HOOP_TIMOUT), or NULL. */
+static const char *nearest_setting(const char *name)
+{
+    const char *best = NULL;
+    int best_d = 3;
+    for (const hoop_env_param *p = hoop__env_params; p->name; p++) {
+        int d = edit_distance(name, p->name);
+        if (d < best_d) best_d = d, best = p->name;
+    }
+    return best;
+}
+
 hoop_status hoop__env_check_all(void)
 {
     for (const hoop_env_param *p = hoop__env_params; p->name; p++) {
@@ -430,8 +465,10 @@ hoop_status hoop__env_check_all(void)
         char name[128];
         size_t len = strcspn(*e, "=");
         snprintf(name, sizeof(name), "%.*s", (int)len, *e);
+        const char *near = lookup(name) == NULL ? nearest_setting(name) : NULL;
         if (lookup(name) == NULL)
-            HOOP_WARN("%s is not a hoop setting (hooprun --help-env lists them); ignored", name);
+            HOOP_WARN("%s is not a hoop setting (%s%s%shooprun --help-env lists them); ignored",
+                      name, near ? "did you mean " : "", near ? near : "", near ? "? " : "");
     }
     return HOOP_OK;
 }
