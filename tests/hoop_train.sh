@@ -303,6 +303,41 @@ expect 2 "--metrics: '$tmp/notjson' holds something other than JSON lines (10 by
     $data --train-limit 256 --epochs 1 --metrics "$tmp/notjson"
 [ "$(wc -c <"$tmp/notjson")" = 10 ] || { echo "FAIL: --metrics changed a file it refused"; fail=1; }
 
+# Inputs this user may not read are bad input, exit 2 (they were I/O errors, exit 1):
+# --resume's checkpoint and a --data file, mode 0000, for the user nobody (root reads
+# them all the same).
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
+    pub=$(mktemp -d /tmp/hoop-train-pub.XXXXXX)
+    chmod 0777 "$pub"
+    cp -r "$tmp/data" "$pub/data"
+    chmod -R a+rX "$pub/data"
+    : >"$pub/run.ckpt"
+    chmod 0002 "$pub/run.ckpt" # nobody may write it (replace it), not read it
+    as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$bin" --threads 1 "$@"; }
+    as_nobody --data "$pub/data" --train-limit 256 --epochs 1 --checkpoint "$pub/run.ckpt" \
+        --resume >"$tmp/out" 2>&1
+    rc=$?
+    if grep -qF "is not readable by this user (mode 0002), so --resume cannot read it" "$tmp/out" &&
+        [ $rc = 2 ]; then
+        echo "ok: an unreadable --resume checkpoint: exit 2"
+    else
+        echo "FAIL: an unreadable --resume checkpoint: exit $rc: $(cat "$tmp/out")"
+        fail=1
+    fi
+    chmod 0000 "$pub/data/t10k-labels-idx1-ubyte"*
+    as_nobody --data "$pub/data" --train-limit 256 --epochs 1 >"$tmp/out" 2>&1
+    rc=$?
+    if grep -qF "cannot open: Permission denied" "$tmp/out" && [ $rc = 2 ]; then
+        echo "ok: an unreadable --data file: exit 2"
+    else
+        echo "FAIL: an unreadable --data file: exit $rc: $(cat "$tmp/out")"
+        fail=1
+    fi
+    rm -rf "$pub"
+else
+    echo "skip: unreadable inputs (needs root, setpriv and the user nobody)"
+fi
+
 # Under hooprun with 2 workers: the user's OMP_NUM_THREADS=2 is kept (it was replaced by
 # the share of the cores, as hooprun's own OMP_NUM_THREADS=1 is: cores / 2).
 hooprun="${top_builddir:-.}/tools/hooprun"

@@ -247,6 +247,14 @@ static hoop_status check_outputs(trainer *t)
     const char *trace = getenv("HOOP_TRACE_FILE");
     HOOP_CHECK(check_collisions(o, t->dist.comm ? trace : NULL));
     if (o->checkpoint) HOOP_CHECK(check_replaced_output("--checkpoint", o->checkpoint));
+    /* One that --resume cannot read: bad input (exit 2), said now, not as an I/O error */
+    struct stat sb;
+    if (o->checkpoint && o->resume && stat(o->checkpoint, &sb) == 0 &&
+        access(o->checkpoint, R_OK) != 0 && (errno == EACCES || errno == EPERM))
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "--checkpoint '%s' is not readable by this user (mode %04o), so "
+                          "--resume cannot read it; make it readable or give another path",
+                          o->checkpoint, (unsigned)(sb.st_mode & 07777));
     if (trace && *trace && !t->dist.comm) /* it traces DDP, which a lone process lacks */
         fprintf(stderr,
                 "hoop-train: HOOP_TRACE_FILE='%s' is ignored: a process started alone runs "

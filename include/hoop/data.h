@@ -69,8 +69,9 @@ typedef struct hoop_dataset_config {
  * (zlib detects which), into a new dataset. cfg may be NULL for the defaults.
  * Errors: HOOP_ERR_INVALID with a message naming the file and the fault (bad magic,
  * zero or oversized dimension, truncated data, trailing bytes, image/label count
- * mismatch, label out of range, bad cfg, a file that does not exist); HOOP_ERR_SYSTEM
- * when an existing file cannot be opened or read; HOOP_ERR_NOMEM. On error *out is NULL.
+ * mismatch, label out of range, bad cfg, a file that does not exist or that this user
+ * may not read); HOOP_ERR_SYSTEM when an existing file cannot be opened or read for
+ * another reason; HOOP_ERR_NOMEM. On error *out is NULL.
  * Thread-safe (no shared state). Format: Y. LeCun et al., "THE MNIST DATABASE of handwritten
  * digits", file formats. */
 HOOP_API hoop_status hoop_dataset_load_idx(hoop_dataset **out, const char *images_path,

@@ -148,7 +148,8 @@ hoop_status hoop__idx_read(const char *path, int ndim, hoop__idx *out)
     memset(out, 0, sizeof *out);
     gz = gzopen(path, "rb");
     if (!gz)
-        return HOOP_ERROR(errno == ENOENT ? HOOP_ERR_INVALID : HOOP_ERR_SYSTEM,
+        return HOOP_ERROR(errno == ENOENT || errno == EACCES || errno == EPERM ? HOOP_ERR_INVALID
+                                                                               : HOOP_ERR_SYSTEM,
                           "%s: cannot open: %s", path,
                           errno ? hoop__strerror(errno) : "out of memory");
     gzbuffer(gz, 1 << 18);
