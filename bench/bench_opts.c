@@ -349,8 +349,8 @@ static int parse_limited(parse_ctx *p, int c, const char *arg)
     if (int_flag(p, c, arg, 0, 0, 1 << 20, &v)) return 2;
     if (c == 'g' && v != 1)
         return bad(p,
-                   "-g %s: hoop-bench drives one device per rank (-g 1, as mpirun -np N "
-                   "all_reduce_perf -g 1); start more ranks with hooprun --nproc-per-node",
+                   "-g %s: hoop-bench drives one device per rank (-g 1); for more devices "
+                   "start more ranks with hooprun --nproc-per-node",
                    arg);
     if (c == 't' && v != 1)
         return bad(p,

@@ -137,6 +137,34 @@ START_TEST(test_dist_missing_master)
 }
 END_TEST
 
+/* Started by mpirun (another launcher's world size above 1, no env:// contract): every
+ * hoop program joins (hoop__env_dist_wanted) and is refused naming the variable, rather
+ * than run a world of one; a size of 1, or part of the contract set, is not mpirun's case. */
+START_TEST(test_dist_foreign_launcher)
+{
+    hoop_dist_env d;
+    static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char want[64];
+        clear_dist();
+        setenv(names[i], "1", 1);
+        ck_assert_int_eq(hoop__env_dist_wanted(), 0);
+        setenv(names[i], "4", 1);
+        ck_assert_int_eq(hoop__env_dist_wanted(), 1);
+        ck_assert_int_eq(hoop__env_dist(&d), HOOP_ERR_INVALID);
+        snprintf(want, sizeof(want), "%s=4: started by ", names[i]);
+        ck_assert_msg(strstr(hoop_last_error(), want) &&
+                          strstr(hoop_last_error(), "start the ranks with hooprun"),
+                      "%s", hoop_last_error());
+        setenv("WORLD_SIZE", "4", 1); /* hoop's own, partly: what is missing is named */
+        ck_assert_int_eq(hoop__env_dist(&d), HOOP_ERR_INVALID);
+        ck_assert_ptr_nonnull(strstr(hoop_last_error(), "MASTER_ADDR, MASTER_PORT and RANK"));
+        unsetenv(names[i]);
+    }
+    clear_dist();
+}
+END_TEST
+
 /* A partial contract by hand: what was given is checked before what is missing is named,
  * and both are said at once (WORLD_SIZE=abc with no MASTER_ADDR names WORLD_SIZE first). */
 static const struct {
@@ -592,6 +620,7 @@ int main(void)
     tcase_add_loop_test(errs, test_dist_rejects, 0,
                         (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(errs, test_dist_missing_master);
+    tcase_add_test(errs, test_dist_foreign_launcher);
     tcase_add_loop_test(errs, test_dist_partial, 0,
                         (int)(sizeof(partial_cases) / sizeof(partial_cases[0])));
     tcase_add_loop_test(errs, test_dist_srun_rejects, 0,

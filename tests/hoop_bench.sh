@@ -475,8 +475,18 @@ WORLD_SIZE=abc bad "hoop-bench: WORLD_SIZE='abc' is not an integer; also MASTER_
     allreduce -b 64 -e 64 -n 1 -w 0
 RANK=3 WORLD_SIZE=2 bad "RANK=3 is not below WORLD_SIZE=2; also MASTER_ADDR and MASTER_PORT are not set" \
     allreduce -b 64 -e 64 -n 1 -w 0
+# Started by mpirun (its world size above 1, no env:// contract): refused naming the
+# variable (each rank ran a world of one of its own, exit 0); a size of 1 runs alone.
+OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_RANK=1 bad "OMPI_COMM_WORLD_SIZE=4: started by mpirun (Open MPI), which hoop does not read; start the ranks with hooprun" \
+    allreduce -b 1K -e 1K -n 1 -w 0
+PMI_SIZE=4 PMI_RANK=1 PMIX_RANK=1 bad "PMI_SIZE=4: started by mpirun or mpiexec" \
+    allreduce -b 1K -e 1K -n 1 -w 0
+OMPI_COMM_WORLD_SIZE=1 "$BENCH" allreduce -b 64 -e 64 -n 1 -w 0 > "$TMP/out1" 2>&1 ||
+    { cat "$TMP/out1"; fail "OMPI_COMM_WORLD_SIZE=1: refused"; }
+assert_contains "$TMP/out1" "# hoop: world_size 1 "
 bad "--algo ring" allreduce -a ring
 bad "-g 2" allreduce -g 2
+grep -q mpirun "$TMP/be" && fail "-g 2 suggests mpirun: $(cat "$TMP/be")"
 bad "-G 1: CUDA graphs capture calls on device buffers" allreduce -G 1
 bad "-z 0 with -G" allreduce --device cuda -G 1 -z 1
 bad "hoop has no int8" allreduce -d int8

@@ -600,13 +600,38 @@ static hoop_status dist_token(hoop_dist_env *out, const hoop_slurm_task *sl)
     return HOOP_OK;
 }
 
+/* Other launchers' world sizes, and who sets each. hoop reads none of them: a process
+ * they started as one of several ranks would otherwise run a world of its own. */
+static const struct {
+    const char *name, *launcher;
+} foreign[] = {{"OMPI_COMM_WORLD_SIZE", "mpirun (Open MPI)"},
+               {"PMI_SIZE", "mpirun or mpiexec (PMI: MPICH, Intel MPI)"},
+               {"MV2_COMM_WORLD_SIZE", "mpirun (MVAPICH)"}};
+
+/* The index in foreign[] of the first launcher whose world size is above 1, -1 when none
+ * (unset, 1, or not a number: nothing to refuse). */
+static int foreign_launcher(void)
+{
+    for (size_t i = 0; i < HOOP_ARRAY_SIZE(foreign); i++) {
+        const char *v = getenv(foreign[i].name);
+        char *end;
+        if (v == NULL || *v == '\0') continue;
+        errno = 0; /* (strtol, not hoop__parse_int: no error message is set for a value skipped) */
+        long n = strtol(v, &end, 10);
+        if (errno == 0 && *end == '\0' && n > 1) return (int)i;
+    }
+    return -1;
+}
+
 int hoop__env_dist_wanted(void)
 {
     const char *step = getenv("SLURM_STEP_ID"), *procid = getenv("SLURM_PROCID");
     /* Any part of the env:// contract means a distributed job: hoop__env_dist then names
-     * what is missing or malformed, instead of the program running alone unawares. */
+     * what is missing or malformed, instead of the program running alone unawares. So
+     * does another launcher's world size above 1 (hoop__env_dist refuses it by name). */
     if (contract_set() > 0) return 1;
-    return step && *step && procid && *procid;
+    if (step && *step && procid && *procid) return 1;
+    return foreign_launcher() >= 0;
 }
 
 /* Outside an srun step, with required variables unset: checks the ones that are set
@@ -679,7 +704,16 @@ static hoop_status dist_parse(hoop_dist_env *out, int local)
     int in_step = 0;
     if (contract_incomplete()) HOOP_CHECK(hoop__launch_slurm_task(&slurm, &in_step));
     const hoop_slurm_task *sl = in_step ? &slurm : NULL;
-    if (sl == NULL && required_unset()) return dist_incomplete();
+    if (sl == NULL && required_unset()) {
+        int f = contract_set() == 0 ? foreign_launcher() : -1;
+        if (f >= 0)
+            return HOOP_ERROR(HOOP_ERR_INVALID,
+                              "%s=%s: started by %s, which hoop does not read; start the ranks "
+                              "with hooprun (or set RANK, WORLD_SIZE, MASTER_ADDR and "
+                              "MASTER_PORT)",
+                              foreign[f].name, getenv(foreign[f].name), foreign[f].launcher);
+        return dist_incomplete();
+    }
     const char *port_src, *ws_src, *rank_src, *lws_src, *lr_src;
     char a[96], b[96];
     HOOP_CHECK(dist_master(out, sl));

@@ -105,7 +105,10 @@ typedef struct hoop_dist_env {
  * (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_WORLD_SIZE, LOCAL_RANK) is set
  * (hooprun, or by hand: a partial contract is then
  * refused by hoop__env_dist, naming what is missing) or when this process is a task of
- * an srun step (SLURM_STEP_ID and SLURM_PROCID set); 0 otherwise. Never fails. */
+ * an srun step (SLURM_STEP_ID and SLURM_PROCID set), or when another launcher's world
+ * size above 1 is set (OMPI_COMM_WORLD_SIZE, PMI_SIZE, MV2_COMM_WORLD_SIZE: mpirun, which
+ * hoop__env_dist then refuses by name rather than let each rank run alone); 0 otherwise.
+ * Never fails. */
 int hoop__env_dist_wanted(void);
 
 /* Reads and validates the contract. HOOP_ERR_INVALID names the variable and the rule
