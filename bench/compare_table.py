@@ -7,7 +7,9 @@ last one), the peers' outputs (bench/peers/gloo_allreduce.py and mpi_allreduce.c
 count reps iters time_us min_us algbw busbw check) and the tcpbw link measurements, and
 prints one table per experiment with the ratios hoop/gloo, hoop/mpi and the fraction of the
 link rate, then the issue's targets and whether they hold. A peer that was not run (not
-installed) shows "-", and a target that needs it reads "not measured".
+installed) shows "-", and a target that needs it reads "not measured"; so does a run that
+failed. Only data rows of the right shape are read: each raw file holds its run's stderr
+too (HOOP_DEBUG lines, hooprun's failure summary), which is skipped.
 Gloo's benchmark is in-place and MPI's out-of-place, so hoop/gloo uses hoop's in-place
 column and hoop/mpi (and hoop/link) its out-of-place column.
 """
@@ -23,18 +25,46 @@ MiB = 1 << 20
 
 def busbw(size, us, n):
     """All-reduce busbw in GB/s from the time column (more digits than the printed bw)."""
-    return size / (us * 1e3) * 2.0 * (n - 1) / n if us > 0 else 0.0
+    return size / (us * 1e3) * 2.0 * (n - 1) / n if us > 0 and n > 0 else 0.0
+
+
+def is_number(x):
+    try:
+        float(x)
+        return True
+    except ValueError:
+        return False
+
+
+def hoop_row(line):
+    """The fields of one of hoop-bench's data rows, or None for any other line.
+
+    compare.sh keeps a run's stderr in the same file (2>&1): HOOP_DEBUG lines
+    ("host:pid:tid [0] hoop INFO ..."), hooprun's failure summary, a rank's error. A data
+    row is size count type redop root, then time algbw busbw #wrong out-of-place and
+    in-place (13 fields), and --show-algo's algorithm (14): size and count integers, root
+    an integer, times and rates numbers, #wrong a number or N/A."""
+    f = line.split()
+    if len(f) not in (13, 14) or not (f[0].isdigit() and f[1].isdigit()):
+        return None
+    if not re.fullmatch(r'-?\d+', f[4]):
+        return None
+    if not all(is_number(f[k]) for k in (5, 6, 7, 9, 10, 11)):
+        return None
+    if not all(is_number(f[k]) or f[k] == 'N/A' for k in (8, 12)):
+        return None
+    return f
 
 
 def parse_hoop(path):
     rows, n = {}, 0
-    for line in open(path):
+    for line in open(path, errors='replace'):
         line = re.sub(r'^\[rank \d+\] ', '', line).strip()
-        m = re.search(r'world_size (\d+)', line)
+        m = re.match(r'# hoop: world_size (\d+)', line)
         if m:
             n = int(m.group(1))
-        f = line.split()
-        if not f or f[0].startswith('#') or len(f) < 13:
+        f = hoop_row(line)
+        if f is None:
             continue
         s = int(f[0])
         rows[s] = dict(oop_us=float(f[5]), oop_bus=busbw(s, float(f[5]), n), oop_wrong=f[8],
@@ -45,12 +75,12 @@ def parse_hoop(path):
 
 def parse_peer(path):
     rows, n = {}, 0
-    for line in open(path):
-        m = re.search(r'nranks=(\d+)', line)
+    for line in open(path, errors='replace'):
+        m = re.match(r'# \w+ label=.*\bnranks=(\d+)', line)
         if m:
             n = int(m.group(1))
         f = line.split()
-        if len(f) == 9 and f[0].isdigit():
+        if len(f) == 9 and f[0].isdigit() and all(is_number(x) for x in f[4:8]):
             s = int(f[0])
             rows[s] = dict(us=float(f[4]), bus=busbw(s, float(f[4]), n), check=f[8])
     return rows

@@ -4,7 +4,8 @@
 # them before a run of several minutes: bench/peers/tcpbw over loopback (the server and
 # the client count the same bytes; bad flags exit 2), hoop-bench as compare.sh runs it,
 # the Gloo and Open MPI peers on one 8-byte size when they are installed (each says why
-# it is skipped otherwise), and bench/compare_table.py reading all of their outputs.
+# it is skipped otherwise), and bench/compare_table.py reading all of their outputs, with
+# HOOP_DEBUG lines and a failed hoop run's hooprun summary among them.
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 BENCH=${top_builddir:-.}/bench/hoop-bench
 TCPBW=${top_builddir:-.}/bench/peers/tcpbw
@@ -30,8 +31,15 @@ assert_contains "$TMP/err" "-P"
 RAW=$TMP/raw
 mkdir -p "$RAW"
 echo "date: test" > "$RAW/meta.txt"
-"$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce --algo auto -z 2 -a 3 --show-algo -b 8 -e 8 \
-    -n 50 -w 5 -c 1 > "$RAW/lo_hoop_lat_r1.txt" 2>&1 || { cat "$RAW/lo_hoop_lat_r1.txt"; fail "hoop"; }
+# (HOOP_DEBUG=INFO: its lines share the file, as compare.sh keeps stderr with stdout)
+HOOP_DEBUG=INFO "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce --algo auto -z 2 -a 3 --show-algo \
+    -b 8 -e 8 -n 50 -w 5 -c 1 > "$RAW/lo_hoop_lat_r1.txt" 2>&1 || { cat "$RAW/lo_hoop_lat_r1.txt"; fail "hoop"; }
+# A line of 13 fields that starts with two integers but is no row.
+echo "8 2 float sum -1 stray words in place of the times and rates here" >> "$RAW/lo_hoop_lat_r1.txt"
+# Round 2's hoop run fails (as ALGO=bogus makes compare.sh's): its file holds only
+# stderr, hooprun's failure summary; the table still comes, with "-" for it.
+"$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce --algo bogus -b 8 -e 8 \
+    > "$RAW/lo_hoop_lat_r2.txt" 2>&1 && fail "--algo bogus ran"
 ran="hoop"
 if "$PYTHON" -c 'import torch.distributed' 2> /dev/null; then
     GLOO_SOCKET_IFNAME=lo MASTER_ADDR=127.0.0.1 timeout 120 "$PYTHON" "$PEERS/gloo_allreduce.py" \
@@ -55,7 +63,11 @@ else
 fi
 
 # compare_table.py: hoop's row has numbers and its algorithm; a peer that ran has its time.
-python3 "${top_srcdir:-.}/bench/compare_table.py" "$RAW" > "$TMP/table" || fail "compare_table.py"
+# (it died on the first HOOP_DEBUG or hooprun line: int('vm:28036:28038'))
+python3 "${top_srcdir:-.}/bench/compare_table.py" "$RAW" > "$TMP/table" 2> "$TMP/err" ||
+    { cat "$TMP/err"; fail "compare_table.py"; }
+grep -q '^| 2 | - | - | - | - | - | - |  |$' "$TMP/table" ||
+    { cat "$TMP/table"; fail "compare_table.py: the failed round 2 is not all '-'"; }
 row=$(grep '^| 1 |' "$TMP/table" | head -1)
 python3 - "$row" "$ran" <<'EOF' || { cat "$TMP/table"; fail "compare_table.py's latency row"; }
 import sys
