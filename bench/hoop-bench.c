@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -721,8 +722,18 @@ static void describe_knobs(bench_ctx *c)
              ifn && *ifn ? ifn : "(default)");
 }
 
+/* Do open files a and b name one file (the same device and inode: the same path, or one
+ * reached through a symlink or hard link)? */
+static int same_file(int a, int b)
+{
+    struct stat sa, sb;
+    return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
 /* Rank 0's report and its files (-J never overwrites: nccl-tests' .N probing). A file
- * that cannot be created is a bad flag, exit 2; a write that fails later exits 1. */
+ * that cannot be created, or -J and --csv naming one file, is a bad flag, exit 2; a
+ * write that fails later exits 1. */
 static int open_outputs(bench_ctx *c, int argc, char **argv)
 {
     bench_report *r = &c->rep;
@@ -753,6 +764,10 @@ static int open_outputs(bench_ctx *c, int argc, char **argv)
             close(fd);
             return bad_flag("--csv: fdopen: out of memory");
         }
+        if (r->json && same_file(fileno(r->json), fd))
+            return bad_flag("-J %s and --csv %s are the same file (both formats would be written "
+                            "into it): give each its own path",
+                            c->json_path, c->o.csv);
     }
     return 0;
 }

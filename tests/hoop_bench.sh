@@ -484,6 +484,13 @@ PMI_SIZE=4 PMI_RANK=1 PMIX_RANK=1 bad "PMI_SIZE=4: started by mpirun or mpiexec"
 OMPI_COMM_WORLD_SIZE=1 "$BENCH" allreduce -b 64 -e 64 -n 1 -w 0 > "$TMP/out1" 2>&1 ||
     { cat "$TMP/out1"; fail "OMPI_COMM_WORLD_SIZE=1: refused"; }
 assert_contains "$TMP/out1" "# hoop: world_size 1 "
+# -J and --csv naming one file, by the same path or through a symlink: refused naming
+# both (the two formats were written into one file, exit 0).
+bad "-J $TMP/same.json and --csv $TMP/same.json are the same file" \
+    allreduce -b 1K -e 1K -n 2 -J "$TMP/same.json" --csv "$TMP/same.json"
+ln -s same2.json "$TMP/same2.csv"
+bad "-J $TMP/same2.json and --csv $TMP/same2.csv are the same file" \
+    allreduce -b 1K -e 1K -n 2 -J "$TMP/same2.json" --csv "$TMP/same2.csv"
 bad "--algo ring" allreduce -a ring
 bad "-g 2" allreduce -g 2
 grep -q mpirun "$TMP/be" && fail "-g 2 suggests mpirun: $(cat "$TMP/be")"
