@@ -73,6 +73,7 @@ typedef struct bench_ctx {
     char dev[64];                       /* --device cuda: "cuda:0 NVIDIA H200, 139.8 GiB" */
     bench_report rep;
     char json_path[4096], knobs[512];
+    int json_made, csv_made; /* rank 0 created the -J / --csv file in this run */
     int stopped; /* the stop signal the ranks agreed on after a row (agree_row), 0 none */
 } bench_ctx;
 
@@ -751,9 +752,14 @@ static int open_outputs(bench_ctx *c, int argc, char **argv)
         if ((r->json = bench_open_new(c->o.json, c->json_path, sizeof(c->json_path))) == NULL)
             return bad_flag("-J: cannot create '%s': %s", c->json_path, hoop__strerror(errno));
         r->env.json_path = c->json_path;
+        c->json_made = 1; /* (bench_open_new creates, never opens what exists) */
     }
     if (c->o.csv) { /* (O_NONBLOCK: a FIFO nobody reads is refused, not waited on) */
-        int fd = hoop__open_output(c->o.csv, O_TRUNC);
+        /* Created here, or there before (then opened as it is: a FIFO, /dev/null, a file
+         * the user keeps)? Only a file this run created is removed on a refused start. */
+        int fd = hoop__open_output(c->o.csv, O_TRUNC | O_EXCL);
+        c->csv_made = fd >= 0;
+        if (fd < 0 && errno == EEXIST) fd = hoop__open_output(c->o.csv, O_TRUNC);
         if (fd < 0 && errno == ENXIO)
             return bad_flag("--csv: '%s' is a FIFO that no process reads; start its reader "
                             "first, or give a file",
@@ -819,6 +825,15 @@ static int setup(bench_ctx *c, int argc, char **argv)
     return 0;
 }
 
+/* A start refused (or failed) before rank 0 began its report: the output files this run
+ * created hold nothing and are removed (once closed), so that none is left empty and a
+ * rerun gets the same -J name (it got FILE.0). A file that was there before is left. */
+static void discard_outputs(const bench_ctx *c)
+{
+    if (c->json_made) (void)unlink(c->json_path);
+    if (c->csv_made) (void)unlink(c->o.csv);
+}
+
 /* Closes an output file (flag, path: for the message; err: the errno of a write that
  * failed before, 0 none): 1 after a line naming it when a write failed (a full disk,
  * /dev/full), else 0. */
@@ -860,6 +875,7 @@ int main(int argc, char **argv)
         setenv("HOOP_TIMEOUT", s, 1);
     }
     rc = setup(&ctx, argc, given);
+    int refused = rc != 0; /* before the report began: discard_outputs */
     if (rc == 0) catch_stop_signals();
     if (rc == 0) rc = sweep(&ctx);
     if (rc != 0) bench_report_fail(&ctx.rep, failure[0] ? failure : "the run failed");
@@ -879,6 +895,7 @@ int main(int argc, char **argv)
         rc = 1;
     if (ctx.rep.csv && close_output(ctx.rep.csv, "--csv", ctx.o.csv, ctx.rep.csv_errno) && rc == 0)
         rc = 1;
+    if (refused) discard_outputs(&ctx);
     if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) { /* > /dev/full */
         fprintf(stderr, "hoop-bench: writing the report to the standard output failed: %s\n",
                 hoop__strerror(errno ? errno : EIO));

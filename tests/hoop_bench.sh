@@ -213,6 +213,11 @@ for f in "-J $TMP/none/x.json" "--csv $TMP/none/x.csv"; do
         { cat "$TMP/out"; fail "$f: exit $rc, not 2"; }
     grep -q "^#" "$TMP/out" && fail "$f: the run started: $(cat "$TMP/out")"
 done
+# ... and a file it created before refusing is removed (-J was left empty, and a rerun
+# wrote FILE.0), but not one that was there before.
+"$BENCH" allreduce -b 8 -e 8 -n 1 -J "$TMP/made.json" --csv "$TMP/none/x.csv" > "$TMP/out" 2>&1
+rc=$?
+[ $rc = 2 ] && [ ! -e "$TMP/made.json" ] || { cat "$TMP/out"; fail "-J made.json left by a refused start (exit $rc)"; }
 # A --csv FIFO that nobody reads is refused (rank 0 blocked in its open until the others
 # timed out waiting for it).
 mkfifo "$TMP/csv.fifo"
@@ -234,13 +239,17 @@ rc=$?
 # a machine of 1 TiB; a sanitizer's allocator, which takes such a size for a bug of its
 # caller, is told to fail it as malloc does)
 kb=$(awk '/^(MemTotal|SwapTotal):/ { t += $2 } END { print t }' /proc/meminfo)
+echo keep > "$TMP/kept.csv"
 if [ "$(cat /proc/sys/vm/overcommit_memory)" != 1 ] && [ "$kb" -lt $((512 << 20)) ]; then
     ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1" \
         TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}allocator_may_return_null=1" \
-        timeout -s KILL 60 "$BENCH" allreduce -b 1T -e 1T -n 1 > "$TMP/out" 2>&1
+        timeout -s KILL 60 "$BENCH" allreduce -b 1T -e 1T -n 1 -J "$TMP/made1t.json" \
+        --csv "$TMP/kept.csv" > "$TMP/out" 2>&1
     rc=$?
     [ $rc = 2 ] && grep -q "bytes of buffers for -e 1099511627776 bytes: give a smaller -e" "$TMP/out" ||
         { cat "$TMP/out"; fail "-e 1T: exit $rc, not 2"; }
+    # (the -J file it made is removed; the --csv file that was there is not)
+    [ ! -e "$TMP/made1t.json" ] && [ -e "$TMP/kept.csv" ] || fail "-e 1T: -J left, or --csv removed"
 fi
 # ... -R 1 too, whose shared memory (a memfd, reserved at once) woke the OOM killer: its
 # size is held against the memory left (any overcommit setting).
@@ -488,6 +497,7 @@ assert_contains "$TMP/out1" "# hoop: world_size 1 "
 # both (the two formats were written into one file, exit 0).
 bad "-J $TMP/same.json and --csv $TMP/same.json are the same file" \
     allreduce -b 1K -e 1K -n 2 -J "$TMP/same.json" --csv "$TMP/same.json"
+[ ! -e "$TMP/same.json" ] || fail "-J --csv one file: $TMP/same.json left"
 ln -s same2.json "$TMP/same2.csv"
 bad "-J $TMP/same2.json and --csv $TMP/same2.csv are the same file" \
     allreduce -b 1K -e 1K -n 2 -J "$TMP/same2.json" --csv "$TMP/same2.csv"
