@@ -131,7 +131,8 @@ static const char usage[] =
                     "failed collective, or a write to the output or a file (-J, --csv) that\n"
                     "failed (a full disk); 2 bad flags or environment, an output file that\n"
                     "cannot be created at start, or buffers for -e that do not fit in memory;\n"
-                    "128 + N after signal N (130 SIGINT, 143 SIGTERM).\n";
+                    "128 + N after signal N (130 SIGINT, 143 SIGTERM), except that wrong\n"
+                    "results exit 1 even when a signal stopped the run.\n";
 
 const char *bench_usage(void)
 {

@@ -16,17 +16,17 @@
  * times and wrong counts through rank 0's store (agree_row), never through the
  * collectives under test, as nccl-tests does through MPI. -N repeats the sweep;
  * -d all / -o all run it for every type / op. Rank 0 prints (bench_report.c); a wrong
- * element makes the exit code 1, bad flags or environment 2. --device cuda: the calls
- * get device buffers (the CUDA backend's allocator, on the rank's GPU; with -R,
- * hoop_comm_alloc_shared_cuda's, which the ranks map through CUDA IPC), data goes there
- * from pinned host mirrors before each untimed call and comes back for each check, and
- * each row adds the pinned host<->device copy rates at its size. -G N (nccl-tests'
- * cudaGraphLaunches): the timed loop's calls, in their stream form on a stream of the
- * rank's, are captured into a CUDA graph that is launched N times (time per call = the
- * launches' time / (n x m x N)), and each check replays a graph of one captured call. Without
- * MASTER_ADDR and WORLD_SIZE it runs alone (world_size 1). SIGINT and SIGTERM stop every rank
- * after the same row, and rank 0 ends its report and files. Single-threaded (but for the
- * signal flag); owns its comm, buffers and output files.
+ * element makes the exit code 1 (a stop signal's too), bad flags or environment 2.
+ * --device cuda: the calls get device buffers (the CUDA backend's allocator, on the
+ * rank's GPU; with -R, hoop_comm_alloc_shared_cuda's, which the ranks map through CUDA
+ * IPC), data goes there from pinned host mirrors before each untimed call and comes back
+ * for each check, and each row adds the pinned host<->device copy rates at its size.
+ * -G N (nccl-tests' cudaGraphLaunches): the timed loop's calls, in their stream form on a
+ * stream of the rank's, are captured into a CUDA graph that is launched N times (time per
+ * call = the launches' time / (n x m x N)), and each check replays a graph of one captured
+ * call. Without MASTER_ADDR and WORLD_SIZE it runs alone (world_size 1). SIGINT and SIGTERM
+ * stop every rank after the same row, and rank 0 ends its report and files.
+ * Single-threaded (but for the signal flag); owns its comm, buffers and output files.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -74,7 +74,8 @@ typedef struct bench_ctx {
     bench_report rep;
     char json_path[4096], knobs[512];
     int json_made, csv_made; /* rank 0 created the -J / --csv file in this run */
-    int stopped; /* the stop signal the ranks agreed on after a row (agree_row), 0 none */
+    int stopped;          /* the stop signal the ranks agreed on after a row (agree_row), 0 none */
+    int64_t wrong_checks; /* checks that found wrong values, summed over rows (every rank) */
 } bench_ctx;
 
 // ----- stop signals ------------------------------------------------------------------
@@ -503,6 +504,7 @@ static int run_size(bench_ctx *c, size_t size)
     share.stop = hoop__stop_requested();
     if ((st = agree_row(c, &share, &row, &c->stopped)) != HOOP_OK)
         return failed(c, "agreeing on the row's figures (through rank 0's store)", st);
+    c->wrong_checks += row.errors[0] + row.errors[1];
     if (c->bc.rank == 0) bench_report_row(&c->rep, &row);
     return 0;
 }
@@ -558,7 +560,9 @@ static int sweep(bench_ctx *c)
     hoop_status st;
     if (rc == 0 && c->bc.world_size > 1 && (st = hoop_barrier(c->comm, NULL)) != HOOP_OK)
         rc = failed(c, "the closing barrier", st);
-    if (rc == 0 && c->stopped) rc = 128 + c->stopped;
+    /* Stopped: 128 + the signal, unless a row had wrong values: those exit 1 on every
+     * rank, stopped or not (a stop must not hide what the run is for). */
+    if (rc == 0 && c->stopped) rc = c->wrong_checks ? 1 : 128 + c->stopped;
     if ((rc != 0 && !c->stopped) || c->bc.rank != 0) return rc;
     char note[96];
     if (c->stopped) {

@@ -446,6 +446,32 @@ awk '/^ *[0-9]/ { rows++; if ($9 != 8192 || $13 != 0) bad = 1 } END { exit bad |
 assert_contains "$TMP/rows" "# Out of bounds values : 1 FAILED"
 assert_contains "$TMP/out" "hoop-bench: wrong results: 1 failed check"
 
+# ... and a stop does not hide it: the same corruption in the first row of an endless
+# sweep (-N 0), the ranks started by hand, rank 0 sent SIGINT: both stop after the same
+# row and exit 1, not 130 (the stop's code won), rank 0 saying both.
+port=$((20000 + RANDOM % 12000))
+( HOOP_TEST_FAULT=1:all_gather:4:CORRUPT MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=1 \
+    WORLD_SIZE=2 HOOP_TOKEN=t exec timeout 60 "$BENCH" allreduce -b 64K -e 64K -w 0 -n 1 -c 1 \
+    -N 0 > "$TMP/r1" 2>&1 ) &
+r1=$!
+( HOOP_TEST_FAULT=1:all_gather:4:CORRUPT MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 \
+    WORLD_SIZE=2 HOOP_TOKEN=t exec timeout 60 "$BENCH" allreduce -b 64K -e 64K -w 0 -n 1 -c 1 \
+    -N 0 > "$TMP/r0" 2>&1 ) &
+r0=$!
+for _ in $(seq 400); do
+    [ "$(grep -c '^ *65536 ' "$TMP/r0")" -ge 3 ] && break
+    sleep 0.05
+done
+kill -INT $r0
+wait $r0
+rc0=$?
+wait $r1
+rc1=$?
+[ $rc0 = 1 ] && [ $rc1 = 1 ] || { cat "$TMP/r0" "$TMP/r1"; fail "wrong values, then SIGINT: exits $rc0 / $rc1, not 1 / 1"; }
+assert_contains "$TMP/r0" "# hoop: stopped by SIGINT after "
+assert_contains "$TMP/r0" "# Out of bounds values : 1 FAILED"
+assert_contains "$TMP/r0" "hoop-bench: wrong results: 1 failed check"
+
 # NCCL_TESTS_MIN_BW, nccl-tests' CI gate: an average busbw below 0.9 x the value fails the
 # run (FAILED in the footer, a line on stderr, exit 1); at or above it, OK and exit 0.
 NCCL_TESTS_MIN_BW=100000 "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce -b 64 -e 64 \
