@@ -105,7 +105,7 @@ static const char usage[] =
                     "                         row's size, measured in the same run\n"
                     "  --json FILE            the same as -J FILE\n"
                     "  --csv FILE             also write the results as CSV (rank 0; overwritten;\n"
-                    "                         not -J's file)\n"
+                    "                         not -J's file; #wrong is empty with -c 0)\n"
                     "  --help, --version      print this text, or hoop-bench's version, and exit\n"
                     "\n"
                     "Output: nccl-tests' lines (rank 0 only): the header, a Rank/Pid/host table, "

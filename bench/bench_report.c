@@ -406,9 +406,10 @@ static void csv_row(bench_report *r, const bench_result *row, const char *redop,
 {
     fprintf(r->csv, "%s,%d,%zu,%zu,%s,%s,%d", bench_coll_name(r->o->coll), r->env.world_size,
             row->bytes, row->count, bench_nccl_type_name(row->dtype), redop, root);
-    for (int p = 0; p < 2; p++)
-        fprintf(r->csv, ",%.3f,%.6f,%.6f,%" PRId64, row->time_us[p], row->algbw[p], row->busbw[p],
-                row->wrong[p]);
+    for (int p = 0; p < 2; p++) { /* #wrong without a check (-c 0): empty, CSV's null */
+        fprintf(r->csv, ",%.3f,%.6f,%.6f,", row->time_us[p], row->algbw[p], row->busbw[p]);
+        if (row->wrong[p] >= 0) fprintf(r->csv, "%" PRId64, row->wrong[p]);
+    }
     fprintf(r->csv, ",%s", row->algo ? row->algo : r->env.algo);
     if (r->o->device) fprintf(r->csv, ",%.6f,%.6f", row->h2d, row->d2h);
     fprintf(r->csv, "\n");

@@ -131,7 +131,7 @@ strip "$TMP/out" | awk '!/^#/ && NF { print $3, $4 }' > "$TMP/pairs"
     { cat "$TMP/pairs"; fail "-d all -o all: order"; }
 grep -q "int32 avg" "$TMP/pairs" && fail "-o all ran avg on int32"
 "$HOOPRUN" --nproc-per-node 2 "$BENCH" allgather -b 1K -e 3K -i 1K -N 2 -n 1 -w 0 -c 0 -z 1 \
-    -J "$TMP/n2.json" > "$TMP/out" 2>&1 || { cat "$TMP/out"; fail "-N 2 -i 1K -c 0"; }
+    -J "$TMP/n2.json" --csv "$TMP/n2.csv" > "$TMP/out" 2>&1 || { cat "$TMP/out"; fail "-N 2 -i 1K -c 0"; }
 strip "$TMP/out" > "$TMP/rows"
 [ "$(awk '!/^#/ && NF { print $1 }' "$TMP/rows" | tr '\n' ' ')" = "1024 2048 3072 1024 2048 3072 " ] ||
     { cat "$TMP/rows"; fail "-N 2 -i 1K: sizes"; }
@@ -139,13 +139,17 @@ strip "$TMP/out" > "$TMP/rows"
     fail "-c 0: #wrong is not N/A"
 assert_contains "$TMP/rows" "# Blocking Enabled: wait for completion and barrier after each"
 assert_contains "$TMP/rows" "step: 1024(bytes)"
-python3 - "$TMP/all.json" "$TMP/n2.json" <<'EOF' || fail "-d all / -c 0 JSON"
-import json, sys
+# (-c 0's #wrong in the CSV: an empty field, CSV's null; it was -1)
+python3 - "$TMP/all.json" "$TMP/n2.json" "$TMP/n2.csv" <<'EOF' || fail "-d all / -c 0 JSON, CSV"
+import csv, json, sys
 a = json.load(open(sys.argv[1]))
 assert len(a["results"]) == 32 and a["results"][0]["type"] == "uint8", a["results"][0]
 b = json.load(open(sys.argv[2]))
 assert b["config"]["step_bytes"] == 1024 and b["config"]["blocking_collectives"] == "true", b
 assert all(r[p]["nwrong"] is None for r in b["results"] for p in ("out_of_place", "in_place"))
+c = list(csv.DictReader(open(sys.argv[3])))
+assert len(c) == 6 and all(r["oop_wrong"] == "" and r["ip_wrong"] == "" for r in c), c
+assert all(float(r["oop_time_us"]) > 0 and r["algo"] for r in c), c
 EOF
 
 # -r all (nccl-tests'): the sweep once per root, each row naming its root, every call
