@@ -5,6 +5,7 @@
 #
 #   bench/compare.sh [BUILD_DIR]        (default BUILD_DIR: the repository itself, as the
 #                                        README's Quick start builds in place)
+#   bench/compare.sh --help             (this text)
 #
 # The peers are in the tree: bench/peers/gloo_allreduce.py (Gloo through Debian's
 # PyTorch 1.13), bench/peers/mpi_allreduce.c (Open MPI, built here with mpicc),
@@ -29,24 +30,64 @@
 #      over shared memory vs MPI's vader BTL, Gloo staying on TCP)
 #      PYTHON=/usr/bin/python3 (the one with torch)  MPICC=mpicc  MPIRUN=mpirun  LINK_SECS=5
 #      HOOP_CHUNK_BYTES / HOOP_TCP_NSOCKS pass through to hoop.
+# A bad value of these, or a BUILD_DIR that is not a directory, exits 2 naming it before
+# anything runs.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
+
+# refuse MESSAGE: bad arguments or environment: one line, exit 2, before anything runs.
+refuse() {
+    echo "compare.sh: $1" >&2
+    exit 2
+}
+case ${1:-} in
+-h | --help)
+    echo "Usage: $0 [BUILD_DIR]"
+    sed -n '3,/^set -euo pipefail$/{/^#/s/^# \{0,1\}//p}' "$0"
+    exit 0
+    ;;
+-*) refuse "unknown option '$1' (the one argument is BUILD_DIR; see --help)" ;;
+esac
+[ $# -le 1 ] || refuse "unexpected argument '$2' (the one argument is BUILD_DIR; see --help)"
+PYTHON=${PYTHON:-/usr/bin/python3}
+ROUNDS=${ROUNDS:-2}
+ALGO=${ALGO:-auto}
+LINK_SECS=${LINK_SECS:-5}
+[[ $ROUNDS =~ ^[1-9][0-9]{0,3}$ ]] || refuse "ROUNDS='$ROUNDS' is not a number of rounds (1 to 9999)"
+[[ $LINK_SECS =~ ^[0-9]{1,4}(\.[0-9]+)?$ ]] && [[ ! $LINK_SECS =~ ^0+(\.0*)?$ ]] ||
+    refuse "LINK_SECS='$LINK_SECS' is not a number of seconds above 0 (e.g. 5 or 0.5)"
+case $ALGO in
+auto | ring | rd | rhd) ;;
+*) refuse "ALGO='$ALGO' is not one of auto ring rd rhd (direct needs shared buffers, -R 1,\
+ which compare.sh does not ask for)" ;;
+esac
+case ${LO_TRANSPORT:-tcp} in
+tcp | shm) ;;
+*) refuse "LO_TRANSPORT='$LO_TRANSPORT' is not tcp or shm" ;;
+esac
+for v in SKIP_LO SKIP_NETNS; do
+    case ${!v:-0} in
+    0 | 1) ;;
+    *) refuse "$v='${!v}' is not 0 or 1" ;;
+    esac
+done
+command -v "$PYTHON" > /dev/null || refuse "PYTHON='$PYTHON' is not a program (it runs the tables)"
+[ -d "${1:-$top}" ] || refuse "BUILD_DIR '$1' is not a directory"
 BUILD=$(cd "${1:-$top}" && pwd)
 HOOPRUN=$BUILD/tools/hooprun
 BENCH=$BUILD/bench/hoop-bench
 TCPBW=$BUILD/bench/peers/tcpbw
 RING=$here/peers/netns_ring.sh
-PYTHON=${PYTHON:-/usr/bin/python3}
-ROUNDS=${ROUNDS:-2}
-ALGO=${ALGO:-auto}
-LINK_SECS=${LINK_SECS:-5}
 [ -x "$HOOPRUN" ] && [ -x "$BENCH" ] && [ -x "$TCPBW" ] ||
     { echo "compare.sh: build hoop first (make in $BUILD)" >&2; exit 2; }
 
 WORK=$(mktemp -d /tmp/hoop-compare.XXXXXX)
 OUT=${OUT:-$WORK/raw}
-mkdir -p "$OUT"
+if ! mkdir -p "$OUT" 2> /dev/null || [ ! -w "$OUT" ]; then
+    rmdir "$WORK"
+    refuse "OUT='$OUT' cannot be made a writable directory"
+fi
 KINDS=hoop
 if "$PYTHON" -c 'import torch.distributed' 2> /dev/null; then
     KINDS="$KINDS gloo"
@@ -76,6 +117,7 @@ cleanup() {
     for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2> /dev/null || true; done
     [ "$NETNS_UP" = 1 ] && "$RING" down || true
     rm -f "$MPI_BIN" # the raw outputs stay in OUT
+    rmdir "$WORK" 2> /dev/null || true # (empty when OUT was given elsewhere)
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

@@ -4,8 +4,9 @@
 # them before a run of several minutes: bench/peers/tcpbw over loopback (the server and
 # the client count the same bytes; bad flags exit 2), hoop-bench as compare.sh runs it,
 # the Gloo and Open MPI peers on one 8-byte size when they are installed (each says why
-# it is skipped otherwise), and bench/compare_table.py reading all of their outputs, with
-# HOOP_DEBUG lines and a failed hoop run's hooprun summary among them.
+# it is skipped otherwise), bench/compare_table.py reading all of their outputs, with
+# HOOP_DEBUG lines and a failed hoop run's hooprun summary among them, and compare.sh's
+# --help and refusals of bad input (nothing heavier: the comparison takes minutes).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 BENCH=${top_builddir:-.}/bench/hoop-bench
 TCPBW=${top_builddir:-.}/bench/peers/tcpbw
@@ -76,4 +77,32 @@ ran = sys.argv[2].split()
 assert float(cells[1]) > 0 and float(cells[2]) > 0 and cells[7] in ("rd", "ring", "rhd"), cells
 assert (cells[3] != '-') == ("gloo" in ran) and (cells[4] != '-') == ("mpi" in ran), cells
 EOF
+# compare.sh's own input, checked before anything runs (SKIP_LO and SKIP_NETNS keep a
+# run light should a check let one through): --help prints its usage, exit 0 (it exited
+# 2 saying nothing); a bad value or BUILD_DIR exits 2 with one line naming it (ROUNDS=abc
+# was a seq error and an empty comparison, exit 0; /nonexistent bash's cd error).
+COMPARE=${top_srcdir:-.}/bench/compare.sh
+"$COMPARE" --help > "$TMP/out" 2>&1 || { cat "$TMP/out"; fail "compare.sh --help exited $?"; }
+assert_contains "$TMP/out" "Usage: $COMPARE [BUILD_DIR]"
+assert_contains "$TMP/out" "env: ROUNDS=2"
+refused() { # FRAGMENT ENV... -- ARGS...: compare.sh exits 2 with one line holding FRAGMENT
+    local frag=$1 envs=()
+    shift
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    env SKIP_LO=1 SKIP_NETNS=1 OUT="$TMP/cmp" "${envs[@]}" "$COMPARE" "$@" > "$TMP/out" 2>&1
+    local rc=$?
+    [ $rc = 2 ] && [ "$(wc -l < "$TMP/out")" = 1 ] && grep -qF -- "compare.sh: $frag" "$TMP/out" ||
+        { cat "$TMP/out"; fail "compare.sh ${envs[*]} $*: exit $rc, not 2 with one line '$frag'"; }
+}
+refused "ROUNDS='abc' is not a number of rounds" ROUNDS=abc --
+refused "ROUNDS='0' is not a number of rounds" ROUNDS=0 --
+refused "LINK_SECS='1s' is not a number of seconds" LINK_SECS=1s --
+refused "ALGO='bogus' is not one of auto ring rd rhd" ALGO=bogus --
+refused "LO_TRANSPORT='ib' is not tcp or shm" LO_TRANSPORT=ib --
+refused "SKIP_LO='yes' is not 0 or 1" SKIP_LO=yes --
+refused "PYTHON='$TMP/nopython' is not a program" PYTHON="$TMP/nopython" --
+refused "BUILD_DIR '$TMP/none' is not a directory" -- "$TMP/none"
+refused "unknown option '-x'" -- -x
+[ ! -e "$TMP/cmp" ] || fail "compare.sh made OUT before refusing"
 echo "PASS (ran: $ran)"
