@@ -80,21 +80,40 @@ typedef struct bench_ctx {
 
 // ----- stop signals ------------------------------------------------------------------
 
+/* Whether this process says that it took a stop signal: rank 0 (a world of one too);
+ * set before the handler is installed. */
+static volatile sig_atomic_t stop_talks;
+
 /* The first SIGINT or SIGTERM (hoop__stop_requested). The ranks agree on it after each
  * row and stop after the same row, so that rank 0 closes its report and files (-N 0 runs
- * until stopped). Its copies (timeout(1), Slurm and hooprun each sending it) are the same
+ * until stopped); rank 0 says so at once, since a row may take long (or never end: a
+ * stopped peer). Its copies (timeout(1), Slurm and hooprun each sending it) are the same
  * request; only a later one stops at once. */
 static void on_stop_signal(int sig)
 {
-    if (hoop__stop_request(sig) == HOOP__STOP_AGAIN) {
+    static const char int_line[] =
+        "hoop-bench: stopping after this row (SIGINT); send it again to stop now\n";
+    static const char term_line[] =
+        "hoop-bench: stopping after this row (SIGTERM); send it again to stop now\n";
+    int kind = hoop__stop_request(sig);
+    if (kind == HOOP__STOP_FIRST && stop_talks) { /* write(2): async-signal-safe */
+        int saved = errno;
+        ssize_t n = sig == SIGINT ? write(STDERR_FILENO, int_line, sizeof(int_line) - 1)
+                                  : write(STDERR_FILENO, term_line, sizeof(term_line) - 1);
+        (void)n;
+        errno = saved;
+    }
+    if (kind == HOOP__STOP_AGAIN) {
         signal(sig, SIG_DFL); /* a second one: stop now, as the default would */
         raise(sig);
     }
 }
 
-/* From the sweep on; before, the default effect: there is nothing to close. */
-static void catch_stop_signals(void)
+/* From the sweep on; before, the default effect: there is nothing to close. rank: this
+ * process's (only rank 0 talks). */
+static void catch_stop_signals(int rank)
 {
+    stop_talks = rank == 0;
     struct sigaction sa = {.sa_handler = on_stop_signal, .sa_flags = SA_RESTART};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
@@ -880,7 +899,7 @@ int main(int argc, char **argv)
     }
     rc = setup(&ctx, argc, given);
     int refused = rc != 0; /* before the report began: discard_outputs */
-    if (rc == 0) catch_stop_signals();
+    if (rc == 0) catch_stop_signals(ctx.bc.rank);
     if (rc == 0) rc = sweep(&ctx);
     if (rc != 0) bench_report_fail(&ctx.rep, failure[0] ? failure : "the run failed");
     if (ctx.o.reg && ctx.comm && ctx.o.device) { /* collective: every rank gets here */

@@ -403,6 +403,9 @@ wait $pid
 rc=$?
 [ "$rc" = 130 ] || { cat "$TMP/out"; fail "SIGINT during -N 0: exit $rc, not 130"; }
 strip "$TMP/out" > "$TMP/rows"
+# (rank 0 says at once that it stops after the row, and how to stop now; it said nothing
+# while a row went on, or hung on a stopped peer)
+once "$TMP/rows" "hoop-bench: stopping after this row (SIGINT); send it again to stop now"
 rows=$(grep -c '^ *[0-9]' "$TMP/rows")
 assert_contains "$TMP/rows" "# hoop: stopped by SIGINT after $rows rows"
 assert_contains "$TMP/rows" "# Out of bounds values : 0 OK"
@@ -432,6 +435,7 @@ wait $pid
 rc=$?
 [ "$rc" = 143 ] || { cat "$TMP/out"; fail "SIGTERM twice during -N 0: exit $rc, not 143"; }
 assert_contains "$TMP/out" "# hoop: stopped by SIGTERM after "
+once "$TMP/out" "hoop-bench: stopping after this row (SIGTERM); send it again to stop now"
 python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$TMP/term.json" ||
     { cat "$TMP/out"; fail "SIGTERM twice: -J is not JSON"; }
 
