@@ -5,7 +5,7 @@
  * options as long options, and the names nccl-tests prints.
  *
  * Where hoop cannot do what a flag asks (-g or -t above 1, -G on host buffers, a
- * datatype hoop lacks, -C 1 and nccl-tests' other report switches, NCCL's kernel
+ * collective or datatype hoop lacks, -C 1 and nccl-tests' other report switches, NCCL's kernel
  * settings -x -D -V) the parse fails with one line that names the flag and says what to
  * do instead; nothing is silently ignored. nccl-tests' newer flags (its current
  * common.cu and README): -T is taken (as HOOP_TIMEOUT), and so is -r all; -C, -S, -M and
@@ -491,6 +491,11 @@ static void set_defaults(bench_opts *o)
                       .min_bw = -1};
 }
 
+/* nccl-tests' tests of collectives hoop has not (their names without _perf): refused as
+ * such, as a datatype hoop lacks is, not as an unknown word. */
+static const char *const lacking_colls[] = {"alltoall", "sendrecv", "gather", "scatter",
+                                            "hypercube"};
+
 /* The collective: the one argument that is not an option. */
 static int parse_positional(parse_ctx *p, int argc, char **argv)
 {
@@ -498,6 +503,15 @@ static int parse_positional(parse_ctx *p, int argc, char **argv)
         return bad(p, "missing the collective (allreduce broadcast reduce allgather "
                       "reducescatter; see hoop-bench --help)");
     if (optind + 1 < argc) return bad(p, "unexpected argument '%s'", argv[optind + 1]);
+    const char *a = argv[optind];
+    for (size_t i = 0; i < sizeof(lacking_colls) / sizeof(lacking_colls[0]); i++) {
+        size_t n = strlen(lacking_colls[i]);
+        if (strncmp(a, lacking_colls[i], n) == 0 && (a[n] == '\0' || strcmp(a + n, "_perf") == 0))
+            return bad(p,
+                       "hoop has no %s (nccl-tests' %s_perf); hoop-bench runs allreduce, "
+                       "broadcast, reduce, allgather, reducescatter",
+                       lacking_colls[i], lacking_colls[i]);
+    }
     if ((p->o->coll = coll_from_arg(argv[optind])) == BENCH_COLL_COUNT_)
         return bad(p,
                    "unknown collective '%s' (allreduce broadcast reduce allgather "

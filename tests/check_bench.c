@@ -377,7 +377,17 @@ START_TEST(test_parse_refusals)
         {"allreduce -b 1T -e 2T", "-e=2T is out of range", NULL},
         {"allreduce --bogus", "--bogus", NULL},
         {"allreduce -n", "-n needs a value", NULL},
-        {"gather", "unknown collective 'gather'", NULL},
+        /* nccl-tests' collectives hoop lacks: named as such, as a type hoop lacks (they
+         * were an "unknown collective") */
+        {"gather", "hoop has no gather (nccl-tests' gather_perf)", "allgather"},
+        {"alltoall", "hoop has no alltoall (nccl-tests' alltoall_perf)",
+         "hoop-bench runs allreduce, broadcast, reduce, allgather, reducescatter"},
+        {"alltoall_perf", "hoop has no alltoall", NULL},
+        {"sendrecv_perf", "hoop has no sendrecv (nccl-tests' sendrecv_perf)", NULL},
+        {"scatter", "hoop has no scatter", NULL},
+        {"hypercube_perf", "hoop has no hypercube", NULL},
+        {"gatherx", "unknown collective 'gatherx'", NULL},
+        {"bogus", "unknown collective 'bogus'", NULL},
         {"allreduce reduce", "unexpected argument 'reduce'", NULL},
         {"-b 8", "missing the collective", NULL},
         /* nccl-tests' newer flags that hoop cannot honour: what to do instead (they were

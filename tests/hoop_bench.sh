@@ -543,7 +543,8 @@ bad "-z 0 with -G" allreduce --device cuda -G 1 -z 1
 bad "hoop has no int8" allreduce -d int8
 bad ".json" allreduce -J out.csv
 bad "-n needs" allreduce -n
-bad "gather" gather
+bad "hoop has no gather (nccl-tests' gather_perf); hoop-bench runs allreduce" gather
+bad "hoop has no alltoall (nccl-tests' alltoall_perf)" alltoall_perf -b 8
 bad "collective"
 bad "-r 2" broadcast -r 2
 bad "--device: unknown device 'gpu'" allreduce --device gpu
