@@ -388,16 +388,21 @@ else
     echo "SKIP (part): --device cuda: TEST_CUDA_HX_BACKEND is not built (make check sets it)"
 fi
 
+# wait_rows FILE SIZE N: waits (at most 20 s) until FILE holds N rows of SIZE bytes.
+wait_rows() {
+    for _ in $(seq 400); do
+        [ "$(grep -c "^ *$2 " "$1")" -ge "$3" ] && return
+        sleep 0.05
+    done
+}
+
 # SIGINT to hooprun during an endless sweep (-N 0): every rank stops after the same row,
 # rank 0 ends the report with "# hoop: stopped by SIGINT after N rows" and the footer,
 # the JSON parses with its N rows and the stop in "errors", the CSV holds N rows, exit 130.
 "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce -b 64K -e 256K -f 2 -n 2 -N 0 \
     -J "$TMP/int.json" --csv "$TMP/int.csv" > "$TMP/out" 2>&1 &
 pid=$!
-for _ in $(seq 200); do
-    [ "$(grep -c '^ *262144 ' "$TMP/out")" -ge 2 ] && break
-    sleep 0.05
-done
+wait_rows "$TMP/out" 262144 2
 kill -INT $pid
 wait $pid
 rc=$?
@@ -424,10 +429,7 @@ EOF
 # of 16 MiB copies takes about a second).
 "$BENCH" allreduce -b 16M -e 16M -n 100 -w 0 -N 0 -J "$TMP/term.json" > "$TMP/out" 2>&1 &
 pid=$!
-for _ in $(seq 200); do
-    [ "$(grep -c '^ *16777216 ' "$TMP/out")" -ge 1 ] && break
-    sleep 0.05
-done
+wait_rows "$TMP/out" 16777216 1
 kill -TERM $pid
 sleep 0.05
 kill -TERM $pid
@@ -466,10 +468,7 @@ r1=$!
     WORLD_SIZE=2 HOOP_TOKEN=t exec timeout 60 "$BENCH" allreduce -b 64K -e 64K -w 0 -n 1 -c 1 \
     -N 0 > "$TMP/r0" 2>&1 ) &
 r0=$!
-for _ in $(seq 400); do
-    [ "$(grep -c '^ *65536 ' "$TMP/r0")" -ge 3 ] && break
-    sleep 0.05
-done
+wait_rows "$TMP/r0" 65536 3
 kill -INT $r0
 wait $r0
 rc0=$?
