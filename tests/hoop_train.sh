@@ -333,6 +333,16 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2
         echo "FAIL: an unreadable --data file: exit $rc: $(cat "$tmp/out")"
         fail=1
     fi
+    mkdir "$pub/closed" && chmod 0700 "$pub/closed" # root's: nobody may not search it
+    as_nobody --data "$pub/closed" --train-limit 256 --epochs 1 >"$tmp/out" 2>&1
+    rc=$?
+    if grep -qF "closed: cannot look for train-images-idx3-ubyte(.gz) in it: Permission denied" \
+        "$tmp/out" && [ $rc = 2 ]; then
+        echo "ok: a --data directory nobody may search: exit 2, saying so"
+    else # (it said the files did not exist)
+        echo "FAIL: a --data directory nobody may search: exit $rc: $(cat "$tmp/out")"
+        fail=1
+    fi
     rm -rf "$pub"
 else
     echo "skip: unreadable inputs (needs root, setpriv and the user nobody)"
@@ -342,10 +352,19 @@ fi
 # the share of the cores, as hooprun's own OMP_NUM_THREADS=1 is: cores / 2).
 hooprun="${top_builddir:-.}/tools/hooprun"
 cores=$(nproc)
-for omp in 2 -; do
+# A HOOP_OMP_DEFAULT=1 of the user's is not believed (hooprun's own mark), and under
+# --bind core a user's OMP_NUM_THREADS above the CPUs of a worker's block is said.
+for omp in 2 - user-mark; do
     want=$omp
     [ "$omp" = - ] && want=$((cores / 2 > 1 ? cores / 2 : 1))
-    if [ "$omp" = - ]; then set -- env -u OMP_NUM_THREADS; else set -- env OMP_NUM_THREADS=$omp; fi
+    [ "$omp" = user-mark ] && want=2
+    if [ "$omp" = - ]; then
+        set -- env -u OMP_NUM_THREADS
+    elif [ "$omp" = user-mark ]; then
+        set -- env OMP_NUM_THREADS=2 HOOP_OMP_DEFAULT=1
+    else
+        set -- env OMP_NUM_THREADS=$omp
+    fi
     "$@" "$hooprun" --nproc-per-node 2 --bind none "$bin" --data "$tmp/data" --train-limit 256 --bench-steps 1 \
         --bench-warmup 0 >"$tmp/omp.out" 2>&1
     if grep -q "\"world_size\":2,\"threads\":$want," "$tmp/omp.out"; then
@@ -355,6 +374,17 @@ for omp in 2 -; do
         fail=1
     fi
 done
+if [ "$cores" -lt 4 ]; then # 2 workers bound to blocks of 1 CPU each
+    OMP_NUM_THREADS=2 "$hooprun" --nproc-per-node 2 "$bin" --data "$tmp/data" --train-limit 256 \
+        --bench-steps 1 --bench-warmup 0 >"$tmp/omp.out" 2>&1
+    if grep -qF "hoop-train: OMP_NUM_THREADS=2: this OpenBLAS runs at most 1 threads here" \
+        "$tmp/omp.out"; then
+        echo "ok: OMP_NUM_THREADS=2 under --bind core with 1 CPU a worker: said"
+    else
+        echo "FAIL: OMP_NUM_THREADS=2 under --bind core: not said: $(cat "$tmp/omp.out")"
+        fail=1
+    fi
+fi
 
 # --device auto without a CUDA backend: trains on the cpu; the first line says so and why.
 # shellcheck disable=SC2086

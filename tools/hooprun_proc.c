@@ -206,9 +206,11 @@ static void worker_ended(supervisor *s, worker *w, int status, int64_t now)
         if (WIFSIGNALED(status)) s->usr_killed = 1;
         if (!s->usr_forwarded && !s->stop_at_ns && !s->stopping && workers_left(s) > 0) {
             fprintf(stderr,
-                    "hooprun: rank %d stopped with exit %d (128 + %s, a preemption?); the others "
-                    "get %d s to stop alike\n",
-                    w->rank, code, strsignal(code - 128), USR_SETTLE_MS / 1000);
+                    "hooprun: rank %d %s %d (128 + %s, a preemption?); the others get %d s to "
+                    "stop alike\n",
+                    w->rank,
+                    WIFSIGNALED(status) ? "was killed by its signal: code" : "stopped with exit",
+                    code, strsignal(code - 128), USR_SETTLE_MS / 1000);
             s->stop_at_ns = now + USR_SETTLE_MS * 1000000LL;
         }
         return;
@@ -400,6 +402,8 @@ static void set_worker_env(const hooprun_plan *p, const hoop_launch_ids *ids)
     if (p->nproc_per_node > 1 && getenv("OMP_NUM_THREADS") == NULL) {
         setenv("OMP_NUM_THREADS", "1", 1);
         setenv("HOOP_OMP_DEFAULT", "1", 1);
+    } else {
+        unsetenv("HOOP_OMP_DEFAULT"); /* only hooprun says that: a user's would be believed */
     }
 }
 

@@ -7,6 +7,7 @@
  * and costs a vectorised loop per sample. Read-only after load, hence thread-safe for
  * any number of readers.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +119,9 @@ static hoop_status dataset_path(char *buf, size_t len, const char *dir, const ch
     if (stat(buf, &sb) == 0) return HOOP_OK;
     buf[n - 3] = '\0';
     if (stat(buf, &sb) == 0) return HOOP_OK;
+    if (errno == EACCES) /* the directory (or one above it) may not be searched */
+        return HOOP_ERROR(HOOP_ERR_INVALID, "%s: cannot look for %s(.gz) in it: %s", dir, base,
+                          hoop__strerror(errno));
     return HOOP_ERROR(HOOP_ERR_INVALID, "%s: neither %s.gz nor %s exists in directory '%s'", dir,
                       base, base, dir);
 }
