@@ -415,6 +415,12 @@ static void exec_worker(const supervisor *s, int local_rank, int out_w, int err_
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* a SIGKILLed hooprun takes its workers along */
     if (getppid() != parent) _exit(127);
     signal(SIGPIPE, SIG_DFL);
+    /* A signal forwarded before the exec (a preemption's notice hooprun had kept, sent
+     * as the workers start) waits, blocked, and acts by default once unblocked, as after
+     * the exec; through pass_to_main it was lost under TSan, which defers a handler to
+     * the thread's next intercepted call, and the exec came first. */
+    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+        signal(forwarded[i], SIG_DFL);
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
     int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd >= 0) dup2(null_fd, 0);
