@@ -418,11 +418,9 @@ int main(int argc, char **argv)
     if (o.threads > 0 && openblas_get_num_threads() < o.threads && (!rank || !strcmp(rank, "0")))
         fprintf(stderr, "hoop-train: --threads %lld: this OpenBLAS runs at most %d threads\n",
                 (long long)o.threads, openblas_get_num_threads());
-    /* The same for a user's OMP_NUM_THREADS (OpenBLAS reads it; hooprun's 1 is marked) */
-    const char *omp = getenv("OMP_NUM_THREADS"), *omp_default = getenv("HOOP_OMP_DEFAULT");
-    const char *blas_env = getenv("OPENBLAS_NUM_THREADS");
+    /* The same for a user's OMP_NUM_THREADS */
+    const char *omp = train_users_omp();
     if (o.threads == 0 && omp && atoi(omp) > openblas_get_num_threads() &&
-        !(omp_default && !strcmp(omp_default, "1")) && !(blas_env && *blas_env) &&
         (!rank || !strcmp(rank, "0")))
         fprintf(stderr,
                 "hoop-train: OMP_NUM_THREADS=%s: this OpenBLAS runs at most %d threads here (as "

@@ -122,6 +122,11 @@ hoop_status trainer_destroy(trainer *t);
  * status from before, its output checks: when not HOOP_OK it loads nothing), then the
  * others; then every rank's datasets are compared with rank 0's (train_dist_same_data).
  * Sets t->train, t->test, t->sample and t->ntrain. A collective when distributed. */
+/* The user's OMP_NUM_THREADS (OpenBLAS reads it) when one is set and OPENBLAS_NUM_THREADS
+ * is not, else NULL: not the 1 hooprun sets when none was (it marks that one with
+ * HOOP_OMP_DEFAULT=1). */
+const char *train_users_omp(void);
+
 hoop_status train_data_load(trainer *t, hoop_status root_st);
 
 /* Points the loader at this rank's shard of epoch, past its first skip batches (the ones

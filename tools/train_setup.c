@@ -271,14 +271,20 @@ static hoop_status check_outputs(trainer *t)
  * HOOP_OMP_DEFAULT=1; OpenBLAS reads OMP_NUM_THREADS too), each gets cores /
  * LOCAL_WORLD_SIZE OpenBLAS threads (at least 1), as torchrun sets OMP_NUM_THREADS,
  * instead of every worker starting one per core. */
+const char *train_users_omp(void)
+{
+    const char *omp = getenv("OMP_NUM_THREADS"), *mark = getenv("HOOP_OMP_DEFAULT");
+    const char *blas = getenv("OPENBLAS_NUM_THREADS");
+    if (!omp || !*omp || (blas && *blas) || (mark && !strcmp(mark, "1"))) return NULL;
+    return omp;
+}
+
 static void share_cores(const trainer *t)
 {
     const char *env = getenv("OPENBLAS_NUM_THREADS"), *lws = getenv("LOCAL_WORLD_SIZE");
-    const char *bound = getenv("HOOP_CPU_BIND"), *omp = getenv("OMP_NUM_THREADS");
-    const char *omp_default = getenv("HOOP_OMP_DEFAULT");
+    const char *bound = getenv("HOOP_CPU_BIND");
     cpu_set_t mine;
-    int users_omp = omp && *omp && !(omp_default && !strcmp(omp_default, "1"));
-    if (t->o->threads > 0 || (env && *env) || users_omp || !lws || atoi(lws) <= 1) return;
+    if (t->o->threads > 0 || (env && *env) || train_users_omp() || !lws || atoi(lws) <= 1) return;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (sched_getaffinity(0, sizeof(mine), &mine) == 0) cores = CPU_COUNT(&mine);
     long per = bound && *bound ? cores : cores / atoi(lws); /* bound: the block is ours */
