@@ -8,7 +8,8 @@
 # (and 60 CNN steps) must bring the training loss well below its starting value ln 10;
 # a CNN with dropout stopped by SIGUSR1 mid-epoch, and an MLP killed (SIGKILL) after a
 # --checkpoint-every save, must resume to the uninterrupted run's final checkpoint, byte
-# for byte; a checkpoint of the other model is refused naming the model it holds.
+# for byte; a checkpoint of the other model is refused naming the model it holds. A
+# SIGUSR1 to rank 0 during start-up stops both ranks after the first steps, saved.
 # --device: a bad value and cuda without a backend (also under hooprun) exit 2 naming why;
 # auto without a backend trains on the cpu and says why in the first line. Two ranks
 # given different --data (fewer samples, a changed pixel, another test set; small random
@@ -171,6 +172,30 @@ if [ $rc0$rc1 = 22 ] && [ $(($(date +%s) - t0)) -lt 20 ] &&
     echo "ok: rank 1's LOCAL_RANK=3 of LOCAL_WORLD_SIZE=2: both exit 2, rank 0 names it"
 else
     echo "FAIL: rank 1's LOCAL_RANK=3: exits $rc0 / $rc1: $(cat "$tmp/lr0" "$tmp/lr1")"
+    fail=1
+fi
+
+# SIGUSR1 (a preemption's notice) to rank 0 during start-up, while it waits for rank 1:
+# kept, and both ranks stop after the first steps, rank 0 saving (both exit 138). It
+# killed rank 0 (saving nothing), and rank 1 then waited HOOP_TIMEOUT for its store.
+port=$((20000 + RANDOM % 12000))
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=2 HOOP_TIMEOUT=20 \
+    "$bin" --data "$tmp/d64" --threads 1 --batch-size 4 --epochs 1 --log-every 0 \
+    --checkpoint "$tmp/su.ckpt" >"$tmp/su0" 2>&1 &
+pid=$!
+sleep 0.5 # rank 0 waits at the rendezvous: rank 1 has not started
+kill -USR1 $pid
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=1 WORLD_SIZE=2 HOOP_TIMEOUT=20 \
+    "$bin" --data "$tmp/d64" --threads 1 --batch-size 4 --epochs 1 --log-every 0 \
+    --checkpoint "$tmp/su.ckpt" >"$tmp/su1" 2>&1
+rc1=$?
+wait $pid
+rc0=$?
+if [ $rc0$rc1 = 138138 ] && [ -s "$tmp/su.ckpt" ] &&
+    grep -q "^hoop-train: preempted (SIGUSR1) at epoch 1 step [12]/8; saved .*su.ckpt" "$tmp/su0"; then
+    echo "ok: SIGUSR1 to rank 0 during start-up: both stop after the first steps, exit 138"
+else
+    echo "FAIL: SIGUSR1 to rank 0 during start-up: exits $rc0 / $rc1: $(cat "$tmp/su0" "$tmp/su1")"
     fail=1
 fi
 

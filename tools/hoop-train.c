@@ -73,15 +73,25 @@ static void on_stop_signal(int sig)
     }
 }
 
-/* From here on SIGINT, SIGTERM and SIGUSR1 ask for a stop after the current step. Before,
- * they keep their default effect: there is nothing to save during start-up. */
-static void catch_stop_signals(void)
+/* SIGUSR1 (a preemption's notice: Slurm's --signal, or hooprun forwarding one that came
+ * to a node's hooprun alone) is caught from main's first line on: one that comes during
+ * start-up (data loading, the rendezvous) stops every rank after the first steps, as
+ * one during training does. Killed by it there, this rank's node exited 138 and the
+ * others failed on their links with exit 1, or waited HOOP_TIMEOUT for a rank 0 that
+ * never opened its store. From catch_stop_signals on, SIGINT and SIGTERM too ask for a
+ * stop after the current step; before, they keep their default effect (nothing to save
+ * yet, and a rank waiting at the rendezvous should not wait on). */
+static void catch_stop_signal(int sig)
 {
     struct sigaction sa = {.sa_handler = on_stop_signal, .sa_flags = SA_RESTART};
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(sig, &sa, NULL);
+}
+
+static void catch_stop_signals(void)
+{
+    catch_stop_signal(SIGINT);
+    catch_stop_signal(SIGTERM);
 }
 
 /* "SIGTERM" and friends, for the messages. */
@@ -405,6 +415,7 @@ int main(int argc, char **argv)
 {
     train_opts o;
     trainer t;
+    catch_stop_signal(SIGUSR1);
     hoop_status st = train_cli_parse(&o, argc, argv);
     if (st == HOOP_ERR_USAGE) /* --help, --version: 1 when stdout could not take them */
         return fflush(stdout) != 0 || ferror(stdout);

@@ -710,7 +710,7 @@ int hooprun_supervise(const hooprun_plan *plan, int *failed)
         if (s.usr_killed)
             fprintf(stderr,
                     "hooprun: the workers ended on %s (exit %d), some killed by it: they do "
-                    "not catch it (hoop-train saves on SIGUSR1, once training has started), so "
+                    "not catch it (hoop-train catches SIGUSR1 from its start, not SIGUSR2), so "
                     "those saved nothing on it\n",
                     strsignal(rc - 128), rc);
         else

@@ -96,6 +96,8 @@ static const char usage_text[] =
     "(\"after epoch E\" between epochs); without --checkpoint the line ends \"no\n"
     "--checkpoint, nothing saved (step S)\". All exit with 128 + the signal (130, 143,\n"
     "138); --resume continues from the checkpoint exactly. A second SIGINT stops at once.\n"
+    "Before training starts SIGINT and SIGTERM end a rank at once; SIGUSR1 is kept and\n"
+    "stops every rank after its first steps.\n"
     "\n"
     "Exit status: 0 success, 2 bad flags, data or environment (a rank that rank 0's\n"
     "store refused: WORLD_SIZE or HOOP_TOKEN differ), 1 other failures, 128+N stopped\n"
