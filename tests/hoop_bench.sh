@@ -7,7 +7,8 @@
 # included), -z 0/1/2, -m, -N, -i, -c 0, -a, --algo, --csv, -J's no-overwrite rule, shared
 # buffers (-R 1: the direct all-reduce), device buffers (--device cuda, on the host
 # execution layer's CUDA backend; with -R 1 the device direct all-reduce) and CUDA-graph
-# launches of them (-G), and bad flags (one line naming the flag, exit 2).
+# launches of them (-G), bad flags (one line naming the flag, exit 2), and an unknown
+# HOOP_* variable warned of once under hooprun.
 # tests/hoop_bench_nccl.sh is the nccl-tests parser's test. Works whether or not hooprun
 # prefixes worker lines with "[rank N] " (strip removes it).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
@@ -89,6 +90,19 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.[23].json"))):
             assert abs(x["alg_bw"] - r["size"] / (x["time"] * 1e3)) < 2e-6, (path, r)
             assert abs(x["bus_bw"] - x["alg_bw"] * f) < 2e-6, (path, r)
 EOF
+
+# An unknown HOOP_* variable (a typo) is warned of once, by hooprun, not once more by
+# every worker (hooprun tells them so, HOOP_ENV_WARNED); one rank alone warns itself, and
+# a HOOP_ENV_WARNED of the user's is cleared by hooprun.
+HOOP_TIMOUT=9 "$HOOPRUN" --nproc-per-node 3 "$BENCH" allreduce -b 8 -e 8 -n 1 -w 0 \
+    > "$TMP/typo" 2>&1 || { cat "$TMP/typo"; fail "HOOP_TIMOUT set: exit $?"; }
+once "$TMP/typo" "HOOP_TIMOUT is not a hoop setting (did you mean HOOP_TIMEOUT?"
+HOOP_TIMOUT=9 "$BENCH" allreduce -b 8 -e 8 -n 1 -w 0 > "$TMP/typo" 2>&1 ||
+    { cat "$TMP/typo"; fail "one rank, HOOP_TIMOUT set: exit $?"; }
+once "$TMP/typo" "HOOP_TIMOUT is not a hoop setting (did you mean HOOP_TIMEOUT?"
+HOOP_ENV_WARNED=1 HOOP_TIMOUT=9 "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce -b 8 -e 8 -n 1 \
+    -w 0 > "$TMP/typo" 2>&1 || { cat "$TMP/typo"; fail "HOOP_ENV_WARNED=1: exit $?"; }
+once "$TMP/typo" "HOOP_TIMOUT is not a hoop setting (did you mean HOOP_TIMEOUT?"
 
 # Other types, ops and algorithms, with JSON and CSV.
 "$HOOPRUN" --nproc-per-node 3 "$BENCH" allreduce -b 2 -e 64K -f 16 -n 2 -w 1 -d bfloat16 \

@@ -958,6 +958,7 @@ int main(int argc, char **argv)
     if (rc) return rc;
     hooprun_plan plan;
     int reserve_fd = -1;
+    unsetenv("HOOP_ENV_WARNED"); /* only hooprun's workers are told that */
     if (hoop__env_check_all() != HOOP_OK) {
         char why[400];
         snprintf(why, sizeof(why), "%s", hoop_last_error());

@@ -399,6 +399,7 @@ static void set_worker_env(const hooprun_plan *p, const hoop_launch_ids *ids)
     set_env_int("MASTER_PORT", p->master_port);
     setenv("MASTER_ADDR", p->master_addr, 1);
     setenv("HOOP_TOKEN", p->token, 1);
+    setenv("HOOP_ENV_WARNED", "1", 1); /* main warned of unknown HOOP_* already */
     if (p->nproc_per_node > 1 && getenv("OMP_NUM_THREADS") == NULL) {
         setenv("OMP_NUM_THREADS", "1", 1);
         setenv("HOOP_OMP_DEFAULT", "1", 1);

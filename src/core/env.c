@@ -181,6 +181,9 @@ const hoop_env_param hoop__env_params[] = {
      "set to 1 by hooprun when it set OMP_NUM_THREADS=1 itself (several workers, none set): "
      "hoop-train then shares the cores instead; an OMP_NUM_THREADS of the user's is kept "
      "(read only)"},
+    {"HOOP_ENV_WARNED", HOOP_ENV_INT, "0", 0, 1, NULL,
+     "set to 1 by hooprun in its workers: hooprun has warned of unknown HOOP_* variables, "
+     "so the workers do not repeat it (read only)"},
     {"HOOP_TRACE_FILE", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "write a Chrome trace of DDP steps to this file (merged by rank 0)"},
     {"HOOP_ARENA_POISON", HOOP_ENV_INT, "0", 0, 1, NULL,
@@ -460,6 +463,9 @@ hoop_status hoop__env_check_all(void)
         if (strcmp(p->name, "HOOP_TOKEN") == 0) v = "(hidden)";
         HOOP_INFO(ENV, "%s set by environment to %s", p->name, v);
     }
+    /* Under hooprun, which warned already: one warning, not one per worker too. */
+    const char *warned = getenv("HOOP_ENV_WARNED");
+    if (warned && strcmp(warned, "1") == 0) return HOOP_OK;
     for (char **e = environ; e && *e; e++) {
         if (strncmp(*e, "HOOP_", 5) != 0) continue;
         char name[128];
