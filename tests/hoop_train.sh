@@ -327,6 +327,13 @@ printf 'HOOPCKPT\001\000' >"$tmp/notjson"
 expect 2 "--metrics: '$tmp/notjson' holds something other than JSON lines (10 bytes, the first 0x48)" \
     $data --train-limit 256 --epochs 1 --metrics "$tmp/notjson"
 [ "$(wc -c <"$tmp/notjson")" = 10 ] || { echo "FAIL: --metrics changed a file it refused"; fail=1; }
+# ... and so is JSON that is not JSON lines: hoop-bench's -J (a '{' alone on its first
+# line; it was taken for records, and the lines appended made it unreadable).
+printf '{\n  "results": []\n}\n' >"$tmp/bench.json"
+# shellcheck disable=SC2086
+expect 2 "--metrics: '$tmp/bench.json' holds something other than JSON lines (20 bytes, the first 0x7b): its first line is not a one-line" \
+    $data --train-limit 256 --epochs 1 --metrics "$tmp/bench.json"
+[ "$(wc -c <"$tmp/bench.json")" = 20 ] || { echo "FAIL: --metrics changed a JSON it refused"; fail=1; }
 
 # Inputs this user may not read are bad input, exit 2 (they were I/O errors, exit 1):
 # --resume's checkpoint and a --data file, mode 0000, for the user nobody (root reads

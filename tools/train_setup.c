@@ -114,23 +114,42 @@ static hoop_status check_replaced_output(const char *label, const char *path)
 
 /* A --metrics file whose last record was cut off (a run killed while writing it) gets a
  * newline first, so that this run's records start on lines of their own. A file that
- * holds something else (it does not begin with a record's '{': a checkpoint given by
- * mistake, which the appended lines made unreadable) is refused: HOOP_ERR_INVALID. */
+ * holds something else is refused (HOOP_ERR_INVALID): one whose first line is not a
+ * one-line JSON object ('{' ... '}'), such as a checkpoint given by mistake, or
+ * hoop-bench's -J JSON (a '{' alone on its first line), which the appended lines made
+ * unreadable. A first line without its newline (the first record cut off, or longer
+ * than FIRST_MAX) needs only its '{'. */
 static hoop_status end_line(FILE *f, const char *path)
 {
-    char first = '{', last = '\n';
+    enum { FIRST_MAX = 65536 };
+    char last = '\n';
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0) return HOOP_OK;
+    char *head = malloc(FIRST_MAX);
+    if (!head) return HOOP_ERROR(HOOP_ERR_NOMEM, "--metrics: out of memory");
+    ssize_t n = -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0 && pread(fd, &first, 1, 0) != 1) first = '{';
+    if (fd >= 0) n = pread(fd, head, FIRST_MAX, 0);
     if (fd >= 0 && pread(fd, &last, 1, sb.st_size - 1) != 1) last = '\n';
     if (fd >= 0) close(fd);
-    if (first != '{')
+    int bad = 0;
+    if (n > 0) {
+        char *nl = memchr(head, '\n', (size_t)n);
+        size_t len = nl ? (size_t)(nl - head) : (size_t)n;
+        while (len > 0 && (head[len - 1] == ' ' || head[len - 1] == '\r' || head[len - 1] == '\t'))
+            len--;
+        /* without its newline: the one record, cut off, or longer than FIRST_MAX */
+        bad = head[0] != '{' || (nl && (len < 2 || head[len - 1] != '}'));
+    }
+    unsigned char first = n > 0 ? (unsigned char)head[0] : 0;
+    free(head);
+    if (bad)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "--metrics: '%s' holds something other than JSON lines (%lld bytes, "
-                          "the first 0x%02x): appending would damage it; give a new file or "
-                          "one an earlier --metrics wrote",
-                          path, (long long)sb.st_size, (unsigned char)first);
+                          "the first 0x%02x): its first line is not a one-line JSON object, "
+                          "and appending would damage it; give a new file or one an earlier "
+                          "--metrics wrote",
+                          path, (long long)sb.st_size, first);
     if (last != '\n') fputc('\n', f);
     return HOOP_OK;
 }
