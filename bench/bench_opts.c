@@ -329,8 +329,11 @@ static int parse_root(parse_ctx *p, const char *arg)
         return 0;
     }
     o->all_roots = 0;
-    if (hoop__parse_int("-r", arg, 0, 1 << 20, &o->root) != HOOP_OK)
+    /* The world size is not known yet (checked once it is): a negative rank is named as
+     * such, not as outside [0, 2^20]. */
+    if (hoop__parse_int("-r", arg, INT64_MIN, INT64_MAX, &o->root) != HOOP_OK)
         return bad(p, "%s (-r takes a root rank, or all)", hoop_last_error());
+    if (o->root < 0) return bad(p, "-r %s: a root is a rank, 0 or more (or all)", arg);
     return 0;
 }
 

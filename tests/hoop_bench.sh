@@ -560,6 +560,8 @@ bad "hoop has no gather (nccl-tests' gather_perf); hoop-bench runs allreduce" ga
 bad "hoop has no alltoall (nccl-tests' alltoall_perf)" alltoall_perf -b 8
 bad "collective"
 bad "-r 2" broadcast -r 2
+# A negative root is named as such (it was "out of range [0, 1048576]").
+bad "-r -1: a root is a rank, 0 or more (or all)" broadcast -r -1
 bad "--device: unknown device 'gpu'" allreduce --device gpu
 NCCL_TESTS_MIN_BW=fast bad "NCCL_TESTS_MIN_BW='fast' is not a bandwidth in GB/s" allreduce
 "$HOOPRUN" --nproc-per-node 2 "$BENCH" reduce -r 2 > "$TMP/o" 2> "$TMP/e"
