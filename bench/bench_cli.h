@@ -67,6 +67,14 @@ int bench_parse_args(int argc, char **argv, bench_opts *o, char *err, size_t err
  * it would pass maxb or overflow. */
 int bench_next_size(const bench_opts *o, uint64_t s, uint64_t *next);
 
+/* The settings every rank must share (the sweep, the types and ops, the calls' form, the
+ * algorithm; not -J, --csv or --show-algo, which only rank 0 uses), written into buf (len
+ * bytes, zero-filled first) as lines "flag value" in a fixed order with defaults
+ * resolved, for hoop__settings_diff across the ranks. Returns 0, or -1 when len is too
+ * small. */
+#define BENCH_SETTINGS_BYTES 640
+int bench_settings(const bench_opts *o, char *buf, size_t len);
+
 /* nccl-tests' names: "float", "double", "half", "bfloat16", "int32", "int64", "uint8". */
 const char *bench_nccl_type_name(hoop_dtype d);
 
@@ -91,6 +99,7 @@ typedef struct bench_rank_info {
     char host[48];
     char dev[64];    /* --device cuda: hoop_device_describe's line; "" otherwise */
     int32_t refused; /* rank 0: the exit code of a -J / --csv it could not create, else 0 */
+    char settings[BENCH_SETTINGS_BYTES]; /* bench_settings: compared with rank 0's */
 } bench_rank_info;
 
 /* One size: both placements (0 out-of-place, 1 in-place). */

@@ -199,6 +199,60 @@ void bench_format_float(double v, int width, char *out)
     snprintf(out, 24, fabs(v) < 1e15 ? "%.0f" : "%.3e", v);
 }
 
+/* Appends "flag value\n" to buf (len bytes, at *pos); 0, or -1 when it does not fit. */
+static int put_setting(char *buf, size_t len, size_t *pos, const char *flag, const char *fmt, ...)
+{
+    char value[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(value, sizeof value, fmt, ap);
+    va_end(ap);
+    int n = snprintf(buf + *pos, len - *pos, "%s %s\n", flag, value);
+    if (n < 0 || (size_t)n >= len - *pos) return -1;
+    *pos += (size_t)n;
+    return 0;
+}
+
+int bench_settings(const bench_opts *o, char *buf, size_t len)
+{
+    char types[128] = "", ops[128] = "", root[24];
+    size_t at = 0;
+    int bad = 0;
+    memset(buf, 0, len);
+    for (int i = 0; i < o->ndtypes; i++)
+        snprintf(types + strlen(types), sizeof types - strlen(types), "%s%s", i ? "," : "",
+                 bench_nccl_type_name(o->dtypes[i]));
+    for (int i = 0; i < o->nops; i++)
+        snprintf(ops + strlen(ops), sizeof ops - strlen(ops), "%s%s", i ? "," : "",
+                 hoop_op_name(o->ops[i]));
+    if (o->all_roots)
+        snprintf(root, sizeof root, "all");
+    else
+        snprintf(root, sizeof root, "%" PRId64, o->root);
+    bad |= put_setting(buf, len, &at, "collective", "%s", bench_coll_name(o->coll));
+    bad |= put_setting(buf, len, &at, "-b", "%" PRId64, o->minb);
+    bad |= put_setting(buf, len, &at, "-e", "%" PRId64, o->maxb);
+    bad |= put_setting(buf, len, &at, "-f", "%" PRId64, o->factor);
+    bad |= put_setting(buf, len, &at, "-i", "%" PRId64, o->stepb);
+    bad |= put_setting(buf, len, &at, "-n", "%" PRId64, o->iters);
+    bad |= put_setting(buf, len, &at, "-w", "%" PRId64, o->warmup);
+    bad |= put_setting(buf, len, &at, "-m", "%" PRId64, o->agg);
+    bad |= put_setting(buf, len, &at, "-N", "%" PRId64, o->cycles);
+    bad |= put_setting(buf, len, &at, "-c", "%" PRId64, o->check);
+    bad |= put_setting(buf, len, &at, "-d", "%s", types);
+    bad |= put_setting(buf, len, &at, "-o", "%s", ops);
+    bad |= put_setting(buf, len, &at, "-r", "%s", root);
+    bad |= put_setting(buf, len, &at, "-a", "%" PRId64, o->average);
+    bad |= put_setting(buf, len, &at, "-z", "%" PRId64, o->blocking);
+    bad |= put_setting(buf, len, &at, "-R", "%" PRId64, o->reg);
+    bad |= put_setting(buf, len, &at, "-G", "%" PRId64, o->graphs);
+    bad |= put_setting(buf, len, &at, "--device", "%s", o->device ? "cuda" : "cpu");
+    bad |= put_setting(buf, len, &at, "--algo", "%s",
+                       o->algo_set ? hoop_algo_name(o->algo) : "(none)");
+    bad |= put_setting(buf, len, &at, "HOOP_ALGO", "%s", hoop_algo_name(o->env_algo));
+    return bad ? -1 : 0;
+}
+
 int bench_next_size(const bench_opts *o, uint64_t s, uint64_t *next)
 {
     uint64_t max = (uint64_t)o->maxb;

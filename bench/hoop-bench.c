@@ -801,6 +801,29 @@ static int open_outputs(bench_ctx *c, int argc, char **argv)
     return 0;
 }
 
+/* Ranks given different sweeps (flags, HOOP_ALGO) would call different collectives and
+ * fail at the first that differs, naming the calls, not the flag (a barrier against an
+ * all-reduce, for -c 0 against -c 1). Compared with rank 0's in the rank table: exit 2,
+ * rank 0 naming the first rank and flag that differ, that rank naming its own. */
+static int same_settings(const bench_ctx *c, bench_rank_info *all)
+{
+    char flag[64], v0[128], vr[128];
+    int differ = 0;
+    all[0].settings[BENCH_SETTINGS_BYTES - 1] = '\0';
+    for (int r = 1; r < c->bc.world_size; r++) {
+        all[r].settings[BENCH_SETTINGS_BYTES - 1] = '\0'; /* whatever another build sent */
+        if (!hoop__settings_diff(all[0].settings, all[r].settings, flag, v0, vr, sizeof v0))
+            continue;
+        if ((c->bc.rank == 0 && !differ) || c->bc.rank == r)
+            fprintf(stderr,
+                    "hoop-bench: rank %d: ranks disagree on %s: rank 0 has %s, rank %d has %s "
+                    "(every rank must be given the same sweep)\n",
+                    c->bc.rank, flag, v0, r, vr);
+        differ = 1;
+    }
+    return differ ? 2 : 0;
+}
+
 /* Every rank's pid and host, gathered to all (rank 0 prints them); refused: rank 0's exit
  * code for an output it could not create (open_outputs), so that every rank stops with
  * it rather than find rank 0 gone in its first call. Returns refused, as every rank
@@ -814,11 +837,14 @@ static int gather_ranks(bench_ctx *c, bench_rank_info **all, int refused)
                           .gpu = c->o.device ? atoi(c->dev + 5) : -1}; /* c->dev: "cuda:N ..." */
     if (c->o.device) snprintf(me.dev, sizeof(me.dev), "%s", c->dev);
     if (gethostname(me.host, sizeof(me.host) - 1) != 0) snprintf(me.host, sizeof(me.host), "?");
+    if (bench_settings(&c->o, me.settings, sizeof(me.settings)) != 0)
+        return failed(c, "bench_settings: BENCH_SETTINGS_BYTES is too small", HOOP_ERR_INTERNAL);
     *all = calloc((size_t)c->bc.world_size, sizeof(**all));
     if (*all == NULL) return failed(c, "calloc", HOOP_ERR_NOMEM);
     hoop_status st = hoop_allgather(c->comm, &me, *all, sizeof(me), HOOP_DTYPE_U8, NULL);
     if (st != HOOP_OK) return failed(c, "gathering the rank table", st);
-    return (*all)[0].refused; /* rank 0 said why; the others stay silent */
+    if ((*all)[0].refused) return (*all)[0].refused; /* rank 0 said why; the others stay silent */
+    return same_settings(c, *all);
 }
 
 static int setup(bench_ctx *c, int argc, char **argv)

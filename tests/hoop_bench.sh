@@ -7,8 +7,9 @@
 # included), -z 0/1/2, -m, -N, -i, -c 0, -a, --algo, --csv, -J's no-overwrite rule, shared
 # buffers (-R 1: the direct all-reduce), device buffers (--device cuda, on the host
 # execution layer's CUDA backend; with -R 1 the device direct all-reduce) and CUDA-graph
-# launches of them (-G), bad flags (one line naming the flag, exit 2), and an unknown
-# HOOP_* variable warned of once under hooprun.
+# launches of them (-G), bad flags (one line naming the flag, exit 2), ranks given
+# different sweeps (exit 2 at start, naming the flag), and an unknown HOOP_* variable
+# warned of once under hooprun.
 # tests/hoop_bench_nccl.sh is the nccl-tests parser's test. Works whether or not hooprun
 # prefixes worker lines with "[rank N] " (strip removes it).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
@@ -211,6 +212,34 @@ ms=$(($(now_ms) - t0))
     { cat "$TMP/r0" "$TMP/r1"; fail "rank 1's bad flag: exits $rc0 / $rc1 after $ms ms"; }
 grep -q "heard from rank 1 (127.0.0.1:[0-9]*) that it cannot start: hoop-bench: .*-q" "$TMP/r0" ||
     { cat "$TMP/r0"; fail "rank 1's bad flag: rank 0 does not name it"; }
+# Ranks started by hand with different sweeps (-c 1 / -c 0, HOOP_ALGO ring / rd, -d): both
+# exit 2 at once, naming the flag and both values, and rank 0's -J file is removed (they
+# failed with exit 1 at the first call that differed, naming a barrier against an
+# all-reduce).
+for case in "-c|1|0|-c 1|-c 0|" "HOOP_ALGO|ring|rd||| HOOP_ALGO=" \
+    "-d|uint8,int32,int64,half,float,double,bfloat16|float|-d all|-d float|"; do
+    IFS='|' read -r flag v0 v1 a0 a1 env <<< "$case"
+    port=$((20000 + RANDOM % 12000))
+    [ -z "$env" ] || export HOOP_ALGO=$v0
+    # shellcheck disable=SC2086
+    ( HOOP_TIMEOUT=60 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=2 HOOP_TOKEN=t \
+        exec timeout 60 "$BENCH" allreduce -b 1K -e 64K -n 1 -w 0 $a0 \
+        -J "$TMP/dis.json" > "$TMP/r0" 2>&1 ) &
+    r0=$!
+    [ -z "$env" ] || export HOOP_ALGO=$v1
+    # shellcheck disable=SC2086
+    HOOP_TIMEOUT=60 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=1 WORLD_SIZE=2 HOOP_TOKEN=t \
+        timeout 60 "$BENCH" allreduce -b 1K -e 64K -n 1 -w 0 $a1 > "$TMP/r1" 2>&1
+    rc1=$?
+    wait $r0
+    rc0=$?
+    unset HOOP_ALGO
+    want="ranks disagree on $flag: rank 0 has $v0, rank 1 has $v1 (every rank must be given the same sweep)"
+    [ $rc0$rc1 = 22 ] || { cat "$TMP/r0" "$TMP/r1"; fail "$flag $v0 / $v1: exits $rc0 / $rc1"; }
+    assert_contains "$TMP/r0" "hoop-bench: rank 0: $want"
+    assert_contains "$TMP/r1" "hoop-bench: rank 1: $want"
+    [ ! -e "$TMP/dis.json" ] || fail "$flag $v0 / $v1: rank 0 left $TMP/dis.json"
+done
 # -J never overwrites (nccl-tests): an existing file stays, FILE.0 is written and named.
 echo keep > "$TMP/k.json"
 "$BENCH" allreduce -b 64 -e 64 -n 1 -J "$TMP/k.json" > "$TMP/out1" || fail "-J probing"
@@ -286,11 +315,13 @@ if [ -w /dev/full ]; then
     [ $? = 1 ] && grep -q "hoop-bench: --csv: writing '/dev/full' failed: No space left on device" "$TMP/out" ||
         { cat "$TMP/out"; fail "--csv /dev/full"; }
 fi
-# A run that fails midway (rank 1 told -N 1, rank 0 -N 2: the second cycle's first call
-# differs) exits 1, and its JSON still parses: the rows of the first cycle and the
-# failure in "errors" (the file ended inside "results").
-"$HOOPRUN" --nproc-per-node 2 bash -c 'exec "$0" allreduce -b 8 -e 64 -f 2 -n 1 -w 0 -J "$1" \
-    -N $((2 - RANK))' "$BENCH" "$TMP/fail.json" > "$TMP/out" 2>&1 && fail "-N 2 against -N 1 ran"
+# A run that fails midway (rank 1 killed in the ring's all-gather of its call #40, in the
+# second cycle's first size; ranks told -N 2 and -N 1 are refused at start now) fails,
+# and its JSON still parses: the rows of the first cycle and the failure in "errors"
+# (the file ended inside "results").
+HOOP_TEST_FAULT=1:all_gather:40:KILL "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce -b 8 \
+    -e 64 -f 2 -n 1 -w 0 -N 2 --algo ring -J "$TMP/fail.json" > "$TMP/out" 2>&1 &&
+    fail "rank 1 killed in cycle 2: the run succeeded"
 python3 - "$TMP/fail.json" << 'EOF' || { cat "$TMP/out" "$TMP/fail.json"; fail "the failed run's JSON"; }
 import json, sys
 d = json.load(open(sys.argv[1]))

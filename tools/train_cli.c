@@ -471,37 +471,3 @@ hoop_status train_cli_settings(const train_opts *o, int scope, char *buf, size_t
                           __FILE__, __LINE__, len);
     return HOOP_OK;
 }
-
-/* Finds flag's line in text: its value's start and length, or NULL. */
-static const char *find_value(const char *text, const char *flag, size_t flen, size_t *vlen)
-{
-    for (const char *line = text; *line;) {
-        const char *end = strchr(line, '\n');
-        if (!end) return NULL;
-        if ((size_t)(end - line) > flen && !strncmp(line, flag, flen) && line[flen] == ' ') {
-            *vlen = (size_t)(end - line) - flen - 1;
-            return line + flen + 1;
-        }
-        line = end + 1;
-    }
-    return NULL;
-}
-
-int train_cli_settings_diff(const char *a, const char *b, char *flag, char *va, char *vb,
-                            size_t cap)
-{
-    for (const char *line = a; *line;) {
-        const char *end = strchr(line, '\n'), *sp = strchr(line, ' ');
-        if (!end || !sp || sp > end) return 0;
-        size_t flen = (size_t)(sp - line), alen = (size_t)(end - sp - 1), blen;
-        const char *bv = find_value(b, line, flen, &blen);
-        if (bv && (alen != blen || memcmp(sp + 1, bv, alen) != 0)) {
-            snprintf(flag, cap, "%.*s", (int)flen, line);
-            snprintf(va, cap, "%.*s", (int)alen, sp + 1);
-            snprintf(vb, cap, "%.*s", (int)blen, bv);
-            return 1;
-        }
-        line = end + 1;
-    }
-    return 0;
-}

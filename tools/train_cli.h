@@ -70,10 +70,6 @@ void train_cli_usage(FILE *f);
  * too small. */
 hoop_status train_cli_settings(const train_opts *o, int scope, char *buf, size_t len);
 
-/* Compares two texts of train_cli_settings: the first flag that both list with different
- * values. Returns 1 and copies the flag and the values a and b give it into flag, va and vb
- * (each cap bytes, truncated), or 0 when every flag both list is the same. */
-int train_cli_settings_diff(const char *a, const char *b, char *flag, char *va, char *vb,
-                            size_t cap);
+/* Two texts of train_cli_settings are compared with hoop__settings_diff (core/env.h). */
 
 #endif /* HOOP_TOOLS_TRAIN_CLI_H */

@@ -59,7 +59,7 @@ hoop_status train_dist_same_settings(train_dist *d, const char *text)
     for (int r = 1; r < d->world_size; r++) {
         char *theirs = all + (size_t)r * TRAIN_SETTINGS_BYTES;
         theirs[TRAIN_SETTINGS_BYTES - 1] = '\0'; /* whatever another build sent */
-        if (!train_cli_settings_diff(all, theirs, flag, va, vb, sizeof va)) continue;
+        if (!hoop__settings_diff(all, theirs, flag, va, vb, sizeof va)) continue;
         st = HOOP_ERROR(HOOP_ERR_INVALID,
                         "ranks disagree on %s: rank 0 has %s, rank %d has %s (every rank must "
                         "get the same flags)",
@@ -207,7 +207,7 @@ const char *train_ckpt_model_name(int64_t model)
 static hoop_status check_settings(const char *path, const char *have, const char *want)
 {
     char flag[64], va[128], vb[128];
-    if (!train_cli_settings_diff(have, want, flag, va, vb, sizeof va)) return HOOP_OK;
+    if (!hoop__settings_diff(have, want, flag, va, vb, sizeof va)) return HOOP_OK;
     if (!strcmp(flag, "--epochs"))
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "--resume: %s was written with --epochs %s; this run has --epochs %s "

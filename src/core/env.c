@@ -773,3 +773,38 @@ hoop_status hoop__env_dist_store(hoop_dist_env *out)
 {
     return dist_parse(out, 0);
 }
+
+// ----- settings texts compared across ranks ------------------------------------------------
+
+/* Finds flag's line in text: its value's start and length, or NULL. */
+static const char *find_value(const char *text, const char *flag, size_t flen, size_t *vlen)
+{
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n');
+        if (!end) return NULL;
+        if ((size_t)(end - line) > flen && !strncmp(line, flag, flen) && line[flen] == ' ') {
+            *vlen = (size_t)(end - line) - flen - 1;
+            return line + flen + 1;
+        }
+        line = end + 1;
+    }
+    return NULL;
+}
+
+int hoop__settings_diff(const char *a, const char *b, char *flag, char *va, char *vb, size_t cap)
+{
+    for (const char *line = a; *line;) {
+        const char *end = strchr(line, '\n'), *sp = strchr(line, ' ');
+        if (!end || !sp || sp > end) return 0;
+        size_t flen = (size_t)(sp - line), alen = (size_t)(end - sp - 1), blen;
+        const char *bv = find_value(b, line, flen, &blen);
+        if (bv && (alen != blen || memcmp(sp + 1, bv, alen) != 0)) {
+            snprintf(flag, cap, "%.*s", (int)flen, line);
+            snprintf(va, cap, "%.*s", (int)alen, sp + 1);
+            snprintf(vb, cap, "%.*s", (int)blen, bv);
+            return 1;
+        }
+        line = end + 1;
+    }
+    return 0;
+}

@@ -124,4 +124,11 @@ hoop_status hoop__env_dist_store(hoop_dist_env *out);
 
 HOOP_EXTERN_C_END
 
+/* Compares two settings texts, lines "--flag value\n" (hoop-train's train_cli_settings,
+ * hoop-bench's bench_settings), as the ranks of one job exchange them: the first flag
+ * that both list with different values. Returns 1 and copies the flag and the values a
+ * and b give it into flag, va and vb (each cap bytes, truncated), or 0 when every flag
+ * both list is the same. */
+int hoop__settings_diff(const char *a, const char *b, char *flag, char *va, char *vb, size_t cap);
+
 #endif /* HOOP_CORE_ENV_H */
