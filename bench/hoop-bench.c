@@ -911,11 +911,17 @@ int main(int argc, char **argv)
         printf("hoop-bench (hoop) %s\n", hoop_version_string());
         return fflush(stdout) != 0 || ferror(stdout);
     }
-    if (rc != 0) { /* the job hears it first; a silent rank says it too unless the job
-                    * heard another rank's reason (the same bad flag everywhere) */
+    if (rc != 0) { /* the job hears it too; a silent rank says it only when the job did
+                    * not hear another rank's reason (the same bad flag everywhere) */
         int told = 0;
-        (void)hoop__store_env_refuse(HOOP_ERROR(HOOP_ERR_INVALID, "hoop-bench: %s", err), &told);
-        if (told != 0 && is_quiet()) fprintf(stderr, "hoop-bench: %s\n", err);
+        hoop_status st = HOOP_ERROR(HOOP_ERR_INVALID, "hoop-bench: %s", err);
+        if (!is_quiet()) { /* said first, once: rank 0's store then tells the others */
+            fprintf(stderr, "hoop-bench: %s\n", err);
+            (void)hoop__store_env_refuse_said(st, &told);
+            return 2;
+        }
+        (void)hoop__store_env_refuse(st, &told);
+        if (told != 0) fprintf(stderr, "hoop-bench: %s\n", err);
         return bad_flag("%s", err);
     }
     if (ctx.o.timeout > 0) { /* -T: every wait of this run, the rendezvous's too */

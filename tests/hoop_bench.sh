@@ -265,6 +265,15 @@ done
 "$BENCH" allreduce -b 8 -e 8 -n 1 -J "$TMP/made.json" --csv "$TMP/none/x.csv" > "$TMP/out" 2>&1
 rc=$?
 [ $rc = 2 ] && [ ! -e "$TMP/made.json" ] || { cat "$TMP/out"; fail "-J made.json left by a refused start (exit $rc)"; }
+# A bad flag on every rank under hooprun: said once by rank 0 (and quoted in hooprun's
+# report), all exit 2; rank 0's store no longer WARNs of it first ("its owner gave up").
+"$HOOPRUN" --nproc-per-node 3 "$BENCH" allreduce --algo strr > "$TMP/out" 2>&1
+rc=$?
+[ $rc = 2 ] || { cat "$TMP/out"; fail "--algo strr on 3 ranks: exit $rc"; }
+[ "$(grep -c "^hoop-bench: --algo: unknown algorithm 'strr'" "$TMP/out")" = 1 ] ||
+    { cat "$TMP/out"; fail "--algo strr: not said exactly once"; }
+once "$TMP/out" "rank 0's message: hoop-bench: --algo: unknown algorithm 'strr'"
+grep -q "gave up" "$TMP/out" && { cat "$TMP/out"; fail "--algo strr: rank 0's store warned too"; }
 # A --csv FIFO that nobody reads is refused (rank 0 blocked in its open until the others
 # timed out waiting for it).
 mkfifo "$TMP/csv.fifo"

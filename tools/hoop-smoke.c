@@ -119,7 +119,7 @@ int main(int argc, char **argv)
     }
     if (argc > 1) {
         fprintf(stderr, "hoop-smoke: unexpected argument '%s' (see hoop-smoke --help)\n", argv[1]);
-        (void)hoop__store_env_refuse(
+        (void)hoop__store_env_refuse_said(
             HOOP_ERROR(HOOP_ERR_INVALID, "hoop-smoke: unexpected argument '%s'", argv[1]),
             NULL); /* the job too */
         return 2;

@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/check.h"
 #include "bootstrap/store_proto.h"
@@ -419,13 +420,25 @@ int main(int argc, char **argv)
     hoop_status st = train_cli_parse(&o, argc, argv);
     if (st == HOOP_ERR_USAGE) /* --help, --version: 1 when stdout could not take them */
         return fflush(stdout) != 0 || ferror(stdout);
-    if (st != HOOP_OK) { /* and the job hears it, not only this rank */
-        fprintf(stderr, "hoop-train: %s\n", hoop_last_error());
-        (void)hoop__store_env_refuse(HOOP_ERROR(st, "hoop-train: %s", hoop_last_error()), NULL);
+    const char *rank = getenv("RANK"); /* rank 0 speaks (the header shows the count too) */
+    if (st != HOOP_OK) {               /* and the job hears it, not only this rank */
+        char why[600];
+        snprintf(why, sizeof why, "hoop-train: %s", hoop_last_error());
+        if (!rank || !*rank || !strcmp(rank, "0")) { /* said once, then rank 0's store */
+            fprintf(stderr, "%s\n", why);
+            (void)hoop__store_env_refuse_said(HOOP_ERROR(st, "%s", why), NULL);
+            return 2;
+        }
+        /* Another rank says it only when the job heard its reason (the same bad flag on
+         * every rank: rank 0's alone), and lingers a moment so that rank 0's line is out
+         * before the launcher stops everyone on this rank's exit. */
+        int told = 0;
+        (void)hoop__store_env_refuse(HOOP_ERROR(st, "%s", why), &told);
+        if (told != 0) fprintf(stderr, "%s\n", why);
+        if (told == 0) usleep(300 * 1000);
         return 2;
     }
     if (o.threads > 0) openblas_set_num_threads((int)o.threads);
-    const char *rank = getenv("RANK"); /* rank 0 speaks (the header shows the count too) */
     if (o.threads > 0 && openblas_get_num_threads() < o.threads && (!rank || !strcmp(rank, "0")))
         fprintf(stderr, "hoop-train: --threads %lld: this OpenBLAS runs at most %d threads\n",
                 (long long)o.threads, openblas_get_num_threads());

@@ -770,6 +770,11 @@ void hoop__store_tell_latecomers(hoop_store *st, int ms)
     if (st) hoop__store_server_tell_latecomers(st->server, ms);
 }
 
+void hoop__store_owner_said(hoop_store *st)
+{
+    if (st) hoop__store_server_owner_said(st->server);
+}
+
 int hoop__store_goodbye_code(const hoop_store *st)
 {
     return st && st->said_goodbye ? (int)st->bye_code : -1;

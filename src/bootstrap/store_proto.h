@@ -557,6 +557,10 @@ int hoop__store_abort(hoop_store *st, hoop_status code, const char *why);
  * unless it is 0. Returns st with the thread's message unchanged. */
 hoop_status hoop__store_env_refuse(hoop_status st, int *told);
 
+/* hoop__store_env_refuse for a tool that has printed its reason already (rank 0, or a
+ * rank alone): rank 0's store does not WARN of it again as it tells the latecomers. */
+hoop_status hoop__store_env_refuse_said(hoop_status st, int *told);
+
 /* When st owns a server (rank 0's store) that gave up on its job (see "A job's rank
  * refused at start-up" above), writes what happened into buf ("refused rank R (ADDR):
  * WHY", or "heard from rank R (ADDR) that it cannot start: WHY") and returns the code
@@ -605,7 +609,16 @@ void hoop__store_linger(hoop_store *st, int64_t ms);
  * the others came (hooprun's node 0 that cannot run its program, or refuses its
  * environment). The server's form: hoop__store_server_tell_latecomers. Thread-safe. */
 void hoop__store_tell_latecomers(hoop_store *st, int ms);
+
+/* When st owns its server: its owner printed its failure itself
+ * (hoop__store_server_owner_said). */
+void hoop__store_owner_said(hoop_store *st);
 void hoop__store_server_tell_latecomers(hoop_store_server *srv, int ms);
+
+/* The owner has printed its failure itself (a tool's own line, before it gives up): the
+ * server's early WARN of it, for owners that say it only after the linger, is an INFO
+ * line instead (one message, not two). Thread-safe. */
+void hoop__store_server_owner_said(hoop_store_server *srv);
 
 /* The code of the GOODBYE that ended st's connection (HOOP_OK: its owner closed it
  * without a failure), or -1 when none came. */

@@ -106,6 +106,7 @@ struct hoop_store_server {
     int64_t linger_until;       /* > 0: the owner gave up, ranks not seen yet are told (linger) */
     atomic_int tell_latecomers; /* linger (this many ms) after any failure, not only after a
                                  * lost rank (LINGER_MS); 0 = only then */
+    atomic_int owner_said;      /* the owner printed its failure itself: no early WARN of it */
     uint8_t linger_code;
     char linger_reason[1400];
     pthread_mutex_t bye_mu; /* guards bye_code, bye_reason, fault and stranger */
@@ -1235,8 +1236,9 @@ static int linger_start(hoop_store_server *s)
               linger_ms = told > LINGER_MS ? told : LINGER_MS;
     if (s->linger_code == HOOP_OK || (s->lost_rank < 0 && !told) || !some_unseen(s)) return 0;
     /* The owner (rank 0) says its failure only once this wait ends: say it now, where
-     * workers' stores are concerned (hooprun speaks for the nodes' own). */
-    if (!s->nodes)
+     * workers' stores are concerned (hooprun speaks for the nodes' own), unless the owner
+     * said it already (hoop__store_owner_said: a tool's own line, printed before). */
+    if (!s->nodes && !atomic_load(&s->owner_said))
         HOOP_WARN("store %s: its owner gave up: %s; telling ranks not connected yet for up to "
                   "%d ms",
                   s->name, s->linger_reason, linger_ms);
@@ -1474,6 +1476,11 @@ HOOP_API int hoop_store_server_port(const hoop_store_server *srv)
 void hoop__store_server_tell_latecomers(hoop_store_server *srv, int ms)
 {
     if (srv) atomic_store(&srv->tell_latecomers, ms > 0 ? ms : LINGER_MS);
+}
+
+void hoop__store_server_owner_said(hoop_store_server *srv)
+{
+    if (srv) atomic_store(&srv->owner_said, 1);
 }
 
 int hoop__store_server_nclients(const hoop_store_server *srv)

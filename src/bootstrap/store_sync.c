@@ -416,7 +416,19 @@ static hoop_store_config env_config(const hoop_dist_env *d, int64_t timeout_ms)
 /* How long a rank that refuses to start waits for rank 0's store, only to tell it why. */
 #define REFUSE_TELL_MS 5000
 
+static hoop_status env_refuse(hoop_status st, int *told, int said);
+
 hoop_status hoop__store_env_refuse(hoop_status st, int *told)
+{
+    return env_refuse(st, told, 0);
+}
+
+hoop_status hoop__store_env_refuse_said(hoop_status st, int *told)
+{
+    return env_refuse(st, told, 1);
+}
+
+static hoop_status env_refuse(hoop_status st, int *told, int said)
 {
     char why[1024];
     hoop_dist_env d;
@@ -432,6 +444,7 @@ hoop_status hoop__store_env_refuse(hoop_status st, int *told)
     hoop_store_config cfg = env_config(&d, ms);
     hoop_status s = hoop__store_init_served(&store, &cfg, NULL);
     if (s == HOOP_OK) {
+        if (said) hoop__store_owner_said(store);
         int t = hoop__store_abort(store, st, why);
         if (told) *told = t;
         (void)hoop_store_destroy(store);
