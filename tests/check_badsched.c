@@ -15,12 +15,16 @@
  *   - SHORT_SEND: rank 0's last data chunk to rank 1 is one element short (count - 1),
  *     rank 1 expects the whole chunk. Every range is inside its buffer; the receiver must
  *     see that the message that arrived is not the size it posted (the transports' frame,
- *     transport/frame.h) and fail the call with HOOP_ERR_INTERNAL naming the step, the
- *     peer and both byte counts; the comm is failed, so a later call fails on both ranks;
+ *     transport/frame.h) and fail the call with HOOP_ERR_INTERNAL naming the algorithm,
+ *     the step, the peer and both byte counts; the comm is failed, so a later call fails on both
+ * ranks;
  *   - WRITE_SEND, BIG_STEP, BARE_CODE, RESET: a receive into the send buffer, a message
  *     longer than a chunk, a bare error code, a reset schedule: refused as built;
  *   - EXTRA_SEND: rank 1 sends rank 0 one message more than it receives; the next call's
- *     vote record comes as that message, and rank 0 names a stream out of step.
+ *     vote record comes as that message, and rank 0 names a stream out of step;
+ *   - NO_LINK: of 6 ranks, rank 0 sends rank 2 a message, which no link carries (a
+ *     comm links the peers hoop__algo_peers marks): refused before any byte moves,
+ *     naming the algorithm, the step and the peer (it named only the peer, mid-call).
  * Every buffer sits between guard elements that must come back unchanged. Runs over tcp,
  * shm, shm with the async memory table, and tcp with staged sends and receives, as
  * check_collectives does.
@@ -43,7 +47,8 @@ enum {
     BUG_BIG_STEP,   /* the last send and receive are one chunk and one element long */
     BUG_BARE_CODE,  /* the function fails with a bare code, no message */
     BUG_RESET,      /* the function resets the schedule: the vote's steps are gone */
-    BUG_EXTRA_SEND  /* rank 1 sends rank 0 one message more than rank 0 receives */
+    BUG_EXTRA_SEND, /* rank 1 sends rank 0 one message more than rank 0 receives */
+    BUG_NO_LINK     /* of 6 ranks, rank 0 sends rank 2 a message (no link joins them) */
 };
 static _Atomic int bug;
 
@@ -85,6 +90,15 @@ hoop_status __wrap_hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s)
                                             .peer = 0,
                                             .dep = {-1, -1},
                                             .bytes = 1024});
+        break;
+    case BUG_NO_LINK:
+        if (a->rank == 0 || a->rank == 2)
+            hoop__sched_add(s,
+                            (hoop__step){.kind = a->rank == 0 ? HOOP__STEP_SEND : HOOP__STEP_RECV,
+                                         .buf = a->rank == 0 ? HOOP__BUF_SEND : HOOP__BUF_RECV,
+                                         .peer = a->rank == 0 ? 2 : 0,
+                                         .dep = {-1, -1},
+                                         .bytes = 64});
         break;
     case BUG_BIG_STEP:
         send->bytes = recv->bytes = a->chunk_bytes + a->elem;
@@ -204,7 +218,7 @@ START_TEST(test_short_send)
         const bs_result *x = &results[1];
         ck_assert_msg(x->st == HOOP_ERR_INTERNAL, "rank 1: want HOOP_ERR_INTERNAL, got %s: %s",
                       hoop_status_name(x->st), x->msg);
-        assert_has(x->msg, "step ", 1);
+        assert_has(x->msg, "allreduce algorithm rd, rank 1, step ", 1);
         assert_has(x->msg, "from rank 0", 1);
         /* the last chunk: whatever its size, the sent one is 4 bytes shorter */
         ck_assert_msg(strstr(x->msg, " bytes") && strstr(x->msg, "posted"),
@@ -267,6 +281,30 @@ START_TEST(test_extra_send)
 }
 END_TEST
 
+/* A message between ranks no link joins (0 and 2 of 6): refused on both before any byte
+ * moves, naming the algorithm, the step and the peer. */
+START_TEST(test_no_link)
+{
+    run_case(6, BUG_NO_LINK, 1000);
+    static const char *const want[2] = {"(send to rank 2) has no link to rank 2",
+                                        "(recv from rank 0) has no link to rank 0"};
+    int named = 0;
+    for (int k = 0; k < 2; k++) {
+        const bs_result *x = &results[2 * k];
+        ck_assert_msg(x->st == HOOP_ERR_INTERNAL, "rank %d: want HOOP_ERR_INTERNAL, got %s: %s",
+                      2 * k, hoop_status_name(x->st), x->msg);
+        ck_assert_msg(x->bad_guards == 0, "rank %d: %zu guard elements written", 2 * k,
+                      x->bad_guards);
+        if (strstr(x->msg, " failed: HOOP_ERR_INTERNAL during allreduce")) continue;
+        assert_has(x->msg, "allreduce algorithm rd", 2 * k);
+        assert_has(x->msg, want[k], 2 * k);
+        assert_has(x->msg, "the schedule is wrong (nothing was moved)", 2 * k);
+        named++;
+    }
+    ck_assert_msg(named > 0, "neither rank named the step: %s", results[0].msg);
+}
+END_TEST
+
 /* The wrapper itself is harmless: with no bug the rd all-reduce is right. */
 static void sane_rank(h_rank *h)
 {
@@ -298,6 +336,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_short_send);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_extra_send);
+    tcase_add_test(tc, test_no_link);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1086,17 +1086,22 @@ END_TEST
  * collective, algorithm, world size, rank, root and a few counts. */
 START_TEST(test_scratch_bytes_agree)
 {
-    static const hoop_algo algos[] = {HOOP_ALGO_RING, HOOP_ALGO_RD, HOOP_ALGO_RHD,
-                                      HOOP_ALGO_DIRECT};
+    /* Every row of the algorithm table (a researcher's new one too) */
+    hoop_algo algos[32];
+    int nalgos = 0;
+    for (const hoop__algo_entry *e = hoop__allreduce_algos; e->name && nalgos < 32; e++)
+        algos[nalgos++] = e->id;
+    ck_assert_int_ge(nalgos, 4);
     static const size_t counts[] = {0, 1, 1000};
     int checked = 0;
     for (int n = 2; n <= 6; n++)
         for (int coll = HOOP__COLL_ALLREDUCE; coll <= HOOP__COLL_BARRIER; coll++)
-            for (int k = 0; k < 4; k++)
+            for (int k = 0; k < nalgos; k++)
                 for (int r = 0; r < n; r++)
                     for (int root = 0; root < n; root++)
                         for (int c = 0; c < 3; c++) {
                             int direct = algos[k] == HOOP_ALGO_DIRECT;
+                            /* the other collectives: their one algorithm, and direct */
                             if (coll != HOOP__COLL_ALLREDUCE && k > 0 && !direct) continue;
                             if (direct && (coll == HOOP__COLL_BROADCAST ||
                                            coll == HOOP__COLL_REDUCE || coll == HOOP__COLL_BARRIER))

@@ -606,11 +606,14 @@ static hoop_status frame_error(hoop__exec *x, int32_t i)
     const hoop__step *st = &x->s->steps[i];
     char why[400];
     snprintf(why, sizeof(why), "%s", hoop_last_error());
+    char algo[96] = "";
+    if (x->env.coll_name && x->env.algo_name)
+        snprintf(algo, sizeof(algo), "%s algorithm %s, ", x->env.coll_name, x->env.algo_name);
     hoop_status rc = HOOP_ERROR(HOOP_ERR_INTERNAL,
-                                "rank %d, step %d (%s from rank %d: %zu bytes at byte %zu of "
+                                "%srank %d, step %d (%s from rank %d: %zu bytes at byte %zu of "
                                 "buffer %d): %s",
-                                x->env.rank, (int)i, hoop__step_kind_name(st->kind), (int)st->peer,
-                                st->bytes, st->off, (int)st->buf, why);
+                                algo, x->env.rank, (int)i, hoop__step_kind_name(st->kind),
+                                (int)st->peer, st->bytes, st->off, (int)st->buf, why);
     if (vote_done(x)) {
         x->env.failed_peer = st->peer;
         return rc;

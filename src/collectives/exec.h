@@ -37,8 +37,10 @@ typedef struct hoop__exec_env {
     int32_t fault_step;      /* test hook (HOOP_TEST_FAULT, core/fault.h): raise its signal
                               * once step fault_step - 1 is done; 0 = never */
     const char *fault_where; /* what the hook's line calls that moment */
-    uint64_t bytes_sent;     /* payload bytes of completed sends (output) */
-    int failed_peer;         /* the peer whose link failed (output; -1 = none) */
+    /* (optional) what messages call the schedule: "allreduce", "rd" (static strings) */
+    const char *coll_name, *algo_name;
+    uint64_t bytes_sent; /* payload bytes of completed sends (output) */
+    int failed_peer;     /* the peer whose link failed (output; -1 = none) */
 } hoop__exec_env;
 
 hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop__exec_env *env);

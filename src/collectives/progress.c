@@ -601,6 +601,7 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
         hoop__sched_built(built, hoop__error_count() != said, &comm->sched, &comm->vote_tpl, a));
     /* Every range inside its buffer, every peer another rank: before any byte moves. */
     HOOP_CHECK(hoop__sched_check(&comm->sched, a));
+    HOOP_CHECK(hoop__sched_check_links(&comm->sched, a, comm->send, comm->recv));
     void *scratch = comm->scratch, *stage = NULL;
     struct hoop__memops *mem = comm->mem;
     if (a->dev) {
@@ -636,6 +637,8 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
         .seg_off = a->seg_off,
         .cache = &comm->exec_block,
         .cache_bytes = &comm->exec_block_bytes,
+        .coll_name = hoop__coll_name(a->coll),
+        .algo_name = hoop__sched_algo_name(a),
         .fault_step = fault_step(comm, r),
         .fault_where = comm->fault_where};
     return hoop__exec_start(&comm->exec, &comm->sched, &env);

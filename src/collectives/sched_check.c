@@ -60,7 +60,7 @@ const char *hoop__step_kind_name(int kind)
 }
 
 /* The algorithm that built a's schedule, by name. */
-static const char *sched_algo(const hoop__coll_args *a)
+const char *hoop__sched_algo_name(const hoop__coll_args *a)
 {
     switch (a->coll) {
     case HOOP__COLL_ALLREDUCE: return hoop_algo_name(a->algo);
@@ -111,7 +111,7 @@ static const char *buf_name(int b)
 __attribute__((format(printf, 4, 5))) static hoop_status
 sched_fail(const hoop__coll_args *a, size_t i, const hoop__step *st, const char *fmt, ...)
 {
-    char what[200], peer[32] = "";
+    char what[400], peer[32] = "";
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
@@ -121,8 +121,9 @@ sched_fail(const hoop__coll_args *a, size_t i, const hoop__step *st, const char 
                  (int)st->peer);
     return HOOP_INTERNAL_ERROR("%s algorithm %s (rank %d of %d, count %zu x %zu bytes): step %zu "
                                "(%s%s) %s: the schedule is wrong (nothing was moved)",
-                               hoop__coll_name(a->coll), sched_algo(a), a->rank, a->world_size,
-                               a->count, a->elem, i, hoop__step_kind_name(st->kind), peer, what);
+                               hoop__coll_name(a->coll), hoop__sched_algo_name(a), a->rank,
+                               a->world_size, a->count, a->elem, i, hoop__step_kind_name(st->kind),
+                               peer, what);
 }
 
 /* 1 when [off, off + bytes) lies inside a buffer of size bytes (no overflow). */
@@ -205,6 +206,24 @@ hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a)
     return HOOP_OK;
 }
 
+hoop_status hoop__sched_check_links(const hoop__sched *s, const hoop__coll_args *a,
+                                    struct hoop_tp_comm *const *send,
+                                    struct hoop_tp_comm *const *recv)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        const hoop__step *st = &s->steps[i];
+        if (hoop__step_is_local(st->kind)) continue; /* hoop__sched_check checked the peer */
+        if ((st->kind == HOOP__STEP_SEND ? send : recv)[st->peer] == NULL)
+            return sched_fail(a, i, st,
+                              "has no link to rank %d: a comm links only the ring neighbours "
+                              "and the peers the rows of the algorithm table mark "
+                              "(hoop__algo_peers, src/collectives/algo.c); an algorithm that "
+                              "exchanges with other ranks marks them in its row's peers function",
+                              (int)st->peer);
+    }
+    return HOOP_OK;
+}
+
 hoop_status hoop__sched_built(hoop_status st, int said, const hoop__sched *s,
                               const hoop__sched *votes, const hoop__coll_args *a)
 {
@@ -212,15 +231,15 @@ hoop_status hoop__sched_built(hoop_status st, int said, const hoop__sched *s,
         return HOOP_INTERNAL_ERROR("%s algorithm %s (rank %d of %d, count %zu x %zu bytes): its "
                                    "schedule function failed with %s and no message (return "
                                    "errors through HOOP_ERROR)",
-                                   hoop__coll_name(a->coll), sched_algo(a), a->rank, a->world_size,
-                                   a->count, a->elem, hoop_status_name(st));
+                                   hoop__coll_name(a->coll), hoop__sched_algo_name(a), a->rank,
+                                   a->world_size, a->count, a->elem, hoop_status_name(st));
     if (st != HOOP_OK) return st;
     if (s->n < votes->n || memcmp(s->steps, votes->steps, votes->n * sizeof(*s->steps)) != 0)
         return HOOP_INTERNAL_ERROR(
             "%s algorithm %s (rank %d of %d, count %zu x %zu bytes): its "
             "schedule function changed the %zu steps of the call's vote that "
             "open the schedule (it must only append: hoop__sched_add)",
-            hoop__coll_name(a->coll), sched_algo(a), a->rank, a->world_size, a->count, a->elem,
-            votes->n);
+            hoop__coll_name(a->coll), hoop__sched_algo_name(a), a->rank, a->world_size, a->count,
+            a->elem, votes->n);
     return HOOP_OK;
 }
