@@ -223,6 +223,12 @@ START_TEST(test_short_send)
         /* the last chunk: whatever its size, the sent one is 4 bytes shorter */
         ck_assert_msg(strstr(x->msg, " bytes") && strstr(x->msg, "posted"),
                       "rank 1: the message does not give both sizes: %s", x->msg);
+        /* Rank 0 hears it through the comm, pointed at rank 1's message (for hooprun's
+         * report, which names the rank the others point at); it read "rank 1 failed or
+         * closed its links", as of a link that broke, which named the wrong rank. */
+        const char *heard = results[0].st != HOOP_OK ? results[0].msg : results[0].later_msg;
+        assert_has(heard, "rank 1 failed allreduce(", 0);
+        assert_has(heard, "on its link with rank 0 (HOOP_ERR_INTERNAL; see rank 1's message)", 0);
         for (int r = 0; r < 2; r++) {
             ck_assert_msg(results[r].later != HOOP_OK, "rank %d: the comm still works", r);
             ck_assert_msg(results[r].bad_guards == 0, "rank %d: %zu guard elements written", r,

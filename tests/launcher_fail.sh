@@ -5,7 +5,8 @@
 # exits with its code within 5 s and leaves no worker or grandchild behind, also when
 # another worker ignores SIGTERM; SIGINT to hooprun ends every worker; workers ending on
 # SIGUSR2 are no failure, and hooprun tells those that exited with its code from those it
-# killed (case 12).
+# killed (case 12); a rank whose message points at another rank's (see rank N's message)
+# yields to it (case 6b).
 . "${top_srcdir:-.}/tests/launcher_lib.sh"
 
 # The worker: records its pid, its group and two grandchildren (one in its group, one
@@ -178,6 +179,35 @@ grep -qE "^hooprun:   1 +$host +[0-9]+ +2 +- +[0-9:.]+ +failed too\$" "$TMP/echo
     fail "no summary row for rank 1"
 grep -qE "^hooprun:   2 +$host +[0-9]+ +- +15 \(SIGTERM\) +[0-9:.]+ +ended by hooprun's SIGTERM\$" "$TMP/echo/err" ||
     fail "no summary row for rank 2"
+
+# 6b. A rank that heard of rank 2's failure through the communicator, and printed it
+# first ("rank 2 failed: HOOP_ERR_INTERNAL during ... (see rank 2's message)"), yields to
+# rank 2, which printed its own reason a moment later (rank 1 was named).
+cat > "$TMP/heard.sh" <<'W'
+#!/bin/bash
+d=$1
+case $RANK in
+1)
+    echo "bench: rank 1: allreduce failed: rank 2 failed: HOOP_ERR_INTERNAL during allreduce(count=9, f32, sum, algo=star) #4 (see rank 2's message)" >&2
+    touch "$d/heard"
+    exit 1
+    ;;
+2)
+    for _ in $(seq 100); do [ -e "$d/heard" ] && break; sleep 0.02; done
+    sleep 0.2
+    echo "bench: rank 2: allreduce failed: internal error: step 7 writes past the end" >&2
+    exit 1
+    ;;
+*) sleep 30 ;;
+esac
+W
+chmod +x "$TMP/heard.sh"
+mkdir -p "$TMP/heard"
+"$HOOPRUN" --nproc-per-node 3 "$TMP/heard.sh" "$TMP/heard" > "$TMP/heard/out" 2> "$TMP/heard/err"
+rc=$?
+[ "$rc" = 1 ] || { cat "$TMP/heard/err"; fail "rank 2's failure gave $rc, not 1"; }
+assert_contains "$TMP/heard/err" "hooprun: first failure: rank 2 (pid "
+assert_contains "$TMP/heard/err" "message: bench: rank 2: allreduce failed: internal error"
 
 # 7. A worker dies of a signal; the others notice, print an error and exit 1 right after
 # it: the dead one failed first, not the first to speak.

@@ -29,6 +29,11 @@
  *      that waits for it times out, and the first of them to exit is only the first to
  *      notice. Its exit status is still the noticing worker's (the stopped one ends by
  *      hooprun's SIGTERM). The lowest stopped rank is named.
+ *   5. A candidate whose last words name another as the origin (hoop's "see rank N's
+ *      message": a rank that heard of rank N's failure, HOOP_ERR_INTERNAL in its
+ *      schedule, say, through the communicator) yields to rank N when N failed on its
+ *      own on this node: the hearer may print first, since rank N's reason is told to
+ *      the others before rank N prints it.
  *
  * This is inference from timing, not proof: a worker that printed a warning (other than
  * through hoop's logger) less than LAST_WORDS_NS before it exited silently, only because
@@ -104,13 +109,29 @@ static int first_own_failure(const hooprun_worker *w, int n)
     return best;
 }
 
+/* Rule 5: the worker that best's last words name as the origin ("see rank N's
+ * message"), followed while it too failed on its own; best itself when none. */
+static int named_origin(const hooprun_worker *w, int n, int best)
+{
+    for (int hops = 0; best >= 0 && hops < n; hops++) {
+        int k = last_words(&w[best]), rank, next = -1;
+        const char *at = k >= 0 ? strstr(w[best].tail[k].text, "see rank ") : NULL;
+        if (!at || sscanf(at, "see rank %d's message", &rank) != 1) break;
+        for (int i = 0; i < n; i++)
+            if (w[i].rank == rank && i != best && own_failure(&w[i])) next = i;
+        if (next < 0) break;
+        best = next;
+    }
+    return best;
+}
+
 int hooprun_first_failure(const hooprun_worker *w, int n)
 {
     int best = first_own_failure(w, n);
     if (best >= 0 && WIFSIGNALED(w[best].status)) return best; /* rule 4's exception */
     for (int i = 0; i < n; i++)
         if (w[i].found_stopped) return i;
-    return best;
+    return named_origin(w, n, best);
 }
 
 // ----- printing ---------------------------------------------------------------------

@@ -320,13 +320,18 @@ static void adopt_record(hoop_comm *comm)
     } else if (culprit == origin)
         snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d aborted its communicator",
                  origin);
-    else if (culprit >= 0)
+    else if (culprit >= 0 && st == HOOP_ERR_REMOTE) /* a link that broke: the peer's end */
         snprintf(comm->fail_msg, sizeof(comm->fail_msg),
                  "rank %d failed or closed its links (%s, detected by rank %d)", culprit,
                  hoop_status_name(st), origin);
+    else if (culprit >= 0) /* e.g. a message of the wrong length: the schedules disagree */
+        snprintf(comm->fail_msg, sizeof(comm->fail_msg),
+                 "rank %d failed %s on its link with rank %d (%s; see rank %d's message)", origin,
+                 a, culprit, hoop_status_name(st), origin);
     else
-        snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d failed: %s during %s", origin,
-                 hoop_status_name(st), a);
+        snprintf(comm->fail_msg, sizeof(comm->fail_msg),
+                 "rank %d failed: %s during %s (see rank %d's message)", origin,
+                 hoop_status_name(st), a, origin);
     memcpy(comm->fail_rec, r, sizeof(comm->fail_rec));
     comm->fail_adopted = 1; /* the predecessor resolved its claims: final as it is */
     fail_finalize(comm);
