@@ -7,7 +7,7 @@
  * and reduce, copy locally), each with up to two dependencies on earlier steps. The
  * algorithm files (ring.c, rd.c, rhd.c, chain.c, direct.c) only emit steps; the executor
  * (exec.c) moves the bytes over any transport with several chunks in flight. This is
- * the "algorithms become data" direction of DESIGN.md: a simulator can run the same
+ * "algorithms become data": a simulator could run the same
  * schedules on an alpha-beta-gamma model.
  *
  * Ordering rule the executor relies on: the k-th SEND to peer p in this rank's schedule

@@ -35,7 +35,7 @@
 #include "hoop/collectives.h"
 #include "hoop/status.h"
 
-/* Where a buffer lives (the collectives' memory kinds, DESIGN.md "Seams"). */
+/* Where a buffer lives: the memory kinds the collectives take (host, pinned host, CUDA). */
 typedef enum hoop__mem_kind {
     HOOP__MEM_HOST = 0,   /* pageable host memory: the transports read and write it */
     HOOP__MEM_PINNED = 1, /* page-locked host memory: also what a GPU reaches directly */

@@ -5,7 +5,7 @@
  * hooprun starts nproc_per_node workers on each of nnodes nodes. This module turns
  * (nnodes, node_rank, nproc_per_node, local_rank) into the ids a worker receives in its
  * environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, NODE_RANK), with the
- * layout of DESIGN.md: rank = node_rank * nproc_per_node + local_rank. It also reads
+ * layout torchrun uses: rank = node_rank * nproc_per_node + local_rank. It also reads
  * where a task of an srun step stands (srun-native start, each task a worker, no
  * hooprun). Thread-safe (pure functions, and getenv).
  */
