@@ -613,6 +613,7 @@ void hoop__store_tell_latecomers(hoop_store *st, int ms);
 /* When st owns its server: its owner printed its failure itself
  * (hoop__store_server_owner_said). */
 void hoop__store_owner_said(hoop_store *st);
+
 void hoop__store_server_tell_latecomers(hoop_store_server *srv, int ms);
 
 /* The owner has printed its failure itself (a tool's own line, before it gives up): the
