@@ -77,6 +77,8 @@ typedef struct hooprun_worker {
     int found_stopped;        /* it was stopped (state T: SIGSTOP) when
                                * the first worker failed: the others may have timed out
                                * waiting for it */
+    int64_t start_ns;         /* CLOCK_MONOTONIC when hooprun forked it */
+    int usr_held;             /* SIGUSR1/2 held until it catches it (hooprun_proc.c) */
 } hooprun_worker;
 
 /* Splits the CPUs this process may use into nproc disjoint, non-empty sets (hwloc's

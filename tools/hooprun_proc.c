@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -42,6 +43,8 @@
 #define STOP_TICK_MS 100    /* while stopping, how often we look for new orphans */
 #define SETTLE_MS 1000      /* after the first bad exit, how long the others may end alone */
 #define USR_SETTLE_MS 30000 /* after a worker's SIGUSR1/2 exit, how long the others may take */
+#define USR_HOLD_MS 2000    /* a new worker's SIGUSR1/2 waits this long for its handler */
+#define USR_TICK_MS 10      /* how often a held SIGUSR1/2 looks for it */
 
 typedef hooprun_worker worker;
 
@@ -91,6 +94,66 @@ static int signal_groups(supervisor *s, int sig)
     for (int i = 0; i < s->n; i++)
         if (killpg(s->w[i].pid, sig) == 0) alive++;
     return alive;
+}
+
+/* Does worker w's program catch sig yet? 1 once it has exec'd (its executable is not
+ * hooprun's: between fork and exec it has hooprun's handlers) and its handler is in
+ * place (SigCgt in /proc/PID/status). */
+static int catches(const worker *w, int sig)
+{
+    char path[64], exe[PATH_MAX], self[PATH_MAX], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/exe", (int)w->pid);
+    ssize_t n = readlink(path, exe, sizeof(exe) - 1),
+            m = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0 || m <= 0) return 0;
+    exe[n] = self[m] = '\0';
+    if (strcmp(exe, self) == 0) return 0;
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)w->pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return 0;
+    unsigned long long caught = 0;
+    int found = 0;
+    while (!found && fgets(line, sizeof(line), f))
+        found = sscanf(line, "SigCgt: %llx", &caught) == 1;
+    fclose(f);
+    return found && (caught >> (sig - 1) & 1);
+}
+
+/* Forwards SIGUSR1/2 (a preemption's notice) to the workers. A worker started less than
+ * USR_HOLD_MS ago whose program does not catch it yet gets it once it does (release_usr):
+ * sent at once, it hit hoop-train in the milliseconds before its first line installs the
+ * handler (the dynamic loader's), and killed it unsaved, as when hooprun forwards a notice
+ * that came while the nodes met the moment the workers start. A program that never
+ * catches it gets it USR_HOLD_MS after its start, with its default effect. */
+static void forward_usr(supervisor *s, int sig)
+{
+    int64_t now = hoop__now_ns();
+    for (int i = 0; i < s->n; i++) {
+        worker *w = &s->w[i];
+        if (w->running && now - w->start_ns < USR_HOLD_MS * 1000000LL && !catches(w, sig))
+            w->usr_held = sig;
+        else
+            killpg(w->pid, sig);
+    }
+}
+
+/* Sends each held SIGUSR1/2 whose worker catches it now, or whose hold is over. Returns
+ * how many are still held. */
+static int release_usr(supervisor *s)
+{
+    int64_t now = hoop__now_ns();
+    int held = 0;
+    for (int i = 0; i < s->n; i++) {
+        worker *w = &s->w[i];
+        if (!w->usr_held) continue;
+        if (w->running && now - w->start_ns < USR_HOLD_MS * 1000000LL && !catches(w, w->usr_held)) {
+            held++;
+            continue;
+        }
+        if (w->running) killpg(w->pid, w->usr_held);
+        w->usr_held = 0;
+    }
+    return held;
 }
 
 /* Sends sig to every child we have: workers and adopted orphans, or with
@@ -520,6 +583,7 @@ static int spawn(supervisor *s, int local_rank)
     HOOP_INFO(LAUNCH, "rank %d: pid %d, its own process group", w->rank, (int)pid);
     w->pid = pid;
     w->running = 1;
+    w->start_ns = hoop__now_ns();
     s->n++;
     return 0;
 }
@@ -532,7 +596,10 @@ static void on_signal(supervisor *s)
     while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         int sig = (int)si.ssi_signo;
         if (sig == SIGCHLD) continue; /* reaped after every wake-up */
-        signal_groups(s, sig);
+        if (sig == SIGUSR1 || sig == SIGUSR2)
+            forward_usr(s, sig);
+        else
+            signal_groups(s, sig);
         if ((sig == SIGUSR1 || sig == SIGUSR2) && s->usr_forwarded != sig) {
             s->usr_forwarded = sig;
             fprintf(stderr, "hooprun: got %s; forwarded it to the workers\n", strsignal(sig));
@@ -566,13 +633,15 @@ static int fill_pollfds(supervisor *s, struct pollfd *pfd, hooprun_stream **who,
     return n;
 }
 
-/* How long poll may sleep: until the planned stop, the SIGKILL or the next orphan tick. */
-static int poll_timeout(const supervisor *s, int64_t give_up)
+/* How long poll may sleep: until the planned stop, the SIGKILL, the next orphan tick,
+ * or the next look for a held SIGUSR1/2's handler (held: how many are held). */
+static int poll_timeout(const supervisor *s, int64_t give_up, int held)
 {
     if (!s->stopping) {
         int t = s->stop_at_ns ? hoop__ms_left(s->stop_at_ns) : -1;
         if (s->plan->agents && !s->peer_failed && (t < 0 || t > HOOPRUN_AGENT_PROBE_MS))
             t = HOOPRUN_AGENT_PROBE_MS;
+        if (held && (t < 0 || t > USR_TICK_MS)) t = USR_TICK_MS;
         return t;
     }
     int timeout = hoop__ms_left(s->killed ? give_up : s->kill_at_ns);
@@ -626,8 +695,9 @@ static int step(supervisor *s, struct pollfd *pfd, hooprun_stream **who, worker 
         fprintf(stderr, "hooprun: some processes survived SIGKILL; giving up on them\n");
         return 0;
     }
+    int held = release_usr(s);
     int n = fill_pollfds(s, pfd, who, whose);
-    if (poll(pfd, (nfds_t)n, poll_timeout(s, give_up)) < 0 && errno != EINTR) return 0;
+    if (poll(pfd, (nfds_t)n, poll_timeout(s, give_up, held)) < 0 && errno != EINTR) return 0;
     int64_t now = hoop__now_ns();
     if (pfd[0].revents) on_signal(s);
     for (int i = 1; i < n; i++)
@@ -686,7 +756,7 @@ int hooprun_supervise(const hooprun_plan *plan, int *failed)
                     plan->node_rank * plan->nproc_per_node + s.n, s.n, s.n == 1 ? "" : "s");
         begin_stop(&s); /* their deaths by SIGTERM are ours, not theirs */
     } else if (pending_usr) {
-        signal_groups(&s, pending_usr);
+        forward_usr(&s, pending_usr);
         s.usr_forwarded = pending_usr;
         fprintf(stderr,
                 "hooprun: got %s while the nodes met; forwarded it to the workers as they "
