@@ -68,7 +68,8 @@ int bench_parse_args(int argc, char **argv, bench_opts *o, char *err, size_t err
 int bench_next_size(const bench_opts *o, uint64_t s, uint64_t *next);
 
 /* The settings every rank must share (the sweep, the types and ops, the calls' form, the
- * algorithm; not -J, --csv or --show-algo, which only rank 0 uses), written into buf (len
+ * algorithm run, from --algo or HOOP_ALGO; not -J, --csv or --show-algo, which only rank
+ * 0 uses, nor -T, each rank's own patience, nor -p, which does nothing), written into buf (len
  * bytes, zero-filled first) as lines "flag value" in a fixed order with defaults
  * resolved, for hoop__settings_diff across the ranks. Returns 0, or -1 when len is too
  * small. */

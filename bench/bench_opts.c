@@ -247,9 +247,9 @@ int bench_settings(const bench_opts *o, char *buf, size_t len)
     bad |= put_setting(buf, len, &at, "-R", "%" PRId64, o->reg);
     bad |= put_setting(buf, len, &at, "-G", "%" PRId64, o->graphs);
     bad |= put_setting(buf, len, &at, "--device", "%s", o->device ? "cuda" : "cpu");
-    bad |= put_setting(buf, len, &at, "--algo", "%s",
-                       o->algo_set ? hoop_algo_name(o->algo) : "(none)");
-    bad |= put_setting(buf, len, &at, "HOOP_ALGO", "%s", hoop_algo_name(o->env_algo));
+    /* the algorithm the library runs: --algo's, else HOOP_ALGO's (auto when neither) */
+    bad |= put_setting(buf, len, &at, "--algo/HOOP_ALGO", "%s",
+                       hoop_algo_name(o->algo_set ? o->algo : o->env_algo));
     return bad ? -1 : 0;
 }
 

@@ -216,7 +216,7 @@ grep -q "heard from rank 1 (127.0.0.1:[0-9]*) that it cannot start: hoop-bench: 
 # exit 2 at once, naming the flag and both values, and rank 0's -J file is removed (they
 # failed with exit 1 at the first call that differed, naming a barrier against an
 # all-reduce).
-for case in "-c|1|0|-c 1|-c 0|" "HOOP_ALGO|ring|rd||| HOOP_ALGO=" \
+for case in "-c|1|0|-c 1|-c 0|" "--algo/HOOP_ALGO|ring|rd||| HOOP_ALGO=" \
     "-d|uint8,int32,int64,half,float,double,bfloat16|float|-d all|-d float|"; do
     IFS='|' read -r flag v0 v1 a0 a1 env <<< "$case"
     port=$((20000 + RANDOM % 12000))
@@ -239,6 +239,24 @@ for case in "-c|1|0|-c 1|-c 0|" "HOOP_ALGO|ring|rd||| HOOP_ALGO=" \
     assert_contains "$TMP/r0" "hoop-bench: rank 0: $want"
     assert_contains "$TMP/r1" "hoop-bench: rank 1: $want"
     [ ! -e "$TMP/dis.json" ] || fail "$flag $v0 / $v1: rank 0 left $TMP/dis.json"
+done
+# ... but one sweep spelled two ways runs: --algo ring against HOOP_ALGO=ring, --algo auto
+# against the default, -b 1K against -b 1024, -d f32 against float (--algo auto was
+# refused against no --algo).
+for case in "--algo ring -b 1K -d f32|HOOP_ALGO=ring|-b 1024 -d float" "--algo auto -b 8||-b 8"; do
+    IFS='|' read -r a0 e1 a1 <<< "$case"
+    port=$((20000 + RANDOM % 12000))
+    # shellcheck disable=SC2086
+    ( HOOP_TIMEOUT=60 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=2 HOOP_TOKEN=t \
+        exec timeout 60 "$BENCH" allreduce -e 1K -n 1 -w 0 $a0 > "$TMP/r0" 2>&1 ) &
+    r0=$!
+    # shellcheck disable=SC2086
+    env $e1 HOOP_TIMEOUT=60 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=1 WORLD_SIZE=2 \
+        HOOP_TOKEN=t timeout 60 "$BENCH" allreduce -e 1K -n 1 -w 0 $a1 > "$TMP/r1" 2>&1
+    rc1=$?
+    wait $r0
+    rc0=$?
+    [ $rc0$rc1 = 00 ] || { cat "$TMP/r0" "$TMP/r1"; fail "'$a0' against '$e1 $a1': exits $rc0 / $rc1"; }
 done
 # -J never overwrites (nccl-tests): an existing file stays, FILE.0 is written and named.
 echo keep > "$TMP/k.json"
