@@ -283,15 +283,17 @@ done
 "$BENCH" allreduce -b 8 -e 8 -n 1 -J "$TMP/made.json" --csv "$TMP/none/x.csv" > "$TMP/out" 2>&1
 rc=$?
 [ $rc = 2 ] && [ ! -e "$TMP/made.json" ] || { cat "$TMP/out"; fail "-J made.json left by a refused start (exit $rc)"; }
-# A bad flag on every rank under hooprun: said once by rank 0 (and quoted in hooprun's
+# A bad flag on every rank under hooprun: said by rank 0 (and quoted in hooprun's
 # report), all exit 2; rank 0's store no longer WARNs of it first ("its owner gave up").
+# (A rank whose word reaches rank 0's store before rank 0's own refusal is noted is the
+# one the job heard, and says it too: at most twice.)
 "$HOOPRUN" --nproc-per-node 3 "$BENCH" allreduce --algo strr > "$TMP/out" 2>&1
 rc=$?
 [ $rc = 2 ] || { cat "$TMP/out"; fail "--algo strr on 3 ranks: exit $rc"; }
-[ "$(grep -c "^hoop-bench: --algo: unknown algorithm 'strr'" "$TMP/out")" = 1 ] ||
-    { cat "$TMP/out"; fail "--algo strr: not said exactly once"; }
+n=$(grep -c "^hoop-bench: --algo: unknown algorithm 'strr'" "$TMP/out")
+[ "$n" -ge 1 ] && [ "$n" -le 2 ] || { cat "$TMP/out"; fail "--algo strr: said $n times"; }
 once "$TMP/out" "rank 0's message: hoop-bench: --algo: unknown algorithm 'strr'"
-grep -q "gave up" "$TMP/out" && { cat "$TMP/out"; fail "--algo strr: rank 0's store warned too"; }
+grep -q "its owner gave up" "$TMP/out" && { cat "$TMP/out"; fail "--algo strr: rank 0's store warned too"; }
 # A --csv FIFO that nobody reads is refused (rank 0 blocked in its open until the others
 # timed out waiting for it).
 mkfifo "$TMP/csv.fifo"
