@@ -125,12 +125,19 @@ static int catches(const worker *w, int sig)
  * handler (the dynamic loader's), and killed it unsaved, as when hooprun forwards a notice
  * that came while the nodes met the moment the workers start. A program that never
  * catches it gets it USR_HOLD_MS after its start, with its default effect. */
+/* Is sig to w still held at now: w runs, started less than USR_HOLD_MS ago, and does
+ * not catch it yet? */
+static int holds(const worker *w, int sig, int64_t now)
+{
+    return w->running && now - w->start_ns < USR_HOLD_MS * 1000000LL && !catches(w, sig);
+}
+
 static void forward_usr(supervisor *s, int sig)
 {
     int64_t now = hoop__now_ns();
     for (int i = 0; i < s->n; i++) {
         worker *w = &s->w[i];
-        if (w->running && now - w->start_ns < USR_HOLD_MS * 1000000LL && !catches(w, sig))
+        if (holds(w, sig, now))
             w->usr_held = sig;
         else
             killpg(w->pid, sig);
@@ -146,7 +153,7 @@ static int release_usr(supervisor *s)
     for (int i = 0; i < s->n; i++) {
         worker *w = &s->w[i];
         if (!w->usr_held) continue;
-        if (w->running && now - w->start_ns < USR_HOLD_MS * 1000000LL && !catches(w, w->usr_held)) {
+        if (holds(w, w->usr_held, now)) {
             held++;
             continue;
         }
