@@ -262,25 +262,22 @@ hoop_status hoop__barrier_vote(const hoop__coll_args *a, hoop__sched *s);
 hoop_status hoop__coll_schedule(const hoop__coll_args *a, hoop__sched *s);
 /* sched_check.c: HOOP_OK when every step of s (call a's schedule, scratch_bytes set)
  * stays inside the buffers it names (send, receive, scratch, token, vote records; the
- * shared buffer for DIRECT steps), names another rank as its peer and depends on earlier
- * steps only; else HOOP_ERR_INTERNAL naming the collective, the algorithm, the first bad
- * step (index, kind, peer), the buffer, the range and the buffer's size. O(steps), no
- * data touched: run once per built schedule, before any byte moves. */
-hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a);
+ * shared buffer for DIRECT steps), names another rank as its peer, has a link to that
+ * peer (send[peer] for a send, recv[peer] for a receive: the comm's per-peer links, NULL
+ * where none was connected, since a comm links only the ring neighbours and the peers
+ * its algorithms' rows mark, hoop__algo_peers; send == NULL skips this) and depends on
+ * earlier steps only; else HOOP_ERR_INTERNAL naming the collective, the algorithm, the
+ * first bad step (index, kind, peer), the buffer, the range and the buffer's size. One
+ * O(steps) pass, no data touched: run once per built schedule, before any byte moves. */
+struct hoop_tp_comm;
+hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a,
+                              struct hoop_tp_comm *const *send, struct hoop_tp_comm *const *recv);
 
 /* The name of call a's algorithm in messages (a static string): the all-reduce's
  * (hoop_algo_name), "chain" (broadcast, reduce), "ring" or "direct" (all-gather,
  * reduce-scatter), "vote" (barrier). */
 const char *hoop__sched_algo_name(const hoop__coll_args *a);
 
-/* Every send and receive of s has a link to its peer (send[peer], recv[peer]: the comm's
- * per-peer links, NULL where none was connected: a comm links only the ring neighbours
- * and the peers its algorithms' rows mark, hoop__algo_peers). HOOP_ERR_INTERNAL naming
- * the algorithm, the step and the peer otherwise, before any byte moves. */
-struct hoop_tp_comm;
-hoop_status hoop__sched_check_links(const hoop__sched *s, const hoop__coll_args *a,
-                                    struct hoop_tp_comm *const *send,
-                                    struct hoop_tp_comm *const *recv);
 /* sched_check.c: what a schedule function (hoop__coll_schedule) returned, st, checked:
  * its own failure, with a message added when it set none (said == 0: a bare code showed
  * whatever message came before), or HOOP_ERR_INTERNAL when it did not leave s opening

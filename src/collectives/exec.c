@@ -508,13 +508,10 @@ static hoop_status post_lane_steps(hoop__exec *x, struct lane *l, int is_send, i
         int allow_recv = gate_open(x, st);
         struct hoop_tp_comm *c = is_send ? x->env.send[st->peer] : x->env.recv[st->peer];
         void *req = NULL;
-        if (!c)
-            return HOOP_INTERNAL_ERROR(
-                "no link to rank %d for this schedule: a comm links only the "
-                "ring neighbours and the peers the rows of the algorithm table "
-                "mark (hoop__algo_peers, src/collectives/algo.c); an algorithm "
-                "that exchanges with other ranks marks them in its row's peers function",
-                st->peer);
+        if (!c) /* a backstop: hoop__sched_check refuses such a schedule with its step */
+            return HOOP_INTERNAL_ERROR("step %d: no link to rank %d (a schedule that "
+                                       "hoop__sched_check did not see)",
+                                       (int)i, st->peer);
         /* a staged SEND waits at its lane's head until its copy into a slot is done */
         if (is_send && st->stage && x->state[i] != ST_RECEIVED) return HOOP_OK;
         x->env.failed_peer = st->peer; /* blamed for a transport error below */

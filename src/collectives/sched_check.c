@@ -176,7 +176,8 @@ static hoop_status check_step(const hoop__coll_args *a, size_t i, const hoop__st
     }
 }
 
-hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a)
+hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a,
+                              struct hoop_tp_comm *const *send, struct hoop_tp_comm *const *recv)
 {
     size_t size[HOOP__NBUF], shared;
     buf_sizes(a, s->scratch_bytes, size, &shared);
@@ -186,6 +187,14 @@ hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a)
         if (linked && (st->peer < 0 || st->peer >= a->world_size || st->peer == a->rank))
             return sched_fail(a, i, st, "names rank %d, not another rank of 0..%d", (int)st->peer,
                               a->world_size - 1);
+        if (send && !hoop__step_is_local(st->kind) &&
+            (st->kind == HOOP__STEP_SEND ? send : recv)[st->peer] == NULL)
+            return sched_fail(a, i, st,
+                              "has no link to rank %d: a comm links only the ring neighbours "
+                              "and the peers the rows of the algorithm table mark "
+                              "(hoop__algo_peers, src/collectives/algo.c); an algorithm that "
+                              "exchanges with other ranks marks them in its row's peers function",
+                              (int)st->peer);
         for (int k = 0; k < 2; k++)
             if (st->dep[k] < -1 || (st->dep[k] >= 0 && (size_t)st->dep[k] >= i))
                 return sched_fail(a, i, st, "depends on step %d, not an earlier one",
@@ -202,24 +211,6 @@ hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a)
                               "cut messages into chunks",
                               st->bytes, a->chunk_bytes);
         HOOP_CHECK(check_step(a, i, st, size, shared));
-    }
-    return HOOP_OK;
-}
-
-hoop_status hoop__sched_check_links(const hoop__sched *s, const hoop__coll_args *a,
-                                    struct hoop_tp_comm *const *send,
-                                    struct hoop_tp_comm *const *recv)
-{
-    for (size_t i = 0; i < s->n; i++) {
-        const hoop__step *st = &s->steps[i];
-        if (hoop__step_is_local(st->kind)) continue; /* hoop__sched_check checked the peer */
-        if ((st->kind == HOOP__STEP_SEND ? send : recv)[st->peer] == NULL)
-            return sched_fail(a, i, st,
-                              "has no link to rank %d: a comm links only the ring neighbours "
-                              "and the peers the rows of the algorithm table mark "
-                              "(hoop__algo_peers, src/collectives/algo.c); an algorithm that "
-                              "exchanges with other ranks marks them in its row's peers function",
-                              (int)st->peer);
     }
     return HOOP_OK;
 }
