@@ -199,20 +199,6 @@ void bench_format_float(double v, int width, char *out)
     snprintf(out, 24, fabs(v) < 1e15 ? "%.0f" : "%.3e", v);
 }
 
-/* Appends "flag value\n" to buf (len bytes, at *pos); 0, or -1 when it does not fit. */
-static int put_setting(char *buf, size_t len, size_t *pos, const char *flag, const char *fmt, ...)
-{
-    char value[128];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(value, sizeof value, fmt, ap);
-    va_end(ap);
-    int n = snprintf(buf + *pos, len - *pos, "%s %s\n", flag, value);
-    if (n < 0 || (size_t)n >= len - *pos) return -1;
-    *pos += (size_t)n;
-    return 0;
-}
-
 int bench_settings(const bench_opts *o, char *buf, size_t len)
 {
     char types[128] = "", ops[128] = "", root[24];
@@ -229,27 +215,27 @@ int bench_settings(const bench_opts *o, char *buf, size_t len)
         snprintf(root, sizeof root, "all");
     else
         snprintf(root, sizeof root, "%" PRId64, o->root);
-    bad |= put_setting(buf, len, &at, "collective", "%s", bench_coll_name(o->coll));
-    bad |= put_setting(buf, len, &at, "-b", "%" PRId64, o->minb);
-    bad |= put_setting(buf, len, &at, "-e", "%" PRId64, o->maxb);
-    bad |= put_setting(buf, len, &at, "-f", "%" PRId64, o->factor);
-    bad |= put_setting(buf, len, &at, "-i", "%" PRId64, o->stepb);
-    bad |= put_setting(buf, len, &at, "-n", "%" PRId64, o->iters);
-    bad |= put_setting(buf, len, &at, "-w", "%" PRId64, o->warmup);
-    bad |= put_setting(buf, len, &at, "-m", "%" PRId64, o->agg);
-    bad |= put_setting(buf, len, &at, "-N", "%" PRId64, o->cycles);
-    bad |= put_setting(buf, len, &at, "-c", "%" PRId64, o->check);
-    bad |= put_setting(buf, len, &at, "-d", "%s", types);
-    bad |= put_setting(buf, len, &at, "-o", "%s", ops);
-    bad |= put_setting(buf, len, &at, "-r", "%s", root);
-    bad |= put_setting(buf, len, &at, "-a", "%" PRId64, o->average);
-    bad |= put_setting(buf, len, &at, "-z", "%" PRId64, o->blocking);
-    bad |= put_setting(buf, len, &at, "-R", "%" PRId64, o->reg);
-    bad |= put_setting(buf, len, &at, "-G", "%" PRId64, o->graphs);
-    bad |= put_setting(buf, len, &at, "--device", "%s", o->device ? "cuda" : "cpu");
+    bad |= hoop__settings_put(buf, len, &at, "collective", "%s", bench_coll_name(o->coll));
+    bad |= hoop__settings_put(buf, len, &at, "-b", "%" PRId64, o->minb);
+    bad |= hoop__settings_put(buf, len, &at, "-e", "%" PRId64, o->maxb);
+    bad |= hoop__settings_put(buf, len, &at, "-f", "%" PRId64, o->factor);
+    bad |= hoop__settings_put(buf, len, &at, "-i", "%" PRId64, o->stepb);
+    bad |= hoop__settings_put(buf, len, &at, "-n", "%" PRId64, o->iters);
+    bad |= hoop__settings_put(buf, len, &at, "-w", "%" PRId64, o->warmup);
+    bad |= hoop__settings_put(buf, len, &at, "-m", "%" PRId64, o->agg);
+    bad |= hoop__settings_put(buf, len, &at, "-N", "%" PRId64, o->cycles);
+    bad |= hoop__settings_put(buf, len, &at, "-c", "%" PRId64, o->check);
+    bad |= hoop__settings_put(buf, len, &at, "-d", "%s", types);
+    bad |= hoop__settings_put(buf, len, &at, "-o", "%s", ops);
+    bad |= hoop__settings_put(buf, len, &at, "-r", "%s", root);
+    bad |= hoop__settings_put(buf, len, &at, "-a", "%" PRId64, o->average);
+    bad |= hoop__settings_put(buf, len, &at, "-z", "%" PRId64, o->blocking);
+    bad |= hoop__settings_put(buf, len, &at, "-R", "%" PRId64, o->reg);
+    bad |= hoop__settings_put(buf, len, &at, "-G", "%" PRId64, o->graphs);
+    bad |= hoop__settings_put(buf, len, &at, "--device", "%s", o->device ? "cuda" : "cpu");
     /* the algorithm the library runs: --algo's, else HOOP_ALGO's (auto when neither) */
-    bad |= put_setting(buf, len, &at, "--algo/HOOP_ALGO", "%s",
-                       hoop_algo_name(o->algo_set ? o->algo : o->env_algo));
+    bad |= hoop__settings_put(buf, len, &at, "--algo/HOOP_ALGO", "%s",
+                              hoop_algo_name(o->algo_set ? o->algo : o->env_algo));
     return bad ? -1 : 0;
 }
 

@@ -392,18 +392,11 @@ typedef struct settings_out {
 /* Appends "flag value\n" when the setting's scopes (TRAIN_SAME_*) include the text's. */
 static void put(settings_out *s, int scopes, const char *flag, const char *fmt, ...)
 {
-    char value[96];
     va_list ap;
     if (!(scopes & s->scope)) return;
     va_start(ap, fmt);
-    vsnprintf(value, sizeof value, fmt, ap);
+    if (hoop__settings_vput(s->buf, s->len, &s->pos, flag, fmt, ap) != 0) s->full = 1;
     va_end(ap);
-    int n = snprintf(s->buf + s->pos, s->len - s->pos, "%s %s\n", flag, value);
-    if (n < 0 || (size_t)n >= s->len - s->pos) {
-        s->full = 1;
-        return;
-    }
-    s->pos += (size_t)n;
 }
 
 /* The shortest %g text that reads back as v (0.1f gives "0.1", not "0.100000001"). */

@@ -808,3 +808,23 @@ int hoop__settings_diff(const char *a, const char *b, char *flag, char *va, char
     }
     return 0;
 }
+
+int hoop__settings_vput(char *buf, size_t len, size_t *pos, const char *flag, const char *fmt,
+                        va_list ap)
+{
+    char value[128];
+    vsnprintf(value, sizeof value, fmt, ap);
+    int n = snprintf(buf + *pos, len - *pos, "%s %s\n", flag, value);
+    if (n < 0 || (size_t)n >= len - *pos) return -1;
+    *pos += (size_t)n;
+    return 0;
+}
+
+int hoop__settings_put(char *buf, size_t len, size_t *pos, const char *flag, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = hoop__settings_vput(buf, len, pos, flag, fmt, ap);
+    va_end(ap);
+    return r;
+}

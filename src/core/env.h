@@ -9,6 +9,7 @@
 #ifndef HOOP_CORE_ENV_H
 #define HOOP_CORE_ENV_H
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -130,5 +131,14 @@ HOOP_EXTERN_C_END
  * and b give it into flag, va and vb (each cap bytes, truncated), or 0 when every flag
  * both list is the same. */
 int hoop__settings_diff(const char *a, const char *b, char *flag, char *va, char *vb, size_t cap);
+
+/* Appends the line "flag value\n" of such a text to buf (len bytes, written up to *pos,
+ * which moves past the line), the value printf-formatted from fmt (at most 127 bytes
+ * kept). Returns 0, or -1 when the line does not fit (buf and *pos unchanged but for a
+ * cut-off tail after *pos, which the next line overwrites). */
+int hoop__settings_vput(char *buf, size_t len, size_t *pos, const char *flag, const char *fmt,
+                        va_list ap) __attribute__((format(printf, 5, 0)));
+int hoop__settings_put(char *buf, size_t len, size_t *pos, const char *flag, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 #endif /* HOOP_CORE_ENV_H */
