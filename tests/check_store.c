@@ -605,6 +605,8 @@ START_TEST(test_connect_timeout_rank0)
     ASSERT_MSG_HAS(where);
     ASSERT_MSG_HAS("within 500 ms");
     ASSERT_MSG_HAS("rank 0 never opened its store there, or has exited");
+    ASSERT_MSG_HAS("(127.0.0.1 is a loopback address, which reaches only this machine: when "
+                   "rank 0 runs on another machine, MASTER_ADDR must name that one)");
 }
 END_TEST
 

@@ -16,6 +16,7 @@
  * independent.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
@@ -530,6 +531,24 @@ static hoop_status try_connect(hoop_store *st, const struct addrinfo *res, int64
     return HOOP_ERR_TIMEOUT;
 }
 
+/* 1 when every address of res is a loopback one (127.0.0.0/8, ::1): one that reaches
+ * only this machine. */
+static int all_loopback(const struct addrinfo *res)
+{
+    for (const struct addrinfo *a = res; a; a = a->ai_next) {
+        if (a->ai_family == AF_INET) {
+            const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)a->ai_addr;
+            if ((ntohl(in->sin_addr.s_addr) >> 24) != 127) return 0;
+        } else if (a->ai_family == AF_INET6) {
+            const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)a->ai_addr;
+            if (!IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)) return 0;
+        } else {
+            return 0;
+        }
+    }
+    return res != NULL;
+}
+
 static hoop_status connect_retry(hoop_store *st, const char *host, int port)
 {
     struct addrinfo *res;
@@ -546,15 +565,17 @@ static hoop_status connect_retry(hoop_store *st, const char *host, int port)
         if (s != HOOP_ERR_TIMEOUT || hoop__ms_left(deadline_ns) == 0) break;
         backoff(&step_ms, &seed, deadline_ns);
     }
+    int loopback = all_loopback(res);
     freeaddrinfo(res);
     /* A rank that finds no rendezvous store must say whose it is: rank 0 may have died
      * before this rank came (the address alone does not tell a reader that). One whose
      * last attempt was taken by the listening socket but never answered found rank 0
      * alive and frozen (stopped, or its store thread stuck), not gone. No route from here
      * (ENETUNREACH, EHOSTUNREACH): whether rank 0 runs is unknown; the address or this
-     * host's network is what to check. */
+     * host's network is what to check. A loopback MASTER_ADDR (127.0.0.1, localhost)
+     * refused is the usual mistake of a first multi-machine job: said so. */
     if (s != HOOP_ERR_TIMEOUT) return s;
-    char why[300] = "";
+    char why[700] = "";
     if (st->rendezvous && silent)
         snprintf(why, sizeof(why),
                  ": its port took the connection, but %s did not answer (stopped, or stuck?)",
@@ -565,6 +586,11 @@ static hoop_status connect_retry(hoop_store *st, const char *host, int port)
                  "MASTER_ADDR, and this node's interfaces and routes)");
     else if (st->rendezvous)
         snprintf(why, sizeof(why), ": %s never opened its store there, or has exited", st->owner);
+    if (st->rendezvous && !silent && !unroutable && loopback)
+        snprintf(why + strlen(why), sizeof(why) - strlen(why),
+                 " (%.255s is a loopback address, which reaches only this machine: when %s runs "
+                 "on another machine, MASTER_ADDR must name that one)",
+                 host, st->owner);
     return HOOP_ERROR(HOOP_ERR_TIMEOUT,
                       "store: nobody answered at %s within %" PRId64 " ms (last: %s)%s",
                       st->rendezvous ? st->label : st->name, st->timeout_ms, last, why);
