@@ -101,6 +101,7 @@ typedef struct bench_rank_info {
     char dev[64];    /* --device cuda: hoop_device_describe's line; "" otherwise */
     int32_t refused; /* rank 0: the exit code of a -J / --csv it could not create, else 0 */
     char settings[BENCH_SETTINGS_BYTES]; /* bench_settings: compared with rank 0's */
+    int64_t room_kib; /* hoop__mem_room_kib before the buffers were allocated; -1 unknown */
 } bench_rank_info;
 
 /* One size: both placements (0 out-of-place, 1 in-place). */

@@ -50,6 +50,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/env.h"
+#include "core/memroom.h"
 #include "core/stop.h"
 #include "cuda/coll.h"
 #include "hoop/collectives.h"
@@ -701,12 +702,18 @@ static int open_device(bench_ctx *c)
     return 0;
 }
 
-/* Room for every type of the sweep: the layout in bytes of elements of one byte bounds
- * the layout of any wider type at the same size. */
-static int alloc_buffers(bench_ctx *c)
+/* The send and receive buffers' bytes, room for every type of the sweep: the layout in
+ * bytes of elements of one byte bounds the layout of any wider type at the same size. */
+static void buffer_bytes(const bench_ctx *c, size_t *sb, size_t *rb)
 {
     bench_layout L = bench_layout_of(c->o.coll, (size_t)c->o.maxb, 1, c->bc.world_size);
-    size_t sb = L.send_elems + 64, rb = L.recv_elems + 64;
+    *sb = L.send_elems + 64, *rb = L.recv_elems + 64;
+}
+
+static int alloc_buffers(bench_ctx *c)
+{
+    size_t sb, rb;
+    buffer_bytes(c, &sb, &rb);
     c->sbytes = sb, c->rbytes = rb;
     if (c->o.device) return alloc_device(c);
     if (c->o.reg) {
@@ -824,6 +831,41 @@ static int same_settings(const bench_ctx *c, bench_rank_info *all)
     return differ ? 2 : 0;
 }
 
+/* The buffers of every rank on one host fit in the memory that host has left (each
+ * rank's hoop__mem_room_kib, read before any rank allocated: the rank table precedes the
+ * buffers). Under overcommit an allocation too large succeeds, and the first touch of
+ * its pages brings the OOM killer: a SIGKILL with no word, which may take other
+ * processes too. Exit 2, rank 0 naming the first host that lacks room; 0 when all fit
+ * or a host's room is unknown. */
+static int fits_memory(const bench_ctx *c, const bench_rank_info *all)
+{
+    size_t sb, rb;
+    buffer_bytes(c, &sb, &rb);
+    uint64_t per_rank = (uint64_t)sb + rb;
+    for (int r = 0; r < c->bc.world_size; r++) {
+        int n = 0, first = 1;
+        int64_t room = -1;
+        for (int q = 0; q < c->bc.world_size; q++) {
+            if (strncmp(all[q].host, all[r].host, sizeof(all[q].host)) != 0) continue;
+            if (q < r) first = 0; /* that host was judged at its first rank */
+            n++;
+            if (all[q].room_kib >= 0 && (room < 0 || all[q].room_kib < room))
+                room = all[q].room_kib;
+        }
+        if (!first || room < 0 || per_rank * (uint64_t)n / 1024 <= (uint64_t)room) continue;
+        if (c->bc.rank == 0)
+            fprintf(stderr,
+                    "hoop-bench: rank 0: the buffers for -e %lld bytes do not fit in memory on "
+                    "host %s: %d rank(s) there need %d x %" PRIu64 " bytes (%" PRIu64
+                    " MiB), %" PRId64 " MiB are left (" HOOP__MEM_ROOM_WHAT
+                    "): give a smaller -e\n",
+                    (long long)c->o.maxb, all[r].host, n, n, per_rank, per_rank * (uint64_t)n >> 20,
+                    room >> 10);
+        return 2;
+    }
+    return 0;
+}
+
 /* Every rank's pid and host, gathered to all (rank 0 prints them); refused: rank 0's exit
  * code for an output it could not create (open_outputs), so that every rank stops with
  * it rather than find rank 0 gone in its first call. Returns refused, as every rank
@@ -834,7 +876,8 @@ static int gather_ranks(bench_ctx *c, bench_rank_info **all, int refused)
                           .local_rank = hoop_comm_local_rank(c->comm),
                           .pid = (int32_t)getpid(),
                           .refused = refused,
-                          .gpu = c->o.device ? atoi(c->dev + 5) : -1}; /* c->dev: "cuda:N ..." */
+                          .gpu = c->o.device ? atoi(c->dev + 5) : -1, /* "cuda:N ..." */
+                          .room_kib = hoop__mem_room_kib()};
     if (c->o.device) snprintf(me.dev, sizeof(me.dev), "%s", c->dev);
     if (gethostname(me.host, sizeof(me.host) - 1) != 0) snprintf(me.host, sizeof(me.host), "?");
     if (bench_settings(&c->o, me.settings, sizeof(me.settings)) != 0)
@@ -844,7 +887,8 @@ static int gather_ranks(bench_ctx *c, bench_rank_info **all, int refused)
     hoop_status st = hoop_allgather(c->comm, &me, *all, sizeof(me), HOOP_DTYPE_U8, NULL);
     if (st != HOOP_OK) return failed(c, "gathering the rank table", st);
     if ((*all)[0].refused) return (*all)[0].refused; /* rank 0 said why; the others stay silent */
-    return same_settings(c, *all);
+    int rc = same_settings(c, *all);
+    return rc ? rc : fits_memory(c, *all);
 }
 
 static int setup(bench_ctx *c, int argc, char **argv)

@@ -721,6 +721,28 @@ START_TEST(test_alloc_mismatch)
 }
 END_TEST
 
+/* More than the machine (or the cgroup) has left: refused up front with
+ * HOOP_ERR_NOMEM naming the size and the room, on every rank (a memfd reserved past it
+ * woke the OOM killer, which took other processes too). */
+static void alloc_too_big(h_rank *h)
+{
+    void *p = NULL;
+    hoop_status st = hoop_comm_alloc_shared(h->comm, (size_t)1 << 50, &p);
+    if (st != HOOP_ERR_NOMEM)
+        h_fail(h, "want HOOP_ERR_NOMEM, got %s: %s", hoop_status_name(st), hoop_last_error());
+    else if (!strstr(hoop_last_error(), "hoop_comm_alloc_shared: 1125899906842624 bytes asked, ") ||
+             !strstr(hoop_last_error(), " KiB left to this process (MemAvailable + SwapFree, "
+                                        "or the cgroup's memory limit less its usage)"))
+        h_fail(h, "the message does not name the size and the room: %s", hoop_last_error());
+    if (p) h_fail(h, "a failed alloc_shared returned a pointer");
+}
+
+START_TEST(test_alloc_too_big)
+{
+    run_ranks_ms(2, 10000, alloc_too_big, NULL);
+}
+END_TEST
+
 // ----------------------------------------------------------------- arguments
 
 static void bad_args(h_rank *h)
@@ -1269,6 +1291,7 @@ static Suite *suite(void)
     tcase_set_timeout(errors, 60);
     tcase_add_loop_test(errors, test_mismatch, 0, 5);
     tcase_add_test(errors, test_alloc_mismatch);
+    tcase_add_test(errors, test_alloc_too_big);
     tcase_add_test(errors, test_bad_args);
     tcase_add_loop_test(errors, test_dead_peer, 0, 2);
     tcase_add_loop_test(errors, test_never_calls, 0, 2);

@@ -310,33 +310,52 @@ rc=$?
     grep -qE "^hooprun: +1 +[^ ]+ +[0-9]+ +2 " "$TMP/out" && ! grep -q "closed its end" "$TMP/out" ||
     { cat "$TMP/out"; fail "-J not creatable on 2 ranks: exit $rc"; }
 # Buffers for -e that do not fit in memory: -e named, exit 2 (it exited 1, the code of a
-# failed collective, saying only "cannot allocate").
-# (only where the kernel refuses such a request: not with vm.overcommit_memory=1, nor on
-# a machine of 1 TiB; a sanitizer's allocator, which takes such a size for a bug of its
-# caller, is told to fail it as malloc does)
+# failed collective, saying only "cannot allocate"; under overcommit the allocation
+# succeeded and the OOM killer's SIGKILL came at the first touch, with no word). Every
+# rank's room is held against the buffers of all the ranks on its host, before any is
+# allocated. (not on a machine of 1 TiB)
 kb=$(awk '/^(MemTotal|SwapTotal):/ { t += $2 } END { print t }' /proc/meminfo)
 echo keep > "$TMP/kept.csv"
-if [ "$(cat /proc/sys/vm/overcommit_memory)" != 1 ] && [ "$kb" -lt $((512 << 20)) ]; then
-    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1" \
-        TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}allocator_may_return_null=1" \
-        timeout -s KILL 60 "$BENCH" allreduce -b 1T -e 1T -n 1 -J "$TMP/made1t.json" \
+if [ "$kb" -lt $((512 << 20)) ]; then
+    timeout -s KILL 60 "$BENCH" allreduce -b 1T -e 1T -n 1 -J "$TMP/made1t.json" \
         --csv "$TMP/kept.csv" > "$TMP/out" 2>&1
     rc=$?
-    [ $rc = 2 ] && grep -q "bytes of buffers for -e 1099511627776 bytes: give a smaller -e" "$TMP/out" ||
+    [ $rc = 2 ] && grep -q "the buffers for -e 1099511627776 bytes do not fit in memory on host $(hostname): 1 rank(s) there need 1 x 2199023255680 bytes" "$TMP/out" &&
+        grep -q "MiB are left (MemAvailable + SwapFree, or the cgroup's memory limit less its usage): give a smaller -e" "$TMP/out" ||
         { cat "$TMP/out"; fail "-e 1T: exit $rc, not 2"; }
     # (the -J file it made is removed; the --csv file that was there is not)
     [ ! -e "$TMP/made1t.json" ] && [ -e "$TMP/kept.csv" ] || fail "-e 1T: -J left, or --csv removed"
 fi
-# ... -R 1 too, whose shared memory (a memfd, reserved at once) woke the OOM killer: its
-# size is held against the memory left (any overcommit setting).
-if [ "$kb" -lt $((512 << 20)) ]; then
-    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1" \
-        TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}allocator_may_return_null=1" \
-        timeout -s KILL 60 "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce -b 1T -e 1T -n 1 \
-        -R 1 > "$TMP/out" 2>&1
+# Two ranks whose buffers fit one at a time but not together (each needs 0.8 x what is
+# left): refused, rank 0 saying it once, nothing allocated.
+avail=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)
+e=$((avail * 1024 * 2 / 5))
+timeout -s KILL 60 "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce -b "$e" -e "$e" -n 1 \
+    > "$TMP/out" 2>&1
+rc=$?
+[ $rc = 2 ] && [ "$(grep -c "^hoop-bench: rank 0: the buffers for -e $e bytes do not fit in memory on host $(hostname): 2 rank(s) there need 2 x" "$TMP/out")" = 1 ] &&
+    ! grep -q "^hoop-bench: rank 1" "$TMP/out" ||
+    { cat "$TMP/out"; fail "-e $e on 2 ranks: exit $rc, not 2 said once"; }
+# ... and a memory cgroup's limit (a Slurm job's, a container's) counts, v1 or v2: a
+# 256 MiB cgroup, where MemAvailable alone let -e 200M through (needs root and a
+# writable cgroup hierarchy).
+cg=""
+if [ -w /sys/fs/cgroup/memory ]; then
+    cg=/sys/fs/cgroup/memory/hoop-bench-test-$$
+    mkdir "$cg" 2>/dev/null && echo $((256 << 20)) > "$cg/memory.limit_in_bytes" || cg=""
+elif [ -w /sys/fs/cgroup/cgroup.procs ] && grep -qw memory /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+    cg=/sys/fs/cgroup/hoop-bench-test-$$
+    mkdir "$cg" 2>/dev/null && echo $((256 << 20)) > "$cg/memory.max" || cg=""
+fi
+if [ -n "$cg" ]; then
+    timeout -s KILL 60 sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' sh "$cg" \
+        "$BENCH" allreduce -b 200M -e 200M -n 1 > "$TMP/out" 2>&1
     rc=$?
-    [ $rc = 2 ] && grep -q "hoop_comm_alloc_shared: 1099511631872 bytes asked, .* KiB left" "$TMP/out" &&
-        grep -q "give a smaller -e" "$TMP/out" || { cat "$TMP/out"; fail "-e 1T -R 1: exit $rc, not 2"; }
+    rmdir "$cg"
+    [ $rc = 2 ] && grep -q "do not fit in memory on host" "$TMP/out" ||
+        { cat "$TMP/out"; fail "-e 200M in a 256 MiB cgroup: exit $rc, not 2"; }
+else
+    echo "note: no writable memory cgroup: the cgroup limit's check skipped"
 fi
 # An output that cannot be written (/dev/full): exit 1 naming it (it exited 1 silently).
 if [ -w /dev/full ]; then

@@ -32,6 +32,7 @@
 
 #include "collectives/comm.h"
 #include "core/check.h"
+#include "core/memroom.h"
 
 /* What each rank tells the others about its copy. */
 typedef struct seg_rec {
@@ -50,40 +51,6 @@ static void seg_unmap(hoop__seg *g, int world_size)
     free(g);
 }
 
-/* The memory this process may still take, in KiB: MemAvailable + SwapFree (proc(5)),
- * less where its cgroup (v2) leaves less below its memory.max; -1 where unknown. */
-static int64_t room_kib(void)
-{
-    char line[256];
-    int64_t avail = -1, swap = 0, v, max, cur;
-    FILE *f = fopen("/proc/meminfo", "re");
-    while (f && fgets(line, sizeof(line), f)) {
-        if (sscanf(line, "MemAvailable: %" SCNd64, &v) == 1) avail = v;
-        if (sscanf(line, "SwapFree: %" SCNd64, &v) == 1) swap = v;
-    }
-    if (f) fclose(f);
-    if (avail < 0) return -1;
-    avail += swap;
-    /* This process's cgroup (v2: "0::/PATH" in /proc/self/cgroup), e.g. a Slurm job's */
-    char cg[200] = "", path[320];
-    f = fopen("/proc/self/cgroup", "re");
-    while (f && fgets(line, sizeof(line), f))
-        if (sscanf(line, "0::%199[^\n]", cg) == 1) break;
-    if (f) fclose(f);
-    if (!cg[0]) return avail;
-    snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.max", strcmp(cg, "/") ? cg : "");
-    f = fopen(path, "re"); /* "max" where there is no limit: not a number */
-    if (f && fscanf(f, "%" SCNd64, &max) == 1) {
-        snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.current", strcmp(cg, "/") ? cg : "");
-        FILE *c = fopen(path, "re");
-        if (c && fscanf(c, "%" SCNd64, &cur) == 1 && (max - cur) / 1024 < avail)
-            avail = max > cur ? (max - cur) / 1024 : 0;
-        if (c) fclose(c);
-    }
-    if (f) fclose(f);
-    return avail;
-}
-
 /* Creates and maps this rank's copy: a memfd the peers may open while *fd stays open,
  * else anonymous memory (*fd = -1). */
 static hoop_status create_own(hoop_comm *comm, hoop__seg *g, seg_rec *me, int *fd)
@@ -91,11 +58,11 @@ static hoop_status create_own(hoop_comm *comm, hoop__seg *g, seg_rec *me, int *f
     struct stat sb;
     /* A memfd has no size limit: reserving more than the machine has woke the OOM killer
      * (it took other processes too) instead of failing here. */
-    int64_t room = room_kib();
+    int64_t room = hoop__mem_room_kib();
     if (room >= 0 && g->len / 1024 > (uint64_t)room)
         return HOOP_ERROR(HOOP_ERR_NOMEM,
                           "hoop_comm_alloc_shared: %zu bytes asked, %lld KiB left to this "
-                          "process (MemAvailable + SwapFree, or its cgroup's memory.max)",
+                          "process (" HOOP__MEM_ROOM_WHAT ")",
                           (size_t)g->len, (long long)room);
     *fd = comm->all_local ? memfd_create("hoop-shared", MFD_CLOEXEC) : -1;
     /* Reserve the pages now: running out of memory must fail here, not at the first

@@ -8,6 +8,7 @@ libhoopcore_la_SOURCES += \
 	%reldir%/env.c \
 	%reldir%/fault.c \
 	%reldir%/fdlimit.c \
+	%reldir%/memroom.c \
 	%reldir%/stop.c \
 	%reldir%/version.c
 noinst_HEADERS += \
@@ -18,6 +19,7 @@ noinst_HEADERS += \
 	%reldir%/env.h \
 	%reldir%/fault.h \
 	%reldir%/fdlimit.h \
+	%reldir%/memroom.h \
 	%reldir%/stop.h \
 	%reldir%/clock.h \
 	%reldir%/rng.h
