@@ -36,6 +36,7 @@
 #include "bootstrap/store_proto.h"
 #include "core/check.h"
 #include "core/clock.h"
+#include "core/fault.h"
 #include "hoop/log.h"
 #include "hoop/store.h"
 #include "run_suite.h"
@@ -607,6 +608,69 @@ START_TEST(test_connect_timeout_rank0)
     ASSERT_MSG_HAS("rank 0 never opened its store there, or has exited");
     ASSERT_MSG_HAS("(127.0.0.1 is a loopback address, which reaches only this machine: when "
                    "rank 0 runs on another machine, MASTER_ADDR must name that one)");
+}
+END_TEST
+
+/* Continues pid once it is stopped (SIGSTOP by its own fault hook), 200 ms later. */
+static void *continue_when_stopped(void *arg)
+{
+    pid_t pid = *(pid_t *)arg;
+    char path[64], stat[256];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    for (int i = 0; i < 2000; i++) { /* 20 s at most */
+        FILE *f = fopen(path, "re");
+        size_t n = f ? fread(stat, 1, sizeof(stat) - 1, f) : 0;
+        if (f) fclose(f);
+        stat[n] = '\0';
+        const char *close = strrchr(stat, ')');
+        if (close && close[1] == ' ' && close[2] == 'T') break;
+        usleep(10000);
+    }
+    usleep(200000);
+    kill(pid, SIGCONT);
+    return NULL;
+}
+
+/* Rank 0 destroys its store the moment its all-gather returns (hoop_comm_init's last
+ * step is one, and a program may destroy its comm at once): a rank that had set its
+ * arrival but not read the result yet must still get it. Rank 1 stops itself right
+ * after its arrival (HOOP_TEST_FAULT=1:store_sync:0:STOP) and is continued 200 ms
+ * later; rank 0 returned at once and its store was gone ("rank 0 is shutting its
+ * store down": hoop_comm_init_env then destroy failed 1 run in 4 on 4 ranks). */
+START_TEST(test_owner_waits_for_readers)
+{
+    int port = free_port();
+    set_rendezvous_env(port, 2);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        setenv("RANK", "1", 1);
+        hoop_store *h = NULL;
+        int32_t mine = 11, all[2] = {0, 0};
+        if (hoop__fault_arm("1:store_sync:0:STOP") != HOOP_OK || hoop_store_init_env(&h) != HOOP_OK)
+            _exit(2);
+        hoop_status s = hoop_store_allgather(h, "last", &mine, sizeof(mine), all, -1);
+        if (s != HOOP_OK || all[0] != 10 || all[1] != 11) {
+            fprintf(stderr, "rank 1: %s: %s (got %d %d)\n", hoop_status_name(s), hoop_last_error(),
+                    all[0], all[1]);
+            _exit(1);
+        }
+        _exit(hoop_store_destroy(h) == HOOP_OK ? 0 : 3);
+    }
+    pthread_t cont;
+    ck_assert_int_eq(pthread_create(&cont, NULL, continue_when_stopped, &pid), 0);
+    setenv("RANK", "0", 1);
+    hoop_store *h = NULL;
+    int32_t mine = 10, all[2] = {0, 0};
+    ck_assert_int_eq(hoop_store_init_env(&h), HOOP_OK);
+    ck_assert_int_eq(hoop_store_allgather(h, "last", &mine, sizeof(mine), all, -1), HOOP_OK);
+    ck_assert_int_eq(hoop_store_destroy(h), HOOP_OK);
+    ck_assert_int_eq(all[1], 11);
+    pthread_join(cont, NULL);
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
 }
 END_TEST
 
@@ -2475,6 +2539,7 @@ int main(void)
     tcase_add_test(core, test_connect_retry);
     tcase_add_test(core, test_connect_timeout);
     tcase_add_test(core, test_connect_timeout_rank0);
+    tcase_add_test(core, test_owner_waits_for_readers);
     tcase_add_test(core, test_connect_timeout_unroutable);
     tcase_add_test(core, test_connect_timeout_rank0_silent);
     tcase_add_test(core, test_port_in_use_and_restart);

@@ -16,7 +16,6 @@
  * independent.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
@@ -531,21 +530,11 @@ static hoop_status try_connect(hoop_store *st, const struct addrinfo *res, int64
     return HOOP_ERR_TIMEOUT;
 }
 
-/* 1 when every address of res is a loopback one (127.0.0.0/8, ::1): one that reaches
- * only this machine. */
+/* 1 when every address of res is a loopback one: one that reaches only this machine. */
 static int all_loopback(const struct addrinfo *res)
 {
-    for (const struct addrinfo *a = res; a; a = a->ai_next) {
-        if (a->ai_family == AF_INET) {
-            const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)a->ai_addr;
-            if ((ntohl(in->sin_addr.s_addr) >> 24) != 127) return 0;
-        } else if (a->ai_family == AF_INET6) {
-            const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)a->ai_addr;
-            if (!IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)) return 0;
-        } else {
-            return 0;
-        }
-    }
+    for (const struct addrinfo *a = res; a; a = a->ai_next)
+        if (!hoop__store_is_loopback(a)) return 0;
     return res != NULL;
 }
 

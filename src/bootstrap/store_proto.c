@@ -260,3 +260,16 @@ void hoop__store_describe(const uint8_t *p, size_t n, char *out, size_t cap)
     else
         snprintf(out, cap, "speaks %s (\"%s\")", what, shown);
 }
+
+int hoop__store_is_loopback(const struct addrinfo *a)
+{
+    if (a->ai_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)a->ai_addr;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (a->ai_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)a->ai_addr;
+        return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+    }
+    return 0;
+}

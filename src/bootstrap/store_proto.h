@@ -335,6 +335,10 @@ int hoop__store_token_eq(const char *a, const char *b);
  * Free *res with freeaddrinfo. */
 hoop_status hoop__store_resolve(const char *host, int port, int passive, struct addrinfo **res);
 
+/* 1 when a is a loopback address (127.0.0.0/8, ::1): one that reaches only this
+ * machine. */
+int hoop__store_is_loopback(const struct addrinfo *a);
+
 /* Formats a socket address as "1.2.3.4:port" or "[::1]:port". */
 void hoop__store_addr_str(const struct sockaddr *sa, socklen_t len, char *out, size_t cap);
 

@@ -29,8 +29,9 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/env.h"
-#include "core/launch.h"
+#include "core/fault.h"
 #include "core/fdlimit.h"
+#include "core/launch.h"
 
 /* Longest barrier / all-gather name: leaves room for the prefix and suffixes. */
 #define NAME_MAX_BYTES (HOOP_STORE_KEY_MAX - 80)
@@ -101,19 +102,37 @@ static hoop_status enter(hoop_store *st, const char *kind, const char *name, cha
     return HOOP_OK;
 }
 
-/* Marks this rank done with a generation; the last one deletes its keys. */
-static hoop_status leave(hoop_store *st, const char *prefix, const char *const *extra, int nextra)
+/* Marks this rank done with a generation; the last one deletes its keys. Rank 0, whose
+ * process serves an env:// job's store, then waits until every rank is done too (the
+ * last one sets "<prefix>/gone"; until deadline_ns, or a rank lost): a rank 0 that
+ * returned first and destroyed its store at once (hoop_comm_init's last step is such an
+ * all-gather, and a program may destroy its comm right after) left a rank that had not
+ * read the result yet to fail with "rank 0 is shutting its store down". The sync itself
+ * has succeeded for rank 0: a wait that ends otherwise is not its failure. */
+static hoop_status leave(hoop_store *st, const char *prefix, const char *const *extra, int nextra,
+                         int64_t deadline_ns)
 {
-    char key[HOOP_STORE_KEY_MAX + 32];
+    char key[HOOP_STORE_KEY_MAX + 32], gone[HOOP_STORE_KEY_MAX + 32];
     snprintf(key, sizeof(key), "%s/left", prefix);
+    snprintf(gone, sizeof(gone), "%s/gone", prefix);
     int64_t left;
-    int ws = hoop_store_world_size(st);
+    int ws = hoop_store_world_size(st), rank = hoop_store_rank(st);
     HOOP_CHECK(hoop_store_add(st, key, 1, &left));
-    if (left != ws) return HOOP_OK;
+    if (left != ws) {
+        if (rank != 0) return HOOP_OK;
+        const char *wait = gone;
+        hoop__store_wait_result res;
+        hoop_status s = hoop__store_wait_keys(st, &wait, 1, HOOP__STORE_WAIT_LOST,
+                                              hoop__ms_left(deadline_ns), &res);
+        hoop__store_wait_result_free(&res);
+        if (s == HOOP_OK) HOOP_CHECK(hoop__store_delete_keys(st, &wait, 1, NULL));
+        return HOOP_OK;
+    }
     keyset ks;
     HOOP_CHECK(keyset_init(&ks, prefix, ws, extra, nextra));
     hoop_status s = hoop__store_delete_keys(st, ks.keys, ks.n, NULL);
     keyset_free(&ks);
+    if (s == HOOP_OK && rank != 0) s = hoop_store_set(st, gone, "1", 1); /* rank 0 waits */
     return s;
 }
 
@@ -219,6 +238,16 @@ static hoop_status noted(hoop_store *st, hoop_status s)
     return s;
 }
 
+/* The test hook's point (HOOP_TEST_FAULT=R:store_sync:N:SIGNAL): this rank's arrival in
+ * what/name is set, its wait not begun. */
+static void arrived(const hoop_store *st, const char *what, const char *name)
+{
+    char where[HOOP_STORE_KEY_MAX + 64];
+    if (!hoop__fault_tick(HOOP__FAULT_STORE_SYNC, hoop_store_rank(st))) return;
+    snprintf(where, sizeof(where), "%s '%s' (its arrival set, before its wait)", what, name);
+    hoop__fault_raise(hoop_store_rank(st), where);
+}
+
 // ----- barrier ---------------------------------------------------------------------------
 
 /* After a barrier wait timed out: finds out which ranks are missing. Returns HOOP_OK
@@ -261,6 +290,7 @@ static hoop_status barrier(hoop_store *st, const char *name, int64_t timeout_ms)
     HOOP_CHECK(hoop_store_set(st, key, "1", 1));
     snprintf(key, sizeof(key), "%s/done", prefix);
     if (entry % ws == 0) HOOP_CHECK(hoop_store_set(st, key, "1", 1)); /* the last to arrive */
+    arrived(st, "barrier", name);
     const char *done = key;
     hoop__store_wait_result res;
     hoop_status s =
@@ -274,7 +304,7 @@ static hoop_status barrier(hoop_store *st, const char *name, int64_t timeout_ms)
     hoop__store_wait_result_free(&res);
     HOOP_CHECK(s);
     const char *const extra[] = {"done", "left"};
-    return leave(st, prefix, extra, 2);
+    return leave(st, prefix, extra, 2, deadline);
 }
 
 HOOP_API hoop_status hoop_store_barrier(hoop_store *st, const char *name, int64_t timeout_ms)
@@ -324,6 +354,7 @@ static hoop_status allgather(hoop_store *st, const char *name, const void *blob,
     HOOP_CHECK(enter(st, "allgather", name, prefix, sizeof(prefix), &entry));
     snprintf(key, sizeof(key), "%s/r%d", prefix, hoop_store_rank(st));
     HOOP_CHECK(hoop_store_set(st, key, blob, bytes));
+    arrived(st, "allgather", name);
     keyset ks;
     HOOP_CHECK(keyset_init(&ks, prefix, ws, NULL, 0));
     hoop__store_wait_result res;
@@ -342,7 +373,7 @@ static hoop_status allgather(hoop_store *st, const char *name, const void *blob,
     hoop__store_wait_result_free(&res);
     if (s == HOOP_ERR_TIMEOUT || (s != HOOP_OK && s != HOOP_ERR_MISMATCH)) return s;
     const char *const extra[] = {"left"};
-    hoop_status sl = leave(st, prefix, extra, 1);
+    hoop_status sl = leave(st, prefix, extra, 1, deadline);
     return s != HOOP_OK ? s : sl;
 }
 
@@ -355,19 +386,6 @@ HOOP_API hoop_status hoop_store_allgather(hoop_store *st, const char *name, cons
 }
 
 // ----- env:// start-up ---------------------------------------------------------------------
-
-static int is_loopback(const struct addrinfo *a)
-{
-    if (a->ai_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)a->ai_addr;
-        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-    }
-    if (a->ai_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)a->ai_addr;
-        return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
-    }
-    return 0;
-}
 
 /* Rank 0: serves the store. When MASTER_ADDR is a loopback address the server binds to
  * it (only this machine can reach it anyway); otherwise to every address of its
@@ -387,7 +405,7 @@ static hoop_status start_rank0_server(const hoop_store_config *cfg, hoop_store_s
     }
     HOOP_CHECK(hoop__store_resolve(cfg->host, cfg->port, 0, &res));
     hoop_store_config sc = *cfg;
-    if (!is_loopback(res)) sc.host = res->ai_family == AF_INET6 ? "::" : NULL;
+    if (!hoop__store_is_loopback(res)) sc.host = res->ai_family == AF_INET6 ? "::" : NULL;
     freeaddrinfo(res);
     hoop_status s =
         naming->nodes ? hoop__store_server_init_nodes(srv, &sc) : hoop_store_server_init(srv, &sc);

@@ -203,7 +203,8 @@ const hoop_env_param hoop__env_params[] = {
      "makes that rank send itself SIGNAL (KILL|STOP|TERM|SEGV) at POINT (rendezvous|connect: "
      "its INDEX-th communicator's set-up; reduce_scatter|all_gather: that phase of call "
      "#INDEX; backward: its INDEX-th backward pass; checkpoint: half-way through its "
-     "INDEX-th checkpoint save; verdict: its INDEX-th communicator's set-up, its links up), "
+     "INDEX-th checkpoint save; verdict: its INDEX-th communicator's set-up, its links up; "
+     "store_sync: its INDEX-th store all-gather or barrier, its arrival set), "
      "or with FAIL at verdict fail there with an error and stay alive; used by "
      "tests/faults/matrix.sh, the fault-injection matrix"},
     {NULL, 0, NULL, 0, 0, NULL, NULL},

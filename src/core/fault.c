@@ -35,6 +35,7 @@ static const char *const point_names[] = {
     [HOOP__FAULT_BACKWARD] = "backward",
     [HOOP__FAULT_CHECKPOINT] = "checkpoint",
     [HOOP__FAULT_VERDICT] = "verdict",
+    [HOOP__FAULT_STORE_SYNC] = "store_sync",
 };
 #define NPOINTS ((int)(sizeof(point_names) / sizeof(point_names[0])))
 
@@ -93,7 +94,8 @@ hoop_status hoop__fault_parse(const char *text, hoop__fault_spec *out)
     if (out->point == HOOP__FAULT_NONE)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "HOOP_TEST_FAULT: '%s' is not a point (rendezvous, connect, "
-                          "reduce_scatter, all_gather, backward, checkpoint, verdict)",
+                          "reduce_scatter, all_gather, backward, checkpoint, verdict, "
+                          "store_sync)",
                           f[1]);
     HOOP_CHECK(hoop__parse_int("HOOP_TEST_FAULT's INDEX", f[2], 0, INT64_MAX, &out->index));
     for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++)

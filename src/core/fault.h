@@ -31,7 +31,11 @@ HOOP_EXTERN_C_BEGIN
  *   CHECKPOINT   checkpoint saves of this process (hoop_checkpoint_save), once half of
  *                the file's bytes are written, before it is renamed into place;
  *   VERDICT      communicators this process set up, once its links are all up, just
- *                before the start-up's verdict (comm.c, agree_verdict). */
+ *                before the start-up's verdict (comm.c, agree_verdict);
+ *   STORE_SYNC   store all-gathers and barriers of this process (hoop_store_allgather,
+ *                hoop_store_barrier; a communicator's start-up makes some), once its
+ *                own arrival is set, before it waits for the others' (RANK: the
+ *                store's rank). */
 typedef enum hoop__fault_point {
     HOOP__FAULT_NONE = 0,
     HOOP__FAULT_RENDEZVOUS,
@@ -41,11 +45,13 @@ typedef enum hoop__fault_point {
     HOOP__FAULT_BACKWARD,
     HOOP__FAULT_CHECKPOINT,
     HOOP__FAULT_VERDICT,
+    HOOP__FAULT_STORE_SYNC,
 } hoop__fault_point;
 
 /* A parsed HOOP_TEST_FAULT value: "RANK:POINT:INDEX:SIGNAL", e.g. "2:all_gather:3:KILL"
  * (rank 2 raises SIGKILL in the all-gather phase of call #3). POINT is one of
- * rendezvous, connect, reduce_scatter, all_gather, backward, checkpoint, verdict; SIGNAL
+ * rendezvous, connect, reduce_scatter, all_gather, backward, checkpoint, verdict,
+ * store_sync; SIGNAL
  * one of KILL, STOP, TERM, SEGV, or FAIL: no signal, the step fails with an error
  * instead (the rank stays alive; only the points whose caller says so take FAIL:
  * verdict), or CORRUPT: no signal, the call goes on with wrong data (reduce_scatter and
@@ -54,8 +60,8 @@ typedef enum hoop__fault_point {
  * barrier token (elsewhere a line says nothing was corrupted); the result is wrong
  * on this rank and on the ranks it forwards the piece to; for checkers' tests, such as
  * hoop-bench's). RANK is the communicator's rank at the collective points, the process's
- * RANK variable (0 when unset) at backward and checkpoint. sig is -1 for FAIL, -2 for
- * CORRUPT. */
+ * RANK variable (0 when unset) at backward and checkpoint, the store's at store_sync. sig is -1 for
+ * FAIL, -2 for CORRUPT. */
 #define HOOP__FAULT_FAIL (-1)
 #define HOOP__FAULT_CORRUPT (-2)
 typedef struct hoop__fault_spec {
@@ -75,7 +81,8 @@ hoop_status hoop__fault_parse(const char *text, hoop__fault_spec *out);
 int hoop__fault_at(hoop__fault_point point, int rank, int64_t index);
 
 /* For the points whose index counts occurrences (rendezvous, connect, backward,
- * checkpoint): counts this one and returns 1 when it is the armed one. Thread-safe. */
+ * checkpoint, verdict, store_sync): counts this one and returns 1 when it is the armed one.
+ * Thread-safe. */
 int hoop__fault_tick(hoop__fault_point point, int rank);
 
 /* Raises the armed signal in this process, after one stderr line saying so with the
