@@ -12,6 +12,7 @@
  * mismatched one succeeds on every rank, however far behind a rank is.
  */
 #include <check.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,6 +202,70 @@ START_TEST(test_correct_then_mismatch)
 }
 END_TEST
 
+/* Two threads of each rank issuing all-reduces on its one comm at once (against
+ * collectives.h's "one thread issues collectives on a given comm at a time"): calls of
+ * the same signature are numbered in a different order on different ranks, and each
+ * succeeded with the other thread's data (about 1,200 of 2,000 per thread, silently).
+ * The second thread to enter a call is caught: its call fails with HOOP_ERR_USAGE
+ * naming both calls, the comm fails, and so does every rank's, within the comm's
+ * timeout. (A call paired wrongly in the moment before the catch may still have
+ * completed: what is asserted is that the misuse is caught and the job stops, not that
+ * no value was wrong.) */
+typedef struct issuer_arg {
+    h_rank *h;
+    int t, calls;
+    hoop_status last;
+    char msg[512];
+} issuer_arg;
+
+static void *issue_many(void *p)
+{
+    issuer_arg *a = p;
+    float buf[256];
+    for (a->calls = 0; a->calls < 2000; a->calls++) {
+        for (int i = 0; i < 256; i++) buf[i] = (float)((a->t + 1) * 1000);
+        a->last = hoop_allreduce(a->h->comm, buf, buf, 256, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+        if (a->last != HOOP_OK) {
+            snprintf(a->msg, sizeof(a->msg), "%s", hoop_last_error());
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void two_issuers(h_rank *h)
+{
+    issuer_arg args[2] = {{.h = h, .t = 0}, {.h = h, .t = 1}};
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) pthread_create(&th[t], NULL, issue_many, &args[t]);
+    for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
+    int *caught = h->user;
+    for (int t = 0; t < 2; t++) {
+        if (args[t].last == HOOP_OK) {
+            h_fail(h, "thread %d made all %d calls: the comm never failed", t, args[t].calls);
+            return;
+        }
+        if (args[t].last == HOOP_ERR_USAGE &&
+            strstr(args[t].msg, "two threads issued collectives on one communicator at once "
+                                "(hoop_allreduce, while another thread was in hoop_allreduce)"))
+            __atomic_fetch_add(caught, 1, __ATOMIC_RELAXED);
+    }
+    /* the comm stays failed: a later call from the rank's own thread fails too */
+    float x = 1;
+    if (hoop_allreduce(h->comm, &x, &x, 1, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL) == HOOP_OK)
+        h_fail(h, "a call after the misuse succeeded");
+}
+
+START_TEST(test_two_issuing_threads)
+{
+    for (int n = 2; n <= 3; n++) {
+        int caught = 0;
+        run_ranks_ms(n, 10000, two_issuers, &caught);
+        ck_assert_msg(caught > 0, "%d ranks: no thread was told HOOP_ERR_USAGE", n);
+    }
+}
+END_TEST
+
 int main(void)
 {
     /* Hundreds of communicators come and go: small rings keep each set-up cheap. */
@@ -211,6 +276,7 @@ int main(void)
     tcase_add_loop_test(tc, test_every_position, 2, H_MAX_RANKS + 1);
     tcase_add_test(tc, test_metric_against_bucket);
     tcase_add_loop_test(tc, test_correct_then_mismatch, 3, H_MAX_RANKS + 1);
+    tcase_add_test(tc, test_two_issuing_threads);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -707,69 +707,129 @@ static hoop_status barrier(hoop_comm *comm, hoop_request **req, const struct via
     return enqueue(comm, &a, req, v);
 }
 
+// ----------------------------------------------------------------- one issuing thread
+
+/* Each thread's own address, naming it in comm->issuer. */
+static _Thread_local char this_thread;
+
+/* Marks this thread as issuing fn on comm. A collective is numbered when it is queued,
+ * so two threads issuing on one comm at once number their calls in an order that may
+ * differ from rank to rank: calls of the same signature then pair one thread's data on
+ * one rank with the other's on another, and every call succeeds with wrong values (the
+ * vote cannot tell them apart). A thread that enters while another is inside a call
+ * breaks the rule of collectives.h ("one thread issues collectives on a given comm at a
+ * time"): the comm fails with HOOP_ERR_USAGE on this rank, its peers fail naming it,
+ * and this call returns that error. (Calls that do not overlap in time cannot be told
+ * from one thread's; their order across ranks is the program's to keep.) The same
+ * thread may nest (a call made while its own is running, such as from a hook). */
+static hoop_status issue_enter(hoop_comm *comm, const char *fn)
+{
+    const void *none = NULL;
+    if (!comm) return HOOP_OK; /* the call's own check names the NULL comm */
+    if (atomic_compare_exchange_strong(&comm->issuer, &none, &this_thread)) {
+        atomic_store(&comm->issuer_fn, fn);
+        comm->issuer_depth = 1;
+        return HOOP_OK;
+    }
+    if (none == &this_thread) {
+        comm->issuer_depth++;
+        return HOOP_OK;
+    }
+    const char *other = atomic_load(&comm->issuer_fn);
+    snprintf(comm->misuse_msg, sizeof(comm->misuse_msg),
+             "rank %d: two threads issued collectives on one communicator at once (%s, while "
+             "another thread was in %s): a comm takes one thread's calls at a time "
+             "(hoop/collectives.h, thread-safety), else the ranks may pair different calls",
+             comm->rank, fn, other ? other : "a collective");
+    char msg[sizeof(comm->misuse_msg)];
+    memcpy(msg, comm->misuse_msg, sizeof(msg));
+    (void)hoop__comm_fail_misuse(comm);
+    return HOOP_ERROR(HOOP_ERR_USAGE, "%s", msg);
+}
+
+static hoop_status issue_leave(hoop_comm *comm, hoop_status st)
+{
+    if (comm && atomic_load(&comm->issuer) == &this_thread && --comm->issuer_depth == 0) {
+        atomic_store(&comm->issuer_fn, NULL);
+        atomic_store(&comm->issuer, NULL);
+    }
+    return st;
+}
+
+/* Runs call between issue_enter and issue_leave. */
+#define ISSUE(comm, fn, call)              \
+    do {                                   \
+        HOOP_CHECK(issue_enter(comm, fn)); \
+        return issue_leave(comm, call);    \
+    } while (0)
+
 // ----------------------------------------------------------------- the public calls
 
 hoop_status hoop_allreduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                            hoop_dtype dtype, hoop_op op, hoop_request **req)
 {
-    return allreduce(comm, sendbuf, recvbuf, count, dtype, op, req, NULL);
+    ISSUE(comm, "hoop_allreduce", allreduce(comm, sendbuf, recvbuf, count, dtype, op, req, NULL));
 }
 
 hoop_status hoop_broadcast(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                            hoop_dtype dtype, int root, hoop_request **req)
 {
-    return broadcast(comm, sendbuf, recvbuf, count, dtype, root, req, NULL);
+    ISSUE(comm, "hoop_broadcast", broadcast(comm, sendbuf, recvbuf, count, dtype, root, req, NULL));
 }
 
 hoop_status hoop_reduce(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                         hoop_dtype dtype, hoop_op op, int root, hoop_request **req)
 {
-    return reduce(comm, sendbuf, recvbuf, count, dtype, op, root, req, NULL);
+    ISSUE(comm, "hoop_reduce", reduce(comm, sendbuf, recvbuf, count, dtype, op, root, req, NULL));
 }
 
 hoop_status hoop_allgather(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                            hoop_dtype dtype, hoop_request **req)
 {
-    return allgather(comm, sendbuf, recvbuf, count, dtype, req, NULL);
+    ISSUE(comm, "hoop_allgather", allgather(comm, sendbuf, recvbuf, count, dtype, req, NULL));
 }
 
 hoop_status hoop_reduce_scatter(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                                 hoop_dtype dtype, hoop_op op, hoop_request **req)
 {
-    return reduce_scatter(comm, sendbuf, recvbuf, count, dtype, op, req, NULL);
+    ISSUE(comm, "hoop_reduce_scatter",
+          reduce_scatter(comm, sendbuf, recvbuf, count, dtype, op, req, NULL));
 }
 
 hoop_status hoop_barrier(hoop_comm *comm, hoop_request **req)
 {
-    return barrier(comm, req, NULL);
+    ISSUE(comm, "hoop_barrier", barrier(comm, req, NULL));
 }
 
 hoop_status hoop_allreduce_stream(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                                   hoop_dtype dtype, hoop_op op, hoop_stream *stream)
 {
     struct via v = {stream};
-    return allreduce(comm, sendbuf, recvbuf, count, dtype, op, NULL, &v);
+    ISSUE(comm, "hoop_allreduce_stream",
+          allreduce(comm, sendbuf, recvbuf, count, dtype, op, NULL, &v));
 }
 
 hoop_status hoop_broadcast_stream(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                                   hoop_dtype dtype, int root, hoop_stream *stream)
 {
     struct via v = {stream};
-    return broadcast(comm, sendbuf, recvbuf, count, dtype, root, NULL, &v);
+    ISSUE(comm, "hoop_broadcast_stream",
+          broadcast(comm, sendbuf, recvbuf, count, dtype, root, NULL, &v));
 }
 
 hoop_status hoop_reduce_stream(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                                hoop_dtype dtype, hoop_op op, int root, hoop_stream *stream)
 {
     struct via v = {stream};
-    return reduce(comm, sendbuf, recvbuf, count, dtype, op, root, NULL, &v);
+    ISSUE(comm, "hoop_reduce_stream",
+          reduce(comm, sendbuf, recvbuf, count, dtype, op, root, NULL, &v));
 }
 
 hoop_status hoop_allgather_stream(hoop_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                                   hoop_dtype dtype, hoop_stream *stream)
 {
     struct via v = {stream};
-    return allgather(comm, sendbuf, recvbuf, count, dtype, NULL, &v);
+    ISSUE(comm, "hoop_allgather_stream", allgather(comm, sendbuf, recvbuf, count, dtype, NULL, &v));
 }
 
 hoop_status hoop_reduce_scatter_stream(hoop_comm *comm, const void *sendbuf, void *recvbuf,
@@ -777,13 +837,14 @@ hoop_status hoop_reduce_scatter_stream(hoop_comm *comm, const void *sendbuf, voi
                                        hoop_stream *stream)
 {
     struct via v = {stream};
-    return reduce_scatter(comm, sendbuf, recvbuf, count, dtype, op, NULL, &v);
+    ISSUE(comm, "hoop_reduce_scatter_stream",
+          reduce_scatter(comm, sendbuf, recvbuf, count, dtype, op, NULL, &v));
 }
 
 hoop_status hoop_barrier_stream(hoop_comm *comm, hoop_stream *stream)
 {
     struct via v = {stream};
-    return barrier(comm, NULL, &v);
+    ISSUE(comm, "hoop_barrier_stream", barrier(comm, NULL, &v));
 }
 
 hoop_status hoop_stream_status(hoop_comm *comm)

@@ -992,6 +992,10 @@ hoop_status hoop__comm_kill(hoop_comm *comm)
 {
     return request_abort(comm, 2);
 }
+hoop_status hoop__comm_fail_misuse(hoop_comm *comm)
+{
+    return request_abort(comm, 3);
+}
 
 int hoop_comm_rank(const hoop_comm *comm)
 {

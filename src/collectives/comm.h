@@ -98,6 +98,13 @@ struct hoop_comm {
     atomic_int algo;
     hoop_store *owned_store;
     atomic_int users; /* live hoop_ddp built on this comm: hoop_comm_destroy refuses while > 0 */
+    /* The thread inside a collective call now (a thread-local's address; NULL: none), the
+     * call's name, and how deep it is nested (that thread's only): a second thread that
+     * enters meanwhile breaks "one issuing thread at a time" (collectives.c, issue_enter). */
+    _Atomic(const void *) issuer;
+    _Atomic(const char *) issuer_fn;
+    int issuer_depth;
+    char misuse_msg[400]; /* how = 3 (abort_req): the message the comm fails with */
 
     /* The transports this comm opened from the registry (auto: every one this host
      * has; HOOP_TRANSPORT=tcp|shm|ib: that one). Each link calls its own c->tp. */
@@ -333,5 +340,8 @@ void hoop__claims_free(hoop_comm *comm);
 
 /* Test-only: closes every link without telling anyone, as a crashed process would. */
 hoop_status hoop__comm_kill(hoop_comm *comm);
+/* Fails the comm with HOOP_ERR_USAGE and comm->misuse_msg (set first), as hoop_comm_abort
+ * does with its own message; the peers fail naming this rank. */
+hoop_status hoop__comm_fail_misuse(hoop_comm *comm);
 
 #endif /* HOOP_COLLECTIVES_COMM_H */

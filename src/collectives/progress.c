@@ -883,6 +883,11 @@ static void handle_abort(hoop_comm *comm, int how)
         ops_fail_all(comm, comm->fail_st, comm->fail_msg, NULL);
         return;
     }
+    if (how == 3) { /* a misuse found by a caller's thread (collectives.c, issue_enter) */
+        fail_local(comm, HOOP_ERR_USAGE, comm->rank, comm->cur ? &comm->cur->hdr : NULL, NULL,
+                   comm->misuse_msg, 1);
+        return;
+    }
     snprintf(msg, sizeof(msg), "rank %d aborted its communicator", comm->rank);
     fail_local(comm, HOOP_ERR_REMOTE, comm->rank, comm->cur ? &comm->cur->hdr : NULL, NULL, msg, 1);
 }
