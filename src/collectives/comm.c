@@ -526,7 +526,8 @@ static hoop_status open_one(hoop_comm *comm, const struct hoop_transport *tp,
 {
     const char *missing;
     void *ctx = NULL, *handle = NULL;
-    char why[400];
+    char why[400], before[1024];
+    snprintf(before, sizeof(before), "%s", hoop_last_error()); /* kept if tp is skipped */
     hoop_status st = tp->init(tcfg, &ctx);
     if (st == HOOP_OK && !hoop__transport_complete(tp, &missing))
         st = HOOP_INTERNAL_ERROR("transport %s lacks slot %s", tp->name, missing);
@@ -545,6 +546,7 @@ static hoop_status open_one(hoop_comm *comm, const struct hoop_transport *tp,
                           comm->rank, why);
     if (st != HOOP_ERR_UNSUPPORTED) return HOOP_ERROR(st, "%s", why);
     log_skipped(comm, tp, why);
+    hoop__error_restore(before);
     return HOOP_OK;
 }
 

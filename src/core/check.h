@@ -32,6 +32,11 @@ const char *hoop__strerror(int errnum);
  * and after a call into code that may fail without setting one (a plug-in's), so that a
  * bare code gets a message instead of showing a stale one. */
 unsigned hoop__error_count(void);
+/* Puts back saved (a copy of hoop_last_error() taken before) as the thread's message:
+ * for a failure the caller tolerated and said otherwise (a transport this host lacks,
+ * skipped with an INFO line), which must not show as the message of a call that
+ * succeeded ("" when no call on this thread has failed: hoop/status.h). */
+void hoop__error_restore(const char *saved);
 
 /* What a file of mode m that is not a regular one is, for a refusal: "a directory", "a
  * FIFO", "a character device", "a block device", "a socket" ("not a regular file" for

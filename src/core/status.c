@@ -53,6 +53,11 @@ unsigned hoop__error_count(void)
     return errors_set;
 }
 
+void hoop__error_restore(const char *saved)
+{
+    if (saved != last_error) snprintf(last_error, sizeof(last_error), "%s", saved);
+}
+
 const char *hoop__strerror(int errnum)
 {
     static _Thread_local char buf[128];
