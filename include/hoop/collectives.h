@@ -73,7 +73,13 @@
  *   - Errors: HOOP_ERR_INVALID (bad argument, named), HOOP_ERR_MISMATCH (above),
  *     HOOP_ERR_REMOTE (a peer died or closed; named), HOOP_ERR_TIMEOUT (naming the rank
  *     this rank was still waiting for), HOOP_ERR_NOMEM, HOOP_ERR_INTERNAL.
- *   - Thread-safety: one thread issues collectives on a given comm at a time.
+ *   - Thread-safety: one thread issues collectives on a given comm at a time. A thread
+ *     that enters a call while another thread is inside one on the same comm fails the
+ *     comm with HOOP_ERR_USAGE naming both calls (its peers fail naming this rank):
+ *     two threads' calls would be numbered in a different order on different ranks,
+ *     and calls of one signature would pair one thread's data with the other's. Calls
+ *     of several threads that never overlap in time cannot be told from one thread's:
+ *     their order, the same on every rank, is the program's to keep (as NCCL's).
  */
 #ifndef HOOP_COLLECTIVES_H
 #define HOOP_COLLECTIVES_H
