@@ -125,11 +125,27 @@ trap 'exit 130' INT TERM
 meta() { # NAME: a header for one raw file
     echo "# $1  date $(date -u +%FT%TZ)  loadavg $(cut -d' ' -f1-3 /proc/loadavg)"
 }
+# Loopback compares TCP with TCP: hoop's two workers would otherwise meet over shared
+# memory (HOOP_TRANSPORT=auto); LO_TRANSPORT=shm measures that instead.
+LO_TRANSPORT=${LO_TRANSPORT:-tcp}
+MPI_LO="--allow-run-as-root --oversubscribe --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo"
+if [ "$LO_TRANSPORT" = shm ]; then # then MPI uses its shared-memory BTL too (Gloo has none)
+    MPI_LO="--allow-run-as-root --oversubscribe --mca pml ob1 --mca btl vader,self"
+fi
+
 {
     echo "date: $(date -u +%FT%TZ)"
     echo "host: $(hostname), $(nproc) CPUs, kernel $(uname -r)"
     echo "loadavg_start: $(cat /proc/loadavg)"
-    echo "hoop: $(cd "$top" && git describe --always --dirty 2> /dev/null || echo unknown), algo $ALGO"
+    # the build that runs (BUILD_DIR), which need not be this script's tree
+    echo "hoop: $(git -C "$BUILD" describe --always --dirty 2> /dev/null ||
+        echo "unknown (BUILD_DIR $BUILD is not a git checkout)"), algo $ALGO"
+    # compare_table.py reads this line: section 1's transports
+    if [ "$LO_TRANSPORT" = shm ]; then
+        echo "lo_transport: shm (hoop over shared memory, MPI over vader; Gloo, which has no shared-memory path, over loopback TCP)"
+    else
+        echo "lo_transport: tcp (hoop, Gloo and MPI over loopback TCP)"
+    fi
     echo "torch: $("$PYTHON" -c 'import torch; print(torch.__version__)' 2> /dev/null || echo "not installed: Gloo not run")"
     if [[ " $KINDS " == *" mpi "* ]]; then
         echo "mpi: $("$MPIRUN" --version 2> /dev/null | head -1)"
@@ -143,15 +159,6 @@ meta() { # NAME: a header for one raw file
 # (-a 3), the algorithm named in a last column (--show-algo).
 HOOP_METHOD="--algo $ALGO -z 2 -a 3 --show-algo"
 GLOO="$here/peers/gloo_allreduce.py"
-
-# Loopback compares TCP with TCP: hoop's two workers would otherwise meet over shared
-# memory (HOOP_TRANSPORT=auto); LO_TRANSPORT=shm measures that instead.
-LO_TRANSPORT=${LO_TRANSPORT:-tcp}
-MPI_LO="--allow-run-as-root --oversubscribe --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo"
-if [ "$LO_TRANSPORT" = shm ]; then # then MPI uses its shared-memory BTL too (Gloo has none)
-    MPI_LO="--allow-run-as-root --oversubscribe --mca pml ob1 --mca btl vader,self"
-fi
-export MPI_KIND=$([ "$LO_TRANSPORT" = shm ] && echo "MPI vader" || echo "MPI TCP")
 
 # lo_run KIND ROUND NAME HOOP_ARGS PEER_ARGS: one 2-worker run over loopback.
 lo_run() {

@@ -18,7 +18,6 @@ import os
 import re
 import sys
 
-MPI = os.environ.get('MPI_KIND', 'MPI TCP')  # or 'MPI vader' (LO_TRANSPORT=shm)
 
 MiB = 1 << 20
 
@@ -151,13 +150,24 @@ def median(xs):
     return xs[k] if len(xs) % 2 else (xs[k - 1] + xs[k]) / 2
 
 
-def loopback(raw, rounds, V):
+def loopback(raw, rounds, V, lo):
+    MPI = 'MPI vader' if lo == 'shm' else 'MPI TCP'  # Open MPI's BTL on this path
     link = tcpbw_rates(os.path.join(raw, 'lo_link.txt')) if os.path.exists(
         os.path.join(raw, 'lo_link.txt')) else []
     link = link[0] if link else None
-    print('\n## 1. Two workers over loopback (f32 sum all-reduce)\n')
-    print('One loopback TCP stream (tcpbw, 1 MiB sends): %s GB/s. busbw is computed from the '
-          'time column: size / time x 2(n-1)/n.\n' % fmt(link))
+    if lo == 'shm':
+        print('\n## 1. Two workers on one host, hoop over shared memory, %s, Gloo over '
+              'loopback TCP (f32 sum all-reduce)\n' % MPI)
+        print('One loopback TCP stream (tcpbw, 1 MiB sends): %s GB/s, the path Gloo takes; '
+              'hoop\'s shared memory does not use it, so no hoop/link is given, and hoop/gloo '
+              'compares two transports. busbw is computed from the time column: size / time '
+              'x 2(n-1)/n.\n' % fmt(link))
+        link = None
+    else:
+        print('\n## 1. Two workers over loopback TCP (f32 sum all-reduce)\n')
+        print('One loopback TCP stream (tcpbw, 1 MiB sends): %s GB/s. busbw is computed from '
+              'the time column: size / time x 2(n-1)/n.\n' % fmt(link))
+    via = ' (hoop over shm, gloo over TCP)' if lo == 'shm' else ''
     H, G, M = (load(raw, 'lo_%s_lat_r*.txt' % k, p) for k, p in
                (('hoop', parse_hoop), ('gloo', parse_peer), ('mpi', parse_peer)))
     print('### 8-byte latency (us; hoop: mean of 5000 calls, peers: median of 7 batches)\n')
@@ -207,7 +217,7 @@ def loopback(raw, rounds, V):
         mm = ratio(median([get(H, r, s, 'oop_bus') for r in rounds]),
                    median([get(M, r, s, 'bus') for r in rounds]))
         vals.append('medians: %sx gloo, %sx MPI' % (fmt(mg, '%.2f'), fmt(mm, '%.2f')))
-        name = '2 workers, %s: busbw >= 1.5x gloo and >= 1.5x %s' % (size_name(s), MPI)
+        name = '2 workers, %s: busbw >= 1.5x gloo and >= 1.5x %s%s' % (size_name(s), MPI, via)
         absent = [p for p, d in (('gloo', G), (MPI, M)) if not any(get(d, r, s, 'bus') for r in rounds)]
         if s == 128 * MiB:
             continue
@@ -218,6 +228,7 @@ def loopback(raw, rounds, V):
 
 
 def netns(raw, rounds, V):
+    MPI = 'MPI TCP'
     path = os.path.join(raw, 'ns_link.txt')
     if not os.path.exists(path):
         return
@@ -228,6 +239,7 @@ def netns(raw, rounds, V):
           '(the link rate below).\n' % (', '.join('%.4f' % x for x in rates), fmt(link, '%.4f')))
     H, G, M = (load(raw, 'ns_%s_r*.txt' % k, p) for k, p in
                (('hoop', parse_hoop), ('gloo', parse_peer), ('mpi', parse_peer)))
+    print('### busbw (GB/s; hoop: mean of 8 calls, peers: median of 5)\n')
     print('| size | round | hoop out-of-place | hoop in-place | gloo | ' + MPI + ' | hoop/gloo | '
           'hoop/MPI | hoop/link | gloo/link | MPI/link | hoop algo |')
     print('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|')
@@ -255,11 +267,13 @@ def main():
     raw = sys.argv[1]
     meta = open(os.path.join(raw, 'meta.txt')).read().strip()
     rounds = sorted({int(m) for m in re.findall(r'_r(\d+)\.txt', ' '.join(os.listdir(raw)))})
-    print('# hoop vs Gloo vs Open ' + MPI + ' (bench/compare.sh)\n')
+    lo = re.search(r'^lo_transport: (\w+)', meta, re.M)
+    lo = lo.group(1) if lo else 'tcp'  # (raw outputs of an older compare.sh: tcp)
+    print('# hoop vs Gloo vs Open MPI (bench/compare.sh)\n')
     print('```\n%s\n```' % meta)
     V = Verdicts()
     if glob.glob(os.path.join(raw, 'lo_*_r*.txt')):
-        loopback(raw, rounds, V)
+        loopback(raw, rounds, V, lo)
     netns(raw, rounds, V)
     V.show()
 
