@@ -60,17 +60,40 @@ static void j_key(bench_report *r, const char *k)
     fprintf(r->json, "\"%s\":", k);
 }
 
-/* A string with JSON's escapes; control characters as \u00XX. */
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong form, no
+ * surrogate, at most U+10FFFF), 1..4; 0 when the bytes at p are not one. */
+static int utf8_len(const unsigned char *p)
+{
+    if (p[0] < 0x80) return 1;
+    int n = p[0] >= 0xc2 && p[0] <= 0xdf   ? 2
+            : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+            : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+                                           : 0;
+    for (int k = 1; k < n; k++)
+        if ((p[k] & 0xc0) != 0x80) return 0;
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return n;
+}
+
+/* A string with JSON's escapes; control characters as \u00XX. JSON text is UTF-8 (RFC
+ * 8259): a byte that starts no well-formed sequence (an argument or environment value in
+ * another encoding) is written as U+FFFD, so that the file still parses. */
 static void j_str(bench_report *r, const char *s)
 {
     fputc('"', r->json);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int n = utf8_len(p);
         if (*p == '"' || *p == '\\')
             fprintf(r->json, "\\%c", *p);
         else if (*p < 0x20)
             fprintf(r->json, "\\u%04x", *p);
+        else if (n == 0)
+            fputs("\\ufffd", r->json);
         else
-            fputc(*p, r->json);
+            fwrite(p, 1, (size_t)n, r->json);
+        p += n ? n : 1;
     }
     fputc('"', r->json);
 }

@@ -357,6 +357,18 @@ if [ -n "$cg" ]; then
 else
     echo "note: no writable memory cgroup: the cgroup limit's check skipped"
 fi
+# -J's strings are JSON's: quotes, backslashes and control characters escaped, and a
+# byte that is not UTF-8 (a value in another encoding) written as U+FFFD, so that the
+# file parses (a raw 0xff made it unreadable to python3's json); valid UTF-8 kept.
+HOOP_DEBUG_TIMESTAMP_FORMAT="$(printf '"\\\t\001\377\303\251\355\240\200')" \
+    "$BENCH" allreduce -b 1K -e 1K -n 1 -w 0 -J "$TMP/u8.json" > "$TMP/out" 2>&1 ||
+    { cat "$TMP/out"; fail "-J with odd bytes in the environment"; }
+python3 - "$TMP/u8.json" <<'PY' || fail "-J: odd bytes in the environment not escaped"
+import json, sys
+env = json.load(open(sys.argv[1], encoding="utf-8"))["env"]
+want = 'HOOP_DEBUG_TIMESTAMP_FORMAT="\\\t\x01\ufffd\u00e9\ufffd\ufffd\ufffd'
+assert want in env, env
+PY
 # An output that cannot be written (/dev/full): exit 1 naming it (it exited 1 silently).
 if [ -w /dev/full ]; then
     "$BENCH" allreduce -b 8 -e 8 -n 1 --csv /dev/full > "$TMP/out" 2>&1
