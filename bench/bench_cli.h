@@ -102,6 +102,7 @@ typedef struct bench_rank_info {
     int32_t refused; /* rank 0: the exit code of a -J / --csv it could not create, else 0 */
     char settings[BENCH_SETTINGS_BYTES]; /* bench_settings: compared with rank 0's */
     int64_t room_kib; /* hoop__mem_room_kib before the buffers were allocated; -1 unknown */
+    char links[24];   /* the transports of its links ("shm", "shm+tcp"; "none": one rank) */
 } bench_rank_info;
 
 /* One size: both placements (0 out-of-place, 1 in-place). */

@@ -177,9 +177,11 @@ static void text_header(bench_report *r)
 
 static void rank_line(const bench_report *r, const bench_rank_info *ri, char *buf, size_t len)
 {
-    snprintf(buf, len, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s, local_rank %d",
+    snprintf(buf, len,
+             "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s, local_rank %d, links %.*s",
              (int)ri->rank, 0, (int)ri->pid, ri->host, (int)ri->gpu, ri->gpu >= 0 ? "cuda" : "host",
-             ri->dev[0] ? ri->dev : r->device_info, (int)ri->local_rank);
+             ri->dev[0] ? ri->dev : r->device_info, (int)ri->local_rank, (int)sizeof(ri->links),
+             ri->links);
 }
 
 static void text_columns(bench_report *r)
@@ -289,8 +291,9 @@ static void json_config(bench_report *r, const bench_rank_info *ranks, int nrank
         j_kstr(r, "hostname", ranks[i].host);
         j_kint(r, "device", ranks[i].gpu);
         j_kstr(r, "device_hex", ranks[i].gpu >= 0 ? "cuda" : "host");
-        snprintf(info, sizeof(info), "%s, local_rank %d",
-                 ranks[i].dev[0] ? ranks[i].dev : r->device_info, (int)ranks[i].local_rank);
+        snprintf(info, sizeof(info), "%s, local_rank %d, links %.*s",
+                 ranks[i].dev[0] ? ranks[i].dev : r->device_info, (int)ranks[i].local_rank,
+                 (int)sizeof(ranks[i].links), ranks[i].links);
         j_kstr(r, "device_info", info);
         j_close(r, '}');
     }

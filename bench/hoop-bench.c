@@ -866,6 +866,26 @@ static int fits_memory(const bench_ctx *c, const bench_rank_info *all)
     return 0;
 }
 
+/* The transports of this rank's links, each once, in the registry's order of first use
+ * ("shm", "shm+tcp"; "none" on one rank): which path a figure measured (HOOP_TRANSPORT
+ * unset lets the comm choose per peer). */
+static void link_kinds(const bench_ctx *c, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (int p = 0; p < c->bc.world_size; p++) {
+        const char *t = hoop__comm_link_transport(c->comm, p);
+        if (!t) continue;
+        size_t tl = strlen(t);
+        int seen = 0;
+        for (const char *q = out; (q = strstr(q, t)) != NULL; q += tl)
+            if ((q == out || q[-1] == '+') && (q[tl] == '\0' || q[tl] == '+')) seen = 1;
+        if (!seen && len + tl + 2 <= cap)
+            len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? "+" : "", t);
+    }
+    if (!out[0]) snprintf(out, cap, "none");
+}
+
 /* Every rank's pid and host, gathered to all (rank 0 prints them); refused: rank 0's exit
  * code for an output it could not create (open_outputs), so that every rank stops with
  * it rather than find rank 0 gone in its first call. Returns refused, as every rank
@@ -880,6 +900,7 @@ static int gather_ranks(bench_ctx *c, bench_rank_info **all, int refused)
                           .room_kib = hoop__mem_room_kib()};
     if (c->o.device) snprintf(me.dev, sizeof(me.dev), "%s", c->dev);
     if (gethostname(me.host, sizeof(me.host) - 1) != 0) snprintf(me.host, sizeof(me.host), "?");
+    link_kinds(c, me.links, sizeof(me.links));
     if (bench_settings(&c->o, me.settings, sizeof(me.settings)) != 0)
         return failed(c, "bench_settings: BENCH_SETTINGS_BYTES is too small", HOOP_ERR_INTERNAL);
     *all = calloc((size_t)c->bc.world_size, sizeof(**all));

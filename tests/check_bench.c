@@ -501,9 +501,9 @@ START_TEST(test_report_text)
                       .env = {3, "auto", "HOOP_X=1", "9.9.9", NULL},
                       .out = f,
                       .device_info = "host memory"};
-    bench_rank_info ranks[3] = {{0, 0, 4242, -1, "alpha", "", 0, "", -1},
-                                {1, 1, 4343, -1, "alpha", "", 0, "", -1},
-                                {2, 0, 99, -1, "beta", "", 0, "", -1}};
+    bench_rank_info ranks[3] = {{0, 0, 4242, -1, "alpha", "", 0, "", -1, "shm"},
+                                {1, 1, 4343, -1, "alpha", "", 0, "", -1, "shm"},
+                                {2, 0, 99, -1, "beta", "", 0, "", -1, "shm"}};
     bench_report_begin(&r, ranks, 3);
     bench_result rows[2] = {{64,
                              16,
@@ -594,8 +594,8 @@ static char *report_one_row(double min_bw, const char *note, int64_t *ret, char 
                       .json = j,
                       .device_info = "host memory",
                       .stop_note = note};
-    bench_rank_info ranks[2] = {{0, 0, 1, -1, "alpha", "", 0, "", -1},
-                                {1, 1, 2, -1, "alpha", "", 0, "", -1}};
+    bench_rank_info ranks[2] = {{0, 0, 1, -1, "alpha", "", 0, "", -1, "shm"},
+                                {1, 1, 2, -1, "alpha", "", 0, "", -1, "shm"}};
     bench_report_begin(&r, ranks, 2);
     bench_result row = {.bytes = 64,
                         .count = 16,

@@ -659,4 +659,15 @@ NCCL_TESTS_MIN_BW=fast bad "NCCL_TESTS_MIN_BW='fast' is not a bandwidth in GB/s"
 rc=$?
 [ "$rc" = 2 ] || { cat "$TMP/o" "$TMP/e"; fail "-r 2 on 2 ranks exited $rc"; }
 assert_contains "$TMP/e" "-r 2 is not below world_size 2"
+# Each rank's line says which transports its links use (the comm picks per peer when
+# HOOP_TRANSPORT is unset): shared memory on one host, tcp when asked, none alone.
+for tr in shm tcp; do
+    HOOP_TRANSPORT=$tr "$HOOPRUN" --nproc-per-node 2 "$BENCH" allreduce -b 8 -e 8 -n 1 -w 0 \
+        -J "$TMP/links-$tr.json" > "$TMP/o" 2>&1 || { cat "$TMP/o"; fail "links over $tr"; }
+    [ "$(grep -cE "^#  Rank +[01] .*, local_rank [01], links $tr\$" "$TMP/o")" = 2 ] &&
+        [ "$(grep -o "local_rank [01], links $tr\"" "$TMP/links-$tr.json" | wc -l)" = 2 ] ||
+        { cat "$TMP/o"; fail "the rank lines do not say links $tr"; }
+done
+"$BENCH" allreduce -b 8 -e 8 -n 1 -w 0 > "$TMP/o" 2>&1
+grep -qE "^#  Rank +0 .*, links none\$" "$TMP/o" || { cat "$TMP/o"; fail "one rank: not 'links none'"; }
 echo "PASS ($(($(now_ms) - t0)) ms)"
