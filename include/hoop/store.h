@@ -28,10 +28,12 @@
  *
  * Example (every rank; rank 0 also serves):
  *     hoop_store *st;
- *     HOOP_CHECK(hoop_store_init_env(&st));
- *     HOOP_CHECK(hoop_store_allgather(st, "endpoints", &mine, sizeof(mine), all, -1));
- *     HOOP_CHECK(hoop_store_barrier(st, "ready", -1));
+ *     hoop_status s = hoop_store_init_env(&st);
+ *     if (s != HOOP_OK) return s;                     (hoop_last_error() says why)
+ *     s = hoop_store_allgather(st, "endpoints", &mine, sizeof(mine), all, -1);
+ *     if (s == HOOP_OK) s = hoop_store_barrier(st, "ready", -1);
  *     hoop_store_destroy(st);
+ *     return s;
  *
  * Thread-safety: a hoop_store client handle may be used by one thread at a time.
  * The server runs its own thread and serves many clients at once (epoll-based).
