@@ -420,6 +420,11 @@ static void mismatch(h_rank *h)
     st = hoop_barrier(h->comm, NULL);
     if (st != HOOP_ERR_MISMATCH)
         h_fail(h, "after a mismatch barrier gave %s", hoop_status_name(st));
+    /* ... also a call with a bad argument: the comm's error, not HOOP_ERR_INVALID */
+    st = hoop_allreduce(h->comm, x, y, 4, HOOP_DTYPE_F32, (hoop_op)99, NULL);
+    if (st != HOOP_ERR_MISMATCH)
+        h_fail(h, "after a mismatch a call with a bad op gave %s: %s", hoop_status_name(st),
+               hoop_last_error());
 }
 
 START_TEST(test_mismatch)

@@ -449,6 +449,7 @@ static hoop_status refuse(hoop_comm *comm, const hoop__coll_args *a, const struc
     int captured = 0;
     char msg[512];
     if (!comm || comm->world_size < 2 || st != HOOP_ERR_INVALID) return st;
+    int failed = atomic_load(&comm->state) == HOOP__CS_FAILED;
     snprintf(msg, sizeof(msg), "%s", hoop_last_error());
     if (v && hoop__cuda_backend(NULL, &cc) == HOOP_OK && cc &&
         HOOP__CUDA_COLL_HAS(cc, stream_capturing) &&
@@ -472,8 +473,12 @@ static hoop_status refuse(hoop_comm *comm, const hoop__coll_args *a, const struc
         queue_push(comm, r);
         hoop__comm_wake(comm);
         int collected;
-        if (wait) (void)wait_req(r, -1, &collected); /* its outcome: the others' news */
+        hoop_status bs = HOOP_OK;
+        if (wait) bs = wait_req(r, -1, &collected); /* its outcome: the others' news */
         if (wait && !collected) hoop__request_release(r);
+        /* A comm that had failed before this call: its error, as every call on it
+         * returns (comm.h), not this call's arguments' */
+        if (failed && bs != HOOP_OK) return bs;
     }
     return HOOP_ERROR(st, "%s", msg);
 }
