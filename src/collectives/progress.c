@@ -99,6 +99,10 @@ void hoop__hdr_describe(const hoop__hdr *h, char *buf, size_t cap)
                  h->asked ? ", which does not apply here)" : "");
     if (h->refused) /* the algorithm was never picked */
         snprintf(algo, sizeof(algo), ", refused by that rank as invalid: see its error");
+    if (c == HOOP__COLL_BARRIER && !h->refused) { /* no buffer: no count or dtype */
+        snprintf(buf, cap, "barrier() #%llu", (unsigned long long)h->seq);
+        return;
+    }
     snprintf(buf, cap, "%s(count=%llu, %s%s%s%s) #%llu", hoop__coll_name(c),
              (unsigned long long)h->count, hoop_dtype_name((hoop_dtype)h->dtype), op, root, algo,
              (unsigned long long)h->seq);
