@@ -93,6 +93,12 @@ START_TEST(test_dist_ok)
     ck_assert_int_eq(hoop__env_dist(&d), HOOP_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(hoop_last_error(), "HOOP_TOKEN is longer than 63 characters"));
     unsetenv("HOOP_TOKEN");
+    /* A LOCAL_RANK against the LOCAL_WORLD_SIZE nobody set says where that came from */
+    set_dist("29500", "0", "1");
+    setenv("LOCAL_RANK", "7", 1);
+    ck_assert_int_eq(hoop__env_dist(&d), HOOP_ERR_INVALID);
+    ck_assert_str_eq(hoop_last_error(), "LOCAL_RANK=7 is not below LOCAL_WORLD_SIZE=1 (from "
+                                        "WORLD_SIZE, as LOCAL_WORLD_SIZE is unset)");
 }
 END_TEST
 

@@ -742,11 +742,15 @@ static hoop_status dist_parse(hoop_dist_env *out, int local)
         HOOP_CHECK(dist_int("LOCAL_RANK", 0, INT32_MAX, 0, out->rank % out->local_world_size,
                             sl ? "SLURM_LOCALID" : NULL, sl ? sl->local_rank : 0, &out->local_rank,
                             &lr_src));
+        const char *lws = getenv("LOCAL_WORLD_SIZE"); /* unset: WORLD_SIZE's (one node) */
         if (out->local_rank >= out->local_world_size)
-            return HOOP_ERROR(
-                HOOP_ERR_INVALID, "%s is not below %s",
-                described(a, sizeof(a), "LOCAL_RANK", out->local_rank, lr_src),
-                described(b, sizeof(b), "LOCAL_WORLD_SIZE", out->local_world_size, lws_src));
+            return HOOP_ERROR(HOOP_ERR_INVALID, "%s is not below %s",
+                              described(a, sizeof(a), "LOCAL_RANK", out->local_rank, lr_src),
+                              described(b, sizeof(b), "LOCAL_WORLD_SIZE", out->local_world_size,
+                                        lws_src ? lws_src
+                                        : lws == NULL || !*lws
+                                            ? "WORLD_SIZE, as LOCAL_WORLD_SIZE is unset"
+                                            : NULL));
     }
     out->from_slurm |= port_src || ws_src || rank_src || lws_src || lr_src;
     out->port_from_slurm = port_src != NULL;
