@@ -637,8 +637,15 @@ int bench_parse_args(int argc, char **argv, bench_opts *o, char *err, size_t err
                          longs, NULL)) != -1) {
         if (c == 'h') return 3;
         if (c == OPT_VERSION) return 4;
-        if (c == '?')
-            return bad(&p, "unknown option '%s' (see hoop-bench --help)", argv[optind - 1]);
+        if (c == '?') {
+            const char *a = argv[optind - 1], *eq = strchr(a, '=');
+            /* "--show-algo=1": a flag getopt knows, given a value it takes none of */
+            for (const struct option *l = longs; eq && a[0] == '-' && a[1] == '-' && l->name; l++)
+                if (l->has_arg == no_argument && strlen(l->name) == (size_t)(eq - a - 2) &&
+                    strncmp(l->name, a + 2, (size_t)(eq - a - 2)) == 0)
+                    return bad(&p, "--%s takes no value ('%s')", l->name, a);
+            return bad(&p, "unknown option '%s' (see hoop-bench --help)", a);
+        }
         if (c == ':') return bad(&p, "%s needs a value", argv[optind - 1]);
         if ((rc = parse_flag(&p, c, optarg)) != 0) return rc;
     }

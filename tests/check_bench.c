@@ -376,6 +376,7 @@ START_TEST(test_parse_refusals)
         {"allreduce --algo direct", "--algo direct", "-R 1"},
         {"allreduce -b 1T -e 2T", "-e=2T is out of range", NULL},
         {"allreduce --bogus", "--bogus", NULL},
+        {"allreduce --show-algo=1", "--show-algo takes no value ('--show-algo=1')", NULL},
         {"allreduce -n", "-n needs a value", NULL},
         /* nccl-tests' collectives hoop lacks: named as such, as a type hoop lacks (they
          * were an "unknown collective") */
