@@ -427,6 +427,32 @@ static void mismatch(h_rank *h)
                hoop_last_error());
 }
 
+/* A rank that comes to a call after the others timed out waiting for it reads their
+ * claim, which names it: it says so, " (this rank)", since the message is another
+ * rank's view ("... still waiting for data from rank 1" read on rank 1 looked like rank
+ * 1 had waited for itself). */
+static void late_one(h_rank *h)
+{
+    float x = 1;
+    if (h->rank == 1) usleep(1500 * 1000);
+    hoop_status st = hoop_allreduce(h->comm, &x, &x, 1, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+    if (st == HOOP_OK) {
+        h_fail(h, "the late call succeeded");
+        return;
+    }
+    const char *m = hoop_last_error(), *at = strstr(m, "from rank 1");
+    if (h->rank == 1 && (!at || strncmp(at, "from rank 1 (this rank)", 23) != 0))
+        h_fail(h, "the late rank's message does not say it is this rank: %s", m);
+    if (h->rank != 1 && strstr(m, "(this rank)"))
+        h_fail(h, "another rank's message says '(this rank)': %s", m);
+}
+
+START_TEST(test_late_rank_named)
+{
+    run_ranks_ms(3, 300, late_one, NULL);
+}
+END_TEST
+
 START_TEST(test_mismatch)
 {
     run_ranks(3 + _i, NULL, mismatch, NULL);
@@ -1645,6 +1671,7 @@ static Suite *suite(void)
     suite_add_tcase(s, sched);
     TCase *errors = tcase_create("errors");
     tcase_set_timeout(errors, 30);
+    tcase_add_test(errors, test_late_rank_named);
     tcase_add_loop_test(errors, test_mismatch, 0, 2);
     tcase_add_test(errors, test_root_mismatch);
     tcase_add_test(errors, test_algo_mismatch);

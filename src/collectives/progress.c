@@ -176,19 +176,21 @@ static void ctl_flush(hoop_comm *comm, const hoop__hdr *recs, int n)
 // ----------------------------------------------------------------- failure
 
 /* "rank O: CALL did not finish within HOOP_TIMEOUT; it was still waiting for data from
- * rank C": the timeout that an ABORT or CLAIM record r carries. */
-static void timeout_text(const hoop__hdr *r, char *buf, size_t cap)
+ * rank C": the timeout that an ABORT or CLAIM record r carries, as rank self reads it
+ * (" (this rank)" after C where C is self: the message is rank O's view). */
+static void timeout_text(const hoop__hdr *r, int self, char *buf, size_t cap)
 {
     char a[160];
+    int c = (int)(int64_t)r[0].seq;
     hoop__hdr_describe(&r[1], a, sizeof(a));
     snprintf(buf, cap,
              "rank %d: %s did not finish within HOOP_TIMEOUT; it was still waiting for %s from "
-             "rank %d",
+             "rank %d%s",
              r[0].root, a,
              r[2].kind == 1   ? "the call's vote"
              : r[2].kind == 3 ? "the votes relayed"
                               : "data",
-             (int)(int64_t)r[0].seq);
+             c, c == self && r[0].root != self ? " (this rank)" : "");
 }
 
 /* A timeout's cause, once the grace for others' claims is over (claims.c): the claim at
@@ -200,7 +202,7 @@ static void claim_resolve(hoop_comm *comm)
     /* This rank's own timeout message says more (HOOP_TIMEOUT's value): kept when the
      * chain ends at this rank's claim and the failure began with its own deadline. */
     if (r[0].root != comm->rank || comm->fail_rec[0].root != comm->rank)
-        timeout_text(r, comm->fail_msg, sizeof(comm->fail_msg));
+        timeout_text(r, comm->rank, comm->fail_msg, sizeof(comm->fail_msg));
     memcpy(comm->fail_rec, r, sizeof(comm->fail_rec));
     comm->fail_rec[0].kind = HOOP__REC_ABORT;
 }
@@ -320,7 +322,7 @@ static void adopt_record(hoop_comm *comm)
         if (r[2].kind == 3 && culprit == comm->rank && comm->exec &&
             adopt_relay_timeout(comm, origin, a))
             return;
-        timeout_text(r, comm->fail_msg, sizeof(comm->fail_msg));
+        timeout_text(r, comm->rank, comm->fail_msg, sizeof(comm->fail_msg));
     } else if (culprit == origin)
         snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d aborted its communicator",
                  origin);
@@ -377,7 +379,7 @@ static void claim_fail(hoop_comm *comm, const hoop__hdr *r)
         comm->claim_later = r[0].root + 1;
         return;
     }
-    timeout_text(r, msg, sizeof(msg));
+    timeout_text(r, comm->rank, msg, sizeof(msg));
     fail_record(comm, HOOP_ERR_TIMEOUT, r[0].root, (int)(int64_t)r[0].seq, &r[1], &r[2], msg, 0);
 }
 
