@@ -336,24 +336,33 @@ rc=$?
 [ $rc = 2 ] && [ "$(grep -c "^hoop-bench: rank 0: the buffers for -e $e bytes do not fit in memory on host $(hostname): 2 rank(s) there need 2 x" "$TMP/out")" = 1 ] &&
     ! grep -q "^hoop-bench: rank 1" "$TMP/out" ||
     { cat "$TMP/out"; fail "-e $e on 2 ranks: exit $rc, not 2 said once"; }
-# ... and a memory cgroup's limit (a Slurm job's, a container's) counts, v1 or v2: a
-# 256 MiB cgroup, where MemAvailable alone let -e 200M through (needs root and a
-# writable cgroup hierarchy).
+# ... and a memory cgroup's limit (a Slurm job's, a container's) counts, v1 or v2, also
+# one set on a parent cgroup (a job's above its step's): in a child of a 256 MiB cgroup,
+# where MemAvailable alone let -e 200M through to the OOM killer. File cache the kernel
+# can reclaim is room: after 200 MiB written there, -e 40M (80 MiB of buffers) still
+# runs (it was refused, the cache counted as used). (Needs root and a writable cgroup
+# hierarchy.)
 cg=""
 if [ -w /sys/fs/cgroup/memory ]; then
     cg=/sys/fs/cgroup/memory/hoop-bench-test-$$
-    mkdir "$cg" 2>/dev/null && echo $((256 << 20)) > "$cg/memory.limit_in_bytes" || cg=""
+    mkdir "$cg" "$cg/c" 2>/dev/null && echo $((256 << 20)) > "$cg/memory.limit_in_bytes" || cg=""
 elif [ -w /sys/fs/cgroup/cgroup.procs ] && grep -qw memory /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
     cg=/sys/fs/cgroup/hoop-bench-test-$$
-    mkdir "$cg" 2>/dev/null && echo $((256 << 20)) > "$cg/memory.max" || cg=""
+    mkdir "$cg" "$cg/c" 2>/dev/null && echo $((256 << 20)) > "$cg/memory.max" || cg=""
 fi
 if [ -n "$cg" ]; then
-    timeout -s KILL 60 sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' sh "$cg" \
-        "$BENCH" allreduce -b 200M -e 200M -n 1 > "$TMP/out" 2>&1
+    in_cg() { timeout -s KILL 60 sh -c 'echo $$ > "$1/c/cgroup.procs" && shift && exec "$@"' sh "$cg" "$@"; }
+    in_cg "$BENCH" allreduce -b 200M -e 200M -n 1 > "$TMP/out" 2>&1
     rc=$?
-    rmdir "$cg"
-    [ $rc = 2 ] && grep -q "do not fit in memory on host" "$TMP/out" ||
-        { cat "$TMP/out"; fail "-e 200M in a 256 MiB cgroup: exit $rc, not 2"; }
+    grep -q "do not fit in memory on host" "$TMP/out" || rc="$rc (no message)"
+    in_cg dd if=/dev/zero of="$TMP/cache.bin" bs=1M count=200 status=none
+    in_cg "$BENCH" allreduce -b 40M -e 40M -n 1 -w 0 > "$TMP/out2" 2>&1
+    rc2=$?
+    rm -f "$TMP/cache.bin"
+    sleep 0.2
+    rmdir "$cg/c" "$cg" # (before any fail, which exits)
+    [ "$rc" = 2 ] || { cat "$TMP/out"; fail "-e 200M in a child of a 256 MiB cgroup: exit $rc, not 2"; }
+    [ $rc2 = 0 ] || { cat "$TMP/out2"; fail "-e 40M beside 200 MiB of file cache in 256 MiB: exit $rc2"; }
 else
     echo "note: no writable memory cgroup: the cgroup limit's check skipped"
 fi

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* src/core/memroom.c -- hoop__mem_room_kib: /proc/meminfo and the memory cgroup. */
+/* src/core/memroom.c -- hoop__mem_room_kib: /proc/meminfo and the memory cgroups. */
 #include "core/memroom.h"
 
 #include <inttypes.h>
@@ -15,9 +15,28 @@ static int read_i64(const char *file, int64_t *v)
     return ok;
 }
 
-/* The room that cgroup directory dir leaves below its limit, in KiB, from the files
- * limit and usage (bytes); -1 where there is no limit or the files cannot be read. */
-static int64_t cgroup_room(const char *dir, const char *limit, const char *usage)
+/* The value of key in a memory.stat file ("total_inactive_file 123"), or 0. */
+static int64_t stat_value(const char *file, const char *key)
+{
+    char line[256];
+    int64_t v = 0;
+    size_t kl = strlen(key);
+    FILE *f = fopen(file, "re");
+    while (f && fgets(line, sizeof(line), f))
+        if (strncmp(line, key, kl) == 0 && line[kl] == ' ') {
+            if (sscanf(line + kl + 1, "%" SCNd64, &v) != 1) v = 0;
+            break;
+        }
+    if (f) fclose(f);
+    return v;
+}
+
+/* The room that cgroup directory dir leaves below its own limit, in KiB: the files limit
+ * and usage (bytes), less the inactive file cache that memory.stat counts under key
+ * inactive (the kernel reclaims it before it kills: a job that has just written its
+ * data files has that room); -1 where there is no limit or the files cannot be read. */
+static int64_t cgroup_room(const char *dir, const char *limit, const char *usage,
+                           const char *inactive)
 {
     char path[512];
     int64_t max, cur;
@@ -25,16 +44,39 @@ static int64_t cgroup_room(const char *dir, const char *limit, const char *usage
     if (!read_i64(path, &max)) return -1;
     snprintf(path, sizeof(path), "%s/%s", dir, usage);
     if (!read_i64(path, &cur)) return -1;
+    snprintf(path, sizeof(path), "%s/memory.stat", dir);
+    int64_t reclaim = stat_value(path, inactive);
+    if (reclaim > 0 && reclaim < cur) cur -= reclaim;
     return max > cur ? (max - cur) / 1024 : 0;
 }
 
-/* The room this process's memory cgroup leaves, in KiB (-1: none known). Its lines in
+/* The least room of cgroup directory root + path and of each of its ancestors up to
+ * root, in KiB (a limit may sit on a parent: a Slurm job's above its step's, a systemd
+ * slice, a pod); -1 where none of them has a limit. */
+static int64_t tree_room(const char *root, const char *path, const char *limit, const char *usage,
+                         const char *inactive)
+{
+    char dir[512];
+    int64_t room = -1;
+    size_t top = strlen(root);
+    snprintf(dir, sizeof(dir), "%s%s", root, path);
+    for (;;) {
+        int64_t r = cgroup_room(dir, limit, usage, inactive);
+        if (r >= 0 && (room < 0 || r < room)) room = r;
+        char *slash = strrchr(dir, '/');
+        if (strlen(dir) <= top || !slash || (size_t)(slash - dir) < top) break;
+        *slash = '\0';
+    }
+    return room;
+}
+
+/* The room this process's memory cgroups leave, in KiB (-1: none known). Its lines in
  * /proc/self/cgroup: "0::/PATH" (v2, under /sys/fs/cgroup) and "N:memory:/PATH" (v1,
  * under /sys/fs/cgroup/memory). A v1 path from outside a container's cgroup namespace
  * names no directory inside it: there the mount's root is the container's own cgroup. */
 static int64_t cgroup_room_kib(void)
 {
-    char line[512], v2[300] = "", v1[300] = "", dir[400];
+    char line[512], v2[300] = "", v1[300] = "";
     int has_v2 = 0, has_v1 = 0;
     FILE *f = fopen("/proc/self/cgroup", "re");
     while (f && fgets(line, sizeof(line), f)) {
@@ -56,16 +98,16 @@ static int64_t cgroup_room_kib(void)
     if (f) fclose(f);
     int64_t room = -1, r;
     if (has_v1) {
-        snprintf(dir, sizeof(dir), "/sys/fs/cgroup/memory%s", v1);
-        r = cgroup_room(dir, "memory.limit_in_bytes", "memory.usage_in_bytes");
+        const char *mnt = "/sys/fs/cgroup/memory";
+        r = tree_room(mnt, v1, "memory.limit_in_bytes", "memory.usage_in_bytes",
+                      "total_inactive_file");
         if (r < 0 && v1[0])
-            r = cgroup_room("/sys/fs/cgroup/memory", "memory.limit_in_bytes",
-                            "memory.usage_in_bytes");
+            r = cgroup_room(mnt, "memory.limit_in_bytes", "memory.usage_in_bytes",
+                            "total_inactive_file");
         if (r >= 0) room = r;
     }
     if (has_v2) {
-        snprintf(dir, sizeof(dir), "/sys/fs/cgroup%s", v2);
-        r = cgroup_room(dir, "memory.max", "memory.current");
+        r = tree_room("/sys/fs/cgroup", v2, "memory.max", "memory.current", "inactive_file");
         if (r >= 0 && (room < 0 || r < room)) room = r;
     }
     return room;
