@@ -250,6 +250,11 @@ static void two_issuers(h_rank *h)
             strstr(args[t].msg, "two threads issued collectives on one communicator at once "
                                 "(hoop_allreduce, while another thread was in hoop_allreduce)"))
             __atomic_fetch_add(caught, 1, __ATOMIC_RELAXED);
+        /* a peer that heard of it says why, not only that the rank aborted */
+        else if (args[t].last == HOOP_ERR_USAGE &&
+                 !strstr(args[t].msg, "two of its threads issued collectives on the "
+                                      "communicator at once (HOOP_ERR_USAGE; see rank "))
+            h_fail(h, "thread %d: %s", t, args[t].msg);
     }
     /* the comm stays failed: a later call from the rank's own thread fails too */
     float x = 1;

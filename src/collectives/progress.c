@@ -323,7 +323,12 @@ static void adopt_record(hoop_comm *comm)
             adopt_relay_timeout(comm, origin, a))
             return;
         timeout_text(r, comm->rank, comm->fail_msg, sizeof(comm->fail_msg));
-    } else if (culprit == origin)
+    } else if (culprit == origin && st == HOOP_ERR_USAGE) /* collectives.c, issue_enter */
+        snprintf(comm->fail_msg, sizeof(comm->fail_msg),
+                 "rank %d failed: two of its threads issued collectives on the communicator "
+                 "at once (%s; see rank %d's message)",
+                 origin, hoop_status_name(st), origin);
+    else if (culprit == origin)
         snprintf(comm->fail_msg, sizeof(comm->fail_msg), "rank %d aborted its communicator",
                  origin);
     else if (culprit >= 0 && st == HOOP_ERR_REMOTE) /* a link that broke: the peer's end */
