@@ -102,6 +102,9 @@ static hoop_status enter(hoop_store *st, const char *kind, const char *name, cha
     return HOOP_OK;
 }
 
+/* How long rank 0 waits for the ranks to read a sync's result before it says so. */
+#define READERS_QUIET_MS 10000
+
 /* Marks this rank done with a generation; the last one deletes its keys. Rank 0, whose
  * process serves an env:// job's store, then waits until every rank is done too (the
  * last one sets "<prefix>/gone"; until deadline_ns, or a rank lost): a rank 0 that
@@ -121,11 +124,24 @@ static hoop_status leave(hoop_store *st, const char *prefix, const char *const *
     if (left != ws) {
         if (rank != 0) return HOOP_OK;
         const char *wait = gone;
+        char before[1024]; /* the sync succeeded: no failure of this wait stays behind */
+        snprintf(before, sizeof(before), "%s", hoop_last_error());
         hoop__store_wait_result res;
-        hoop_status s = hoop__store_wait_keys(st, &wait, 1, HOOP__STORE_WAIT_LOST,
-                                              hoop__ms_left(deadline_ns), &res);
+        int64_t first = hoop__ms_left(deadline_ns);
+        first = first > READERS_QUIET_MS ? READERS_QUIET_MS : first;
+        hoop_status s = hoop__store_wait_keys(st, &wait, 1, HOOP__STORE_WAIT_LOST, first, &res);
         hoop__store_wait_result_free(&res);
-        if (s == HOOP_OK) HOOP_CHECK(hoop__store_delete_keys(st, &wait, 1, NULL));
+        if (s == HOOP_ERR_TIMEOUT && hoop__ms_left(deadline_ns) > 0) { /* a rank stopped? */
+            HOOP_WARN("store %s: rank 0 has waited %d ms for %d rank(s) to read the result "
+                      "(stopped, or starved of CPU?); waiting up to %lld ms more",
+                      prefix, READERS_QUIET_MS, ws - (int)left,
+                      (long long)hoop__ms_left(deadline_ns));
+            s = hoop__store_wait_keys(st, &wait, 1, HOOP__STORE_WAIT_LOST,
+                                      hoop__ms_left(deadline_ns), &res);
+            hoop__store_wait_result_free(&res);
+        }
+        if (s == HOOP_OK) s = hoop__store_delete_keys(st, &wait, 1, NULL);
+        hoop__error_restore(before);
         return HOOP_OK;
     }
     keyset ks;
