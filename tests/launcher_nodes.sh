@@ -538,13 +538,16 @@ assert_contains "$TMP/notice.0.err" "hooprun: the workers stopped on User define
 no_worker_left 38
 
 # 22. Node 1's hooprun killed; node 0's worker fails as node 1's worker dies with it.
-rm -f "$TMP/w1.pid"
-TWO_HOOK='wait_file "$TMP/w1.pid" || give_up "node 1'"'"'s worker never ran"; sleep 0.5; kill -KILL $p1 "$(cat "$TMP/w1.pid")"'
+rm -f "$TMP/w1.pid" "$TMP/h1.pid"
+TWO_HOOK='wait_file "$TMP/w1.pid" || give_up "node 1'"'"'s worker never ran"; sleep 0.5; echo $p1 > "$TMP/h1.pid"; kill -KILL $p1 "$(cat "$TMP/w1.pid")"'
 NPROC=1 two dead 0 0 'if [ "$RANK" = 1 ]; then echo $$ > '"$TMP"'/w1.pid; exec sleep 37; fi
-for _ in $(seq 400); do [ -s '"$TMP"'/w1.pid ] && break; sleep 0.05; done
-# (until it is a zombie: nobody may reap it for a while once its hooprun is gone)
-w=$(cat '"$TMP"'/w1.pid)
-while read -r _ _ st _ < /proc/$w/stat && [ "$st" != Z ]; do sleep 0.01; done 2> /dev/null
+for _ in $(seq 400); do [ -s '"$TMP"'/w1.pid ] && [ -s '"$TMP"'/h1.pid ] && break; sleep 0.05; done
+# (until both are zombies or gone: nobody may reap the worker for a while once its
+# hooprun is gone; and the hooprun, killed at the same moment, may have closed its
+# link to node 0'"'"'s store only after the worker died: node 0 must find it lost)
+for w in $(cat '"$TMP"'/w1.pid '"$TMP"'/h1.pid); do
+    while read -r _ _ st _ < /proc/$w/stat && [ "$st" != Z ]; do sleep 0.01; done 2> /dev/null
+done
 exit 3'
 unset TWO_HOOK
 # 3: node 0's worker failed first; 1: node 0's look found node 1 lost first
