@@ -847,7 +847,10 @@ static int fits_memory(const bench_ctx *c, const bench_rank_info *all)
         int64_t room = -1;
         for (int q = 0; q < c->bc.world_size; q++) {
             if (strncmp(all[q].host, all[r].host, sizeof(all[q].host)) != 0) continue;
-            if (q < r) first = 0; /* that host was judged at its first rank */
+            if (q < r) { /* that host was judged at its first rank */
+                first = 0;
+                break;
+            }
             n++;
             if (all[q].room_kib >= 0 && (room < 0 || all[q].room_kib < room))
                 room = all[q].room_kib;
