@@ -91,6 +91,11 @@ int bench_has_root(bench_coll c);
  * nccl-tests' printf prints it), an exponent from 1e15 up. out has room for 24 bytes. */
 void bench_format_float(double v, int width, char *out);
 
+/* nccl-tests' time cell (microseconds, 7 characters): 2 decimals below 100 us, 1 below
+ * 10,000 us, none from there up, as its report prints them; wider than 7 characters whole,
+ * as bench_format_float. out has room for 24 bytes. */
+void bench_format_time(double us, char *out);
+
 // ----- the report ------------------------------------------------------------------
 
 /* One rank's line of the "Using devices" table (gathered to rank 0). */

@@ -199,6 +199,13 @@ void bench_format_float(double v, int width, char *out)
     snprintf(out, 24, fabs(v) < 1e15 ? "%.0f" : "%.3e", v);
 }
 
+void bench_format_time(double us, char *out)
+{
+    int prec = us < 100.0 ? 2 : us < 10000.0 ? 1 : 0;
+    int n = snprintf(out, 24, "%7.*f", prec, us);
+    if (n < 0 || n > 7) bench_format_float(us, 7, out);
+}
+
 int bench_settings(const bench_opts *o, char *buf, size_t len)
 {
     char types[128] = "", ops[128] = "", root[24];

@@ -409,7 +409,7 @@ static void text_row(bench_report *r, const bench_result *row, const char *redop
     fprintf(r->out, "%12zu  %12zu  %8s  %6s  %6d", row->bytes, row->count,
             bench_nccl_type_name(row->dtype), redop, root);
     for (int p = 0; p < 2; p++) {
-        bench_format_float(row->time_us[p], 7, t);
+        bench_format_time(row->time_us[p], t);
         bench_format_float(row->algbw[p], 6, a);
         bench_format_float(row->busbw[p], 6, b);
         if (row->wrong[p] < 0)

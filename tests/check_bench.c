@@ -483,6 +483,17 @@ START_TEST(test_format_float)
         ck_assert_msg(strcmp(b, cases[i].want) == 0, "%g in %d: '%s', not '%s'", cases[i].v,
                       cases[i].width, b, cases[i].want);
     }
+    static const struct {
+        double us;
+        const char *want;
+    } times[] = {{8.431, "   8.43"},     {99.994, "  99.99"},     {99.996, " 100.00"},
+                 {135.24, "  135.2"},    {9999.94, " 9999.9"},    {12345.6, "  12346"},
+                 {9876543.2, "9876543"}, {12345678.0, "12345678"}};
+    for (size_t i = 0; i < sizeof(times) / sizeof(times[0]); i++) {
+        bench_format_time(times[i].us, b);
+        ck_assert_msg(strcmp(b, times[i].want) == 0, "%g us: '%s', not '%s'", times[i].us, b,
+                      times[i].want);
+    }
     ck_assert_str_eq(bench_nccl_type_name(HOOP_DTYPE_BF16), "bfloat16");
     ck_assert_str_eq(bench_test_name(BENCH_REDUCESCATTER), "reduce_scatter_perf");
 }
