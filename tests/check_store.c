@@ -608,6 +608,11 @@ START_TEST(test_connect_timeout_rank0)
     ASSERT_MSG_HAS("rank 0 never opened its store there, or has exited");
     ASSERT_MSG_HAS("(127.0.0.1 is a loopback address, which reaches only this machine: when "
                    "rank 0 runs on another machine, MASTER_ADDR must name that one)");
+    /* 0.0.0.0 as a destination is this host too. */
+    setenv("MASTER_ADDR", "0.0.0.0", 1);
+    ck_assert_int_eq(hoop_store_init_env(&h), HOOP_ERR_TIMEOUT);
+    ASSERT_MSG_HAS("(0.0.0.0 is an unspecified address, which reaches only this machine: when "
+                   "rank 0 runs on another machine, MASTER_ADDR must name that one)");
 }
 END_TEST
 

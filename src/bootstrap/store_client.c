@@ -530,12 +530,29 @@ static hoop_status try_connect(hoop_store *st, const struct addrinfo *res, int64
     return HOOP_ERR_TIMEOUT;
 }
 
-/* 1 when every address of res is a loopback one: one that reaches only this machine. */
+/* 1 when a is the unspecified address (0.0.0.0, ::): a connect() to it reaches this
+ * machine (Linux takes it as the local host), as a loopback address does. */
+static int is_unspecified(const struct addrinfo *a)
+{
+    if (a->ai_family == AF_INET)
+        return ((const struct sockaddr_in *)(const void *)a->ai_addr)->sin_addr.s_addr ==
+               htonl(INADDR_ANY);
+    if (a->ai_family == AF_INET6)
+        return IN6_IS_ADDR_UNSPECIFIED(
+            &((const struct sockaddr_in6 *)(const void *)a->ai_addr)->sin6_addr);
+    return 0;
+}
+
+/* 1 when every address of res is a loopback one, 2 when every one is unspecified (both
+ * reach only this machine), else 0. */
 static int all_loopback(const struct addrinfo *res)
 {
-    for (const struct addrinfo *a = res; a; a = a->ai_next)
-        if (!hoop__store_is_loopback(a)) return 0;
-    return res != NULL;
+    int loop = 1, unspec = 1;
+    for (const struct addrinfo *a = res; a; a = a->ai_next) {
+        loop &= hoop__store_is_loopback(a);
+        unspec &= is_unspecified(a);
+    }
+    return res == NULL ? 0 : loop ? 1 : unspec ? 2 : 0;
 }
 
 static hoop_status connect_retry(hoop_store *st, const char *host, int port)
@@ -577,9 +594,9 @@ static hoop_status connect_retry(hoop_store *st, const char *host, int port)
         snprintf(why, sizeof(why), ": %s never opened its store there, or has exited", st->owner);
     if (st->rendezvous && !silent && !unroutable && loopback)
         snprintf(why + strlen(why), sizeof(why) - strlen(why),
-                 " (%.255s is a loopback address, which reaches only this machine: when %s runs "
+                 " (%.255s is %s address, which reaches only this machine: when %s runs "
                  "on another machine, MASTER_ADDR must name that one)",
-                 host, st->owner);
+                 host, loopback == 2 ? "an unspecified" : "a loopback", st->owner);
     return HOOP_ERROR(HOOP_ERR_TIMEOUT,
                       "store: nobody answered at %s within %" PRId64 " ms (last: %s)%s",
                       st->rendezvous ? st->label : st->name, st->timeout_ms, last, why);
