@@ -185,12 +185,14 @@ for _ in $(seq 200); do
     [ "$(grep -c "^0 " '"$TMP"'/attempts)" -ge 4 ] && break
     sleep 0.05
 done
+echo "rank 3: cannot open the data" >&2
 exit 4'
 two fail1 2 2 "$rec"
 both_rc fail1 0 "a start-up failure on node 1"
 within fail1 10000 "a start-up failure on node 1, then attempt 1"
 assert_contains "$TMP/fail1.0.err" "hooprun (node 0): attempt failed on node 1 ("
-assert_contains "$TMP/fail1.0.err" "): rank 3 exited with code 4; stopping this node's 2 workers"
+# The other node quotes the failed worker's message (its last stderr line).
+assert_contains "$TMP/fail1.0.err" "): rank 3 exited with code 4 (its message: rank 3: cannot open the data); stopping this node's 2 workers"
 assert_contains "$TMP/fail1.1.err" "hooprun: restart 1 of 2: starting all 2 workers again"
 assert_contains "$TMP/fail1.0.err" "hooprun: restart 1 of 2: starting all 2 workers again"
 grep -q "restart 2 of 2" "$TMP"/fail1.[01].err && fail "a second restart: $(cat "$TMP"/fail1.[01].err)"

@@ -262,6 +262,10 @@ void hooprun_out_free(hooprun_worker *w);
 
 // ----- failure summary (hooprun_report.c) ----------------------------------------------
 
+/* w's last stderr line (its message on the way out) if it came within 10 s before w
+ * ended; NULL when there is none. */
+const char *hooprun_last_words(const hooprun_worker *w);
+
 /* Picks the worker whose failure came first among those that failed on their own, or
  * one found stopped when the first of them failed (see hooprun_report.c for the rules);
  * -1 when none did. */

@@ -287,12 +287,17 @@ static void worker_ended(supervisor *s, worker *w, int status, int64_t now)
     }
     s->exit_code = code;
     find_stopped(s, w);
-    char how[80], note[120];
+    char how[80], note[540];
     if (WIFSIGNALED(status))
         snprintf(how, sizeof(how), "was killed by signal %d", WTERMSIG(status));
     else
         snprintf(how, sizeof(how), "exited with code %d", code);
-    snprintf(note, sizeof(note), "rank %d %s", w->rank, how);
+    /* The other nodes quote its message: what it wrote before its exit may still be in
+     * the pipe (this round reaped before it read). */
+    hooprun_out_drain(s->plan, w, &w->err, now);
+    const char *words = hooprun_last_words(w);
+    snprintf(note, sizeof(note), "rank %d %s%s%.400s%s", w->rank, how,
+             words ? " (its message: " : "", words ? words : "", words ? ")" : "");
     hooprun_agent_failed(s->plan, note, s->earlier, sizeof(s->earlier));
     if (s->stopping || workers_left(s) == 0) return;
     fprintf(stderr,

@@ -81,6 +81,12 @@ static int last_words(const hooprun_worker *w)
     return l->ns >= w->end_ns - LAST_WORDS_NS ? k : -1;
 }
 
+const char *hooprun_last_words(const hooprun_worker *w)
+{
+    int k = last_words(w);
+    return k >= 0 ? w->tail[k].text : NULL;
+}
+
 static int64_t failure_time(const hooprun_worker *w)
 {
     int k = last_words(w);
