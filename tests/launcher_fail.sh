@@ -366,6 +366,30 @@ rc=$?
 assert_contains "$TMP/usr.err" "hooprun: the workers ended on User defined signal 2 (exit 140), some killed by it: they do not catch it"
 grep -q "as asked\|first failure" "$TMP/usr.err" && fail "workers killed by SIGUSR2: $(cat "$TMP/usr.err")"
 
+# 13. Every worker left is stopped and none failed: nothing moves until a SIGCONT.
+# hooprun says so once (it waited without a word) and waits on; a SIGTERM to hooprun is
+# forwarded with a SIGCONT, so the stopped worker takes it at once (no SIGKILL after the
+# grace period).
+mkdir -p "$TMP/halt"
+"$HOOPRUN" --nproc-per-node 2 bash -c '[ "$RANK" = 1 ] && kill -STOP $$; exit 0' \
+    > /dev/null 2> "$TMP/halt/err" &
+hp=$!
+for _ in $(seq 300); do
+    grep -q "every worker left is stopped" "$TMP/halt/err" && break
+    sleep 0.05
+done
+assert_contains "$TMP/halt/err" "hooprun: every worker left is stopped (SIGSTOP or job control): rank 1 (pid "
+sleep 2.5 # a halt is said once, not once per look
+t0=$(now_ms)
+kill -TERM $hp
+wait $hp
+rc=$? ms=$(($(now_ms) - t0))
+cat "$TMP/halt/err"
+[ "$(grep -c "every worker left is stopped" "$TMP/halt/err")" = 1 ] || fail "the halt was said more than once"
+grep -q "did not stop within" "$TMP/halt/err" && fail "the stopped rank waited for SIGKILL"
+[ "$rc" = 143 ] || fail "SIGTERM to hooprun with a stopped worker: exit $rc, not 143"
+[ "$ms" -lt 2000 ] || fail "hooprun took $ms ms after its SIGTERM with a stopped worker (limit 2000)"
+
 # 9. All workers exit 0: hooprun exits 0 and says nothing.
 "$HOOPRUN" --nproc-per-node 3 true > "$TMP/ok.out" 2> "$TMP/ok.err" || fail "3 x true failed"
 [ -s "$TMP/ok.err" ] && fail "hooprun printed on success: $(cat "$TMP/ok.err")"

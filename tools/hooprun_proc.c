@@ -45,6 +45,7 @@
 #define USR_SETTLE_MS 30000 /* after a worker's SIGUSR1/2 exit, how long the others may take */
 #define USR_HOLD_MS 2000    /* a new worker's SIGUSR1/2 waits this long for its handler */
 #define USR_TICK_MS 10      /* how often a held SIGUSR1/2 looks for it */
+#define HALT_TICK_MS 1000   /* how often hooprun looks whether every running worker is stopped */
 
 typedef hooprun_worker worker;
 
@@ -67,6 +68,8 @@ typedef struct supervisor {
     int peer_failed;     /* another node's workers failed (1) or the nodes' store went (-1):
                           * this node's were stopped for it (hooprun_agent.c) */
     int64_t probe_at_ns; /* when to look for another node's failure next */
+    int64_t halt_at_ns;  /* when to look next whether every running worker is stopped */
+    int said_halted;     /* ... and hooprun said so (cleared once one runs again) */
 } supervisor;
 
 static const int forwarded[] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGHUP};
@@ -235,6 +238,36 @@ static void find_stopped(supervisor *s, const worker *failed)
                 "fails: rank %d may have failed waiting for it\n",
                 w->rank, (int)w->pid, failed->rank, failed->rank);
     }
+}
+
+/* Every worker still running is stopped (SIGSTOP, job control) and nothing is planned:
+ * nothing moves until somebody sends SIGCONT, so hooprun says so, once per such halt
+ * (it waits on, as a stop may be meant: a user inspecting a worker). */
+static void look_halted(supervisor *s, int64_t now)
+{
+    if (s->stopping || s->stop_at_ns || now < s->halt_at_ns) return;
+    s->halt_at_ns = now + HALT_TICK_MS * 1000000LL;
+    int running = 0;
+    for (int i = 0; i < s->n; i++) {
+        if (!s->w[i].running) continue;
+        running++;
+        if (!process_stopped(s->w[i].pid)) {
+            s->said_halted = 0;
+            return;
+        }
+    }
+    if (running == 0 || s->said_halted) return;
+    s->said_halted = 1;
+    char list[400] = "";
+    size_t at = 0;
+    for (int i = 0; i < s->n && at < sizeof(list) - 40; i++)
+        if (s->w[i].running)
+            at += (size_t)snprintf(list + at, sizeof(list) - at, "%srank %d (pid %d)",
+                                   at ? ", " : "", s->w[i].rank, (int)s->w[i].pid);
+    fprintf(stderr,
+            "hooprun: every worker left is stopped (SIGSTOP or job control): %s; waiting for "
+            "%s (kill -CONT PID continues a worker; SIGINT or SIGTERM to hooprun stops the job)\n",
+            list, running == 1 ? "it" : "them");
 }
 
 static void kill_everything(supervisor *s)
@@ -612,6 +645,7 @@ static void on_signal(supervisor *s)
             forward_usr(s, sig);
         else
             signal_groups(s, sig);
+        if (stop_request(sig)) signal_groups(s, SIGCONT); /* a stopped worker takes it too */
         if ((sig == SIGUSR1 || sig == SIGUSR2) && s->usr_forwarded != sig) {
             s->usr_forwarded = sig;
             fprintf(stderr, "hooprun: got %s; forwarded it to the workers\n", strsignal(sig));
@@ -654,6 +688,7 @@ static int poll_timeout(const supervisor *s, int64_t give_up, int held)
         if (s->plan->agents && !s->peer_failed && (t < 0 || t > HOOPRUN_AGENT_PROBE_MS))
             t = HOOPRUN_AGENT_PROBE_MS;
         if (held && (t < 0 || t > USR_TICK_MS)) t = USR_TICK_MS;
+        if (t < 0 || t > HALT_TICK_MS) t = HALT_TICK_MS; /* look_halted */
         return t;
     }
     int timeout = hoop__ms_left(s->killed ? give_up : s->kill_at_ns);
@@ -691,6 +726,7 @@ static int step(supervisor *s, struct pollfd *pfd, hooprun_stream **who, worker 
 {
     reap(s, hoop__now_ns());
     probe_nodes(s);
+    look_halted(s, hoop__now_ns());
     int left = workers_left(s);
     if (left < s->n) hooprun_guard_check(); /* a running worker's group is not empty */
     if (!s->stopping && s->stop_at_ns && hoop__now_ns() >= s->stop_at_ns) begin_stop(s);
