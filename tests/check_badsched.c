@@ -18,10 +18,16 @@
  *     transport/frame.h) and fail the call with HOOP_ERR_INTERNAL naming the algorithm,
  *     the step, the peer and both byte counts; the comm is failed, so a later call fails on both
  * ranks;
- *   - WRITE_SEND, BIG_STEP, BARE_CODE, RESET: a receive into the send buffer, a message
- *     longer than a chunk, a bare error code, a reset schedule: refused as built;
- *   - EXTRA_SEND: rank 1 sends rank 0 one message more than it receives; the next call's
- *     vote record comes as that message, and rank 0 names a stream out of step;
+ *   - WRITE_SEND, BIG_STEP, BARE_CODE, RESET, PARTIAL, VOTE_WRITE, HUGE_OFF: a receive
+ *     into the send buffer, a message longer than a chunk, a bare error code, a reset
+ *     schedule, a reduction of part of an element (its last bytes were left unreduced,
+ *     or an error from inside shm), a receive into the vote records, a range whose end
+ *     wraps past SIZE_MAX (named by its start and length): refused as built;
+ *   - EXTRA_SEND, EXTRA_SAME, EXTRA_RECV: rank 1 sends rank 0 one message more than
+ *     rank 0 receives (of another size than the call's messages, or of the same size as
+ *     its last), or receives one more than rank 0 sends. The call's vote sums the ranks'
+ *     message digests and fails the call on every rank (2 and 3 ranks: the fold). The
+ *     same-size one went unseen: the call succeeded, and the next one failed;
  *   - NO_LINK: of 6 ranks, rank 0 sends rank 2 a message, which no link carries (a
  *     comm links the peers hoop__algo_peers marks): refused before any byte moves,
  *     naming the algorithm, the step and the peer (it named only the peer, mid-call).
@@ -36,6 +42,7 @@
 #include <string.h>
 
 #include "collectives/coll.h"
+#include "collectives/comm.h"
 #include "coll_harness.h"
 #include "run_suite.h"
 
@@ -48,7 +55,12 @@ enum {
     BUG_BARE_CODE,  /* the function fails with a bare code, no message */
     BUG_RESET,      /* the function resets the schedule: the vote's steps are gone */
     BUG_EXTRA_SEND, /* rank 1 sends rank 0 one message more than rank 0 receives */
-    BUG_NO_LINK     /* of 6 ranks, rank 0 sends rank 2 a message (no link joins them) */
+    BUG_EXTRA_SAME, /* ... of the same size as its last message to rank 0 */
+    BUG_EXTRA_RECV, /* rank 1 receives one message more than rank 0 sends it */
+    BUG_NO_LINK,    /* of 6 ranks, rank 0 sends rank 2 a message (no link joins them) */
+    BUG_PARTIAL,    /* the last message and its reduction are 2 bytes short of whole floats */
+    BUG_VOTE_WRITE, /* rank 1 receives a message into the vote records */
+    BUG_HUGE_OFF    /* the last receive starts 3 bytes before SIZE_MAX (its end wraps) */
 };
 static _Atomic int bug;
 
@@ -84,12 +96,19 @@ hoop_status __wrap_hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s)
         break;
     case BUG_WRITE_SEND: recv->buf = HOOP__BUF_SEND; break;
     case BUG_EXTRA_SEND:
+    case BUG_EXTRA_SAME:
+    case BUG_EXTRA_RECV:
         if (a->rank == 1)
-            hoop__sched_add(s, (hoop__step){.kind = HOOP__STEP_SEND,
-                                            .buf = HOOP__BUF_SEND,
-                                            .peer = 0,
-                                            .dep = {-1, -1},
-                                            .bytes = 1024});
+            hoop__sched_add(
+                s,
+                (hoop__step){
+                    .kind = atomic_load(&bug) == BUG_EXTRA_RECV ? HOOP__STEP_RECV : HOOP__STEP_SEND,
+                    .buf = atomic_load(&bug) == BUG_EXTRA_RECV ? HOOP__BUF_RECV : HOOP__BUF_SEND,
+                    .peer = 0,
+                    .dep = {-1, -1},
+                    .bytes = atomic_load(&bug) == BUG_EXTRA_SAME   ? send->bytes
+                             : atomic_load(&bug) == BUG_EXTRA_RECV ? 128
+                                                                   : 1024});
         break;
     case BUG_NO_LINK:
         if (a->rank == 0 || a->rank == 2)
@@ -100,6 +119,14 @@ hoop_status __wrap_hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s)
                                          .dep = {-1, -1},
                                          .bytes = 64});
         break;
+    case BUG_PARTIAL:
+        send->bytes -= 2;
+        recv->bytes -= 2;
+        break;
+    case BUG_VOTE_WRITE:
+        if (a->rank == 1) recv->buf = HOOP__BUF_VOTE;
+        break;
+    case BUG_HUGE_OFF: recv->off = SIZE_MAX - 2; break;
     case BUG_BIG_STEP:
         send->bytes = recv->bytes = a->chunk_bytes + a->elem;
         send->off = recv->off = 0;
@@ -247,14 +274,21 @@ START_TEST(test_refused)
     static const struct {
         int bug;
         const char *want;
+        size_t count; /* 0: 300001 */
     } cases[] = {
-        {BUG_WRITE_SEND, "of the send buffer, which a call only reads"},
-        {BUG_BIG_STEP, "bytes, more than one chunk (524288 bytes, HOOP_CHUNK_BYTES)"},
-        {BUG_BARE_CODE, "its schedule function failed with HOOP_ERR_INVALID and no message"},
-        {BUG_RESET, "its schedule function changed the "},
+        {BUG_WRITE_SEND, "of the send buffer, which a call only reads", 0},
+        {BUG_BIG_STEP, "bytes, more than one chunk (524288 bytes, HOOP_CHUNK_BYTES)", 0},
+        {BUG_BARE_CODE, "its schedule function failed with HOOP_ERR_INVALID and no message", 0},
+        {BUG_RESET, "its schedule function changed the ", 0},
+        {BUG_PARTIAL,
+         "reduces 3998 bytes at offset 0 (its other operand at offset 0), not whole elements of 4 "
+         "bytes",
+         1000},
+        {BUG_VOTE_WRITE, "names the vote records (buffer 4), which only the call's vote", 1000},
+        {BUG_HUGE_OFF, "writes 4000 bytes from byte 18446744073709551613 on of the receive", 1000},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
-        run_case(2, cases[k].bug, 300001);
+        run_case(2, cases[k].bug, cases[k].count ? cases[k].count : 300001);
         for (int r = 0; r < 2; r++) {
             const bs_result *x = &results[r];
             ck_assert_msg(x->st == HOOP_ERR_INTERNAL,
@@ -270,20 +304,36 @@ START_TEST(test_refused)
 }
 END_TEST
 
-/* An extra send (rank 1 to rank 0) lands in the next call's vote record: rank 0's next
- * call fails naming a stream out of step since an earlier call (it said "collective
- * mismatch: rank 1 sent no valid call record (is it running the same hoop?)"). Rank 1's
- * barrier, whose vote got rank 0's record whole, may succeed: its next call fails. */
+/* A message sent and never received, or the reverse (rank 1 and rank 0), fails the
+ * call itself on every rank, found by its vote. An extra send had made rank 0's next
+ * call fail ("an earlier call's schedules disagreed"), and one of the size of the
+ * call's messages had let the call succeed: placed before the real one, its bytes
+ * would have been taken for them. No guard changed; the comm is failed. */
 START_TEST(test_extra_send)
 {
-    run_case(2, BUG_EXTRA_SEND, 1000);
-    const bs_result *x = &results[0];
-    ck_assert_msg(x->later == HOOP_ERR_INTERNAL,
-                  "rank 0's next call: want HOOP_ERR_INTERNAL, got %s: %s",
-                  hoop_status_name(x->later), x->later_msg);
-    assert_has(x->later_msg, "it was this call's vote record from rank 1", 0);
-    assert_has(x->later_msg, "an earlier call's schedules disagreed", 0);
-    ck_assert_msg(!strstr(x->later_msg, "no valid call record"), "%s", x->later_msg);
+    static const int bugs[] = {BUG_EXTRA_SEND, BUG_EXTRA_SAME, BUG_EXTRA_RECV};
+    for (int n = 2; n <= 3; n++)
+        for (size_t k = 0; k < sizeof(bugs) / sizeof(bugs[0]); k++) {
+            run_case(n, bugs[k], 1000);
+            int named = 0;
+            for (int r = 0; r < n; r++) {
+                const bs_result *x = &results[r];
+                ck_assert_msg(x->st == HOOP_ERR_INTERNAL,
+                              "%d ranks, bug %d, rank %d: want HOOP_ERR_INTERNAL, got %s: %s", n,
+                              bugs[k], r, hoop_status_name(x->st), x->msg);
+                ck_assert_msg(x->later != HOOP_OK, "rank %d: the comm still works", r);
+                ck_assert_msg(x->bad_guards == 0, "rank %d: %zu guard elements written", r,
+                              x->bad_guards);
+                if (strstr(x->msg, " failed: HOOP_ERR_INTERNAL during allreduce")) continue;
+                assert_has(x->msg,
+                           "allreduce algorithm rd: the ranks' schedules do not pair their "
+                           "messages",
+                           r);
+                named++;
+            }
+            ck_assert_msg(named > 0, "%d ranks, bug %d: no rank named the cause: %s", n, bugs[k],
+                          results[0].msg);
+        }
 }
 END_TEST
 
@@ -308,6 +358,55 @@ START_TEST(test_no_link)
         named++;
     }
     ck_assert_msg(named > 0, "neither rank named the step: %s", results[0].msg);
+}
+END_TEST
+
+/* The vote's sum of message digests, merge by merge: a merge adds the two states' sums
+ * and coverage; the fold's even rank, handed back a final state that covers it already,
+ * takes that state's sum as it is (adding its own again would leave a sum that is not 0
+ * on a correct call, or never cover all ranks); the verdict comes only at full cover. */
+START_TEST(test_vote_sums)
+{
+    static const struct {
+        int world, in_covers;
+        uint64_t mine, in;
+        uint32_t covers;
+        uint64_t sum;
+        int unpaired;
+    } cases[] = {
+        {2, 1, 5, (uint64_t)-5, 2, 0, 0}, /* two ranks that pair */
+        {2, 1, 5, 3, 2, 8, 1},            /* two that do not */
+        {3, 3, 5, 0, 3, 0, 0},            /* the fold's even rank gets a final 0 back */
+        {3, 3, 0, 9, 3, 9, 1},            /* ... a final 9 */
+        {3, 2, 5, (uint64_t)-5, 3, 0, 0}, /* an odd rank's last merge */
+        {4, 2, 0, 7, 3, 7, 0},            /* not every rank yet: no verdict */
+    };
+    static uint64_t votes[HOOP__VOTE_BYTES / 8], theirs[sizeof(hoop__vote) / 8];
+    hoop__hdr call = {.kind = 1, .coll = 1, .count = 4};
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        memset(votes, 0, sizeof(votes));
+        hoop__vote_init(votes, &call, 0);
+        hoop__vote_init(theirs, &call, 1);
+        hoop__vote *mine = (hoop__vote *)votes, *in = (hoop__vote *)theirs;
+        mine->msgs = cases[k].mine;
+        in->msgs = cases[k].in;
+        in->covers = (uint32_t)cases[k].in_covers;
+        size_t inbox = (HOOP__VOTE_ROUNDS + 1) * sizeof(hoop__vote);
+        memcpy((char *)votes + inbox, in, sizeof(hoop__vote));
+        hoop__step st = {.kind = HOOP__STEP_VOTE,
+                         .buf = HOOP__BUF_VOTE,
+                         .peer = 1,
+                         .off = inbox,
+                         .src_off = 0,
+                         .bytes = sizeof(hoop__vote)};
+        ck_assert_int_eq(hoop__vote_merge(votes, &st, 0, cases[k].world), HOOP_OK);
+        const hoop__vote *next = hoop__vote_after(votes, &st);
+        ck_assert_msg(next->covers == cases[k].covers && next->msgs == cases[k].sum,
+                      "case %zu: covers %u, sum %llu; want %u, %llu", k, next->covers,
+                      (unsigned long long)next->msgs, cases[k].covers,
+                      (unsigned long long)cases[k].sum);
+        ck_assert_int_eq(hoop__vote_unpaired(votes, &st, cases[k].world), cases[k].unpaired);
+    }
 }
 END_TEST
 
@@ -342,6 +441,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_short_send);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_extra_send);
+    tcase_add_test(tc, test_vote_sums);
     tcase_add_test(tc, test_no_link);
     suite_add_tcase(s, tc);
     return s;

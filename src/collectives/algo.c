@@ -256,6 +256,7 @@ hoop_status hoop__sched_copy(hoop__sched *s, const hoop__sched *from)
     if (from->n) memcpy(s->steps, from->steps, from->n * sizeof(*s->steps));
     s->n = from->n;
     s->voted = from->voted;
+    s->nvote = from->nvote;
     s->scratch_bytes = from->scratch_bytes;
     s->err = HOOP_OK;
     return HOOP_OK;

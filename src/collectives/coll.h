@@ -95,6 +95,8 @@ typedef struct hoop__sched {
     hoop_status err;      /* first allocation failure while emitting */
     int32_t voted;        /* the step after which every rank is known to have called this
                            * same collective (the vote's last merge); -1 on one rank */
+    size_t nvote;         /* the vote's steps, which open the schedule: no later step may
+                           * name the vote records (HOOP__BUF_VOTE) */
 } hoop__sched;
 
 struct hoop__seg;
@@ -268,10 +270,17 @@ hoop_status hoop__coll_schedule(const hoop__coll_args *a, hoop__sched *s);
  * its algorithms' rows mark, hoop__algo_peers; send == NULL skips this) and depends on
  * earlier steps only; else HOOP_ERR_INTERNAL naming the collective, the algorithm, the
  * first bad step (index, kind, peer), the buffer, the range and the buffer's size. One
- * O(steps) pass, no data touched: run once per built schedule, before any byte moves. */
+ * O(steps) pass, no data touched: run once per built schedule, before any byte moves.
+ * *msgs (when msgs is not NULL) gets this rank's message digest: the sum, mod 2^64, of
+ * a hash of (this rank, peer) per message it sends, less one of (peer, this rank) per
+ * message it receives, the vote's own left out. Summed over the ranks (the vote does:
+ * hoop__vote_merge) it is 0 when each rank receives from each peer as many messages as
+ * that peer sends it, and else almost surely not (each hash is odd: a count off by
+ * c < 2^64 leaves c x hash). */
 struct hoop_tp_comm;
 hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a,
-                              struct hoop_tp_comm *const *send, struct hoop_tp_comm *const *recv);
+                              struct hoop_tp_comm *const *send, struct hoop_tp_comm *const *recv,
+                              uint64_t *msgs);
 
 /* The name of call a's algorithm in messages (a static string): the all-reduce's
  * (hoop_algo_name), "chain" (broadcast, reduce), "ring" or "direct" (all-gather,
@@ -307,9 +316,14 @@ int32_t hoop__sched_votes(hoop__sched *s, int rank, int world_size);
 /* vote.c: a barrier of one-byte tokens in the same recursive-doubling pattern: returns
  * the step after which every rank has passed its `after` step (-1 = at once). */
 int32_t hoop__sched_rd_sync(hoop__sched *s, int rank, int world_size, int32_t after);
-/* vote.c: runs a VOTE step on the vote buffer; HOOP_ERR_MISMATCH (message naming both
- * calls) when the merged state shows two different calls. */
-hoop_status hoop__vote_merge(void *votes, const hoop__step *st, int rank);
+/* vote.c: runs a VOTE step on the vote buffer of rank `rank` of world_size;
+ * HOOP_ERR_MISMATCH (message naming both calls) when the merged state shows two
+ * different calls. The merged state adds the message digests of the ranks it covers
+ * (hoop__sched_check); the caller judges the sum once it covers every rank. */
+hoop_status hoop__vote_merge(void *votes, const hoop__step *st, int rank, int world_size);
+/* vote.c: 1 when the state VOTE step st wrote covers all world_size ranks and its sum of
+ * their message digests is not 0 (their schedules leave a message unpaired), else 0. */
+int hoop__vote_unpaired(const void *votes, const hoop__step *st, int world_size);
 
 /* vote.c: what a rank whose first pending step is vote step st waits for, as "for the
  * call's vote from rank q ..." in buf. Returns 1 when q is itself the missing rank (its

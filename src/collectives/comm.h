@@ -38,12 +38,14 @@ typedef struct hoop__hdr {
 } hoop__hdr;
 _Static_assert(sizeof(hoop__hdr) == 32, "the collective header is 32 bytes");
 
-/* A vote record (vote.c): the sender's call, and the first pair of different calls it
- * has heard of (bad = 1). */
+/* A vote record (vote.c): the sender's call, the first pair of different calls it has
+ * heard of (bad = 1), and the sum of the message digests (hoop__sched_check) of the
+ * `covers` ranks it has heard of. */
 typedef struct hoop__vote {
     uint32_t magic;
     int32_t from, bad, a_rank, b_rank;
-    uint8_t pad[12];
+    uint32_t covers;
+    uint64_t msgs;
     hoop__hdr hdr, a, b;
 } hoop__vote;
 _Static_assert(sizeof(hoop__vote) == 128, "a vote record is 128 bytes");

@@ -411,7 +411,10 @@ static hoop__memjob local_job(const hoop__exec *x, const hoop__step *st)
  * receive into the vote records): not a call that differs, which a record would say, but
  * a stream out of step since an earlier call, whose schedules disagreed on how many
  * messages go between two ranks (an extra send). The vote's verdict would blame a record
- * made of that stray message ("sent no valid call record"): the frame error is told. */
+ * made of that stray message ("sent no valid call record"): the frame error is told.
+ * A backstop: the earlier call's own vote sums the ranks' message digests and fails
+ * that call, and the comm, when its schedules leave a message unpaired
+ * (messages_paired). */
 static hoop_status vote_out_of_step(hoop__exec *x)
 {
     x->env.failed_peer = x->s->steps[x->frame_step].peer;
@@ -420,6 +423,25 @@ static hoop_status vote_out_of_step(hoop__exec *x)
                       "schedules disagreed on the messages between the two ranks (one sent "
                       "more than the other received)",
                       x->frame_msg, x->env.failed_peer);
+}
+
+/* After vote step i: once the merged state covers every rank, its sum of the ranks'
+ * message digests (hoop__sched_check) is 0 unless some message sent has no receive on
+ * its peer's side (or the reverse): then the schedules disagree, and the receives would
+ * pair with the wrong messages, every length right, for a result that looks fine. */
+static hoop_status messages_paired(hoop__exec *x, int32_t i)
+{
+    if (!hoop__vote_unpaired(x->env.bufs[HOOP__BUF_VOTE], &x->s->steps[i], x->env.world_size))
+        return HOOP_OK;
+    x->failed_step = i;
+    return HOOP_ERROR(HOOP_ERR_INTERNAL,
+                      "%s algorithm %s: the ranks' schedules do not pair their messages: some "
+                      "rank sends a message that its peer's schedule never receives, or "
+                      "receives one that is never sent (the k-th send to a peer is that peer's "
+                      "k-th receive from this rank, of the same bytes: coll.h); found by the "
+                      "call's vote, on every rank, before the result could be trusted "
+                      "(HOOP_DEBUG=TRACE HOOP_DEBUG_SUBSYS=COLL prints each rank's schedule)",
+                      x->env.coll_name, x->env.algo_name);
 }
 
 /* Runs local steps in schedule order, one at a time (the vote's merges come first, so
@@ -440,12 +462,14 @@ static hoop_status run_locals(hoop__exec *x, int *progressed)
         if (!deps_ok(x, st)) return HOOP_OK;
         int finished = 1;
         if (st->kind == HOOP__STEP_VOTE) { /* host memory: the comm's own records */
-            hoop_status rc = hoop__vote_merge(x->env.bufs[HOOP__BUF_VOTE], st, x->env.rank);
+            hoop_status rc =
+                hoop__vote_merge(x->env.bufs[HOOP__BUF_VOTE], st, x->env.rank, x->env.world_size);
             if (rc != HOOP_OK) x->failed_step = i;
             if (rc != HOOP_OK && x->frame_step >= 0 &&
                 x->s->steps[x->frame_step].buf == HOOP__BUF_VOTE)
                 return vote_out_of_step(x);
             HOOP_CHECK(rc);
+            HOOP_CHECK(messages_paired(x, i));
         } else {
             hoop__memjob j = local_job(x, st);
             HOOP_CHECK(start_job(x, i, &j, &finished));

@@ -617,7 +617,8 @@ static hoop_status start_op(hoop_comm *comm, struct hoop_request *r)
         hoop__sched_built(built, hoop__error_count() != said, &comm->sched, &comm->vote_tpl, a));
     /* Every range inside its buffer, every peer another, linked rank: before any byte
      * moves. */
-    HOOP_CHECK(hoop__sched_check(&comm->sched, a, comm->send, comm->recv));
+    HOOP_CHECK(hoop__sched_check(&comm->sched, a, comm->send, comm->recv,
+                                 &((hoop__vote *)comm->votes)->msgs));
     void *scratch = comm->scratch, *stage = NULL;
     struct hoop__memops *mem = comm->mem;
     if (a->dev) {

@@ -25,9 +25,14 @@
  * message's length in a frame word (transport/frame.h), ib compares an eager message's
  * length with its receive and a rendezvous grant's with its send, and the executor
  * (exec.c, frame_error) fails the call with HOOP_ERR_INTERNAL naming the step, the peer
- * and both lengths. Still unseen: a pair whose counts of steps differ with every size
- * agreeing, and on ib a disagreement that moves a message across its eager/rendezvous
- * boundary (it may stall until HOOP_TIMEOUT).
+ * and both lengths. A pair whose counts of messages differ (an extra send: with every
+ * length agreeing, the receiver's receives pair with the wrong messages, and the call
+ * would succeed with wrong data) is seen by the vote instead: each
+ * rank's message digest (below) rides in its vote record, the vote sums them, and a
+ * sum that is not 0 once it covers every rank fails the call on every rank (exec.c).
+ * Still unseen: two messages of equal length swapped, and on ib a disagreement that
+ * moves a message across its eager/rendezvous boundary (it may stall until
+ * HOOP_TIMEOUT).
  *
  * Owns nothing. Thread-safe (pure functions).
  */
@@ -132,6 +137,16 @@ static int inside(size_t off, size_t bytes, size_t size)
     return off <= size && bytes <= size - off;
 }
 
+/* "bytes [off, off + bytes)", or, where that end is past SIZE_MAX, "bytes from
+ * off on" with the count (a wrapped end read as a small number). */
+static void range_text(size_t off, size_t bytes, char *buf, size_t cap)
+{
+    if (bytes > SIZE_MAX - off)
+        snprintf(buf, cap, "%zu bytes from byte %zu on", bytes, off);
+    else
+        snprintf(buf, cap, "bytes [%zu, %zu)", off, off + bytes);
+}
+
 /* One byte range of step i: buffer b, [off, off + bytes), read or written (verb). The
  * send buffer is the caller's const input: no step writes it. */
 static hoop_status check_range(const hoop__coll_args *a, size_t i, const hoop__step *st, int b,
@@ -140,16 +155,33 @@ static hoop_status check_range(const hoop__coll_args *a, size_t i, const hoop__s
 {
     if (b < 0 || b >= HOOP__NBUF || b == HOOP__BUF_STAGE)
         return sched_fail(a, i, st, "%s buffer %d, which a step cannot name", verb, b);
+    char range[80];
+    range_text(off, bytes, range, sizeof(range));
     if (b == HOOP__BUF_SEND && verb[0] == 'w')
-        return sched_fail(a, i, st,
-                          "writes bytes [%zu, %zu) of the send buffer, which a call only reads",
-                          off, off + bytes);
+        return sched_fail(a, i, st, "writes %s of the send buffer, which a call only reads", range);
     if (inside(off, bytes, size[b])) return HOOP_OK;
-    return sched_fail(a, i, st, "%s bytes [%zu, %zu) of the %s, which holds %zu bytes", verb, off,
-                      off + bytes, buf_name(b), size[b]);
+    return sched_fail(a, i, st, "%s %s of the %s, which holds %zu bytes", verb, range, buf_name(b),
+                      size[b]);
 }
 
-/* The ranges step i reads and writes, by kind. */
+/* A reduction works on whole elements: a piece of one would be left unreduced. */
+static hoop_status check_whole(const hoop__coll_args *a, size_t i, const hoop__step *st)
+{
+    int reduces = st->kind == HOOP__STEP_RECV_REDUCE || st->kind == HOOP__STEP_DIRECT ||
+                  st->kind == HOOP__STEP_DIRECT_OWN;
+    size_t src = st->kind == HOOP__STEP_RECV_REDUCE ? st->src_off : 0;
+    if (!reduces || a->elem <= 1 ||
+        (st->bytes % a->elem == 0 && st->off % a->elem == 0 && src % a->elem == 0))
+        return HOOP_OK;
+    char from[48] = "";
+    if (st->kind == HOOP__STEP_RECV_REDUCE)
+        snprintf(from, sizeof(from), " (its other operand at offset %zu)", src);
+    return sched_fail(a, i, st,
+                      "reduces %zu bytes at offset %zu%s, not whole elements of %zu bytes",
+                      st->bytes, st->off, from, a->elem);
+}
+
+/* The ranges step i reads and writes, by kind, then whole elements (check_whole). */
 static hoop_status check_step(const hoop__coll_args *a, size_t i, const hoop__step *st,
                               const size_t size[HOOP__NBUF], size_t shared)
 {
@@ -158,17 +190,20 @@ static hoop_status check_step(const hoop__coll_args *a, size_t i, const hoop__st
     case HOOP__STEP_SEND: return check_range(a, i, st, st->buf, st->off, st->bytes, size, "reads");
     case HOOP__STEP_RECV: return check_range(a, i, st, st->buf, st->off, st->bytes, size, "writes");
     case HOOP__STEP_RECV_REDUCE:
+        HOOP_CHECK(check_range(a, i, st, st->buf, st->off, st->bytes, size, "writes"));
+        HOOP_CHECK(check_range(a, i, st, st->src_buf, st->src_off, st->bytes, size, "reads"));
+        return check_whole(a, i, st);
     case HOOP__STEP_COPY:
         HOOP_CHECK(check_range(a, i, st, st->buf, st->off, st->bytes, size, "writes"));
         return check_range(a, i, st, st->src_buf, st->src_off, st->bytes, size, "reads");
     case HOOP__STEP_DIRECT:
     case HOOP__STEP_DIRECT_OWN:
     case HOOP__STEP_DIRECT_COPY:
-        if (a->seg_base && inside(st->off, st->bytes, shared)) return HOOP_OK;
-        return sched_fail(
-            a, i, st, "addresses bytes [%zu, %zu) of the shared buffer, which holds %zu bytes%s",
-            st->off, st->off + st->bytes, shared,
-            a->seg_base ? "" : " (the call's buffer is not shared)");
+        if (a->seg_base && inside(st->off, st->bytes, shared)) return check_whole(a, i, st);
+        char range[80];
+        range_text(st->off, st->bytes, range, sizeof(range));
+        return sched_fail(a, i, st, "addresses %s of the shared buffer, which holds %zu bytes%s",
+                          range, shared, a->seg_base ? "" : " (the call's buffer is not shared)");
     case HOOP__STEP_VOTE:
         HOOP_CHECK(check_range(a, i, st, HOOP__BUF_VOTE, st->off, rec, size, "reads"));
         return check_range(a, i, st, HOOP__BUF_VOTE, st->src_off, 2 * rec, size, "merges");
@@ -176,13 +211,50 @@ static hoop_status check_step(const hoop__coll_args *a, size_t i, const hoop__st
     }
 }
 
+/* Does st read or write the vote records? */
+static int names_votes(const hoop__step *st)
+{
+    int reads_src = st->kind == HOOP__STEP_RECV_REDUCE || st->kind == HOOP__STEP_COPY;
+    return st->kind == HOOP__STEP_VOTE || st->buf == HOOP__BUF_VOTE ||
+           (reads_src && st->src_buf == HOOP__BUF_VOTE);
+}
+
+/* splitmix64's finaliser (Steele, Lea & Flood 2014): a 64-bit mix. */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/* A message from rank src to rank dst, hashed; odd (see hoop__sched_check). Its length
+ * is left out: a length that differs is the transports' to report, naming the step and
+ * both lengths (transport/frame.h), which a failed sum could not. */
+static uint64_t msg_hash(int src, int dst)
+{
+    uint64_t h = mix64((uint64_t)(uint32_t)src + UINT64_C(0x9e3779b97f4a7c15));
+    return mix64(h ^ (uint64_t)(uint32_t)dst) | 1u;
+}
+
 hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a,
-                              struct hoop_tp_comm *const *send, struct hoop_tp_comm *const *recv)
+                              struct hoop_tp_comm *const *send, struct hoop_tp_comm *const *recv,
+                              uint64_t *msgs)
 {
     size_t size[HOOP__NBUF], shared;
+    uint64_t digest = 0;
     buf_sizes(a, s->scratch_bytes, size, &shared);
     for (size_t i = 0; i < s->n; i++) {
         const hoop__step *st = &s->steps[i];
+        if (i >= s->nvote && names_votes(st))
+            return sched_fail(a, i, st,
+                              "names the vote records (buffer %d), which only the call's vote "
+                              "opening the schedule may use",
+                              HOOP__BUF_VOTE);
+        if (i >= s->nvote && st->kind == HOOP__STEP_SEND)
+            digest += msg_hash(a->rank, st->peer);
+        else if (i >= s->nvote &&
+                 (st->kind == HOOP__STEP_RECV || st->kind == HOOP__STEP_RECV_REDUCE))
+            digest -= msg_hash(st->peer, a->rank);
         int linked = !hoop__step_is_local(st->kind) || st->kind == HOOP__STEP_DIRECT_COPY;
         if (linked && (st->peer < 0 || st->peer >= a->world_size || st->peer == a->rank))
             return sched_fail(a, i, st, "names rank %d, not another rank of 0..%d", (int)st->peer,
@@ -212,6 +284,7 @@ hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a,
                               st->bytes, a->chunk_bytes);
         HOOP_CHECK(check_step(a, i, st, size, shared));
     }
+    if (msgs) *msgs = digest;
     return HOOP_OK;
 }
 

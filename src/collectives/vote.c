@@ -13,10 +13,14 @@
  * bad. Equality is transitive, so after the last round S says whether all n headers
  * are equal (Thakur, Rabenseifner & Gropp 2005, recursive doubling; a non-power-of-two
  * world folds its first 2 x rem ranks in pairs, as rd.c does: the even rank of a pair
- * hands its record to the odd one and gets the final state back). A rank that finds its
- * final state bad (or any merged state: it fails at once) fails the call, and the comm,
- * with HOOP_ERR_MISMATCH naming both calls; since every rank's final state covers every
- * rank, no rank can complete a call that another rank called differently.
+ * hands its record to the odd one and gets the final state back). Beside the call, the
+ * record sums the ranks' message digests (hoop__sched_check) and counts the ranks the
+ * sum covers: once it covers all n, a sum that is not 0 says that the ranks' schedules
+ * do not pair every message sent with a receive (exec.c fails the call; the fold's
+ * returned final state already covers its even rank, which takes it as it is). A rank that finds
+ * its final state bad (or any merged state: it fails at once) fails the call, and the comm, with
+ * HOOP_ERR_MISMATCH naming both calls; since every rank's final state covers every rank, no rank
+ * can complete a call that another rank called differently.
  *
  * Where the records travel: vote steps come first in the schedule, so on every link they
  * precede the call's data; the pattern depends only on (rank, world_size), never on the
@@ -127,6 +131,7 @@ static int32_t sync_pattern(hoop__sched *s, int r, int n, int32_t after)
 int32_t hoop__sched_votes(hoop__sched *s, int rank, int world_size)
 {
     s->voted = vote_pattern(s, rank, world_size);
+    s->nvote = s->n;
     return s->voted;
 }
 
@@ -138,7 +143,7 @@ int32_t hoop__sched_rd_sync(hoop__sched *s, int rank, int world_size, int32_t af
 void hoop__vote_init(void *votes, const hoop__hdr *mine, int rank)
 {
     hoop__vote *v = votes;
-    v[0] = (hoop__vote){.magic = VOTE_MAGIC, .from = rank, .hdr = *mine};
+    v[0] = (hoop__vote){.magic = VOTE_MAGIC, .from = rank, .covers = 1, .hdr = *mine};
 }
 
 static int hdr_equal(const hoop__hdr *a, const hoop__hdr *b)
@@ -148,7 +153,7 @@ static int hdr_equal(const hoop__hdr *a, const hoop__hdr *b)
            a->aux == b->aux && a->refused == b->refused;
 }
 
-hoop_status hoop__vote_merge(void *votes, const hoop__step *st, int rank)
+hoop_status hoop__vote_merge(void *votes, const hoop__step *st, int rank, int world_size)
 {
     const hoop__vote *in = (const hoop__vote *)((char *)votes + st->off);
     const hoop__vote *cur = (const hoop__vote *)((char *)votes + st->src_off);
@@ -176,6 +181,13 @@ hoop_status hoop__vote_merge(void *votes, const hoop__step *st, int rank)
         next->b_rank = in->b_rank;
         next->a = in->a;
         next->b = in->b;
+    } else if ((int64_t)cur->covers + in->covers > world_size) {
+        /* The fold's even rank gets the final state back, which covers it already. */
+        next->covers = in->covers;
+        next->msgs = in->msgs;
+    } else {
+        next->covers = cur->covers + in->covers;
+        next->msgs = cur->msgs + in->msgs;
     }
     if (!next->bad) return HOOP_OK;
     char a[160], b[160];
@@ -194,6 +206,12 @@ hoop_status hoop__vote_merge(void *votes, const hoop__step *st, int rank)
 const hoop__vote *hoop__vote_after(const void *votes, const hoop__step *st)
 {
     return (const hoop__vote *)((const char *)votes + st->src_off + sizeof(hoop__vote));
+}
+
+int hoop__vote_unpaired(const void *votes, const hoop__step *st, int world_size)
+{
+    const hoop__vote *v = hoop__vote_after(votes, st);
+    return !v->bad && v->covers == (uint32_t)world_size && v->msgs != 0;
 }
 
 /* Appends " r" for each real rank behind newrank x (two for a folded pair) but me. */

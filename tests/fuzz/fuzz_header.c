@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                      .off = (HOOP__VOTE_ROUNDS + 1) * sizeof(hoop__vote),
                      .src_off = 0,
                      .bytes = sizeof(hoop__vote)};
-    hoop_status got = hoop__vote_merge(votes, &st, 0);
+    hoop_status got = hoop__vote_merge(votes, &st, 0, 2);
     /* The record's layout, written out: magic 0, from 4, bad 8, the header at 32. */
     uint32_t magic;
     int32_t from, bad;
