@@ -60,7 +60,8 @@ enum {
     BUG_NO_LINK,    /* of 6 ranks, rank 0 sends rank 2 a message (no link joins them) */
     BUG_PARTIAL,    /* the last message and its reduction are 2 bytes short of whole floats */
     BUG_VOTE_WRITE, /* rank 1 receives a message into the vote records */
-    BUG_HUGE_OFF    /* the last receive starts 3 bytes before SIZE_MAX (its end wraps) */
+    BUG_HUGE_OFF,   /* the last receive starts 3 bytes before SIZE_MAX (its end wraps) */
+    BUG_CYCLE       /* each rank ends with a receive and then a send waiting for it */
 };
 static _Atomic int bug;
 
@@ -127,6 +128,19 @@ hoop_status __wrap_hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s)
         if (a->rank == 1) recv->buf = HOOP__BUF_VOTE;
         break;
     case BUG_HUGE_OFF: recv->off = SIZE_MAX - 2; break;
+    case BUG_CYCLE: {
+        int32_t got = hoop__sched_add(s, (hoop__step){.kind = HOOP__STEP_RECV,
+                                                      .buf = HOOP__BUF_RECV,
+                                                      .peer = 1 - a->rank,
+                                                      .dep = {-1, -1},
+                                                      .bytes = 64});
+        hoop__sched_add(s, (hoop__step){.kind = HOOP__STEP_SEND,
+                                        .buf = HOOP__BUF_SEND,
+                                        .peer = 1 - a->rank,
+                                        .dep = {got, -1},
+                                        .bytes = 64});
+        break;
+    }
     case BUG_BIG_STEP:
         send->bytes = recv->bytes = a->chunk_bytes + a->elem;
         send->off = recv->off = 0;
@@ -183,13 +197,18 @@ static void one_rank(h_rank *h)
     free(out - GUARD);
 }
 
-static void run_case(int n, int which, size_t count)
+static void run_case_ms(int n, int which, size_t count, int64_t timeout_ms)
 {
     bs_case c = {.bug = which, .count = count};
     memset(results, 0, sizeof(results));
     atomic_store(&bug, which);
-    run_ranks_ms(n, 10000, one_rank, &c);
+    run_ranks_ms(n, timeout_ms, one_rank, &c);
     atomic_store(&bug, BUG_NONE);
+}
+
+static void run_case(int n, int which, size_t count)
+{
+    run_case_ms(n, which, count, 10000);
 }
 
 static void assert_has(const char *msg, const char *want, int rank)
@@ -361,6 +380,25 @@ START_TEST(test_no_link)
 }
 END_TEST
 
+/* Schedules that pair every message but wait on each other (each rank's last receive
+ * waits for the other's last send, which waits for that receive) time out; the
+ * message names the algorithm's step each rank was waiting on, so the researcher
+ * sees the cycle (it said only "still waiting for data from rank 1"). */
+START_TEST(test_cycle)
+{
+    run_case_ms(2, BUG_CYCLE, 1000, 1000);
+    int named = 0;
+    for (int r = 0; r < 2; r++) {
+        const bs_result *x = &results[r];
+        ck_assert_msg(x->st == HOOP_ERR_TIMEOUT, "rank %d: want HOOP_ERR_TIMEOUT, got %s: %s", r,
+                      hoop_status_name(x->st), x->msg);
+        named += strstr(x->msg, " at its step ") && strstr(x->msg, " (a recv of 64 bytes)");
+    }
+    ck_assert_msg(named > 0, "no rank named the step it waited on: %s | %s", results[0].msg,
+                  results[1].msg);
+}
+END_TEST
+
 /* The vote's sum of message digests, merge by merge: a merge adds the two states' sums
  * and coverage; the fold's even rank, handed back a final state that covers it already,
  * takes that state's sum as it is (adding its own again would leave a sum that is not 0
@@ -442,6 +480,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_extra_send);
     tcase_add_test(tc, test_vote_sums);
+    tcase_add_test(tc, test_cycle);
     tcase_add_test(tc, test_no_link);
     suite_add_tcase(s, tc);
     return s;

@@ -180,17 +180,20 @@ static void ctl_flush(hoop_comm *comm, const hoop__hdr *recs, int n)
  * (" (this rank)" after C where C is self: the message is rank O's view). */
 static void timeout_text(const hoop__hdr *r, int self, char *buf, size_t cap)
 {
-    char a[160];
+    char a[160], step[96] = "";
     int c = (int)(int64_t)r[0].seq;
     hoop__hdr_describe(&r[1], a, sizeof(a));
+    if (r[2].kind == 2 && r[2].aux > 0) /* the step: a plug-in's cycle shows in them */
+        snprintf(step, sizeof(step), " at its step %d (a %s of %llu bytes)", r[2].aux - 1,
+                 hoop__step_kind_name(r[2].op), (unsigned long long)r[2].count);
     snprintf(buf, cap,
              "rank %d: %s did not finish within HOOP_TIMEOUT; it was still waiting for %s from "
-             "rank %d%s",
+             "rank %d%s%s",
              r[0].root, a,
              r[2].kind == 1   ? "the call's vote"
              : r[2].kind == 3 ? "the votes relayed"
                               : "data",
-             c, c == self && r[0].root != self ? " (this rank)" : "");
+             c, c == self && r[0].root != self ? " (this rank)" : "", step);
 }
 
 /* A timeout's cause, once the grace for others' claims is over (claims.c): the claim at
@@ -275,7 +278,7 @@ static void fail_mismatch(hoop_comm *comm, const hoop__vote *v, const char *msg)
     fail_record(comm, HOOP_ERR_MISMATCH, v->a_rank, v->b_rank, &v->a, &v->b, msg, 1);
 }
 
-static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, int *kind);
+static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, hoop__hdr *waited);
 
 /* A rank timed out waiting for the votes this rank relays: say what this rank itself
  * still waits for, and pass that on instead (it names the missing rank when this rank
@@ -283,8 +286,9 @@ static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, in
 static int adopt_relay_timeout(hoop_comm *comm, int origin, const char *call)
 {
     char why[300];
-    int culprit, kind;
-    wait_reason(comm, why, sizeof(why), &culprit, &kind);
+    int culprit;
+    hoop__hdr waited;
+    wait_reason(comm, why, sizeof(why), &culprit, &waited);
     if (culprit < 0 || culprit == origin) return 0;
     snprintf(comm->fail_msg, sizeof(comm->fail_msg),
              "rank %d: %s did not finish within HOOP_TIMEOUT; it waited for the votes rank %d "
@@ -295,7 +299,7 @@ static int adopt_relay_timeout(hoop_comm *comm, int origin, const char *call)
                                     .root = comm->rank,
                                     .aux = (int32_t)HOOP_ERR_TIMEOUT};
     comm->fail_rec[1] = comm->cur->hdr;
-    comm->fail_rec[2] = (hoop__hdr){.kind = (uint8_t)kind};
+    comm->fail_rec[2] = waited;
     fail_finalize(comm);
     return 1;
 }
@@ -370,7 +374,7 @@ static void fail_adopt(hoop_comm *comm)
 
 // ----------------------------------------------------------------- control link
 
-static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, int *kind);
+static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, hoop__hdr *waited);
 
 /* The comm fails because of claim r: a rank timed out in r's call, waiting for another.
  * Not final: the grace lets the claims that explain it arrive (claims.c). A claim about
@@ -390,14 +394,14 @@ static void claim_fail(hoop_comm *comm, const hoop__hdr *r)
 
 /* This rank's own claim: in its current call it waits for culprit (kind: 1 that rank's
  * vote, 2 its data, 3 votes it relays); kept and sent down the control ring at once. */
-static void claim_make(hoop_comm *comm, int culprit, int kind)
+static void claim_make(hoop_comm *comm, int culprit, const hoop__hdr *waited)
 {
     hoop__hdr claim[3] = {{.kind = HOOP__REC_CLAIM,
                            .seq = (uint64_t)(int64_t)culprit,
                            .root = comm->rank,
                            .aux = (int32_t)HOOP_ERR_TIMEOUT},
                           comm->cur->hdr,
-                          {.kind = (uint8_t)kind}};
+                          *waited};
     if (hoop__claim_add(comm, claim)) ctl_flush(comm, claim, 3);
 }
 
@@ -415,9 +419,10 @@ static void claim_received(hoop_comm *comm)
     if (atomic_load(&comm->state) == HOOP__CS_RUNNING && comm->cur && comm->exec &&
         r[1].kind == HOOP__REC_HDR && r[1].seq == comm->cur->hdr.seq) {
         char why[300];
-        int culprit, kind;
-        wait_reason(comm, why, sizeof(why), &culprit, &kind);
-        if (culprit >= 0) claim_make(comm, culprit, kind);
+        int culprit;
+        hoop__hdr waited;
+        wait_reason(comm, why, sizeof(why), &culprit, &waited);
+        if (culprit >= 0) claim_make(comm, culprit, &waited);
     }
     claim_fail(comm, r);
 }
@@ -702,20 +707,30 @@ static int exec_pass(hoop_comm *comm, int *progressed, int *done)
 }
 
 /* What the current call still waits for (its first pending step) as "for ..." in why:
- * *culprit = that step's peer (-1 for a local step), *kind = 1 its own vote, 2 data,
- * 3 a vote that relays others' (vague: the missing rank is one of those). */
-static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, int *kind)
+ * *culprit = that step's peer (-1 for a local step); the record for the ABORT and CLAIM
+ * records' readers (timeout_text) in *waited: kind 1 its own vote, 2 data, 3 a vote that
+ * relays others' (vague: the missing rank is one of those); for data, the step (aux =
+ * its index + 1, op = its kind, count = its bytes). */
+static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, hoop__hdr *waited)
 {
     int32_t i = hoop__exec_first_pending(comm->exec);
     const hoop__step *st = i >= 0 ? &comm->sched.steps[i] : NULL;
     why[0] = '\0';
     *culprit = -1;
-    *kind = 2;
+    *waited = (hoop__hdr){.kind = 2};
     if (st && st->buf == HOOP__BUF_VOTE) {
-        *kind = hoop__vote_wait_info(st, comm->rank, comm->world_size, why, cap) ? 1 : 3;
+        waited->kind = hoop__vote_wait_info(st, comm->rank, comm->world_size, why, cap) ? 1 : 3;
         *culprit = st->peer;
     } else if (st && !hoop__step_is_local(st->kind)) {
-        snprintf(why, cap, "for data from rank %d", st->peer);
+        waited->aux = i + 1;
+        waited->op = st->kind;
+        waited->count = st->bytes;
+        /* The step too: where schedules that pair every message still wait on each
+         * other (a plug-in's cycle), the steps the ranks name show it. */
+        int send = st->kind == HOOP__STEP_SEND;
+        snprintf(why, cap, "%s rank %d at its step %d (a %s of %zu bytes)",
+                 send ? "for its data to be taken by" : "for data from", st->peer, (int)i,
+                 hoop__step_kind_name(st->kind), st->bytes);
         *culprit = st->peer;
     }
 }
@@ -729,13 +744,13 @@ static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, in
 static void op_timeout(hoop_comm *comm)
 {
     char d[160], why[300], msg[512];
-    int culprit, kind;
-    wait_reason(comm, why, sizeof(why), &culprit, &kind);
+    int culprit;
+    hoop__hdr waited;
+    wait_reason(comm, why, sizeof(why), &culprit, &waited);
     hoop__hdr_describe(&comm->cur->hdr, d, sizeof(d));
     snprintf(msg, sizeof(msg), "rank %d: %s did not finish within HOOP_TIMEOUT (%lld ms)%s%.250s",
              comm->rank, d, (long long)comm->timeout_ms, why[0] ? "; still waiting " : "", why);
-    hoop__hdr waited = {.kind = (uint8_t)kind};        /* for the ABORT record's readers */
-    if (culprit >= 0) claim_make(comm, culprit, kind); /* resolved after the grace */
+    if (culprit >= 0) claim_make(comm, culprit, &waited); /* resolved after the grace */
     fail_local(comm, HOOP_ERR_TIMEOUT, culprit, &comm->cur->hdr, &waited, msg, culprit < 0);
 }
 
