@@ -22,7 +22,9 @@
  *     into the send buffer, a message longer than a chunk, a bare error code, a reset
  *     schedule, a reduction of part of an element (its last bytes were left unreduced,
  *     or an error from inside shm), a receive into the vote records, a range whose end
- *     wraps past SIZE_MAX (named by its start and length): refused as built;
+ *     wraps past SIZE_MAX (named by its start and length), a schedule needing more
+ *     scratch than hoop__coll_scratch_bytes says (a GPU call reserves that much before
+ *     the schedule is built): refused as built;
  *   - EXTRA_SEND, EXTRA_SAME, EXTRA_RECV: rank 1 sends rank 0 one message more than
  *     rank 0 receives (of another size than the call's messages, or of the same size as
  *     its last), or receives one more than rank 0 sends. The call's vote sums the ranks'
@@ -61,7 +63,8 @@ enum {
     BUG_PARTIAL,    /* the last message and its reduction are 2 bytes short of whole floats */
     BUG_VOTE_WRITE, /* rank 1 receives a message into the vote records */
     BUG_HUGE_OFF,   /* the last receive starts 3 bytes before SIZE_MAX (its end wraps) */
-    BUG_CYCLE       /* each rank ends with a receive and then a send waiting for it */
+    BUG_CYCLE,      /* each rank ends with a receive and then a send waiting for it */
+    BUG_SCRATCH     /* the schedule asks for scratch that hoop__coll_scratch_bytes does not */
 };
 static _Atomic int bug;
 
@@ -128,6 +131,7 @@ hoop_status __wrap_hoop__allreduce_rd(const hoop__coll_args *a, hoop__sched *s)
         if (a->rank == 1) recv->buf = HOOP__BUF_VOTE;
         break;
     case BUG_HUGE_OFF: recv->off = SIZE_MAX - 2; break;
+    case BUG_SCRATCH: s->scratch_bytes = 64; break;
     case BUG_CYCLE: {
         int32_t got = hoop__sched_add(s, (hoop__step){.kind = HOOP__STEP_RECV,
                                                       .buf = HOOP__BUF_RECV,
@@ -305,6 +309,10 @@ START_TEST(test_refused)
          1000},
         {BUG_VOTE_WRITE, "names the vote records (buffer 4), which only the call's vote", 1000},
         {BUG_HUGE_OFF, "writes 4000 bytes from byte 18446744073709551613 on of the receive", 1000},
+        {BUG_SCRATCH,
+         "its schedule needs 64 scratch bytes, more than hoop__coll_scratch_bytes "
+         "gives (0; algo.c)",
+         1000},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         run_case(2, cases[k].bug, cases[k].count ? cases[k].count : 300001);

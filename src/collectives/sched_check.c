@@ -305,5 +305,15 @@ hoop_status hoop__sched_built(hoop_status st, int said, const hoop__sched *s,
             "open the schedule (it must only append: hoop__sched_add)",
             hoop__coll_name(a->coll), hoop__sched_algo_name(a), a->rank, a->world_size, a->count,
             a->elem, votes->n);
+    /* A call on GPU buffers reserves device scratch by that rule before the schedule is
+     * built (devres.c); a schedule needing more would grow it from the progress thread. */
+    size_t rule = hoop__coll_scratch_bytes(a);
+    if (s->scratch_bytes > rule)
+        return HOOP_INTERNAL_ERROR(
+            "%s algorithm %s (rank %d of %d, count %zu x %zu bytes): its schedule needs %zu "
+            "scratch bytes, more than hoop__coll_scratch_bytes gives (%zu; algo.c): give it the "
+            "schedule's rule",
+            hoop__coll_name(a->coll), hoop__sched_algo_name(a), a->rank, a->world_size, a->count,
+            a->elem, s->scratch_bytes, rule);
     return HOOP_OK;
 }
