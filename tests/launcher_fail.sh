@@ -390,6 +390,83 @@ grep -q "did not stop within" "$TMP/halt/err" && fail "the stopped rank waited f
 [ "$rc" = 143 ] || fail "SIGTERM to hooprun with a stopped worker: exit $rc, not 143"
 [ "$ms" -lt 2000 ] || fail "hooprun took $ms ms after its SIGTERM with a stopped worker (limit 2000)"
 
+# 14. A reader that stops reading hooprun's output (a pager, a stopped terminal) stops
+# the workers' output, not hooprun's watch over them: rank 0 fills the pipe to a reader
+# asleep for 8 s, rank 1 fails after 1 s, and hooprun stops rank 0 and says so while
+# the reader still sleeps (it froze in its write until the reader woke). What it read
+# of rank 0 (rank 0 blocks once the queue is full, until its SIGTERM) reaches the
+# reader whole, in order.
+cat > "$TMP/spew.sh" <<'W'
+#!/bin/bash
+if [ "$RANK" = 0 ]; then
+    for i in $(seq 100000); do echo "rank 0 line $i, padded to make the pipe fill up soon"; done
+    exec sleep 60
+fi
+sleep 1
+echo "rank 1: cannot go on" >&2
+exit 5
+W
+chmod +x "$TMP/spew.sh"
+mkdir -p "$TMP/spew"
+t0=$(now_ms)
+({
+    "$HOOPRUN" --prefix --nproc-per-node 2 "$TMP/spew.sh" 2> "$TMP/spew/err"
+    echo $? > "$TMP/spew/rc"
+} | {
+    sleep 8
+    cat > "$TMP/spew/out"
+}) &
+sp=$!
+for _ in $(seq 140); do
+    grep -q "first failure" "$TMP/spew/err" 2> /dev/null && break
+    sleep 0.05
+done
+ms=$(($(now_ms) - t0))
+grep -q "first failure: rank 1" "$TMP/spew/err" ||
+    fail "hooprun had not acted on rank 1's failure after $ms ms, its stdout's reader asleep: $(cat "$TMP/spew/err")"
+[ -e "$TMP/spew/rc" ] && fail "hooprun ended before its reader read its output"
+wait $sp
+[ "$(cat "$TMP/spew/rc")" = 5 ] || fail "a stalled reader: hooprun exited $(cat "$TMP/spew/rc"), not 5"
+n=$(wc -l < "$TMP/spew/out")
+[ "$n" -ge 1000 ] && [ "$(sed -n "${n}p" "$TMP/spew/out")" = "[rank 0] rank 0 line $n, padded to make the pipe fill up soon" ] ||
+    fail "a stalled reader: $n lines came through, the last: $(tail -n 1 "$TMP/spew/out")"
+echo "stalled reader: rank 1's failure acted on after $ms ms; $n of rank 0's lines came through"
+
+# 15. Under `stty tostop` a background process group that writes to the terminal is
+# stopped (SIGTTOU): workers, each in its own group, stopped at their first line and
+# hooprun waited for ever. A terminal's stdout is relayed, as stderr always is.
+if python3 -c 'import pty' 2> /dev/null; then
+    cat > "$TMP/tostop.py" <<'W'
+import os, pty, select, signal, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp("bash", ["bash", "-c", sys.argv[1]])
+out, t0, ended = b"", time.time(), False
+while time.time() - t0 < 20:  # read until the terminal closes (EIO) once bash ended
+    if select.select([fd], [], [], 0.2)[0]:
+        try:
+            d = os.read(fd, 4096)
+        except OSError:
+            break
+        if not d:
+            break
+        out += d
+    elif ended:
+        break
+    ended = ended or os.waitpid(pid, os.WNOHANG)[0] != 0
+else:
+    os.kill(pid, signal.SIGKILL)
+    out += b"TIMEOUT"
+sys.stdout.write(out.decode(errors="replace"))
+W
+    python3 "$TMP/tostop.py" "stty tostop; \"$HOOPRUN\" --nproc-per-node 2 bash -c 'echo hi from \$RANK'; echo rc=\$?" > "$TMP/tostop.out" 2>&1
+    grep -q "TIMEOUT" "$TMP/tostop.out" && fail "stty tostop: hooprun hung: $(cat "$TMP/tostop.out")"
+    [ "$(grep -c "^hi from [01]" "$TMP/tostop.out")" = 2 ] && grep -q "^rc=0" "$TMP/tostop.out" ||
+        fail "stty tostop: $(cat "$TMP/tostop.out")"
+else
+    echo "no python3 pty: the stty tostop case did not run"
+fi
+
 # 9. All workers exit 0: hooprun exits 0 and says nothing.
 "$HOOPRUN" --nproc-per-node 3 true > "$TMP/ok.out" 2> "$TMP/ok.err" || fail "3 x true failed"
 [ -s "$TMP/ok.err" ] && fail "hooprun printed on success: $(cat "$TMP/ok.err")"

@@ -956,6 +956,7 @@ int main(int argc, char **argv)
     int rc = parse_cli(argc, argv, &c);
     if (rc < 0) return fflush(stdout) != 0 || ferror(stdout); /* --help > /dev/full: 1 */
     if (rc) return rc;
+    hooprun_out_init();
     hooprun_plan plan;
     int reserve_fd = -1;
     unsetenv("HOOP_ENV_WARNED"); /* only hooprun's workers are told that */

@@ -243,6 +243,19 @@ void hooprun_agent_close(hooprun_plan *p, int rc);
 
 // ----- output relay (hooprun_out.c) ----------------------------------------------------
 
+/* Once, first thing: hooprun's stdout and stderr, where a pipe or a terminal, get
+ * non-blocking descriptions and queues (hooprun_out.c says why), stderr becomes a stream
+ * over its queue, and hooprun_out_finish runs at exit (it writes the queues out). */
+void hooprun_out_init(void);
+void hooprun_out_finish(void);
+/* The poll entries (at most 2) for queues that hold bytes, into pfd; their count. */
+struct pollfd;
+int hooprun_out_pollfds(struct pollfd *pfd);
+/* After poll: writes what the reader of pfd's terminal stream takes now. */
+void hooprun_out_writable(const struct pollfd *pfd);
+/* 1 while st's terminal stream holds too much unread: st is not read meanwhile. */
+int hooprun_out_waits(const hooprun_stream *st);
+
 /* Sets up w's streams before the fork: pipes for stdout when the plan prefixes lines
  * or keeps log files, always for stderr (its last lines name a failure), and w's log
  * file. *out_w and *err_w get the write ends (-1 = the worker inherits hooprun's).

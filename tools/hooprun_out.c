@@ -11,23 +11,179 @@
  * next redraw overwrites it on the terminal. Text with neither yet waits (a line being
  * written in parts is joined, not split), up to HOOPRUN_LINE_MAX bytes or end of file.
  * Lines that hoop's own logger wrote (the "host:pid:tid [rank] hoop LEVEL ..." format)
- * are never taken for a failure's message. Single-threaded (hooprun's loop).
+ * are never taken for a failure's message.
+ *
+ * hooprun's own stdout and stderr, where they are a pipe or a terminal, are written
+ * through a second, non-blocking open file description of each (/proc/self/fd/N; the
+ * one the shell shares stays as it is), and hooprun's own messages on stderr go the same
+ * way (stderr is a stream over it, fopencookie(3)): what the reader has not taken yet
+ * waits in a queue, polled for POLLOUT by the loop, and while a queue holds more than
+ * TERM_QUEUE_MAX bytes the loop stops reading the workers' streams shown there, so a
+ * reader that stops reading (a pager, a stopped terminal, a stuck log agent) stops the
+ * workers' output, as it would stop theirs without hooprun, and never hooprun's watch
+ * over them: a failure or a signal is still acted on. At exit the queues are written
+ * out, blocking, with signals unblocked (Ctrl-C still ends a hooprun whose reader never
+ * reads again). Single-threaded (hooprun's loop).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "core/check.h"
 #include "hooprun.h"
 
-#define DRAIN_READS 16 /* reads per stream per call */
+#define DRAIN_READS 16           /* reads per stream per call */
+#define TERM_QUEUE_MAX (1 << 20) /* queued bytes above which workers' streams wait */
 
-static int term_closed[3]; /* hooprun's stdout/stderr failed (EPIPE...): drop output there */
+/* hooprun's stdout (1) and stderr (2) as the relay writes them. */
+typedef struct term_out {
+    int fd;       /* a non-blocking description of it, or the fd itself (a file) */
+    int nonblock; /* fd is that non-blocking description */
+    int closed;   /* a write failed (EPIPE...): output there is dropped */
+    char *q;      /* bytes the reader has not taken yet: q[head, len) */
+    size_t head, len, cap;
+} term_out;
+static term_out outs[3] = {{.fd = -1}, {.fd = 1}, {.fd = 2}};
+static int relay_stdout; /* hooprun's stdout is a terminal: the workers' goes through it */
+
+/* A write to term failed: what goes there from now on is dropped, which hooprun says
+ * (once, on stderr, when it was stdout: `hooprun --prefix ... | head -1`). */
+static void term_lost(int term, int err)
+{
+    outs[term].closed = 1;
+    outs[term].head = outs[term].len = 0;
+    if (term == 1)
+        fprintf(stderr,
+                "hooprun: writing to its stdout failed (%s): the workers' further "
+                "output there is dropped\n",
+                hoop__strerror(err));
+}
+
+/* Queues n bytes for term (after trying to write them at once when nothing waits). */
+static void term_put(int term, const void *data, size_t n)
+{
+    term_out *o = &outs[term];
+    const char *p = data;
+    if (o->closed || n == 0) return;
+    if (o->len == o->head) {
+        ssize_t k;
+        do k = write(o->fd, p, n);
+        while (k < 0 && errno == EINTR);
+        if (k < 0 && !(o->nonblock && errno == EAGAIN)) {
+            term_lost(term, errno);
+            return;
+        }
+        if (k > 0) p += k, n -= (size_t)k;
+        o->head = o->len = 0;
+        if (n == 0) return;
+    }
+    if (o->len + n > o->cap) {
+        if (o->head > 0) { /* taken bytes make room first */
+            memmove(o->q, o->q + o->head, o->len - o->head);
+            o->len -= o->head;
+            o->head = 0;
+        }
+        size_t cap = o->cap ? o->cap : 65536;
+        while (cap < o->len + n) cap *= 2;
+        char *q = cap > o->cap ? realloc(o->q, cap) : o->q;
+        if (q == NULL) return; /* out of memory: this piece is dropped */
+        o->q = q;
+        o->cap = cap;
+    }
+    memcpy(o->q + o->len, p, n);
+    o->len += n;
+}
+
+/* Writes what term's reader takes now; blocking, at exit. */
+static void term_flush(int term, int blocking)
+{
+    term_out *o = &outs[term];
+    if (blocking && o->nonblock && o->len > o->head)
+        fcntl(o->fd, F_SETFL, fcntl(o->fd, F_GETFL) & ~O_NONBLOCK);
+    while (!o->closed && o->len > o->head) {
+        ssize_t k = write(o->fd, o->q + o->head, o->len - o->head);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && errno == EAGAIN && !blocking) return;
+        if (k <= 0) {
+            term_lost(term, k < 0 ? errno : EIO);
+            break;
+        }
+        o->head += (size_t)k;
+    }
+    o->head = o->len = 0;
+}
+
+static ssize_t err_cookie_write(void *cookie, const char *buf, size_t n)
+{
+    (void)cookie;
+    term_put(2, buf, n);
+    return (ssize_t)n;
+}
+
+void hooprun_out_finish(void)
+{
+    fflush(stdout);
+    fflush(stderr);
+    if (outs[1].len > outs[1].head || outs[2].len > outs[2].head) {
+        sigset_t none; /* a reader that never reads again: Ctrl-C still ends hooprun */
+        sigemptyset(&none);
+        pthread_sigmask(SIG_SETMASK, &none, NULL);
+    }
+    term_flush(2, 1);
+    term_flush(1, 1);
+}
+
+void hooprun_out_init(void)
+{
+    relay_stdout = isatty(1);
+    for (int term = 1; term <= 2; term++) {
+        struct stat sb;
+        if (fstat(term, &sb) != 0 || !(S_ISFIFO(sb.st_mode) || isatty(term))) continue;
+        char path[32];
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", term);
+        int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) continue; /* (a socket cannot be opened so: written blocking) */
+        outs[term].fd = fd;
+        outs[term].nonblock = 1;
+    }
+    if (outs[2].nonblock) {
+        FILE *f = fopencookie(NULL, "w", (cookie_io_functions_t){.write = err_cookie_write});
+        if (f) {
+            setvbuf(f, NULL, _IOLBF, 0);
+            stderr = f;
+        }
+    }
+    atexit(hooprun_out_finish);
+}
+
+int hooprun_out_pollfds(struct pollfd *pfd)
+{
+    int n = 0;
+    for (int term = 1; term <= 2; term++)
+        if (outs[term].nonblock && outs[term].len > outs[term].head && !outs[term].closed)
+            pfd[n++] = (struct pollfd){.fd = outs[term].fd, .events = POLLOUT};
+    return n;
+}
+
+void hooprun_out_writable(const struct pollfd *pfd)
+{
+    for (int term = 1; term <= 2; term++)
+        if (outs[term].nonblock && pfd->fd == outs[term].fd && pfd->revents) term_flush(term, 0);
+}
+
+int hooprun_out_waits(const hooprun_stream *st)
+{
+    return st->term_fd > 0 && outs[st->term_fd].len - outs[st->term_fd].head > TERM_QUEUE_MAX;
+}
 
 static int write_all(int fd, struct iovec *iov, int n)
 {
@@ -54,18 +210,15 @@ static void show(const hooprun_plan *p, const hooprun_worker *w, hooprun_stream 
                  const char *text, size_t len, char term)
 {
     int fd = st->term_fd;
-    if (fd < 0 || term_closed[fd]) return;
+    if (fd < 0 || outs[fd].closed) return;
     char prefix[32], end = term ? term : '\n';
     int plen = snprintf(prefix, sizeof(prefix), "[rank %d] ", w->rank);
-    struct iovec iov[3] = {
-        {.iov_base = prefix, .iov_len = p->prefix ? (size_t)plen : 0},
-        {.iov_base = (void *)text, .iov_len = len},
-        {.iov_base = &end, .iov_len = 1},
-    };
-    if (len == 0 && term == '\r') return;                             /* nothing to draw */
-    if (len == 0 && term == '\n' && st->after_cr) iov[0].iov_len = 0; /* "\r\n": end the line */
+    if (len == 0 && term == '\r') return;                         /* nothing to draw */
+    if (p->prefix && !(len == 0 && term == '\n' && st->after_cr)) /* "\r\n": end the line */
+        term_put(fd, prefix, (size_t)plen);
     st->after_cr = term == '\r';
-    if (write_all(fd, iov, 3) != 0) term_closed[fd] = 1;
+    term_put(fd, text, len);
+    term_put(fd, &end, 1);
 }
 
 /* Writes one piece to the worker's log file as the worker wrote it. */
@@ -217,7 +370,9 @@ int hooprun_out_open(const hooprun_plan *p, hooprun_worker *w, int *out_w, int *
         if (!(p->tee & 2)) w->err.term_fd = -1;
         if (open_log(p, w) != 0) return -1;
     }
-    if (((p->prefix || p->log_dir) && open_pipe(&w->out, out_w) != 0) ||
+    /* A terminal's stdout too: workers writing to it from their own process groups
+     * (background ones) would be stopped by SIGTTOU under `stty tostop`. */
+    if (((p->prefix || p->log_dir || relay_stdout) && open_pipe(&w->out, out_w) != 0) ||
         open_pipe(&w->err, err_w) != 0) {
         perror("hooprun: pipe");
         if (*out_w >= 0) close(*out_w);

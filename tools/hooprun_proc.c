@@ -533,6 +533,7 @@ static void exec_worker(const supervisor *s, int local_rank, int out_w, int err_
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
     int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd >= 0) dup2(null_fd, 0);
+    if (null_fd > 0) close(null_fd); /* not left open in the worker */
     if (out_w >= 0) dup2(out_w, 1);
     if (err_w >= 0) dup2(err_w, 2);
     hoop_launch_ids ids;
@@ -670,7 +671,7 @@ static int fill_pollfds(supervisor *s, struct pollfd *pfd, hooprun_stream **who,
     for (int i = 0; i < s->n; i++) {
         hooprun_stream *sts[2] = {&s->w[i].err, &s->w[i].out};
         for (int k = 0; k < 2; k++) {
-            if (sts[k]->fd < 0) continue;
+            if (sts[k]->fd < 0 || hooprun_out_waits(sts[k])) continue;
             who[n] = sts[k];
             whose[n] = &s->w[i];
             pfd[n++] = (struct pollfd){.fd = sts[k]->fd, .events = POLLIN};
@@ -745,18 +746,21 @@ static int step(supervisor *s, struct pollfd *pfd, hooprun_stream **who, worker 
     }
     int held = release_usr(s);
     int n = fill_pollfds(s, pfd, who, whose);
-    if (poll(pfd, (nfds_t)n, poll_timeout(s, give_up, held)) < 0 && errno != EINTR) return 0;
+    int terms = hooprun_out_pollfds(pfd + n); /* queued output for a slow reader */
+    if (poll(pfd, (nfds_t)(n + terms), poll_timeout(s, give_up, held)) < 0 && errno != EINTR)
+        return 0;
     int64_t now = hoop__now_ns();
     if (pfd[0].revents) on_signal(s);
     for (int i = 1; i < n; i++)
         if (pfd[i].revents) hooprun_out_drain(s->plan, whose[i], who[i], now);
+    for (int i = n; i < n + terms; i++) hooprun_out_writable(&pfd[i]);
     reap(s, now);
     return 1;
 }
 
 static void run_loop(supervisor *s)
 {
-    size_t cap = 1 + 2 * (size_t)s->n;
+    size_t cap = 3 + 2 * (size_t)s->n; /* signals, the workers' streams, stdout, stderr */
     struct pollfd *pfd = calloc(cap, sizeof(*pfd));
     hooprun_stream **who = calloc(cap, sizeof(*who));
     worker **whose = calloc(cap, sizeof(*whose));
