@@ -229,4 +229,17 @@ HOOP_TEST_FAULT=1:connect:0:KILL "$HOOPRUN" --nproc-per-node 2 true 2> "$TMP/e7"
 # communicator's business): hooprun lets it through.
 HOOP_TRANSPORT=ib "$HOOPRUN" --nproc-per-node 1 true 2> "$TMP/e2" ||
     fail "HOOP_TRANSPORT=ib was refused: $(cat "$TMP/e2")"
+
+# A worker holds no descriptor of hooprun's beyond stdin, stdout and stderr: only what
+# hooprun itself inherited (a /dev/null that hooprun opened for the worker's stdin was
+# left open in it, at another number).
+mine=" $(ls /proc/$$/fd | tr '\n' ' ')"
+for prefix in "" --prefix; do
+    theirs=$("$HOOPRUN" --nproc-per-node 1 $prefix ls /proc/self/fd | sed 's/^\[rank 0\] //')
+    for fd in $theirs; do
+        case "$mine" in *" $fd "*) continue ;; esac
+        [ "$fd" = 3 ] && continue # ls's own, reading the directory
+        fail "a worker ${prefix:+($prefix) }holds fd $fd ($(readlink "/proc/$$/fd/$fd" 2> /dev/null)), which hooprun was not given: $(echo $theirs)"
+    done
+done
 echo "PASS"
