@@ -76,6 +76,9 @@ expect_bad "--run_path is a torchrun flag that hooprun lacks: hooprun runs PROG 
     --nproc-per-node 1 --run_path=x.py prog
 expect_bad "--redirects is a torchrun flag that hooprun lacks: --log-dir DIR" --redirects 3 \
     --nproc-per-node 1 prog
+expect_bad "-r is a torchrun flag that hooprun lacks: torchrun's -r is --redirects" -r 3 \
+    --nproc-per-node 1 prog
+expect_bad "--nnodes 1:: give MIN:MAX with both numbers" --nnodes 1: --nproc-per-node 1 prog
 expect_bad "--local_ranks_filter is a torchrun flag that hooprun lacks" \
     --local_ranks_filter=0 --nproc-per-node 1 prog
 expect_bad "unknown flag '--bogus'" --bogus --nproc-per-node 1 prog
@@ -168,6 +171,11 @@ assert_contains "$TMP/logs/t/rank_1.log" "out 1"
     2> "$TMP/t1.err" || fail "--tee 1 run failed"
 assert_contains "$TMP/t1.out" "[rank 0] out 0"
 [ -s "$TMP/t1.err" ] && fail "--tee 1 showed stderr: $(cat "$TMP/t1.err")"
+# torchrun's -t is --tee (it said "unknown flag '-t'")
+"$HOOPRUN" --prefix --log-dir "$TMP/logs/t2" -t 2 --nproc-per-node 1 bash -c "$talk" > "$TMP/t2.out" \
+    2> "$TMP/t2.err" || fail "-t 2 run failed: $(cat "$TMP/t2.err")"
+assert_contains "$TMP/t2.err" "[rank 0] err 0"
+[ -s "$TMP/t2.out" ] && fail "-t 2 showed stdout: $(cat "$TMP/t2.out")"
 "$HOOPRUN" --log-dir "$TMP/logs/r" --max-restarts 1 --nproc-per-node 1 bash -c \
     'echo "attempt $TORCHELASTIC_RESTART_COUNT"; echo "gives up" >&2; exit 3' 2> "$TMP/lr.err"
 # (stdout and stderr lines that hooprun reads in one go are written stderr first)

@@ -96,7 +96,7 @@ static const char usage[] =
     "  --log-dir DIR       write each worker's stdout and stderr, as written, to\n"
     "                      DIR/rank_N.log (DIR/rank_N.restart_K.log after restart K),\n"
     "                      instead of the terminal; DIR and its missing parents are made\n"
-    "  --tee [0-3]         with --log-dir, also show 1 stdout, 2 stderr, 3 both (the default)\n"
+    "  --tee, -t [0-3]     with --log-dir, also show 1 stdout, 2 stderr, 3 both (the default)\n"
     "                      on the terminal, as torchrun's --tee\n"
     "  --bind core|none    core (default): bind each worker to its own block of the CPUs\n"
     "                      hooprun may use (hwloc's topology-aware split; nobody is bound\n"
@@ -254,6 +254,8 @@ static const struct {
                            "drop it"},
     {"--redirects", "--log-dir DIR writes each rank's stdout and stderr to DIR/rank_N.log "
                     "(with --tee to see them too)"},
+    {"-r", "torchrun's -r is --redirects: --log-dir DIR writes each rank's stdout and stderr "
+           "to DIR/rank_N.log (with --tee to see them too)"},
     {"--role", "hooprun's workers have one role: ROLE_RANK = RANK, ROLE_WORLD_SIZE = "
                "WORLD_SIZE"},
     {"--local-addr", "each rank's links listen on the address routed towards MASTER_ADDR, or "
@@ -288,6 +290,10 @@ static int parse_nnodes(const char *arg, int *out)
     if (colon == NULL) return parse_num("--nnodes", arg, 1, HOOP_LAUNCH_WORLD_MAX, out);
     char min[32];
     int lo, hi;
+    if (colon == arg || colon[1] == '\0')
+        return bad_usage("--nnodes %s: give MIN:MAX with both numbers, the same (hooprun is not "
+                         "elastic), or one node count",
+                         arg);
     snprintf(min, sizeof(min), "%.*s", (int)(colon - arg), arg);
     if (parse_num("--nnodes", min, 1, HOOP_LAUNCH_WORLD_MAX, &lo) ||
         parse_num("--nnodes", colon + 1, 1, HOOP_LAUNCH_WORLD_MAX, &hi))
@@ -458,9 +464,11 @@ static int parse_cli(int argc, char **argv, cli *c)
                .bind = 1};
     opterr = 0;
     int opt, at = optind ? optind : 1;
-    /* -h as torchrun takes it; at: the argument the flag came from (a single-dash word is
-     * read by getopt as a cluster of short flags, without moving optind past it). */
-    while ((opt = getopt_long(argc, argv, "+:h", long_opts, NULL)) != -1) {
+    /* -h and -t (--tee) as torchrun takes them; at: the argument the flag came from (a
+     * single-dash word is read by getopt as a cluster of short flags, without moving
+     * optind past it). */
+    while ((opt = getopt_long(argc, argv, "+:ht:", long_opts, NULL)) != -1) {
+        if (opt == 't') opt = OPT_TEE;
         const char *flag = at < argc ? argv[at] : argv[optind - 1];
         at = optind;
         if (opt == ':') return bad_usage("%s needs a value", flag);
