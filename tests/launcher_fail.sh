@@ -467,6 +467,16 @@ else
     echo "no python3 pty: the stty tostop case did not run"
 fi
 
+# 16. Workers that exit 0 leaving a background job: it is stopped with them (SIGTERM), in
+# one line (it went without a word); hooprun still exits 0, at once.
+t0=$(now_ms)
+"$HOOPRUN" --nproc-per-node 2 bash -c 'sleep 61 & exit 0' > /dev/null 2> "$TMP/left.err" ||
+    fail "workers leaving a background job: hooprun failed: $(cat "$TMP/left.err")"
+ms=$(($(now_ms) - t0))
+assert_contains "$TMP/left.err" "hooprun: every worker has ended; stopping what they left running (in their process groups"
+[ "$ms" -lt 3000 ] || fail "hooprun took $ms ms to stop what the workers left (SIGTERM at once)"
+pgrep -f "^sleep 61\$" > /dev/null && fail "a background 'sleep 61' outlived hooprun"
+
 # 9. All workers exit 0: hooprun exits 0 and says nothing.
 "$HOOPRUN" --nproc-per-node 3 true > "$TMP/ok.out" 2> "$TMP/ok.err" || fail "3 x true failed"
 [ -s "$TMP/ok.err" ] && fail "hooprun printed on success: $(cat "$TMP/ok.err")"

@@ -491,8 +491,9 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
         if (hoop__ms_left(deadline) > 0) continue;
         if (m == END) {
             fprintf(stderr,
-                    "hooprun (node %d): every worker here exited 0, but %s still ran after "
-                    "HOOP_TIMEOUT (%lld ms); leaving without waiting further\n",
+                    "hooprun (node %d): every worker here exited 0, but %s did not report its "
+                    "end within HOOP_TIMEOUT (%lld ms: still running, or cut off from this "
+                    "node); leaving without waiting further\n",
                     p->node_rank, missing, (long long)timeout_ms);
             rc = 0;
         } else {

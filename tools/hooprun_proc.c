@@ -731,7 +731,18 @@ static int step(supervisor *s, struct pollfd *pfd, hooprun_stream **who, worker 
     int left = workers_left(s);
     if (left < s->n) hooprun_guard_check(); /* a running worker's group is not empty */
     if (!s->stopping && s->stop_at_ns && hoop__now_ns() >= s->stop_at_ns) begin_stop(s);
-    if (left == 0 && !s->stopping && (signal_groups(s, 0) > 0 || have_children(s))) begin_stop(s);
+    if (left == 0 && !s->stopping) {
+        int groups = signal_groups(s, 0), orphans = have_children(s);
+        /* What the workers left running goes with them; said where nothing failed (it
+         * went without a word, its output and files with it). */
+        if ((groups > 0 || orphans) && s->exit_code < 0 && !s->interrupted)
+            fprintf(stderr,
+                    "hooprun: every worker has ended; stopping what they left running (%s%s%s): "
+                    "SIGTERM now, SIGKILL %.1f s later\n",
+                    groups ? "in their process groups" : "", groups && orphans ? ", and " : "",
+                    orphans ? "processes that left them" : "", (double)s->plan->grace_ms / 1000.0);
+        if (groups > 0 || orphans) begin_stop(s);
+    }
     if (left == 0 && !have_children(s)) return 0;
     /* Grandchildren that left their worker's group come to us when their parent dies:
      * repeat the signal for them on every round (at least every STOP_TICK_MS). */
