@@ -477,6 +477,27 @@ assert_contains "$TMP/left.err" "hooprun: every worker has ended; stopping what 
 [ "$ms" -lt 3000 ] || fail "hooprun took $ms ms to stop what the workers left (SIGTERM at once)"
 pgrep -f "^sleep 61\$" > /dev/null && fail "a background 'sleep 61' outlived hooprun"
 
+# 17. A Ctrl-C after a worker failed (here during --max-restarts' settling): hooprun
+# exits 130 with no restart, and still reports the failure (it said only "got
+# Interrupt").
+mkdir -p "$TMP/intr"
+"$HOOPRUN" --max-restarts 3 --nproc-per-node 2 bash -c \
+    '[ "$RANK" = 1 ] && { echo "rank 1: bad data" >&2; exit 4; }; exec sleep 30' \
+    > /dev/null 2> "$TMP/intr/err" &
+hp=$!
+for _ in $(seq 200); do
+    grep -q "stopping the other workers" "$TMP/intr/err" && break
+    sleep 0.02
+done
+kill -INT $hp
+wait $hp
+rc=$?
+[ "$rc" = 130 ] || fail "SIGINT after a failure: hooprun exited $rc, not 130: $(cat "$TMP/intr/err")"
+assert_contains "$TMP/intr/err" "hooprun: first failure: rank 1 (pid "
+assert_contains "$TMP/intr/err" "rank 1's message: rank 1: bad data"
+assert_contains "$TMP/intr/err" "ended by the SIGINT hooprun forwarded"
+grep -q "restart 1" "$TMP/intr/err" && fail "SIGINT after a failure: hooprun restarted: $(cat "$TMP/intr/err")"
+
 # 9. All workers exit 0: hooprun exits 0 and says nothing.
 "$HOOPRUN" --nproc-per-node 3 true > "$TMP/ok.out" 2> "$TMP/ok.err" || fail "3 x true failed"
 [ -s "$TMP/ok.err" ] && fail "hooprun printed on success: $(cat "$TMP/ok.err")"

@@ -862,6 +862,10 @@ int hooprun_supervise(const hooprun_plan *plan, int *failed)
                     "cause may be there)\n",
                     plan->node_rank, s.earlier);
         rc = hooprun_report(plan, s.w, s.n, s.exit_code);
+    } else if (s.exit_code > 0) {
+        /* A worker had failed before the interrupt: its report still (hooprun exits
+         * 128 + the signal, as interrupted; no restart follows). */
+        (void)hooprun_report(plan, s.w, s.n, s.exit_code);
     } else if (s.peer_failed && !s.interrupted && !all_ok)
         rc = 1; /* the failure was another node's: its hooprun reports it */
     *failed = s.spawn_failed || (s.exit_code > 0 && !s.interrupted) ||

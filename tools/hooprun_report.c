@@ -191,6 +191,8 @@ static const char *stop_note(const hooprun_worker *w)
     if (sig == SIGKILL && w->after_kill)
         return "killed by hooprun's SIGKILL (still running --grace after SIGTERM)";
     if (sig == SIGTERM) return "ended by hooprun's SIGTERM";
+    if (sig == SIGINT) return "ended by the SIGINT hooprun forwarded";
+    if (sig == SIGHUP) return "ended by the SIGHUP hooprun forwarded";
     if (sig == SIGKILL) return "killed by a SIGKILL not hooprun's, after hooprun's SIGTERM";
     return "ended after hooprun's SIGTERM";
 }
