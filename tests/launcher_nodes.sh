@@ -557,4 +557,23 @@ case $(cat "$TMP/dead.rc.0") in 1 | 3) ;; *) node_rc dead 0 3 ;; esac
 assert_contains "$TMP/dead.0.err" "hooprun (node 0): lost the nodes' rendezvous (its ranks are node ranks): node 1 (127.0.0.1:"
 assert_contains "$TMP/dead.0.err" ") hung up on the store without closing it (its hooprun died"
 no_worker_left 37
+
+# 23. Node 1 given another HOOP_TOKEN: it is refused and exits 2 at once; node 0, whose
+# meeting times out, names the client its store refused (it said only "node 1 never
+# came").
+port=$((20000 + RANDOM % 12000))
+HOOP_TIMEOUT=3 "$HOOPRUN" --nnodes 2 --node-rank 0 --nproc-per-node 1 --master-addr 127.0.0.1 \
+    --master-port $port true > /dev/null 2> "$TMP/tok.0.err" &
+p0=$!
+sleep 0.5
+HOOP_TOKEN=another HOOP_TIMEOUT=3 "$HOOPRUN" --nnodes 2 --node-rank 1 --nproc-per-node 1 \
+    --master-addr 127.0.0.1 --master-port $port true > /dev/null 2> "$TMP/tok.1.err"
+rc1=$?
+wait $p0
+rc0=$?
+[ "$rc1" = 2 ] || fail "node 1 with another token exited $rc1, not 2: $(cat "$TMP/tok.1.err")"
+[ "$rc0" = 1 ] || fail "node 0, whose node 1 was refused, exited $rc0, not 1: $(cat "$TMP/tok.0.err")"
+assert_contains "$TMP/tok.1.err" "the server refused this client: wrong or missing HOOP_TOKEN"
+assert_contains "$TMP/tok.0.err" "node 1 never came within HOOP_TIMEOUT (3000 ms); meanwhile its store refused a client at 127.0.0.1:"
+assert_contains "$TMP/tok.0.err" "claiming node 1: wrong or missing HOOP_TOKEN"
 echo "PASS"

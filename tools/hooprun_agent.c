@@ -497,12 +497,17 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
                     p->node_rank, missing, (long long)timeout_ms);
             rc = 0;
         } else {
+            /* Node 0 names a client its store refused meanwhile (a node given another
+             * HOOP_TOKEN, a stray job): the likely missing node. */
+            char stranger[700] = "";
+            int refused = hoop__store_stranger(p->agents, stranger, sizeof(stranger));
             fprintf(stderr,
                     "hooprun (node %d): the nodes' meeting %s: %s never came within %s (%lld "
-                    "ms); not starting %s\n",
+                    "ms)%s%s; not starting %s\n",
                     p->node_rank, when, missing,
                     m == START ? "HOOP_TIMEOUT + the largest --grace + 1 s" : "HOOP_TIMEOUT",
-                    (long long)timeout_ms, m == START ? "another attempt" : "the workers");
+                    (long long)timeout_ms, refused ? "; meanwhile its store refused " : "",
+                    stranger, m == START ? "another attempt" : "the workers");
             rc = 1;
         }
         break;
