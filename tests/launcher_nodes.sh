@@ -388,7 +388,7 @@ t=$(cat "$TMP/silent.t")
 echo "node 0's hooprun stopped, SIGTERM to node 1's: node 1 left in $t ms"
 node_rc silent 1 143
 [ "$t" -lt 5000 ] || fail "node 1 took $t ms to leave while node 0 was stopped: $(cat "$TMP/silent.1.err")"
-assert_contains "$TMP/silent.1.err" "hooprun (node 1): node 0's hooprun has not answered for 2.0 s (stopped, or in a debugger?); leaving this node's notes for it to read when it runs again"
+assert_contains "$TMP/silent.1.err" "hooprun (node 1): node 0's hooprun has not answered for 2.0 s (stopped, in a debugger, or cut off by the network?); leaving this node's notes for it to read when it runs again"
 node_rc silent 0 143
 assert_contains "$TMP/silent.0.err" "hooprun (node 0): attempt failed on node 1 ("
 assert_contains "$TMP/silent.0.err" "): its hooprun exited with 143 (it got SIGTERM: 128 + 15); stopping this node's 1 worker"
@@ -463,8 +463,8 @@ HOOP_TIMEOUT=3 NPROC=1 two long 1 1 '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || ex
 '"$UP$GATE"'[ "$RANK" = 1 ] && { sleep 0.5; exit 7; }; exec sleep 38'
 unset TWO_HOOK
 node_rc long 1 7
-assert_contains "$TMP/long.1.err" "hooprun (node 1): node 0's hooprun did not answer before restart 1 within HOOP_TIMEOUT (3000 ms; stopped, or in a debugger?); not starting another attempt"
-assert_contains "$TMP/long.1.err" "hooprun (node 1): node 0's hooprun has not answered within HOOP_TIMEOUT (stopped, or in a debugger?); leaving this node's notes for it to read when it runs again"
+assert_contains "$TMP/long.1.err" "hooprun (node 1): node 0's hooprun did not answer before restart 1 within HOOP_TIMEOUT (3000 ms; stopped, in a debugger, or cut off by the network?); not starting another attempt"
+assert_contains "$TMP/long.1.err" "hooprun (node 1): node 0's hooprun has not answered within HOOP_TIMEOUT (stopped, in a debugger, or cut off by the network?); leaving this node's notes for it to read when it runs again"
 node_rc long 0 1
 assert_contains "$TMP/long.0.err" "hooprun (node 0): attempt failed on node 1 ("
 assert_contains "$TMP/long.0.err" "): rank 1 exited with code 7; stopping this node's 1 worker"

@@ -87,8 +87,9 @@ static int interrupted(void *arg)
 static void stalled_text(const hooprun_plan *p, const char *when, char *buf, size_t cap)
 {
     snprintf(buf, cap,
-             "node 0's hooprun did not answer %s%swithin HOOP_TIMEOUT (%lld ms; stopped, or in a "
-             "debugger?)",
+             "node 0's hooprun did not answer %s%swithin HOOP_TIMEOUT (%lld ms; stopped, in a "
+             "debugger, or "
+             "cut off by the network?)",
              when, *when ? " " : "", (long long)hoop__store_timeout(p->agents, -1));
 }
 
@@ -677,8 +678,9 @@ void hooprun_agent_close(hooprun_plan *p, int rc)
         else
             snprintf(for_how_long, sizeof(for_how_long), "within HOOP_TIMEOUT");
         fprintf(stderr,
-                "hooprun (node %d): node 0's hooprun has not answered %s (stopped, or in a "
-                "debugger?); leaving this node's notes for it to read when it runs again\n",
+                "hooprun (node %d): node 0's hooprun has not answered %s (stopped, in a debugger, "
+                "or cut off by the network?); leaving this node's notes for it to read when it "
+                "runs again\n",
                 p->node_rank, for_how_long);
         hoop__store_post_only(p->agents);
     }
