@@ -155,11 +155,12 @@ static hoop_status check_range(const hoop__coll_args *a, size_t i, const hoop__s
 {
     if (b < 0 || b >= HOOP__NBUF || b == HOOP__BUF_STAGE)
         return sched_fail(a, i, st, "%s buffer %d, which a step cannot name", verb, b);
-    char range[80];
+    int writes_send = b == HOOP__BUF_SEND && verb[0] == 'w';
+    if (!writes_send && inside(off, bytes, size[b])) return HOOP_OK;
+    char range[80]; /* formatted only for the message: this runs for every step of every call */
     range_text(off, bytes, range, sizeof(range));
-    if (b == HOOP__BUF_SEND && verb[0] == 'w')
+    if (writes_send)
         return sched_fail(a, i, st, "writes %s of the send buffer, which a call only reads", range);
-    if (inside(off, bytes, size[b])) return HOOP_OK;
     return sched_fail(a, i, st, "%s %s of the %s, which holds %zu bytes", verb, range, buf_name(b),
                       size[b]);
 }
@@ -232,8 +233,9 @@ static uint64_t mix64(uint64_t z)
  * both lengths (transport/frame.h), which a failed sum could not. */
 static uint64_t msg_hash(int src, int dst)
 {
-    uint64_t h = mix64((uint64_t)(uint32_t)src + UINT64_C(0x9e3779b97f4a7c15));
-    return mix64(h ^ (uint64_t)(uint32_t)dst) | 1u;
+    /* one mix of the pair packed in 64 bits (a bijection: each pair its own value) */
+    return mix64(((uint64_t)(uint32_t)src << 32 | (uint32_t)dst) + UINT64_C(0x9e3779b97f4a7c15)) |
+           1u;
 }
 
 hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a,
