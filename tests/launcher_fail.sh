@@ -374,10 +374,7 @@ mkdir -p "$TMP/halt"
 "$HOOPRUN" --grace 30 --nproc-per-node 2 bash -c '[ "$RANK" = 1 ] && kill -STOP $$; exit 0' \
     > /dev/null 2> "$TMP/halt/err" &
 hp=$!
-for _ in $(seq 300); do
-    grep -q "every worker left is stopped" "$TMP/halt/err" && break
-    sleep 0.05
-done
+wait_line "$TMP/halt/err" "every worker left is stopped" 15
 assert_contains "$TMP/halt/err" "hooprun: every worker left is stopped (SIGSTOP or job control): rank 1 (pid "
 sleep 2.5 # a halt is said once, not once per look
 t0=$(now_ms)
@@ -417,10 +414,7 @@ t0=$(now_ms)
     cat > "$TMP/spew/out"
 }) &
 sp=$!
-for _ in $(seq 200); do
-    grep -q "first failure" "$TMP/spew/err" 2> /dev/null && break
-    sleep 0.05
-done
+wait_line "$TMP/spew/err" "first failure" 10
 ms=$(($(now_ms) - t0))
 grep -q "first failure: rank 1" "$TMP/spew/err" ||
     fail "hooprun had not acted on rank 1's failure after $ms ms, its stdout's reader asleep: $(cat "$TMP/spew/err")"
@@ -485,10 +479,7 @@ mkdir -p "$TMP/intr"
     '[ "$RANK" = 1 ] && { echo "rank 1: bad data" >&2; exit 4; }; exec sleep 30' \
     > /dev/null 2> "$TMP/intr/err" &
 hp=$!
-for _ in $(seq 200); do
-    grep -q "stopping the other workers" "$TMP/intr/err" && break
-    sleep 0.02
-done
+wait_line "$TMP/intr/err" "stopping the other workers" 10
 kill -INT $hp
 wait $hp
 rc=$?

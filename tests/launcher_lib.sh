@@ -45,6 +45,17 @@ assert_contains() {
     grep -qF -- "$2" "$1" || { echo "--- $1:"; cat "$1"; fail "'$2' not found in $1"; }
 }
 
+# wait_line FILE TEXT SECONDS: waits (in 50 ms looks) until FILE holds TEXT; 1 if it
+# never does.
+wait_line() {
+    local _
+    for _ in $(seq $(($3 * 20))); do
+        grep -qF -- "$2" "$1" 2> /dev/null && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
 # expect_bad "TEXT" ARGS...: hooprun ARGS exits 2 with one stderr line containing TEXT,
 # and nothing on stdout.
 expect_bad() {
