@@ -242,4 +242,9 @@ for prefix in "" --prefix; do
         fail "a worker ${prefix:+($prefix) }holds fd $fd ($(readlink "/proc/$$/fd/$fd" 2> /dev/null)), which hooprun was not given: $(echo $theirs)"
     done
 done
+# hooprun started with stdin and stdout closed: its guard's pipe took fd 0 and the guard,
+# given /dev/null there, refused to start ("--guard-of is hooprun's own ...").
+"$HOOPRUN" --nproc-per-node 1 sh -c 'echo hi >&2' 0<&- >&- 2> "$TMP/closed.err" ||
+    fail "hooprun with stdin and stdout closed failed: $(cat "$TMP/closed.err")"
+[ "$(cat "$TMP/closed.err")" = hi ] || fail "hooprun with stdin and stdout closed: $(cat "$TMP/closed.err")"
 echo "PASS"

@@ -162,4 +162,47 @@ ms=$(($(now_ms) - t0))
 echo "missing rank 0: rc=$rc, ${ms} ms"
 [ "$rc" = 1 ] || { cat "$TMP/e3"; fail "a missing rank 0 gave $rc, not 1"; }
 [ "$ms" -lt 10000 ] || fail "a missing rank 0 took $ms ms with HOOP_TIMEOUT=2"
+
+# Relayed lines (--prefix) go out whole, however hooprun's stdout and stderr are
+# shared: two ranks write 20,000 stdout lines each and a stderr line every 100, into one
+# pipe (2>&1 | cat), one file, and to a reader asleep for 2 s. A piece written in three
+# writes, or a queue written out at arbitrary bytes, put one line inside another. (Without
+# --prefix a worker writes its stdout itself, in its own pieces: README, Launching.)
+gen='awk -v r="$RANK" '"'"'BEGIN { for (i = 0; i < 20000; i++) {
+    printf "r%s out %d xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n", r, i
+    if (i % 100 == 0) { fflush(); printf "r%s err %d\n", r, i > "/dev/stderr"; fflush("/dev/stderr") }
+} }'"'"
+for mode in pipe file slow; do
+    case $mode in
+    pipe) "$HOOPRUN" --prefix --nproc-per-node 2 bash -c "$gen" 2>&1 | cat > "$TMP/mix" ;;
+    file) "$HOOPRUN" --prefix --nproc-per-node 2 bash -c "$gen" > "$TMP/mix" 2>&1 ;;
+    slow) "$HOOPRUN" --prefix --nproc-per-node 2 bash -c "$gen" 2>&1 | (sleep 2 && cat) > "$TMP/mix" ;;
+    esac
+    n=$(wc -l < "$TMP/mix")
+    bad=$(grep -vc '^\[rank [01]\] r[01] \(out [0-9]* x*\|err [0-9]*\)$' "$TMP/mix")
+    [ "$n" = 40400 ] && [ "$bad" = 0 ] ||
+        fail "$mode: $n lines of 40400, $bad not whole: $(grep -v '^\[rank [01]\] r[01] \(out [0-9]* x*\|err [0-9]*\)$' "$TMP/mix" | head -n 3)"
+done
+# hooprun's own lines keep their place among the relayed ones (one file, one queue): the
+# failure report comes after the lines the failed rank wrote before it failed, also for
+# a slow reader (stdout and stderr had a queue each, and the report came out first).
+"$HOOPRUN" --prefix --nproc-per-node 2 bash -c \
+    'if [ "$RANK" = 1 ]; then seq 20000; echo LAST; exit 3; fi; exec sleep 30' 2>&1 |
+    (sleep 2 && cat) > "$TMP/mix"
+last=$(grep -n '^\[rank 1\] LAST$' "$TMP/mix" | cut -d: -f1)
+report=$(grep -n '^hooprun: first failure' "$TMP/mix" | cut -d: -f1)
+[ -n "$last" ] && [ -n "$report" ] && [ "$last" -lt "$report" ] ||
+    fail "the failure report (line ${report:-none}) came before rank 1's last line (${last:-none})"
+# Without --prefix a worker writes its stdout itself; lines it writes whole (one write
+# each, here) stay whole beside hooprun's relayed stderr, also when a slow reader makes
+# hooprun queue: the queue goes out a line per write.
+gen1='awk -v r="$RANK" '"'"'BEGIN { for (i = 0; i < 3000; i++) {
+    printf "r%s out %d xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n", r, i; fflush()
+    printf "r%s err %d\n", r, i > "/dev/stderr"; fflush("/dev/stderr")
+} }'"'"
+"$HOOPRUN" --nproc-per-node 2 bash -c "$gen1" 2>&1 | (sleep 2 && cat) > "$TMP/mix"
+n=$(wc -l < "$TMP/mix")
+bad=$(grep -vc '^r[01] \(out [0-9]* x*\|err [0-9]*\)$' "$TMP/mix")
+[ "$n" = 12000 ] && [ "$bad" = 0 ] ||
+    fail "shared stdout, slow reader: $n lines of 12000, $bad not whole: $(grep -v '^r[01] \(out [0-9]* x*\|err [0-9]*\)$' "$TMP/mix" | head -n 3)"
 echo "PASS"

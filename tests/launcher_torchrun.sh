@@ -78,7 +78,7 @@ expect_bad "--redirects is a torchrun flag that hooprun lacks: --log-dir DIR" --
     --nproc-per-node 1 prog
 expect_bad "-r is a torchrun flag that hooprun lacks: torchrun's -r is --redirects" -r 3 \
     --nproc-per-node 1 prog
-expect_bad "--nnodes 1:: give MIN:MAX with both numbers" --nnodes 1: --nproc-per-node 1 prog
+expect_bad "--nnodes '1:': give MIN:MAX with both numbers" --nnodes 1: --nproc-per-node 1 prog
 expect_bad "--local_ranks_filter is a torchrun flag that hooprun lacks" \
     --local_ranks_filter=0 --nproc-per-node 1 prog
 expect_bad "unknown flag '--bogus'" --bogus --nproc-per-node 1 prog

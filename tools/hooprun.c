@@ -115,15 +115,16 @@ static const char usage[] =
     "  --help-env          list the HOOP_* settings\n"
     "  --version           print hooprun's version and exit\n"
     "\n"
-    "Output: a worker's stderr always, and its stdout with --prefix or --log-dir, pass\n"
-    "through hooprun, which relays them line by line: a line goes out whole as it ends\n"
-    "(prefixed under --prefix), so relayed lines of different ranks never mix; a piece\n"
-    "ending in '\\r' (a progress bar being redrawn) goes out at once; a line longer than\n"
-    "64 KiB goes out in 64 KiB pieces, each ended by a newline, and a last line without\n"
-    "one gets one. Without --prefix and --log-dir the workers share hooprun's stdout\n"
+    "Output: a worker's stderr always, and its stdout with --prefix or --log-dir or on a\n"
+    "terminal, pass through hooprun, which relays them line by line: a line goes out\n"
+    "whole as it ends (prefixed under --prefix), so relayed lines of different ranks\n"
+    "never mix; a piece ending in '\\r' (a progress bar being redrawn) goes out at once;\n"
+    "a line longer than 64 KiB goes out in 64 KiB pieces, each ended by a newline, and a\n"
+    "last line without one gets one. Otherwise the workers share hooprun's stdout\n"
     "directly, as under torchrun: a stdout line written in pieces, or longer than 4096\n"
     "bytes (PIPE_BUF) into a pipe, can be cut by another rank's output. hooprun always\n"
-    "reads the workers' stderr: its last lines name a failure.\n"
+    "reads the workers' stderr: its last lines name a failure. A reader that stops\n"
+    "reading stops the relayed workers once 1 MiB waits for it, never hooprun's watch.\n"
     "\n"
     "HOOP_TOKEN: kept when set, with one node followed by this launch's 32 random bits\n"
     "(-XXXXXXXX, replacing its last characters where it would pass 63), so that two jobs\n"
@@ -291,8 +292,8 @@ static int parse_nnodes(const char *arg, int *out)
     char min[32];
     int lo, hi;
     if (colon == arg || colon[1] == '\0')
-        return bad_usage("--nnodes %s: give MIN:MAX with both numbers, the same (hooprun is not "
-                         "elastic), or one node count",
+        return bad_usage("--nnodes '%s': give MIN:MAX with both numbers, the same (hooprun is "
+                         "not elastic), or one node count",
                          arg);
     snprintf(min, sizeof(min), "%.*s", (int)(colon - arg), arg);
     if (parse_num("--nnodes", min, 1, HOOP_LAUNCH_WORLD_MAX, &lo) ||
@@ -959,6 +960,11 @@ static int check_fault_rank(const hooprun_plan *p)
 
 int main(int argc, char **argv)
 {
+    /* A closed stdin, stdout or stderr reads and writes /dev/null: else the next pipe or
+     * file would take its number (the guard's pipe became its stdin, and the guard, given
+     * /dev/null there, refused to start). */
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF && open("/dev/null", O_RDWR) != fd) return 1;
     if (argc > 1 && strcmp(argv[1], "--guard-of") == 0) return hooprun_guard_main(argc, argv);
     cli c;
     int rc = parse_cli(argc, argv, &c);

@@ -53,6 +53,9 @@ typedef struct term_out {
     size_t head, len, cap;
 } term_out;
 static term_out outs[3] = {{.fd = -1}, {.fd = 1}, {.fd = 2}};
+/* The queue each stream writes into: stderr shares stdout's where both are one file (a
+ * terminal, `2>&1 | ...`), so that what went out in one order arrives in it. */
+static int queue_of[3] = {0, 1, 2};
 static int relay_stdout; /* hooprun's stdout is a terminal: the workers' goes through it */
 
 /* A write to term failed: what goes there from now on is dropped, which hooprun says
@@ -71,6 +74,7 @@ static void term_lost(int term, int err)
 /* Queues n bytes for term (after trying to write them at once when nothing waits). */
 static void term_put(int term, const void *data, size_t n)
 {
+    term = queue_of[term];
     term_out *o = &outs[term];
     const char *p = data;
     if (o->closed || n == 0) return;
@@ -110,7 +114,13 @@ static void term_flush(int term, int blocking)
     if (blocking && o->nonblock && o->len > o->head)
         fcntl(o->fd, F_SETFL, fcntl(o->fd, F_GETFL) & ~O_NONBLOCK);
     while (!o->closed && o->len > o->head) {
-        ssize_t k = write(o->fd, o->q + o->head, o->len - o->head);
+        /* One piece per write, through its '\n' or '\r' (at most PIPE_BUF bytes go into a
+         * pipe whole): a writer sharing the file cannot land inside a line. */
+        size_t n = o->len - o->head;
+        const char *nl = memchr(o->q + o->head, '\n', n), *cr = memchr(o->q + o->head, '\r', n);
+        const char *end = nl && (!cr || nl < cr) ? nl : cr;
+        if (end) n = (size_t)(end - (o->q + o->head)) + 1;
+        ssize_t k = write(o->fd, o->q + o->head, n);
         if (k < 0 && errno == EINTR) continue;
         if (k < 0 && errno == EAGAIN && !blocking) return;
         if (k <= 0) {
@@ -155,6 +165,10 @@ void hooprun_out_init(void)
         outs[term].fd = fd;
         outs[term].nonblock = 1;
     }
+    struct stat a, b;
+    if (outs[1].nonblock && outs[2].nonblock && fstat(1, &a) == 0 && fstat(2, &b) == 0 &&
+        a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        queue_of[2] = 1;
     if (outs[2].nonblock) {
         FILE *f = fopencookie(NULL, "w", (cookie_io_functions_t){.write = err_cookie_write});
         if (f) {
@@ -169,7 +183,8 @@ int hooprun_out_pollfds(struct pollfd *pfd)
 {
     int n = 0;
     for (int term = 1; term <= 2; term++)
-        if (outs[term].nonblock && outs[term].len > outs[term].head && !outs[term].closed)
+        if (queue_of[term] == term && outs[term].nonblock && outs[term].len > outs[term].head &&
+            !outs[term].closed)
             pfd[n++] = (struct pollfd){.fd = outs[term].fd, .events = POLLOUT};
     return n;
 }
@@ -182,7 +197,8 @@ void hooprun_out_writable(const struct pollfd *pfd)
 
 int hooprun_out_waits(const hooprun_stream *st)
 {
-    return st->term_fd > 0 && outs[st->term_fd].len - outs[st->term_fd].head > TERM_QUEUE_MAX;
+    const term_out *o = st->term_fd > 0 ? &outs[queue_of[st->term_fd]] : NULL;
+    return o && o->len - o->head > TERM_QUEUE_MAX;
 }
 
 static int write_all(int fd, struct iovec *iov, int n)
@@ -210,15 +226,21 @@ static void show(const hooprun_plan *p, const hooprun_worker *w, hooprun_stream 
                  const char *text, size_t len, char term)
 {
     int fd = st->term_fd;
-    if (fd < 0 || outs[fd].closed) return;
-    char prefix[32], end = term ? term : '\n';
-    int plen = snprintf(prefix, sizeof(prefix), "[rank %d] ", w->rank);
-    if (len == 0 && term == '\r') return;                         /* nothing to draw */
-    if (p->prefix && !(len == 0 && term == '\n' && st->after_cr)) /* "\r\n": end the line */
-        term_put(fd, prefix, (size_t)plen);
+    if (fd < 0 || outs[queue_of[fd]].closed) return;
+    if (len == 0 && term == '\r') return; /* nothing to draw */
+    /* The piece in one write (into a pipe whole up to PIPE_BUF): never cut by another. */
+    char prefix[32], small[1024], *piece = small;
+    int plen = p->prefix && !(len == 0 && term == '\n' && st->after_cr) /* "\r\n" ends a line */
+                   ? snprintf(prefix, sizeof(prefix), "[rank %d] ", w->rank)
+                   : 0;
+    size_t n = (size_t)plen + len + 1;
+    if (n > sizeof(small) && (piece = malloc(n)) == NULL) return; /* out of memory: dropped */
+    memcpy(piece, prefix, (size_t)plen);
+    memcpy(piece + plen, text, len);
+    piece[n - 1] = term ? term : '\n';
     st->after_cr = term == '\r';
-    term_put(fd, text, len);
-    term_put(fd, &end, 1);
+    term_put(fd, piece, n);
+    if (piece != small) free(piece);
 }
 
 /* Writes one piece to the worker's log file as the worker wrote it. */

@@ -329,8 +329,9 @@ static void worker_ended(supervisor *s, worker *w, int status, int64_t now)
      * the pipe (this round reaped before it read). */
     hooprun_out_drain(s->plan, w, &w->err, now);
     const char *words = hooprun_last_words(w);
-    snprintf(note, sizeof(note), "rank %d %s%s%.400s%s", w->rank, how,
-             words ? " (its message: " : "", words ? words : "", words ? ")" : "");
+    snprintf(note, sizeof(note), "rank %d %s%s%.400s%s%s", w->rank, how,
+             words ? " (its message: " : "", words ? words : "",
+             words && strlen(words) > 400 ? "..." : "", words ? ")" : "");
     hooprun_agent_failed(s->plan, note, s->earlier, sizeof(s->earlier));
     if (s->stopping || workers_left(s) == 0) return;
     fprintf(stderr,

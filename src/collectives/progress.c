@@ -184,8 +184,8 @@ static void timeout_text(const hoop__hdr *r, int self, char *buf, size_t cap)
     int c = (int)(int64_t)r[0].seq;
     hoop__hdr_describe(&r[1], a, sizeof(a));
     if (r[2].kind == 2 && r[2].aux > 0) /* the step: a plug-in's cycle shows in them */
-        snprintf(step, sizeof(step), " at its step %d (a %s of %llu bytes)", r[2].aux - 1,
-                 hoop__step_kind_name(r[2].op), (unsigned long long)r[2].count);
+        snprintf(step, sizeof(step), " (rank %d's step %d, a %s of %llu bytes)", r[0].root,
+                 r[2].aux - 1, hoop__step_kind_name(r[2].op), (unsigned long long)r[2].count);
     snprintf(buf, cap,
              "rank %d: %s did not finish within HOOP_TIMEOUT; it was still waiting for %s from "
              "rank %d%s%s",
@@ -728,9 +728,9 @@ static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, ho
         /* The step too: where schedules that pair every message still wait on each
          * other (a plug-in's cycle), the steps the ranks name show it. */
         int send = st->kind == HOOP__STEP_SEND;
-        snprintf(why, cap, "%s rank %d at its step %d (a %s of %zu bytes)",
-                 send ? "for its data to be taken by" : "for data from", st->peer, (int)i,
-                 hoop__step_kind_name(st->kind), st->bytes);
+        snprintf(why, cap, "%s rank %d (rank %d's step %d, a %s of %zu bytes)",
+                 send ? "for its data to be taken by" : "for data from", st->peer, comm->rank,
+                 (int)i, hoop__step_kind_name(st->kind), st->bytes);
         *culprit = st->peer;
     }
 }
