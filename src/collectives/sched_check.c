@@ -43,6 +43,7 @@
 #include "collectives/coll.h"
 #include "collectives/comm.h"
 #include "core/check.h"
+#include "core/rng.h"
 
 const char *hoop__coll_name(int coll)
 {
@@ -220,22 +221,15 @@ static int names_votes(const hoop__step *st)
            (reads_src && st->src_buf == HOOP__BUF_VOTE);
 }
 
-/* splitmix64's finaliser (Steele, Lea & Flood 2014): a 64-bit mix. */
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
 /* A message from rank src to rank dst, hashed; odd (see hoop__sched_check). Its length
  * is left out: a length that differs is the transports' to report, naming the step and
  * both lengths (transport/frame.h), which a failed sum could not. */
 static uint64_t msg_hash(int src, int dst)
 {
-    /* one mix of the pair packed in 64 bits (a bijection: each pair its own value) */
-    return mix64(((uint64_t)(uint32_t)src << 32 | (uint32_t)dst) + UINT64_C(0x9e3779b97f4a7c15)) |
-           1u;
+    /* splitmix64's output for the pair packed in 64 bits (core/rng.h): each pair its own
+     * value, mixed */
+    hoop__rng r = hoop__rng_seed((uint64_t)(uint32_t)src << 32 | (uint32_t)dst);
+    return hoop__rng_next(&r) | 1u;
 }
 
 hoop_status hoop__sched_check(const hoop__sched *s, const hoop__coll_args *a,
