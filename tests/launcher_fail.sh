@@ -489,6 +489,31 @@ assert_contains "$TMP/intr/err" "rank 1's message: rank 1: bad data"
 assert_contains "$TMP/intr/err" "ended by the SIGINT hooprun forwarded"
 grep -q "restart 1" "$TMP/intr/err" && fail "SIGINT after a failure: hooprun restarted: $(cat "$TMP/intr/err")"
 
+# 18. SIGQUIT (a terminal's Ctrl+\, which reaches hooprun's group, not the workers') is
+# forwarded as SIGINT is: the workers die of it, hooprun exits 131 saying so. It was not
+# forwarded: hooprun died with a core (its guard then killed the workers), or, started
+# in the background by a shell (which ignores SIGQUIT there), did nothing.
+mkdir -p "$TMP/quit"
+(
+    ulimit -c 0
+    exec "$HOOPRUN" --nproc-per-node 2 bash -c 'touch '"$TMP"'/quit/ready.$RANK; exec sleep 30' \
+        > /dev/null 2> "$TMP/quit/err"
+) &
+hp=$!
+dir="$TMP/quit"
+for _ in $(seq 100); do
+    [ "$(ls "$dir" | grep -c '^ready\.')" = 2 ] && break
+    sleep 0.1
+done
+t0=$(now_ms)
+kill -QUIT $hp
+wait $hp
+rc=$?
+ms=$(($(now_ms) - t0))
+[ "$rc" = 131 ] || fail "SIGQUIT: hooprun exited $rc, not 131: $(cat "$TMP/quit/err")"
+[ "$ms" -lt 5000 ] || fail "hooprun took $ms ms after SIGQUIT"
+assert_contains "$TMP/quit/err" "hooprun: got Quit; forwarded it to the workers"
+
 # 9. All workers exit 0: hooprun exits 0 and says nothing.
 "$HOOPRUN" --nproc-per-node 3 true > "$TMP/ok.out" 2> "$TMP/ok.err" || fail "3 x true failed"
 [ -s "$TMP/ok.err" ] && fail "hooprun printed on success: $(cat "$TMP/ok.err")"

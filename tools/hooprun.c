@@ -138,8 +138,8 @@ static const char usage[] =
     "process group 1 s later (workers failing at the same time end on their own\n"
     "meanwhile), SIGKILL after the grace period, then names the first failure with its\n"
     "last stderr lines and prints a summary (rank, host, pid, exit code, signal, time), and\n"
-    "exits with that worker's code (128 + signal). SIGINT, SIGTERM, SIGHUP, SIGUSR1 and\n"
-    "SIGUSR2 are forwarded.\n";
+    "exits with that worker's code (128 + signal). SIGINT, SIGTERM, SIGHUP, SIGQUIT,\n"
+    "SIGUSR1 and SIGUSR2 are forwarded.\n";
 
 typedef struct cli {
     int nnodes, node_rank, nproc, port; /* -1 = not given */

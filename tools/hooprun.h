@@ -141,7 +141,7 @@ int hooprun_agent_open(hooprun_plan *p);
  * restart's within HOOP_TIMEOUT + --grace + 1 s, the others may still be stopping);
  * before attempt 0 it also refuses nodes told another --max-restarts or
  * --nproc-per-node. Before a restart it looks every HOOPRUN_AGENT_PROBE_MS for a node
- * that left, was lost, or a SIGINT/SIGTERM/SIGHUP to this hooprun, and gives up at once
+ * that left, was lost, or a SIGINT/SIGTERM/SIGHUP/SIGQUIT to this hooprun, and gives up at once
  * (no attempt follows). Returns 0 (also without agents), or 1 / 2 (a difference) / a
  * signal's 128 + N (its own, or mirrored from the node that left) after one stderr line
  * naming the node or the store's reason. */
@@ -157,7 +157,7 @@ void hooprun_agent_failed(const hooprun_plan *p, const char *why, char *earlier,
 
 /* After this node's workers of attempt p->restart all exited 0: waits until every node's
  * did (returns 0), or until another node's attempt failed (*failed = 1, returns 1), a
- * node's hooprun left or was lost, or hooprun got SIGINT/SIGTERM/SIGHUP (128 + N), each
+ * node's hooprun left or was lost, or hooprun got SIGINT/SIGTERM/SIGHUP/SIGQUIT (128 + N), each
  * after one stderr line. Node 0 serves the store, so its leaving early would leave the
  * others without it; a wait past HOOP_TIMEOUT leaves anyway (0, with one line), as
  * torchelastic's exit barrier does. Returns 0 at once without agents. */
@@ -168,13 +168,13 @@ int hooprun_agent_end(const hooprun_plan *p, int *failed);
  * is also said in one line (whose hooprun, what it got). */
 int hooprun_agent_mirrored(const hooprun_plan *p);
 
-/* SIGINT, SIGTERM or SIGHUP when one came since the last look (hooprun blocks them from
+/* SIGINT, SIGTERM, SIGHUP or SIGQUIT when one came since the last look (hooprun blocks them from
  * its first attempt on and reads them here between attempts), else 0. A SIGUSR1/2 read
  * here is kept for the next attempt's workers, which hooprun_supervise sends it to as
  * they start; SIGCHLD is dropped (hooprun reaps by waitpid). */
 int hooprun_stop_signal(void);
 
-/* The first SIGINT, SIGTERM or SIGHUP this hooprun got (while supervising, or at a
+/* The first SIGINT, SIGTERM, SIGHUP or SIGQUIT this hooprun got (while supervising, or at a
  * meeting), else 0: its exit code 128 + N is then one the other nodes mirror. */
 int hooprun_stopped_by(void);
 
@@ -201,12 +201,12 @@ pid_t hooprun_guard_pid(void);
 void hooprun_guard_end(void);
 int hooprun_guard_main(int argc, char **argv);
 
-/* Blocks SIGINT, SIGTERM, SIGHUP, SIGUSR1/2 and SIGCHLD for hooprun_stop_signal and the
+/* Blocks SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2 and SIGCHLD for hooprun_stop_signal and the
  * workers' supervision (a signalfd), and makes hooprun the subreaper of its workers'
  * children; idempotent. Returns 0, or -1 with errno set. */
 int hooprun_signals_init(void);
 
-/* Until hooprun_signals_init: a forwarded signal (SIGINT, SIGTERM, SIGHUP, SIGUSR1/2)
+/* Until hooprun_signals_init: a forwarded signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2)
  * while this node connects to the nodes' rendezvous (no worker runs yet; a stalled node
  * 0 may hold the connect up to HOOP_TIMEOUT) ends hooprun with 128 + N after one line
  * naming it, instead of silently. Returns 0, or -1 with errno set. */

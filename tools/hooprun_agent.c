@@ -25,7 +25,7 @@
  *     appears, instead of leaving them to time out;
  *   - a hooprun that dies is named by the store at once (store_proto.h, "A rank
  *     lost"). One that exits with a failure leaves "hooprun.exit" (its code, mirrored
- *     by the others when it got SIGINT/SIGTERM/SIGHUP, and why) and the attempt's
+ *     by the others when it got SIGINT/SIGTERM/SIGHUP/SIGQUIT, and why) and the attempt's
  *     failure note; another node then hangs up without a CLOSE (the store marks it
  *     lost), so no node waits at a meeting it will never join, while node 0 first gives
  *     the others time to read the notes (HOOPRUN_AGENT_LINGER_MS; after a signal, the

@@ -72,7 +72,10 @@ typedef struct supervisor {
     int said_halted;     /* ... and hooprun said so (cleared once one runs again) */
 } supervisor;
 
-static const int forwarded[] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGHUP};
+/* SIGQUIT too (a terminal's Ctrl+\ reaches only hooprun: its workers have their own
+ * process groups), as torchrun forwards it; it ended hooprun with a core and the guard
+ * killed the workers, or, ignored as in a shell's background job, did nothing. */
+static const int forwarded[] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGHUP, SIGQUIT};
 
 static int workers_left(const supervisor *s)
 {
@@ -366,17 +369,17 @@ static int have_children(const supervisor *s)
  * and SIGCHLD are blocked and read from a signalfd; a signal that comes between two
  * attempts waits there for the next one. */
 static int sfd = -1;   /* the signalfd of the signals above, from the first attempt on */
-static int stopped_by; /* the first SIGINT, SIGTERM or SIGHUP hooprun got */
+static int stopped_by; /* the first SIGINT, SIGTERM, SIGHUP or SIGQUIT hooprun got */
 /* SIGUSR1/2 read by hooprun_stop_signal while no worker ran (at the nodes' meetings): a
  * preemption's notice (Slurm's --signal), which the next attempt's workers get as they
  * start; it was dropped, and a job that met then ran on past its notice unsaved. */
 static int pending_usr;
 
-/* sig when it asks hooprun to stop (SIGINT, SIGTERM, SIGHUP; the first is kept in
+/* sig when it asks hooprun to stop (SIGINT, SIGTERM, SIGHUP, SIGQUIT; the first is kept in
  * stopped_by), else 0. */
 static int stop_request(int sig)
 {
-    if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) return 0;
+    if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP && sig != SIGQUIT) return 0;
     if (!stopped_by) stopped_by = sig;
     return sig;
 }

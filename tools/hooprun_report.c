@@ -193,6 +193,7 @@ static const char *stop_note(const hooprun_worker *w)
     if (sig == SIGTERM) return "ended by hooprun's SIGTERM";
     if (sig == SIGINT) return "ended by the SIGINT hooprun forwarded";
     if (sig == SIGHUP) return "ended by the SIGHUP hooprun forwarded";
+    if (sig == SIGQUIT) return "ended by the SIGQUIT hooprun forwarded";
     if (sig == SIGKILL) return "killed by a SIGKILL not hooprun's, after hooprun's SIGTERM";
     return "ended after hooprun's SIGTERM";
 }
