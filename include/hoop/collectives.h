@@ -197,6 +197,20 @@ HOOP_API hoop_status hoop_barrier(hoop_comm *comm, hoop_request **req);
  *   - Ranks in one process (threads) need streams of their own: on a shared stream (the
  *     legacy one included) one rank's wait would hold another's start, and both calls
  *     would fail after HOOP_TIMEOUT.
+ *   - Hardware queues: CUDA runs a process's streams on CUDA_DEVICE_MAX_CONNECTIONS
+ *     hardware queues (8 unless set, at most 32), shared round robin by streams as they
+ *     are made, and a queue runs its work in the order it was issued, whatever the
+ *     stream. The wait a call queues on the stream holds everything behind it in its
+ *     queue, the collective's own copies and kernels too when hoop's stream for them
+ *     (one per comm, made at its first GPU call) shares the queue: the call would never
+ *     finish (it fails after HOOP_TIMEOUT). Keep the process's streams, yours and hoop's
+ *     (a compute, a copy and a side stream per process, one per comm, DDP's one per
+ *     model), within that number. With CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream on one queue)
+ * each _stream call runs as a blocking one instead: the calling thread waits (up to HOOP_TIMEOUT)
+ * for the work queued on the stream before the call, runs the collective and returns once it has
+ * finished, queuing nothing on the stream; a failure returns from the call and is also kept as
+ * above. A call on a stream being captured is then refused (HOOP_ERR_UNSUPPORTED, naming the
+ * variable).
  *   - Do not make the device wait for the whole device (cudaDeviceSynchronize,
  *     cudaFree, which synchronises it) from a thread whose progress a pending stream
  *     call needs, e.g. one rank's thread while another rank of the same process is

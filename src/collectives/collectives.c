@@ -321,6 +321,50 @@ static hoop_status stream_table(hoop_comm *comm, const char *fn, const struct ho
     return HOOP_OK;
 }
 
+/* 1 when CUDA_DEVICE_MAX_CONNECTIONS is 1: CUDA then puts every stream of the process on
+ * one hardware queue, which runs its work in the order it was issued, whatever the
+ * stream. A stream call's wait (stream_enter) would hold the collective's own copies and
+ * kernels, which the progress thread issues later to a stream of its own: the call could
+ * never finish (the CUDA Driver API, "Stream Memory Operations": an order made through
+ * them is not visible to CUDA's scheduler). With more queues, streams share them round
+ * robin, so a process that keeps its streams within their number is safe (the rule in
+ * include/hoop/collectives.h). Read once: the driver reads it when the context is made. */
+static int one_queue(void)
+{
+    static atomic_int known = -1;
+    int v = atomic_load(&known);
+    if (v < 0) {
+        const char *s = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+        char *end = NULL;
+        long n = s ? strtol(s, &end, 10) : 0;
+        v = s && end != s && n == 1;
+        atomic_store(&known, v);
+    }
+    return v;
+}
+
+static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **req,
+                           const struct via *v);
+
+/* A stream call where every stream shares one hardware queue (one_queue): the calling
+ * thread waits for the stream's earlier work (up to HOOP_TIMEOUT), then runs the call as
+ * a blocking one; its failure is also kept for hoop_stream_status and later stream
+ * calls, as a stream call's is. */
+static hoop_status one_queue_call(hoop_comm *comm, const struct hoop__cuda_coll *cc,
+                                  hoop__coll_args *a, const struct via *v, const char *fn)
+{
+    hoop_status st = cc->stream_sync(v->stream);
+    if (st != HOOP_OK) {
+        st = HOOP_ERROR(st, "%s: the work queued on the stream before the call: %s", fn,
+                        hoop_last_error());
+        hoop__stream_fail(comm, st, hoop_last_error());
+        return st;
+    }
+    st = enqueue(comm, a, NULL, NULL);
+    if (st != HOOP_OK) hoop__stream_fail(comm, st, hoop_last_error());
+    return st;
+}
+
 /* Orders r on v's stream: the start event the progress thread waits for, and the wait
  * for the comm's flag to reach r's value that holds the stream's later work. The value
  * is taken only once the stream has its wait, so the values waited for count up. */
@@ -383,7 +427,15 @@ static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **r
     int captured = 0;
     if (v && HOOP__CUDA_COLL_HAS(cc, stream_capturing))
         HOOP_CHECK(cc->stream_capturing(v->stream, &captured));
+    if (captured && one_queue())
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                          "%s: cannot be captured into a CUDA graph while "
+                          "CUDA_DEVICE_MAX_CONNECTIONS=1: every stream shares one hardware "
+                          "queue, where the graph's wait for the collective would hold the "
+                          "collective's own device work; unset it, or set it to 2 or more",
+                          sfns[a->coll]);
     if (captured) return hoop__capture_call(comm, cc, a, v->stream, sfns[a->coll]);
+    if (v && one_queue()) return one_queue_call(comm, cc, a, v, sfns[a->coll]);
     /* Device memory and page locks come from this thread, before the call is queued (and
      * before a stream call's wait): the progress thread must not make CUDA wait for the
      * device (devres.c). */

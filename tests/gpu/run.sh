@@ -151,6 +151,10 @@ gpu_tests="check_cuda_train:memcheck check_cuda_ctx_gpu:memcheck check_cuda_coll
 # cuStreamWaitValue32 also holds every stream that shares its queue (the driver API's
 # warning on it), and the progress thread's copy stream among them would never run.
 run_test() {
+    if [ "$1" = check_coll_stream ]; then # every stream on one queue: the calls block instead
+        step "$1 (CUDA_DEVICE_MAX_CONNECTIONS=1)" 90 env CUDA_DEVICE_MAX_CONNECTIONS=1 "$bin/$1" ||
+            status=1
+    fi
     step "$1" 150 "$bin/$1" && return 0
     status=1
     case $1 in
