@@ -58,7 +58,7 @@ typedef struct bufs {
 } bufs;
 
 static atomic_int late_called; /* the last rank has made its first call */
-static int one_queue;          /* CUDA_DEVICE_MAX_CONNECTIONS=1: the calls block (test_one_queue) */
+static int blocking; /* the calls block: CUDA_DEVICE_MAX_CONNECTIONS=1, or no stream memops */
 static atomic_int zero_called; /* rank 0 has made its call (the tests that order ranks) */
 static atomic_int issued;      /* ranks (but the last) that issued every call */
 
@@ -151,7 +151,7 @@ static void ordered(h_rank *h)
 {
     bufs b;
     size_t bytes = (size_t)h->n * COUNT * 4;
-    int late = !one_queue && h->n > 1 && h->rank == h->n - 1;
+    int late = !blocking && h->n > 1 && h->rank == h->n - 1;
     if (!make_bufs(h, &b, bytes)) goto out;
     if (late) { /* after the others issued every call: their calls must not block */
         struct timespec ts = {0, LATE_MS * 1000000L};
@@ -182,16 +182,16 @@ static void ordered(h_rank *h)
             h_fail(h, "call %d: %s", c, hoop_last_error());
             goto out;
         }
-        if (one_queue && rt->queued && rt->queued(b.stream) != 0)
+        if (blocking && rt->queued && rt->queued(b.stream) != 0)
             h_fail(h,
-                   "call %d: with CUDA_DEVICE_MAX_CONNECTIONS=1 it left %lu pieces of work "
-                   "on the stream (a wait there would hold the collective's own work)",
+                   "call %d: a blocking stream call left %lu pieces of work on the stream "
+                   "(it did not wait for the work before it, or queued a wait)",
                    c, rt->queued(b.stream));
         if (rt->memcpy_async(b.snap[c], r, c == 3 ? bytes : COUNT * 4, b.stream) != 0) {
             h_fail(h, "a copy on the stream failed");
             goto out;
         }
-        if (!one_queue && !late && h->n > 1 && rt->queued && rt->queued(b.stream) == 0)
+        if (!blocking && !late && h->n > 1 && rt->queued && rt->queued(b.stream) == 0)
             h_fail(h, "call %d: nothing is held on the stream after the call", c);
     }
     if (!late) atomic_fetch_add(&issued, 1);
@@ -199,7 +199,7 @@ static void ordered(h_rank *h)
         h_fail(h, "cudaStreamSynchronize failed");
         goto out;
     }
-    if (!one_queue && h->n > 1 && !atomic_load(&late_called))
+    if (!blocking && h->n > 1 && !atomic_load(&late_called))
         h_fail(h, "the stream passed the calls before rank %d had made them", h->n - 1);
     if (hoop_stream_status(h->comm) != HOOP_OK)
         h_fail(h, "hoop_stream_status: %s", hoop_last_error());
@@ -241,7 +241,7 @@ END_TEST
 START_TEST(test_one_queue)
 {
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1); /* this test's own process (Check forks) */
-    one_queue = 1;
+    blocking = 1;
     run_ordered(_i);
 }
 END_TEST
@@ -271,6 +271,16 @@ START_TEST(test_one_queue_capture)
     hoop_comm_config cfg = HOOP_COMM_CONFIG_INIT;
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1); /* this test's own process (Check forks) */
     run_ranks(1, &cfg, one_queue_capture, NULL);
+}
+END_TEST
+
+/* A driver without stream memory operations (the host layer's model of one): the calls
+ * block as with one queue, with the same order and results. */
+START_TEST(test_no_memops)
+{
+    setenv("TEST_HX_NO_STREAM_MEMOPS", "1", 1); /* this test's own process (Check forks) */
+    blocking = 1;
+    run_ordered(_i);
 }
 END_TEST
 
@@ -751,7 +761,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     const char *conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     if (conn && strcmp(conn, "1") == 0) { /* run so by tests/gpu/run.sh: the calls block */
-        one_queue = 1;
+        blocking = 1;
         tcase_add_loop_test(tc, test_ordered, 1, 5);
         tcase_add_test(tc, test_one_queue_capture);
         suite_add_tcase(s, tc);
@@ -763,6 +773,7 @@ int main(void)
         tcase_add_test(tc, test_bad_args);
         if (hx) tcase_add_loop_test(tc, test_one_queue, 1, 4);
         if (hx) tcase_add_test(tc, test_one_queue_capture);
+        if (hx) tcase_add_loop_test(tc, test_no_memops, 1, 4);
         suite_add_tcase(s, tc);
         tc = tcase_create("captured");
         tcase_set_timeout(tc, 120);

@@ -184,8 +184,10 @@ HOOP_API hoop_status hoop_barrier(hoop_comm *comm, hoop_request **req);
  *     order, so a stream call waits for the calls issued before it, and a host call
  *     issued after a stream call waits (hoop_wait, or blocking) for the stream to reach it.
  *   - Errors found at the call (bad arguments as in the forms above; HOOP_ERR_UNSUPPORTED
- *     when CUDA or its stream memory operations, cuStreamWaitValue32, are not available;
- *     HOOP_ERR_CUDA naming the CUDA call) return at once and queue nothing. A collective
+ *     when CUDA is not available; HOOP_ERR_CUDA naming the CUDA call) return at once and
+ *     queue nothing. A driver without stream memory operations (cuStreamWaitValue32, on
+ *     by default from CUDA 12's drivers) cannot queue the wait: the calls then block, as
+ *     with CUDA_DEVICE_MAX_CONNECTIONS=1 below, after one INFO line saying why. A collective
  *     that fails later (a peer that died or never called: HOOP_ERR_REMOTE or
  *     HOOP_ERR_TIMEOUT naming it, after HOOP_TIMEOUT at most; a mismatch; work queued on
  *     the stream before the call that failed on the device: HOOP_ERR_CUDA) never leaves

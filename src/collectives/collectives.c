@@ -346,12 +346,16 @@ static int one_queue(void)
 static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **req,
                            const struct via *v);
 
-/* A stream call where every stream shares one hardware queue (one_queue): the calling
+/* 1 once a stream call found that the driver has no stream memory operations
+ * (cuStreamWaitValue32: stream_enter's HOOP_ERR_UNSUPPORTED), for the process's life. */
+static atomic_int no_stream_wait;
+
+/* A stream call that cannot queue its wait (one_queue, no_stream_wait): the calling
  * thread waits for the stream's earlier work (up to HOOP_TIMEOUT), then runs the call as
  * a blocking one; its failure is also kept for hoop_stream_status and later stream
  * calls, as a stream call's is. */
-static hoop_status one_queue_call(hoop_comm *comm, const struct hoop__cuda_coll *cc,
-                                  hoop__coll_args *a, const struct via *v, const char *fn)
+static hoop_status blocking_stream_call(hoop_comm *comm, const struct hoop__cuda_coll *cc,
+                                        hoop__coll_args *a, const struct via *v, const char *fn)
 {
     hoop_status st = cc->stream_sync(v->stream);
     if (st != HOOP_OK) {
@@ -435,7 +439,8 @@ static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **r
                           "collective's own device work; unset it, or set it to 2 or more",
                           sfns[a->coll]);
     if (captured) return hoop__capture_call(comm, cc, a, v->stream, sfns[a->coll]);
-    if (v && one_queue()) return one_queue_call(comm, cc, a, v, sfns[a->coll]);
+    if (v && (one_queue() || atomic_load(&no_stream_wait)))
+        return blocking_stream_call(comm, cc, a, v, sfns[a->coll]);
     /* Device memory and page locks come from this thread, before the call is queued (and
      * before a stream call's wait): the progress thread must not make CUDA wait for the
      * device (devres.c). */
@@ -451,7 +456,12 @@ static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **r
         if (st != HOOP_OK) {
             atomic_store(&r->refs, 1);
             hoop__request_release(r);
-            return st;
+            if (st != HOOP_ERR_UNSUPPORTED) return st;
+            /* no stream memory operations in this driver: the calls block instead */
+            if (!atomic_exchange(&no_stream_wait, 1))
+                HOOP_INFO(COLL, "%s; the _stream calls block the calling thread instead",
+                          hoop_last_error());
+            return blocking_stream_call(comm, cc, a, v, sfns[a->coll]);
         }
     }
     for (int k = 0; k < 2; k++) /* dropped by hoop__request_complete */

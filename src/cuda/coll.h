@@ -68,9 +68,10 @@ struct hoop__cuda_coll {
      * then a wait that holds the work issued after it until *flag reaches value (the
      * driver's cuStreamWaitValue32, GEQ: a cyclic comparison, so the counter may wrap).
      * The thread does not wait. HOOP_ERR_UNSUPPORTED when the driver has no stream
-     * memory operations (named), or when stream is being captured (a captured call goes
-     * through stream_capture); HOOP_ERR_CUDA naming the call (nothing is then left to
-     * free; an event already issued is harmless). */
+     * memory operations (named; the collectives then run their stream calls as blocking
+     * ones), HOOP_ERR_USAGE when stream is being captured (a captured call goes through
+     * stream_capture: another thread began a capture meanwhile); HOOP_ERR_CUDA naming the
+     * call (nothing is then left to free; an event already issued is harmless). */
     hoop_status (*stream_enter)(void *stream, uint32_t *flag, uint32_t value, void **start);
     /* Polls start (cudaEventQuery; never blocks): 1 when the work issued before it has
      * finished, 0 while it has not; an execution failure is 1 with *st = HOOP_ERR_CUDA

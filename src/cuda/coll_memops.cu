@@ -311,8 +311,15 @@ static hoop_status issue_wait(cudaStream_t s, uint32_t *flag, uint32_t value, un
 #define WAIT_VALUE_EQ HOOP__HX_WAIT_EQ
 static hoop_status issue_wait(cudaStream_t s, uint32_t *flag, uint32_t value, unsigned how)
 {
-    HOOP_CUDA_CHECK(hoop__hx_stream_wait_value32(s, flag, value, how));
-    return HOOP_OK;
+    cudaError_t e = hoop__hx_stream_wait_value32(s, flag, value, how);
+    if (e == cudaSuccess) return HOOP_OK;
+    cudaGetLastError();
+    if (e == cudaErrorNotSupported) /* TEST_HX_NO_STREAM_MEMOPS: the CUDA build's message */
+        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+                          "cuStreamWaitValue32 is not supported on this device or driver "
+                          "(CUDA_ERROR_NOT_SUPPORTED): the collectives' stream form needs it");
+    return HOOP_ERROR(HOOP_ERR_CUDA, "hoop__hx_stream_wait_value32 failed: %s",
+                      cudaGetErrorString(e));
 }
 #endif
 
@@ -341,7 +348,7 @@ static hoop_status cm_stream_enter(void *stream, uint32_t *flag, uint32_t value,
     HOOP_CHECK(hoop__cuda_init());
     HOOP_CUDA_CHECK(cudaStreamIsCapturing(s, &cap));
     if (cap != cudaStreamCaptureStatusNone) /* captured calls go through stream_capture */
-        return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
+        return HOOP_ERROR(HOOP_ERR_USAGE,
                           "stream %p is being captured into a CUDA graph, though it was not when "
                           "the call began (a capture begun by another thread meanwhile?)",
                           stream);

@@ -99,6 +99,7 @@ enum cudaError_t {
     cudaErrorHostMemoryAlreadyRegistered = 712,
     cudaErrorLaunchFailure = 719,
     cudaErrorNotPermitted = 800,
+    cudaErrorNotSupported = 801,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
     cudaErrorStreamCaptureUnmatched = 903,
@@ -483,6 +484,8 @@ void hoop__hx_stream_op(cudaStream_t s, std::function<void()> op);
  * cudaStreamWaitEvent on such an event holds the waiter in turn. In a capture it is kept
  * as a wait node (see "stream capture, graphs"). flags: HOOP__HX_WAIT_GEQ or _EQ
  * (CU_STREAM_WAIT_VALUE_GEQ's and _EQ's values); another is cudaErrorInvalidValue.
+ * TEST_HX_NO_STREAM_MEMOPS=1 (read once) models a driver without stream memory
+ * operations: every call returns cudaErrorNotSupported and queues nothing.
  */
 enum { HOOP__HX_WAIT_GEQ = 0x0, HOOP__HX_WAIT_EQ = 0x1 };
 cudaError_t hoop__hx_stream_wait_value32(cudaStream_t s, const uint32_t *addr, uint32_t value,
