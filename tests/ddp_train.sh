@@ -267,6 +267,13 @@ if [ -r "${TEST_CUDA_HX_BACKEND:-}" ]; then
     drun dc "$run" --device cpu --resume
     drun de "$run" --exit-after-epoch 1
     drun de "env HOOP_TRACE_FILE=$tmp/cuda-trace.json $hx" --device cuda --resume
+    # every stream on one hardware queue: the bucket all-reduces block backward's thread
+    # (a wait on the bucket stream would hold their own device work), same losses, said
+    # once by rank 0, and none of the all-reduce counted as hidden
+    drun dq "env CUDA_DEVICE_MAX_CONNECTIONS=1 $hx" --device cuda
+    grep -q '^\[rank 0\] hoop-train: CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream on one' \
+        "$tmp/dq.out" && ! grep -q '^\[rank 1\]' "$tmp/dq.out" ||
+        bad "dq: no line from rank 0 alone on the blocking all-reduces: $(cat "$tmp/dq.out")"
     for r in dc de; do
         grep -q '^\[rank 0\] hoop-train: device cuda (cuda:0 ' "$tmp/$r.out" &&
             grep -q '^\[rank 0\] hoop-train: cuda graph: off under DDP' "$tmp/$r.out" &&
@@ -284,7 +291,7 @@ def recs(name):
 def close(a, b):
     return abs(a - b) <= 1e-4 * max(abs(a), abs(b))
 u, bad = recs("dd"), 0
-for name, cuda_epoch in (("dc", 1), ("de", 2)):
+for name, cuda_epoch in (("dc", 1), ("de", 2), ("dq", 1)):
     g = recs(name)
     if [(r["type"], r["step"]) for r in g] != [(r["type"], r["step"]) for r in u]:
         print(f"FAIL: {name}: other records than the cpu DDP run's: {g}")
@@ -304,11 +311,15 @@ for name, cuda_epoch in (("dc", 1), ("de", 2)):
     if ep[cuda_epoch - 1]["world_size"] != 2 or ep[cuda_epoch - 1]["allreduce_ms_per_step"] <= 0:
         print(f"FAIL: {name}: epoch {cuda_epoch} on cuda: {ep[cuda_epoch - 1]}")
         bad = 1
+    if name == "dq" and any(r["hidden_share"] != 0 for r in ep):
+        print(f"FAIL: dq: blocking all-reduces counted as hidden: {ep}")
+        bad = 1
     if not bad:
         e = ep[cuda_epoch - 1]
         print(f"ok: {name}: 2 workers, epoch {cuda_epoch} on cuda (all-reduce "
               f"{e['allreduce_ms_per_step']:.2f} ms/step, {100 * e['hidden_share']:.0f}% "
-              f"hidden, host layer), the other on the cpu: every loss within {worst:.2g} relative "
+              f"hidden, host layer), {'so is the other' if name == 'dq' else 'the other on the cpu'}: "
+              f"every loss within {worst:.2g} relative "
               f"of the cpu DDP run's (the metrics carry 6 decimals)")
 sys.exit(bad)
 PY

@@ -338,6 +338,11 @@ static int one_queue(void)
         char *end = NULL;
         long n = s ? strtol(s, &end, 10) : 0;
         v = s && end != s && n == 1;
+        if (v && atomic_exchange(&known, v) < 0)
+            HOOP_INFO(COLL, "CUDA_DEVICE_MAX_CONNECTIONS=1: every stream shares one hardware "
+                            "queue, where a wait queued on the caller's stream would hold the "
+                            "collective's own device work; the _stream calls block the calling "
+                            "thread instead");
         atomic_store(&known, v);
     }
     return v;
@@ -349,6 +354,11 @@ static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **r
 /* 1 once a stream call found that the driver has no stream memory operations
  * (cuStreamWaitValue32: stream_enter's HOOP_ERR_UNSUPPORTED), for the process's life. */
 static atomic_int no_stream_wait;
+
+int hoop__stream_calls_block(void)
+{
+    return one_queue() || atomic_load(&no_stream_wait);
+}
 
 /* A stream call that cannot queue its wait (one_queue, no_stream_wait): the calling
  * thread waits for the stream's earlier work (up to HOOP_TIMEOUT), then runs the call as

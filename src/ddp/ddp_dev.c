@@ -213,6 +213,9 @@ static void harvest(hoop_ddp *ddp, ddp_round *r)
         return;
     }
     hoop__ddp_overlap(s, e, r->launched, 0.0, end, &total, &inside);
+    /* Blocking stream calls (hoop__stream_calls_block) ran while backward's thread waited
+     * for them, the compute stream idle: inside backward's interval, none of it hidden. */
+    if (hoop__stream_calls_block()) inside = 0;
     const double last = r->launched ? e[r->launched - 1] : 0.0;
     if (!r->join) {
         const int ws = hoop_comm_world_size(ddp->comm);
