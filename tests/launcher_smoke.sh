@@ -195,14 +195,22 @@ report=$(grep -n '^hooprun: first failure' "$TMP/mix" | cut -d: -f1)
     fail "the failure report (line ${report:-none}) came before rank 1's last line (${last:-none})"
 # Without --prefix a worker writes its stdout itself; lines it writes whole (one write
 # each, here) stay whole beside hooprun's relayed stderr, also when a slow reader makes
-# hooprun queue: the queue goes out a line per write.
-gen1='awk -v r="$RANK" '"'"'BEGIN { for (i = 0; i < 3000; i++) {
-    printf "r%s out %d xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n", r, i; fflush()
-    printf "r%s err %d\n", r, i > "/dev/stderr"; fflush("/dev/stderr")
-} }'"'"
+# hooprun queue: the queue goes out a line per write. Each rank first writes 3000 long
+# stderr lines (more than the pipe holds, so hooprun queues the rest while the reader
+# sleeps), then its stdout lines, which block on the full pipe: once the reader wakes, a
+# queue written out in one write goes in part, cut at the pipe's free room, and a rank's
+# stdout line lands inside a stderr line (it did, 4 to 6 lines in each of 3 runs).
+gen1='awk -v r="$RANK" '"'"'BEGIN {
+    for (j = 0; j < 3000; j++)
+        printf "r%s err %d yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy\n", r, j > "/dev/stderr"
+    fflush("/dev/stderr")
+    for (i = 0; i < 3000; i++) {
+        printf "r%s out %d xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n", r, i; fflush()
+    }
+}'"'"
 "$HOOPRUN" --nproc-per-node 2 bash -c "$gen1" 2>&1 | (sleep 2 && cat) > "$TMP/mix"
 n=$(wc -l < "$TMP/mix")
-bad=$(grep -vc '^r[01] \(out [0-9]* x*\|err [0-9]*\)$' "$TMP/mix")
+bad=$(grep -vc '^r[01] \(out [0-9]* x*\|err [0-9]* y*\)$' "$TMP/mix")
 [ "$n" = 12000 ] && [ "$bad" = 0 ] ||
-    fail "shared stdout, slow reader: $n lines of 12000, $bad not whole: $(grep -v '^r[01] \(out [0-9]* x*\|err [0-9]*\)$' "$TMP/mix" | head -n 3)"
+    fail "shared stdout, slow reader: $n lines of 12000, $bad not whole: $(grep -v '^r[01] \(out [0-9]* x*\|err [0-9]* y*\)$' "$TMP/mix" | head -n 3)"
 echo "PASS"
