@@ -233,19 +233,26 @@ START_TEST(test_ordered_eager)
 }
 END_TEST
 
-/* CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream on one hardware queue, where a wait would
- * hold the collective's own device work): each call waits for the stream's earlier work
- * and returns once it has finished, leaving nothing on the stream, in the same order
- * (the lazy streams show a call that did not wait for the memset before it); a capture
- * is refused, naming the variable. The host layer does not model the queues themselves. */
+/* The ordered calls where they block (variable=1 set in this test's own process: Check
+ * forks): each call waits for the stream's earlier work and returns once it has
+ * finished, leaving nothing on the stream, in the same order (the lazy streams show a
+ * call that did not wait for the memset before it). */
+static void run_blocking(const char *variable, int n)
+{
+    setenv(variable, "1", 1);
+    blocking = 1;
+    run_ordered(n);
+}
+
+/* CUDA_DEVICE_MAX_CONNECTIONS=1: every stream on one hardware queue, where a wait would
+ * hold the collective's own device work. The host layer does not model the queues. */
 START_TEST(test_one_queue)
 {
-    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1); /* this test's own process (Check forks) */
-    blocking = 1;
-    run_ordered(_i);
+    run_blocking("CUDA_DEVICE_MAX_CONNECTIONS", _i);
 }
 END_TEST
 
+/* ... and a capture then is refused, naming the variable. */
 static void one_queue_capture(h_rank *h)
 {
     void *s = NULL, *graph = NULL;
@@ -275,12 +282,10 @@ START_TEST(test_one_queue_capture)
 END_TEST
 
 /* A driver without stream memory operations (the host layer's model of one): the calls
- * block as with one queue, with the same order and results. */
+ * block as with one queue. */
 START_TEST(test_no_memops)
 {
-    setenv("TEST_HX_NO_STREAM_MEMOPS", "1", 1); /* this test's own process (Check forks) */
-    blocking = 1;
-    run_ordered(_i);
+    run_blocking("TEST_HX_NO_STREAM_MEMOPS", _i);
 }
 END_TEST
 
