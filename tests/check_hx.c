@@ -48,6 +48,7 @@ int hxk_free_rc(void *p);
 const char *hxg_host_fn_and_wait(int lazy, int n);
 const char *hxg_user_object_deferred(void);
 const char *hxg_relaxed_alloc(void);
+const char *hxg_shared_queue(void);
 #endif
 
 /* A device copy of host[0..n). */
@@ -589,6 +590,14 @@ START_TEST(test_graph_relaxed_alloc)
     ck_assert_msg(why == NULL, "%s", why);
 }
 END_TEST
+
+START_TEST(test_shared_queue)
+{
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "2", 1); /* this case's own process (Check forks) */
+    const char *why = hxg_shared_queue();
+    ck_assert_msg(why == NULL, "%s", why);
+}
+END_TEST
 #endif
 
 /* The same program runs on the host execution layer (check_hx) and, linked with the
@@ -639,6 +648,7 @@ int main(int argc, char **argv)
         tcase_add_loop_test(tc, test_graph_host_fn_and_wait, 0, 2);
         tcase_add_test(tc, test_graph_user_object);
         tcase_add_test(tc, test_graph_relaxed_alloc);
+        tcase_add_test(tc, test_shared_queue);
 #endif
     }
     suite_add_tcase(s, tc);

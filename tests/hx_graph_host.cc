@@ -160,3 +160,46 @@ extern "C" const char *hxg_relaxed_alloc(void)
     cudaStreamDestroy(s);
     return NULL;
 }
+
+/* Hardware queues (hx.h; CUDA_DEVICE_MAX_CONNECTIONS=2, set by the caller before the
+ * first stream): streams a, b, c made in that order take queues 0, 1, 0. A value wait on
+ * a that cannot pass holds c's memset (a's queue) but not b's; once the flag is set, a
+ * wait for c runs a's queue and then c's memset. */
+extern "C" const char *hxg_shared_queue(void)
+{
+    cudaStream_t a, b, c;
+    unsigned char *p, *q;
+    uint32_t *flag;
+    hoop__hx_set_lazy(0);
+    EXPECT(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking) == cudaSuccess &&
+               cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking) == cudaSuccess &&
+               cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking) == cudaSuccess,
+           "streams");
+    EXPECT(cudaMallocHost((void **)&p, 64) == 0 && cudaMallocHost((void **)&q, 64) == 0 &&
+               cudaMallocHost((void **)&flag, 64) == 0,
+           "memory");
+    memset(p, 0, 64);
+    memset(q, 0, 64);
+    *flag = 0;
+    EXPECT(hoop__hx_stream_wait_value32(a, flag, 1, HOOP__HX_WAIT_GEQ) == cudaSuccess, "wait");
+    EXPECT(cudaMemsetAsync(q, 5, 64, b) == cudaSuccess && q[0] == 5,
+           "b's memset (another queue) did not run at once: %d", q[0]);
+    EXPECT(cudaMemsetAsync(p, 3, 64, c) == cudaSuccess, "c's memset");
+    EXPECT(p[0] == 0, "c's memset ran beside a's unmet wait on their shared queue");
+    cudaEvent_t e;
+    EXPECT(cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == 0 && cudaEventRecord(e, c) == 0,
+           "event");
+    EXPECT(cudaEventQuery(e) == cudaErrorNotReady, "c is not done while a's wait holds");
+    __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
+    EXPECT(cudaStreamSynchronize(c) == cudaSuccess && p[0] == 3,
+           "c's memset after the wait passed: %d", p[0]);
+    EXPECT(cudaEventQuery(e) == cudaSuccess && cudaStreamSynchronize(a) == cudaSuccess, "a");
+    cudaEventDestroy(e);
+    cudaStreamDestroy(a);
+    cudaStreamDestroy(b);
+    cudaStreamDestroy(c);
+    cudaFreeHost(p);
+    cudaFreeHost(q);
+    cudaFreeHost(flag);
+    return NULL;
+}

@@ -43,6 +43,13 @@
  *   - Device memory is host memory: cudaMalloc is malloc (filled with 0xff bytes), so
  *     ASan sees every access outside an allocation; copies are memcpy. Devices, their
  *     memory's size, streams and events: see "devices, streams, events" below.
+ *   - Hardware queues, only when CUDA_DEVICE_MAX_CONNECTIONS=N (1 to 32) is set when the
+ *     first stream is made: streams take the N queues round robin in the order they are
+ *     made (the legacy stream none), and work issued to a stream that is not lazy waits,
+ *     as on a GPU, behind a stream of its queue held by an unmet wait (work that stream
+ *     issued before it), which is how a stream call's wait can hold the collective's own
+ *     copies (include/hoop/collectives.h). Unset, queues are not modeled. Lazy streams are
+ *     not held by their queue's others.
  * What it does not model: warps in lockstep and their timing; memory ordering between
  * threads, blocks and streams (here everything is sequentially consistent, so a missing
  * __threadfence or a race between blocks passes); blocks that run at the same time (a

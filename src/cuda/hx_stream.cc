@@ -55,6 +55,7 @@ struct hoop__hx_stream {
     unsigned long dep_at[8];
     int ndeps;
     bool lazy;               /* made while lazy streams were on (never changes) */
+    int conn;                /* its hardware queue (hx.h), -1 when they are not modeled */
     std::deque<hx_queued> q; /* lazy or held: what has not run yet (under lazy_mu) */
     /* A stream that is not lazy but holds queued work behind a wait whose condition was
      * not met when it was issued (hoop__hx_stream_wait_value32, or a wait for an event of
@@ -78,7 +79,7 @@ struct hoop__hx_event {
 namespace hoop_hx
 {
 
-hoop__hx_stream legacy = {-1, 0, {0}, {}, {}, 0, false, {}, {false}, {0}, {}};
+hoop__hx_stream legacy = {-1, 0, {0}, {}, {}, 0, false, -1, {}, {false}, {0}, {}};
 
 hoop__hx_stream *stream_of(cudaStream_t s)
 {
@@ -127,11 +128,41 @@ int lazy_now(void)
     return m;
 }
 
-/* Whether work issued to s queues (a lazy stream, or one held behind a wait). */
+bool lazy_run(hoop__hx_stream *s, unsigned long at);
+
+/* Hardware queues (hx.h): CUDA_DEVICE_MAX_CONNECTIONS, read once; 0 when unset or out
+ * of CUDA's range 1..32 (not modeled). */
+int queues(void)
+{
+    static const int n = [] {
+        const char *e = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+        long v = e ? strtol(e, NULL, 10) : 0;
+        return v >= 1 && v <= 32 ? (int)v : 0;
+    }();
+    return n;
+}
+
+/* Another stream on s's hardware queue that holds it: one that is not lazy and is held
+ * behind a wait (under lazy_mu; held streams are in lazy_streams), or NULL. */
+hoop__hx_stream *queue_holder(const hoop__hx_stream *s)
+{
+    if (s->conn < 0) return NULL;
+    for (size_t i = 0; i < lazy_streams.size(); i++) {
+        hoop__hx_stream *t = lazy_streams[i];
+        if (t != s && t->conn == s->conn && !t->lazy && t->held.load()) return t;
+    }
+    return NULL;
+}
+
+/* Whether work issued to s queues (a lazy stream, or one held behind a wait, its own or
+ * another's on its hardware queue). */
 int is_lazy(cudaStream_t s)
 {
     const hoop__hx_stream *st = stream_of(s);
-    return st->lazy || st->held.load();
+    if (st->lazy || st->held.load()) return 1;
+    if (st->conn < 0) return 0;
+    std::lock_guard<std::recursive_mutex> g(lazy_mu);
+    return queue_holder(st) != NULL;
 }
 
 /* Queues op on stream s (lazy, or held; NULL is the legacy stream): as one more piece of
@@ -143,6 +174,19 @@ void lazy_push(hoop__hx_stream *s, std::function<void()> op, bool counted,
 {
     s = stream_of(s);
     std::lock_guard<std::recursive_mutex> g(lazy_mu);
+    hoop__hx_stream *t = s->lazy || s->held.load() ? NULL : queue_holder(s);
+    if (t) { /* behind what t has issued so far, as its hardware queue runs them in order */
+        unsigned long upto = t->issued.load();
+        std::function<bool()> own = std::move(ready);
+        ready = [t, upto, own]() {
+            static thread_local int depth; /* queues that hold each other's: give up */
+            if (depth > 4) return false;
+            depth++;
+            lazy_run(t, upto);
+            depth--;
+            return (t->q.empty() || t->q.front().seq > upto) && (!own || own());
+        };
+    }
     if (!s->lazy && !s->held.load() && (!ready || ready())) { /* nothing queued: run it */
         draining++;
         op();
@@ -291,6 +335,8 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
     st->device = cur_dev;
     st->flags = flags;
     st->lazy = lazy_now() != 0;
+    static std::atomic<unsigned> made{0}; /* round robin over the hardware queues */
+    st->conn = queues() ? (int)(made++ % (unsigned)queues()) : -1;
     if (st->lazy) {
         std::lock_guard<std::recursive_mutex> g(lazy_mu);
         try {
