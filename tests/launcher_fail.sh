@@ -514,6 +514,34 @@ ms=$(($(now_ms) - t0))
 [ "$ms" -lt 5000 ] || fail "hooprun took $ms ms after SIGQUIT"
 assert_contains "$TMP/quit/err" "hooprun: got Quit; forwarded it to the workers"
 
+# 19. A SIGTERM to hooprun that workers take 4 s to act on (hoop-train saving its
+# checkpoint on preemption): they get 30 s by default, finish and exit 0, so hooprun exits
+# 0 (it sent SIGKILL after --grace's 3 s, the save was lost, and it exited 143 all the
+# same); with --grace 1 the SIGKILL comes after 1 s and says what it cut.
+mkdir -p "$TMP/save"
+for g in default 1; do
+    rm -f "$TMP"/save/ready.*
+    grace=()
+    [ $g = 1 ] && grace=(--grace 1)
+    "$HOOPRUN" "${grace[@]}" --nproc-per-node 2 bash -c \
+        'trap "sleep 4; exit 0" TERM; touch '"$TMP"'/save/ready.$RANK; sleep 30 & wait' \
+        > /dev/null 2> "$TMP/save/err.$g" &
+    hp=$!
+    for _ in $(seq 100); do
+        [ "$(ls "$TMP/save" | grep -c '^ready\.')" = 2 ] && break
+        sleep 0.1
+    done
+    kill -TERM $hp
+    wait $hp
+    rc=$?
+    if [ $g = default ]; then
+        [ "$rc" = 0 ] || fail "SIGTERM, workers saving for 4 s: hooprun exited $rc, not 0: $(cat "$TMP/save/err.$g")"
+    else
+        [ "$rc" = 143 ] || fail "SIGTERM, --grace 1: hooprun exited $rc, not 143: $(cat "$TMP/save/err.$g")"
+        assert_contains "$TMP/save/err.$g" "did not stop within 1.0 s of the signal hooprun forwarded; sending SIGKILL (what it was saving is lost"
+    fi
+done
+
 # 9. All workers exit 0: hooprun exits 0 and says nothing.
 "$HOOPRUN" --nproc-per-node 3 true > "$TMP/ok.out" 2> "$TMP/ok.err" || fail "3 x true failed"
 [ -s "$TMP/ok.err" ] && fail "hooprun printed on success: $(cat "$TMP/ok.err")"

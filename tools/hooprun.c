@@ -40,6 +40,9 @@
 #define DEFAULT_PORT 29500
 #define RDZV_DEFAULT_PORT 29400 /* torchrun's default for --rdzv-endpoint without a port */
 #define DEFAULT_GRACE_MS 3000
+/* after a SIGINT/SIGTERM/SIGHUP/SIGQUIT hooprun forwarded, when --grace is not given: the
+ * workers may be saving a checkpoint (torchelastic gives its workers 30 s too) */
+#define DEFAULT_STOP_GRACE_MS 30000
 #define NPROC_MAX 4096
 #define RESTARTS_MAX 1000
 
@@ -101,7 +104,9 @@ static const char usage[] =
     "  --bind core|none    core (default): bind each worker to its own block of the CPUs\n"
     "                      hooprun may use (hwloc's topology-aware split; nobody is bound\n"
     "                      when there are fewer CPUs than workers); none: no binding\n"
-    "  --grace S           seconds between SIGTERM and SIGKILL when stopping (default 3)\n"
+    "  --grace S           seconds between SIGTERM and SIGKILL when stopping (default 3,\n"
+    "                      or 30 after a SIGINT, SIGTERM, SIGHUP or SIGQUIT that hooprun\n"
+    "                      forwards: the workers may be saving a checkpoint)\n"
     "  --prefix            prefix each worker's terminal lines with \"[rank N] \" (as\n"
     "                      mpirun --tag-output; also --tag-output). Off by default, as\n"
     "                      mpirun and torchrun: rank 0's lines (hoop-train's log,\n"
@@ -150,6 +155,7 @@ typedef struct cli {
     int standalone, max_restarts, tee;
     const char *log_dir;
     int64_t grace_ms;
+    int grace_given; /* --grace given: it applies after a stop signal too */
     int prefix, dry_run, bind;
     char **argv;
 } cli;
@@ -403,6 +409,7 @@ static int take_option(cli *c, int opt, const char *arg, int argc, char **argv)
     case OPT_GRACE:
         if (hoop__parse_seconds_ms("--grace", arg, &c->grace_ms) != HOOP_OK)
             return bad_usage("%s; allowed: seconds >= 0", hoop_last_error());
+        c->grace_given = 1;
         return 0;
     case OPT_BIND:
         if (strcmp(arg, "core") != 0 && strcmp(arg, "none") != 0)
@@ -791,6 +798,7 @@ static int resolve(const cli *c, hooprun_plan *p, int *reserve_fd)
                         .nproc_per_node = c->nproc,
                         .prefix = c->prefix,
                         .grace_ms = c->grace_ms,
+                        .stop_grace_ms = c->grace_given ? c->grace_ms : DEFAULT_STOP_GRACE_MS,
                         .argv = c->argv,
                         .log_dir = c->log_dir,
                         .tee = c->tee > 0 ? c->tee : 0,

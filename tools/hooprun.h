@@ -28,11 +28,13 @@ typedef struct hooprun_plan {
     const char *nnodes_from, *node_rank_from; /* "--nnodes" or "SLURM_NNODES", ...: for messages */
     char master_addr[256];
     int master_port;
-    char token[129];     /* HOOP_TOKEN every worker of this attempt gets */
-    int token_tail;      /* its last characters that restarts keep (one node's launch bits) */
-    int prefix;          /* 1: prefix each terminal line with "[rank N] " */
-    int64_t grace_ms;    /* SIGTERM -> SIGKILL delay when stopping workers */
-    char **argv;         /* PROG ARGS..., NULL-terminated */
+    char token[129];       /* HOOP_TOKEN every worker of this attempt gets */
+    int token_tail;        /* its last characters that restarts keep (one node's launch bits) */
+    int prefix;            /* 1: prefix each terminal line with "[rank N] " */
+    int64_t grace_ms;      /* SIGTERM -> SIGKILL delay when stopping workers */
+    int64_t stop_grace_ms; /* ... after a stop signal hooprun forwarded (the workers may be
+                            * saving: hoop-train's preemption): --grace, else 30 s */
+    char **argv;           /* PROG ARGS..., NULL-terminated */
     cpu_set_t *cpus;     /* --bind core: worker i's CPUs (nproc_per_node sets); NULL = no binding */
     const char *log_dir; /* --log-dir: one file per rank there; NULL = none */
     int tee;             /* with log_dir: 1 stdout, 2 stderr, 3 both also go to the terminal */

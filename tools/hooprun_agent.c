@@ -57,14 +57,16 @@
 /* What the first meeting compares: every node must have been told the same. */
 typedef struct agent_card {
     int32_t max_restarts, nproc_per_node;
-    int64_t grace_ms; /* not compared: the largest bounds a restart's meeting */
+    int64_t grace_ms;      /* not compared: the largest bounds a restart's meeting */
+    int64_t stop_grace_ms; /* not compared: the largest bounds node 0's wait after a signal */
     char host[64];
 } agent_card;
 
-static char refused_why[400];  /* hooprun_agent_refuse's message, for the exit note */
-static int mirrored;           /* a signal's 128 + N another node's hooprun left with */
-static char mirrored_why[600]; /* its exit note's account */
-static int64_t max_grace_ms;   /* the largest --grace of every node (the first meeting) */
+static char refused_why[400];     /* hooprun_agent_refuse's message, for the exit note */
+static int mirrored;              /* a signal's 128 + N another node's hooprun left with */
+static char mirrored_why[600];    /* its exit note's account */
+static int64_t max_grace_ms;      /* the largest --grace of every node (the first meeting) */
+static int64_t max_stop_grace_ms; /* ... and of their grace after a stop signal */
 /* This attempt's failure note, kept while node 0's hooprun did not answer (stalled: a
  * debugger, SIGSTOP), for hooprun_agent_look to leave once it does. */
 static char pending_key[64], pending_note[600];
@@ -309,6 +311,7 @@ static int compare_cards(const hooprun_plan *p, agent_card *all)
     for (int n = 0; n < p->nnodes; n++) {
         all[n].host[sizeof(all[n].host) - 1] = '\0';
         if (all[n].grace_ms > max_grace_ms) max_grace_ms = all[n].grace_ms;
+        if (all[n].stop_grace_ms > max_stop_grace_ms) max_stop_grace_ms = all[n].stop_grace_ms;
         const char *what = all[n].max_restarts != mine->max_restarts       ? "--max-restarts"
                            : all[n].nproc_per_node != mine->nproc_per_node ? "--nproc-per-node"
                                                                            : NULL;
@@ -543,7 +546,8 @@ int hooprun_agent_begin(const hooprun_plan *p, int k)
         }
         all[p->node_rank] = (agent_card){.max_restarts = p->max_restarts,
                                          .nproc_per_node = p->nproc_per_node,
-                                         .grace_ms = p->grace_ms};
+                                         .grace_ms = p->grace_ms,
+                                         .stop_grace_ms = p->stop_grace_ms};
         snprintf(all[p->node_rank].host, sizeof(all[0].host), "%.*s", (int)sizeof(all[0].host) - 1,
                  p->host);
         rc = meet_interruptible(p, 0, CARDS, all, &failed);
@@ -730,11 +734,11 @@ void hooprun_agent_close(hooprun_plan *p, int rc)
             /* The others read the notes at their next look (HOOPRUN_AGENT_PROBE_MS) and
              * hang up; node 0's GOODBYE must not overtake that, nor a meeting's last
              * reply (refusing a difference, exit 2, which every node finds at once).
-             * After a signal, a node still stopping its workers (up to --grace) reads
-             * the code to mirror at its next meeting. Nodes not connected yet are told
-             * the GOODBYE's reason when they come. */
+             * After a signal, a node still stopping its workers (up to its grace after a
+             * stop signal) reads the code to mirror at its next meeting. Nodes not connected yet
+             * are told the GOODBYE's reason when they come. */
             int64_t ms = rc == 2 ? 2000 : HOOPRUN_AGENT_LINGER_MS;
-            if (sig || copy) ms = max_grace_ms + 2000;
+            if (sig || copy) ms = max_stop_grace_ms + 2000;
             hoop__store_linger(p->agents, ms);
             hoop__store_tell_latecomers(p->agents, *refused_why ? HOOPRUN_AGENT_REFUSE_MS : 0);
         } else {

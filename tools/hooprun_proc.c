@@ -57,6 +57,8 @@ typedef struct supervisor {
     int stopping;        /* 1 once SIGTERM went out (or a stop began) */
     int killed;          /* 1 once SIGKILL went out */
     int64_t kill_at_ns;  /* when to send SIGKILL, while stopping */
+    int stop_signal;     /* the stop began with a stop signal hooprun forwarded: SIGKILL
+                          * after --grace's stop_grace_ms (the workers may be saving) */
     int exit_code;       /* first bad exit's code; -1 = none yet */
     int spawn_failed;    /* hooprun could not start every worker */
     int interrupted;     /* INT/TERM that hooprun received, 0 = none */
@@ -275,11 +277,16 @@ static void look_halted(supervisor *s, int64_t now)
 
 static void kill_everything(supervisor *s)
 {
+    const int asked = s->stop_signal; /* their own stop (a checkpoint's save) is cut */
     for (int i = 0; i < s->n; i++)
         if (s->w[i].running)
             fprintf(stderr,
-                    "hooprun: rank %d (pid %d) did not stop within %.1f s; sending SIGKILL\n",
-                    s->w[i].rank, (int)s->w[i].pid, (double)s->plan->grace_ms / 1000.0);
+                    "hooprun: rank %d (pid %d) did not stop within %.1f s%s; sending SIGKILL%s\n",
+                    s->w[i].rank, (int)s->w[i].pid,
+                    (double)(asked ? s->plan->stop_grace_ms : s->plan->grace_ms) / 1000.0,
+                    asked ? " of the signal hooprun forwarded" : "",
+                    asked ? " (what it was saving is lost; --grace S gives the workers longer)"
+                          : "");
     s->killed = 1;
     signal_groups(s, SIGKILL);
     signal_children(s, SIGKILL, 0);
@@ -660,7 +667,8 @@ static void on_signal(supervisor *s)
             fprintf(stderr, "hooprun: got %s; forwarded it to the workers\n", strsignal(sig));
             if (!s->stopping) {
                 s->stopping = 1; /* the forwarded signal is the stop request; SIGKILL later */
-                s->kill_at_ns = hoop__now_ns() + s->plan->grace_ms * 1000000LL;
+                s->stop_signal = 1;
+                s->kill_at_ns = hoop__now_ns() + s->plan->stop_grace_ms * 1000000LL;
             }
         }
     }
