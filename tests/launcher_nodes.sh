@@ -576,4 +576,25 @@ rc0=$?
 assert_contains "$TMP/tok.1.err" "the server refused this client: wrong or missing HOOP_TOKEN"
 assert_contains "$TMP/tok.0.err" "node 1 never came within HOOP_TIMEOUT (3000 ms); meanwhile its store refused a client at 127.0.0.1:"
 assert_contains "$TMP/tok.0.err" "claiming node 1: wrong or missing HOOP_TOKEN"
+# 24. Node 0's hooprun stopped (SIGSTOP) from before its worker ends until node 1's,
+# whose worker exited 0, gave up on it at the end (HOOP_TIMEOUT): a finished job, both
+# exit 0, as a timeout at that exit barrier does (node 1 exited 1, and node 0, continued,
+# then blamed node 1's exit).
+port=$((20000 + RANDOM % 12000))
+HOOP_TIMEOUT=4 "$HOOPRUN" --nnodes 2 --node-rank 0 --nproc-per-node 1 --master-addr 127.0.0.1 \
+    --master-port $port sleep 2 > /dev/null 2> "$TMP/endstop.0.err" &
+p0=$!
+HOOP_TIMEOUT=4 "$HOOPRUN" --nnodes 2 --node-rank 1 --nproc-per-node 1 --master-addr 127.0.0.1 \
+    --master-port $port sleep 2 > /dev/null 2> "$TMP/endstop.1.err" &
+p1=$!
+sleep 1
+kill -STOP $p0
+wait $p1
+rc1=$?
+kill -CONT $p0
+wait $p0
+rc0=$?
+[ "$rc1" = 0 ] && [ "$rc0" = 0 ] ||
+    fail "node 0 stopped at the end: exit codes $rc0/$rc1, not 0/0: $(cat "$TMP/endstop.0.err" "$TMP/endstop.1.err")"
+assert_contains "$TMP/endstop.1.err" "node 0's hooprun did not answer at the end of the first attempt within HOOP_TIMEOUT (4000 ms; stopped, in a debugger, or cut off by the network?); every worker here exited 0; leaving"
 echo "PASS"

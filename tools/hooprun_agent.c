@@ -350,7 +350,7 @@ enum meeting { CARDS, START, END };
 /* What a meeting m that a signal ends does not do, for its line. */
 static const char *not_next(enum meeting m)
 {
-    return m == END     ? "leaving"
+    return m == END     ? "every worker here exited 0; leaving"
            : m == START ? "not starting another attempt"
                         : "not starting the workers";
 }
@@ -408,6 +408,7 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
     if (hoop__store_stalled(p->agents)) { /* the answer owed never came in time */
         stalled_text(p, when, msg, sizeof(msg));
         fprintf(stderr, "hooprun (node %d): %s; %s\n", p->node_rank, msg, not_next(m));
+        rc = m == END ? 0 : 1; /* the exit barrier's rule (below): this node's work is done */
         goto out;
     }
     leave_pending(p);
@@ -473,6 +474,14 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
         }
         if (!timed_out) { /* a node lost, or the store gone: a note may say why */
             rc = meeting_failed(p, s == HOOP_ERR_MISMATCH ? s : HOOP_ERR_REMOTE, when, msg);
+            /* At the end, a lost store or node is no failure of this node's, whose
+             * workers all exited 0 (a note of a failure elsewhere was read first), as a
+             * timeout there is not: torchelastic's exit barrier. */
+            if (m == END && rc == 1) {
+                fprintf(stderr, "hooprun (node %d): every worker here exited 0; leaving\n",
+                        p->node_rank);
+                rc = 0;
+            }
             break;
         }
         /* At the end, the attempt's failure before a hooprun's exit it caused. */
