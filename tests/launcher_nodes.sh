@@ -597,4 +597,22 @@ rc0=$?
 [ "$rc1" = 0 ] && [ "$rc0" = 0 ] ||
     fail "node 0 stopped at the end: exit codes $rc0/$rc1, not 0/0: $(cat "$TMP/endstop.0.err" "$TMP/endstop.1.err")"
 assert_contains "$TMP/endstop.1.err" "node 0's hooprun did not answer at the end of the first attempt within HOOP_TIMEOUT (4000 ms; stopped, in a debugger, or cut off by the network?); every worker here exited 0; leaving"
+# 25. Node 0 given a MASTER_ADDR that is not its host's (here a multicast address, to
+# which no connection goes): its store listens on every address of this host, so its own
+# connection failing there says so at once, exit 2 (it retried for HOOP_TIMEOUT and then
+# said that node 0's hooprun never opened its store); the workers' rank 0 alike.
+t0=$(now_ms)
+HOOP_TIMEOUT=20 "$HOOPRUN" --nnodes 2 --node-rank 0 --nproc-per-node 1 --master-addr 224.0.0.1 \
+    --master-port $((20000 + RANDOM % 12000)) true > /dev/null 2> "$TMP/notme.err"
+rc=$?
+ms=$(($(now_ms) - t0))
+[ "$rc" = 2 ] && [ "$ms" -lt 5000 ] ||
+    fail "node 0 with another host's MASTER_ADDR: exit $rc after $ms ms, not 2 at once: $(cat "$TMP/notme.err")"
+assert_contains "$TMP/notme.err" "node 0's hooprun serves its store on port"
+assert_contains "$TMP/notme.err" "MASTER_ADDR must name this host, where node 0's hooprun runs"
+MASTER_ADDR=224.0.0.1 MASTER_PORT=$((20000 + RANDOM % 12000)) RANK=0 WORLD_SIZE=2 HOOP_TIMEOUT=20 \
+    "${top_builddir:-.}/tools/hoop-smoke" > /dev/null 2> "$TMP/notme0.err"
+rc=$?
+[ "$rc" = 2 ] || fail "rank 0 with another host's MASTER_ADDR: exit $rc, not 2: $(cat "$TMP/notme0.err")"
+assert_contains "$TMP/notme0.err" "MASTER_ADDR must name this host, where rank 0 runs"
 echo "PASS"

@@ -51,13 +51,14 @@ struct hoop_store {
     int64_t timeout_ms;
     char name[300]; /* "host:port" of the server */
     char token[HOOP__STORE_TOKEN_MAX + 1];
-    hoop__buf out;                          /* the request being sent */
-    hoop__buf in;                           /* the last reply's body (after the length) */
-    hoop_store_server *server;              /* owned (hoop_store_init_env on rank 0), else NULL */
-    int rendezvous;                         /* the owner's store (hoop__store_naming) */
-    char owner[64];                         /* "rank 0" (hoop__store_naming) */
-    char place[64];                         /* "MASTER_ADDR:MASTER_PORT" */
-    char label[480];                        /* "store H:P" or "rank 0's store (MASTER_ADDR:...)" */
+    hoop__buf out;             /* the request being sent */
+    hoop__buf in;              /* the last reply's body (after the length) */
+    hoop_store_server *server; /* owned (hoop_store_init_env on rank 0), else NULL */
+    int rendezvous;            /* the owner's store (hoop__store_naming) */
+    int serving;     /* the owner's own client: its server listens already (a refusal: not here) */
+    char owner[64];  /* "rank 0" (hoop__store_naming) */
+    char place[64];  /* "MASTER_ADDR:MASTER_PORT" */
+    char label[480]; /* "store H:P" or "rank 0's store (MASTER_ADDR:...)" */
     char lost[HOOP__STORE_REASON_MAX + 64]; /* why the connection is gone; "" while it works */
     hoop_status fail_code;                  /* the first failure noted (hoop__store_note_failure) */
     char failure[1024];
@@ -506,12 +507,13 @@ static void backoff(int *step_ms, unsigned *seed, int64_t deadline_ns)
  * HOOP_ERR_TIMEOUT meaning "try again" with the reason in last. *silent says whether the
  * last attempt reached a listener that then did not answer within the deadline. */
 static hoop_status try_connect(hoop_store *st, const struct addrinfo *res, int64_t deadline_ns,
-                               char *last, size_t cap, int *silent, int *unroutable)
+                               char *last, size_t cap, int *silent, int *unroutable, int *refused)
 {
     for (const struct addrinfo *a = res; a; a = a->ai_next) {
         st->fd = connect_one(a, deadline_ns);
         *silent = 0;
         *unroutable = 0;
+        *refused = st->fd < 0 && errno == ECONNREFUSED;
         if (st->fd < 0) {
             *unroutable = errno == ENETUNREACH || errno == EHOSTUNREACH;
             snprintf(last, cap, "%s", hoop__strerror(errno));
@@ -564,11 +566,21 @@ static hoop_status connect_retry(hoop_store *st, const char *host, int port)
     int step_ms = BACKOFF_MIN_MS;
     unsigned seed = (unsigned)hoop__now_ns() ^ (unsigned)(uintptr_t)st;
     char last[sizeof(st->lost)] = "no attempt";
-    int silent = 0, unroutable = 0;
+    int silent = 0, unroutable = 0, refused = 0;
     hoop_status s;
     for (;;) {
-        s = try_connect(st, res, deadline_ns, last, sizeof(last), &silent, &unroutable);
+        s = try_connect(st, res, deadline_ns, last, sizeof(last), &silent, &unroutable, &refused);
         if (s != HOOP_ERR_TIMEOUT || hoop__ms_left(deadline_ns) == 0) break;
+        if (st->serving && (refused || unroutable)) { /* its own server is not there */
+            char hp[300];
+            freeaddrinfo(res);
+            return HOOP_ERROR(HOOP_ERR_INVALID,
+                              "%s serves its store on port %d of this host, but a connection "
+                              "to %s (%s) failed: %s; MASTER_ADDR must name this host, where "
+                              "%s runs",
+                              st->owner, port, hoop__hostport(hp, sizeof(hp), host, port),
+                              st->place, last, st->owner);
+        }
         backoff(&step_ms, &seed, deadline_ns);
     }
     int loopback = all_loopback(res);
@@ -643,7 +655,7 @@ int hoop__store_exit_code(hoop_status st)
 }
 
 static hoop_status store_init(hoop_store **out, const hoop_store_config *cfg, int rendezvous,
-                              const hoop__store_naming *naming)
+                              const hoop__store_naming *naming, int serving)
 {
     if (out == NULL) return HOOP_ERROR(HOOP_ERR_INVALID, "store: out is NULL");
     *out = NULL;
@@ -654,6 +666,7 @@ static hoop_status store_init(hoop_store **out, const hoop_store_config *cfg, in
     st->rank = cfg->rank < 0 ? -1 : cfg->rank;
     st->world_size = cfg->world_size;
     st->rendezvous = rendezvous;
+    st->serving = serving;
     snprintf(st->token, sizeof(st->token), "%s", cfg->token ? cfg->token : "");
     hoop__hostport(st->name, sizeof(st->name), cfg->host, cfg->port);
     if (naming == NULL) naming = &hoop__store_workers;
@@ -679,13 +692,13 @@ fail:
 
 HOOP_API hoop_status hoop_store_init(hoop_store **out, const hoop_store_config *cfg)
 {
-    return store_init(out, cfg, 0, NULL);
+    return store_init(out, cfg, 0, NULL, 0);
 }
 
 hoop_status hoop__store_init_rendezvous(hoop_store **out, const hoop_store_config *cfg,
-                                        const hoop__store_naming *naming)
+                                        const hoop__store_naming *naming, int serving)
 {
-    return store_init(out, cfg, 1, naming);
+    return store_init(out, cfg, 1, naming, serving);
 }
 
 /* Says CLOSE and waits up to CLOSE_WAIT_MS for any answer (its OK, or a GOODBYE queued

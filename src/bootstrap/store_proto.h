@@ -492,9 +492,13 @@ typedef struct hoop__store_naming {
 extern const hoop__store_naming hoop__store_workers;
 
 /* hoop_store_init for a rendezvous (hoop_store_init_env): the server is the owner's
- * (naming, NULL: rank 0's at MASTER_ADDR:MASTER_PORT), and messages say so. */
+ * (naming, NULL: rank 0's at MASTER_ADDR:MASTER_PORT), and messages say so. serving: 1
+ * when the caller is the owner, whose server already listens on cfg->port of every
+ * address of this host (hoop__store_init_served): a connection to cfg->host refused
+ * there means the host is not this one, and fails at once (HOOP_ERR_INVALID naming
+ * it) instead of after HOOP_TIMEOUT. */
 hoop_status hoop__store_init_rendezvous(hoop_store **out, const hoop_store_config *cfg,
-                                        const hoop__store_naming *naming);
+                                        const hoop__store_naming *naming, int serving);
 
 /* What hoop_store_init_env does once it has read the environment, for a caller with a
  * config of its own (hooprun's agents: the nodes' hoopruns, rank = node rank): rank 0

@@ -520,7 +520,7 @@ hoop_status hoop__store_init_served(hoop_store **out, const hoop_store_config *c
     *out = NULL;
     if (naming == NULL) naming = &hoop__store_workers;
     if (cfg.rank == 0) HOOP_CHECK(start_rank0_server(&cfg, &srv, naming));
-    hoop_status s = hoop__store_init_rendezvous(out, &cfg, naming);
+    hoop_status s = hoop__store_init_rendezvous(out, &cfg, naming, srv != NULL);
     char fault[700];
     hoop_status gave_up = s != HOOP_OK ? hoop__store_server_fault(srv, fault, sizeof(fault)) : 0;
     if (gave_up != HOOP_OK)
