@@ -428,7 +428,7 @@ static void mismatch(h_rank *h)
 }
 
 /* A rank that comes to a call after the others timed out waiting for it reads their
- * claim, which names it: it says so, " (this rank)", since the message is another
+ * claim, which names it: it says so, " (the rank reporting this)", since the message is another
  * rank's view ("... still waiting for data from rank 1" read on rank 1 looked like rank
  * 1 had waited for itself). */
 static void late_one(h_rank *h)
@@ -441,10 +441,10 @@ static void late_one(h_rank *h)
         return;
     }
     const char *m = hoop_last_error(), *at = strstr(m, "from rank 1");
-    if (h->rank == 1 && (!at || strncmp(at, "from rank 1 (this rank)", 23) != 0))
+    if (h->rank == 1 && (!at || strncmp(at, "from rank 1 (the rank reporting this)", 37) != 0))
         h_fail(h, "the late rank's message does not say it is this rank: %s", m);
-    if (h->rank != 1 && strstr(m, "(this rank)"))
-        h_fail(h, "another rank's message says '(this rank)': %s", m);
+    if (h->rank != 1 && strstr(m, "(the rank reporting this)"))
+        h_fail(h, "another rank's message says '(the rank reporting this)': %s", m);
 }
 
 START_TEST(test_late_rank_named)

@@ -177,7 +177,7 @@ static void ctl_flush(hoop_comm *comm, const hoop__hdr *recs, int n)
 
 /* "rank O: CALL did not finish within HOOP_TIMEOUT; it was still waiting for data from
  * rank C": the timeout that an ABORT or CLAIM record r carries, as rank self reads it
- * (" (this rank)" after C where C is self: the message is rank O's view). */
+ * (" (the rank reporting this)" after C where C is self: the message is rank O's view). */
 static void timeout_text(const hoop__hdr *r, int self, char *buf, size_t cap)
 {
     char a[160], step[96] = "";
@@ -193,7 +193,7 @@ static void timeout_text(const hoop__hdr *r, int self, char *buf, size_t cap)
              r[2].kind == 1   ? "the call's vote"
              : r[2].kind == 3 ? "the votes relayed"
                               : "data",
-             c, c == self && r[0].root != self ? " (this rank)" : "", step);
+             c, c == self && r[0].root != self ? " (the rank reporting this)" : "", step);
 }
 
 /* A timeout's cause, once the grace for others' claims is over (claims.c): the claim at
