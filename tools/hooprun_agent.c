@@ -398,6 +398,7 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
     }
     /* A reply still owed (the supervisor's look) first, then a failure note kept while
      * node 0's hooprun was silent: signals are read meanwhile. */
+    const int was_stalled = hoop__store_stalled(p->agents); /* given up before this meeting */
     while (!answered(p, HOOPRUN_AGENT_PROBE_MS)) {
         int sig = stop_signal();
         if (sig) {
@@ -407,6 +408,12 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
     }
     if (hoop__store_stalled(p->agents)) { /* the answer owed never came in time */
         stalled_text(p, when, msg, sizeof(msg));
+        if (was_stalled) /* no wait here: it had been given up (the time said is then's) */
+            snprintf(msg, sizeof(msg),
+                     "node 0's hooprun had stopped answering before the meeting %s (an answer "
+                     "did not come within HOOP_TIMEOUT, %lld ms: stopped, in a debugger, or cut "
+                     "off by the network?)",
+                     when, (long long)hoop__store_timeout(p->agents, -1));
         fprintf(stderr, "hooprun (node %d): %s; %s\n", p->node_rank, msg, not_next(m));
         rc = m == END ? 0 : 1; /* the exit barrier's rule (below): this node's work is done */
         goto out;
