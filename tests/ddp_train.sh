@@ -242,6 +242,24 @@ for case in "--lr 0.5|--lr: rank 0 has 0.05, rank 1 has 0.5" \
         bad "rank 1 with ${case%%|*}: rc=$rc (want 2, '$want'): $(cat "$tmp/ag")"
 done
 echo "ok: flags that differ between ranks: exit 2, the flag and both values named"
+# On two nodes, the first rank of node 1 says it too (its node's output held no reason:
+# its hooprun said only "exited with code 2"); each node's other rank stays silent.
+port=$((20000 + RANDOM % 12000))
+for n in 0 1; do
+    [ $n = 1 ] && extra="--lr 0.5" || extra=
+    # shellcheck disable=SC2086
+    HOOP_TOKEN=flags-$port $build/tools/hooprun --prefix --nnodes 2 --node-rank $n \
+        --nproc-per-node 2 --master-addr 127.0.0.1 --master-port $port $train $small $extra \
+        --data "$tmp/nowhere" >"$tmp/an$n" 2>&1 &
+done
+wait
+for n in 0 1; do
+    said=$(grep -c "hoop-train: ranks disagree on --lr: rank 0 has 0.05, rank 2 has 0.5" "$tmp/an$n")
+    [ "$said" = 2 ] && grep -q "^\[rank $((2 * n))\] hoop-train: ranks disagree" "$tmp/an$n" &&
+        ! grep -q "^\[rank $((2 * n + 1))\] hoop-train" "$tmp/an$n" ||
+        bad "node $n of two, node 1 given --lr 0.5: its first rank does not say why (once): $(cat "$tmp/an$n")"
+done
+echo "ok: two nodes: each node's first rank names the flag that differs"
 
 # 5. --device cuda under hooprun, on the CUDA backend built on the host execution layer
 # (TEST_CUDA_HX_BACKEND, exported by make check; its kernels run on the CPU): 2 workers on

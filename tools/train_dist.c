@@ -48,6 +48,14 @@ hoop_status train_dist_destroy(train_dist *d)
     return st;
 }
 
+/* 1 when d's rank follows rank 0 out of a failure that rank 0 explains, silently: every
+ * rank but 0 and the first of each other node (local rank 0), whose node's output would
+ * otherwise hold no reason (a node's hooprun said only "exited with code 2"). */
+static int follows_quietly(const train_dist *d)
+{
+    return d->rank != 0 && hoop_comm_local_rank(d->comm) != 0;
+}
+
 hoop_status train_dist_same_settings(train_dist *d, const char *text)
 {
     char *all = NULL, flag[64], va[128], vb[128];
@@ -64,7 +72,7 @@ hoop_status train_dist_same_settings(train_dist *d, const char *text)
                         "ranks disagree on %s: rank 0 has %s, rank %d has %s (every rank must "
                         "get the same flags)",
                         flag, va, r, vb);
-        d->root_failed = d->rank != 0; /* rank 0 says it, for all */
+        d->root_failed = follows_quietly(d); /* rank 0 says it, for all (on its node) */
         break;
     }
 out:
@@ -113,7 +121,7 @@ hoop_status train_dist_same_data(train_dist *d, const train_data_id *mine)
             all[r].code = HOOP_ERR_REMOTE;
     }
     for (int r = 1; r < d->world_size && st == HOOP_OK; r++) st = data_diff(&all[0], &all[r], r);
-    d->root_failed = st != HOOP_OK && d->rank != 0; /* rank 0 says it, for all */
+    d->root_failed = st != HOOP_OK && follows_quietly(d); /* rank 0 says it (on its node) */
 out:
     free(all);
     return st;
@@ -130,8 +138,8 @@ hoop_status train_dist_root_status(train_dist *d, hoop_status st)
     int32_t code = (int32_t)st;
     HOOP_CHECK(hoop_broadcast(d->comm, &code, &code, 1, HOOP_DTYPE_I32, 0, NULL));
     if (d->rank == 0 || code == HOOP_OK) return d->rank == 0 ? st : HOOP_OK;
-    d->root_failed = 1;
-    return HOOP_ERROR((hoop_status)code, "rank 0 failed (%s); see its message",
+    d->root_failed = follows_quietly(d);
+    return HOOP_ERROR((hoop_status)code, "rank 0 failed (%s); see its message on its node",
                       hoop_status_str((hoop_status)code));
 }
 

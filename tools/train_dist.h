@@ -29,8 +29,9 @@ typedef struct train_dist {
     int rank, world_size;
     hoop_request *agree_req; /* the stop agreement in flight (train_dist_agree) */
     int32_t agree_sig;       /* its buffer */
-    int root_failed;         /* set on ranks != 0 when rank 0 reported a failure (it explains) */
-    int reported;            /* rank 0 already printed its failure (before telling the others) */
+    int root_failed; /* rank 0 reported a failure (it explains): set on the ranks that follow it
+                      * out silently, all but rank 0 and each other node's first */
+    int reported;    /* rank 0 already printed its failure (before telling the others) */
 } train_dist;
 
 /* What a checkpoint carries besides parameters and optimizer state: where training
@@ -71,7 +72,8 @@ hoop_status train_dist_destroy(train_dist *d);
  * distributed; nothing when single). A difference is HOOP_ERR_INVALID on every rank, the
  * same message everywhere: "ranks disagree on --lr: rank 0 has 0.1, rank 1 has 0.5 (every
  * rank must get the same flags)", naming the lowest rank that differs and the first flag in
- * the text's order; rank 0 alone prints it (the others are marked root_failed). */
+ * the text's order; rank 0 prints it, and the first rank of each other node (the others
+ * are marked root_failed). */
 hoop_status train_dist_same_settings(train_dist *d, const char *text);
 
 /* What a rank loaded from --data, compared across the ranks by train_dist_same_data. */
@@ -95,7 +97,8 @@ typedef struct train_data_id {
  * image sizes; or, for a rank that could not load its --data (code set), rank 0 names
  * it with the loader's message and status: "rank 1 could not load its --data: /x: ..."
  * (the ranks other than 0 load after rank 0 did, so theirs is the failure only they
- * see). Rank 0 alone prints it (the others are marked root_failed). */
+ * see). Rank 0 prints it, and the first rank of each other node (the others are marked
+ * root_failed). */
 hoop_status train_dist_same_data(train_dist *d, const train_data_id *mine);
 
 /* Rank 0 shares its status st with everyone (a collective when distributed): returns st
