@@ -191,6 +191,26 @@ if two_hosts; then
     # fe80::a through vB, not through the vA index rank 0 published.
     two_node_job two-hosts-link-local "fe80::a%$va" "fe80::a%$vb" "\\[fe80::a%$va\\]:[0-9]+$" \
         "\\[fe80::b%$vb\\]:[0-9]+$"
+    # Node 0's link (and MASTER_ADDR with it) deleted under a running job: node 0's
+    # hooprun, whose own connection to its store goes through MASTER_ADDR, says that its
+    # own store stopped answering there (it blamed "node 0's hooprun", itself, and left
+    # notes "for it to read when it runs again").
+    p=$(port)
+    ip netns exec $na env HOOP_TOKEN=ipv6-gone HOOP_TIMEOUT=4 "$HOOPRUN" --nnodes 2 --node-rank 0 \
+        --nproc-per-node 1 --master-addr fd7e::1 --master-port "$p" sleep 30 > "$TMP/gone.a" 2>&1 &
+    pid0=$!
+    ip netns exec $nb env HOOP_TOKEN=ipv6-gone HOOP_TIMEOUT=4 "$HOOPRUN" --nnodes 2 --node-rank 1 \
+        --nproc-per-node 1 --master-addr fd7e::1 --master-port "$p" sleep 30 > "$TMP/gone.b" 2>&1 &
+    pid1=$!
+    sleep 2
+    ip -n $na link del $va
+    wait $pid0
+    rc0=$?
+    wait $pid1
+    [ "$rc0" = 1 ] || fail "node 0 whose MASTER_ADDR vanished exited $rc0, not 1: $(cat "$TMP/gone.a")"
+    assert_contains "$TMP/gone.a" "this hooprun's own store did not answer it through MASTER_ADDR fd7e::1 within HOOP_TIMEOUT"
+    grep -q "node 0's hooprun" "$TMP/gone.a" && fail "node 0 blames node 0's hooprun: $(cat "$TMP/gone.a")"
+    echo "PASS: node 0 whose link went names its own store's silence"
 else
     echo "NOTE: two-host case skipped: ip netns add failed (it needs root)"
 fi

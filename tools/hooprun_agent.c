@@ -88,6 +88,15 @@ static int interrupted(void *arg)
  * reply that never came in time (hoop__store_stalled). */
 static void stalled_text(const hooprun_plan *p, const char *when, char *buf, size_t cap)
 {
+    if (p->node_rank == 0) { /* its own store, through MASTER_ADDR: the address is at fault */
+        snprintf(buf, cap,
+                 "this hooprun's own store did not answer it %s%sthrough MASTER_ADDR %s within "
+                 "HOOP_TIMEOUT (%lld ms; the address gone from this host, its interface down, "
+                 "or this hooprun stopped?)",
+                 when, *when ? " " : "", p->master_addr,
+                 (long long)hoop__store_timeout(p->agents, -1));
+        return;
+    }
     snprintf(buf, cap,
              "node 0's hooprun did not answer %s%swithin HOOP_TIMEOUT (%lld ms; stopped, in a "
              "debugger, or "
@@ -690,7 +699,14 @@ void hooprun_agent_close(hooprun_plan *p, int rc)
     /* Node 0's hooprun stalled (an answer still owed, or one that never came in time):
      * the notes are posted. */
     int silent = !answered(p, HOOPRUN_AGENT_QUIET_MS);
-    if (silent || hoop__store_stalled(p->agents)) {
+    if ((silent || hoop__store_stalled(p->agents)) && p->node_rank == 0) {
+        fprintf(stderr,
+                "hooprun (node 0): this hooprun's own store has not answered it through "
+                "MASTER_ADDR %s (the address gone from this host, or its interface down?); "
+                "the other nodes will not hear how this node ended\n",
+                p->master_addr);
+        hoop__store_post_only(p->agents);
+    } else if (silent || hoop__store_stalled(p->agents)) {
         char for_how_long[64];
         if (silent)
             snprintf(for_how_long, sizeof(for_how_long), "for %.1f s",
