@@ -289,6 +289,39 @@ START_TEST(test_no_memops)
 }
 END_TEST
 
+/* Streams that share hardware queues (the host layer's model, 2 queues, streams that run
+ * work when it is issued): each rank's stream and its comm's memory-operation stream,
+ * made in that order, share one, so the wait a call queues on the rank's stream holds
+ * the collective's own copies, as on a GPU. The call fails after HOOP_TIMEOUT, naming
+ * its unfinished copies and the rule (include/hoop/collectives.h), and the stream goes
+ * on. */
+static void shared_queue(h_rank *h)
+{
+    bufs b;
+    size_t bytes = COUNT * 4;
+    if (!make_bufs(h, &b, bytes)) goto out;
+    pthread_barrier_wait(h->bar); /* both ranks' streams before either comm's */
+    if (hoop_allreduce_stream(h->comm, b.send[0], b.recv[0], COUNT, HOOP_DTYPE_I32, HOOP_OP_SUM,
+                              (hoop_stream *)b.stream) != HOOP_OK)
+        h_fail(h, "the call: %s", hoop_last_error());
+    if (rt->stream_sync(b.stream) != 0) h_fail(h, "cudaStreamSynchronize failed");
+    hoop_status st = hoop_stream_status(h->comm);
+    if (st != HOOP_ERR_TIMEOUT || !strstr(hoop_last_error(), "copies or reductions had not") ||
+        !strstr(hoop_last_error(), "CUDA_DEVICE_MAX_CONNECTIONS"))
+        h_fail(h, "hoop_stream_status: %s (%s)", hoop_status_str(st), hoop_last_error());
+out:
+    pthread_barrier_wait(h->bar);
+    free_bufs(&b);
+}
+
+START_TEST(test_shared_queue)
+{
+    rt->set_lazy(0); /* this test's own process (Check forks) */
+    rt->set_queues(2);
+    run_ranks_ms(2, 1500, shared_queue, NULL);
+}
+END_TEST
+
 /* Rank 1 never calls: rank 0's stream is released after HOOP_TIMEOUT, and the timeout
  * naming rank 1 is reported by hoop_stream_status and by the next stream call. */
 static void peer_absent(h_rank *h)
@@ -779,6 +812,7 @@ int main(void)
         if (hx) tcase_add_loop_test(tc, test_one_queue, 1, 4);
         if (hx) tcase_add_test(tc, test_one_queue_capture);
         if (hx) tcase_add_loop_test(tc, test_no_memops, 1, 4);
+        if (hx && rt->set_queues) tcase_add_test(tc, test_shared_queue);
         suite_add_tcase(s, tc);
         tc = tcase_create("captured");
         tcase_set_timeout(tc, 120);

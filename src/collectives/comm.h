@@ -202,7 +202,7 @@ struct hoop_comm {
     char prev_lost_msg[300];
     int64_t ctl_due_ns; /* when a pass next reads the control link */
     hoop_status fail_st;
-    char fail_msg[512];
+    char fail_msg[900];
     hoop__hdr fail_rec[3];
     int64_t failing_deadline;
     char *slots;

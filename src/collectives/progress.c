@@ -175,25 +175,39 @@ static void ctl_flush(hoop_comm *comm, const hoop__hdr *recs, int n)
 
 // ----------------------------------------------------------------- failure
 
+/* "N of its own copies or reductions had not finished" (pending: how many; stream: on a
+ * stream call on GPU buffers, with the rule that explains their hold) after sep. */
+static void memops_text(int pending, int stream, const char *sep, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s%d of its own copies or reductions had not finished%s", sep, pending,
+             stream ? " (on hoop's stream, held by a stream call's wait where the two share a "
+                      "hardware queue: keep the process's streams within "
+                      "CUDA_DEVICE_MAX_CONNECTIONS, see include/hoop/collectives.h)"
+                    : "");
+}
+
 /* "rank O: CALL did not finish within HOOP_TIMEOUT; it was still waiting for data from
  * rank C": the timeout that an ABORT or CLAIM record r carries, as rank self reads it
  * (" (the rank reporting this)" after C where C is self: the message is rank O's view). */
 static void timeout_text(const hoop__hdr *r, int self, char *buf, size_t cap)
 {
-    char a[160], step[96] = "";
+    char a[160], step[96] = "", mem[300] = "";
     int c = (int)(int64_t)r[0].seq;
     hoop__hdr_describe(&r[1], a, sizeof(a));
     if (r[2].kind == 2 && r[2].aux > 0) /* the step: a plug-in's cycle shows in them */
         snprintf(step, sizeof(step), " (rank %d's step %d, a %s of %llu bytes)", r[0].root,
                  r[2].aux - 1, hoop__step_kind_name(r[2].op), (unsigned long long)r[2].count);
+    if (r[2].dtype) memops_text(r[2].dtype, r[2].algo, "; ", mem, sizeof(mem));
+    int send = r[2].kind == 2 && r[2].aux > 0 && r[2].op == HOOP__STEP_SEND;
     snprintf(buf, cap,
-             "rank %d: %s did not finish within HOOP_TIMEOUT; it was still waiting for %s from "
-             "rank %d%s%s",
+             "rank %d: %s did not finish within HOOP_TIMEOUT; it was still waiting for %s "
+             "rank %d%s%s%s",
              r[0].root, a,
-             r[2].kind == 1   ? "the call's vote"
-             : r[2].kind == 3 ? "the votes relayed"
-                              : "data",
-             c, c == self && r[0].root != self ? " (the rank reporting this)" : "", step);
+             r[2].kind == 1   ? "the call's vote from"
+             : r[2].kind == 3 ? "the votes relayed from"
+             : send           ? "its data to be taken by"
+                              : "data from",
+             c, c == self && r[0].root != self ? " (the rank reporting this)" : "", step, mem);
 }
 
 /* A timeout's cause, once the grace for others' claims is over (claims.c): the claim at
@@ -733,6 +747,17 @@ static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, ho
                  (int)i, hoop__step_kind_name(st->kind), st->bytes);
         *culprit = st->peer;
     }
+    /* Its own copies or reductions still in flight: on the GPU they run on hoop's stream,
+     * which a stream call's wait holds where the two share a hardware queue. */
+    int pending = hoop__exec_memops_pending(comm->exec);
+    if (pending > 0) { /* also in the claim's record: dtype the count, algo the stream */
+        size_t n = strlen(why);
+        const struct hoop_request *r = comm->cur;
+        int stream = r && r->sflag && r->args.dev;
+        memops_text(pending, stream, n ? "; " : "for its own work: ", why + n, cap - n);
+        waited->dtype = (uint8_t)(pending > 255 ? 255 : pending);
+        waited->algo = (uint8_t)stream;
+    }
 }
 
 /* The call passed HOOP_TIMEOUT: fail it naming whom this rank was still waiting for (a
@@ -743,12 +768,12 @@ static void wait_reason(hoop_comm *comm, char *why, size_t cap, int *culprit, ho
  * (fail_adopt). A wait for nothing remote (a local step) is final at once. */
 static void op_timeout(hoop_comm *comm)
 {
-    char d[160], why[300], msg[512];
+    char d[160], why[600], msg[900];
     int culprit;
     hoop__hdr waited;
     wait_reason(comm, why, sizeof(why), &culprit, &waited);
     hoop__hdr_describe(&comm->cur->hdr, d, sizeof(d));
-    snprintf(msg, sizeof(msg), "rank %d: %s did not finish within HOOP_TIMEOUT (%lld ms)%s%.250s",
+    snprintf(msg, sizeof(msg), "rank %d: %s did not finish within HOOP_TIMEOUT (%lld ms)%s%.560s",
              comm->rank, d, (long long)comm->timeout_ms, why[0] ? "; still waiting " : "", why);
     if (culprit >= 0) claim_make(comm, culprit, &waited); /* resolved after the grace */
     fail_local(comm, HOOP_ERR_TIMEOUT, culprit, &comm->cur->hdr, &waited, msg, culprit < 0);

@@ -219,6 +219,9 @@ struct hoop__cuda_test_rt {
     /* The stream of a table memops_open made (a test makes it wait, wait_value, and sees
      * its close keep its deadline). */
     void *(*memops_stream)(struct hoop__memops *m);
+    /* The host layer's hoop__hx_set_queues (streams made from now on share n hardware
+     * queues); NULL in a real CUDA build. */
+    void (*set_queues)(int n);
 };
 typedef const struct hoop__cuda_test_rt *(*hoop__backend_test_rt_fn)(void);
 #define HOOP__BACKEND_TEST_RT "hoop_backend_test_rt"

@@ -757,4 +757,9 @@ extern "C" const struct hoop__cuda_test_rt hoop__cuda_test_rt_table = {
     hoop__hx_set_devices,
 #endif
     tr_memops_stream,
+#ifdef __CUDACC__
+    NULL,
+#else
+    hoop__hx_set_queues,
+#endif
 };

@@ -575,6 +575,9 @@ int hoop__hx_stream_ordered(cudaStream_t waiter, cudaStream_t producer);
 /* Streams made from now on are lazy (on != 0) or run work when it is issued (0); see
  * "lazy streams" above. */
 void hoop__hx_set_lazy(int on);
+/* Streams made from now on share n hardware queues (1 to 32; 0: not modeled), as with
+ * CUDA_DEVICE_MAX_CONNECTIONS=n; see "Hardware queues" above. */
+void hoop__hx_set_queues(int n);
 /* How many pieces of work are queued on s and have not run (0 for a stream that is not
  * lazy). */
 unsigned long hoop__hx_queued(cudaStream_t s);

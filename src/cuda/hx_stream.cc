@@ -130,15 +130,21 @@ int lazy_now(void)
 
 bool lazy_run(hoop__hx_stream *s, unsigned long at);
 
-/* Hardware queues (hx.h): CUDA_DEVICE_MAX_CONNECTIONS, read once; 0 when unset or out
- * of CUDA's range 1..32 (not modeled). */
+/* Hardware queues (hx.h): CUDA_DEVICE_MAX_CONNECTIONS, read when the first stream is
+ * made, or hoop__hx_set_queues's; 0 when unset or out of CUDA's range 1..32 (not
+ * modeled). */
+std::atomic<int> nqueues{-1}; /* -1: not read yet */
+
 int queues(void)
 {
-    static const int n = [] {
+    int n = nqueues.load();
+    if (n < 0) {
         const char *e = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
         long v = e ? strtol(e, NULL, 10) : 0;
-        return v >= 1 && v <= 32 ? (int)v : 0;
-    }();
+        int want = v >= 1 && v <= 32 ? (int)v : 0;
+        nqueues.compare_exchange_strong(n, want);
+        n = nqueues.load();
+    }
     return n;
 }
 
@@ -614,6 +620,11 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 extern "C" void hoop__hx_set_lazy(int on)
 {
     lazy_mode.store(on != 0);
+}
+
+extern "C" void hoop__hx_set_queues(int n)
+{
+    nqueues.store(n >= 1 && n <= 32 ? n : 0);
 }
 
 extern "C" unsigned long hoop__hx_queued(cudaStream_t s)
