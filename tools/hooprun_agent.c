@@ -417,7 +417,7 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
     }
     if (hoop__store_stalled(p->agents)) { /* the answer owed never came in time */
         stalled_text(p, when, msg, sizeof(msg));
-        if (was_stalled) /* no wait here: it had been given up (the time said is then's) */
+        if (was_stalled && p->node_rank != 0) /* no wait here: given up before */
             snprintf(msg, sizeof(msg),
                      "node 0's hooprun had stopped answering before the meeting %s (an answer "
                      "did not come within HOOP_TIMEOUT, %lld ms: stopped, in a debugger, or cut "
