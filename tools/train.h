@@ -59,7 +59,8 @@ typedef struct trainer {
     hoop_optim *opt;
     hoop_tape *tape;
     hoop_lr_schedule sched;
-    hoop_device device;                /* where the model, its batches and its activations live */
+    int said_blocking;  /* rank 0 said that the bucket all-reduces block (train_report.c) */
+    hoop_device device; /* where the model, its batches and its activations live */
     hoop_tensor *dev_x[DEVICE_INPUTS]; /* cuda: long-lived input tensors, one per batch size */
     batch_slot slot[SLOTS];            /* cuda: the double-buffered training batches */
     int cur;                           /* the slot of the step issued last */

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "collectives/comm.h"
 #include "core/check.h"
 #include "core/clock.h"
 #include "train.h"
@@ -86,6 +87,21 @@ void train_report_epoch(trainer *t, int64_t epoch, const epoch_stats *e)
 {
     if (t->dist.rank != 0) return;
     train_report_clear_bar(t);
+    /* The bucket all-reduces ran as blocking calls (known once the first was made): once,
+     * before the figures it explains. */
+    if (t->dist.ddp && t->device == HOOP_DEVICE_CUDA && !t->said_blocking &&
+        hoop__stream_calls_block()) {
+        int q = hoop__stream_few_queues();
+        char why[96];
+        if (q)
+            snprintf(why, sizeof why, "CUDA_DEVICE_MAX_CONNECTIONS=%d, under CUDA's default 8", q);
+        else
+            snprintf(why, sizeof why, "this CUDA driver has no stream memory operations");
+        printf("hoop-train: %s: each bucket's all-reduce blocked backward's thread (none "
+               "hidden)\n",
+               why);
+        t->said_blocking = 1;
+    }
     char comm[96] = "";
     if (t->dist.ddp)
         snprintf(comm, sizeof comm, ", all-reduce %.2f ms/step, %.0f%% hidden", e->comm_ms,

@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #include "core/atomic_file.h"
-#include "collectives/comm.h"
 #include "core/check.h"
 #include "data/idx.h"
 #include "ddp/ddp_internal.h"
@@ -392,9 +391,6 @@ static hoop_status slots_init(trainer *t)
     if (t->o->cuda_graph && t->dist.ddp && t->dist.rank == 0)
         printf("hoop-train: cuda graph: off under DDP (the bucket all-reduces, ordered on "
                "the device, cannot be captured yet); training eagerly\n");
-    if (t->dist.ddp && t->dist.rank == 0 && hoop__stream_calls_block())
-        printf("hoop-train: CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream on one hardware "
-               "queue: each bucket's all-reduce blocks backward's thread (not overlapped)\n");
     for (int i = 0; i < SLOTS; i++) {
         batch_slot *b = &t->slot[i];
         HOOP_CHECK(

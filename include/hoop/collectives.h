@@ -186,8 +186,8 @@ HOOP_API hoop_status hoop_barrier(hoop_comm *comm, hoop_request **req);
  *   - Errors found at the call (bad arguments as in the forms above; HOOP_ERR_UNSUPPORTED
  *     when CUDA is not available; HOOP_ERR_CUDA naming the CUDA call) return at once and
  *     queue nothing. A driver without stream memory operations (cuStreamWaitValue32, on
- *     by default from CUDA 12's drivers) cannot queue the wait: the calls then block, as
- *     with CUDA_DEVICE_MAX_CONNECTIONS=1 below, after one INFO line saying why. A collective
+ *     by default from CUDA 12's drivers) cannot queue the wait: the calls then block (see
+ *     "Hardware queues" below), after one INFO line saying why. A collective
  *     that fails later (a peer that died or never called: HOOP_ERR_REMOTE or
  *     HOOP_ERR_TIMEOUT naming it, after HOOP_TIMEOUT at most; a mismatch; work queued on
  *     the stream before the call that failed on the device: HOOP_ERR_CUDA) never leaves
@@ -205,14 +205,16 @@ HOOP_API hoop_status hoop_barrier(hoop_comm *comm, hoop_request **req);
  *     stream. The wait a call queues on the stream holds everything behind it in its
  *     queue, the collective's own copies and kernels too when hoop's stream for them
  *     (one per comm, made at its first GPU call) shares the queue: the call would never
- *     finish (it fails after HOOP_TIMEOUT). Keep the process's streams, yours and hoop's
- *     (a compute, a copy and a side stream per process, one per comm, DDP's one per
- *     model), within that number. With CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream on one queue)
- * each _stream call runs as a blocking one instead: the calling thread waits (up to HOOP_TIMEOUT)
- * for the work queued on the stream before the call, runs the collective and returns once it has
- * finished, queuing nothing on the stream; a failure returns from the call and is also kept as
- * above. A call on a stream being captured is then refused (HOOP_ERR_UNSUPPORTED, naming the
- * variable).
+ *     finish (it fails after HOOP_TIMEOUT, naming its unfinished copies and this rule).
+ *     Keep the process's streams, yours and hoop's (a compute, a copy and a side stream
+ *     per process, one per comm, DDP's one per model), within that number. With
+ *     CUDA_DEVICE_MAX_CONNECTIONS set below CUDA's default of 8 (1 puts every stream on
+ *     one queue), or a driver without stream memory operations (cuStreamWaitValue32), each
+ *     _stream call runs as a blocking one instead: the calling thread waits (up to
+ *     HOOP_TIMEOUT) for the work queued on the stream before the call, runs the
+ *     collective and returns once it has finished, queuing nothing on the stream; a
+ *     failure returns from the call and is also kept as above. A call on a stream being
+ *     captured is then refused (HOOP_ERR_UNSUPPORTED, naming the variable).
  *   - Do not make the device wait for the whole device (cudaDeviceSynchronize,
  *     cudaFree, which synchronises it) from a thread whose progress a pending stream
  *     call needs, e.g. one rank's thread while another rank of the same process is

@@ -321,15 +321,18 @@ static hoop_status stream_table(hoop_comm *comm, const char *fn, const struct ho
     return HOOP_OK;
 }
 
-/* 1 when CUDA_DEVICE_MAX_CONNECTIONS is 1: CUDA then puts every stream of the process on
- * one hardware queue, which runs its work in the order it was issued, whatever the
- * stream. A stream call's wait (stream_enter) would hold the collective's own copies and
- * kernels, which the progress thread issues later to a stream of its own: the call could
- * never finish (the CUDA Driver API, "Stream Memory Operations": an order made through
- * them is not visible to CUDA's scheduler). With more queues, streams share them round
- * robin, so a process that keeps its streams within their number is safe (the rule in
- * include/hoop/collectives.h). Read once: the driver reads it when the context is made. */
-static int one_queue(void)
+/* The hardware queues CUDA_DEVICE_MAX_CONNECTIONS asks for when it is below CUDA's
+ * default of 8 (1 to 7), else 0. CUDA runs a process's streams on that many queues,
+ * shared round robin, each running its work in the order it was issued, whatever the
+ * stream. A stream call's wait (stream_enter) holds everything behind it on its queue,
+ * the collective's own copies and kernels too, which the progress thread issues later to
+ * a stream of its own: where the two share a queue the call cannot finish (the CUDA
+ * Driver API, "Stream Memory Operations": an order made through them is not visible to
+ * CUDA's scheduler). hoop's own streams (a compute, a copy and a side stream, one per
+ * comm, DDP's) with the caller's fill CUDA's 8 or so: with fewer queues the stream calls
+ * block instead (the rule in include/hoop/collectives.h). Read once: the driver reads it
+ * when the context is made. */
+static int few_queues(void)
 {
     static atomic_int known = -1;
     int v = atomic_load(&known);
@@ -337,12 +340,14 @@ static int one_queue(void)
         const char *s = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
         char *end = NULL;
         long n = s ? strtol(s, &end, 10) : 0;
-        v = s && end != s && n == 1;
+        v = s && end != s && n >= 1 && n < 8 ? (int)n : 0;
         if (v && atomic_exchange(&known, v) < 0)
-            HOOP_INFO(COLL, "CUDA_DEVICE_MAX_CONNECTIONS=1: every stream shares one hardware "
-                            "queue, where a wait queued on the caller's stream would hold the "
-                            "collective's own device work; the _stream calls block the calling "
-                            "thread instead");
+            HOOP_INFO(COLL,
+                      "CUDA_DEVICE_MAX_CONNECTIONS=%d: fewer hardware queues than CUDA's "
+                      "default 8, where a wait queued on the caller's stream may hold the "
+                      "collective's own device work; the _stream calls block the calling "
+                      "thread instead",
+                      v);
         atomic_store(&known, v);
     }
     return v;
@@ -357,10 +362,15 @@ static atomic_int no_stream_wait;
 
 int hoop__stream_calls_block(void)
 {
-    return one_queue() || atomic_load(&no_stream_wait);
+    return few_queues() || atomic_load(&no_stream_wait);
 }
 
-/* A stream call that cannot queue its wait (one_queue, no_stream_wait): the calling
+int hoop__stream_few_queues(void)
+{
+    return few_queues();
+}
+
+/* A stream call that cannot queue its wait (few_queues, no_stream_wait): the calling
  * thread waits for the stream's earlier work (up to HOOP_TIMEOUT), then runs the call as
  * a blocking one; its failure is also kept for hoop_stream_status and later stream
  * calls, as a stream call's is. */
@@ -441,15 +451,15 @@ static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **r
     int captured = 0;
     if (v && HOOP__CUDA_COLL_HAS(cc, stream_capturing))
         HOOP_CHECK(cc->stream_capturing(v->stream, &captured));
-    if (captured && one_queue())
+    if (captured && few_queues())
         return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
                           "%s: cannot be captured into a CUDA graph while "
-                          "CUDA_DEVICE_MAX_CONNECTIONS=1: every stream shares one hardware "
-                          "queue, where the graph's wait for the collective would hold the "
-                          "collective's own device work; unset it, or set it to 2 or more",
-                          sfns[a->coll]);
+                          "CUDA_DEVICE_MAX_CONNECTIONS=%d: with fewer hardware queues than "
+                          "CUDA's default 8, the graph's wait for the collective may hold the "
+                          "collective's own device work; unset it, or set it to 8 or more",
+                          sfns[a->coll], few_queues());
     if (captured) return hoop__capture_call(comm, cc, a, v->stream, sfns[a->coll]);
-    if (v && (one_queue() || atomic_load(&no_stream_wait)))
+    if (v && (few_queues() || atomic_load(&no_stream_wait)))
         return blocking_stream_call(comm, cc, a, v, sfns[a->coll]);
     /* Device memory and page locks come from this thread, before the call is queued (and
      * before a stream call's wait): the progress thread must not make CUDA wait for the

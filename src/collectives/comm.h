@@ -280,10 +280,12 @@ hoop_status hoop__comm_free_dev(hoop_comm *comm);
  * Thread-safe (comm->mu). */
 void hoop__stream_fail(hoop_comm *comm, hoop_status st, const char *msg);
 int hoop__stream_failed(hoop_comm *comm);
-/* collectives.c: 1 when this process's _stream calls run as blocking ones (every stream
- * on one hardware queue, CUDA_DEVICE_MAX_CONNECTIONS=1; or a driver without stream
- * memory operations, known from the first stream call on), else 0. Thread-safe. */
+/* collectives.c: 1 when this process's _stream calls run as blocking ones (fewer
+ * hardware queues than CUDA's default 8, CUDA_DEVICE_MAX_CONNECTIONS=1..7; or a driver
+ * without stream memory operations, known from the first stream call on), else 0;
+ * hoop__stream_few_queues: that CUDA_DEVICE_MAX_CONNECTIONS (1..7), else 0. Thread-safe. */
 int hoop__stream_calls_block(void);
+int hoop__stream_few_queues(void);
 /* collectives.c: queues a replay of captured call g (its arguments a, prepared at
  * capture) as a new call on comm; its completion sets g's flag to 1. No CUDA call (a
  * CUDA thread's host node runs it). HOOP_ERR_NOMEM. */
