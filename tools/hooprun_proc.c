@@ -39,13 +39,14 @@
 #include "core/launch.h"
 #include "hooprun.h"
 
-#define REAP_EXTRA_MS 5000  /* after SIGKILL, how long we wait before giving up */
-#define STOP_TICK_MS 100    /* while stopping, how often we look for new orphans */
-#define SETTLE_MS 1000      /* after the first bad exit, how long the others may end alone */
-#define USR_SETTLE_MS 30000 /* after a worker's SIGUSR1/2 exit, how long the others may take */
-#define USR_HOLD_MS 2000    /* a new worker's SIGUSR1/2 waits this long for its handler */
-#define USR_TICK_MS 10      /* how often a held SIGUSR1/2 looks for it */
-#define HALT_TICK_MS 1000   /* how often hooprun looks whether every running worker is stopped */
+#define REAP_EXTRA_MS 5000    /* after SIGKILL, how long we wait before giving up */
+#define STOP_TICK_MS 100      /* while stopping, how often we look for new orphans */
+#define SETTLE_MS 1000        /* after the first bad exit, how long the others may end alone */
+#define COPIES_NS 250000000LL /* stop signals this close to the first are copies of it */
+#define USR_SETTLE_MS 30000   /* after a worker's SIGUSR1/2 exit, how long the others may take */
+#define USR_HOLD_MS 2000      /* a new worker's SIGUSR1/2 waits this long for its handler */
+#define USR_TICK_MS 10        /* how often a held SIGUSR1/2 looks for it */
+#define HALT_TICK_MS 1000     /* how often hooprun looks whether every running worker is stopped */
 
 typedef hooprun_worker worker;
 
@@ -57,6 +58,8 @@ typedef struct supervisor {
     int stopping;        /* 1 once SIGTERM went out (or a stop began) */
     int killed;          /* 1 once SIGKILL went out */
     int64_t kill_at_ns;  /* when to send SIGKILL, while stopping */
+    int64_t stop_sig_ns; /* when the first stop signal came */
+    int hurried;         /* a second one came: SIGKILL after --grace from then */
     int stop_signal;     /* the stop began with a stop signal hooprun forwarded: SIGKILL
                           * after --grace's stop_grace_ms (the workers may be saving) */
     int exit_code;       /* first bad exit's code; -1 = none yet */
@@ -278,14 +281,16 @@ static void look_halted(supervisor *s, int64_t now)
 static void kill_everything(supervisor *s)
 {
     const int asked = s->stop_signal; /* their own stop (a checkpoint's save) is cut */
+    const double waited = asked ? (double)(hoop__now_ns() - s->stop_sig_ns) / 1e9
+                                : (double)s->plan->grace_ms / 1000.0;
     for (int i = 0; i < s->n; i++)
         if (s->w[i].running)
             fprintf(stderr,
                     "hooprun: rank %d (pid %d) did not stop within %.1f s%s; sending SIGKILL%s\n",
-                    s->w[i].rank, (int)s->w[i].pid,
-                    (double)(asked ? s->plan->stop_grace_ms : s->plan->grace_ms) / 1000.0,
+                    s->w[i].rank, (int)s->w[i].pid, waited,
                     asked ? " of the signal hooprun forwarded" : "",
-                    asked ? " (what it was saving is lost; --grace S gives the workers longer)"
+                    asked ? " (a save it was making, if any, is lost; --grace S gives the "
+                            "workers longer)"
                           : "");
     s->killed = 1;
     signal_groups(s, SIGKILL);
@@ -662,14 +667,34 @@ static void on_signal(supervisor *s)
             s->usr_forwarded = sig;
             fprintf(stderr, "hooprun: got %s; forwarded it to the workers\n", strsignal(sig));
         }
+        const int64_t now = hoop__now_ns();
         if (stop_request(sig) && !s->interrupted) {
             s->interrupted = sig;
-            fprintf(stderr, "hooprun: got %s; forwarded it to the workers\n", strsignal(sig));
+            s->stop_sig_ns = now;
             if (!s->stopping) {
                 s->stopping = 1; /* the forwarded signal is the stop request; SIGKILL later */
                 s->stop_signal = 1;
-                s->kill_at_ns = hoop__now_ns() + s->plan->stop_grace_ms * 1000000LL;
+                s->kill_at_ns = now + s->plan->stop_grace_ms * 1000000LL;
             }
+            if (s->stop_signal && s->plan->stop_grace_ms > s->plan->grace_ms)
+                fprintf(stderr,
+                        "hooprun: got %s; forwarded it to the workers (SIGKILL to any still "
+                        "running in %.1f s; send it again to make that %.1f s)\n",
+                        strsignal(sig), (double)s->plan->stop_grace_ms / 1000.0,
+                        (double)s->plan->grace_ms / 1000.0);
+            else
+                fprintf(stderr, "hooprun: got %s; forwarded it to the workers\n", strsignal(sig));
+        } else if (stop_request(sig) && s->stop_signal && !s->killed && !s->hurried &&
+                   now - s->stop_sig_ns >= COPIES_NS) {
+            /* Asked again (copies within COPIES_NS are one request, as timeout(1) signals
+             * hooprun and its group): the workers get --grace from now, forwarded it too. */
+            s->hurried = 1;
+            int64_t kill_at = now + s->plan->grace_ms * 1000000LL;
+            if (kill_at < s->kill_at_ns) s->kill_at_ns = kill_at;
+            fprintf(stderr,
+                    "hooprun: got %s again; forwarded it; SIGKILL to any worker still running "
+                    "in %.1f s\n",
+                    strsignal(sig), (double)hoop__ms_left(s->kill_at_ns) / 1000.0);
         }
     }
 }
