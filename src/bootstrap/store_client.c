@@ -43,6 +43,7 @@
 /* How often a call waiting for its reply asks the interrupt (hoop__store_set_interrupt). */
 #define INTERRUPT_SLICE_MS 100
 #define BACKOFF_MIN_MS 10
+#define OWN_HELLO_MS 5000 /* how long the owner's own server may take to answer its hello */
 #define BACKOFF_MAX_MS 1000
 
 struct hoop_store {
@@ -569,17 +570,23 @@ static hoop_status connect_retry(hoop_store *st, const char *host, int port)
     int silent = 0, unroutable = 0, refused = 0;
     hoop_status s;
     for (;;) {
-        s = try_connect(st, res, deadline_ns, last, sizeof(last), &silent, &unroutable, &refused);
+        /* The owner's own server answers a hello at once: one that took the connection
+         * and is silent for OWN_HELLO_MS is another host's (a service that never speaks). */
+        int64_t until = deadline_ns;
+        if (st->serving && hoop__ms_left(deadline_ns) > OWN_HELLO_MS)
+            until = hoop__deadline_ns(OWN_HELLO_MS);
+        s = try_connect(st, res, until, last, sizeof(last), &silent, &unroutable, &refused);
         if (s != HOOP_ERR_TIMEOUT || hoop__ms_left(deadline_ns) == 0) break;
-        if (st->serving && (refused || unroutable)) { /* its own server is not there */
+        if (st->serving && (refused || unroutable || silent)) { /* its own server is not there */
             char hp[300];
             freeaddrinfo(res);
             return HOOP_ERROR(HOOP_ERR_INVALID,
                               "%s serves its store on port %d of this host, but a connection "
-                              "to %s (%s) failed: %s; MASTER_ADDR must name this host, where "
-                              "%s runs",
+                              "to %s (%s) %s: %s; MASTER_ADDR must name this host, where %s "
+                              "runs",
                               st->owner, port, hoop__hostport(hp, sizeof(hp), host, port),
-                              st->place, last, st->owner);
+                              st->place, silent ? "was taken and never answered" : "failed",
+                              silent ? "another host's service" : last, st->owner);
         }
         backoff(&step_ms, &seed, deadline_ns);
     }
