@@ -295,6 +295,9 @@ END_TEST
  * the collective's own copies, as on a GPU. The call fails after HOOP_TIMEOUT, naming
  * its unfinished copies and the rule (include/hoop/collectives.h), and the stream goes
  * on. */
+static atomic_int hinted;     /* shared_queue's ranks whose message names the held copies */
+static char unhinted[2][600]; /* ... and each rank's message that does not */
+
 static void shared_queue(h_rank *h)
 {
     bufs b;
@@ -306,10 +309,24 @@ static void shared_queue(h_rank *h)
         h_fail(h, "the call: %s", hoop_last_error());
     if (rt->stream_sync(b.stream) != 0) h_fail(h, "cudaStreamSynchronize failed");
     hoop_status st = hoop_stream_status(h->comm);
-    if (st != HOOP_ERR_TIMEOUT || !strstr(hoop_last_error(), "copies or reductions had not") ||
-        !strstr(hoop_last_error(), "CUDA_DEVICE_MAX_CONNECTIONS"))
+    if (st != HOOP_ERR_TIMEOUT)
         h_fail(h, "hoop_stream_status: %s (%s)", hoop_status_str(st), hoop_last_error());
+    /* the rank whose copies were held says why (the other may report the wait for it) */
+    if (strstr(hoop_last_error(), "copies or reductions had not") &&
+        strstr(hoop_last_error(), "CUDA_DEVICE_MAX_CONNECTIONS"))
+        atomic_fetch_add(&hinted, 1);
+    else
+        snprintf(unhinted[h->rank], sizeof(unhinted[0]), "%s", hoop_last_error());
+    pthread_barrier_wait(h->bar);
+    if (h->rank == 0 && atomic_load(&hinted) == 0)
+        h_fail(h, "no rank names its held copies: %s", unhinted[0]);
 out:
+    /* The copies the wait held run once it has passed, here when a stream's destroy
+     * runs every held queue (include/hoop/collectives.h: before the buffers go); both
+     * ranks' before either frees its buffers. */
+    pthread_barrier_wait(h->bar);
+    if (b.stream) rt->stream_destroy(b.stream);
+    b.stream = NULL;
     pthread_barrier_wait(h->bar);
     free_bufs(&b);
 }

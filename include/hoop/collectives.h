@@ -205,7 +205,9 @@ HOOP_API hoop_status hoop_barrier(hoop_comm *comm, hoop_request **req);
  *     stream. The wait a call queues on the stream holds everything behind it in its
  *     queue, the collective's own copies and kernels too when hoop's stream for them
  *     (one per comm, made at its first GPU call) shares the queue: the call would never
- *     finish (it fails after HOOP_TIMEOUT, naming its unfinished copies and this rule).
+ *     finish (it fails after HOOP_TIMEOUT, naming its unfinished copies and this rule;
+ *     the copies held may still run once the stream's wait has passed: destroy the comm,
+ *     or wait for the whole device, before freeing the call's buffers).
  *     Keep the process's streams, yours and hoop's (a compute, a copy and a side stream
  *     per process, one per comm, DDP's one per model), within that number. With
  *     CUDA_DEVICE_MAX_CONNECTIONS set below CUDA's default of 8 (1 puts every stream on

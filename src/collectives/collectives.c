@@ -103,6 +103,14 @@ static void stream_release(struct hoop_request *req, hoop_status st, const char 
     req->gcall = NULL;
 }
 
+void hoop__stream_let_go(struct hoop_request *req, hoop_status st, const char *msg)
+{
+    const struct hoop__cuda_coll *cc = NULL;
+    if (!req->sflag || req->gcall || hoop__cuda_backend(NULL, &cc) != HOOP_OK || !cc) return;
+    hoop__stream_fail(req->comm, st, msg); /* kept before the stream passes */
+    cc->flag_write(req->sflag, req->sflag_value);
+}
+
 void hoop__request_complete(struct hoop_request *req, hoop_status st, const char *msg)
 {
     for (int k = 0; k < 2; k++) /* before waking anyone: a waiter may free next */

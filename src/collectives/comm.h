@@ -285,6 +285,11 @@ int hoop__stream_failed(hoop_comm *comm);
  * without stream memory operations, known from the first stream call on), else 0;
  * hoop__stream_few_queues: that CUDA_DEVICE_MAX_CONNECTIONS (1..7), else 0. Thread-safe. */
 int hoop__stream_calls_block(void);
+/* collectives.c: lets a stream call failing with st (msg) release its stream before it
+ * completes: the failure is kept for hoop_stream_status first, then the wait passes, so
+ * that copies the wait holds (hoop's stream sharing the caller's hardware queue) can run
+ * and be drained. Not for a captured call's replay. Progress thread. */
+void hoop__stream_let_go(struct hoop_request *req, hoop_status st, const char *msg);
 int hoop__stream_few_queues(void);
 /* collectives.c: queues a replay of captured call g (its arguments a, prepared at
  * capture) as a new call on comm; its completion sets g's flag to 1. No CUDA call (a

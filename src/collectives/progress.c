@@ -189,15 +189,21 @@ static void memops_text(int pending, int stream, const char *sep, char *buf, siz
 /* "rank O: CALL did not finish within HOOP_TIMEOUT; it was still waiting for data from
  * rank C": the timeout that an ABORT or CLAIM record r carries, as rank self reads it
  * (" (the rank reporting this)" after C where C is self: the message is rank O's view). */
-static void timeout_text(const hoop__hdr *r, int self, char *buf, size_t cap)
+static void timeout_text(const hoop__hdr *r, const hoop_comm *comm, char *buf, size_t cap)
 {
     char a[160], step[96] = "", mem[300] = "";
-    int c = (int)(int64_t)r[0].seq;
+    const int self = comm->rank, c = (int)(int64_t)r[0].seq;
     hoop__hdr_describe(&r[1], a, sizeof(a));
     if (r[2].kind == 2 && r[2].aux > 0) /* the step: a plug-in's cycle shows in them */
         snprintf(step, sizeof(step), " (rank %d's step %d, a %s of %llu bytes)", r[0].root,
                  r[2].aux - 1, hoop__step_kind_name(r[2].op), (unsigned long long)r[2].count);
     if (r[2].dtype) memops_text(r[2].dtype, r[2].algo, "; ", mem, sizeof(mem));
+    /* This rank is the one waited for: its own copies still in flight say why */
+    int pending = c == self && r[0].root != self ? hoop__exec_memops_pending(comm->exec) : 0;
+    if (!r[2].dtype && pending > 0) {
+        memops_text(pending, comm->cur && comm->cur->sflag && comm->cur->args.dev, "; and here ",
+                    mem, sizeof(mem));
+    }
     int send = r[2].kind == 2 && r[2].aux > 0 && r[2].op == HOOP__STEP_SEND;
     snprintf(buf, cap,
              "rank %d: %s did not finish within HOOP_TIMEOUT; it was still waiting for %s "
@@ -219,7 +225,7 @@ static void claim_resolve(hoop_comm *comm)
     /* This rank's own timeout message says more (HOOP_TIMEOUT's value): kept when the
      * chain ends at this rank's claim and the failure began with its own deadline. */
     if (r[0].root != comm->rank || comm->fail_rec[0].root != comm->rank)
-        timeout_text(r, comm->rank, comm->fail_msg, sizeof(comm->fail_msg));
+        timeout_text(r, comm, comm->fail_msg, sizeof(comm->fail_msg));
     memcpy(comm->fail_rec, r, sizeof(comm->fail_rec));
     comm->fail_rec[0].kind = HOOP__REC_ABORT;
 }
@@ -340,7 +346,7 @@ static void adopt_record(hoop_comm *comm)
         if (r[2].kind == 3 && culprit == comm->rank && comm->exec &&
             adopt_relay_timeout(comm, origin, a))
             return;
-        timeout_text(r, comm->rank, comm->fail_msg, sizeof(comm->fail_msg));
+        timeout_text(r, comm, comm->fail_msg, sizeof(comm->fail_msg));
     } else if (culprit == origin && st == HOOP_ERR_USAGE) /* collectives.c, issue_enter */
         snprintf(comm->fail_msg, sizeof(comm->fail_msg),
                  "rank %d failed: two of its threads issued collectives on the communicator "
@@ -402,7 +408,7 @@ static void claim_fail(hoop_comm *comm, const hoop__hdr *r)
         comm->claim_later = r[0].root + 1;
         return;
     }
-    timeout_text(r, comm->rank, msg, sizeof(msg));
+    timeout_text(r, comm, msg, sizeof(msg));
     fail_record(comm, HOOP_ERR_TIMEOUT, r[0].root, (int)(int64_t)r[0].seq, &r[1], &r[2], msg, 0);
 }
 
@@ -503,6 +509,10 @@ static void ctl_progress(hoop_comm *comm, int *progressed)
 static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg, const char *cur_msg)
 {
     if (comm->cur) {
+        /* A stream call's copies its own wait holds (hoop's stream sharing a hardware queue
+         * with the caller's) run, and the drain below ends, only once the wait passes. */
+        if (comm->cur->sflag && hoop__exec_memops_pending(comm->exec) > 0)
+            hoop__stream_let_go(comm->cur, st, cur_msg ? cur_msg : msg);
         atomic_fetch_add(&comm->bytes_sent, comm->exec ? hoop__exec_bytes_sent(comm->exec) : 0);
         hoop__exec_free(comm->exec);
         hoop__sched_reset(&comm->sched); /* storage kept for the next call */
