@@ -742,15 +742,17 @@ static const char *env_or_default(const char *name, char *buf, size_t len)
 
 static void describe_knobs(bench_ctx *c)
 {
-    char b1[64], b2[64], b3[64];
+    char b1[64], b2[64], b3[64], b4[64];
     const char *ifn = getenv("HOOP_SOCKET_IFNAME"), *tr = getenv("HOOP_TRANSPORT");
+    /* HOOP_IB_REG_CACHE: under ib, whether each call registers its buffers (1) or the
+     * registrations of the first call serve the rest (2) */
     snprintf(c->knobs, sizeof(c->knobs),
              "HOOP_CHUNK_BYTES=%s  HOOP_TCP_NSOCKS=%s  HOOP_SHM_BYTES=%s  HOOP_TRANSPORT=%s  "
-             "HOOP_SOCKET_IFNAME=%s",
+             "HOOP_SOCKET_IFNAME=%s  HOOP_IB_REG_CACHE=%s",
              env_or_default("HOOP_CHUNK_BYTES", b1, sizeof(b1)),
              env_or_default("HOOP_TCP_NSOCKS", b2, sizeof(b2)),
              env_or_default("HOOP_SHM_BYTES", b3, sizeof(b3)), tr && *tr ? tr : "(default)",
-             ifn && *ifn ? ifn : "(default)");
+             ifn && *ifn ? ifn : "(default)", env_or_default("HOOP_IB_REG_CACHE", b4, sizeof(b4)));
 }
 
 /* Do open files a and b name one file (the same device and inode: the same path, or one

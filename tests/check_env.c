@@ -374,7 +374,7 @@ START_TEST(test_ib_knobs)
         int64_t def, min, max;
     } ints[] = {{"HOOP_IB_GID_INDEX", -1, -1, 255}, {"HOOP_IB_TIMEOUT", 20, 1, 31},
                 {"HOOP_IB_RETRY_CNT", 7, 0, 7},     {"HOOP_IB_TC", 0, 0, 255},
-                {"HOOP_IB_SL", 0, 0, 15},           {"HOOP_IB_REG_CACHE", 1, 0, 1}};
+                {"HOOP_IB_SL", 0, 0, 15},           {"HOOP_IB_REG_CACHE", 1, 0, 2}};
     int64_t v;
     const char *s;
     char text[32];

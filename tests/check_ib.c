@@ -6,20 +6,24 @@
  * the credits wrap, both directions at full depth, a consumer receive (straight from
  * the slots) for small and large messages, registered buffers, a wrong token refused,
  * a peer's death failing the link (HOOP_ERR_REMOTE naming it), a bad GID index and a
- * bogus HCA.
+ * bogus HCA; and a communicator over ib whose user frees a buffer and maps other memory
+ * at its address between calls (the registrations must not outlive the call).
  *
  * Devices: HOOP_TEST_IB_HCA_A and HOOP_TEST_IB_HCA_B name the two ends' devices (the
  * guest sets rxe0 and rxe1, joined by a veth pair); unset, both use the first device
  * (Soft-RoCE loops back inside the device). Skips (77) where no RDMA device exists.
  */
 #include <check.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "coll_harness.h"
 #include "core/clock.h"
 #include "transport/transport.h"
 
@@ -112,6 +116,131 @@ START_TEST(test_cache_off)
         free(out);
     }
     close_pair(&p);
+}
+END_TEST
+
+// ----- a communicator over ib: user buffers freed between calls ---------------------------
+
+enum { REUSE_COUNT = 300000 }; /* f32: 1.2 MB, rendezvous pieces (above the 64 KiB slots) */
+
+/* Fills p (REUSE_COUNT floats) with rank r's values for round k; the sum over n ranks of
+ * (r + 1) x (i % 1000 + k) is exact in f32. */
+static void reuse_fill(float *p, int r, int k)
+{
+    for (size_t i = 0; i < REUSE_COUNT; i++) p[i] = (float)((r + 1) * (int)(i % 1000 + k));
+}
+
+static int reuse_check(h_rank *h, const float *p, int k, const char *what)
+{
+    float ranks = (float)(h->n * (h->n + 1) / 2);
+    for (size_t i = 0; i < REUSE_COUNT; i++)
+        if (p[i] != ranks * (float)(i % 1000 + k)) {
+            h_fail(h, "%s, round %d: element %zu is %g, want %g", what, k, i, p[i],
+                   ranks * (float)(i % 1000 + k));
+            return 0;
+        }
+    return 1;
+}
+
+/* In-place all-reduces on p, then p unmapped and other memory mapped at its address
+ * (what malloc and free do with large blocks), three times: each call must reduce the
+ * memory there now, not the pages a registration kept from the call before. */
+static void reuse_rounds(h_rank *h, float *p, size_t bytes, const char *what)
+{
+    for (int k = 0; k < 3; k++) {
+        reuse_fill(p, h->rank, k);
+        hoop_status st =
+            hoop_allreduce(h->comm, p, p, REUSE_COUNT, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL);
+        if (st != HOOP_OK) {
+            h_fail(h, "%s, round %d: hoop_allreduce: %s", what, k, hoop_last_error());
+            return;
+        }
+        if (!reuse_check(h, p, k, what)) break;
+        munmap(p, bytes);
+        void *q =
+            mmap(p, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        if (q != p) {
+            h_fail(h, "%s: mmap at %p: %s", what, (void *)p, strerror(errno));
+            return;
+        }
+    }
+    munmap(p, bytes);
+}
+
+static void reuse_private(h_rank *h)
+{
+    size_t bytes = REUSE_COUNT * sizeof(float);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        h_fail(h, "mmap: %s", strerror(errno));
+    else
+        reuse_rounds(h, p, bytes, "malloc'd memory");
+}
+
+/* Memory from hoop_comm_alloc_shared keeps its registration across calls (it is hoop's):
+ * hoop_comm_free_shared must drop it, or the memory mapped at its address next is served
+ * the freed pages. */
+static void reuse_shared(h_rank *h)
+{
+    size_t bytes = REUSE_COUNT * sizeof(float);
+    float *s;
+    if (hoop_comm_alloc_shared(h->comm, bytes, (void **)&s) != HOOP_OK) {
+        h_fail(h, "hoop_comm_alloc_shared: %s", hoop_last_error());
+        return;
+    }
+    for (int k = 0; k < 2; k++) { /* the second call reuses the first one's registration */
+        reuse_fill(s, h->rank, k);
+        if (hoop_allreduce(h->comm, s, s, REUSE_COUNT, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL) !=
+            HOOP_OK) {
+            h_fail(h, "hoop_comm_alloc_shared memory: hoop_allreduce: %s", hoop_last_error());
+            return;
+        }
+        if (!reuse_check(h, s, k, "hoop_comm_alloc_shared memory")) return;
+    }
+    if (hoop_comm_free_shared(h->comm, s) != HOOP_OK) {
+        h_fail(h, "hoop_comm_free_shared: %s", hoop_last_error());
+        return;
+    }
+    void *q = mmap(s, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (q != s) { /* the freed range is free: nothing else maps there */
+        h_fail(h, "mmap at %p: %s", (void *)s, q == MAP_FAILED ? strerror(errno) : "elsewhere");
+        return;
+    }
+    reuse_rounds(h, q, bytes, "memory mapped where hoop_comm_free_shared's was");
+}
+
+static void ib_comm_env(const char *reg_cache)
+{
+    const char *a = getenv("HOOP_TEST_IB_HCA_A"), *b = getenv("HOOP_TEST_IB_HCA_B");
+    char hca[128];
+    setenv("HOOP_TRANSPORT", "ib", 1);
+    if (a && b && strcmp(a, b) != 0) { /* rank i takes the i-th port of the list */
+        snprintf(hca, sizeof(hca), "%s,%s", a, b);
+        setenv("HOOP_IB_HCA", hca, 1);
+    } else if (a) {
+        setenv("HOOP_IB_HCA", a, 1);
+    }
+    if (reg_cache)
+        setenv("HOOP_IB_REG_CACHE", reg_cache, 1);
+    else
+        unsetenv("HOOP_IB_REG_CACHE");
+}
+
+/* The default, HOOP_IB_REG_CACHE=1: a call's registrations end with the call. */
+START_TEST(test_comm_reuse)
+{
+    ib_comm_env(NULL);
+    run_ranks_ms(2, 60000, reuse_private, NULL);
+    run_ranks_ms(2, 60000, reuse_shared, NULL);
+}
+END_TEST
+
+/* HOOP_IB_REG_CACHE=0: every message registers its own. */
+START_TEST(test_comm_reuse_cache_off)
+{
+    ib_comm_env("0");
+    run_ranks_ms(2, 60000, reuse_private, NULL);
 }
 END_TEST
 
@@ -510,6 +639,8 @@ int main(void)
     tcase_add_test(tc, test_one_device);
     tcase_add_test(tc, test_cache_off);
     tcase_add_test(tc, test_request_pool);
+    tcase_add_test(tc, test_comm_reuse);
+    tcase_add_test(tc, test_comm_reuse_cache_off);
     suite_add_tcase(s, tc);
     TCase *err = tcase_create("errors");
     tcase_set_timeout(err, 120);

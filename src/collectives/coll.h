@@ -119,11 +119,18 @@ typedef struct hoop__coll_args {
     struct hoop__seg *held[2]; /* segments holding sendbuf / recvbuf: their in-flight
                                 * counts keep hoop_comm_free_shared off until completion */
     int dev;                   /* 1: the buffers are GPU memory (staged; collectives.c) */
+    uint8_t in_seg[2];         /* 1: sendbuf / recvbuf lies in memory from
+                                * hoop_comm_alloc_shared, whose registrations a transport
+                                * keeps across calls (progress.c, user_regs_end) */
     hoop_algo asked;           /* the all-reduce algorithm asked for (HOOP_ALGO, set_algo),
                                 * which algo may differ from: for messages only */
     int wanted_direct;         /* 1: direct was asked for (or AUTO at this size) but the
                                 * buffers did not allow it: for messages only */
 } hoop__coll_args;
+
+/* The bytes of the caller's send and receive buffers this rank's part of call a spans
+ * (0 for a buffer it does not use: a broadcast's sendbuf off the root, a barrier's). */
+void hoop__coll_user_bytes(const hoop__coll_args *a, size_t *send, size_t *recv);
 
 /* Appends a step; returns its index, or -1 after recording HOOP_ERR_NOMEM in s->err. */
 int32_t hoop__sched_add(hoop__sched *s, hoop__step st);

@@ -476,6 +476,8 @@ static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **r
     if (comm->segs) { /* memory from hoop_comm_alloc_shared cannot be freed under the call */
         a->held[0] = hoop__seg_find(comm, a->sendbuf, 1);
         a->held[1] = hoop__seg_find(comm, a->recvbuf, 1);
+        a->in_seg[0] = a->held[0] != NULL;
+        a->in_seg[1] = a->held[1] != NULL;
         if (a->held[1] == a->held[0]) a->held[1] = NULL;
     }
     HOOP_CHECK(new_request(comm, a, &r));

@@ -821,6 +821,7 @@ hoop_status hoop_comm_init(hoop_comm **out, const hoop_comm_config *cfg)
     comm->next = (cfg->rank + 1) % cfg->world_size;
     comm->prev = (cfg->rank + cfg->world_size - 1) % cfg->world_size;
     comm->timeout_ms = s.timeout_ms;
+    comm->reg_scope = s.ib.reg_cache;
     comm->wake_fd = -1;
     atomic_store(&comm->algo, (int)s.algo);
     pthread_mutex_init(&comm->mu, NULL);
@@ -968,6 +969,7 @@ hoop_status hoop_comm_destroy(hoop_comm *comm)
     hoop__sched_free(&comm->vote_tpl);
     hoop__claims_free(comm);
     free(comm->exec_block);
+    free(comm->forget);
     free(comm);
     return st == HOOP_OK ? HOOP_OK : HOOP_ERROR(st, "%s", msg);
 }

@@ -112,6 +112,13 @@ struct hoop_comm {
      * has; HOOP_TRANSPORT=tcp|shm|ib: that one). Each link calls its own c->tp. */
     hoop__tp_open tps[HOOP__TP_MAX];
     int ntps;
+    int reg_scope; /* HOOP_IB_REG_CACHE: 1 = a user buffer's registrations last one call */
+    /* Ranges freed by other threads that the transports must forget (under mu): */
+    struct hoop__forget {
+        const void *addr;
+        size_t bytes;
+    } * forget;
+    size_t nforget, capforget;
     struct hoop_tp_comm **send, **recv; /* data links, per peer */
     struct hoop_tp_comm *ctl_send, *ctl_recv;
 
@@ -254,6 +261,14 @@ const char *hoop__hdr_mismatch_hint(const hoop__hdr *a, const hoop__hdr *b);
 enum { HOOP__SLEEP_NONE = 0, HOOP__SLEEP_LONG = 1, HOOP__SLEEP_NAP = 2 };
 /* collectives.c: wakes the progress thread if it sleeps in poll(). */
 void hoop__comm_wake(hoop_comm *comm);
+/* [addr, addr + bytes) is about to be freed, or its call has ended (reg_scope 1): every
+ * transport of comm drops what it caches about it (ib: registrations, which would pin
+ * the old pages and serve a new allocation at the same address wrongly). Progress thread,
+ * or a thread holding comm->engine. */
+void hoop__comm_forget(hoop_comm *comm, const void *addr, size_t bytes);
+/* hoop__comm_forget from the thread that issues collectives: the range is dropped as the
+ * next call starts (progress.c, op_progress). HOOP_ERR_NOMEM (nothing queued). */
+hoop_status hoop__comm_forget_later(hoop_comm *comm, const void *addr, size_t bytes);
 /* devres.c: on the issuing thread, before a call on GPU buffers (a->dev) is queued, makes
  * what it will need that allocates device memory or page-locks host memory (see comm.h,
  * dev_mem ...): the backend's errors (HOOP_ERR_NOMEM naming the device's state,

@@ -505,6 +505,44 @@ static void ctl_progress(hoop_comm *comm, int *progressed)
 
 // ----------------------------------------------------------------- running calls
 
+void hoop__comm_forget(hoop_comm *comm, const void *addr, size_t bytes)
+{
+    for (int i = 0; addr && bytes && i < comm->ntps; i++)
+        if (comm->tps[i].tp->forget) comm->tps[i].tp->forget(comm->tps[i].ctx, (void *)addr, bytes);
+}
+
+hoop_status hoop__comm_forget_later(hoop_comm *comm, const void *addr, size_t bytes)
+{
+    hoop_status st = HOOP_OK;
+    int any = 0;
+    for (int i = 0; i < comm->ntps; i++) any |= comm->tps[i].tp->forget != NULL;
+    if (!any || !addr || !bytes) return HOOP_OK; /* no transport caches anything */
+    pthread_mutex_lock(&comm->mu);
+    if (comm->nforget == comm->capforget) {
+        size_t cap = comm->capforget ? 2 * comm->capforget : 8;
+        st = hoop__realloc(&comm->forget, cap);
+        if (st == HOOP_OK) comm->capforget = cap;
+    }
+    if (st == HOOP_OK) comm->forget[comm->nforget++] = (struct hoop__forget){addr, bytes};
+    pthread_mutex_unlock(&comm->mu);
+    return st;
+}
+
+/* Under HOOP_IB_REG_CACHE=1 (the default) the registrations of a call's buffers last
+ * for the call: once it has ended the program may free them, and a registration kept
+ * would pin the old pages and serve a new allocation at the same address (regcache.h).
+ * Memory from hoop_comm_alloc_shared is hoop's: its registrations stay until
+ * hoop_comm_free_shared. GPU buffers reach the transports only through the stage slots.
+ * Called before the call's completion is told (a waiter may free next). */
+static void user_regs_end(hoop_comm *comm, const hoop__coll_args *a)
+{
+    size_t bytes[2];
+    if (comm->reg_scope != 1 || a->dev) return;
+    hoop__coll_user_bytes(a, &bytes[0], &bytes[1]);
+    if (!a->in_seg[0]) hoop__comm_forget(comm, a->sendbuf, bytes[0]);
+    if (!a->in_seg[1]) hoop__comm_forget(comm, a->recvbuf, bytes[1]);
+}
+
 /* Fails the running call (with cur_msg, or msg when NULL) and every queued one (msg). */
 static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg, const char *cur_msg)
 {
@@ -517,6 +555,7 @@ static void ops_fail_all(hoop_comm *comm, hoop_status st, const char *msg, const
         hoop__exec_free(comm->exec);
         hoop__sched_reset(&comm->sched); /* storage kept for the next call */
         comm->exec = NULL;
+        user_regs_end(comm, &comm->cur->args);
         hoop__request_complete(comm->cur, st, cur_msg ? cur_msg : msg);
         comm->cur = NULL;
         comm->gated = 0;
@@ -571,8 +610,7 @@ static void sched_trace(const hoop_comm *comm, const hoop__sched *s)
 static hoop_status grow(hoop_comm *comm, void **buf, size_t *cap, size_t bytes)
 {
     if (bytes <= *cap) return HOOP_OK;
-    for (int i = 0; *buf && i < comm->ntps; i++)
-        if (comm->tps[i].tp->forget) comm->tps[i].tp->forget(comm->tps[i].ctx, *buf, *cap);
+    hoop__comm_forget(comm, *buf, *cap);
     free(*buf);
     *buf = NULL;
     *cap = 0;
@@ -696,6 +734,7 @@ static void finish_op(hoop_comm *comm)
     hoop__exec_free(comm->exec);
     hoop__sched_reset(&comm->sched); /* storage kept for the next call */
     comm->exec = NULL;
+    user_regs_end(comm, &comm->cur->args);
     hoop__request_complete(comm->cur, HOOP_OK, NULL);
     comm->cur = NULL;
     if (comm->deferred) adopt_record(comm);  /* the later call's failure, now */
@@ -842,6 +881,10 @@ static void op_progress(hoop_comm *comm, int *progressed)
         pthread_mutex_lock(&comm->mu);
         comm->cur = comm->q_head;
         if (comm->cur && !(comm->q_head = comm->cur->next)) comm->q_tail = NULL;
+        /* Memory freed before this call was queued may be its memory now (shared.c). */
+        for (size_t i = 0; comm->cur && i < comm->nforget; i++)
+            hoop__comm_forget(comm, comm->forget[i].addr, comm->forget[i].bytes);
+        if (comm->cur) comm->nforget = 0;
         pthread_mutex_unlock(&comm->mu);
         if (!comm->cur) return;
         *progressed = 1;

@@ -83,25 +83,31 @@ const char *hoop__sched_algo_name(const hoop__coll_args *a)
  * root, reduce's recvbuf off the root). Stage slots are never named by a step (a staged
  * step names the user's buffer). *shared = the bytes of the buffer DIRECT steps address
  * (the call's shared buffer, in place). */
+void hoop__coll_user_bytes(const hoop__coll_args *a, size_t *send, size_t *recv)
+{
+    size_t block = a->count * a->elem, all = block * (size_t)a->world_size;
+    int root = a->rank == a->root;
+    *send = a->coll == HOOP__COLL_REDUCE_SCATTER       ? all
+            : a->coll == HOOP__COLL_BROADCAST && !root ? 0
+            : a->coll == HOOP__COLL_BARRIER            ? 0
+                                                       : block;
+    *recv = a->coll == HOOP__COLL_ALLGATHER         ? all
+            : a->coll == HOOP__COLL_REDUCE && !root ? 0
+            : a->coll == HOOP__COLL_BARRIER         ? 0
+                                                    : block;
+    if (!a->sendbuf) *send = 0;
+    if (!a->recvbuf) *recv = 0;
+}
+
 static void buf_sizes(const hoop__coll_args *a, size_t scratch, size_t size[HOOP__NBUF],
                       size_t *shared)
 {
     size_t block = a->count * a->elem, all = block * (size_t)a->world_size;
-    int root = a->rank == a->root;
     for (int b = 0; b < HOOP__NBUF; b++) size[b] = 0;
-    size[HOOP__BUF_SEND] = a->coll == HOOP__COLL_REDUCE_SCATTER       ? all
-                           : a->coll == HOOP__COLL_BROADCAST && !root ? 0
-                           : a->coll == HOOP__COLL_BARRIER            ? 0
-                                                                      : block;
-    size[HOOP__BUF_RECV] = a->coll == HOOP__COLL_ALLGATHER         ? all
-                           : a->coll == HOOP__COLL_REDUCE && !root ? 0
-                           : a->coll == HOOP__COLL_BARRIER         ? 0
-                                                                   : block;
+    hoop__coll_user_bytes(a, &size[HOOP__BUF_SEND], &size[HOOP__BUF_RECV]);
     size[HOOP__BUF_SCRATCH] = scratch;
     size[HOOP__BUF_TOKEN] = sizeof(((hoop_comm *)0)->token);
     size[HOOP__BUF_VOTE] = HOOP__VOTE_BYTES;
-    if (!a->sendbuf) size[HOOP__BUF_SEND] = 0;
-    if (!a->recvbuf) size[HOOP__BUF_RECV] = 0;
     *shared = a->coll == HOOP__COLL_ALLREDUCE ? block : all;
 }
 

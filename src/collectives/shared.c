@@ -208,6 +208,14 @@ hoop_status hoop_comm_free_shared(hoop_comm *comm, void *ptr)
                               "wait for them first",
                               n, ptr);
         *at = g->next;
+        /* A transport's registration of it (ib: kept across calls) must not outlive it:
+         * dropped before the next call starts. Nothing can use the memory: no call on it
+         * is in flight. */
+        hoop_status st = hoop__comm_forget_later(comm, ptr, g->len);
+        if (st != HOOP_OK) {
+            *at = g; /* not freed: a new allocation at its address would get its pages */
+            return st;
+        }
         seg_unmap(g, comm->world_size);
         return HOOP_OK;
     }

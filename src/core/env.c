@@ -172,9 +172,11 @@ const hoop_env_param hoop__env_params[] = {
     {"HOOP_IB_TC", HOOP_ENV_INT, "0", 0, 255, NULL,
      "ib: traffic class of RoCE packets (the IP header's DSCP and ECN bits)"},
     {"HOOP_IB_SL", HOOP_ENV_INT, "0", 0, 15, NULL, "ib: InfiniBand service level"},
-    {"HOOP_IB_REG_CACHE", HOOP_ENV_INT, "1", 0, 1, NULL,
-     "ib: 1 = cache the registrations of user buffers; 0 = register per call, for programs "
-     "that free and reuse memory at the same address"},
+    {"HOOP_IB_REG_CACHE", HOOP_ENV_INT, "1", 0, 2, NULL,
+     "ib: how long a user buffer's registration lasts: 1 = its call (every chunk of a "
+     "buffer shares one); 2 = across calls, for programs that never free a buffer given "
+     "to hoop while the comm lives (memory from hoop_comm_alloc_shared is kept under 1 "
+     "too); 0 = one message"},
     {"HOOP_CPU_BIND", HOOP_ENV_STRING, NULL, 0, 0, NULL,
      "set by hooprun --bind core (its default): this worker's CPUs, e.g. 0-3 (read only)"},
     {"HOOP_OMP_DEFAULT", HOOP_ENV_INT, "0", 0, 1, NULL,

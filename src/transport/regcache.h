@@ -15,9 +15,11 @@
  *
  * Staleness: the cache cannot see the program free memory and map other memory at the
  * same address, after which a cached entry would name the old pages. The transport
- * calls hoop__regcache_invalidate where it knows of such a release, and
- * HOOP_IB_REG_CACHE=0 (enabled = 0) turns caching off for programs that free and reuse
- * buffers behind hoop's back.
+ * calls hoop__regcache_invalidate where it is told of a release (its forget): the
+ * communicator forgets each call's user buffers when the call ends (HOOP_IB_REG_CACHE=1,
+ * the default; the buffer's chunks still share one registration), memory hoop allocated
+ * when it frees it, and nothing else under HOOP_IB_REG_CACHE=2, for programs that never
+ * free a buffer behind hoop's back. HOOP_IB_REG_CACHE=0 (enabled = 0) keeps nothing.
  */
 #ifndef HOOP_TRANSPORT_REGCACHE_H
 #define HOOP_TRANSPORT_REGCACHE_H

@@ -56,7 +56,9 @@ struct hoop_tp_config {
         int timeout;            /* HOOP_IB_TIMEOUT: ack timeout exponent (4.096 us x 2^t) */
         int retry_cnt;          /* HOOP_IB_RETRY_CNT */
         int tc, sl;             /* HOOP_IB_TC (traffic class), HOOP_IB_SL (service level) */
-        int reg_cache;          /* HOOP_IB_REG_CACHE: 1 = cache user-buffer registrations */
+        int reg_cache;          /* HOOP_IB_REG_CACHE: 0 = register per message; 1, 2 = cache
+                                 * user-buffer registrations (1: the comm forgets a call's
+                                 * buffers when it ends, progress.c; 2: kept until evicted) */
         int local_rank;         /* picks among the ports HOOP_IB_HCA selects (round robin) */
     } ib; /* timeout 0 means the defaults: every device, automatic GID, timeout 20, retry 7 */
 };
