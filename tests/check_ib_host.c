@@ -401,6 +401,34 @@ START_TEST(test_gid_bad_args)
 }
 END_TEST
 
+/* A DGX-like host: InfiniBand ports with RoCE ports among them (storage). Local ranks
+ * take the InfiniBand ones round robin unless HOOP_IB_HCA chose; one link layer alone,
+ * every port. */
+START_TEST(test_port_pick)
+{
+    const int mixed[] = {0, 1, 0, 0, 1, 0}; /* ib eth ib ib eth ib */
+    const int want_ib[] = {0, 2, 3, 5, 0, 2, 3, 5};
+    int ib_only = -1;
+    for (int r = 0; r < 8; r++) {
+        ck_assert_int_eq(hoop__ib_port_pick(mixed, 6, 0, r, &ib_only), want_ib[r]);
+        ck_assert_int_eq(ib_only, 1);
+    }
+    for (int r = 0; r < 8; r++) { /* HOOP_IB_HCA chose these ports: all of them */
+        ck_assert_int_eq(hoop__ib_port_pick(mixed, 6, 1, r, &ib_only), r % 6);
+        ck_assert_int_eq(ib_only, 0);
+    }
+    const int eth[] = {1, 1, 1}, ib[] = {0, 0};
+    for (int r = 0; r < 4; r++) {
+        ck_assert_int_eq(hoop__ib_port_pick(eth, 3, 0, r, &ib_only), r % 3);
+        ck_assert_int_eq(ib_only, 0);
+        ck_assert_int_eq(hoop__ib_port_pick(ib, 2, 0, r, &ib_only), r % 2);
+        ck_assert_int_eq(ib_only, 0);
+    }
+    ck_assert_int_eq(hoop__ib_port_pick(ib, 0, 0, 0, &ib_only), -1);
+    ck_assert_int_eq(hoop__ib_port_pick(ib, 2, 0, -1, &ib_only), -1);
+}
+END_TEST
+
 START_TEST(test_gid_str)
 {
     char buf[HOOP__IB_GID_STR_MAX];
@@ -1113,6 +1141,7 @@ static Suite *ib_host_suite(void)
     tcase_add_test(g, test_gid_explicit_index);
     tcase_add_test(g, test_gid_infiniband);
     tcase_add_test(g, test_gid_bad_args);
+    tcase_add_test(g, test_port_pick);
     tcase_add_test(g, test_gid_str);
     suite_add_tcase(s, g);
 

@@ -202,6 +202,7 @@ const struct hoop_transport hoop__transport_ib = {
 #define IB_GONE_GRACE_NS (300 * 1000000LL) /* a posted send's wait for its ACK after EOF */
 #define IB_CACHE_ENTRIES 256
 #define IB_MAX_GIDS 256
+#define IB_MAX_PORTS 64 /* usable ports a host lists that the choice looks at */
 
 /* The immediate value: a kind in the top two bits, a sequence number below. */
 enum { IMM_EAGER = 0u, IMM_RNDV = 1u, IMM_GRANT = 2u, IMM_CREDIT = 3u };
@@ -335,7 +336,7 @@ struct ib_comm {
     int64_t gone_ns; /* when a posted send first waited past the peer's EOF */
     int64_t eof_checked_ns;
     hoop_status failed;
-    char why[400];
+    char why[480];
     /* connector */
     enum ib_conn state;
     hoop_sockaddr raddr;
@@ -421,8 +422,9 @@ static hoop_status read_gids(struct ibv_context *v, int port, int len, hoop__ib_
         gid_entry(&tab[e[i].gid_index], &e[i]);
     }
     free(e);
-    if (got < 0) { /* an older kernel: one entry at a time */
-        for (int i = 0; i < len && i < 16; i++) {
+    if (got < 0) { /* an older kernel: one entry at a time, the whole table (a RoCE v2
+                    * IPv4 GID can sit far down it behind VLANs and IPv6 addresses) */
+        for (int i = 0; i < len; i++) {
             struct ibv_gid_entry one;
             if (ibv_query_gid_ex(v, (uint32_t)port, (uint32_t)i, &one, 0) != 0) continue;
             gid_entry(&tab[i], &one);
@@ -478,9 +480,10 @@ static hoop_status open_port(const struct hoop_tp_ib_config *cfg, struct ib_port
                                             : hoop__strerror(errno));
     }
     int want = cfg->local_rank >= 0 ? cfg->local_rank : 0;
-    /* Two passes: count the usable ports, then open the chosen one. matched: ports the
-     * filter kept, active or not; all: every port seen, for the message when none. */
-    int usable = 0, matched = 0;
+    /* Two passes: count the usable ports (and their link layers), then open the chosen
+     * one. matched: ports the filter kept, active or not; all: every port seen, for the
+     * message when none. */
+    int usable = 0, matched = 0, pick = -1, ib_only = 0, eth[IB_MAX_PORTS];
     char all[300] = "";
     size_t alen = 0;
     hoop_status st = HOOP_OK, last = HOOP_OK;
@@ -512,10 +515,12 @@ static hoop_status open_port(const struct hoop_tp_ib_config *cfg, struct ib_port
                     continue;
                 }
                 if (pass == 0) {
+                    if (usable < IB_MAX_PORTS)
+                        eth[usable] = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
                     usable++;
                     continue;
                 }
-                if (seen++ != want % usable) continue;
+                if (seen++ != pick) continue;
                 st = use_port(cfg, v, name, port, &pa, p);
                 if (st == HOOP_OK) {
                     chosen = keep = 1;
@@ -529,7 +534,13 @@ static hoop_status open_port(const struct hoop_tp_ib_config *cfg, struct ib_port
             if (!keep) ibv_close_device(v);
         }
         if (pass == 0 && usable == 0) break;
+        if (pass == 0)
+            pick = hoop__ib_port_pick(eth, usable < IB_MAX_PORTS ? usable : IB_MAX_PORTS,
+                                      spec.n > 0, want, &ib_only);
     }
+    if (chosen && ib_only)
+        HOOP_INFO(INIT, "ib: this host has active InfiniBand and Ethernet (RoCE) ports; using the "
+                        "InfiniBand ones (HOOP_IB_HCA chooses otherwise)");
     ibv_free_device_list(list);
     if (chosen) return HOOP_OK;
     if (last != HOOP_OK) return HOOP_ERROR(last, "%s", skipped);
@@ -579,7 +590,14 @@ static void cache_dereg(void *arg, void *mr)
 }
 
 /* CUDA memory through a dmabuf: the driver's fd for the range, then ibv_reg_dmabuf_mr.
- * Loaded at run time (libcuda.so.1), so a host without the CUDA driver loses nothing. */
+ * Loaded at run time (libcuda.so.1), so a host without the CUDA driver loses nothing.
+ * Never run (Soft-RoCE has no dmabuf) and not used: the collectives stage GPU buffers
+ * through pinned host slots (devres.c). Before it is, three gaps: keys_for matches a
+ * caller's mr by mr->addr, which ibv_reg_dmabuf_mr sets to the dmabuf offset (0 here),
+ * so the range must be kept beside it; messages of IB_SLOT_BYTES or less are copied by
+ * the CPU (eager slots, inline sends), so GPU memory must take the rendezvous path on
+ * both ends alike; and a receive into GPU memory needs a flush (an RDMA READ after the
+ * writes, as NCCL's, or cuFlushGPUDirectRDMAWrites) before the device reads it. */
 typedef int (*cu_handle_fn)(void *handle, unsigned long long dptr, size_t size, int type,
                             unsigned long long flags);
 #define CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD 1
@@ -808,7 +826,7 @@ static hoop_status comm_fail(struct ib_comm *c, hoop_status st, const char *fmt,
 static hoop_status comm_fail(struct ib_comm *c, hoop_status st, const char *fmt, ...)
 {
     if (c->failed == HOOP_OK) {
-        char what[300];
+        char what[440];
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(what, sizeof(what), fmt, ap);
@@ -816,6 +834,14 @@ static hoop_status comm_fail(struct ib_comm *c, hoop_status st, const char *fmt,
         c->failed = st;
         snprintf(c->why, sizeof(c->why), "ib link %s rank %d: %s",
                  c->kind == IK_SEND ? "to" : "from", c->base.peer, what);
+        /* Stop the device's work on the link before its requests are released: in the
+         * error state the QP flushes what is posted and takes no more of the peer's
+         * writes, which would otherwise land in receive buffers already handed back
+         * (ibv_modify_qp(3): any state may move to IBV_QPS_ERR). */
+        if (c->qp) {
+            struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+            (void)ibv_modify_qp(c->qp, &a, IBV_QP_STATE);
+        }
     }
     return HOOP_ERROR(c->failed, "%s", c->why);
 }
@@ -1261,9 +1287,11 @@ static hoop_status wc_failed(struct ib_comm *c, const struct ibv_wc *wc)
     char msg[300], g1[64], g2[64];
     if (c->failed != HOOP_OK) return HOOP_ERROR(c->failed, "%s", c->why); /* first error only */
     hoop__ib_wc_message((int)wc->status, c->base.peer, msg, sizeof(msg));
-    return comm_fail(c, HOOP_ERR_REMOTE, "%s (%s port %d, GID %s -> %s)", msg, c->ctx->p.dev,
-                     c->ctx->p.port, gid_text(&c->ctx->p.gid, g1, sizeof(g1)),
-                     gid_text(&c->peer_gid, g2, sizeof(g2)));
+    /* The vendor's syndrome is what a ConnectX failure is looked up by. */
+    return comm_fail(c, HOOP_ERR_REMOTE, "%s (%s port %d, QP %u, GID %s -> %s, vendor error 0x%x)",
+                     msg, c->ctx->p.dev, c->ctx->p.port, wc->qp_num,
+                     gid_text(&c->ctx->p.gid, g1, sizeof(g1)),
+                     gid_text(&c->peer_gid, g2, sizeof(g2)), wc->vendor_err);
 }
 
 /* Posts one send work request; signalled every IB_SIGNAL_EVERY-th or when asked. */
@@ -1787,12 +1815,14 @@ static hoop_status close_comm(struct hoop_tp_comm *tc, int drain)
             }
         }
     }
+    /* The QP first: its registrations (the cache entries below) may go once nothing the
+     * device still holds can reach them. */
+    if (c->qp) ibv_destroy_qp(c->qp);
     for (hoop__req_link *l = c->pool.live; l; l = l->next) {
         struct ib_req *r = (struct ib_req *)l;
         if (r->entry) hoop__regcache_put(c->ctx->cache, r->entry), r->entry = NULL;
     }
     hoop__req_pool_fini(&c->pool);
-    if (c->qp) ibv_destroy_qp(c->qp);
     if (c->cq) {
         struct ibv_cq *ev_cq;
         void *ev_ctx;

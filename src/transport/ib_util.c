@@ -225,6 +225,21 @@ static hoop_status range_parse(const char *text, addr_range *r)
     return HOOP_OK;
 }
 
+int hoop__ib_port_pick(const int *link_eth, int n, int filtered, int want, int *ib_only)
+{
+    int ib = 0;
+    *ib_only = 0;
+    if (n < 1 || want < 0) return -1;
+    for (int i = 0; i < n; i++) ib += !link_eth[i];
+    *ib_only = !filtered && ib > 0 && ib < n;
+    int kept = *ib_only ? ib : n, k = want % kept;
+    for (int i = 0; i < n; i++) {
+        if (*ib_only && link_eth[i]) continue;
+        if (k-- == 0) return i;
+    }
+    return -1; /* not reached */
+}
+
 hoop_status hoop__ib_addr_range_check(const char *text)
 {
     addr_range r;

@@ -93,6 +93,16 @@ typedef struct hoop__ib_gid {
 hoop_status hoop__ib_gid_pick(const hoop__ib_gid *tab, int n, int link_eth, int want,
                               const char *addr_range, const char *dev, int port, int *index);
 
+/* Which of a host's n usable (active) ports, in device-list order, a worker takes:
+ * link_eth[i] is 1 for an Ethernet (RoCE) port, 0 for InfiniBand. The want-th (round
+ * robin: want modulo the count) of the ports kept, where all are kept, except that with
+ * no HOOP_IB_HCA (filtered 0) and ports of both link layers only the InfiniBand ones
+ * are: a node's Ethernet ports beside its InfiniBand fabric are its storage or
+ * management network, and a link between a RoCE port and an InfiniBand one cannot be
+ * made (a ring would fall back to tcp on it). Sets *ib_only to 1 in that case, else 0.
+ * Returns the chosen index (0..n-1), or -1 when n < 1 or want < 0. No errors. */
+int hoop__ib_port_pick(const int *link_eth, int n, int filtered, int want, int *ib_only);
+
 /* HOOP_IB_ADDR_RANGE's form: HOOP_OK for NULL, "" or a CIDR range (10.0.0.0/8,
  * fd00::/8), else HOOP_ERR_INVALID naming the text. */
 hoop_status hoop__ib_addr_range_check(const char *text);
