@@ -59,6 +59,7 @@
 #include "collectives/exec.h"
 #include "collectives/memops.h"
 #include "core/check.h"
+#include "core/clock.h"
 #include "core/fault.h"
 
 enum { ST_WAIT = 0, ST_POSTED, ST_RECEIVED, ST_MEMOP, ST_DONE };
@@ -261,18 +262,29 @@ hoop_status hoop__exec_start(hoop__exec **out, const hoop__sched *s, const hoop_
     return HOOP_OK;
 }
 
-/* Waits (bounded) for the memory operations still in flight: a failed call must not
- * hand back memory a device is still writing. */
+/* Waits for the memory operations still in flight, DRAIN_MS in all (not per operation:
+ * a stuck device would otherwise hold a failed call that many times over): a failed call
+ * must not hand back memory a device is still writing. What is still running then is
+ * abandoned, said in one WARN. */
 static void drain(hoop__exec *x)
 {
+    int64_t until = hoop__deadline_ns(DRAIN_MS);
+    size_t lost = 0, first = 0;
+    char why[300] = "";
     for (size_t i = 0; x->nmemops > 0 && i < x->s->n; i++) {
         if (x->state[i] != ST_MEMOP) continue;
-        if (x->mem->vt->wait(x->mem, x->req[i], DRAIN_MS) != HOOP_OK)
-            HOOP_WARN("step %zu: %s", i, hoop_last_error());
+        if (x->mem->vt->wait(x->mem, x->req[i], hoop__ms_left(until)) != HOOP_OK && !lost++) {
+            first = i;
+            snprintf(why, sizeof(why), "%s", hoop_last_error());
+        }
         x->state[i] = ST_WAIT;
         x->req[i] = NULL;
         x->nmemops--;
     }
+    if (lost)
+        HOOP_WARN("%zu memory operation(s) of a failed call had not finished after %d ms and "
+                  "were left running (step %zu: %s)",
+                  lost, DRAIN_MS, first, why);
 }
 
 void hoop__exec_free(hoop__exec *x)
