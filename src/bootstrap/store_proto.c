@@ -20,6 +20,7 @@
 #include "bootstrap/store_proto.h"
 #include "core/check.h"
 #include "core/launch.h"
+#include "core/resolve.h"
 
 int hoop__buf_reserve(hoop__buf *b, size_t n)
 {
@@ -129,7 +130,12 @@ hoop_status hoop__store_resolve(const char *host, int port, int passive, struct 
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_protocol = IPPROTO_TCP};
     hints.ai_family = any ? AF_INET : AF_UNSPEC;
     hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
-    int rc = getaddrinfo(any ? NULL : host, serv, &hints, res);
+    int rc = hoop__getaddrinfo(any ? NULL : host, serv, &hints, res);
+    if (rc == EAI_AGAIN) {
+        *res = NULL;
+        return HOOP_ERROR(HOOP_ERR_SYSTEM, "store: cannot resolve host '%s': %s (still after %d s)",
+                          any ? "*" : host, gai_strerror(rc), HOOP__RESOLVE_RETRY_MS / 1000);
+    }
     if (rc != 0) {
         *res = NULL;
         char buf[200];

@@ -45,6 +45,7 @@
 #include "core/env.h"
 #include "core/launch.h"
 
+#define STORE_BACKLOG 65535 /* listen(2)'s backlog: the kernel caps it at somaxconn */
 #define READ_CHUNK (64u << 10)
 #define SWEEP_NS (100 * 1000000LL) /* how often stalled connections are looked for */
 #define MAX_EVENTS 256
@@ -1358,7 +1359,11 @@ static hoop_status bind_listen(hoop_store_server *s, const struct addrinfo *res,
         /* SO_REUSEADDR: a restarted rank 0 can bind while old connections sit in
          * TIME_WAIT. It does not allow two listeners on one port (Linux). */
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) {
+        /* Every rank connects at start-up: the largest backlog the kernel allows
+         * (listen(2): capped at net.core.somaxconn, 4096 since Linux 5.4), not the
+         * header's SOMAXCONN, 128 in older C libraries, whose overflow drops SYNs that are
+         * retried only after 1, 3, 7 s. */
+        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, STORE_BACKLOG) == 0) {
             s->lfd = fd;
             return HOOP_OK;
         }

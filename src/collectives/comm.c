@@ -471,7 +471,14 @@ static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen,
         int lost = -1, found = 0;
         if (store && now >= next_probe) {
             next_probe = now + LOST_PROBE_NS;
+            /* A late answer is not a lost store, up to this loop's own deadline: rank 0's
+             * store thread may still be sending the card exchange's N replies of N cards
+             * to a large world (an answer later than the 1 s a probe's reply is given by
+             * default failed the start-up). Rank 0's death is seen at once all the same:
+             * its connection closes. */
+            hoop__store_set_reply_grace(store, hoop__ms_left(deadline));
             hoop_status ps = hoop__store_probe(store, key, &lost, &found, why, sizeof(why));
+            hoop__store_set_reply_grace(store, 0);
             if (ps != HOOP_OK) { /* rank 0 failed or died: its store said why */
                 snprintf(why, sizeof(why), "%s", hoop_last_error());
                 return HOOP_ERROR(ps, "rank %d's start-up, connecting links: %s not up: %s",

@@ -9,6 +9,7 @@ libhoopcore_la_SOURCES += \
 	%reldir%/fault.c \
 	%reldir%/fdlimit.c \
 	%reldir%/memroom.c \
+	%reldir%/resolve.c \
 	%reldir%/stop.c \
 	%reldir%/version.c
 noinst_HEADERS += \
@@ -20,6 +21,7 @@ noinst_HEADERS += \
 	%reldir%/fault.h \
 	%reldir%/fdlimit.h \
 	%reldir%/memroom.h \
+	%reldir%/resolve.h \
 	%reldir%/stop.h \
 	%reldir%/clock.h \
 	%reldir%/rng.h

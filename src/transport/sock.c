@@ -14,6 +14,7 @@
 
 #include "core/check.h"
 #include "core/fdlimit.h"
+#include "core/resolve.h"
 #include "transport/sock.h"
 
 // ----- addresses ---------------------------------------------------------------------------
@@ -161,10 +162,10 @@ static hoop_status addr_from_ifname(const char *prefix, int want, hoop_sockaddr 
 static hoop_status addr_routing_to(const char *host, hoop_sockaddr *out)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM}, *ai;
-    int rc = getaddrinfo(host, "9", &hints, &ai);
+    int rc = hoop__getaddrinfo(host, "9", &hints, &ai);
     if (rc != 0)
-        return HOOP_ERROR(HOOP_ERR_INVALID, "MASTER_ADDR=%s cannot be resolved: %s", host,
-                          gai_strerror(rc));
+        return HOOP_ERROR(rc == EAI_AGAIN ? HOOP_ERR_SYSTEM : HOOP_ERR_INVALID,
+                          "MASTER_ADDR=%s cannot be resolved: %s", host, gai_strerror(rc));
     hoop_sockaddr dst = {.sa.sa_family = AF_UNSPEC};
     if (ai->ai_addrlen <= sizeof(dst)) memcpy(&dst, ai->ai_addr, ai->ai_addrlen);
     if (is_loopback(&dst)) {

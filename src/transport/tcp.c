@@ -33,6 +33,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,13 +189,38 @@ static void unlink_connecting(struct tcp_ctx *ctx, struct tcp_comm *c)
         }
 }
 
+/* 1 when the kernel lets a socket have TCP_SOCKBUF bytes set by hand (the sysctl at
+ * path, net.core.wmem_max or rmem_max, is at least that), else 0; read once. */
+static int sockbuf_allowed(const char *path, _Atomic int *memo)
+{
+    int v = atomic_load(memo);
+    if (v >= 0) return v;
+    long max = -1;
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%ld", &max) != 1) max = -1;
+        fclose(f);
+    }
+    v = max >= TCP_SOCKBUF;
+    atomic_store(memo, v);
+    return v;
+}
+
 static void set_sockopts(int fd)
 {
+    static _Atomic int snd_ok = -1, rcv_ok = -1;
     int one = 1, buf = TCP_SOCKBUF;
     /* Best effort: a refused option only costs speed. */
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
-    (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+    /* A size set by hand is capped at net.core.[wr]mem_max (212992 bytes by default, so
+     * about 416 KiB once the kernel doubles it) and turns the kernel's autotuning off for
+     * the socket, which would otherwise grow it to tcp_[wr]mem's maximum (4 and 6 MiB by
+     * default) on a link whose bandwidth x delay needs it (socket(7), tcp(7)): ask only
+     * where the cap lets us have what we ask. */
+    if (sockbuf_allowed("/proc/sys/net/core/wmem_max", &snd_ok))
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+    if (sockbuf_allowed("/proc/sys/net/core/rmem_max", &rcv_ok))
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 }
 
 static hoop_status comm_new(struct tcp_ctx *ctx, enum tcp_kind kind, int nsocks, int peer,
