@@ -236,6 +236,45 @@ START_TEST(test_comm_reuse)
 }
 END_TEST
 
+/* HOOP_IB_REG_CACHE=2 keeps the registration of a buffer the program frees: hoop's own
+ * memory allocated at its address next must not be served it. */
+static void keep_then_shared(h_rank *h)
+{
+    size_t bytes = (REUSE_COUNT * sizeof(float) + 4095) & ~(size_t)4095;
+    float *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), *s;
+    if (p == MAP_FAILED) {
+        h_fail(h, "mmap: %s", strerror(errno));
+        return;
+    }
+    reuse_fill(p, h->rank, 0);
+    if (hoop_allreduce(h->comm, p, p, REUSE_COUNT, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL) != HOOP_OK) {
+        h_fail(h, "hoop_allreduce: %s", hoop_last_error());
+        return;
+    }
+    if (!reuse_check(h, p, 0, "the program's buffer")) return;
+    munmap(p, bytes); /* its registration stays (HOOP_IB_REG_CACHE=2) */
+    if (hoop_comm_alloc_shared(h->comm, bytes, (void **)&s) != HOOP_OK) {
+        h_fail(h, "hoop_comm_alloc_shared: %s", hoop_last_error());
+        return;
+    }
+    if (s != p) /* the kernel put it elsewhere: nothing stale to meet (said, not failed) */
+        printf("keep_then_shared: rank %d's shared memory is at %p, not at %p\n", h->rank,
+               (void *)s, (void *)p);
+    reuse_fill(s, h->rank, 1);
+    if (hoop_allreduce(h->comm, s, s, REUSE_COUNT, HOOP_DTYPE_F32, HOOP_OP_SUM, NULL) != HOOP_OK)
+        h_fail(h, "hoop_allreduce on hoop_comm_alloc_shared memory: %s", hoop_last_error());
+    else
+        reuse_check(h, s, 1, "hoop_comm_alloc_shared memory where the program's buffer was");
+    hoop_comm_free_shared(h->comm, s);
+}
+
+START_TEST(test_comm_reuse_keep)
+{
+    ib_comm_env("2");
+    run_ranks_ms(2, 60000, keep_then_shared, NULL);
+}
+END_TEST
+
 /* HOOP_IB_REG_CACHE=0: every message registers its own. */
 START_TEST(test_comm_reuse_cache_off)
 {
@@ -641,6 +680,7 @@ int main(void)
     tcase_add_test(tc, test_request_pool);
     tcase_add_test(tc, test_comm_reuse);
     tcase_add_test(tc, test_comm_reuse_cache_off);
+    tcase_add_test(tc, test_comm_reuse_keep);
     suite_add_tcase(s, tc);
     TCase *err = tcase_create("errors");
     tcase_set_timeout(err, 120);

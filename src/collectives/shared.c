@@ -172,6 +172,9 @@ hoop_status hoop_comm_alloc_shared(hoop_comm *comm, size_t bytes, void **ptr)
     HOOP_CHECK_GOTO(create_own(comm, g, &me, &fd), st, fail);
     if (comm->world_size > 1) st = share(comm, g, &me);
     if (fd >= 0) close(fd); /* the mappings keep the memory */
+    /* A registration the program left at this address (HOOP_IB_REG_CACHE=2 keeps a freed
+     * buffer's) must not serve hoop's new memory: dropped before the next call starts. */
+    if (st == HOOP_OK) st = hoop__comm_forget_later(comm, g->base[comm->rank], g->len);
     if (st != HOOP_OK) goto fail;
     if (!g->direct) /* keep our copy only */
         for (int q = 0; q < comm->world_size; q++)

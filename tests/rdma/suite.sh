@@ -179,7 +179,7 @@ coll_world() {
 step_check_ib() {
     need_guest
     need_ib
-    [ -x "$build/tests/check_ib" ] || skip "tests/check_ib is not built (no verbs transport yet)"
+    [ -x "$build/tests/check_ib" ] || skip "tests/check_ib is not built (make check-rdma builds it)"
     "$build/tests/check_ib"
 }
 
