@@ -340,7 +340,7 @@ static hoop_status stream_table(hoop_comm *comm, const char *fn, const struct ho
  * comm, DDP's) with the caller's fill CUDA's 8 or so: with fewer queues the stream calls
  * block instead (the rule in include/hoop/collectives.h). Read once: the driver reads it
  * when the context is made. */
-static int few_queues(void)
+int hoop__stream_few_queues(void)
 {
     static atomic_int known = -1;
     int v = atomic_load(&known);
@@ -370,17 +370,12 @@ static atomic_int no_stream_wait;
 
 int hoop__stream_calls_block(void)
 {
-    return few_queues() || atomic_load(&no_stream_wait);
+    return hoop__stream_few_queues() || atomic_load(&no_stream_wait);
 }
 
-int hoop__stream_few_queues(void)
-{
-    return few_queues();
-}
-
-/* A stream call that cannot queue its wait (few_queues, no_stream_wait): the calling
- * thread waits for the stream's earlier work (up to HOOP_TIMEOUT), then runs the call as
- * a blocking one; its failure is also kept for hoop_stream_status and later stream
+/* A stream call that cannot queue its wait (hoop__stream_few_queues, no_stream_wait):
+ * the calling thread waits for the stream's earlier work (up to HOOP_TIMEOUT), then runs
+ * the call as a blocking one; its failure is also kept for hoop_stream_status and later stream
  * calls, as a stream call's is. */
 static hoop_status blocking_stream_call(hoop_comm *comm, const struct hoop__cuda_coll *cc,
                                         hoop__coll_args *a, const struct via *v, const char *fn)
@@ -459,15 +454,15 @@ static hoop_status enqueue(hoop_comm *comm, hoop__coll_args *a, hoop_request **r
     int captured = 0;
     if (v && HOOP__CUDA_COLL_HAS(cc, stream_capturing))
         HOOP_CHECK(cc->stream_capturing(v->stream, &captured));
-    if (captured && few_queues())
+    if (captured && hoop__stream_few_queues())
         return HOOP_ERROR(HOOP_ERR_UNSUPPORTED,
                           "%s: cannot be captured into a CUDA graph while "
                           "CUDA_DEVICE_MAX_CONNECTIONS=%d: with fewer hardware queues than "
                           "CUDA's default 8, the graph's wait for the collective may hold the "
                           "collective's own device work; unset it, or set it to 8 or more",
-                          sfns[a->coll], few_queues());
+                          sfns[a->coll], hoop__stream_few_queues());
     if (captured) return hoop__capture_call(comm, cc, a, v->stream, sfns[a->coll]);
-    if (v && (few_queues() || atomic_load(&no_stream_wait)))
+    if (v && (hoop__stream_few_queues() || atomic_load(&no_stream_wait)))
         return blocking_stream_call(comm, cc, a, v, sfns[a->coll]);
     /* Device memory and page locks come from this thread, before the call is queued (and
      * before a stream call's wait): the progress thread must not make CUDA wait for the

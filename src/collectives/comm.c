@@ -835,6 +835,7 @@ hoop_status hoop_comm_init(hoop_comm **out, const hoop_comm_config *cfg)
     pthread_mutex_init(&comm->engine, NULL);
     hoop__transport_cost(NULL, NULL, &comm->link_cost.c); /* no links: the default */
     if (comm->world_size > 1) HOOP_CHECK_GOTO(connect_all(comm, cfg, &s), st, fail);
+    for (int i = 0; i < comm->ntps; i++) comm->caches |= comm->tps[i].tp->forget != NULL;
     HOOP_CHECK_GOTO(comm_start(comm, &s), st, fail);
     HOOP_INFO(INIT, "rank %d of %d: communicator ready (chunk %zu bytes, algo %s)", comm->rank,
               comm->world_size, comm->chunk_bytes, hoop_algo_name(s.algo));

@@ -113,6 +113,7 @@ struct hoop_comm {
     hoop__tp_open tps[HOOP__TP_MAX];
     int ntps;
     int reg_scope; /* HOOP_IB_REG_CACHE: 1 = a user buffer's registrations last one call */
+    int caches;    /* 1 when a transport of the comm caches what it is told to forget */
     /* Ranges freed by other threads that the transports must forget (under mu): */
     struct hoop__forget {
         const void *addr;

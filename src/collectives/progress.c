@@ -507,16 +507,14 @@ static void ctl_progress(hoop_comm *comm, int *progressed)
 
 void hoop__comm_forget(hoop_comm *comm, const void *addr, size_t bytes)
 {
-    for (int i = 0; addr && bytes && i < comm->ntps; i++)
+    for (int i = 0; comm->caches && addr && bytes && i < comm->ntps; i++)
         if (comm->tps[i].tp->forget) comm->tps[i].tp->forget(comm->tps[i].ctx, (void *)addr, bytes);
 }
 
 hoop_status hoop__comm_forget_later(hoop_comm *comm, const void *addr, size_t bytes)
 {
     hoop_status st = HOOP_OK;
-    int any = 0;
-    for (int i = 0; i < comm->ntps; i++) any |= comm->tps[i].tp->forget != NULL;
-    if (!any || !addr || !bytes) return HOOP_OK; /* no transport caches anything */
+    if (!comm->caches || !addr || !bytes) return HOOP_OK; /* no transport caches anything */
     pthread_mutex_lock(&comm->mu);
     if (comm->nforget == comm->capforget) {
         size_t cap = comm->capforget ? 2 * comm->capforget : 8;
@@ -537,7 +535,7 @@ hoop_status hoop__comm_forget_later(hoop_comm *comm, const void *addr, size_t by
 static void user_regs_end(hoop_comm *comm, const hoop__coll_args *a)
 {
     size_t bytes[2];
-    if (comm->reg_scope != 1 || a->dev) return;
+    if (!comm->caches || comm->reg_scope != 1 || a->dev) return; /* nothing kept (tcp, shm) */
     hoop__coll_user_bytes(a, &bytes[0], &bytes[1]);
     if (!a->in_seg[0]) hoop__comm_forget(comm, a->sendbuf, bytes[0]);
     if (!a->in_seg[1]) hoop__comm_forget(comm, a->recvbuf, bytes[1]);
