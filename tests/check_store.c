@@ -421,6 +421,7 @@ struct rank_arg {
     int64_t done_ns;
     char msg[1024];
     unsigned char out[8 * 64];
+    int variant, decided; /* the exchange's and the gather's tests */
 };
 
 /* Records a rank thread's outcome and closes its handle. */
@@ -547,6 +548,160 @@ START_TEST(test_allgather)
     for (int r = 0; r < 2; r++) {
         ck_assert_msg(t[r].st == HOOP_ERR_TIMEOUT, "rank %d: %s", r, t[r].msg);
         ck_assert_msg(strstr(t[r].msg, "allgather 'ag': ranks 2,3 of 4 never arrived"),
+                      "rank %d: %s", r, t[r].msg);
+        ck_assert_msg(t[r].ms >= 450 && t[r].ms < 1500, "rank %d: %.0f ms", r, t[r].ms);
+    }
+}
+END_TEST
+
+/* The exchange's peers: variant 0, the ring neighbours (ascending); 1, pairs {0,1} and
+ * {2,3}. */
+static int exchange_peers(const struct rank_arg *a, int *peers)
+{
+    if (a->variant == 1) return peers[0] = a->rank ^ 1, 1;
+    int lo = (a->rank + a->ws - 1) % a->ws, hi = (a->rank + 1) % a->ws;
+    peers[0] = lo < hi ? lo : hi;
+    peers[1] = lo < hi ? hi : lo;
+    return lo == hi ? 1 : 2;
+}
+
+static void *exchange_main(void *arg)
+{
+    struct rank_arg *a = arg;
+    hoop_store *h = NULL;
+    hoop_status s = connect_as(&h, a->port, TOKEN, a->rank, a->ws, 5000);
+    unsigned char blob[64];
+    int peers[2], n = exchange_peers(a, peers);
+    int64_t t0 = hoop__now_ns(), g = -1;
+    blob_of(a->rank, 0, a->bytes, blob);
+    memset(a->out, 0xEE, sizeof(a->out));
+    if (s == HOOP_OK)
+        s = hoop__store_exchange(h, a->variant ? "x1" : "x0", blob, a->bytes, peers, n, a->out,
+                                 a->timeout_ms, &g);
+    a->done_ns = hoop__now_ns();
+    /* Once every rank has read its peers' blobs (the barrier), each deletes its own. */
+    if (s == HOOP_OK && a->variant == 0) s = hoop_store_barrier(h, "read", 5000);
+    if (s == HOOP_OK && a->variant == 0) s = hoop__store_exchange_end(h, "x0", g);
+    return rank_done(a, s, h, t0);
+}
+
+/* Each rank receives its peers' blobs only, in the order it asked; a rank whose peers
+ * are all there returns though another rank never comes (an all-gather would wait for
+ * it), and the one that needs it names it. */
+START_TEST(test_exchange)
+{
+    struct rank_arg a[4] = {0};
+    run_ranks(exchange_main, a, 4, 4, 5000, 1, 48);
+    unsigned char want[48];
+    for (int r = 0; r < 4; r++) {
+        int peers[2], n = exchange_peers(&a[r], peers);
+        ck_assert_msg(a[r].st == HOOP_OK, "rank %d: %s", r, a[r].msg);
+        for (int i = 0; i < n; i++) {
+            blob_of(peers[i], 0, 48, want);
+            ck_assert_msg(memcmp(a[r].out + i * 48, want, 48) == 0, "rank %d: blob of %d", r,
+                          peers[i]);
+        }
+        ck_assert_uint_eq(a[r].out[n * 48], 0xEE); /* nothing written past its peers' */
+    }
+    int64_t count = -1;
+    ASSERT_OK(hoop_store_num_keys(st, &count));
+    ck_assert_int_eq(count, 2); /* the two counters: each blob was deleted by its rank */
+    /* Ranks 0, 1 and 2 of 4, in pairs; rank 3 never comes. */
+    struct rank_arg p[3] = {[0].variant = 1, [1].variant = 1, [2].variant = 1};
+    run_ranks(exchange_main, p, 3, 4, 1000, 1, 16);
+    for (int r = 0; r < 2; r++) {
+        ck_assert_msg(p[r].st == HOOP_OK, "rank %d: %s", r, p[r].msg);
+        ck_assert_msg(p[r].ms < 800, "rank %d waited %.0f ms for a rank it does not need", r,
+                      p[r].ms);
+    }
+    ck_assert_msg(p[2].st == HOOP_ERR_TIMEOUT &&
+                      strstr(p[2].msg, "exchange 'x1': rank 3 of 4 never arrived (waited 1000 ms"),
+                  "rank 2: %s", p[2].msg);
+    /* A peer out of range is refused before anything is sent. */
+    hoop_store *h = client(srv, 0, 4);
+    int bad = 4;
+    int64_t g;
+    ck_assert_int_eq(hoop__store_exchange(h, "x2", "a", 1, &bad, 1, a[0].out, 100, &g),
+                     HOOP_ERR_INVALID);
+    ck_assert_msg(strstr(hoop_last_error(), "peer 4 is not a rank of 4"), "%s", hoop_last_error());
+    ASSERT_OK(hoop_store_destroy(h));
+}
+END_TEST
+
+/* The gather's fold: sums every blob's bytes into an int64 and counts the ranks; a blob
+ * whose first byte is 0xFF makes it fail, naming that rank. */
+static hoop_status fold_sum(void *arg, const void *blobs, int n, void *answer)
+{
+    size_t bytes = *(const size_t *)arg;
+    const unsigned char *b = blobs;
+    int64_t sum[2] = {0, n};
+    for (int r = 0; r < n; r++) {
+        if (b[(size_t)r * bytes] == 0xFF)
+            return HOOP_ERROR(HOOP_ERR_MISMATCH, "rank %d said no", r);
+        for (size_t i = 0; i < bytes; i++) sum[0] += b[(size_t)r * bytes + i];
+    }
+    memcpy(answer, sum, sizeof(sum));
+    return HOOP_OK;
+}
+
+static void *fold_main(void *arg)
+{
+    struct rank_arg *a = arg;
+    hoop_store *h = NULL;
+    hoop_status s = connect_as(&h, a->port, TOKEN, a->rank, a->ws, 5000);
+    unsigned char blob[64];
+    size_t bytes = a->bytes;
+    int64_t t0 = hoop__now_ns();
+    for (int round = 0; round < a->rounds && s == HOOP_OK; round++) {
+        blob_of(a->rank, round, bytes, blob);
+        if (a->variant == 1 && a->rank == 5) blob[0] = 0xFF;
+        memset(a->out, 0xEE, sizeof(a->out));
+        s = hoop__store_gather_fold(h, "g", blob, bytes, fold_sum, &bytes, a->out,
+                                    2 * sizeof(int64_t), (a->rank + 1) % a->ws, a->out + 64,
+                                    a->timeout_ms, &a->decided);
+    }
+    return rank_done(a, s, h, t0);
+}
+
+/* Rank 0 folds every rank's blob; every rank gets its answer, the same failure when the
+ * fold fails, or rank 0's reason when a rank never comes; the keys go with the round. */
+START_TEST(test_gather_fold)
+{
+    struct rank_arg a[8] = {0};
+    unsigned char want[48];
+    int64_t sum = 0, got[2];
+    run_ranks(fold_main, a, 8, 8, 5000, 2, 48);
+    for (int q = 0; q < 8; q++) {
+        blob_of(q, 1, 48, want);
+        for (int i = 0; i < 48; i++) sum += want[i];
+    }
+    for (int r = 0; r < 8; r++) {
+        ck_assert_msg(a[r].st == HOOP_OK, "rank %d: %s", r, a[r].msg);
+        memcpy(got, a[r].out, sizeof(got));
+        ck_assert_msg(got[0] == sum && got[1] == 8, "rank %d: answer %lld, %lld (want %lld, 8)", r,
+                      (long long)got[0], (long long)got[1], (long long)sum);
+        blob_of((r + 1) % 8, 1, 48, want);
+        ck_assert_msg(memcmp(a[r].out + 64, want, 48) == 0, "rank %d: the peeked blob", r);
+    }
+    int64_t count = -1;
+    ASSERT_OK(hoop_store_num_keys(st, &count));
+    ck_assert_int_eq(count, 1); /* rounds cleaned up: the counter is left */
+    /* Rank 5's blob fails the fold: every rank returns rank 0's failure, decided. */
+    struct rank_arg m[8] = {[0 ... 7].variant = 1};
+    run_ranks(fold_main, m, 8, 8, 5000, 1, 48);
+    for (int r = 0; r < 8; r++)
+        ck_assert_msg(m[r].st == HOOP_ERR_MISMATCH && m[r].decided &&
+                          strcmp(m[r].msg, "rank 5 said no") == 0,
+                      "rank %d: %d %s", r, m[r].decided, m[r].msg);
+    /* Ranks 0..2 of 4: rank 0 times out naming rank 3; ranks 1 and 2 hear it from rank 0
+     * (not decided), at about the same time, not 2 s later. */
+    ASSERT_OK(hoop_store_delete(st, "hoop/gather/g/n", NULL));
+    struct rank_arg t[3] = {0};
+    run_ranks(fold_main, t, 3, 4, 500, 1, 16);
+    for (int r = 0; r < 3; r++) {
+        ck_assert_msg(t[r].st == HOOP_ERR_TIMEOUT && !t[r].decided &&
+                          strstr(t[r].msg, "gather 'g': rank 3 of 4 never arrived (waited 500 ms, "
+                                           "rank 0)"),
                       "rank %d: %s", r, t[r].msg);
         ck_assert_msg(t[r].ms >= 450 && t[r].ms < 1500, "rank %d: %.0f ms", r, t[r].ms);
     }
@@ -2541,6 +2696,8 @@ int main(void)
     tcase_add_test(core, test_barrier);
     tcase_add_test(core, test_barrier_missing_rank);
     tcase_add_test(core, test_allgather);
+    tcase_add_test(core, test_exchange);
+    tcase_add_test(core, test_gather_fold);
     tcase_add_test(core, test_connect_retry);
     tcase_add_test(core, test_connect_timeout);
     tcase_add_test(core, test_connect_timeout_rank0);

@@ -470,6 +470,49 @@ hoop_status hoop__store_probe_poll(hoop_store *st, int64_t wait_ms, int *done, i
 hoop_status hoop__store_delete_keys(hoop_store *st, const char *const *keys, int nkeys,
                                     int *deleted);
 
+/* Exchange with chosen peers, the point-to-point part of a communicator's start-up:
+ * publishes this rank's blob (bytes) under name and waits for the blobs of peers[0..npeers)
+ * (ranks of the store's world, this one excluded; ascending reads best in messages),
+ * copied to out in that order (npeers x bytes). Unlike hoop_store_allgather, whose every
+ * rank receives every blob (world_size^2 x bytes through rank 0's store thread, 1.7 GB
+ * for a comm's three rounds of 552-byte cards at 1024 ranks), a rank receives only what
+ * it asked for. *generation gets the round's number, for hoop__store_exchange_end. Keys:
+ * "hoop/exchange/<name>/<g>/r<R>", and the counter ".../n" as the all-gather's. Errors,
+ * timeouts (naming the peers that never arrived), a rank lost and a store gone as
+ * hoop_store_allgather; HOOP_ERR_INVALID for a peer out of range or a reply that would
+ * exceed a frame. */
+hoop_status hoop__store_exchange(hoop_store *st, const char *name, const void *blob, size_t bytes,
+                                 const int *peers, int npeers, void *out, int64_t timeout_ms,
+                                 int64_t *generation);
+
+/* Deletes this rank's blob of exchange name's round generation: call it once every peer
+ * that needs it is known to have read it (the caller's later sync says so). */
+hoop_status hoop__store_exchange_end(hoop_store *st, const char *name, int64_t generation);
+
+/* Folds the world_size blobs (blobs: rank r's at r x bytes) into answer; HOOP_OK, or a
+ * failure with the thread's message, which every rank then returns. */
+typedef hoop_status (*hoop__store_fold_fn)(void *arg, const void *blobs, int world_size,
+                                           void *answer);
+
+/* Gather to rank 0 and its answer, for an agreement that needs every rank's word but not
+ * every rank's copy of it: every rank publishes blob (bytes) under name; rank 0 waits for
+ * all world_size blobs, folds them (fold(arg, ...), on rank 0 only) into answer
+ * (answer_bytes) and publishes the outcome; every rank returns it: HOOP_OK with answer
+ * filled, or the fold's status and message (*decided = 1: every rank fails the same
+ * way), or rank 0's own failure to gather (a timeout naming the ranks that never
+ * arrived, a rank lost: *decided = 0). O(world_size x (bytes + answer_bytes)) through
+ * rank 0's store, where an all-gather moves world_size^2 x bytes. The others wait for
+ * the answer 2 s longer than rank 0 for the blobs, so that rank 0's reason reaches them;
+ * if none comes they name the ranks missing, or rank 0. peek (-1: none): after the
+ * answer, peeked also gets that rank's blob (zeros if it cannot be read), for a caller
+ * that needs one more rank's word than the answer holds. The last rank out deletes the
+ * round's keys; rank 0 returns only once every rank has read the answer (as the
+ * all-gather). decided may be NULL. Keys: "hoop/gather/<name>/<g>/{r<R>,answer,left}". */
+hoop_status hoop__store_gather_fold(hoop_store *st, const char *name, const void *blob,
+                                    size_t bytes, hoop__store_fold_fn fold, void *arg, void *answer,
+                                    size_t answer_bytes, int peek, void *peeked, int64_t timeout_ms,
+                                    int *decided);
+
 /* The timeout a call with timeout_ms uses: timeout_ms itself when >= 0, else the
  * store's default; clamped to HOOP__STORE_TIMEOUT_MAX_MS. */
 int64_t hoop__store_timeout(const hoop_store *st, int64_t timeout_ms);

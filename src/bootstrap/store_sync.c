@@ -51,9 +51,10 @@ static void keyset_free(keyset *ks)
     *ks = (keyset){0};
 }
 
-/* Builds prefix/r0 .. prefix/r<ws-1>, then the extra suffixes (e.g. "done"). */
-static hoop_status keyset_init(keyset *ks, const char *prefix, int ws, const char *const *extra,
-                               int nextra)
+/* Builds prefix/r<R> for R in ranks[0..ws) (ranks NULL: R = 0 .. ws-1), then the extra
+ * suffixes (e.g. "done"). */
+static hoop_status keyset_init(keyset *ks, const char *prefix, const int *ranks, int ws,
+                               const char *const *extra, int nextra)
 {
     *ks = (keyset){0};
     size_t each = strlen(prefix) + 24;
@@ -66,7 +67,7 @@ static hoop_status keyset_init(keyset *ks, const char *prefix, int ws, const cha
     for (int i = 0; i < ws + nextra; i++) {
         char *k = ks->text + (size_t)i * each;
         if (i < ws)
-            snprintf(k, each, "%s/r%d", prefix, i);
+            snprintf(k, each, "%s/r%d", prefix, ranks ? ranks[i] : i);
         else
             snprintf(k, each, "%s/%s", prefix, extra[i - ws]);
         ks->keys[i] = k;
@@ -145,7 +146,7 @@ static hoop_status leave(hoop_store *st, const char *prefix, const char *const *
         return HOOP_OK;
     }
     keyset ks;
-    HOOP_CHECK(keyset_init(&ks, prefix, ws, extra, nextra));
+    HOOP_CHECK(keyset_init(&ks, prefix, NULL, ws, extra, nextra));
     hoop_status s = hoop__store_delete_keys(st, ks.keys, ks.n, NULL);
     keyset_free(&ks);
     if (s == HOOP_OK && rank != 0) s = hoop_store_set(st, gone, "1", 1); /* rank 0 waits */
@@ -247,6 +248,20 @@ static hoop_status rank_gone(hoop_store *st, const char *what, const char *name,
                       what, name, why_n, why, ranks, rank, waited, res->lost_rank);
 }
 
+/* What a wait for the ranks' arrival keys (res: its missing keys name ranks) that ended
+ * with s means for the sync what/name: a rank lost, the store gone, ranks that never
+ * arrived (timeout t), or s itself. */
+static hoop_status arrivals_outcome(hoop_store *st, hoop_status s, const char *what,
+                                    const char *name, const hoop__store_wait_result *res,
+                                    int64_t entry, int64_t t, int64_t t0)
+{
+    if (res->rank_lost) return rank_gone(st, what, name, res, 1, t0);
+    if (s != HOOP_OK && res->lost)
+        return store_gone(st, s, what, name, res, 1, arrived_with(st, entry), t0);
+    if (s == HOOP_ERR_TIMEOUT) return never_arrived(st, what, name, res->missing, res->nmissing, t);
+    return s;
+}
+
 /* Notes a failure on the handle (for rank 0's GOODBYE) and returns it. */
 static hoop_status noted(hoop_store *st, hoop_status s)
 {
@@ -264,6 +279,36 @@ static void arrived(const hoop_store *st, const char *what, const char *name)
     hoop__fault_raise(hoop_store_rank(st), where);
 }
 
+/* Enters kind/name's next generation (its key prefix, *entry) and publishes this rank's
+ * blob there (prefix/r<rank>). */
+static hoop_status arrive(hoop_store *st, const char *kind, const char *name, const void *blob,
+                          size_t bytes, char *prefix, size_t cap, int64_t *entry)
+{
+    char key[HOOP_STORE_KEY_MAX + 32];
+    HOOP_CHECK(enter(st, kind, name, prefix, cap, entry));
+    snprintf(key, sizeof(key), "%s/r%d", prefix, hoop_store_rank(st));
+    HOOP_CHECK(hoop_store_set(st, key, blob, bytes));
+    arrived(st, kind, name);
+    return HOOP_OK;
+}
+
+/* Waits until deadline for the blobs of ranks[0..n) (NULL: ranks 0..n-1) under prefix,
+ * with their values; res's missing keys are made ranks. res is always to be freed. */
+static hoop_status wait_blobs(hoop_store *st, const char *prefix, const int *ranks, int n,
+                              int64_t deadline, hoop__store_wait_result *res)
+{
+    keyset ks;
+    *res = (hoop__store_wait_result){0};
+    HOOP_CHECK(keyset_init(&ks, prefix, ranks, n, NULL, 0));
+    hoop_status s =
+        hoop__store_wait_keys(st, ks.keys, ks.n, HOOP__STORE_WAIT_VALUES | HOOP__STORE_WAIT_LOST,
+                              hoop__ms_left(deadline), res);
+    keyset_free(&ks);
+    for (uint32_t i = 0; ranks && i < res->nmissing; i++)
+        res->missing[i] = (uint32_t)ranks[res->missing[i]];
+    return s;
+}
+
 // ----- barrier ---------------------------------------------------------------------------
 
 /* After a barrier wait timed out: finds out which ranks are missing. Returns HOOP_OK
@@ -274,7 +319,7 @@ static hoop_status barrier_diagnose(hoop_store *st, const char *name, const char
     const char *const extra[] = {"done"};
     int ws = hoop_store_world_size(st);
     keyset ks;
-    HOOP_CHECK(keyset_init(&ks, prefix, ws, extra, 1));
+    HOOP_CHECK(keyset_init(&ks, prefix, NULL, ws, extra, 1));
     hoop__store_wait_result res;
     hoop_status s = hoop__store_wait_keys(st, ks.keys, ks.n, 0, 0, &res);
     keyset_free(&ks);
@@ -345,15 +390,15 @@ static hoop_status check_allgather(const hoop_store *st, const void *blob, size_
 }
 
 /* Copies the gathered blobs into out; HOOP_ERR_MISMATCH names a rank whose size differs. */
-static hoop_status gather_copy(const hoop_store *st, const char *name,
+static hoop_status gather_copy(const hoop_store *st, const char *what, const char *name,
                                const hoop__store_wait_result *res, size_t bytes, void *out)
 {
     int ws = hoop_store_world_size(st);
     for (int r = 0; r < ws; r++) {
         if (res->value_bytes[r] != bytes)
             return HOOP_ERROR(HOOP_ERR_MISMATCH,
-                              "allgather '%s': rank %d gave %zu bytes, rank %d gave %zu bytes",
-                              name, r, res->value_bytes[r], hoop_store_rank(st), bytes);
+                              "%s '%s': rank %d gave %zu bytes, rank %d gave %zu bytes", what, name,
+                              r, res->value_bytes[r], hoop_store_rank(st), bytes);
     }
     for (int r = 0; r < ws && bytes > 0; r++)
         memcpy((char *)out + (size_t)r * bytes, res->values[r], bytes);
@@ -366,26 +411,12 @@ static hoop_status allgather(hoop_store *st, const char *name, const void *blob,
     int64_t t = hoop__store_timeout(st, timeout_ms), entry, t0 = hoop__now_ns();
     int64_t deadline = hoop__deadline_ns(t);
     int ws = hoop_store_world_size(st);
-    char prefix[HOOP_STORE_KEY_MAX], key[HOOP_STORE_KEY_MAX + 32];
-    HOOP_CHECK(enter(st, "allgather", name, prefix, sizeof(prefix), &entry));
-    snprintf(key, sizeof(key), "%s/r%d", prefix, hoop_store_rank(st));
-    HOOP_CHECK(hoop_store_set(st, key, blob, bytes));
-    arrived(st, "allgather", name);
-    keyset ks;
-    HOOP_CHECK(keyset_init(&ks, prefix, ws, NULL, 0));
+    char prefix[HOOP_STORE_KEY_MAX];
+    HOOP_CHECK(arrive(st, "allgather", name, blob, bytes, prefix, sizeof(prefix), &entry));
     hoop__store_wait_result res;
-    hoop_status s =
-        hoop__store_wait_keys(st, ks.keys, ks.n, HOOP__STORE_WAIT_VALUES | HOOP__STORE_WAIT_LOST,
-                              hoop__ms_left(deadline), &res);
-    keyset_free(&ks);
-    if (res.rank_lost)
-        s = rank_gone(st, "allgather", name, &res, 1, t0);
-    else if (s != HOOP_OK && res.lost) /* the arrival keys are ranks 0..ws-1 */
-        s = store_gone(st, s, "allgather", name, &res, 1, arrived_with(st, entry), t0);
-    else if (s == HOOP_ERR_TIMEOUT)
-        s = never_arrived(st, "allgather", name, res.missing, res.nmissing, t);
-    else if (s == HOOP_OK)
-        s = gather_copy(st, name, &res, bytes, out);
+    hoop_status s = wait_blobs(st, prefix, NULL, ws, deadline, &res);
+    s = arrivals_outcome(st, s, "allgather", name, &res, entry, t, t0);
+    if (s == HOOP_OK) s = gather_copy(st, "allgather", name, &res, bytes, out);
     hoop__store_wait_result_free(&res);
     if (s == HOOP_ERR_TIMEOUT || (s != HOOP_OK && s != HOOP_ERR_MISMATCH)) return s;
     const char *const extra[] = {"left"};
@@ -399,6 +430,239 @@ HOOP_API hoop_status hoop_store_allgather(hoop_store *st, const char *name, cons
     HOOP_CHECK(check_group(st, "allgather", name));
     HOOP_CHECK(check_allgather(st, blob, bytes, out));
     return noted(st, allgather(st, name, blob, bytes, out, timeout_ms));
+}
+
+// ----- exchange with chosen peers ---------------------------------------------------------
+
+static hoop_status exchange(hoop_store *st, const char *name, const void *blob, size_t bytes,
+                            const int *peers, int npeers, void *out, int64_t timeout_ms,
+                            int64_t *generation)
+{
+    int64_t t = hoop__store_timeout(st, timeout_ms), entry, t0 = hoop__now_ns();
+    int64_t deadline = hoop__deadline_ns(t);
+    int rank = hoop_store_rank(st);
+    char prefix[HOOP_STORE_KEY_MAX];
+    HOOP_CHECK(arrive(st, "exchange", name, blob, bytes, prefix, sizeof(prefix), &entry));
+    *generation = (entry - 1) / hoop_store_world_size(st);
+    if (npeers == 0) return HOOP_OK;
+    hoop__store_wait_result res;
+    hoop_status s = wait_blobs(st, prefix, peers, npeers, deadline, &res);
+    s = arrivals_outcome(st, s, "exchange", name, &res, entry, t, t0);
+    for (int i = 0; s == HOOP_OK && i < npeers; i++) {
+        if (res.value_bytes[i] != bytes)
+            s = HOOP_ERROR(HOOP_ERR_MISMATCH,
+                           "exchange '%s': rank %d gave %zu bytes, rank %d gave %zu bytes", name,
+                           peers[i], res.value_bytes[i], rank, bytes);
+        else if (bytes > 0)
+            memcpy((char *)out + (size_t)i * bytes, res.values[i], bytes);
+    }
+    hoop__store_wait_result_free(&res);
+    return s;
+}
+
+hoop_status hoop__store_exchange(hoop_store *st, const char *name, const void *blob, size_t bytes,
+                                 const int *peers, int npeers, void *out, int64_t timeout_ms,
+                                 int64_t *generation)
+{
+    HOOP_CHECK(check_group(st, "exchange", name));
+    int ws = hoop_store_world_size(st);
+    if ((blob == NULL && bytes > 0) || (out == NULL && bytes > 0 && npeers > 0) || !generation ||
+        npeers < 0 || (npeers > 0 && !peers))
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: exchange '%s': a NULL argument", name);
+    if (bytes > HOOP_STORE_VALUE_MAX || (uint64_t)npeers > HOOP__STORE_WAIT_KEYS_MAX ||
+        (uint64_t)npeers * (bytes + 4) + 1 > HOOP__STORE_FRAME_MAX)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "store: exchange of %zu bytes from %d peers exceeds one reply (%u bytes)",
+                          bytes, npeers, HOOP__STORE_FRAME_MAX);
+    for (int i = 0; i < npeers; i++)
+        if (peers[i] < 0 || peers[i] >= ws)
+            return HOOP_ERROR(HOOP_ERR_INVALID, "store: exchange '%s': peer %d is not a rank of %d",
+                              name, peers[i], ws);
+    return noted(st, exchange(st, name, blob, bytes, peers, npeers, out, timeout_ms, generation));
+}
+
+hoop_status hoop__store_exchange_end(hoop_store *st, const char *name, int64_t generation)
+{
+    char key[HOOP_STORE_KEY_MAX + 64];
+    HOOP_CHECK(check_group(st, "exchange", name));
+    snprintf(key, sizeof(key), "hoop/exchange/%s/%" PRId64 "/r%d", name, generation,
+             hoop_store_rank(st));
+    return hoop_store_delete(st, key, NULL);
+}
+
+// ----- gather to rank 0, and its answer ----------------------------------------------------
+
+/* The answer key's value: this head, then the fold's answer (status HOOP_OK) or rank 0's
+ * message. */
+typedef struct answer_head {
+    int32_t status;
+    int32_t decided; /* the fold's (or the blobs') failure: every rank's own */
+} answer_head;
+
+/* How much longer than rank 0 the others wait for its answer: rank 0's own wait may end
+ * at the same deadline, and its answer then says why. */
+#define ANSWER_GRACE_MS 2000
+
+/* Rank 0: sets the answer key to s's outcome. The thread's message is kept. */
+static hoop_status publish_answer(hoop_store *st, const char *akey, hoop_status s, int decided,
+                                  const void *answer, size_t answer_bytes)
+{
+    char msg[1800];
+    answer_head h = {.status = s, .decided = decided};
+    size_t body = answer_bytes;
+    if (s != HOOP_OK) {
+        snprintf(msg, sizeof(msg), "%s", hoop_last_error());
+        answer = msg;
+        body = strlen(msg);
+    }
+    char *v;
+    HOOP_CHECK(hoop__calloc(&v, sizeof(h) + body + 1));
+    memcpy(v, &h, sizeof(h));
+    if (body > 0) memcpy(v + sizeof(h), answer, body);
+    hoop_status ps = hoop_store_set(st, akey, v, sizeof(h) + body);
+    free(v);
+    if (s != HOOP_OK) hoop__error_restore(msg);
+    return ps;
+}
+
+/* Rank 0's part: waits for every blob, folds them, publishes the outcome. */
+static hoop_status gather_root(hoop_store *st, const char *name, const char *prefix, size_t bytes,
+                               hoop__store_fold_fn fold, void *arg, void *answer,
+                               size_t answer_bytes, int64_t t, int64_t deadline, int64_t entry,
+                               int64_t t0, int *decided)
+{
+    int ws = hoop_store_world_size(st);
+    char akey[HOOP_STORE_KEY_MAX + 32];
+    hoop__store_wait_result res;
+    hoop_status s = wait_blobs(st, prefix, NULL, ws, deadline, &res);
+    int lost = res.lost;
+    s = arrivals_outcome(st, s, "gather", name, &res, entry, t, t0);
+    if (s == HOOP_OK) {
+        void *all = NULL;
+        s = hoop__calloc_bytes(&all, (size_t)ws, bytes ? bytes : 1, __FILE__, __LINE__);
+        if (s == HOOP_OK && (s = gather_copy(st, "gather", name, &res, bytes, all)) != HOOP_OK)
+            *decided = 1;
+        if (s == HOOP_OK && (s = fold(arg, all, ws, answer)) != HOOP_OK) *decided = 1;
+        free(all);
+    }
+    hoop__store_wait_result_free(&res);
+    if (lost) return s;
+    snprintf(akey, sizeof(akey), "%s/answer", prefix);
+    hoop_status ps = publish_answer(st, akey, s, *decided, answer, answer_bytes);
+    return s != HOOP_OK ? s : ps;
+}
+
+/* Another rank's wait for the answer timed out: names the ranks that never arrived, or
+ * rank 0, which did not answer. */
+static hoop_status gather_diagnose(hoop_store *st, const char *name, const char *prefix,
+                                   int64_t waited_ms)
+{
+    int ws = hoop_store_world_size(st);
+    keyset ks;
+    HOOP_CHECK(keyset_init(&ks, prefix, NULL, ws, NULL, 0));
+    hoop__store_wait_result res;
+    hoop_status s = hoop__store_wait_keys(st, ks.keys, ks.n, 0, 0, &res);
+    keyset_free(&ks);
+    if (s == HOOP_ERR_TIMEOUT && !res.lost && res.nmissing > 0)
+        s = never_arrived(st, "gather", name, res.missing, res.nmissing, waited_ms);
+    else if (s == HOOP_OK)
+        s = HOOP_ERROR(HOOP_ERR_TIMEOUT,
+                       "gather '%s': every rank arrived, but rank 0 had not answered when rank "
+                       "%d gave up after %" PRId64 " ms (rank 0 stopped, or starved of CPU?)",
+                       name, hoop_store_rank(st), waited_ms);
+    hoop__store_wait_result_free(&res);
+    return s;
+}
+
+/* Another rank's part: waits for rank 0's answer and takes it. */
+static hoop_status gather_leaf(hoop_store *st, const char *name, const char *prefix, void *answer,
+                               size_t answer_bytes, int64_t t, int64_t deadline, int64_t entry,
+                               int64_t t0, int *decided)
+{
+    char akey[HOOP_STORE_KEY_MAX + 32];
+    const char *k = akey;
+    snprintf(akey, sizeof(akey), "%s/answer", prefix);
+    hoop__store_wait_result res;
+    hoop_status s =
+        hoop__store_wait_keys(st, &k, 1, HOOP__STORE_WAIT_VALUES | HOOP__STORE_WAIT_LOST,
+                              hoop__ms_left(deadline) + ANSWER_GRACE_MS, &res);
+    if (res.rank_lost)
+        s = rank_gone(st, "gather", name, &res, 0, t0);
+    else if (s != HOOP_OK && res.lost)
+        s = store_gone(st, s, "gather", name, &res, 0, arrived_with(st, entry), t0);
+    else if (s == HOOP_ERR_TIMEOUT)
+        s = gather_diagnose(st, name, prefix, t + ANSWER_GRACE_MS);
+    else if (s == HOOP_OK) {
+        answer_head h = {0};
+        size_t got = res.value_bytes[0];
+        const char *body = "";
+        if (got >= sizeof(h)) {
+            memcpy(&h, res.values[0], sizeof(h));
+            body = (const char *)res.values[0] + sizeof(h);
+        }
+        if (got < sizeof(h) || (h.status == HOOP_OK && got - sizeof(h) != answer_bytes))
+            s = HOOP_ERROR(HOOP_ERR_REMOTE,
+                           "gather '%s': rank 0's answer has %zu bytes, not %zu (another "
+                           "version of hoop?)",
+                           name, got, sizeof(h) + answer_bytes);
+        else if (h.status == HOOP_OK) {
+            if (answer_bytes > 0) memcpy(answer, body, answer_bytes);
+        } else {
+            int known = h.status > HOOP_OK && h.status <= HOOP_ERR_INTERNAL;
+            *decided = h.decided != 0;
+            s = HOOP_ERROR(known ? (hoop_status)h.status : HOOP_ERR_REMOTE, "%.*s",
+                           (int)(got - sizeof(h) < 1800 ? got - sizeof(h) : 1800), body);
+        }
+    }
+    hoop__store_wait_result_free(&res);
+    return s;
+}
+
+static hoop_status gather_fold(hoop_store *st, const char *name, const void *blob, size_t bytes,
+                               hoop__store_fold_fn fold, void *arg, void *answer,
+                               size_t answer_bytes, int peek, void *peeked, int64_t timeout_ms,
+                               int *decided)
+{
+    int64_t t = hoop__store_timeout(st, timeout_ms), entry, t0 = hoop__now_ns();
+    int64_t deadline = hoop__deadline_ns(t);
+    int rank = hoop_store_rank(st);
+    char prefix[HOOP_STORE_KEY_MAX], key[HOOP_STORE_KEY_MAX + 32], before[1800];
+    HOOP_CHECK(arrive(st, "gather", name, blob, bytes, prefix, sizeof(prefix), &entry));
+    hoop_status s = rank == 0 ? gather_root(st, name, prefix, bytes, fold, arg, answer,
+                                            answer_bytes, t, deadline, entry, t0, decided)
+                              : gather_leaf(st, name, prefix, answer, answer_bytes, t, deadline,
+                                            entry, t0, decided);
+    if (s != HOOP_OK && !*decided) return s;
+    snprintf(before, sizeof(before), "%s", hoop_last_error());
+    if (peek >= 0 && bytes > 0) { /* every blob is there: rank 0 has read them all */
+        size_t got = 0;
+        snprintf(key, sizeof(key), "%s/r%d", prefix, peek);
+        if (hoop_store_get(st, key, peeked, bytes, &got, 0) != HOOP_OK || got != bytes)
+            memset(peeked, 0, bytes);
+    }
+    const char *const extra[] = {"answer", "left"};
+    hoop_status sl = leave(st, prefix, extra, 2, deadline);
+    if (s == HOOP_OK) return sl;
+    hoop__error_restore(before);
+    return s;
+}
+
+hoop_status hoop__store_gather_fold(hoop_store *st, const char *name, const void *blob,
+                                    size_t bytes, hoop__store_fold_fn fold, void *arg, void *answer,
+                                    size_t answer_bytes, int peek, void *peeked, int64_t timeout_ms,
+                                    int *decided)
+{
+    int dummy = 0;
+    if (!decided) decided = &dummy;
+    *decided = 0;
+    HOOP_CHECK(check_group(st, "gather", name));
+    HOOP_CHECK(check_allgather(st, blob, bytes, blob));
+    if (!fold || (answer == NULL && answer_bytes > 0) || (peek >= 0 && peeked == NULL) ||
+        peek >= hoop_store_world_size(st) ||
+        answer_bytes + sizeof(answer_head) > HOOP_STORE_VALUE_MAX)
+        return HOOP_ERROR(HOOP_ERR_INVALID, "store: gather '%s': bad fold, answer or peek", name);
+    return noted(st, gather_fold(st, name, blob, bytes, fold, arg, answer, answer_bytes, peek,
+                                 peeked, timeout_ms, decided));
 }
 
 // ----- env:// start-up ---------------------------------------------------------------------

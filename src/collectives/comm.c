@@ -4,9 +4,10 @@
  *
  * hoop_comm_init resolves the configuration (explicit fields, else HOOP_* variables),
  * opens the transports HOOP_TRANSPORT allows from the registry (auto: every one this host
- * has) and publishes a card listing them through the store or an in-process rendezvous;
- * picks each link's transport from the cards (links.c), agrees with every rank on the
- * cost model's link figures (the slowest link of any rank, a second exchange), connects
+ * has) and publishes a card listing them through the store or an in-process rendezvous,
+ * reading back only the cards of the ranks it links to; picks each link's transport from
+ * them (links.c), agrees with every rank on the cost model's link figures (the slowest
+ * link of any rank, folded by rank 0: hoop__store_gather_fold), connects
  * the links its algorithms need (data links to the ring neighbours and
  * recursive-doubling partners, which also carry each call's vote, plus one control link
  * to the next rank for failure and goodbye records), registers the staging slots with
@@ -154,22 +155,75 @@ static hoop_status check_config(const hoop_comm_config *cfg)
  * meets under the same name in the store. */
 static atomic_int generation;
 
-/* One all-gather of a card-sized blob per rank (mine) into all (world_size blobs), through
- * the rendezvous or the store (name "hoop.comm.<gen><round>"). A failure through the
- * store names the start-up step (step: "exchanging link cards") before the store's
- * message (which names the all-gather and the ranks at fault). */
-static hoop_status exchange(const hoop_comm *comm, const hoop_comm_config *cfg, int gen,
-                            const char *round, const char *step, const void *mine, void *all,
-                            int64_t deadline)
+/* The store name of a start-up round ("hoop.comm.<gen><round>"). */
+static void round_name(char *name, size_t cap, int gen, const char *round)
 {
-    char name[64];
+    snprintf(name, cap, "hoop.comm.%d%s", gen, round);
+}
+
+/* The cards of the ranks this one links to (need[], and the control ring's next) into
+ * cards[p], world_size slots. Through the store, only those: hoop__store_exchange, each
+ * rank asking for about log2(world_size) + 2 cards (an all-gather of every card moved
+ * world_size^2 cards through rank 0's store thread); *round_gen gets the round, whose
+ * key this rank deletes once the verdict shows every rank has read it. The rendezvous
+ * (ranks in one process) gives all. A failure names the start-up step before the
+ * store's message (which names the ranks at fault). */
+static hoop_status exchange_cards(const hoop_comm *comm, const hoop_comm_config *cfg, int gen,
+                                  const unsigned char *need, const hoop__card *mine,
+                                  hoop__card *cards, int64_t deadline, int64_t *round_gen)
+{
+    char name[64], why[1800];
+    int *peers = NULL, n = 0;
+    hoop__card *got = NULL;
     if (cfg->rendezvous)
-        return hoop__rendezvous_allgather(cfg->rendezvous, comm->rank, mine, all, deadline);
-    snprintf(name, sizeof(name), "hoop.comm.%d%s", gen, round);
-    hoop_status st = hoop_store_allgather(cfg->store, name, mine, HOOP__CARD_BYTES, all,
-                                          hoop__ms_left(deadline));
+        return hoop__rendezvous_allgather(cfg->rendezvous, comm->rank, mine, cards, deadline);
+    HOOP_CHECK(hoop__calloc(&peers, (size_t)comm->world_size));
+    for (int p = 0; p < comm->world_size; p++)
+        if (p != comm->rank && (need[p] || p == comm->next)) peers[n++] = p;
+    hoop_status st = hoop__calloc(&got, (size_t)(n ? n : 1));
+    round_name(name, sizeof(name), gen, "");
+    if (st == HOOP_OK)
+        st = hoop__store_exchange(cfg->store, name, mine, HOOP__CARD_BYTES, peers, n, got,
+                                  hoop__ms_left(deadline), round_gen);
+    for (int i = 0; st == HOOP_OK && i < n; i++) cards[peers[i]] = got[i];
+    free(peers);
+    free(got);
     if (st == HOOP_OK) return HOOP_OK;
-    char why[1800];
+    snprintf(why, sizeof(why), "%s", hoop_last_error());
+    return HOOP_ERROR(st, "rank %d's start-up, exchanging link cards: %s", comm->rank, why);
+}
+
+/* One agreement of the start-up: every rank's card-sized blob (mine) folded into answer
+ * (answer_bytes), by rank 0 through the store (hoop__store_gather_fold, round name
+ * "hoop.comm.<gen><round>") or, through the rendezvous, by every rank from its
+ * all-gather (each folds the same blobs the same way). peek/peeked: as there.
+ * *decided = 1 when the fold failed (every rank returns its message); another failure
+ * names the start-up step (step: "agreeing on the link cost model") before the store's
+ * message. */
+static hoop_status agree(const hoop_comm *comm, const hoop_comm_config *cfg, int gen,
+                         const char *round, const char *step, const hoop__card *mine,
+                         hoop__store_fold_fn fold, void *arg, void *answer, size_t answer_bytes,
+                         int peek, hoop__card *peeked, int64_t deadline, int *decided)
+{
+    char name[64], why[1800];
+    hoop_status st;
+    *decided = 0;
+    if (cfg->rendezvous) {
+        hoop__card *all;
+        HOOP_CHECK(hoop__calloc(&all, (size_t)comm->world_size));
+        st = hoop__rendezvous_allgather(cfg->rendezvous, comm->rank, mine, all, deadline);
+        if (st == HOOP_OK) {
+            if (peek >= 0) *peeked = all[peek];
+            st = fold(arg, all, comm->world_size, answer);
+            *decided = st != HOOP_OK;
+        }
+        free(all);
+        return st;
+    }
+    round_name(name, sizeof(name), gen, round);
+    st = hoop__store_gather_fold(cfg->store, name, mine, HOOP__CARD_BYTES, fold, arg, answer,
+                                 answer_bytes, peek, peeked, hoop__ms_left(deadline), decided);
+    if (st == HOOP_OK || *decided) return st;
     snprintf(why, sizeof(why), "%s", hoop_last_error());
     return HOOP_ERROR(st, "rank %d's start-up, %s: %s", comm->rank, step, why);
 }
@@ -214,19 +268,6 @@ static int links_missing(hoop_comm *comm, const unsigned char *need, char *what,
         snprintf(what + len, cap - len, "%sthe control link from rank %d", len ? " and " : "",
                  comm->prev);
     return ranks + !comm->ctl_send + !comm->ctl_recv;
-}
-
-/* 1 when every rank is reachable over shm (what hoop_comm_alloc_shared's memory needs). */
-static int all_local(const hoop_comm *comm, const hoop__card *cards)
-{
-    const hoop__tp_open *shm = NULL;
-    for (int k = 0; k < comm->ntps; k++)
-        if (comm->tps[k].tp == &hoop__transport_shm) shm = &comm->tps[k];
-    for (int p = 0; shm && p < comm->world_size; p++) {
-        int e = hoop__card_find(&cards[p], shm->tp->name);
-        if (e < 0 || !shm->tp->reachable(shm->ctx, cards[p].tp[e].handle)) return 0;
-    }
-    return shm != NULL;
 }
 
 /* INFO: one line naming every link's transport ("rank 1 shm, rank 3 tcp"). */
@@ -364,62 +405,92 @@ static hoop_status reserve_fds(const hoop_comm *comm, const unsigned char *need,
 
 // ----------------------------------------------------------------- link cost
 
-/* The cost model's alpha and beta: the slowest of every rank's data links. Each rank
- * folds its own links' transports, then all of them exchange the result (a card-sized
- * blob, as the rendezvous moves), so that every rank picks the same algorithm: a rank
- * whose links all stay on its host would otherwise model a faster comm than a rank with
- * a link to another host. The same exchange carries each rank's chunk size, which must
- * be the same everywhere (HOOP_ERR_MISMATCH, with *all_know set: every rank found it). */
-static hoop_status agree_cost(hoop_comm *comm, const hoop_comm_config *cfg, const comm_settings *s,
-                              int gen, const unsigned char *need, const struct link_plan *plan,
-                              int64_t deadline, int *all_know)
+/* What each rank says for the cost model and the shared memory's reach. */
+typedef union cost_card {
+    hoop__card size;
+    struct {
+        hoop__link_cost cost; /* the slowest of its data links */
+        int64_t chunk;        /* the chunk size: the schedules' message sizes depend on it */
+        char from[40];        /* where it came from (s->chunk_from) */
+        int32_t has_shm;      /* shm is open here, its handle in shm */
+        unsigned char shm[HOOP_TP_HANDLE_MAX];
+    } c;
+} cost_card;
+_Static_assert(sizeof(((cost_card *)0)->c) <= sizeof(hoop__card), "the cost fits a card");
+
+/* What every rank learns from the fold (fold_cost). */
+typedef struct cost_answer {
+    hoop__link_cost cost;
+    int32_t all_local; /* every rank is reachable over shm (hoop_comm_alloc_shared) */
+} cost_answer;
+
+/* The fold of every rank's cost_card (arg: the folding rank's comm). Fails with
+ * HOOP_ERR_MISMATCH naming the first rank whose chunk size differs from rank 0's, and
+ * HOOP_ERR_REMOTE for a cost that is none (hoop__link_cost_max). all_local: shm is open
+ * on the folding rank and reaches every rank's shm handle (shm's reach is one host's
+ * boot, network namespace and user: the same for every pair when it is for the folder's). */
+static hoop_status fold_cost(void *arg, const void *blobs, int n, void *answer)
 {
-    union {
-        hoop__card size;
-        struct {
-            hoop__link_cost cost;
-            int64_t chunk; /* the chunk size: the schedules' message sizes depend on it */
-            char from[40]; /* where it came from (s->chunk_from) */
-        } c;
-    } mine, *all;
-    hoop__link_cost m;
-    hoop_status st = HOOP_OK;
-    _Static_assert(sizeof(mine.c) <= sizeof(hoop__card), "the cost fits a card");
+    const hoop_comm *comm = arg;
+    const cost_card *all = blobs;
+    cost_answer *a = answer;
+    const hoop__tp_open *shm = NULL;
+    /* Every rank sees every chunk size, so each finds the same first rank that differs
+     * from rank 0 and fails the same way: nobody waits. (Before, the ranks connected and
+     * their first collective failed on a message size, as if hoop had a bug.) */
+    for (int p = 1; p < n; p++)
+        if (all[p].c.chunk != all[0].c.chunk)
+            return HOOP_ERROR(HOOP_ERR_MISMATCH,
+                              "rank 0 cuts messages into chunks of %lld bytes (%.*s), rank %d "
+                              "into chunks of %lld bytes (%.*s): every rank must use the same "
+                              "chunk size",
+                              (long long)all[0].c.chunk, (int)sizeof(all[0].c.from) - 1,
+                              all[0].c.from, p, (long long)all[p].c.chunk,
+                              (int)sizeof(all[p].c.from) - 1, all[p].c.from);
+    memset(a, 0, sizeof(*a));
+    hoop__link_cost_init(&a->cost);
+    for (int p = 0; p < n; p++) HOOP_CHECK(hoop__link_cost_max(&a->cost, &all[p].c.cost, p));
+    for (int k = 0; k < comm->ntps; k++)
+        if (comm->tps[k].tp == &hoop__transport_shm) shm = &comm->tps[k];
+    a->all_local = shm != NULL;
+    for (int p = 0; p < n && a->all_local; p++)
+        a->all_local = all[p].c.has_shm && shm->tp->reachable(shm->ctx, all[p].c.shm);
+    return HOOP_OK;
+}
+
+/* The cost model's alpha and beta: the slowest of every rank's data links. Each rank
+ * folds its own links' transports, then rank 0 folds every rank's (agree: O(world_size)
+ * through the store), so that every rank picks the same algorithm: a rank whose links
+ * all stay on its host would otherwise model a faster comm than a rank with a link to
+ * another host. The same round carries each rank's chunk size, which must be the same
+ * everywhere (HOOP_ERR_MISMATCH, with *all_know set: every rank fails so), and its shm
+ * handle, for comm->all_local. */
+static hoop_status agree_cost(hoop_comm *comm, const hoop_comm_config *cfg, const comm_settings *s,
+                              const hoop__card *card, int gen, const unsigned char *need,
+                              const struct link_plan *plan, int64_t deadline, int *all_know)
+{
+    cost_card mine;
+    cost_answer a;
     memset(&mine, 0, sizeof(mine));
     hoop__link_cost_init(&mine.c.cost);
     mine.c.chunk = s->chunk;
     snprintf(mine.c.from, sizeof(mine.c.from), "%s", s->chunk_from);
+    int e = hoop__card_find(card, hoop__transport_shm.name);
+    if (e >= 0) {
+        mine.c.has_shm = 1;
+        memcpy(mine.c.shm, card->tp[e].handle, sizeof(mine.c.shm));
+    }
     for (int p = 0; p < comm->world_size; p++) {
         if (!need[p]) continue;
         hoop__link_cost x;
         hoop__link_cost_of(&x, comm->tps[plan[p].k].tp, comm->tps[plan[p].k].ctx);
         HOOP_CHECK(hoop__link_cost_max(&mine.c.cost, &x, comm->rank));
     }
-    HOOP_CHECK(hoop__calloc(&all, (size_t)comm->world_size));
-    HOOP_CHECK_GOTO(
-        exchange(comm, cfg, gen, ".cost", "agreeing on the link cost model", &mine, all, deadline),
-        st, out);
-    /* Every rank sees every chunk size, so each finds the same first rank that differs
-     * from rank 0 and fails the same way: nobody waits. (Before, the ranks connected and
-     * their first collective failed on a message size, as if hoop had a bug.) */
-    for (int p = 1; p < comm->world_size; p++) {
-        if (all[p].c.chunk == all[0].c.chunk) continue;
-        all[0].c.from[sizeof(all[0].c.from) - 1] = all[p].c.from[sizeof(all[p].c.from) - 1] = 0;
-        *all_know = 1;
-        st = HOOP_ERROR(HOOP_ERR_MISMATCH,
-                        "rank 0 cuts messages into chunks of %lld bytes (%s), rank %d into "
-                        "chunks of %lld bytes (%s): every rank must use the same chunk size",
-                        (long long)all[0].c.chunk, all[0].c.from, p, (long long)all[p].c.chunk,
-                        all[p].c.from);
-        goto out;
-    }
-    hoop__link_cost_init(&m);
-    for (int p = 0; p < comm->world_size; p++)
-        HOOP_CHECK_GOTO(hoop__link_cost_max(&m, &all[p].c.cost, p), st, out);
-    comm->link_cost = m;
-out:
-    free(all);
-    return st;
+    HOOP_CHECK(agree(comm, cfg, gen, ".cost", "agreeing on the link cost model", &mine.size,
+                     fold_cost, comm, &a, sizeof(a), -1, NULL, deadline, all_know));
+    comm->link_cost = a.cost;
+    comm->all_local = a.all_local;
+    return HOOP_OK;
 }
 
 hoop_algo hoop__comm_algo_pick(const hoop_comm *comm, hoop_algo algo, size_t bytes)
@@ -472,10 +543,10 @@ static hoop_status connect_loop(hoop_comm *comm, struct hoop_tp_comm **listen,
         if (store && now >= next_probe) {
             next_probe = now + LOST_PROBE_NS;
             /* A late answer is not a lost store, up to this loop's own deadline: rank 0's
-             * store thread may still be sending the card exchange's N replies of N cards
-             * to a large world (an answer later than the 1 s a probe's reply is given by
-             * default failed the start-up). Rank 0's death is seen at once all the same:
-             * its connection closes. */
+             * store thread may still be busy with the requests of a large world's start-up
+             * (an answer later than the 1 s a probe's reply is given by default failed the
+             * start-up). Rank 0's death is seen at once all the same: its connection
+             * closes. */
             hoop__store_set_reply_grace(store, hoop__ms_left(deadline));
             hoop_status ps = hoop__store_probe(store, key, &lost, &found, why, sizeof(why));
             hoop__store_set_reply_grace(store, 0);
@@ -610,12 +681,38 @@ typedef union verdict {
 } verdict;
 _Static_assert(sizeof(verdict) == HOOP__CARD_BYTES, "a verdict is one card's size");
 
-static hoop_status agree_verdict(hoop_comm *comm, const hoop_comm_config *cfg, int gen,
-                                 hoop_status st, int bad, int64_t deadline)
+/* What every rank learns from the verdicts: the root and its verdict. */
+typedef struct verdict_answer {
+    int32_t root; /* -1: every rank's links are up */
+    verdict v;    /* the root's */
+} verdict_answer;
+
+static hoop_status fold_verdict(void *arg, const void *blobs, int n, void *answer)
 {
-    verdict mine, *all = NULL;
+    const verdict *all = blobs;
+    verdict_answer *a = answer;
+    int root = -1;
+    (void)arg;
+    memset(a, 0, sizeof(*a));
+    for (int p = 0; p < n; p++) {
+        if (all[p].v.status == HOOP_OK) continue;
+        if (root < 0 ||
+            (all[root].v.status == HOOP_ERR_REMOTE && all[p].v.status != HOOP_ERR_REMOTE))
+            root = p;
+    }
+    a->root = root;
+    if (root >= 0) a->v = all[root];
+    a->v.v.why[sizeof(a->v.v.why) - 1] = '\0'; /* another process's bytes */
+    return HOOP_OK;
+}
+
+static hoop_status agree_verdict(hoop_comm *comm, const hoop_comm_config *cfg, int gen,
+                                 hoop_status st, int bad, int64_t deadline, int *agreed)
+{
+    verdict mine, peeked = {.v.status = HOOP_OK};
+    verdict_answer a;
     char why[1800], key[64];
-    int n = comm->world_size, root = -1;
+    int n = comm->world_size, decided = 0;
     size_t len = 0;
     memset(&mine, 0, sizeof(mine));
     mine.v.status = st;
@@ -631,47 +728,39 @@ static hoop_status agree_verdict(hoop_comm *comm, const hoop_comm_config *cfg, i
             (void)hoop_store_set(cfg->store, key, r, strlen(r));
         }
     }
+    /* A rank that failed because of a peer may add that peer's reason (below) */
+    int peek = st == HOOP_ERR_REMOTE && bad >= 0 && bad < n && bad != comm->rank ? bad : -1;
     int64_t now = hoop__now_ns();
     int64_t until = deadline > now + VERDICT_GRACE_NS ? deadline : now + VERDICT_GRACE_NS;
-    hoop_status vs = hoop__calloc(&all, (size_t)n);
-    if (vs == HOOP_OK)
-        vs = exchange(comm, cfg, gen, ".verdict", "agreeing that every rank's links are up", &mine,
-                      all, until);
+    hoop_status vs =
+        agree(comm, cfg, gen, ".verdict", "agreeing that every rank's links are up", &mine.size,
+              fold_verdict, NULL, &a, sizeof(a), peek, &peeked.size, until, &decided);
+    *agreed = vs == HOOP_OK;
     if (vs != HOOP_OK) {
-        free(all);
         if (st == HOOP_OK) return vs; /* its message names the step and the rank at fault */
         if (len < sizeof(why))
             snprintf(why + len, sizeof(why) - len, "; then %s", hoop_last_error());
         return HOOP_ERROR(st, "%s", why);
     }
-    for (int p = 0; p < n; p++) {
-        all[p].v.why[sizeof(all[p].v.why) - 1] = '\0'; /* another process's bytes */
-        if (all[p].v.status == HOOP_OK) continue;
-        if (root < 0 ||
-            (all[root].v.status == HOOP_ERR_REMOTE && all[p].v.status != HOOP_ERR_REMOTE))
-            root = p;
-    }
+    int root = a.root;
     if (st != HOOP_OK) {
         /* A failure caused by a peer's (a link that broke, or a note): the root's reason,
          * else the blamed peer's, when they failed too. */
-        int first =
-            root >= 0 && root != comm->rank && all[root].v.status != HOOP_ERR_REMOTE ? root : bad;
-        if (st == HOOP_ERR_REMOTE && first >= 0 && first < n && first != comm->rank &&
-            all[first].v.status != HOOP_OK && len < sizeof(why))
+        int first = root >= 0 && root != comm->rank && a.v.v.status != HOOP_ERR_REMOTE ? root : bad;
+        const verdict *fv = NULL;
+        if (first >= 0 && first == root) fv = &a.v;
+        if (first >= 0 && first == peek) fv = &peeked;
+        peeked.v.why[sizeof(peeked.v.why) - 1] = '\0'; /* another process's bytes */
+        if (st == HOOP_ERR_REMOTE && fv && first != comm->rank && fv->v.status != HOOP_OK &&
+            len < sizeof(why))
             snprintf(why + len, sizeof(why) - len, "; rank %d had failed first: %s", first,
-                     all[first].v.why);
-        free(all);
+                     fv->v.why);
         return HOOP_ERROR(st, "%s", why);
     }
-    if (root < 0) {
-        free(all);
-        return HOOP_OK;
-    }
-    snprintf(why, sizeof(why), "%s", all[root].v.why);
-    free(all);
+    if (root < 0) return HOOP_OK;
     return HOOP_ERROR(HOOP_ERR_REMOTE,
                       "rank %d's start-up: its links are up, but rank %d's are not: %s", comm->rank,
-                      root, why);
+                      root, a.v.v.why);
 }
 
 static void close_listeners(hoop_comm *comm, struct hoop_tp_comm **listen)
@@ -690,28 +779,27 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
     struct link_plan ctl, *plan = NULL;
     unsigned char *need = NULL;
     hoop_status st;
-    int64_t deadline = hoop__deadline_ns(s->timeout_ms);
-    int gen = 0, verdict = 0, all_know = 0;
+    int64_t deadline = hoop__deadline_ns(s->timeout_ms), card_round = -1;
+    int gen = 0, verdict = 0, all_know = 0, agreed = 0;
     HOOP_CHECK_GOTO(open_endpoints(comm, cfg, s, listen, &mine), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&cards, (size_t)comm->world_size), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&need, (size_t)comm->world_size), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&plan, (size_t)comm->world_size), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&comm->send, (size_t)comm->world_size), st, out);
     HOOP_CHECK_GOTO(hoop__calloc(&comm->recv, (size_t)comm->world_size), st, out);
-    if (!cfg->rendezvous) gen = atomic_fetch_add(&generation, 1);
-    if (hoop__fault_tick(HOOP__FAULT_RENDEZVOUS, comm->rank))
-        hoop__fault_raise(comm->rank, "the rendezvous (before publishing its card)");
-    HOOP_CHECK_GOTO(exchange(comm, cfg, gen, "", "exchanging link cards", &mine, cards, deadline),
-                    st, out);
-    for (int p = 0; p < comm->world_size; p++)
-        HOOP_CHECK_GOTO(hoop__card_check(&cards[p], p), st, out);
     HOOP_CHECK_GOTO(hoop__algo_peers_check(hoop__allreduce_algos, comm->rank, comm->world_size), st,
                     out);
     hoop__algo_peers(comm->rank, comm->world_size, need);
-    comm->all_local = all_local(comm, cards);
+    if (!cfg->rendezvous) gen = atomic_fetch_add(&generation, 1);
+    if (hoop__fault_tick(HOOP__FAULT_RENDEZVOUS, comm->rank))
+        hoop__fault_raise(comm->rank, "the rendezvous (before publishing its card)");
+    HOOP_CHECK_GOTO(exchange_cards(comm, cfg, gen, need, &mine, cards, deadline, &card_round), st,
+                    out);
+    for (int p = 0; p < comm->world_size; p++)
+        if (need[p] || p == comm->next) HOOP_CHECK_GOTO(hoop__card_check(&cards[p], p), st, out);
     ctl_card = cards[comm->next];
     HOOP_CHECK_GOTO(plan_links(comm, cards, &ctl_card, need, s->forced, plan, &ctl), st, out);
-    HOOP_CHECK_GOTO(agree_cost(comm, cfg, s, gen, need, plan, deadline, &all_know), st, out);
+    HOOP_CHECK_GOTO(agree_cost(comm, cfg, s, &mine, gen, need, plan, deadline, &all_know), st, out);
     int bad = -1;
     st = reserve_fds(comm, need, plan, &ctl);
     if (st == HOOP_OK)
@@ -724,8 +812,17 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
     /* A rank that failed closes its endpoints before it waits for the verdict: a peer
      * still connecting to it is refused at once instead of waiting in a backlog. */
     close_listeners(comm, listen);
-    st = agree_verdict(comm, cfg, gen, st, bad, deadline);
+    st = agree_verdict(comm, cfg, gen, st, bad, deadline, &agreed);
     verdict = 1;
+    if (agreed && card_round >= 0) {
+        /* Every rank has given its verdict, so every rank has read the cards it needed:
+         * this rank's card can go (the store would keep world_size cards a comm). */
+        char name[64], before[1800];
+        snprintf(before, sizeof(before), "%s", hoop_last_error());
+        round_name(name, sizeof(name), gen, "");
+        (void)hoop__store_exchange_end(cfg->store, name, card_round);
+        hoop__error_restore(before);
+    }
 out:
     /* A rank that failed on its own before the verdict (a setting its transport refused,
      * links it cannot plan) leaves the others waiting for its card or its cost: it tells

@@ -143,6 +143,14 @@ faults_msg_train() { grep '^hoop-train: ' "$1" | grep -v 'saved\|device\|paramet
 
 # Does MSG name rank V ("rank 2", or in a list: "ranks 1, 2"), not as part of a number?
 faults_names() { echo "$1" | grep -qE "ranks? ([0-9]+, )*$2([^0-9]|\$)"; }
+# The line of node R's hooprun (summary file SUM) that stopped its worker for the
+# victim V's failure: the failure heard from the nodes' meeting is V's ("failed on node
+# V (host): rank V ..."), or a survivor's that was told first and whose message names V
+# ("failed on node 0 (host): rank 0 exited with code 1 (its message: ... rank V failed
+# ...)": rank 0 saw V's death and its hooprun reported before V's did).
+faults_stopped_for() { # R V SUM
+    grep -E "^hooprun \(node $1\): .*failed on node ($2 \(.*\): rank $2 |[0-9]+ \(.*\): rank [0-9]+ .*its message: .*ranks? $2([^0-9]|\$))" "$3" 2> /dev/null
+}
 
 # Starts rank R of the cell: ENV... -- COMMAND...; out in $cell_dir/rank.R, pid in pid[R],
 # exit status (once it ended) in $cell_dir/rc.R. The command leads a session of its own
@@ -442,8 +450,7 @@ faults_train() {
         # had already gone, in its GOODBYE: "... after the attempt failed on node V ...").
         local want=$v
         [ "${HOOPRUN_PER_RANK:-0}" = 1 ] && want=$r
-        [ "$r" != "$v" ] && grep -q "^hooprun (node $r): .*failed on node $v (.*): rank $v " "$sum" &&
-            continue
+        [ "$r" != "$v" ] && faults_stopped_for "$r" "$v" "$sum" > /dev/null && continue
         grep -q "^hooprun: first failure: rank $want " "$sum" ||
             faults_bad "hooprun $r does not name rank $want first: $(grep 'first failure' "$sum")"
     done
@@ -455,7 +462,7 @@ faults_train() {
         line=$(grep -E "^hooprun:   $r +" "$sum" | tail -n 1)
         # Stopped by its hooprun for the victim's failure (one hooprun per rank, above).
         local stop
-        stop=$(grep "^hooprun (node $r): .*failed on node $v (.*): rank $v " "$sum" 2> /dev/null)
+        stop=$(faults_stopped_for "$r" "$v" "$sum")
         if [ -z "$line" ] && [ -n "$stop" ]; then
             cell_rows="$cell_rows         rank $r  stopped by its hooprun: ${stop#hooprun }"$'\n'
             continue
