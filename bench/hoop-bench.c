@@ -437,50 +437,68 @@ typedef struct row_share {
     int32_t pad;
 } row_share;
 
+/* What every rank learns of a row (fold_row). */
+typedef struct row_verdict {
+    double us[2];      /* the row's time per call, combined as -a says */
+    int64_t wrong[2];  /* wrong elements summed over ranks (-1: no check) */
+    int32_t errors[2]; /* ranks that saw any */
+    int32_t stop, pad; /* the highest stop signal any rank got */
+} row_verdict;
+
+/* Folds every rank's row_share (arg: the bench) into a row_verdict. */
+static hoop_status fold_row(void *arg, const void *blobs, int n, void *answer)
+{
+    const bench_ctx *c = arg;
+    const row_share *all = blobs;
+    row_verdict *v = answer;
+    memset(v, 0, sizeof(*v));
+    for (int p = 0; p < 2; p++) {
+        double t = c->o.average == BENCH_AVG_RANK0 ? all[0].us[p] : 0;
+        v->wrong[p] = all[0].wrong[p] < 0 ? -1 : 0; /* every rank checks, or none */
+        for (int q = 0; q < n; q++) {
+            double u = all[q].us[p];
+            if (c->o.average == BENCH_AVG_MEAN) t += u / n;
+            if (c->o.average == BENCH_AVG_MIN && (q == 0 || u < t)) t = u;
+            if (c->o.average == BENCH_AVG_MAX && (q == 0 || u > t)) t = u;
+            if (all[q].wrong[p] > 0) v->wrong[p] += all[q].wrong[p], v->errors[p]++;
+            if (all[q].stop > v->stop) v->stop = all[q].stop;
+        }
+        v->us[p] = t;
+    }
+    return HOOP_OK;
+}
+
 /* The row's verdict, agreed through rank 0's store rather than a collective (as
  * nccl-tests uses MPI for it): a collective under test, or the executor under it, that
- * computes wrong results would also corrupt the verdict on its own results. Fills the
- * row's times (-a: rank 0's, or the mean, min or max over ranks), wrong elements summed
- * over ranks and the ranks that saw any, and *stop, the highest stop signal any rank got
- * (every rank then stops after the same row). */
+ * computes wrong results would also corrupt the verdict on its own results. Rank 0
+ * folds every rank's share and answers (hoop__store_gather_fold: O(world_size) through
+ * the store a row, where an all-gather moved world_size^2 shares). Fills the row's times
+ * (-a: rank 0's, or the mean, min or max over ranks), wrong elements summed over ranks
+ * and the ranks that saw any, and *stop, the highest stop signal any rank got (every
+ * rank then stops after the same row). */
 static hoop_status agree_row(bench_ctx *c, const row_share *mine, bench_result *row, int *stop)
 {
     int n = c->bc.world_size;
-    const row_share *all = mine;
-    row_share *gathered = NULL;
+    row_verdict v;
     if (n > 1) {
         int64_t timeout_ms;
         hoop_store *store = hoop__comm_env_store(c->comm);
         if (store == NULL)
             return HOOP_ERROR(HOOP_ERR_INTERNAL, "hoop-bench: the communicator has no store");
         HOOP_CHECK(hoop__env_ms("HOOP_TIMEOUT", &timeout_ms));
-        HOOP_CHECK(hoop__calloc(&gathered, (size_t)n));
-        hoop_status st = hoop_store_allgather(store, "hoop-bench/row", mine, sizeof(*mine),
-                                              gathered, timeout_ms);
-        if (st != HOOP_OK) {
-            free(gathered);
-            return st;
-        }
-        all = gathered;
+        HOOP_CHECK(hoop__store_gather_fold(store, "hoop-bench/row", mine, sizeof(*mine), fold_row,
+                                           c, &v, sizeof(v), -1, NULL, timeout_ms, NULL));
+    } else {
+        HOOP_CHECK(fold_row(c, mine, 1, &v));
     }
-    *stop = 0;
+    *stop = v.stop;
     for (int p = 0; p < 2; p++) {
-        double t = c->o.average == BENCH_AVG_RANK0 ? all[0].us[p] : 0;
-        row->wrong[p] = mine->wrong[p] < 0 ? -1 : 0;
-        row->errors[p] = 0;
-        for (int q = 0; q < n; q++) {
-            double u = all[q].us[p];
-            if (c->o.average == BENCH_AVG_MEAN) t += u / n;
-            if (c->o.average == BENCH_AVG_MIN && (q == 0 || u < t)) t = u;
-            if (c->o.average == BENCH_AVG_MAX && (q == 0 || u > t)) t = u;
-            if (all[q].wrong[p] > 0) row->wrong[p] += all[q].wrong[p], row->errors[p]++;
-            if (all[q].stop > *stop) *stop = all[q].stop;
-        }
-        row->time_us[p] = t;
-        row->algbw[p] = t > 0 ? (double)row->bytes / (t * 1e3) : 0;
+        row->wrong[p] = v.wrong[p];
+        row->errors[p] = v.errors[p];
+        row->time_us[p] = v.us[p];
+        row->algbw[p] = v.us[p] > 0 ? (double)row->bytes / (v.us[p] * 1e3) : 0;
         row->busbw[p] = row->algbw[p] * bench_bus_factor(c->o.coll, n);
     }
-    free(gathered);
     return HOOP_OK;
 }
 
