@@ -413,7 +413,7 @@ typedef union cost_card {
         int64_t chunk;        /* the chunk size: the schedules' message sizes depend on it */
         char from[40];        /* where it came from (s->chunk_from) */
         int32_t has_shm;      /* shm is open here, its handle in shm */
-        unsigned char shm[HOOP_TP_HANDLE_MAX];
+        _Alignas(8) unsigned char shm[HOOP_TP_HANDLE_MAX]; /* as a card keeps a handle */
     } c;
 } cost_card;
 _Static_assert(sizeof(((cost_card *)0)->c) <= sizeof(hoop__card), "the cost fits a card");
