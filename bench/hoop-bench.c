@@ -487,7 +487,7 @@ static hoop_status agree_row(bench_ctx *c, const row_share *mine, bench_result *
             return HOOP_ERROR(HOOP_ERR_INTERNAL, "hoop-bench: the communicator has no store");
         HOOP_CHECK(hoop__env_ms("HOOP_TIMEOUT", &timeout_ms));
         HOOP_CHECK(hoop__store_gather_fold(store, "hoop-bench/row", mine, sizeof(*mine), fold_row,
-                                           c, &v, sizeof(v), -1, NULL, timeout_ms, NULL));
+                                           c, &v, sizeof(v), NULL, timeout_ms, NULL));
     } else {
         HOOP_CHECK(fold_row(c, mine, 1, &v));
     }

@@ -656,9 +656,10 @@ static void *fold_main(void *arg)
         blob_of(a->rank, round, bytes, blob);
         if (a->variant == 1 && a->rank == 5) blob[0] = 0xFF;
         memset(a->out, 0xEE, sizeof(a->out));
-        s = hoop__store_gather_fold(h, "g", blob, bytes, fold_sum, &bytes, a->out,
-                                    2 * sizeof(int64_t), (a->rank + 1) % a->ws, a->out + 64,
-                                    a->timeout_ms, &a->decided);
+        hoop__store_gather_more more = {.peek = (a->rank + 1) % a->ws, .peeked = a->out + 64};
+        if (a->variant == 2) more.after = "xa"; /* after an exchange rank 2 has not finished */
+        s = hoop__store_gather_fold(h, a->variant == 2 ? "g2" : "g", blob, bytes, fold_sum, &bytes,
+                                    a->out, 2 * sizeof(int64_t), &more, a->timeout_ms, &a->decided);
     }
     return rank_done(a, s, h, t0);
 }
@@ -705,6 +706,23 @@ START_TEST(test_gather_fold)
                       "rank %d: %s", r, t[r].msg);
         ck_assert_msg(t[r].ms >= 450 && t[r].ms < 1500, "rank %d: %.0f ms", r, t[r].ms);
     }
+    /* After an exchange that rank 2 entered (its blob is there) and rank 3 never did:
+     * ranks 0 and 1 name rank 3 as never arrived and rank 2 as still in the exchange,
+     * not both as missing (rank 2 waits there for rank 3). */
+    for (int r = 0; r < 3; r++) {
+        hoop_store *h = client(srv, r, 4);
+        int64_t g = -1;
+        ASSERT_OK(hoop__store_exchange(h, "xa", "c", 1, NULL, 0, NULL, 100, &g));
+        ck_assert_int_eq(g, 0);
+        ASSERT_OK(hoop_store_destroy(h));
+    }
+    struct rank_arg x[2] = {[0 ... 1].variant = 2};
+    run_ranks(fold_main, x, 2, 4, 500, 1, 16);
+    for (int r = 0; r < 2; r++)
+        ck_assert_msg(x[r].st == HOOP_ERR_TIMEOUT &&
+                          strstr(x[r].msg, "gather 'g2': rank 3 of 4 never arrived; rank 2 of 4 "
+                                           "had not finished exchange 'xa' before it"),
+                      "rank %d: %s", r, x[r].msg);
 }
 END_TEST
 

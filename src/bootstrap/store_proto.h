@@ -494,6 +494,19 @@ hoop_status hoop__store_exchange_end(hoop_store *st, const char *name, int64_t g
 typedef hoop_status (*hoop__store_fold_fn)(void *arg, const void *blobs, int world_size,
                                            void *answer);
 
+/* What more a gather (below) may do: after the answer, peeked (bytes) also gets rank
+ * peek's blob (zeros if it cannot be read; peek -1: none), for a caller that needs one
+ * more rank's word than the answer holds; and when the gather follows an exchange that
+ * every rank passes first (after, its name, and after_generation: its round), a timeout
+ * names the ranks still in that exchange apart from those that never arrived (they
+ * wait there for the ranks they link to, and were not lost). */
+typedef struct hoop__store_gather_more {
+    int peek;
+    void *peeked;
+    const char *after;
+    int64_t after_generation;
+} hoop__store_gather_more;
+
 /* Gather to rank 0 and its answer, for an agreement that needs every rank's word but not
  * every rank's copy of it: every rank publishes blob (bytes) under name; rank 0 waits for
  * all world_size blobs, folds them (fold(arg, ...), on rank 0 only) into answer
@@ -503,15 +516,14 @@ typedef hoop_status (*hoop__store_fold_fn)(void *arg, const void *blobs, int wor
  * arrived, a rank lost: *decided = 0). O(world_size x (bytes + answer_bytes)) through
  * rank 0's store, where an all-gather moves world_size^2 x bytes. The others wait for
  * the answer 2 s longer than rank 0 for the blobs, so that rank 0's reason reaches them;
- * if none comes they name the ranks missing, or rank 0. peek (-1: none): after the
- * answer, peeked also gets that rank's blob (zeros if it cannot be read), for a caller
- * that needs one more rank's word than the answer holds. The last rank out deletes the
- * round's keys; rank 0 returns only once every rank has read the answer (as the
- * all-gather). decided may be NULL. Keys: "hoop/gather/<name>/<g>/{r<R>,answer,left}". */
+ * if none comes they name the ranks missing, or rank 0. more: see above (NULL: nothing
+ * more). The last rank out deletes the round's keys; rank 0 returns only once every rank
+ * has read the answer (as the all-gather). decided may be NULL. Keys:
+ * "hoop/gather/<name>/<g>/{r<R>,answer,left}". */
 hoop_status hoop__store_gather_fold(hoop_store *st, const char *name, const void *blob,
                                     size_t bytes, hoop__store_fold_fn fold, void *arg, void *answer,
-                                    size_t answer_bytes, int peek, void *peeked, int64_t timeout_ms,
-                                    int *decided);
+                                    size_t answer_bytes, const hoop__store_gather_more *more,
+                                    int64_t timeout_ms, int *decided);
 
 /* The timeout a call with timeout_ms uses: timeout_ms itself when >= 0, else the
  * store's default; clamped to HOOP__STORE_TIMEOUT_MAX_MS. */

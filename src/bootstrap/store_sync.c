@@ -525,73 +525,141 @@ static hoop_status publish_answer(hoop_store *st, const char *akey, hoop_status 
     return ps;
 }
 
-/* Rank 0's part: waits for every blob, folds them, publishes the outcome. */
-static hoop_status gather_root(hoop_store *st, const char *name, const char *prefix, size_t bytes,
-                               hoop__store_fold_fn fold, void *arg, void *answer,
-                               size_t answer_bytes, int64_t t, int64_t deadline, int64_t entry,
-                               int64_t t0, int *decided)
+/* One gather_fold call's state. */
+typedef struct gather {
+    hoop_store *st;
+    const char *name;
+    char prefix[HOOP_STORE_KEY_MAX];
+    size_t bytes;
+    hoop__store_fold_fn fold;
+    void *arg, *answer;
+    size_t answer_bytes;
+    const hoop__store_gather_more *more; /* NULL: nothing more */
+    int64_t t, deadline, entry, t0;      /* timeout (ms), its deadline, arrival, start (ns) */
+    int *decided;
+} gather;
+
+/* The ranks missing from the gather (missing[0..n)) that never arrived, waited_ms; when
+ * the gather follows an exchange (more->after), the ranks that did reach that exchange
+ * are named apart, as still in it: they wait there for the ranks they link to (the
+ * ones that never arrived, most often), and were not lost. */
+static hoop_status gather_missing(const gather *g, const uint32_t *missing, uint32_t n,
+                                  int64_t waited_ms)
 {
-    int ws = hoop_store_world_size(st);
+    const hoop__store_gather_more *m = g->more;
+    int ws = hoop_store_world_size(g->st), *ranks = NULL;
+    char prefix[HOOP_STORE_KEY_MAX + 64], never[256], still[256], stranger[700] = "";
+    uint32_t *list = NULL, nnever = 0, nstill = 0;
+    unsigned char *absent = NULL; /* absent[i]: missing[i] never reached the exchange */
+    hoop__store_wait_result res = {0};
+    hoop_status s = HOOP_ERR_NOMEM;
+    keyset ks;
+    if (!m || !m->after || n == 0)
+        return never_arrived(g->st, "gather", g->name, missing, n, waited_ms);
+    if (hoop__calloc(&ranks, n) == HOOP_OK && hoop__calloc(&list, n) == HOOP_OK &&
+        hoop__calloc(&absent, n) == HOOP_OK) {
+        for (uint32_t i = 0; i < n; i++) ranks[i] = (int)missing[i];
+        snprintf(prefix, sizeof(prefix), "hoop/exchange/%s/%" PRId64, m->after,
+                 m->after_generation);
+        if ((s = keyset_init(&ks, prefix, ranks, (int)n, NULL, 0)) == HOOP_OK) {
+            s = hoop__store_wait_keys(g->st, ks.keys, ks.n, 0, 0, &res); /* a look, no wait */
+            keyset_free(&ks);
+        }
+    }
+    if (s == HOOP_ERR_TIMEOUT && !res.lost) {
+        for (uint32_t i = 0; i < res.nmissing; i++) absent[res.missing[i]] = 1;
+        s = HOOP_OK;
+    }
+    if (s == HOOP_OK) {
+        for (uint32_t i = 0; i < n; i++)
+            if (absent[i]) list[nnever++] = missing[i];
+        rank_list(list, nnever, ws, never, sizeof(never));
+        for (uint32_t i = 0; i < n; i++)
+            if (!absent[i]) list[nstill++] = missing[i];
+        rank_list(list, nstill, ws, still, sizeof(still));
+    }
+    hoop__store_wait_result_free(&res);
+    free(ranks);
+    free(list);
+    free(absent);
+    if (s != HOOP_OK || nstill == 0) /* the look failed, or found nobody in the exchange */
+        return never_arrived(g->st, "gather", g->name, missing, n, waited_ms);
+    int refused = hoop__store_stranger(g->st, stranger, sizeof(stranger));
+    char first[300] = "";
+    if (nnever > 0) snprintf(first, sizeof(first), "%s of %d never arrived; ", never, ws);
+    return HOOP_ERROR(HOOP_ERR_TIMEOUT,
+                      "gather '%s': %s%s of %d had not finished exchange '%s' before it, "
+                      "waiting there for the ranks they link to (waited %" PRId64
+                      " ms, rank %d)%s%s",
+                      g->name, first, still, ws, m->after, waited_ms, hoop_store_rank(g->st),
+                      refused ? "; meanwhile its store refused " : "", stranger);
+}
+
+/* Rank 0's part: waits for every blob, folds them, publishes the outcome. */
+static hoop_status gather_root(const gather *g)
+{
+    int ws = hoop_store_world_size(g->st);
     char akey[HOOP_STORE_KEY_MAX + 32];
     hoop__store_wait_result res;
-    hoop_status s = wait_blobs(st, prefix, NULL, ws, deadline, &res);
+    hoop_status s = wait_blobs(g->st, g->prefix, NULL, ws, g->deadline, &res);
     int lost = res.lost;
-    s = arrivals_outcome(st, s, "gather", name, &res, entry, t, t0);
+    if (s == HOOP_ERR_TIMEOUT && !res.rank_lost && !res.lost)
+        s = gather_missing(g, res.missing, res.nmissing, g->t);
+    else
+        s = arrivals_outcome(g->st, s, "gather", g->name, &res, g->entry, g->t, g->t0);
     if (s == HOOP_OK) {
         void *all = NULL;
-        s = hoop__calloc_bytes(&all, (size_t)ws, bytes ? bytes : 1, __FILE__, __LINE__);
-        if (s == HOOP_OK && (s = gather_copy(st, "gather", name, &res, bytes, all)) != HOOP_OK)
-            *decided = 1;
-        if (s == HOOP_OK && (s = fold(arg, all, ws, answer)) != HOOP_OK) *decided = 1;
+        s = hoop__calloc_bytes(&all, (size_t)ws, g->bytes ? g->bytes : 1, __FILE__, __LINE__);
+        if (s == HOOP_OK &&
+            (s = gather_copy(g->st, "gather", g->name, &res, g->bytes, all)) != HOOP_OK)
+            *g->decided = 1;
+        if (s == HOOP_OK && (s = g->fold(g->arg, all, ws, g->answer)) != HOOP_OK) *g->decided = 1;
         free(all);
     }
     hoop__store_wait_result_free(&res);
     if (lost) return s;
-    snprintf(akey, sizeof(akey), "%s/answer", prefix);
-    hoop_status ps = publish_answer(st, akey, s, *decided, answer, answer_bytes);
+    snprintf(akey, sizeof(akey), "%s/answer", g->prefix);
+    hoop_status ps = publish_answer(g->st, akey, s, *g->decided, g->answer, g->answer_bytes);
     return s != HOOP_OK ? s : ps;
 }
 
 /* Another rank's wait for the answer timed out: names the ranks that never arrived, or
  * rank 0, which did not answer. */
-static hoop_status gather_diagnose(hoop_store *st, const char *name, const char *prefix,
-                                   int64_t waited_ms)
+static hoop_status gather_diagnose(const gather *g, int64_t waited_ms)
 {
-    int ws = hoop_store_world_size(st);
+    int ws = hoop_store_world_size(g->st);
     keyset ks;
-    HOOP_CHECK(keyset_init(&ks, prefix, NULL, ws, NULL, 0));
+    HOOP_CHECK(keyset_init(&ks, g->prefix, NULL, ws, NULL, 0));
     hoop__store_wait_result res;
-    hoop_status s = hoop__store_wait_keys(st, ks.keys, ks.n, 0, 0, &res);
+    hoop_status s = hoop__store_wait_keys(g->st, ks.keys, ks.n, 0, 0, &res);
     keyset_free(&ks);
     if (s == HOOP_ERR_TIMEOUT && !res.lost && res.nmissing > 0)
-        s = never_arrived(st, "gather", name, res.missing, res.nmissing, waited_ms);
+        s = gather_missing(g, res.missing, res.nmissing, waited_ms);
     else if (s == HOOP_OK)
         s = HOOP_ERROR(HOOP_ERR_TIMEOUT,
                        "gather '%s': every rank arrived, but rank 0 had not answered when rank "
                        "%d gave up after %" PRId64 " ms (rank 0 stopped, or starved of CPU?)",
-                       name, hoop_store_rank(st), waited_ms);
+                       g->name, hoop_store_rank(g->st), waited_ms);
     hoop__store_wait_result_free(&res);
     return s;
 }
 
 /* Another rank's part: waits for rank 0's answer and takes it. */
-static hoop_status gather_leaf(hoop_store *st, const char *name, const char *prefix, void *answer,
-                               size_t answer_bytes, int64_t t, int64_t deadline, int64_t entry,
-                               int64_t t0, int *decided)
+static hoop_status gather_leaf(const gather *g)
 {
     char akey[HOOP_STORE_KEY_MAX + 32];
     const char *k = akey;
-    snprintf(akey, sizeof(akey), "%s/answer", prefix);
+    snprintf(akey, sizeof(akey), "%s/answer", g->prefix);
     hoop__store_wait_result res;
     hoop_status s =
-        hoop__store_wait_keys(st, &k, 1, HOOP__STORE_WAIT_VALUES | HOOP__STORE_WAIT_LOST,
-                              hoop__ms_left(deadline) + ANSWER_GRACE_MS, &res);
+        hoop__store_wait_keys(g->st, &k, 1, HOOP__STORE_WAIT_VALUES | HOOP__STORE_WAIT_LOST,
+                              hoop__ms_left(g->deadline) + ANSWER_GRACE_MS, &res);
     if (res.rank_lost)
-        s = rank_gone(st, "gather", name, &res, 0, t0);
+        s = rank_gone(g->st, "gather", g->name, &res, 0, g->t0);
     else if (s != HOOP_OK && res.lost)
-        s = store_gone(st, s, "gather", name, &res, 0, arrived_with(st, entry), t0);
+        s = store_gone(g->st, s, "gather", g->name, &res, 0, arrived_with(g->st, g->entry), g->t0);
     else if (s == HOOP_ERR_TIMEOUT)
-        s = gather_diagnose(st, name, prefix, t + ANSWER_GRACE_MS);
+        s = gather_diagnose(g, g->t + ANSWER_GRACE_MS);
     else if (s == HOOP_OK) {
         answer_head h = {0};
         size_t got = res.value_bytes[0];
@@ -600,16 +668,16 @@ static hoop_status gather_leaf(hoop_store *st, const char *name, const char *pre
             memcpy(&h, res.values[0], sizeof(h));
             body = (const char *)res.values[0] + sizeof(h);
         }
-        if (got < sizeof(h) || (h.status == HOOP_OK && got - sizeof(h) != answer_bytes))
+        if (got < sizeof(h) || (h.status == HOOP_OK && got - sizeof(h) != g->answer_bytes))
             s = HOOP_ERROR(HOOP_ERR_REMOTE,
                            "gather '%s': rank 0's answer has %zu bytes, not %zu (another "
                            "version of hoop?)",
-                           name, got, sizeof(h) + answer_bytes);
+                           g->name, got, sizeof(h) + g->answer_bytes);
         else if (h.status == HOOP_OK) {
-            if (answer_bytes > 0) memcpy(answer, body, answer_bytes);
+            if (g->answer_bytes > 0) memcpy(g->answer, body, g->answer_bytes);
         } else {
             int known = h.status > HOOP_OK && h.status <= HOOP_ERR_INTERNAL;
-            *decided = h.decided != 0;
+            *g->decided = h.decided != 0;
             s = HOOP_ERROR(known ? (hoop_status)h.status : HOOP_ERR_REMOTE, "%.*s",
                            (int)(got - sizeof(h) < 1800 ? got - sizeof(h) : 1800), body);
         }
@@ -618,30 +686,26 @@ static hoop_status gather_leaf(hoop_store *st, const char *name, const char *pre
     return s;
 }
 
-static hoop_status gather_fold(hoop_store *st, const char *name, const void *blob, size_t bytes,
-                               hoop__store_fold_fn fold, void *arg, void *answer,
-                               size_t answer_bytes, int peek, void *peeked, int64_t timeout_ms,
-                               int *decided)
+static hoop_status gather_fold(gather *g, const void *blob)
 {
-    int64_t t = hoop__store_timeout(st, timeout_ms), entry, t0 = hoop__now_ns();
-    int64_t deadline = hoop__deadline_ns(t);
-    int rank = hoop_store_rank(st);
-    char prefix[HOOP_STORE_KEY_MAX], key[HOOP_STORE_KEY_MAX + 32], before[1800];
-    HOOP_CHECK(arrive(st, "gather", name, blob, bytes, prefix, sizeof(prefix), &entry));
-    hoop_status s = rank == 0 ? gather_root(st, name, prefix, bytes, fold, arg, answer,
-                                            answer_bytes, t, deadline, entry, t0, decided)
-                              : gather_leaf(st, name, prefix, answer, answer_bytes, t, deadline,
-                                            entry, t0, decided);
-    if (s != HOOP_OK && !*decided) return s;
+    const hoop__store_gather_more *m = g->more;
+    char key[HOOP_STORE_KEY_MAX + 32], before[1800];
+    g->t = hoop__store_timeout(g->st, g->t);
+    g->deadline = hoop__deadline_ns(g->t);
+    g->t0 = hoop__now_ns();
+    HOOP_CHECK(
+        arrive(g->st, "gather", g->name, blob, g->bytes, g->prefix, sizeof(g->prefix), &g->entry));
+    hoop_status s = hoop_store_rank(g->st) == 0 ? gather_root(g) : gather_leaf(g);
+    if (s != HOOP_OK && !*g->decided) return s;
     snprintf(before, sizeof(before), "%s", hoop_last_error());
-    if (peek >= 0 && bytes > 0) { /* every blob is there: rank 0 has read them all */
+    if (m && m->peek >= 0 && g->bytes > 0) { /* every blob is there: rank 0 read them all */
         size_t got = 0;
-        snprintf(key, sizeof(key), "%s/r%d", prefix, peek);
-        if (hoop_store_get(st, key, peeked, bytes, &got, 0) != HOOP_OK || got != bytes)
-            memset(peeked, 0, bytes);
+        snprintf(key, sizeof(key), "%s/r%d", g->prefix, m->peek);
+        if (hoop_store_get(g->st, key, m->peeked, g->bytes, &got, 0) != HOOP_OK || got != g->bytes)
+            memset(m->peeked, 0, g->bytes);
     }
     const char *const extra[] = {"answer", "left"};
-    hoop_status sl = leave(st, prefix, extra, 2, deadline);
+    hoop_status sl = leave(g->st, g->prefix, extra, 2, g->deadline);
     if (s == HOOP_OK) return sl;
     hoop__error_restore(before);
     return s;
@@ -649,20 +713,30 @@ static hoop_status gather_fold(hoop_store *st, const char *name, const void *blo
 
 hoop_status hoop__store_gather_fold(hoop_store *st, const char *name, const void *blob,
                                     size_t bytes, hoop__store_fold_fn fold, void *arg, void *answer,
-                                    size_t answer_bytes, int peek, void *peeked, int64_t timeout_ms,
-                                    int *decided)
+                                    size_t answer_bytes, const hoop__store_gather_more *more,
+                                    int64_t timeout_ms, int *decided)
 {
     int dummy = 0;
     if (!decided) decided = &dummy;
     *decided = 0;
     HOOP_CHECK(check_group(st, "gather", name));
     HOOP_CHECK(check_allgather(st, blob, bytes, blob));
-    if (!fold || (answer == NULL && answer_bytes > 0) || (peek >= 0 && peeked == NULL) ||
-        peek >= hoop_store_world_size(st) ||
+    if (!fold || (answer == NULL && answer_bytes > 0) ||
+        (more && more->peek >= 0 &&
+         (more->peeked == NULL || more->peek >= hoop_store_world_size(st))) ||
         answer_bytes + sizeof(answer_head) > HOOP_STORE_VALUE_MAX)
         return HOOP_ERROR(HOOP_ERR_INVALID, "store: gather '%s': bad fold, answer or peek", name);
-    return noted(st, gather_fold(st, name, blob, bytes, fold, arg, answer, answer_bytes, peek,
-                                 peeked, timeout_ms, decided));
+    gather g = {.st = st,
+                .name = name,
+                .bytes = bytes,
+                .fold = fold,
+                .arg = arg,
+                .answer = answer,
+                .answer_bytes = answer_bytes,
+                .more = more,
+                .t = timeout_ms,
+                .decided = decided};
+    return noted(st, gather_fold(&g, blob));
 }
 
 // ----- env:// start-up ---------------------------------------------------------------------

@@ -196,14 +196,15 @@ static hoop_status exchange_cards(const hoop_comm *comm, const hoop_comm_config 
 /* One agreement of the start-up: every rank's card-sized blob (mine) folded into answer
  * (answer_bytes), by rank 0 through the store (hoop__store_gather_fold, round name
  * "hoop.comm.<gen><round>") or, through the rendezvous, by every rank from its
- * all-gather (each folds the same blobs the same way). peek/peeked: as there.
+ * all-gather (each folds the same blobs the same way). more: as there (a peeked blob is
+ * a card's size; NULL: nothing more).
  * *decided = 1 when the fold failed (every rank returns its message); another failure
  * names the start-up step (step: "agreeing on the link cost model") before the store's
  * message. */
 static hoop_status agree(const hoop_comm *comm, const hoop_comm_config *cfg, int gen,
                          const char *round, const char *step, const hoop__card *mine,
                          hoop__store_fold_fn fold, void *arg, void *answer, size_t answer_bytes,
-                         int peek, hoop__card *peeked, int64_t deadline, int *decided)
+                         const hoop__store_gather_more *more, int64_t deadline, int *decided)
 {
     char name[64], why[1800];
     hoop_status st;
@@ -213,7 +214,7 @@ static hoop_status agree(const hoop_comm *comm, const hoop_comm_config *cfg, int
         HOOP_CHECK(hoop__calloc(&all, (size_t)comm->world_size));
         st = hoop__rendezvous_allgather(cfg->rendezvous, comm->rank, mine, all, deadline);
         if (st == HOOP_OK) {
-            if (peek >= 0) *peeked = all[peek];
+            if (more && more->peek >= 0) memcpy(more->peeked, &all[more->peek], HOOP__CARD_BYTES);
             st = fold(arg, all, comm->world_size, answer);
             *decided = st != HOOP_OK;
         }
@@ -222,7 +223,7 @@ static hoop_status agree(const hoop_comm *comm, const hoop_comm_config *cfg, int
     }
     round_name(name, sizeof(name), gen, round);
     st = hoop__store_gather_fold(cfg->store, name, mine, HOOP__CARD_BYTES, fold, arg, answer,
-                                 answer_bytes, peek, peeked, hoop__ms_left(deadline), decided);
+                                 answer_bytes, more, hoop__ms_left(deadline), decided);
     if (st == HOOP_OK || *decided) return st;
     snprintf(why, sizeof(why), "%s", hoop_last_error());
     return HOOP_ERROR(st, "rank %d's start-up, %s: %s", comm->rank, step, why);
@@ -466,11 +467,18 @@ static hoop_status fold_cost(void *arg, const void *blobs, int n, void *answer)
  * everywhere (HOOP_ERR_MISMATCH, with *all_know set: every rank fails so), and its shm
  * handle, for comm->all_local. */
 static hoop_status agree_cost(hoop_comm *comm, const hoop_comm_config *cfg, const comm_settings *s,
-                              const hoop__card *card, int gen, const unsigned char *need,
-                              const struct link_plan *plan, int64_t deadline, int *all_know)
+                              const hoop__card *card, int gen, int64_t card_round,
+                              const unsigned char *need, const struct link_plan *plan,
+                              int64_t deadline, int *all_know)
 {
+    char cards_name[64];
     cost_card mine;
     cost_answer a;
+    /* A rank not linked to a missing one gets here: those that are, still waiting for its
+     * card, are named apart from it when this round times out */
+    round_name(cards_name, sizeof(cards_name), gen, "");
+    hoop__store_gather_more more = {
+        .peek = -1, .after = cards_name, .after_generation = card_round};
     memset(&mine, 0, sizeof(mine));
     hoop__link_cost_init(&mine.c.cost);
     mine.c.chunk = s->chunk;
@@ -487,7 +495,7 @@ static hoop_status agree_cost(hoop_comm *comm, const hoop_comm_config *cfg, cons
         HOOP_CHECK(hoop__link_cost_max(&mine.c.cost, &x, comm->rank));
     }
     HOOP_CHECK(agree(comm, cfg, gen, ".cost", "agreeing on the link cost model", &mine.size,
-                     fold_cost, comm, &a, sizeof(a), -1, NULL, deadline, all_know));
+                     fold_cost, comm, &a, sizeof(a), &more, deadline, all_know));
     comm->link_cost = a.cost;
     comm->all_local = a.all_local;
     return HOOP_OK;
@@ -730,11 +738,11 @@ static hoop_status agree_verdict(hoop_comm *comm, const hoop_comm_config *cfg, i
     }
     /* A rank that failed because of a peer may add that peer's reason (below) */
     int peek = st == HOOP_ERR_REMOTE && bad >= 0 && bad < n && bad != comm->rank ? bad : -1;
+    hoop__store_gather_more more = {.peek = peek, .peeked = &peeked};
     int64_t now = hoop__now_ns();
     int64_t until = deadline > now + VERDICT_GRACE_NS ? deadline : now + VERDICT_GRACE_NS;
-    hoop_status vs =
-        agree(comm, cfg, gen, ".verdict", "agreeing that every rank's links are up", &mine.size,
-              fold_verdict, NULL, &a, sizeof(a), peek, &peeked.size, until, &decided);
+    hoop_status vs = agree(comm, cfg, gen, ".verdict", "agreeing that every rank's links are up",
+                           &mine.size, fold_verdict, NULL, &a, sizeof(a), &more, until, &decided);
     *agreed = vs == HOOP_OK;
     if (vs != HOOP_OK) {
         if (st == HOOP_OK) return vs; /* its message names the step and the rank at fault */
@@ -799,7 +807,8 @@ static hoop_status connect_all(hoop_comm *comm, const hoop_comm_config *cfg, con
         if (need[p] || p == comm->next) HOOP_CHECK_GOTO(hoop__card_check(&cards[p], p), st, out);
     ctl_card = cards[comm->next];
     HOOP_CHECK_GOTO(plan_links(comm, cards, &ctl_card, need, s->forced, plan, &ctl), st, out);
-    HOOP_CHECK_GOTO(agree_cost(comm, cfg, s, &mine, gen, need, plan, deadline, &all_know), st, out);
+    HOOP_CHECK_GOTO(
+        agree_cost(comm, cfg, s, &mine, gen, card_round, need, plan, deadline, &all_know), st, out);
     int bad = -1;
     st = reserve_fds(comm, need, plan, &ctl);
     if (st == HOOP_OK)
