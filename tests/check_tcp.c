@@ -5,6 +5,7 @@
  * refused, a token holder's stream that arrives twice or disagrees with its link refused,
  * listen-address choice (IPv4 and IPv6), the address in a handle and in messages.
  */
+#define _GNU_SOURCE /* unshare */
 #include <check.h>
 #include <dirent.h>
 #include <stdint.h>
@@ -16,7 +17,9 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <sched.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include "core/clock.h"
 #include "transport/hello.h"
@@ -231,6 +234,52 @@ START_TEST(test_listen_addr)
 }
 END_TEST
 
+/* The checks of test_ifname_down, in its child: 0 when they hold, else which failed. */
+static int ifname_down_checks(void)
+{
+    hoop_sockaddr a;
+    char b[HOOP_SOCK_ADDR_STRLEN];
+    if (system("ip link add hoopd0 type veth peer name hoopx0 && "
+               "ip addr add 10.77.0.1/24 dev hoopd0 && ip link set hoopx0 up && "
+               "ip link add hoopd1 type veth peer name hoopx1 && "
+               "ip addr add 10.77.1.1/24 dev hoopd1 && ip link set hoopd1 up && "
+               "ip link set hoopx1 up") != 0)
+        return 77;
+    if (hoop__sock_listen_addr("hoopd", NULL, &a) != HOOP_OK ||
+        strcmp(hoop__sock_addr_str(&a, b), "10.77.1.1:0") != 0)
+        return 1;
+    if (hoop__sock_listen_addr("=hoopd0", NULL, &a) != HOOP_ERR_INVALID ||
+        strcmp(hoop_last_error(), "HOOP_SOCKET_IFNAME==hoopd0 matches no interface that is up "
+                                  "and running (hoopd0: down, or no carrier)") != 0)
+        return 2;
+    if (system("ip link set hoopx1 down") != 0) return 77; /* hoopd1: up, no carrier */
+    if (hoop__sock_listen_addr("hoopd", NULL, &a) != HOOP_ERR_INVALID ||
+        !strstr(hoop_last_error(), "(hoopd0, hoopd1: down, or no carrier)"))
+        return 3;
+    return 0;
+}
+
+/* A prefix that matches an interface that is down (eth1 without its cable beside eth0)
+ * skips it; matching only such ones fails, naming them. In a network namespace of the
+ * child's own, with two veth pairs (a veth runs while its peer is up): root and ip(8),
+ * else skipped with a note. */
+START_TEST(test_ifname_down)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) _exit(unshare(CLONE_NEWNET) != 0 ? 77 : ifname_down_checks());
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77) {
+        fprintf(stderr, "test_ifname_down: skipped (no network namespace or ip(8) here)\n");
+        return;
+    }
+    ck_assert_msg(WEXITSTATUS(status) == 0, "check %d of ifname_down_checks failed",
+                  WEXITSTATUS(status));
+}
+END_TEST
+
 /* Addresses in messages, in a handle and back, and the scope a link-local peer is
  * dialled with. */
 START_TEST(test_addr_forms)
@@ -441,6 +490,7 @@ int main(void)
     tcase_add_test(tc, test_request_pool);
     tcase_add_test(tc, test_ifname);
     tcase_add_test(tc, test_listen_addr);
+    tcase_add_test(tc, test_ifname_down);
     tcase_add_test(tc, test_addr_forms);
     suite_add_tcase(s, tc);
     TCase *err = tcase_create("errors");

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -129,16 +130,35 @@ static int if_rank(const struct sockaddr *sa, int want)
     return (sa->sa_family == want ? 0 : 2) + ll;
 }
 
+/* 1 when name is an item of list ("a, b, c"). */
+static int in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0')) return 1;
+    return 0;
+}
+
 static hoop_status addr_from_ifname(const char *prefix, int want, hoop_sockaddr *out)
 {
     struct ifaddrs *ifs, *best = NULL;
-    int best_rank = 4, exact = prefix[0] == '=';
+    int best_rank = 4, exact = prefix[0] == '=', ndown = 0;
+    char down[128] = ""; /* the matching interfaces that are not up and running */
     if (exact) prefix++;
     HOOP_SYSCHECK(getifaddrs(&ifs), "getifaddrs");
     for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
         int match = exact ? strcmp(i->ifa_name, prefix) == 0
                           : strncmp(i->ifa_name, prefix, strlen(prefix)) == 0;
         int r = match ? if_rank(i->ifa_addr, want) : -1;
+        if (r >= 0 && (i->ifa_flags & (IFF_UP | IFF_RUNNING)) != (IFF_UP | IFF_RUNNING)) {
+            /* A peer could not reach it: a prefix that also matches such an interface
+             * (eth1 with its cable out beside eth0) must not pick it. */
+            size_t len = strlen(down);
+            if (!in_list(down, i->ifa_name) && len + strlen(i->ifa_name) + 3 < sizeof(down))
+                snprintf(down + len, sizeof(down) - len, "%s%s", len ? ", " : "", i->ifa_name);
+            ndown++;
+            continue;
+        }
         if (r >= 0 && r < best_rank) best = i, best_rank = r;
     }
     if (best) {
@@ -149,6 +169,11 @@ static hoop_status addr_from_ifname(const char *prefix, int want, hoop_sockaddr 
         if (is_link_local(out)) out->in6.sin6_scope_id = if_nametoindex(best->ifa_name);
     }
     freeifaddrs(ifs);
+    if (!best && ndown)
+        return HOOP_ERROR(HOOP_ERR_INVALID,
+                          "HOOP_SOCKET_IFNAME=%s%s matches no interface that is up and running "
+                          "(%s: down, or no carrier)",
+                          exact ? "=" : "", prefix, down);
     if (!best)
         return HOOP_ERROR(HOOP_ERR_INVALID,
                           "HOOP_SOCKET_IFNAME=%s%s matches no interface with an IPv4 or IPv6 "

@@ -61,15 +61,14 @@ hoop_sockaddr hoop__sock_dial_addr(const hoop_sockaddr *peer, const hoop_sockadd
 
 /* The address to listen on (port 0), IPv4 or IPv6:
  *   ifname set: an address of the interface named (or prefixed; '=' for an exact name)
- *     by ifname, of MASTER_ADDR's family (IPv6 when master_addr is an IPv6 address, that
- *     is has a ':'; else IPv4) if it has one, else of the other; a global address before
- *     a link-local one (which gets the interface's index as its scope);
- *   else master_addr set: the local address the kernel routes towards master_addr (its
- *     first address in getaddrinfo's order, the one the store's client tries first), or
- *     loopback of master_addr's family when master_addr is a loopback address;
- *   else 127.0.0.1.
- * Errors: HOOP_ERR_INVALID (no such interface, or one without an address; an
- * unresolvable MASTER_ADDR; a route through loopback), HOOP_ERR_SYSTEM. */
+ *     by ifname that is up and running (IFF_UP, IFF_RUNNING), of MASTER_ADDR's family (IPv6 when
+ * master_addr is an IPv6 address, that is has a ':'; else IPv4) if it has one, else of the other; a
+ * global address before a link-local one (which gets the interface's index as its scope); else
+ * master_addr set: the local address the kernel routes towards master_addr (its first address in
+ * getaddrinfo's order, the one the store's client tries first), or loopback of master_addr's family
+ * when master_addr is a loopback address; else 127.0.0.1. Errors: HOOP_ERR_INVALID (no such
+ * interface, one without an address, or only ones that are down, named; an unresolvable
+ * MASTER_ADDR; a route through loopback), HOOP_ERR_SYSTEM. */
 hoop_status hoop__sock_listen_addr(const char *ifname, const char *master_addr, hoop_sockaddr *out);
 
 /* One accept4 on the non-blocking listening socket lfd (flags SOCK_NONBLOCK |
