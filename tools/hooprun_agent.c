@@ -312,29 +312,70 @@ static int meeting_failed(const hooprun_plan *p, hoop_status s, const char *when
     return s == HOOP_ERR_MISMATCH ? 2 : 1;
 }
 
-/* What every node was told must agree (all: every node's card, from the first meeting).
- * Returns 0, or 2 after one line naming the first node that differs. */
-static int compare_cards(const hooprun_plan *p, agent_card *all)
+/* What the last node in the first meeting leaves for all (summarize): the largest
+ * graces, node 0's card and the first node whose card differs from it, so that each node
+ * finds the first node that differs from its own without every node reading every card
+ * (nnodes^2 cards through node 0's store). */
+typedef struct cards_summary {
+    int64_t max_grace_ms, max_stop_grace_ms;
+    agent_card first; /* node 0's */
+    int32_t odd, pad; /* the first node whose card differs from node 0's; -1: none */
+    agent_card odd_card;
+} cards_summary;
+
+/* The setting in which a and b differ ("--max-restarts"), or NULL. */
+static const char *card_differs(const agent_card *a, const agent_card *b)
 {
-    const agent_card *mine = &all[p->node_rank];
-    for (int n = 0; n < p->nnodes; n++) {
-        all[n].host[sizeof(all[n].host) - 1] = '\0';
-        if (all[n].grace_ms > max_grace_ms) max_grace_ms = all[n].grace_ms;
-        if (all[n].stop_grace_ms > max_stop_grace_ms) max_stop_grace_ms = all[n].stop_grace_ms;
-        const char *what = all[n].max_restarts != mine->max_restarts       ? "--max-restarts"
-                           : all[n].nproc_per_node != mine->nproc_per_node ? "--nproc-per-node"
-                                                                           : NULL;
-        if (!what) continue;
-        fprintf(
-            stderr,
+    return a->max_restarts != b->max_restarts       ? "--max-restarts"
+           : a->nproc_per_node != b->nproc_per_node ? "--nproc-per-node"
+                                                    : NULL;
+}
+
+/* The last node in: every node's card, read once (keys[0..n)), into sum. */
+static hoop_status summarize(const hooprun_plan *p, const char *const *keys, int n,
+                             cards_summary *sum)
+{
+    hoop__store_wait_result res;
+    memset(sum, 0, sizeof(*sum));
+    sum->odd = -1;
+    hoop_status s = hoop__store_wait_keys(p->agents, keys, n, HOOP__STORE_WAIT_VALUES,
+                                          hoop__store_timeout(p->agents, -1), &res);
+    for (int i = 0; s == HOOP_OK && i < n; i++) {
+        agent_card c = {0};
+        memcpy(&c, res.values[i], res.value_bytes[i] < sizeof(c) ? res.value_bytes[i] : sizeof(c));
+        if (i == 0) sum->first = c;
+        if (c.grace_ms > sum->max_grace_ms) sum->max_grace_ms = c.grace_ms;
+        if (c.stop_grace_ms > sum->max_stop_grace_ms) sum->max_stop_grace_ms = c.stop_grace_ms;
+        if (sum->odd < 0 && card_differs(&c, &sum->first)) sum->odd = i, sum->odd_card = c;
+    }
+    hoop__store_wait_result_free(&res);
+    return s;
+}
+
+/* What every node was told must agree (mine; sum: the first meeting's summary). Returns
+ * 0, or 2 after one line naming the first node whose card differs from this node's:
+ * node 0 when this one differs from it, else the first that does. */
+static int compare_cards(const hooprun_plan *p, const agent_card *mine, cards_summary *sum)
+{
+    max_grace_ms = sum->max_grace_ms;
+    max_stop_grace_ms = sum->max_stop_grace_ms;
+    agent_card *other = &sum->first;
+    int n = 0;
+    const char *what = card_differs(other, mine);
+    if (!what && sum->odd >= 0) {
+        other = &sum->odd_card;
+        n = sum->odd;
+        what = card_differs(other, mine);
+    }
+    if (!what) return 0;
+    other->host[sizeof(other->host) - 1] = '\0'; /* another node's bytes */
+    fprintf(stderr,
             "hooprun (node %d): node %d (%s) runs %s %d but this node runs %d: give every node's "
             "hooprun the same %s\n",
-            p->node_rank, n, all[n].host, what,
-            what[2] == 'm' ? all[n].max_restarts : all[n].nproc_per_node,
+            p->node_rank, n, other->host, what,
+            what[2] == 'm' ? other->max_restarts : other->nproc_per_node,
             what[2] == 'm' ? mine->max_restarts : mine->nproc_per_node, what);
-        return 2;
-    }
-    return 0;
+    return 2;
 }
 
 /* Writes "node 1" or "nodes 1,3" (the indices of missing) into buf. */
@@ -347,8 +388,12 @@ static void node_list(const uint32_t *missing, uint32_t n, char *buf, size_t cap
 
 /* The meetings: before attempt 0 (CARDS: each node's card, compared after), before a
  * restart (START) and at the end of an attempt (END). Every node sets
- * "hooprun.attempt.K.WHAT.N" and waits, HOOPRUN_AGENT_PROBE_MS at a time, for every
- * node's key, looking between slices for a node that left (peer_left), a signal to this
+ * "hooprun.attempt.K.WHAT.N" and counts itself in ("...WHAT.count"); the last node in
+ * sets "...WHAT.done" (for CARDS: the cards' summary), which the others wait for,
+ * HOOPRUN_AGENT_PROBE_MS at a time (a slice's WAIT names one key: waiting for every
+ * node's key sent nnodes keys from every node five times a second, nnodes^2 lookups a
+ * slice at node 0's store for as long as a node's workers ran past the others'),
+ * looking between slices for a node that left (peer_left), a signal to this
  * hooprun (blocked from hooprun_agent_open on, read through hooprun_stop_signal) and, at
  * the end, another node's failure of the attempt. Returns 0 when all came (at the end:
  * also when node 0 closed its store without a failure, which it does only then; and at
@@ -373,13 +418,48 @@ static int stopped_silent(const hooprun_plan *p, int sig, const char *when, enum
     return 128 + sig;
 }
 
-static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards, int *failed)
+/* Counts this node (its key set) into a meeting: the last one in marks it done (keys:
+ * every node's, count and done its two keys), with "1", or for CARDS the summary of
+ * every node's card (summarize: the only node that reads them all). */
+static hoop_status count_in(const hooprun_plan *p, const char *const *keys, int n,
+                            const char *count, const char *done, enum meeting m)
+{
+    int64_t in = 0;
+    cards_summary sum;
+    HOOP_CHECK(hoop_store_add(p->agents, count, 1, &in));
+    if (in != n) return HOOP_OK;
+    if (m != CARDS) return hoop_store_set(p->agents, done, "1", 1);
+    HOOP_CHECK(summarize(p, keys, n, &sum));
+    return hoop_store_set(p->agents, done, &sum, sizeof(sum));
+}
+
+/* The nodes whose keys are not there yet ("nodes 1,3"), at one look, for a message. */
+static void look_missing(const hooprun_plan *p, const char *const *keys, int n, char *buf,
+                         size_t cap)
+{
+    hoop__store_wait_result res;
+    char before[1200];
+    snprintf(before, sizeof(before), "%s", hoop_last_error());
+    hoop_status s = hoop__store_wait_keys(p->agents, keys, n, 0, 0, &res);
+    if (s == HOOP_ERR_TIMEOUT && !res.lost && res.nmissing > 0)
+        node_list(res.missing, res.nmissing, buf, cap);
+    else
+        snprintf(buf, cap, "%s",
+                 s == HOOP_OK ? "the last node in (every node came, but it did not mark the "
+                                "meeting done)"
+                              : "nodes not known (node 0's store did not say which)");
+    hoop__store_wait_result_free(&res);
+    hoop__error_restore(before);
+}
+
+static int meet(const hooprun_plan *p, int k, enum meeting m, const agent_card *mine,
+                cards_summary *sum, int *failed)
 {
     static const char *const what[] = {"card", "at", "ok"};
     char when[80], why[700], msg[1200];
     int n = p->nnodes, rc = 1;
-    char(*names)[80] = calloc((size_t)n, sizeof(*names));
-    const char **keys = calloc((size_t)n, sizeof(*keys));
+    char(*names)[80] = calloc((size_t)n + 2, sizeof(*names));
+    const char **keys = calloc((size_t)n + 2, sizeof(*keys));
     /* Before a restart, a node may still be stopping its workers: SETTLE (1 s) and
      * --grace past its failure, on top of HOOP_TIMEOUT. */
     int64_t timeout_ms =
@@ -395,8 +475,12 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
         fprintf(stderr, "hooprun: out of memory\n");
         goto out;
     }
-    for (int i = 0; i < n; i++) {
-        snprintf(names[i], sizeof(names[i]), "hooprun.attempt.%d.%s.%d", k, what[m], i);
+    for (int i = 0; i < n + 2; i++) {
+        if (i < n)
+            snprintf(names[i], sizeof(names[i]), "hooprun.attempt.%d.%s.%d", k, what[m], i);
+        else
+            snprintf(names[i], sizeof(names[i]), "hooprun.attempt.%d.%s.%s", k, what[m],
+                     i == n ? "count" : "done");
         keys[i] = names[i];
     }
     /* At the end: node 0 closed its store without a failure (every node had ended, or
@@ -435,9 +519,10 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
         rc = stopped_silent(p, stop_signal(), when, m);
         goto out;
     }
-    const void *mine = m == CARDS ? (const void *)&cards[p->node_rank] : "1";
+    const void *blob = m == CARDS ? (const void *)mine : "1";
     hoop_status set =
-        hoop_store_set(p->agents, keys[p->node_rank], mine, m == CARDS ? sizeof(agent_card) : 1);
+        hoop_store_set(p->agents, keys[p->node_rank], blob, m == CARDS ? sizeof(agent_card) : 1);
+    if (set == HOOP_OK) set = count_in(p, keys, n, keys[n], keys[n + 1], m);
     if (set != HOOP_OK) {
         if (caught) {
             rc = stopped_silent(p, stop_signal(), when, m);
@@ -459,8 +544,8 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
         int64_t slice = left < HOOPRUN_AGENT_PROBE_MS ? left : HOOPRUN_AGENT_PROBE_MS;
         int sig = 0;
         hoop_status s = hoop__store_wait_send(
-            p->agents, keys, n, HOOP__STORE_WAIT_LOST | (m == CARDS ? HOOP__STORE_WAIT_VALUES : 0),
-            slice);
+            p->agents, &keys[n + 1], 1,
+            HOOP__STORE_WAIT_LOST | (m == CARDS ? HOOP__STORE_WAIT_VALUES : 0), slice);
         if (s == HOOP_OK)
             s = wait_reply(p, slice, &res, &sig);
         else
@@ -472,17 +557,20 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
         int timed_out = s == HOOP_ERR_TIMEOUT && !res.lost && !res.rank_lost;
         int bye_ok = m == END && res.goodbye && hoop__store_goodbye_code(p->agents) == HOOP_OK;
         char missing[300] = "";
-        if (timed_out) node_list(res.missing, res.nmissing, missing, sizeof(missing));
         if (res.rank_lost) /* its message is the result's, not the thread's */
             snprintf(msg, sizeof(msg), "node %d's hooprun is gone: %.*s", res.lost_rank,
                      (int)res.lost_why_bytes, (const char *)res.lost_why);
         else
             snprintf(msg, sizeof(msg), "%s", hoop_last_error());
-        if (s == HOOP_OK && m == CARDS)
-            for (int i = 0; i < n; i++)
-                memcpy(&cards[i], res.values[i],
-                       res.value_bytes[i] < sizeof(agent_card) ? res.value_bytes[i]
-                                                               : sizeof(agent_card));
+        if (s == HOOP_OK && m == CARDS && res.value_bytes[0] != sizeof(*sum)) {
+            snprintf(msg, sizeof(msg),
+                     "the first meeting's summary has %zu bytes, not %zu (another version of "
+                     "hooprun on a node?)",
+                     res.value_bytes[0], sizeof(*sum));
+            s = HOOP_ERR_MISMATCH;
+        } else if (s == HOOP_OK && m == CARDS) {
+            memcpy(sum, res.values[0], sizeof(*sum));
+        }
         hoop__store_wait_result_free(&res);
         if (s == HOOP_OK || bye_ok) {
             rc = 0;
@@ -512,12 +600,14 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
         }
         if (!caught && (rc = peer_left(p)) != 0) break;
         if ((sig = stop_signal()) != 0) {
+            look_missing(p, keys, n, missing, sizeof(missing));
             fprintf(stderr, "hooprun (node %d): got %s %s, waiting for %s; %s\n", p->node_rank,
                     strsignal(sig), when, missing, not_next(m));
             rc = 128 + sig;
             break;
         }
         if (hoop__ms_left(deadline) > 0) continue;
+        look_missing(p, keys, n, missing, sizeof(missing));
         if (m == END) {
             fprintf(stderr,
                     "hooprun (node %d): every worker here exited 0, but %s did not report its "
@@ -549,11 +639,11 @@ out:
 
 /* A meeting with the store's interrupt set (interrupted): its calls read signals while
  * node 0's hooprun does not answer. */
-static int meet_interruptible(const hooprun_plan *p, int k, enum meeting m, agent_card *cards,
-                              int *failed)
+static int meet_interruptible(const hooprun_plan *p, int k, enum meeting m, const agent_card *mine,
+                              cards_summary *sum, int *failed)
 {
     hoop__store_set_interrupt(p->agents, interrupted, NULL);
-    int rc = meet(p, k, m, cards, failed);
+    int rc = meet(p, k, m, mine, sum, failed);
     hoop__store_set_interrupt(p->agents, NULL, NULL);
     return rc;
 }
@@ -564,23 +654,17 @@ int hooprun_agent_begin(const hooprun_plan *p, int k)
     int rc, failed = 0;
     if (!p->agents) return 0;
     if (k == 0) {
-        agent_card *all = calloc((size_t)p->nnodes, sizeof(*all));
-        if (all == NULL) {
-            fprintf(stderr, "hooprun: out of memory\n");
-            return 1;
-        }
-        all[p->node_rank] = (agent_card){.max_restarts = p->max_restarts,
-                                         .nproc_per_node = p->nproc_per_node,
-                                         .grace_ms = p->grace_ms,
-                                         .stop_grace_ms = p->stop_grace_ms};
-        snprintf(all[p->node_rank].host, sizeof(all[0].host), "%.*s", (int)sizeof(all[0].host) - 1,
-                 p->host);
-        rc = meet_interruptible(p, 0, CARDS, all, &failed);
-        if (rc == 0) rc = compare_cards(p, all);
-        free(all);
+        agent_card mine = {.max_restarts = p->max_restarts,
+                           .nproc_per_node = p->nproc_per_node,
+                           .grace_ms = p->grace_ms,
+                           .stop_grace_ms = p->stop_grace_ms};
+        cards_summary sum;
+        snprintf(mine.host, sizeof(mine.host), "%.*s", (int)sizeof(mine.host) - 1, p->host);
+        rc = meet_interruptible(p, 0, CARDS, &mine, &sum, &failed);
+        if (rc == 0) rc = compare_cards(p, &mine, &sum);
         return rc;
     }
-    if ((rc = meet_interruptible(p, k, START, NULL, &failed)) != 0) return rc;
+    if ((rc = meet_interruptible(p, k, START, NULL, NULL, &failed)) != 0) return rc;
     /* A node that came and then died must not let this attempt start without it. */
     if (hooprun_agent_poll(p, why, sizeof(why)) < 0) {
         fprintf(stderr,
@@ -596,7 +680,7 @@ int hooprun_agent_end(const hooprun_plan *p, int *failed)
 {
     *failed = 0;
     if (!p->agents) return 0;
-    return meet_interruptible(p, p->restart, END, NULL, failed);
+    return meet_interruptible(p, p->restart, END, NULL, NULL, failed);
 }
 
 void hooprun_agent_failed(const hooprun_plan *p, const char *why, char *earlier, size_t cap)
