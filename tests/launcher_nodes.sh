@@ -354,7 +354,7 @@ done
 [ "$rc1" = 143 ] || fail "node 1 exited $rc1 on SIGTERM at the first meeting: $(cat "$TMP/first.1.err")"
 [ "$rc0" = 143 ] || fail "node 0 exited $rc0, not mirroring node 1's 143: $(cat "$TMP/first.0.err")"
 assert_contains "$TMP/first.1.err" "hooprun (node 1): got Terminated before attempt 0, waiting for node 2; not starting the workers"
-assert_contains "$TMP/first.0.err" "(it got SIGTERM: 128 + 15); not starting another attempt"
+assert_contains "$TMP/first.0.err" "(it got SIGTERM: 128 + 15); not starting the workers"
 
 # ended_within PID MS: waits (at most MS ms) until PID has ended (a zombie counts); 1 when
 # it still runs.
@@ -615,4 +615,21 @@ MASTER_ADDR=224.0.0.1 MASTER_PORT=$((20000 + RANDOM % 12000)) RANK=0 WORLD_SIZE=
 rc=$?
 [ "$rc" = 2 ] || fail "rank 0 with another host's MASTER_ADDR: exit $rc, not 2: $(cat "$TMP/notme0.err")"
 assert_contains "$TMP/notme0.err" "MASTER_ADDR must name this host, where rank 0 runs"
+# 26. Four nodes, node 2 never started: every node names node 2. The first to time out
+# (any of them) exits 1, and the others, reading its exit note first, blamed that node
+# ("node 0 (vm)'s hooprun exited with 1; not starting another attempt", wrong for attempt
+# 0 as well): the note now carries why it gave up.
+port=$((20000 + RANDOM % 12000))
+for i in 0 1 3; do
+    HOOP_TIMEOUT=3 "$HOOPRUN" --nnodes 4 --node-rank $i --nproc-per-node 1 --master-addr 127.0.0.1 \
+        --master-port $port true > /dev/null 2> "$TMP/nocome.$i.err" &
+    eval "pn$i=\$!"
+done
+for i in 0 1 3; do
+    eval "wait \$pn$i"
+    rc=$?
+    [ "$rc" = 1 ] || fail "node $i, whose node 2 never came, exited $rc: $(cat "$TMP/nocome.$i.err")"
+    assert_contains "$TMP/nocome.$i.err" "node 2 never came within HOOP_TIMEOUT (3000 ms)"
+    assert_contains "$TMP/nocome.$i.err" "not starting the workers"
+done
 echo "PASS"

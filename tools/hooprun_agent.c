@@ -63,6 +63,7 @@ typedef struct agent_card {
 } agent_card;
 
 static char refused_why[400];     /* hooprun_agent_refuse's message, for the exit note */
+static char meeting_why[600];     /* a meeting this node gave up on, for the exit note */
 static int mirrored;              /* a signal's 128 + N another node's hooprun left with */
 static char mirrored_why[600];    /* its exit note's account */
 static int64_t max_grace_ms;      /* the largest --grace of every node (the first meeting) */
@@ -286,15 +287,16 @@ int hooprun_agent_mirrored(const hooprun_plan *p)
     return mirrored;
 }
 
-/* A node's hooprun that left on purpose: says so, naming it with its exit code, and
+/* A node's hooprun that left on purpose: says so, naming it with its exit code and why,
+ * and what this node does not do now (not_doing: "not starting the workers"), and
  * returns this node's exit code (the same when it is a signal's 128 + N or 2, bad flags
  * or environment there, else 1); returns 0 when none left. */
-static int peer_left(const hooprun_plan *p)
+static int peer_left(const hooprun_plan *p, const char *not_doing)
 {
     char why[1200];
     int rc;
     if (!peer_exited(p, &rc, why, sizeof(why))) return 0;
-    fprintf(stderr, "hooprun (node %d): %s; not starting another attempt\n", p->node_rank, why);
+    fprintf(stderr, "hooprun (node %d): %s; %s\n", p->node_rank, why, not_doing);
     return rc > 128 || rc == 2 ? rc : 1;
 }
 
@@ -302,10 +304,11 @@ static int peer_left(const hooprun_plan *p)
  * else msg, and 1, or 2 when node 0's store gave up over a node it refused (how the
  * nodes were started is wrong: HOOP_ERR_MISMATCH). A meeting that timed out is told as
  * such: the nodes that time out with this one leave notes that do not say why. */
-static int meeting_failed(const hooprun_plan *p, hoop_status s, const char *when, const char *msg)
+static int meeting_failed(const hooprun_plan *p, hoop_status s, const char *when, const char *msg,
+                          const char *not_doing)
 {
     char at[400];
-    int rc = s == HOOP_ERR_TIMEOUT ? 0 : peer_left(p);
+    int rc = s == HOOP_ERR_TIMEOUT ? 0 : peer_left(p, not_doing);
     if (rc) return rc;
     where(p, at, sizeof(at));
     fprintf(stderr, "hooprun (node %d): %s, %s: %s\n", p->node_rank, at, when, msg);
@@ -514,7 +517,7 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, const agent_card *
     leave_pending(p);
     /* Before a restart: a node that left on purpose will not come (say so now). Each call
      * so far gave up waiting for node 0 on a signal (caught). */
-    if (m == START && !caught && (rc = peer_left(p)) != 0) goto out;
+    if (m == START && !caught && (rc = peer_left(p, not_next(m))) != 0) goto out;
     if (caught) {
         rc = stopped_silent(p, stop_signal(), when, m);
         goto out;
@@ -531,7 +534,8 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, const agent_card *
         snprintf(msg, sizeof(msg), "%s", hoop_last_error());
         rc = m == END && hoop__store_goodbye_code(p->agents) == HOOP_OK
                  ? 0
-                 : meeting_failed(p, set == HOOP_ERR_MISMATCH ? set : HOOP_ERR_REMOTE, when, msg);
+                 : meeting_failed(p, set == HOOP_ERR_MISMATCH ? set : HOOP_ERR_REMOTE, when, msg,
+                                  not_next(m));
         goto out;
     }
     if (m == END && hooprun_stopped_by()) { /* interrupted, yet every worker exited 0 */
@@ -576,8 +580,23 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, const agent_card *
             rc = 0;
             break;
         }
+        /* At the end, a node lost or the store gone after another node's worker failed:
+         * the attempt failed all the same (its note says where), though this node's
+         * workers exited 0, also when they did on the stop that failure caused here. A
+         * node that read the note only now left this node with 0 and no word of it. */
+        if (!timed_out && m == END && s != HOOP_ERR_MISMATCH &&
+            hooprun_agent_poll(p, why, sizeof(why)) > 0) {
+            fprintf(stderr,
+                    "hooprun (node %d): attempt failed on %s (every worker here had exited "
+                    "0); then %s\n",
+                    p->node_rank, why, msg);
+            *failed = 1;
+            rc = 1;
+            break;
+        }
         if (!timed_out) { /* a node lost, or the store gone: a note may say why */
-            rc = meeting_failed(p, s == HOOP_ERR_MISMATCH ? s : HOOP_ERR_REMOTE, when, msg);
+            rc = meeting_failed(p, s == HOOP_ERR_MISMATCH ? s : HOOP_ERR_REMOTE, when, msg,
+                                not_next(m));
             /* At the end, a lost store or node is no failure of this node's, whose
              * workers all exited 0 (a note of a failure elsewhere was read first), as a
              * timeout there is not: torchelastic's exit barrier. */
@@ -598,7 +617,7 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, const agent_card *
             rc = 1;
             break;
         }
-        if (!caught && (rc = peer_left(p)) != 0) break;
+        if (!caught && (rc = peer_left(p, not_next(m))) != 0) break;
         if ((sig = stop_signal()) != 0) {
             look_missing(p, keys, n, missing, sizeof(missing));
             fprintf(stderr, "hooprun (node %d): got %s %s, waiting for %s; %s\n", p->node_rank,
@@ -620,13 +639,12 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, const agent_card *
              * HOOP_TOKEN, a stray job): the likely missing node. */
             char stranger[700] = "";
             int refused = hoop__store_stranger(p->agents, stranger, sizeof(stranger));
-            fprintf(stderr,
-                    "hooprun (node %d): the nodes' meeting %s: %s never came within %s (%lld "
-                    "ms)%s%s; not starting %s\n",
-                    p->node_rank, when, missing,
-                    m == START ? "HOOP_TIMEOUT + the largest --grace + 1 s" : "HOOP_TIMEOUT",
-                    (long long)timeout_ms, refused ? "; meanwhile its store refused " : "",
-                    stranger, m == START ? "another attempt" : "the workers");
+            snprintf(
+                meeting_why, sizeof(meeting_why),
+                "the nodes' meeting %s: %s never came within %s (%lld ms)%s%.300s", when, missing,
+                m == START ? "HOOP_TIMEOUT + the largest --grace + 1 s" : "HOOP_TIMEOUT",
+                (long long)timeout_ms, refused ? "; meanwhile its store refused " : "", stranger);
+            fprintf(stderr, "hooprun (node %d): %s; %s\n", p->node_rank, meeting_why, not_next(m));
             rc = 1;
         }
         break;
@@ -835,9 +853,12 @@ void hooprun_agent_close(hooprun_plan *p, int rc)
             snprintf(kind, sizeof(kind), " (bad flags or environment%s%s)",
                      *refused_why ? ": " : "", refused_why);
         snprintf(own, sizeof(own), "its hooprun exited with %d%s", rc, kind);
-        snprintf(why, sizeof(why), "node %d (%.64s)'s hooprun exited with %d%s%s%.500s",
+        /* why: the attempt's failure, else the meeting this node gave up on (a node that
+         * never came: the nodes that hear of this exit first must not blame this one) */
+        snprintf(why, sizeof(why), "node %d (%.64s)'s hooprun exited with %d%s%s%.500s%s%.500s%s",
                  p->node_rank, p->host, rc, kind, noted ? " after the attempt failed on " : "",
-                 noted ? failed : "");
+                 noted ? failed : "", !noted && *meeting_why ? " (" : "", noted ? "" : meeting_why,
+                 !noted && *meeting_why ? ")" : "");
         /* 2 (bad flags or environment): latecomers exit 2 too (hooprun_agent_open) */
         hoop__store_note_failure(p->agents, rc == 2 ? HOOP_ERR_INVALID : HOOP_ERR_REMOTE, why);
         /* The exit note (its code: a signal's is mirrored) for meetings, unless a node
