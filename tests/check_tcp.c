@@ -226,7 +226,12 @@ START_TEST(test_listen_addr)
     ck_assert_int_eq(hoop__sock_listen_addr("=nosuchif", "::1", &a), HOOP_ERR_INVALID);
     ck_assert_str_eq(hoop_last_error(),
                      "HOOP_SOCKET_IFNAME==nosuchif matches no interface with an IPv4 or IPv6 "
-                     "address");
+                     "address (the form: prefixes or =exact names, comma-separated, all after "
+                     "a '^' to leave those out)");
+    /* NCCL_SOCKET_IFNAME's lists: any entry matches; '=' exact; '^' leaves them out */
+    ck_assert_str_eq(listen_addr("nosuchif,lo", NULL, b), "127.0.0.1:0");
+    ck_assert_str_eq(listen_addr("=l,,=lo", NULL, b), "127.0.0.1:0");
+    ck_assert_int_eq(hoop__sock_listen_addr("=l,=lo0,^lo", NULL, &a), HOOP_ERR_INVALID);
     if (!have_ipv6_loopback()) return;
     ck_assert_str_eq(listen_addr("lo", "::1", b), "[::1]:0");
     ck_assert_str_eq(listen_addr(NULL, "::1", b), "[::1]:0");
@@ -248,6 +253,17 @@ static int ifname_down_checks(void)
     if (hoop__sock_listen_addr("hoopd", NULL, &a) != HOOP_OK ||
         strcmp(hoop__sock_addr_str(&a, b), "10.77.1.1:0") != 0)
         return 1;
+    /* the lists: hoopd1 is up and running with an IPv4 address (lo is down in a new
+     * namespace; the hoopx have IPv6 link-local ones, which rank after it) */
+    if (hoop__sock_listen_addr("^hoopd0", NULL, &a) != HOOP_OK ||
+        strcmp(hoop__sock_addr_str(&a, b), "10.77.1.1:0") != 0)
+        return 4;
+    if (hoop__sock_listen_addr("=hoopd0,=hoopd1", NULL, &a) != HOOP_OK ||
+        strcmp(hoop__sock_addr_str(&a, b), "10.77.1.1:0") != 0)
+        return 5;
+    if (hoop__sock_listen_addr("^hoopd1,hoopx,lo", NULL, &a) != HOOP_ERR_INVALID ||
+        !strstr(hoop_last_error(), "(hoopd0: down, or no carrier)"))
+        return 6;
     if (hoop__sock_listen_addr("=hoopd0", NULL, &a) != HOOP_ERR_INVALID ||
         strcmp(hoop_last_error(), "HOOP_SOCKET_IFNAME==hoopd0 matches no interface that is up "
                                   "and running (hoopd0: down, or no carrier)") != 0)

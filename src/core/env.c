@@ -141,8 +141,9 @@ const hoop_env_param hoop__env_params[] = {
     {"HOOP_SHM_BYTES", HOOP_ENV_BYTES, "4M", 64 * KIB, 1 * GIB, NULL,
      "shm transport: ring bytes per link, a power of two (K/M/G suffixes)"},
     {"HOOP_SOCKET_IFNAME", HOOP_ENV_STRING, NULL, 0, 0, NULL,
-     "interface name or prefix (=NAME: exactly) for TCP listen addresses, up and running "
-     "ones only (default: routes to MASTER_ADDR)"},
+     "interfaces for TCP listen addresses, up and running ones only: prefixes, =NAME for "
+     "exactly NAME, comma-separated; ^LIST leaves LIST out (NCCL_SOCKET_IFNAME's form; "
+     "default: routes to MASTER_ADDR)"},
     {"HOOP_TCP_NSOCKS", HOOP_ENV_INT, "2", 1, 16, NULL, "TCP streams per link"},
     {"HOOP_CHUNK_BYTES", HOOP_ENV_BYTES, "512K", 4 * KIB, 64 * MIB, NULL,
      "bytes a ring step moves per chunk (K/M/G suffixes)"},

@@ -139,17 +139,31 @@ static int in_list(const char *list, const char *name)
     return 0;
 }
 
-static hoop_status addr_from_ifname(const char *prefix, int want, hoop_sockaddr *out)
+/* 1 when the interface called name matches list: comma-separated entries, each a prefix
+ * or, after '=', an exact name (NCCL_SOCKET_IFNAME's form, without its leading '^'). */
+static int ifname_listed(const char *list, const char *name)
+{
+    for (const char *e = list; *e;) {
+        size_t len = strcspn(e, ",");
+        int exact = e[0] == '=';
+        size_t n = len - (size_t)exact;
+        if (n > 0 && strncmp(name, e + exact, n) == 0 && (!exact || name[n] == '\0')) return 1;
+        e += len + (e[len] == ',');
+    }
+    return 0;
+}
+
+static hoop_status addr_from_ifname(const char *spec, int want, hoop_sockaddr *out)
 {
     struct ifaddrs *ifs, *best = NULL;
-    int best_rank = 4, exact = prefix[0] == '=', ndown = 0;
+    int best_rank = 16, exclude = spec[0] == '^', ndown = 0;
     char down[128] = ""; /* the matching interfaces that are not up and running */
-    if (exact) prefix++;
     HOOP_SYSCHECK(getifaddrs(&ifs), "getifaddrs");
     for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-        int match = exact ? strcmp(i->ifa_name, prefix) == 0
-                          : strncmp(i->ifa_name, prefix, strlen(prefix)) == 0;
+        int match = ifname_listed(spec + exclude, i->ifa_name) != exclude;
         int r = match ? if_rank(i->ifa_addr, want) : -1;
+        /* '^' names what to leave out: loopback only when nothing else is left */
+        if (r >= 0 && exclude && (i->ifa_flags & IFF_LOOPBACK)) r += 8;
         if (r >= 0 && (i->ifa_flags & (IFF_UP | IFF_RUNNING)) != (IFF_UP | IFF_RUNNING)) {
             /* A peer could not reach it: a prefix that also matches such an interface
              * (eth1 with its cable out beside eth0) must not pick it. */
@@ -171,14 +185,15 @@ static hoop_status addr_from_ifname(const char *prefix, int want, hoop_sockaddr 
     freeifaddrs(ifs);
     if (!best && ndown)
         return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "HOOP_SOCKET_IFNAME=%s%s matches no interface that is up and running "
+                          "HOOP_SOCKET_IFNAME=%s matches no interface that is up and running "
                           "(%s: down, or no carrier)",
-                          exact ? "=" : "", prefix, down);
+                          spec, down);
     if (!best)
         return HOOP_ERROR(HOOP_ERR_INVALID,
-                          "HOOP_SOCKET_IFNAME=%s%s matches no interface with an IPv4 or IPv6 "
-                          "address",
-                          exact ? "=" : "", prefix);
+                          "HOOP_SOCKET_IFNAME=%s matches no interface with an IPv4 or IPv6 "
+                          "address (the form: prefixes or =exact names, comma-separated, all "
+                          "after a '^' to leave those out)",
+                          spec);
     return HOOP_OK;
 }
 

@@ -60,8 +60,11 @@ hoop_status hoop__sock_from_wire(const struct hoop_sock_wire *w, const char *who
 hoop_sockaddr hoop__sock_dial_addr(const hoop_sockaddr *peer, const hoop_sockaddr *self);
 
 /* The address to listen on (port 0), IPv4 or IPv6:
- *   ifname set: an address of the interface named (or prefixed; '=' for an exact name)
- *     by ifname that is up and running (IFF_UP, IFF_RUNNING), of MASTER_ADDR's family (IPv6 when
+ *   ifname set: an address of an interface that ifname names and that is up and running
+ *     (IFF_UP, IFF_RUNNING); ifname is NCCL_SOCKET_IFNAME's form: comma-separated
+ *     prefixes, '=' before an exact name, and a leading '^' that names the interfaces to
+ *     leave out instead (loopback then only when nothing else is left); of MASTER_ADDR's
+ *     family (IPv6 when
  * master_addr is an IPv6 address, that is has a ':'; else IPv4) if it has one, else of the other; a
  * global address before a link-local one (which gets the interface's index as its scope); else
  * master_addr set: the local address the kernel routes towards master_addr (its first address in
