@@ -586,6 +586,9 @@ static int meet(const hooprun_plan *p, int k, enum meeting m, const agent_card *
          * node that read the note only now left this node with 0 and no word of it. */
         if (!timed_out && m == END && s != HOOP_ERR_MISMATCH &&
             hooprun_agent_poll(p, why, sizeof(why)) > 0) {
+            char left[1200];
+            int code; /* a node that left on purpose says so in its exit note */
+            if (peer_exited(p, &code, left, sizeof(left))) snprintf(msg, sizeof(msg), "%s", left);
             fprintf(stderr,
                     "hooprun (node %d): attempt failed on %s (every worker here had exited "
                     "0); then %s\n",
